@@ -1,0 +1,615 @@
+//! Deployment settings: an optional TOML file overridden by `PLANWRIGHT_<KEY>` environment
+//! variables (DESIGN §10). Every value is checked here, once, with the key named in the
+//! error, so the rest of the program reads typed settings only.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use secrecy::{ExposeSecret, SecretString};
+use serde::Deserialize;
+
+pub const ENV_PREFIX: &str = "PLANWRIGHT_";
+const DEFAULT_CONFIG_FILE: &str = "planwright.toml";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub listen: SocketAddr,
+    pub data_dir: PathBuf,
+    pub database_url: String,
+    pub public_url: String,
+    pub github: GithubSettings,
+    pub gitlab: GitlabSettings,
+    pub models: ModelSettings,
+    pub sandbox: String,
+    pub unsafe_no_sandbox: bool,
+    pub log_format: LogFormat,
+    /// Largest webhook body accepted (GitHub caps payloads at 25 MB).
+    pub webhook_body_limit: usize,
+    pub queue: QueueSettings,
+}
+
+#[derive(Debug, Clone)]
+pub struct GithubSettings {
+    pub app_id: Option<u64>,
+    pub private_key: Option<SecretString>,
+    /// Every secret that is accepted; more than one while a secret is being rotated.
+    pub webhook_secrets: Vec<SecretString>,
+    pub api_url: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct GitlabSettings {
+    pub url: Option<String>,
+    pub token: Option<SecretString>,
+    pub webhook_secrets: Vec<SecretString>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ModelSettings {
+    pub anthropic_api_key: Option<SecretString>,
+    pub anthropic_base_url: String,
+    pub openai_api_key: Option<SecretString>,
+    pub openai_base_url: String,
+    pub planner: Option<String>,
+    pub scout: Option<String>,
+    pub executor: Option<String>,
+}
+
+/// How the durable job queue behaves.
+#[derive(Debug, Clone)]
+pub struct QueueSettings {
+    /// Jobs run at once by one process.
+    pub workers: usize,
+    /// How long a claimed job is held without a heartbeat before any worker may take it.
+    pub lease: Duration,
+    /// Attempts before a job is dead-lettered.
+    pub max_attempts: i64,
+    /// First retry delay; doubled each attempt, with jitter, up to `retry_max`.
+    pub retry_base: Duration,
+    pub retry_max: Duration,
+    /// How often an idle worker looks for jobs enqueued by other processes.
+    pub poll_interval: Duration,
+    /// How long a stopping worker waits for running jobs before releasing them.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for QueueSettings {
+    fn default() -> Self {
+        Self {
+            workers: 4,
+            lease: Duration::from_secs(60),
+            max_attempts: 5,
+            retry_base: Duration::from_secs(5),
+            retry_max: Duration::from_secs(15 * 60),
+            poll_interval: Duration::from_secs(1),
+            shutdown_grace: Duration::from_secs(20),
+        }
+    }
+}
+
+/// The file's shape: every key optional, unknown keys refused.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileSettings {
+    listen: Option<String>,
+    port: Option<u16>,
+    data_dir: Option<PathBuf>,
+    database_url: Option<String>,
+    public_url: Option<String>,
+    github_app_id: Option<u64>,
+    github_private_key: Option<String>,
+    github_webhook_secret: Option<String>,
+    github_api_url: Option<String>,
+    gitlab_url: Option<String>,
+    gitlab_token: Option<String>,
+    gitlab_webhook_secret: Option<String>,
+    anthropic_api_key: Option<String>,
+    anthropic_base_url: Option<String>,
+    openai_api_key: Option<String>,
+    openai_base_url: Option<String>,
+    planner_model: Option<String>,
+    scout_model: Option<String>,
+    executor_model: Option<String>,
+    sandbox: Option<String>,
+    unsafe_no_sandbox: Option<bool>,
+    log_format: Option<String>,
+    webhook_body_limit: Option<usize>,
+    workers: Option<usize>,
+    job_lease_secs: Option<u64>,
+    job_max_attempts: Option<i64>,
+    job_retry_base_ms: Option<u64>,
+    job_retry_max_secs: Option<u64>,
+    job_poll_ms: Option<u64>,
+    shutdown_grace_secs: Option<u64>,
+}
+
+/// Keys that may also be given without the `PLANWRIGHT_` prefix, as model tools expect.
+const UNPREFIXED: &[&str] = &[
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_BASE_URL",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+];
+
+/// Every key the environment may set, in file spelling (upper-cased for the environment).
+const KEYS: &[&str] = &[
+    "listen",
+    "port",
+    "data_dir",
+    "database_url",
+    "public_url",
+    "github_app_id",
+    "github_private_key",
+    "github_webhook_secret",
+    "github_api_url",
+    "gitlab_url",
+    "gitlab_token",
+    "gitlab_webhook_secret",
+    "anthropic_api_key",
+    "anthropic_base_url",
+    "openai_api_key",
+    "openai_base_url",
+    "planner_model",
+    "scout_model",
+    "executor_model",
+    "sandbox",
+    "unsafe_no_sandbox",
+    "log_format",
+    "webhook_body_limit",
+    "workers",
+    "job_lease_secs",
+    "job_max_attempts",
+    "job_retry_base_ms",
+    "job_retry_max_secs",
+    "job_poll_ms",
+    "shutdown_grace_secs",
+];
+
+impl Settings {
+    /// Reads `--config FILE` (which must exist) or `planwright.toml` when present, then the
+    /// process environment.
+    pub fn load(config_file: Option<&Path>) -> Result<Self> {
+        let env: Vec<(String, String)> = std::env::vars().collect();
+        Self::from_sources(config_file, &env)
+    }
+
+    /// The same as [`Settings::load`] with the environment given explicitly.
+    pub fn from_sources(config_file: Option<&Path>, env: &[(String, String)]) -> Result<Self> {
+        let file = match config_file {
+            Some(path) => read_file(path)?,
+            None if Path::new(DEFAULT_CONFIG_FILE).exists() => {
+                read_file(Path::new(DEFAULT_CONFIG_FILE))?
+            }
+            None => FileSettings::default(),
+        };
+        let mut raw = Raw::from_file(file);
+        raw.apply_env(env)?;
+        raw.finish()
+    }
+
+    /// The accepted GitHub webhook secrets, exposed for verification only.
+    pub fn github_secrets(&self) -> impl Iterator<Item = &[u8]> {
+        self.github
+            .webhook_secrets
+            .iter()
+            .map(|s| s.expose_secret().as_bytes())
+    }
+
+    pub fn gitlab_secrets(&self) -> impl Iterator<Item = &[u8]> {
+        self.gitlab
+            .webhook_secrets
+            .iter()
+            .map(|s| s.expose_secret().as_bytes())
+    }
+}
+
+fn read_file(path: &Path) -> Result<FileSettings> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("Could not read the settings file {}", path.display()))?;
+    toml::from_str(&text)
+        .with_context(|| format!("Could not parse the settings file {}", path.display()))
+}
+
+/// Settings as strings and options, before validation; the file fills it, the
+/// environment overrides it.
+struct Raw {
+    values: std::collections::BTreeMap<&'static str, (String, Source)>,
+}
+
+#[derive(Clone)]
+enum Source {
+    File,
+    Env(String),
+}
+
+impl Source {
+    fn describe(&self, key: &str) -> String {
+        match self {
+            Source::File => format!("`{key}` in the settings file"),
+            Source::Env(var) => format!("the environment variable {var}"),
+        }
+    }
+}
+
+impl Raw {
+    fn from_file(file: FileSettings) -> Self {
+        let mut values = std::collections::BTreeMap::new();
+        let mut put = |key: &'static str, value: Option<String>| {
+            if let Some(v) = value {
+                values.insert(key, (v, Source::File));
+            }
+        };
+        put("listen", file.listen);
+        put("port", file.port.map(|p| p.to_string()));
+        put(
+            "data_dir",
+            file.data_dir.map(|p| p.to_string_lossy().into_owned()),
+        );
+        put("database_url", file.database_url);
+        put("public_url", file.public_url);
+        put("github_app_id", file.github_app_id.map(|v| v.to_string()));
+        put("github_private_key", file.github_private_key);
+        put("github_webhook_secret", file.github_webhook_secret);
+        put("github_api_url", file.github_api_url);
+        put("gitlab_url", file.gitlab_url);
+        put("gitlab_token", file.gitlab_token);
+        put("gitlab_webhook_secret", file.gitlab_webhook_secret);
+        put("anthropic_api_key", file.anthropic_api_key);
+        put("anthropic_base_url", file.anthropic_base_url);
+        put("openai_api_key", file.openai_api_key);
+        put("openai_base_url", file.openai_base_url);
+        put("planner_model", file.planner_model);
+        put("scout_model", file.scout_model);
+        put("executor_model", file.executor_model);
+        put("sandbox", file.sandbox);
+        put(
+            "unsafe_no_sandbox",
+            file.unsafe_no_sandbox.map(|b| b.to_string()),
+        );
+        put("log_format", file.log_format);
+        put(
+            "webhook_body_limit",
+            file.webhook_body_limit.map(|v| v.to_string()),
+        );
+        put("workers", file.workers.map(|v| v.to_string()));
+        put("job_lease_secs", file.job_lease_secs.map(|v| v.to_string()));
+        put(
+            "job_max_attempts",
+            file.job_max_attempts.map(|v| v.to_string()),
+        );
+        put(
+            "job_retry_base_ms",
+            file.job_retry_base_ms.map(|v| v.to_string()),
+        );
+        put(
+            "job_retry_max_secs",
+            file.job_retry_max_secs.map(|v| v.to_string()),
+        );
+        put("job_poll_ms", file.job_poll_ms.map(|v| v.to_string()));
+        put(
+            "shutdown_grace_secs",
+            file.shutdown_grace_secs.map(|v| v.to_string()),
+        );
+        Self { values }
+    }
+
+    fn apply_env(&mut self, env: &[(String, String)]) -> Result<()> {
+        for (name, value) in env {
+            if let Some(key) = name.strip_prefix(ENV_PREFIX) {
+                let lower = key.to_ascii_lowercase();
+                match KEYS.iter().find(|k| **k == lower) {
+                    Some(k) => {
+                        self.values.insert(k, (value.clone(), Source::Env(name.clone())));
+                    }
+                    None if key.starts_with("TEST_") => {}
+                    None => tracing::warn!(variable = %name, "ignoring an unknown setting"),
+                }
+            } else if name == "PORT" && !self.values.contains_key("listen") {
+                self.values
+                    .insert("port", (value.clone(), Source::Env(name.clone())));
+            }
+        }
+        // Unprefixed model keys apply only where the prefixed form is absent.
+        for unprefixed in UNPREFIXED {
+            let key = unprefixed.to_ascii_lowercase();
+            let prefixed = format!("{ENV_PREFIX}{unprefixed}");
+            let has_prefixed = env.iter().any(|(n, _)| *n == prefixed);
+            if has_prefixed {
+                continue;
+            }
+            if let Some((_, v)) = env.iter().find(|(n, _)| n == unprefixed)
+                && let Some(k) = KEYS.iter().find(|k| **k == key)
+                && !self.values.contains_key(k)
+            {
+                self.values
+                    .insert(k, (v.clone(), Source::Env((*unprefixed).to_owned())));
+            }
+        }
+        Ok(())
+    }
+
+    fn text(&self, key: &str) -> Option<&str> {
+        self.values
+            .get(key)
+            .map(|(v, _)| v.trim())
+            .filter(|v| !v.is_empty())
+    }
+
+    fn parsed<T: std::str::FromStr>(&self, key: &str, what: &str) -> Result<Option<T>> {
+        let Some((value, source)) = self.values.get(key) else {
+            return Ok(None);
+        };
+        let value = value.trim();
+        match value.parse::<T>() {
+            Ok(v) => Ok(Some(v)),
+            Err(_) => bail!(
+                "Cannot use {}: expected {what}, got `{value}`",
+                source.describe(key)
+            ),
+        }
+    }
+
+    fn secret(&self, key: &str) -> Option<SecretString> {
+        self.text(key).map(|v| SecretString::from(v.to_owned()))
+    }
+
+    fn secrets(&self, key: &str) -> Vec<SecretString> {
+        self.text(key)
+            .map(|v| {
+                v.split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(|s| SecretString::from(s.to_owned()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    fn positive(&self, key: &str) -> Result<Option<u64>> {
+        match self.parsed::<u64>(key, "a positive integer")? {
+            Some(0) => bail!(
+                "Cannot use {}: expected a positive integer, got `0`",
+                self.source(key)
+            ),
+            other => Ok(other),
+        }
+    }
+
+    fn source(&self, key: &str) -> String {
+        self.values
+            .get(key)
+            .map(|(_, s)| s.describe(key))
+            .unwrap_or_else(|| format!("`{key}`"))
+    }
+
+    fn finish(self) -> Result<Settings> {
+        let listen = match (self.text("listen"), self.parsed::<u16>("port", "a port number")?) {
+            (Some(addr), _) => addr.parse::<SocketAddr>().map_err(|_| {
+                anyhow::anyhow!(
+                    "Cannot use {}: expected an address such as 0.0.0.0:3000, got `{addr}`",
+                    self.source("listen")
+                )
+            })?,
+            (None, Some(port)) => SocketAddr::from(([0, 0, 0, 0], port)),
+            (None, None) => SocketAddr::from(([0, 0, 0, 0], 3000)),
+        };
+        let data_dir = PathBuf::from(self.text("data_dir").unwrap_or("./data"));
+        let database_url = match self.text("database_url") {
+            Some(url) => {
+                if !(url.starts_with("sqlite:")
+                    || url.starts_with("postgres://")
+                    || url.starts_with("postgresql://"))
+                {
+                    bail!(
+                        "Cannot use {}: planwright stores its data in SQLite (sqlite://FILE) or PostgreSQL (postgres://…)",
+                        self.source("database_url")
+                    );
+                }
+                url.to_owned()
+            }
+            None => format!("sqlite://{}/planwright.db", data_dir.display()),
+        };
+        let log_format = match self.text("log_format").unwrap_or("text") {
+            "text" => LogFormat::Text,
+            "json" => LogFormat::Json,
+            other => bail!(
+                "Cannot use {}: expected `text` or `json`, got `{other}`",
+                self.source("log_format")
+            ),
+        };
+        let sandbox = self.text("sandbox").unwrap_or("bwrap").to_owned();
+        let unsafe_no_sandbox = match self.text("unsafe_no_sandbox") {
+            None => false,
+            Some("1" | "true" | "yes") => true,
+            Some("0" | "false" | "no") => false,
+            Some(other) => bail!(
+                "Cannot use {}: expected 1 or 0, got `{other}`",
+                self.source("unsafe_no_sandbox")
+            ),
+        };
+        match sandbox.as_str() {
+            "bwrap" => {}
+            "none" if unsafe_no_sandbox => {}
+            "none" => bail!(
+                "Cannot run executors without a sandbox unless UNSAFE_NO_SANDBOX=1 is set as well ({})",
+                self.source("sandbox")
+            ),
+            other => bail!(
+                "Cannot use {}: expected `bwrap` or `none`, got `{other}`",
+                self.source("sandbox")
+            ),
+        }
+        let private_key = match self.text("github_private_key") {
+            None => None,
+            Some(pem) if pem.starts_with("-----BEGIN") => Some(SecretString::from(pem.to_owned())),
+            Some(path) => Some(SecretString::from(std::fs::read_to_string(path).with_context(
+                || {
+                    format!(
+                        "Could not read the GitHub App private key named by {}",
+                        self.source("github_private_key")
+                    )
+                },
+            )?)),
+        };
+        let defaults = QueueSettings::default();
+        let queue = QueueSettings {
+            workers: self
+                .positive("workers")?
+                .map_or(defaults.workers, |v| v as usize),
+            lease: self
+                .positive("job_lease_secs")?
+                .map_or(defaults.lease, Duration::from_secs),
+            max_attempts: self
+                .positive("job_max_attempts")?
+                .map_or(defaults.max_attempts, |v| v as i64),
+            retry_base: self
+                .positive("job_retry_base_ms")?
+                .map_or(defaults.retry_base, Duration::from_millis),
+            retry_max: self
+                .positive("job_retry_max_secs")?
+                .map_or(defaults.retry_max, Duration::from_secs),
+            poll_interval: self
+                .positive("job_poll_ms")?
+                .map_or(defaults.poll_interval, Duration::from_millis),
+            shutdown_grace: self
+                .parsed::<u64>("shutdown_grace_secs", "a number of seconds")?
+                .map_or(defaults.shutdown_grace, Duration::from_secs),
+        };
+        Ok(Settings {
+            listen,
+            database_url,
+            data_dir,
+            public_url: self
+                .text("public_url")
+                .unwrap_or("http://localhost:3000")
+                .trim_end_matches('/')
+                .to_owned(),
+            github: GithubSettings {
+                app_id: self.parsed("github_app_id", "a numeric app id")?,
+                private_key,
+                webhook_secrets: self.secrets("github_webhook_secret"),
+                api_url: self
+                    .text("github_api_url")
+                    .unwrap_or("https://api.github.com")
+                    .trim_end_matches('/')
+                    .to_owned(),
+            },
+            gitlab: GitlabSettings {
+                url: self
+                    .text("gitlab_url")
+                    .map(|u| u.trim_end_matches('/').to_owned()),
+                token: self.secret("gitlab_token"),
+                webhook_secrets: self.secrets("gitlab_webhook_secret"),
+            },
+            models: ModelSettings {
+                anthropic_api_key: self.secret("anthropic_api_key"),
+                anthropic_base_url: self
+                    .text("anthropic_base_url")
+                    .unwrap_or("https://api.anthropic.com")
+                    .to_owned(),
+                openai_api_key: self.secret("openai_api_key"),
+                openai_base_url: self
+                    .text("openai_base_url")
+                    .unwrap_or("https://api.openai.com/v1")
+                    .to_owned(),
+                planner: self.text("planner_model").map(str::to_owned),
+                scout: self.text("scout_model").map(str::to_owned),
+                executor: self.text("executor_model").map(str::to_owned),
+            },
+            sandbox,
+            unsafe_no_sandbox,
+            log_format,
+            webhook_body_limit: self
+                .positive("webhook_body_limit")?
+                .map_or(25 * 1024 * 1024, |v| v as usize),
+            queue,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn defaults_put_sqlite_under_the_data_dir() {
+        let s = Settings::from_sources(None, &env(&[("PLANWRIGHT_DATA_DIR", "/srv/pw")])).unwrap();
+        assert_eq!(s.database_url, "sqlite:///srv/pw/planwright.db");
+        assert_eq!(s.listen.to_string(), "0.0.0.0:3000");
+        assert_eq!(s.webhook_body_limit, 25 * 1024 * 1024);
+    }
+
+    #[test]
+    fn environment_overrides_the_file_and_secrets_rotate() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("pw.toml");
+        std::fs::write(
+            &file,
+            "listen = \"127.0.0.1:4000\"\ngithub_webhook_secret = \"old\"\nworkers = 2\n",
+        )
+        .unwrap();
+        let s = Settings::from_sources(
+            Some(&file),
+            &env(&[("PLANWRIGHT_GITHUB_WEBHOOK_SECRET", "new, old ,")]),
+        )
+        .unwrap();
+        assert_eq!(s.listen.to_string(), "127.0.0.1:4000");
+        assert_eq!(s.queue.workers, 2);
+        let secrets: Vec<&[u8]> = s.github_secrets().collect();
+        assert_eq!(secrets, vec![b"new".as_slice(), b"old".as_slice()]);
+    }
+
+    #[test]
+    fn port_and_unprefixed_model_keys_are_read() {
+        let s = Settings::from_sources(
+            None,
+            &env(&[("PORT", "8080"), ("ANTHROPIC_API_KEY", "k1")]),
+        )
+        .unwrap();
+        assert_eq!(s.listen.to_string(), "0.0.0.0:8080");
+        assert_eq!(
+            s.models.anthropic_api_key.unwrap().expose_secret(),
+            "k1"
+        );
+    }
+
+    #[test]
+    fn bad_values_name_their_source() {
+        let err = Settings::from_sources(None, &env(&[("PLANWRIGHT_WORKERS", "many")]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("PLANWRIGHT_WORKERS"), "{err}");
+        let err = Settings::from_sources(None, &env(&[("PLANWRIGHT_SANDBOX", "none")]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("UNSAFE_NO_SANDBOX"), "{err}");
+        let err = Settings::from_sources(None, &env(&[("PLANWRIGHT_DATABASE_URL", "mysql://x")]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("PostgreSQL"), "{err}");
+    }
+
+    #[test]
+    fn unknown_file_keys_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("pw.toml");
+        std::fs::write(&file, "listne = \"127.0.0.1:4000\"\n").unwrap();
+        let err = format!("{:#}", Settings::from_sources(Some(&file), &[]).unwrap_err());
+        assert!(err.contains("listne"), "{err}");
+    }
+}

@@ -1,0 +1,113 @@
+//! The domain events planwright acts on. Webhooks from either forge are parsed into these
+//! right after verification; nothing past the webhook edge reads raw payloads.
+
+use serde::{Deserialize, Serialize};
+
+use crate::ids::{CommentId, InstallationId, IssueNumber, PullNumber, RepoName};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Forge {
+    Github,
+    Gitlab,
+}
+
+impl Forge {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Forge::Github => "github",
+            Forge::Gitlab => "gitlab",
+        }
+    }
+}
+
+impl std::fmt::Display for Forge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Who did something on the forge.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Actor {
+    pub login: String,
+    pub id: i64,
+    /// The forge says this account is a bot (GitHub `type: Bot`, a `[bot]` login).
+    pub bot: bool,
+}
+
+/// Where a comment was written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "number", rename_all = "snake_case")]
+pub enum Thread {
+    Issue(IssueNumber),
+    PullRequest(PullNumber),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event {
+    /// The forge checks that the hook works (GitHub `ping`).
+    Ping { hook_id: Option<i64> },
+    /// An app installation changed (`installation.*`).
+    Installation {
+        installation: InstallationId,
+        action: String,
+        account: String,
+        /// The repositories the payload names (only for `created`, and only when the
+        /// installation is limited to selected repositories).
+        repositories: Vec<RepoName>,
+    },
+    /// Repositories were added to or removed from an installation.
+    InstallationRepositories {
+        installation: InstallationId,
+        action: String,
+        added: Vec<RepoName>,
+        removed: Vec<RepoName>,
+    },
+    Repository(RepoEvent),
+}
+
+/// Something that happened in one repository.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RepoEvent {
+    pub forge: Forge,
+    pub repo: RepoName,
+    /// GitHub: the installation the delivery was sent for; GitLab: none.
+    pub installation: Option<InstallationId>,
+    pub kind: RepoEventKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum RepoEventKind {
+    /// Labels were added to an issue (GitHub sends one per event; GitLab may add several).
+    IssueLabeled {
+        issue: IssueNumber,
+        labels: Vec<String>,
+        actor: Actor,
+    },
+    /// A comment was written on an issue or a pull request (including review comments on
+    /// a diff line).
+    CommentCreated {
+        thread: Thread,
+        comment: CommentId,
+        body: String,
+        author: Actor,
+    },
+    /// A pull request review was submitted (GitHub only; its body may be empty).
+    ReviewSubmitted {
+        pull: PullNumber,
+        review: i64,
+        state: String,
+        body: String,
+        author: Actor,
+    },
+    /// A merge request was opened, updated, merged or closed (GitLab).
+    MergeRequestChanged {
+        pull: PullNumber,
+        action: String,
+        state: String,
+        actor: Actor,
+    },
+}

@@ -1,0 +1,10 @@
+//! planwright: takes issues to pull requests through a build contract that maintainers
+//! approve. The library holds every layer; `main.rs` is the command line around it.
+
+pub mod config;
+pub mod dispatch;
+pub mod event;
+pub mod ids;
+pub mod server;
+pub mod store;
+pub mod worker;

@@ -1,0 +1,170 @@
+//! The `planwright` command line.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+use planwright::config::{LogFormat, Settings};
+use planwright::server::{self, Role};
+use planwright::store::{Db, deliveries, sessions};
+
+#[derive(Parser)]
+#[command(name = "planwright", version, about = "Takes issues to pull requests through an approved build contract")]
+struct Cli {
+    /// Settings file (default: planwright.toml when present). Environment variables
+    /// PLANWRIGHT_<KEY> override it.
+    #[arg(long, global = true)]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Receive webhooks and run jobs.
+    Serve {
+        #[arg(long, value_enum, default_value = "all")]
+        role: Role,
+    },
+    /// Apply pending database migrations and exit.
+    Migrate,
+    /// List planner sessions, newest first.
+    Sessions {
+        #[arg(long)]
+        json: bool,
+        #[arg(long, default_value_t = 50)]
+        limit: i64,
+    },
+    /// List received webhook deliveries, newest first.
+    Deliveries {
+        #[arg(long)]
+        json: bool,
+        #[arg(long, default_value_t = 50)]
+        limit: i64,
+    },
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let settings = match Settings::load(cli.config.as_deref()) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("planwright: {e:#}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    init_tracing(settings.log_format);
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("planwright: Could not start the async runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli.command, settings)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("planwright: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(command: Command, settings: Settings) -> Result<()> {
+    match command {
+        Command::Serve { role } => {
+            let running = server::start(settings, role, server::default_handlers()).await?;
+            let stopper = running.stopper();
+            tokio::spawn(async move {
+                shutdown_signal().await;
+                tracing::info!("shutting down: no new requests or jobs");
+                stopper.cancel();
+            });
+            running.wait().await
+        }
+        Command::Migrate => {
+            Db::open(&settings.database_url).await?;
+            println!("migrations applied to {}", planwright::store::redact(&settings.database_url));
+            Ok(())
+        }
+        Command::Sessions { json, limit } => {
+            let db = Db::open(&settings.database_url).await?;
+            let rows = sessions::list(&db, limit).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&rows)?);
+            } else if rows.is_empty() {
+                println!("no sessions");
+            } else {
+                for s in rows {
+                    println!(
+                        "{}  {:<8} {}#{}  {}  by {}",
+                        s.id, s.forge, s.repo, s.issue_number, s.state, s.triggered_by
+                    );
+                }
+            }
+            Ok(())
+        }
+        Command::Deliveries { json, limit } => {
+            let db = Db::open(&settings.database_url).await?;
+            let rows = deliveries::list(&db, limit).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&rows)?);
+            } else if rows.is_empty() {
+                println!("no deliveries");
+            } else {
+                for d in rows {
+                    let event = match &d.action {
+                        Some(a) => format!("{}.{a}", d.event),
+                        None => d.event.clone(),
+                    };
+                    println!(
+                        "{}  {:<6} {:<40} {:<8} jobs={} {}{}",
+                        d.id,
+                        d.forge,
+                        event,
+                        d.status,
+                        d.jobs,
+                        d.repo.as_deref().unwrap_or("-"),
+                        d.error.map(|e| format!("  ({e})")).unwrap_or_default()
+                    );
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+fn init_tracing(format: LogFormat) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("PLANWRIGHT_LOG")
+        .or_else(|_| EnvFilter::try_from_default_env())
+        .unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term => {}
+    }
+}

@@ -1,0 +1,137 @@
+//! The HTTP side of `serve`: the axum router (webhooks, health), and the process wiring
+//! that runs it beside the job workers and shuts both down in order.
+
+pub mod health;
+pub mod webhooks;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post};
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use crate::config::Settings;
+use crate::store::Db;
+use crate::worker::{Handlers, Waker, Worker};
+
+#[derive(Clone)]
+pub struct AppState {
+    pub db: Db,
+    pub settings: Arc<Settings>,
+    pub waker: Waker,
+}
+
+/// Which parts of planwright this process runs (several processes can share PostgreSQL).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Role {
+    /// Webhooks and job workers.
+    All,
+    /// Webhooks only.
+    Web,
+    /// Job workers only (with /healthz and /readyz for probes).
+    Worker,
+}
+
+pub fn router(state: AppState, role: Role) -> Router {
+    let mut router = Router::new()
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz));
+    if role != Role::Worker {
+        router = router
+            .route("/webhooks/github", post(webhooks::github::receive))
+            .route("/webhooks/gitlab", post(webhooks::gitlab::receive));
+    }
+    router
+        .layer(DefaultBodyLimit::max(state.settings.webhook_body_limit))
+        .with_state(state)
+}
+
+/// A running `serve`: its address, and the handle to stop it.
+pub struct Running {
+    pub addr: SocketAddr,
+    pub db: Db,
+    stop: CancellationToken,
+    task: JoinHandle<Result<()>>,
+}
+
+impl Running {
+    /// Stops taking requests and jobs, lets running jobs finish within the grace period
+    /// (handing the rest back), and waits until all of it is done.
+    pub async fn stop(self) -> Result<()> {
+        self.stop.cancel();
+        self.wait().await
+    }
+
+    /// Waits until the server stops (after [`Running::stop`] or a fatal error).
+    pub async fn wait(self) -> Result<()> {
+        self.task.await.context("The server task panicked")?
+    }
+
+    pub fn stopper(&self) -> CancellationToken {
+        self.stop.clone()
+    }
+}
+
+/// Opens the database (migrating it), binds the listener and starts the router and the
+/// job workers, as `role` says.
+pub async fn start(settings: Settings, role: Role, handlers: Handlers) -> Result<Running> {
+    let db = Db::open(&settings.database_url).await?;
+    let listener = TcpListener::bind(settings.listen)
+        .await
+        .with_context(|| format!("Could not listen on {}", settings.listen))?;
+    let addr = listener.local_addr()?;
+    let settings = Arc::new(settings);
+    let waker = Waker::default();
+    let stop = CancellationToken::new();
+    let state = AppState {
+        db: db.clone(),
+        settings: settings.clone(),
+        waker: waker.clone(),
+    };
+    let worker = (role != Role::Web).then(|| Worker {
+        db: db.clone(),
+        handlers,
+        settings: settings.queue.clone(),
+        owner: format!("{}:{}", hostname(), std::process::id()),
+        waker,
+    });
+    let app = router(state, role);
+    let http_stop = stop.clone();
+    let worker_stop = stop.clone();
+    info!(%addr, ?role, database = %crate::store::redact(&settings.database_url), "listening");
+    let task = tokio::spawn(async move {
+        let workers = worker.map(|w| tokio::spawn(w.run(worker_stop)));
+        let served = axum::serve(listener, app)
+            .with_graceful_shutdown(async move { http_stop.cancelled().await })
+            .await;
+        if let Some(workers) = workers {
+            if let Err(e) = workers.await {
+                warn!(error = %e, "the job workers stopped abnormally");
+            }
+        }
+        served.context("The HTTP server failed")
+    });
+    Ok(Running {
+        addr,
+        db,
+        stop,
+        task,
+    })
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_else(|_| "planwright".to_owned())
+}
+
+/// The job handlers `serve` runs.
+pub fn default_handlers() -> Handlers {
+    Handlers::default().on(crate::dispatch::EVENT_JOB, crate::dispatch::handle_event_job)
+}

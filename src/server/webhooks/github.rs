@@ -1,0 +1,349 @@
+//! `POST /webhooks/github`: verifies `X-Hub-Signature-256` over the raw body before
+//! anything is parsed, then turns the events planwright acts on into domain events.
+
+use axum::extract::{FromRequest, Request, State};
+use axum::response::Response;
+use hmac::{Hmac, Mac};
+use serde::Deserialize;
+use sha2::Sha256;
+
+use super::{Lenient, Parsed, Refusal, Verified, accept, header, read_body};
+use crate::event::{Actor, Event, Forge, RepoEvent, RepoEventKind, Thread};
+use crate::ids::{CommentId, InstallationId, IssueNumber, PullNumber, RepoName};
+use crate::server::AppState;
+
+pub async fn receive(State(state): State<AppState>, delivery: GithubDelivery) -> Response {
+    let parsed = parse(&delivery.event, &delivery.body);
+    accept(
+        &state,
+        Verified {
+            forge: Forge::Github,
+            event: delivery.event,
+            delivery_key: delivery.delivery_id,
+            body: delivery.body,
+            parsed,
+        },
+    )
+    .await
+}
+
+/// A request whose signature matched one of the configured secrets.
+pub struct GithubDelivery {
+    pub event: String,
+    pub delivery_id: Option<String>,
+    /// The JSON payload (taken out of the `payload` field for form-encoded deliveries).
+    pub body: String,
+}
+
+impl FromRequest<AppState> for GithubDelivery {
+    type Rejection = Refusal;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, Self::Rejection> {
+        if state.settings.github.webhook_secrets.is_empty() {
+            return Err(Refusal::NotConfigured("GitHub"));
+        }
+        let headers = req.headers();
+        let signature = header(headers, "x-hub-signature-256")
+            .ok_or(Refusal::Unauthorized("The request has no X-Hub-Signature-256 header"))?;
+        let signature = signature
+            .strip_prefix("sha256=")
+            .and_then(|hex_digest| hex::decode(hex_digest).ok())
+            .filter(|bytes| bytes.len() == 32)
+            .ok_or(Refusal::Unauthorized("X-Hub-Signature-256 is not of the form sha256=<hex digest>"))?;
+        let event = header(headers, "x-github-event").map(str::to_owned);
+        let delivery_id = header(headers, "x-github-delivery").map(str::to_owned);
+        let form = header(headers, "content-type")
+            .is_some_and(|ct| ct.starts_with("application/x-www-form-urlencoded"));
+        let body = read_body(req, state).await?;
+        if !signature_matches(&body, &signature, state.settings.github_secrets()) {
+            return Err(Refusal::Unauthorized("The signature does not match the body"));
+        }
+        let event = event.ok_or(Refusal::MissingHeader("X-GitHub-Event"))?;
+        let delivery_id = Some(delivery_id.ok_or(Refusal::MissingHeader("X-GitHub-Delivery"))?);
+        let body = if form {
+            form_payload(&body)
+        } else {
+            String::from_utf8_lossy(&body).into_owned()
+        };
+        Ok(GithubDelivery {
+            event,
+            delivery_id,
+            body,
+        })
+    }
+}
+
+fn signature_matches<'a>(body: &[u8], signature: &[u8], secrets: impl Iterator<Item = &'a [u8]>) -> bool {
+    let mut matched = false;
+    for secret in secrets {
+        let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(secret) else {
+            continue;
+        };
+        mac.update(body);
+        // verify_slice compares in constant time; every secret is tried regardless.
+        matched |= mac.verify_slice(signature).is_ok();
+    }
+    matched
+}
+
+/// GitHub's form content type sends the JSON in a `payload` field.
+fn form_payload(body: &[u8]) -> String {
+    #[derive(Deserialize)]
+    struct Form {
+        payload: String,
+    }
+    match serde_urlencoded::from_bytes::<Form>(body) {
+        Ok(form) => form.payload,
+        // Left as it came: parsing it as JSON fails and the delivery is rejected.
+        Err(_) => String::from_utf8_lossy(body).into_owned(),
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Payload {
+    action: Lenient<String>,
+    repository: Lenient<Repository>,
+    installation: Lenient<Installation>,
+    sender: Lenient<User>,
+    issue: Lenient<Issue>,
+    label: Lenient<Label>,
+    comment: Lenient<Comment>,
+    review: Lenient<Review>,
+    pull_request: Lenient<PullRequest>,
+    hook_id: Lenient<i64>,
+    repositories: Lenient<Vec<Repository>>,
+    repositories_added: Lenient<Vec<Repository>>,
+    repositories_removed: Lenient<Vec<Repository>>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Repository {
+    full_name: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct Installation {
+    id: i64,
+    #[serde(default)]
+    account: Option<Account>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Account {
+    login: Option<String>,
+    slug: Option<String>,
+    name: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct User {
+    login: String,
+    id: i64,
+    #[serde(rename = "type", default)]
+    kind: Option<String>,
+}
+
+impl From<&User> for Actor {
+    fn from(user: &User) -> Self {
+        Actor {
+            login: user.login.clone(),
+            id: user.id,
+            bot: user.kind.as_deref() == Some("Bot") || user.login.ends_with("[bot]"),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct Issue {
+    number: i64,
+    #[serde(default)]
+    pull_request: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Label {
+    name: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct Comment {
+    id: i64,
+    #[serde(default)]
+    body: Option<String>,
+    user: User,
+}
+
+#[derive(Debug, Deserialize)]
+struct Review {
+    id: i64,
+    #[serde(default)]
+    body: Option<String>,
+    state: String,
+    user: User,
+}
+
+#[derive(Debug, Deserialize)]
+struct PullRequest {
+    number: i64,
+}
+
+/// Reads a verified payload. `Err` when the body is not a JSON object, or when an event
+/// planwright acts on lacks a field it needs.
+pub fn parse(event: &str, body: &str) -> Result<Parsed, String> {
+    let payload: Payload =
+        serde_json::from_str(body).map_err(|e| format!("The body is not a JSON object: {e}"))?;
+    let action = payload.action.get().cloned();
+    let repo = payload
+        .repository
+        .get()
+        .and_then(|r| RepoName::parse(&r.full_name).ok());
+    let installation = payload.installation.get().map(|i| InstallationId(i.id));
+    let events = domain_events(event, action.as_deref(), repo.as_ref(), installation, &payload)?;
+    Ok(Parsed {
+        action,
+        repo,
+        installation,
+        events,
+    })
+}
+
+fn domain_events(
+    event: &str,
+    action: Option<&str>,
+    repo: Option<&RepoName>,
+    installation: Option<InstallationId>,
+    p: &Payload,
+) -> Result<Vec<Event>, String> {
+    let need = |what: &str| format!("The {event} payload has no readable `{what}`");
+    let in_repo = |kind: RepoEventKind| -> Result<Vec<Event>, String> {
+        let repo = repo.ok_or_else(|| need("repository"))?;
+        Ok(vec![Event::Repository(RepoEvent {
+            forge: Forge::Github,
+            repo: repo.clone(),
+            installation,
+            kind,
+        })])
+    };
+    let sender = || p.sender.get().map(Actor::from).ok_or_else(|| need("sender"));
+    match (event, action) {
+        ("ping", _) => Ok(vec![Event::Ping {
+            hook_id: p.hook_id.get().copied(),
+        }]),
+        ("issues", Some("labeled")) => {
+            let issue = p.issue.get().ok_or_else(|| need("issue"))?;
+            let label = p.label.get().ok_or_else(|| need("label"))?;
+            in_repo(RepoEventKind::IssueLabeled {
+                issue: IssueNumber(issue.number),
+                labels: vec![label.name.clone()],
+                actor: sender()?,
+            })
+        }
+        ("issue_comment", Some("created")) => {
+            let issue = p.issue.get().ok_or_else(|| need("issue"))?;
+            let comment = p.comment.get().ok_or_else(|| need("comment"))?;
+            let thread = if issue.pull_request.is_some() {
+                Thread::PullRequest(PullNumber(issue.number))
+            } else {
+                Thread::Issue(IssueNumber(issue.number))
+            };
+            in_repo(RepoEventKind::CommentCreated {
+                thread,
+                comment: CommentId(comment.id),
+                body: comment.body.clone().unwrap_or_default(),
+                author: Actor::from(&comment.user),
+            })
+        }
+        ("pull_request_review_comment", Some("created")) => {
+            let pull = p.pull_request.get().ok_or_else(|| need("pull_request"))?;
+            let comment = p.comment.get().ok_or_else(|| need("comment"))?;
+            in_repo(RepoEventKind::CommentCreated {
+                thread: Thread::PullRequest(PullNumber(pull.number)),
+                comment: CommentId(comment.id),
+                body: comment.body.clone().unwrap_or_default(),
+                author: Actor::from(&comment.user),
+            })
+        }
+        ("pull_request_review", Some("submitted")) => {
+            let pull = p.pull_request.get().ok_or_else(|| need("pull_request"))?;
+            let review = p.review.get().ok_or_else(|| need("review"))?;
+            in_repo(RepoEventKind::ReviewSubmitted {
+                pull: PullNumber(pull.number),
+                review: review.id,
+                state: review.state.clone(),
+                body: review.body.clone().unwrap_or_default(),
+                author: Actor::from(&review.user),
+            })
+        }
+        ("installation", Some(action)) => {
+            let inst = p.installation.get().ok_or_else(|| need("installation"))?;
+            let account = inst
+                .account
+                .as_ref()
+                .and_then(|a| a.login.clone().or_else(|| a.slug.clone()).or_else(|| a.name.clone()))
+                .ok_or_else(|| need("installation.account"))?;
+            Ok(vec![Event::Installation {
+                installation: InstallationId(inst.id),
+                action: action.to_owned(),
+                account,
+                repositories: repo_names(p.repositories.get())?,
+            }])
+        }
+        ("installation_repositories", Some(action)) => {
+            let inst = p.installation.get().ok_or_else(|| need("installation"))?;
+            Ok(vec![Event::InstallationRepositories {
+                installation: InstallationId(inst.id),
+                action: action.to_owned(),
+                added: repo_names(p.repositories_added.get())?,
+                removed: repo_names(p.repositories_removed.get())?,
+            }])
+        }
+        _ => Ok(Vec::new()),
+    }
+}
+
+fn repo_names(repos: Option<&Vec<Repository>>) -> Result<Vec<RepoName>, String> {
+    repos
+        .map(|list| {
+            list.iter()
+                .map(|r| RepoName::parse(&r.full_name).map_err(|e| e.to_string()))
+                .collect()
+        })
+        .unwrap_or_else(|| Ok(Vec::new()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signatures_verify_against_any_secret() {
+        let body = b"{\"zen\":\"Keep it logically awesome.\"}";
+        let mut mac = Hmac::<Sha256>::new_from_slice(b"new").unwrap();
+        mac.update(body);
+        let sig = mac.finalize().into_bytes();
+        let secrets: Vec<&[u8]> = vec![b"old", b"new"];
+        assert!(signature_matches(body, &sig, secrets.iter().copied()));
+        let only_old: Vec<&[u8]> = vec![b"old"];
+        assert!(!signature_matches(body, &sig, only_old.iter().copied()));
+        assert!(!signature_matches(b"{}", &sig, secrets.iter().copied()));
+    }
+
+    #[test]
+    fn form_encoded_payloads_are_unwrapped() {
+        assert_eq!(form_payload(b"payload=%7B%22a%22%3A1%7D"), "{\"a\":1}");
+    }
+
+    #[test]
+    fn acted_on_events_without_their_fields_are_errors() {
+        let err = parse("issues", r#"{"action":"labeled","repository":{"full_name":"a/b"}}"#)
+            .err()
+            .unwrap();
+        assert!(err.contains("issue"), "{err}");
+        assert!(parse("issues", "[1,2]").is_err());
+        // An ignored event needs no particular fields.
+        let ok = parse("star", r#"{"action":"created","repository":{"full_name":"A/B"}}"#).unwrap();
+        assert!(ok.events.is_empty());
+        assert_eq!(ok.repo.unwrap().as_str(), "a/b");
+    }
+}

@@ -1,0 +1,56 @@
+//! The append-only audit log: who decided and who did what. This module only inserts and
+//! reads; nothing in planwright updates or deletes a row.
+
+use anyhow::Result;
+use sqlx::AnyConnection;
+
+use super::now_ms;
+
+#[derive(Debug, Clone)]
+pub struct Entry<'a> {
+    /// `github:<login>`, `gitlab:<username>`, or `planwright` for the bot's own steps.
+    pub actor: &'a str,
+    pub action: &'a str,
+    pub session: Option<&'a str>,
+    pub delivery: Option<&'a str>,
+    pub detail: serde_json::Value,
+}
+
+/// Appends an entry; call it inside the transaction of the change it records.
+pub async fn append(conn: &mut AnyConnection, entry: &Entry<'_>) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO audit_log (id, at, actor, action, session_id, delivery_id, detail) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+    )
+    .bind(uuid::Uuid::now_v7().to_string())
+    .bind(now_ms())
+    .bind(entry.actor)
+    .bind(entry.action)
+    .bind(entry.session)
+    .bind(entry.delivery)
+    .bind(entry.detail.to_string())
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+#[derive(Debug, Clone, sqlx::FromRow, serde::Serialize)]
+pub struct AuditRow {
+    pub id: String,
+    pub at: i64,
+    pub actor: String,
+    pub action: String,
+    pub session_id: Option<String>,
+    pub delivery_id: Option<String>,
+    pub detail: String,
+}
+
+/// Entries oldest first.
+pub async fn list(conn: &mut AnyConnection) -> Result<Vec<AuditRow>> {
+    Ok(sqlx::query_as::<_, AuditRow>(
+        "SELECT id, at, actor, action, session_id, delivery_id, detail FROM audit_log \
+         ORDER BY at, id",
+    )
+    .fetch_all(conn)
+    .await?)
+}

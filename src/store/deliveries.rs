@@ -1,0 +1,130 @@
+//! The webhook inbox: every verified delivery is recorded once, keyed by the forge's
+//! delivery id, together with the jobs it causes, in one transaction.
+
+use anyhow::Result;
+
+use super::{Db, jobs, now_ms};
+use crate::event::Forge;
+use crate::ids::{DeliveryId, InstallationId, RepoName};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// Acted on: jobs were enqueued.
+    Queued,
+    /// Accepted; planwright has nothing to do for it.
+    Ignored,
+    /// The signature was valid but the body could not be read.
+    Rejected,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Queued => "queued",
+            Status::Ignored => "ignored",
+            Status::Rejected => "rejected",
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct NewDelivery<'a> {
+    pub forge: Forge,
+    /// The forge's id for this delivery; `None` when it sent none (no deduplication).
+    pub delivery_key: Option<&'a str>,
+    pub event: &'a str,
+    pub action: Option<&'a str>,
+    pub repo: Option<&'a RepoName>,
+    pub installation: Option<InstallationId>,
+    pub status: Status,
+    pub error: Option<&'a str>,
+    pub payload: &'a str,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum Recorded {
+    New { id: DeliveryId, jobs: usize },
+    /// The forge sent this delivery before; nothing was written.
+    Duplicate,
+}
+
+/// Records the delivery and enqueues `jobs` (each linked to it), unless a delivery with
+/// the same key was already recorded.
+pub async fn record(db: &Db, delivery: &NewDelivery<'_>, jobs: Vec<jobs::NewJob>) -> Result<Recorded> {
+    let id = DeliveryId::generate();
+    let key = delivery.delivery_key.unwrap_or(id.as_str());
+    let mut tx = db.pool.begin().await?;
+    let inserted = sqlx::query(
+        "INSERT INTO deliveries (id, forge, delivery_key, event, action, repo, installation_id, \
+         status, error, payload, received_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+         ON CONFLICT (forge, delivery_key) DO NOTHING",
+    )
+    .bind(id.as_str())
+    .bind(delivery.forge.as_str())
+    .bind(key)
+    .bind(delivery.event)
+    .bind(delivery.action)
+    .bind(delivery.repo.map(RepoName::as_str))
+    .bind(delivery.installation.map(|i| i.0))
+    .bind(delivery.status.as_str())
+    .bind(delivery.error)
+    .bind(delivery.payload)
+    .bind(now_ms())
+    .execute(&mut *tx)
+    .await?;
+    if inserted.rows_affected() == 0 {
+        tx.rollback().await?;
+        return Ok(Recorded::Duplicate);
+    }
+    let count = jobs.len();
+    for mut job in jobs {
+        job.delivery = Some(id.clone());
+        jobs::enqueue(&mut tx, &job).await?;
+    }
+    tx.commit().await?;
+    Ok(Recorded::New { id, jobs: count })
+}
+
+/// A delivery as listed for the operator (without its payload).
+#[derive(Debug, Clone, sqlx::FromRow, serde::Serialize)]
+pub struct DeliveryRow {
+    pub id: String,
+    pub forge: String,
+    pub delivery_key: String,
+    pub event: String,
+    pub action: Option<String>,
+    pub repo: Option<String>,
+    pub installation_id: Option<i64>,
+    pub status: String,
+    pub error: Option<String>,
+    pub received_at: i64,
+    pub jobs: i64,
+}
+
+/// The newest deliveries first.
+pub async fn list(db: &Db, limit: i64) -> Result<Vec<DeliveryRow>> {
+    Ok(sqlx::query_as::<_, DeliveryRow>(
+        "SELECT d.id, d.forge, d.delivery_key, d.event, d.action, d.repo, d.installation_id, \
+         d.status, d.error, d.received_at, \
+         (SELECT COUNT(*) FROM jobs j WHERE j.delivery_id = d.id) AS jobs \
+         FROM deliveries d ORDER BY d.received_at DESC, d.id DESC LIMIT $1",
+    )
+    .bind(limit)
+    .fetch_all(&db.pool)
+    .await?)
+}
+
+/// The stored body of one delivery.
+pub async fn payload(db: &Db, id: &str) -> Result<Option<String>> {
+    Ok(sqlx::query_scalar::<_, String>("SELECT payload FROM deliveries WHERE id = $1")
+        .bind(id)
+        .fetch_optional(&db.pool)
+        .await?)
+}
+
+pub async fn count(db: &Db) -> Result<i64> {
+    Ok(sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM deliveries")
+        .fetch_one(&db.pool)
+        .await?)
+}

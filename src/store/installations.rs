@@ -1,0 +1,121 @@
+//! Where planwright is installed: GitHub App installations and the repositories they
+//! cover, kept current from `installation*` webhooks.
+
+use anyhow::Result;
+use sqlx::AnyConnection;
+
+use super::now_ms;
+use crate::event::Forge;
+use crate::ids::{InstallationId, RepoName};
+
+/// Records an installation's account and state (`active`, `suspended` or `deleted`).
+pub async fn upsert(
+    conn: &mut AnyConnection,
+    forge: Forge,
+    installation: InstallationId,
+    account: &str,
+    state: &str,
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO installations (forge, installation_id, account, state, updated_at) \
+         VALUES ($1, $2, $3, $4, $5) \
+         ON CONFLICT (forge, installation_id) DO UPDATE SET account = excluded.account, \
+         state = excluded.state, updated_at = excluded.updated_at",
+    )
+    .bind(forge.as_str())
+    .bind(installation.0)
+    .bind(account)
+    .bind(state)
+    .bind(now_ms())
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+pub async fn add_repositories(
+    conn: &mut AnyConnection,
+    forge: Forge,
+    installation: InstallationId,
+    repos: &[RepoName],
+) -> Result<()> {
+    let now = now_ms();
+    for repo in repos {
+        sqlx::query(
+            "INSERT INTO installation_repositories (forge, installation_id, repo, added_at) \
+             VALUES ($1, $2, $3, $4) ON CONFLICT (forge, installation_id, repo) DO NOTHING",
+        )
+        .bind(forge.as_str())
+        .bind(installation.0)
+        .bind(repo.as_str())
+        .bind(now)
+        .execute(&mut *conn)
+        .await?;
+    }
+    Ok(())
+}
+
+pub async fn remove_repositories(
+    conn: &mut AnyConnection,
+    forge: Forge,
+    installation: InstallationId,
+    repos: Option<&[RepoName]>,
+) -> Result<()> {
+    match repos {
+        None => {
+            sqlx::query(
+                "DELETE FROM installation_repositories WHERE forge = $1 AND installation_id = $2",
+            )
+            .bind(forge.as_str())
+            .bind(installation.0)
+            .execute(&mut *conn)
+            .await?;
+        }
+        Some(repos) => {
+            for repo in repos {
+                sqlx::query(
+                    "DELETE FROM installation_repositories \
+                     WHERE forge = $1 AND installation_id = $2 AND repo = $3",
+                )
+                .bind(forge.as_str())
+                .bind(installation.0)
+                .bind(repo.as_str())
+                .execute(&mut *conn)
+                .await?;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[derive(Debug, Clone, sqlx::FromRow, serde::Serialize)]
+pub struct InstallationRow {
+    pub forge: String,
+    pub installation_id: i64,
+    pub account: String,
+    pub state: String,
+    pub updated_at: i64,
+}
+
+pub async fn list(conn: &mut AnyConnection) -> Result<Vec<InstallationRow>> {
+    Ok(sqlx::query_as::<_, InstallationRow>(
+        "SELECT forge, installation_id, account, state, updated_at FROM installations \
+         ORDER BY forge, installation_id",
+    )
+    .fetch_all(conn)
+    .await?)
+}
+
+pub async fn repositories(
+    conn: &mut AnyConnection,
+    forge: Forge,
+    installation: InstallationId,
+) -> Result<Vec<String>> {
+    Ok(sqlx::query_scalar::<_, String>(
+        "SELECT repo FROM installation_repositories WHERE forge = $1 AND installation_id = $2 \
+         ORDER BY repo",
+    )
+    .bind(forge.as_str())
+    .bind(installation.0)
+    .fetch_all(conn)
+    .await?)
+}

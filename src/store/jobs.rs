@@ -1,0 +1,247 @@
+//! The durable job queue. A job is enqueued in the same transaction as the state change
+//! that needs it; a worker claims it with a lease carrying a fresh token, keeps the lease
+//! alive with heartbeats, and finishes it only while it still holds that token. A lease
+//! that runs out (a crashed or partitioned worker) makes the job claimable again.
+
+use std::time::Duration;
+
+use anyhow::Result;
+use sqlx::AnyConnection;
+
+use super::{Backend, Db, now_ms};
+use crate::ids::{DeliveryId, JobId, SessionId};
+
+pub const QUEUED: &str = "queued";
+pub const RUNNING: &str = "running";
+pub const DONE: &str = "done";
+pub const DEAD: &str = "dead";
+
+/// A job to enqueue.
+#[derive(Debug, Clone)]
+pub struct NewJob {
+    pub kind: String,
+    pub payload: String,
+    pub max_attempts: i64,
+    /// Earliest start, in epoch milliseconds; `None` means now.
+    pub run_at: Option<i64>,
+    pub delivery: Option<DeliveryId>,
+    pub session: Option<SessionId>,
+}
+
+impl NewJob {
+    pub fn new(kind: impl Into<String>, payload: impl Into<String>, max_attempts: i64) -> Self {
+        Self {
+            kind: kind.into(),
+            payload: payload.into(),
+            max_attempts,
+            run_at: None,
+            delivery: None,
+            session: None,
+        }
+    }
+}
+
+/// A job this worker holds the lease of.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct Claimed {
+    pub id: String,
+    pub kind: String,
+    pub payload: String,
+    /// This attempt's number, starting at 1.
+    pub attempts: i64,
+    pub max_attempts: i64,
+    pub lease_token: String,
+    pub last_error: Option<String>,
+}
+
+/// A job as stored, for listings and tests.
+#[derive(Debug, Clone, sqlx::FromRow, serde::Serialize)]
+pub struct JobRow {
+    pub id: String,
+    pub kind: String,
+    pub payload: String,
+    pub state: String,
+    pub attempts: i64,
+    pub max_attempts: i64,
+    pub run_at: i64,
+    pub lease_owner: Option<String>,
+    pub lease_expires_at: Option<i64>,
+    pub last_error: Option<String>,
+    pub delivery_id: Option<String>,
+    pub session_id: Option<String>,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub finished_at: Option<i64>,
+}
+
+macro_rules! job_columns {
+    () => {
+        "id, kind, payload, state, attempts, max_attempts, run_at, lease_owner, \
+         lease_expires_at, last_error, delivery_id, session_id, created_at, updated_at, \
+         finished_at"
+    };
+}
+
+/// Claims the oldest due job or one whose lease ran out; `$lock` is the backend's
+/// row-locking clause for the candidate row.
+macro_rules! claim_sql {
+    ($lock:literal) => {
+        concat!(
+            "UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_token = $1, ",
+            "lease_owner = $2, lease_expires_at = $3, updated_at = $4 ",
+            "WHERE id = (SELECT id FROM jobs ",
+            "WHERE (state = 'queued' AND run_at <= $4) ",
+            "OR (state = 'running' AND lease_expires_at < $4) ",
+            "ORDER BY run_at, id LIMIT 1 ",
+            $lock,
+            ") RETURNING id, kind, payload, attempts, max_attempts, lease_token, last_error"
+        )
+    };
+}
+
+/// Adds a job; call it inside the transaction that makes the job necessary.
+pub async fn enqueue(conn: &mut AnyConnection, job: &NewJob) -> Result<JobId> {
+    let id = JobId::generate();
+    let now = now_ms();
+    sqlx::query(
+        "INSERT INTO jobs (id, kind, payload, state, attempts, max_attempts, run_at, \
+         delivery_id, session_id, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, 0, $5, $6, $7, $8, $9, $9)",
+    )
+    .bind(id.as_str())
+    .bind(&job.kind)
+    .bind(&job.payload)
+    .bind(QUEUED)
+    .bind(job.max_attempts)
+    .bind(job.run_at.unwrap_or(now))
+    .bind(job.delivery.as_ref().map(|d| d.0.clone()))
+    .bind(job.session.as_ref().map(|s| s.0.clone()))
+    .bind(now)
+    .execute(conn)
+    .await?;
+    Ok(id)
+}
+
+/// Takes the next due job (or one whose lease ran out) for `owner`, holding it for `lease`.
+pub async fn claim(db: &Db, owner: &str, lease: Duration) -> Result<Option<Claimed>> {
+    let now = now_ms();
+    let token = uuid::Uuid::new_v4().to_string();
+    // PostgreSQL: concurrent claimers skip each other's locked candidate rows instead of
+    // waiting on them. SQLite: the single writer lock makes the one statement atomic.
+    let sql = match db.backend {
+        Backend::Postgres => claim_sql!("FOR UPDATE SKIP LOCKED"),
+        Backend::Sqlite => claim_sql!(""),
+    };
+    let claimed = sqlx::query_as::<_, Claimed>(sql)
+        .bind(&token)
+        .bind(owner)
+        .bind(now + lease.as_millis() as i64)
+        .bind(now)
+        .fetch_optional(&db.pool)
+        .await?;
+    Ok(claimed)
+}
+
+/// Extends the lease; `false` means it was lost (another worker took the job over).
+pub async fn heartbeat(db: &Db, job: &Claimed, lease: Duration) -> Result<bool> {
+    let now = now_ms();
+    let done = sqlx::query(
+        "UPDATE jobs SET lease_expires_at = $1, updated_at = $2 \
+         WHERE id = $3 AND lease_token = $4 AND state = 'running'",
+    )
+    .bind(now + lease.as_millis() as i64)
+    .bind(now)
+    .bind(&job.id)
+    .bind(&job.lease_token)
+    .execute(&db.pool)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Marks the job done; `false` means the lease had been lost and nothing was changed.
+pub async fn complete(db: &Db, job: &Claimed) -> Result<bool> {
+    finish(db, job, DONE, None, None).await
+}
+
+/// Puts the job back for another attempt at `run_at`, keeping the error.
+pub async fn retry_at(db: &Db, job: &Claimed, run_at: i64, error: &str) -> Result<bool> {
+    finish(db, job, QUEUED, Some(run_at), Some(error)).await
+}
+
+/// Gives up on the job, keeping the error for the operator.
+pub async fn dead_letter(db: &Db, job: &Claimed, error: &str) -> Result<bool> {
+    finish(db, job, DEAD, None, Some(error)).await
+}
+
+/// Hands an unfinished job back without counting the attempt (a worker shutting down).
+pub async fn release(db: &Db, job: &Claimed) -> Result<bool> {
+    let now = now_ms();
+    let done = sqlx::query(
+        "UPDATE jobs SET state = 'queued', attempts = attempts - 1, run_at = $1, \
+         lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, updated_at = $1 \
+         WHERE id = $2 AND lease_token = $3 AND state = 'running'",
+    )
+    .bind(now)
+    .bind(&job.id)
+    .bind(&job.lease_token)
+    .execute(&db.pool)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+async fn finish(
+    db: &Db,
+    job: &Claimed,
+    state: &str,
+    run_at: Option<i64>,
+    error: Option<&str>,
+) -> Result<bool> {
+    let now = now_ms();
+    let finished_at = (state == DONE || state == DEAD).then_some(now);
+    let done = sqlx::query(
+        "UPDATE jobs SET state = $1, run_at = COALESCE($2, run_at), \
+         last_error = COALESCE($3, last_error), finished_at = $4, lease_token = NULL, \
+         lease_owner = NULL, lease_expires_at = NULL, updated_at = $5 \
+         WHERE id = $6 AND lease_token = $7 AND state = 'running'",
+    )
+    .bind(state)
+    .bind(run_at)
+    .bind(error)
+    .bind(finished_at)
+    .bind(now)
+    .bind(&job.id)
+    .bind(&job.lease_token)
+    .execute(&db.pool)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+pub async fn get(db: &Db, id: &str) -> Result<Option<JobRow>> {
+    let sql = concat!("SELECT ", job_columns!(), " FROM jobs WHERE id = $1");
+    Ok(sqlx::query_as::<_, JobRow>(sql)
+        .bind(id)
+        .fetch_optional(&db.pool)
+        .await?)
+}
+
+/// Jobs in creation order, optionally only those of one delivery.
+pub async fn list(db: &Db, delivery: Option<&str>) -> Result<Vec<JobRow>> {
+    let rows = match delivery {
+        Some(d) => {
+            let sql = concat!(
+                "SELECT ",
+                job_columns!(),
+                " FROM jobs WHERE delivery_id = $1 ORDER BY created_at, id"
+            );
+            sqlx::query_as::<_, JobRow>(sql)
+                .bind(d)
+                .fetch_all(&db.pool)
+                .await?
+        }
+        None => {
+            let sql = concat!("SELECT ", job_columns!(), " FROM jobs ORDER BY created_at, id");
+            sqlx::query_as::<_, JobRow>(sql).fetch_all(&db.pool).await?
+        }
+    };
+    Ok(rows)
+}

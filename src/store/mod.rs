@@ -1,0 +1,162 @@
+//! Storage: one sqlx `AnyPool` over SQLite (the embedded default) or PostgreSQL, the
+//! migrations, and one module per table group. SQL here is portable between the two
+//! backends; where they must differ (job claiming) the module says so.
+
+pub mod audit;
+pub mod deliveries;
+pub mod installations;
+pub mod jobs;
+pub mod sessions;
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result};
+use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
+use sqlx::{AnyPool, ConnectOptions, Connection, Executor};
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// The database handle every layer shares; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Db {
+    pub pool: AnyPool,
+    pub backend: Backend,
+}
+
+impl Db {
+    /// Opens the database named by `url`, creating a SQLite file (and its folder) on first
+    /// use, and runs pending migrations.
+    pub async fn open(url: &str) -> Result<Self> {
+        let db = Self::connect(url).await?;
+        db.migrate().await?;
+        Ok(db)
+    }
+
+    /// Opens the database without migrating it.
+    pub async fn connect(url: &str) -> Result<Self> {
+        sqlx::any::install_default_drivers();
+        let backend = if url.starts_with("sqlite:") {
+            Backend::Sqlite
+        } else {
+            Backend::Postgres
+        };
+        let pool = match backend {
+            Backend::Sqlite => connect_sqlite(url).await?,
+            Backend::Postgres => AnyPoolOptions::new()
+                .max_connections(16)
+                .acquire_timeout(Duration::from_secs(10))
+                .connect(url)
+                .await
+                .with_context(|| format!("Could not connect to PostgreSQL at {}", redact(url)))?,
+        };
+        Ok(Self { pool, backend })
+    }
+
+    pub async fn migrate(&self) -> Result<()> {
+        MIGRATOR
+            .run(&self.pool)
+            .await
+            .context("Could not apply the database migrations")
+    }
+
+    /// Answers whether the database takes a query, for `/readyz`.
+    pub async fn ping(&self) -> Result<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+}
+
+async fn connect_sqlite(url: &str) -> Result<AnyPool> {
+    let path = url
+        .trim_start_matches("sqlite://")
+        .trim_start_matches("sqlite:")
+        .split('?')
+        .next()
+        .unwrap_or_default();
+    if !path.is_empty() && path != ":memory:" {
+        if let Some(parent) = Path::new(path).parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("Could not create the data folder {}", parent.display()))?;
+        }
+    }
+    let url = if url.contains("mode=") {
+        url.to_owned()
+    } else if url.contains('?') {
+        format!("{url}&mode=rwc")
+    } else {
+        format!("{url}?mode=rwc")
+    };
+    // WAL lets readers (the CLI, /readyz) work beside the writer; setting it needs an
+    // exclusive lock, so it is done once on a lone connection before the pool opens.
+    let options = AnyConnectOptions::from_str(&url)
+        .with_context(|| format!("Cannot use the database URL {}", redact(&url)))?;
+    let mut first = options
+        .connect()
+        .await
+        .with_context(|| format!("Could not open the SQLite database {path}"))?;
+    first
+        .execute("PRAGMA journal_mode = WAL")
+        .await
+        .context("Could not switch the SQLite database to WAL mode")?;
+    first.close().await?;
+    AnyPoolOptions::new()
+        .max_connections(8)
+        .acquire_timeout(Duration::from_secs(30))
+        .after_connect(|conn, _meta| {
+            Box::pin(async move {
+                conn.execute(
+                    "PRAGMA busy_timeout = 30000; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;",
+                )
+                .await?;
+                Ok(())
+            })
+        })
+        .connect_with(options)
+        .await
+        .with_context(|| format!("Could not open the SQLite database {path}"))
+}
+
+/// A database URL without its password, for messages.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme_end), Some(at)) if at > scheme_end => {
+            let userinfo = &url[scheme_end + 3..at];
+            match userinfo.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme_end + 3], &url[at..]),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
+}
+
+/// Milliseconds since the Unix epoch: every timestamp in the database is one of these.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn redact_hides_passwords_only() {
+        assert_eq!(
+            redact("postgres://pw:s3cret@db:5432/planwright"),
+            "postgres://pw:***@db:5432/planwright"
+        );
+        assert_eq!(redact("postgres://pw@db/x"), "postgres://pw@db/x");
+        assert_eq!(redact("sqlite://data/p.db"), "sqlite://data/p.db");
+    }
+}

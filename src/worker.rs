@@ -1,0 +1,291 @@
+//! Runs queued jobs: claims them with a lease, keeps the lease alive while the handler
+//! works, and records the outcome (done, retry later with backoff, or dead-lettered).
+//! On shutdown it stops claiming, lets running jobs finish for a grace period, then hands
+//! the rest back to the queue.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::Rng;
+use tokio::sync::{Notify, Semaphore};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, info, info_span, warn};
+
+use crate::config::QueueSettings;
+use crate::ids::JobId;
+use crate::store::{Db, jobs, now_ms};
+
+/// Why a job did not finish, and whether trying again can help.
+#[derive(Debug)]
+pub enum JobError {
+    /// A passing condition (network, a busy database, a forge outage): try again later.
+    Retryable(anyhow::Error),
+    /// Trying again gives the same answer (a malformed payload, a refused request).
+    Permanent(anyhow::Error),
+}
+
+impl JobError {
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            JobError::Retryable(_) => true,
+            JobError::Permanent(_) => false,
+        }
+    }
+
+    fn message(&self) -> String {
+        match self {
+            JobError::Retryable(e) | JobError::Permanent(e) => format!("{e:#}"),
+        }
+    }
+}
+
+/// Unclassified errors come from the database or the network: worth another attempt.
+impl From<anyhow::Error> for JobError {
+    fn from(e: anyhow::Error) -> Self {
+        JobError::Retryable(e)
+    }
+}
+
+/// What a handler gets: the job and the database.
+#[derive(Debug, Clone)]
+pub struct Job {
+    pub id: JobId,
+    pub kind: String,
+    pub payload: String,
+    /// This attempt's number, starting at 1.
+    pub attempt: i64,
+    pub db: Db,
+}
+
+type HandlerFuture = Pin<Box<dyn Future<Output = Result<(), JobError>> + Send>>;
+type Handler = Arc<dyn Fn(Job) -> HandlerFuture + Send + Sync>;
+
+/// The job kinds a worker can run, each with its handler.
+#[derive(Clone, Default)]
+pub struct Handlers {
+    map: HashMap<String, Handler>,
+}
+
+impl Handlers {
+    pub fn on<F, Fut>(mut self, kind: &str, handler: F) -> Self
+    where
+        F: Fn(Job) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), JobError>> + Send + 'static,
+    {
+        self.map
+            .insert(kind.to_owned(), Arc::new(move |job| Box::pin(handler(job))));
+        self
+    }
+}
+
+/// Wakes idle workers of this process as soon as a job is enqueued here; jobs enqueued by
+/// other processes are found by polling.
+#[derive(Debug, Clone, Default)]
+pub struct Waker(Arc<Notify>);
+
+impl Waker {
+    pub fn wake(&self) {
+        self.0.notify_one();
+    }
+}
+
+pub struct Worker {
+    pub db: Db,
+    pub handlers: Handlers,
+    pub settings: QueueSettings,
+    /// Names this process in leases, for the operator.
+    pub owner: String,
+    pub waker: Waker,
+}
+
+impl Worker {
+    /// Runs until `stop` is cancelled, then drains as described in the module comment.
+    pub async fn run(self, stop: CancellationToken) {
+        let Worker {
+            db,
+            handlers,
+            settings,
+            owner,
+            waker,
+        } = self;
+        let handlers = Arc::new(handlers.map);
+        let permits = Arc::new(Semaphore::new(settings.workers.max(1)));
+        let abort = CancellationToken::new();
+        let mut running = JoinSet::new();
+        loop {
+            while running.try_join_next().is_some() {}
+            let permit = tokio::select! {
+                _ = stop.cancelled() => break,
+                permit = permits.clone().acquire_owned() => match permit {
+                    Ok(p) => p,
+                    Err(_) => break,
+                },
+            };
+            match jobs::claim(&db, &owner, settings.lease).await {
+                Ok(Some(job)) => {
+                    let span = info_span!("job", id = %job.id, kind = %job.kind, attempt = job.attempts);
+                    let run = run_one(
+                        db.clone(),
+                        handlers.clone(),
+                        settings.clone(),
+                        job,
+                        abort.clone(),
+                    );
+                    running.spawn(
+                        async move {
+                            run.await;
+                            drop(permit);
+                        }
+                        .instrument(span),
+                    );
+                }
+                Ok(None) => {
+                    drop(permit);
+                    tokio::select! {
+                        _ = stop.cancelled() => break,
+                        _ = waker.0.notified() => {}
+                        _ = tokio::time::sleep(settings.poll_interval) => {}
+                    }
+                }
+                Err(e) => {
+                    drop(permit);
+                    warn!(error = %format!("{e:#}"), "Could not claim a job");
+                    tokio::select! {
+                        _ = stop.cancelled() => break,
+                        _ = tokio::time::sleep(settings.poll_interval) => {}
+                    }
+                }
+            }
+        }
+        if !running.is_empty() {
+            info!(jobs = running.len(), "waiting for running jobs before stopping");
+        }
+        let grace = tokio::time::sleep(settings.shutdown_grace);
+        tokio::pin!(grace);
+        loop {
+            tokio::select! {
+                next = running.join_next() => if next.is_none() { break },
+                _ = &mut grace, if !abort.is_cancelled() => {
+                    warn!(jobs = running.len(), "handing unfinished jobs back to the queue");
+                    abort.cancel();
+                }
+            }
+        }
+    }
+}
+
+async fn run_one(
+    db: Db,
+    handlers: Arc<HashMap<String, Handler>>,
+    settings: QueueSettings,
+    job: jobs::Claimed,
+    abort: CancellationToken,
+) {
+    let outcome = if job.attempts > job.max_attempts {
+        // Only a job whose lease ran out gets here: its worker died mid-run every time.
+        let last = job.last_error.clone().unwrap_or_default();
+        Some(Err(JobError::Permanent(anyhow::anyhow!(
+            "gave up after {} attempts whose worker stopped before finishing{}{last}",
+            job.max_attempts,
+            if last.is_empty() { "" } else { "; last error: " }
+        ))))
+    } else if let Some(handler) = handlers.get(&job.kind) {
+        let task = handler(Job {
+            id: JobId(job.id.clone()),
+            kind: job.kind.clone(),
+            payload: job.payload.clone(),
+            attempt: job.attempts,
+            db: db.clone(),
+        });
+        supervise(&db, &settings, &job, task, &abort).await
+    } else {
+        Some(Err(JobError::Permanent(anyhow::anyhow!(
+            "no handler for job kind `{}`",
+            job.kind
+        ))))
+    };
+    let Some(result) = outcome else { return };
+    let recorded = match &result {
+        Ok(()) => jobs::complete(&db, &job).await,
+        Err(e) if e.is_retryable() && job.attempts < job.max_attempts => {
+            let delay = backoff(job.attempts, settings.retry_base, settings.retry_max);
+            warn!(error = %e.message(), retry_in_ms = delay.as_millis() as u64, "job failed; will retry");
+            jobs::retry_at(&db, &job, now_ms() + delay.as_millis() as i64, &e.message()).await
+        }
+        Err(e) => {
+            warn!(error = %e.message(), "job failed for good; dead-lettered");
+            jobs::dead_letter(&db, &job, &e.message()).await
+        }
+    };
+    match recorded {
+        Ok(true) => {}
+        Ok(false) => warn!("the job's lease was taken over before its outcome was recorded"),
+        Err(e) => warn!(error = %format!("{e:#}"), "Could not record the job's outcome; its lease will expire"),
+    }
+}
+
+/// Drives the handler while heartbeating. `None`: the job is no longer ours (lease lost,
+/// or handed back at shutdown).
+async fn supervise(
+    db: &Db,
+    settings: &QueueSettings,
+    job: &jobs::Claimed,
+    task: HandlerFuture,
+    abort: &CancellationToken,
+) -> Option<Result<(), JobError>> {
+    tokio::pin!(task);
+    let mut beat = tokio::time::interval(settings.lease / 3);
+    beat.tick().await;
+    loop {
+        tokio::select! {
+            result = &mut task => return Some(result),
+            _ = beat.tick() => match jobs::heartbeat(db, job, settings.lease).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    warn!("lost the job's lease; stopping it");
+                    return None;
+                }
+                Err(e) => warn!(error = %format!("{e:#}"), "Could not renew the job's lease"),
+            },
+            _ = abort.cancelled() => {
+                if let Err(e) = jobs::release(db, job).await {
+                    warn!(error = %format!("{e:#}"), "Could not hand the job back; its lease will expire");
+                }
+                return None;
+            }
+        }
+    }
+}
+
+/// Exponential backoff with jitter: attempt n waits between half and all of
+/// `base * 2^(n-1)`, capped at `max`.
+pub fn backoff(attempt: i64, base: Duration, max: Duration) -> Duration {
+    let exponent = attempt.clamp(1, 32) as u32 - 1;
+    let full = base.saturating_mul(2u32.saturating_pow(exponent)).min(max);
+    let half = full / 2;
+    let jitter_ms = rand::rng().random_range(0..=half.as_millis() as u64);
+    half + Duration::from_millis(jitter_ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_and_is_capped_with_jitter() {
+        let base = Duration::from_secs(2);
+        let max = Duration::from_secs(60);
+        for _ in 0..200 {
+            let first = backoff(1, base, max);
+            assert!(first >= Duration::from_secs(1) && first <= Duration::from_secs(2));
+            let third = backoff(3, base, max);
+            assert!(third >= Duration::from_secs(4) && third <= Duration::from_secs(8));
+            let late = backoff(30, base, max);
+            assert!(late >= Duration::from_secs(30) && late <= max);
+        }
+    }
+}
