@@ -161,6 +161,7 @@ impl Worker {
                 }
             }
         }
+        while running.try_join_next().is_some() {}
         if !running.is_empty() {
             info!(jobs = running.len(), "waiting for running jobs before stopping");
         }

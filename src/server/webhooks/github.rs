@@ -7,7 +7,7 @@ use hmac::{Hmac, Mac};
 use serde::Deserialize;
 use sha2::Sha256;
 
-use super::{Lenient, Parsed, Refusal, Verified, accept, header, read_body};
+use super::{Lenient, Parsed, parse_object, Refusal, Verified, accept, header, read_body};
 use crate::event::{Actor, Event, Forge, RepoEvent, RepoEventKind, Thread};
 use crate::ids::{CommentId, InstallationId, IssueNumber, PullNumber, RepoName};
 use crate::server::AppState;
@@ -192,7 +192,7 @@ struct PullRequest {
 /// planwright acts on lacks a field it needs.
 pub fn parse(event: &str, body: &str) -> Result<Parsed, String> {
     let payload: Payload =
-        serde_json::from_str(body).map_err(|e| format!("The body is not a JSON object: {e}"))?;
+        parse_object(body)?;
     let action = payload.action.get().cloned();
     let repo = payload
         .repository

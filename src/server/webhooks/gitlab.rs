@@ -6,7 +6,7 @@ use axum::extract::{FromRequest, Request, State};
 use axum::response::Response;
 use serde::Deserialize;
 
-use super::{Lenient, Parsed, Refusal, Verified, accept, header, read_body, token_matches};
+use super::{Lenient, Parsed, parse_object, Refusal, Verified, accept, header, read_body, token_matches};
 use crate::event::{Actor, Event, Forge, RepoEvent, RepoEventKind, Thread};
 use crate::ids::{CommentId, IssueNumber, PullNumber, RepoName};
 use crate::server::AppState;
@@ -137,7 +137,7 @@ struct Iid {
 /// acts on lacks a field it needs.
 pub fn parse(event: &str, body: &str) -> Result<Parsed, String> {
     let p: Payload =
-        serde_json::from_str(body).map_err(|e| format!("The body is not a JSON object: {e}"))?;
+        parse_object(body)?;
     let attrs = p.object_attributes.get();
     let action = attrs
         .and_then(|a| a.action.get().cloned())

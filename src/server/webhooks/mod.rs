@@ -177,6 +177,15 @@ fn internal_error() -> Response {
         .into_response()
 }
 
+/// Reads a payload that must be a JSON object (serde would also take an array as a
+/// struct, field by field).
+fn parse_object<T: DeserializeOwned>(body: &str) -> Result<T, String> {
+    if !body.trim_start().starts_with('{') {
+        return Err("The body is not a JSON object".to_owned());
+    }
+    serde_json::from_str(body).map_err(|e| format!("The body is not a JSON object: {e}"))
+}
+
 /// A payload field read when it has the expected shape and treated as absent otherwise,
 /// so that an unusual payload of an event planwright ignores is never refused.
 #[derive(Debug)]

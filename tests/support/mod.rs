@@ -1,0 +1,170 @@
+//! Test harness: a fresh database per test (SQLite by default, PostgreSQL when
+//! `PLANWRIGHT_TEST_DATABASE_URL` names a server), the real server started in-process on
+//! a loopback port, signed webhook requests, and waiting on state with a timeout.
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use hmac::{Hmac, Mac};
+use planwright::config::Settings;
+use planwright::server::{self, Role, Running};
+use planwright::store::{Backend, Db};
+use planwright::worker::Handlers;
+use sha2::Sha256;
+use sqlx::Connection;
+
+pub const GITHUB_SECRET: &str = "github-test-secret";
+pub const GITLAB_SECRET: &str = "gitlab-test-token";
+
+/// The shared fixtures (real payloads and logs), beside the repository.
+pub fn fixtures() -> PathBuf {
+    let dir = std::env::var_os("PLANWRIGHT_TEST_FIXTURES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures"));
+    assert!(
+        dir.is_dir(),
+        "the shared fixtures are missing at {} (set PLANWRIGHT_TEST_FIXTURES)",
+        dir.display()
+    );
+    dir
+}
+
+/// One test's own database; the SQLite file lives in `dir`.
+pub struct TestDb {
+    pub url: String,
+    pub db: Db,
+    pub dir: tempfile::TempDir,
+}
+
+impl TestDb {
+    pub async fn new() -> Self {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let url = match std::env::var("PLANWRIGHT_TEST_DATABASE_URL") {
+            Ok(admin) if !admin.is_empty() => fresh_postgres_database(&admin).await,
+            _ => format!("sqlite://{}/planwright.db", dir.path().display()),
+        };
+        let db = Db::open(&url).await.expect("the test database opens and migrates");
+        TestDb { url, db, dir }
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.db.backend
+    }
+}
+
+/// Creates an empty database on the server `admin_url` points at and returns its URL.
+async fn fresh_postgres_database(admin_url: &str) -> String {
+    sqlx::any::install_default_drivers();
+    let name = format!("pw_test_{}", uuid::Uuid::new_v4().simple());
+    let mut conn = sqlx::AnyConnection::connect(admin_url)
+        .await
+        .unwrap_or_else(|e| panic!("PostgreSQL at PLANWRIGHT_TEST_DATABASE_URL answers: {e}"));
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .execute(&mut conn)
+        .await
+        .expect("a test database can be created");
+    conn.close().await.ok();
+    let (base, query) = match admin_url.split_once('?') {
+        Some((b, q)) => (b, format!("?{q}")),
+        None => (admin_url, String::new()),
+    };
+    let scheme_end = base.find("://").map_or(0, |i| i + 3);
+    let host_end = base[scheme_end..]
+        .find('/')
+        .map_or(base.len(), |i| scheme_end + i);
+    format!("{}/{name}{query}", &base[..host_end])
+}
+
+/// Settings for a server on a loopback port over `db`, with both forges' secrets.
+pub fn settings(db: &TestDb, extra: &[(&str, &str)]) -> Settings {
+    let mut env: Vec<(String, String)> = vec![
+        ("PLANWRIGHT_LISTEN".into(), "127.0.0.1:0".into()),
+        ("PLANWRIGHT_DATA_DIR".into(), db.dir.path().display().to_string()),
+        ("PLANWRIGHT_DATABASE_URL".into(), db.url.clone()),
+        ("PLANWRIGHT_GITHUB_WEBHOOK_SECRET".into(), GITHUB_SECRET.into()),
+        ("PLANWRIGHT_GITLAB_WEBHOOK_SECRET".into(), GITLAB_SECRET.into()),
+        ("PLANWRIGHT_JOB_POLL_MS".into(), "50".into()),
+    ];
+    for (k, v) in extra {
+        env.retain(|(name, _)| name != k);
+        env.push(((*k).into(), (*v).into()));
+    }
+    Settings::from_sources(None, &env).expect("test settings are valid")
+}
+
+/// The real server (router and workers) running in this process.
+pub struct TestServer {
+    pub base: String,
+    pub db: Db,
+    pub client: reqwest::Client,
+    running: Option<Running>,
+}
+
+impl TestServer {
+    pub async fn start(settings: Settings, role: Role, handlers: Handlers) -> Self {
+        let running = server::start(settings, role, handlers)
+            .await
+            .expect("the server starts");
+        TestServer {
+            base: format!("http://{}", running.addr),
+            db: running.db.clone(),
+            client: reqwest::Client::new(),
+            running: Some(running),
+        }
+    }
+
+    /// Web only: deliveries are recorded and jobs stay queued for the test to inspect.
+    pub async fn web(db: &TestDb) -> Self {
+        Self::start(settings(db, &[]), Role::Web, Handlers::default()).await
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(r) = self.running.take() {
+            r.stop().await.expect("the server stops cleanly");
+        }
+    }
+
+    pub fn github(&self, event: &str, delivery: &str, body: &[u8]) -> reqwest::RequestBuilder {
+        self.client
+            .post(format!("{}/webhooks/github", self.base))
+            .header("content-type", "application/json")
+            .header("x-github-event", event)
+            .header("x-github-delivery", delivery)
+            .header("x-hub-signature-256", sign(GITHUB_SECRET, body))
+            .body(body.to_vec())
+    }
+
+    pub fn gitlab(&self, event: &str, body: &[u8]) -> reqwest::RequestBuilder {
+        self.client
+            .post(format!("{}/webhooks/gitlab", self.base))
+            .header("content-type", "application/json")
+            .header("x-gitlab-event", event)
+            .header("x-gitlab-token", GITLAB_SECRET)
+            .body(body.to_vec())
+    }
+}
+
+/// `X-Hub-Signature-256` for `body` under `secret`.
+pub fn sign(secret: &str, body: &[u8]) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("any key length");
+    mac.update(body);
+    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
+}
+
+/// Polls `check` until it returns `Some`, failing the test after 30 seconds.
+pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

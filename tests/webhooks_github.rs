@@ -1,0 +1,452 @@
+//! `POST /webhooks/github` through the real router: every real example payload, and every
+//! way a request can be wrong.
+
+mod support;
+
+use std::collections::BTreeMap;
+
+use planwright::event::{Actor, Event, Forge, RepoEvent, RepoEventKind, Thread};
+use planwright::ids::{CommentId, InstallationId, IssueNumber, PullNumber, RepoName};
+use planwright::store::{deliveries, jobs};
+use serde_json::Value;
+use support::{GITHUB_SECRET, TestDb, TestServer, sign};
+
+fn str_at<'a>(v: &'a Value, pointer: &str) -> &'a str {
+    v.pointer(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| panic!("fixture has a string at {pointer}"))
+}
+
+fn int_at(v: &Value, pointer: &str) -> i64 {
+    v.pointer(pointer)
+        .and_then(Value::as_i64)
+        .unwrap_or_else(|| panic!("fixture has an integer at {pointer}"))
+}
+
+fn repo(v: &Value) -> RepoName {
+    RepoName::parse(str_at(v, "/repository/full_name")).unwrap()
+}
+
+fn actor(v: &Value, pointer: &str) -> Actor {
+    let user = v.pointer(pointer).unwrap();
+    Actor {
+        login: str_at(user, "/login").to_owned(),
+        id: int_at(user, "/id"),
+        bot: str_at(user, "/type") == "Bot",
+    }
+}
+
+fn repos(v: &Value, pointer: &str) -> Vec<RepoName> {
+    v.pointer(pointer)
+        .and_then(Value::as_array)
+        .map(|list| {
+            list.iter()
+                .map(|r| RepoName::parse(str_at(r, "/full_name")).unwrap())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// What the payload says should be acted on, read straight from the JSON.
+fn expected_events(event: &str, v: &Value) -> Vec<Event> {
+    let action = v.get("action").and_then(Value::as_str);
+    let installation = v.pointer("/installation/id").and_then(Value::as_i64).map(InstallationId);
+    let in_repo = |kind| {
+        vec![Event::Repository(RepoEvent {
+            forge: Forge::Github,
+            repo: repo(v),
+            installation,
+            kind,
+        })]
+    };
+    match (event, action) {
+        ("ping", _) => vec![Event::Ping {
+            hook_id: v.get("hook_id").and_then(Value::as_i64),
+        }],
+        ("issues", Some("labeled")) => in_repo(RepoEventKind::IssueLabeled {
+            issue: IssueNumber(int_at(v, "/issue/number")),
+            labels: vec![str_at(v, "/label/name").to_owned()],
+            actor: actor(v, "/sender"),
+        }),
+        ("issue_comment", Some("created")) => {
+            let number = int_at(v, "/issue/number");
+            let thread = if v.pointer("/issue/pull_request").is_some() {
+                Thread::PullRequest(PullNumber(number))
+            } else {
+                Thread::Issue(IssueNumber(number))
+            };
+            in_repo(RepoEventKind::CommentCreated {
+                thread,
+                comment: CommentId(int_at(v, "/comment/id")),
+                body: str_at(v, "/comment/body").to_owned(),
+                author: actor(v, "/comment/user"),
+            })
+        }
+        ("pull_request_review_comment", Some("created")) => {
+            in_repo(RepoEventKind::CommentCreated {
+                thread: Thread::PullRequest(PullNumber(int_at(v, "/pull_request/number"))),
+                comment: CommentId(int_at(v, "/comment/id")),
+                body: str_at(v, "/comment/body").to_owned(),
+                author: actor(v, "/comment/user"),
+            })
+        }
+        ("pull_request_review", Some("submitted")) => in_repo(RepoEventKind::ReviewSubmitted {
+            pull: PullNumber(int_at(v, "/pull_request/number")),
+            review: int_at(v, "/review/id"),
+            state: str_at(v, "/review/state").to_owned(),
+            body: v
+                .pointer("/review/body")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+            author: actor(v, "/review/user"),
+        }),
+        ("installation", Some(action)) => vec![Event::Installation {
+            installation: installation.unwrap(),
+            action: action.to_owned(),
+            account: str_at(v, "/installation/account/login").to_owned(),
+            repositories: repos(v, "/repositories"),
+        }],
+        ("installation_repositories", Some(action)) => vec![Event::InstallationRepositories {
+            installation: installation.unwrap(),
+            action: action.to_owned(),
+            added: repos(v, "/repositories_added"),
+            removed: repos(v, "/repositories_removed"),
+        }],
+        _ => Vec::new(),
+    }
+}
+
+#[tokio::test]
+async fn every_real_payload_is_accepted_and_acted_on_events_are_exact() {
+    let db = TestDb::new().await;
+    let server = TestServer::web(&db).await;
+    let dir = support::fixtures().join("github-webhooks");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    assert!(files.len() > 300, "expected the full set of examples in {}", dir.display());
+    let mut acted_on: BTreeMap<String, usize> = BTreeMap::new();
+    for (n, path) in files.iter().enumerate() {
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let event = name.split('.').next().unwrap();
+        let body = std::fs::read(path).unwrap();
+        let value: Value = serde_json::from_slice(&body).unwrap();
+        let response = server
+            .github(event, &format!("fixture-{n}"), &body)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status();
+        let answer: Value = response.json().await.unwrap();
+        assert!(status.is_success(), "{name}: {status} {answer}");
+        let delivery = answer["delivery"].as_str().unwrap_or_else(|| panic!("{name}: {answer}"));
+        let got: Vec<Event> = jobs::list(&server.db, Some(delivery))
+            .await
+            .unwrap()
+            .iter()
+            .map(|j| serde_json::from_str(&j.payload).unwrap())
+            .collect();
+        let expected = expected_events(event, &value);
+        assert_eq!(got, expected, "{name}");
+        let want_status = if expected.is_empty() { "ignored" } else { "queued" };
+        assert_eq!(answer["status"], want_status, "{name}");
+        if !expected.is_empty() {
+            *acted_on.entry(event.to_owned()).or_default() += 1;
+        }
+    }
+    // Every acted-on kind was seen among the examples.
+    for kind in [
+        "ping",
+        "issues",
+        "issue_comment",
+        "pull_request_review_comment",
+        "pull_request_review",
+        "installation",
+        "installation_repositories",
+    ] {
+        assert!(acted_on.contains_key(kind), "no example of {kind} was acted on: {acted_on:?}");
+    }
+    let listed = deliveries::list(&server.db, 1000).await.unwrap();
+    assert_eq!(listed.len(), files.len());
+    server.stop().await;
+}
+
+fn labeled() -> Vec<u8> {
+    std::fs::read(support::fixtures().join("github-webhooks/issues.labeled.1.json")).unwrap()
+}
+
+async fn nothing_stored(server: &TestServer) {
+    assert_eq!(deliveries::count(&server.db).await.unwrap(), 0);
+    assert!(jobs::list(&server.db, None).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn bad_signatures_are_refused_and_nothing_is_stored() {
+    let db = TestDb::new().await;
+    let server = TestServer::web(&db).await;
+    let body = labeled();
+    let url = format!("{}/webhooks/github", server.base);
+    let send = |signature: Option<String>, body: Vec<u8>| {
+        let mut req = server
+            .client
+            .post(&url)
+            .header("x-github-event", "issues")
+            .header("x-github-delivery", "d-1");
+        if let Some(sig) = signature {
+            req = req.header("x-hub-signature-256", sig);
+        }
+        req.body(body).send()
+    };
+    // No signature, a malformed one, the wrong secret, a body changed after signing.
+    let cases = vec![
+        (None, body.clone()),
+        (Some("sha1=abcdef".to_owned()), body.clone()),
+        (Some("sha256=zz".to_owned()), body.clone()),
+        (Some(sign("wrong-secret", &body)), body.clone()),
+        (Some(sign(GITHUB_SECRET, &body)), body[..body.len() / 2].to_vec()),
+    ];
+    for (signature, body) in cases {
+        let response = send(signature.clone(), body).await.unwrap();
+        assert_eq!(response.status(), 401, "{signature:?}");
+    }
+    nothing_stored(&server).await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn any_of_the_rotated_secrets_is_accepted() {
+    let db = TestDb::new().await;
+    let settings = support::settings(
+        &db,
+        &[("PLANWRIGHT_GITHUB_WEBHOOK_SECRET", "new-secret,old-secret")],
+    );
+    let server = TestServer::start(
+        settings,
+        planwright::server::Role::Web,
+        planwright::worker::Handlers::default(),
+    )
+    .await;
+    let body = labeled();
+    for (n, secret) in ["old-secret", "new-secret"].iter().enumerate() {
+        let response = server
+            .client
+            .post(format!("{}/webhooks/github", server.base))
+            .header("x-github-event", "issues")
+            .header("x-github-delivery", format!("rotated-{n}"))
+            .header("x-hub-signature-256", sign(secret, &body))
+            .body(body.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 202, "{secret}");
+    }
+    let response = server
+        .client
+        .post(format!("{}/webhooks/github", server.base))
+        .header("x-github-event", "issues")
+        .header("x-github-delivery", "rotated-out")
+        .header("x-hub-signature-256", sign(GITHUB_SECRET, &body))
+        .body(body.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 401);
+    assert_eq!(deliveries::count(&server.db).await.unwrap(), 2);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn oversize_bodies_get_413_and_nothing_is_stored() {
+    let db = TestDb::new().await;
+    let settings = support::settings(&db, &[("PLANWRIGHT_WEBHOOK_BODY_LIMIT", "16384")]);
+    let server = TestServer::start(
+        settings,
+        planwright::server::Role::Web,
+        planwright::worker::Handlers::default(),
+    )
+    .await;
+    let mut value: Value = serde_json::from_slice(&labeled()).unwrap();
+    value["issue"]["body"] = Value::String("x".repeat(32768));
+    let body = serde_json::to_vec(&value).unwrap();
+    let response = server.github("issues", "big", &body).send().await.unwrap();
+    assert_eq!(response.status(), 413);
+    // Just under the limit is fine.
+    value["issue"]["body"] = Value::String(String::new());
+    let small = serde_json::to_vec(&value).unwrap();
+    assert!(small.len() < 16384);
+    nothing_stored(&server).await;
+    let response = server.github("issues", "small", &small).send().await.unwrap();
+    assert_eq!(response.status(), 202);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn the_default_limit_takes_a_large_real_payload() {
+    let db = TestDb::new().await;
+    let server = TestServer::web(&db).await;
+    let mut value: Value = serde_json::from_slice(&labeled()).unwrap();
+    value["issue"]["body"] = Value::String("y".repeat(5 * 1024 * 1024));
+    let body = serde_json::to_vec(&value).unwrap();
+    let response = server.github("issues", "large", &body).send().await.unwrap();
+    assert_eq!(response.status(), 202);
+    let listed = deliveries::list(&server.db, 10).await.unwrap();
+    let stored = deliveries::payload(&server.db, &listed[0].id).await.unwrap().unwrap();
+    assert_eq!(stored.len(), body.len());
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn missing_headers_are_named() {
+    let db = TestDb::new().await;
+    let server = TestServer::web(&db).await;
+    let body = labeled();
+    let response = server
+        .client
+        .post(format!("{}/webhooks/github", server.base))
+        .header("x-github-delivery", "no-event")
+        .header("x-hub-signature-256", sign(GITHUB_SECRET, &body))
+        .body(body.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+    let text = response.text().await.unwrap();
+    assert!(text.contains("X-GitHub-Event"), "{text}");
+    let response = server
+        .client
+        .post(format!("{}/webhooks/github", server.base))
+        .header("x-github-event", "issues")
+        .header("x-hub-signature-256", sign(GITHUB_SECRET, &body))
+        .body(body.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+    assert!(response.text().await.unwrap().contains("X-GitHub-Delivery"));
+    nothing_stored(&server).await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_signed_but_unreadable_body_is_stored_as_rejected_without_a_job() {
+    let db = TestDb::new().await;
+    let server = TestServer::web(&db).await;
+    let cases: [(&str, &[u8]); 3] = [
+        ("issues", b"{\"action\": \"labeled\", "),
+        ("issues", b"[\"not\", \"an object\"]"),
+        // Valid JSON for an acted-on event, but without the issue it is about.
+        ("issues", b"{\"action\":\"labeled\",\"repository\":{\"full_name\":\"a/b\"},\"label\":{\"name\":\"x\"}}"),
+    ];
+    for (n, (event, body)) in cases.iter().enumerate() {
+        let response = server.github(event, &format!("bad-{n}"), body).send().await.unwrap();
+        assert_eq!(response.status(), 400, "{}", String::from_utf8_lossy(body));
+    }
+    let listed = deliveries::list(&server.db, 10).await.unwrap();
+    assert_eq!(listed.len(), 3);
+    for d in &listed {
+        assert_eq!(d.status, "rejected");
+        assert!(d.error.as_deref().is_some_and(|e| !e.is_empty()));
+        assert_eq!(d.jobs, 0);
+    }
+    assert!(jobs::list(&server.db, None).await.unwrap().is_empty());
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_redelivery_is_answered_and_does_nothing_else() {
+    let db = TestDb::new().await;
+    let server = TestServer::web(&db).await;
+    let body = labeled();
+    let first = server.github("issues", "same-id", &body).send().await.unwrap();
+    assert_eq!(first.status(), 202);
+    let again = server.github("issues", "same-id", &body).send().await.unwrap();
+    assert_eq!(again.status(), 200);
+    let answer: Value = again.json().await.unwrap();
+    assert_eq!(answer["status"], "duplicate");
+    assert_eq!(deliveries::count(&server.db).await.unwrap(), 1);
+    assert_eq!(jobs::list(&server.db, None).await.unwrap().len(), 1);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn concurrent_duplicates_make_exactly_one_job() {
+    let db = TestDb::new().await;
+    let server = TestServer::web(&db).await;
+    let body = labeled();
+    let mut sends = Vec::new();
+    for _ in 0..24 {
+        sends.push(server.github("issues", "raced", &body).send());
+    }
+    let mut accepted = 0;
+    for response in futures_join(sends).await {
+        let response = response.unwrap();
+        assert!(response.status().is_success(), "{}", response.status());
+        if response.status() == 202 {
+            accepted += 1;
+        }
+    }
+    assert_eq!(accepted, 1);
+    assert_eq!(deliveries::count(&server.db).await.unwrap(), 1);
+    assert_eq!(jobs::list(&server.db, None).await.unwrap().len(), 1);
+    server.stop().await;
+}
+
+/// Runs the futures concurrently, keeping their order.
+async fn futures_join<F: std::future::Future + Send + 'static>(futures: Vec<F>) -> Vec<F::Output>
+where
+    F::Output: Send + 'static,
+{
+    let handles: Vec<_> = futures.into_iter().map(tokio::spawn).collect();
+    let mut out = Vec::new();
+    for h in handles {
+        out.push(h.await.unwrap());
+    }
+    out
+}
+
+#[tokio::test]
+async fn form_encoded_deliveries_are_read() {
+    let db = TestDb::new().await;
+    let server = TestServer::web(&db).await;
+    let json = labeled();
+    let body = serde_urlencoded::to_string([("payload", String::from_utf8(json).unwrap())]).unwrap();
+    let response = server
+        .client
+        .post(format!("{}/webhooks/github", server.base))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("x-github-event", "issues")
+        .header("x-github-delivery", "form-1")
+        .header("x-hub-signature-256", sign(GITHUB_SECRET, body.as_bytes()))
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 202);
+    let job = &jobs::list(&server.db, None).await.unwrap()[0];
+    let event: Event = serde_json::from_str(&job.payload).unwrap();
+    assert!(matches!(
+        event,
+        Event::Repository(RepoEvent { kind: RepoEventKind::IssueLabeled { .. }, .. })
+    ));
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn without_a_secret_github_webhooks_are_unavailable() {
+    let db = TestDb::new().await;
+    let settings = support::settings(&db, &[("PLANWRIGHT_GITHUB_WEBHOOK_SECRET", "")]);
+    let server = TestServer::start(
+        settings,
+        planwright::server::Role::Web,
+        planwright::worker::Handlers::default(),
+    )
+    .await;
+    let response = server.github("issues", "x", &labeled()).send().await.unwrap();
+    assert_eq!(response.status(), 503);
+    nothing_stored(&server).await;
+    server.stop().await;
+}
