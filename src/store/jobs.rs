@@ -173,11 +173,12 @@ pub async fn dead_letter(db: &Db, job: &Claimed, error: &str) -> Result<bool> {
     finish(db, job, DEAD, None, Some(error)).await
 }
 
-/// Hands an unfinished job back without counting the attempt (a worker shutting down).
+/// Hands an unfinished job back without counting the attempt (a worker shutting down);
+/// it keeps its place in the queue.
 pub async fn release(db: &Db, job: &Claimed) -> Result<bool> {
     let now = now_ms();
     let done = sqlx::query(
-        "UPDATE jobs SET state = 'queued', attempts = attempts - 1, run_at = $1, \
+        "UPDATE jobs SET state = 'queued', attempts = attempts - 1, \
          lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, updated_at = $1 \
          WHERE id = $2 AND lease_token = $3 AND state = 'running'",
     )

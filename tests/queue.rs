@@ -1,0 +1,337 @@
+//! The durable job queue and its workers, against the real database (SQLite, or
+//! PostgreSQL when PLANWRIGHT_TEST_DATABASE_URL is set).
+
+mod support;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use planwright::config::QueueSettings;
+use planwright::store::{Db, jobs, now_ms};
+use planwright::worker::{Handlers, Job, JobError, Waker, Worker};
+use support::{TestDb, eventually};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+fn queue_settings() -> QueueSettings {
+    QueueSettings {
+        workers: 4,
+        lease: Duration::from_secs(5),
+        max_attempts: 3,
+        retry_base: Duration::from_millis(100),
+        retry_max: Duration::from_secs(2),
+        poll_interval: Duration::from_millis(20),
+        shutdown_grace: Duration::from_secs(10),
+    }
+}
+
+fn spawn_worker(
+    db: &Db,
+    handlers: Handlers,
+    settings: QueueSettings,
+    owner: &str,
+) -> (CancellationToken, tokio::task::JoinHandle<()>) {
+    let stop = CancellationToken::new();
+    let worker = Worker {
+        db: db.clone(),
+        handlers,
+        settings,
+        owner: owner.to_owned(),
+        waker: Waker::default(),
+    };
+    let handle = tokio::spawn(worker.run(stop.clone()));
+    (stop, handle)
+}
+
+async fn enqueue(db: &Db, kind: &str, payload: &str, max_attempts: i64) -> String {
+    let mut conn = db.pool.acquire().await.unwrap();
+    jobs::enqueue(&mut conn, &jobs::NewJob::new(kind, payload, max_attempts))
+        .await
+        .unwrap()
+        .0
+}
+
+async fn job_in_state(db: &Db, id: &str, state: &str) -> jobs::JobRow {
+    eventually(&format!("job {id} to be {state}"), || async {
+        jobs::get(db, id).await.unwrap().filter(|j| j.state == state)
+    })
+    .await
+}
+
+#[tokio::test]
+async fn retryable_failures_back_off_then_dead_letter_keeping_the_error() {
+    let t = TestDb::new().await;
+    let starts: Arc<Mutex<Vec<i64>>> = Arc::default();
+    let seen = starts.clone();
+    let handlers = Handlers::default().on("flaky", move |job: Job| {
+        let seen = seen.clone();
+        async move {
+            seen.lock().unwrap().push(now_ms());
+            Err(JobError::Retryable(anyhow::anyhow!("upstream timed out on attempt {}", job.attempt)))
+        }
+    });
+    let id = enqueue(&t.db, "flaky", "{}", 3).await;
+    let (stop, handle) = spawn_worker(&t.db, handlers, queue_settings(), "w1");
+    let dead = job_in_state(&t.db, &id, jobs::DEAD).await;
+    stop.cancel();
+    handle.await.unwrap();
+    assert_eq!(dead.attempts, 3);
+    assert_eq!(
+        dead.last_error.as_deref(),
+        Some("upstream timed out on attempt 3")
+    );
+    assert!(dead.finished_at.is_some());
+    let starts = starts.lock().unwrap().clone();
+    assert_eq!(starts.len(), 3);
+    // Attempt n waits at least half of base * 2^(n-1): 50 ms, then 100 ms.
+    assert!(starts[1] - starts[0] >= 50, "{starts:?}");
+    assert!(starts[2] - starts[1] >= 100, "{starts:?}");
+}
+
+#[tokio::test]
+async fn a_job_that_succeeds_on_retry_is_done() {
+    let t = TestDb::new().await;
+    let handlers = Handlers::default().on("second-time", |job: Job| async move {
+        if job.attempt == 1 {
+            Err(JobError::Retryable(anyhow::anyhow!("not yet")))
+        } else {
+            Ok(())
+        }
+    });
+    let id = enqueue(&t.db, "second-time", "{}", 5).await;
+    let (stop, handle) = spawn_worker(&t.db, handlers, queue_settings(), "w1");
+    let done = job_in_state(&t.db, &id, jobs::DONE).await;
+    stop.cancel();
+    handle.await.unwrap();
+    assert_eq!(done.attempts, 2);
+    assert_eq!(done.last_error.as_deref(), Some("not yet"));
+}
+
+#[tokio::test]
+async fn permanent_failures_and_unknown_kinds_are_dead_lettered_at_once() {
+    let t = TestDb::new().await;
+    let handlers = Handlers::default().on("broken", |_job: Job| async move {
+        Err(JobError::Permanent(anyhow::anyhow!("the payload names no issue")))
+    });
+    let broken = enqueue(&t.db, "broken", "{}", 5).await;
+    let unknown = enqueue(&t.db, "no-such-kind", "{}", 5).await;
+    let (stop, handle) = spawn_worker(&t.db, handlers, queue_settings(), "w1");
+    let broken = job_in_state(&t.db, &broken, jobs::DEAD).await;
+    let unknown = job_in_state(&t.db, &unknown, jobs::DEAD).await;
+    stop.cancel();
+    handle.await.unwrap();
+    assert_eq!(broken.attempts, 1);
+    assert_eq!(broken.last_error.as_deref(), Some("the payload names no issue"));
+    assert_eq!(unknown.attempts, 1);
+    assert!(unknown.last_error.unwrap().contains("no-such-kind"));
+}
+
+#[tokio::test]
+async fn an_expired_lease_is_reclaimed_and_the_old_holder_is_fenced_off() {
+    let t = TestDb::new().await;
+    let id = enqueue(&t.db, "any", "{}", 5).await;
+    let lease = Duration::from_millis(300);
+    let first = jobs::claim(&t.db, "a", lease).await.unwrap().unwrap();
+    assert_eq!(first.id, id);
+    assert_eq!(first.attempts, 1);
+    // While the lease holds, nobody else gets the job.
+    assert!(jobs::claim(&t.db, "b", lease).await.unwrap().is_none());
+    let second = eventually("the expired lease to be reclaimed", || async {
+        jobs::claim(&t.db, "b", lease).await.unwrap()
+    })
+    .await;
+    assert_eq!(second.id, id);
+    assert_eq!(second.attempts, 2);
+    assert_ne!(second.lease_token, first.lease_token);
+    // The first holder can no longer renew or finish it.
+    assert!(!jobs::heartbeat(&t.db, &first, lease).await.unwrap());
+    assert!(!jobs::complete(&t.db, &first).await.unwrap());
+    assert!(jobs::complete(&t.db, &second).await.unwrap());
+    let row = jobs::get(&t.db, &id).await.unwrap().unwrap();
+    assert_eq!(row.state, jobs::DONE);
+    assert_eq!(row.lease_owner, None);
+}
+
+#[tokio::test]
+async fn heartbeats_keep_a_long_job_from_being_reclaimed() {
+    let t = TestDb::new().await;
+    let release = Arc::new(Notify::new());
+    let gate = release.clone();
+    let handlers = Handlers::default().on("long", move |_job: Job| {
+        let gate = gate.clone();
+        async move {
+            gate.notified().await;
+            Ok(())
+        }
+    });
+    let id = enqueue(&t.db, "long", "{}", 5).await;
+    let settings = QueueSettings {
+        lease: Duration::from_millis(300),
+        ..queue_settings()
+    };
+    let (stop, handle) = spawn_worker(&t.db, handlers, settings, "w1");
+    job_in_state(&t.db, &id, jobs::RUNNING).await;
+    // Four lease lengths pass; the job stays with its worker throughout.
+    let until = Instant::now() + Duration::from_millis(1200);
+    while Instant::now() < until {
+        assert!(jobs::claim(&t.db, "thief", Duration::from_secs(5)).await.unwrap().is_none());
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    release.notify_one();
+    let done = job_in_state(&t.db, &id, jobs::DONE).await;
+    assert_eq!(done.attempts, 1);
+    stop.cancel();
+    handle.await.unwrap();
+}
+
+#[tokio::test]
+async fn several_workers_run_every_job_exactly_once_and_never_at_the_same_time() {
+    let t = TestDb::new().await;
+    const JOBS: usize = 150;
+    let mut ids = Vec::new();
+    for n in 0..JOBS {
+        ids.push(enqueue(&t.db, "count", &n.to_string(), 3).await);
+    }
+    let runs: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
+    let in_flight: Arc<Mutex<std::collections::HashSet<String>>> = Arc::default();
+    let overlaps = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut workers = Vec::new();
+    for w in 0..3 {
+        // Each worker has its own pool, as separate `serve` processes would.
+        let db = Db::connect(&t.url).await.unwrap();
+        let (runs, in_flight, overlaps) = (runs.clone(), in_flight.clone(), overlaps.clone());
+        let handlers = Handlers::default().on("count", move |job: Job| {
+            let (runs, in_flight, overlaps) = (runs.clone(), in_flight.clone(), overlaps.clone());
+            async move {
+                if !in_flight.lock().unwrap().insert(job.id.0.clone()) {
+                    overlaps.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
+                *runs.lock().unwrap().entry(job.id.0.clone()).or_default() += 1;
+                tokio::task::yield_now().await;
+                in_flight.lock().unwrap().remove(&job.id.0);
+                Ok(())
+            }
+        });
+        workers.push(spawn_worker(&db, handlers, queue_settings(), &format!("worker-{w}")));
+    }
+    eventually("every job to be done", || async {
+        let all = jobs::list(&t.db, None).await.unwrap();
+        all.iter().all(|j| j.state == jobs::DONE).then_some(())
+    })
+    .await;
+    for (stop, handle) in workers {
+        stop.cancel();
+        handle.await.unwrap();
+    }
+    let runs = runs.lock().unwrap();
+    assert_eq!(runs.len(), JOBS);
+    assert!(runs.values().all(|&n| n == 1), "some job ran twice: {runs:?}");
+    assert_eq!(overlaps.load(std::sync::atomic::Ordering::SeqCst), 0);
+    for j in jobs::list(&t.db, None).await.unwrap() {
+        assert_eq!(j.attempts, 1, "{}", j.id);
+    }
+}
+
+#[tokio::test]
+async fn racing_claimers_never_take_the_same_job() {
+    let t = TestDb::new().await;
+    for n in 0..60 {
+        enqueue(&t.db, "race", &n.to_string(), 3).await;
+    }
+    let mut tasks = Vec::new();
+    for c in 0..6 {
+        let db = Db::connect(&t.url).await.unwrap();
+        tasks.push(tokio::spawn(async move {
+            let mut mine = Vec::new();
+            while let Some(job) = jobs::claim(&db, &format!("c{c}"), Duration::from_secs(30))
+                .await
+                .unwrap()
+            {
+                mine.push(job.id);
+            }
+            mine
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    let unique: std::collections::HashSet<_> = all.iter().collect();
+    assert_eq!(all.len(), 60);
+    assert_eq!(unique.len(), 60);
+}
+
+#[tokio::test]
+async fn shutdown_lets_running_jobs_finish_within_the_grace_period() {
+    let t = TestDb::new().await;
+    let started = Arc::new(Notify::new());
+    let finish = Arc::new(Notify::new());
+    let (s, f) = (started.clone(), finish.clone());
+    let handlers = Handlers::default().on("slow", move |_job: Job| {
+        let (s, f) = (s.clone(), f.clone());
+        async move {
+            s.notify_one();
+            f.notified().await;
+            Ok(())
+        }
+    });
+    let id = enqueue(&t.db, "slow", "{}", 3).await;
+    let (stop, handle) = spawn_worker(&t.db, handlers, queue_settings(), "w1");
+    started.notified().await;
+    stop.cancel();
+    // Stopping does not abandon the running job.
+    finish.notify_one();
+    handle.await.unwrap();
+    let row = jobs::get(&t.db, &id).await.unwrap().unwrap();
+    assert_eq!(row.state, jobs::DONE);
+}
+
+#[tokio::test]
+async fn shutdown_hands_back_jobs_that_outlast_the_grace_period() {
+    let t = TestDb::new().await;
+    let started = Arc::new(Notify::new());
+    let s = started.clone();
+    let handlers = Handlers::default().on("stuck", move |_job: Job| {
+        let s = s.clone();
+        async move {
+            s.notify_one();
+            std::future::pending::<()>().await;
+            Ok(())
+        }
+    });
+    let id = enqueue(&t.db, "stuck", "{}", 3).await;
+    let queued_later = enqueue(&t.db, "stuck", "{}", 3).await;
+    let settings = QueueSettings {
+        workers: 1,
+        shutdown_grace: Duration::from_millis(100),
+        ..queue_settings()
+    };
+    let (stop, handle) = spawn_worker(&t.db, handlers, settings, "w1");
+    started.notified().await;
+    stop.cancel();
+    handle.await.unwrap();
+    let row = jobs::get(&t.db, &id).await.unwrap().unwrap();
+    assert_eq!(row.state, jobs::QUEUED);
+    assert_eq!(row.attempts, 0, "a handed-back attempt does not count");
+    assert_eq!(row.lease_owner, None);
+    // The job no worker had started was never claimed.
+    let later = jobs::get(&t.db, &queued_later).await.unwrap().unwrap();
+    assert_eq!((later.state.as_str(), later.attempts), (jobs::QUEUED, 0));
+    // Another worker can take the handed-back job straight away.
+    let next = jobs::claim(&t.db, "w2", Duration::from_secs(5)).await.unwrap().unwrap();
+    assert_eq!(next.id, id);
+}
+
+#[tokio::test]
+async fn a_job_enqueued_in_a_rolled_back_transaction_does_not_exist() {
+    let t = TestDb::new().await;
+    let mut tx = t.db.pool.begin().await.unwrap();
+    jobs::enqueue(&mut tx, &jobs::NewJob::new("any", "{}", 3)).await.unwrap();
+    tx.rollback().await.unwrap();
+    assert!(jobs::list(&t.db, None).await.unwrap().is_empty());
+    let mut tx = t.db.pool.begin().await.unwrap();
+    jobs::enqueue(&mut tx, &jobs::NewJob::new("any", "{}", 3)).await.unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(jobs::list(&t.db, None).await.unwrap().len(), 1);
+}
