@@ -307,7 +307,8 @@ impl Raw {
                 let lower = key.to_ascii_lowercase();
                 match KEYS.iter().find(|k| **k == lower) {
                     Some(k) => {
-                        self.values.insert(k, (value.clone(), Source::Env(name.clone())));
+                        self.values
+                            .insert(k, (value.clone(), Source::Env(name.clone())));
                     }
                     None if key.starts_with("TEST_") => {}
                     None => tracing::warn!(variable = %name, "ignoring an unknown setting"),
@@ -391,7 +392,10 @@ impl Raw {
     }
 
     fn finish(self) -> Result<Settings> {
-        let listen = match (self.text("listen"), self.parsed::<u16>("port", "a port number")?) {
+        let listen = match (
+            self.text("listen"),
+            self.parsed::<u16>("port", "a port number")?,
+        ) {
             (Some(addr), _) => addr.parse::<SocketAddr>().map_err(|_| {
                 anyhow::anyhow!(
                     "Cannot use {}: expected an address such as 0.0.0.0:3000, got `{addr}`",
@@ -450,14 +454,14 @@ impl Raw {
         let private_key = match self.text("github_private_key") {
             None => None,
             Some(pem) if pem.starts_with("-----BEGIN") => Some(SecretString::from(pem.to_owned())),
-            Some(path) => Some(SecretString::from(std::fs::read_to_string(path).with_context(
-                || {
+            Some(path) => Some(SecretString::from(
+                std::fs::read_to_string(path).with_context(|| {
                     format!(
                         "Could not read the GitHub App private key named by {}",
                         self.source("github_private_key")
                     )
-                },
-            )?)),
+                })?,
+            )),
         };
         let defaults = QueueSettings::default();
         let queue = QueueSettings {
@@ -576,16 +580,11 @@ mod tests {
 
     #[test]
     fn port_and_unprefixed_model_keys_are_read() {
-        let s = Settings::from_sources(
-            None,
-            &env(&[("PORT", "8080"), ("ANTHROPIC_API_KEY", "k1")]),
-        )
-        .unwrap();
+        let s =
+            Settings::from_sources(None, &env(&[("PORT", "8080"), ("ANTHROPIC_API_KEY", "k1")]))
+                .unwrap();
         assert_eq!(s.listen.to_string(), "0.0.0.0:8080");
-        assert_eq!(
-            s.models.anthropic_api_key.unwrap().expose_secret(),
-            "k1"
-        );
+        assert_eq!(s.models.anthropic_api_key.unwrap().expose_secret(), "k1");
     }
 
     #[test]
@@ -609,7 +608,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("pw.toml");
         std::fs::write(&file, "listne = \"127.0.0.1:4000\"\n").unwrap();
-        let err = format!("{:#}", Settings::from_sources(Some(&file), &[]).unwrap_err());
+        let err = format!(
+            "{:#}",
+            Settings::from_sources(Some(&file), &[]).unwrap_err()
+        );
         assert!(err.contains("listne"), "{err}");
     }
 }

@@ -41,8 +41,13 @@ async fn handle(db: &Db, event: &Event) -> anyhow::Result<()> {
                 installations::remove_repositories(&mut tx, Forge::Github, *installation, None)
                     .await?;
             } else {
-                installations::add_repositories(&mut tx, Forge::Github, *installation, repositories)
-                    .await?;
+                installations::add_repositories(
+                    &mut tx,
+                    Forge::Github,
+                    *installation,
+                    repositories,
+                )
+                .await?;
             }
             audit::append(
                 &mut tx,

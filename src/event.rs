@@ -48,7 +48,9 @@ pub enum Thread {
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Event {
     /// The forge checks that the hook works (GitHub `ping`).
-    Ping { hook_id: Option<i64> },
+    Ping {
+        hook_id: Option<i64>,
+    },
     /// An app installation changed (`installation.*`).
     Installation {
         installation: InstallationId,

@@ -1,6 +1,8 @@
 //! planwright: takes issues to pull requests through a build contract that maintainers
 //! approve. The library holds every layer; `main.rs` is the command line around it.
 
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 pub mod config;
 pub mod dispatch;
 pub mod event;

@@ -1,5 +1,7 @@
 //! The `planwright` command line.
 
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 use std::path::PathBuf;
 
 use anyhow::Result;
@@ -9,7 +11,11 @@ use planwright::server::{self, Role};
 use planwright::store::{Db, deliveries, sessions};
 
 #[derive(Parser)]
-#[command(name = "planwright", version, about = "Takes issues to pull requests through an approved build contract")]
+#[command(
+    name = "planwright",
+    version,
+    about = "Takes issues to pull requests through an approved build contract"
+)]
 struct Cli {
     /// Settings file (default: planwright.toml when present). Environment variables
     /// PLANWRIGHT_<KEY> override it.
@@ -84,7 +90,10 @@ async fn run(command: Command, settings: Settings) -> Result<()> {
         }
         Command::Migrate => {
             Db::open(&settings.database_url).await?;
-            println!("migrations applied to {}", planwright::store::redact(&settings.database_url));
+            println!(
+                "migrations applied to {}",
+                planwright::store::redact(&settings.database_url)
+            );
             Ok(())
         }
         Command::Sessions { json, limit } => {
@@ -139,7 +148,9 @@ fn init_tracing(format: LogFormat) {
     let filter = EnvFilter::try_from_env("PLANWRIGHT_LOG")
         .or_else(|_| EnvFilter::try_from_default_env())
         .unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     match format {
         LogFormat::Json => builder.json().init(),
         LogFormat::Text => builder.init(),

@@ -127,7 +127,8 @@ impl Worker {
             };
             match jobs::claim(&db, &owner, settings.lease).await {
                 Ok(Some(job)) => {
-                    let span = info_span!("job", id = %job.id, kind = %job.kind, attempt = job.attempts);
+                    let span =
+                        info_span!("job", id = %job.id, kind = %job.kind, attempt = job.attempts);
                     let run = run_one(
                         db.clone(),
                         handlers.clone(),
@@ -163,7 +164,10 @@ impl Worker {
         }
         while running.try_join_next().is_some() {}
         if !running.is_empty() {
-            info!(jobs = running.len(), "waiting for running jobs before stopping");
+            info!(
+                jobs = running.len(),
+                "waiting for running jobs before stopping"
+            );
         }
         let grace = tokio::time::sleep(settings.shutdown_grace);
         tokio::pin!(grace);
@@ -192,7 +196,11 @@ async fn run_one(
         Some(Err(JobError::Permanent(anyhow::anyhow!(
             "gave up after {} attempts whose worker stopped before finishing{}{last}",
             job.max_attempts,
-            if last.is_empty() { "" } else { "; last error: " }
+            if last.is_empty() {
+                ""
+            } else {
+                "; last error: "
+            }
         ))))
     } else if let Some(handler) = handlers.get(&job.kind) {
         let task = handler(Job {
@@ -225,7 +233,9 @@ async fn run_one(
     match recorded {
         Ok(true) => {}
         Ok(false) => warn!("the job's lease was taken over before its outcome was recorded"),
-        Err(e) => warn!(error = %format!("{e:#}"), "Could not record the job's outcome; its lease will expire"),
+        Err(e) => {
+            warn!(error = %format!("{e:#}"), "Could not record the job's outcome; its lease will expire")
+        }
     }
 }
 

@@ -50,7 +50,10 @@ fn repos(v: &Value, pointer: &str) -> Vec<RepoName> {
 /// What the payload says should be acted on, read straight from the JSON.
 fn expected_events(event: &str, v: &Value) -> Vec<Event> {
     let action = v.get("action").and_then(Value::as_str);
-    let installation = v.pointer("/installation/id").and_then(Value::as_i64).map(InstallationId);
+    let installation = v
+        .pointer("/installation/id")
+        .and_then(Value::as_i64)
+        .map(InstallationId);
     let in_repo = |kind| {
         vec![Event::Repository(RepoEvent {
             forge: Forge::Github,
@@ -128,7 +131,11 @@ async fn every_real_payload_is_accepted_and_acted_on_events_are_exact() {
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
         .collect();
     files.sort();
-    assert!(files.len() > 300, "expected the full set of examples in {}", dir.display());
+    assert!(
+        files.len() > 300,
+        "expected the full set of examples in {}",
+        dir.display()
+    );
     let mut acted_on: BTreeMap<String, usize> = BTreeMap::new();
     for (n, path) in files.iter().enumerate() {
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
@@ -143,7 +150,9 @@ async fn every_real_payload_is_accepted_and_acted_on_events_are_exact() {
         let status = response.status();
         let answer: Value = response.json().await.unwrap();
         assert!(status.is_success(), "{name}: {status} {answer}");
-        let delivery = answer["delivery"].as_str().unwrap_or_else(|| panic!("{name}: {answer}"));
+        let delivery = answer["delivery"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{name}: {answer}"));
         let got: Vec<Event> = jobs::list(&server.db, Some(delivery))
             .await
             .unwrap()
@@ -152,7 +161,11 @@ async fn every_real_payload_is_accepted_and_acted_on_events_are_exact() {
             .collect();
         let expected = expected_events(event, &value);
         assert_eq!(got, expected, "{name}");
-        let want_status = if expected.is_empty() { "ignored" } else { "queued" };
+        let want_status = if expected.is_empty() {
+            "ignored"
+        } else {
+            "queued"
+        };
         assert_eq!(answer["status"], want_status, "{name}");
         if !expected.is_empty() {
             *acted_on.entry(event.to_owned()).or_default() += 1;
@@ -168,7 +181,10 @@ async fn every_real_payload_is_accepted_and_acted_on_events_are_exact() {
         "installation",
         "installation_repositories",
     ] {
-        assert!(acted_on.contains_key(kind), "no example of {kind} was acted on: {acted_on:?}");
+        assert!(
+            acted_on.contains_key(kind),
+            "no example of {kind} was acted on: {acted_on:?}"
+        );
     }
     let listed = deliveries::list(&server.db, 1000).await.unwrap();
     assert_eq!(listed.len(), files.len());
@@ -207,7 +223,10 @@ async fn bad_signatures_are_refused_and_nothing_is_stored() {
         (Some("sha1=abcdef".to_owned()), body.clone()),
         (Some("sha256=zz".to_owned()), body.clone()),
         (Some(sign("wrong-secret", &body)), body.clone()),
-        (Some(sign(GITHUB_SECRET, &body)), body[..body.len() / 2].to_vec()),
+        (
+            Some(sign(GITHUB_SECRET, &body)),
+            body[..body.len() / 2].to_vec(),
+        ),
     ];
     for (signature, body) in cases {
         let response = send(signature.clone(), body).await.unwrap();
@@ -279,7 +298,11 @@ async fn oversize_bodies_get_413_and_nothing_is_stored() {
     let small = serde_json::to_vec(&value).unwrap();
     assert!(small.len() < 16384);
     nothing_stored(&server).await;
-    let response = server.github("issues", "small", &small).send().await.unwrap();
+    let response = server
+        .github("issues", "small", &small)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(response.status(), 202);
     server.stop().await;
 }
@@ -291,10 +314,17 @@ async fn the_default_limit_takes_a_large_real_payload() {
     let mut value: Value = serde_json::from_slice(&labeled()).unwrap();
     value["issue"]["body"] = Value::String("y".repeat(5 * 1024 * 1024));
     let body = serde_json::to_vec(&value).unwrap();
-    let response = server.github("issues", "large", &body).send().await.unwrap();
+    let response = server
+        .github("issues", "large", &body)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(response.status(), 202);
     let listed = deliveries::list(&server.db, 10).await.unwrap();
-    let stored = deliveries::payload(&server.db, &listed[0].id).await.unwrap().unwrap();
+    let stored = deliveries::payload(&server.db, &listed[0].id)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(stored.len(), body.len());
     server.stop().await;
 }
@@ -342,7 +372,11 @@ async fn a_signed_but_unreadable_body_is_stored_as_rejected_without_a_job() {
         ("issues", b"{\"action\":\"labeled\",\"repository\":{\"full_name\":\"a/b\"},\"label\":{\"name\":\"x\"}}"),
     ];
     for (n, (event, body)) in cases.iter().enumerate() {
-        let response = server.github(event, &format!("bad-{n}"), body).send().await.unwrap();
+        let response = server
+            .github(event, &format!("bad-{n}"), body)
+            .send()
+            .await
+            .unwrap();
         assert_eq!(response.status(), 400, "{}", String::from_utf8_lossy(body));
     }
     let listed = deliveries::list(&server.db, 10).await.unwrap();
@@ -361,9 +395,17 @@ async fn a_redelivery_is_answered_and_does_nothing_else() {
     let db = TestDb::new().await;
     let server = TestServer::web(&db).await;
     let body = labeled();
-    let first = server.github("issues", "same-id", &body).send().await.unwrap();
+    let first = server
+        .github("issues", "same-id", &body)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(first.status(), 202);
-    let again = server.github("issues", "same-id", &body).send().await.unwrap();
+    let again = server
+        .github("issues", "same-id", &body)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(again.status(), 200);
     let answer: Value = again.json().await.unwrap();
     assert_eq!(answer["status"], "duplicate");
@@ -413,7 +455,8 @@ async fn form_encoded_deliveries_are_read() {
     let db = TestDb::new().await;
     let server = TestServer::web(&db).await;
     let json = labeled();
-    let body = serde_urlencoded::to_string([("payload", String::from_utf8(json).unwrap())]).unwrap();
+    let body =
+        serde_urlencoded::to_string([("payload", String::from_utf8(json).unwrap())]).unwrap();
     let response = server
         .client
         .post(format!("{}/webhooks/github", server.base))
@@ -430,7 +473,10 @@ async fn form_encoded_deliveries_are_read() {
     let event: Event = serde_json::from_str(&job.payload).unwrap();
     assert!(matches!(
         event,
-        Event::Repository(RepoEvent { kind: RepoEventKind::IssueLabeled { .. }, .. })
+        Event::Repository(RepoEvent {
+            kind: RepoEventKind::IssueLabeled { .. },
+            ..
+        })
     ));
     server.stop().await;
 }
@@ -445,7 +491,11 @@ async fn without_a_secret_github_webhooks_are_unavailable() {
         planwright::worker::Handlers::default(),
     )
     .await;
-    let response = server.github("issues", "x", &labeled()).send().await.unwrap();
+    let response = server
+        .github("issues", "x", &labeled())
+        .send()
+        .await
+        .unwrap();
     assert_eq!(response.status(), 503);
     nothing_stored(&server).await;
     server.stop().await;

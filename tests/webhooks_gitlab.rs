@@ -19,7 +19,11 @@ fn actor(v: &Value) -> Actor {
 
 fn titles(v: &Value) -> Vec<String> {
     v.as_array()
-        .map(|l| l.iter().map(|x| x["title"].as_str().unwrap().to_owned()).collect())
+        .map(|l| {
+            l.iter()
+                .map(|x| x["title"].as_str().unwrap().to_owned())
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -114,7 +118,10 @@ async fn every_documented_payload_is_accepted_and_acted_on_events_are_exact() {
         "note-hook.merge_request.json",
         "merge-request-hook.1.json",
     ] {
-        assert!(acted_on.contains(file), "{file} was not acted on: {acted_on:?}");
+        assert!(
+            acted_on.contains(file),
+            "{file} was not acted on: {acted_on:?}"
+        );
     }
     server.stop().await;
 }
@@ -128,8 +135,16 @@ async fn a_wrong_or_missing_token_is_refused_and_nothing_is_stored() {
     let db = TestDb::new().await;
     let server = TestServer::web(&db).await;
     let url = format!("{}/webhooks/gitlab", server.base);
-    for token in [None, Some("nope"), Some("gitlab-test-toke"), Some("gitlab-test-token-")] {
-        let mut req = server.client.post(&url).header("x-gitlab-event", "Note Hook");
+    for token in [
+        None,
+        Some("nope"),
+        Some("gitlab-test-toke"),
+        Some("gitlab-test-token-"),
+    ] {
+        let mut req = server
+            .client
+            .post(&url)
+            .header("x-gitlab-event", "Note Hook");
         if let Some(t) = token {
             req = req.header("x-gitlab-token", t);
         }

@@ -110,10 +110,10 @@ pub async fn start(settings: Settings, role: Role, handlers: Handlers) -> Result
         let served = axum::serve(listener, app)
             .with_graceful_shutdown(async move { http_stop.cancelled().await })
             .await;
-        if let Some(workers) = workers {
-            if let Err(e) = workers.await {
-                warn!(error = %e, "the job workers stopped abnormally");
-            }
+        if let Some(workers) = workers
+            && let Err(e) = workers.await
+        {
+            warn!(error = %e, "the job workers stopped abnormally");
         }
         served.context("The HTTP server failed")
     });
@@ -133,5 +133,8 @@ fn hostname() -> String {
 
 /// The job handlers `serve` runs.
 pub fn default_handlers() -> Handlers {
-    Handlers::default().on(crate::dispatch::EVENT_JOB, crate::dispatch::handle_event_job)
+    Handlers::default().on(
+        crate::dispatch::EVENT_JOB,
+        crate::dispatch::handle_event_job,
+    )
 }

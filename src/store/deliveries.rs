@@ -43,14 +43,21 @@ pub struct NewDelivery<'a> {
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum Recorded {
-    New { id: DeliveryId, jobs: usize },
+    New {
+        id: DeliveryId,
+        jobs: usize,
+    },
     /// The forge sent this delivery before; nothing was written.
     Duplicate,
 }
 
 /// Records the delivery and enqueues `jobs` (each linked to it), unless a delivery with
 /// the same key was already recorded.
-pub async fn record(db: &Db, delivery: &NewDelivery<'_>, jobs: Vec<jobs::NewJob>) -> Result<Recorded> {
+pub async fn record(
+    db: &Db,
+    delivery: &NewDelivery<'_>,
+    jobs: Vec<jobs::NewJob>,
+) -> Result<Recorded> {
     let id = DeliveryId::generate();
     let key = delivery.delivery_key.unwrap_or(id.as_str());
     let mut tx = db.pool.begin().await?;
@@ -117,14 +124,18 @@ pub async fn list(db: &Db, limit: i64) -> Result<Vec<DeliveryRow>> {
 
 /// The stored body of one delivery.
 pub async fn payload(db: &Db, id: &str) -> Result<Option<String>> {
-    Ok(sqlx::query_scalar::<_, String>("SELECT payload FROM deliveries WHERE id = $1")
-        .bind(id)
-        .fetch_optional(&db.pool)
-        .await?)
+    Ok(
+        sqlx::query_scalar::<_, String>("SELECT payload FROM deliveries WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&db.pool)
+            .await?,
+    )
 }
 
 pub async fn count(db: &Db) -> Result<i64> {
-    Ok(sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM deliveries")
-        .fetch_one(&db.pool)
-        .await?)
+    Ok(
+        sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM deliveries")
+            .fetch_one(&db.pool)
+            .await?,
+    )
 }

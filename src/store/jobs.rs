@@ -240,7 +240,11 @@ pub async fn list(db: &Db, delivery: Option<&str>) -> Result<Vec<JobRow>> {
                 .await?
         }
         None => {
-            let sql = concat!("SELECT ", job_columns!(), " FROM jobs ORDER BY created_at, id");
+            let sql = concat!(
+                "SELECT ",
+                job_columns!(),
+                " FROM jobs ORDER BY created_at, id"
+            );
             sqlx::query_as::<_, JobRow>(sql).fetch_all(&db.pool).await?
         }
     };

@@ -81,11 +81,12 @@ async fn connect_sqlite(url: &str) -> Result<AnyPool> {
         .split('?')
         .next()
         .unwrap_or_default();
-    if !path.is_empty() && path != ":memory:" {
-        if let Some(parent) = Path::new(path).parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent)
-                .with_context(|| format!("Could not create the data folder {}", parent.display()))?;
-        }
+    if let Some(parent) = Path::new(path)
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty() && path != ":memory:")
+    {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("Could not create the data folder {}", parent.display()))?;
     }
     let url = if url.contains("mode=") {
         url.to_owned()

@@ -45,7 +45,9 @@ impl TestDb {
             Ok(admin) if !admin.is_empty() => fresh_postgres_database(&admin).await,
             _ => format!("sqlite://{}/planwright.db", dir.path().display()),
         };
-        let db = Db::open(&url).await.expect("the test database opens and migrates");
+        let db = Db::open(&url)
+            .await
+            .expect("the test database opens and migrates");
         TestDb { url, db, dir }
     }
 
@@ -81,10 +83,19 @@ async fn fresh_postgres_database(admin_url: &str) -> String {
 pub fn settings(db: &TestDb, extra: &[(&str, &str)]) -> Settings {
     let mut env: Vec<(String, String)> = vec![
         ("PLANWRIGHT_LISTEN".into(), "127.0.0.1:0".into()),
-        ("PLANWRIGHT_DATA_DIR".into(), db.dir.path().display().to_string()),
+        (
+            "PLANWRIGHT_DATA_DIR".into(),
+            db.dir.path().display().to_string(),
+        ),
         ("PLANWRIGHT_DATABASE_URL".into(), db.url.clone()),
-        ("PLANWRIGHT_GITHUB_WEBHOOK_SECRET".into(), GITHUB_SECRET.into()),
-        ("PLANWRIGHT_GITLAB_WEBHOOK_SECRET".into(), GITLAB_SECRET.into()),
+        (
+            "PLANWRIGHT_GITHUB_WEBHOOK_SECRET".into(),
+            GITHUB_SECRET.into(),
+        ),
+        (
+            "PLANWRIGHT_GITLAB_WEBHOOK_SECRET".into(),
+            GITLAB_SECRET.into(),
+        ),
         ("PLANWRIGHT_JOB_POLL_MS".into(), "50".into()),
     ];
     for (k, v) in extra {
@@ -167,4 +178,37 @@ where
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// A database URL nothing has been written to yet (not even migrations).
+pub async fn empty_database_url(dir: &std::path::Path) -> String {
+    match std::env::var("PLANWRIGHT_TEST_DATABASE_URL") {
+        Ok(admin) if !admin.is_empty() => fresh_postgres_database(&admin).await,
+        _ => format!("sqlite://{}/empty/planwright.db", dir.display()),
+    }
+}
+
+/// The `planwright` binary with no PLANWRIGHT_* settings inherited from the environment.
+pub fn planwright_command() -> std::process::Command {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_planwright"));
+    for (name, _) in std::env::vars() {
+        if name.starts_with("PLANWRIGHT_")
+            || name == "PORT"
+            || name.ends_with("_API_KEY")
+            || name.ends_with("_BASE_URL")
+        {
+            cmd.env_remove(name);
+        }
+    }
+    cmd
+}
+
+/// Sends SIGTERM (or another signal) to a child process.
+pub fn signal(pid: u32, signal: &str) {
+    let status = std::process::Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(pid.to_string())
+        .status()
+        .expect("kill runs");
+    assert!(status.success(), "kill -{signal} {pid} failed");
 }

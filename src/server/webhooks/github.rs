@@ -7,7 +7,7 @@ use hmac::{Hmac, Mac};
 use serde::Deserialize;
 use sha2::Sha256;
 
-use super::{Lenient, Parsed, parse_object, Refusal, Verified, accept, header, read_body};
+use super::{Lenient, Parsed, Refusal, Verified, accept, header, parse_object, read_body};
 use crate::event::{Actor, Event, Forge, RepoEvent, RepoEventKind, Thread};
 use crate::ids::{CommentId, InstallationId, IssueNumber, PullNumber, RepoName};
 use crate::server::AppState;
@@ -43,20 +43,25 @@ impl FromRequest<AppState> for GithubDelivery {
             return Err(Refusal::NotConfigured("GitHub"));
         }
         let headers = req.headers();
-        let signature = header(headers, "x-hub-signature-256")
-            .ok_or(Refusal::Unauthorized("The request has no X-Hub-Signature-256 header"))?;
+        let signature = header(headers, "x-hub-signature-256").ok_or(Refusal::Unauthorized(
+            "The request has no X-Hub-Signature-256 header",
+        ))?;
         let signature = signature
             .strip_prefix("sha256=")
             .and_then(|hex_digest| hex::decode(hex_digest).ok())
             .filter(|bytes| bytes.len() == 32)
-            .ok_or(Refusal::Unauthorized("X-Hub-Signature-256 is not of the form sha256=<hex digest>"))?;
+            .ok_or(Refusal::Unauthorized(
+                "X-Hub-Signature-256 is not of the form sha256=<hex digest>",
+            ))?;
         let event = header(headers, "x-github-event").map(str::to_owned);
         let delivery_id = header(headers, "x-github-delivery").map(str::to_owned);
         let form = header(headers, "content-type")
             .is_some_and(|ct| ct.starts_with("application/x-www-form-urlencoded"));
         let body = read_body(req, state).await?;
         if !signature_matches(&body, &signature, state.settings.github_secrets()) {
-            return Err(Refusal::Unauthorized("The signature does not match the body"));
+            return Err(Refusal::Unauthorized(
+                "The signature does not match the body",
+            ));
         }
         let event = event.ok_or(Refusal::MissingHeader("X-GitHub-Event"))?;
         let delivery_id = Some(delivery_id.ok_or(Refusal::MissingHeader("X-GitHub-Delivery"))?);
@@ -73,7 +78,11 @@ impl FromRequest<AppState> for GithubDelivery {
     }
 }
 
-fn signature_matches<'a>(body: &[u8], signature: &[u8], secrets: impl Iterator<Item = &'a [u8]>) -> bool {
+fn signature_matches<'a>(
+    body: &[u8],
+    signature: &[u8],
+    secrets: impl Iterator<Item = &'a [u8]>,
+) -> bool {
     let mut matched = false;
     for secret in secrets {
         let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(secret) else {
@@ -191,15 +200,20 @@ struct PullRequest {
 /// Reads a verified payload. `Err` when the body is not a JSON object, or when an event
 /// planwright acts on lacks a field it needs.
 pub fn parse(event: &str, body: &str) -> Result<Parsed, String> {
-    let payload: Payload =
-        parse_object(body)?;
+    let payload: Payload = parse_object(body)?;
     let action = payload.action.get().cloned();
     let repo = payload
         .repository
         .get()
         .and_then(|r| RepoName::parse(&r.full_name).ok());
     let installation = payload.installation.get().map(|i| InstallationId(i.id));
-    let events = domain_events(event, action.as_deref(), repo.as_ref(), installation, &payload)?;
+    let events = domain_events(
+        event,
+        action.as_deref(),
+        repo.as_ref(),
+        installation,
+        &payload,
+    )?;
     Ok(Parsed {
         action,
         repo,
@@ -225,7 +239,12 @@ fn domain_events(
             kind,
         })])
     };
-    let sender = || p.sender.get().map(Actor::from).ok_or_else(|| need("sender"));
+    let sender = || {
+        p.sender
+            .get()
+            .map(Actor::from)
+            .ok_or_else(|| need("sender"))
+    };
     match (event, action) {
         ("ping", _) => Ok(vec![Event::Ping {
             hook_id: p.hook_id.get().copied(),
@@ -280,7 +299,12 @@ fn domain_events(
             let account = inst
                 .account
                 .as_ref()
-                .and_then(|a| a.login.clone().or_else(|| a.slug.clone()).or_else(|| a.name.clone()))
+                .and_then(|a| {
+                    a.login
+                        .clone()
+                        .or_else(|| a.slug.clone())
+                        .or_else(|| a.name.clone())
+                })
                 .ok_or_else(|| need("installation.account"))?;
             Ok(vec![Event::Installation {
                 installation: InstallationId(inst.id),
@@ -336,13 +360,20 @@ mod tests {
 
     #[test]
     fn acted_on_events_without_their_fields_are_errors() {
-        let err = parse("issues", r#"{"action":"labeled","repository":{"full_name":"a/b"}}"#)
-            .err()
-            .unwrap();
+        let err = parse(
+            "issues",
+            r#"{"action":"labeled","repository":{"full_name":"a/b"}}"#,
+        )
+        .err()
+        .unwrap();
         assert!(err.contains("issue"), "{err}");
         assert!(parse("issues", "[1,2]").is_err());
         // An ignored event needs no particular fields.
-        let ok = parse("star", r#"{"action":"created","repository":{"full_name":"A/B"}}"#).unwrap();
+        let ok = parse(
+            "star",
+            r#"{"action":"created","repository":{"full_name":"A/B"}}"#,
+        )
+        .unwrap();
         assert!(ok.events.is_empty());
         assert_eq!(ok.repo.unwrap().as_str(), "a/b");
     }

@@ -6,7 +6,9 @@ use axum::extract::{FromRequest, Request, State};
 use axum::response::Response;
 use serde::Deserialize;
 
-use super::{Lenient, Parsed, parse_object, Refusal, Verified, accept, header, read_body, token_matches};
+use super::{
+    Lenient, Parsed, Refusal, Verified, accept, header, parse_object, read_body, token_matches,
+};
 use crate::event::{Actor, Event, Forge, RepoEvent, RepoEventKind, Thread};
 use crate::ids::{CommentId, IssueNumber, PullNumber, RepoName};
 use crate::server::AppState;
@@ -41,8 +43,9 @@ impl FromRequest<AppState> for GitlabDelivery {
             return Err(Refusal::NotConfigured("GitLab"));
         }
         let headers = req.headers();
-        let token = header(headers, "x-gitlab-token")
-            .ok_or(Refusal::Unauthorized("The request has no X-Gitlab-Token header"))?;
+        let token = header(headers, "x-gitlab-token").ok_or(Refusal::Unauthorized(
+            "The request has no X-Gitlab-Token header",
+        ))?;
         if !token_matches(token.as_bytes(), state.settings.gitlab_secrets()) {
             return Err(Refusal::Unauthorized("X-Gitlab-Token does not match"));
         }
@@ -136,8 +139,7 @@ struct Iid {
 /// Reads a verified payload; `Err` when it is not a JSON object or an event planwright
 /// acts on lacks a field it needs.
 pub fn parse(event: &str, body: &str) -> Result<Parsed, String> {
-    let p: Payload =
-        parse_object(body)?;
+    let p: Payload = parse_object(body)?;
     let attrs = p.object_attributes.get();
     let action = attrs
         .and_then(|a| a.action.get().cloned())
@@ -207,7 +209,10 @@ fn repo_event(event: &str, p: &Payload) -> Result<Option<RepoEventKind>, String>
             }
             let thread = match attrs.noteable_type.get().map(String::as_str) {
                 Some("Issue") => Thread::Issue(IssueNumber(
-                    p.issue.get().map(|i| i.iid).ok_or_else(|| need("issue.iid"))?,
+                    p.issue
+                        .get()
+                        .map(|i| i.iid)
+                        .ok_or_else(|| need("issue.iid"))?,
                 )),
                 Some("MergeRequest") => Thread::PullRequest(PullNumber(
                     p.merge_request
@@ -266,7 +271,11 @@ mod tests {
         };
         assert_eq!(ev.repo.as_str(), "grp/sub/proj");
         match &ev.kind {
-            RepoEventKind::IssueLabeled { issue, labels, actor } => {
+            RepoEventKind::IssueLabeled {
+                issue,
+                labels,
+                actor,
+            } => {
                 assert_eq!(issue.0, 4);
                 assert_eq!(labels, &vec!["planwright".to_owned()]);
                 assert_eq!(actor.login, "ada");
@@ -274,10 +283,12 @@ mod tests {
             other => panic!("unexpected {other:?}"),
         }
         // A label removed adds nothing.
-        let removed = body.replace(r#",{"title":"planwright"}]}}"#, "]}}").replace(
-            r#""previous":[{"title":"bug"}]"#,
-            r#""previous":[{"title":"bug"},{"title":"x"}]"#,
-        );
+        let removed = body
+            .replace(r#",{"title":"planwright"}]}}"#, "]}}")
+            .replace(
+                r#""previous":[{"title":"bug"}]"#,
+                r#""previous":[{"title":"bug"},{"title":"x"}]"#,
+            );
         assert!(parse("Issue Hook", &removed).unwrap().events.is_empty());
     }
 
@@ -290,8 +301,24 @@ mod tests {
                 "issue":{{"iid":3}}}}"#
             )
         };
-        assert_eq!(parse("Note Hook", &body(false, "create")).unwrap().events.len(), 1);
-        assert!(parse("Note Hook", &body(true, "create")).unwrap().events.is_empty());
-        assert!(parse("Note Hook", &body(false, "update")).unwrap().events.is_empty());
+        assert_eq!(
+            parse("Note Hook", &body(false, "create"))
+                .unwrap()
+                .events
+                .len(),
+            1
+        );
+        assert!(
+            parse("Note Hook", &body(true, "create"))
+                .unwrap()
+                .events
+                .is_empty()
+        );
+        assert!(
+            parse("Note Hook", &body(false, "update"))
+                .unwrap()
+                .events
+                .is_empty()
+        );
     }
 }

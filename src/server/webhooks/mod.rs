@@ -63,7 +63,10 @@ async fn read_body(req: Request, state: &AppState) -> Result<Bytes, Refusal> {
         if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
             Refusal::TooLarge(state.settings.webhook_body_limit)
         } else {
-            Refusal::BadBody(format!("Could not read the request body: {}", rejection.body_text()))
+            Refusal::BadBody(format!(
+                "Could not read the request body: {}",
+                rejection.body_text()
+            ))
         }
     })
 }
@@ -109,9 +112,30 @@ pub struct Verified {
 pub async fn accept(state: &AppState, verified: Verified) -> Response {
     let max_attempts = state.settings.queue.max_attempts;
     let (status, error, action, repo, installation, events) = match &verified.parsed {
-        Ok(p) if p.events.is_empty() => (Status::Ignored, None, p.action.as_deref(), p.repo.as_ref(), p.installation, &[][..]),
-        Ok(p) => (Status::Queued, None, p.action.as_deref(), p.repo.as_ref(), p.installation, &p.events[..]),
-        Err(e) => (Status::Rejected, Some(e.as_str()), None, None, None, &[][..]),
+        Ok(p) if p.events.is_empty() => (
+            Status::Ignored,
+            None,
+            p.action.as_deref(),
+            p.repo.as_ref(),
+            p.installation,
+            &[][..],
+        ),
+        Ok(p) => (
+            Status::Queued,
+            None,
+            p.action.as_deref(),
+            p.repo.as_ref(),
+            p.installation,
+            &p.events[..],
+        ),
+        Err(e) => (
+            Status::Rejected,
+            Some(e.as_str()),
+            None,
+            None,
+            None,
+            &[][..],
+        ),
     };
     let mut jobs = Vec::with_capacity(events.len());
     for event in events {

@@ -1,0 +1,189 @@
+//! The `planwright` binary as an operator runs it.
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use support::{GITHUB_SECRET, planwright_command, sign};
+
+/// Reads the JSON log lines of a starting `serve` until it says where it listens.
+fn listening_address(child: &mut Child) -> String {
+    let stderr = child.stderr.take().expect("stderr is piped");
+    let mut lines = BufReader::new(stderr).lines();
+    loop {
+        let line = lines
+            .next()
+            .expect("serve logs that it listens before its output ends")
+            .expect("log lines are text");
+        if let Ok(v) = serde_json::from_str::<Value>(&line)
+            && v["fields"]["message"] == "listening"
+        {
+            let addr = v["fields"]["addr"].as_str().expect("an address").to_owned();
+            // Keep draining the log so that serve never blocks on a full pipe.
+            std::thread::spawn(move || for _ in lines {});
+            return addr;
+        }
+    }
+}
+
+fn wait_for_exit(child: &mut Child, within: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > deadline {
+            child.kill().ok();
+            panic!("serve did not stop within {within:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[tokio::test]
+async fn serve_starts_with_only_a_webhook_secret_lists_deliveries_and_stops_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = planwright_command()
+        .arg("serve")
+        .current_dir(dir.path())
+        .env("PLANWRIGHT_GITHUB_WEBHOOK_SECRET", GITHUB_SECRET)
+        // Port 0 so that parallel tests do not collide; everything else is the default.
+        .env("PLANWRIGHT_LISTEN", "127.0.0.1:0")
+        .env("PLANWRIGHT_LOG_FORMAT", "json")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let addr = listening_address(&mut child);
+    let client = reqwest::Client::new();
+    let health = client
+        .get(format!("http://{addr}/healthz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
+    let ready = client
+        .get(format!("http://{addr}/readyz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ready.status(), 200);
+    assert!(dir.path().join("data/planwright.db").exists());
+
+    let body =
+        std::fs::read(support::fixtures().join("github-webhooks/issue_comment.created.1.json"))
+            .unwrap();
+    let response = client
+        .post(format!("http://{addr}/webhooks/github"))
+        .header("x-github-event", "issue_comment")
+        .header("x-github-delivery", "cli-delivery-1")
+        .header("x-hub-signature-256", sign(GITHUB_SECRET, &body))
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 202);
+
+    let out = planwright_command()
+        .args(["deliveries", "--json"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let listed = listed.as_array().unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0]["delivery_key"], "cli-delivery-1");
+    assert_eq!(listed[0]["event"], "issue_comment");
+    assert_eq!(listed[0]["action"], "created");
+    assert_eq!(listed[0]["repo"], "codertocat/hello-world");
+    assert_eq!(listed[0]["jobs"], 1);
+
+    support::signal(child.id(), "TERM");
+    let status = wait_for_exit(&mut child, Duration::from_secs(30));
+    assert!(status.success(), "serve exited with {status}");
+}
+
+#[test]
+fn bad_settings_are_named_and_exit_with_status_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = planwright_command()
+        .arg("serve")
+        .current_dir(dir.path())
+        .env("PLANWRIGHT_WORKERS", "lots")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("PLANWRIGHT_WORKERS") && stderr.contains("lots"),
+        "{stderr}"
+    );
+
+    std::fs::write(
+        dir.path().join("planwright.toml"),
+        "lisen = \"0.0.0.0:1\"\n",
+    )
+    .unwrap();
+    let out = planwright_command()
+        .arg("migrate")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("lisen"), "{stderr}");
+}
+
+#[tokio::test]
+async fn migrate_creates_every_table_on_an_empty_database_and_can_run_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = support::empty_database_url(dir.path()).await;
+    for _ in 0..2 {
+        let out = planwright_command()
+            .arg("migrate")
+            .current_dir(dir.path())
+            .env("PLANWRIGHT_DATABASE_URL", &url)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let db = planwright::store::Db::connect(&url).await.unwrap();
+    for table in [
+        "deliveries",
+        "jobs",
+        "installations",
+        "installation_repositories",
+        "sessions",
+        "contracts",
+        "runs",
+        "audit_log",
+    ] {
+        let n: i64 =
+            sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM {table}")))
+                .fetch_one(&db.pool)
+                .await
+                .unwrap_or_else(|e| panic!("table {table} exists: {e}"));
+        assert_eq!(n, 0, "{table}");
+    }
+    let out = planwright_command()
+        .args(["sessions", "--json"])
+        .current_dir(dir.path())
+        .env("PLANWRIGHT_DATABASE_URL", &url)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let sessions: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(sessions, Value::Array(Vec::new()));
+}
