@@ -35,7 +35,7 @@ async fn handle(db: &Db, event: &Event) -> anyhow::Result<()> {
                 "suspend" => "suspended",
                 _ => "active",
             };
-            let mut tx = db.pool.begin().await?;
+            let mut tx = db.writer.begin().await?;
             installations::upsert(&mut tx, Forge::Github, *installation, account, state).await?;
             if action == "deleted" {
                 installations::remove_repositories(&mut tx, Forge::Github, *installation, None)
@@ -69,7 +69,7 @@ async fn handle(db: &Db, event: &Event) -> anyhow::Result<()> {
             added,
             removed,
         } => {
-            let mut tx = db.pool.begin().await?;
+            let mut tx = db.writer.begin().await?;
             installations::add_repositories(&mut tx, Forge::Github, *installation, added).await?;
             installations::remove_repositories(
                 &mut tx,

@@ -1,5 +1,5 @@
-# Sourced by scripts/test and scripts/bench: start_postgres starts a throwaway PostgreSQL
-# cluster on a loopback port, exports PLANWRIGHT_PG_URL (a URL whose user may create
+# Sourced by scripts/test and scripts/bench: `start_postgres [durable]` starts a throwaway
+# PostgreSQL cluster on a loopback port (without fsync, for tests, unless `durable`), exports PLANWRIGHT_PG_URL (a URL whose user may create
 # databases), and removes the cluster when the calling script exits. PostgreSQL is
 # installed first when running as root on Debian/Ubuntu and it is missing.
 
@@ -36,11 +36,14 @@ start_postgres() {
     chown postgres "$PG_DIR"
     PG_AS="runuser -u postgres --"
   fi
-  local port
+  local port fast=""
+  if [ "${1:-}" != durable ]; then
+    fast="-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+  fi
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   $PG_AS "$PG_BIN/initdb" -D "$PG_DIR/data" -U postgres --auth=trust -E UTF8 >/dev/null
   trap stop_postgres EXIT
   $PG_AS "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/log" -w start \
-    -o "-p $port -k $PG_DIR -c listen_addresses=127.0.0.1 -c max_connections=400 -c fsync=off -c synchronous_commit=off -c full_page_writes=off" >/dev/null
+    -o "-p $port -k $PG_DIR -c listen_addresses=127.0.0.1 -c max_connections=400 $fast" >/dev/null
   export PLANWRIGHT_PG_URL="postgres://postgres@127.0.0.1:$port/postgres"
 }

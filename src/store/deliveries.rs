@@ -60,7 +60,7 @@ pub async fn record(
 ) -> Result<Recorded> {
     let id = DeliveryId::generate();
     let key = delivery.delivery_key.unwrap_or(id.as_str());
-    let mut tx = db.pool.begin().await?;
+    let mut tx = db.writer.begin().await?;
     let inserted = sqlx::query(
         "INSERT INTO deliveries (id, forge, delivery_key, event, action, repo, installation_id, \
          status, error, payload, received_at) \

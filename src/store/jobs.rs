@@ -137,7 +137,7 @@ pub async fn claim(db: &Db, owner: &str, lease: Duration) -> Result<Option<Claim
         .bind(owner)
         .bind(now + lease.as_millis() as i64)
         .bind(now)
-        .fetch_optional(&db.pool)
+        .fetch_optional(&db.writer)
         .await?;
     Ok(claimed)
 }
@@ -153,7 +153,7 @@ pub async fn heartbeat(db: &Db, job: &Claimed, lease: Duration) -> Result<bool> 
     .bind(now)
     .bind(&job.id)
     .bind(&job.lease_token)
-    .execute(&db.pool)
+    .execute(&db.writer)
     .await?;
     Ok(done.rows_affected() == 1)
 }
@@ -185,7 +185,7 @@ pub async fn release(db: &Db, job: &Claimed) -> Result<bool> {
     .bind(now)
     .bind(&job.id)
     .bind(&job.lease_token)
-    .execute(&db.pool)
+    .execute(&db.writer)
     .await?;
     Ok(done.rows_affected() == 1)
 }
@@ -212,7 +212,7 @@ async fn finish(
     .bind(now)
     .bind(&job.id)
     .bind(&job.lease_token)
-    .execute(&db.pool)
+    .execute(&db.writer)
     .await?;
     Ok(done.rows_affected() == 1)
 }

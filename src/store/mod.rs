@@ -27,7 +27,12 @@ pub enum Backend {
 /// The database handle every layer shares; cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Db {
+    /// For reads (and writes of little contention, such as tests and the CLI).
     pub pool: AnyPool,
+    /// For the hot writes: the webhook inbox and the job queue. On SQLite this is one
+    /// connection, since SQLite admits one writer at a time and queuing for the pool is
+    /// fairer and faster than SQLite's sleeping busy handler; on PostgreSQL it is `pool`.
+    pub writer: AnyPool,
     pub backend: Backend,
 }
 
@@ -48,16 +53,31 @@ impl Db {
         } else {
             Backend::Postgres
         };
-        let pool = match backend {
-            Backend::Sqlite => connect_sqlite(url).await?,
-            Backend::Postgres => AnyPoolOptions::new()
-                .max_connections(16)
-                .acquire_timeout(Duration::from_secs(10))
-                .connect(url)
-                .await
-                .with_context(|| format!("Could not connect to PostgreSQL at {}", redact(url)))?,
+        let (pool, writer) = match backend {
+            Backend::Sqlite => {
+                let options = prepare_sqlite(url).await?;
+                (
+                    sqlite_pool(&options, 8).await?,
+                    sqlite_pool(&options, 1).await?,
+                )
+            }
+            Backend::Postgres => {
+                let pool = AnyPoolOptions::new()
+                    .max_connections(16)
+                    .acquire_timeout(Duration::from_secs(10))
+                    .connect(url)
+                    .await
+                    .with_context(|| {
+                        format!("Could not connect to PostgreSQL at {}", redact(url))
+                    })?;
+                (pool.clone(), pool)
+            }
         };
-        Ok(Self { pool, backend })
+        Ok(Self {
+            pool,
+            writer,
+            backend,
+        })
     }
 
     pub async fn migrate(&self) -> Result<()> {
@@ -74,7 +94,8 @@ impl Db {
     }
 }
 
-async fn connect_sqlite(url: &str) -> Result<AnyPool> {
+/// Creates the SQLite file and its folder if needed and switches it to WAL mode.
+async fn prepare_sqlite(url: &str) -> Result<AnyConnectOptions> {
     let path = url
         .trim_start_matches("sqlite://")
         .trim_start_matches("sqlite:")
@@ -108,8 +129,12 @@ async fn connect_sqlite(url: &str) -> Result<AnyPool> {
         .await
         .context("Could not switch the SQLite database to WAL mode")?;
     first.close().await?;
+    Ok(options)
+}
+
+async fn sqlite_pool(options: &AnyConnectOptions, connections: u32) -> Result<AnyPool> {
     AnyPoolOptions::new()
-        .max_connections(8)
+        .max_connections(connections)
         .acquire_timeout(Duration::from_secs(30))
         .after_connect(|conn, _meta| {
             Box::pin(async move {
@@ -120,9 +145,9 @@ async fn connect_sqlite(url: &str) -> Result<AnyPool> {
                 Ok(())
             })
         })
-        .connect_with(options)
+        .connect_with(options.clone())
         .await
-        .with_context(|| format!("Could not open the SQLite database {path}"))
+        .context("Could not open the SQLite database")
 }
 
 /// A database URL without its password, for messages.
