@@ -5,6 +5,7 @@
 
 pub mod config;
 pub mod dispatch;
+pub mod distill;
 pub mod event;
 pub mod ids;
 pub mod server;

@@ -1,0 +1,341 @@
+//! Distillation: turns raw test-runner output and command output into compact, faithful
+//! reports, so that strong models and maintainers read an account of what happened rather
+//! than terminal exhaust. Deterministic and streaming: input is read line by line in
+//! bounded memory, whatever its size.
+//!
+//! Each runner has a [`Parser`] fed every line of the output; the one that recognises the
+//! output best produces the [`TestReport`]. Output no parser recognises is summarised by
+//! the generic compressor alone.
+
+pub mod cargo;
+pub mod generic;
+pub mod gotest;
+pub mod jest;
+pub mod junit;
+pub mod lines;
+pub mod maven;
+pub mod nextest;
+pub mod node;
+pub mod pytest;
+pub mod render;
+pub mod tap;
+pub mod unittest;
+pub mod vitest;
+
+use std::io::{BufRead, Read};
+
+use serde::{Deserialize, Serialize};
+
+/// Lines longer than this are cut (the rest counts as dropped).
+pub const MAX_LINE: usize = 64 * 1024;
+/// Failures kept per report; the counts go on past it.
+pub const MAX_FAILURES: usize = 2_000;
+/// Characters kept of one failure's message.
+pub const MAX_MESSAGE: usize = 2_000;
+/// A parser's score once it has seen its runner's unmistakable summary or banner.
+pub const CONFIDENT: u32 = 1_000;
+
+/// The test runners (and file formats) planwright reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    Cargo,
+    Nextest,
+    Pytest,
+    Unittest,
+    Jest,
+    Vitest,
+    Node,
+    Go,
+    Maven,
+    Junit,
+    Tap,
+    Generic,
+}
+
+impl Format {
+    /// Detection order: a runner whose output wraps another's comes before it (nextest
+    /// prints libtest output; pytest runs unittest tests).
+    pub const DETECTION_ORDER: [Format; 10] = [
+        Format::Nextest,
+        Format::Cargo,
+        Format::Pytest,
+        Format::Unittest,
+        Format::Vitest,
+        Format::Jest,
+        Format::Node,
+        Format::Go,
+        Format::Maven,
+        Format::Tap,
+    ];
+
+    /// The runner's name as reports give it.
+    pub fn runner(self) -> &'static str {
+        match self {
+            Format::Cargo => "cargo test",
+            Format::Nextest => "cargo nextest",
+            Format::Pytest => "pytest",
+            Format::Unittest => "unittest",
+            Format::Jest => "jest",
+            Format::Vitest => "vitest",
+            Format::Node => "node --test",
+            Format::Go => "go test",
+            Format::Maven => "maven surefire",
+            Format::Junit => "junit xml",
+            Format::Tap => "tap",
+            Format::Generic => "generic",
+        }
+    }
+
+    /// The format a command line most likely prints, if it says.
+    pub fn from_command(command: &str) -> Option<Format> {
+        let c = command.to_ascii_lowercase();
+        let words: Vec<&str> = c.split_whitespace().collect();
+        let has = |w: &str| {
+            words
+                .iter()
+                .any(|x| *x == w || x.ends_with(&format!("/{w}")))
+        };
+        let pair = |a: &str, b: &str| words.windows(2).any(|p| p[0].ends_with(a) && p[1] == b);
+        if has("nextest") {
+            Some(Format::Nextest)
+        } else if pair("cargo", "test") || pair("cargo", "t") {
+            Some(Format::Cargo)
+        } else if has("pytest") || has("py.test") || pair("-m", "pytest") {
+            Some(Format::Pytest)
+        } else if pair("-m", "unittest") || pair("manage.py", "test") {
+            Some(Format::Unittest)
+        } else if has("vitest") {
+            Some(Format::Vitest)
+        } else if has("jest") {
+            Some(Format::Jest)
+        } else if words.first().is_some_and(|w| w.ends_with("node")) && has("--test") {
+            Some(Format::Node)
+        } else if pair("go", "test") {
+            Some(Format::Go)
+        } else if has("mvn") || has("mvnw") || has("./mvnw") {
+            Some(Format::Maven)
+        } else if has("prove") {
+            Some(Format::Tap)
+        } else {
+            None
+        }
+    }
+}
+
+/// One failing test (or a test file, module or package that errored).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Failure {
+    /// The test's identifier exactly as the runner prints it.
+    pub id: String,
+    /// The assertion or panic message (first lines), empty when the output has none.
+    pub message: String,
+    /// The most relevant `file:line`, when the output names one.
+    pub location: Option<String>,
+}
+
+/// A build or collection error that kept tests from running.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Problem {
+    pub message: String,
+    pub location: Option<String>,
+}
+
+/// What a test run did, as read from its output.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TestReport {
+    pub runner: String,
+    pub passed: u64,
+    pub failed: u64,
+    /// Skipped, ignored, disabled, xfail and todo tests.
+    pub skipped: u64,
+    /// Errors outside test bodies: build failures, collection or setup errors, files that
+    /// failed to load, packages that failed to build.
+    pub errors: u64,
+    pub failures: Vec<Failure>,
+    /// Build or collection errors, with their messages.
+    #[serde(default)]
+    pub build_errors: Vec<Problem>,
+    /// Bytes of input not kept anywhere in the report or its excerpt.
+    pub dropped_bytes: u64,
+    /// Bytes of input read.
+    #[serde(default)]
+    pub input_bytes: u64,
+    /// The generic compressor's account of the raw output, for humans (not in JSON).
+    #[serde(skip)]
+    pub excerpt: String,
+}
+
+impl TestReport {
+    pub fn new(format: Format) -> Self {
+        TestReport {
+            runner: format.runner().to_owned(),
+            ..TestReport::default()
+        }
+    }
+
+    /// Adds a failure, keeping at most [`MAX_FAILURES`] and [`MAX_MESSAGE`] characters of
+    /// its message. Returns false when the failure was not kept.
+    pub fn push_failure(&mut self, id: &str, message: &str, location: Option<&str>) -> bool {
+        if self.failures.len() >= MAX_FAILURES {
+            return false;
+        }
+        self.failures.push(Failure {
+            id: id.to_owned(),
+            message: clip(message.trim(), MAX_MESSAGE),
+            location: location.map(str::to_owned),
+        });
+        true
+    }
+
+    pub fn push_problem(&mut self, message: &str, location: Option<&str>) {
+        if self.build_errors.len() < MAX_FAILURES {
+            self.build_errors.push(Problem {
+                message: clip(message.trim(), MAX_MESSAGE),
+                location: location.map(str::to_owned),
+            });
+        }
+    }
+
+    /// True when every test that ran passed and nothing errored.
+    pub fn succeeded(&self) -> bool {
+        self.failed == 0 && self.errors == 0
+    }
+}
+
+/// A runner's output reader: fed every line, then asked how sure it is and what it saw.
+///
+/// Lines come without their line ending, with ANSI escapes removed and at most
+/// [`MAX_LINE`] bytes long. A parser keeps bounded state whatever the input (use
+/// [`TestReport::push_failure`], cap any buffered lines).
+pub trait Parser: Send {
+    fn line(&mut self, line: &str);
+
+    /// 0: nothing of this runner's output seen. Per-test lines recognised add a little
+    /// (at most `CONFIDENT - 1` in all); the runner's own summary or banner lines give
+    /// at least [`CONFIDENT`].
+    fn score(&self) -> u32;
+
+    fn finish(self: Box<Self>) -> TestReport;
+}
+
+/// A fresh parser for `format` (`Junit` and `Generic` have line parsers too, for
+/// completeness: JUnit XML is normally read by [`junit::parse_xml`]).
+pub fn parser_for(format: Format) -> Box<dyn Parser> {
+    match format {
+        Format::Cargo => Box::new(cargo::CargoParser::default()),
+        Format::Nextest => Box::new(nextest::NextestParser::default()),
+        Format::Pytest => Box::new(pytest::PytestParser::default()),
+        Format::Unittest => Box::new(unittest::UnittestParser::default()),
+        Format::Jest => Box::new(jest::JestParser::default()),
+        Format::Vitest => Box::new(vitest::VitestParser::default()),
+        Format::Node => Box::new(node::NodeParser::default()),
+        Format::Go => Box::new(gotest::GoParser::default()),
+        Format::Maven => Box::new(maven::MavenParser::default()),
+        Format::Tap => Box::new(tap::TapParser::default()),
+        Format::Junit | Format::Generic => Box::new(NoParser),
+    }
+}
+
+/// Recognises nothing: the generic compressor does all the work.
+struct NoParser;
+
+impl Parser for NoParser {
+    fn line(&mut self, _line: &str) {}
+    fn score(&self) -> u32 {
+        0
+    }
+    fn finish(self: Box<Self>) -> TestReport {
+        TestReport::new(Format::Generic)
+    }
+}
+
+/// Cuts `text` to at most `max` characters, marking the cut.
+pub fn clip(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        None => text.to_owned(),
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+    }
+}
+
+/// Reads a whole run's output and distils it. `format` forces a parser; otherwise the
+/// command (when known) and then the output decide. Never fails on odd input: unknown
+/// output gets the generic summary.
+pub fn distill(
+    input: impl Read,
+    format: Option<Format>,
+    command: Option<&str>,
+) -> std::io::Result<TestReport> {
+    let mut reader = std::io::BufReader::with_capacity(64 * 1024, input);
+    let looks_like_xml = {
+        let head = reader.fill_buf()?;
+        let text = String::from_utf8_lossy(&head[..head.len().min(512)]);
+        let t = text.trim_start_matches('\u{feff}').trim_start();
+        t.starts_with("<?xml") || t.starts_with("<testsuite")
+    };
+    if format == Some(Format::Junit) || (format.is_none() && looks_like_xml) {
+        return junit::parse_xml(reader);
+    }
+    let candidates: Vec<Format> = match format {
+        Some(f) => vec![f],
+        None => Format::DETECTION_ORDER.to_vec(),
+    };
+    let mut parsers: Vec<(Format, Box<dyn Parser>)> =
+        candidates.iter().map(|f| (*f, parser_for(*f))).collect();
+    let mut compressor = generic::Compressor::new();
+    let mut lines = lines::Lines::new(reader);
+    while let Some(line) = lines.next_line()? {
+        for (_, parser) in parsers.iter_mut() {
+            parser.line(line);
+        }
+        compressor.line(line);
+    }
+    let input_bytes = lines.bytes_read();
+    let cut_bytes = lines.bytes_cut();
+    let hinted = command.and_then(Format::from_command);
+    let chosen = choose(&parsers, format, hinted);
+    let summary = compressor.finish();
+    let mut report = match chosen {
+        Some(i) => parsers.swap_remove(i).1.finish(),
+        None => TestReport::new(Format::Generic),
+    };
+    report.input_bytes = input_bytes;
+    report.dropped_bytes = summary.dropped_bytes + cut_bytes;
+    report.excerpt = summary.text;
+    Ok(report)
+}
+
+/// Picks the parser: a forced one; else the command's runner if it recognised anything;
+/// else the first confident parser in detection order; else the highest score.
+fn choose(
+    parsers: &[(Format, Box<dyn Parser>)],
+    forced: Option<Format>,
+    hinted: Option<Format>,
+) -> Option<usize> {
+    if forced.is_some() {
+        return (!parsers.is_empty()).then_some(0);
+    }
+    if let Some(h) = hinted
+        && let Some(i) = parsers.iter().position(|(f, p)| *f == h && p.score() > 0)
+    {
+        return Some(i);
+    }
+    if let Some(i) = parsers.iter().position(|(_, p)| p.score() >= CONFIDENT) {
+        return Some(i);
+    }
+    parsers
+        .iter()
+        .enumerate()
+        .filter(|(_, (_, p))| p.score() > 0)
+        .max_by_key(|(i, (_, p))| (p.score(), std::cmp::Reverse(*i)))
+        .map(|(i, _)| i)
+}
+
+/// Distils a string (tests and callers that already hold the output).
+pub fn distill_str(text: &str, format: Option<Format>, command: Option<&str>) -> TestReport {
+    match distill(text.as_bytes(), format, command) {
+        Ok(report) => report,
+        // Reading from memory cannot fail.
+        Err(_) => TestReport::new(Format::Generic),
+    }
+}
