@@ -4,9 +4,10 @@
 
 use std::path::PathBuf;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use planwright::config::{LogFormat, Settings};
+use planwright::distill::{self, Format};
 use planwright::server::{self, Role};
 use planwright::store::{Db, deliveries, sessions};
 
@@ -48,10 +49,51 @@ enum Command {
         #[arg(long, default_value_t = 50)]
         limit: i64,
     },
+    /// Summarise test-runner or command output: counts, failing tests with their message
+    /// and location (the compact form for models by default).
+    Distill {
+        /// The runner whose output this is (default: detected from --command and the output).
+        #[arg(long, value_enum)]
+        format: Option<Format>,
+        /// The command that produced the output, to help detection.
+        #[arg(long)]
+        command: Option<String>,
+        /// Print the structured report as JSON.
+        #[arg(long, conflicts_with = "markdown")]
+        json: bool,
+        /// Print the report as markdown for humans.
+        #[arg(long)]
+        markdown: bool,
+        /// The output to read; `-` or nothing reads standard input.
+        file: Option<PathBuf>,
+    },
 }
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    // Distilling needs no settings, database or runtime.
+    if let Command::Distill {
+        format,
+        command,
+        json,
+        markdown,
+        file,
+    } = &cli.command
+    {
+        return match distill(
+            *format,
+            command.as_deref(),
+            *json,
+            *markdown,
+            file.as_deref(),
+        ) {
+            Ok(()) => std::process::ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("planwright: {e:#}");
+                std::process::ExitCode::FAILURE
+            }
+        };
+    }
     let settings = match Settings::load(cli.config.as_deref()) {
         Ok(s) => s,
         Err(e) => {
@@ -113,6 +155,7 @@ async fn run(command: Command, settings: Settings) -> Result<()> {
             }
             Ok(())
         }
+        Command::Distill { .. } => Ok(()),
         Command::Deliveries { json, limit } => {
             let db = Db::open(&settings.database_url).await?;
             let rows = deliveries::list(&db, limit).await?;
@@ -141,6 +184,36 @@ async fn run(command: Command, settings: Settings) -> Result<()> {
             Ok(())
         }
     }
+}
+
+fn distill(
+    format: Option<Format>,
+    command: Option<&str>,
+    json: bool,
+    markdown: bool,
+    file: Option<&std::path::Path>,
+) -> Result<()> {
+    use std::io::Write;
+    let report = match file {
+        Some(path) if path.as_os_str() != "-" => {
+            let f = std::fs::File::open(path)
+                .with_context(|| format!("Could not open {}", path.display()))?;
+            distill::distill(f, format, command)
+                .with_context(|| format!("Could not read {}", path.display()))?
+        }
+        _ => distill::distill(std::io::stdin().lock(), format, command)
+            .context("Could not read standard input")?,
+    };
+    let text = if json {
+        serde_json::to_string_pretty(&report)?
+    } else if markdown {
+        distill::render::markdown(&report)
+    } else {
+        distill::render::compact(&report)
+    };
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{text}")?;
+    Ok(())
 }
 
 fn init_tracing(format: LogFormat) {

@@ -1,9 +1,230 @@
-//! Renderings of a report: compact for models, markdown for humans.
+//! Renderings of a report: compact text for models (a few hundred tokens even for a large
+//! failing run: counts, every failing id, the first failures' messages and locations) and
+//! markdown for humans (a table of counts, the failures, a collapsible log excerpt).
 
-use super::TestReport;
+use std::fmt::Write;
 
-/// The report for a model: counts, then each failure's id, location and message.
+use super::{Failure, TestReport, clip};
+
+/// Failures shown with their message in the compact rendering; the rest by id only.
+const DETAILED: usize = 12;
+/// Failing ids listed at all in the compact rendering.
+const LISTED: usize = 200;
+/// Per-failure message budget in the compact rendering.
+const MESSAGE_LINES: usize = 4;
+const MESSAGE_CHARS: usize = 300;
+/// The generic excerpt shown to a model when no runner was recognised.
+const EXCERPT_CHARS: usize = 6_000;
+
+fn verdict(report: &TestReport) -> &'static str {
+    if report.succeeded() {
+        "passed"
+    } else if report.passed + report.failed + report.skipped == 0 && report.errors > 0 {
+        "did not run"
+    } else {
+        "FAILED"
+    }
+}
+
+fn short_message(message: &str) -> String {
+    let lines: Vec<&str> = message
+        .lines()
+        .map(str::trim_end)
+        .filter(|l| !l.trim().is_empty())
+        .take(MESSAGE_LINES)
+        .collect();
+    clip(&lines.join("\n"), MESSAGE_CHARS)
+}
+
+/// The report for a model.
 pub fn compact(report: &TestReport) -> String {
-    let _ = report;
-    String::new()
+    let mut out = String::new();
+    if report.runner == super::Format::Generic.runner() {
+        let _ = writeln!(
+            out,
+            "output: {} bytes, {} dropped (no test runner recognised)",
+            report.input_bytes, report.dropped_bytes
+        );
+        out.push_str(&clip(&report.excerpt, EXCERPT_CHARS));
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "{}: {} — {} passed, {} failed, {} skipped, {} errors",
+        report.runner,
+        verdict(report),
+        report.passed,
+        report.failed,
+        report.skipped,
+        report.errors
+    );
+    for problem in report.build_errors.iter().take(DETAILED) {
+        let _ = writeln!(
+            out,
+            "error{}: {}",
+            problem
+                .location
+                .as_deref()
+                .map(|l| format!(" at {l}"))
+                .unwrap_or_default(),
+            short_message(&problem.message).replace('\n', "\n  ")
+        );
+    }
+    if !report.failures.is_empty() {
+        out.push_str("failures:\n");
+    }
+    for (
+        n,
+        Failure {
+            id,
+            message,
+            location,
+        },
+    ) in report.failures.iter().enumerate()
+    {
+        if n == LISTED {
+            let _ = writeln!(out, "… and {} more", report.failures.len() - LISTED);
+            break;
+        }
+        let _ = write!(out, "- {id}");
+        if let Some(location) = location {
+            let _ = write!(out, " ({location})");
+        }
+        out.push('\n');
+        if n < DETAILED && !message.trim().is_empty() {
+            for line in short_message(message).lines() {
+                let _ = writeln!(out, "    {line}");
+            }
+        }
+    }
+    let unlisted = report.failed.saturating_sub(report.failures.len() as u64);
+    if unlisted > 0 && report.failures.len() < super::MAX_FAILURES {
+        let _ = writeln!(out, "({unlisted} failing tests not named in the output)");
+    }
+    out.pop();
+    out
+}
+
+/// A fence longer than any run of backticks in `text`.
+fn fence(text: &str) -> String {
+    let mut longest = 0;
+    let mut run = 0;
+    for c in text.chars() {
+        if c == '`' {
+            run += 1;
+            longest = longest.max(run);
+        } else {
+            run = 0;
+        }
+    }
+    "`".repeat((longest + 1).max(3))
+}
+
+fn code(text: &str) -> String {
+    let ticks = "`".repeat(text.split(|c| c != '`').map(str::len).max().unwrap_or(0) + 1);
+    let pad = if text.starts_with('`') || text.ends_with('`') {
+        " "
+    } else {
+        ""
+    };
+    format!("{ticks}{pad}{text}{pad}{ticks}")
+}
+
+/// The report for maintainers (pull request bodies, check runs, the terminal).
+pub fn markdown(report: &TestReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "#### Tests ({}): {}\n", report.runner, verdict(report));
+    out.push_str("| passed | failed | skipped | errors |\n|---:|---:|---:|---:|\n");
+    let _ = writeln!(
+        out,
+        "| {} | {} | {} | {} |",
+        report.passed, report.failed, report.skipped, report.errors
+    );
+    if !report.build_errors.is_empty() {
+        out.push_str("\n**Errors before tests ran**\n\n");
+        for problem in &report.build_errors {
+            let _ = write!(out, "- ");
+            if let Some(location) = &problem.location {
+                let _ = write!(out, "{} ", code(location));
+            }
+            let message = short_message(&problem.message);
+            let f = fence(&message);
+            let _ = writeln!(
+                out,
+                "\n\n  {f}text\n  {}\n  {f}",
+                message.replace('\n', "\n  ")
+            );
+        }
+    }
+    if !report.failures.is_empty() {
+        out.push_str("\n**Failing tests**\n\n");
+        for failure in &report.failures {
+            let _ = write!(out, "- {}", code(&failure.id));
+            if let Some(location) = &failure.location {
+                let _ = write!(out, " at {}", code(location));
+            }
+            out.push('\n');
+            if !failure.message.trim().is_empty() {
+                let message = short_message(&failure.message);
+                let f = fence(&message);
+                let _ = writeln!(
+                    out,
+                    "\n  {f}text\n  {}\n  {f}",
+                    message.replace('\n', "\n  ")
+                );
+            }
+        }
+    }
+    if !report.excerpt.is_empty() {
+        let f = fence(&report.excerpt);
+        let _ = write!(
+            out,
+            "\n<details><summary>Log excerpt ({} of {} bytes dropped)</summary>\n\n{f}text\n{}\n{f}\n</details>\n",
+            report.dropped_bytes, report.input_bytes, report.excerpt
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::distill::{Format, TestReport};
+
+    fn failing_report() -> TestReport {
+        let mut r = TestReport::new(Format::Cargo);
+        r.passed = 3;
+        r.failed = 1;
+        r.push_failure(
+            "parse::tests::x",
+            "assertion `left == right` failed\n  left: 1\n right: 2",
+            Some("src/parse.rs:10:5"),
+        );
+        r.excerpt = "running 4 tests\n```weird```\n".to_owned();
+        r
+    }
+
+    #[test]
+    fn compact_names_counts_ids_locations_and_messages() {
+        let text = compact(&failing_report());
+        assert!(text.starts_with("cargo test: FAILED — 3 passed, 1 failed, 0 skipped, 0 errors"));
+        assert!(text.contains("- parse::tests::x (src/parse.rs:10:5)"));
+        assert!(text.contains("    left: 1"));
+    }
+
+    #[test]
+    fn markdown_has_a_table_failures_and_a_safe_excerpt() {
+        let md = markdown(&failing_report());
+        assert!(md.contains("| 3 | 1 | 0 | 0 |"));
+        assert!(md.contains("`parse::tests::x` at `src/parse.rs:10:5`"));
+        assert!(md.contains("<details>"));
+        // The excerpt holds a triple backtick, so its fence must be longer.
+        assert!(md.contains("````text\nrunning 4 tests"));
+    }
+
+    #[test]
+    fn code_spans_survive_backticks() {
+        assert_eq!(code("a`b"), "``a`b``");
+        assert_eq!(code("plain"), "`plain`");
+    }
 }
