@@ -45,7 +45,7 @@ pub fn compact(report: &TestReport) -> String {
             "output: {} bytes, {} dropped (no test runner recognised)",
             report.input_bytes, report.dropped_bytes
         );
-        out.push_str(&clip(&report.excerpt, EXCERPT_CHARS));
+        out.push_str(&excerpt_for_model(&report.excerpt));
         return out;
     }
     let _ = writeln!(
@@ -103,6 +103,53 @@ pub fn compact(report: &TestReport) -> String {
     }
     out.pop();
     out
+}
+
+/// The generic excerpt within [`EXCERPT_CHARS`]: lines clipped, and when it is still too
+/// long, its first lines, its error lines and its last lines.
+fn excerpt_for_model(excerpt: &str) -> String {
+    let lines: Vec<String> = excerpt.lines().map(|l| clip(l, 240)).collect();
+    let total: usize = lines.iter().map(|l| l.len() + 1).sum();
+    if total <= EXCERPT_CHARS {
+        return lines.join("\n");
+    }
+    let (head, tail) = (8, 16);
+    let mut keep = vec![false; lines.len()];
+    let mut budget = EXCERPT_CHARS;
+    let mut take = |i: usize, keep: &mut Vec<bool>, budget: &mut usize| {
+        if !keep[i] && lines[i].len() < *budget {
+            keep[i] = true;
+            *budget -= lines[i].len() + 1;
+        }
+    };
+    for i in (0..lines.len()).rev().take(tail) {
+        take(i, &mut keep, &mut budget);
+    }
+    for i in 0..lines.len().min(head) {
+        take(i, &mut keep, &mut budget);
+    }
+    for i in 0..lines.len() {
+        if super::generic::is_error_line(&lines[i]) {
+            take(i, &mut keep, &mut budget);
+        }
+    }
+    let mut out = Vec::new();
+    let mut skipped = 0;
+    for (line, kept) in lines.iter().zip(keep) {
+        if kept {
+            if skipped > 0 {
+                out.push(format!("… ({skipped} lines)"));
+                skipped = 0;
+            }
+            out.push(line.clone());
+        } else {
+            skipped += 1;
+        }
+    }
+    if skipped > 0 {
+        out.push(format!("… ({skipped} lines)"));
+    }
+    out.join("\n")
 }
 
 /// A fence longer than any run of backticks in `text`.
