@@ -116,7 +116,7 @@ fn excerpt_for_model(excerpt: &str) -> String {
     let (head, tail) = (8, 16);
     let mut keep = vec![false; lines.len()];
     let mut budget = EXCERPT_CHARS;
-    let mut take = |i: usize, keep: &mut Vec<bool>, budget: &mut usize| {
+    let take = |i: usize, keep: &mut Vec<bool>, budget: &mut usize| {
         if !keep[i] && lines[i].len() < *budget {
             keep[i] = true;
             *budget -= lines[i].len() + 1;
@@ -128,10 +128,14 @@ fn excerpt_for_model(excerpt: &str) -> String {
     for i in 0..lines.len().min(head) {
         take(i, &mut keep, &mut budget);
     }
-    for i in 0..lines.len() {
-        if super::generic::is_error_line(&lines[i]) {
-            take(i, &mut keep, &mut budget);
-        }
+    let errors: Vec<usize> = lines
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| super::generic::is_error_line(l))
+        .map(|(i, _)| i)
+        .collect();
+    for i in errors {
+        take(i, &mut keep, &mut budget);
     }
     let mut out = Vec::new();
     let mut skipped = 0;
