@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use secrecy::{ExposeSecret, SecretString};
-use serde::Deserialize;
 
 pub const ENV_PREFIX: &str = "PLANWRIGHT_";
 const DEFAULT_CONFIG_FILE: &str = "planwright.toml";
@@ -34,6 +33,9 @@ pub struct Settings {
     /// Largest webhook body accepted (GitHub caps payloads at 25 MB).
     pub webhook_body_limit: usize,
     pub queue: QueueSettings,
+    /// Problems that did not stop loading (unknown environment variables), to be logged
+    /// once logging is set up.
+    pub warnings: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -95,42 +97,6 @@ impl Default for QueueSettings {
     }
 }
 
-/// The file's shape: every key optional, unknown keys refused.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileSettings {
-    listen: Option<String>,
-    port: Option<u16>,
-    data_dir: Option<PathBuf>,
-    database_url: Option<String>,
-    public_url: Option<String>,
-    github_app_id: Option<u64>,
-    github_private_key: Option<String>,
-    github_webhook_secret: Option<String>,
-    github_api_url: Option<String>,
-    gitlab_url: Option<String>,
-    gitlab_token: Option<String>,
-    gitlab_webhook_secret: Option<String>,
-    anthropic_api_key: Option<String>,
-    anthropic_base_url: Option<String>,
-    openai_api_key: Option<String>,
-    openai_base_url: Option<String>,
-    planner_model: Option<String>,
-    scout_model: Option<String>,
-    executor_model: Option<String>,
-    sandbox: Option<String>,
-    unsafe_no_sandbox: Option<bool>,
-    log_format: Option<String>,
-    webhook_body_limit: Option<usize>,
-    workers: Option<usize>,
-    job_lease_secs: Option<u64>,
-    job_max_attempts: Option<i64>,
-    job_retry_base_ms: Option<u64>,
-    job_retry_max_secs: Option<u64>,
-    job_poll_ms: Option<u64>,
-    shutdown_grace_secs: Option<u64>,
-}
-
 /// Keys that may also be given without the `PLANWRIGHT_` prefix, as model tools expect.
 const UNPREFIXED: &[&str] = &[
     "ANTHROPIC_API_KEY",
@@ -178,20 +144,21 @@ impl Settings {
     /// process environment.
     pub fn load(config_file: Option<&Path>) -> Result<Self> {
         let env: Vec<(String, String)> = std::env::vars().collect();
-        Self::from_sources(config_file, &env)
+        let default = Path::new(DEFAULT_CONFIG_FILE);
+        let file = config_file.or_else(|| default.exists().then_some(default));
+        Self::from_sources(file, &env)
     }
 
-    /// The same as [`Settings::load`] with the environment given explicitly.
+    /// Settings from exactly this file (if any) and this environment.
     pub fn from_sources(config_file: Option<&Path>, env: &[(String, String)]) -> Result<Self> {
-        let file = match config_file {
-            Some(path) => read_file(path)?,
-            None if Path::new(DEFAULT_CONFIG_FILE).exists() => {
-                read_file(Path::new(DEFAULT_CONFIG_FILE))?
-            }
-            None => FileSettings::default(),
+        let mut raw = match config_file {
+            Some(path) => Raw::from_file(read_file(path)?, path)?,
+            None => Raw {
+                values: std::collections::BTreeMap::new(),
+                warnings: Vec::new(),
+            },
         };
-        let mut raw = Raw::from_file(file);
-        raw.apply_env(env)?;
+        raw.apply_env(env);
         raw.finish()
     }
 
@@ -211,7 +178,7 @@ impl Settings {
     }
 }
 
-fn read_file(path: &Path) -> Result<FileSettings> {
+fn read_file(path: &Path) -> Result<toml::Table> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("Could not read the settings file {}", path.display()))?;
     toml::from_str(&text)
@@ -222,6 +189,7 @@ fn read_file(path: &Path) -> Result<FileSettings> {
 /// environment overrides it.
 struct Raw {
     values: std::collections::BTreeMap<&'static str, (String, Source)>,
+    warnings: Vec<String>,
 }
 
 #[derive(Clone)]
@@ -240,90 +208,67 @@ impl Source {
 }
 
 impl Raw {
-    fn from_file(file: FileSettings) -> Self {
+    /// The file's values, each checked against the known keys.
+    fn from_file(table: toml::Table, path: &Path) -> Result<Self> {
         let mut values = std::collections::BTreeMap::new();
-        let mut put = |key: &'static str, value: Option<String>| {
-            if let Some(v) = value {
-                values.insert(key, (v, Source::File));
-            }
-        };
-        put("listen", file.listen);
-        put("port", file.port.map(|p| p.to_string()));
-        put(
-            "data_dir",
-            file.data_dir.map(|p| p.to_string_lossy().into_owned()),
-        );
-        put("database_url", file.database_url);
-        put("public_url", file.public_url);
-        put("github_app_id", file.github_app_id.map(|v| v.to_string()));
-        put("github_private_key", file.github_private_key);
-        put("github_webhook_secret", file.github_webhook_secret);
-        put("github_api_url", file.github_api_url);
-        put("gitlab_url", file.gitlab_url);
-        put("gitlab_token", file.gitlab_token);
-        put("gitlab_webhook_secret", file.gitlab_webhook_secret);
-        put("anthropic_api_key", file.anthropic_api_key);
-        put("anthropic_base_url", file.anthropic_base_url);
-        put("openai_api_key", file.openai_api_key);
-        put("openai_base_url", file.openai_base_url);
-        put("planner_model", file.planner_model);
-        put("scout_model", file.scout_model);
-        put("executor_model", file.executor_model);
-        put("sandbox", file.sandbox);
-        put(
-            "unsafe_no_sandbox",
-            file.unsafe_no_sandbox.map(|b| b.to_string()),
-        );
-        put("log_format", file.log_format);
-        put(
-            "webhook_body_limit",
-            file.webhook_body_limit.map(|v| v.to_string()),
-        );
-        put("workers", file.workers.map(|v| v.to_string()));
-        put("job_lease_secs", file.job_lease_secs.map(|v| v.to_string()));
-        put(
-            "job_max_attempts",
-            file.job_max_attempts.map(|v| v.to_string()),
-        );
-        put(
-            "job_retry_base_ms",
-            file.job_retry_base_ms.map(|v| v.to_string()),
-        );
-        put(
-            "job_retry_max_secs",
-            file.job_retry_max_secs.map(|v| v.to_string()),
-        );
-        put("job_poll_ms", file.job_poll_ms.map(|v| v.to_string()));
-        put(
-            "shutdown_grace_secs",
-            file.shutdown_grace_secs.map(|v| v.to_string()),
-        );
-        Self { values }
+        for (key, value) in table {
+            let Some(known) = KEYS.iter().find(|k| **k == key) else {
+                bail!(
+                    "Cannot use the settings file {}: unknown key `{key}` (known keys: {})",
+                    path.display(),
+                    KEYS.join(", ")
+                );
+            };
+            let text = match value {
+                toml::Value::String(s) => s,
+                toml::Value::Integer(i) => i.to_string(),
+                toml::Value::Float(f) => f.to_string(),
+                toml::Value::Boolean(b) => b.to_string(),
+                other => bail!(
+                    "Cannot use `{key}` in the settings file {}: expected a string, number or boolean, got {}",
+                    path.display(),
+                    other.type_str()
+                ),
+            };
+            values.insert(*known, (text, Source::File));
+        }
+        Ok(Self {
+            values,
+            warnings: Vec::new(),
+        })
     }
 
-    fn apply_env(&mut self, env: &[(String, String)]) -> Result<()> {
+    fn apply_env(&mut self, env: &[(String, String)]) {
+        let mut listen_from_env = false;
         for (name, value) in env {
-            if let Some(key) = name.strip_prefix(ENV_PREFIX) {
-                let lower = key.to_ascii_lowercase();
-                match KEYS.iter().find(|k| **k == lower) {
-                    Some(k) => {
-                        self.values
-                            .insert(k, (value.clone(), Source::Env(name.clone())));
-                    }
-                    None if key.starts_with("TEST_") => {}
-                    None => tracing::warn!(variable = %name, "ignoring an unknown setting"),
+            let Some(key) = name.strip_prefix(ENV_PREFIX) else {
+                continue;
+            };
+            let lower = key.to_ascii_lowercase();
+            match KEYS.iter().find(|k| **k == lower) {
+                Some(k) => {
+                    listen_from_env |= *k == "listen" || *k == "port";
+                    self.values
+                        .insert(k, (value.clone(), Source::Env(name.clone())));
                 }
-            } else if name == "PORT" && !self.values.contains_key("listen") {
-                self.values
-                    .insert("port", (value.clone(), Source::Env(name.clone())));
+                None if key.starts_with("TEST_") || key == "LOG" => {}
+                None => self
+                    .warnings
+                    .push(format!("ignoring {name}: planwright has no such setting")),
             }
+        }
+        // The environment overrides the file: a PORT given by the platform (and no
+        // PLANWRIGHT_LISTEN/PORT) replaces the file's address.
+        if !listen_from_env && let Some((_, port)) = env.iter().find(|(n, _)| n == "PORT") {
+            self.values.remove("listen");
+            self.values
+                .insert("port", (port.clone(), Source::Env("PORT".to_owned())));
         }
         // Unprefixed model keys apply only where the prefixed form is absent.
         for unprefixed in UNPREFIXED {
             let key = unprefixed.to_ascii_lowercase();
             let prefixed = format!("{ENV_PREFIX}{unprefixed}");
-            let has_prefixed = env.iter().any(|(n, _)| *n == prefixed);
-            if has_prefixed {
+            if env.iter().any(|(n, _)| *n == prefixed) {
                 continue;
             }
             if let Some((_, v)) = env.iter().find(|(n, _)| n == unprefixed)
@@ -334,7 +279,6 @@ impl Raw {
                     .insert(k, (v.clone(), Source::Env((*unprefixed).to_owned())));
             }
         }
-        Ok(())
     }
 
     fn text(&self, key: &str) -> Option<&str> {
@@ -349,6 +293,9 @@ impl Raw {
             return Ok(None);
         };
         let value = value.trim();
+        if value.is_empty() {
+            return Ok(None);
+        }
         match value.parse::<T>() {
             Ok(v) => Ok(Some(v)),
             Err(_) => bail!(
@@ -535,6 +482,7 @@ impl Raw {
                 .positive("webhook_body_limit")?
                 .map_or(25 * 1024 * 1024, |v| v as usize),
             queue,
+            warnings: self.warnings,
         })
     }
 }
@@ -585,6 +533,30 @@ mod tests {
                 .unwrap();
         assert_eq!(s.listen.to_string(), "0.0.0.0:8080");
         assert_eq!(s.models.anthropic_api_key.unwrap().expose_secret(), "k1");
+    }
+
+    #[test]
+    fn the_environment_overrides_the_file_address_and_unknown_variables_are_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("pw.toml");
+        std::fs::write(&file, "listen = \"127.0.0.1:4000\"\n").unwrap();
+        let s = Settings::from_sources(
+            Some(&file),
+            &env(&[("PORT", "8080"), ("PLANWRIGHT_WORKRES", "2")]),
+        )
+        .unwrap();
+        assert_eq!(s.listen.to_string(), "0.0.0.0:8080");
+        assert_eq!(s.warnings.len(), 1);
+        assert!(s.warnings[0].contains("PLANWRIGHT_WORKRES"));
+        let s = Settings::from_sources(
+            None,
+            &env(&[("PLANWRIGHT_LISTEN", "127.0.0.1:9"), ("PORT", "8080")]),
+        )
+        .unwrap();
+        assert_eq!(s.listen.to_string(), "127.0.0.1:9");
+        // An empty value means unset, for numbers as for text.
+        let s = Settings::from_sources(None, &env(&[("PLANWRIGHT_WORKERS", "")])).unwrap();
+        assert_eq!(s.queue.workers, QueueSettings::default().workers);
     }
 
     #[test]

@@ -40,14 +40,14 @@ enum Command {
         #[arg(long)]
         json: bool,
         #[arg(long, default_value_t = 50)]
-        limit: i64,
+        limit: u32,
     },
     /// List received webhook deliveries, newest first.
     Deliveries {
         #[arg(long)]
         json: bool,
         #[arg(long, default_value_t = 50)]
-        limit: i64,
+        limit: u32,
     },
     /// Summarise test-runner or command output: counts, failing tests with their message
     /// and location (the compact form for models by default).
@@ -102,6 +102,9 @@ fn main() -> std::process::ExitCode {
         }
     };
     init_tracing(settings.log_format);
+    for warning in &settings.warnings {
+        tracing::warn!("{warning}");
+    }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -139,8 +142,10 @@ async fn run(command: Command, settings: Settings) -> Result<()> {
             Ok(())
         }
         Command::Sessions { json, limit } => {
-            let db = Db::open(&settings.database_url).await?;
-            let rows = sessions::list(&db, limit).await?;
+            let db = Db::connect(&settings.database_url).await?;
+            let rows = sessions::list(&db, i64::from(limit)).await.context(
+                "Could not list sessions (has `planwright migrate` run on this database?)",
+            )?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&rows)?);
             } else if rows.is_empty() {
@@ -157,8 +162,10 @@ async fn run(command: Command, settings: Settings) -> Result<()> {
         }
         Command::Distill { .. } => Ok(()),
         Command::Deliveries { json, limit } => {
-            let db = Db::open(&settings.database_url).await?;
-            let rows = deliveries::list(&db, limit).await?;
+            let db = Db::connect(&settings.database_url).await?;
+            let rows = deliveries::list(&db, i64::from(limit)).await.context(
+                "Could not list deliveries (has `planwright migrate` run on this database?)",
+            )?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&rows)?);
             } else if rows.is_empty() {

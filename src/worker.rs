@@ -119,12 +119,16 @@ impl Worker {
         loop {
             while running.try_join_next().is_some() {}
             let permit = tokio::select! {
+                biased;
                 _ = stop.cancelled() => break,
                 permit = permits.clone().acquire_owned() => match permit {
                     Ok(p) => p,
                     Err(_) => break,
                 },
             };
+            if stop.is_cancelled() {
+                break;
+            }
             match jobs::claim(&db, &owner, settings.lease).await {
                 Ok(Some(job)) => {
                     let span =
@@ -251,16 +255,26 @@ async fn supervise(
     tokio::pin!(task);
     let mut beat = tokio::time::interval(settings.lease / 3);
     beat.tick().await;
+    // Without a renewal for this long the lease may have run out and another worker may
+    // hold the job: stop rather than run it twice.
+    let give_up_after = settings.lease.saturating_sub(settings.lease / 6);
+    let mut renewed = tokio::time::Instant::now();
     loop {
         tokio::select! {
             result = &mut task => return Some(result),
             _ = beat.tick() => match jobs::heartbeat(db, job, settings.lease).await {
-                Ok(true) => {}
+                Ok(true) => renewed = tokio::time::Instant::now(),
                 Ok(false) => {
                     warn!("lost the job's lease; stopping it");
                     return None;
                 }
-                Err(e) => warn!(error = %format!("{e:#}"), "Could not renew the job's lease"),
+                Err(e) => {
+                    warn!(error = %format!("{e:#}"), "Could not renew the job's lease");
+                    if renewed.elapsed() >= give_up_after {
+                        warn!("the job's lease could not be renewed in time; stopping it");
+                        return None;
+                    }
+                }
             },
             _ = abort.cancelled() => {
                 if let Err(e) = jobs::release(db, job).await {

@@ -51,7 +51,7 @@ fn spawn_child(url: &str, effects: &std::path::Path) -> Child {
         .env(EFFECTS, effects)
         .env("PLANWRIGHT_DATABASE_URL", url)
         .env("PLANWRIGHT_LISTEN", "127.0.0.1:0")
-        .env("PLANWRIGHT_JOB_LEASE_SECS", "1")
+        .env("PLANWRIGHT_JOB_LEASE_SECS", "3")
         .env("PLANWRIGHT_JOB_POLL_MS", "50")
         .stdout(Stdio::null())
         .stderr(Stdio::null())

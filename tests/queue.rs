@@ -142,7 +142,7 @@ async fn permanent_failures_and_unknown_kinds_are_dead_lettered_at_once() {
 async fn an_expired_lease_is_reclaimed_and_the_old_holder_is_fenced_off() {
     let t = TestDb::new().await;
     let id = enqueue(&t.db, "any", "{}", 5).await;
-    let lease = Duration::from_millis(300);
+    let lease = Duration::from_secs(2);
     let first = jobs::claim(&t.db, "a", lease).await.unwrap().unwrap();
     assert_eq!(first.id, id);
     assert_eq!(first.attempts, 1);
@@ -178,13 +178,13 @@ async fn heartbeats_keep_a_long_job_from_being_reclaimed() {
     });
     let id = enqueue(&t.db, "long", "{}", 5).await;
     let settings = QueueSettings {
-        lease: Duration::from_millis(300),
+        lease: Duration::from_secs(1),
         ..queue_settings()
     };
     let (stop, handle) = spawn_worker(&t.db, handlers, settings, "w1");
     job_in_state(&t.db, &id, jobs::RUNNING).await;
-    // Four lease lengths pass; the job stays with its worker throughout.
-    let until = Instant::now() + Duration::from_millis(1200);
+    // Three lease lengths pass; the job stays with its worker throughout.
+    let until = Instant::now() + Duration::from_secs(3);
     while Instant::now() < until {
         assert!(
             jobs::claim(&t.db, "thief", Duration::from_secs(5))

@@ -108,6 +108,12 @@ async fn every_documented_payload_is_accepted_and_acted_on_events_are_exact() {
             .collect();
         let expected = expected_events(header, &value);
         assert_eq!(got, expected, "{file}");
+        let want_status = if expected.is_empty() {
+            "ignored"
+        } else {
+            "queued"
+        };
+        assert_eq!(answer["status"], want_status, "{file}");
         if !expected.is_empty() {
             acted_on.insert(file.to_owned());
         }

@@ -40,10 +40,18 @@ start_postgres() {
   if [ "${1:-}" != durable ]; then
     fast="-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
   fi
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   $PG_AS "$PG_BIN/initdb" -D "$PG_DIR/data" -U postgres --auth=trust -E UTF8 >/dev/null
   trap stop_postgres EXIT
-  $PG_AS "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/log" -w start \
-    -o "-p $port -k $PG_DIR -c listen_addresses=127.0.0.1 -c max_connections=400 $fast" >/dev/null
-  export PLANWRIGHT_PG_URL="postgres://postgres@127.0.0.1:$port/postgres"
+  # A random loopback port; another one if it is taken.
+  for _ in 1 2 3 4 5; do
+    port=$((20000 + RANDOM % 40000))
+    if $PG_AS "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/log" -w start \
+      -o "-p $port -k $PG_DIR -c listen_addresses=127.0.0.1 -c max_connections=400 $fast" >/dev/null; then
+      export PLANWRIGHT_PG_URL="postgres://postgres@127.0.0.1:$port/postgres"
+      return 0
+    fi
+  done
+  echo "Could not start PostgreSQL (log: $PG_DIR/log)" >&2
+  cat "$PG_DIR/log" >&2 || true
+  exit 1
 }

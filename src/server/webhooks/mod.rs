@@ -33,6 +33,8 @@ pub enum Refusal {
     MissingHeader(&'static str),
     TooLarge(usize),
     BadBody(String),
+    /// The client did not send the whole body in time.
+    Timeout,
 }
 
 impl IntoResponse for Refusal {
@@ -52,14 +54,25 @@ impl IntoResponse for Refusal {
                 format!("The body is larger than the limit of {limit} bytes"),
             ),
             Refusal::BadBody(why) => (StatusCode::BAD_REQUEST, why),
+            Refusal::Timeout => (
+                StatusCode::REQUEST_TIMEOUT,
+                "The body did not arrive in time".to_owned(),
+            ),
         };
         (status, Json(json!({ "error": message }))).into_response()
     }
 }
 
-/// Reads the whole body, within the router's body limit.
+/// How long a client may take to send a body: a slow sender cannot hold a buffer (or
+/// shutdown) for ever.
+const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Reads the whole body, within the router's body limit and [`BODY_TIMEOUT`].
 async fn read_body(req: Request, state: &AppState) -> Result<Bytes, Refusal> {
-    Bytes::from_request(req, state).await.map_err(|rejection| {
+    let read = tokio::time::timeout(BODY_TIMEOUT, Bytes::from_request(req, state))
+        .await
+        .map_err(|_| Refusal::Timeout)?;
+    read.map_err(|rejection| {
         if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
             Refusal::TooLarge(state.settings.webhook_body_limit)
         } else {
