@@ -54,7 +54,9 @@ pub(crate) fn strip_duration(text: &str) -> &str {
             .or_else(|| d.strip_suffix('s'))
             .map(str::trim_end);
         num.is_some_and(|n| {
-            !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit() || b == b'.' || b == b',')
+            !n.is_empty()
+                && n.bytes()
+                    .all(|b| b.is_ascii_digit() || b == b'.' || b == b',')
         })
     };
     if let Some(inner) = t.strip_suffix(')')
@@ -184,12 +186,15 @@ impl JestParser {
         let Some(block) = self.block.take() else {
             return;
         };
-        let location = block.text.location.clone().or_else(|| {
-            match (&block.file, &block.frame_line) {
-                (Some(f), Some(n)) => Some(format!("{f}:{n}")),
-                _ => None,
-            }
-        });
+        let location =
+            block
+                .text
+                .location
+                .clone()
+                .or_else(|| match (&block.file, &block.frame_line) {
+                    (Some(f), Some(n)) => Some(format!("{f}:{n}")),
+                    _ => None,
+                });
         let message = block.text.message();
         if block.suite_error {
             self.suite_errors += 1;
@@ -328,9 +333,7 @@ impl Parser for JestParser {
                     .is_some_and(|f| loc.contains(f.trim_start_matches("./")));
                 let better = match &block.text.location {
                     None => true,
-                    Some(old) => {
-                        in_file && !file.as_deref().is_some_and(|f| old.contains(f))
-                    }
+                    Some(old) => in_file && !file.as_deref().is_some_and(|f| old.contains(f)),
                 };
                 if better {
                     block.text.location = Some(loc);
@@ -356,6 +359,225 @@ impl Parser for JestParser {
         TestReport {
             runner: Format::Jest.runner().to_owned(),
             ..self.report
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::super::{CONFIDENT, Format, TestReport, distill_str, lines, parser_for};
+
+    pub(crate) fn fixture_dir() -> std::path::PathBuf {
+        std::path::PathBuf::from(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../shared/fixtures/test-logs"
+        ))
+    }
+
+    pub(crate) fn fixture(name: &str) -> String {
+        std::fs::read_to_string(fixture_dir().join(name)).unwrap()
+    }
+
+    /// Feeds `text` to a fresh parser as `distill` would; returns its score and report.
+    pub(crate) fn run(format: Format, text: &str) -> (u32, TestReport) {
+        let mut parser = parser_for(format);
+        let mut reader = lines::Lines::new(text.as_bytes());
+        while let Some(line) = reader.next_line().unwrap() {
+            parser.line(line);
+        }
+        let score = parser.score();
+        (score, parser.finish())
+    }
+
+    fn failure<'a>(report: &'a TestReport, id: &str) -> &'a super::super::Failure {
+        report.failures.iter().find(|f| f.id == id).unwrap()
+    }
+
+    #[test]
+    fn never_confident_on_other_runners_logs() {
+        let mine = [
+            ("jest_", Format::Jest),
+            ("vitest_", Format::Vitest),
+            ("node_test_", Format::Node),
+        ];
+        let mut checked = 0;
+        for entry in std::fs::read_dir(fixture_dir()).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if !name.ends_with(".log") {
+                continue;
+            }
+            let bytes = std::fs::read(&path).unwrap();
+            let text = String::from_utf8_lossy(&bytes);
+            for format in [Format::Jest, Format::Vitest, Format::Node, Format::Tap] {
+                let own = mine
+                    .iter()
+                    .any(|(prefix, f)| *f == format && name.starts_with(prefix));
+                if own {
+                    continue;
+                }
+                let (score, _) = run(format, &text);
+                assert!(score < CONFIDENT, "{format:?} is confident on {name}");
+                checked += 1;
+            }
+        }
+        assert!(checked > 20);
+    }
+
+    #[test]
+    fn jest_messages_and_locations() {
+        let (score, r) = run(Format::Jest, &fixture("jest_default_mixed.log"));
+        assert!(score >= CONFIDENT);
+        let f = failure(&r, "subtotal › handles floating point cents");
+        assert!(f.message.starts_with("expect(received).toBe(expected)"));
+        assert!(f.message.contains("Received: 0.30000000000000004"));
+        assert_eq!(f.location.as_deref(), Some("test/cart.test.js:14:53"));
+        // The first frame is in node_modules: the test file's frame is the location.
+        let f = failure(&r, "fetchPrice rejects unknown skus");
+        assert_eq!(f.location.as_deref(), Some("test/cart.test.js:60:9"));
+        assert!(!r.failures.iter().any(|f| f.id == "Console"));
+
+        let (_, r) = run(
+            Format::Jest,
+            &fixture("jest_suite_failed_to_run_silent.log"),
+        );
+        let f = failure(&r, "test/missing.test.js");
+        assert!(f.message.starts_with("Cannot find module"));
+        assert_eq!(f.location.as_deref(), Some("test/missing.test.js:1:26"));
+        assert_eq!(r.errors, 2);
+    }
+
+    const VERBOSE: &str = "\
+PASS src/a.test.js
+  math
+    ✓ adds (3 ms)
+    ○ skipped subtracts
+    ✎ todo divides
+FAIL src/b.test.js (5.12 s)
+  strings
+    ✕ pads (2 ms)
+    ✓ trims
+
+  ● strings › pads
+
+    expect(received).toBe(expected) // Object.is equality
+
+    Expected: \"  a\"
+    Received: \"a\"
+
+      3 | test('pads', () => {
+    > 4 |   expect(pad('a')).toBe('  a');
+        |                    ^
+
+      at Object.<anonymous> (src/b.test.js:4:20)
+
+Summary of all failing tests
+FAIL src/b.test.js (5.12 s)
+  ● strings › pads
+
+    expect(received).toBe(expected) // Object.is equality
+
+      at Object.<anonymous> (src/b.test.js:4:20)
+
+
+Test Suites: 1 failed, 1 passed, 2 total
+Tests:       1 failed, 1 skipped, 1 todo, 2 passed, 5 total
+Snapshots:   0 total
+Time:        6.2 s
+";
+
+    #[test]
+    fn jest_verbose_and_final_summary_repeat() {
+        let r = distill_str(VERBOSE, None, None);
+        assert_eq!(r.runner, "jest");
+        assert_eq!((r.passed, r.failed, r.skipped, r.errors), (2, 1, 2, 0));
+        assert_eq!(r.failures.len(), 1);
+        assert_eq!(r.failures[0].id, "strings › pads");
+        assert_eq!(
+            r.failures[0].location.as_deref(),
+            Some("src/b.test.js:4:20")
+        );
+        // Without the summary, the verbose lines give the counts.
+        let cut = VERBOSE.split("Test Suites:").next().unwrap();
+        let (_, r) = run(Format::Jest, cut);
+        assert_eq!((r.passed, r.failed, r.skipped), (2, 1, 2));
+    }
+
+    #[test]
+    fn jest_code_frame_location_without_stack() {
+        let text = "FAIL test/x.test.js\n  ● t\n\n    boom\n\n    > 7 | x()\n\nTests:       1 failed, 1 total\n";
+        let (_, r) = run(Format::Jest, text);
+        assert_eq!(r.failures[0].location.as_deref(), Some("test/x.test.js:7"));
+        assert_eq!(r.failures[0].message, "boom");
+    }
+
+    #[test]
+    fn odd_input_never_panics_and_stays_bounded() {
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let pieces = [
+            "● ",
+            "✓ ",
+            "✕ ",
+            "✖ ",
+            "✔ ",
+            "﹣ ",
+            "▶ ",
+            "ℹ ",
+            "FAIL ",
+            " FAIL  a > b",
+            "ok ",
+            "not ok ",
+            "---",
+            "...",
+            "  ",
+            "#",
+            "|",
+            ">",
+            "(",
+            ")",
+            ":",
+            "1..",
+            "⎯",
+            "❯ ",
+            "é",
+            "\u{0}",
+            "at ",
+            "x.js:1:2",
+            "\n",
+            "# TODO",
+            " > ",
+            "[ ",
+            "]",
+            "ms",
+            "Tests:",
+            "Test Files ",
+            "Tests ",
+            "'1 subtest failed'",
+            "\\#",
+            "Bail out!",
+        ];
+        let mut text = String::new();
+        for _ in 0..20_000 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            text.push_str(pieces[(seed % pieces.len() as u64) as usize]);
+        }
+        for format in [Format::Jest, Format::Vitest, Format::Node, Format::Tap] {
+            let _ = run(format, &text);
+            let _ = run(format, &text[..text.len() / 3]);
+        }
+        let mut many = String::new();
+        for i in 0..5_000 {
+            many.push_str(&format!(
+                "FAIL t.js\n  ● t{i}\n\n    boom\n{}\n not ok {i} - t{i}\n ✖ t{i} (1ms)\n",
+                "      x\n".repeat(50)
+            ));
+        }
+        for format in [Format::Jest, Format::Vitest, Format::Node, Format::Tap] {
+            let (_, r) = run(format, &many);
+            assert!(r.failures.len() <= super::super::MAX_FAILURES);
+            assert!(r.failures.iter().all(|f| f.message.len() < 20_000));
         }
     }
 }

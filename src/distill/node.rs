@@ -282,7 +282,9 @@ impl Parser for NodeParser {
         if self.tap.node_marks >= 10 && (self.tap.version || self.tap.points > 0) {
             return CONFIDENT;
         }
-        self.score.max(self.hints).max(self.tap.node_marks.min(MAX_HINT_SCORE))
+        self.score
+            .max(self.hints)
+            .max(self.tap.node_marks.min(MAX_HINT_SCORE))
     }
 
     fn finish(mut self: Box<Self>) -> TestReport {
@@ -311,5 +313,372 @@ impl Parser for NodeParser {
         };
         report.runner = Format::Node.runner().to_owned();
         report
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::jest::tests::{fixture, run};
+    use super::super::{CONFIDENT, Format, distill_str};
+
+    /// Real `node --test --test-reporter=tap` output (Node 20.20): a describe() suite with
+    /// a failing test, skip and todo; a test whose `t.test()` subtest failed; a throwing
+    /// test; a file with a syntax error.
+    const NODE_TAP: &str = r#"TAP version 13
+# Subtest: math
+    # Subtest: adds
+    ok 1 - adds
+      ---
+      duration_ms: 0.708513
+      ...
+    # Subtest: subtracts
+    not ok 2 - subtracts
+      ---
+      duration_ms: 1.159894
+      location: '/tmp/njs/a.test.js:5:3'
+      failureType: 'testCodeFailure'
+      error: |-
+        Expected values to be strictly equal:
+        
+        2 !== 1
+        
+      code: 'ERR_ASSERTION'
+      name: 'AssertionError'
+      expected: 1
+      actual: 2
+      operator: 'strictEqual'
+      stack: |-
+        TestContext.<anonymous> (/tmp/njs/a.test.js:5:32)
+        Test.runInAsyncScope (node:async_hooks:206:9)
+        Test.run (node:internal/test_runner/test:796:25)
+        Suite.processPendingSubtests (node:internal/test_runner/test:526:18)
+        Test.postRun (node:internal/test_runner/test:889:19)
+        Test.run (node:internal/test_runner/test:835:12)
+        async Promise.all (index 0)
+        async Suite.run (node:internal/test_runner/test:1135:7)
+        async Test.processPendingSubtests (node:internal/test_runner/test:526:7)
+      ...
+    # Subtest: skipped one
+    ok 3 - skipped one # SKIP
+      ---
+      duration_ms: 0.102823
+      ...
+    # Subtest: todo one
+    ok 4 - todo one # TODO
+      ---
+      duration_ms: 0.142642
+      ...
+    1..4
+not ok 1 - math
+  ---
+  duration_ms: 3.184375
+  type: 'suite'
+  location: '/tmp/njs/a.test.js:3:1'
+  failureType: 'subtestsFailed'
+  error: '1 subtest failed'
+  code: 'ERR_TEST_FAILURE'
+  ...
+# Subtest: parent
+    # Subtest: child ok
+    ok 1 - child ok
+      ---
+      duration_ms: 0.140188
+      ...
+    # Subtest: child bad
+    not ok 2 - child bad
+      ---
+      duration_ms: 0.212686
+      location: '/tmp/njs/a.test.js:11:11'
+      failureType: 'testCodeFailure'
+      error: 'nope'
+      code: 'ERR_ASSERTION'
+      name: 'AssertionError'
+      expected: true
+      actual: false
+      operator: '=='
+      stack: |-
+        TestContext.<anonymous> (/tmp/njs/a.test.js:11:44)
+        Test.runInAsyncScope (node:async_hooks:206:9)
+        Test.run (node:internal/test_runner/test:796:25)
+        Test.start (node:internal/test_runner/test:702:17)
+        TestContext.test (node:internal/test_runner/test:292:20)
+        TestContext.<anonymous> (/tmp/njs/a.test.js:11:11)
+        async Test.run (node:internal/test_runner/test:797:9)
+        async Test.processPendingSubtests (node:internal/test_runner/test:526:7)
+      ...
+    1..2
+not ok 2 - parent
+  ---
+  duration_ms: 0.769554
+  location: '/tmp/njs/a.test.js:9:1'
+  failureType: 'subtestsFailed'
+  error: '1 subtest failed'
+  code: 'ERR_TEST_FAILURE'
+  ...
+# Subtest: top fails
+not ok 3 - top fails
+  ---
+  duration_ms: 0.088231
+  location: '/tmp/njs/a.test.js:13:1'
+  failureType: 'testCodeFailure'
+  error: 'boom'
+  code: 'ERR_TEST_FAILURE'
+  stack: |-
+    TestContext.<anonymous> (/tmp/njs/a.test.js:13:33)
+    Test.runInAsyncScope (node:async_hooks:206:9)
+    Test.run (node:internal/test_runner/test:796:25)
+    Test.processPendingSubtests (node:internal/test_runner/test:526:18)
+    Test.postRun (node:internal/test_runner/test:889:19)
+    Test.run (node:internal/test_runner/test:835:12)
+    async Test.processPendingSubtests (node:internal/test_runner/test:526:7)
+  ...
+# /tmp/njs/b.test.js:1
+# syntax error here (
+#        ^^^^^
+# SyntaxError: Unexpected identifier 'error'
+#     at wrapSafe (node:internal/modules/cjs/loader:1464:18)
+#     at Module._compile (node:internal/modules/cjs/loader:1495:20)
+#     at Module._extensions..js (node:internal/modules/cjs/loader:1623:10)
+#     at Module.load (node:internal/modules/cjs/loader:1266:32)
+#     at Module._load (node:internal/modules/cjs/loader:1091:12)
+#     at Function.executeUserEntryPoint [as runMain] (node:internal/modules/run_main:164:12)
+#     at node:internal/main/run_main_module:28:49
+# Node.js v20.20.2
+# Subtest: /tmp/njs/b.test.js
+not ok 2 - /tmp/njs/b.test.js
+  ---
+  duration_ms: 72.587206
+  location: '/tmp/njs/b.test.js:1:1'
+  failureType: 'testCodeFailure'
+  exitCode: 1
+  signal: ~
+  error: 'test failed'
+  code: 'ERR_TEST_FAILURE'
+  ...
+1..4
+# tests 9
+# suites 1
+# pass 2
+# fail 5
+# cancelled 0
+# skipped 1
+# todo 1
+# duration_ms 174.20025
+"#;
+
+    /// The same run with `--test-reporter=spec`.
+    const NODE_SPEC: &str = r#"▶ math
+  ✔ adds (0.851366ms)
+  ✖ subtracts (1.213855ms)
+    AssertionError [ERR_ASSERTION]: Expected values to be strictly equal:
+    
+    2 !== 1
+    
+        at TestContext.<anonymous> (/tmp/njs/a.test.js:5:32)
+        at Test.runInAsyncScope (node:async_hooks:206:9)
+        at Test.run (node:internal/test_runner/test:796:25)
+        at Suite.processPendingSubtests (node:internal/test_runner/test:526:18)
+        at Test.postRun (node:internal/test_runner/test:889:19)
+        at Test.run (node:internal/test_runner/test:835:12)
+        at async Promise.all (index 0)
+        at async Suite.run (node:internal/test_runner/test:1135:7)
+        at async Test.processPendingSubtests (node:internal/test_runner/test:526:7) {
+      generatedMessage: true,
+      code: 'ERR_ASSERTION',
+      actual: 2,
+      expected: 1,
+      operator: 'strictEqual'
+    }
+
+  ﹣ skipped one (0.149532ms) # SKIP
+  ✔ todo one (0.190704ms) # TODO
+✖ math (3.603008ms)
+▶ parent
+  ✔ child ok (0.163193ms)
+  ✖ child bad (0.292065ms)
+    AssertionError [ERR_ASSERTION]: nope
+        at TestContext.<anonymous> (/tmp/njs/a.test.js:11:44)
+        at Test.runInAsyncScope (node:async_hooks:206:9)
+        at Test.run (node:internal/test_runner/test:796:25)
+        at Test.start (node:internal/test_runner/test:702:17)
+        at TestContext.test (node:internal/test_runner/test:292:20)
+        at TestContext.<anonymous> (/tmp/njs/a.test.js:11:11)
+        at async Test.run (node:internal/test_runner/test:797:9)
+        at async Test.processPendingSubtests (node:internal/test_runner/test:526:7) {
+      generatedMessage: false,
+      code: 'ERR_ASSERTION',
+      actual: false,
+      expected: true,
+      operator: '=='
+    }
+
+✖ parent (0.893198ms)
+✖ top fails (0.147019ms)
+  Error: boom
+      at TestContext.<anonymous> (/tmp/njs/a.test.js:13:33)
+      at Test.runInAsyncScope (node:async_hooks:206:9)
+      at Test.run (node:internal/test_runner/test:796:25)
+      at Test.processPendingSubtests (node:internal/test_runner/test:526:18)
+      at Test.postRun (node:internal/test_runner/test:889:19)
+      at Test.run (node:internal/test_runner/test:835:12)
+      at async Test.processPendingSubtests (node:internal/test_runner/test:526:7)
+
+/tmp/njs/b.test.js:1
+syntax error here (
+       ^^^^^
+
+SyntaxError: Unexpected identifier 'error'
+    at wrapSafe (node:internal/modules/cjs/loader:1464:18)
+    at Module._compile (node:internal/modules/cjs/loader:1495:20)
+    at Module._extensions..js (node:internal/modules/cjs/loader:1623:10)
+    at Module.load (node:internal/modules/cjs/loader:1266:32)
+    at Module._load (node:internal/modules/cjs/loader:1091:12)
+    at Function.executeUserEntryPoint [as runMain] (node:internal/modules/run_main:164:12)
+    at node:internal/main/run_main_module:28:49
+
+Node.js v20.20.2
+✖ /tmp/njs/b.test.js (76.257038ms)
+  'test failed'
+
+ℹ tests 9
+ℹ suites 1
+ℹ pass 2
+ℹ fail 5
+ℹ cancelled 0
+ℹ skipped 1
+ℹ todo 1
+ℹ duration_ms 232.206362
+
+✖ failing tests:
+
+test at a.test.js:5:3
+✖ subtracts (1.213855ms)
+  AssertionError [ERR_ASSERTION]: Expected values to be strictly equal:
+  
+  2 !== 1
+  
+      at TestContext.<anonymous> (/tmp/njs/a.test.js:5:32)
+      at Test.runInAsyncScope (node:async_hooks:206:9)
+      at Test.run (node:internal/test_runner/test:796:25)
+      at Suite.processPendingSubtests (node:internal/test_runner/test:526:18)
+      at Test.postRun (node:internal/test_runner/test:889:19)
+      at Test.run (node:internal/test_runner/test:835:12)
+      at async Promise.all (index 0)
+      at async Suite.run (node:internal/test_runner/test:1135:7)
+      at async Test.processPendingSubtests (node:internal/test_runner/test:526:7) {
+    generatedMessage: true,
+    code: 'ERR_ASSERTION',
+    actual: 2,
+    expected: 1,
+    operator: 'strictEqual'
+  }
+
+test at a.test.js:11:11
+✖ child bad (0.292065ms)
+  AssertionError [ERR_ASSERTION]: nope
+      at TestContext.<anonymous> (/tmp/njs/a.test.js:11:44)
+      at Test.runInAsyncScope (node:async_hooks:206:9)
+      at Test.run (node:internal/test_runner/test:796:25)
+      at Test.start (node:internal/test_runner/test:702:17)
+      at TestContext.test (node:internal/test_runner/test:292:20)
+      at TestContext.<anonymous> (/tmp/njs/a.test.js:11:11)
+      at async Test.run (node:internal/test_runner/test:797:9)
+      at async Test.processPendingSubtests (node:internal/test_runner/test:526:7) {
+    generatedMessage: false,
+    code: 'ERR_ASSERTION',
+    actual: false,
+    expected: true,
+    operator: '=='
+  }
+
+test at a.test.js:13:1
+✖ top fails (0.147019ms)
+  Error: boom
+      at TestContext.<anonymous> (/tmp/njs/a.test.js:13:33)
+      at Test.runInAsyncScope (node:async_hooks:206:9)
+      at Test.run (node:internal/test_runner/test:796:25)
+      at Test.processPendingSubtests (node:internal/test_runner/test:526:18)
+      at Test.postRun (node:internal/test_runner/test:889:19)
+      at Test.run (node:internal/test_runner/test:835:12)
+      at async Test.processPendingSubtests (node:internal/test_runner/test:526:7)
+
+test at b.test.js:1:1
+✖ /tmp/njs/b.test.js (76.257038ms)
+  'test failed'
+"#;
+
+    fn ids(r: &super::super::TestReport) -> Vec<&str> {
+        let mut v: Vec<&str> = r.failures.iter().map(|f| f.id.as_str()).collect();
+        v.sort_unstable();
+        v
+    }
+
+    const FAILING: [&str; 5] = [
+        "/tmp/njs/b.test.js",
+        "child bad",
+        "parent",
+        "subtracts",
+        "top fails",
+    ];
+
+    #[test]
+    fn node_tap_reporter() {
+        let r = distill_str(NODE_TAP, None, None);
+        assert_eq!(r.runner, "node --test");
+        assert_eq!((r.passed, r.failed, r.skipped, r.errors), (2, 5, 2, 0));
+        assert_eq!(ids(&r), FAILING);
+        let f = r.failures.iter().find(|f| f.id == "subtracts").unwrap();
+        assert!(
+            f.message
+                .starts_with("Expected values to be strictly equal:")
+        );
+        assert_eq!(f.location.as_deref(), Some("/tmp/njs/a.test.js:5:3"));
+    }
+
+    #[test]
+    fn node_spec_reporter() {
+        let (score, r) = run(Format::Node, NODE_SPEC);
+        assert!(score >= CONFIDENT);
+        assert_eq!((r.passed, r.failed, r.skipped, r.errors), (2, 5, 2, 0));
+        assert_eq!(ids(&r), FAILING);
+        let f = r.failures.iter().find(|f| f.id == "top fails").unwrap();
+        assert_eq!(f.message, "Error: boom");
+        assert_eq!(f.location.as_deref(), Some("/tmp/njs/a.test.js:13:33"));
+        let f = r
+            .failures
+            .iter()
+            .find(|f| f.id == "/tmp/njs/b.test.js")
+            .unwrap();
+        assert_eq!(f.message, "test failed");
+    }
+
+    #[test]
+    fn node_spec_without_summary_counts_lines() {
+        let cut = NODE_SPEC.split("\u{2139} tests").next().unwrap();
+        let (_, r) = run(Format::Node, cut);
+        assert_eq!((r.passed, r.failed, r.skipped), (2, 5, 2));
+    }
+
+    #[test]
+    fn node_fixture_details() {
+        let (_, r) = run(Format::Node, &fixture("node_test_spec_mixed.log"));
+        let f = r
+            .failures
+            .iter()
+            .find(|f| f.id == "rejects decimals")
+            .unwrap();
+        assert!(
+            f.message
+                .starts_with("AssertionError [ERR_ASSERTION]: Missing expected")
+        );
+        assert!(
+            f.location
+                .as_deref()
+                .unwrap()
+                .ends_with("test/cart.test.js:68:49")
+        );
+        let (score, r) = run(Format::Node, &fixture("node_test_dot_load_error.log"));
+        assert!(score >= CONFIDENT);
+        assert_eq!(r.failed, 7);
     }
 }

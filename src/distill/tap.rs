@@ -148,10 +148,16 @@ impl TapCore {
         let num_len = rest.bytes().take_while(u8::is_ascii_digit).count();
         let (num, rest) = rest.split_at(num_len);
         let rest = rest.trim_start();
-        let rest = rest.strip_prefix("- ").unwrap_or(rest.strip_prefix('-').unwrap_or(rest));
+        let rest = rest
+            .strip_prefix("- ")
+            .unwrap_or(rest.strip_prefix('-').unwrap_or(rest));
         let (name, skip, todo) = directive(rest);
         let name = name.replace("\\#", "#");
-        let id = if name.is_empty() { num.to_owned() } else { name };
+        let id = if name.is_empty() {
+            num.to_owned()
+        } else {
+            name
+        };
         Some(Point {
             indent: indent(line),
             ok,
@@ -300,7 +306,8 @@ impl TapCore {
         }
         if let Some(reason) = t.strip_prefix("Bail out!") {
             self.report.errors += 1;
-            self.report.push_problem(&format!("Bail out! {}", reason.trim()), None);
+            self.report
+                .push_problem(&format!("Bail out! {}", reason.trim()), None);
             return;
         }
         if let Some(comment) = t.strip_prefix('#')
@@ -351,5 +358,77 @@ impl Parser for TapParser {
             runner: Format::Tap.runner().to_owned(),
             ..self.core.report
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::jest::tests::run;
+    use super::super::{CONFIDENT, Format, distill_str};
+
+    const PROVE: &str = "\
+TAP version 13
+1..6
+ok 1 - parses numbers
+not ok 2 - rejects words
+  ---
+  message: 'should throw'
+  severity: fail
+  at:
+    file: t/parse.t
+    line: 12
+  ...
+ok 3 # SKIP no network
+not ok 4 - rounds \\# halves # TODO later
+# Subtest: nested
+    1..2
+    ok 1 - inner a
+    not ok 2 - inner b
+      ---
+      operator: equal
+      expected: 3
+      actual: 4
+      at: Test.<anonymous> (/src/t/nested.js:5:5)
+      ...
+not ok 5 - nested
+ok 6
+";
+
+    #[test]
+    fn generic_tap() {
+        let r = distill_str(PROVE, None, None);
+        assert_eq!(r.runner, "tap");
+        assert_eq!((r.passed, r.failed, r.skipped, r.errors), (3, 2, 2, 0));
+        let ids: Vec<_> = r.failures.iter().map(|f| f.id.as_str()).collect();
+        assert_eq!(ids, ["rejects words", "inner b"]);
+        assert_eq!(r.failures[0].message, "should throw");
+        assert_eq!(r.failures[1].message, "expected: 3\nactual: 4");
+        assert_eq!(
+            r.failures[1].location.as_deref(),
+            Some("/src/t/nested.js:5:5")
+        );
+    }
+
+    #[test]
+    fn tape_and_bail_out() {
+        let text = "TAP version 13\n# add\nok 1 should be equal\nnot ok 2 should be equal\n  ---\n    operator: equal\n    expected: 3\n    actual:   4\n  ...\nBail out! database down\n\n1..2\n# tests 2\n# pass  1\n# fail  1\n";
+        let (score, r) = run(Format::Tap, text);
+        assert!(score >= CONFIDENT);
+        assert_eq!((r.passed, r.failed, r.errors), (1, 1, 1));
+        assert_eq!(r.failures[0].id, "should be equal");
+        assert_eq!(r.build_errors[0].message, "Bail out! database down");
+        // tape's trailer is not node's: node stays unsure.
+        let (score, _) = run(Format::Node, text);
+        assert!(score < CONFIDENT);
+        let r = distill_str(text, None, None);
+        assert_eq!(r.runner, "tap");
+    }
+
+    #[test]
+    fn a_failing_parent_without_failing_children_counts() {
+        let text = "1..1\n    ok 1 - a\n    1..2\nnot ok 1 - plan mismatch\n";
+        let (_, r) = run(Format::Tap, text);
+        assert_eq!((r.passed, r.failed), (1, 1));
+        assert_eq!(r.failures[0].id, "plan mismatch");
     }
 }

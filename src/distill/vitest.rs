@@ -146,7 +146,9 @@ impl VitestParser {
                     let name = match name.split_once(" > ") {
                         // The verbose reporter names the file first.
                         Some((file, test))
-                            if file.contains('/') || file.contains(".test.") || file.contains(".spec.") =>
+                            if file.contains('/')
+                                || file.contains(".test.")
+                                || file.contains(".spec.") =>
                         {
                             test
                         }
@@ -255,5 +257,83 @@ impl Parser for VitestParser {
             runner: Format::Vitest.runner().to_owned(),
             ..self.report
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::jest::tests::{fixture, run};
+    use super::super::{CONFIDENT, Format, distill_str};
+
+    #[test]
+    fn vitest_messages_and_locations() {
+        let (score, r) = run(Format::Vitest, &fixture("vitest_default_mixed.log"));
+        assert!(score >= CONFIDENT);
+        let f = r
+            .failures
+            .iter()
+            .find(|f| f.id == "subtotal > handles floating point cents")
+            .unwrap();
+        assert!(
+            f.message
+                .starts_with("AssertionError: expected 0.30000000000000004")
+        );
+        assert_eq!(f.location.as_deref(), Some("test/cart.test.js:15:53"));
+    }
+
+    const LOAD_ERROR: &str = "
+ RUN  v1.6.0 /work/app
+
+ ❯ test/broken.test.ts (0 test)
+ ✓ test/ok.test.ts (2 tests) 3ms
+ · test/dots.test.ts (3 tests | 1 skipped)
+
+⎯⎯⎯⎯⎯⎯ Failed Suites 1 ⎯⎯⎯⎯⎯⎯⎯
+
+ FAIL  test/broken.test.ts [ test/broken.test.ts ]
+Error: Failed to load url ./missing (resolved id: ./missing) in /work/app/test/broken.test.ts. Does the file exist?
+ ❯ loadAndTransform node_modules/vite/dist/node/chunks/dep.js:5:3
+ ❯ test/broken.test.ts:2:1
+
+⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯[1/1]⎯
+
+ Test Files  1 failed | 2 passed (3)
+      Tests  4 passed | 1 skipped (5)
+   Start at  10:00:00
+   Duration  300ms
+";
+
+    #[test]
+    fn vitest_file_that_fails_to_load_is_an_error() {
+        let r = distill_str(LOAD_ERROR, None, None);
+        assert_eq!(r.runner, "vitest");
+        assert_eq!((r.passed, r.failed, r.skipped, r.errors), (4, 0, 1, 1));
+        assert_eq!(r.failures[0].id, "test/broken.test.ts");
+        assert!(
+            r.failures[0]
+                .message
+                .starts_with("Error: Failed to load url")
+        );
+        assert_eq!(
+            r.failures[0].location.as_deref(),
+            Some("test/broken.test.ts:2:1")
+        );
+    }
+
+    #[test]
+    fn vitest_verbose_without_failure_section() {
+        let text = " ✓ test/a.test.ts > math > adds 1ms\n × test/a.test.ts > math > subtracts 2ms\n ↓ test/a.test.ts > math > later\n";
+        let (_, r) = run(Format::Vitest, text);
+        assert_eq!((r.passed, r.failed, r.skipped), (1, 1, 1));
+        assert_eq!(r.failures[0].id, "math > subtracts");
+    }
+
+    #[test]
+    fn vitest_projects_and_shared_errors() {
+        let text = " FAIL  |unit| test/a.test.ts > a > b\n FAIL  |unit| test/c.test.ts > c\nAssertionError: nope\n ❯ test/a.test.ts:3:4\n";
+        let (_, r) = run(Format::Vitest, text);
+        let ids: Vec<_> = r.failures.iter().map(|f| f.id.as_str()).collect();
+        assert_eq!(ids, ["a > b", "c"]);
+        assert_eq!(r.failures[1].message, "AssertionError: nope");
     }
 }
