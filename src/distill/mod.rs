@@ -156,6 +156,11 @@ pub struct TestReport {
     /// Build or collection errors, with their messages.
     #[serde(default)]
     pub build_errors: Vec<Problem>,
+    /// The output does not state every count (node's dot reporter, plain `go test`):
+    /// `passed` and `skipped` come from per-test marks, which may also stand for suites
+    /// or skipped tests. `failed`, `errors` and the failures are still exact.
+    #[serde(default)]
+    pub estimated_counts: bool,
     /// Bytes of input not kept anywhere in the report or its excerpt.
     pub dropped_bytes: u64,
     /// Bytes of input read.

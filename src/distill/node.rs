@@ -303,6 +303,7 @@ impl Parser for NodeParser {
                     // The dot reporter prints no summary: '.' covers passed and skipped
                     // tests and passing suites alike.
                     r.passed = self.dots;
+                    r.estimated_counts = true;
                 } else {
                     r.passed = self.spec_passed;
                     r.skipped = self.spec_skipped;

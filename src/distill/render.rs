@@ -58,6 +58,9 @@ pub fn compact(report: &TestReport) -> String {
         report.skipped,
         report.errors
     );
+    if report.estimated_counts {
+        out.push_str("(passed and skipped are estimates: the output does not state them)\n");
+    }
     for problem in report.build_errors.iter().take(DETAILED) {
         let _ = writeln!(
             out,
@@ -191,6 +194,9 @@ pub fn markdown(report: &TestReport) -> String {
         "| {} | {} | {} | {} |",
         report.passed, report.failed, report.skipped, report.errors
     );
+    if report.estimated_counts {
+        out.push_str("\n_Passed and skipped are estimates: the output does not state them._\n");
+    }
     if !report.build_errors.is_empty() {
         out.push_str("\n**Errors before tests ran**\n\n");
         for problem in &report.build_errors {
