@@ -81,10 +81,10 @@ pub(crate) fn summarize(lines: &[String]) -> (String, Option<String>) {
             let loc = after.trim_end().trim_end_matches(':');
             (message_after(&lines[i + 1..]), as_location(loc))
         };
-        if location.as_deref().is_none_or(is_foreign) {
-            if let Some(frame) = user_frame(&lines[i + 1..]) {
-                location = Some(frame);
-            }
+        if location.as_deref().is_none_or(is_foreign)
+            && let Some(frame) = user_frame(&lines[i + 1..])
+        {
+            location = Some(frame);
         }
         if message.contains("termination value")
             && let Some(err) = lines[..i].iter().find(|l| l.starts_with("Error: "))
@@ -256,11 +256,7 @@ pub(crate) fn as_location(s: &str) -> Option<String> {
     }
     let path_ok = |p: &str| !p.is_empty() && !p.contains(' ');
     if numeric(middle) {
-        match parts.next() {
-            Some(path) if path_ok(path) => Some(s.to_owned()),
-            _ if path_ok(middle) => Some(s.to_owned()),
-            _ => None,
-        }
+        parts.next().filter(|p| path_ok(p)).map(|_| s.to_owned())
     } else if path_ok(middle) {
         Some(s.to_owned())
     } else {
@@ -609,7 +605,8 @@ impl CargoParser {
             {
                 location = Some(doc);
             }
-            self.report.push_failure(name, &message, location.as_deref());
+            self.report
+                .push_failure(name, &message, location.as_deref());
         }
         if crashed_without_test && let Some(crash) = crash_message {
             self.report.errors += 1;
@@ -814,5 +811,325 @@ impl Parser for CargoParser {
             runner: Format::Cargo.runner().to_owned(),
             ..self.report
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures/test-logs/");
+
+    fn fixture(name: &str) -> String {
+        let bytes = std::fs::read(format!("{DIR}{name}.log")).unwrap();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    fn run(text: &str) -> (TestReport, u32) {
+        let mut p = Box::new(CargoParser::default());
+        for line in text.lines() {
+            p.line(line);
+        }
+        let score = p.score();
+        (p.finish(), score)
+    }
+
+    fn failure<'a>(r: &'a TestReport, id: &str) -> &'a crate::distill::Failure {
+        r.failures.iter().find(|f| f.id == id).unwrap()
+    }
+
+    #[test]
+    fn multi_binary_messages_and_locations() {
+        let (r, score) = run(&fixture("cargo_test_no_fail_fast_multi"));
+        assert!(score >= CONFIDENT);
+        assert_eq!((r.passed, r.failed, r.skipped, r.errors), (20, 8, 2, 0));
+        let f = failure(&r, "parse::tests::parse_list_report");
+        assert_eq!(f.message, "report input should parse: MissingEquals(5)");
+        assert_eq!(f.location.as_deref(), Some("src/parse.rs:85:40"));
+        let f = failure(&r, "parse::tests::port_garbage_panics");
+        assert_eq!(f.message, "test did not panic as expected");
+        assert_eq!(f.location.as_deref(), Some("src/parse.rs:74:8"));
+        let f = failure(&r, "stats::tests::median_even");
+        assert!(f.message.starts_with("assertion `left == right` failed"));
+        assert!(f.message.contains("left: Some(3.0)") && f.message.contains("right: Some(2.5)"));
+        assert_eq!(f.location.as_deref(), Some("src/stats.rs:46:9"));
+        let f = failure(&r, "src/lib.rs - words (line 17)");
+        assert!(
+            f.message.contains("left: [\"hello\", \"world\"]"),
+            "{}",
+            f.message
+        );
+        assert_eq!(f.location.as_deref(), Some("src/lib.rs:17"));
+        let f = failure(&r, "api_title_multibyte");
+        assert!(f.message.contains("is not a char boundary"));
+        assert_eq!(f.location.as_deref(), Some("src/lib.rs:33:21"));
+    }
+
+    #[test]
+    fn backtrace_frames_do_not_become_locations() {
+        let (r, _) = run(&fixture("cargo_real_regex_syntax_backtrace"));
+        assert_eq!((r.passed, r.failed, r.skipped), (187, 10, 0));
+        let f = failure(&r, "ast::parse::tests::parse_ignore_whitespace");
+        assert_eq!(f.location.as_deref(), Some("src/ast/parse.rs:2909:9"));
+        assert!(f.message.contains("left:") && f.message.contains("right:"));
+        assert!(!f.message.contains("stack backtrace"));
+        for f in &r.failures {
+            assert!(
+                f.message.chars().count() <= MESSAGE_CHARS + 1,
+                "{}",
+                f.message
+            );
+            assert!(!f.location.as_deref().unwrap_or("").contains("/rustc/"));
+        }
+        let f = failure(&r, "src/lib.rs - is_meta_character (line 248)");
+        assert_eq!(f.message, "assertion failed: is_meta_character('#')");
+    }
+
+    #[test]
+    fn compile_error_is_one_error_with_problems() {
+        let (r, score) = run(&fixture("cargo_test_compile_error"));
+        assert!(score >= CONFIDENT);
+        assert_eq!((r.passed, r.failed, r.errors), (0, 0, 1));
+        assert!(r.failures.is_empty());
+        assert_eq!(r.build_errors.len(), 2);
+        assert_eq!(r.build_errors[0].message, "error[E0308]: mismatched types");
+        assert_eq!(
+            r.build_errors[0].location.as_deref(),
+            Some("tests/stats_props.rs:13:18")
+        );
+        assert_eq!(
+            r.build_errors[1].location.as_deref(),
+            Some("tests/stats_props.rs:20:48")
+        );
+    }
+
+    #[test]
+    fn stays_below_confident_on_other_runners() {
+        for entry in std::fs::read_dir(DIR).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if !name.ends_with(".log") || name.starts_with("cargo_") {
+                continue;
+            }
+            let text = String::from_utf8_lossy(&std::fs::read(&path).unwrap()).into_owned();
+            let (_, score) = run(&text);
+            assert!(score < CONFIDENT, "{name}: {score}");
+            if !name.starts_with("nextest_") {
+                assert_eq!(score, 0, "{name}");
+            }
+        }
+    }
+
+    #[test]
+    fn quiet_output() {
+        let log = "\
+     Running unittests src/lib.rs (target/debug/deps/k-0123)
+
+running 5 tests
+..F.i
+failures:
+
+---- m::t_bad stdout ----
+
+thread 'm::t_bad' (77) panicked at src/m.rs:3:5:
+boom
+note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace
+
+
+failures:
+    m::t_bad
+
+test result: FAILED. 3 passed; 1 failed; 1 ignored; 0 measured; 0 filtered out; finished in 0.00s
+
+error: test failed, to rerun pass `--lib`
+";
+        let (r, score) = run(log);
+        assert!(score >= CONFIDENT);
+        assert_eq!((r.passed, r.failed, r.skipped, r.errors), (3, 1, 1, 0));
+        assert_eq!(r.failures.len(), 1);
+        assert_eq!(r.failures[0].id, "m::t_bad");
+        assert_eq!(r.failures[0].message, "boom");
+        assert_eq!(r.failures[0].location.as_deref(), Some("src/m.rs:3:5"));
+        // Without the summary the marks still count.
+        let cut: String = log.lines().take(4).map(|l| format!("{l}\n")).collect();
+        let (r, _) = run(&cut);
+        assert_eq!((r.passed, r.failed, r.skipped), (3, 1, 1));
+    }
+
+    #[test]
+    fn nocapture_output() {
+        let log = "\
+running 3 tests
+test a::prints ... hello from the test
+more output
+ok
+test a::loud_fail ... some output
+thread 'a::loud_fail' (9) panicked at src/a.rs:10:9:
+assertion `left == right` failed
+  left: 1
+ right: 2
+note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace
+FAILED
+test a::quiet ... ok
+
+failures:
+
+failures:
+    a::loud_fail
+
+test result: FAILED. 2 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.01s
+";
+        let (r, _) = run(log);
+        assert_eq!((r.passed, r.failed), (2, 1));
+        let f = failure(&r, "a::loud_fail");
+        assert!(f.message.contains("left: 1"), "{}", f.message);
+        assert_eq!(f.location.as_deref(), Some("src/a.rs:10:9"));
+        // Truncated before the summary: the per-test lines count.
+        let cut: String = log.lines().take(13).map(|l| format!("{l}\n")).collect();
+        let (r, _) = run(&cut);
+        assert_eq!((r.passed, r.failed), (2, 1));
+        assert_eq!(r.failures[0].id, "a::loud_fail");
+    }
+
+    #[test]
+    fn show_output_successes_are_not_failures() {
+        let log = "\
+running 2 tests
+test ok_one ... ok
+test bad_one ... FAILED
+
+successes:
+
+---- ok_one stdout ----
+fine
+
+successes:
+    ok_one
+
+failures:
+
+---- bad_one stdout ----
+thread 'bad_one' panicked at 'old style message', src/lib.rs:4:5
+
+failures:
+    bad_one
+
+test result: FAILED. 1 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s
+";
+        let (r, _) = run(log);
+        assert_eq!(r.failures.len(), 1);
+        assert_eq!(r.failures[0].id, "bad_one");
+        assert_eq!(r.failures[0].message, "old style message");
+        assert_eq!(r.failures[0].location.as_deref(), Some("src/lib.rs:4:5"));
+    }
+
+    #[test]
+    fn fail_fast_counts_only_what_ran_and_crash_is_reported() {
+        let log = "\
+     Running unittests src/lib.rs (target/debug/deps/k-0123)
+
+running 2 tests
+test one ... ok
+test two ... ok
+
+test result: ok. 2 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s
+
+     Running tests/it.rs (target/debug/deps/it-0123)
+
+running 3 tests
+test it_a ... ok
+error: test failed, to rerun pass `--test it`
+
+Caused by:
+  process didn't exit successfully: `target/debug/deps/it-0123` (signal: 11, SIGSEGV: invalid memory reference)
+";
+        let (r, _) = run(log);
+        assert_eq!((r.passed, r.failed, r.errors), (3, 0, 1));
+        assert!(r.build_errors[0].message.contains("SIGSEGV"));
+        assert!(!r.succeeded());
+    }
+
+    #[test]
+    fn never_panics_and_stays_bounded() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let pieces = [
+            "test ",
+            " ... ",
+            "ok",
+            "FAILED",
+            "failures:",
+            "---- x stdout ----",
+            "running 1 test",
+            "thread 'x' panicked at ",
+            "'",
+            "', ",
+            ":",
+            "1",
+            "é",
+            "test result: ",
+            " passed;",
+            "-->",
+            "error[E1]: x",
+            "error: could not compile `x`",
+            "    ",
+            "(line 3)",
+            " - ",
+            "stack backtrace:",
+            "at ",
+            "/rustc/x:1:2",
+            "successes:",
+            "..F",
+        ];
+        let mut p = Box::new(CargoParser::default());
+        for _ in 0..20_000 {
+            let mut line = String::new();
+            for _ in 0..(next() % 6) {
+                line.push_str(pieces[(next() % pieces.len() as u64) as usize]);
+            }
+            p.line(&line);
+        }
+        let r = p.finish();
+        assert!(r.failures.len() <= crate::distill::MAX_FAILURES);
+        // One huge failure block keeps a bounded message.
+        let mut p = Box::new(CargoParser::default());
+        p.line("running 1 test");
+        p.line("test big ... FAILED");
+        p.line("failures:");
+        p.line("---- big stdout ----");
+        for i in 0..100_000 {
+            p.line(&format!("line {i} {}", "x".repeat(1000)));
+        }
+        p.line("thread 'big' panicked at src/big.rs:1:1:");
+        p.line(&"y".repeat(60_000));
+        let r = p.finish();
+        assert_eq!(r.failures.len(), 1);
+        assert!(r.failures[0].message.len() < 2_000);
+        assert_eq!(r.failures[0].location.as_deref(), Some("src/big.rs:1:1"));
+    }
+
+    #[test]
+    fn locations() {
+        assert_eq!(as_location("src/a.rs:1:2").as_deref(), Some("src/a.rs:1:2"));
+        assert_eq!(as_location("src/a.rs:7").as_deref(), Some("src/a.rs:7"));
+        assert_eq!(
+            as_location("C:\\x\\a.rs:7:1").as_deref(),
+            Some("C:\\x\\a.rs:7:1")
+        );
+        assert_eq!(as_location("no location here"), None);
+        assert_eq!(as_location(":1:2"), None);
+        assert_eq!(
+            doctest_location("src/lib.rs - a::b (line 12)").as_deref(),
+            Some("src/lib.rs:12")
+        );
+        assert_eq!(
+            split_test_line("test x::y - should panic ... ok").map(|(n, r)| (n, r.to_owned())),
+            Some(("x::y".to_owned(), "ok".to_owned()))
+        );
     }
 }

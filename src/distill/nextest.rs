@@ -482,3 +482,257 @@ impl Parser for NextestParser {
         report
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::distill::{Failure, distill_str};
+
+    const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures/test-logs/");
+
+    fn fixture(name: &str) -> String {
+        let bytes = std::fs::read(format!("{DIR}{name}.log")).unwrap();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    fn run(text: &str) -> (TestReport, u32) {
+        let mut p = Box::new(NextestParser::default());
+        for line in text.lines() {
+            p.line(line);
+        }
+        let score = p.score();
+        (p.finish(), score)
+    }
+
+    fn failure<'a>(r: &'a TestReport, id: &str) -> &'a Failure {
+        r.failures.iter().find(|f| f.id == id).unwrap()
+    }
+
+    #[test]
+    fn captured_output_gives_message_and_location() {
+        let (r, score) = run(&fixture("nextest_fail_fast_default"));
+        assert!(score >= CONFIDENT);
+        assert_eq!((r.passed, r.failed, r.skipped, r.errors), (2, 1, 2, 0));
+        assert_eq!(r.failures.len(), 1);
+        let f = failure(&r, "textkit parse::tests::parse_list_report");
+        assert_eq!(f.message, "report input should parse: MissingEquals(5)");
+        assert_eq!(f.location.as_deref(), Some("src/parse.rs:85:40"));
+    }
+
+    #[test]
+    fn no_capture_output_with_backtraces() {
+        let (r, _) = run(&fixture("nextest_no_fail_fast_backtrace"));
+        assert_eq!((r.passed, r.failed, r.skipped), (17, 7, 2));
+        assert_eq!(r.failures.len(), 7);
+        let f = failure(&r, "textkit::api api_title_multibyte");
+        assert!(f.message.contains("is not a char boundary"));
+        assert_eq!(f.location.as_deref(), Some("src/lib.rs:33:21"));
+        let f = failure(&r, "textkit parse::tests::port_garbage_panics");
+        assert_eq!(f.message, "test did not panic as expected");
+        assert_eq!(f.location.as_deref(), Some("src/parse.rs:74:8"));
+        let f = failure(&r, "textkit stats::tests::median_even");
+        assert!(f.message.contains("left: Some(3.0)"), "{}", f.message);
+        assert!(!f.message.contains("stack backtrace"));
+    }
+
+    #[test]
+    fn large_run_and_detection() {
+        for name in [
+            "nextest_real_serde_saphyr_large",
+            "nextest_no_fail_fast_backtrace",
+            "nextest_fail_fast_default",
+        ] {
+            let r = distill_str(&fixture(name), None, None);
+            assert_eq!(r.runner, "cargo nextest", "{name}");
+        }
+        let (r, _) = run(&fixture("nextest_real_serde_saphyr_large"));
+        assert_eq!((r.passed, r.failed, r.skipped), (3396, 44, 1));
+        let f = failure(
+            &r,
+            "serde-saphyr parse_scalars::tests::parse_int_signed_honors_legacy_prefix_underscores",
+        );
+        assert!(f.message.contains("left: 10"));
+        assert_eq!(f.location.as_deref(), Some("src/parse_scalars.rs:617:9"));
+    }
+
+    #[test]
+    fn zero_on_other_runners() {
+        for entry in std::fs::read_dir(DIR).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if !name.ends_with(".log") || name.starts_with("nextest_") {
+                continue;
+            }
+            let text = String::from_utf8_lossy(&std::fs::read(&path).unwrap()).into_owned();
+            let (r, score) = run(&text);
+            assert_eq!(score, 0, "{name}");
+            assert!(r.failures.is_empty(), "{name}");
+        }
+    }
+
+    const RETRIES: &str = "\
+────────────
+ Nextest run ID 00000000-0000-0000-0000-000000000000 with nextest profile: ci
+    Starting 5 tests across 1 binary (1 test skipped)
+        PASS [   0.003s] (1/5) mycrate tests::a
+  TRY 1 FAIL [   0.004s] (2/5) mycrate tests::flaky
+  stderr ───
+
+    thread 'tests::flaky' (12) panicked at src/lib.rs:9:5:
+    flaked
+
+   RETRY 2/2 [         ] (2/5) mycrate tests::flaky
+  TRY 2 PASS [   0.004s] (2/5) mycrate tests::flaky
+     TIMEOUT [  60.002s] (3/5) mycrate tests::slow
+     SIGSEGV [   0.010s] (4/5) mycrate tests::crash
+  stderr ───
+    thread 'tests::crash' (13) panicked at src/lib.rs:20:1:
+    about to crash
+
+  TRY 1 FAIL [   0.004s] (5/5) mycrate tests::always
+  stderr ───
+    thread 'tests::always' (14) panicked at src/lib.rs:30:5:
+    nope
+
+   RETRY 2/2 [         ] (5/5) mycrate tests::always
+  TRY 2 FAIL [   0.004s] (5/5) mycrate tests::always
+────────────
+     Summary [  60.020s] 5 tests run: 2 passed (1 flaky), 2 failed, 1 timed out, 1 skipped
+   FLAKY 2/2 [   0.004s] (2/5) mycrate tests::flaky
+     TIMEOUT [  60.002s] (3/5) mycrate tests::slow
+     SIGSEGV [   0.010s] (4/5) mycrate tests::crash
+  TRY 2 FAIL [   0.004s] (5/5) mycrate tests::always
+error: test run failed
+";
+
+    #[test]
+    fn retries_timeouts_and_signals() {
+        let (r, score) = run(RETRIES);
+        assert!(score >= CONFIDENT);
+        assert_eq!((r.passed, r.failed, r.skipped), (2, 3, 1));
+        let mut ids: Vec<&str> = r.failures.iter().map(|f| f.id.as_str()).collect();
+        ids.sort();
+        assert_eq!(
+            ids,
+            [
+                "mycrate tests::always",
+                "mycrate tests::crash",
+                "mycrate tests::slow"
+            ]
+        );
+        assert_eq!(failure(&r, "mycrate tests::slow").message, "test timed out");
+        let crash = failure(&r, "mycrate tests::crash");
+        assert!(crash.message.starts_with("test process killed by SIGSEGV"));
+        assert!(crash.message.contains("about to crash"));
+        assert_eq!(crash.location.as_deref(), Some("src/lib.rs:20:1"));
+        assert_eq!(failure(&r, "mycrate tests::always").message, "nope");
+        // Cut before the summary: the status lines count, the flaky test passed.
+        let cut: String = RETRIES.lines().take(23).map(|l| format!("{l}\n")).collect();
+        let (r, _) = run(&cut);
+        assert_eq!((r.passed, r.failed, r.skipped), (2, 3, 1));
+    }
+
+    #[test]
+    fn older_output_sections_and_summary_without_slash() {
+        let log = "\
+    Starting 2 tests across 1 binaries
+        PASS [   0.003s] mycrate tests::a
+        FAIL [   0.004s] mycrate tests::b
+
+--- STDOUT:              mycrate tests::b ---
+
+running 1 test
+test tests::b ... FAILED
+
+--- STDERR:              mycrate tests::b ---
+thread 'tests::b' panicked at 'it broke', src/lib.rs:5:9
+note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace
+
+------------
+     Summary [   0.010s] 2 tests run: 1 passed, 1 failed, 0 skipped
+        FAIL [   0.004s] mycrate tests::b
+";
+        let (r, _) = run(log);
+        assert_eq!((r.passed, r.failed, r.skipped), (1, 1, 0));
+        assert_eq!(r.failures.len(), 1);
+        assert_eq!(r.failures[0].message, "it broke");
+        assert_eq!(r.failures[0].location.as_deref(), Some("src/lib.rs:5:9"));
+    }
+
+    #[test]
+    fn build_failure_is_one_error() {
+        let log = "\
+   Compiling k v0.1.0 (/p)
+error[E0425]: cannot find value `x` in this scope
+ --> src/lib.rs:3:5
+  |
+3 |     x
+  |     ^ not found in this scope
+
+For more information about this error, try `rustc --explain E0425`.
+error: could not compile `k` (lib test) due to 1 previous error
+error: command `/usr/local/cargo/bin/cargo test --no-run --message-format json-render-diagnostics` exited with code 101
+";
+        let (r, score) = run(log);
+        assert!(score >= CONFIDENT);
+        assert_eq!((r.passed, r.failed, r.errors), (0, 0, 1));
+        assert!(r.failures.is_empty());
+        assert_eq!(
+            r.build_errors[0].message,
+            "error[E0425]: cannot find value `x` in this scope"
+        );
+        assert_eq!(
+            r.build_errors[0].location.as_deref(),
+            Some("src/lib.rs:3:5")
+        );
+        assert_eq!(distill_str(log, None, None).runner, "cargo nextest");
+    }
+
+    #[test]
+    fn never_panics_on_odd_input() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let pieces = [
+            "PASS",
+            "FAIL",
+            "TRY 2 ",
+            "SIGSEGV",
+            " [",
+            "]",
+            "(",
+            ")",
+            "1/2",
+            " 0.1s",
+            "a b",
+            "Summary [",
+            " tests run:",
+            " passed",
+            ",",
+            "(1 flaky)",
+            "Starting ",
+            " across ",
+            "stdout ───",
+            "    ",
+            "é",
+            "--- STDOUT:",
+            "thread 'x' panicked at ",
+            "──",
+            "9",
+        ];
+        let mut p = Box::new(NextestParser::default());
+        for _ in 0..20_000 {
+            let mut line = String::new();
+            for _ in 0..(next() % 7) {
+                line.push_str(pieces[(next() % pieces.len() as u64) as usize]);
+            }
+            p.line(&line);
+        }
+        let r = p.finish();
+        assert!(r.failures.len() <= MAX_FAILURES);
+    }
+}
