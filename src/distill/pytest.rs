@@ -95,6 +95,17 @@ struct Entry {
     used: bool,
 }
 
+/// A failing id and where its account is.
+#[derive(Debug)]
+struct Failing {
+    id: String,
+    kind: IdKind,
+    /// The short summary's (truncated) message, if any.
+    message: String,
+    /// The failure section already known to be its own.
+    section: Option<usize>,
+}
+
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct Counts {
     passed: u64,
@@ -175,10 +186,7 @@ impl Parser for PytestParser {
                 } else {
                     self.progress_counts
                 };
-                let failed = failing
-                    .iter()
-                    .filter(|(_, k, _)| *k != IdKind::Error)
-                    .count() as u64;
+                let failed = failing.iter().filter(|f| f.kind != IdKind::Error).count() as u64;
                 let errors = failing.len() as u64 - failed;
                 c.failed = c.failed.max(failed);
                 c.errors = c.errors.max(errors);
@@ -194,22 +202,24 @@ impl Parser for PytestParser {
         for (i, s) in self.sections.iter().enumerate() {
             by_key.entry(section_key(&s.title)).or_default().push(i);
         }
-        for (id, kind, summary_message) in &failing {
-            let found = self.find_section(&by_key, id, *kind);
-            let (message, location, collect) = match found {
-                Some(i) => {
-                    let s = &mut self.sections[i];
+        for f in &failing {
+            let found = f
+                .section
+                .or_else(|| self.find_section(&by_key, &f.id, f.kind));
+            let (message, location, collect) = match found.and_then(|i| self.sections.get_mut(i)) {
+                Some(s) => {
                     s.used = true;
                     let message = if s.message.is_empty() {
-                        summary_message.clone()
+                        f.message.clone()
                     } else {
                         s.message.clone()
                     };
                     (message, s.location.clone(), s.kind == BlockKind::Collect)
                 }
-                None => (summary_message.clone(), None, false),
+                None => (f.message.clone(), None, false),
             };
-            if collect || (*kind == IdKind::Error && !id.contains("::")) {
+            let id = &f.id;
+            if collect || (f.kind == IdKind::Error && !id.contains("::") && is_path(id)) {
                 report.push_problem(&format!("{id}: {message}"), location.as_deref());
             }
             report.push_failure(id, &message, location.as_deref());
@@ -396,81 +406,73 @@ impl PytestParser {
     }
 
     /// The failing ids, in the order the output gives them, each once.
-    fn failing_ids(&self) -> Vec<(String, IdKind, String)> {
+    fn failing_ids(&self) -> Vec<Failing> {
         let mut seen: HashSet<&str> = HashSet::new();
-        let mut out: Vec<(String, IdKind, String)> = Vec::new();
+        let mut out: Vec<Failing> = Vec::new();
+        let add = |id: &str, kind: IdKind, message: &str, section: Option<usize>| Failing {
+            id: id.to_owned(),
+            kind,
+            message: message.to_owned(),
+            section,
+        };
         for (id, kind, message) in &self.summary_ids {
             if seen.insert(id) {
-                out.push((id.clone(), *kind, message.clone()));
+                out.push(add(id, *kind, message, None));
             }
         }
         for (id, kind) in &self.verbose_ids {
             if seen.insert(id) {
-                out.push((id.clone(), *kind, String::new()));
+                out.push(add(id, *kind, "", None));
             }
         }
         // Collection errors have a header even where nothing else names them.
-        for s in &self.sections {
+        for (i, s) in self.sections.iter().enumerate() {
             if s.kind == BlockKind::Collect && seen.insert(&s.title) {
-                out.push((s.title.clone(), IdKind::Error, String::new()));
+                out.push(add(&s.title, IdKind::Error, "", Some(i)));
             }
         }
         if !self.summary_ids.is_empty() || !self.verbose_ids.is_empty() {
             return out;
         }
         // No short summary and no verbose lines (old pytest, `-rN`): rebuild the ids
-        // from the section headers.
-        let mut derived: Vec<(String, IdKind, String)> = Vec::new();
-        for s in &self.sections {
+        // from the section headers. A test with failed subtests has several sections.
+        let files = self.test_files();
+        let mut names: HashSet<String> = HashSet::new();
+        for (i, s) in self.sections.iter().enumerate() {
             if s.kind == BlockKind::Collect {
                 continue;
             }
-            let id = self.derive_id(s);
-            if !out.iter().any(|(x, _, _)| *x == id) && !derived.iter().any(|(x, _, _)| *x == id) {
-                let kind = if s.kind == BlockKind::Error {
-                    IdKind::Error
-                } else {
-                    IdKind::Failed
-                };
-                derived.push((id, kind, String::new()));
+            let kind = if s.kind == BlockKind::Error {
+                IdKind::Error
+            } else {
+                IdKind::Failed
+            };
+            let name = test_name(&s.title);
+            if !names.insert(format!("{kind:?} {name}")) {
+                continue;
+            }
+            let id = derive_id(s, &files);
+            if seen.insert(&s.title) {
+                out.push(add(&id, kind, "", Some(i)));
             }
         }
-        out.extend(derived);
         out
     }
 
-    /// A node id for a section header when nothing else gives one: the test's file
-    /// (its first traceback frame, or the only file the progress lines named) and the
-    /// header's dotted path turned into `::` parts.
-    fn derive_id(&self, s: &Entry) -> String {
-        let name = test_name(&s.title);
-        let path = s
-            .first_path
-            .as_deref()
-            .filter(|p| {
-                let file = p.rsplit('/').next().unwrap_or(p);
-                s.kind == BlockKind::Failure
-                    && !p.starts_with('/')
-                    && (file.starts_with("test") || file.ends_with("_test.py"))
-            })
-            .or_else(|| {
-                (self.progress_files.len() == 1)
-                    .then(|| self.progress_files.first().map(String::as_str))
-                    .flatten()
-            });
-        let parts = if let Some(doc) = name.strip_prefix("[doctest] ") {
-            doc.to_owned()
-        } else {
-            let (head, params) = match name.find('[') {
-                Some(i) => name.split_at(i),
-                None => (name, ""),
-            };
-            format!("{}{params}", head.replace('.', "::"))
-        };
-        match path {
-            Some(p) => format!("{p}::{parts}"),
-            None => parts,
+    /// The test files the output names: in default-mode progress lines, or as the first
+    /// traceback frame of failures.
+    fn test_files(&self) -> Vec<&str> {
+        let mut files: Vec<&str> = self.progress_files.iter().map(String::as_str).collect();
+        for s in &self.sections {
+            if let Some(p) = s.first_path.as_deref()
+                && s.kind == BlockKind::Failure
+                && is_test_file(p)
+                && !files.contains(&p)
+            {
+                files.push(p);
+            }
         }
+        files
     }
 
     fn find_section(
@@ -748,9 +750,12 @@ fn parse_verbose(line: &str) -> Option<(String, &'static str)> {
             Some(r) => r.split_once("] ")?.1.trim_start(),
             None => rest,
         };
-        let (word, id) = rest.split_once(' ')?;
-        let status = STATUSES.iter().find(|s| **s == word)?;
-        let id = id.trim();
+        // The status, then for subtests a `[msg] (params)` label, then the id.
+        let status = STATUSES.iter().find(|s| {
+            rest.strip_prefix(**s)
+                .is_some_and(|r| r.starts_with(' ') || r.starts_with('[') || r.starts_with('('))
+        })?;
+        let id = skip_label(&rest[status.len()..])?.trim();
         return looks_like_node_id(id).then(|| (id.to_owned(), *status));
     }
     let (body, _) = strip_percent(line);
@@ -810,14 +815,19 @@ fn short_summary_kind(line: &str) -> Option<(IdKind, &str)> {
     if let Some(rest) = line.strip_prefix("ERROR ") {
         return Some((IdKind::Error, rest));
     }
-    let mut rest = line.strip_prefix("SUBFAILED")?;
+    let rest = skip_label(line.strip_prefix("SUBFAILED")?)?;
+    Some((IdKind::SubFailed, rest.trim_start()))
+}
+
+/// Skips a subtest's `[msg] (params)` label (either part may be missing).
+fn skip_label(mut rest: &str) -> Option<&str> {
     for (open, close) in [('[', ']'), ('(', ')')] {
         if rest.starts_with(open) {
             let end = matching_close(rest, open, close)?;
-            rest = rest[end + 1..].trim_start();
+            rest = rest[end + close.len_utf8()..].trim_start();
         }
     }
-    Some((IdKind::SubFailed, rest.trim_start()))
+    Some(rest.trim_start())
 }
 
 /// Byte index of the bracket closing the one `text` starts with.
@@ -891,6 +901,42 @@ fn native_frame(line: &str) -> Option<String> {
     (!n.is_empty()).then(|| format!("{path}:{n}"))
 }
 
+/// A module or directory path, as collection errors name them.
+fn is_path(id: &str) -> bool {
+    !id.contains(' ') && (id.contains('/') || id.ends_with(".py"))
+}
+
+/// A test's own file, by pytest's default naming (`test_*.py`, `*_test.py`), relative.
+fn is_test_file(path: &str) -> bool {
+    let file = path.rsplit('/').next().unwrap_or(path);
+    !path.starts_with('/') && (file.starts_with("test") || file.ends_with("_test.py"))
+}
+
+/// A node id for a section header when nothing else gives one: the test's file (its
+/// first traceback frame, or the only test file the output names) and the header's
+/// dotted path turned into `::` parts.
+fn derive_id(s: &Entry, files: &[&str]) -> String {
+    let name = test_name(&s.title);
+    let path = s
+        .first_path
+        .as_deref()
+        .filter(|p| s.kind == BlockKind::Failure && is_test_file(p))
+        .or_else(|| (files.len() == 1).then(|| files.first().copied()).flatten());
+    let parts = if let Some(doc) = name.strip_prefix("[doctest] ") {
+        doc.to_owned()
+    } else {
+        let (head, params) = match name.find('[') {
+            Some(i) => name.split_at(i),
+            None => (name, ""),
+        };
+        format!("{}{params}", head.replace('.', "::"))
+    };
+    match path {
+        Some(p) => format!("{p}::{parts}"),
+        None => parts,
+    }
+}
+
 /// The header's test name without a subtest's ` [msg] (params)` suffix.
 fn test_name(title: &str) -> &str {
     if title.starts_with("[doctest] ") {
@@ -919,5 +965,594 @@ fn id_key(id: &str) -> String {
     match id.split_once("::") {
         Some((_, rest)) => rest.split("::").collect::<Vec<_>>().join("."),
         None => id.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::distill::{lines, parser_for};
+
+    const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures/test-logs");
+
+    /// `pytest -n 2 -v` (pytest-xdist 3.8) on a small suite: failures, a parameter with
+    /// ` - ` inside, setup and teardown errors, skip, xfail, xpass, subtests.
+    const XDIST_V: &str = r##"======================================= test session starts ========================================
+platform linux -- Python 3.11.7, pytest-9.2.0, pluggy-1.7.0 -- /tmp/pyv/bin/python
+cachedir: .pytest_cache
+rootdir: /tmp/ps
+plugins: xdist-3.8.0
+created: 2/2 workers
+2 workers [13 items]
+
+scheduling tests via LoadScheduling
+
+tests/test_a.py::test_param[a - b] 
+tests/test_a.py::test_ok 
+[gw0] [  7%] PASSED tests/test_a.py::test_ok 
+tests/test_a.py::test_fail 
+[gw0] [ 15%] FAILED tests/test_a.py::test_fail 
+[gw1] [ 23%] FAILED tests/test_a.py::test_param[a - b] 
+tests/test_a.py::test_param[[z]] 
+[gw0] [ 30%] PASSED tests/test_a.py::test_param[[z]] 
+tests/test_a.py::test_setup 
+tests/test_a.py::test_param[x y] 
+[gw1] [ 38%] PASSED tests/test_a.py::test_param[x y] 
+tests/test_a.py::test_teardown 
+[gw1] [ 46%] PASSED tests/test_a.py::test_teardown 
+[gw0] [ 53%] ERROR tests/test_a.py::test_setup 
+[gw1] [ 53%] ERROR tests/test_a.py::test_teardown 
+tests/test_a.py::test_skip 
+tests/test_a.py::test_xf 
+[gw0] [ 61%] SKIPPED tests/test_a.py::test_skip 
+tests/test_a.py::test_xp 
+[gw0] [ 69%] XPASS tests/test_a.py::test_xp 
+[gw1] [ 76%] XFAIL tests/test_a.py::test_xf 
+tests/test_a.py::TestK::test_m 
+tests/test_a.py::test_sub 
+[gw0] [ 84%] SUBPASSED[m] (i='0') tests/test_a.py::test_sub 
+[gw1] [ 92%] FAILED tests/test_a.py::TestK::test_m 
+[gw0] [ 92%] SUBFAILED[m] (i='1') tests/test_a.py::test_sub 
+[gw0] [ 92%] SUBPASSED[m] (i='2') tests/test_a.py::test_sub 
+[gw0] [ 92%] FAILED tests/test_a.py::test_sub 
+tests/test_a.py::U::test_u 
+[gw1] [100%] SUBPASSED(i='0') tests/test_a.py::U::test_u 
+[gw1] [100%] SUBFAILED(i='1') tests/test_a.py::U::test_u 
+[gw1] [100%] PASSED tests/test_a.py::U::test_u 
+
+============================================== ERRORS ==============================================
+___________________________________ ERROR at setup of test_setup ___________________________________
+[gw0] linux -- Python 3.11.7 /tmp/pyv/bin/python
+
+    @pytest.fixture
+    def broken():
+>       raise RuntimeError("no db")
+E       RuntimeError: no db
+
+tests/conftest.py:4: RuntimeError
+________________________________ ERROR at teardown of test_teardown ________________________________
+[gw1] linux -- Python 3.11.7 /tmp/pyv/bin/python
+
+    @pytest.fixture
+    def leaky():
+        yield 1
+>       raise RuntimeError("leak")
+E       RuntimeError: leak
+
+tests/conftest.py:8: RuntimeError
+============================================= FAILURES =============================================
+____________________________________________ test_fail _____________________________________________
+[gw0] linux -- Python 3.11.7 /tmp/pyv/bin/python
+
+    def test_fail():
+>       assert 1 == 2
+E       assert 1 == 2
+
+tests/test_a.py:4: AssertionError
+________________________________________ test_param[a - b] _________________________________________
+[gw1] linux -- Python 3.11.7 /tmp/pyv/bin/python
+
+s = 'a - b'
+
+    @pytest.mark.parametrize("s", ["a - b", "x y", "[z]"])
+    def test_param(s):
+>       assert s != "a - b"
+E       AssertionError: assert 'a - b' != 'a - b'
+
+tests/test_a.py:7: AssertionError
+___________________________________________ TestK.test_m ___________________________________________
+[gw1] linux -- Python 3.11.7 /tmp/pyv/bin/python
+
+self = <test_a.TestK object at 0x7fa0e4fb3e50>
+
+    def test_m(self):
+>       raise ValueError("bad value")
+E       ValueError: bad value
+
+tests/test_a.py:18: ValueError
+_______________________________________ test_sub [m] (i='1') _______________________________________
+[gw0] linux -- Python 3.11.7 /tmp/pyv/bin/python
+
+subtests = <_pytest.subtests.Subtests object at 0x7f1fbb87d3d0>
+
+    def test_sub(subtests):
+        for i in range(3):
+            with subtests.test(msg="m", i=i):
+>               assert i != 1
+E               assert 1 != 1
+
+tests/test_a.py:22: AssertionError
+_____________________________________________ test_sub _____________________________________________
+[gw0] linux -- Python 3.11.7 /tmp/pyv/bin/python
+contains 1 failed subtest
+_________________________________________ U.test_u (i='1') _________________________________________
+[gw1] linux -- Python 3.11.7 /tmp/pyv/bin/python
+
+self = <test_a.U testMethod=test_u>
+
+    def test_u(self):
+        for i in range(2):
+            with self.subTest(i=i):
+>               self.assertEqual(i, 0)
+E               AssertionError: 1 != 0
+
+tests/test_a.py:27: AssertionError
+===================================== short test summary info ======================================
+FAILED tests/test_a.py::test_fail - assert 1 == 2
+FAILED tests/test_a.py::test_param[a - b] - AssertionError: assert 'a - b' != 'a - b'
+FAILED tests/test_a.py::TestK::test_m - ValueError: bad value
+SUBFAILED[m] (i='1') tests/test_a.py::test_sub - assert 1 != 1
+FAILED tests/test_a.py::test_sub - contains 1 failed subtest
+SUBFAILED(i='1') tests/test_a.py::U::test_u - AssertionError: 1 != 0
+ERROR tests/test_a.py::test_setup - RuntimeError: no db
+ERROR tests/test_a.py::test_teardown - RuntimeError: leak
+==== 6 failed, 5 passed, 1 skipped, 1 xfailed, 1 xpassed, 2 errors, 3 subtests passed in 0.46s =====
+"##;
+
+    /// `pytest -q -rN` on the same suite: no short summary, ids from the section headers.
+    const NO_SUMMARY: &str = r##".FF..E.EsxXFuuuF.                                                                          [100%]
+============================================== ERRORS ==============================================
+___________________________________ ERROR at setup of test_setup ___________________________________
+
+    @pytest.fixture
+    def broken():
+>       raise RuntimeError("no db")
+E       RuntimeError: no db
+
+tests/conftest.py:4: RuntimeError
+________________________________ ERROR at teardown of test_teardown ________________________________
+
+    @pytest.fixture
+    def leaky():
+        yield 1
+>       raise RuntimeError("leak")
+E       RuntimeError: leak
+
+tests/conftest.py:8: RuntimeError
+============================================= FAILURES =============================================
+____________________________________________ test_fail _____________________________________________
+
+    def test_fail():
+>       assert 1 == 2
+E       assert 1 == 2
+
+tests/test_a.py:4: AssertionError
+________________________________________ test_param[a - b] _________________________________________
+
+s = 'a - b'
+
+    @pytest.mark.parametrize("s", ["a - b", "x y", "[z]"])
+    def test_param(s):
+>       assert s != "a - b"
+E       AssertionError: assert 'a - b' != 'a - b'
+
+tests/test_a.py:7: AssertionError
+___________________________________________ TestK.test_m ___________________________________________
+
+self = <test_a.TestK object at 0x7f777f40c910>
+
+    def test_m(self):
+>       raise ValueError("bad value")
+E       ValueError: bad value
+
+tests/test_a.py:18: ValueError
+________________________________________ test_sub [m] (i=1) ________________________________________
+
+subtests = <_pytest.subtests.Subtests object at 0x7f777f428890>
+
+    def test_sub(subtests):
+        for i in range(3):
+            with subtests.test(msg="m", i=i):
+>               assert i != 1
+E               assert 1 != 1
+
+tests/test_a.py:22: AssertionError
+_____________________________________________ test_sub _____________________________________________
+contains 1 failed subtest
+__________________________________________ U.test_u (i=1) __________________________________________
+
+self = <test_a.U testMethod=test_u>
+
+    def test_u(self):
+        for i in range(2):
+            with self.subTest(i=i):
+>               self.assertEqual(i, 0)
+E               AssertionError: 1 != 0
+
+tests/test_a.py:27: AssertionError
+6 failed, 5 passed, 1 skipped, 1 xfailed, 1 xpassed, 2 errors, 3 subtests passed in 0.04s
+"##;
+
+    /// `pytest -q --tb=line`: no section headers for failures.
+    const TB_LINE: &str = r##".FF..E.EsxXFuuuF.                                                                          [100%]
+============================================== ERRORS ==============================================
+___________________________________ ERROR at setup of test_setup ___________________________________
+E   RuntimeError: no db
+________________________________ ERROR at teardown of test_teardown ________________________________
+E   RuntimeError: leak
+============================================= FAILURES =============================================
+E   assert 1 == 2
+/tmp/ps/tests/test_a.py:4: assert 1 == 2
+E   AssertionError: assert 'a - b' != 'a - b'
+/tmp/ps/tests/test_a.py:7: AssertionError: assert 'a - b' != 'a - b'
+E   ValueError: bad value
+/tmp/ps/tests/test_a.py:18: ValueError: bad value
+E   assert 1 != 1
+/tmp/ps/tests/test_a.py:22: assert 1 != 1
+contains 1 failed subtest
+contains 1 failed subtest
+E   AssertionError: 1 != 0
+/root/.pyenv/versions/3.11.7/lib/python3.11/unittest/case.py:866: AssertionError: 1 != 0
+===================================== short test summary info ======================================
+FAILED tests/test_a.py::test_fail - assert 1 == 2
+FAILED tests/test_a.py::test_param[a - b] - AssertionError: assert 'a - b' != 'a - b'
+FAILED tests/test_a.py::TestK::test_m - ValueError: bad value
+SUBFAILED[m] (i=1) tests/test_a.py::test_sub - assert 1 != 1
+FAILED tests/test_a.py::test_sub - contains 1 failed subtest
+SUBFAILED(i=1) tests/test_a.py::U::test_u - AssertionError: 1 != 0
+ERROR tests/test_a.py::test_setup - RuntimeError: no db
+ERROR tests/test_a.py::test_teardown - RuntimeError: leak
+6 failed, 5 passed, 1 skipped, 1 xfailed, 1 xpassed, 2 errors, 3 subtests passed in 0.03s
+"##;
+
+    fn fixture(name: &str) -> String {
+        let bytes = std::fs::read(format!("{FIXTURES}/{name}")).expect("fixture");
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    fn feed(format: Format, text: &str) -> (TestReport, u32) {
+        let mut p = parser_for(format);
+        let mut buf = String::new();
+        for raw in text.split('\n') {
+            lines::clean(raw.as_bytes(), &mut buf);
+            p.line(&buf);
+        }
+        let score = p.score();
+        (p.finish(), score)
+    }
+
+    fn ids(r: &TestReport) -> Vec<&str> {
+        r.failures.iter().map(|f| f.id.as_str()).collect()
+    }
+
+    fn failure<'a>(r: &'a TestReport, id: &str) -> &'a crate::distill::Failure {
+        r.failures.iter().find(|f| f.id == id).expect(id)
+    }
+
+    fn fixture_names() -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(FIXTURES)
+            .expect("fixtures")
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".log"))
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn pytest_fixtures_match_their_truth() {
+        let names: Vec<String> = fixture_names()
+            .into_iter()
+            .filter(|n| n.starts_with("pytest_"))
+            .collect();
+        assert!(!names.is_empty());
+        for name in names {
+            let truth: serde_json::Value =
+                serde_json::from_str(&fixture(&name.replace(".log", ".truth.json")))
+                    .expect("truth");
+            let (r, score) = feed(Format::Pytest, &fixture(&name));
+            assert!(score >= CONFIDENT, "{name}: score {score}");
+            for (what, got) in [
+                ("passed", r.passed),
+                ("failed", r.failed),
+                ("skipped", r.skipped),
+                ("errors", r.errors),
+            ] {
+                assert_eq!(Some(got), truth[what].as_u64(), "{name}: {what}");
+            }
+            let mut want: Vec<&str> = truth["failing"]
+                .as_array()
+                .expect("failing")
+                .iter()
+                .filter_map(|v| v.as_str())
+                .collect();
+            let mut got = ids(&r);
+            want.sort();
+            got.sort();
+            assert_eq!(got, want, "{name}");
+            for f in &r.failures {
+                assert!(!f.message.is_empty(), "{name}: {} has no message", f.id);
+            }
+            let (_, unittest_score) = feed(Format::Unittest, &fixture(&name));
+            assert!(
+                unittest_score < CONFIDENT,
+                "{name}: unittest {unittest_score}"
+            );
+        }
+    }
+
+    #[test]
+    fn other_runners_logs_are_not_taken_for_pytest() {
+        for name in fixture_names() {
+            if name.starts_with("pytest_") {
+                continue;
+            }
+            let (_, score) = feed(Format::Pytest, &fixture(&name));
+            assert!(score < CONFIDENT, "{name}: {score}");
+            assert_eq!(score, 0, "{name}");
+        }
+    }
+
+    #[test]
+    fn messages_and_locations_come_from_the_failure_sections() {
+        let (r, _) = feed(Format::Pytest, &fixture("pytest_q_mixed.log"));
+        let f = failure(&r, "tests/test_totals.py::test_summarize_large_batch");
+        assert_eq!(
+            f.message,
+            "ValueError: invalid literal for int() with base 10: 'two'"
+        );
+        assert_eq!(f.location.as_deref(), Some("invoicing/__init__.py:25"));
+        let f = failure(
+            &r,
+            "tests/test_storage.py::TestExport::test_export_formats[xml]",
+        );
+        assert!(f.message.starts_with("AssertionError: format 'xml' not in"));
+        assert_eq!(f.location.as_deref(), Some("tests/test_storage.py:60"));
+        let f = failure(&r, "tests/test_storage.py::test_cleanup_leaks");
+        assert_eq!(
+            f.message,
+            "RuntimeError: teardown: 3 connections still checked out"
+        );
+        assert_eq!(f.location.as_deref(), Some("tests/conftest.py:30"));
+
+        let (r, _) = feed(Format::Pytest, &fixture("pytest_collection_error.log"));
+        let f = failure(&r, "tests/test_legacy.py");
+        assert!(f.message.ends_with("SyntaxError: '{' was never closed"));
+        assert_eq!(
+            f.location.as_deref(),
+            Some("/home/dev/project/py/collerr/tests/test_legacy.py:2")
+        );
+        assert_eq!(r.build_errors.len(), 2);
+
+        let (r, _) = feed(Format::Pytest, &fixture("pytest_real_toolz_doctest_v.log"));
+        let f = failure(&r, "toolz/itertoolz.py::toolz.itertoolz.take_nth");
+        assert_eq!(f.message, "Expected:\n    [10, 30, 50]\nGot:\n    [20, 40]");
+
+        let (r, _) = feed(Format::Pytest, &fixture("pytest_real_more_itertools_q.log"));
+        let f = failure(&r, "tests/test_more.py::WindowedTests::test_basic");
+        assert!(f.message.starts_with("AssertionError: Lists differ"));
+        assert_eq!(f.location.as_deref(), Some("tests/test_more.py:906"));
+    }
+
+    #[test]
+    fn xdist_verbose() {
+        let (r, score) = feed(Format::Pytest, XDIST_V);
+        assert!(score >= CONFIDENT);
+        assert_eq!((r.passed, r.failed, r.skipped, r.errors), (6, 6, 2, 2));
+        let mut got = ids(&r);
+        got.sort();
+        assert_eq!(
+            got,
+            [
+                "tests/test_a.py::TestK::test_m",
+                "tests/test_a.py::U::test_u",
+                "tests/test_a.py::test_fail",
+                "tests/test_a.py::test_param[a - b]",
+                "tests/test_a.py::test_setup",
+                "tests/test_a.py::test_sub",
+                "tests/test_a.py::test_teardown",
+            ]
+        );
+        let f = failure(&r, "tests/test_a.py::test_param[a - b]");
+        assert_eq!(f.message, "AssertionError: assert 'a - b' != 'a - b'");
+        assert_eq!(f.location.as_deref(), Some("tests/test_a.py:7"));
+        let f = failure(&r, "tests/test_a.py::test_sub");
+        assert_eq!(f.message, "assert 1 != 1");
+
+        // Without the summary line, the verbose lines give the counts.
+        let cut: String = XDIST_V
+            .lines()
+            .take_while(|l| !l.contains("ERRORS"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let (r, score) = feed(Format::Pytest, &cut);
+        assert!(score >= CONFIDENT);
+        assert_eq!((r.passed, r.failed, r.skipped, r.errors), (6, 6, 2, 2));
+        assert_eq!(r.failures.len(), 7);
+    }
+
+    #[test]
+    fn ids_from_section_headers_without_a_short_summary() {
+        let (r, _) = feed(Format::Pytest, NO_SUMMARY);
+        assert_eq!((r.passed, r.failed, r.skipped, r.errors), (6, 6, 2, 2));
+        let mut got = ids(&r);
+        got.sort();
+        assert_eq!(
+            got,
+            [
+                "tests/test_a.py::TestK::test_m",
+                "tests/test_a.py::U::test_u",
+                "tests/test_a.py::test_fail",
+                "tests/test_a.py::test_param[a - b]",
+                "tests/test_a.py::test_setup",
+                "tests/test_a.py::test_sub",
+                "tests/test_a.py::test_teardown",
+            ]
+        );
+        assert_eq!(
+            failure(&r, "tests/test_a.py::test_sub").message,
+            "assert 1 != 1"
+        );
+    }
+
+    #[test]
+    fn tb_line_uses_the_summary_messages() {
+        let (r, _) = feed(Format::Pytest, TB_LINE);
+        assert_eq!((r.passed, r.failed, r.skipped, r.errors), (6, 6, 2, 2));
+        assert_eq!(r.failures.len(), 7);
+        assert_eq!(
+            failure(&r, "tests/test_a.py::TestK::test_m").message,
+            "ValueError: bad value"
+        );
+        assert_eq!(
+            failure(&r, "tests/test_a.py::test_setup").message,
+            "RuntimeError: no db"
+        );
+    }
+
+    #[test]
+    fn exitfirst_and_other_summaries() {
+        let text = ".F\n\
+            ===================== short test summary info =====================\n\
+            FAILED tests/test_a.py::test_fail - assert 1 == 2\n\
+            !!!!!!!!!!!!!!!!!!!! stopping after 1 failures !!!!!!!!!!!!!!!!!!!!\n\
+            1 failed, 1 passed in 0.01s\n";
+        let (r, score) = feed(Format::Pytest, text);
+        assert!(score >= CONFIDENT);
+        assert_eq!((r.passed, r.failed), (1, 1));
+        assert_eq!(ids(&r), ["tests/test_a.py::test_fail"]);
+
+        let c = |s: &str| parse_summary_line(s).map(|c| (c.passed, c.failed, c.skipped, c.errors));
+        assert_eq!(c("no tests ran in 0.01s"), Some((0, 0, 0, 0)));
+        assert_eq!(
+            c("3 passed, 2 deselected, 1 warning in 1.20s (0:00:01)"),
+            Some((3, 0, 0, 0))
+        );
+        assert_eq!(c("1 failed, 1 error in 0.5 seconds"), Some((0, 1, 0, 1)));
+        assert_eq!(
+            c("2 passed, 4 subtests passed in 0.03s"),
+            Some((2, 0, 0, 0))
+        );
+        assert_eq!(c("test result: ok. 2 passed in 3s"), None);
+        assert_eq!(c("we ran in 3s"), None);
+    }
+
+    #[test]
+    fn verbose_lines_in_their_variants() {
+        assert_eq!(
+            parse_verbose("tests/t.py::test_a[x PASSED y] FAILED                 [ 50%]"),
+            Some(("tests/t.py::test_a[x PASSED y]".to_owned(), "FAILED"))
+        );
+        assert_eq!(
+            parse_verbose("tests/t.py::test_b SKIPPED (no network)   [ 60%]"),
+            Some(("tests/t.py::test_b".to_owned(), "SKIPPED"))
+        );
+        assert_eq!(
+            parse_verbose("[gw3] PASSED tests/t.py::T::test_c "),
+            Some(("tests/t.py::T::test_c".to_owned(), "PASSED"))
+        );
+        assert_eq!(parse_verbose("the test PASSED"), None);
+        // Live logs (`log_cli`) put the outcome on a later line.
+        let text = "==================== test session starts ====================\n\
+            tests/t.py::test_live \n\
+            -------------------- live log call --------------------\n\
+            INFO     root:t.py:3 hello\n\
+            FAILED                                                 [100%]\n";
+        let (r, _) = feed(Format::Pytest, text);
+        assert_eq!(r.failed, 1);
+        assert_eq!(ids(&r), ["tests/t.py::test_live"]);
+    }
+
+    #[test]
+    fn short_summary_ids_with_dashes_and_brackets() {
+        let known = HashSet::new();
+        assert_eq!(
+            split_id_message("t.py::test_p[a - b] - AssertionError: x - y", &known),
+            ("t.py::test_p[a - b]", "AssertionError: x - y")
+        );
+        assert_eq!(
+            split_id_message("t.py::mod.fn", &known),
+            ("t.py::mod.fn", "")
+        );
+        let known: HashSet<String> = ["t.py::test_q - x".to_owned()].into();
+        assert_eq!(
+            split_id_message("t.py::test_q - x - boom", &known),
+            ("t.py::test_q - x", "boom")
+        );
+        assert_eq!(
+            short_summary_kind("SUBFAILED[m] (i=1) t.py::test_s - assert 1 != 1"),
+            Some((IdKind::SubFailed, "t.py::test_s - assert 1 != 1"))
+        );
+    }
+
+    #[test]
+    fn odd_input_never_panics_and_stays_bounded() {
+        let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut text = String::new();
+        for _ in 0..20_000 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let pieces = [
+                "=",
+                "_",
+                " ",
+                "E",
+                "FAILED ",
+                "ERROR ",
+                "::",
+                "[",
+                "]",
+                " - ",
+                ":12: ",
+                "\n",
+                "PASSED",
+                "[ 5%]",
+                "in 0.1s",
+                "é",
+                "SUBFAILED(",
+                ")",
+                "Expected:",
+            ];
+            text.push_str(pieces[(seed % pieces.len() as u64) as usize]);
+        }
+        let _ = feed(Format::Pytest, &text);
+        let bytes: Vec<u8> = (0..50_000u32)
+            .map(|i| (i.wrapping_mul(2654435761) >> 7) as u8)
+            .collect();
+        let _ = feed(Format::Pytest, &String::from_utf8_lossy(&bytes));
+
+        let mut p = parser_for(Format::Pytest);
+        p.line("=================== FAILURES ===================");
+        for i in 0..5_000 {
+            p.line(&format!("_______________ test_{i} _______________"));
+            for _ in 0..50 {
+                p.line("E   AssertionError: a very long message that goes on and on");
+            }
+        }
+        p.line("=================== short test summary info ===================");
+        for i in 0..5_000 {
+            p.line(&format!("FAILED tests/t.py::test_{i} - AssertionError"));
+        }
+        p.line("5000 failed in 1.00s");
+        let r = p.finish();
+        assert_eq!(r.failed, 5_000);
+        assert_eq!(r.failures.len(), MAX_FAILURES);
+        assert!(
+            r.failures
+                .iter()
+                .all(|f| f.message.len() <= MAX_MESSAGE * 4)
+        );
     }
 }
