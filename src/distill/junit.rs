@@ -351,6 +351,9 @@ const SOURCE_EXTENSIONS: [&str; 24] = [
 fn is_foreign(path: &str, line: &str) -> bool {
     let t = line.trim_start();
     let frame = t.strip_prefix("at ").unwrap_or("");
+    // `at app//com.x.Test.m(...)`, `at java.base/java.lang.Thread.run(...)`.
+    let call = frame.split('(').next().unwrap_or(frame);
+    let frame = call.rsplit('/').next().unwrap_or(call);
     path.contains("node_modules")
         || path.starts_with("node:")
         || path.contains("site-packages")
@@ -672,5 +675,304 @@ impl<R: BufRead> BufRead for Bounded<R> {
 
     fn consume(&mut self, amount: usize) {
         self.pos = (self.pos + amount).min(self.out.len());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(xml: &str) -> TestReport {
+        parse_xml(xml.as_bytes()).unwrap()
+    }
+
+    fn ids(report: &TestReport) -> Vec<&str> {
+        report.failures.iter().map(|f| f.id.as_str()).collect()
+    }
+
+    #[test]
+    fn surefire_report() {
+        let xml = r#"<?xml version="1.0" encoding="UTF-8"?>
+<testsuite xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" name="com.example.ledger.LedgerTest" time="0.158" tests="4" errors="1" skipped="1" failures="1">
+  <properties><property name="java.version" value="17"/></properties>
+  <testcase name="parseCents{String, long}[2]" classname="com.example.ledger.LedgerTest" time="0">
+    <failure message="expected: &lt;150&gt; but was: &lt;105&gt;" type="org.opentest4j.AssertionFailedError"><![CDATA[org.opentest4j.AssertionFailedError: expected: <150> but was: <105>
+	at org.junit.jupiter.api.AssertionUtils.fail(AssertionUtils.java:55)
+	at com.example.ledger.LedgerTest.parseCents(LedgerTest.java:30)
+]]></failure>
+    <system-out><![CDATA[posted 2 entries at Foo.java:3
+]]></system-out>
+  </testcase>
+  <testcase name="crashesOnNull" classname="com.example.ledger.LedgerTest" time="0.002">
+    <error message="Cannot invoke &quot;String.length()&quot;" type="java.lang.NullPointerException">java.lang.NullPointerException: Cannot invoke &quot;String.length()&quot;
+	at com.example.ledger.LedgerTest.crashesOnNull(LedgerTest.java:16)
+</error>
+  </testcase>
+  <testcase name="disabled" classname="com.example.ledger.LedgerTest" time="0"><skipped/></testcase>
+  <testcase name="ok" classname="com.example.ledger.LedgerTest" time="0"/>
+</testsuite>"#;
+        let r = parse(xml);
+        assert_eq!(r.runner, "junit xml");
+        assert_eq!((r.passed, r.failed, r.skipped, r.errors), (1, 1, 1, 1));
+        assert_eq!(
+            ids(&r),
+            [
+                "com.example.ledger.LedgerTest.parseCents{String, long}[2]",
+                "com.example.ledger.LedgerTest.crashesOnNull"
+            ]
+        );
+        assert_eq!(r.failures[0].message, "expected: <150> but was: <105>");
+        assert_eq!(r.failures[0].location.as_deref(), Some("LedgerTest.java:30"));
+        assert_eq!(r.failures[1].message, "Cannot invoke \"String.length()\"");
+        assert_eq!(r.failures[1].location.as_deref(), Some("LedgerTest.java:16"));
+    }
+
+    #[test]
+    fn pytest_report() {
+        let xml = r#"<?xml version="1.0" encoding="utf-8"?><testsuites name="pytest tests"><testsuite name="pytest" errors="1" failures="1" skipped="2" tests="5" time="0.05" timestamp="2026-11-29T15:00:00" hostname="h"><testcase classname="tests.test_totals" name="test_total[2-3]" file="tests/test_totals.py" line="11" time="0.001"><failure message="assert 5 == 6">a = 2
+
+    def test_total(a):
+&gt;       assert total(a) == 6
+E       assert 5 == 6
+
+tests/test_totals.py:14: AssertionError</failure></testcase><testcase classname="tests.test_totals" name="test_db" time="0.001"><error message="failed on setup with &quot;RuntimeError: no db&quot;">@pytest.fixture
+def db():
+&gt;   raise RuntimeError("no db")
+E   RuntimeError: no db
+
+tests/conftest.py:5: RuntimeError</error></testcase><testcase classname="tests.test_totals" name="test_skip" time="0"><skipped type="pytest.skip" message="later">tests/test_totals.py:20: later</skipped></testcase><testcase classname="tests.test_totals" name="test_xfail" time="0"><skipped type="pytest.xfail" message="bug"/></testcase><testcase classname="tests.test_totals" name="test_ok" time="0"/><testcase classname="" name="tests.test_broken" time="0"><error message="collection failure">ImportError while importing test module</error></testcase></testsuite></testsuites>"#;
+        let r = parse(xml);
+        assert_eq!((r.passed, r.failed, r.skipped, r.errors), (1, 1, 2, 2));
+        assert_eq!(
+            ids(&r),
+            [
+                "tests.test_totals.test_total[2-3]",
+                "tests.test_totals.test_db",
+                "tests.test_broken"
+            ]
+        );
+        assert_eq!(r.failures[0].location.as_deref(), Some("tests/test_totals.py:14"));
+        assert_eq!(
+            r.failures[1].message,
+            "failed on setup with \"RuntimeError: no db\""
+        );
+        assert_eq!(r.failures[1].location.as_deref(), Some("tests/conftest.py:5"));
+        assert_eq!(r.failures[2].location, None);
+    }
+
+    #[test]
+    fn jest_junit_report() {
+        let xml = r#"<?xml version="1.0" encoding="UTF-8"?>
+<testsuites name="jest tests" tests="3" failures="1" errors="0" time="0.9">
+  <testsuite name="cart" errors="0" failures="1" skipped="1" timestamp="2026-11-29T15:00:00" time="0.5" tests="3">
+    <testcase classname="cart adds items" name="cart adds items" time="0.002">
+      <failure>Error: expect(received).toBe(expected) // Object.is equality
+
+Expected: 3
+Received: 2
+    at Object.toBe (/home/dev/project/js/node_modules/expect/build/index.js:1:1)
+    at Object.&lt;anonymous&gt; (/home/dev/project/js/cart.test.js:12:25)</failure>
+    </testcase>
+    <testcase classname="cart removes" name="cart removes" time="0.001"/>
+    <testcase classname="cart todo" name="cart todo" time="0"><skipped/></testcase>
+  </testsuite>
+</testsuites>"#;
+        let r = parse(xml);
+        assert_eq!((r.passed, r.failed, r.skipped, r.errors), (1, 1, 1, 0));
+        assert_eq!(ids(&r), ["cart adds items"]);
+        assert!(
+            r.failures[0]
+                .message
+                .starts_with("Error: expect(received).toBe(expected)")
+        );
+        assert_eq!(
+            r.failures[0].location.as_deref(),
+            Some("/home/dev/project/js/cart.test.js:12")
+        );
+    }
+
+    #[test]
+    fn go_junit_report_and_nested_suites() {
+        let xml = r#"<testsuites tests="4" failures="2">
+	<testsuite name="example.com/shop/inventory" tests="3" failures="2" errors="0">
+		<properties><property name="go.version" value="go1.21.0"></property></properties>
+		<testcase name="TestParseLine" classname="example.com/shop/inventory" time="0.000"><failure message="Failed" type="">inventory_test.go:54: ParseLine(&#34; A-1 : 3 &#34;) = x, want y</failure></testcase>
+		<testcase name="TestParseLine/spaces" classname="example.com/shop/inventory" time="0.000"><failure message="Failed" type="">    inventory_test.go:54: bad&#xA;</failure></testcase>
+		<testcase name="TestSum" classname="example.com/shop/inventory" time="0.000"></testcase>
+		<testsuite name="inner"><testcase name="deep" classname="x"/></testsuite>
+	</testsuite>
+	<testsuite name="example.com/shop/report" tests="0" failures="0" errors="1"></testsuite>
+</testsuites>"#;
+        let r = parse(xml);
+        assert_eq!((r.passed, r.failed, r.skipped, r.errors), (2, 2, 0, 1));
+        assert_eq!(
+            ids(&r),
+            [
+                "example.com/shop/inventory.TestParseLine",
+                "example.com/shop/inventory.TestParseLine/spaces",
+                "example.com/shop/report"
+            ]
+        );
+        assert_eq!(r.failures[0].message, "Failed");
+        assert_eq!(r.failures[0].location.as_deref(), Some("inventory_test.go:54"));
+    }
+
+    #[test]
+    fn nextest_and_node_reports() {
+        let nextest = r#"<?xml version="1.0" encoding="UTF-8"?>
+<testsuites name="nextest-run" tests="2" failures="1" errors="0" uuid="x" timestamp="t" time="0.1">
+    <testsuite name="textkit::words" tests="2" disabled="0" errors="0" failures="1">
+        <testcase name="counts_unicode" classname="textkit::words" timestamp="t" time="0.01">
+            <failure type="test failure with exit code 101">thread 'counts_unicode' panicked at tests/words.rs:12:5:
+assertion `left == right` failed</failure>
+            <rerunFailure type="test failure">earlier</rerunFailure>
+            <system-out>running 1 test</system-out>
+        </testcase>
+        <testcase name="splits" classname="textkit::words" timestamp="t" time="0.01"><flakyFailure message="m">x</flakyFailure></testcase>
+    </testsuite>
+</testsuites>"#;
+        let r = parse(nextest);
+        assert_eq!((r.passed, r.failed, r.skipped, r.errors), (1, 1, 0, 0));
+        assert_eq!(ids(&r), ["textkit::words.counts_unicode"]);
+        assert_eq!(r.failures[0].location.as_deref(), Some("tests/words.rs:12"));
+        assert!(r.failures[0].message.starts_with("thread 'counts_unicode' panicked"));
+
+        let node = r#"<?xml version="1.0" encoding="utf-8"?>
+<testsuites>
+	<testsuite name="cart" time="0.01" disabled="0" errors="0" tests="2" failures="1" skipped="0" hostname="h">
+		<testcase name="adds" time="0.001" classname="test" failure="Expected values to be strictly equal:&#10;&#10;2 !== 3&#10;">
+			<failure type="testCodeFailure" message="Expected values to be strictly equal:&#10;&#10;2 !== 3&#10;">
+[Error [ERR_TEST_FAILURE]: Expected values to be strictly equal:
+
+2 !== 3
+] {
+  code: 'ERR_TEST_FAILURE',
+  cause: AssertionError [ERR_ASSERTION]: Expected values to be strictly equal:
+      at TestContext.&lt;anonymous&gt; (file:///home/dev/project/js/cart.test.mjs:9:12)
+      at Test.runInAsyncScope (node:async_hooks:206:9)
+}
+			</failure>
+		</testcase>
+		<testcase name="todo later" time="0" classname="test"><skipped type="todo" message="TODO"/></testcase>
+	</testsuite>
+</testsuites>"#;
+        let r = parse(node);
+        assert_eq!((r.passed, r.failed, r.skipped, r.errors), (0, 1, 1, 0));
+        assert_eq!(ids(&r), ["test.adds"]);
+        assert_eq!(r.failures[0].message, "Expected values to be strictly equal:\n2 !== 3");
+        assert_eq!(
+            r.failures[0].location.as_deref(),
+            Some("/home/dev/project/js/cart.test.mjs:9")
+        );
+    }
+
+    #[test]
+    fn gradle_report_without_message_attribute() {
+        let xml = r#"<?xml version="1.0" encoding="UTF-8"?>
+<testsuite name="com.x.CalcTest" tests="1" skipped="0" failures="1" errors="0" timestamp="t" hostname="h" time="0.01">
+  <properties/>
+  <testcase name="adds()" classname="com.x.CalcTest" time="0.01">
+    <failure message="org.opentest4j.AssertionFailedError: expected: &lt;4&gt; but was: &lt;5&gt;" type="org.opentest4j.AssertionFailedError">org.opentest4j.AssertionFailedError: expected: &lt;4&gt; but was: &lt;5&gt;
+	at app//org.junit.jupiter.api.AssertionFailureBuilder.build(AssertionFailureBuilder.java:151)
+	at app//com.x.CalcTest.adds(CalcTest.kt:12)
+</failure>
+  </testcase>
+  <system-out><![CDATA[]]></system-out>
+</testsuite>"#;
+        let r = parse(xml);
+        assert_eq!((r.passed, r.failed), (0, 1));
+        assert_eq!(ids(&r), ["com.x.CalcTest.adds()"]);
+        assert_eq!(r.failures[0].location.as_deref(), Some("CalcTest.kt:12"));
+    }
+
+    #[test]
+    fn truncated_and_malformed_documents_give_what_was_read() {
+        let cut = r#"<?xml version="1.0"?><testsuite name="s"><testcase classname="a" name="one"/><testcase classname="a" name="two"><failure message="boom">at x.py:3"#;
+        let r = parse(cut);
+        assert_eq!((r.passed, r.failed), (1, 1));
+        assert_eq!(ids(&r), ["a.two"]);
+
+        let broken = r#"<testsuite><testcase name="a"/><testcase name="b" <<<>>> &bogus; </x></testsuite><testcase name="c"><skipped/></testcase>"#;
+        let r = parse(broken);
+        assert!(r.passed >= 1);
+
+        for garbage in [&b"<testsuite\xff\xfe<<<"[..], b"", b"\x00\x01\x02", b"<![CDATA[", b"<!--"] {
+            let r = parse_xml(garbage).unwrap();
+            assert_eq!(r.runner, "junit xml");
+        }
+    }
+
+    #[test]
+    fn invalid_utf8_is_replaced() {
+        let xml = b"<testsuite><testcase classname=\"c\" name=\"t\xe9st\"><failure message=\"caf\xc3\xa9 \xff\">x</failure></testcase></testsuite>";
+        let r = parse_xml(&xml[..]).unwrap();
+        assert_eq!(r.failed, 1);
+        assert_eq!(r.failures[0].id, "c.t?st");
+        assert_eq!(r.failures[0].message, "café ?");
+    }
+
+    #[test]
+    fn huge_text_is_cut_and_memory_stays_bounded() {
+        // An 8 MB failure text and attribute, streamed: the filter keeps MAX_TEXT of each.
+        struct Huge {
+            parts: Vec<Vec<u8>>,
+            i: usize,
+            repeat: usize,
+            filler: Vec<u8>,
+        }
+        impl Read for Huge {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                let chunk: &[u8] = match self.i {
+                    0 => &self.parts[0],
+                    i if i <= self.repeat => &self.filler,
+                    i if i == self.repeat + 1 => &self.parts[1],
+                    _ => return Ok(0),
+                };
+                let n = chunk.len().min(buf.len());
+                buf[..n].copy_from_slice(&chunk[..n]);
+                self.i += 1;
+                Ok(n)
+            }
+        }
+        let huge = Huge {
+            parts: vec![
+                b"<testsuite><testcase classname=\"c\" name=\"t\"><failure>first line at x_test.go:7\n"
+                    .to_vec(),
+                b"</failure></testcase><testcase name=\"after\"/></testsuite>".to_vec(),
+            ],
+            i: 0,
+            repeat: 1_000,
+            filler: "é&amp;<![CDATA[ab]]>".repeat(400).into_bytes(),
+        };
+        let r = parse_xml(std::io::BufReader::new(huge)).unwrap();
+        assert_eq!((r.passed, r.failed), (1, 1));
+        assert_eq!(r.failures[0].location.as_deref(), Some("x_test.go:7"));
+
+        let mut filter = Bounded::new(&b""[..]);
+        for _ in 0..1_000_000 {
+            filter.byte(b'a');
+        }
+        assert!(filter.out.len() <= MAX_TEXT);
+    }
+
+    #[test]
+    fn io_errors_are_errors() {
+        struct Failing;
+        impl Read for Failing {
+            fn read(&mut self, _: &mut [u8]) -> std::io::Result<usize> {
+                Err(std::io::Error::other("disk"))
+            }
+        }
+        assert!(parse_xml(std::io::BufReader::new(Failing)).is_err());
+    }
+
+    #[test]
+    fn distill_sends_xml_here() {
+        let r = super::super::distill_str(
+            "<?xml version=\"1.0\"?>\n<testsuite><testcase name=\"a\"/></testsuite>",
+            None,
+            None,
+        );
+        assert_eq!((r.runner.as_str(), r.passed), ("junit xml", 1));
     }
 }
