@@ -651,3 +651,221 @@ impl Parser for GoParser {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures/test-logs/");
+
+    fn run(text: &str) -> (TestReport, u32) {
+        let mut parser = Box::new(GoParser::default());
+        for line in text.lines() {
+            parser.line(line);
+        }
+        let score = parser.score();
+        (parser.finish(), score)
+    }
+
+    fn failure<'a>(report: &'a TestReport, id: &str) -> &'a super::super::Failure {
+        report
+            .failures
+            .iter()
+            .find(|f| f.id == id)
+            .unwrap_or_else(|| panic!("no failure {id}: {:?}", report.failures))
+    }
+
+    #[test]
+    fn verbose_fixture_messages_and_panic() {
+        let log = std::fs::read_to_string(format!("{DIR}go_test_v_mixed.log")).unwrap();
+        let (r, score) = run(&log);
+        assert!(score >= CONFIDENT);
+        assert_eq!((r.passed, r.failed, r.skipped, r.errors), (10, 6, 1, 0));
+        let f = failure(&r, "TestRemoveNeverNegative");
+        assert_eq!(f.location.as_deref(), Some("inventory_test.go:27"));
+        assert!(f.message.contains("Remove(5) on qty 1: expected error"));
+        let f = failure(&r, "TestLastOfEmpty");
+        assert!(
+            f.message
+                .starts_with("panic: runtime error: invalid memory address")
+        );
+        assert_eq!(
+            f.location.as_deref(),
+            Some("/home/dev/project/go/shop/crash/crash.go:17")
+        );
+        let f = failure(&r, "TestRound/#01");
+        assert_eq!(f.message, "Round(2.675) = 2.68, want 2.67");
+        assert_eq!(f.location.as_deref(), Some("pricing_test.go:9"));
+        assert!(
+            !r.failures
+                .iter()
+                .any(|f| f.message.contains("WAREHOUSE") || f.message.contains("tax ok"))
+        );
+    }
+
+    #[test]
+    fn build_failure_fixture() {
+        let log = std::fs::read_to_string(format!("{DIR}go_test_v_build_failed.log")).unwrap();
+        let (r, _) = run(&log);
+        assert_eq!((r.passed, r.failed, r.skipped, r.errors), (10, 6, 1, 1));
+        let f = failure(&r, "example.com/shop/report");
+        assert_eq!(f.location.as_deref(), Some("report/report_test.go:6:14"));
+        assert!(f.message.starts_with("cannot use Header(\"x\")"));
+        assert_eq!(r.build_errors.len(), 2);
+        assert_eq!(
+            r.build_errors[1].location.as_deref(),
+            Some("report/report_test.go:13:27")
+        );
+    }
+
+    #[test]
+    fn plain_mode() {
+        let log = "\
+--- FAIL: TestRemoveNeverNegative (0.00s)
+    inventory_test.go:29: Remove(5) on qty 1: expected error, got nil
+        second line of the message
+--- FAIL: TestParseLine (0.00s)
+    --- FAIL: TestParseLine/spaces (0.00s)
+        inventory_test.go:54: got \" A-1 \", want \"A-1\"
+FAIL
+FAIL\texample.com/shop/inventory\t0.003s
+ok  \texample.com/shop/pricing\t0.010s
+ok  \texample.com/shop/cached\t(cached)
+ok  \texample.com/shop/cover\t0.010s\tcoverage: 81.2% of statements
+?   \texample.com/shop/cmd\t[no test files]
+FAIL
+";
+        let (r, score) = run(log);
+        assert!(score >= CONFIDENT);
+        assert_eq!((r.passed, r.failed, r.skipped, r.errors), (0, 3, 0, 0));
+        let f = failure(&r, "TestRemoveNeverNegative");
+        assert_eq!(
+            f.message,
+            "Remove(5) on qty 1: expected error, got nil\nsecond line of the message"
+        );
+        assert_eq!(f.location.as_deref(), Some("inventory_test.go:29"));
+        let f = failure(&r, "TestParseLine/spaces");
+        assert_eq!(f.location.as_deref(), Some("inventory_test.go:54"));
+        assert_eq!(failure(&r, "TestParseLine").message, "");
+    }
+
+    #[test]
+    fn newer_go_verbose_parallel_and_setup_failure() {
+        // Go 1.20+: "=== NAME" attributes output of parallel tests.
+        let log = "\
+=== RUN   TestA
+=== PAUSE TestA
+=== RUN   TestB
+=== PAUSE TestB
+=== CONT  TestA
+=== CONT  TestB
+=== NAME  TestA
+    a_test.go:10: a broke
+=== NAME  TestB
+    b_test.go:20: b is fine
+--- PASS: TestB (0.00s)
+--- FAIL: TestA (0.00s)
+FAIL
+FAIL\texample.com/m/a\t0.002s
+# example.com/m/b
+b/b.go:3:8: no required module provides package example.com/missing; to add it:
+\tgo get example.com/missing
+FAIL\texample.com/m/b [setup failed]
+FAIL
+";
+        let (r, _) = run(log);
+        assert_eq!((r.passed, r.failed, r.skipped, r.errors), (1, 1, 0, 1));
+        assert_eq!(failure(&r, "TestA").message, "a broke");
+        let f = failure(&r, "example.com/m/b");
+        assert_eq!(f.location.as_deref(), Some("b/b.go:3:8"));
+        assert!(f.message.contains("go get example.com/missing"));
+        assert_eq!(r.build_errors.len(), 1);
+    }
+
+    #[test]
+    fn timeout_panic_fails_the_running_test() {
+        let log = "\
+=== RUN   TestQuick
+--- PASS: TestQuick (0.00s)
+=== RUN   TestSlow
+panic: test timed out after 1s
+running tests:
+\tTestSlow (1s)
+
+goroutine 17 [running]:
+testing.(*M).startAlarm.func1()
+\t/usr/lib/go-1.21/src/testing/testing.go:2259 +0x1fc
+created by time.goFunc
+\t/usr/lib/go-1.21/src/time/sleep.go:176 +0x45
+
+goroutine 6 [sleep]:
+example.com/m/slow.TestSlow(0xc000007860?)
+\t/src/m/slow/slow_test.go:9 +0x1b
+FAIL\texample.com/m/slow\t1.012s
+";
+        let (r, _) = run(log);
+        assert_eq!((r.passed, r.failed, r.errors), (1, 1, 0));
+        let f = failure(&r, "TestSlow");
+        assert_eq!(f.message, "panic: test timed out after 1s");
+        assert_eq!(f.location.as_deref(), Some("/src/m/slow/slow_test.go:9"));
+    }
+
+    #[test]
+    fn plain_goroutine_panic_and_example_and_testmain() {
+        let log = "\
+panic: boom in a goroutine
+
+goroutine 8 [running]:
+example.com/m/w.worker()
+\t/src/m/w/w.go:12 +0x25
+created by example.com/m/w.TestWorker
+\t/src/m/w/w_test.go:7 +0x1b
+FAIL\texample.com/m/w\t0.004s
+--- FAIL: ExampleHello (0.00s)
+got:
+hello
+want:
+bye
+FAIL
+FAIL\texample.com/m/ex\t0.001s
+flag provided but not defined: -bogus
+FAIL\texample.com/m/main\t0.001s
+";
+        let (r, _) = run(log);
+        assert_eq!((r.failed, r.errors), (2, 1));
+        let f = failure(&r, "TestWorker");
+        assert_eq!(f.location.as_deref(), Some("/src/m/w/w.go:12"));
+        assert_eq!(failure(&r, "ExampleHello").message, "got:\nhello\nwant:\nbye");
+        assert!(
+            failure(&r, "example.com/m/main")
+                .message
+                .contains("flag provided")
+        );
+    }
+
+    #[test]
+    fn json_output_and_junk_do_not_panic() {
+        let json = r#"{"Time":"2026-01-01T00:00:00Z","Action":"output","Package":"p","Test":"TestA","Output":"--- FAIL: TestA (0.00s)\n"}"#;
+        let (r, score) = run(json);
+        assert_eq!((r.failed, score), (0, 0));
+        let junk: String = (0..5000u32)
+            .map(|i| char::from_u32((i * 7919) % 0x3000).unwrap_or('x'))
+            .collect();
+        run(&junk);
+        run("--- FAIL: \n=== RUN \npanic: \ngoroutine 1 [x]:\n\t\n# \n# x\n\tgo\nok \nFAIL \n");
+    }
+
+    #[test]
+    fn stays_below_confident_on_other_runners() {
+        for entry in std::fs::read_dir(DIR).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if !name.ends_with(".log") || name.starts_with("go_test_") {
+                continue;
+            }
+            let text = String::from_utf8_lossy(&std::fs::read(&path).unwrap()).into_owned();
+            let (_, score) = run(&text);
+            assert!(score < CONFIDENT, "{name}: score {score}");
+        }
+    }
+}
