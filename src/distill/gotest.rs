@@ -79,7 +79,10 @@ enum Header {
     /// `=== RUN/CONT/NAME name`: output lines that follow are that test's (`-v`).
     Running(String),
     /// `--- FAIL: name` at this indentation: deeper output lines are its (plain mode).
-    Result { name: String, indent: usize },
+    Result {
+        name: String,
+        indent: usize,
+    },
 }
 
 #[derive(Debug)]
@@ -206,7 +209,10 @@ fn package_line(line: &str) -> Option<(&str, &str, &str)> {
         ("ok", r)
     } else if let Some(r) = line.strip_prefix("ok\t") {
         ("ok", r)
-    } else if let Some(r) = line.strip_prefix("FAIL\t").or_else(|| line.strip_prefix("FAIL ")) {
+    } else if let Some(r) = line
+        .strip_prefix("FAIL\t")
+        .or_else(|| line.strip_prefix("FAIL "))
+    {
         ("FAIL", r)
     } else if let Some(r) = line.strip_prefix("? ").or_else(|| line.strip_prefix("?\t")) {
         ("?", r)
@@ -273,9 +279,16 @@ fn trace_test_name(function: &str) -> Option<String> {
 
 /// Frames of Go's own runtime and testing packages, skipped when locating a panic.
 fn is_runtime_frame(function: &str) -> bool {
-    ["runtime.", "testing.", "panic(", "created by ", "reflect.", "sync."]
-        .iter()
-        .any(|p| function.starts_with(p))
+    [
+        "runtime.",
+        "testing.",
+        "panic(",
+        "created by ",
+        "reflect.",
+        "sync.",
+    ]
+    .iter()
+    .any(|p| function.starts_with(p))
 }
 
 impl GoParser {
@@ -512,7 +525,9 @@ impl GoParser {
             panic.in_running_list = true;
             return true;
         }
-        if panic.in_running_list && let Some(entry) = line.strip_prefix('\t') {
+        if panic.in_running_list
+            && let Some(entry) = line.strip_prefix('\t')
+        {
             if let Some(name) = entry.split_whitespace().next()
                 && panic.running.len() < MAX_RUNNING
             {
@@ -523,8 +538,7 @@ impl GoParser {
         if line.starts_with("\tpanic: ") || line.is_empty() {
             return true;
         }
-        if package_line(line).is_some() || result_line(line).is_some() || run_line(line).is_some()
-        {
+        if package_line(line).is_some() || result_line(line).is_some() || run_line(line).is_some() {
             return false;
         }
         panic.message.add(line);
@@ -835,7 +849,10 @@ FAIL\texample.com/m/main\t0.001s
         assert_eq!((r.failed, r.errors), (2, 1));
         let f = failure(&r, "TestWorker");
         assert_eq!(f.location.as_deref(), Some("/src/m/w/w.go:12"));
-        assert_eq!(failure(&r, "ExampleHello").message, "got:\nhello\nwant:\nbye");
+        assert_eq!(
+            failure(&r, "ExampleHello").message,
+            "got:\nhello\nwant:\nbye"
+        );
         assert!(
             failure(&r, "example.com/m/main")
                 .message

@@ -22,8 +22,8 @@
 
 use std::io::{BufRead, Read};
 
-use quick_xml::{Reader, XmlVersion};
 use quick_xml::events::{BytesStart, Event};
+use quick_xml::{Reader, XmlVersion};
 
 use super::{Format, MAX_MESSAGE, TestReport};
 
@@ -166,27 +166,17 @@ impl State {
                 let name = e.local_name();
                 self.end(name.as_ref());
             }
-            Event::Text(t) => {
-                if self.collecting {
-                    self.text(&t.xml10_content());
-                }
-            }
-            Event::CData(t) => {
-                if self.collecting {
-                    self.text(&t);
-                }
-            }
-            Event::GeneralRef(r) => {
-                if self.collecting {
-                    let c = if r.is_char_ref() {
-                        r.resolve_char_ref().ok().flatten()
-                    } else {
-                        entity(&r)
-                    };
-                    match c {
-                        Some(c) => self.text(c.encode_utf8(&mut [0; 4])),
-                        None => self.text(&format!("&{};", &*r)),
-                    }
+            Event::Text(t) if self.collecting => self.text(&t.xml10_content()),
+            Event::CData(t) if self.collecting => self.text(&t),
+            Event::GeneralRef(r) if self.collecting => {
+                let c = if r.is_char_ref() {
+                    r.resolve_char_ref().ok().flatten()
+                } else {
+                    entity(&r)
+                };
+                match c {
+                    Some(c) => self.text(c.encode_utf8(&mut [0; 4])),
+                    None => self.text(&format!("&{};", &*r)),
                 }
             }
             _ => {}
@@ -209,21 +199,19 @@ impl State {
     fn start(&mut self, e: &BytesStart, empty: bool) {
         let local = e.local_name();
         match local.as_ref() {
-            "testsuite" => {
-                if !empty {
-                    self.depth += 1;
-                    if self.suites.len() < MAX_DEPTH {
-                        let number = |k| {
-                            attr(e, k)
-                                .and_then(|v| v.trim().parse::<u64>().ok())
-                                .unwrap_or(0)
-                        };
-                        self.suites.push(Suite {
-                            name: attr(e, "name").unwrap_or_default(),
-                            declared_problems: number("errors") + number("failures"),
-                            cases: 0,
-                        });
-                    }
+            "testsuite" if !empty => {
+                self.depth += 1;
+                if self.suites.len() < MAX_DEPTH {
+                    let number = |k| {
+                        attr(e, k)
+                            .and_then(|v| v.trim().parse::<u64>().ok())
+                            .unwrap_or(0)
+                    };
+                    self.suites.push(Suite {
+                        name: attr(e, "name").unwrap_or_default(),
+                        declared_problems: number("errors") + number("failures"),
+                        cases: 0,
+                    });
                 }
             }
             "testcase" => {
@@ -327,7 +315,11 @@ impl State {
 /// The first `n` non-empty lines of `text`, at most [`MAX_MESSAGE`] characters.
 fn first_lines(text: &str, n: usize) -> String {
     let mut out = String::new();
-    for line in text.lines().map(str::trim_end).filter(|l| !l.trim().is_empty()) {
+    for line in text
+        .lines()
+        .map(str::trim_end)
+        .filter(|l| !l.trim().is_empty())
+    {
         if out.len() >= MAX_MESSAGE {
             break;
         }
@@ -722,9 +714,15 @@ mod tests {
             ]
         );
         assert_eq!(r.failures[0].message, "expected: <150> but was: <105>");
-        assert_eq!(r.failures[0].location.as_deref(), Some("LedgerTest.java:30"));
+        assert_eq!(
+            r.failures[0].location.as_deref(),
+            Some("LedgerTest.java:30")
+        );
         assert_eq!(r.failures[1].message, "Cannot invoke \"String.length()\"");
-        assert_eq!(r.failures[1].location.as_deref(), Some("LedgerTest.java:16"));
+        assert_eq!(
+            r.failures[1].location.as_deref(),
+            Some("LedgerTest.java:16")
+        );
     }
 
     #[test]
@@ -751,12 +749,18 @@ tests/conftest.py:5: RuntimeError</error></testcase><testcase classname="tests.t
                 "tests.test_broken"
             ]
         );
-        assert_eq!(r.failures[0].location.as_deref(), Some("tests/test_totals.py:14"));
+        assert_eq!(
+            r.failures[0].location.as_deref(),
+            Some("tests/test_totals.py:14")
+        );
         assert_eq!(
             r.failures[1].message,
             "failed on setup with \"RuntimeError: no db\""
         );
-        assert_eq!(r.failures[1].location.as_deref(), Some("tests/conftest.py:5"));
+        assert_eq!(
+            r.failures[1].location.as_deref(),
+            Some("tests/conftest.py:5")
+        );
         assert_eq!(r.failures[2].location, None);
     }
 
@@ -814,7 +818,10 @@ Received: 2
             ]
         );
         assert_eq!(r.failures[0].message, "Failed");
-        assert_eq!(r.failures[0].location.as_deref(), Some("inventory_test.go:54"));
+        assert_eq!(
+            r.failures[0].location.as_deref(),
+            Some("inventory_test.go:54")
+        );
     }
 
     #[test]
@@ -835,7 +842,11 @@ assertion `left == right` failed</failure>
         assert_eq!((r.passed, r.failed, r.skipped, r.errors), (1, 1, 0, 0));
         assert_eq!(ids(&r), ["textkit::words.counts_unicode"]);
         assert_eq!(r.failures[0].location.as_deref(), Some("tests/words.rs:12"));
-        assert!(r.failures[0].message.starts_with("thread 'counts_unicode' panicked"));
+        assert!(
+            r.failures[0]
+                .message
+                .starts_with("thread 'counts_unicode' panicked")
+        );
 
         let node = r#"<?xml version="1.0" encoding="utf-8"?>
 <testsuites>
@@ -859,7 +870,10 @@ assertion `left == right` failed</failure>
         let r = parse(node);
         assert_eq!((r.passed, r.failed, r.skipped, r.errors), (0, 1, 1, 0));
         assert_eq!(ids(&r), ["test.adds"]);
-        assert_eq!(r.failures[0].message, "Expected values to be strictly equal:\n2 !== 3");
+        assert_eq!(
+            r.failures[0].message,
+            "Expected values to be strictly equal:\n2 !== 3"
+        );
         assert_eq!(
             r.failures[0].location.as_deref(),
             Some("/home/dev/project/js/cart.test.mjs:9")
@@ -896,7 +910,13 @@ assertion `left == right` failed</failure>
         let r = parse(broken);
         assert!(r.passed >= 1);
 
-        for garbage in [&b"<testsuite\xff\xfe<<<"[..], b"", b"\x00\x01\x02", b"<![CDATA[", b"<!--"] {
+        for garbage in [
+            &b"<testsuite\xff\xfe<<<"[..],
+            b"",
+            b"\x00\x01\x02",
+            b"<![CDATA[",
+            b"<!--",
+        ] {
             let r = parse_xml(garbage).unwrap();
             assert_eq!(r.runner, "junit xml");
         }

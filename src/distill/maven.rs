@@ -193,10 +193,10 @@ fn test_header(text: &str) -> Option<(Option<&str>, &str, bool)> {
         }
     }
     let base = strip_params(head);
-    if base.contains('.') && !base.contains(' ') {
-        if let Some((class, method)) = base.rsplit_once('.') {
-            return Some((Some(class), method, is_error));
-        }
+    if !base.contains(' ')
+        && let Some((class, method)) = base.rsplit_once('.')
+    {
+        return Some((Some(class), method, is_error));
     }
     Some((None, head, is_error))
 }
@@ -294,8 +294,7 @@ impl MavenParser {
                 if done.iter().any(|(i, m)| *i == id && *m == message) {
                     continue;
                 }
-                self.report
-                    .push_failure(&id, &message, location.as_deref());
+                self.report.push_failure(&id, &message, location.as_deref());
                 done.push((id, message));
             }
         }
@@ -504,7 +503,9 @@ impl Parser for MavenParser {
         }
         if let Some((class, method, _)) = test_header(text) {
             self.bump();
-            let class = class.map(str::to_owned).unwrap_or_else(|| self.class.clone());
+            let class = class
+                .map(str::to_owned)
+                .unwrap_or_else(|| self.class.clone());
             let id = if class.is_empty() {
                 strip_params(method).to_owned()
             } else {
@@ -543,6 +544,199 @@ impl Parser for MavenParser {
         TestReport {
             runner: Format::Maven.runner().to_owned(),
             ..self.report
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures/test-logs/");
+
+    fn run(text: &str) -> (TestReport, u32) {
+        let mut parser = Box::new(MavenParser::default());
+        for line in text.lines() {
+            parser.line(line);
+        }
+        let score = parser.score();
+        (parser.finish(), score)
+    }
+
+    fn failure<'a>(report: &'a TestReport, id: &str) -> &'a super::super::Failure {
+        report
+            .failures
+            .iter()
+            .find(|f| f.id == id)
+            .unwrap_or_else(|| panic!("no failure {id}: {:?}", report.failures))
+    }
+
+    #[test]
+    fn surefire_2_fixture() {
+        let log = std::fs::read_to_string(format!("{DIR}maven_surefire_mixed.log")).unwrap();
+        let (r, score) = run(&log);
+        assert!(score >= CONFIDENT);
+        assert_eq!((r.passed, r.failed, r.skipped, r.errors), (6, 3, 1, 1));
+        assert_eq!(r.failures.len(), 4);
+        let f = failure(&r, "LedgerTest.parseCents");
+        assert_eq!(
+            f.message,
+            "org.opentest4j.AssertionFailedError: expected: <150> but was: <105>"
+        );
+        assert_eq!(f.location.as_deref(), Some("LedgerTest.java:30"));
+        let f = failure(&r, "ReportTest.crashesOnNull");
+        assert!(f.message.contains("because \"s\" is null"));
+        assert_eq!(f.location.as_deref(), Some("ReportTest.java:16"));
+        let f = failure(&r, "LedgerTest.lastOfEmptyThrowsNicely");
+        assert!(!f.message.contains("Caused by"));
+    }
+
+    #[test]
+    fn surefire_3_multi_module_junit4() {
+        let log = "\
+[INFO] Reactor Build Order:
+[INFO] --- surefire:3.2.5:test (default-test) @ core ---
+[INFO] -------------------------------------------------------
+[INFO]  T E S T S
+[INFO] -------------------------------------------------------
+[INFO] Running com.x.LedgerTest
+[ERROR] Tests run: 4, Failures: 1, Errors: 1, Skipped: 1, Time elapsed: 0.05 s <<< FAILURE! -- in com.x.LedgerTest
+[ERROR] com.x.LedgerTest.parse -- Time elapsed: 0.01 s <<< FAILURE!
+java.lang.AssertionError: expected:<1> but was:<2>
+\tat org.junit.Assert.fail(Assert.java:89)
+\tat com.x.LedgerTest.parse(LedgerTest.java:42)
+
+[ERROR] com.x.LedgerTest.boom -- Time elapsed: 0.01 s <<< ERROR!
+java.lang.IllegalStateException: no ledger
+\tat com.x.Ledger.open(Ledger.java:17)
+\tat com.x.LedgerTest.boom(LedgerTest.java:50)
+
+[INFO] 
+[INFO] Results:
+[INFO] 
+[ERROR] Failures: 
+[ERROR]   LedgerTest.parse:42 expected:<1> but was:<2>
+[ERROR] Errors: 
+[ERROR]   LedgerTest.boom:50 » IllegalState no ledger
+[INFO] 
+[ERROR] Tests run: 4, Failures: 1, Errors: 1, Skipped: 1
+[INFO] 
+[INFO] --- surefire:3.2.5:test (default-test) @ api ---
+[INFO] Running com.x.api.ClientTest
+[ERROR] Tests run: 3, Failures: 1, Errors: 0, Skipped: 0, Time elapsed: 0.02 s <<< FAILURE! -- in com.x.api.ClientTest
+[ERROR] com.x.api.ClientTest.retries[1] -- Time elapsed: 0.01 s <<< FAILURE!
+java.lang.AssertionError: retries
+\tat com.x.api.ClientTest.retries(ClientTest.java:9)
+
+[INFO] Running com.x.api.FlakyTest
+[WARNING] Tests run: 2, Failures: 0, Errors: 0, Skipped: 0, Flakes: 1, Time elapsed: 0.01 s -- in com.x.api.FlakyTest
+[INFO] 
+[INFO] Results:
+[INFO] 
+[ERROR] Failures: 
+[ERROR]   ClientTest.retries:9 retries
+[WARNING] Flakes: 
+[WARNING] FlakyTest.sometimes
+[ERROR]   Run 1: FlakyTest.sometimes:12 expected true
+[INFO]   Run 2: PASS
+[INFO] 
+[ERROR] Tests run: 5, Failures: 1, Errors: 0, Skipped: 0, Flakes: 1
+[INFO] BUILD FAILURE
+";
+        let (r, score) = run(log);
+        assert!(score >= CONFIDENT);
+        assert_eq!((r.passed, r.failed, r.skipped, r.errors), (5, 2, 1, 1));
+        let ids: Vec<&str> = r.failures.iter().map(|f| f.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            ["LedgerTest.parse", "LedgerTest.boom", "ClientTest.retries"]
+        );
+        let f = failure(&r, "LedgerTest.boom");
+        assert_eq!(f.message, "java.lang.IllegalStateException: no ledger");
+        assert_eq!(f.location.as_deref(), Some("LedgerTest.java:50"));
+        assert_eq!(
+            failure(&r, "LedgerTest.parse").location.as_deref(),
+            Some("LedgerTest.java:42")
+        );
+    }
+
+    #[test]
+    fn surefire_2_junit4_and_truncated_log() {
+        let log = "\
+[INFO] Running com.x.LedgerTest
+[ERROR] Tests run: 2, Failures: 1, Errors: 0, Skipped: 0, Time elapsed: 0.05 s <<< FAILURE! - in com.x.LedgerTest
+[ERROR] parse(com.x.LedgerTest)  Time elapsed: 0.01 s  <<< FAILURE!
+java.lang.AssertionError: expected:<1> but was:<2>
+\tat org.junit.Assert.fail(Assert.java:89)
+\tat com.x.LedgerTest.parse(LedgerTest.java:42)
+
+[INFO] Running com.x.OtherTest
+";
+        let (r, _) = run(log);
+        assert_eq!((r.passed, r.failed), (1, 1));
+        let f = failure(&r, "LedgerTest.parse");
+        assert_eq!(f.location.as_deref(), Some("LedgerTest.java:42"));
+    }
+
+    #[test]
+    fn compilation_error() {
+        let log = "\
+[INFO] --- maven-compiler-plugin:3.10.1:testCompile (default-testCompile) @ ledger ---
+[INFO] Compiling 2 source files to /p/target/test-classes
+[INFO] -------------------------------------------------------------
+[ERROR] COMPILATION ERROR : 
+[INFO] -------------------------------------------------------------
+[ERROR] /p/src/test/java/com/x/LedgerTest.java:[12,5] cannot find symbol
+  symbol:   variable y
+  location: class com.x.LedgerTest
+[INFO] 1 error
+[INFO] -------------------------------------------------------------
+[INFO] BUILD FAILURE
+[ERROR] Failed to execute goal org.apache.maven.plugins:maven-compiler-plugin:3.10.1:testCompile (default-testCompile) on project ledger: Compilation failure
+[ERROR] /p/src/test/java/com/x/LedgerTest.java:[12,5] cannot find symbol
+[ERROR]   symbol:   variable y
+[ERROR]   location: class com.x.LedgerTest
+";
+        let (r, score) = run(log);
+        assert!(score >= CONFIDENT);
+        assert_eq!((r.passed, r.failed, r.errors), (0, 0, 1));
+        assert!(r.failures.is_empty());
+        assert_eq!(r.build_errors.len(), 1);
+        assert_eq!(
+            r.build_errors[0].location.as_deref(),
+            Some("/p/src/test/java/com/x/LedgerTest.java:12")
+        );
+        assert!(
+            r.build_errors[0]
+                .message
+                .starts_with("cannot find symbol\nsymbol:")
+        );
+    }
+
+    #[test]
+    fn junk_does_not_panic() {
+        run(
+            "[ERROR] Tests run: x\n[ERROR]   .:\n[INFO] Results:\n[ERROR] Failures:\n[ERROR]   \n\
+             [ERROR]   Run 1:\n[ERROR] (x)  Time elapsed: 0 s  <<< ERROR!\n\tat (\n[ERROR] /a.java:[\n\
+             Tests run: 1, Failures: 9, Errors: 9, Skipped: 9",
+        );
+        let junk: String = (0..5000u32)
+            .map(|i| char::from_u32((i * 7919) % 0x3000).unwrap_or('x'))
+            .collect();
+        run(&junk);
+    }
+
+    #[test]
+    fn stays_below_confident_on_other_runners() {
+        for entry in std::fs::read_dir(DIR).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if !name.ends_with(".log") || name.starts_with("maven_") {
+                continue;
+            }
+            let text = String::from_utf8_lossy(&std::fs::read(&path).unwrap()).into_owned();
+            let (_, score) = run(&text);
+            assert!(score < CONFIDENT, "{name}: score {score}");
         }
     }
 }
