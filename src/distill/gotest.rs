@@ -103,6 +103,8 @@ pub struct GoParser {
     example: Option<String>,
     blocks: Vec<Block>,
     in_block: bool,
+    /// `-v` output (`=== RUN` lines) lists passing tests; plain output does not.
+    verbose: bool,
 }
 
 impl Default for GoParser {
@@ -120,6 +122,7 @@ impl Default for GoParser {
             example: None,
             blocks: Vec::new(),
             in_block: false,
+            verbose: false,
         }
     }
 }
@@ -548,6 +551,9 @@ impl GoParser {
 
 impl Parser for GoParser {
     fn line(&mut self, line: &str) {
+        if line.starts_with("=== RUN") {
+            self.verbose = true;
+        }
         if self.in_block {
             if self.block_line(line) {
                 return;
@@ -659,8 +665,12 @@ impl Parser for GoParser {
             self.report
                 .push_failure(name, &msg.text(), msg.location.as_deref());
         }
+        // Plain `go test` prints failures only: the passed and skipped tests it ran are
+        // not in the output.
+        let estimated_counts = !self.verbose && self.score >= CONFIDENT;
         TestReport {
             runner: Format::Go.runner().to_owned(),
+            estimated_counts,
             ..self.report
         }
     }
@@ -752,6 +762,10 @@ FAIL
         let (r, score) = run(log);
         assert!(score >= CONFIDENT);
         assert_eq!((r.passed, r.failed, r.skipped, r.errors), (0, 3, 0, 0));
+        assert!(
+            r.estimated_counts,
+            "plain output does not list passing tests"
+        );
         let f = failure(&r, "TestRemoveNeverNegative");
         assert_eq!(
             f.message,
