@@ -279,7 +279,18 @@ pub fn distill(
         t.starts_with("<?xml") || t.starts_with("<testsuite")
     };
     if format == Some(Format::Junit) || (format.is_none() && looks_like_xml) {
-        return junit::parse_xml(reader);
+        let mut counting = Counting {
+            inner: reader,
+            consumed: 0,
+        };
+        let mut report = junit::parse_xml(&mut counting)?;
+        // Drain what the XML reader left (after the root element), so the count is the
+        // whole input.
+        std::io::copy(&mut counting, &mut std::io::sink())?;
+        report.input_bytes = counting.consumed;
+        // The raw XML is not kept: the report is all that remains of it.
+        report.dropped_bytes = counting.consumed;
+        return Ok(report);
     }
     let candidates: Vec<Format> = match format {
         Some(f) => vec![f],
@@ -308,6 +319,31 @@ pub fn distill(
     report.dropped_bytes = summary.dropped_bytes + cut_bytes;
     report.excerpt = summary.text;
     Ok(report)
+}
+
+/// Counts the bytes a reader hands out.
+struct Counting<R> {
+    inner: R,
+    consumed: u64,
+}
+
+impl<R: BufRead> Read for Counting<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.consumed += n as u64;
+        Ok(n)
+    }
+}
+
+impl<R: BufRead> BufRead for Counting<R> {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        self.inner.fill_buf()
+    }
+
+    fn consume(&mut self, amount: usize) {
+        self.consumed += amount as u64;
+        self.inner.consume(amount);
+    }
 }
 
 /// Picks the parser: a forced one; else the command's runner if it recognised anything;
