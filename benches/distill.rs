@@ -132,17 +132,26 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(512);
-    let chunk: String = (0..2000)
-        .map(|i| {
-            if i % 997 == 0 {
-                format!(
-                    "test module_{i}::case ... FAILED\nthread 'x' panicked at src/lib.rs:{i}:5:\n"
-                )
-            } else {
-                format!("test module_{i}::case ... ok\nprogress {i} of many with some detail\n")
-            }
-        })
-        .collect();
+    // Each chunk is one libtest binary's run: 2000 tests, two of them failing.
+    let mut chunk = String::from(
+        "     Running unittests src/lib.rs (target/debug/deps/big-0123)\n\nrunning 2000 tests\n",
+    );
+    for i in 0..2000 {
+        if i % 997 == 0 {
+            chunk.push_str(&format!("test module_{i}::case ... FAILED\n"));
+        } else {
+            chunk.push_str(&format!("test module_{i}::case ... ok\n"));
+        }
+    }
+    chunk.push_str("\nfailures:\n\n");
+    for i in [0, 997, 1994] {
+        chunk.push_str(&format!(
+            "---- module_{i}::case stdout ----\n\nthread 'module_{i}::case' panicked at src/lib.rs:{i}:5:\nassertion failed: ok\n\n"
+        ));
+    }
+    chunk
+        .push_str("failures:\n    module_0::case\n    module_997::case\n    module_1994::case\n\n");
+    chunk.push_str("test result: FAILED. 1997 passed; 3 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.50s\n\n");
     let repeats = mb * 1024 * 1024 / chunk.len();
     struct Repeat<'a> {
         chunk: &'a [u8],
@@ -178,11 +187,13 @@ fn main() {
     .unwrap();
     let secs = t.elapsed().as_secs_f64();
     println!(
-        "stream: {} MiB in {:.1} s ({:.0} MiB/s), runner {}, {} failures kept, peak RSS {:.0} MiB (before: {:.0} MiB)",
+        "stream: {} MiB in {:.1} s ({:.0} MiB/s), runner {}, {} passed, {} failed, {} failures kept, peak RSS {:.0} MiB (before: {:.0} MiB)",
         report.input_bytes / (1024 * 1024),
         secs,
         report.input_bytes as f64 / (1024.0 * 1024.0) / secs,
         report.runner,
+        report.passed,
+        report.failed,
         report.failures.len(),
         peak_rss_mib(),
         before

@@ -273,10 +273,7 @@ impl Compressor {
         if item.error {
             // The line before an error is its context.
             if let Some(before) = self.last.take() {
-                self.end_dropped();
                 self.keep(before);
-            } else {
-                self.end_dropped();
             }
             self.keep(item);
             self.after_error = AFTER_ERROR;
@@ -289,6 +286,8 @@ impl Compressor {
     }
 
     fn keep(&mut self, item: Item) {
+        // Past the budget everything joins the dropped run, which then stays open: its
+        // marker is written once, at the end.
         if self.middle_bytes + item.text.len() + 1 > MIDDLE_BYTES {
             self.dropped.add(item);
             return;
