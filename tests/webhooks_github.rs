@@ -147,26 +147,15 @@ async fn every_real_payload_is_accepted_and_acted_on_events_are_exact() {
             .send()
             .await
             .unwrap();
-        let status = response.status();
-        let answer: Value = response.json().await.unwrap();
-        assert!(status.is_success(), "{name}: {status} {answer}");
-        let delivery = answer["delivery"]
-            .as_str()
-            .unwrap_or_else(|| panic!("{name}: {answer}"));
-        let got: Vec<Event> = jobs::list(&server.db, Some(delivery))
-            .await
-            .unwrap()
-            .iter()
-            .map(|j| serde_json::from_str(&j.payload).unwrap())
-            .collect();
+        let (status, got) = server.accepted(response, &name).await;
         let expected = expected_events(event, &value);
         assert_eq!(got, expected, "{name}");
-        let want_status = if expected.is_empty() {
+        let want = if expected.is_empty() {
             "ignored"
         } else {
             "queued"
         };
-        assert_eq!(answer["status"], want_status, "{name}");
+        assert_eq!(status, want, "{name}");
         if !expected.is_empty() {
             *acted_on.entry(event.to_owned()).or_default() += 1;
         }
@@ -205,18 +194,6 @@ async fn bad_signatures_are_refused_and_nothing_is_stored() {
     let db = TestDb::new().await;
     let server = TestServer::web(&db).await;
     let body = labeled();
-    let url = format!("{}/webhooks/github", server.base);
-    let send = |signature: Option<String>, body: Vec<u8>| {
-        let mut req = server
-            .client
-            .post(&url)
-            .header("x-github-event", "issues")
-            .header("x-github-delivery", "d-1");
-        if let Some(sig) = signature {
-            req = req.header("x-hub-signature-256", sig);
-        }
-        req.body(body).send()
-    };
     // No signature, a malformed one, the wrong secret, a body changed after signing.
     let cases = vec![
         (None, body.clone()),
@@ -229,7 +206,11 @@ async fn bad_signatures_are_refused_and_nothing_is_stored() {
         ),
     ];
     for (signature, body) in cases {
-        let response = send(signature.clone(), body).await.unwrap();
+        let response = server
+            .github_signed("issues", "d-1", &body, signature.as_deref())
+            .send()
+            .await
+            .unwrap();
         assert_eq!(response.status(), 401, "{signature:?}");
     }
     nothing_stored(&server).await;
@@ -239,37 +220,33 @@ async fn bad_signatures_are_refused_and_nothing_is_stored() {
 #[tokio::test]
 async fn any_of_the_rotated_secrets_is_accepted() {
     let db = TestDb::new().await;
-    let settings = support::settings(
+    let server = TestServer::web_with(
         &db,
         &[("PLANWRIGHT_GITHUB_WEBHOOK_SECRET", "new-secret,old-secret")],
-    );
-    let server = TestServer::start(
-        settings,
-        planwright::server::Role::Web,
-        planwright::worker::Handlers::default(),
     )
     .await;
     let body = labeled();
     for (n, secret) in ["old-secret", "new-secret"].iter().enumerate() {
         let response = server
-            .client
-            .post(format!("{}/webhooks/github", server.base))
-            .header("x-github-event", "issues")
-            .header("x-github-delivery", format!("rotated-{n}"))
-            .header("x-hub-signature-256", sign(secret, &body))
-            .body(body.clone())
+            .github_signed(
+                "issues",
+                &format!("rotated-{n}"),
+                &body,
+                Some(&sign(secret, &body)),
+            )
             .send()
             .await
             .unwrap();
         assert_eq!(response.status(), 202, "{secret}");
     }
+    // A secret no longer in the list.
     let response = server
-        .client
-        .post(format!("{}/webhooks/github", server.base))
-        .header("x-github-event", "issues")
-        .header("x-github-delivery", "rotated-out")
-        .header("x-hub-signature-256", sign(GITHUB_SECRET, &body))
-        .body(body.clone())
+        .github_signed(
+            "issues",
+            "rotated-out",
+            &body,
+            Some(&sign(GITHUB_SECRET, &body)),
+        )
         .send()
         .await
         .unwrap();
@@ -281,13 +258,7 @@ async fn any_of_the_rotated_secrets_is_accepted() {
 #[tokio::test]
 async fn oversize_bodies_get_413_and_nothing_is_stored() {
     let db = TestDb::new().await;
-    let settings = support::settings(&db, &[("PLANWRIGHT_WEBHOOK_BODY_LIMIT", "16384")]);
-    let server = TestServer::start(
-        settings,
-        planwright::server::Role::Web,
-        planwright::worker::Handlers::default(),
-    )
-    .await;
+    let server = TestServer::web_with(&db, &[("PLANWRIGHT_WEBHOOK_BODY_LIMIT", "16384")]).await;
     let mut value: Value = serde_json::from_slice(&labeled()).unwrap();
     value["issue"]["body"] = Value::String("x".repeat(32768));
     let body = serde_json::to_vec(&value).unwrap();
@@ -484,13 +455,7 @@ async fn form_encoded_deliveries_are_read() {
 #[tokio::test]
 async fn without_a_secret_github_webhooks_are_unavailable() {
     let db = TestDb::new().await;
-    let settings = support::settings(&db, &[("PLANWRIGHT_GITHUB_WEBHOOK_SECRET", "")]);
-    let server = TestServer::start(
-        settings,
-        planwright::server::Role::Web,
-        planwright::worker::Handlers::default(),
-    )
-    .await;
+    let server = TestServer::web_with(&db, &[("PLANWRIGHT_GITHUB_WEBHOOK_SECRET", "")]).await;
     let response = server
         .github("issues", "x", &labeled())
         .send()

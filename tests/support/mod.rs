@@ -128,7 +128,35 @@ impl TestServer {
 
     /// Web only: deliveries are recorded and jobs stay queued for the test to inspect.
     pub async fn web(db: &TestDb) -> Self {
-        Self::start(settings(db, &[]), Role::Web, Handlers::default()).await
+        Self::web_with(db, &[]).await
+    }
+
+    /// Web only, with settings changed by `extra` environment variables.
+    pub async fn web_with(db: &TestDb, extra: &[(&str, &str)]) -> Self {
+        Self::start(settings(db, extra), Role::Web, Handlers::default()).await
+    }
+
+    /// Checks that the forge was answered 2xx and returns the delivery's status and the
+    /// domain events of the jobs it made.
+    pub async fn accepted(
+        &self,
+        response: reqwest::Response,
+        what: &str,
+    ) -> (String, Vec<planwright::event::Event>) {
+        let status = response.status();
+        let answer: serde_json::Value = response.json().await.expect("a JSON answer");
+        assert!(status.is_success(), "{what}: {status} {answer}");
+        let delivery = answer["delivery"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{what}: no delivery in {answer}"));
+        let events = planwright::store::jobs::list(&self.db, Some(delivery))
+            .await
+            .expect("jobs can be listed")
+            .iter()
+            .map(|j| serde_json::from_str(&j.payload).expect("a job payload is an event"))
+            .collect();
+        let state = answer["status"].as_str().unwrap_or_default().to_owned();
+        (state, events)
     }
 
     pub async fn stop(mut self) {
@@ -138,13 +166,27 @@ impl TestServer {
     }
 
     pub fn github(&self, event: &str, delivery: &str, body: &[u8]) -> reqwest::RequestBuilder {
-        self.client
+        self.github_signed(event, delivery, body, Some(&sign(GITHUB_SECRET, body)))
+    }
+
+    /// A GitHub delivery with this `X-Hub-Signature-256` (or none).
+    pub fn github_signed(
+        &self,
+        event: &str,
+        delivery: &str,
+        body: &[u8],
+        signature: Option<&str>,
+    ) -> reqwest::RequestBuilder {
+        let mut request = self
+            .client
             .post(format!("{}/webhooks/github", self.base))
             .header("content-type", "application/json")
             .header("x-github-event", event)
-            .header("x-github-delivery", delivery)
-            .header("x-hub-signature-256", sign(GITHUB_SECRET, body))
-            .body(body.to_vec())
+            .header("x-github-delivery", delivery);
+        if let Some(signature) = signature {
+            request = request.header("x-hub-signature-256", signature);
+        }
+        request.body(body.to_vec())
     }
 
     pub fn gitlab(&self, event: &str, body: &[u8]) -> reqwest::RequestBuilder {
