@@ -834,29 +834,11 @@ impl Parser for CargoParser {
 mod tests {
     use super::*;
 
-    const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures/test-logs/");
-
-    fn fixture(name: &str) -> String {
-        let bytes = std::fs::read(format!("{DIR}{name}.log")).unwrap();
-        String::from_utf8_lossy(&bytes).into_owned()
-    }
-
-    fn run(text: &str) -> (TestReport, u32) {
-        let mut p = Box::new(CargoParser::default());
-        for line in text.lines() {
-            p.line(line);
-        }
-        let score = p.score();
-        (p.finish(), score)
-    }
-
-    fn failure<'a>(r: &'a TestReport, id: &str) -> &'a crate::distill::Failure {
-        r.failures.iter().find(|f| f.id == id).unwrap()
-    }
+    use crate::distill::testing::{failure, fixture, other_runners_logs, run};
 
     #[test]
     fn multi_binary_messages_and_locations() {
-        let (r, score) = run(&fixture("cargo_test_no_fail_fast_multi"));
+        let (r, score) = run(Format::Cargo, &fixture("cargo_test_no_fail_fast_multi"));
         assert!(score >= CONFIDENT);
         assert_eq!((r.passed, r.failed, r.skipped, r.errors), (20, 8, 2, 0));
         let f = failure(&r, "parse::tests::parse_list_report");
@@ -883,7 +865,7 @@ mod tests {
 
     #[test]
     fn backtrace_frames_do_not_become_locations() {
-        let (r, _) = run(&fixture("cargo_real_regex_syntax_backtrace"));
+        let (r, _) = run(Format::Cargo, &fixture("cargo_real_regex_syntax_backtrace"));
         assert_eq!((r.passed, r.failed, r.skipped), (187, 10, 0));
         let f = failure(&r, "ast::parse::tests::parse_ignore_whitespace");
         assert_eq!(f.location.as_deref(), Some("src/ast/parse.rs:2909:9"));
@@ -903,7 +885,7 @@ mod tests {
 
     #[test]
     fn compile_error_is_one_error_with_problems() {
-        let (r, score) = run(&fixture("cargo_test_compile_error"));
+        let (r, score) = run(Format::Cargo, &fixture("cargo_test_compile_error"));
         assert!(score >= CONFIDENT);
         assert_eq!((r.passed, r.failed, r.errors), (0, 0, 1));
         assert!(r.failures.is_empty());
@@ -920,15 +902,10 @@ mod tests {
     }
 
     #[test]
-    fn stays_below_confident_on_other_runners() {
-        for entry in std::fs::read_dir(DIR).unwrap() {
-            let path = entry.unwrap().path();
-            let name = path.file_name().unwrap().to_string_lossy().into_owned();
-            if !name.ends_with(".log") || name.starts_with("cargo_") {
-                continue;
-            }
-            let text = String::from_utf8_lossy(&std::fs::read(&path).unwrap()).into_owned();
-            let (_, score) = run(&text);
+    fn zero_on_other_runners() {
+        // Stricter than the shared check (below CONFIDENT): not even a per-test line.
+        for (name, text) in other_runners_logs(Format::Cargo) {
+            let (_, score) = run(Format::Cargo, &text);
             assert_eq!(score, 0, "{name}");
         }
     }
@@ -956,7 +933,7 @@ test result: FAILED. 3 passed; 1 failed; 1 ignored; 0 measured; 0 filtered out; 
 
 error: test failed, to rerun pass `--lib`
 ";
-        let (r, score) = run(log);
+        let (r, score) = run(Format::Cargo, log);
         assert!(score >= CONFIDENT);
         assert_eq!((r.passed, r.failed, r.skipped, r.errors), (3, 1, 1, 0));
         assert_eq!(r.failures.len(), 1);
@@ -965,7 +942,7 @@ error: test failed, to rerun pass `--lib`
         assert_eq!(r.failures[0].location.as_deref(), Some("src/m.rs:3:5"));
         // Without the summary the marks still count.
         let cut: String = log.lines().take(4).map(|l| format!("{l}\n")).collect();
-        let (r, _) = run(&cut);
+        let (r, _) = run(Format::Cargo, &cut);
         assert_eq!((r.passed, r.failed, r.skipped), (3, 1, 1));
     }
 
@@ -992,14 +969,14 @@ failures:
 
 test result: FAILED. 2 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.01s
 ";
-        let (r, _) = run(log);
+        let (r, _) = run(Format::Cargo, log);
         assert_eq!((r.passed, r.failed), (2, 1));
         let f = failure(&r, "a::loud_fail");
         assert!(f.message.contains("left: 1"), "{}", f.message);
         assert_eq!(f.location.as_deref(), Some("src/a.rs:10:9"));
         // Truncated before the summary: the per-test lines count.
         let cut: String = log.lines().take(13).map(|l| format!("{l}\n")).collect();
-        let (r, _) = run(&cut);
+        let (r, _) = run(Format::Cargo, &cut);
         assert_eq!((r.passed, r.failed), (2, 1));
         assert_eq!(r.failures[0].id, "a::loud_fail");
     }
@@ -1029,7 +1006,7 @@ failures:
 
 test result: FAILED. 1 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s
 ";
-        let (r, _) = run(log);
+        let (r, _) = run(Format::Cargo, log);
         assert_eq!(r.failures.len(), 1);
         assert_eq!(r.failures[0].id, "bad_one");
         assert_eq!(r.failures[0].message, "old style message");
@@ -1056,7 +1033,7 @@ error: test failed, to rerun pass `--test it`
 Caused by:
   process didn't exit successfully: `target/debug/deps/it-0123` (signal: 11, SIGSEGV: invalid memory reference)
 ";
-        let (r, _) = run(log);
+        let (r, _) = run(Format::Cargo, log);
         assert_eq!((r.passed, r.failed, r.errors), (3, 0, 1));
         assert!(r.build_errors[0].message.contains("SIGSEGV"));
         assert!(!r.succeeded());
@@ -1149,7 +1126,7 @@ failures:
 
 test result: FAILED. 1 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s
 ";
-        let (r, _) = run(log);
+        let (r, _) = run(Format::Cargo, log);
         assert_eq!((r.passed, r.failed), (1, 1));
         assert_eq!(r.failures.len(), 1);
         assert_eq!(r.failures[0].message, "inner run disagreed");

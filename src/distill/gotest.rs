@@ -680,29 +680,12 @@ impl Parser for GoParser {
 mod tests {
     use super::*;
 
-    const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures/test-logs/");
-
-    fn run(text: &str) -> (TestReport, u32) {
-        let mut parser = Box::new(GoParser::default());
-        for line in text.lines() {
-            parser.line(line);
-        }
-        let score = parser.score();
-        (parser.finish(), score)
-    }
-
-    fn failure<'a>(report: &'a TestReport, id: &str) -> &'a super::super::Failure {
-        report
-            .failures
-            .iter()
-            .find(|f| f.id == id)
-            .unwrap_or_else(|| panic!("no failure {id}: {:?}", report.failures))
-    }
+    use crate::distill::testing::{failure, fixture, run};
 
     #[test]
     fn verbose_fixture_messages_and_panic() {
-        let log = std::fs::read_to_string(format!("{DIR}go_test_v_mixed.log")).unwrap();
-        let (r, score) = run(&log);
+        let log = fixture("go_test_v_mixed");
+        let (r, score) = run(Format::Go, &log);
         assert!(score >= CONFIDENT);
         assert_eq!((r.passed, r.failed, r.skipped, r.errors), (10, 6, 1, 0));
         let f = failure(&r, "TestRemoveNeverNegative");
@@ -729,8 +712,8 @@ mod tests {
 
     #[test]
     fn build_failure_fixture() {
-        let log = std::fs::read_to_string(format!("{DIR}go_test_v_build_failed.log")).unwrap();
-        let (r, _) = run(&log);
+        let log = fixture("go_test_v_build_failed");
+        let (r, _) = run(Format::Go, &log);
         assert_eq!((r.passed, r.failed, r.skipped, r.errors), (10, 6, 1, 1));
         let f = failure(&r, "example.com/shop/report");
         assert_eq!(f.location.as_deref(), Some("report/report_test.go:6:14"));
@@ -759,7 +742,7 @@ ok  \texample.com/shop/cover\t0.010s\tcoverage: 81.2% of statements
 ?   \texample.com/shop/cmd\t[no test files]
 FAIL
 ";
-        let (r, score) = run(log);
+        let (r, score) = run(Format::Go, log);
         assert!(score >= CONFIDENT);
         assert_eq!((r.passed, r.failed, r.skipped, r.errors), (0, 3, 0, 0));
         assert!(
@@ -801,7 +784,7 @@ b/b.go:3:8: no required module provides package example.com/missing; to add it:
 FAIL\texample.com/m/b [setup failed]
 FAIL
 ";
-        let (r, _) = run(log);
+        let (r, _) = run(Format::Go, log);
         assert_eq!((r.passed, r.failed, r.skipped, r.errors), (1, 1, 0, 1));
         assert_eq!(failure(&r, "TestA").message, "a broke");
         let f = failure(&r, "example.com/m/b");
@@ -831,7 +814,7 @@ example.com/m/slow.TestSlow(0xc000007860?)
 \t/src/m/slow/slow_test.go:9 +0x1b
 FAIL\texample.com/m/slow\t1.012s
 ";
-        let (r, _) = run(log);
+        let (r, _) = run(Format::Go, log);
         assert_eq!((r.passed, r.failed, r.errors), (1, 1, 0));
         let f = failure(&r, "TestSlow");
         assert_eq!(f.message, "panic: test timed out after 1s");
@@ -859,7 +842,7 @@ FAIL\texample.com/m/ex\t0.001s
 flag provided but not defined: -bogus
 FAIL\texample.com/m/main\t0.001s
 ";
-        let (r, _) = run(log);
+        let (r, _) = run(Format::Go, log);
         assert_eq!((r.failed, r.errors), (2, 1));
         let f = failure(&r, "TestWorker");
         assert_eq!(f.location.as_deref(), Some("/src/m/w/w.go:12"));
@@ -877,26 +860,15 @@ FAIL\texample.com/m/main\t0.001s
     #[test]
     fn json_output_and_junk_do_not_panic() {
         let json = r#"{"Time":"2026-01-01T00:00:00Z","Action":"output","Package":"p","Test":"TestA","Output":"--- FAIL: TestA (0.00s)\n"}"#;
-        let (r, score) = run(json);
+        let (r, score) = run(Format::Go, json);
         assert_eq!((r.failed, score), (0, 0));
         let junk: String = (0..5000u32)
             .map(|i| char::from_u32((i * 7919) % 0x3000).unwrap_or('x'))
             .collect();
-        run(&junk);
-        run("--- FAIL: \n=== RUN \npanic: \ngoroutine 1 [x]:\n\t\n# \n# x\n\tgo\nok \nFAIL \n");
-    }
-
-    #[test]
-    fn stays_below_confident_on_other_runners() {
-        for entry in std::fs::read_dir(DIR).unwrap() {
-            let path = entry.unwrap().path();
-            let name = path.file_name().unwrap().to_string_lossy().into_owned();
-            if !name.ends_with(".log") || name.starts_with("go_test_") {
-                continue;
-            }
-            let text = String::from_utf8_lossy(&std::fs::read(&path).unwrap()).into_owned();
-            let (_, score) = run(&text);
-            assert!(score < CONFIDENT, "{name}: score {score}");
-        }
+        run(Format::Go, &junk);
+        run(
+            Format::Go,
+            "--- FAIL: \n=== RUN \npanic: \ngoroutine 1 [x]:\n\t\n# \n# x\n\tgo\nok \nFAIL \n",
+        );
     }
 }

@@ -364,69 +364,13 @@ impl Parser for JestParser {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
-    use super::super::{CONFIDENT, Format, TestReport, distill_str, lines, parser_for};
-
-    pub(crate) fn fixture_dir() -> std::path::PathBuf {
-        std::path::PathBuf::from(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../shared/fixtures/test-logs"
-        ))
-    }
-
-    pub(crate) fn fixture(name: &str) -> String {
-        std::fs::read_to_string(fixture_dir().join(name)).unwrap()
-    }
-
-    /// Feeds `text` to a fresh parser as `distill` would; returns its score and report.
-    pub(crate) fn run(format: Format, text: &str) -> (u32, TestReport) {
-        let mut parser = parser_for(format);
-        let mut reader = lines::Lines::new(text.as_bytes());
-        while let Some(line) = reader.next_line().unwrap() {
-            parser.line(line);
-        }
-        let score = parser.score();
-        (score, parser.finish())
-    }
-
-    fn failure<'a>(report: &'a TestReport, id: &str) -> &'a super::super::Failure {
-        report.failures.iter().find(|f| f.id == id).unwrap()
-    }
-
-    #[test]
-    fn never_confident_on_other_runners_logs() {
-        let mine = [
-            ("jest_", Format::Jest),
-            ("vitest_", Format::Vitest),
-            ("node_test_", Format::Node),
-        ];
-        let mut checked = 0;
-        for entry in std::fs::read_dir(fixture_dir()).unwrap() {
-            let path = entry.unwrap().path();
-            let name = path.file_name().unwrap().to_string_lossy().into_owned();
-            if !name.ends_with(".log") {
-                continue;
-            }
-            let bytes = std::fs::read(&path).unwrap();
-            let text = String::from_utf8_lossy(&bytes);
-            for format in [Format::Jest, Format::Vitest, Format::Node, Format::Tap] {
-                let own = mine
-                    .iter()
-                    .any(|(prefix, f)| *f == format && name.starts_with(prefix));
-                if own {
-                    continue;
-                }
-                let (score, _) = run(format, &text);
-                assert!(score < CONFIDENT, "{format:?} is confident on {name}");
-                checked += 1;
-            }
-        }
-        assert!(checked > 20);
-    }
+mod tests {
+    use super::super::testing::{failure, fixture, run};
+    use super::super::{CONFIDENT, Format, distill_str};
 
     #[test]
     fn jest_messages_and_locations() {
-        let (score, r) = run(Format::Jest, &fixture("jest_default_mixed.log"));
+        let (r, score) = run(Format::Jest, &fixture("jest_default_mixed"));
         assert!(score >= CONFIDENT);
         let f = failure(&r, "subtotal › handles floating point cents");
         assert!(f.message.starts_with("expect(received).toBe(expected)"));
@@ -437,10 +381,7 @@ pub(crate) mod tests {
         assert_eq!(f.location.as_deref(), Some("test/cart.test.js:60:9"));
         assert!(!r.failures.iter().any(|f| f.id == "Console"));
 
-        let (_, r) = run(
-            Format::Jest,
-            &fixture("jest_suite_failed_to_run_silent.log"),
-        );
+        let (r, _) = run(Format::Jest, &fixture("jest_suite_failed_to_run_silent"));
         let f = failure(&r, "test/missing.test.js");
         assert!(f.message.starts_with("Cannot find module"));
         assert_eq!(f.location.as_deref(), Some("test/missing.test.js:1:26"));
@@ -499,14 +440,14 @@ Time:        6.2 s
         );
         // Without the summary, the verbose lines give the counts.
         let cut = VERBOSE.split("Test Suites:").next().unwrap();
-        let (_, r) = run(Format::Jest, cut);
+        let (r, _) = run(Format::Jest, cut);
         assert_eq!((r.passed, r.failed, r.skipped), (2, 1, 2));
     }
 
     #[test]
     fn jest_code_frame_location_without_stack() {
         let text = "FAIL test/x.test.js\n  ● t\n\n    boom\n\n    > 7 | x()\n\nTests:       1 failed, 1 total\n";
-        let (_, r) = run(Format::Jest, text);
+        let (r, _) = run(Format::Jest, text);
         assert_eq!(r.failures[0].location.as_deref(), Some("test/x.test.js:7"));
         assert_eq!(r.failures[0].message, "boom");
     }
@@ -575,7 +516,7 @@ Time:        6.2 s
             ));
         }
         for format in [Format::Jest, Format::Vitest, Format::Node, Format::Tap] {
-            let (_, r) = run(format, &many);
+            let (r, _) = run(format, &many);
             assert!(r.failures.len() <= super::super::MAX_FAILURES);
             assert!(r.failures.iter().all(|f| f.message.len() < 20_000));
         }

@@ -380,3 +380,123 @@ pub fn distill_str(text: &str, format: Option<Format>, command: Option<&str>) ->
         Err(_) => TestReport::new(Format::Generic),
     }
 }
+
+/// Helpers the parsers' tests share: the real logs in `shared/fixtures/test-logs/`, and
+/// feeding text to a parser as [`distill`] would.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::{Failure, Format, TestReport, lines, parser_for};
+
+    /// The real test-runner logs, each `NAME.log` with its `NAME.truth.json`.
+    pub(crate) const FIXTURES: &str =
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures/test-logs/");
+
+    /// The log `NAME.log` (invalid UTF-8 replaced).
+    pub(crate) fn fixture(name: &str) -> String {
+        let path = format!("{FIXTURES}{name}.log");
+        let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    /// The ground truth of the log `NAME.log`.
+    pub(crate) fn truth(name: &str) -> serde_json::Value {
+        let path = format!("{FIXTURES}{name}.truth.json");
+        let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
+
+    /// The names (without `.log`) of all the logs, sorted.
+    pub(crate) fn fixture_names() -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(FIXTURES)
+            .expect("fixtures")
+            .filter_map(|e| e.ok())
+            .filter_map(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                name.strip_suffix(".log").map(str::to_owned)
+            })
+            .collect();
+        names.sort();
+        assert!(!names.is_empty(), "no logs in {FIXTURES}");
+        names
+    }
+
+    /// The runner a log's truth names.
+    pub(crate) fn truth_runner(name: &str) -> String {
+        truth(name)["runner"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{name}.truth.json has no runner"))
+            .to_owned()
+    }
+
+    /// The logs (name, text) of runners other than `format`'s, by their truth.
+    pub(crate) fn other_runners_logs(format: Format) -> Vec<(String, String)> {
+        fixture_names()
+            .into_iter()
+            .filter(|name| truth_runner(name) != format.runner())
+            .map(|name| {
+                let text = fixture(&name);
+                (name, text)
+            })
+            .collect()
+    }
+
+    /// Feeds `text` to a fresh parser for `format` line by line, as [`super::distill`]
+    /// would; returns its report and its score.
+    pub(crate) fn run(format: Format, text: &str) -> (TestReport, u32) {
+        let mut parser = parser_for(format);
+        let mut reader = lines::Lines::new(text.as_bytes());
+        while let Some(line) = reader.next_line().expect("reading memory") {
+            parser.line(line);
+        }
+        let score = parser.score();
+        (parser.finish(), score)
+    }
+
+    /// The failure with this id; panics listing the ids there are.
+    pub(crate) fn failure<'a>(report: &'a TestReport, id: &str) -> &'a Failure {
+        report
+            .failures
+            .iter()
+            .find(|f| f.id == id)
+            .unwrap_or_else(|| panic!("no failure {id:?} among {:?}", sorted_ids(report)))
+    }
+
+    /// The failures' ids, sorted.
+    pub(crate) fn sorted_ids(report: &TestReport) -> Vec<&str> {
+        let mut ids: Vec<&str> = report.failures.iter().map(|f| f.id.as_str()).collect();
+        ids.sort_unstable();
+        ids
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::{fixture, fixture_names, run, truth_runner};
+    use super::{CONFIDENT, Format};
+
+    /// On every real log, its own runner's parser is confident and every other line
+    /// parser stays below [`CONFIDENT`], so detection cannot pick the wrong runner.
+    #[test]
+    fn only_the_logs_own_parser_is_confident() {
+        let mut problems = Vec::new();
+        for name in fixture_names() {
+            let runner = truth_runner(&name);
+            let text = fixture(&name);
+            assert!(
+                Format::DETECTION_ORDER.iter().any(|f| f.runner() == runner),
+                "{name}: no line parser for {runner:?}"
+            );
+            for format in Format::DETECTION_ORDER {
+                let (_, score) = run(format, &text);
+                let own = format.runner() == runner;
+                if own && score < CONFIDENT {
+                    problems.push(format!("{name}: own parser {format:?} only {score}"));
+                }
+                if !own && score >= CONFIDENT {
+                    problems.push(format!("{name}: {format:?} is confident ({score})"));
+                }
+            }
+        }
+        assert!(problems.is_empty(), "{problems:#?}");
+    }
+}

@@ -486,31 +486,12 @@ impl Parser for NextestParser {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::distill::{Failure, distill_str};
-
-    const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures/test-logs/");
-
-    fn fixture(name: &str) -> String {
-        let bytes = std::fs::read(format!("{DIR}{name}.log")).unwrap();
-        String::from_utf8_lossy(&bytes).into_owned()
-    }
-
-    fn run(text: &str) -> (TestReport, u32) {
-        let mut p = Box::new(NextestParser::default());
-        for line in text.lines() {
-            p.line(line);
-        }
-        let score = p.score();
-        (p.finish(), score)
-    }
-
-    fn failure<'a>(r: &'a TestReport, id: &str) -> &'a Failure {
-        r.failures.iter().find(|f| f.id == id).unwrap()
-    }
+    use crate::distill::distill_str;
+    use crate::distill::testing::{failure, fixture, other_runners_logs, run};
 
     #[test]
     fn captured_output_gives_message_and_location() {
-        let (r, score) = run(&fixture("nextest_fail_fast_default"));
+        let (r, score) = run(Format::Nextest, &fixture("nextest_fail_fast_default"));
         assert!(score >= CONFIDENT);
         assert_eq!((r.passed, r.failed, r.skipped, r.errors), (2, 1, 2, 0));
         assert_eq!(r.failures.len(), 1);
@@ -521,7 +502,7 @@ mod tests {
 
     #[test]
     fn no_capture_output_with_backtraces() {
-        let (r, _) = run(&fixture("nextest_no_fail_fast_backtrace"));
+        let (r, _) = run(Format::Nextest, &fixture("nextest_no_fail_fast_backtrace"));
         assert_eq!((r.passed, r.failed, r.skipped), (17, 7, 2));
         assert_eq!(r.failures.len(), 7);
         let f = failure(&r, "textkit::api api_title_multibyte");
@@ -545,7 +526,7 @@ mod tests {
             let r = distill_str(&fixture(name), None, None);
             assert_eq!(r.runner, "cargo nextest", "{name}");
         }
-        let (r, _) = run(&fixture("nextest_real_serde_saphyr_large"));
+        let (r, _) = run(Format::Nextest, &fixture("nextest_real_serde_saphyr_large"));
         assert_eq!((r.passed, r.failed, r.skipped), (3396, 44, 1));
         let f = failure(
             &r,
@@ -557,14 +538,9 @@ mod tests {
 
     #[test]
     fn zero_on_other_runners() {
-        for entry in std::fs::read_dir(DIR).unwrap() {
-            let path = entry.unwrap().path();
-            let name = path.file_name().unwrap().to_string_lossy().into_owned();
-            if !name.ends_with(".log") || name.starts_with("nextest_") {
-                continue;
-            }
-            let text = String::from_utf8_lossy(&std::fs::read(&path).unwrap()).into_owned();
-            let (r, score) = run(&text);
+        // Stricter than the shared check (below CONFIDENT): not even a per-test line.
+        for (name, text) in other_runners_logs(Format::Nextest) {
+            let (r, score) = run(Format::Nextest, &text);
             assert_eq!(score, 0, "{name}");
             assert!(r.failures.is_empty(), "{name}");
         }
@@ -607,7 +583,7 @@ error: test run failed
 
     #[test]
     fn retries_timeouts_and_signals() {
-        let (r, score) = run(RETRIES);
+        let (r, score) = run(Format::Nextest, RETRIES);
         assert!(score >= CONFIDENT);
         assert_eq!((r.passed, r.failed, r.skipped), (2, 3, 1));
         let mut ids: Vec<&str> = r.failures.iter().map(|f| f.id.as_str()).collect();
@@ -628,7 +604,7 @@ error: test run failed
         assert_eq!(failure(&r, "mycrate tests::always").message, "nope");
         // Cut before the summary: the status lines count, the flaky test passed.
         let cut: String = RETRIES.lines().take(23).map(|l| format!("{l}\n")).collect();
-        let (r, _) = run(&cut);
+        let (r, _) = run(Format::Nextest, &cut);
         assert_eq!((r.passed, r.failed, r.skipped), (2, 3, 1));
     }
 
@@ -652,7 +628,7 @@ note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace
      Summary [   0.010s] 2 tests run: 1 passed, 1 failed, 0 skipped
         FAIL [   0.004s] mycrate tests::b
 ";
-        let (r, _) = run(log);
+        let (r, _) = run(Format::Nextest, log);
         assert_eq!((r.passed, r.failed, r.skipped), (1, 1, 0));
         assert_eq!(r.failures.len(), 1);
         assert_eq!(r.failures[0].message, "it broke");
@@ -673,7 +649,7 @@ For more information about this error, try `rustc --explain E0425`.
 error: could not compile `k` (lib test) due to 1 previous error
 error: command `/usr/local/cargo/bin/cargo test --no-run --message-format json-render-diagnostics` exited with code 101
 ";
-        let (r, score) = run(log);
+        let (r, score) = run(Format::Nextest, log);
         assert!(score >= CONFIDENT);
         assert_eq!((r.passed, r.failed, r.errors), (0, 0, 1));
         assert!(r.failures.is_empty());

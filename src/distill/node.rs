@@ -319,7 +319,7 @@ impl Parser for NodeParser {
 
 #[cfg(test)]
 mod tests {
-    use super::super::jest::tests::{fixture, run};
+    use super::super::testing::{failure, fixture, run, sorted_ids};
     use super::super::{CONFIDENT, Format, distill_str};
 
     /// Real `node --test --test-reporter=tap` output (Node 20.20): a describe() suite with
@@ -608,12 +608,6 @@ test at b.test.js:1:1
   'test failed'
 "#;
 
-    fn ids(r: &super::super::TestReport) -> Vec<&str> {
-        let mut v: Vec<&str> = r.failures.iter().map(|f| f.id.as_str()).collect();
-        v.sort_unstable();
-        v
-    }
-
     const FAILING: [&str; 5] = [
         "/tmp/njs/b.test.js",
         "child bad",
@@ -627,8 +621,8 @@ test at b.test.js:1:1
         let r = distill_str(NODE_TAP, None, None);
         assert_eq!(r.runner, "node --test");
         assert_eq!((r.passed, r.failed, r.skipped, r.errors), (2, 5, 2, 0));
-        assert_eq!(ids(&r), FAILING);
-        let f = r.failures.iter().find(|f| f.id == "subtracts").unwrap();
+        assert_eq!(sorted_ids(&r), FAILING);
+        let f = failure(&r, "subtracts");
         assert!(
             f.message
                 .starts_with("Expected values to be strictly equal:")
@@ -638,36 +632,28 @@ test at b.test.js:1:1
 
     #[test]
     fn node_spec_reporter() {
-        let (score, r) = run(Format::Node, NODE_SPEC);
+        let (r, score) = run(Format::Node, NODE_SPEC);
         assert!(score >= CONFIDENT);
         assert_eq!((r.passed, r.failed, r.skipped, r.errors), (2, 5, 2, 0));
-        assert_eq!(ids(&r), FAILING);
-        let f = r.failures.iter().find(|f| f.id == "top fails").unwrap();
+        assert_eq!(sorted_ids(&r), FAILING);
+        let f = failure(&r, "top fails");
         assert_eq!(f.message, "Error: boom");
         assert_eq!(f.location.as_deref(), Some("/tmp/njs/a.test.js:13:33"));
-        let f = r
-            .failures
-            .iter()
-            .find(|f| f.id == "/tmp/njs/b.test.js")
-            .unwrap();
+        let f = failure(&r, "/tmp/njs/b.test.js");
         assert_eq!(f.message, "test failed");
     }
 
     #[test]
     fn node_spec_without_summary_counts_lines() {
         let cut = NODE_SPEC.split("\u{2139} tests").next().unwrap();
-        let (_, r) = run(Format::Node, cut);
+        let (r, _) = run(Format::Node, cut);
         assert_eq!((r.passed, r.failed, r.skipped), (2, 5, 2));
     }
 
     #[test]
     fn node_fixture_details() {
-        let (_, r) = run(Format::Node, &fixture("node_test_spec_mixed.log"));
-        let f = r
-            .failures
-            .iter()
-            .find(|f| f.id == "rejects decimals")
-            .unwrap();
+        let (r, _) = run(Format::Node, &fixture("node_test_spec_mixed"));
+        let f = failure(&r, "rejects decimals");
         assert!(
             f.message
                 .starts_with("AssertionError [ERR_ASSERTION]: Missing expected")
@@ -678,7 +664,7 @@ test at b.test.js:1:1
                 .unwrap()
                 .ends_with("test/cart.test.js:68:49")
         );
-        let (score, r) = run(Format::Node, &fixture("node_test_dot_load_error.log"));
+        let (r, score) = run(Format::Node, &fixture("node_test_dot_load_error"));
         assert!(score >= CONFIDENT);
         assert_eq!(r.failed, 7);
     }

@@ -363,7 +363,7 @@ impl Parser for TapParser {
 
 #[cfg(test)]
 mod tests {
-    use super::super::jest::tests::run;
+    use super::super::testing::run;
     use super::super::{CONFIDENT, Format, distill_str};
 
     const PROVE: &str = "\
@@ -412,13 +412,13 @@ ok 6
     #[test]
     fn tape_and_bail_out() {
         let text = "TAP version 13\n# add\nok 1 should be equal\nnot ok 2 should be equal\n  ---\n    operator: equal\n    expected: 3\n    actual:   4\n  ...\nBail out! database down\n\n1..2\n# tests 2\n# pass  1\n# fail  1\n";
-        let (score, r) = run(Format::Tap, text);
+        let (r, score) = run(Format::Tap, text);
         assert!(score >= CONFIDENT);
         assert_eq!((r.passed, r.failed, r.errors), (1, 1, 1));
         assert_eq!(r.failures[0].id, "should be equal");
         assert_eq!(r.build_errors[0].message, "Bail out! database down");
         // tape's trailer is not node's: node stays unsure.
-        let (score, _) = run(Format::Node, text);
+        let (_, score) = run(Format::Node, text);
         assert!(score < CONFIDENT);
         let r = distill_str(text, None, None);
         assert_eq!(r.runner, "tap");
@@ -427,7 +427,7 @@ ok 6
     #[test]
     fn a_failing_parent_without_failing_children_counts() {
         let text = "1..1\n    ok 1 - a\n    1..2\nnot ok 1 - plan mismatch\n";
-        let (_, r) = run(Format::Tap, text);
+        let (r, _) = run(Format::Tap, text);
         assert_eq!((r.passed, r.failed), (1, 1));
         assert_eq!(r.failures[0].id, "plan mismatch");
     }

@@ -458,9 +458,8 @@ fn is_dots(line: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::distill::{lines, parser_for};
-
-    const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures/test-logs");
+    use crate::distill::parser_for;
+    use crate::distill::testing::{failure, other_runners_logs, run, sorted_ids};
 
     /// `python3.11 -m unittest -v` on a small package: a module that fails to import, a
     /// failing `setUpClass`, failures, an error, skip, expected failure, unexpected
@@ -656,27 +655,6 @@ Ran 4 tests in 0.002s
 FAILED (failures=1, errors=1, skipped=1)
 "##;
 
-    fn feed(format: Format, text: &str) -> (TestReport, u32) {
-        let mut p = parser_for(format);
-        let mut buf = String::new();
-        for raw in text.split('\n') {
-            lines::clean(raw.as_bytes(), &mut buf);
-            p.line(&buf);
-        }
-        let score = p.score();
-        (p.finish(), score)
-    }
-
-    fn ids(r: &TestReport) -> Vec<&str> {
-        let mut ids: Vec<&str> = r.failures.iter().map(|f| f.id.as_str()).collect();
-        ids.sort();
-        ids
-    }
-
-    fn failure<'a>(r: &'a TestReport, id: &str) -> &'a crate::distill::Failure {
-        r.failures.iter().find(|f| f.id == id).expect(id)
-    }
-
     const FAILING_311: [&str; 6] = [
         "pkg.test_broken",
         "pkg.test_calc.BrokenSetup",
@@ -688,12 +666,12 @@ FAILED (failures=1, errors=1, skipped=1)
 
     #[test]
     fn verbose_311() {
-        let (r, score) = feed(Format::Unittest, VERBOSE_311);
+        let (r, score) = run(Format::Unittest, VERBOSE_311);
         assert!(score >= CONFIDENT);
         assert_eq!(r.runner, "unittest");
         // ok + unexpected success; failures=3 (one a subtest); errors=3; skip + xfail.
         assert_eq!((r.passed, r.failed, r.skipped, r.errors), (2, 3, 2, 3));
-        assert_eq!(ids(&r), FAILING_311);
+        assert_eq!(sorted_ids(&r), FAILING_311);
         let f = failure(&r, "pkg.test_calc.CalcTests.test_fail");
         assert_eq!(f.message, "AssertionError: 4 != 5 : math is broken");
         assert_eq!(f.location.as_deref(), Some("/tmp/ut/pkg/test_calc.py:8"));
@@ -716,19 +694,19 @@ FAILED (failures=1, errors=1, skipped=1)
 
     #[test]
     fn dots_311() {
-        let (r, score) = feed(Format::Unittest, DOTS_311);
+        let (r, score) = run(Format::Unittest, DOTS_311);
         assert!(score >= CONFIDENT);
         assert_eq!((r.passed, r.failed, r.skipped, r.errors), (2, 3, 2, 3));
-        assert_eq!(ids(&r), FAILING_311);
+        assert_eq!(sorted_ids(&r), FAILING_311);
     }
 
     #[test]
     fn verbose_before_311() {
-        let (r, score) = feed(Format::Unittest, VERBOSE_310);
+        let (r, score) = run(Format::Unittest, VERBOSE_310);
         assert!(score >= CONFIDENT);
         assert_eq!((r.passed, r.failed, r.skipped, r.errors), (1, 1, 1, 1));
         assert_eq!(
-            ids(&r),
+            sorted_ids(&r),
             [
                 "pkg.test_calc.CalcTests.test_error",
                 "pkg.test_calc.CalcTests.test_fail"
@@ -741,14 +719,14 @@ FAILED (failures=1, errors=1, skipped=1)
 
     #[test]
     fn all_passing_and_cut_runs() {
-        let (r, score) = feed(
+        let (r, score) = run(
             Format::Unittest,
             ".sx\n----------------------------------------------------------------------\nRan 3 tests in 0.000s\n\nOK (skipped=1, expected failures=1)\n",
         );
         assert!(score >= CONFIDENT);
         assert_eq!((r.passed, r.failed, r.skipped, r.errors), (1, 0, 2, 0));
         // Without per-test markers, `Ran N` minus the rest.
-        let (r, _) = feed(
+        let (r, _) = run(
             Format::Unittest,
             "Ran 5 tests in 0.010s\n\nFAILED (failures=1, skipped=1)\n",
         );
@@ -759,7 +737,7 @@ FAILED (failures=1, errors=1, skipped=1)
             .take(11)
             .map(|l| format!("{l}\n"))
             .collect();
-        let (r, score) = feed(Format::Unittest, &cut);
+        let (r, score) = run(Format::Unittest, &cut);
         assert!(score > 0 && score < CONFIDENT);
         assert_eq!((r.passed, r.failed, r.skipped, r.errors), (2, 3, 2, 3));
     }
@@ -788,27 +766,16 @@ FAILED (failures=1, errors=1, skipped=1)
 
     #[test]
     fn other_logs_are_not_taken_for_unittest() {
-        let mut names: Vec<String> = std::fs::read_dir(FIXTURES)
-            .expect("fixtures")
-            .filter_map(|e| e.ok())
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| n.ends_with(".log"))
-            .collect();
-        names.sort();
-        assert!(!names.is_empty());
-        for name in names {
-            let text =
-                String::from_utf8_lossy(&std::fs::read(format!("{FIXTURES}/{name}")).expect("log"))
-                    .into_owned();
-            let (_, score) = feed(Format::Unittest, &text);
-            assert!(score < CONFIDENT, "{name}: {score}");
+        // Pytest's logs may look a little like unittest's; none other does at all.
+        for (name, text) in other_runners_logs(Format::Unittest) {
+            let (_, score) = run(Format::Unittest, &text);
             if !name.starts_with("pytest_") {
                 assert_eq!(score, 0, "{name}");
             }
         }
         // And unittest output is not taken for pytest.
         for text in [VERBOSE_311, DOTS_311, VERBOSE_310] {
-            let (_, score) = feed(Format::Pytest, text);
+            let (_, score) = run(Format::Pytest, text);
             assert_eq!(score, 0);
             assert_eq!(
                 crate::distill::distill_str(text, None, None).runner,
@@ -847,11 +814,11 @@ FAILED (failures=1, errors=1, skipped=1)
             ];
             text.push_str(pieces[(seed % pieces.len() as u64) as usize]);
         }
-        let _ = feed(Format::Unittest, &text);
+        let _ = run(Format::Unittest, &text);
         let bytes: Vec<u8> = (0..50_000u32)
             .map(|i| (i.wrapping_mul(2654435761) >> 9) as u8)
             .collect();
-        let _ = feed(Format::Unittest, &String::from_utf8_lossy(&bytes));
+        let _ = run(Format::Unittest, &String::from_utf8_lossy(&bytes));
 
         let rule = "=".repeat(70);
         let dash = "-".repeat(70);

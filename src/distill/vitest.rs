@@ -262,18 +262,14 @@ impl Parser for VitestParser {
 
 #[cfg(test)]
 mod tests {
-    use super::super::jest::tests::{fixture, run};
+    use super::super::testing::{failure, fixture, run};
     use super::super::{CONFIDENT, Format, distill_str};
 
     #[test]
     fn vitest_messages_and_locations() {
-        let (score, r) = run(Format::Vitest, &fixture("vitest_default_mixed.log"));
+        let (r, score) = run(Format::Vitest, &fixture("vitest_default_mixed"));
         assert!(score >= CONFIDENT);
-        let f = r
-            .failures
-            .iter()
-            .find(|f| f.id == "subtotal > handles floating point cents")
-            .unwrap();
+        let f = failure(&r, "subtotal > handles floating point cents");
         assert!(
             f.message
                 .starts_with("AssertionError: expected 0.30000000000000004")
@@ -323,7 +319,7 @@ Error: Failed to load url ./missing (resolved id: ./missing) in /work/app/test/b
     #[test]
     fn vitest_verbose_without_failure_section() {
         let text = " ✓ test/a.test.ts > math > adds 1ms\n × test/a.test.ts > math > subtracts 2ms\n ↓ test/a.test.ts > math > later\n";
-        let (_, r) = run(Format::Vitest, text);
+        let (r, _) = run(Format::Vitest, text);
         assert_eq!((r.passed, r.failed, r.skipped), (1, 1, 1));
         assert_eq!(r.failures[0].id, "math > subtracts");
     }
@@ -331,7 +327,7 @@ Error: Failed to load url ./missing (resolved id: ./missing) in /work/app/test/b
     #[test]
     fn vitest_projects_and_shared_errors() {
         let text = " FAIL  |unit| test/a.test.ts > a > b\n FAIL  |unit| test/c.test.ts > c\nAssertionError: nope\n ❯ test/a.test.ts:3:4\n";
-        let (_, r) = run(Format::Vitest, text);
+        let (r, _) = run(Format::Vitest, text);
         let ids: Vec<_> = r.failures.iter().map(|f| f.id.as_str()).collect();
         assert_eq!(ids, ["a > b", "c"]);
         assert_eq!(r.failures[1].message, "AssertionError: nope");
