@@ -60,9 +60,12 @@ pub struct ModelSettings {
     pub anthropic_base_url: String,
     pub openai_api_key: Option<SecretString>,
     pub openai_base_url: String,
+    /// `provider:model` names, checked to parse when the settings load.
     pub planner: Option<String>,
     pub scout: Option<String>,
     pub executor: Option<String>,
+    /// The default prices with `MODEL_PRICES` (inline TOML, or a path to a TOML file) applied.
+    pub prices: crate::llm::usage::PriceTable,
 }
 
 /// How the durable job queue behaves.
@@ -126,6 +129,7 @@ const KEYS: &[&str] = &[
     "planner_model",
     "scout_model",
     "executor_model",
+    "model_prices",
     "sandbox",
     "unsafe_no_sandbox",
     "log_format",
@@ -410,6 +414,30 @@ impl Raw {
                 })?,
             )),
         };
+        for key in ["planner_model", "scout_model", "executor_model"] {
+            if let Some(name) = self.text(key) {
+                crate::llm::ModelName::parse(name)
+                    .with_context(|| format!("Cannot use {}", self.source(key)))?;
+            }
+        }
+        let prices = match self.text("model_prices") {
+            None => crate::llm::usage::PriceTable::default(),
+            Some(value) => {
+                // Inline TOML always has a `=`; a path never needs one.
+                let text = if value.contains('=') {
+                    value.to_owned()
+                } else {
+                    std::fs::read_to_string(value).with_context(|| {
+                        format!(
+                            "Could not read the price file named by {}",
+                            self.source("model_prices")
+                        )
+                    })?
+                };
+                crate::llm::usage::PriceTable::with_overrides(&text)
+                    .with_context(|| format!("Cannot use {}", self.source("model_prices")))?
+            }
+        };
         let defaults = QueueSettings::default();
         let queue = QueueSettings {
             workers: self
@@ -474,6 +502,7 @@ impl Raw {
                 planner: self.text("planner_model").map(str::to_owned),
                 scout: self.text("scout_model").map(str::to_owned),
                 executor: self.text("executor_model").map(str::to_owned),
+                prices,
             },
             sandbox,
             unsafe_no_sandbox,
@@ -573,6 +602,35 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("PostgreSQL"), "{err}");
+    }
+
+    #[test]
+    fn model_names_and_prices_are_checked_with_their_source() {
+        let err = format!(
+            "{:#}",
+            Settings::from_sources(None, &env(&[("PLANWRIGHT_PLANNER_MODEL", "gemini:pro")]))
+                .unwrap_err()
+        );
+        assert!(
+            err.contains("PLANWRIGHT_PLANNER_MODEL") && err.contains("gemini"),
+            "{err}"
+        );
+        let s = Settings::from_sources(
+            None,
+            &env(&[(
+                "PLANWRIGHT_MODEL_PRICES",
+                "[\"openai:local\"]\ninput = 0.5\noutput = 1.5",
+            )]),
+        )
+        .unwrap();
+        let local = crate::llm::ModelName::parse("openai:local").unwrap();
+        assert_eq!(s.models.prices.get(&local).unwrap().output, 1.5);
+        let err = format!(
+            "{:#}",
+            Settings::from_sources(None, &env(&[("PLANWRIGHT_MODEL_PRICES", "/no/such.toml")]))
+                .unwrap_err()
+        );
+        assert!(err.contains("PLANWRIGHT_MODEL_PRICES"), "{err}");
     }
 
     #[test]

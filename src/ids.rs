@@ -109,6 +109,10 @@ text_id!(
     /// A planner session: one issue's way from label to pull request.
     SessionId
 );
+text_id!(
+    /// One executor run: an attempt at carrying out an approved contract.
+    RunId
+);
 
 #[cfg(test)]
 mod tests {

@@ -8,6 +8,7 @@ pub mod dispatch;
 pub mod distill;
 pub mod event;
 pub mod ids;
+pub mod llm;
 pub mod server;
 pub mod store;
 pub mod worker;

@@ -6,6 +6,7 @@ pub mod audit;
 pub mod deliveries;
 pub mod installations;
 pub mod jobs;
+pub mod model_usage;
 pub mod sessions;
 
 use std::path::Path;

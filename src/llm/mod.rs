@@ -1,0 +1,579 @@
+//! Talking to models: the provider-neutral `ChatModel` interface (messages, tools, tool
+//! calls, stop reasons, usage), `provider:model` names, error classification, and the one
+//! retry loop both provider clients share. Wire formats stay in `anthropic.rs` and
+//! `openai.rs`; accounting and budgets live in `usage.rs`.
+
+pub mod anthropic;
+pub mod openai;
+pub mod usage;
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use rand::Rng;
+use reqwest::header::{HeaderMap, HeaderValue};
+use secrecy::{ExposeSecret, SecretString};
+use serde_json::Value;
+use tracing::warn;
+
+use crate::config::ModelSettings;
+
+/// The vendors planwright has a client for. OpenAI-compatible local servers (vLLM,
+/// llama.cpp, Ollama) are `OpenAi` with another base URL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Provider {
+    Anthropic,
+    OpenAi,
+}
+
+impl Provider {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Provider::Anthropic => "anthropic",
+            Provider::OpenAi => "openai",
+        }
+    }
+}
+
+impl fmt::Display for Provider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A model as settings name it: `provider:model`, e.g. `anthropic:claude-sonnet-4-5`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ModelName {
+    pub provider: Provider,
+    pub model: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum InvalidModelName {
+    #[error(
+        "`{0}` is not a model name of the form provider:model (e.g. anthropic:claude-sonnet-4-5)"
+    )]
+    Malformed(String),
+    #[error("`{name}` names the unknown provider `{provider}` (known: anthropic, openai)")]
+    UnknownProvider { name: String, provider: String },
+}
+
+impl ModelName {
+    pub fn parse(name: &str) -> Result<Self, InvalidModelName> {
+        let trimmed = name.trim();
+        let Some((provider, model)) = trimmed.split_once(':') else {
+            return Err(InvalidModelName::Malformed(name.to_owned()));
+        };
+        let model = model.trim();
+        if model.is_empty() || model.chars().any(char::is_whitespace) {
+            return Err(InvalidModelName::Malformed(name.to_owned()));
+        }
+        let provider = match provider.trim() {
+            "anthropic" => Provider::Anthropic,
+            "openai" => Provider::OpenAi,
+            other => {
+                return Err(InvalidModelName::UnknownProvider {
+                    name: name.to_owned(),
+                    provider: other.to_owned(),
+                });
+            }
+        };
+        Ok(Self {
+            provider,
+            model: model.to_owned(),
+        })
+    }
+}
+
+impl fmt::Display for ModelName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.provider, self.model)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    User,
+    Assistant,
+}
+
+/// One piece of a message. Tool results travel in user messages, as on Anthropic's wire;
+/// the OpenAI client splits them into `role: "tool"` messages.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ContentBlock {
+    Text(String),
+    /// A tool call by the model. `input` is the arguments as JSON; when a model sends
+    /// arguments that are not JSON, `input` is the raw text as a JSON string, so the tool
+    /// loop can answer with a tool error instead of the call failing.
+    ToolUse {
+        id: String,
+        name: String,
+        input: Value,
+    },
+    ToolResult {
+        tool_use_id: String,
+        content: String,
+        is_error: bool,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Message {
+    pub role: Role,
+    pub content: Vec<ContentBlock>,
+}
+
+impl Message {
+    pub fn user(text: impl Into<String>) -> Self {
+        Self {
+            role: Role::User,
+            content: vec![ContentBlock::Text(text.into())],
+        }
+    }
+}
+
+/// A tool the model may call; `input_schema` is a JSON Schema object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tool {
+    pub name: String,
+    pub description: String,
+    pub input_schema: Value,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatRequest {
+    pub system: String,
+    pub messages: Vec<Message>,
+    pub tools: Vec<Tool>,
+    pub max_tokens: u32,
+    pub temperature: Option<f32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StopReason {
+    EndTurn,
+    ToolUse,
+    MaxTokens,
+    StopSequence,
+    /// Refusals, content filters and reasons a provider adds later, by their wire name.
+    Other(String),
+}
+
+/// Tokens one call used. `input_tokens` excludes cached input on both providers (OpenAI
+/// counts cached tokens inside `prompt_tokens`; the client subtracts them) so that each
+/// count has one price.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cache_read_tokens: u64,
+    pub cache_write_tokens: u64,
+}
+
+impl Usage {
+    pub fn total(&self) -> u64 {
+        self.input_tokens + self.output_tokens + self.cache_read_tokens + self.cache_write_tokens
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatResponse {
+    pub content: Vec<ContentBlock>,
+    pub stop_reason: StopReason,
+    pub usage: Usage,
+}
+
+impl ChatResponse {
+    /// The text blocks joined, for answers that carry no tool calls.
+    pub fn text(&self) -> String {
+        self.content
+            .iter()
+            .filter_map(|b| match b {
+                ContentBlock::Text(t) => Some(t.as_str()),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .join("")
+    }
+}
+
+/// Why a model call failed. Classified once, here; the retry loop and callers branch on
+/// `is_retryable`.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error("{provider} answered {status}: {message}")]
+    Status {
+        provider: Provider,
+        status: u16,
+        message: String,
+        retry_after: Option<Duration>,
+    },
+    #[error("Could not reach {provider}: {message}")]
+    Network { provider: Provider, message: String },
+    #[error("{provider} did not answer in time: {message}")]
+    Timeout { provider: Provider, message: String },
+    #[error("Could not read {provider}'s answer: {message}")]
+    Decode { provider: Provider, message: String },
+    #[error(
+        "Cannot start a {role} call to {model}: {scope} has used {spent} of its budget of {limit}"
+    )]
+    BudgetExceeded {
+        role: String,
+        model: String,
+        scope: String,
+        spent: String,
+        limit: String,
+    },
+    #[error("Could not account for a model call: {0:#}")]
+    Accounting(anyhow::Error),
+}
+
+impl ModelError {
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ModelError::Status { status, .. } => is_retryable_status(*status),
+            ModelError::Network { .. } | ModelError::Timeout { .. } => true,
+            ModelError::Decode { .. } | ModelError::BudgetExceeded { .. } => false,
+            // The call may already have been paid for; repeating it blindly would pay
+            // twice, so the caller decides.
+            ModelError::Accounting(_) => false,
+        }
+    }
+
+    fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ModelError::Status { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+}
+
+/// Rate limits (429), server errors and Anthropic's "overloaded" (529) pass; other 4xx
+/// give the same answer every time.
+fn is_retryable_status(status: u16) -> bool {
+    matches!(status, 429 | 500 | 502 | 503 | 504 | 529)
+}
+
+pub type ChatFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<ChatResponse, ModelError>> + Send + 'a>>;
+
+/// One model behind one provider's wire format. Boxed futures keep it usable as
+/// `dyn ChatModel`, so roles pick a provider at run time.
+pub trait ChatModel: Send + Sync + fmt::Debug {
+    fn name(&self) -> &ModelName;
+    fn chat<'a>(&'a self, request: &'a ChatRequest) -> ChatFuture<'a>;
+}
+
+#[derive(Debug, Clone)]
+pub struct RetryPolicy {
+    /// Attempts in all, the first included.
+    pub max_attempts: u32,
+    /// First backoff; doubled each attempt, with jitter, up to `max_delay`.
+    pub base_delay: Duration,
+    /// Also caps a provider's `retry-after`, so one answer cannot park a job for hours.
+    pub max_delay: Duration,
+}
+
+impl RetryPolicy {
+    fn delay(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
+        if let Some(wait) = retry_after {
+            return wait.min(self.max_delay);
+        }
+        let exp = self
+            .base_delay
+            .saturating_mul(2u32.saturating_pow(attempt.saturating_sub(1)))
+            .min(self.max_delay);
+        let jitter_ms = (exp.as_millis() / 4) as u64;
+        let jitter = if jitter_ms > 0 {
+            Duration::from_millis(rand::rng().random_range(0..=jitter_ms))
+        } else {
+            Duration::ZERO
+        };
+        (exp + jitter).min(self.max_delay)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    /// Whole-request limit; long answers from strong models take minutes.
+    pub timeout: Duration,
+    pub connect_timeout: Duration,
+    pub retry: RetryPolicy,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        Self {
+            timeout: Duration::from_secs(600),
+            connect_timeout: Duration::from_secs(10),
+            retry: RetryPolicy {
+                max_attempts: 4,
+                base_delay: Duration::from_secs(1),
+                max_delay: Duration::from_secs(60),
+            },
+        }
+    }
+}
+
+/// The client for `name`, with the key and base URL the settings give its provider.
+pub fn client(
+    name: &ModelName,
+    settings: &ModelSettings,
+    options: &HttpOptions,
+) -> anyhow::Result<Arc<dyn ChatModel>> {
+    Ok(match name.provider {
+        Provider::Anthropic => {
+            let Some(key) = settings.anthropic_api_key.clone() else {
+                bail!("Cannot use {name}: ANTHROPIC_API_KEY is not set");
+            };
+            Arc::new(anthropic::AnthropicClient::new(
+                name.model.clone(),
+                &settings.anthropic_base_url,
+                key,
+                options,
+            )?)
+        }
+        Provider::OpenAi => Arc::new(openai::OpenAiClient::new(
+            name.model.clone(),
+            &settings.openai_base_url,
+            settings.openai_api_key.clone(),
+            options,
+        )?),
+    })
+}
+
+/// The HTTP client both providers use; redirects are refused so a key header is never
+/// replayed to another host.
+fn http_client(options: &HttpOptions) -> anyhow::Result<reqwest::Client> {
+    reqwest::Client::builder()
+        .timeout(options.timeout)
+        .connect_timeout(options.connect_timeout)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .context("Could not set up the HTTP client for model calls")
+}
+
+/// A header value holding a secret, marked so it is never printed.
+fn secret_header(value: &str, what: &str) -> anyhow::Result<HeaderValue> {
+    let mut header = HeaderValue::from_str(value)
+        .map_err(|_| anyhow::anyhow!("Cannot use the {what}: it is not a valid header value"))?;
+    header.set_sensitive(true);
+    Ok(header)
+}
+
+/// POSTs `body` to `url` with `headers` until it succeeds, fails for good, or the policy's
+/// attempts run out; returns the JSON answer.
+async fn post_json(
+    http: &reqwest::Client,
+    provider: Provider,
+    url: &str,
+    headers: &HeaderMap,
+    body: &Value,
+    policy: &RetryPolicy,
+    secret: Option<&SecretString>,
+) -> Result<Value, ModelError> {
+    let mut attempt = 1;
+    loop {
+        let result = post_once(http, provider, url, headers, body)
+            .await
+            .map_err(|e| redact(e, secret));
+        match result {
+            Err(e) if e.is_retryable() && attempt < policy.max_attempts => {
+                let delay = policy.delay(attempt, e.retry_after());
+                warn!(%provider, attempt, ?delay, error = %e, "model call failed; retrying");
+                tokio::time::sleep(delay).await;
+                attempt += 1;
+            }
+            other => return other,
+        }
+    }
+}
+
+async fn post_once(
+    http: &reqwest::Client,
+    provider: Provider,
+    url: &str,
+    headers: &HeaderMap,
+    body: &Value,
+) -> Result<Value, ModelError> {
+    let transport = |e: reqwest::Error| {
+        let message = error_chain(&e);
+        if e.is_timeout() {
+            ModelError::Timeout { provider, message }
+        } else {
+            ModelError::Network { provider, message }
+        }
+    };
+    let response = http
+        .post(url)
+        .headers(headers.clone())
+        .json(body)
+        .send()
+        .await
+        .map_err(transport)?;
+    let status = response.status();
+    let retry_after = retry_after(response.headers());
+    let bytes = response.bytes().await.map_err(transport)?;
+    if !status.is_success() {
+        return Err(ModelError::Status {
+            provider,
+            status: status.as_u16(),
+            message: error_message(&bytes),
+            retry_after,
+        });
+    }
+    serde_json::from_slice(&bytes).map_err(|e| ModelError::Decode {
+        provider,
+        message: format!("the body is not JSON ({e})"),
+    })
+}
+
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+/// `retry-after-ms` (OpenAI) or `retry-after` in seconds; HTTP dates fall back to backoff.
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let read = |name: &str| headers.get(name)?.to_str().ok()?.trim().parse::<f64>().ok();
+    let valid = |v: f64| v.is_finite() && v >= 0.0;
+    if let Some(ms) = read("retry-after-ms").filter(|v| valid(*v)) {
+        return Some(Duration::from_secs_f64(ms / 1000.0));
+    }
+    read("retry-after")
+        .filter(|v| valid(*v))
+        .map(Duration::from_secs_f64)
+}
+
+/// Both providers put the reason in `error.message`; anything else is shown as text.
+fn error_message(body: &[u8]) -> String {
+    if let Ok(value) = serde_json::from_slice::<Value>(body)
+        && let Some(message) = value["error"]["message"].as_str()
+    {
+        return message.to_owned();
+    }
+    let text = String::from_utf8_lossy(body);
+    let text = text.trim();
+    if text.is_empty() {
+        return "(no message)".to_owned();
+    }
+    text.chars().take(500).collect()
+}
+
+/// Providers sometimes quote the key they were sent (a wrong key's 401); it must not
+/// reach logs or comments through an error message.
+fn redact(error: ModelError, secret: Option<&SecretString>) -> ModelError {
+    let Some(secret) = secret.map(|s| s.expose_secret()).filter(|s| !s.is_empty()) else {
+        return error;
+    };
+    let clean = |m: String| m.replace(secret, "[redacted]");
+    match error {
+        ModelError::Status {
+            provider,
+            status,
+            message,
+            retry_after,
+        } => ModelError::Status {
+            provider,
+            status,
+            message: clean(message),
+            retry_after,
+        },
+        ModelError::Network { provider, message } => ModelError::Network {
+            provider,
+            message: clean(message),
+        },
+        ModelError::Timeout { provider, message } => ModelError::Timeout {
+            provider,
+            message: clean(message),
+        },
+        ModelError::Decode { provider, message } => ModelError::Decode {
+            provider,
+            message: clean(message),
+        },
+        other @ (ModelError::BudgetExceeded { .. } | ModelError::Accounting(_)) => other,
+    }
+}
+
+fn decode_error(provider: Provider, what: impl Into<String>) -> ModelError {
+    ModelError::Decode {
+        provider,
+        message: what.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn model_names_parse_and_errors_name_the_culprit() {
+        let name = ModelName::parse("anthropic:claude-sonnet-4-5").unwrap();
+        assert_eq!(name.provider, Provider::Anthropic);
+        assert_eq!(name.model, "claude-sonnet-4-5");
+        // Local servers' model names may contain colons (Ollama tags).
+        let name = ModelName::parse("openai:qwen2.5-coder:7b").unwrap();
+        assert_eq!(name.provider, Provider::OpenAi);
+        assert_eq!(name.model, "qwen2.5-coder:7b");
+        let err = ModelName::parse("gemini:pro").unwrap_err().to_string();
+        assert!(err.contains("gemini"), "{err}");
+        for bad in ["claude-sonnet", "anthropic:", "openai:gpt 5", ""] {
+            let err = ModelName::parse(bad).unwrap_err().to_string();
+            assert!(err.contains(&format!("`{bad}`")), "{err}");
+        }
+    }
+
+    #[test]
+    fn retry_after_wins_over_backoff_and_both_are_capped() {
+        let policy = RetryPolicy {
+            max_attempts: 5,
+            base_delay: Duration::from_secs(2),
+            max_delay: Duration::from_secs(10),
+        };
+        assert_eq!(
+            policy.delay(3, Some(Duration::from_secs(1))),
+            Duration::from_secs(1)
+        );
+        assert_eq!(
+            policy.delay(1, Some(Duration::from_secs(3600))),
+            Duration::from_secs(10)
+        );
+        let first = policy.delay(1, None);
+        assert!(first >= Duration::from_secs(2) && first <= Duration::from_millis(2500));
+        assert_eq!(policy.delay(10, None), Duration::from_secs(10));
+    }
+
+    #[test]
+    fn retryable_statuses_are_the_passing_ones() {
+        for status in [429, 500, 502, 503, 504, 529] {
+            assert!(is_retryable_status(status), "{status}");
+        }
+        for status in [400, 401, 403, 404, 413, 422] {
+            assert!(!is_retryable_status(status), "{status}");
+        }
+    }
+
+    #[test]
+    fn errors_lose_the_key() {
+        let key = SecretString::from("sk-very-secret");
+        let error = ModelError::Status {
+            provider: Provider::OpenAi,
+            status: 401,
+            message: "Incorrect API key provided: sk-very-secret".into(),
+            retry_after: None,
+        };
+        let text = redact(error, Some(&key)).to_string();
+        assert!(!text.contains("sk-very-secret"), "{text}");
+        assert!(text.contains("401"), "{text}");
+    }
+}

@@ -1,0 +1,365 @@
+//! What model calls cost: the price table (USD per million tokens, defaults overridable
+//! from settings), budgets for a session and a run, and `Metered`, the `ChatModel` wrapper
+//! that refuses a call once a budget is used up and records every call's usage.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail};
+use serde::Deserialize;
+
+use super::{ChatFuture, ChatModel, ChatRequest, ChatResponse, ModelError, ModelName, Usage};
+use crate::ids::{RunId, SessionId};
+use crate::store::{Db, model_usage};
+
+/// USD per million tokens of each kind; with these units a token count times a price is
+/// micro-USD, the unit costs are stored in.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Price {
+    pub input: f64,
+    pub output: f64,
+    #[serde(default)]
+    pub cache_read: f64,
+    #[serde(default)]
+    pub cache_write: f64,
+}
+
+impl Price {
+    pub fn cost_microusd(&self, usage: &Usage) -> i64 {
+        let cost = usage.input_tokens as f64 * self.input
+            + usage.output_tokens as f64 * self.output
+            + usage.cache_read_tokens as f64 * self.cache_read
+            + usage.cache_write_tokens as f64 * self.cache_write;
+        cost.round() as i64
+    }
+}
+
+/// Prices by `provider:model`. A dated model (`claude-sonnet-4-5-20250929`) takes the
+/// price of its undated name.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PriceTable {
+    prices: BTreeMap<String, Price>,
+}
+
+/// List prices as published when this table was written; deployments override them with
+/// `MODEL_PRICES` rather than waiting for a release.
+const DEFAULT_PRICES: &[(&str, Price)] = &[
+    ("anthropic:claude-opus-4-5", price(5.0, 25.0, 0.5, 6.25)),
+    ("anthropic:claude-sonnet-4-5", price(3.0, 15.0, 0.3, 3.75)),
+    ("anthropic:claude-haiku-4-5", price(1.0, 5.0, 0.1, 1.25)),
+    ("openai:gpt-5", price(1.25, 10.0, 0.125, 0.0)),
+    ("openai:gpt-5-mini", price(0.25, 2.0, 0.025, 0.0)),
+    ("openai:gpt-4.1", price(2.0, 8.0, 0.5, 0.0)),
+];
+
+const fn price(input: f64, output: f64, cache_read: f64, cache_write: f64) -> Price {
+    Price {
+        input,
+        output,
+        cache_read,
+        cache_write,
+    }
+}
+
+impl Default for PriceTable {
+    fn default() -> Self {
+        Self {
+            prices: DEFAULT_PRICES
+                .iter()
+                .map(|(name, p)| ((*name).to_owned(), *p))
+                .collect(),
+        }
+    }
+}
+
+impl PriceTable {
+    /// The defaults with `text`'s entries added or replaced. `text` is TOML with one table
+    /// per model: `["openai:qwen2.5-coder"]` then `input = 0.0`, `output = 0.0`, and
+    /// optionally `cache_read`, `cache_write`.
+    pub fn with_overrides(text: &str) -> Result<Self> {
+        let overrides: BTreeMap<String, Price> =
+            toml::from_str(text).context("expected TOML tables of input/output prices")?;
+        let mut table = Self::default();
+        for (name, price) in overrides {
+            ModelName::parse(&name)?;
+            for (what, value) in [
+                ("input", price.input),
+                ("output", price.output),
+                ("cache_read", price.cache_read),
+                ("cache_write", price.cache_write),
+            ] {
+                if !(value.is_finite() && value >= 0.0) {
+                    bail!("the {what} price of `{name}` must be a non-negative number");
+                }
+            }
+            table.prices.insert(name, price);
+        }
+        Ok(table)
+    }
+
+    pub fn get(&self, name: &ModelName) -> Option<Price> {
+        let full = name.to_string();
+        if let Some(p) = self.prices.get(&full) {
+            return Some(*p);
+        }
+        // The longest priced name that `full` extends with a `-suffix`.
+        self.prices
+            .iter()
+            .filter(|(known, _)| {
+                full.strip_prefix(known.as_str())
+                    .is_some_and(|rest| rest.starts_with('-'))
+            })
+            .max_by_key(|(known, _)| known.len())
+            .map(|(_, p)| *p)
+    }
+}
+
+/// The work a call is made for; stored with its usage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelRole {
+    Planner,
+    Scout,
+    Executor,
+    Reviewer,
+}
+
+impl ModelRole {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ModelRole::Planner => "planner",
+            ModelRole::Scout => "scout",
+            ModelRole::Executor => "executor",
+            ModelRole::Reviewer => "reviewer",
+        }
+    }
+}
+
+/// Limits on what a session or a run may use; `None` is no limit of that kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Budget {
+    pub max_microusd: Option<i64>,
+    pub max_tokens: Option<u64>,
+}
+
+impl Budget {
+    pub fn usd(usd: f64) -> Self {
+        Self {
+            max_microusd: Some((usd * 1_000_000.0).round() as i64),
+            max_tokens: None,
+        }
+    }
+
+    pub fn tokens(tokens: u64) -> Self {
+        Self {
+            max_microusd: None,
+            max_tokens: Some(tokens),
+        }
+    }
+
+    /// The refusal, if `spent` has reached either limit.
+    fn check(&self, spent: &model_usage::Spent) -> Option<(String, String)> {
+        if let Some(limit) = self.max_microusd
+            && spent.cost_microusd >= limit
+        {
+            return Some((usd(spent.cost_microusd), usd(limit)));
+        }
+        if let Some(limit) = self.max_tokens
+            && spent.tokens >= limit as i64
+        {
+            return Some((
+                format!("{} tokens", spent.tokens),
+                format!("{limit} tokens"),
+            ));
+        }
+        None
+    }
+}
+
+fn usd(microusd: i64) -> String {
+    format!("${:.4}", microusd as f64 / 1_000_000.0)
+}
+
+/// A model whose calls are accounted to a role, and optionally a session and a run, each
+/// with its budget. A call is refused before anything is sent once a budget is used up;
+/// a call that starts under it may end over it, since its size is known only afterwards.
+#[derive(Debug)]
+pub struct Metered {
+    model: Arc<dyn ChatModel>,
+    price: Price,
+    db: Db,
+    role: ModelRole,
+    session: Option<(SessionId, Budget)>,
+    run: Option<(RunId, Budget)>,
+}
+
+impl Metered {
+    /// Fails for a model without a price: its calls could not be held to a budget.
+    pub fn new(
+        model: Arc<dyn ChatModel>,
+        prices: &PriceTable,
+        db: Db,
+        role: ModelRole,
+    ) -> Result<Self> {
+        let Some(price) = prices.get(model.name()) else {
+            bail!(
+                "Cannot account for {}: it has no price (add it to MODEL_PRICES)",
+                model.name()
+            );
+        };
+        Ok(Self {
+            model,
+            price,
+            db,
+            role,
+            session: None,
+            run: None,
+        })
+    }
+
+    pub fn for_session(mut self, session: SessionId, budget: Budget) -> Self {
+        self.session = Some((session, budget));
+        self
+    }
+
+    pub fn for_run(mut self, run: RunId, budget: Budget) -> Self {
+        self.run = Some((run, budget));
+        self
+    }
+
+    async fn check_budgets(&self) -> Result<(), ModelError> {
+        if let Some((id, budget)) = &self.session {
+            let spent = model_usage::spent_by_session(&self.db, id)
+                .await
+                .map_err(ModelError::Accounting)?;
+            self.refuse_past(budget, &spent, format!("session {id}"))?;
+        }
+        if let Some((id, budget)) = &self.run {
+            let spent = model_usage::spent_by_run(&self.db, id)
+                .await
+                .map_err(ModelError::Accounting)?;
+            self.refuse_past(budget, &spent, format!("run {id}"))?;
+        }
+        Ok(())
+    }
+
+    fn refuse_past(
+        &self,
+        budget: &Budget,
+        spent: &model_usage::Spent,
+        scope: String,
+    ) -> Result<(), ModelError> {
+        match budget.check(spent) {
+            Some((spent, limit)) => Err(ModelError::BudgetExceeded {
+                role: self.role.as_str().to_owned(),
+                model: self.model.name().to_string(),
+                scope,
+                spent,
+                limit,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    async fn call(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
+        self.check_budgets().await?;
+        let response = self.model.chat(request).await?;
+        let name = self.model.name();
+        let record = model_usage::NewUsage {
+            session: self.session.as_ref().map(|(id, _)| id),
+            run: self.run.as_ref().map(|(id, _)| id),
+            role: self.role.as_str(),
+            provider: name.provider.as_str(),
+            model: &name.model,
+            usage: response.usage,
+            cost_microusd: self.price.cost_microusd(&response.usage),
+        };
+        model_usage::record(&self.db, &record)
+            .await
+            .map_err(ModelError::Accounting)?;
+        Ok(response)
+    }
+}
+
+impl ChatModel for Metered {
+    fn name(&self) -> &ModelName {
+        self.model.name()
+    }
+
+    fn chat<'a>(&'a self, request: &'a ChatRequest) -> ChatFuture<'a> {
+        Box::pin(self.call(request))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn costs_are_micro_usd_per_token_kind() {
+        let table = PriceTable::default();
+        let sonnet = table
+            .get(&ModelName::parse("anthropic:claude-sonnet-4-5-20250929").unwrap())
+            .unwrap();
+        let usage = Usage {
+            input_tokens: 1000,
+            output_tokens: 500,
+            cache_read_tokens: 2000,
+            cache_write_tokens: 100,
+        };
+        assert_eq!(sonnet.cost_microusd(&usage), 3000 + 7500 + 600 + 375);
+        // A longer priced name wins over its prefix.
+        let mini = table
+            .get(&ModelName::parse("openai:gpt-5-mini").unwrap())
+            .unwrap();
+        assert_eq!(mini.input, 0.25);
+        assert!(
+            table
+                .get(&ModelName::parse("openai:gpt-50").unwrap())
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn overrides_add_and_replace_and_bad_ones_are_named() {
+        let table = PriceTable::with_overrides(
+            "[\"openai:local-coder\"]\ninput = 0\noutput = 0\n\n[\"anthropic:claude-haiku-4-5\"]\ninput = 2.0\noutput = 8.0\n",
+        )
+        .unwrap();
+        let local = table
+            .get(&ModelName::parse("openai:local-coder").unwrap())
+            .unwrap();
+        assert_eq!(local.output, 0.0);
+        let haiku = table
+            .get(&ModelName::parse("anthropic:claude-haiku-4-5").unwrap())
+            .unwrap();
+        assert_eq!(haiku.input, 2.0);
+        let err = format!(
+            "{:#}",
+            PriceTable::with_overrides("[\"mistral:x\"]\ninput = 1\noutput = 1\n").unwrap_err()
+        );
+        assert!(err.contains("mistral"), "{err}");
+        let err = format!(
+            "{:#}",
+            PriceTable::with_overrides("[\"openai:x\"]\ninput = -1\noutput = 1\n").unwrap_err()
+        );
+        assert!(err.contains("openai:x"), "{err}");
+        assert!(PriceTable::with_overrides("[\"openai:x\"]\ninptu = 1\noutput = 1\n").is_err());
+    }
+
+    #[test]
+    fn budgets_refuse_at_their_limit() {
+        let spent = |cost, tokens| model_usage::Spent {
+            cost_microusd: cost,
+            tokens,
+        };
+        assert!(Budget::usd(0.01).check(&spent(9_999, 0)).is_none());
+        assert!(Budget::usd(0.01).check(&spent(10_000, 0)).is_some());
+        assert!(Budget::tokens(100).check(&spent(0, 100)).is_some());
+        assert!(
+            Budget::default()
+                .check(&spent(i64::MAX, i64::MAX))
+                .is_none()
+        );
+    }
+}
