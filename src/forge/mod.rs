@@ -2,6 +2,8 @@
 //! speaks in (so no octocrab or GitLab model leaks out), the one error classification and
 //! the one retry helper every forge call goes through.
 
+pub mod github;
+
 use std::fmt;
 use std::future::Future;
 use std::str::FromStr;
