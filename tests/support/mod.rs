@@ -3,6 +3,8 @@
 //! a loopback port, signed webhook requests, and waiting on state with a timeout.
 #![allow(dead_code)]
 
+pub mod fake_forge;
+
 use std::future::Future;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
