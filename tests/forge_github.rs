@@ -88,7 +88,7 @@ async fn creates_then_edits_a_comment_and_reacts() {
     assert_eq!(app.bot_login().await.unwrap(), format!("{APP_SLUG}[bot]"));
 
     let edited = forge
-        .edit_comment(&repo(), created.id, "awaiting approval")
+        .edit_comment(&repo(), IssueNumber(3), created.id, "awaiting approval")
         .await
         .unwrap();
     assert_eq!(edited.id, created.id);
@@ -98,12 +98,22 @@ async fn creates_then_edits_a_comment_and_reacts() {
 
     let theirs = fake.add_comment(REPO, 3, "/approve", FakeUser::new("octocat", 1));
     forge
-        .react(&repo(), CommentId(theirs), Reaction::PlusOne)
+        .react(
+            &repo(),
+            IssueNumber(3),
+            CommentId(theirs),
+            Reaction::PlusOne,
+        )
         .await
         .unwrap();
     // Reacting twice is not an error (GitHub answers 200 for an existing reaction).
     forge
-        .react(&repo(), CommentId(theirs), Reaction::PlusOne)
+        .react(
+            &repo(),
+            IssueNumber(3),
+            CommentId(theirs),
+            Reaction::PlusOne,
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -321,7 +331,7 @@ async fn no_error_carries_the_token() {
     let mut errors = vec![
         forge.issue(&repo(), IssueNumber(99)).await.unwrap_err(),
         forge
-            .edit_comment(&repo(), CommentId(1), "x")
+            .edit_comment(&repo(), IssueNumber(3), CommentId(1), "x")
             .await
             .unwrap_err(),
     ];

@@ -240,6 +240,7 @@ impl Forge for GithubForge {
     async fn edit_comment(
         &self,
         repo: &RepoName,
+        _issue: IssueNumber,
         comment: CommentId,
         body: &str,
     ) -> Result<Comment, ForgeError> {
@@ -258,6 +259,7 @@ impl Forge for GithubForge {
     async fn react(
         &self,
         repo: &RepoName,
+        _issue: IssueNumber,
         comment: CommentId,
         reaction: Reaction,
     ) -> Result<(), ForgeError> {

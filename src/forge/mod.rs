@@ -144,9 +144,11 @@ pub trait Forge: Send + Sync {
         body: &str,
     ) -> Result<Comment, ForgeError>;
 
+    /// `issue` is the thread the comment is on: GitLab addresses notes through it.
     async fn edit_comment(
         &self,
         repo: &RepoName,
+        issue: IssueNumber,
         comment: CommentId,
         body: &str,
     ) -> Result<Comment, ForgeError>;
@@ -155,6 +157,7 @@ pub trait Forge: Send + Sync {
     async fn react(
         &self,
         repo: &RepoName,
+        issue: IssueNumber,
         comment: CommentId,
         reaction: Reaction,
     ) -> Result<(), ForgeError>;
