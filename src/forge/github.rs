@@ -223,8 +223,9 @@ impl Forge for GithubForge {
         issue: IssueNumber,
         body: &str,
     ) -> Result<Comment, ForgeError> {
-        // Not retried blindly by callers: a create that timed out may have happened, and
-        // the session layer looks for its marker before posting again.
+        // Retried like every call, so a create that GitHub stored before failing (a 502
+        // from a proxy, a timeout) can appear twice; the session layer posts with a marker
+        // and looks for it first, which is where duplicates are prevented.
         let created: GhComment = self
             .shared
             .request(
