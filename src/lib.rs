@@ -7,6 +7,7 @@ pub mod config;
 pub mod dispatch;
 pub mod distill;
 pub mod event;
+pub mod forge;
 pub mod ids;
 pub mod llm;
 pub mod server;

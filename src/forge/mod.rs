@@ -1,0 +1,390 @@
+//! The forge layer: the `Forge` trait every other layer talks to, the normalized types it
+//! speaks in (so no octocrab or GitLab model leaks out), the one error classification and
+//! the one retry helper every forge call goes through.
+
+pub mod github;
+
+use std::fmt;
+use std::future::Future;
+use std::str::FromStr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::event::Actor;
+use crate::ids::{CommentId, CommitSha, IssueNumber, RepoName};
+use crate::worker::JobError;
+
+/// A repository's default branch and where it points now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Repository {
+    pub name: RepoName,
+    pub default_branch: String,
+    pub head_sha: CommitSha,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Issue {
+    pub number: IssueNumber,
+    pub title: String,
+    /// Empty when the author left it empty (GitHub sends `null`).
+    pub body: String,
+    pub labels: Vec<String>,
+    pub author: Actor,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Comment {
+    pub id: CommentId,
+    pub body: String,
+    pub author: Actor,
+}
+
+/// A user's access to a repository, ordered so that `permission >= Permission::Write` is
+/// the authorization check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Permission {
+    None,
+    Read,
+    Triage,
+    Write,
+    Maintain,
+    Admin,
+}
+
+impl Permission {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Permission::None => "none",
+            Permission::Read => "read",
+            Permission::Triage => "triage",
+            Permission::Write => "write",
+            Permission::Maintain => "maintain",
+            Permission::Admin => "admin",
+        }
+    }
+}
+
+impl fmt::Display for Permission {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("`{0}` is not a permission level (none, read, triage, write, maintain, admin)")]
+pub struct UnknownPermission(String);
+
+impl FromStr for Permission {
+    type Err = UnknownPermission;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s.trim().to_ascii_lowercase().as_str() {
+            "none" => Permission::None,
+            "read" | "pull" => Permission::Read,
+            "triage" => Permission::Triage,
+            "write" | "push" => Permission::Write,
+            "maintain" => Permission::Maintain,
+            "admin" => Permission::Admin,
+            _ => return Err(UnknownPermission(s.to_owned())),
+        })
+    }
+}
+
+/// The reactions both forges offer; planwright uses them to acknowledge a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Reaction {
+    PlusOne,
+    MinusOne,
+    Laugh,
+    Confused,
+    Heart,
+    Hooray,
+    Rocket,
+    Eyes,
+}
+
+impl Reaction {
+    /// GitHub's `content` value.
+    pub fn github_name(self) -> &'static str {
+        match self {
+            Reaction::PlusOne => "+1",
+            Reaction::MinusOne => "-1",
+            Reaction::Laugh => "laugh",
+            Reaction::Confused => "confused",
+            Reaction::Heart => "heart",
+            Reaction::Hooray => "hooray",
+            Reaction::Rocket => "rocket",
+            Reaction::Eyes => "eyes",
+        }
+    }
+}
+
+/// What planwright needs from the place an issue lives. Later layers see only this.
+#[async_trait]
+pub trait Forge: Send + Sync {
+    /// Whether `actor` is planwright itself, so its own comments never trigger anything.
+    async fn is_own(&self, actor: &Actor) -> Result<bool, ForgeError>;
+
+    async fn repository(&self, repo: &RepoName) -> Result<Repository, ForgeError>;
+
+    async fn issue(&self, repo: &RepoName, issue: IssueNumber) -> Result<Issue, ForgeError>;
+
+    /// Every comment on the issue, oldest first.
+    async fn comments(
+        &self,
+        repo: &RepoName,
+        issue: IssueNumber,
+    ) -> Result<Vec<Comment>, ForgeError>;
+
+    async fn create_comment(
+        &self,
+        repo: &RepoName,
+        issue: IssueNumber,
+        body: &str,
+    ) -> Result<Comment, ForgeError>;
+
+    /// `issue` is the thread the comment is on: GitLab addresses notes through it.
+    async fn edit_comment(
+        &self,
+        repo: &RepoName,
+        issue: IssueNumber,
+        comment: CommentId,
+        body: &str,
+    ) -> Result<Comment, ForgeError>;
+
+    /// Adding a reaction that is already there is not an error.
+    async fn react(
+        &self,
+        repo: &RepoName,
+        issue: IssueNumber,
+        comment: CommentId,
+        reaction: Reaction,
+    ) -> Result<(), ForgeError>;
+
+    async fn permission(&self, repo: &RepoName, login: &str) -> Result<Permission, ForgeError>;
+
+    /// A file's text on the default branch; `None` when there is no such file.
+    async fn read_file(&self, repo: &RepoName, path: &str) -> Result<Option<String>, ForgeError>;
+}
+
+/// Why a forge call failed, classified once so callers and the retry helper only branch on
+/// the kind. `what` names the call ("GET /repos/o/r/issues/3"); it never holds a token.
+#[derive(Debug, thiserror::Error)]
+pub enum ForgeError {
+    #[error("Could not {what}: not found (404)")]
+    NotFound { what: String },
+    #[error("Could not {what}: the forge refused it ({status}): {message}")]
+    Refused {
+        what: String,
+        status: u16,
+        message: String,
+    },
+    #[error("Could not {what}: rate limited (retry after {retry_after:?})")]
+    RateLimited {
+        what: String,
+        retry_after: Option<Duration>,
+    },
+    #[error("Could not {what}: the forge answered {status}: {message}")]
+    Unavailable {
+        what: String,
+        status: u16,
+        message: String,
+    },
+    #[error("Could not {what}: {message}")]
+    Transport { what: String, message: String },
+    #[error("Could not {what}: unexpected answer: {message}")]
+    Malformed { what: String, message: String },
+    /// Our side is misconfigured (a key that does not sign, a bad base URL).
+    #[error("Could not {what}: {message}")]
+    Client { what: String, message: String },
+}
+
+impl ForgeError {
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ForgeError::RateLimited { .. }
+            | ForgeError::Unavailable { .. }
+            | ForgeError::Transport { .. } => true,
+            ForgeError::NotFound { .. }
+            | ForgeError::Refused { .. }
+            | ForgeError::Malformed { .. }
+            | ForgeError::Client { .. } => false,
+        }
+    }
+
+    /// How long the forge asked us to wait, when it said.
+    fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ForgeError::RateLimited { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+}
+
+impl From<ForgeError> for JobError {
+    fn from(e: ForgeError) -> Self {
+        if e.is_retryable() {
+            JobError::Retryable(e.into())
+        } else {
+            JobError::Permanent(e.into())
+        }
+    }
+}
+
+/// How hard one forge call is retried in-process before the failure goes back to the job
+/// queue (which has its own, longer backoff).
+#[derive(Debug, Clone)]
+pub struct RetryPolicy {
+    /// Attempts in total, the first included.
+    pub attempts: u32,
+    /// Backoff before the second attempt; doubled each time up to `max_delay`.
+    pub base_delay: Duration,
+    pub max_delay: Duration,
+    /// The longest wait a rate limit may ask for and still be waited out here; longer
+    /// waits are handed back to the queue rather than holding a worker.
+    pub max_rate_limit_wait: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            attempts: 4,
+            base_delay: Duration::from_millis(500),
+            max_delay: Duration::from_secs(8),
+            max_rate_limit_wait: Duration::from_secs(60),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// Runs `call` until it succeeds, fails for good, or the attempts are spent.
+    pub async fn run<T, F, Fut>(&self, mut call: F) -> Result<T, ForgeError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, ForgeError>>,
+    {
+        let mut delay = self.base_delay;
+        let mut attempt = 1;
+        loop {
+            let error = match call().await {
+                Ok(value) => return Ok(value),
+                Err(e) => e,
+            };
+            if !error.is_retryable() || attempt >= self.attempts.max(1) {
+                return Err(error);
+            }
+            let wait = match error.retry_after() {
+                Some(asked) if asked > self.max_rate_limit_wait => return Err(error),
+                Some(asked) => asked,
+                None => delay,
+            };
+            tracing::warn!(attempt, wait_ms = wait.as_millis() as u64, error = %error, "forge call failed; retrying");
+            tokio::time::sleep(wait).await;
+            delay = (delay * 2).min(self.max_delay);
+            attempt += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    fn quick() -> RetryPolicy {
+        RetryPolicy {
+            attempts: 3,
+            base_delay: Duration::from_millis(1),
+            max_delay: Duration::from_millis(2),
+            max_rate_limit_wait: Duration::from_secs(5),
+        }
+    }
+
+    fn unavailable() -> ForgeError {
+        ForgeError::Unavailable {
+            what: "GET /x".into(),
+            status: 502,
+            message: "Bad Gateway".into(),
+        }
+    }
+
+    #[test]
+    fn permissions_are_ordered_and_parsed() {
+        assert!(Permission::None < Permission::Read);
+        assert!(Permission::Read < Permission::Triage);
+        assert!(Permission::Triage < Permission::Write);
+        assert!(Permission::Write < Permission::Maintain);
+        assert!(Permission::Maintain < Permission::Admin);
+        for p in [
+            Permission::None,
+            Permission::Read,
+            Permission::Triage,
+            Permission::Write,
+            Permission::Maintain,
+            Permission::Admin,
+        ] {
+            assert_eq!(p.as_str().parse::<Permission>().unwrap(), p);
+        }
+        assert!("owner".parse::<Permission>().is_err());
+    }
+
+    #[tokio::test]
+    async fn retries_retryable_errors_until_attempts_are_spent() {
+        let calls = AtomicU32::new(0);
+        let result: Result<(), _> = quick()
+            .run(|| async {
+                calls.fetch_add(1, Ordering::SeqCst);
+                Err(unavailable())
+            })
+            .await;
+        assert!(matches!(result, Err(ForgeError::Unavailable { .. })));
+        assert_eq!(calls.load(Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test]
+    async fn does_not_retry_a_refusal_nor_an_overlong_rate_limit() {
+        let calls = AtomicU32::new(0);
+        let result: Result<(), _> = quick()
+            .run(|| async {
+                calls.fetch_add(1, Ordering::SeqCst);
+                Err(ForgeError::NotFound {
+                    what: "GET /x".into(),
+                })
+            })
+            .await;
+        assert!(matches!(result, Err(ForgeError::NotFound { .. })));
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+
+        let calls = AtomicU32::new(0);
+        let result: Result<(), _> = quick()
+            .run(|| async {
+                calls.fetch_add(1, Ordering::SeqCst);
+                Err(ForgeError::RateLimited {
+                    what: "GET /x".into(),
+                    retry_after: Some(Duration::from_secs(3600)),
+                })
+            })
+            .await;
+        let error = result.unwrap_err();
+        assert!(error.is_retryable(), "the queue may still retry it later");
+        assert!(matches!(JobError::from(error), JobError::Retryable(_)));
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn succeeds_after_a_passing_failure() {
+        let calls = AtomicU32::new(0);
+        let result = quick()
+            .run(|| async {
+                if calls.fetch_add(1, Ordering::SeqCst) == 0 {
+                    Err(unavailable())
+                } else {
+                    Ok(7)
+                }
+            })
+            .await;
+        assert_eq!(result.unwrap(), 7);
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+    }
+}
