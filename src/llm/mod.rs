@@ -349,9 +349,6 @@ pub fn client(
 /// The HTTP client both providers use; redirects are refused so a key header is never
 /// replayed to another host.
 fn http_client(options: &HttpOptions) -> anyhow::Result<reqwest::Client> {
-    // reqwest is built without a crypto provider of its own: use ring, as sqlx and
-    // octocrab do. Installing fails only when a provider is already installed.
-    let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::builder()
         .timeout(options.timeout)
         .connect_timeout(options.connect_timeout)
