@@ -3,6 +3,7 @@
 //! the one retry helper every forge call goes through.
 
 pub mod github;
+pub mod gitlab;
 
 use std::fmt;
 use std::future::Future;
@@ -114,6 +115,20 @@ impl Reaction {
             Reaction::Confused => "confused",
             Reaction::Heart => "heart",
             Reaction::Hooray => "hooray",
+            Reaction::Rocket => "rocket",
+            Reaction::Eyes => "eyes",
+        }
+    }
+
+    /// GitLab's award emoji name for the same picture.
+    pub fn gitlab_name(self) -> &'static str {
+        match self {
+            Reaction::PlusOne => "thumbsup",
+            Reaction::MinusOne => "thumbsdown",
+            Reaction::Laugh => "smile",
+            Reaction::Confused => "confused",
+            Reaction::Heart => "heart",
+            Reaction::Hooray => "tada",
             Reaction::Rocket => "rocket",
             Reaction::Eyes => "eyes",
         }

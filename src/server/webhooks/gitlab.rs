@@ -85,13 +85,10 @@ struct User {
 
 impl From<&User> for Actor {
     fn from(user: &User) -> Self {
-        // Project and group access tokens act as `project_<id>_bot…` / `group_<id>_bot…`.
-        let bot = (user.username.starts_with("project_") || user.username.starts_with("group_"))
-            && user.username.contains("_bot");
         Actor {
             login: user.username.clone(),
             id: user.id,
-            bot,
+            bot: crate::forge::gitlab::is_token_bot(&user.username),
         }
     }
 }

@@ -1,0 +1,776 @@
+//! GitLab (gitlab.com or self-managed) as a forge: REST v4 over reqwest with the token in
+//! the `PRIVATE-TOKEN` header, projects addressed by their URL-encoded full path, and the
+//! calls behind the `Forge` trait. Wire shapes stay in this file as small local structs.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::Context;
+use async_trait::async_trait;
+use base64::Engine;
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+use reqwest::header::{HeaderMap, HeaderValue};
+use reqwest::{Method, StatusCode};
+use secrecy::{ExposeSecret, SecretString};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use tokio::sync::OnceCell;
+
+use super::{Comment, Forge, ForgeError, Issue, Permission, Reaction, Repository, RetryPolicy};
+use crate::config::GitlabSettings;
+use crate::event::Actor;
+use crate::ids::{CommentId, CommitSha, IssueNumber, RepoName};
+
+/// Notes fetched per page: GitLab's maximum, so long threads take few requests.
+const PER_PAGE: usize = 100;
+/// A thread longer than this many pages is not a thread planwright can act on anyway;
+/// the bound keeps a misbehaving server from looping us forever.
+const MAX_PAGES: usize = 100;
+
+/// GitLab as seen through one token (a bot user's, or a project or group access token).
+#[derive(Clone)]
+pub struct GitlabForge {
+    http: reqwest::Client,
+    /// `https://gitlab.example.com/api/v4`, without a trailing slash.
+    api: String,
+    /// Kept only to scrub it out of error text the server might echo back.
+    token: SecretString,
+    retry: RetryPolicy,
+    /// The token's own user: never changes for a token, so it is fetched once.
+    me: Arc<OnceCell<Actor>>,
+}
+
+impl GitlabForge {
+    /// Builds the client from the settings; a missing URL or token, or a token that cannot
+    /// be a header, is an error naming the setting, so a misconfigured deployment stops at
+    /// startup.
+    pub fn from_settings(settings: &GitlabSettings) -> anyhow::Result<Self> {
+        let url = settings
+            .url
+            .as_deref()
+            .context("Cannot use GitLab: GITLAB_URL is not set")?;
+        let token = settings
+            .token
+            .clone()
+            .context("Cannot use GitLab: GITLAB_TOKEN is not set")?;
+        let parsed = reqwest::Url::parse(url)
+            .with_context(|| format!("Cannot use GITLAB_URL `{url}` as a base URL"))?;
+        if !matches!(parsed.scheme(), "http" | "https") {
+            anyhow::bail!("Cannot use GITLAB_URL `{url}`: it is not an http(s) URL");
+        }
+        // Operators paste either the instance URL or its API root; both mean the same.
+        let base = url.trim_end_matches('/');
+        let base = base.strip_suffix("/api/v4").unwrap_or(base);
+
+        let mut value = HeaderValue::from_str(token.expose_secret())
+            .map_err(|_| anyhow::anyhow!("Cannot use GITLAB_TOKEN: it is not a valid header"))?;
+        // Sensitive values are left out of reqwest's and hyper's debug output.
+        value.set_sensitive(true);
+        let mut headers = HeaderMap::new();
+        headers.insert("private-token", value);
+        let http = reqwest::Client::builder()
+            .default_headers(headers)
+            // reqwest drops `Authorization` on a redirect to another host but not a custom
+            // header like `PRIVATE-TOKEN`, so redirects are not followed at all.
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(Duration::from_secs(10))
+            .timeout(Duration::from_secs(30))
+            .build()
+            .context("Could not build the GitLab client")?;
+        Ok(GitlabForge {
+            http,
+            api: format!("{base}/api/v4"),
+            token,
+            retry: RetryPolicy::default(),
+            me: Arc::new(OnceCell::new()),
+        })
+    }
+
+    /// The same forge with another retry policy (tests use short backoffs).
+    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// The token's user, i.e. planwright on this GitLab; fetched once.
+    pub async fn bot_user(&self) -> Result<Actor, ForgeError> {
+        self.me
+            .get_or_try_init(|| async {
+                let user: GlUser = self.get("/user").await?;
+                Ok::<_, ForgeError>(Actor::from(user))
+            })
+            .await
+            .cloned()
+    }
+
+    async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, ForgeError> {
+        self.request(Method::GET, path, None).await
+    }
+
+    /// One forge call through the retry policy, decoded as `T`.
+    async fn request<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<T, ForgeError> {
+        let (_, text) = self.send(method.clone(), path, body).await?;
+        decode(&what(&method, path), &text)
+    }
+
+    /// One forge call through the retry policy; the answer's headers and text.
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<(HeaderMap, String), ForgeError> {
+        let what = what(&method, path);
+        let url = format!("{}{path}", self.api);
+        self.retry
+            .run(|| async {
+                self.attempt(&method, &url, body, &what)
+                    .await
+                    .map_err(|e| self.scrub(e))
+            })
+            .await
+    }
+
+    async fn attempt(
+        &self,
+        method: &Method,
+        url: &str,
+        body: Option<&Value>,
+        what: &str,
+    ) -> Result<(HeaderMap, String), ForgeError> {
+        tracing::debug!(call = what, "forge request");
+        let mut request = self.http.request(method.clone(), url);
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        let transport = |e: reqwest::Error| ForgeError::Transport {
+            what: what.to_owned(),
+            message: error_chain(&e.without_url()),
+        };
+        let response = request.send().await.map_err(transport)?;
+        let status = response.status();
+        let headers = response.headers().clone();
+        let text = response.text().await.map_err(transport)?;
+        if !status.is_success() {
+            return Err(classify_status(
+                what.to_owned(),
+                status,
+                &headers,
+                error_message(&text),
+            ));
+        }
+        Ok((headers, text))
+    }
+
+    /// Removes the token from error text, in case a proxy or the server echoes a header.
+    fn scrub(&self, error: ForgeError) -> ForgeError {
+        let token = self.token.expose_secret();
+        if token.is_empty() {
+            return error;
+        }
+        let clean = |s: String| s.replace(token, "[redacted]");
+        match error {
+            ForgeError::Refused {
+                what,
+                status,
+                message,
+            } => ForgeError::Refused {
+                what,
+                status,
+                message: clean(message),
+            },
+            ForgeError::Unavailable {
+                what,
+                status,
+                message,
+            } => ForgeError::Unavailable {
+                what,
+                status,
+                message: clean(message),
+            },
+            ForgeError::Transport { what, message } => ForgeError::Transport {
+                what,
+                message: clean(message),
+            },
+            other => other,
+        }
+    }
+
+    async fn default_branch(&self, repo: &RepoName) -> Result<Option<String>, ForgeError> {
+        let project: GlProject = self.get(&project_path(repo)).await?;
+        Ok(project.default_branch)
+    }
+}
+
+#[async_trait]
+impl Forge for GitlabForge {
+    async fn is_own(&self, actor: &Actor) -> Result<bool, ForgeError> {
+        let me = self.bot_user().await?;
+        // Ids survive renames and are never reused; a login alone (id 0) is all some
+        // callers have, so it is compared only then.
+        Ok(if actor.id != 0 {
+            actor.id == me.id
+        } else {
+            actor.login.eq_ignore_ascii_case(&me.login)
+        })
+    }
+
+    async fn repository(&self, repo: &RepoName) -> Result<Repository, ForgeError> {
+        let base = project_path(repo);
+        let Some(default_branch) = self.default_branch(repo).await? else {
+            return Err(ForgeError::Malformed {
+                what: format!("GET {base}"),
+                message: "the project has no default branch (is its repository empty?)".into(),
+            });
+        };
+        let branch: GlBranch = self
+            .get(&format!(
+                "{base}/repository/branches/{}",
+                encode(&default_branch)
+            ))
+            .await?;
+        Ok(Repository {
+            name: repo.clone(),
+            default_branch,
+            head_sha: CommitSha(branch.commit.id),
+        })
+    }
+
+    async fn issue(&self, repo: &RepoName, issue: IssueNumber) -> Result<Issue, ForgeError> {
+        let found: GlIssue = self
+            .get(&format!("{}/issues/{issue}", project_path(repo)))
+            .await?;
+        Ok(Issue {
+            number: IssueNumber(found.iid),
+            title: found.title,
+            body: found.description.unwrap_or_default(),
+            labels: found.labels,
+            author: found.author.into(),
+        })
+    }
+
+    async fn comments(
+        &self,
+        repo: &RepoName,
+        issue: IssueNumber,
+    ) -> Result<Vec<Comment>, ForgeError> {
+        let mut all = Vec::new();
+        let mut page = 1;
+        for _ in 0..MAX_PAGES {
+            let path = format!(
+                "{}/issues/{issue}/notes?sort=asc&order_by=created_at&per_page={PER_PAGE}&page={page}",
+                project_path(repo)
+            );
+            let (headers, text) = self.send(Method::GET, &path, None).await?;
+            let batch: Vec<GlNote> = decode(&what(&Method::GET, &path), &text)?;
+            let count = batch.len();
+            // System notes ("added label ~bug", "changed the description") are GitLab's
+            // own record of events, not anyone's comment.
+            all.extend(batch.into_iter().filter(|n| !n.system).map(Comment::from));
+            match next_page(&headers, page, count) {
+                Some(next) if next > page => page = next,
+                _ => break,
+            }
+        }
+        Ok(all)
+    }
+
+    async fn create_comment(
+        &self,
+        repo: &RepoName,
+        issue: IssueNumber,
+        body: &str,
+    ) -> Result<Comment, ForgeError> {
+        // Retried like every call, so a create that GitLab stored before failing (a 502
+        // from a proxy, a timeout) can appear twice; the session layer posts with a marker
+        // and looks for it first, which is where duplicates are prevented.
+        let created: GlNote = self
+            .request(
+                Method::POST,
+                &format!("{}/issues/{issue}/notes", project_path(repo)),
+                Some(&json!({ "body": body })),
+            )
+            .await?;
+        Ok(created.into())
+    }
+
+    async fn edit_comment(
+        &self,
+        repo: &RepoName,
+        issue: IssueNumber,
+        comment: CommentId,
+        body: &str,
+    ) -> Result<Comment, ForgeError> {
+        let edited: GlNote = self
+            .request(
+                Method::PUT,
+                &format!("{}/issues/{issue}/notes/{comment}", project_path(repo)),
+                Some(&json!({ "body": body })),
+            )
+            .await?;
+        Ok(edited.into())
+    }
+
+    async fn react(
+        &self,
+        repo: &RepoName,
+        issue: IssueNumber,
+        comment: CommentId,
+        reaction: Reaction,
+    ) -> Result<(), ForgeError> {
+        let path = format!(
+            "{}/issues/{issue}/notes/{comment}/award_emoji?name={}",
+            project_path(repo),
+            reaction.gitlab_name()
+        );
+        match self.request::<Value>(Method::POST, &path, None).await {
+            Ok(_) => Ok(()),
+            // GitLab answers an emoji this user already awarded with a 404 ("Award Emoji
+            // Name has already been taken"), the same status as a missing note; the
+            // note's awards tell the two apart.
+            Err(missing @ ForgeError::NotFound { .. }) => {
+                let me = self.bot_user().await?;
+                let awards: Vec<GlAward> = match self
+                    .get(&format!(
+                        "{}/issues/{issue}/notes/{comment}/award_emoji?per_page={PER_PAGE}",
+                        project_path(repo)
+                    ))
+                    .await
+                {
+                    Ok(awards) => awards,
+                    Err(ForgeError::NotFound { .. }) => return Err(missing),
+                    Err(e) => return Err(e),
+                };
+                let ours = awards
+                    .iter()
+                    .any(|a| a.name == reaction.gitlab_name() && a.user.id == me.id);
+                if ours { Ok(()) } else { Err(missing) }
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// GitLab access levels onto the ordered permission, by the nearest GitHub role:
+    /// guest (10) → read, planner (15) and reporter (20) → triage (issues and labels, no
+    /// pushes), developer (30) → write, maintainer (40) → maintain, owner (50) and
+    /// instance admin (60) → admin; minimal access (5), no membership, an unknown user,
+    /// a blocked user or a membership awaiting approval → none. Custom roles report
+    /// their base level, so thresholds rather than exact values are used.
+    async fn permission(&self, repo: &RepoName, login: &str) -> Result<Permission, ForgeError> {
+        let users: Vec<GlUser> = self
+            .get(&format!("/users?username={}", encode(login)))
+            .await?;
+        let Some(user) = users
+            .into_iter()
+            .find(|u| u.username.eq_ignore_ascii_case(login))
+        else {
+            return Ok(Permission::None);
+        };
+        // `members/all` includes memberships inherited from parent groups and shared groups.
+        let path = format!("{}/members/all/{}", project_path(repo), user.id);
+        let member: GlMember = match self.get(&path).await {
+            Ok(member) => member,
+            Err(ForgeError::NotFound { .. }) => return Ok(Permission::None),
+            Err(e) => return Err(e),
+        };
+        let active = |state: &Option<String>| state.as_deref().is_none_or(|s| s == "active");
+        if !active(&member.state) || !active(&member.membership_state) {
+            return Ok(Permission::None);
+        }
+        Ok(access_level_permission(member.access_level))
+    }
+
+    async fn read_file(&self, repo: &RepoName, path: &str) -> Result<Option<String>, ForgeError> {
+        // Repository configuration may only come from the default branch, so the branch
+        // is named explicitly rather than left to the endpoint's default.
+        let Some(branch) = self.default_branch(repo).await? else {
+            return Ok(None);
+        };
+        let route = format!(
+            "{}/repository/files/{}?ref={}",
+            project_path(repo),
+            encode(path.trim_matches('/')),
+            encode(&branch)
+        );
+        let file: GlFile = match self.get(&route).await {
+            Ok(file) => file,
+            Err(ForgeError::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let malformed = |message: &str| ForgeError::Malformed {
+            what: what(&Method::GET, &route),
+            message: message.to_owned(),
+        };
+        if file.encoding != "base64" {
+            return Err(malformed(&format!(
+                "`{path}` came in an unknown encoding `{}`",
+                file.encoding
+            )));
+        }
+        let packed: String = file.content.split_whitespace().collect();
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(packed)
+            .map_err(|e| malformed(&format!("bad base64: {e}")))?;
+        String::from_utf8(bytes)
+            .map(Some)
+            .map_err(|_| malformed(&format!("`{path}` is not UTF-8 text")))
+    }
+}
+
+/// See `GitlabForge::permission` for why each level lands where it does.
+fn access_level_permission(level: i64) -> Permission {
+    match level {
+        50.. => Permission::Admin,
+        40..50 => Permission::Maintain,
+        30..40 => Permission::Write,
+        15..30 => Permission::Triage,
+        10..15 => Permission::Read,
+        _ => Permission::None,
+    }
+}
+
+/// Project and group access tokens act as `project_<id>_bot…` / `group_<id>_bot…` users.
+pub(crate) fn is_token_bot(username: &str) -> bool {
+    (username.starts_with("project_") || username.starts_with("group_"))
+        && username.contains("_bot")
+}
+
+/// The call named for errors and logs: method and path without the query.
+fn what(method: &Method, path: &str) -> String {
+    format!("{method} {}", path.split('?').next().unwrap_or(path))
+}
+
+fn decode<T: DeserializeOwned>(what: &str, text: &str) -> Result<T, ForgeError> {
+    serde_json::from_str(text).map_err(|e| ForgeError::Malformed {
+        what: what.to_owned(),
+        message: e.to_string(),
+    })
+}
+
+/// The page after this one: GitLab's `x-next-page` (empty on the last page), else a
+/// `Link: <…page=N…>; rel="next"`, else — when a proxy stripped both — another page
+/// exactly when this one was full.
+fn next_page(headers: &HeaderMap, page: usize, count: usize) -> Option<usize> {
+    if let Some(next) = header(headers, "x-next-page") {
+        return next.trim().parse().ok();
+    }
+    if let Some(link) = header(headers, "link") {
+        return link
+            .split(',')
+            .find(|part| part.contains("rel=\"next\""))
+            .and_then(|part| {
+                let url = part.split(['<', '>']).nth(1)?;
+                let query = url.split_once('?')?.1;
+                query
+                    .split('&')
+                    .find_map(|pair| pair.strip_prefix("page="))
+                    .and_then(|n| n.parse().ok())
+            });
+    }
+    (count >= PER_PAGE).then_some(page + 1)
+}
+
+/// Classifies an answer that was not a success. GitLab signals rate limits with 429 and
+/// `Retry-After` (seconds) or `RateLimit-Reset` (a Unix time).
+fn classify_status(
+    what: String,
+    status: StatusCode,
+    headers: &HeaderMap,
+    message: String,
+) -> ForgeError {
+    let code = status.as_u16();
+    match code {
+        429 => ForgeError::RateLimited {
+            what,
+            retry_after: rate_limit_wait(headers),
+        },
+        404 | 410 => ForgeError::NotFound { what },
+        500..=599 => ForgeError::Unavailable {
+            what,
+            status: code,
+            message,
+        },
+        _ => ForgeError::Refused {
+            what,
+            status: code,
+            message,
+        },
+    }
+}
+
+/// How long GitLab asks us to wait; `None` leaves it to the policy's backoff.
+fn rate_limit_wait(headers: &HeaderMap) -> Option<Duration> {
+    if let Some(seconds) = header(headers, "retry-after").and_then(|v| v.trim().parse().ok()) {
+        return Some(Duration::from_secs(seconds));
+    }
+    let reset = header(headers, "ratelimit-reset").and_then(|v| v.trim().parse::<u64>().ok())?;
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    Some(Duration::from_secs(reset.saturating_sub(now) + 1))
+}
+
+fn header<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// GitLab puts the reason in `message` (a string, or field → errors for validation
+/// failures) or, for OAuth-style refusals, in `error` / `error_description`.
+fn error_message(text: &str) -> String {
+    let short = || text.chars().take(200).collect::<String>();
+    let Ok(body) = serde_json::from_str::<Value>(text) else {
+        return short();
+    };
+    let field = |name: &str| match body.get(name) {
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(Value::Null) | None => None,
+        Some(other) => Some(other.to_string()),
+    };
+    field("message")
+        .or_else(|| field("error_description"))
+        .or_else(|| field("error"))
+        .unwrap_or_else(short)
+}
+
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+/// One path segment: GitLab wants project paths, file paths and branch names with their
+/// slashes encoded (`group%2Fproject`, `docs%2Fa.md`).
+const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~');
+
+fn encode(text: &str) -> String {
+    utf8_percent_encode(text, SEGMENT).to_string()
+}
+
+fn project_path(repo: &RepoName) -> String {
+    format!("/projects/{}", encode(repo.as_str()))
+}
+
+#[derive(Deserialize)]
+struct GlUser {
+    id: i64,
+    username: String,
+    /// Only some endpoints (`/user`, `/users/:id`) say it.
+    #[serde(default)]
+    bot: bool,
+}
+
+impl From<GlUser> for Actor {
+    fn from(user: GlUser) -> Self {
+        let bot = user.bot || is_token_bot(&user.username);
+        Actor {
+            login: user.username,
+            id: user.id,
+            bot,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct GlIssue {
+    iid: i64,
+    title: String,
+    description: Option<String>,
+    /// Plain names unless `with_labels_details` is asked for.
+    #[serde(default)]
+    labels: Vec<String>,
+    author: GlUser,
+}
+
+#[derive(Deserialize)]
+struct GlNote {
+    id: i64,
+    body: Option<String>,
+    author: GlUser,
+    #[serde(default)]
+    system: bool,
+}
+
+impl From<GlNote> for Comment {
+    fn from(n: GlNote) -> Self {
+        Comment {
+            id: CommentId(n.id),
+            body: n.body.unwrap_or_default(),
+            author: n.author.into(),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct GlProject {
+    /// `null` while the repository is empty.
+    default_branch: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct GlBranch {
+    commit: GlCommit,
+}
+
+#[derive(Deserialize)]
+struct GlCommit {
+    id: String,
+}
+
+#[derive(Deserialize)]
+struct GlMember {
+    access_level: i64,
+    /// The user's state (`active`, `blocked`, …).
+    state: Option<String>,
+    /// `awaiting` while a seat or an invitation is pending.
+    membership_state: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct GlAward {
+    name: String,
+    user: GlUser,
+}
+
+#[derive(Deserialize)]
+struct GlFile {
+    encoding: String,
+    content: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (k, v) in pairs {
+            map.insert(*k, v.parse().unwrap());
+        }
+        map
+    }
+
+    #[test]
+    fn statuses_are_classified() {
+        let s = |code: u16, h: &[(&'static str, &str)]| {
+            classify_status(
+                "GET /x".into(),
+                StatusCode::from_u16(code).unwrap(),
+                &headers(h),
+                "m".into(),
+            )
+        };
+        assert!(matches!(s(404, &[]), ForgeError::NotFound { .. }));
+        assert!(matches!(
+            s(502, &[]),
+            ForgeError::Unavailable { status: 502, .. }
+        ));
+        assert!(matches!(
+            s(403, &[]),
+            ForgeError::Refused { status: 403, .. }
+        ));
+        assert!(matches!(
+            s(401, &[]),
+            ForgeError::Refused { status: 401, .. }
+        ));
+        assert!(matches!(
+            s(429, &[("retry-after", "7")]),
+            ForgeError::RateLimited { retry_after: Some(d), .. } if d == Duration::from_secs(7)
+        ));
+        let reset = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+            + 30;
+        match s(429, &[("ratelimit-reset", &reset.to_string())]) {
+            ForgeError::RateLimited {
+                retry_after: Some(d),
+                ..
+            } => assert!(d <= Duration::from_secs(31) && d >= Duration::from_secs(29)),
+            other => panic!("not a rate limit: {other:?}"),
+        }
+        assert!(matches!(
+            s(429, &[]),
+            ForgeError::RateLimited {
+                retry_after: None,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn access_levels_map_onto_the_ordered_permission() {
+        let cases = [
+            (0, Permission::None),
+            (5, Permission::None),
+            (10, Permission::Read),
+            (15, Permission::Triage),
+            (20, Permission::Triage),
+            (30, Permission::Write),
+            (40, Permission::Maintain),
+            (50, Permission::Admin),
+            (60, Permission::Admin),
+        ];
+        for (level, expected) in cases {
+            assert_eq!(access_level_permission(level), expected, "{level}");
+        }
+    }
+
+    #[test]
+    fn the_next_page_comes_from_whichever_header_is_there() {
+        assert_eq!(
+            next_page(&headers(&[("x-next-page", "3")]), 2, 100),
+            Some(3)
+        );
+        assert_eq!(next_page(&headers(&[("x-next-page", "")]), 2, 100), None);
+        let link = "<https://gitlab.example.com/api/v4/projects/1/issues/3/notes?page=2&per_page=100&sort=asc>; rel=\"next\", \
+                    <https://gitlab.example.com/api/v4/projects/1/issues/3/notes?page=1&per_page=100&sort=asc>; rel=\"first\"";
+        assert_eq!(next_page(&headers(&[("link", link)]), 1, 100), Some(2));
+        let last = "<https://gitlab.example.com/api/v4/x?page=1&per_page=100>; rel=\"first\"";
+        assert_eq!(next_page(&headers(&[("link", last)]), 1, 100), None);
+        assert_eq!(next_page(&headers(&[]), 1, 100), Some(2));
+        assert_eq!(next_page(&headers(&[]), 1, 99), None);
+    }
+
+    #[test]
+    fn paths_are_encoded_whole() {
+        let repo = RepoName::parse("Group/Sub/Project").unwrap();
+        assert_eq!(project_path(&repo), "/projects/group%2Fsub%2Fproject");
+        assert_eq!(encode(".gitlab/planwright.yml"), ".gitlab%2Fplanwright.yml");
+        assert_eq!(encode("docs/a b#c?.md"), "docs%2Fa%20b%23c%3F.md");
+    }
+
+    #[test]
+    fn error_messages_are_read_from_any_shape() {
+        assert_eq!(
+            error_message(r#"{"message":"404 Not found"}"#),
+            "404 Not found"
+        );
+        assert_eq!(
+            error_message(r#"{"message":{"body":["is too long"]}}"#),
+            r#"{"body":["is too long"]}"#
+        );
+        assert_eq!(
+            error_message(r#"{"error":"insufficient_scope","error_description":"needs api"}"#),
+            "needs api"
+        );
+        assert_eq!(
+            error_message("<html>bad gateway</html>"),
+            "<html>bad gateway</html>"
+        );
+    }
+}
