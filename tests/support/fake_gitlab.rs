@@ -1,0 +1,820 @@
+//! A stateful fake of GitLab's REST v4 API on a loopback port: users, projects addressed
+//! by id or URL-encoded path, issues, notes (system notes and edit history included),
+//! award emoji, members with access levels, files and branches, answered with GitLab's
+//! JSON shapes and pagination headers, and the `PRIVATE-TOKEN` checked. Every request is
+//! recorded, and the next N requests can be made to fail on purpose.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use planwright::config::GitlabSettings;
+use secrecy::SecretString;
+use serde_json::{Value, json};
+
+use super::fake_forge::rfc3339;
+
+/// The token the fake accepts; shaped like a real personal access token.
+pub const TOKEN: &str = "glpat-fAkEtOkEn0123456789";
+/// The user behind `TOKEN`: planwright itself.
+pub const BOT_USERNAME: &str = "planwright-bot";
+pub const BOT_ID: i64 = 4000;
+
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    pub method: String,
+    /// Path and query, as sent.
+    pub path: String,
+    /// The `PRIVATE-TOKEN` header, if any.
+    pub token: Option<String>,
+    pub body: String,
+    /// The status the fake answered with.
+    pub status: u16,
+}
+
+#[derive(Debug, Clone)]
+pub struct FakeUser {
+    pub username: String,
+    pub id: i64,
+}
+
+impl FakeUser {
+    pub fn new(username: &str, id: i64) -> Self {
+        FakeUser {
+            username: username.into(),
+            id,
+        }
+    }
+
+    /// GitLab's `UserBasic`, as embedded in issues, notes and awards.
+    fn json(&self) -> Value {
+        json!({
+            "id": self.id,
+            "username": self.username,
+            "name": self.username,
+            "state": "active",
+            "locked": false,
+            "avatar_url": format!("https://secure.gravatar.com/avatar/{}?s=80&d=identicon", self.id),
+            "web_url": format!("https://gitlab.example.com/{}", self.username),
+        })
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct FakeNote {
+    pub id: i64,
+    pub project: String,
+    pub issue: i64,
+    pub body: String,
+    pub author: FakeUser,
+    pub system: bool,
+    /// Earlier bodies, oldest first.
+    pub history: Vec<String>,
+    /// `(emoji name, username)` pairs.
+    pub awards: Vec<(String, String)>,
+}
+
+struct FakeIssue {
+    id: i64,
+    title: String,
+    description: Option<String>,
+    labels: Vec<String>,
+    author: FakeUser,
+}
+
+struct FakeMember {
+    access_level: i64,
+    state: String,
+    membership_state: String,
+}
+
+struct FakeProject {
+    id: i64,
+    path_with_namespace: String,
+    default_branch: Option<String>,
+    /// branch → head commit
+    branches: HashMap<String, String>,
+    issues: BTreeMap<i64, FakeIssue>,
+    files: HashMap<String, Vec<u8>>,
+    /// user id → membership (direct or inherited: `members/all` shows both)
+    members: HashMap<i64, FakeMember>,
+}
+
+struct Failure {
+    status: u16,
+    headers: Vec<(String, String)>,
+}
+
+#[derive(Default)]
+struct World {
+    users: Vec<FakeUser>,
+    projects: HashMap<String, FakeProject>,
+    notes: BTreeMap<i64, FakeNote>,
+    next_id: i64,
+    requests: Vec<Recorded>,
+    failures: VecDeque<Failure>,
+}
+
+impl World {
+    fn next_id(&mut self) -> i64 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    fn project_key(&self, id: &str) -> Option<String> {
+        match id.parse::<i64>() {
+            Ok(n) => self
+                .projects
+                .iter()
+                .find(|(_, p)| p.id == n)
+                .map(|(k, _)| k.clone()),
+            Err(_) => Some(id.to_ascii_lowercase()).filter(|k| self.projects.contains_key(k)),
+        }
+    }
+}
+
+/// The running fake. Dropping it stops the server.
+pub struct FakeGitlab {
+    pub url: String,
+    world: Arc<Mutex<World>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for FakeGitlab {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl FakeGitlab {
+    pub async fn start() -> Self {
+        let world = Arc::new(Mutex::new(World {
+            next_id: 100,
+            users: vec![FakeUser::new(BOT_USERNAME, BOT_ID)],
+            ..World::default()
+        }));
+        let app = Router::new()
+            .fallback(handle)
+            .with_state(Arc::clone(&world));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let task = tokio::spawn(async move {
+            axum::serve(listener, app).await.unwrap();
+        });
+        FakeGitlab { url, world, task }
+    }
+
+    /// Settings that point planwright's GitLab client at this fake.
+    pub fn settings(&self) -> GitlabSettings {
+        GitlabSettings {
+            url: Some(self.url.clone()),
+            token: Some(SecretString::from(TOKEN.to_owned())),
+            webhook_secrets: Vec::new(),
+        }
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut World) -> T) -> T {
+        f(&mut self.world.lock().unwrap())
+    }
+
+    pub fn add_user(&self, username: &str, id: i64) -> FakeUser {
+        let user = FakeUser::new(username, id);
+        self.with(|w| w.users.push(user.clone()));
+        user
+    }
+
+    /// A project whose default branch `default_branch` points at `head_sha`.
+    pub fn add_project(&self, path: &str, default_branch: &str, head_sha: &str) {
+        self.with(|w| {
+            let id = w.next_id();
+            w.projects.insert(
+                path.to_ascii_lowercase(),
+                FakeProject {
+                    id,
+                    path_with_namespace: path.into(),
+                    default_branch: Some(default_branch.into()),
+                    branches: HashMap::from([(default_branch.to_owned(), head_sha.to_owned())]),
+                    issues: BTreeMap::new(),
+                    files: HashMap::new(),
+                    members: HashMap::new(),
+                },
+            );
+        });
+    }
+
+    pub fn add_issue(
+        &self,
+        project: &str,
+        iid: i64,
+        title: &str,
+        description: Option<&str>,
+        labels: &[&str],
+        author: FakeUser,
+    ) {
+        self.with(|w| {
+            let id = w.next_id();
+            let project = w.projects.get_mut(&project.to_ascii_lowercase()).unwrap();
+            project.issues.insert(
+                iid,
+                FakeIssue {
+                    id,
+                    title: title.into(),
+                    description: description.map(str::to_owned),
+                    labels: labels.iter().map(|l| l.to_string()).collect(),
+                    author,
+                },
+            );
+        });
+    }
+
+    pub fn add_note(&self, project: &str, issue: i64, body: &str, author: FakeUser) -> i64 {
+        self.insert_note(project, issue, body, author, false)
+    }
+
+    /// A note GitLab writes itself ("added ~bug label").
+    pub fn add_system_note(&self, project: &str, issue: i64, body: &str, author: FakeUser) -> i64 {
+        self.insert_note(project, issue, body, author, true)
+    }
+
+    fn insert_note(
+        &self,
+        project: &str,
+        issue: i64,
+        body: &str,
+        author: FakeUser,
+        system: bool,
+    ) -> i64 {
+        self.with(|w| {
+            let id = w.next_id();
+            w.notes.insert(
+                id,
+                FakeNote {
+                    id,
+                    project: project.to_ascii_lowercase(),
+                    issue,
+                    body: body.into(),
+                    author,
+                    system,
+                    history: Vec::new(),
+                    awards: Vec::new(),
+                },
+            );
+            id
+        })
+    }
+
+    /// A membership with GitLab's numeric access level (10 guest … 50 owner).
+    pub fn add_member(&self, project: &str, user: &FakeUser, access_level: i64) {
+        self.set_member(project, user, access_level, "active", "active");
+    }
+
+    pub fn set_member(
+        &self,
+        project: &str,
+        user: &FakeUser,
+        access_level: i64,
+        state: &str,
+        membership_state: &str,
+    ) {
+        self.with(|w| {
+            w.projects
+                .get_mut(&project.to_ascii_lowercase())
+                .unwrap()
+                .members
+                .insert(
+                    user.id,
+                    FakeMember {
+                        access_level,
+                        state: state.into(),
+                        membership_state: membership_state.into(),
+                    },
+                );
+        });
+    }
+
+    /// A file on the default branch.
+    pub fn put_file(&self, project: &str, path: &str, content: &str) {
+        self.with(|w| {
+            w.projects
+                .get_mut(&project.to_ascii_lowercase())
+                .unwrap()
+                .files
+                .insert(path.into(), content.as_bytes().to_vec());
+        });
+    }
+
+    pub fn note(&self, id: i64) -> Option<FakeNote> {
+        self.with(|w| w.notes.get(&id).cloned())
+    }
+
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.with(|w| w.requests.clone())
+    }
+
+    /// Recorded requests with this method whose path starts with `prefix`.
+    pub fn count(&self, method: &str, prefix: &str) -> usize {
+        self.requests()
+            .iter()
+            .filter(|r| r.method == method && r.path.starts_with(prefix))
+            .count()
+    }
+
+    /// Statuses answered to `method` requests whose path without the query is `path`.
+    pub fn statuses(&self, method: &str, path: &str) -> Vec<u16> {
+        self.requests()
+            .iter()
+            .filter(|r| r.method == method && r.path.split('?').next() == Some(path))
+            .map(|r| r.status)
+            .collect()
+    }
+
+    /// The next `n` requests, whatever they are, answer `status` with `headers`.
+    pub fn fail_next(&self, n: usize, status: u16, headers: &[(&str, &str)]) {
+        self.with(|w| {
+            for _ in 0..n {
+                w.failures.push_back(Failure {
+                    status,
+                    headers: headers
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                });
+            }
+        });
+    }
+}
+
+/// GitLab's error body: `{"message": "404 Issue Not Found"}`.
+fn error(status: StatusCode, message: &str) -> Response {
+    (status, axum::Json(json!({ "message": message }))).into_response()
+}
+
+fn not_found(what: &str) -> Response {
+    error(StatusCode::NOT_FOUND, &format!("404 {what} Not Found"))
+}
+
+fn decode_segment(segment: &str) -> String {
+    percent_encoding::percent_decode_str(segment)
+        .decode_utf8_lossy()
+        .into_owned()
+}
+
+async fn handle(
+    State(world): State<Arc<Mutex<World>>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let mut w = world.lock().unwrap();
+    let token = headers
+        .get("private-token")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let response = answer(&mut w, &method, &uri, token.as_deref(), &headers, &body);
+    w.requests.push(Recorded {
+        method: method.to_string(),
+        path: uri
+            .path_and_query()
+            .map_or_else(|| uri.path().to_owned(), |p| p.to_string()),
+        token,
+        body: String::from_utf8_lossy(&body).into_owned(),
+        status: response.status().as_u16(),
+    });
+    response
+}
+
+/// A parameter from the query or, as GitLab accepts both, the JSON or form body.
+fn param(
+    query: &HashMap<String, String>,
+    headers: &HeaderMap,
+    body: &[u8],
+    name: &str,
+) -> Option<String> {
+    if let Some(v) = query.get(name) {
+        return Some(v.clone());
+    }
+    let json_body = headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.starts_with("application/json"));
+    if json_body {
+        let value: Value = serde_json::from_slice(body).ok()?;
+        return value.get(name)?.as_str().map(str::to_owned);
+    }
+    let form: HashMap<String, String> = serde_urlencoded::from_bytes(body).ok()?;
+    form.get(name).cloned()
+}
+
+fn answer(
+    w: &mut World,
+    method: &Method,
+    uri: &Uri,
+    token: Option<&str>,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Response {
+    if let Some(failure) = w.failures.pop_front() {
+        let status = StatusCode::from_u16(failure.status).unwrap();
+        // GitLab's throttle answers in plain text; other failures come from a proxy.
+        let text = if failure.status == 429 {
+            "Retry later\n".to_owned()
+        } else {
+            format!("{status}")
+        };
+        let mut response = (status, text).into_response();
+        for (k, v) in failure.headers {
+            response.headers_mut().insert(
+                HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                HeaderValue::from_str(&v).unwrap(),
+            );
+        }
+        return response;
+    }
+    if token != Some(TOKEN) {
+        return error(StatusCode::UNAUTHORIZED, "401 Unauthorized");
+    }
+    // Split before decoding: `group%2Fproject` is one segment.
+    let Some(rest) = uri.path().strip_prefix("/api/v4/") else {
+        return not_found("");
+    };
+    let segments: Vec<String> = rest.split('/').map(decode_segment).collect();
+    let segs: Vec<&str> = segments.iter().map(String::as_str).collect();
+    let query: HashMap<String, String> =
+        serde_urlencoded::from_str(uri.query().unwrap_or("")).unwrap_or_default();
+    let bot = FakeUser::new(BOT_USERNAME, BOT_ID);
+
+    match (method.clone(), segs.as_slice()) {
+        (Method::GET, ["user"]) => {
+            let mut me = bot.json();
+            me["bot"] = json!(false);
+            me["email"] = json!("planwright@example.com");
+            me["is_admin"] = json!(false);
+            return axum::Json(me).into_response();
+        }
+        (Method::GET, ["users"]) => {
+            let wanted = query.get("username").map(|u| u.to_ascii_lowercase());
+            let found: Vec<Value> = w
+                .users
+                .iter()
+                .filter(|u| {
+                    wanted
+                        .as_deref()
+                        .is_none_or(|n| u.username.to_ascii_lowercase() == n)
+                })
+                .map(FakeUser::json)
+                .collect();
+            return axum::Json(found).into_response();
+        }
+        _ => {}
+    }
+
+    let ["projects", id, rest @ ..] = segs.as_slice() else {
+        return not_found("");
+    };
+    let Some(key) = w.project_key(id) else {
+        return not_found("Project");
+    };
+
+    match (method.clone(), rest) {
+        (Method::GET, []) => {
+            let p = &w.projects[&key];
+            let path = p.path_with_namespace.rsplit('/').next().unwrap_or_default();
+            axum::Json(json!({
+                "id": p.id,
+                "name": path,
+                "path": path,
+                "path_with_namespace": p.path_with_namespace,
+                "name_with_namespace": p.path_with_namespace.replace('/', " / "),
+                "default_branch": p.default_branch,
+                "visibility": "private",
+                "web_url": format!("https://gitlab.example.com/{}", p.path_with_namespace),
+                "http_url_to_repo": format!("https://gitlab.example.com/{}.git", p.path_with_namespace),
+                "ssh_url_to_repo": format!("git@gitlab.example.com:{}.git", p.path_with_namespace),
+                "created_at": rfc3339(0),
+                "last_activity_at": rfc3339(0),
+            }))
+            .into_response()
+        }
+        (Method::GET, ["repository", "branches", branch]) => {
+            let p = &w.projects[&key];
+            let Some(sha) = p.branches.get(*branch) else {
+                return not_found("Branch");
+            };
+            axum::Json(json!({
+                "name": branch,
+                "merged": false,
+                "protected": true,
+                "default": p.default_branch.as_deref() == Some(*branch),
+                "developers_can_push": false,
+                "developers_can_merge": false,
+                "can_push": true,
+                "web_url": format!("https://gitlab.example.com/{}/-/tree/{branch}", p.path_with_namespace),
+                "commit": {
+                    "id": sha,
+                    "short_id": &sha[..8.min(sha.len())],
+                    "title": "Initial commit",
+                    "message": "Initial commit\n",
+                    "parent_ids": [],
+                    "author_name": "Example",
+                    "author_email": "example@example.com",
+                    "created_at": rfc3339(0),
+                },
+            }))
+            .into_response()
+        }
+        (Method::GET, ["repository", "files", path]) => {
+            let p = &w.projects[&key];
+            let Some(reference) = query.get("ref") else {
+                return error(StatusCode::BAD_REQUEST, "ref is missing");
+            };
+            let Some(sha) = p.branches.get(reference) else {
+                return not_found("Commit");
+            };
+            let Some(bytes) = p.files.get(*path) else {
+                return not_found("File");
+            };
+            axum::Json(json!({
+                "file_name": path.rsplit('/').next().unwrap_or(path),
+                "file_path": path,
+                "size": bytes.len(),
+                "encoding": "base64",
+                "content": base64::engine::general_purpose::STANDARD.encode(bytes),
+                "content_sha256": "4c294617b60715c1d218e61164a3abd4808a4284cbc30e6728a01ad9aada4481",
+                "ref": reference,
+                "blob_id": "79f7bbd25901e8334750839545a9bd021f0e4c83",
+                "commit_id": sha,
+                "last_commit_id": sha,
+                "execute_filemode": false,
+            }))
+            .into_response()
+        }
+        (Method::GET, ["members", "all", user_id]) => {
+            let p = &w.projects[&key];
+            let Some((user, member)) = user_id
+                .parse::<i64>()
+                .ok()
+                .and_then(|id| Some((w.users.iter().find(|u| u.id == id)?, p.members.get(&id)?)))
+            else {
+                return not_found("");
+            };
+            let mut answer = user.json();
+            answer["state"] = json!(member.state);
+            answer["access_level"] = json!(member.access_level);
+            answer["membership_state"] = json!(member.membership_state);
+            answer["created_at"] = json!(rfc3339(0));
+            answer["expires_at"] = Value::Null;
+            axum::Json(answer).into_response()
+        }
+        (Method::GET, ["issues", iid]) => {
+            let p = &w.projects[&key];
+            let Some((iid, issue)) = iid
+                .parse::<i64>()
+                .ok()
+                .and_then(|n| Some((n, p.issues.get(&n)?)))
+            else {
+                return not_found("");
+            };
+            let notes = w
+                .notes
+                .values()
+                .filter(|n| n.project == key && n.issue == iid && !n.system)
+                .count();
+            axum::Json(json!({
+                "id": issue.id,
+                "iid": iid,
+                "project_id": p.id,
+                "title": issue.title,
+                "description": issue.description,
+                "state": "opened",
+                "created_at": rfc3339(0),
+                "updated_at": rfc3339(0),
+                "closed_at": null,
+                "closed_by": null,
+                "labels": issue.labels,
+                "milestone": null,
+                "assignees": [],
+                "author": issue.author.json(),
+                "type": "ISSUE",
+                "assignee": null,
+                "user_notes_count": notes,
+                "upvotes": 0,
+                "downvotes": 0,
+                "confidential": false,
+                "web_url": format!("https://gitlab.example.com/{}/-/issues/{iid}", p.path_with_namespace),
+            }))
+            .into_response()
+        }
+        (Method::GET, ["issues", iid, "notes"]) => {
+            let Some(iid) = issue_of(w, &key, iid) else {
+                return not_found("");
+            };
+            let per_page: usize = query
+                .get("per_page")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(20)
+                .clamp(1, 100);
+            let page: usize = query
+                .get("page")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(1)
+                .max(1);
+            let mut all: Vec<&FakeNote> = w
+                .notes
+                .values()
+                .filter(|n| n.project == key && n.issue == iid)
+                .collect();
+            // GitLab's default is newest first.
+            if query.get("sort").map(String::as_str) != Some("asc") {
+                all.reverse();
+            }
+            let total = all.len();
+            let pages = total.div_ceil(per_page).max(1);
+            let items: Vec<Value> = all
+                .into_iter()
+                .skip((page - 1) * per_page)
+                .take(per_page)
+                .map(|n| note_json(w, n))
+                .collect();
+            let mut response = axum::Json(items).into_response();
+            let next = if page < pages {
+                (page + 1).to_string()
+            } else {
+                String::new()
+            };
+            let prev = if page > 1 {
+                (page - 1).to_string()
+            } else {
+                String::new()
+            };
+            let base = format!("http://gitlab.example.com{}", uri.path());
+            let link = |n: usize, rel: &str| {
+                format!("<{base}?page={n}&per_page={per_page}&sort=asc>; rel=\"{rel}\"")
+            };
+            let mut links = Vec::new();
+            if page < pages {
+                links.push(link(page + 1, "next"));
+            }
+            links.push(link(1, "first"));
+            links.push(link(pages, "last"));
+            let h = response.headers_mut();
+            for (name, value) in [
+                ("x-page", page.to_string()),
+                ("x-per-page", per_page.to_string()),
+                ("x-next-page", next),
+                ("x-prev-page", prev),
+                ("x-total", total.to_string()),
+                ("x-total-pages", pages.to_string()),
+                ("link", links.join(", ")),
+            ] {
+                h.insert(name, HeaderValue::from_str(&value).unwrap());
+            }
+            response
+        }
+        (Method::POST, ["issues", iid, "notes"]) => {
+            let Some(iid) = issue_of(w, &key, iid) else {
+                return not_found("");
+            };
+            let Some(text) = param(&query, headers, body, "body") else {
+                return error(StatusCode::BAD_REQUEST, "400 Bad request - body is missing");
+            };
+            let id = w.next_id();
+            let note = FakeNote {
+                id,
+                project: key.clone(),
+                issue: iid,
+                body: text,
+                author: bot,
+                system: false,
+                history: Vec::new(),
+                awards: Vec::new(),
+            };
+            let answer = note_json(w, &note);
+            w.notes.insert(id, note);
+            (StatusCode::CREATED, axum::Json(answer)).into_response()
+        }
+        (Method::PUT, ["issues", iid, "notes", note_id]) => {
+            let Some(id) = note_of(w, &key, iid, note_id) else {
+                return not_found("Note");
+            };
+            let Some(text) = param(&query, headers, body, "body") else {
+                return error(StatusCode::BAD_REQUEST, "400 Bad request - body is missing");
+            };
+            if w.notes[&id].author.id != BOT_ID {
+                return error(StatusCode::FORBIDDEN, "403 Forbidden");
+            }
+            let note = w.notes.get_mut(&id).unwrap();
+            let old = std::mem::replace(&mut note.body, text);
+            note.history.push(old);
+            let note = note.clone();
+            axum::Json(note_json(w, &note)).into_response()
+        }
+        (Method::GET, ["issues", iid, "notes", note_id, "award_emoji"]) => {
+            let Some(id) = note_of(w, &key, iid, note_id) else {
+                return not_found("");
+            };
+            let awards: Vec<Value> = w.notes[&id]
+                .awards
+                .iter()
+                .enumerate()
+                .map(|(i, (name, username))| award_json(w, id, i as i64, name, username))
+                .collect();
+            axum::Json(awards).into_response()
+        }
+        (Method::POST, ["issues", iid, "notes", note_id, "award_emoji"]) => {
+            let Some(id) = note_of(w, &key, iid, note_id) else {
+                return not_found("");
+            };
+            let Some(name) = param(&query, headers, body, "name") else {
+                return error(StatusCode::BAD_REQUEST, "400 Bad request - name is missing");
+            };
+            const KNOWN: [&str; 8] = [
+                "thumbsup",
+                "thumbsdown",
+                "smile",
+                "confused",
+                "heart",
+                "tada",
+                "rocket",
+                "eyes",
+            ];
+            if !KNOWN.contains(&name.as_str()) {
+                return not_found("Award Emoji Name is not a valid emoji name");
+            }
+            let pair = (name.clone(), BOT_USERNAME.to_owned());
+            let note = w.notes.get_mut(&id).unwrap();
+            if note.awards.contains(&pair) {
+                return not_found("Award Emoji Name has already been taken");
+            }
+            note.awards.push(pair);
+            let index = note.awards.len() as i64 - 1;
+            (
+                StatusCode::CREATED,
+                axum::Json(award_json(w, id, index, &name, BOT_USERNAME)),
+            )
+                .into_response()
+        }
+        _ => not_found(""),
+    }
+}
+
+fn issue_of(w: &World, key: &str, iid: &str) -> Option<i64> {
+    let iid = iid.parse::<i64>().ok()?;
+    w.projects[key].issues.contains_key(&iid).then_some(iid)
+}
+
+fn note_of(w: &World, key: &str, iid: &str, id: &str) -> Option<i64> {
+    let iid = iid.parse::<i64>().ok()?;
+    let id = id.parse::<i64>().ok()?;
+    w.notes
+        .get(&id)
+        .filter(|n| n.project == key && n.issue == iid)
+        .map(|n| n.id)
+}
+
+fn note_json(w: &World, n: &FakeNote) -> Value {
+    let p = &w.projects[&n.project];
+    json!({
+        "id": n.id,
+        "type": null,
+        "body": n.body,
+        "attachment": null,
+        "author": n.author.json(),
+        "created_at": rfc3339(0),
+        "updated_at": rfc3339(0),
+        "system": n.system,
+        "noteable_id": p.issues.get(&n.issue).map_or(0, |i| i.id),
+        "noteable_type": "Issue",
+        "project_id": p.id,
+        "noteable_iid": n.issue,
+        "resolvable": false,
+        "confidential": false,
+        "internal": false,
+        "imported": false,
+        "imported_from": "none",
+        "commands_changes": {},
+    })
+}
+
+fn award_json(w: &World, note: i64, index: i64, name: &str, username: &str) -> Value {
+    let user = w
+        .users
+        .iter()
+        .find(|u| u.username == username)
+        .cloned()
+        .unwrap_or_else(|| FakeUser::new(username, 0));
+    json!({
+        "id": note * 100 + index,
+        "name": name,
+        "user": user.json(),
+        "created_at": rfc3339(0),
+        "updated_at": rfc3339(0),
+        "awardable_id": note,
+        "awardable_type": "Note",
+    })
+}
