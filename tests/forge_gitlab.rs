@@ -1,0 +1,463 @@
+//! The GitLab forge client (reqwest, `PRIVATE-TOKEN`, the retry helper) against the
+//! stateful fake GitLab: each operation, pagination, retries and what is not retried.
+
+mod support;
+
+use std::time::Duration;
+
+use planwright::event::Actor;
+use planwright::forge::gitlab::GitlabForge;
+use planwright::forge::{Forge, ForgeError, Permission, Reaction, RetryPolicy};
+use planwright::ids::{CommentId, IssueNumber, RepoName};
+use support::fake_gitlab::{BOT_ID, BOT_USERNAME, FakeGitlab, FakeUser, TOKEN};
+
+const PROJECT: &str = "Acme/Platform/Widgets";
+/// How the project appears in API paths: the lower-cased full path, slashes encoded.
+const API: &str = "/api/v4/projects/acme%2Fplatform%2Fwidgets";
+const HEAD: &str = "b83d6e391c22777fca1ed3012fce84f633d7fed0";
+
+fn repo() -> RepoName {
+    RepoName::parse(PROJECT).unwrap()
+}
+
+/// Backoffs short enough for tests; rate-limit waits are still honoured as asked.
+fn quick_retries() -> RetryPolicy {
+    RetryPolicy {
+        attempts: 3,
+        base_delay: Duration::from_millis(5),
+        max_delay: Duration::from_millis(20),
+        max_rate_limit_wait: Duration::from_secs(5),
+    }
+}
+
+async fn world() -> (FakeGitlab, GitlabForge) {
+    let fake = FakeGitlab::start().await;
+    fake.add_project(PROJECT, "main", HEAD);
+    let author = fake.add_user("alice", 11);
+    fake.add_issue(
+        PROJECT,
+        3,
+        "Crash on empty config",
+        Some("Steps:\n1. run it"),
+        &["bug", "planwright"],
+        author,
+    );
+    let forge = GitlabForge::from_settings(&fake.settings())
+        .unwrap()
+        .with_retry(quick_retries());
+    (fake, forge)
+}
+
+#[tokio::test]
+async fn reads_an_issue() {
+    let (fake, forge) = world().await;
+    let issue = forge.issue(&repo(), IssueNumber(3)).await.unwrap();
+    assert_eq!(issue.number, IssueNumber(3));
+    assert_eq!(issue.title, "Crash on empty config");
+    assert_eq!(issue.body, "Steps:\n1. run it");
+    assert_eq!(issue.labels, ["bug", "planwright"]);
+    assert_eq!(issue.author.login, "alice");
+    assert_eq!(issue.author.id, 11);
+    assert!(!issue.author.bot);
+    assert_eq!(fake.statuses("GET", &format!("{API}/issues/3")), [200]);
+}
+
+#[tokio::test]
+async fn lists_notes_across_pages_oldest_first_without_system_notes() {
+    let (fake, forge) = world().await;
+    let bob = fake.add_user("bob", 12);
+    for i in 0..60 {
+        fake.add_note(PROJECT, 3, &format!("note {i}"), bob.clone());
+    }
+    fake.add_system_note(PROJECT, 3, "added ~bug label", bob.clone());
+    for i in 60..105 {
+        fake.add_note(PROJECT, 3, &format!("note {i}"), bob.clone());
+    }
+
+    let comments = forge.comments(&repo(), IssueNumber(3)).await.unwrap();
+    let bodies: Vec<&str> = comments.iter().map(|c| c.body.as_str()).collect();
+    let expected: Vec<String> = (0..105).map(|i| format!("note {i}")).collect();
+    assert_eq!(bodies, expected);
+    assert_eq!(comments[0].author.login, "bob");
+    // 106 notes at 100 a page: two requests, both asking oldest first.
+    let pages: Vec<String> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.starts_with(&format!("{API}/issues/3/notes")))
+        .map(|r| r.path)
+        .collect();
+    assert_eq!(pages.len(), 2, "{pages:?}");
+    assert!(pages.iter().all(|p| p.contains("sort=asc")), "{pages:?}");
+    assert!(pages[1].contains("page=2"), "{pages:?}");
+}
+
+#[tokio::test]
+async fn creates_then_edits_a_note() {
+    let (fake, forge) = world().await;
+    let created = forge
+        .create_comment(&repo(), IssueNumber(3), "planning…")
+        .await
+        .unwrap();
+    assert_eq!(created.body, "planning…");
+    assert_eq!(created.author.login, BOT_USERNAME);
+    assert_eq!(fake.note(created.id.0).unwrap().body, "planning…");
+
+    let edited = forge
+        .edit_comment(&repo(), IssueNumber(3), created.id, "awaiting approval")
+        .await
+        .unwrap();
+    assert_eq!(edited.id, created.id);
+    assert_eq!(edited.body, "awaiting approval");
+    let stored = fake.note(created.id.0).unwrap();
+    assert_eq!(stored.body, "awaiting approval");
+    assert_eq!(stored.history, ["planning…"]);
+    assert_eq!(
+        fake.statuses("PUT", &format!("{API}/issues/3/notes/{}", created.id)),
+        [200]
+    );
+}
+
+#[tokio::test]
+async fn awards_emoji_on_a_note_once_however_often_asked() {
+    let (fake, forge) = world().await;
+    let alice = FakeUser::new("alice", 11);
+    let theirs = fake.add_note(PROJECT, 3, "/approve", alice);
+    for _ in 0..2 {
+        forge
+            .react(
+                &repo(),
+                IssueNumber(3),
+                CommentId(theirs),
+                Reaction::PlusOne,
+            )
+            .await
+            .unwrap();
+    }
+    forge
+        .react(&repo(), IssueNumber(3), CommentId(theirs), Reaction::Eyes)
+        .await
+        .unwrap();
+    assert_eq!(
+        fake.note(theirs).unwrap().awards,
+        [
+            ("thumbsup".to_owned(), BOT_USERNAME.to_owned()),
+            ("eyes".to_owned(), BOT_USERNAME.to_owned()),
+        ]
+    );
+    // The second award was GitLab's "already taken" 404, recognised rather than retried.
+    assert_eq!(
+        fake.statuses(
+            "POST",
+            &format!("{API}/issues/3/notes/{theirs}/award_emoji")
+        ),
+        [201, 404, 201]
+    );
+
+    // A note that does not exist is still an error.
+    let error = forge
+        .react(
+            &repo(),
+            IssueNumber(3),
+            CommentId(999_999),
+            Reaction::Rocket,
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(error, ForgeError::NotFound { .. }), "{error:?}");
+}
+
+#[tokio::test]
+async fn maps_access_levels_onto_permissions() {
+    let (fake, forge) = world().await;
+    // (username, access level, expected)
+    let cases = [
+        ("guest", 10, Permission::Read),
+        ("planner", 15, Permission::Triage),
+        ("reporter", 20, Permission::Triage),
+        ("developer", 30, Permission::Write),
+        ("maintainer", 40, Permission::Maintain),
+        ("owner", 50, Permission::Admin),
+    ];
+    for (i, (username, level, _)) in cases.iter().enumerate() {
+        let user = fake.add_user(username, 100 + i as i64);
+        fake.add_member(PROJECT, &user, *level);
+    }
+    fake.add_user("outsider", 200);
+    let blocked = fake.add_user("blocked", 201);
+    fake.set_member(PROJECT, &blocked, 40, "blocked", "active");
+    let awaiting = fake.add_user("awaiting", 202);
+    fake.set_member(PROJECT, &awaiting, 30, "active", "awaiting");
+
+    for (username, _, expected) in cases {
+        assert_eq!(
+            forge.permission(&repo(), username).await.unwrap(),
+            expected,
+            "{username}"
+        );
+    }
+    assert!(forge.permission(&repo(), "Developer").await.unwrap() >= Permission::Write);
+    assert!(forge.permission(&repo(), "reporter").await.unwrap() < Permission::Write);
+    for nobody in ["outsider", "no-such-user", "blocked", "awaiting"] {
+        assert_eq!(
+            forge.permission(&repo(), nobody).await.unwrap(),
+            Permission::None,
+            "{nobody}"
+        );
+    }
+    // The non-member was looked up and answered 404, which is an answer, not retried.
+    assert_eq!(
+        fake.statuses("GET", &format!("{API}/members/all/200")),
+        [404]
+    );
+}
+
+#[tokio::test]
+async fn reads_files_at_the_default_branch() {
+    let (fake, forge) = world().await;
+    let config = "label: planwright\nmin_permission: developer\n# ünïcode and a long line: "
+        .to_owned()
+        + &"x".repeat(200);
+    fake.put_file(PROJECT, ".gitlab/planwright.yml", &config);
+
+    assert_eq!(
+        forge
+            .read_file(&repo(), ".gitlab/planwright.yml")
+            .await
+            .unwrap(),
+        Some(config)
+    );
+    assert_eq!(
+        forge.read_file(&repo(), ".planwright.yml").await.unwrap(),
+        None
+    );
+    let asked: Vec<String> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.contains("/repository/files/"))
+        .map(|r| r.path)
+        .collect();
+    assert_eq!(
+        asked,
+        [
+            format!("{API}/repository/files/.gitlab%2Fplanwright.yml?ref=main"),
+            // A missing file is an answer, not a failure: asked once.
+            format!("{API}/repository/files/.planwright.yml?ref=main"),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn reads_the_default_branch_and_its_head() {
+    let (fake, forge) = world().await;
+    let info = forge.repository(&repo()).await.unwrap();
+    assert_eq!(info.name, repo());
+    assert_eq!(info.default_branch, "main");
+    assert_eq!(info.head_sha.as_str(), HEAD);
+    assert_eq!(
+        fake.statuses("GET", &format!("{API}/repository/branches/main")),
+        [200]
+    );
+}
+
+#[tokio::test]
+async fn recognises_its_own_user_and_asks_once() {
+    let (fake, forge) = world().await;
+    let me = forge.bot_user().await.unwrap();
+    assert_eq!(me.login, BOT_USERNAME);
+    assert_eq!(me.id, BOT_ID);
+
+    let created = forge
+        .create_comment(&repo(), IssueNumber(3), "hello")
+        .await
+        .unwrap();
+    assert!(forge.is_own(&created.author).await.unwrap());
+    let by_login = Actor {
+        login: BOT_USERNAME.to_uppercase(),
+        id: 0,
+        bot: false,
+    };
+    assert!(forge.is_own(&by_login).await.unwrap());
+    let someone = Actor {
+        login: "alice".into(),
+        id: 11,
+        bot: false,
+    };
+    assert!(!forge.is_own(&someone).await.unwrap());
+    // A user who took the bot's old name is not the bot.
+    let namesake = Actor {
+        login: BOT_USERNAME.into(),
+        id: 77,
+        bot: false,
+    };
+    assert!(!forge.is_own(&namesake).await.unwrap());
+    assert_eq!(fake.count("GET", "/api/v4/user"), 1);
+}
+
+#[tokio::test]
+async fn retries_a_bad_gateway() {
+    let (fake, forge) = world().await;
+    fake.fail_next(1, 502, &[]);
+    let issue = forge.issue(&repo(), IssueNumber(3)).await.unwrap();
+    assert_eq!(issue.number, IssueNumber(3));
+    assert_eq!(fake.statuses("GET", &format!("{API}/issues/3")), [502, 200]);
+}
+
+#[tokio::test]
+async fn waits_out_a_rate_limit() {
+    let (fake, forge) = world().await;
+    fake.fail_next(
+        1,
+        429,
+        &[("retry-after", "1"), ("ratelimit-remaining", "0")],
+    );
+    let created = forge
+        .create_comment(&repo(), IssueNumber(3), "hello")
+        .await
+        .unwrap();
+    assert_eq!(
+        fake.statuses("POST", &format!("{API}/issues/3/notes")),
+        [429, 201]
+    );
+    assert_eq!(fake.note(created.id.0).unwrap().body, "hello");
+}
+
+#[tokio::test]
+async fn a_missing_issue_is_not_retried_and_says_what_was_missing() {
+    let (fake, forge) = world().await;
+    let error = forge.issue(&repo(), IssueNumber(99)).await.unwrap_err();
+    assert!(matches!(error, ForgeError::NotFound { .. }), "{error:?}");
+    assert!(!error.is_retryable());
+    assert!(matches!(
+        planwright::worker::JobError::from(error),
+        planwright::worker::JobError::Permanent(_)
+    ));
+    let error = forge.issue(&repo(), IssueNumber(99)).await.unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "Could not GET {}/issues/99: not found (404)",
+            API.trim_start_matches("/api/v4")
+        )
+    );
+    assert_eq!(
+        fake.statuses("GET", &format!("{API}/issues/99")),
+        [404, 404]
+    );
+}
+
+#[tokio::test]
+async fn a_wrong_token_is_refused_and_not_retried() {
+    let fake = FakeGitlab::start().await;
+    fake.add_project(PROJECT, "main", HEAD);
+    let mut settings = fake.settings();
+    settings.token = Some("glpat-wrong".to_owned().into());
+    let forge = GitlabForge::from_settings(&settings)
+        .unwrap()
+        .with_retry(quick_retries());
+    let error = forge.repository(&repo()).await.unwrap_err();
+    assert!(
+        matches!(error, ForgeError::Refused { status: 401, .. }),
+        "{error:?}"
+    );
+    assert_eq!(fake.statuses("GET", API), [401]);
+}
+
+#[tokio::test]
+async fn missing_settings_are_named() {
+    let fake = FakeGitlab::start().await;
+    let mut settings = fake.settings();
+    settings.token = None;
+    let error = GitlabForge::from_settings(&settings).err().unwrap();
+    assert!(format!("{error:#}").contains("GITLAB_TOKEN"), "{error:#}");
+    let mut settings = fake.settings();
+    settings.url = None;
+    let error = GitlabForge::from_settings(&settings).err().unwrap();
+    assert!(format!("{error:#}").contains("GITLAB_URL"), "{error:#}");
+}
+
+#[tokio::test]
+async fn the_token_travels_only_in_its_header() {
+    let (fake, forge) = world().await;
+    forge.issue(&repo(), IssueNumber(3)).await.unwrap();
+    forge.comments(&repo(), IssueNumber(3)).await.unwrap();
+    forge.read_file(&repo(), "README.md").await.unwrap();
+    forge.permission(&repo(), "alice").await.unwrap();
+
+    let mut errors = vec![
+        forge.issue(&repo(), IssueNumber(99)).await.unwrap_err(),
+        forge
+            .edit_comment(&repo(), IssueNumber(3), CommentId(1), "x")
+            .await
+            .unwrap_err(),
+    ];
+    fake.fail_next(3, 500, &[]);
+    errors.push(forge.issue(&repo(), IssueNumber(3)).await.unwrap_err());
+    fake.fail_next(1, 422, &[]);
+    errors.push(
+        forge
+            .create_comment(&repo(), IssueNumber(3), "x")
+            .await
+            .unwrap_err(),
+    );
+    assert!(matches!(
+        errors[2],
+        ForgeError::Unavailable { status: 500, .. }
+    ));
+    assert!(matches!(errors[3], ForgeError::Refused { status: 422, .. }));
+    for error in &errors {
+        let shown = format!("{error} {error:?}");
+        assert!(!shown.contains(TOKEN), "token leaked: {shown}");
+        assert!(!shown.contains("glpat-"), "token-like text leaked: {shown}");
+    }
+
+    let requests = fake.requests();
+    assert!(requests.len() > 8);
+    for r in &requests {
+        assert_eq!(r.token.as_deref(), Some(TOKEN), "{r:?}");
+        assert!(!r.path.contains(TOKEN), "token in a URL: {}", r.path);
+        assert!(!r.body.contains(TOKEN), "token in a body: {}", r.body);
+    }
+}
+
+/// Collects every log line (all levels) of the test process.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn no_log_line_carries_the_token() {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_writer(move || writer.clone())
+        .finish();
+    // Global rather than scoped: tracing caches per call site whether anyone listens, and
+    // reqwest and hyper log from tasks a scoped subscriber would not see.
+    tracing::subscriber::set_global_default(subscriber).unwrap();
+
+    let (fake, forge) = world().await;
+    forge.issue(&repo(), IssueNumber(3)).await.unwrap();
+    fake.fail_next(1, 502, &[]);
+    forge
+        .create_comment(&repo(), IssueNumber(3), "hello")
+        .await
+        .unwrap();
+    forge.issue(&repo(), IssueNumber(404)).await.unwrap_err();
+
+    let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    assert!(
+        logs.contains("forge call failed; retrying"),
+        "the capture works: {logs}"
+    );
+    assert!(!logs.contains(TOKEN), "token in the logs:\n{logs}");
+}
