@@ -92,6 +92,20 @@ async fn lists_notes_across_pages_oldest_first_without_system_notes() {
 }
 
 #[tokio::test]
+async fn follows_the_link_header_when_the_page_headers_are_gone() {
+    let (fake, forge) = world().await;
+    fake.paginate_with_link_only();
+    let bob = fake.add_user("bob", 12);
+    for i in 0..150 {
+        fake.add_note(PROJECT, 3, &format!("note {i}"), bob.clone());
+    }
+    let comments = forge.comments(&repo(), IssueNumber(3)).await.unwrap();
+    assert_eq!(comments.len(), 150);
+    assert_eq!(comments[149].body, "note 149");
+    assert_eq!(fake.count("GET", &format!("{API}/issues/3/notes")), 2);
+}
+
+#[tokio::test]
 async fn creates_then_edits_a_note() {
     let (fake, forge) = world().await;
     let created = forge

@@ -118,6 +118,8 @@ struct World {
     next_id: i64,
     requests: Vec<Recorded>,
     failures: VecDeque<Failure>,
+    /// Answer lists with a `Link` header only, as behind a proxy that drops `x-*` headers.
+    link_only: bool,
 }
 
 impl World {
@@ -331,6 +333,11 @@ impl FakeGitlab {
             .filter(|r| r.method == method && r.path.split('?').next() == Some(path))
             .map(|r| r.status)
             .collect()
+    }
+
+    /// From now on, paginate with the `Link` header alone.
+    pub fn paginate_with_link_only(&self) {
+        self.with(|w| w.link_only = true);
     }
 
     /// The next `n` requests, whatever they are, answer `status` with `headers`.
@@ -662,6 +669,7 @@ fn answer(
             }
             links.push(link(1, "first"));
             links.push(link(pages, "last"));
+            let link_only = w.link_only;
             let h = response.headers_mut();
             for (name, value) in [
                 ("x-page", page.to_string()),
@@ -672,6 +680,9 @@ fn answer(
                 ("x-total-pages", pages.to_string()),
                 ("link", links.join(", ")),
             ] {
+                if link_only && name != "link" {
+                    continue;
+                }
                 h.insert(name, HeaderValue::from_str(&value).unwrap());
             }
             response
