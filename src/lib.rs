@@ -10,6 +10,7 @@ pub mod event;
 pub mod forge;
 pub mod ids;
 pub mod llm;
+pub mod sandbox;
 pub mod server;
 pub mod store;
 pub mod worker;

@@ -67,6 +67,39 @@ enum Command {
         /// The output to read; `-` or nothing reads standard input.
         file: Option<PathBuf>,
     },
+    /// Run commands the way executors run them.
+    Sandbox {
+        #[command(subcommand)]
+        command: SandboxCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum SandboxCommand {
+    /// Run one command in the sandbox an executor would get, with DIR as its workspace.
+    Run {
+        #[arg(long)]
+        workspace: PathBuf,
+        /// `none`: no network at all; `setup`: the package registries through the egress
+        /// proxy (not yet supported).
+        #[arg(long, value_enum, default_value = "none")]
+        network: Network,
+        /// Wall-clock limit in seconds.
+        #[arg(long, default_value_t = 600)]
+        timeout: u64,
+        /// Another path to hide (DATA_DIR from the settings is hidden when they load).
+        #[arg(long)]
+        hide: Vec<PathBuf>,
+        /// The command and its arguments.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Network {
+    None,
+    Setup,
 }
 
 fn main() -> std::process::ExitCode {
@@ -88,6 +121,22 @@ fn main() -> std::process::ExitCode {
             file.as_deref(),
         ) {
             Ok(()) => std::process::ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("planwright: {e:#}");
+                std::process::ExitCode::FAILURE
+            }
+        };
+    }
+    // The sandbox command needs no database; settings only add paths to hide.
+    if let Command::Sandbox {
+        command: SandboxCommand::Run { .. },
+    } = &cli.command
+    {
+        let Command::Sandbox { command } = cli.command else {
+            return std::process::ExitCode::FAILURE;
+        };
+        return match sandbox_run(command, cli.config.as_deref()) {
+            Ok(code) => code,
             Err(e) => {
                 eprintln!("planwright: {e:#}");
                 std::process::ExitCode::FAILURE
@@ -160,7 +209,7 @@ async fn run(command: Command, settings: Settings) -> Result<()> {
             }
             Ok(())
         }
-        Command::Distill { .. } => Ok(()),
+        Command::Distill { .. } | Command::Sandbox { .. } => Ok(()),
         Command::Deliveries { json, limit } => {
             let db = Db::connect(&settings.database_url).await?;
             let rows = deliveries::list(&db, i64::from(limit)).await.context(
@@ -221,6 +270,56 @@ fn distill(
     let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "{text}")?;
     Ok(())
+}
+
+fn sandbox_run(
+    command: SandboxCommand,
+    config: Option<&std::path::Path>,
+) -> Result<std::process::ExitCode> {
+    use planwright::sandbox::{self, Exit, Sandbox};
+    use std::io::Write;
+    let SandboxCommand::Run {
+        workspace,
+        network,
+        timeout,
+        mut hide,
+        command,
+    } = command;
+    if let Network::Setup = network {
+        anyhow::bail!(
+            "Cannot run with --network setup yet: the egress proxy is not built; only --network none is supported"
+        );
+    }
+    if let Ok(settings) = Settings::load(config) {
+        hide.push(settings.data_dir);
+    }
+    let bwrap = sandbox::Bwrap::new(hide)?;
+    let mut cmd = sandbox::Command::new(workspace, command);
+    cmd.limits.wall = std::time::Duration::from_secs(timeout);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("Could not start the async runtime")?;
+    let out = runtime.block_on(bwrap.run(&cmd))?;
+    std::io::stdout().lock().write_all(&out.stdout.bytes)?;
+    let mut stderr = std::io::stderr().lock();
+    stderr.write_all(&out.stderr.bytes)?;
+    let exit = match out.exit {
+        Exit::Code(c) => format!("exit code {c}"),
+        Exit::Signal(s) => format!("signal {s}"),
+    };
+    writeln!(
+        stderr,
+        "planwright: {exit}{} after {:.1}s; output dropped beyond the cap: stdout {} bytes, stderr {} bytes",
+        if out.timed_out { " (timed out)" } else { "" },
+        out.duration.as_secs_f64(),
+        out.stdout.dropped(),
+        out.stderr.dropped()
+    )?;
+    Ok(match out.exit {
+        Exit::Code(c) => std::process::ExitCode::from(u8::try_from(c).unwrap_or(1)),
+        Exit::Signal(s) => std::process::ExitCode::from(u8::try_from(128 + s).unwrap_or(1)),
+    })
 }
 
 fn init_tracing(format: LogFormat) {

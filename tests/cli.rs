@@ -187,3 +187,30 @@ async fn migrate_creates_every_table_on_an_empty_database_and_can_run_again() {
     let sessions: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(sessions, Value::Array(Vec::new()));
 }
+
+#[test]
+fn sandbox_run_shows_what_an_executor_gets() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = planwright_command()
+        .args(["sandbox", "run", "--workspace"])
+        .arg(dir.path())
+        .args(["--", "sh", "-c", "id -u; echo made > f; exit 3"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "1000\n");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("exit code 3"));
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("f")).unwrap(),
+        "made\n"
+    );
+
+    let out = planwright_command()
+        .args(["sandbox", "run", "--network", "setup", "--workspace"])
+        .arg(dir.path())
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not built"));
+}

@@ -1,0 +1,271 @@
+//! Where model-written code runs: the [`Sandbox`] trait, what a run asks for ([`Command`],
+//! [`Limits`]) and what it gives back ([`Output`]). bubblewrap (`bwrap.rs`) is the real
+//! implementation; [`Unsandboxed`] exists only for operators who opt out explicitly.
+
+pub mod bwrap;
+mod process;
+
+use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::config::Settings;
+
+pub use bwrap::Bwrap;
+
+/// One command to run in a workspace.
+#[derive(Debug, Clone)]
+pub struct Command {
+    /// The program and its arguments; the program is looked up on the sandbox's `PATH`.
+    pub argv: Vec<String>,
+    /// The writable folder the command works in; everything else is read-only or hidden.
+    pub workspace: PathBuf,
+    /// Working directory relative to the workspace (`None`: the workspace itself).
+    pub cwd: Option<PathBuf>,
+    /// Variables added to the fixed allowlist (see [`base_env`]); nothing else is inherited.
+    pub env: Vec<(String, String)>,
+    pub limits: Limits,
+    /// Where output beyond the cap is kept (`stdout.log`, `stderr.log`); usually the run's
+    /// log folder beside the workspace. `None`: the excess is only counted.
+    pub spill_dir: Option<PathBuf>,
+}
+
+impl Command {
+    pub fn new(workspace: impl Into<PathBuf>, argv: Vec<String>) -> Self {
+        Command {
+            argv,
+            workspace: workspace.into(),
+            cwd: None,
+            env: Vec::new(),
+            limits: Limits::default(),
+            spill_dir: None,
+        }
+    }
+}
+
+/// Resource limits of one run. Kernel limits (rlimits) apply to each process inside; the
+/// process count is per host user (see `Bwrap::host_user`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Wall-clock time before the whole process tree is killed.
+    pub wall: Duration,
+    /// CPU seconds per process (`RLIMIT_CPU`).
+    pub cpu_seconds: u64,
+    /// Address space per process in bytes (`RLIMIT_AS`).
+    pub memory_bytes: u64,
+    /// Processes of the host user (`RLIMIT_NPROC`).
+    pub processes: u64,
+    /// Largest file a process may write (`RLIMIT_FSIZE`).
+    pub file_size_bytes: u64,
+    /// Bytes of each of stdout and stderr kept in memory.
+    pub output_bytes: usize,
+    /// Bytes of each stream kept in the spill file; the rest is only counted.
+    pub spill_bytes: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            wall: Duration::from_secs(30 * 60),
+            cpu_seconds: 30 * 60,
+            memory_bytes: 8 << 30,
+            processes: 512,
+            file_size_bytes: 1 << 30,
+            output_bytes: 1 << 20,
+            spill_bytes: 64 << 20,
+        }
+    }
+}
+
+/// How the command ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    Code(i32),
+    /// Killed by this signal. bwrap reports a signal as exit code 128 + N, as shells do,
+    /// so a command that itself exits with such a code reads as a signal too.
+    Signal(i32),
+}
+
+impl Exit {
+    pub fn success(self) -> bool {
+        self == Exit::Code(0)
+    }
+}
+
+/// One output stream, kept up to the cap.
+#[derive(Debug, Clone, Default)]
+pub struct Captured {
+    /// The first bytes of the stream, at most `Limits::output_bytes`.
+    pub bytes: Vec<u8>,
+    /// Bytes the command wrote in all.
+    pub total: u64,
+    /// The file holding the stream past the cap (from its start), when one was written.
+    pub spilled: Option<PathBuf>,
+}
+
+impl Captured {
+    /// Bytes not kept in memory.
+    pub fn dropped(&self) -> u64 {
+        self.total.saturating_sub(self.bytes.len() as u64)
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.bytes).into_owned()
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Output {
+    pub exit: Exit,
+    /// The wall-clock limit was reached and every process of the run was killed.
+    pub timed_out: bool,
+    pub stdout: Captured,
+    pub stderr: Captured,
+    pub duration: Duration,
+}
+
+/// Failures a caller branches on: a missing sandbox is the operator's to fix, a bad
+/// command is the caller's; anything else is internal.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error("The sandbox is not available here: {0}")]
+    Unavailable(String),
+    #[error("Cannot run this command: {0}")]
+    InvalidCommand(String),
+    #[error(transparent)]
+    Internal(#[from] anyhow::Error),
+}
+
+#[async_trait]
+pub trait Sandbox: Send + Sync {
+    /// The setting value that selects this sandbox (`bwrap`, `none`).
+    fn name(&self) -> &'static str;
+    async fn run(&self, command: &Command) -> Result<Output, SandboxError>;
+}
+
+/// The sandbox the settings ask for; `DATA_DIR` is always hidden from it.
+pub fn from_settings(settings: &Settings) -> Result<Box<dyn Sandbox>, SandboxError> {
+    match settings.sandbox.as_str() {
+        "none" if settings.unsafe_no_sandbox => Ok(Box::new(Unsandboxed::new(true)?)),
+        _ => Ok(Box::new(Bwrap::new(vec![settings.data_dir.clone()])?)),
+    }
+}
+
+/// The environment every sandboxed command starts from: nothing of planwright's own.
+pub fn base_env(workspace: &Path) -> Vec<(String, String)> {
+    vec![
+        ("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into()),
+        ("HOME".into(), workspace.display().to_string()),
+        ("LANG".into(), "C.UTF-8".into()),
+        ("TERM".into(), "dumb".into()),
+    ]
+}
+
+/// Checks what every implementation relies on, and returns the absolute workspace and
+/// working directory.
+fn validate(command: &Command) -> Result<(PathBuf, PathBuf), SandboxError> {
+    if command.argv.is_empty() {
+        return Err(SandboxError::InvalidCommand("no program given".into()));
+    }
+    let workspace = command.workspace.canonicalize().map_err(|e| {
+        SandboxError::InvalidCommand(format!(
+            "the workspace {} cannot be opened: {e}",
+            command.workspace.display()
+        ))
+    })?;
+    if !workspace.is_dir() {
+        return Err(SandboxError::InvalidCommand(format!(
+            "the workspace {} is not a folder",
+            workspace.display()
+        )));
+    }
+    let cwd = match &command.cwd {
+        None => workspace.clone(),
+        // Only plain relative components: `..` or an absolute path would start the
+        // command outside the one folder it may write.
+        Some(rel) if rel.components().all(|c| matches!(c, Component::Normal(_))) => {
+            workspace.join(rel)
+        }
+        Some(rel) => {
+            return Err(SandboxError::InvalidCommand(format!(
+                "the working directory {} is not inside the workspace",
+                rel.display()
+            )));
+        }
+    };
+    for (name, _) in &command.env {
+        if name.is_empty() || name.contains('=') || name.contains('\0') {
+            return Err(SandboxError::InvalidCommand(format!(
+                "{name:?} is not a variable name"
+            )));
+        }
+    }
+    Ok((workspace, cwd))
+}
+
+/// Runs commands directly on the host, with the limits and the empty environment but no
+/// isolation at all. Only for operators who set `UNSAFE_NO_SANDBOX=1`.
+pub struct Unsandboxed(());
+
+impl Unsandboxed {
+    /// `operator_allowed` is the `unsafe_no_sandbox` setting; without it there is no
+    /// unsandboxed runner.
+    pub fn new(operator_allowed: bool) -> Result<Self, SandboxError> {
+        if operator_allowed {
+            Ok(Unsandboxed(()))
+        } else {
+            Err(SandboxError::Unavailable(
+                "running without a sandbox needs UNSAFE_NO_SANDBOX=1".into(),
+            ))
+        }
+    }
+}
+
+#[async_trait]
+impl Sandbox for Unsandboxed {
+    fn name(&self) -> &'static str {
+        "none"
+    }
+
+    async fn run(&self, command: &Command) -> Result<Output, SandboxError> {
+        let (workspace, cwd) = validate(command)?;
+        let mut cmd = tokio::process::Command::new(&command.argv[0]);
+        cmd.args(&command.argv[1..]).current_dir(cwd).env_clear();
+        for (k, v) in base_env(&workspace).into_iter().chain(command.env.clone()) {
+            cmd.env(k, v);
+        }
+        let output = process::run(cmd, &command.limits, command.spill_dir.as_deref(), None).await?;
+        Ok(output.into_output(false))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn working_directory_must_stay_inside_the_workspace() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cmd = Command::new(dir.path(), vec!["true".into()]);
+        cmd.cwd = Some("../etc".into());
+        assert!(matches!(
+            validate(&cmd),
+            Err(SandboxError::InvalidCommand(_))
+        ));
+        cmd.cwd = Some("/etc".into());
+        assert!(matches!(
+            validate(&cmd),
+            Err(SandboxError::InvalidCommand(_))
+        ));
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        cmd.cwd = Some("sub".into());
+        let (ws, cwd) = validate(&cmd).unwrap();
+        assert_eq!(cwd, ws.join("sub"));
+    }
+
+    #[test]
+    fn no_unsandboxed_runner_without_the_operator() {
+        assert!(Unsandboxed::new(false).is_err());
+    }
+}

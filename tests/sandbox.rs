@@ -1,0 +1,397 @@
+//! Escape attempts against the real bubblewrap sandbox: each test does what a hostile
+//! executor would try and fails if it gets anywhere. bubblewrap must be installed (CI
+//! installs it); without it these tests fail rather than skip.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use planwright::sandbox::{Bwrap, Command, Exit, Output, Sandbox};
+
+const PRIVATE_KEY: &str = "-----BEGIN RSA PRIVATE KEY----- sandbox-test-private-key";
+const DATABASE: &str = "SQLite format 3 sandbox-test-database";
+
+/// A fake DATA_DIR holding a database and a private key, with the run's workspace inside
+/// it, as planwright lays them out. It lives under the target folder rather than /tmp (a
+/// private tmpfs inside) and is readable by anyone, so that only the sandbox's covering of
+/// DATA_DIR keeps its files out of reach.
+struct World {
+    root: tempfile::TempDir,
+    data: PathBuf,
+    workspace: PathBuf,
+    logs: PathBuf,
+}
+
+impl World {
+    fn new() -> Self {
+        let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("a temporary folder");
+        let data = root.path().join("data");
+        let workspace = data.join("workspaces").join("run-1");
+        let logs = data.join("logs").join("run-1");
+        std::fs::create_dir_all(&workspace).unwrap();
+        std::fs::write(data.join("planwright.db"), DATABASE).unwrap();
+        std::fs::write(data.join("github-app.pem"), PRIVATE_KEY).unwrap();
+        for dir in [root.path(), &data, &data.join("workspaces")] {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        for file in ["planwright.db", "github-app.pem"] {
+            std::fs::set_permissions(data.join(file), std::fs::Permissions::from_mode(0o644))
+                .unwrap();
+        }
+        World {
+            root,
+            data,
+            workspace,
+            logs,
+        }
+    }
+
+    fn sandbox(&self) -> Bwrap {
+        Bwrap::new(vec![self.data.clone()])
+            .expect("bubblewrap is installed (CI installs the bubblewrap package)")
+    }
+
+    fn command(&self, script: &str) -> Command {
+        Command::new(
+            &self.workspace,
+            vec!["sh".into(), "-c".into(), script.into()],
+        )
+    }
+
+    async fn sh(&self, script: &str) -> Output {
+        self.run(&self.sandbox(), self.command(script)).await
+    }
+
+    async fn run(&self, sandbox: &Bwrap, command: Command) -> Output {
+        sandbox.run(&command).await.expect("the sandbox runs")
+    }
+}
+
+fn report(out: &Output) -> String {
+    format!(
+        "exit {:?}, timed out {}, stdout:\n{}\nstderr:\n{}",
+        out.exit,
+        out.timed_out,
+        out.stdout.text(),
+        out.stderr.text()
+    )
+}
+
+#[tokio::test]
+async fn the_network_is_unreachable() {
+    let world = World::new();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let out = world
+        .sh(&format!(
+            "if curl -sS --max-time 5 http://127.0.0.1:{port}/ ; then echo CONNECTED; fi
+             if bash -c 'echo hi > /dev/tcp/127.0.0.1/{port}'; then echo CONNECTED; fi
+             if getent hosts example.com; then echo RESOLVED; fi
+             cut -d: -f1 /proc/net/dev | tail -n +3 | tr -d ' '"
+        ))
+        .await;
+    let stdout = out.stdout.text();
+    assert!(!stdout.contains("CONNECTED"), "{}", report(&out));
+    assert!(!stdout.contains("RESOLVED"), "{}", report(&out));
+    // Only the namespace's own loopback; the host has other interfaces.
+    assert_eq!(stdout.trim(), "lo", "{}", report(&out));
+    assert!(
+        listener.accept().is_err(),
+        "the host listener accepted a connection from inside"
+    );
+}
+
+#[tokio::test]
+async fn writes_land_in_the_workspace_only() {
+    let world = World::new();
+    let host_tmp = PathBuf::from(format!("/tmp/planwright-escape-{}", std::process::id()));
+    let out = world
+        .sh(&format!(
+            "for f in /etc/escaped /root/escaped /usr/escaped {data}/escaped; do
+               if echo x > $f; then echo WROTE $f; fi
+             done
+             echo x > {host_tmp}
+             echo inside > made-inside",
+            data = world.data.display(),
+            host_tmp = host_tmp.display()
+        ))
+        .await;
+    // The cover over DATA_DIR is a private tmpfs: writing there may succeed inside, but
+    // must not reach the host (checked below).
+    let stdout = out.stdout.text();
+    let outside_data: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("WROTE") && !l.contains("/data/escaped"))
+        .collect();
+    assert!(outside_data.is_empty(), "{}", report(&out));
+    for f in ["/etc/escaped", "/root/escaped", "/usr/escaped"] {
+        assert!(!Path::new(f).exists(), "{f} was written");
+    }
+    assert!(!world.data.join("escaped").exists());
+    assert!(!host_tmp.exists(), "the host's /tmp was written");
+    assert_eq!(
+        std::fs::read_to_string(world.workspace.join("made-inside")).unwrap(),
+        "inside\n"
+    );
+}
+
+#[tokio::test]
+async fn data_dir_is_hidden_under_every_name() {
+    let world = World::new();
+    std::os::unix::fs::symlink(
+        world.data.join("github-app.pem"),
+        world.workspace.join("key-link"),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(&world.data, world.workspace.join("data-link")).unwrap();
+    let data = world.data.display();
+    let out = world
+        .sh(&format!(
+            "cat {data}/planwright.db {data}/github-app.pem
+             cat /proc/1/root{data}/github-app.pem /proc/self/root{data}/planwright.db
+             cat key-link data-link/planwright.db
+             ls -A {data}"
+        ))
+        .await;
+    let stdout = out.stdout.text();
+    assert!(
+        !stdout.contains("sandbox-test-private-key"),
+        "{}",
+        report(&out)
+    );
+    assert!(
+        !stdout.contains("sandbox-test-database"),
+        "{}",
+        report(&out)
+    );
+    // Only the path down to the workspace exists in the covered DATA_DIR.
+    assert_eq!(stdout.trim(), "workspaces", "{}", report(&out));
+}
+
+#[tokio::test]
+async fn nothing_of_the_parents_environment_gets_in() {
+    // SAFETY: nextest runs each test in its own process, and this test starts no thread
+    // that reads the environment before this line.
+    unsafe { std::env::set_var("PLANWRIGHT_TEST_SECRET", "hunter2-sandbox-secret") };
+    let world = World::new();
+    let mut cmd = world.command("env; echo ---; tr '\\0' '\\n' < /proc/1/environ");
+    cmd.env.push(("GIVEN_BY_CALLER".into(), "yes".into()));
+    let out = world.run(&world.sandbox(), cmd).await;
+    let stdout = out.stdout.text();
+    assert!(!stdout.contains("hunter2"), "{}", report(&out));
+    assert!(stdout.contains("GIVEN_BY_CALLER=yes"), "{}", report(&out));
+    assert!(
+        stdout.contains(&format!("HOME={}", world.workspace.display())),
+        "{}",
+        report(&out)
+    );
+    let names: Vec<&str> = stdout
+        .lines()
+        .take_while(|l| *l != "---")
+        .filter_map(|l| l.split_once('=').map(|(k, _)| k))
+        .collect();
+    for name in &names {
+        assert!(
+            [
+                "PATH",
+                "HOME",
+                "LANG",
+                "TERM",
+                "GIVEN_BY_CALLER",
+                "PWD",
+                "SHLVL",
+                "_"
+            ]
+            .contains(name),
+            "{name} leaked into the sandbox: {}",
+            report(&out)
+        );
+    }
+}
+
+#[tokio::test]
+async fn runs_unprivileged_and_cannot_read_root_only_files() {
+    let world = World::new();
+    let out = world
+        .sh("id -u; grep CapEff /proc/self/status; cat /etc/shadow; ls /root")
+        .await;
+    let stdout = out.stdout.text();
+    let uid = stdout.lines().next().unwrap_or_default();
+    assert_ne!(uid, "0", "{}", report(&out));
+    assert_eq!(uid, "1000", "{}", report(&out));
+    assert!(
+        stdout.contains("CapEff:\t0000000000000000"),
+        "{}",
+        report(&out)
+    );
+    assert!(!stdout.contains("root:"), "{}", report(&out));
+    assert!(
+        out.stderr.text().contains("/etc/shadow"),
+        "{}",
+        report(&out)
+    );
+}
+
+#[tokio::test]
+async fn no_descriptor_of_the_parent_gets_in() {
+    let world = World::new();
+    let marker = world.root.path().join("inherited-marker");
+    std::fs::write(&marker, "x").unwrap();
+    let path = std::ffi::CString::new(marker.to_str().unwrap()).unwrap();
+    // SAFETY: a plain open of a valid path; without O_CLOEXEC on purpose, as a careless
+    // supervisor would leave it.
+    let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY) };
+    assert!(fd >= 0);
+    let out = world
+        .sh("for f in /proc/$$/fd/*; do readlink $f; done")
+        .await;
+    assert!(
+        !out.stdout.text().contains("inherited-marker"),
+        "{}",
+        report(&out)
+    );
+    // SAFETY: closing the descriptor opened above.
+    unsafe { libc::close(fd) };
+}
+
+/// Whether any process of `uid` is still alive on the host.
+fn processes_of(uid: u32) -> usize {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok())
+        .filter(|e| e.metadata().map(|m| m.uid() == uid).unwrap_or(false))
+        .count()
+}
+
+#[tokio::test]
+async fn the_timeout_kills_the_whole_tree() {
+    const UID: u32 = 64_001;
+    let world = World::new();
+    let sandbox = world.sandbox().with_host_user(UID, UID);
+    let mut cmd = world.command("sleep 1000 & (sleep 1000 &); echo started; sleep 1000");
+    cmd.limits.wall = Duration::from_secs(2);
+    let out = world.run(&sandbox, cmd).await;
+    assert!(out.timed_out, "{}", report(&out));
+    assert_eq!(out.exit, Exit::Signal(9), "{}", report(&out));
+    assert!(out.duration < Duration::from_secs(10), "{:?}", out.duration);
+    assert_eq!(out.stdout.text(), "started\n");
+    // The pid namespace goes down with bwrap; wait for the kernel to finish reaping.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while processes_of(UID) > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "processes of the sandbox survived the timeout"
+        );
+        tokio::task::yield_now().await;
+    }
+}
+
+#[tokio::test]
+async fn output_is_capped_and_the_rest_counted_and_spilled() {
+    let world = World::new();
+    let mut cmd = world.command("head -c 30000000 /dev/zero; echo tail >&2");
+    cmd.limits.output_bytes = 1 << 20;
+    cmd.limits.spill_bytes = 4 << 20;
+    cmd.spill_dir = Some(world.logs.clone());
+    let out = world.run(&world.sandbox(), cmd).await;
+    assert!(out.exit.success(), "{}", report(&out));
+    assert_eq!(out.stdout.bytes.len(), 1 << 20);
+    assert_eq!(out.stdout.total, 30_000_000);
+    assert_eq!(out.stdout.dropped(), 30_000_000 - (1 << 20));
+    let spilled = out.stdout.spilled.clone().expect("the excess was spilled");
+    assert_eq!(spilled, world.logs.join("stdout.log"));
+    assert_eq!(std::fs::metadata(&spilled).unwrap().len(), 4 << 20);
+    assert_eq!(out.stderr.text(), "tail\n");
+    assert_eq!(out.stderr.spilled, None);
+}
+
+#[tokio::test]
+async fn the_process_limit_stops_a_fork_bomb() {
+    // A host user of its own: the process limit counts every process of the user.
+    const UID: u32 = 64_002;
+    let world = World::new();
+    let sandbox = world.sandbox().with_host_user(UID, UID);
+    // `echo` is a builtin: the count keeps coming once forking fails.
+    let mut cmd =
+        world.command("i=0; while [ $i -lt 200 ]; do sleep 30 & i=$((i+1)); echo $i; done");
+    cmd.limits.processes = 32;
+    cmd.limits.wall = Duration::from_secs(60);
+    let out = world.run(&sandbox, cmd).await;
+    let running: usize = out
+        .stdout
+        .text()
+        .lines()
+        .last()
+        .and_then(|l| l.parse().ok())
+        .unwrap_or_else(|| panic!("{}", report(&out)));
+    assert!(running <= 32, "{running} processes: {}", report(&out));
+    assert!(out.stderr.text().contains("fork"), "{}", report(&out));
+    assert!(!out.timed_out, "{}", report(&out));
+}
+
+#[tokio::test]
+async fn the_memory_limit_stops_a_memory_hog() {
+    let world = World::new();
+    let mut cmd =
+        world.command("x=$(head -c 600000000 /dev/zero | tr '\\0' a); echo survived ${#x}");
+    cmd.limits.memory_bytes = 256 << 20;
+    let out = world.run(&world.sandbox(), cmd).await;
+    assert!(!out.stdout.text().contains("survived"), "{}", report(&out));
+    assert!(!out.exit.success(), "{}", report(&out));
+}
+
+#[tokio::test]
+async fn the_cpu_and_file_size_limits_hold() {
+    let world = World::new();
+    let mut cmd = world.command("head -c 5000000 /dev/zero > big; echo $?");
+    cmd.limits.file_size_bytes = 1 << 20;
+    let out = world.run(&world.sandbox(), cmd).await;
+    // SIGXFSZ (25) kills the writer; the shell reports 128 + 25.
+    assert_eq!(out.stdout.text(), "153\n", "{}", report(&out));
+    assert_eq!(
+        std::fs::metadata(world.workspace.join("big"))
+            .unwrap()
+            .len(),
+        1 << 20
+    );
+
+    let mut cmd = world.command("while :; do :; done");
+    cmd.limits.cpu_seconds = 1;
+    cmd.limits.wall = Duration::from_secs(60);
+    let out = world.run(&world.sandbox(), cmd).await;
+    assert!(!out.timed_out, "{}", report(&out));
+    assert!(
+        matches!(out.exit, Exit::Signal(libc::SIGKILL | libc::SIGXCPU)),
+        "{}",
+        report(&out)
+    );
+}
+
+#[tokio::test]
+async fn exit_codes_and_signals_are_reported() {
+    let world = World::new();
+    assert_eq!(world.sh("exit 7").await.exit, Exit::Code(7));
+    assert_eq!(world.sh("true").await.exit, Exit::Code(0));
+    assert_eq!(
+        world.sh("kill -TERM $$").await.exit,
+        Exit::Signal(libc::SIGTERM)
+    );
+}
+
+#[tokio::test]
+async fn a_working_directory_outside_the_workspace_is_refused() {
+    let world = World::new();
+    let mut cmd = world.command("pwd");
+    cmd.cwd = Some("../../".into());
+    assert!(world.sandbox().run(&cmd).await.is_err());
+    std::fs::create_dir(world.workspace.join("sub")).unwrap();
+    cmd.cwd = Some("sub".into());
+    let out = world.run(&world.sandbox(), cmd).await;
+    assert_eq!(
+        out.stdout.text().trim(),
+        world.workspace.join("sub").display().to_string()
+    );
+}
