@@ -19,7 +19,9 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 
-use super::{Comment, Forge, ForgeError, Issue, Permission, Reaction, Repository, RetryPolicy};
+use super::{
+    Comment, Forge, ForgeError, Issue, Permission, Reaction, Repository, RetryPolicy, header,
+};
 use crate::config::GithubSettings;
 use crate::event::Actor;
 use crate::ids::{CommentId, CommitSha, InstallationId, IssueNumber, RepoName};
@@ -413,19 +415,7 @@ fn classify_status(
             retry_after: rate_limit_wait(headers),
         };
     }
-    match code {
-        404 | 410 => ForgeError::NotFound { what },
-        500..=599 => ForgeError::Unavailable {
-            what,
-            status: code,
-            message,
-        },
-        _ => ForgeError::Refused {
-            what,
-            status: code,
-            message,
-        },
-    }
+    ForgeError::from_status(what, code, message)
 }
 
 /// How long GitHub asks us to wait: `retry-after` seconds, else until
@@ -445,10 +435,6 @@ fn rate_limit_wait(headers: &HeaderMap) -> Option<Duration> {
         return Some(Duration::from_secs(reset.saturating_sub(now) + 1));
     }
     Some(Duration::from_secs(60))
-}
-
-fn header<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
-    headers.get(name).and_then(|v| v.to_str().ok())
 }
 
 fn classify_octocrab(what: String, error: octocrab::Error) -> ForgeError {

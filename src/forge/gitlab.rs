@@ -17,7 +17,9 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 
-use super::{Comment, Forge, ForgeError, Issue, Permission, Reaction, Repository, RetryPolicy};
+use super::{
+    Comment, Forge, ForgeError, Issue, Permission, Reaction, Repository, RetryPolicy, header,
+};
 use crate::config::GitlabSettings;
 use crate::event::Actor;
 use crate::ids::{CommentId, CommitSha, IssueNumber, RepoName};
@@ -485,23 +487,13 @@ fn classify_status(
     message: String,
 ) -> ForgeError {
     let code = status.as_u16();
-    match code {
-        429 => ForgeError::RateLimited {
+    if code == 429 {
+        return ForgeError::RateLimited {
             what,
             retry_after: rate_limit_wait(headers),
-        },
-        404 | 410 => ForgeError::NotFound { what },
-        500..=599 => ForgeError::Unavailable {
-            what,
-            status: code,
-            message,
-        },
-        _ => ForgeError::Refused {
-            what,
-            status: code,
-            message,
-        },
+        };
     }
+    ForgeError::from_status(what, code, message)
 }
 
 /// How long GitLab asks us to wait; `None` leaves it to the policy's backoff.
@@ -514,10 +506,6 @@ fn rate_limit_wait(headers: &HeaderMap) -> Option<Duration> {
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     Some(Duration::from_secs(reset.saturating_sub(now) + 1))
-}
-
-fn header<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
-    headers.get(name).and_then(|v| v.to_str().ok())
 }
 
 /// GitLab puts the reason in `message` (a string, or field → errors for validation

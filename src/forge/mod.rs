@@ -228,6 +228,24 @@ impl ForgeError {
         }
     }
 
+    /// A failed answer that is not a rate limit (each forge recognises its own rate
+    /// limits first): gone, the forge's fault (retryable), or a refusal.
+    pub(crate) fn from_status(what: String, status: u16, message: String) -> Self {
+        match status {
+            404 | 410 => ForgeError::NotFound { what },
+            500..=599 => ForgeError::Unavailable {
+                what,
+                status,
+                message,
+            },
+            _ => ForgeError::Refused {
+                what,
+                status,
+                message,
+            },
+        }
+    }
+
     /// How long the forge asked us to wait, when it said.
     fn retry_after(&self) -> Option<Duration> {
         match self {
@@ -235,6 +253,11 @@ impl ForgeError {
             _ => None,
         }
     }
+}
+
+/// A response header as text, when it is text.
+pub(crate) fn header<'h>(headers: &'h http::HeaderMap, name: &str) -> Option<&'h str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
 }
 
 impl From<ForgeError> for JobError {
