@@ -337,6 +337,43 @@ impl Forge for GithubForge {
             .map(Some)
             .map_err(|_| malformed(&format!("`{path}` is not UTF-8 text")))
     }
+    async fn find_or_create_pull(
+        &self,
+        _repo: &RepoName,
+        _new: &crate::forge::NewPullRequest<'_>,
+    ) -> Result<crate::forge::PullRequest, ForgeError> {
+        Err(not_yet("open a pull request"))
+    }
+
+    async fn update_pull_body(
+        &self,
+        _repo: &RepoName,
+        _pull: crate::ids::PullNumber,
+        _body: &str,
+    ) -> Result<crate::forge::PullRequest, ForgeError> {
+        Err(not_yet("update a pull request"))
+    }
+
+    async fn set_check(
+        &self,
+        _repo: &RepoName,
+        _check: &crate::forge::Check<'_>,
+    ) -> Result<(), ForgeError> {
+        Err(not_yet("set a check"))
+    }
+
+    async fn minimize_comment(
+        &self,
+        _repo: &RepoName,
+        _issue: IssueNumber,
+        _comment: CommentId,
+    ) -> Result<bool, ForgeError> {
+        Err(not_yet("minimize a comment"))
+    }
+
+    async fn git_remote(&self, _repo: &RepoName) -> Result<crate::forge::GitRemote, ForgeError> {
+        Err(not_yet("give git credentials"))
+    }
 }
 
 impl Shared {
@@ -654,5 +691,12 @@ mod tests {
             ".github/planwright.yml"
         );
         assert_eq!(encode_path("docs/a b#c?.md"), "docs/a%20b%23c%3F.md");
+    }
+}
+
+fn not_yet(what: &str) -> ForgeError {
+    ForgeError::Client {
+        what: what.to_owned(),
+        message: "not supported yet".to_owned(),
     }
 }

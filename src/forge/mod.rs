@@ -13,7 +13,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::event::Actor;
-use crate::ids::{CommentId, CommitSha, IssueNumber, RepoName};
+use secrecy::SecretString;
+
+use crate::ids::{CommentId, CommitSha, IssueNumber, PullNumber, RepoName};
 use crate::worker::JobError;
 
 /// A repository's default branch and where it points now.
@@ -135,6 +137,86 @@ impl Reaction {
     }
 }
 
+/// A pull request (GitHub) or merge request (GitLab).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PullRequest {
+    pub number: PullNumber,
+    /// The page a person opens to review it.
+    pub url: String,
+    pub head_branch: String,
+    pub base_branch: String,
+    pub title: String,
+    pub body: String,
+}
+
+/// What `find_or_create_pull` opens when no open pull request has `head_branch` yet.
+#[derive(Debug, Clone, Copy)]
+pub struct NewPullRequest<'a> {
+    pub head_branch: &'a str,
+    pub base_branch: &'a str,
+    pub title: &'a str,
+    pub body: &'a str,
+}
+
+/// Where a check stands. GitHub shows it as a check run, GitLab as a commit status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CheckState {
+    Pending,
+    Running,
+    Success,
+    Failure,
+    /// Finished without a verdict (e.g. verification could not run the baseline).
+    Neutral,
+    Cancelled,
+}
+
+/// A check on a commit, identified by `name` + `head_sha`: setting it again updates it.
+#[derive(Debug, Clone, Copy)]
+pub struct Check<'a> {
+    pub name: &'a str,
+    pub head_sha: &'a CommitSha,
+    pub state: CheckState,
+    /// One line.
+    pub title: &'a str,
+    /// Markdown; truncated with a note where the forge limits its length.
+    pub summary: &'a str,
+    /// Markdown details (test report); truncated likewise.
+    pub text: &'a str,
+    pub details_url: Option<&'a str>,
+}
+
+/// How git reaches a repository: the URL holds no credentials, they are handed to git
+/// through its credential callback only.
+#[derive(Debug, Clone)]
+pub struct GitRemote {
+    pub url: String,
+    pub username: String,
+    pub password: SecretString,
+}
+
+/// The longest text GitHub accepts in a check run's summary or text (and, with margin,
+/// a comment body).
+pub const GITHUB_TEXT_LIMIT: usize = 65_535;
+
+/// `text` cut to at most `limit` bytes on a character boundary, ending with a note that
+/// says how much was left out, so a reader never mistakes a cut report for a whole one.
+pub fn truncate_with_note(text: &str, limit: usize) -> std::borrow::Cow<'_, str> {
+    if text.len() <= limit {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let note_for = |dropped: usize| format!("\n\n… truncated: {dropped} more bytes not shown.");
+    // The note's length depends on the number it carries; the longest it can be is for
+    // dropping the whole text.
+    let room = limit.saturating_sub(note_for(text.len()).len());
+    let mut cut = room.min(text.len());
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let mut out = text[..cut].to_owned();
+    out.push_str(&note_for(text.len() - cut));
+    std::borrow::Cow::Owned(out)
+}
+
 /// What planwright needs from the place an issue lives. Later layers see only this.
 #[async_trait]
 pub trait Forge: Send + Sync {
@@ -181,6 +263,36 @@ pub trait Forge: Send + Sync {
 
     /// A file's text on the default branch; `None` when there is no such file.
     async fn read_file(&self, repo: &RepoName, path: &str) -> Result<Option<String>, ForgeError>;
+
+    /// The open pull request whose head is `new.head_branch`, or a new one. Safe to call
+    /// again after a failure: it never opens a second one for the same branch.
+    async fn find_or_create_pull(
+        &self,
+        repo: &RepoName,
+        new: &NewPullRequest<'_>,
+    ) -> Result<PullRequest, ForgeError>;
+
+    async fn update_pull_body(
+        &self,
+        repo: &RepoName,
+        pull: PullNumber,
+        body: &str,
+    ) -> Result<PullRequest, ForgeError>;
+
+    /// Creates the check `check.name` on `check.head_sha`, or updates it if it exists.
+    async fn set_check(&self, repo: &RepoName, check: &Check<'_>) -> Result<(), ForgeError>;
+
+    /// Folds a comment away as outdated. `Ok(false)` when the forge has no such thing
+    /// (the caller then edits the body to say it is superseded).
+    async fn minimize_comment(
+        &self,
+        repo: &RepoName,
+        issue: IssueNumber,
+        comment: CommentId,
+    ) -> Result<bool, ForgeError>;
+
+    /// Where to fetch and push the repository, with credentials valid for about an hour.
+    async fn git_remote(&self, repo: &RepoName) -> Result<GitRemote, ForgeError>;
 }
 
 /// Why a forge call failed, classified once so callers and the retry helper only branch on
@@ -345,6 +457,26 @@ mod tests {
             status: 502,
             message: "Bad Gateway".into(),
         }
+    }
+
+    #[test]
+    fn truncation_keeps_the_limit_and_says_what_was_cut() {
+        assert_eq!(truncate_with_note("short", 10), "short");
+        let long = "é".repeat(40_000); // 80,000 bytes
+        let cut = truncate_with_note(&long, GITHUB_TEXT_LIMIT);
+        assert!(cut.len() <= GITHUB_TEXT_LIMIT, "{}", cut.len());
+        assert!(cut.ends_with("more bytes not shown."));
+        let kept = cut.split("\n\n… truncated").next().unwrap();
+        let dropped: usize = cut
+            .rsplit("truncated: ")
+            .next()
+            .unwrap()
+            .split(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(kept.len() + dropped, long.len());
     }
 
     #[test]
