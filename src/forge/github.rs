@@ -617,6 +617,13 @@ struct GhContent {
     content: Option<String>,
 }
 
+fn not_yet(what: &str) -> ForgeError {
+    ForgeError::Client {
+        what: what.to_owned(),
+        message: "not supported yet".to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -691,12 +698,5 @@ mod tests {
             ".github/planwright.yml"
         );
         assert_eq!(encode_path("docs/a b#c?.md"), "docs/a%20b%23c%3F.md");
-    }
-}
-
-fn not_yet(what: &str) -> ForgeError {
-    ForgeError::Client {
-        what: what.to_owned(),
-        message: "not supported yet".to_owned(),
     }
 }

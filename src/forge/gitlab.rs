@@ -677,6 +677,13 @@ struct GlFile {
     content: String,
 }
 
+fn not_yet(what: &str) -> ForgeError {
+    ForgeError::Client {
+        what: what.to_owned(),
+        message: "not supported yet".to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -797,12 +804,5 @@ mod tests {
             error_message("<html>bad gateway</html>"),
             "<html>bad gateway</html>"
         );
-    }
-}
-
-fn not_yet(what: &str) -> ForgeError {
-    ForgeError::Client {
-        what: what.to_owned(),
-        message: "not supported yet".to_owned(),
     }
 }
