@@ -4,13 +4,16 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod config;
+pub mod contract;
 pub mod dispatch;
 pub mod distill;
 pub mod event;
 pub mod forge;
 pub mod ids;
 pub mod llm;
+pub mod repo_config;
 pub mod sandbox;
 pub mod server;
+pub mod session;
 pub mod store;
 pub mod worker;

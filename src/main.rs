@@ -2,7 +2,7 @@
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
@@ -67,6 +67,11 @@ enum Command {
         /// The output to read; `-` or nothing reads standard input.
         file: Option<PathBuf>,
     },
+    /// Work with build contracts.
+    Contract {
+        #[command(subcommand)]
+        command: ContractCommand,
+    },
     /// Run commands the way executors run them.
     Sandbox {
         #[command(subcommand)]
@@ -93,6 +98,16 @@ enum SandboxCommand {
         /// The command and its arguments.
         #[arg(last = true, required = true)]
         command: Vec<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum ContractCommand {
+    /// Check a contract's JSON (what `submit_contract` receives): every problem is listed
+    /// with its path; exit 1 when there is any.
+    Validate {
+        /// The JSON file; `-` reads standard input.
+        file: PathBuf,
     },
 }
 
@@ -126,6 +141,12 @@ fn main() -> std::process::ExitCode {
                 std::process::ExitCode::FAILURE
             }
         };
+    }
+    if let Command::Contract {
+        command: ContractCommand::Validate { file },
+    } = &cli.command
+    {
+        return contract_validate(file);
     }
     // The sandbox command needs no database; settings only add paths to hide.
     if let Command::Sandbox {
@@ -209,7 +230,7 @@ async fn run(command: Command, settings: Settings) -> Result<()> {
             }
             Ok(())
         }
-        Command::Distill { .. } | Command::Sandbox { .. } => Ok(()),
+        Command::Distill { .. } | Command::Sandbox { .. } | Command::Contract { .. } => Ok(()),
         Command::Deliveries { json, limit } => {
             let db = Db::connect(&settings.database_url).await?;
             let rows = deliveries::list(&db, i64::from(limit)).await.context(
@@ -356,5 +377,36 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = ctrl_c => {}
         _ = term => {}
+    }
+}
+
+/// `contract validate`: 0 valid, 1 invalid (problems on stderr), 2 unreadable.
+fn contract_validate(file: &Path) -> std::process::ExitCode {
+    let text = if file == Path::new("-") {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut text).map(|_| text)
+    } else {
+        std::fs::read_to_string(file)
+    };
+    let text = match text {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("planwright: Could not read {}: {e}", file.display());
+            return std::process::ExitCode::from(2);
+        }
+    };
+    match planwright::contract::Contract::from_json(&text) {
+        Ok(contract) => {
+            println!(
+                "valid: {} file(s) to change, risk {}",
+                contract.change.files.len(),
+                contract.routing.risk.as_str()
+            );
+            std::process::ExitCode::SUCCESS
+        }
+        Err(invalid) => {
+            eprint!("{invalid}");
+            std::process::ExitCode::FAILURE
+        }
     }
 }

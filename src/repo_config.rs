@@ -1,0 +1,780 @@
+//! A repository's own settings (`.github/planwright.yml`, `.gitlab/planwright.yml` or
+//! `.planwright.yml`, read from the default branch): schema, defaults, errors that name the
+//! key and line, and the test command guessed from the repository when none is written.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::Path;
+
+use serde::{Deserialize, Deserializer};
+
+use crate::event;
+use crate::forge::{Forge, ForgeError, Permission};
+use crate::ids::RepoName;
+use crate::llm::ModelName;
+
+/// Where the file is looked for, first found wins.
+pub fn candidate_paths(forge: Option<event::Forge>) -> &'static [&'static str] {
+    match forge {
+        Some(event::Forge::Github) => &[".github/planwright.yml", ".planwright.yml"],
+        Some(event::Forge::Gitlab) => &[".gitlab/planwright.yml", ".planwright.yml"],
+        None => &[
+            ".planwright.yml",
+            ".github/planwright.yml",
+            ".gitlab/planwright.yml",
+        ],
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExecutorKind {
+    Builtin,
+    ClaudeCode,
+    Codex,
+    Command,
+}
+
+impl ExecutorKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExecutorKind::Builtin => "builtin",
+            ExecutorKind::ClaudeCode => "claude-code",
+            ExecutorKind::Codex => "codex",
+            ExecutorKind::Command => "command",
+        }
+    }
+}
+
+/// What happens when execution or verification fails for good.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnFailure {
+    /// Open a draft PR with what was done and the failing report.
+    DraftPr,
+    /// Only explain on the issue.
+    Comment,
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Models {
+    pub planner: Option<ModelName>,
+    pub scout: Option<ModelName>,
+    pub executor_low: Option<ModelName>,
+    pub executor_medium: Option<ModelName>,
+    pub executor_high: Option<ModelName>,
+}
+
+/// The settings in force for one repository: the file's values over the defaults.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RepoConfig {
+    pub label: String,
+    pub min_permission: Permission,
+    pub setup: Vec<String>,
+    pub test: Vec<String>,
+    pub network_allow: Vec<String>,
+    pub executor: ExecutorKind,
+    pub models: Models,
+    pub budget_usd: f64,
+    pub max_attempts: u32,
+    pub protected_paths: Vec<String>,
+    pub on_failure: OnFailure,
+    /// The file it was read from; `None` when every value is a default.
+    pub source: Option<String>,
+}
+
+pub const DEFAULT_LABEL: &str = "planwright";
+pub const DEFAULT_BUDGET_USD: f64 = 5.0;
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
+
+impl RepoConfig {
+    /// The settings when the repository has no file, with the commands guessed from `root`.
+    pub fn defaults(root: &RootFiles) -> RepoConfig {
+        let guess = detect(root);
+        RepoConfig {
+            label: DEFAULT_LABEL.to_owned(),
+            min_permission: Permission::Write,
+            setup: guess.setup,
+            test: guess.test,
+            network_allow: guess.network_allow,
+            executor: ExecutorKind::Builtin,
+            models: Models::default(),
+            budget_usd: DEFAULT_BUDGET_USD,
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
+            protected_paths: vec![
+                ".github/workflows/**".to_owned(),
+                ".gitlab-ci.yml".to_owned(),
+            ],
+            on_failure: OnFailure::DraftPr,
+            source: None,
+        }
+    }
+
+    /// Reads a file's text over the defaults. Keys left out keep their default (the guessed
+    /// commands included); every error names the file, line and key.
+    pub fn parse(text: &str, path: &str, root: &RootFiles) -> Result<RepoConfig, ConfigError> {
+        let mut config = RepoConfig::defaults(root);
+        if text.trim().is_empty() {
+            config.source = Some(path.to_owned());
+            return Ok(config);
+        }
+        let file: File = serde_norway::from_str(text).map_err(|e| {
+            let message = tidy(&e.to_string());
+            // Our own value checks report "key: …" but the parser places them at the start
+            // of the enclosing mapping; the key's own line is what a person needs.
+            let line = own_key(&message)
+                .and_then(|key| line_of(text, key))
+                .or(e.location().map(|l| l.line()));
+            ConfigError {
+                path: path.to_owned(),
+                line,
+                message,
+            }
+        })?;
+        let at = |key: &str, message: String| ConfigError {
+            path: path.to_owned(),
+            line: line_of(text, key),
+            message: format!("`{key}`: {message}"),
+        };
+        if let Some(label) = file.label {
+            if label.trim().is_empty() || label.len() > 50 {
+                return Err(at(
+                    "label",
+                    "must be a label name of 1 to 50 characters".into(),
+                ));
+            }
+            config.label = label;
+        }
+        if let Some(p) = file.min_permission {
+            config.min_permission = p.0;
+        }
+        if let Some(setup) = file.setup {
+            config.setup = commands(setup, "setup", &at)?;
+        }
+        if let Some(test) = file.test {
+            config.test = commands(test, "test", &at)?;
+        }
+        if let Some(hosts) = file.network_allow {
+            for h in &hosts {
+                if !valid_host_rule(h) {
+                    return Err(at(
+                        "network_allow",
+                        format!("`{h}` is not a host name (e.g. `crates.io` or `*.npmjs.org`)"),
+                    ));
+                }
+            }
+            config.network_allow = hosts;
+        }
+        if let Some(e) = file.executor {
+            config.executor = e.0;
+        }
+        if let Some(m) = file.models {
+            let model = |key: &str, v: Option<String>| -> Result<Option<ModelName>, ConfigError> {
+                v.map(|name| ModelName::parse(&name).map_err(|e| at(key, e.to_string())))
+                    .transpose()
+            };
+            config.models.planner = model("planner", m.planner)?;
+            config.models.scout = model("scout", m.scout)?;
+            if let Some(e) = m.executor {
+                config.models.executor_low = model("low", e.low)?;
+                config.models.executor_medium = model("medium", e.medium)?;
+                config.models.executor_high = model("high", e.high)?;
+            }
+        }
+        if let Some(usd) = file.budget_usd {
+            if !(usd.is_finite() && usd > 0.0 && usd <= 1_000.0) {
+                return Err(at(
+                    "budget_usd",
+                    "must be more than 0 and at most 1000".into(),
+                ));
+            }
+            config.budget_usd = usd;
+        }
+        if let Some(n) = file.max_attempts {
+            if !(1..=10).contains(&n) {
+                return Err(at("max_attempts", "must be between 1 and 10".into()));
+            }
+            config.max_attempts = n;
+        }
+        if let Some(paths) = file.protected_paths {
+            config.protected_paths = paths;
+        }
+        if let Some(o) = file.on_failure {
+            config.on_failure = o.0;
+        }
+        config.source = Some(path.to_owned());
+        Ok(config)
+    }
+
+    /// Reads the first candidate file from the default branch, or the defaults. The root
+    /// files are probed only when something must be guessed.
+    pub async fn load(
+        forge: &dyn Forge,
+        repo: &RepoName,
+        kind: Option<event::Forge>,
+    ) -> Result<RepoConfig, LoadError> {
+        for path in candidate_paths(kind) {
+            if let Some(text) = forge.read_file(repo, path).await? {
+                let root = probe_forge(forge, repo).await?;
+                return Ok(RepoConfig::parse(&text, path, &root)?);
+            }
+        }
+        let root = probe_forge(forge, repo).await?;
+        Ok(RepoConfig::defaults(&root))
+    }
+
+    /// The executor model for a contract's risk, when the repository chose one.
+    pub fn executor_model(&self, risk: crate::contract::Risk) -> Option<&ModelName> {
+        match risk {
+            crate::contract::Risk::Low => self.models.executor_low.as_ref(),
+            crate::contract::Risk::Medium => self.models.executor_medium.as_ref(),
+            crate::contract::Risk::High => self.models.executor_high.as_ref(),
+        }
+    }
+}
+
+/// A problem in the repository's file, posted on the issue as it reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    pub path: String,
+    pub line: Option<usize>,
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some(line) => write!(f, "`{}` line {line}: {}", self.path, self.message),
+            None => write!(f, "`{}`: {}", self.path, self.message),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The repository's fault: say it on the issue.
+    #[error("{0}")]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Forge(#[from] ForgeError),
+}
+
+/// serde_norway appends " at line N column M" which the error already carries.
+fn tidy(message: &str) -> String {
+    match message.find(" at line ") {
+        Some(i) => message[..i].to_owned(),
+        None => message.to_owned(),
+    }
+}
+
+/// The key named by one of our own value checks (`min_permission: \`x\` is not …`).
+fn own_key(message: &str) -> Option<&str> {
+    let (key, _) = message.split_once(": `")?;
+    ["min_permission", "executor", "on_failure"]
+        .into_iter()
+        .find(|k| *k == key)
+}
+
+/// The first line where `key:` starts (indented or not), for errors found after parsing.
+fn line_of(text: &str, key: &str) -> Option<usize> {
+    text.lines()
+        .position(|l| {
+            let l = l.trim_start().trim_start_matches("- ");
+            l.strip_prefix(key)
+                .is_some_and(|rest| rest.trim_start().starts_with(':'))
+        })
+        .map(|i| i + 1)
+}
+
+fn commands(
+    list: Vec<String>,
+    key: &str,
+    at: &impl Fn(&str, String) -> ConfigError,
+) -> Result<Vec<String>, ConfigError> {
+    for c in &list {
+        if c.trim().is_empty() {
+            return Err(at(key, "holds an empty command".into()));
+        }
+        if c.contains('\0') {
+            return Err(at(key, "holds a command with a NUL byte".into()));
+        }
+    }
+    Ok(list)
+}
+
+/// `crates.io`, `*.npmjs.org`, `localhost:4873`: letters, digits, dots, dashes, an optional
+/// leading `*.` and an optional port.
+fn valid_host_rule(rule: &str) -> bool {
+    let (host, port) = match rule.rsplit_once(':') {
+        Some((h, p)) => (h, Some(p)),
+        None => (rule, None),
+    };
+    if port.is_some_and(|p| p.parse::<u16>().map_or(true, |n| n == 0)) {
+        return false;
+    }
+    let host = host.strip_prefix("*.").unwrap_or(host);
+    !host.is_empty()
+        && host.len() <= 253
+        && host
+            .split('.')
+            .all(|l| !l.is_empty() && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'))
+}
+
+/// The file as written: every key optional, unknown keys refused (with their line).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    label: Option<String>,
+    min_permission: Option<MinPermission>,
+    #[serde(default, deserialize_with = "one_or_many")]
+    setup: Option<Vec<String>>,
+    #[serde(default, deserialize_with = "one_or_many")]
+    test: Option<Vec<String>>,
+    network_allow: Option<Vec<String>>,
+    executor: Option<Executor>,
+    models: Option<FileModels>,
+    budget_usd: Option<f64>,
+    max_attempts: Option<u32>,
+    protected_paths: Option<Vec<String>>,
+    on_failure: Option<Failure>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileModels {
+    planner: Option<String>,
+    scout: Option<String>,
+    executor: Option<FileExecutorModels>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileExecutorModels {
+    low: Option<String>,
+    medium: Option<String>,
+    high: Option<String>,
+}
+
+/// `test: cargo test` as well as `test: ["cargo test"]`.
+fn one_or_many<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        One(String),
+        Many(Vec<String>),
+    }
+    Ok(match Option::<OneOrMany>::deserialize(d)? {
+        None => None,
+        Some(OneOrMany::One(s)) => Some(vec![s]),
+        Some(OneOrMany::Many(v)) => Some(v),
+    })
+}
+
+/// A permission in either forge's words: GitHub's read…admin or GitLab's guest…owner.
+struct MinPermission(Permission);
+
+impl<'de> Deserialize<'de> for MinPermission {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        let p = match text.trim().to_ascii_lowercase().as_str() {
+            "guest" => Permission::Read,
+            "reporter" | "planner" => Permission::Triage,
+            "developer" => Permission::Write,
+            "maintainer" => Permission::Maintain,
+            "owner" => Permission::Admin,
+            other => match other.parse::<Permission>() {
+                Ok(Permission::None) | Err(_) => {
+                    return Err(serde::de::Error::custom(format!(
+                        "min_permission: `{text}` is not a permission (read, triage, write, maintain, admin; or GitLab's guest, reporter, developer, maintainer, owner)"
+                    )));
+                }
+                Ok(p) => p,
+            },
+        };
+        Ok(MinPermission(p))
+    }
+}
+
+struct Executor(ExecutorKind);
+
+impl<'de> Deserialize<'de> for Executor {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        Ok(Executor(match text.trim() {
+            "builtin" => ExecutorKind::Builtin,
+            "claude-code" => ExecutorKind::ClaudeCode,
+            "codex" => ExecutorKind::Codex,
+            "command" => ExecutorKind::Command,
+            _ => {
+                return Err(serde::de::Error::custom(format!(
+                    "executor: `{text}` is not an executor (builtin, claude-code, codex, command)"
+                )));
+            }
+        }))
+    }
+}
+
+struct Failure(OnFailure);
+
+impl<'de> Deserialize<'de> for Failure {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        Ok(Failure(match text.trim() {
+            "draft_pr" => OnFailure::DraftPr,
+            "comment" => OnFailure::Comment,
+            _ => {
+                return Err(serde::de::Error::custom(format!(
+                    "on_failure: `{text}` is not one of draft_pr, comment"
+                )));
+            }
+        }))
+    }
+}
+
+/// The root files that tell a repository's ecosystem, with the text of those whose content
+/// matters (`package.json` scripts, `Makefile` targets).
+#[derive(Debug, Clone, Default)]
+pub struct RootFiles(BTreeMap<String, String>);
+
+/// Files probed at the root; small on purpose, each is one forge request.
+pub const PROBED_FILES: &[&str] = &[
+    "Cargo.toml",
+    "package.json",
+    "pnpm-lock.yaml",
+    "yarn.lock",
+    "package-lock.json",
+    "go.mod",
+    "pyproject.toml",
+    "setup.py",
+    "pytest.ini",
+    "tox.ini",
+    "requirements.txt",
+    "pom.xml",
+    "mvnw",
+    "build.gradle",
+    "build.gradle.kts",
+    "gradlew",
+    "Makefile",
+];
+
+impl RootFiles {
+    pub fn insert(&mut self, name: &str, text: String) {
+        self.0.insert(name.to_owned(), text);
+    }
+
+    fn has(&self, name: &str) -> bool {
+        self.0.contains_key(name)
+    }
+
+    fn text(&self, name: &str) -> Option<&str> {
+        self.0.get(name).map(String::as_str)
+    }
+
+    /// From a checkout on disk.
+    pub fn from_dir(dir: &Path) -> RootFiles {
+        let mut root = RootFiles::default();
+        for name in PROBED_FILES {
+            if let Ok(text) = std::fs::read_to_string(dir.join(name)) {
+                root.insert(name, text);
+            }
+        }
+        root
+    }
+}
+
+async fn probe_forge(forge: &dyn Forge, repo: &RepoName) -> Result<RootFiles, ForgeError> {
+    let mut root = RootFiles::default();
+    for name in PROBED_FILES {
+        if let Some(text) = forge.read_file(repo, name).await? {
+            root.insert(name, text);
+        }
+    }
+    Ok(root)
+}
+
+/// Commands and registry hosts guessed for one repository.
+#[derive(Debug, Default, PartialEq)]
+struct Guess {
+    setup: Vec<String>,
+    test: Vec<String>,
+    network_allow: Vec<String>,
+}
+
+/// The usual test command of each ecosystem found at the root, in a fixed order. A
+/// repository with several (a Rust crate with a JS front end) gets them all.
+fn detect(root: &RootFiles) -> Guess {
+    let mut g = Guess::default();
+    let allow = |hosts: &[&str], g: &mut Guess| {
+        for h in hosts {
+            if !g.network_allow.iter().any(|x| x == h) {
+                g.network_allow.push((*h).to_owned());
+            }
+        }
+    };
+    if root.has("Cargo.toml") {
+        g.setup.push("cargo fetch".into());
+        g.test.push("cargo test".into());
+        allow(
+            &["crates.io", "static.crates.io", "index.crates.io"],
+            &mut g,
+        );
+    }
+    if let Some(package) = root.text("package.json")
+        && has_npm_test(package)
+    {
+        let (install, test) = if root.has("pnpm-lock.yaml") {
+            ("pnpm install --frozen-lockfile", "pnpm test")
+        } else if root.has("yarn.lock") {
+            ("yarn install --frozen-lockfile", "yarn test")
+        } else if root.has("package-lock.json") {
+            ("npm ci", "npm test")
+        } else {
+            ("npm install", "npm test")
+        };
+        g.setup.push(install.into());
+        g.test.push(test.into());
+        allow(&["registry.npmjs.org", "registry.yarnpkg.com"], &mut g);
+    }
+    if root.has("go.mod") {
+        g.setup.push("go mod download".into());
+        g.test.push("go test ./...".into());
+        allow(&["proxy.golang.org", "sum.golang.org"], &mut g);
+    }
+    let python = [
+        "pyproject.toml",
+        "setup.py",
+        "pytest.ini",
+        "tox.ini",
+        "requirements.txt",
+    ];
+    if python.iter().any(|f| root.has(f)) {
+        if root.has("requirements.txt") {
+            g.setup
+                .push("python3 -m pip install -r requirements.txt".into());
+        }
+        g.test.push("python3 -m pytest".into());
+        allow(&["pypi.org", "files.pythonhosted.org"], &mut g);
+    }
+    if root.has("pom.xml") {
+        let mvn = if root.has("mvnw") { "./mvnw" } else { "mvn" };
+        g.setup.push(format!("{mvn} -B -q dependency:go-offline"));
+        g.test.push(format!("{mvn} -B test"));
+        allow(&["repo.maven.apache.org", "repo1.maven.org"], &mut g);
+    } else if root.has("build.gradle") || root.has("build.gradle.kts") {
+        let gradle = if root.has("gradlew") {
+            "./gradlew"
+        } else {
+            "gradle"
+        };
+        g.test.push(format!("{gradle} test"));
+        allow(
+            &[
+                "services.gradle.org",
+                "plugins.gradle.org",
+                "repo.maven.apache.org",
+            ],
+            &mut g,
+        );
+    }
+    if g.test.is_empty()
+        && let Some(makefile) = root.text("Makefile")
+        && makefile.lines().any(|l| l.starts_with("test:"))
+    {
+        g.test.push("make test".into());
+    }
+    g
+}
+
+/// `npm init` writes a test script that only fails; it is not a test suite.
+fn has_npm_test(package_json: &str) -> bool {
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(package_json) else {
+        return false;
+    };
+    value["scripts"]["test"]
+        .as_str()
+        .is_some_and(|t| !t.trim().is_empty() && !t.contains("no test specified"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn root(files: &[(&str, &str)]) -> RootFiles {
+        let mut r = RootFiles::default();
+        for (name, text) in files {
+            r.insert(name, (*text).to_owned());
+        }
+        r
+    }
+
+    const FULL: &str = r#"
+label: ai-fix
+min_permission: maintain
+setup: ["cargo fetch"]
+test: ["cargo test --workspace"]
+network_allow: ["crates.io", "*.crates.io", "localhost:4873"]
+executor: claude-code
+models:
+  planner: anthropic:claude-opus-4
+  scout: openai:gpt-4o-mini
+  executor: { low: openai:gpt-4o-mini, high: anthropic:claude-sonnet-4 }
+budget_usd: 2.5
+max_attempts: 2
+protected_paths: [".github/workflows/**", "migrations/**"]
+on_failure: comment
+"#;
+
+    #[test]
+    fn a_full_file_is_read() {
+        let c = RepoConfig::parse(FULL, ".github/planwright.yml", &RootFiles::default()).unwrap();
+        assert_eq!(c.label, "ai-fix");
+        assert_eq!(c.min_permission, Permission::Maintain);
+        assert_eq!(c.test, ["cargo test --workspace"]);
+        assert_eq!(c.executor, ExecutorKind::ClaudeCode);
+        assert_eq!(c.models.planner.as_ref().unwrap().model, "claude-opus-4");
+        assert_eq!(c.models.executor_medium, None);
+        assert_eq!(
+            c.executor_model(crate::contract::Risk::High).unwrap().model,
+            "claude-sonnet-4"
+        );
+        assert_eq!(c.budget_usd, 2.5);
+        assert_eq!(c.on_failure, OnFailure::Comment);
+        assert_eq!(c.source.as_deref(), Some(".github/planwright.yml"));
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_name_the_line() {
+        let text = "label: x\nlable: y\n";
+        let e = RepoConfig::parse(text, ".planwright.yml", &RootFiles::default()).unwrap_err();
+        assert_eq!(e.line, Some(2), "{e}");
+        assert!(e.message.contains("lable"), "{e}");
+        assert!(
+            e.to_string().starts_with("`.planwright.yml` line 2:"),
+            "{e}"
+        );
+
+        let text = "label: x\n\nmin_permission: superuser\n";
+        let e = RepoConfig::parse(text, ".planwright.yml", &RootFiles::default()).unwrap_err();
+        assert_eq!(e.line, Some(3), "{e}");
+        assert!(e.message.contains("superuser"), "{e}");
+
+        let text = "models:\n  planner: gpt-4\n";
+        let e = RepoConfig::parse(text, ".planwright.yml", &RootFiles::default()).unwrap_err();
+        assert_eq!(e.line, Some(2), "{e}");
+        assert!(e.message.contains("planner"), "{e}");
+
+        let text = "test: cargo test\nbudget_usd: -3\n";
+        let e = RepoConfig::parse(text, ".planwright.yml", &RootFiles::default()).unwrap_err();
+        assert_eq!(e.line, Some(2), "{e}");
+
+        let text = "max_attempts: many\n";
+        let e = RepoConfig::parse(text, ".planwright.yml", &RootFiles::default()).unwrap_err();
+        assert_eq!(e.line, Some(1), "{e}");
+
+        let text = "network_allow: [\"http://evil\"]\n";
+        let e = RepoConfig::parse(text, ".planwright.yml", &RootFiles::default()).unwrap_err();
+        assert!(e.message.contains("network_allow"), "{e}");
+
+        let text = "label: [unclosed\n";
+        let e = RepoConfig::parse(text, ".planwright.yml", &RootFiles::default()).unwrap_err();
+        assert_eq!(e.line, Some(1), "{e}");
+    }
+
+    #[test]
+    fn gitlab_words_for_permissions() {
+        for (word, p) in [
+            ("guest", Permission::Read),
+            ("reporter", Permission::Triage),
+            ("developer", Permission::Write),
+            ("maintainer", Permission::Maintain),
+            ("owner", Permission::Admin),
+            ("write", Permission::Write),
+        ] {
+            let c = RepoConfig::parse(
+                &format!("min_permission: {word}\n"),
+                ".gitlab/planwright.yml",
+                &RootFiles::default(),
+            )
+            .unwrap();
+            assert_eq!(c.min_permission, p, "{word}");
+        }
+        assert!(RepoConfig::parse("min_permission: none\n", "f", &RootFiles::default()).is_err());
+    }
+
+    #[test]
+    fn keys_left_out_keep_the_guessed_defaults() {
+        let cargo = root(&[("Cargo.toml", "[package]")]);
+        let c = RepoConfig::parse("label: fix-me\ntest: make check\n", "f", &cargo).unwrap();
+        assert_eq!(c.test, ["make check"]);
+        assert_eq!(c.setup, ["cargo fetch"]);
+        assert!(c.network_allow.contains(&"crates.io".to_owned()));
+        let empty = RepoConfig::parse("", "f", &cargo).unwrap();
+        assert_eq!(empty.test, ["cargo test"]);
+        assert_eq!(empty.label, DEFAULT_LABEL);
+    }
+
+    #[test]
+    fn test_commands_are_guessed_per_ecosystem() {
+        type Case<'a> = (&'a [(&'a str, &'a str)], &'a [&'a str]);
+        let cases: &[Case] = &[
+            (&[("Cargo.toml", "")], &["cargo test"]),
+            (
+                &[
+                    ("package.json", r#"{"scripts":{"test":"vitest run"}}"#),
+                    ("pnpm-lock.yaml", ""),
+                ],
+                &["pnpm test"],
+            ),
+            (
+                &[
+                    ("package.json", r#"{"scripts":{"test":"jest"}}"#),
+                    ("yarn.lock", ""),
+                ],
+                &["yarn test"],
+            ),
+            (
+                &[(
+                    "package.json",
+                    r#"{"scripts":{"test":"echo \"Error: no test specified\" && exit 1"}}"#,
+                )],
+                &[],
+            ),
+            (&[("go.mod", "module x")], &["go test ./..."]),
+            (&[("pyproject.toml", "")], &["python3 -m pytest"]),
+            (&[("pom.xml", ""), ("mvnw", "")], &["./mvnw -B test"]),
+            (&[("build.gradle.kts", "")], &["gradle test"]),
+            (
+                &[("Makefile", "all:\n\ttrue\ntest:\n\t./run\n")],
+                &["make test"],
+            ),
+            (&[("Makefile", "all:\n\ttrue\n")], &[]),
+            (
+                &[
+                    ("Cargo.toml", ""),
+                    ("package.json", r#"{"scripts":{"test":"jest"}}"#),
+                    ("package-lock.json", ""),
+                ],
+                &["cargo test", "npm test"],
+            ),
+        ];
+        for (files, expected) in cases {
+            let c = RepoConfig::defaults(&root(files));
+            assert_eq!(c.test, *expected, "{files:?}");
+        }
+    }
+
+    #[test]
+    fn host_rules() {
+        for ok in [
+            "crates.io",
+            "*.npmjs.org",
+            "localhost:4873",
+            "127.0.0.1:8080",
+        ] {
+            assert!(valid_host_rule(ok), "{ok}");
+        }
+        for bad in ["", "http://x", "a..b", "x:0", "x:99999", "*", "a/b"] {
+            assert!(!valid_host_rule(bad), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,87 @@
+//! `planwright contract validate`: what a maintainer or a script runs on a contract's JSON.
+
+mod support;
+
+use std::io::Write;
+use std::process::Stdio;
+
+use support::planwright_command;
+
+fn contract() -> serde_json::Value {
+    serde_json::json!({
+        "summary": "Parsing a config with a trailing comma panics.",
+        "diagnosis": {
+            "hypothesis": "The tokenizer does not expect `]` after `,`.",
+            "evidence": [{"path": "src/parse.rs", "lines": "40-52", "note": "no arm for `]`"}]
+        },
+        "change": {
+            "goal": "Accept a trailing comma in arrays.",
+            "files": [{"path": "src/parse.rs", "action": "modify", "why": "add the arm"}]
+        },
+        "verification": {"commands": ["cargo test parse"]},
+        "routing": {"risk": "medium"}
+    })
+}
+
+fn validate(json: &str) -> std::process::Output {
+    let mut child = planwright_command()
+        .args(["contract", "validate", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(json.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn a_valid_contract_passes() {
+    let out = validate(&contract().to_string());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("1 file(s)") && stdout.contains("risk medium"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn every_problem_is_listed_with_exit_1() {
+    let mut c = contract();
+    c["summary"] = "".into();
+    c["change"]["files"][0]["path"] = "../outside".into();
+    let out = validate(&c.to_string());
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("- summary: must not be empty"), "{stderr}");
+    assert!(
+        stderr.contains("- change.files[0].path: must not leave"),
+        "{stderr}"
+    );
+
+    let out = validate("{\"summary\": 3}");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("invalid type"));
+}
+
+#[test]
+fn an_unreadable_file_is_exit_2() {
+    let out = planwright_command()
+        .args(["contract", "validate", "/nonexistent/contract.json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("Could not read /nonexistent/contract.json")
+    );
+}
