@@ -11,6 +11,7 @@ pub mod event;
 pub mod forge;
 pub mod ids;
 pub mod llm;
+pub mod planner;
 pub mod repo_config;
 pub mod sandbox;
 pub mod server;
