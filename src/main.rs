@@ -222,9 +222,19 @@ async fn run(command: Command, settings: Settings) -> Result<()> {
                 println!("no sessions");
             } else {
                 for s in rows {
+                    let version = s
+                        .contract_version
+                        .map_or_else(|| "-".to_owned(), |v| format!("v{v}"));
                     println!(
-                        "{}  {:<8} {}#{}  {}  by {}",
-                        s.id, s.forge, s.repo, s.issue_number, s.state, s.triggered_by
+                        "{}  {:<8} {}#{}  {:<17} {:<4} ${:.2}  by {}",
+                        s.id,
+                        s.forge,
+                        s.repo,
+                        s.issue_number,
+                        s.state,
+                        version,
+                        s.cost_microusd as f64 / 1_000_000.0,
+                        s.triggered_by
                     );
                 }
             }

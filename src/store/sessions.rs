@@ -1,8 +1,13 @@
-//! Planner sessions as stored: one row per issue's way from label to pull request.
+//! Planner sessions and their contracts as stored: one session row per issue's way from
+//! label to pull request, one contract row per version. State moves are compare-and-set,
+//! so of two concurrent commands exactly one wins.
 
 use anyhow::Result;
+use sqlx::AnyConnection;
 
-use super::Db;
+use super::{Db, now_ms};
+use crate::ids::SessionId;
+use crate::session::state::SessionState;
 
 #[derive(Debug, Clone, sqlx::FromRow, serde::Serialize)]
 pub struct SessionRow {
@@ -10,23 +15,333 @@ pub struct SessionRow {
     pub forge: String,
     pub repo: String,
     pub issue_number: i64,
+    pub installation_id: Option<i64>,
     pub state: String,
     pub active: i64,
     pub triggered_by: String,
+    pub status_comment_id: Option<String>,
     pub failure: Option<String>,
+    pub resume_state: Option<String>,
     pub cost_microusd: i64,
     pub created_at: i64,
     pub updated_at: i64,
+    /// The newest contract version, once there is one.
+    pub contract_version: Option<i64>,
 }
 
-/// The newest sessions first.
+impl SessionRow {
+    pub fn session_id(&self) -> SessionId {
+        SessionId(self.id.clone())
+    }
+
+    /// The state, or an error naming the row if the database holds something unknown.
+    pub fn state(&self) -> Result<SessionState> {
+        self.state
+            .parse()
+            .map_err(|e| anyhow::anyhow!("Session {}: {e}", self.id))
+    }
+}
+
+const COLUMNS: &str = "id, forge, repo, issue_number, installation_id, state, active, \
+    triggered_by, status_comment_id, failure, resume_state, cost_microusd, created_at, \
+    updated_at, (SELECT MAX(c.version) FROM contracts c WHERE c.session_id = sessions.id) \
+    AS contract_version";
+
+/// The newest sessions first, with the latest contract version.
 pub async fn list(db: &Db, limit: i64) -> Result<Vec<SessionRow>> {
-    Ok(sqlx::query_as::<_, SessionRow>(
-        "SELECT id, forge, repo, issue_number, state, active, triggered_by, failure, \
-         cost_microusd, created_at, updated_at FROM sessions \
-         ORDER BY created_at DESC, id DESC LIMIT $1",
+    let sql = format!(
+        "SELECT {COLUMNS} FROM sessions ORDER BY created_at DESC, id DESC LIMIT $1"
+    );
+    Ok(sqlx::query_as::<_, SessionRow>(sqlx::AssertSqlSafe(sql))
+        .bind(limit)
+        .fetch_all(&db.pool)
+        .await?)
+}
+
+pub async fn get(conn: &mut AnyConnection, id: &SessionId) -> Result<Option<SessionRow>> {
+    let sql = format!("SELECT {COLUMNS} FROM sessions WHERE id = $1");
+    Ok(sqlx::query_as::<_, SessionRow>(sqlx::AssertSqlSafe(sql))
+        .bind(id.as_str())
+        .fetch_optional(conn)
+        .await?)
+}
+
+/// The session holding an issue, if one does.
+pub async fn find_active(
+    conn: &mut AnyConnection,
+    forge: &str,
+    repo: &str,
+    issue: i64,
+) -> Result<Option<SessionRow>> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM sessions WHERE forge = $1 AND repo = $2 AND issue_number = $3 \
+         AND active = 1"
+    );
+    Ok(sqlx::query_as::<_, SessionRow>(sqlx::AssertSqlSafe(sql))
+        .bind(forge)
+        .bind(repo)
+        .bind(issue)
+        .fetch_optional(conn)
+        .await?)
+}
+
+/// The newest session of an issue, active or not (for commands on an ended one).
+pub async fn latest_for_issue(
+    conn: &mut AnyConnection,
+    forge: &str,
+    repo: &str,
+    issue: i64,
+) -> Result<Option<SessionRow>> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM sessions WHERE forge = $1 AND repo = $2 AND issue_number = $3 \
+         ORDER BY created_at DESC, id DESC LIMIT 1"
+    );
+    Ok(sqlx::query_as::<_, SessionRow>(sqlx::AssertSqlSafe(sql))
+        .bind(forge)
+        .bind(repo)
+        .bind(issue)
+        .fetch_optional(conn)
+        .await?)
+}
+
+pub struct NewSession<'a> {
+    pub id: &'a SessionId,
+    pub forge: &'a str,
+    pub repo: &'a str,
+    pub issue: i64,
+    pub installation: Option<i64>,
+    pub triggered_by: &'a str,
+}
+
+/// Inserts a session in Planning. The partial unique index refuses a second active
+/// session for the same issue; callers look first, and a lost race fails the insert.
+pub async fn insert(conn: &mut AnyConnection, new: &NewSession<'_>) -> Result<()> {
+    let now = now_ms();
+    sqlx::query(
+        "INSERT INTO sessions (id, forge, repo, issue_number, installation_id, state, active, \
+         triggered_by, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $8, $8)",
     )
-    .bind(limit)
-    .fetch_all(&db.pool)
-    .await?)
+    .bind(new.id.as_str())
+    .bind(new.forge)
+    .bind(new.repo)
+    .bind(new.issue)
+    .bind(new.installation)
+    .bind(SessionState::Planning.as_str())
+    .bind(new.triggered_by)
+    .bind(now)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Moves a session from `from` to `to` if it is still in `from`; `false` when another
+/// move got there first. A move to Failed remembers the stage `/retry` resumes.
+pub async fn move_state(
+    conn: &mut AnyConnection,
+    id: &SessionId,
+    from: SessionState,
+    to: SessionState,
+    failure: Option<&str>,
+) -> Result<bool> {
+    anyhow::ensure!(
+        from.can_become(to),
+        "Cannot move session {id} from {from} to {to}"
+    );
+    let resume = (to == SessionState::Failed).then(|| from.as_str());
+    let done = sqlx::query(
+        "UPDATE sessions SET state = $1, active = $2, failure = $3, \
+         resume_state = COALESCE($4, resume_state), updated_at = $5 \
+         WHERE id = $6 AND state = $7",
+    )
+    .bind(to.as_str())
+    .bind(i64::from(to.is_active()))
+    .bind(failure)
+    .bind(resume)
+    .bind(now_ms())
+    .bind(id.as_str())
+    .bind(from.as_str())
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+pub async fn set_status_comment(
+    conn: &mut AnyConnection,
+    id: &SessionId,
+    comment: &str,
+) -> Result<()> {
+    sqlx::query("UPDATE sessions SET status_comment_id = $1 WHERE id = $2")
+        .bind(comment)
+        .bind(id.as_str())
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+pub async fn load_dossier(conn: &mut AnyConnection, id: &SessionId) -> Result<Option<String>> {
+    let row: Option<(Option<String>,)> =
+        sqlx::query_as("SELECT dossier FROM sessions WHERE id = $1")
+            .bind(id.as_str())
+            .fetch_optional(conn)
+            .await?;
+    Ok(row.and_then(|(d,)| d))
+}
+
+/// `None` clears it (a `/plan` starts over).
+pub async fn save_dossier(
+    conn: &mut AnyConnection,
+    id: &SessionId,
+    dossier: Option<&str>,
+) -> Result<()> {
+    sqlx::query("UPDATE sessions SET dossier = $1, updated_at = $2 WHERE id = $3")
+        .bind(dossier)
+        .bind(now_ms())
+        .bind(id.as_str())
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct ContractRow {
+    pub session_id: String,
+    pub version: i64,
+    pub sha256: String,
+    /// The contract's JSON.
+    pub body: String,
+    pub base_branch: String,
+    pub base_sha: String,
+    pub comment_id: Option<String>,
+    pub comment_url: Option<String>,
+    pub created_at: i64,
+    pub superseded_at: Option<i64>,
+    pub approved_by: Option<String>,
+    pub approved_at: Option<i64>,
+}
+
+const CONTRACT_COLUMNS: &str = "session_id, version, sha256, body, base_branch, base_sha, \
+    comment_id, comment_url, created_at, superseded_at, approved_by, approved_at";
+
+pub struct NewContract<'a> {
+    pub session: &'a SessionId,
+    pub version: i64,
+    pub sha256: &'a str,
+    pub body: &'a str,
+    pub base_branch: &'a str,
+    pub base_sha: &'a str,
+}
+
+pub async fn insert_contract(conn: &mut AnyConnection, new: &NewContract<'_>) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO contracts (session_id, version, sha256, body, base_branch, base_sha, \
+         created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+    )
+    .bind(new.session.as_str())
+    .bind(new.version)
+    .bind(new.sha256)
+    .bind(new.body)
+    .bind(new.base_branch)
+    .bind(new.base_sha)
+    .bind(now_ms())
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// The newest version of a session's contract.
+pub async fn latest_contract(
+    conn: &mut AnyConnection,
+    session: &SessionId,
+) -> Result<Option<ContractRow>> {
+    let sql = format!(
+        "SELECT {CONTRACT_COLUMNS} FROM contracts WHERE session_id = $1 \
+         ORDER BY version DESC LIMIT 1"
+    );
+    Ok(sqlx::query_as::<_, ContractRow>(sqlx::AssertSqlSafe(sql))
+        .bind(session.as_str())
+        .fetch_optional(conn)
+        .await?)
+}
+
+pub async fn contract(
+    conn: &mut AnyConnection,
+    session: &SessionId,
+    version: i64,
+) -> Result<Option<ContractRow>> {
+    let sql = format!(
+        "SELECT {CONTRACT_COLUMNS} FROM contracts WHERE session_id = $1 AND version = $2"
+    );
+    Ok(sqlx::query_as::<_, ContractRow>(sqlx::AssertSqlSafe(sql))
+        .bind(session.as_str())
+        .bind(version)
+        .fetch_optional(conn)
+        .await?)
+}
+
+pub async fn set_contract_comment(
+    conn: &mut AnyConnection,
+    session: &SessionId,
+    version: i64,
+    comment_id: &str,
+    comment_url: Option<&str>,
+) -> Result<()> {
+    sqlx::query(
+        "UPDATE contracts SET comment_id = $1, comment_url = $2 \
+         WHERE session_id = $3 AND version = $4",
+    )
+    .bind(comment_id)
+    .bind(comment_url)
+    .bind(session.as_str())
+    .bind(version)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Records the approval of one version, if it is still the current, unapproved one.
+pub async fn approve_contract(
+    conn: &mut AnyConnection,
+    session: &SessionId,
+    version: i64,
+    by: &str,
+) -> Result<bool> {
+    let done = sqlx::query(
+        "UPDATE contracts SET approved_by = $1, approved_at = $2 \
+         WHERE session_id = $3 AND version = $4 AND superseded_at IS NULL \
+         AND approved_at IS NULL",
+    )
+    .bind(by)
+    .bind(now_ms())
+    .bind(session.as_str())
+    .bind(version)
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Marks every version below `current` superseded; returns the ones newly marked.
+pub async fn supersede_before(
+    conn: &mut AnyConnection,
+    session: &SessionId,
+    current: i64,
+) -> Result<Vec<ContractRow>> {
+    let sql = format!(
+        "SELECT {CONTRACT_COLUMNS} FROM contracts WHERE session_id = $1 AND version < $2 \
+         AND superseded_at IS NULL ORDER BY version"
+    );
+    let rows = sqlx::query_as::<_, ContractRow>(sqlx::AssertSqlSafe(sql))
+        .bind(session.as_str())
+        .bind(current)
+        .fetch_all(&mut *conn)
+        .await?;
+    sqlx::query(
+        "UPDATE contracts SET superseded_at = $1 WHERE session_id = $2 AND version < $3 \
+         AND superseded_at IS NULL",
+    )
+    .bind(now_ms())
+    .bind(session.as_str())
+    .bind(current)
+    .execute(conn)
+    .await?;
+    Ok(rows)
 }

@@ -1,0 +1,171 @@
+//! The parts every job handler shares, built once from the settings: the database, the
+//! forges, the models and the sandbox.
+
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use tokio::sync::OnceCell;
+
+use crate::config::Settings;
+use crate::event::{self, Actor};
+use crate::forge::github::GithubApp;
+use crate::forge::gitlab::GitlabForge;
+use crate::forge::{Forge, ForgeError};
+use crate::ids::InstallationId;
+use crate::llm::usage::{Budget, Metered, ModelRole};
+use crate::llm::{ChatModel, HttpOptions, ModelName};
+use crate::sandbox::Sandbox;
+use crate::store::Db;
+
+pub struct App {
+    pub db: Db,
+    pub settings: Arc<Settings>,
+    pub forges: Forges,
+    /// `None` when the sandbox cannot work here; scouts then only read.
+    pub sandbox: Option<Arc<dyn Sandbox>>,
+    http: HttpOptions,
+}
+
+impl App {
+    pub fn new(db: Db, settings: Arc<Settings>) -> anyhow::Result<Self> {
+        Self::with_http(db, settings, HttpOptions::default())
+    }
+
+    /// As `new`, with other model HTTP options (tests use short retries).
+    pub fn with_http(db: Db, settings: Arc<Settings>, http: HttpOptions) -> anyhow::Result<Self> {
+        let forges = Forges::from_settings(&settings)?;
+        let sandbox = match crate::sandbox::from_settings(&settings) {
+            Ok(s) => Some(Arc::from(s)),
+            Err(e) => {
+                tracing::warn!(error = %e, "scouts will not run commands");
+                None
+            }
+        };
+        Ok(App {
+            db,
+            settings,
+            forges,
+            sandbox,
+            http,
+        })
+    }
+
+    /// The model a role uses, metered to the session with its budget.
+    pub fn model(
+        &self,
+        role: ModelRole,
+        session: &crate::ids::SessionId,
+        budget: Budget,
+    ) -> anyhow::Result<Arc<dyn ChatModel>> {
+        let models = &self.settings.models;
+        let (name, setting) = match role {
+            ModelRole::Planner | ModelRole::Reviewer => (&models.planner, "PLANNER_MODEL"),
+            ModelRole::Scout => (&models.scout, "SCOUT_MODEL"),
+            ModelRole::Executor => (&models.executor, "EXECUTOR_MODEL"),
+        };
+        // A scout falls back to the planner's model rather than not existing.
+        let name = match (name, role) {
+            (Some(n), _) => n,
+            (None, ModelRole::Scout) => models
+                .planner
+                .as_ref()
+                .with_context(|| "Cannot plan: PLANNER_MODEL is not set".to_owned())?,
+            (None, _) => anyhow::bail!("Cannot plan: {setting} is not set"),
+        };
+        let name = ModelName::parse(name).with_context(|| format!("Cannot use {setting}"))?;
+        let client = crate::llm::client(&name, models, &self.http)?;
+        let metered = Metered::new(client, &models.prices, self.db.clone(), role)?
+            .for_session(session.clone(), budget);
+        Ok(Arc::new(metered))
+    }
+}
+
+/// The forges this deployment is configured for.
+pub struct Forges {
+    github: Option<GithubApp>,
+    gitlab: Option<GitlabForge>,
+    github_bot: OnceCell<String>,
+}
+
+impl Forges {
+    pub fn from_settings(settings: &Settings) -> anyhow::Result<Self> {
+        let github = match settings.github.app_id {
+            Some(_) => Some(GithubApp::from_settings(&settings.github)?),
+            None => None,
+        };
+        let gitlab = match settings.gitlab.token {
+            Some(_) => Some(GitlabForge::from_settings(&settings.gitlab)?),
+            None => None,
+        };
+        Ok(Forges {
+            github,
+            gitlab,
+            github_bot: OnceCell::new(),
+        })
+    }
+
+    /// Built from clients the caller made (tests give them short retry policies).
+    pub fn new(github: Option<GithubApp>, gitlab: Option<GitlabForge>) -> Self {
+        Forges {
+            github,
+            gitlab,
+            github_bot: OnceCell::new(),
+        }
+    }
+
+    pub fn get(
+        &self,
+        forge: event::Forge,
+        installation: Option<InstallationId>,
+    ) -> Result<Arc<dyn Forge>, ForgeError> {
+        let unconfigured = |what: &str| ForgeError::Client {
+            what: format!("use {forge}"),
+            message: format!("{what} is not configured"),
+        };
+        match forge {
+            event::Forge::Github => {
+                let app = self
+                    .github
+                    .as_ref()
+                    .ok_or_else(|| unconfigured("the GitHub App (GITHUB_APP_ID)"))?;
+                let installation = installation.ok_or_else(|| ForgeError::Client {
+                    what: "use GitHub".into(),
+                    message: "the event names no installation".into(),
+                })?;
+                Ok(Arc::new(app.installation(installation)?))
+            }
+            event::Forge::Gitlab => {
+                let gitlab = self
+                    .gitlab
+                    .as_ref()
+                    .ok_or_else(|| unconfigured("GitLab (GITLAB_TOKEN)"))?;
+                Ok(Arc::new(gitlab.clone()))
+            }
+        }
+    }
+
+    /// The handles planwright answers to in comments (`@planwright approve`).
+    pub async fn bot_names(&self, forge: event::Forge) -> Result<Vec<String>, ForgeError> {
+        match forge {
+            event::Forge::Github => {
+                let Some(app) = &self.github else {
+                    return Ok(Vec::new());
+                };
+                let login = self
+                    .github_bot
+                    .get_or_try_init(|| app.bot_login())
+                    .await?
+                    .clone();
+                let slug = login.trim_end_matches("[bot]").to_owned();
+                Ok(vec![slug, login])
+            }
+            event::Forge::Gitlab => {
+                let Some(gitlab) = &self.gitlab else {
+                    return Ok(Vec::new());
+                };
+                let me: Actor = gitlab.bot_user().await?;
+                Ok(vec![me.login])
+            }
+        }
+    }
+}

@@ -1,0 +1,1049 @@
+//! What a session does on each event and job: a label starts one, comments command it,
+//! the plan job runs the planner and posts the contract. Every state move is written with
+//! the job that carries it on and an audit entry, in one transaction; every comment is
+//! looked up by its marker before it is created, so retries and redeliveries post nothing
+//! twice.
+
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use serde::{Deserialize, Serialize};
+use tracing::{info, warn};
+
+use super::commands::{self, Command};
+use super::state::SessionState;
+use crate::app::App;
+use crate::contract::{Base, Contract, ContractMarker, ContractVersion, RenderContext, SourceLinks};
+use crate::event::{self, Actor, RepoEvent, RepoEventKind, Thread};
+use crate::forge::{Forge, ForgeError, Reaction};
+use crate::ids::{CommentId, CommitSha, IssueNumber, RepoName, SessionId};
+use crate::llm::ModelError;
+use crate::llm::usage::{Budget, ModelRole};
+use crate::planner::tools::RepoTools;
+use crate::planner::{Dossier, PlanError, PlanRequest, Planner, PlannerOptions};
+use crate::repo_config::{LoadError, RepoConfig};
+use crate::store::{audit, jobs, sessions};
+use crate::worker::{Job, JobError};
+
+/// Runs the planner for one contract version.
+pub const PLAN_JOB: &str = "plan";
+/// Carries out an approved contract (the executor layer handles it).
+pub const EXECUTE_JOB: &str = "execute";
+
+/// Attempts a session job gets before it is dead-lettered; planning failures a person
+/// must see are handled inside the job, so these are for outages.
+const JOB_ATTEMPTS: i64 = 5;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PlanJob {
+    pub session: SessionId,
+    /// The version this job produces.
+    pub version: i64,
+    /// `/revise` feedback: the new version builds on the previous one.
+    pub feedback: Option<String>,
+}
+
+/// What an approval binds to: exactly this version, hash and base.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ExecuteJob {
+    pub session: SessionId,
+    pub version: i64,
+    pub sha256: String,
+    pub base_sha: String,
+}
+
+/// The handler of repository events (label, comment).
+pub async fn on_repo_event(
+    app: &App,
+    event: &RepoEvent,
+    delivery: Option<&str>,
+) -> Result<(), JobError> {
+    match &event.kind {
+        RepoEventKind::IssueLabeled {
+            issue,
+            labels,
+            actor,
+        } => on_labeled(app, event, *issue, labels, actor, delivery).await,
+        RepoEventKind::CommentCreated {
+            thread: Thread::Issue(issue),
+            comment,
+            body,
+            author,
+        } => on_comment(app, event, *issue, *comment, body, author, delivery).await,
+        RepoEventKind::CommentCreated { .. }
+        | RepoEventKind::ReviewSubmitted { .. }
+        | RepoEventKind::MergeRequestChanged { .. } => {
+            info!(repo = %event.repo, kind = ?event.kind, "repository event needs no action");
+            Ok(())
+        }
+    }
+}
+
+/// Whether `actor` may not trigger anything: bots, planwright included.
+async fn is_bot(forge: &dyn Forge, actor: &Actor) -> Result<bool, ForgeError> {
+    Ok(actor.bot || actor.login.ends_with("[bot]") || forge.is_own(actor).await?)
+}
+
+async fn on_labeled(
+    app: &App,
+    event: &RepoEvent,
+    issue: IssueNumber,
+    labels: &[String],
+    actor: &Actor,
+    delivery: Option<&str>,
+) -> Result<(), JobError> {
+    let forge = app.forges.get(event.forge, event.installation)?;
+    if is_bot(forge.as_ref(), actor).await? {
+        return Ok(());
+    }
+    let config = match RepoConfig::load(forge.as_ref(), &event.repo, Some(event.forge)).await {
+        Ok(c) => c,
+        Err(LoadError::Config(e)) => {
+            // Only worth saying when the label could have been ours.
+            if labels.iter().any(|l| l.eq_ignore_ascii_case(crate::repo_config::DEFAULT_LABEL)) {
+                forge
+                    .create_comment(
+                        &event.repo,
+                        issue,
+                        &format!("planwright cannot start: the repository's settings are not valid.\n\n{e}"),
+                    )
+                    .await?;
+            }
+            return Ok(());
+        }
+        Err(LoadError::Forge(e)) => return Err(e.into()),
+    };
+    if !labels.iter().any(|l| l.eq_ignore_ascii_case(&config.label)) {
+        return Ok(());
+    }
+    start_session(app, forge.as_ref(), event, issue, actor, &config, delivery).await
+}
+
+/// Checks the actor's permission and starts a session, unless one holds the issue.
+async fn start_session(
+    app: &App,
+    forge: &dyn Forge,
+    event: &RepoEvent,
+    issue: IssueNumber,
+    actor: &Actor,
+    config: &RepoConfig,
+    delivery: Option<&str>,
+) -> Result<(), JobError> {
+    let permission = forge.permission(&event.repo, &actor.login).await?;
+    if permission < config.min_permission {
+        forge
+            .create_comment(
+                &event.repo,
+                issue,
+                &format!(
+                    "@{}, only people with **{}** access or more can start planwright here (you have **{permission}**).",
+                    actor.login, config.min_permission
+                ),
+            )
+            .await?;
+        return Ok(());
+    }
+    let mut tx = app.db.writer.begin().await.map_err(anyhow::Error::from)?;
+    if let Some(delivery) = delivery
+        && already_done(&mut tx, delivery, "session.started").await?
+    {
+        return Ok(());
+    }
+    let forge_name = event.forge.as_str();
+    if let Some(active) =
+        sessions::find_active(&mut tx, forge_name, event.repo.as_str(), issue.0).await?
+    {
+        drop(tx);
+        let state = active.state()?;
+        forge
+            .create_comment(
+                &event.repo,
+                issue,
+                &format!(
+                    "planwright is already working on this issue (it is {}). Use `/cancel` to stop it, or `/plan` to start the planning over.",
+                    state.describe()
+                ),
+            )
+            .await?;
+        return Ok(());
+    }
+    let id = SessionId::generate();
+    sessions::insert(
+        &mut tx,
+        &sessions::NewSession {
+            id: &id,
+            forge: forge_name,
+            repo: event.repo.as_str(),
+            issue: issue.0,
+            installation: event.installation.map(|i| i.0),
+            triggered_by: &actor.login,
+        },
+    )
+    .await?;
+    enqueue_plan(&mut tx, &id, 1, None).await?;
+    audit::append(
+        &mut tx,
+        &audit::Entry {
+            actor: &format!("{forge_name}:{}", actor.login),
+            action: "session.started",
+            session: Some(id.as_str()),
+            delivery,
+            detail: serde_json::json!({ "repo": event.repo, "issue": issue }),
+        },
+    )
+    .await?;
+    tx.commit().await.map_err(anyhow::Error::from)?;
+    info!(session = %id, repo = %event.repo, issue = issue.0, by = %actor.login, "session started");
+    Ok(())
+}
+
+/// Whether this delivery already did `action` (a retried event job after its commit).
+async fn already_done(
+    conn: &mut sqlx::AnyConnection,
+    delivery: &str,
+    action: &str,
+) -> anyhow::Result<bool> {
+    let row: Option<(i64,)> =
+        sqlx::query_as("SELECT 1 FROM audit_log WHERE delivery_id = $1 AND action = $2 LIMIT 1")
+            .bind(delivery)
+            .bind(action)
+            .fetch_optional(conn)
+            .await?;
+    Ok(row.is_some())
+}
+
+async fn enqueue_plan(
+    conn: &mut sqlx::AnyConnection,
+    session: &SessionId,
+    version: i64,
+    feedback: Option<String>,
+) -> anyhow::Result<()> {
+    let payload = serde_json::to_string(&PlanJob {
+        session: session.clone(),
+        version,
+        feedback,
+    })?;
+    let mut job = jobs::NewJob::new(PLAN_JOB, payload, JOB_ATTEMPTS);
+    job.session = Some(session.clone());
+    jobs::enqueue(conn, &job).await?;
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn on_comment(
+    app: &App,
+    event: &RepoEvent,
+    issue: IssueNumber,
+    comment: CommentId,
+    body: &str,
+    author: &Actor,
+    delivery: Option<&str>,
+) -> Result<(), JobError> {
+    let forge = app.forges.get(event.forge, event.installation)?;
+    if is_bot(forge.as_ref(), author).await? {
+        return Ok(());
+    }
+    let names = app.forges.bot_names(event.forge).await?;
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let command = match commands::parse(body, &names) {
+        Ok(Some(c)) => c,
+        Ok(None) => return Ok(()),
+        Err(e) => {
+            forge
+                .create_comment(&event.repo, issue, &format!("@{}: {e}", author.login))
+                .await?;
+            return Ok(());
+        }
+    };
+    if let Some(delivery) = delivery {
+        let mut conn = app.db.pool.acquire().await.map_err(anyhow::Error::from)?;
+        if already_done(&mut conn, delivery, "command.handled").await? {
+            return Ok(());
+        }
+    }
+    let config = match RepoConfig::load(forge.as_ref(), &event.repo, Some(event.forge)).await {
+        Ok(c) => c,
+        Err(LoadError::Config(e)) => {
+            forge
+                .create_comment(
+                    &event.repo,
+                    issue,
+                    &format!("planwright cannot act: the repository's settings are not valid.\n\n{e}"),
+                )
+                .await?;
+            return Ok(());
+        }
+        Err(LoadError::Forge(e)) => return Err(e.into()),
+    };
+    let permission = forge.permission(&event.repo, &author.login).await?;
+    if permission < config.min_permission {
+        forge
+            .create_comment(
+                &event.repo,
+                issue,
+                &format!(
+                    "@{}, only people with **{}** access or more can use `{command}` here (you have **{permission}**).",
+                    author.login, config.min_permission
+                ),
+            )
+            .await?;
+        return Ok(());
+    }
+    // Seen: the work itself goes through the queue.
+    forge
+        .react(&event.repo, issue, comment, Reaction::Eyes)
+        .await?;
+
+    let ctx = CommandContext {
+        app,
+        forge: forge.as_ref(),
+        event,
+        issue,
+        author,
+        delivery,
+        config: &config,
+    };
+    let reply = ctx.act(&command).await?;
+    if let Some(reply) = reply {
+        forge
+            .create_comment(&event.repo, issue, &format!("@{}: {reply}", author.login))
+            .await?;
+    }
+    Ok(())
+}
+
+struct CommandContext<'a> {
+    app: &'a App,
+    forge: &'a dyn Forge,
+    event: &'a RepoEvent,
+    issue: IssueNumber,
+    author: &'a Actor,
+    delivery: Option<&'a str>,
+    config: &'a RepoConfig,
+}
+
+impl CommandContext<'_> {
+    fn actor(&self) -> String {
+        format!("{}:{}", self.event.forge.as_str(), self.author.login)
+    }
+
+    /// Carries out a command; `Some(text)` is a reply the commenter must read (a refusal).
+    async fn act(&self, command: &Command) -> Result<Option<String>, JobError> {
+        let mut tx = self.app.db.writer.begin().await.map_err(anyhow::Error::from)?;
+        let Some(session) = sessions::find_active(
+            &mut tx,
+            self.event.forge.as_str(),
+            self.event.repo.as_str(),
+            self.issue.0,
+        )
+        .await?
+        else {
+            drop(tx);
+            if *command == Command::Plan {
+                return start_session(
+                    self.app,
+                    self.forge,
+                    self.event,
+                    self.issue,
+                    self.author,
+                    self.config,
+                    self.delivery,
+                )
+                .await
+                .map(|()| None);
+            }
+            return Ok(Some(format!(
+                "there is no planwright session on this issue. Add the `{}` label to start one.",
+                self.config.label
+            )));
+        };
+        let id = session.session_id();
+        let state = session.state()?;
+        let latest = sessions::latest_contract(&mut tx, &id).await?;
+        let next_version = latest.as_ref().map_or(1, |c| c.version + 1);
+        let refused = |text: String| Ok(Some(text));
+        let done = match command {
+            Command::Approve { version } => {
+                if state != SessionState::AwaitingApproval {
+                    return refused(format!(
+                        "there is nothing to approve right now: the session is {}.",
+                        state.describe()
+                    ));
+                }
+                let Some(contract) = latest.filter(|c| c.comment_id.is_some()) else {
+                    return refused("there is no posted contract to approve yet.".into());
+                };
+                if let Some(asked) = version
+                    && i64::from(asked.0) != contract.version
+                {
+                    let at = contract
+                        .comment_url
+                        .as_deref()
+                        .map(|u| format!(" ({u})"))
+                        .unwrap_or_default();
+                    return refused(format!(
+                        "version {asked} is not the current contract; version {}{at} is. Approve it with `/approve`.",
+                        contract.version
+                    ));
+                }
+                if !sessions::approve_contract(&mut tx, &id, contract.version, &self.author.login)
+                    .await?
+                    || !sessions::move_state(
+                        &mut tx,
+                        &id,
+                        SessionState::AwaitingApproval,
+                        SessionState::Executing,
+                        None,
+                    )
+                    .await?
+                {
+                    return refused("another command changed this session first; nothing was approved.".into());
+                }
+                let payload = serde_json::to_string(&ExecuteJob {
+                    session: id.clone(),
+                    version: contract.version,
+                    sha256: contract.sha256.clone(),
+                    base_sha: contract.base_sha.clone(),
+                })
+                .map_err(anyhow::Error::from)?;
+                let mut job = jobs::NewJob::new(EXECUTE_JOB, payload, JOB_ATTEMPTS);
+                job.session = Some(id.clone());
+                jobs::enqueue(&mut tx, &job).await?;
+                (
+                    "contract.approved",
+                    serde_json::json!({ "version": contract.version, "sha256": contract.sha256, "base_sha": contract.base_sha }),
+                    SessionState::Executing,
+                    format!(
+                        "Contract v{} approved by @{}; executing it.",
+                        contract.version, self.author.login
+                    ),
+                )
+            }
+            Command::Revise { feedback } => {
+                if state != SessionState::AwaitingApproval {
+                    return refused(format!(
+                        "a contract can be revised while it awaits approval; the session is {}.",
+                        state.describe()
+                    ));
+                }
+                if !sessions::move_state(
+                    &mut tx,
+                    &id,
+                    SessionState::AwaitingApproval,
+                    SessionState::Planning,
+                    None,
+                )
+                .await?
+                {
+                    return refused("another command changed this session first; the revision was not started.".into());
+                }
+                enqueue_plan(&mut tx, &id, next_version, Some(feedback.clone())).await?;
+                (
+                    "contract.revision_requested",
+                    serde_json::json!({ "version": next_version, "feedback": feedback }),
+                    SessionState::Planning,
+                    format!(
+                        "Revising the contract (v{next_version}) with feedback from @{}.",
+                        self.author.login
+                    ),
+                )
+            }
+            Command::Plan => {
+                if !matches!(state, SessionState::AwaitingApproval | SessionState::Failed) {
+                    return refused(format!(
+                        "planning can start over while a contract awaits approval or after a failure; the session is {}.",
+                        state.describe()
+                    ));
+                }
+                if !sessions::move_state(&mut tx, &id, state, SessionState::Planning, None).await? {
+                    return refused("another command changed this session first.".into());
+                }
+                sessions::save_dossier(&mut tx, &id, None).await?;
+                enqueue_plan(&mut tx, &id, next_version, None).await?;
+                (
+                    "session.replanned",
+                    serde_json::json!({ "version": next_version }),
+                    SessionState::Planning,
+                    format!("Planning again from scratch, as @{} asked.", self.author.login),
+                )
+            }
+            Command::Retry => {
+                if state != SessionState::Failed {
+                    return refused(format!(
+                        "only a failed session can be retried; this one is {}.",
+                        state.describe()
+                    ));
+                }
+                let resume: SessionState = session
+                    .resume_state
+                    .as_deref()
+                    .unwrap_or("planning")
+                    .parse()
+                    .map_err(anyhow::Error::from)?;
+                if resume != SessionState::Planning {
+                    return refused(format!(
+                        "resuming from {} is not available yet; use `/plan` to start over.",
+                        resume.describe()
+                    ));
+                }
+                if !sessions::move_state(&mut tx, &id, state, SessionState::Planning, None).await? {
+                    return refused("another command changed this session first.".into());
+                }
+                enqueue_plan(&mut tx, &id, next_version, None).await?;
+                (
+                    "session.retried",
+                    serde_json::json!({ "resume": resume.as_str() }),
+                    SessionState::Planning,
+                    format!("Retrying planning, as @{} asked.", self.author.login),
+                )
+            }
+            Command::Cancel => {
+                if !state.can_become(SessionState::Cancelled) {
+                    return refused(format!(
+                        "the session cannot be cancelled now: it is {}.",
+                        state.describe()
+                    ));
+                }
+                if !sessions::move_state(&mut tx, &id, state, SessionState::Cancelled, None).await? {
+                    return refused("another command changed this session first.".into());
+                }
+                (
+                    "session.cancelled",
+                    serde_json::json!({}),
+                    SessionState::Cancelled,
+                    format!("Cancelled by @{}.", self.author.login),
+                )
+            }
+        };
+        let (action, detail, new_state, status) = done;
+        audit::append(
+            &mut tx,
+            &audit::Entry {
+                actor: &self.actor(),
+                action,
+                session: Some(id.as_str()),
+                delivery: self.delivery,
+                detail: detail.clone(),
+            },
+        )
+        .await?;
+        audit::append(
+            &mut tx,
+            &audit::Entry {
+                actor: &self.actor(),
+                action: "command.handled",
+                session: Some(id.as_str()),
+                delivery: self.delivery,
+                detail: serde_json::json!({ "command": command.name() }),
+            },
+        )
+        .await?;
+        tx.commit().await.map_err(anyhow::Error::from)?;
+        info!(session = %id, command = command.name(), by = %self.author.login, "command carried out");
+        let mut conn = self.app.db.pool.acquire().await.map_err(anyhow::Error::from)?;
+        if let Some(row) = sessions::get(&mut conn, &id).await? {
+            drop(conn);
+            update_status(self.app, self.forge, &row, new_state, &status).await?;
+        }
+        Ok(None)
+    }
+}
+
+/// The plan job: runs the planner (or resumes it) and posts the contract.
+pub async fn plan_job(app: Arc<App>, job: Job) -> Result<(), JobError> {
+    let plan: PlanJob = serde_json::from_str(&job.payload)
+        .context("Cannot read the plan job's payload")
+        .map_err(JobError::Permanent)?;
+    let mut conn = app.db.pool.acquire().await.map_err(anyhow::Error::from)?;
+    let Some(session) = sessions::get(&mut conn, &plan.session).await? else {
+        return Err(JobError::Permanent(anyhow::anyhow!(
+            "Session {} does not exist",
+            plan.session
+        )));
+    };
+    drop(conn);
+    if session.state()? != SessionState::Planning {
+        info!(session = %plan.session, state = %session.state, "plan job no longer needed");
+        return Ok(());
+    }
+    let forge_kind: event::Forge = serde_json::from_value(serde_json::Value::String(
+        session.forge.clone(),
+    ))
+    .map_err(|e| JobError::Permanent(e.into()))?;
+    let repo = RepoName::parse(&session.repo).map_err(|e| JobError::Permanent(e.into()))?;
+    let issue = IssueNumber(session.issue_number);
+    let forge = app
+        .forges
+        .get(forge_kind, session.installation_id.map(crate::ids::InstallationId))?;
+    let span = tracing::info_span!("session", id = %plan.session, repo = %repo, issue = issue.0);
+    let _guard = span.enter();
+
+    match plan_and_post(&app, forge.as_ref(), forge_kind, &repo, issue, &session, &plan).await {
+        Ok(()) => Ok(()),
+        Err(Failure::User(message)) => {
+            fail(&app, forge.as_ref(), &session, &message).await?;
+            Ok(())
+        }
+        Err(Failure::Job(e)) => Err(e),
+    }
+}
+
+/// Why planning stopped: a reason to tell the issue (the session fails), or a job error
+/// (retried by the queue, or dead-lettered).
+enum Failure {
+    User(String),
+    Job(JobError),
+}
+
+impl<E: Into<JobError>> From<E> for Failure {
+    fn from(e: E) -> Self {
+        Failure::Job(e.into())
+    }
+}
+
+async fn plan_and_post(
+    app: &App,
+    forge: &dyn Forge,
+    forge_kind: event::Forge,
+    repo: &RepoName,
+    issue_number: IssueNumber,
+    session: &sessions::SessionRow,
+    plan: &PlanJob,
+) -> Result<(), Failure> {
+    let id = session.session_id();
+    update_status(
+        app,
+        forge,
+        session,
+        SessionState::Planning,
+        "The planner is investigating the issue.",
+    )
+    .await?;
+
+    let mut conn = app.db.pool.acquire().await.map_err(anyhow::Error::from)?;
+    let existing = sessions::contract(&mut conn, &id, plan.version).await?;
+    let previous = match plan.version {
+        1 => None,
+        v => sessions::contract(&mut conn, &id, v - 1).await?,
+    };
+    drop(conn);
+
+    // A contract already stored for this version (the job died before posting) is posted
+    // as it is: planning again would cost money and might differ.
+    let row = match existing {
+        Some(row) => row,
+        None => {
+            let config = match RepoConfig::load(forge, repo, Some(forge_kind)).await {
+                Ok(c) => c,
+                Err(LoadError::Config(e)) => {
+                    return Err(Failure::User(format!(
+                        "The repository's settings are not valid.\n\n{e}"
+                    )));
+                }
+                Err(LoadError::Forge(e)) => return Err(e.into()),
+            };
+            let issue = match forge.issue(repo, issue_number).await {
+                Ok(i) => i,
+                Err(ForgeError::NotFound { .. }) => {
+                    return Err(Failure::User("The issue can no longer be read.".into()));
+                }
+                Err(e) => return Err(e.into()),
+            };
+            let base = match &previous {
+                // A revision keeps the base its evidence refers to.
+                Some(p) => Base {
+                    branch: p.base_branch.clone(),
+                    sha: CommitSha(p.base_sha.clone()),
+                },
+                None => {
+                    let r = forge.repository(repo).await?;
+                    Base {
+                        branch: r.default_branch,
+                        sha: r.head_sha,
+                    }
+                }
+            };
+            let previous_contract = match &previous {
+                Some(p) => Some(
+                    Contract::from_json(&p.body)
+                        .map_err(|e| anyhow::anyhow!("Stored contract v{} is unreadable: {e}", p.version))?,
+                ),
+                None => None,
+            };
+            let contract = run_planner(
+                app,
+                forge,
+                repo,
+                &id,
+                &issue,
+                &base,
+                &config,
+                previous_contract.as_ref().zip(plan.feedback.as_deref()),
+            )
+            .await?;
+            let sha256 = contract.hash(&base);
+            let body = serde_json::to_string(&contract).map_err(anyhow::Error::from)?;
+            let mut tx = app.db.writer.begin().await.map_err(anyhow::Error::from)?;
+            sessions::insert_contract(
+                &mut tx,
+                &sessions::NewContract {
+                    session: &id,
+                    version: plan.version,
+                    sha256: sha256.as_str(),
+                    body: &body,
+                    base_branch: &base.branch,
+                    base_sha: base.sha.as_str(),
+                },
+            )
+            .await?;
+            audit::append(
+                &mut tx,
+                &audit::Entry {
+                    actor: "planwright",
+                    action: "contract.written",
+                    session: Some(id.as_str()),
+                    delivery: None,
+                    detail: serde_json::json!({ "version": plan.version, "sha256": sha256 }),
+                },
+            )
+            .await?;
+            tx.commit().await.map_err(anyhow::Error::from)?;
+            let mut conn = app.db.pool.acquire().await.map_err(anyhow::Error::from)?;
+            sessions::contract(&mut conn, &id, plan.version)
+                .await?
+                .context("The contract just stored cannot be read back")?
+        }
+    };
+
+    let contract = Contract::from_json(&row.body)
+        .map_err(|e| anyhow::anyhow!("Stored contract v{} is unreadable: {e}", row.version))?;
+    let base = Base {
+        branch: row.base_branch.clone(),
+        sha: CommitSha(row.base_sha.clone()),
+    };
+    let names = app.forges.bot_names(forge_kind).await?;
+    let config_budget = RepoConfig::load(forge, repo, Some(forge_kind))
+        .await
+        .map(|c| c.budget_usd)
+        .ok();
+    let version = ContractVersion(u32::try_from(row.version).unwrap_or(u32::MAX));
+    let links = source_links(app, forge_kind, repo);
+    let body = contract.render_markdown(&RenderContext {
+        session: &id,
+        version,
+        base: &base,
+        links: &links,
+        bot_mention: names.first().map_or("planwright", String::as_str),
+        default_budget_usd: config_budget,
+    });
+    let posted = match find_own_comment(forge, repo, issue_number, |b| {
+        ContractMarker::find(b).is_some_and(|m| m.session == id && m.version == version)
+    })
+    .await?
+    {
+        Some(c) => c,
+        None => forge.create_comment(repo, issue_number, &body).await?,
+    };
+
+    let mut tx = app.db.writer.begin().await.map_err(anyhow::Error::from)?;
+    sessions::set_contract_comment(&mut tx, &id, row.version, &posted.id.0.to_string(), None)
+        .await?;
+    let moved = sessions::move_state(
+        &mut tx,
+        &id,
+        SessionState::Planning,
+        SessionState::AwaitingApproval,
+        None,
+    )
+    .await?;
+    if !moved {
+        // Cancelled while planning: the contract stays on record, nothing else happens.
+        tx.commit().await.map_err(anyhow::Error::from)?;
+        return Ok(());
+    }
+    let superseded = sessions::supersede_before(&mut tx, &id, row.version).await?;
+    audit::append(
+        &mut tx,
+        &audit::Entry {
+            actor: "planwright",
+            action: "contract.posted",
+            session: Some(id.as_str()),
+            delivery: None,
+            detail: serde_json::json!({ "version": row.version, "sha256": row.sha256, "comment": posted.id }),
+        },
+    )
+    .await?;
+    tx.commit().await.map_err(anyhow::Error::from)?;
+
+    for old in superseded {
+        let Some(comment) = old.comment_id.as_deref().and_then(|c| c.parse::<i64>().ok()) else {
+            continue;
+        };
+        mark_superseded(forge, repo, issue_number, CommentId(comment), &old, version).await?;
+    }
+    let mut conn = app.db.pool.acquire().await.map_err(anyhow::Error::from)?;
+    if let Some(now) = sessions::get(&mut conn, &id).await? {
+        drop(conn);
+        update_status(
+            app,
+            forge,
+            &now,
+            SessionState::AwaitingApproval,
+            &format!(
+                "Build contract v{version} is posted below. A maintainer can `/approve` it, ask for `/revise <changes>`, or `/cancel`."
+            ),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Puts a banner on an older contract's comment and folds it away where the forge can.
+async fn mark_superseded(
+    forge: &dyn Forge,
+    repo: &RepoName,
+    issue: IssueNumber,
+    comment: CommentId,
+    old: &sessions::ContractRow,
+    new: ContractVersion,
+) -> Result<(), ForgeError> {
+    let old_version = ContractVersion(u32::try_from(old.version).unwrap_or(u32::MAX));
+    let comments = forge.comments(repo, issue).await?;
+    if let Some(current) = comments.iter().find(|c| c.id == comment) {
+        let banner = crate::contract::superseded_banner(old_version, new, None);
+        if !current.body.starts_with("> **Superseded**") {
+            forge
+                .edit_comment(repo, issue, comment, &format!("{banner}{}", current.body))
+                .await?;
+        }
+    }
+    match forge.minimize_comment(repo, issue, comment).await {
+        Ok(_) => Ok(()),
+        // Folding is a nicety; the banner already says it.
+        Err(e) if !e.is_retryable() => {
+            warn!(error = %e, "could not fold the superseded contract away");
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn run_planner(
+    app: &App,
+    _forge: &dyn Forge,
+    repo: &RepoName,
+    session: &SessionId,
+    issue: &crate::forge::Issue,
+    base: &Base,
+    config: &RepoConfig,
+    revision: Option<(&Contract, &str)>,
+) -> Result<Contract, Failure> {
+    let budget = Budget::usd(config.budget_usd);
+    let planner_model = app
+        .model(ModelRole::Planner, session, budget)
+        .map_err(|e| Failure::User(format!("{e:#}")))?;
+    let scout_model = app
+        .model(ModelRole::Scout, session, budget)
+        .map_err(|e| Failure::User(format!("{e:#}")))?;
+    let checkout = crate::session::checkout::for_planning(app, _forge, repo, base).await?;
+    let tools = RepoTools::new(checkout.path()).map_err(Failure::from)?;
+    let mut conn = app.db.pool.acquire().await.map_err(anyhow::Error::from)?;
+    let mut dossier: Dossier = match sessions::load_dossier(&mut conn, session).await? {
+        Some(text) => serde_json::from_str(&text).unwrap_or_default(),
+        None => Dossier::default(),
+    };
+    drop(conn);
+    let planner = Planner {
+        model: planner_model.as_ref(),
+        scout_model: scout_model.as_ref(),
+        tools: &tools,
+        sandbox: app.sandbox.as_deref(),
+        options: PlannerOptions::default(),
+    };
+    let request = PlanRequest {
+        repo,
+        issue,
+        base,
+        config,
+        revision,
+    };
+    let db = app.db.clone();
+    let id = session.clone();
+    let mut checkpoint = move |d: &Dossier| {
+        let db = db.clone();
+        let id = id.clone();
+        let text = serde_json::to_string(d);
+        Box::pin(async move {
+            let text = text?;
+            let mut conn = db.writer.acquire().await?;
+            sessions::save_dossier(&mut conn, &id, Some(&text)).await
+        }) as std::pin::Pin<Box<dyn std::future::Future<Output = anyhow::Result<()>> + Send>>
+    };
+    let result = planner.plan(&request, &mut dossier, &mut checkpoint).await;
+    // The next version starts its turn count afresh but keeps what was learned.
+    let fresh_turns = |mut d: Dossier| {
+        d.turns = 0;
+        d.invalid_submissions = 0;
+        d
+    };
+    match result {
+        Ok(contract) => {
+            let text = serde_json::to_string(&fresh_turns(dossier)).map_err(anyhow::Error::from)?;
+            let mut conn = app.db.writer.acquire().await.map_err(anyhow::Error::from)?;
+            sessions::save_dossier(&mut conn, session, Some(&text)).await?;
+            Ok(contract)
+        }
+        Err(PlanError::Model(e)) if e.is_retryable() => Err(Failure::Job(JobError::Retryable(e.into()))),
+        Err(PlanError::Model(ModelError::BudgetExceeded { spent, limit, .. })) => Err(Failure::User(format!(
+            "Planning stopped: the session used {spent} of its {limit} budget. Raise `budget_usd` in the repository's settings and use `/retry`."
+        ))),
+        Err(PlanError::Model(e)) => Err(Failure::User(format!("The planner's model call failed: {e}"))),
+        Err(e @ (PlanError::TurnLimit(_) | PlanError::Invalid(..))) => {
+            let text = serde_json::to_string(&fresh_turns(dossier)).map_err(anyhow::Error::from)?;
+            let mut conn = app.db.writer.acquire().await.map_err(anyhow::Error::from)?;
+            sessions::save_dossier(&mut conn, session, Some(&text)).await?;
+            Err(Failure::User(format!("{e}. Use `/retry` to try again or `/plan` to start over.")))
+        }
+        Err(PlanError::Checkpoint(e)) => Err(Failure::Job(JobError::Retryable(e))),
+    }
+}
+
+/// Moves a planning session to Failed and says why on its status comment.
+async fn fail(
+    app: &App,
+    forge: &dyn Forge,
+    session: &sessions::SessionRow,
+    reason: &str,
+) -> Result<(), JobError> {
+    let id = session.session_id();
+    let mut tx = app.db.writer.begin().await.map_err(anyhow::Error::from)?;
+    let moved = sessions::move_state(
+        &mut tx,
+        &id,
+        SessionState::Planning,
+        SessionState::Failed,
+        Some(reason),
+    )
+    .await?;
+    if moved {
+        audit::append(
+            &mut tx,
+            &audit::Entry {
+                actor: "planwright",
+                action: "session.failed",
+                session: Some(id.as_str()),
+                delivery: None,
+                detail: serde_json::json!({ "reason": reason }),
+            },
+        )
+        .await?;
+    }
+    tx.commit().await.map_err(anyhow::Error::from)?;
+    if moved {
+        warn!(session = %id, reason, "session failed");
+        update_status(app, forge, session, SessionState::Failed, reason).await?;
+    }
+    Ok(())
+}
+
+fn status_marker(session: &SessionId) -> String {
+    format!("<!-- planwright:status {{\"session\":\"{session}\"}} -->")
+}
+
+/// Edits (or creates, once) the session's one status comment.
+async fn update_status(
+    app: &App,
+    forge: &dyn Forge,
+    session: &sessions::SessionRow,
+    state: SessionState,
+    text: &str,
+) -> Result<(), JobError> {
+    let id = session.session_id();
+    let repo = RepoName::parse(&session.repo).map_err(|e| JobError::Permanent(e.into()))?;
+    let issue = IssueNumber(session.issue_number);
+    let marker = status_marker(&id);
+    let body = format!(
+        "**planwright** · {}\n\n{text}\n\n{marker}",
+        state.describe()
+    );
+    let known = session
+        .status_comment_id
+        .as_deref()
+        .and_then(|c| c.parse::<i64>().ok())
+        .map(CommentId);
+    let comment = match known {
+        Some(c) => Some(c),
+        None => find_own_comment(forge, &repo, issue, |b| b.contains(&marker))
+            .await?
+            .map(|c| c.id),
+    };
+    let id_text = match comment {
+        Some(c) => {
+            match forge.edit_comment(&repo, issue, c, &body).await {
+                Ok(_) => {}
+                // Someone deleted it: post a new one.
+                Err(ForgeError::NotFound { .. }) => {
+                    let new = forge.create_comment(&repo, issue, &body).await?;
+                    return store_status(app, &id, new.id).await;
+                }
+                Err(e) => return Err(e.into()),
+            }
+            c
+        }
+        None => forge.create_comment(&repo, issue, &body).await?.id,
+    };
+    if known != Some(id_text) {
+        store_status(app, &id, id_text).await?;
+    }
+    Ok(())
+}
+
+async fn store_status(app: &App, id: &SessionId, comment: CommentId) -> Result<(), JobError> {
+    let mut conn = app.db.writer.acquire().await.map_err(anyhow::Error::from)?;
+    sessions::set_status_comment(&mut conn, id, &comment.0.to_string()).await?;
+    Ok(())
+}
+
+/// planwright's own comment on the issue whose body passes `test` (markers are trusted
+/// only in comments planwright wrote).
+async fn find_own_comment(
+    forge: &dyn Forge,
+    repo: &RepoName,
+    issue: IssueNumber,
+    test: impl Fn(&str) -> bool,
+) -> Result<Option<crate::forge::Comment>, ForgeError> {
+    for comment in forge.comments(repo, issue).await? {
+        if test(&comment.body) && forge.is_own(&comment.author).await? {
+            return Ok(Some(comment));
+        }
+    }
+    Ok(None)
+}
+
+/// Where evidence links point: the forge's web view of the repository.
+fn source_links(app: &App, forge: event::Forge, repo: &RepoName) -> SourceLinks {
+    match forge {
+        event::Forge::Github => {
+            let api = app.settings.github.api_url.trim_end_matches('/');
+            let web = if api == "https://api.github.com" {
+                "https://github.com".to_owned()
+            } else {
+                api.strip_suffix("/api/v3").unwrap_or(api).to_owned()
+            };
+            SourceLinks::GitHub {
+                repo_url: format!("{web}/{repo}"),
+            }
+        }
+        event::Forge::Gitlab => match &app.settings.gitlab.url {
+            Some(url) => {
+                let base = url.trim_end_matches('/');
+                let base = base.strip_suffix("/api/v4").unwrap_or(base);
+                SourceLinks::GitLab {
+                    project_url: format!("{base}/{repo}"),
+                }
+            }
+            None => SourceLinks::None,
+        },
+    }
+}
