@@ -5,16 +5,26 @@ use anyhow::Context;
 use tracing::info;
 
 use crate::event::{Event, Forge, RepoEvent};
-use crate::store::{Db, audit, installations};
+use std::sync::Arc;
+
+use crate::app::App;
+use crate::store::{Db, audit, installations, jobs};
 use crate::worker::{Job, JobError};
 
 /// The job kind that carries one domain event from a delivery.
 pub const EVENT_JOB: &str = "event";
 
-pub async fn handle_event_job(job: Job) -> Result<(), JobError> {
+pub async fn handle_event_job(app: Arc<App>, job: Job) -> Result<(), JobError> {
     let event: Event = serde_json::from_str(&job.payload)
         .context("Cannot read the event job's payload")
         .map_err(JobError::Permanent)?;
+    if let Event::Repository(repo_event) = &event {
+        // The delivery lets a retried job see what its first attempt already did.
+        let delivery = jobs::get(&job.db, job.id.as_str())
+            .await?
+            .and_then(|row| row.delivery_id);
+        return crate::session::flow::on_repo_event(&app, repo_event, delivery.as_deref()).await;
+    }
     handle(&job.db, &event).await.map_err(JobError::from)
 }
 
@@ -82,9 +92,8 @@ async fn handle(db: &Db, event: &Event) -> anyhow::Result<()> {
             info!(%installation, %action, added = added.len(), removed = removed.len(), "installation repositories changed");
             Ok(())
         }
+        // Handled by the session layer before this is reached.
         Event::Repository(RepoEvent { repo, kind, .. }) => {
-            // Sessions are started and commanded from here once the session layer acts
-            // on these; until then they are recorded in the inbox and logged.
             info!(%repo, ?kind, "repository event");
             Ok(())
         }

@@ -194,7 +194,7 @@ fn main() -> std::process::ExitCode {
 async fn run(command: Command, settings: Settings) -> Result<()> {
     match command {
         Command::Serve { role } => {
-            let running = server::start(settings, role, server::default_handlers()).await?;
+            let running = server::start(settings, role, server::default_handlers).await?;
             let stopper = running.stopper();
             tokio::spawn(async move {
                 shutdown_signal().await;

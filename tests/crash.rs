@@ -21,23 +21,25 @@ async fn serve_as_child() {
     let env: Vec<(String, String)> = std::env::vars().collect();
     let settings = Settings::from_sources(None, &env).expect("child settings");
     let effects = std::env::var(EFFECTS).expect("effects file");
-    let handlers = server::default_handlers().on("crash-probe", move |job: Job| {
-        let effects = effects.clone();
-        async move {
-            if job.attempt == 1 {
-                std::future::pending::<()>().await;
+    let handlers = move |app| {
+        server::default_handlers(app).on("crash-probe", move |job: Job| {
+            let effects = effects.clone();
+            async move {
+                if job.attempt == 1 {
+                    std::future::pending::<()>().await;
+                }
+                use std::io::Write;
+                let mut f = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&effects)
+                    .map_err(|e| JobError::Retryable(e.into()))?;
+                writeln!(f, "{} finished on attempt {}", job.id, job.attempt)
+                    .map_err(|e| JobError::Retryable(e.into()))?;
+                Ok(())
             }
-            use std::io::Write;
-            let mut f = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&effects)
-                .map_err(|e| JobError::Retryable(e.into()))?;
-            writeln!(f, "{} finished on attempt {}", job.id, job.attempt)
-                .map_err(|e| JobError::Retryable(e.into()))?;
-            Ok(())
-        }
-    });
+        })
+    };
     let running = server::start(settings, Role::All, handlers)
         .await
         .expect("child serves");

@@ -27,8 +27,7 @@ async fn all_jobs_done(server: &TestServer) {
 #[tokio::test]
 async fn installation_events_keep_installations_and_their_repositories() {
     let db = TestDb::new().await;
-    let server =
-        TestServer::start(support::settings(&db, &[]), Role::All, default_handlers()).await;
+    let server = TestServer::start(support::settings(&db, &[]), Role::All, default_handlers).await;
 
     let (body, created) = fixture("installation.created.1.json");
     let response = server
@@ -112,8 +111,7 @@ async fn installation_events_keep_installations_and_their_repositories() {
 #[tokio::test]
 async fn acted_on_deliveries_become_finished_jobs() {
     let db = TestDb::new().await;
-    let server =
-        TestServer::start(support::settings(&db, &[]), Role::All, default_handlers()).await;
+    let server = TestServer::start(support::settings(&db, &[]), Role::All, default_handlers).await;
     for (n, (event, file)) in [
         ("issues", "issues.labeled.1.json"),
         ("issue_comment", "issue_comment.created.1.json"),

@@ -16,6 +16,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use crate::app::App;
 use crate::config::Settings;
 use crate::store::Db;
 use crate::worker::{Handlers, Waker, Worker};
@@ -80,13 +81,20 @@ impl Running {
 
 /// Opens the database (migrating it), binds the listener and starts the router and the
 /// job workers, as `role` says.
-pub async fn start(settings: Settings, role: Role, handlers: Handlers) -> Result<Running> {
+/// `handlers` builds the job handlers from the shared parts (see [`default_handlers`]).
+pub async fn start(
+    settings: Settings,
+    role: Role,
+    handlers: impl FnOnce(Arc<App>) -> Handlers,
+) -> Result<Running> {
     let db = Db::open(&settings.database_url).await?;
     let listener = TcpListener::bind(settings.listen)
         .await
         .with_context(|| format!("Could not listen on {}", settings.listen))?;
     let addr = listener.local_addr()?;
     let settings = Arc::new(settings);
+    let app = Arc::new(App::new(db.clone(), settings.clone())?);
+    let handlers = handlers(app);
     let waker = Waker::default();
     let stop = CancellationToken::new();
     let state = AppState {
@@ -132,9 +140,18 @@ fn hostname() -> String {
 }
 
 /// The job handlers `serve` runs.
-pub fn default_handlers() -> Handlers {
-    Handlers::default().on(
-        crate::dispatch::EVENT_JOB,
-        crate::dispatch::handle_event_job,
-    )
+pub fn default_handlers(app: Arc<App>) -> Handlers {
+    let events = app.clone();
+    let plans = app.clone();
+    let executions = app;
+    Handlers::default()
+        .on(crate::dispatch::EVENT_JOB, move |job| {
+            crate::dispatch::handle_event_job(events.clone(), job)
+        })
+        .on(crate::session::flow::PLAN_JOB, move |job| {
+            crate::session::flow::plan_job(plans.clone(), job)
+        })
+        .on(crate::session::flow::EXECUTE_JOB, move |job| {
+            crate::session::flow::execute_unavailable(executions.clone(), job)
+        })
 }

@@ -25,5 +25,7 @@ pub async fn for_planning(
     _repo: &RepoName,
     _base: &Base,
 ) -> Result<Checkout, JobError> {
-    Err(JobError::Permanent(anyhow::anyhow!("checkouts are not wired yet")))
+    Err(JobError::Permanent(anyhow::anyhow!(
+        "checkouts are not wired yet"
+    )))
 }

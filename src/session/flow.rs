@@ -13,7 +13,9 @@ use tracing::{info, warn};
 use super::commands::{self, Command};
 use super::state::SessionState;
 use crate::app::App;
-use crate::contract::{Base, Contract, ContractMarker, ContractVersion, RenderContext, SourceLinks};
+use crate::contract::{
+    Base, Contract, ContractMarker, ContractVersion, RenderContext, SourceLinks,
+};
 use crate::event::{self, Actor, RepoEvent, RepoEventKind, Thread};
 use crate::forge::{Forge, ForgeError, Reaction};
 use crate::ids::{CommentId, CommitSha, IssueNumber, RepoName, SessionId};
@@ -100,7 +102,10 @@ async fn on_labeled(
         Ok(c) => c,
         Err(LoadError::Config(e)) => {
             // Only worth saying when the label could have been ours.
-            if labels.iter().any(|l| l.eq_ignore_ascii_case(crate::repo_config::DEFAULT_LABEL)) {
+            if labels
+                .iter()
+                .any(|l| l.eq_ignore_ascii_case(crate::repo_config::DEFAULT_LABEL))
+            {
                 forge
                     .create_comment(
                         &event.repo,
@@ -268,7 +273,9 @@ async fn on_comment(
                 .create_comment(
                     &event.repo,
                     issue,
-                    &format!("planwright cannot act: the repository's settings are not valid.\n\n{e}"),
+                    &format!(
+                        "planwright cannot act: the repository's settings are not valid.\n\n{e}"
+                    ),
                 )
                 .await?;
             return Ok(());
@@ -329,7 +336,13 @@ impl CommandContext<'_> {
 
     /// Carries out a command; `Some(text)` is a reply the commenter must read (a refusal).
     async fn act(&self, command: &Command) -> Result<Option<String>, JobError> {
-        let mut tx = self.app.db.writer.begin().await.map_err(anyhow::Error::from)?;
+        let mut tx = self
+            .app
+            .db
+            .writer
+            .begin()
+            .await
+            .map_err(anyhow::Error::from)?;
         let Some(session) = sessions::find_active(
             &mut tx,
             self.event.forge.as_str(),
@@ -397,7 +410,9 @@ impl CommandContext<'_> {
                     )
                     .await?
                 {
-                    return refused("another command changed this session first; nothing was approved.".into());
+                    return refused(
+                        "another command changed this session first; nothing was approved.".into(),
+                    );
                 }
                 let payload = serde_json::to_string(&ExecuteJob {
                     session: id.clone(),
@@ -435,7 +450,10 @@ impl CommandContext<'_> {
                 )
                 .await?
                 {
-                    return refused("another command changed this session first; the revision was not started.".into());
+                    return refused(
+                        "another command changed this session first; the revision was not started."
+                            .into(),
+                    );
                 }
                 enqueue_plan(&mut tx, &id, next_version, Some(feedback.clone())).await?;
                 (
@@ -464,7 +482,10 @@ impl CommandContext<'_> {
                     "session.replanned",
                     serde_json::json!({ "version": next_version }),
                     SessionState::Planning,
-                    format!("Planning again from scratch, as @{} asked.", self.author.login),
+                    format!(
+                        "Planning again from scratch, as @{} asked.",
+                        self.author.login
+                    ),
                 )
             }
             Command::Retry => {
@@ -504,7 +525,8 @@ impl CommandContext<'_> {
                         state.describe()
                     ));
                 }
-                if !sessions::move_state(&mut tx, &id, state, SessionState::Cancelled, None).await? {
+                if !sessions::move_state(&mut tx, &id, state, SessionState::Cancelled, None).await?
+                {
                     return refused("another command changed this session first.".into());
                 }
                 (
@@ -540,7 +562,13 @@ impl CommandContext<'_> {
         .await?;
         tx.commit().await.map_err(anyhow::Error::from)?;
         info!(session = %id, command = command.name(), by = %self.author.login, "command carried out");
-        let mut conn = self.app.db.pool.acquire().await.map_err(anyhow::Error::from)?;
+        let mut conn = self
+            .app
+            .db
+            .pool
+            .acquire()
+            .await
+            .map_err(anyhow::Error::from)?;
         if let Some(row) = sessions::get(&mut conn, &id).await? {
             drop(conn);
             update_status(self.app, self.forge, &row, new_state, &status).await?;
@@ -566,19 +594,29 @@ pub async fn plan_job(app: Arc<App>, job: Job) -> Result<(), JobError> {
         info!(session = %plan.session, state = %session.state, "plan job no longer needed");
         return Ok(());
     }
-    let forge_kind: event::Forge = serde_json::from_value(serde_json::Value::String(
-        session.forge.clone(),
-    ))
-    .map_err(|e| JobError::Permanent(e.into()))?;
+    let forge_kind: event::Forge =
+        serde_json::from_value(serde_json::Value::String(session.forge.clone()))
+            .map_err(|e| JobError::Permanent(e.into()))?;
     let repo = RepoName::parse(&session.repo).map_err(|e| JobError::Permanent(e.into()))?;
     let issue = IssueNumber(session.issue_number);
-    let forge = app
-        .forges
-        .get(forge_kind, session.installation_id.map(crate::ids::InstallationId))?;
+    let forge = app.forges.get(
+        forge_kind,
+        session.installation_id.map(crate::ids::InstallationId),
+    )?;
     let span = tracing::info_span!("session", id = %plan.session, repo = %repo, issue = issue.0);
     let _guard = span.enter();
 
-    match plan_and_post(&app, forge.as_ref(), forge_kind, &repo, issue, &session, &plan).await {
+    match plan_and_post(
+        &app,
+        forge.as_ref(),
+        forge_kind,
+        &repo,
+        issue,
+        &session,
+        &plan,
+    )
+    .await
+    {
         Ok(()) => Ok(()),
         Err(Failure::User(message)) => {
             fail(&app, forge.as_ref(), &session, &message).await?;
@@ -664,10 +702,9 @@ async fn plan_and_post(
                 }
             };
             let previous_contract = match &previous {
-                Some(p) => Some(
-                    Contract::from_json(&p.body)
-                        .map_err(|e| anyhow::anyhow!("Stored contract v{} is unreadable: {e}", p.version))?,
-                ),
+                Some(p) => Some(Contract::from_json(&p.body).map_err(|e| {
+                    anyhow::anyhow!("Stored contract v{} is unreadable: {e}", p.version)
+                })?),
                 None => None,
             };
             let contract = run_planner(
@@ -776,7 +813,11 @@ async fn plan_and_post(
     tx.commit().await.map_err(anyhow::Error::from)?;
 
     for old in superseded {
-        let Some(comment) = old.comment_id.as_deref().and_then(|c| c.parse::<i64>().ok()) else {
+        let Some(comment) = old
+            .comment_id
+            .as_deref()
+            .and_then(|c| c.parse::<i64>().ok())
+        else {
             continue;
         };
         mark_superseded(forge, repo, issue_number, CommentId(comment), &old, version).await?;
@@ -878,7 +919,8 @@ async fn run_planner(
             let text = text?;
             let mut conn = db.writer.acquire().await?;
             sessions::save_dossier(&mut conn, &id, Some(&text)).await
-        }) as std::pin::Pin<Box<dyn std::future::Future<Output = anyhow::Result<()>> + Send>>
+        })
+            as std::pin::Pin<Box<dyn std::future::Future<Output = anyhow::Result<()>> + Send>>
     };
     let result = planner.plan(&request, &mut dossier, &mut checkpoint).await;
     // The next version starts its turn count afresh but keeps what was learned.
@@ -894,16 +936,24 @@ async fn run_planner(
             sessions::save_dossier(&mut conn, session, Some(&text)).await?;
             Ok(contract)
         }
-        Err(PlanError::Model(e)) if e.is_retryable() => Err(Failure::Job(JobError::Retryable(e.into()))),
-        Err(PlanError::Model(ModelError::BudgetExceeded { spent, limit, .. })) => Err(Failure::User(format!(
-            "Planning stopped: the session used {spent} of its {limit} budget. Raise `budget_usd` in the repository's settings and use `/retry`."
+        Err(PlanError::Model(e)) if e.is_retryable() => {
+            Err(Failure::Job(JobError::Retryable(e.into())))
+        }
+        Err(PlanError::Model(ModelError::BudgetExceeded { spent, limit, .. })) => {
+            Err(Failure::User(format!(
+                "Planning stopped: the session used {spent} of its {limit} budget. Raise `budget_usd` in the repository's settings and use `/retry`."
+            )))
+        }
+        Err(PlanError::Model(e)) => Err(Failure::User(format!(
+            "The planner's model call failed: {e}"
         ))),
-        Err(PlanError::Model(e)) => Err(Failure::User(format!("The planner's model call failed: {e}"))),
         Err(e @ (PlanError::TurnLimit(_) | PlanError::Invalid(..))) => {
             let text = serde_json::to_string(&fresh_turns(dossier)).map_err(anyhow::Error::from)?;
             let mut conn = app.db.writer.acquire().await.map_err(anyhow::Error::from)?;
             sessions::save_dossier(&mut conn, session, Some(&text)).await?;
-            Err(Failure::User(format!("{e}. Use `/retry` to try again or `/plan` to start over.")))
+            Err(Failure::User(format!(
+                "{e}. Use `/retry` to try again or `/plan` to start over."
+            )))
         }
         Err(PlanError::Checkpoint(e)) => Err(Failure::Job(JobError::Retryable(e))),
     }
@@ -1046,4 +1096,64 @@ fn source_links(app: &App, forge: event::Forge, repo: &RepoName) -> SourceLinks 
             None => SourceLinks::None,
         },
     }
+}
+
+/// Until executors exist, an approved contract is recorded and the session ends in
+/// Failed with that said plainly, so nobody waits for a pull request that cannot come.
+pub async fn execute_unavailable(app: Arc<App>, job: Job) -> Result<(), JobError> {
+    let execute: ExecuteJob = serde_json::from_str(&job.payload)
+        .context("Cannot read the execute job's payload")
+        .map_err(JobError::Permanent)?;
+    let mut conn = app.db.pool.acquire().await.map_err(anyhow::Error::from)?;
+    let Some(session) = sessions::get(&mut conn, &execute.session).await? else {
+        return Ok(());
+    };
+    drop(conn);
+    if session.state()? != SessionState::Executing {
+        return Ok(());
+    }
+    let forge_kind: event::Forge =
+        serde_json::from_value(serde_json::Value::String(session.forge.clone()))
+            .map_err(|e| JobError::Permanent(e.into()))?;
+    let forge = app.forges.get(
+        forge_kind,
+        session.installation_id.map(crate::ids::InstallationId),
+    )?;
+    let reason = format!(
+        "Contract v{} is approved, but this planwright cannot execute contracts yet.",
+        execute.version
+    );
+    let id = session.session_id();
+    let mut tx = app.db.writer.begin().await.map_err(anyhow::Error::from)?;
+    if sessions::move_state(
+        &mut tx,
+        &id,
+        SessionState::Executing,
+        SessionState::Failed,
+        Some(&reason),
+    )
+    .await?
+    {
+        audit::append(
+            &mut tx,
+            &audit::Entry {
+                actor: "planwright",
+                action: "session.failed",
+                session: Some(id.as_str()),
+                delivery: None,
+                detail: serde_json::json!({ "reason": reason }),
+            },
+        )
+        .await?;
+        tx.commit().await.map_err(anyhow::Error::from)?;
+        update_status(
+            &app,
+            forge.as_ref(),
+            &session,
+            SessionState::Failed,
+            &reason,
+        )
+        .await?;
+    }
+    Ok(())
 }

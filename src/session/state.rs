@@ -84,7 +84,10 @@ impl SessionState {
             // `/revise` on the pull request runs another round on the same branch.
             PrOpened => matches!(next, Planning),
             // `/retry` resumes the failed stage; `/plan` starts over.
-            Failed => matches!(next, Planning | Executing | Verifying | Publishing | Cancelled),
+            Failed => matches!(
+                next,
+                Planning | Executing | Verifying | Publishing | Cancelled
+            ),
             Cancelled => false,
         }
     }

@@ -49,9 +49,7 @@ const COLUMNS: &str = "id, forge, repo, issue_number, installation_id, state, ac
 
 /// The newest sessions first, with the latest contract version.
 pub async fn list(db: &Db, limit: i64) -> Result<Vec<SessionRow>> {
-    let sql = format!(
-        "SELECT {COLUMNS} FROM sessions ORDER BY created_at DESC, id DESC LIMIT $1"
-    );
+    let sql = format!("SELECT {COLUMNS} FROM sessions ORDER BY created_at DESC, id DESC LIMIT $1");
     Ok(sqlx::query_as::<_, SessionRow>(sqlx::AssertSqlSafe(sql))
         .bind(limit)
         .fetch_all(&db.pool)
@@ -268,9 +266,8 @@ pub async fn contract(
     session: &SessionId,
     version: i64,
 ) -> Result<Option<ContractRow>> {
-    let sql = format!(
-        "SELECT {CONTRACT_COLUMNS} FROM contracts WHERE session_id = $1 AND version = $2"
-    );
+    let sql =
+        format!("SELECT {CONTRACT_COLUMNS} FROM contracts WHERE session_id = $1 AND version = $2");
     Ok(sqlx::query_as::<_, ContractRow>(sqlx::AssertSqlSafe(sql))
         .bind(session.as_str())
         .bind(version)

@@ -120,7 +120,11 @@ pub struct TestServer {
 }
 
 impl TestServer {
-    pub async fn start(settings: Settings, role: Role, handlers: Handlers) -> Self {
+    pub async fn start(
+        settings: Settings,
+        role: Role,
+        handlers: impl FnOnce(std::sync::Arc<planwright::app::App>) -> Handlers,
+    ) -> Self {
         let running = server::start(settings, role, handlers)
             .await
             .expect("the server starts");
@@ -139,7 +143,7 @@ impl TestServer {
 
     /// Web only, with settings changed by `extra` environment variables.
     pub async fn web_with(db: &TestDb, extra: &[(&str, &str)]) -> Self {
-        Self::start(settings(db, extra), Role::Web, Handlers::default()).await
+        Self::start(settings(db, extra), Role::Web, |_| Handlers::default()).await
     }
 
     /// Checks that the forge was answered 2xx and returns the delivery's status and the
