@@ -653,6 +653,11 @@ async fn bad_input_is_refused_with_the_reason() {
 
 async fn forge_add_comment_error(repo: &Repo) -> String {
     let (forge, _) = open(repo).await;
+    let impostor = format!(
+        "{:#}",
+        forge.add_comment("Planwright", "/approve").unwrap_err()
+    );
+    assert!(impostor.contains("only planwright itself"), "{impostor}");
     format!("{:#}", forge.add_comment("../x", "hi").unwrap_err())
 }
 

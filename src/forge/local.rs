@@ -145,9 +145,17 @@ impl LocalForge {
         let toplevel = git_text(&root, &["rev-parse", "--show-toplevel"])
             .await?
             .map_err(|stderr| {
-                anyhow::anyhow!(
-                    "Cannot use `{shown}` as the repository: it is not a git repository ({stderr})"
-                )
+                // Other refusals (a repository owned by someone else, a broken one) are
+                // passed on as git words them.
+                if stderr.contains("not a git repository") {
+                    anyhow::anyhow!(
+                        "Cannot use `{shown}` as the repository: it is not a git repository"
+                    )
+                } else {
+                    anyhow::anyhow!(
+                        "Cannot use `{shown}` as the repository: git cannot open it: {stderr}"
+                    )
+                }
             })?;
         let toplevel = PathBuf::from(toplevel)
             .canonicalize()
@@ -234,6 +242,9 @@ impl LocalForge {
     pub fn add_comment(&self, author: &str, body: &str) -> anyhow::Result<Comment> {
         check_login(author)
             .map_err(|why| anyhow::anyhow!("Cannot comment as `{author}`: {why}"))?;
+        if author.eq_ignore_ascii_case(BOT_LOGIN) {
+            anyhow::bail!("Cannot comment as `{author}`: only planwright itself writes as it");
+        }
         let _files = self.lock();
         self.write_new_comment(author, body)
             .with_context(|| format!("Could not write a comment in `{}`", self.out.display()))
@@ -511,7 +522,7 @@ fn io_error(what: &str, e: &io::Error) -> ForgeError {
 }
 
 /// git in `dir`. Variables that would point it at another repository are cleared: the
-/// folder given is the one meant.
+/// folder given is the one meant. Its messages are kept in English, as they are matched.
 fn git_command(dir: &Path, args: &[&str]) -> tokio::process::Command {
     let mut command = tokio::process::Command::new("git");
     command
@@ -523,6 +534,7 @@ fn git_command(dir: &Path, args: &[&str]) -> tokio::process::Command {
         .env_remove("GIT_OBJECT_DIRECTORY")
         .env_remove("GIT_COMMON_DIR")
         .env("GIT_TERMINAL_PROMPT", "0")
+        .env("LC_ALL", "C")
         .kill_on_drop(true);
     command
 }
