@@ -313,16 +313,38 @@ fn refuse(provider: Provider, refusal: Refusal, message: &str) -> Response {
     (status, axum::Json(body)).into_response()
 }
 
-/// The token, from wherever the vendors' clients put their key.
-fn client_token(headers: &HeaderMap) -> Option<&str> {
-    if let Some(key) = headers.get("x-api-key").and_then(|v| v.to_str().ok()) {
-        return Some(key.trim());
+/// The grant of the token the client sent where its vendor's tools put a key: Anthropic
+/// tools use `x-api-key` or `Authorization: Bearer`, OpenAI tools the latter. A tool
+/// may send a key of its own beside the token, so every candidate is tried, the
+/// vendor's usual place first, and the first one's refusal is the answer.
+fn client_grant(
+    capabilities: &Capabilities,
+    provider: Provider,
+    headers: &HeaderMap,
+) -> Result<Grant, TokenError> {
+    let api_key = headers
+        .get("x-api-key")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim);
+    let bearer = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim());
+    let candidates = match provider {
+        Provider::Anthropic => [api_key, bearer],
+        Provider::OpenAi => [bearer, api_key],
+    };
+    let mut refusal = TokenError::Missing;
+    for token in candidates.into_iter().flatten() {
+        match capabilities.verify(token) {
+            Ok(grant) => return Ok(grant),
+            Err(e) if refusal == TokenError::Missing => refusal = e,
+            Err(_) => {}
+        }
     }
-    let auth = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, token) = auth.trim().split_once(' ')?;
-    scheme
-        .eq_ignore_ascii_case("bearer")
-        .then_some(token.trim())
+    Err(refusal)
 }
 
 /// One proxied call's accounting: whom it is for and at what price.
@@ -371,10 +393,7 @@ async fn forward(
 ) -> Response {
     let provider = api.provider();
     let inner = &state.0;
-    let grant = match client_token(&headers)
-        .ok_or(TokenError::Missing)
-        .and_then(|t| inner.capabilities.verify(t))
-    {
+    let grant = match client_grant(&inner.capabilities, provider, &headers) {
         Ok(grant) => grant,
         Err(e) => {
             info!(%provider, reason = ?e, "model proxy refused a call without a valid token");
@@ -627,8 +646,10 @@ async fn relay(
             }
         }
     };
-    drop(tx);
+    // Recorded before the client's stream ends, so the agent's next call is already
+    // held to what this one spent.
     call.record(&state.0.db, meter.usage(), outcome).await;
+    drop(tx);
 }
 
 /// The in-stream error each API uses, so a client sees why its stream ended early.
