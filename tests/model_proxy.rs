@@ -623,6 +623,44 @@ async fn a_stream_reaches_the_client_while_the_server_is_still_sending() {
 }
 
 #[tokio::test]
+async fn a_client_that_leaves_mid_stream_is_still_metered() {
+    let gate = Arc::new(Notify::new());
+    let h = start(vec![
+        Step::text("It starts in main.")
+            .usage(usage(640, 77, 0, 0))
+            .hold_after(1, gate.clone()),
+    ])
+    .await;
+    let token = h.token(Budget::usd(1.0));
+    let mut response = h
+        .anthropic("/v1/messages", token.expose_secret(), &anthropic_body(true))
+        .send()
+        .await
+        .unwrap();
+    let first = tokio::time::timeout(WAIT, response.chunk())
+        .await
+        .expect("the first event arrived")
+        .unwrap()
+        .expect("a first chunk");
+    assert!(first.starts_with(b"event: message_start"));
+    drop(response);
+    gate.notify_one();
+    let rows = support::eventually("the abandoned call to be recorded", || async {
+        let rows = h.rows().await;
+        (!rows.is_empty()).then_some(rows)
+    })
+    .await;
+    assert_eq!(rows.len(), 1);
+    // At least message_start was seen; the rest only if it was read before the proxy
+    // noticed the client had gone.
+    assert_eq!(rows[0].input_tokens, 640);
+    assert!(
+        rows[0].output_tokens == 1 || rows[0].output_tokens == 77,
+        "{rows:?}"
+    );
+}
+
+#[tokio::test]
 async fn runs_are_stopped_at_their_budget_with_an_error_agents_can_read() {
     // Anthropic, in dollars: a stream that goes past the budget finishes; the next call
     // is refused.
