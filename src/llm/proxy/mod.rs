@@ -384,6 +384,15 @@ impl Call {
     }
 }
 
+/// A refusal on the way in, answered in the provider's format.
+struct Refused(Refusal, String);
+
+impl Refused {
+    fn new(refusal: Refusal, message: impl Into<String>) -> Self {
+        Self(refusal, message.into())
+    }
+}
+
 async fn forward(
     state: ProxyState,
     api: Api,
@@ -392,160 +401,187 @@ async fn forward(
     body: Bytes,
 ) -> Response {
     let provider = api.provider();
-    let inner = &state.0;
-    let grant = match client_grant(&inner.capabilities, provider, &headers) {
-        Ok(grant) => grant,
-        Err(e) => {
-            info!(%provider, reason = ?e, "model proxy refused a call without a valid token");
-            return refuse(provider, Refusal::Token, &e.to_string());
-        }
+    let (call, mut request) = match admit(&state.0, api, &headers, &body).await {
+        Ok(admitted) => admitted,
+        Err(Refused(refusal, message)) => return refuse(provider, refusal, &message),
     };
-    let mut request: Value = match serde_json::from_slice(&body) {
-        Ok(v @ Value::Object(_)) => v,
-        _ => {
-            return refuse(
-                provider,
-                Refusal::BadRequest,
-                "Cannot forward the request: its body is not a JSON object",
-            );
-        }
-    };
-    let Some(model) = request["model"].as_str().map(str::to_owned) else {
-        return refuse(
-            provider,
-            Refusal::BadRequest,
-            "Cannot forward the request: it names no `model`",
-        );
-    };
-    let name = ModelName { provider, model };
-    let price = if api.metered() {
-        let Some(price) = inner.prices.get(&name) else {
-            return refuse(
-                provider,
-                Refusal::BadRequest,
-                &format!(
-                    "Cannot use {name} through planwright: it has no price, so its calls could not be held to the run's budget (add it to MODEL_PRICES)"
-                ),
-            );
-        };
-        let spent = match model_usage::spent_by_run(&inner.db, &grant.run).await {
-            Ok(spent) => spent,
-            Err(e) => {
-                error!(run = %grant.run, error = %format!("{e:#}"), "Could not read a run's model spending");
-                return refuse(
-                    provider,
-                    Refusal::Unavailable,
-                    "Could not check the run's budget; try again shortly",
-                );
-            }
-        };
-        if let Some((spent, limit)) = grant.budget.check(&spent) {
-            info!(run = %grant.run, %spent, %limit, "model proxy refused a call past the run's budget");
-            return refuse(
-                provider,
-                Refusal::Budget,
-                &format!(
-                    "Cannot call {name}: run {} has spent its budget ({spent} of {limit}); planwright refuses further model calls for this run",
-                    grant.run
-                ),
-            );
-        }
-        Some(price)
-    } else {
-        None
-    };
-    let key = match provider {
-        Provider::Anthropic => inner.anthropic_key.as_ref(),
-        Provider::OpenAi => inner.openai_key.as_ref(),
-    };
-    if provider == Provider::Anthropic && key.is_none() {
-        return refuse(
-            provider,
-            Refusal::Unavailable,
-            "Cannot forward to anthropic: planwright has no ANTHROPIC_API_KEY",
-        );
-    }
     // Without `include_usage` a Chat Completions stream reports no usage at all: ask for
     // it, and keep the extra chunk from a client that did not.
-    let streaming = request["stream"] == true;
-    let mut hide_usage_chunk = false;
-    let body = if api == Api::ChatCompletions
-        && streaming
-        && request["stream_options"]["include_usage"] != true
-    {
+    let hide_usage_chunk = api == Api::ChatCompletions
+        && request["stream"] == true
+        && request["stream_options"]["include_usage"] != true;
+    let body = if hide_usage_chunk {
         if !request["stream_options"].is_object() {
             request["stream_options"] = json!({});
         }
         request["stream_options"]["include_usage"] = json!(true);
-        hide_usage_chunk = true;
         Bytes::from(serde_json::to_vec(&request).unwrap_or_default())
     } else {
         body
     };
-
+    let upstream_headers = match upstream_headers(&state.0, provider, &headers) {
+        Ok(h) => h,
+        Err(Refused(refusal, message)) => return refuse(provider, refusal, &message),
+    };
     let base = match provider {
-        Provider::Anthropic => &inner.anthropic_base,
-        Provider::OpenAi => &inner.openai_base,
+        Provider::Anthropic => &state.0.anthropic_base,
+        Provider::OpenAi => &state.0.openai_base,
     };
     let url = match uri.query() {
         Some(query) => format!("{base}{}?{query}", api.upstream_path()),
         None => format!("{base}{}", api.upstream_path()),
     };
-    let mut upstream_headers = HeaderMap::new();
-    for name in REQUEST_HEADERS {
-        for value in headers.get_all(*name) {
-            upstream_headers.append(*name, value.clone());
-        }
-    }
-    if hide_usage_chunk || !upstream_headers.contains_key(header::CONTENT_TYPE) {
-        upstream_headers.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
-    }
-    if let Some(key) = key {
-        let injected = match provider {
-            Provider::Anthropic => secret_header(key.expose_secret(), "Anthropic API key")
-                .map(|v| (HeaderName::from_static("x-api-key"), v)),
-            Provider::OpenAi => {
-                secret_header(&format!("Bearer {}", key.expose_secret()), "OpenAI API key")
-                    .map(|v| (header::AUTHORIZATION, v))
-            }
-        };
-        match injected {
-            Ok((name, value)) => {
-                upstream_headers.insert(name, value);
-            }
-            Err(e) => {
-                return refuse(provider, Refusal::Unavailable, &e.to_string());
-            }
-        }
-    }
-
-    let call = Call { grant, name, price };
-    let upstream = match inner
+    let sent = state
+        .0
         .http
         .post(&url)
         .headers(upstream_headers)
         .body(body)
         .send()
-        .await
-    {
-        Ok(response) => response,
+        .await;
+    match sent {
+        Ok(upstream) => answer(state, api, call, upstream, hide_usage_chunk).await,
         Err(e) => {
             warn!(%provider, error = %error_chain(&e), "model proxy could not reach the provider");
-            return refuse(
+            refuse(
                 provider,
                 Refusal::Upstream,
                 &format!("Could not reach {provider}: {}", error_chain(&e)),
-            );
+            )
+        }
+    }
+}
+
+/// Lets a call through, or says why not: a valid token, a JSON body naming a priced
+/// model, and a run with budget left.
+async fn admit(
+    inner: &Inner,
+    api: Api,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<(Call, Value), Refused> {
+    let provider = api.provider();
+    let grant = client_grant(&inner.capabilities, provider, headers).map_err(|e| {
+        info!(%provider, reason = ?e, "model proxy refused a call without a valid token");
+        Refused::new(Refusal::Token, e.to_string())
+    })?;
+    let request: Value = match serde_json::from_slice(body) {
+        Ok(v @ Value::Object(_)) => v,
+        _ => {
+            return Err(Refused::new(
+                Refusal::BadRequest,
+                "Cannot forward the request: its body is not a JSON object",
+            ));
         }
     };
+    let Some(model) = request["model"].as_str().map(str::to_owned) else {
+        return Err(Refused::new(
+            Refusal::BadRequest,
+            "Cannot forward the request: it names no `model`",
+        ));
+    };
+    let name = ModelName { provider, model };
+    if !api.metered() {
+        let call = Call {
+            grant,
+            name,
+            price: None,
+        };
+        return Ok((call, request));
+    }
+    let Some(price) = inner.prices.get(&name) else {
+        return Err(Refused::new(
+            Refusal::BadRequest,
+            format!(
+                "Cannot use {name} through planwright: it has no price, so its calls could not be held to the run's budget (add it to MODEL_PRICES)"
+            ),
+        ));
+    };
+    let spent = model_usage::spent_by_run(&inner.db, &grant.run)
+        .await
+        .map_err(|e| {
+            error!(run = %grant.run, error = %format!("{e:#}"), "Could not read a run's model spending");
+            Refused::new(
+                Refusal::Unavailable,
+                "Could not check the run's budget; try again shortly",
+            )
+        })?;
+    if let Some((spent, limit)) = grant.budget.check(&spent) {
+        info!(run = %grant.run, %spent, %limit, "model proxy refused a call past the run's budget");
+        return Err(Refused::new(
+            Refusal::Budget,
+            format!(
+                "Cannot call {name}: run {} has spent its budget ({spent} of {limit}); planwright refuses further model calls for this run",
+                grant.run
+            ),
+        ));
+    }
+    let call = Call {
+        grant,
+        name,
+        price: Some(price),
+    };
+    Ok((call, request))
+}
+
+/// The client's harmless headers and the provider's real key. OpenAI-compatible local
+/// servers may need no key; Anthropic always does.
+fn upstream_headers(
+    inner: &Inner,
+    provider: Provider,
+    client: &HeaderMap,
+) -> Result<HeaderMap, Refused> {
+    let mut headers = HeaderMap::new();
+    for name in REQUEST_HEADERS {
+        for value in client.get_all(*name) {
+            headers.append(*name, value.clone());
+        }
+    }
+    // The body may have been rewritten as JSON, whatever the client declared.
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    let injected = match (provider, &inner.anthropic_key, &inner.openai_key) {
+        (Provider::Anthropic, Some(key), _) => Some(
+            secret_header(key.expose_secret(), "Anthropic API key")
+                .map(|v| (HeaderName::from_static("x-api-key"), v)),
+        ),
+        (Provider::Anthropic, None, _) => {
+            return Err(Refused::new(
+                Refusal::Unavailable,
+                "Cannot forward to anthropic: planwright has no ANTHROPIC_API_KEY",
+            ));
+        }
+        (Provider::OpenAi, _, Some(key)) => Some(
+            secret_header(&format!("Bearer {}", key.expose_secret()), "OpenAI API key")
+                .map(|v| (header::AUTHORIZATION, v)),
+        ),
+        (Provider::OpenAi, _, None) => None,
+    };
+    if let Some(injected) = injected {
+        let (name, value) =
+            injected.map_err(|e| Refused::new(Refusal::Unavailable, e.to_string()))?;
+        headers.insert(name, value);
+    }
+    Ok(headers)
+}
+
+/// The provider's answer, passed back: streams through `relay`, whole answers metered
+/// from their `usage` first.
+async fn answer(
+    state: ProxyState,
+    api: Api,
+    call: Call,
+    upstream: reqwest::Response,
+    hide_usage_chunk: bool,
+) -> Response {
+    let provider = api.provider();
     let status = upstream.status();
-    let mut answer_headers = HeaderMap::new();
+    let mut headers = HeaderMap::new();
     for (name, value) in upstream.headers() {
         if passes_back(name) {
-            answer_headers.append(name.clone(), value.clone());
+            headers.append(name.clone(), value.clone());
         }
     }
     let event_stream = upstream
@@ -555,24 +591,18 @@ async fn forward(
         .is_some_and(|t| t.starts_with("text/event-stream"));
     if event_stream {
         let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(32);
-        tokio::spawn(relay(
-            state.clone(),
-            api,
-            call,
-            upstream,
-            hide_usage_chunk,
-            tx,
-        ));
+        tokio::spawn(relay(state, api, call, upstream, hide_usage_chunk, tx));
         let body = Body::from_stream(futures_util::stream::unfold(rx, |mut rx| async move {
             rx.recv().await.map(|item| (item, rx))
         }));
-        answer_headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-        return (status, answer_headers, body).into_response();
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        return (status, headers, body).into_response();
     }
+    let db = &state.0.db;
     let bytes = match upstream.bytes().await {
         Ok(bytes) => bytes,
         Err(e) => {
-            call.record(&inner.db, Usage::default(), "cut").await;
+            call.record(db, Usage::default(), "cut").await;
             return refuse(
                 provider,
                 Refusal::Upstream,
@@ -585,16 +615,16 @@ async fn forward(
             .ok()
             .and_then(|answer| meter::answer_usage(api, &answer));
         match usage {
-            Some(usage) => call.record(&inner.db, usage, status.as_str()).await,
+            Some(usage) => call.record(db, usage, status.as_str()).await,
+            // A success is paid for whether or not it says so; it stays on record.
             None if status.is_success() => {
                 warn!(%provider, model = %call.name.model, "a proxied answer reported no usage");
-                call.record(&inner.db, Usage::default(), status.as_str())
-                    .await;
+                call.record(db, Usage::default(), status.as_str()).await;
             }
             None => {}
         }
     }
-    (status, answer_headers, bytes).into_response()
+    (status, headers, bytes).into_response()
 }
 
 /// Passes a provider's event stream to the client event by event, metering it on the
