@@ -38,9 +38,9 @@ use meter::{SseSplitter, StreamMeter};
 const REQUEST_LIMIT: usize = 64 * 1024 * 1024;
 
 /// Client headers worth passing on; everything else (keys, cookies, hop-by-hop headers,
-/// compression asks the meter could not read through) stays behind.
+/// compression asks the meter could not read through) stays behind. The body is always
+/// JSON, so its type is set rather than passed.
 const REQUEST_HEADERS: &[&str] = &[
-    "content-type",
     "accept",
     "user-agent",
     "anthropic-version",
