@@ -33,6 +33,8 @@ pub struct Settings {
     /// Largest webhook body accepted (GitHub caps payloads at 25 MB).
     pub webhook_body_limit: usize,
     pub queue: QueueSettings,
+    /// Where the model proxy for executors listens.
+    pub model_proxy: crate::llm::proxy::ProxyListen,
     /// Problems that did not stop loading (unknown environment variables), to be logged
     /// once logging is set up.
     pub warnings: Vec<String>,
@@ -130,6 +132,8 @@ const KEYS: &[&str] = &[
     "scout_model",
     "executor_model",
     "model_prices",
+    "model_proxy_listen",
+    "model_proxy_socket",
     "sandbox",
     "unsafe_no_sandbox",
     "log_format",
@@ -438,6 +442,34 @@ impl Raw {
                     .with_context(|| format!("Cannot use {}", self.source("model_prices")))?
             }
         };
+        let model_proxy = match (
+            self.text("model_proxy_listen"),
+            self.text("model_proxy_socket"),
+        ) {
+            (Some(_), Some(_)) => bail!(
+                "Cannot use both {} and {}: the model proxy listens on one of them",
+                self.source("model_proxy_listen"),
+                self.source("model_proxy_socket")
+            ),
+            (Some(addr), None) => {
+                let parsed = addr.parse::<SocketAddr>().map_err(|_| {
+                    anyhow::anyhow!(
+                        "Cannot use {}: expected a loopback address such as 127.0.0.1:3001, got `{addr}`",
+                        self.source("model_proxy_listen")
+                    )
+                })?;
+                // Anyone who can reach the proxy can try tokens against it.
+                if !parsed.ip().is_loopback() {
+                    bail!(
+                        "Cannot use {}: the model proxy listens on loopback only (127.0.0.1 or [::1]), not `{addr}`",
+                        self.source("model_proxy_listen")
+                    );
+                }
+                crate::llm::proxy::ProxyListen::Tcp(parsed)
+            }
+            (None, Some(path)) => crate::llm::proxy::ProxyListen::Unix(PathBuf::from(path)),
+            (None, None) => crate::llm::proxy::ProxyListen::Unix(data_dir.join("model-proxy.sock")),
+        };
         let defaults = QueueSettings::default();
         let queue = QueueSettings {
             workers: self
@@ -511,6 +543,7 @@ impl Raw {
                 .positive("webhook_body_limit")?
                 .map_or(25 * 1024 * 1024, |v| v as usize),
             queue,
+            model_proxy,
             warnings: self.warnings,
         })
     }
@@ -631,6 +664,45 @@ mod tests {
                 .unwrap_err()
         );
         assert!(err.contains("PLANWRIGHT_MODEL_PRICES"), "{err}");
+    }
+
+    #[test]
+    fn the_model_proxy_listens_on_a_socket_or_loopback_only() {
+        use crate::llm::proxy::ProxyListen;
+        let s = Settings::from_sources(None, &env(&[("PLANWRIGHT_DATA_DIR", "/srv/pw")])).unwrap();
+        assert_eq!(
+            s.model_proxy,
+            ProxyListen::Unix(PathBuf::from("/srv/pw/model-proxy.sock"))
+        );
+        let s = Settings::from_sources(
+            None,
+            &env(&[("PLANWRIGHT_MODEL_PROXY_LISTEN", "127.0.0.1:0")]),
+        )
+        .unwrap();
+        assert_eq!(
+            s.model_proxy,
+            ProxyListen::Tcp("127.0.0.1:0".parse().unwrap())
+        );
+        let err = Settings::from_sources(
+            None,
+            &env(&[("PLANWRIGHT_MODEL_PROXY_LISTEN", "0.0.0.0:3001")]),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("PLANWRIGHT_MODEL_PROXY_LISTEN") && err.contains("loopback"),
+            "{err}"
+        );
+        let err = Settings::from_sources(
+            None,
+            &env(&[
+                ("PLANWRIGHT_MODEL_PROXY_LISTEN", "127.0.0.1:3001"),
+                ("PLANWRIGHT_MODEL_PROXY_SOCKET", "/run/pw.sock"),
+            ]),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("PLANWRIGHT_MODEL_PROXY_SOCKET"), "{err}");
     }
 
     #[test]

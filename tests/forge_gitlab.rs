@@ -1,5 +1,6 @@
 //! The GitLab forge client (reqwest, `PRIVATE-TOKEN`, the retry helper) against the
-//! stateful fake GitLab: each operation, pagination, retries and what is not retried.
+//! stateful fake GitLab: each operation, pagination, retries and what is not retried,
+//! merge requests and commit statuses across retries, the git remote.
 
 mod support;
 
@@ -7,14 +8,20 @@ use std::time::Duration;
 
 use planwright::event::Actor;
 use planwright::forge::gitlab::GitlabForge;
-use planwright::forge::{Forge, ForgeError, Permission, Reaction, RetryPolicy};
-use planwright::ids::{CommentId, IssueNumber, RepoName};
+use planwright::forge::{
+    Check, CheckState, Forge, ForgeError, NewPullRequest, Permission, Reaction, RetryPolicy,
+};
+use planwright::ids::{CommentId, CommitSha, IssueNumber, PullNumber, RepoName};
+use secrecy::ExposeSecret;
 use support::fake_gitlab::{BOT_ID, BOT_USERNAME, FakeGitlab, FakeUser, TOKEN};
 
 const PROJECT: &str = "Acme/Platform/Widgets";
 /// How the project appears in API paths: the lower-cased full path, slashes encoded.
 const API: &str = "/api/v4/projects/acme%2Fplatform%2Fwidgets";
 const HEAD: &str = "b83d6e391c22777fca1ed3012fce84f633d7fed0";
+/// The head of the branch planwright pushes its work to.
+const WORK: &str = "9f1c0c6d1e2b3a4f5e6d7c8b9a0f1e2d3c4b5a69";
+const BRANCH: &str = "planwright/issue-3";
 
 fn repo() -> RepoName {
     RepoName::parse(PROJECT).unwrap()
@@ -474,4 +481,339 @@ async fn no_log_line_carries_the_token() {
         "the capture works: {logs}"
     );
     assert!(!logs.contains(TOKEN), "token in the logs:\n{logs}");
+}
+
+fn new_pull<'a>(title: &'a str, body: &'a str) -> NewPullRequest<'a> {
+    NewPullRequest {
+        head_branch: BRANCH,
+        base_branch: "main",
+        title,
+        body,
+    }
+}
+
+fn check<'a>(sha: &'a CommitSha, state: CheckState, title: &'a str) -> Check<'a> {
+    Check {
+        name: "planwright",
+        head_sha: sha,
+        state,
+        title,
+        summary: "## Verification\n\n12 passed",
+        text: "full report",
+        details_url: Some("https://planwright.example.com/sessions/1"),
+    }
+}
+
+#[tokio::test]
+async fn opens_a_merge_request_once_and_finds_it_after() {
+    let (fake, forge) = world().await;
+    fake.set_branch(PROJECT, BRANCH, WORK);
+
+    let opened = forge
+        .find_or_create_pull(&repo(), &new_pull("Fix the crash", "Closes #3"))
+        .await
+        .unwrap();
+    assert_eq!(opened.number, PullNumber(1));
+    assert_eq!(
+        opened.url,
+        "https://gitlab.example.com/Acme/Platform/Widgets/-/merge_requests/1"
+    );
+    assert_eq!(opened.head_branch, BRANCH);
+    assert_eq!(opened.base_branch, "main");
+    assert_eq!(opened.title, "Fix the crash");
+    assert_eq!(opened.body, "Closes #3");
+
+    let again = forge
+        .find_or_create_pull(&repo(), &new_pull("Other title", "Other body"))
+        .await
+        .unwrap();
+    assert_eq!(again, opened, "the open one is returned as it is");
+    assert_eq!(fake.merge_requests(PROJECT).len(), 1);
+    assert_eq!(
+        fake.statuses("POST", &format!("{API}/merge_requests")),
+        [201]
+    );
+    let lookups: Vec<String> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "GET" && r.path.starts_with(&format!("{API}/merge_requests")))
+        .map(|r| r.path)
+        .collect();
+    assert_eq!(lookups.len(), 2);
+    assert!(
+        lookups[0].contains("state=opened")
+            && lookups[0].contains("source_branch=planwright%2Fissue-3"),
+        "{lookups:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_merge_request_created_behind_a_bad_gateway_is_not_opened_twice() {
+    let (fake, forge) = world().await;
+    fake.set_branch(PROJECT, BRANCH, WORK);
+    let create = format!("{API}/merge_requests");
+    fake.fail_after_performing("POST", &create, 502);
+
+    let opened = forge
+        .find_or_create_pull(&repo(), &new_pull("Fix the crash", "Closes #3"))
+        .await
+        .unwrap();
+    // Created, answered 502, retried into GitLab's 409, then found.
+    assert_eq!(fake.statuses("POST", &create), [502, 409]);
+    let all = fake.merge_requests(PROJECT);
+    assert_eq!(all.len(), 1, "{all:?}");
+    assert_eq!(opened.number, PullNumber(all[0].iid));
+    assert_eq!(opened.body, "Closes #3");
+}
+
+#[tokio::test]
+async fn closed_and_forked_merge_requests_are_not_taken_for_ours() {
+    let (fake, forge) = world().await;
+    fake.set_branch(PROJECT, BRANCH, WORK);
+    let closed = fake.add_merge_request(PROJECT, BRANCH, "main", "Old attempt", "closed");
+    let forked = fake.add_fork_merge_request(PROJECT, BRANCH, "main", "Someone's fork");
+
+    let opened = forge
+        .find_or_create_pull(&repo(), &new_pull("Fix the crash", "Closes #3"))
+        .await
+        .unwrap();
+    assert_ne!(opened.number, PullNumber(closed));
+    assert_ne!(opened.number, PullNumber(forked));
+    let ours = fake.merge_request(PROJECT, opened.number.0).unwrap();
+    assert_eq!(ours.title, "Fix the crash");
+    assert_eq!(ours.state, "opened");
+    assert_eq!(fake.merge_requests(PROJECT).len(), 3);
+}
+
+#[tokio::test]
+async fn a_merge_request_from_a_missing_branch_is_refused_once() {
+    let (fake, forge) = world().await;
+    let error = forge
+        .find_or_create_pull(&repo(), &new_pull("Fix the crash", "Closes #3"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, ForgeError::Refused { status: 409, .. }),
+        "{error:?}"
+    );
+    assert!(
+        error.to_string().contains("planwright/issue-3")
+            && error.to_string().contains("does not exist"),
+        "{error}"
+    );
+    assert_eq!(
+        fake.statuses("POST", &format!("{API}/merge_requests")),
+        [409]
+    );
+    assert!(fake.merge_requests(PROJECT).is_empty());
+}
+
+#[tokio::test]
+async fn updates_the_description_and_cuts_what_gitlab_would_refuse() {
+    let (fake, forge) = world().await;
+    fake.set_branch(PROJECT, BRANCH, WORK);
+    let long_title = "t".repeat(300);
+    let opened = forge
+        .find_or_create_pull(&repo(), &new_pull(&long_title, "draft"))
+        .await
+        .unwrap();
+    assert_eq!(opened.title.chars().count(), 255);
+    assert!(opened.title.ends_with('…'));
+
+    let updated = forge
+        .update_pull_body(&repo(), opened.number, "## Report\n\nall green")
+        .await
+        .unwrap();
+    assert_eq!(updated.number, opened.number);
+    assert_eq!(updated.body, "## Report\n\nall green");
+    let stored = fake.merge_request(PROJECT, opened.number.0).unwrap();
+    assert_eq!(stored.description, "## Report\n\nall green");
+    assert_eq!(stored.history, ["draft"]);
+
+    let huge = "x".repeat(1_100_000);
+    let updated = forge
+        .update_pull_body(&repo(), opened.number, &huge)
+        .await
+        .unwrap();
+    assert!(updated.body.len() <= 1_048_576, "{}", updated.body.len());
+    assert!(updated.body.starts_with("xxxx"));
+    assert!(updated.body.ends_with("more bytes not shown."));
+
+    let error = forge
+        .update_pull_body(&repo(), PullNumber(99), "x")
+        .await
+        .unwrap_err();
+    assert!(matches!(error, ForgeError::NotFound { .. }), "{error:?}");
+}
+
+#[tokio::test]
+async fn a_check_moves_through_its_states_as_one_commit_status() {
+    let (fake, forge) = world().await;
+    fake.set_branch(PROJECT, BRANCH, WORK);
+    let sha = CommitSha(WORK.into());
+    let path = format!("{API}/statuses/{WORK}");
+
+    forge
+        .set_check(&repo(), &check(&sha, CheckState::Pending, "Queued"))
+        .await
+        .unwrap();
+    forge
+        .set_check(&repo(), &check(&sha, CheckState::Running, "Verifying"))
+        .await
+        .unwrap();
+    // Running again: GitLab refuses the transition; the status is already there.
+    forge
+        .set_check(
+            &repo(),
+            &check(&sha, CheckState::Running, "Verifying (2/3)"),
+        )
+        .await
+        .unwrap();
+    forge
+        .set_check(&repo(), &check(&sha, CheckState::Success, "12 passed"))
+        .await
+        .unwrap();
+    assert_eq!(fake.statuses("POST", &path), [201, 201, 400, 201]);
+
+    let history = fake.commit_statuses(PROJECT, WORK, "planwright");
+    assert_eq!(history.len(), 1, "{history:?}");
+    assert_eq!(history[0].state, "success");
+    assert_eq!(history[0].description.as_deref(), Some("12 passed"));
+    assert_eq!(
+        history[0].target_url.as_deref(),
+        Some("https://planwright.example.com/sessions/1")
+    );
+
+    // A finished status is history: the next result is a new one.
+    forge
+        .set_check(&repo(), &check(&sha, CheckState::Failure, "2 failed"))
+        .await
+        .unwrap();
+    forge
+        .set_check(
+            &repo(),
+            &check(&sha, CheckState::Neutral, "baseline did not run"),
+        )
+        .await
+        .unwrap();
+    forge
+        .set_check(&repo(), &check(&sha, CheckState::Cancelled, "cancelled"))
+        .await
+        .unwrap();
+    let shown: Vec<(String, String)> = fake
+        .commit_statuses(PROJECT, WORK, "planwright")
+        .into_iter()
+        .map(|s| (s.state, s.description.unwrap_or_default()))
+        .collect();
+    let expected = [
+        ("success", "12 passed"),
+        ("failed", "2 failed"),
+        ("success", "Neutral: baseline did not run"),
+        ("canceled", "cancelled"),
+    ]
+    .map(|(a, b)| (a.to_owned(), b.to_owned()));
+    assert_eq!(shown, expected);
+}
+
+#[tokio::test]
+async fn a_status_description_is_cut_to_what_gitlab_keeps() {
+    let (fake, forge) = world().await;
+    let sha = CommitSha(HEAD.into());
+    let title = format!("{}{}", "a".repeat(250), "b".repeat(50));
+    assert_eq!(title.len(), 300);
+    forge
+        .set_check(&repo(), &check(&sha, CheckState::Success, &title))
+        .await
+        .unwrap();
+    let stored = fake.commit_statuses(PROJECT, HEAD, "planwright");
+    let description = stored[0].description.clone().unwrap();
+    assert_eq!(description.chars().count(), 255);
+    assert_eq!(description, format!("{}bbbb…", "a".repeat(250)));
+    assert_eq!(
+        fake.statuses("POST", &format!("{API}/statuses/{HEAD}")),
+        [201]
+    );
+}
+
+#[tokio::test]
+async fn a_status_set_behind_a_bad_gateway_is_retried_into_place() {
+    let (fake, forge) = world().await;
+    let sha = CommitSha(HEAD.into());
+    let path = format!("{API}/statuses/{HEAD}");
+    fake.fail_after_performing("POST", &path, 502);
+    forge
+        .set_check(&repo(), &check(&sha, CheckState::Running, "Verifying"))
+        .await
+        .unwrap();
+    assert_eq!(fake.statuses("POST", &path), [502, 400]);
+    let stored = fake.commit_statuses(PROJECT, HEAD, "planwright");
+    assert_eq!(stored.len(), 1);
+    assert_eq!(stored[0].state, "running");
+}
+
+#[tokio::test]
+async fn a_status_on_an_unknown_commit_is_an_error() {
+    let (fake, forge) = world().await;
+    let sha = CommitSha("0000000000000000000000000000000000000000".into());
+    let error = forge
+        .set_check(&repo(), &check(&sha, CheckState::Success, "ok"))
+        .await
+        .unwrap_err();
+    assert!(matches!(error, ForgeError::NotFound { .. }), "{error:?}");
+    assert!(
+        fake.commit_statuses(PROJECT, sha.as_str(), "planwright")
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn notes_cannot_be_minimized() {
+    let (fake, forge) = world().await;
+    let alice = FakeUser::new("alice", 11);
+    let note = fake.add_note(PROJECT, 3, "old contract", alice);
+    let folded = forge
+        .minimize_comment(&repo(), IssueNumber(3), CommentId(note))
+        .await
+        .unwrap();
+    assert!(!folded);
+    assert!(fake.requests().is_empty(), "nothing to ask GitLab");
+}
+
+#[tokio::test]
+async fn the_git_remote_is_the_clone_url_with_the_token_as_password() {
+    let (fake, forge) = world().await;
+    let remote = forge.git_remote(&repo()).await.unwrap();
+    assert_eq!(
+        remote.url,
+        format!("{}/Acme/Platform/Widgets.git", fake.url)
+    );
+    assert_eq!(remote.username, "oauth2");
+    assert_eq!(remote.password.expose_secret(), TOKEN);
+    assert!(!remote.url.contains(TOKEN));
+    assert!(!format!("{remote:?}").contains(TOKEN), "{remote:?}");
+}
+
+#[tokio::test]
+async fn the_token_is_not_handed_to_a_clone_url_elsewhere() {
+    let (fake, forge) = world().await;
+    for elsewhere in [
+        "https://git.attacker.example/acme/platform/widgets.git".to_owned(),
+        format!("{}/Acme/Platform/Widgets.git", fake.url).replace("127.0.0.1", "localhost"),
+    ] {
+        fake.set_http_url_to_repo(PROJECT, &elsewhere);
+        let error = forge.git_remote(&repo()).await.unwrap_err();
+        assert!(matches!(error, ForgeError::Client { .. }), "{error:?}");
+        let shown = error.to_string();
+        assert!(
+            shown.contains(&elsewhere) || shown.contains("localhost"),
+            "{shown}"
+        );
+        assert!(!shown.contains(TOKEN));
+    }
+    // Another port on the same host is the same GitLab (a separate git HTTP endpoint).
+    assert!(fake.url.starts_with("http://127.0.0.1:"));
+    let git_server = "http://127.0.0.1:9/acme/widgets.git";
+    fake.set_http_url_to_repo(PROJECT, git_server);
+    let remote = forge.git_remote(&repo()).await.unwrap();
+    assert_eq!(remote.url, git_server);
 }

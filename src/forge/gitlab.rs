@@ -1,7 +1,9 @@
 //! GitLab (gitlab.com or self-managed) as a forge: REST v4 over reqwest with the token in
 //! the `PRIVATE-TOKEN` header, projects addressed by their URL-encoded full path, and the
-//! calls behind the `Forge` trait. Wire shapes stay in this file as small local structs.
+//! calls behind the `Forge` trait — issues and notes, merge requests, commit statuses as
+//! checks, the git remote. Wire shapes stay in this file as small local structs.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -18,12 +20,20 @@ use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 
 use super::{
-    Comment, Forge, ForgeError, Issue, Permission, Reaction, Repository, RetryPolicy, header,
+    Check, CheckState, Comment, Forge, ForgeError, GitRemote, Issue, NewPullRequest, Permission,
+    PullRequest, Reaction, Repository, RetryPolicy, header, truncate_with_note,
 };
 use crate::config::GitlabSettings;
 use crate::event::Actor;
-use crate::ids::{CommentId, CommitSha, IssueNumber, RepoName};
+use crate::ids::{CommentId, CommitSha, IssueNumber, PullNumber, RepoName};
 
+/// The longest merge request title GitLab accepts, in characters.
+const TITLE_LIMIT: usize = 255;
+/// The longest merge request description GitLab accepts (1 MiB of characters); bytes are
+/// counted, which is never more than characters.
+const DESCRIPTION_LIMIT: usize = 1_048_576;
+/// The longest commit status description GitLab keeps, in characters.
+const STATUS_DESCRIPTION_LIMIT: usize = 255;
 /// Notes fetched per page: GitLab's maximum, so long threads take few requests.
 const PER_PAGE: usize = 100;
 /// A thread longer than this many pages is not a thread planwright can act on anyway;
@@ -202,6 +212,25 @@ impl GitlabForge {
             },
             other => other,
         }
+    }
+
+    /// The open merge request from `branch` of this project itself: a fork's branch of
+    /// the same name is someone else's work.
+    async fn open_merge_request(
+        &self,
+        repo: &RepoName,
+        branch: &str,
+    ) -> Result<Option<PullRequest>, ForgeError> {
+        let path = format!(
+            "{}/merge_requests?state=opened&source_branch={}&per_page={PER_PAGE}",
+            project_path(repo),
+            encode(branch)
+        );
+        let found: Vec<GlMergeRequest> = self.get(&path).await?;
+        Ok(found
+            .into_iter()
+            .find(|m| m.source_branch == branch && m.source_project_id == m.target_project_id)
+            .map(PullRequest::from))
     }
 
     async fn default_branch(&self, repo: &RepoName) -> Result<Option<String>, ForgeError> {
@@ -425,41 +454,182 @@ impl Forge for GitlabForge {
     }
     async fn find_or_create_pull(
         &self,
-        _repo: &RepoName,
-        _new: &crate::forge::NewPullRequest<'_>,
-    ) -> Result<crate::forge::PullRequest, ForgeError> {
-        Err(not_yet("open a pull request"))
+        repo: &RepoName,
+        new: &NewPullRequest<'_>,
+    ) -> Result<PullRequest, ForgeError> {
+        if let Some(found) = self.open_merge_request(repo, new.head_branch).await? {
+            return Ok(found);
+        }
+        let body = json!({
+            "source_branch": new.head_branch,
+            "target_branch": new.base_branch,
+            "title": one_line(new.title, TITLE_LIMIT),
+            "description": truncate_with_note(new.body, DESCRIPTION_LIMIT),
+        });
+        let path = format!("{}/merge_requests", project_path(repo));
+        match self
+            .request::<GlMergeRequest>(Method::POST, &path, Some(&body))
+            .await
+        {
+            Ok(created) => Ok(created.into()),
+            // "Another open merge request already exists for this source branch": after a
+            // create GitLab stored but answered with a 502 or a timeout, the retry lands
+            // here, and the stored one is the answer. GitLab gives the same status to a
+            // missing branch, so with nothing to find the refusal stands.
+            Err(conflict @ ForgeError::Refused { status: 409, .. }) => {
+                match self.open_merge_request(repo, new.head_branch).await? {
+                    Some(found) => Ok(found),
+                    None => Err(conflict),
+                }
+            }
+            Err(e) => Err(e),
+        }
     }
 
     async fn update_pull_body(
         &self,
-        _repo: &RepoName,
-        _pull: crate::ids::PullNumber,
-        _body: &str,
-    ) -> Result<crate::forge::PullRequest, ForgeError> {
-        Err(not_yet("update a pull request"))
+        repo: &RepoName,
+        pull: PullNumber,
+        body: &str,
+    ) -> Result<PullRequest, ForgeError> {
+        let updated: GlMergeRequest = self
+            .request(
+                Method::PUT,
+                &format!("{}/merge_requests/{pull}", project_path(repo)),
+                Some(&json!({ "description": truncate_with_note(body, DESCRIPTION_LIMIT) })),
+            )
+            .await?;
+        Ok(updated.into())
     }
 
-    async fn set_check(
-        &self,
-        _repo: &RepoName,
-        _check: &crate::forge::Check<'_>,
-    ) -> Result<(), ForgeError> {
-        Err(not_yet("set a check"))
+    /// A commit status named `check.name`. A status holds one line, so only the title
+    /// goes in (prefixed "Neutral:" for a neutral result, which is posted as `success`:
+    /// like GitHub's neutral it must not block a merge, and `skipped` is refused by
+    /// GitLab before 17.5); the summary and text are not kept here — the caller puts the
+    /// report in the merge request description, and `details_url` becomes the status
+    /// link. GitLab refuses to move a status that is pending or running to the state it
+    /// is already in (or back from running to pending); that refusal means the status is
+    /// already where it should be, and is an `Ok`.
+    async fn set_check(&self, repo: &RepoName, check: &Check<'_>) -> Result<(), ForgeError> {
+        let (state, description) = match check.state {
+            CheckState::Pending => ("pending", Cow::Borrowed(check.title)),
+            CheckState::Running => ("running", Cow::Borrowed(check.title)),
+            CheckState::Success => ("success", Cow::Borrowed(check.title)),
+            CheckState::Failure => ("failed", Cow::Borrowed(check.title)),
+            CheckState::Cancelled => ("canceled", Cow::Borrowed(check.title)),
+            CheckState::Neutral => ("success", Cow::Owned(format!("Neutral: {}", check.title))),
+        };
+        let mut body = json!({
+            "state": state,
+            "name": check.name,
+            "description": one_line(&description, STATUS_DESCRIPTION_LIMIT),
+        });
+        if let Some(url) = check.details_url {
+            body["target_url"] = json!(url);
+        }
+        let path = format!(
+            "{}/statuses/{}",
+            project_path(repo),
+            encode(check.head_sha.as_str())
+        );
+        match self
+            .request::<Value>(Method::POST, &path, Some(&body))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(ForgeError::Refused {
+                status: 400,
+                ref message,
+                ..
+            }) if already_in_progress(message, state) => {
+                tracing::debug!(
+                    check = check.name,
+                    state,
+                    "commit status already in progress"
+                );
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
     }
 
+    /// GitLab cannot fold a note away.
     async fn minimize_comment(
         &self,
         _repo: &RepoName,
         _issue: IssueNumber,
         _comment: CommentId,
     ) -> Result<bool, ForgeError> {
-        Err(not_yet("minimize a comment"))
+        Ok(false)
     }
 
-    async fn git_remote(&self, _repo: &RepoName) -> Result<crate::forge::GitRemote, ForgeError> {
-        Err(not_yet("give git credentials"))
+    /// The project's HTTP clone URL with the token as an OAuth2 password, which git over
+    /// HTTPS accepts for personal, project and group access tokens alike. The URL must be
+    /// on the host the token was configured for, over https if the API is: the token is
+    /// handed to whatever host the project reports.
+    async fn git_remote(&self, repo: &RepoName) -> Result<GitRemote, ForgeError> {
+        let path = project_path(repo);
+        let project: GlProject = self.get(&path).await?;
+        let malformed = |message: String| ForgeError::Malformed {
+            what: format!("GET {path}"),
+            message,
+        };
+        let url = project
+            .http_url_to_repo
+            .ok_or_else(|| malformed("the project has no http_url_to_repo".into()))?;
+        let parsed = reqwest::Url::parse(&url)
+            .map_err(|e| malformed(format!("http_url_to_repo `{url}` is not a URL: {e}")))?;
+        let api = reqwest::Url::parse(&self.api).map_err(|e| ForgeError::Client {
+            what: "read the GitLab URL".into(),
+            message: e.to_string(),
+        })?;
+        let same_host = parsed.host_str() == api.host_str();
+        let downgraded = api.scheme() == "https" && parsed.scheme() != "https";
+        if !same_host || downgraded || !parsed.username().is_empty() {
+            return Err(ForgeError::Client {
+                what: format!("push to `{}`", parsed.as_str()),
+                message: format!(
+                    "it is not on {}://{}, where the GitLab token belongs (check GitLab's external_url)",
+                    api.scheme(),
+                    api.host_str().unwrap_or_default()
+                ),
+            });
+        }
+        Ok(GitRemote {
+            url,
+            username: "oauth2".into(),
+            password: self.token.clone(),
+        })
     }
+}
+
+/// Whether GitLab refused a status change because the status is already pending or
+/// running and `asked` is one of those too: "Cannot transition status via :run from
+/// :running". The text comes as a plain message or inside a field's list of errors.
+fn already_in_progress(message: &str, asked: &str) -> bool {
+    let Some((_, rest)) = message.split_once("Cannot transition status via :") else {
+        return false;
+    };
+    let Some((_, from)) = rest.split_once(" from :") else {
+        return false;
+    };
+    let from: String = from
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect();
+    matches!(asked, "pending" | "running") && matches!(from.as_str(), "pending" | "running")
+}
+
+/// `text` on one line and at most `limit` characters (GitLab counts characters), ending
+/// with "…" when cut.
+fn one_line(text: &str, limit: usize) -> String {
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() <= limit {
+        return flat;
+    }
+    let mut cut: String = flat.chars().take(limit.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
 }
 
 /// See `GitlabForge::permission` for why each level lands where it does.
@@ -644,6 +814,8 @@ impl From<GlNote> for Comment {
 struct GlProject {
     /// `null` while the repository is empty.
     default_branch: Option<String>,
+    #[serde(default)]
+    http_url_to_repo: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -677,10 +849,28 @@ struct GlFile {
     content: String,
 }
 
-fn not_yet(what: &str) -> ForgeError {
-    ForgeError::Client {
-        what: what.to_owned(),
-        message: "not supported yet".to_owned(),
+#[derive(Deserialize)]
+struct GlMergeRequest {
+    iid: i64,
+    title: String,
+    description: Option<String>,
+    source_branch: String,
+    target_branch: String,
+    source_project_id: i64,
+    target_project_id: i64,
+    web_url: String,
+}
+
+impl From<GlMergeRequest> for PullRequest {
+    fn from(m: GlMergeRequest) -> Self {
+        PullRequest {
+            number: PullNumber(m.iid),
+            url: m.web_url,
+            head_branch: m.source_branch,
+            base_branch: m.target_branch,
+            title: m.title,
+            body: m.description.unwrap_or_default(),
+        }
     }
 }
 
@@ -784,6 +974,43 @@ mod tests {
         assert_eq!(project_path(&repo), "/projects/group%2Fsub%2Fproject");
         assert_eq!(encode(".gitlab/planwright.yml"), ".gitlab%2Fplanwright.yml");
         assert_eq!(encode("docs/a b#c?.md"), "docs%2Fa%20b%23c%3F.md");
+    }
+
+    #[test]
+    fn a_refused_transition_between_in_progress_states_is_recognised() {
+        let plain = "Cannot transition status via :run from :running (Reason(s): Status cannot transition via \"run\")";
+        assert!(already_in_progress(plain, "running"));
+        let listed = error_message(
+            r#"{"message":{"state":["Cannot transition status via :enqueue from :pending"]}}"#,
+        );
+        assert!(already_in_progress(&listed, "pending"));
+        // A running status is not moved back to pending; it is further along already.
+        assert!(already_in_progress(
+            "Cannot transition status via :enqueue from :running",
+            "pending"
+        ));
+        // A finished status is never reused by GitLab, so this would be something else.
+        assert!(!already_in_progress(
+            "Cannot transition status via :run from :success",
+            "running"
+        ));
+        assert!(!already_in_progress(
+            "Cannot transition status via :drop from :pending",
+            "failed"
+        ));
+        assert!(!already_in_progress(
+            "state does not have a valid value",
+            "pending"
+        ));
+    }
+
+    #[test]
+    fn one_line_texts_are_flattened_and_cut_by_characters() {
+        assert_eq!(one_line("tests\n  pass", 255), "tests pass");
+        let cut = one_line(&"é".repeat(300), 255);
+        assert_eq!(cut.chars().count(), 255);
+        assert!(cut.ends_with("é…"));
+        assert_eq!(one_line(&"a".repeat(255), 255), "a".repeat(255));
     }
 
     #[test]

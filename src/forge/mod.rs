@@ -4,6 +4,7 @@
 
 pub mod github;
 pub mod gitlab;
+pub mod local;
 
 use std::fmt;
 use std::future::Future;

@@ -167,16 +167,20 @@ fn parse_response(answer: &Value) -> Result<ChatResponse, super::ModelError> {
         Some(other) => StopReason::Other(other.to_owned()),
         None => return Err(bad("no `stop_reason`")),
     };
-    let usage = &answer["usage"];
-    let count = |key: &str| usage[key].as_u64().unwrap_or(0);
     Ok(ChatResponse {
         content,
         stop_reason,
-        usage: Usage {
-            input_tokens: count("input_tokens"),
-            output_tokens: count("output_tokens"),
-            cache_read_tokens: count("cache_read_input_tokens"),
-            cache_write_tokens: count("cache_creation_input_tokens"),
-        },
+        usage: parse_usage(&answer["usage"]),
     })
+}
+
+/// A `usage` object of the Messages API (answers and stream events alike).
+pub(super) fn parse_usage(usage: &Value) -> Usage {
+    let count = |key: &str| usage[key].as_u64().unwrap_or(0);
+    Usage {
+        input_tokens: count("input_tokens"),
+        output_tokens: count("output_tokens"),
+        cache_read_tokens: count("cache_read_input_tokens"),
+        cache_write_tokens: count("cache_creation_input_tokens"),
+    }
 }

@@ -1,10 +1,11 @@
 //! Talking to models: the provider-neutral `ChatModel` interface (messages, tools, tool
 //! calls, stop reasons, usage), `provider:model` names, error classification, and the one
 //! retry loop both provider clients share. Wire formats stay in `anthropic.rs` and
-//! `openai.rs`; accounting and budgets live in `usage.rs`.
+//! `openai.rs`; accounting and budgets live in `usage.rs`; `proxy` serves executors.
 
 pub mod anthropic;
 pub mod openai;
+pub mod proxy;
 pub mod usage;
 
 use std::fmt;

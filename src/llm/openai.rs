@@ -212,20 +212,39 @@ fn parse_response(answer: &Value) -> Result<ChatResponse, super::ModelError> {
         }
         None => StopReason::EndTurn,
     };
-    let usage = &answer["usage"];
+    Ok(ChatResponse {
+        content,
+        stop_reason,
+        usage: parse_usage(&answer["usage"]),
+    })
+}
+
+/// A Chat Completions `usage` object (answers and the final stream chunk alike).
+pub(super) fn parse_usage(usage: &Value) -> Usage {
     let prompt = usage["prompt_tokens"].as_u64().unwrap_or(0);
     let cached = usage["prompt_tokens_details"]["cached_tokens"]
         .as_u64()
         .unwrap_or(0)
         .min(prompt);
-    Ok(ChatResponse {
-        content,
-        stop_reason,
-        usage: Usage {
-            input_tokens: prompt - cached,
-            output_tokens: usage["completion_tokens"].as_u64().unwrap_or(0),
-            cache_read_tokens: cached,
-            cache_write_tokens: 0,
-        },
-    })
+    Usage {
+        input_tokens: prompt - cached,
+        output_tokens: usage["completion_tokens"].as_u64().unwrap_or(0),
+        cache_read_tokens: cached,
+        cache_write_tokens: 0,
+    }
+}
+
+/// A Responses API `usage` object, which names the same counts differently.
+pub(super) fn parse_responses_usage(usage: &Value) -> Usage {
+    let input = usage["input_tokens"].as_u64().unwrap_or(0);
+    let cached = usage["input_tokens_details"]["cached_tokens"]
+        .as_u64()
+        .unwrap_or(0)
+        .min(input);
+    Usage {
+        input_tokens: input - cached,
+        output_tokens: usage["output_tokens"].as_u64().unwrap_or(0),
+        cache_read_tokens: cached,
+        cache_write_tokens: 0,
+    }
 }

@@ -157,8 +157,8 @@ impl Budget {
         }
     }
 
-    /// The refusal, if `spent` has reached either limit.
-    fn check(&self, spent: &model_usage::Spent) -> Option<(String, String)> {
+    /// The refusal, if `spent` has reached either limit: what was spent and the limit.
+    pub fn check(&self, spent: &model_usage::Spent) -> Option<(String, String)> {
         if let Some(limit) = self.max_microusd
             && spent.cost_microusd >= limit
         {

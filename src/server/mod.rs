@@ -1,5 +1,5 @@
 //! The HTTP side of `serve`: the axum router (webhooks, health), and the process wiring
-//! that runs it beside the job workers and shuts both down in order.
+//! that runs it beside the job workers and the model proxy and shuts them down in order.
 
 pub mod health;
 pub mod webhooks;
@@ -18,6 +18,7 @@ use tracing::{info, warn};
 
 use crate::app::App;
 use crate::config::Settings;
+use crate::llm::proxy::{self, Capabilities, ModelProxy, ProxyState};
 use crate::store::Db;
 use crate::worker::{Handlers, Waker, Worker};
 
@@ -57,6 +58,8 @@ pub fn router(state: AppState, role: Role) -> Router {
 pub struct Running {
     pub addr: SocketAddr,
     pub db: Db,
+    /// The model proxy, in roles that run executors (it issues their tokens).
+    pub model_proxy: Option<ModelProxy>,
     stop: CancellationToken,
     task: JoinHandle<Result<()>>,
 }
@@ -109,6 +112,19 @@ pub async fn start(
         owner: format!("{}:{}", hostname(), std::process::id()),
         waker,
     });
+    // The proxy lives where executors run: their tokens are signed with this process's
+    // key, and the sandbox reaches the proxy through a socket on this host.
+    let (model_proxy, proxy_task) = if role == Role::Web {
+        (None, None)
+    } else {
+        let state = ProxyState::new(
+            db.clone(),
+            &settings.models,
+            std::sync::Arc::new(Capabilities::generate()),
+        )?;
+        let (proxy, task) = proxy::serve(&settings.model_proxy, state, stop.clone()).await?;
+        (Some(proxy), Some(task))
+    };
     let app = router(state, role);
     let http_stop = stop.clone();
     let worker_stop = stop.clone();
@@ -123,11 +139,21 @@ pub async fn start(
         {
             warn!(error = %e, "the job workers stopped abnormally");
         }
+        if let Some(proxy) = proxy_task {
+            match proxy.await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    warn!(error = %format!("{e:#}"), "the model proxy stopped abnormally")
+                }
+                Err(e) => warn!(error = %e, "the model proxy stopped abnormally"),
+            }
+        }
         served.context("The HTTP server failed")
     });
     Ok(Running {
         addr,
         db,
+        model_proxy,
         stop,
         task,
     })

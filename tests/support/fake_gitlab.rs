@@ -1,8 +1,9 @@
 //! A stateful fake of GitLab's REST v4 API on a loopback port: users, projects addressed
 //! by id or URL-encoded path, issues, notes (system notes and edit history included),
-//! award emoji, members with access levels, files and branches, answered with GitLab's
-//! JSON shapes and pagination headers, and the `PRIVATE-TOKEN` checked. Every request is
-//! recorded, and the next N requests can be made to fail on purpose.
+//! award emoji, members with access levels, files and branches, merge requests and commit
+//! statuses (with GitLab's state machine), answered with GitLab's JSON shapes and
+//! pagination headers, and the `PRIVATE-TOKEN` checked. Every request is recorded, and the
+//! next N requests can be made to fail on purpose, before or after doing their work.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -93,10 +94,45 @@ struct FakeMember {
     membership_state: String,
 }
 
+#[derive(Debug, Clone)]
+pub struct FakeMergeRequest {
+    pub id: i64,
+    pub iid: i64,
+    pub title: String,
+    pub description: String,
+    pub source_branch: String,
+    pub target_branch: String,
+    /// `opened`, `closed`, `merged` or `locked`.
+    pub state: String,
+    /// Another project's id when the branch lives in a fork.
+    pub source_project_id: i64,
+    /// Earlier descriptions, oldest first.
+    pub history: Vec<String>,
+}
+
+/// One commit status: GitLab's `GenericCommitStatus`, a job in an external pipeline.
+#[derive(Debug, Clone)]
+pub struct FakeStatus {
+    pub id: i64,
+    pub sha: String,
+    pub name: String,
+    /// `created`, `pending`, `running`, `success`, `failed`, `canceled` or `skipped`.
+    pub state: String,
+    pub description: Option<String>,
+    pub target_url: Option<String>,
+}
+
 struct FakeProject {
     id: i64,
     path_with_namespace: String,
     default_branch: Option<String>,
+    /// Where git clones from; by default beside the API, as GitLab derives both from its
+    /// external URL.
+    http_url_to_repo: Option<String>,
+    merge_requests: BTreeMap<i64, FakeMergeRequest>,
+    next_mr_iid: i64,
+    /// Every status ever posted, oldest first.
+    statuses: Vec<FakeStatus>,
     /// branch → head commit
     branches: HashMap<String, String>,
     issues: BTreeMap<i64, FakeIssue>,
@@ -108,10 +144,17 @@ struct FakeProject {
 struct Failure {
     status: u16,
     headers: Vec<(String, String)>,
+    /// The request is carried out before the failure is answered, as when a proxy times
+    /// out on a request the server went on to finish.
+    performed: bool,
+    /// Only a request with this method and path (without the query) fails; others pass.
+    only: Option<(String, String)>,
 }
 
 #[derive(Default)]
 struct World {
+    /// The fake's own address, for URLs GitLab builds from its external URL.
+    base_url: String,
     users: Vec<FakeUser>,
     projects: HashMap<String, FakeProject>,
     notes: BTreeMap<i64, FakeNote>,
@@ -155,7 +198,10 @@ impl Drop for FakeGitlab {
 
 impl FakeGitlab {
     pub async fn start() -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
         let world = Arc::new(Mutex::new(World {
+            base_url: url.clone(),
             next_id: 100,
             users: vec![FakeUser::new(BOT_USERNAME, BOT_ID)],
             ..World::default()
@@ -163,8 +209,6 @@ impl FakeGitlab {
         let app = Router::new()
             .fallback(handle)
             .with_state(Arc::clone(&world));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
         let task = tokio::spawn(async move {
             axum::serve(listener, app).await.unwrap();
         });
@@ -200,6 +244,10 @@ impl FakeGitlab {
                     id,
                     path_with_namespace: path.into(),
                     default_branch: Some(default_branch.into()),
+                    http_url_to_repo: None,
+                    merge_requests: BTreeMap::new(),
+                    next_mr_iid: 1,
+                    statuses: Vec::new(),
                     branches: HashMap::from([(default_branch.to_owned(), head_sha.to_owned())]),
                     issues: BTreeMap::new(),
                     files: HashMap::new(),
@@ -310,6 +358,93 @@ impl FakeGitlab {
         });
     }
 
+    /// Creates or moves a branch.
+    pub fn set_branch(&self, project: &str, branch: &str, sha: &str) {
+        self.with(|w| {
+            project_mut(w, project)
+                .branches
+                .insert(branch.into(), sha.into());
+        });
+    }
+
+    /// Points the project's `http_url_to_repo` somewhere else (a git server, another host).
+    pub fn set_http_url_to_repo(&self, project: &str, url: &str) {
+        self.with(|w| project_mut(w, project).http_url_to_repo = Some(url.into()));
+    }
+
+    /// A merge request made by someone else; `state` is `opened`, `closed` or `merged`.
+    pub fn add_merge_request(
+        &self,
+        project: &str,
+        source_branch: &str,
+        target_branch: &str,
+        title: &str,
+        state: &str,
+    ) -> i64 {
+        self.with(|w| {
+            let own = project_mut(w, project).id;
+            insert_merge_request(
+                w,
+                &project.to_ascii_lowercase(),
+                own,
+                source_branch,
+                target_branch,
+                title,
+                "",
+                state,
+            )
+        })
+    }
+
+    /// An open merge request from a fork whose branch has the same name as one of ours.
+    pub fn add_fork_merge_request(
+        &self,
+        project: &str,
+        source_branch: &str,
+        target_branch: &str,
+        title: &str,
+    ) -> i64 {
+        self.with(|w| {
+            let fork = w.next_id();
+            insert_merge_request(
+                w,
+                &project.to_ascii_lowercase(),
+                fork,
+                source_branch,
+                target_branch,
+                title,
+                "",
+                "opened",
+            )
+        })
+    }
+
+    pub fn merge_request(&self, project: &str, iid: i64) -> Option<FakeMergeRequest> {
+        self.with(|w| project_mut(w, project).merge_requests.get(&iid).cloned())
+    }
+
+    pub fn merge_requests(&self, project: &str) -> Vec<FakeMergeRequest> {
+        self.with(|w| {
+            project_mut(w, project)
+                .merge_requests
+                .values()
+                .cloned()
+                .collect()
+        })
+    }
+
+    /// Every status posted on `sha` under `name`, oldest first.
+    pub fn commit_statuses(&self, project: &str, sha: &str, name: &str) -> Vec<FakeStatus> {
+        self.with(|w| {
+            project_mut(w, project)
+                .statuses
+                .iter()
+                .filter(|s| s.sha == sha && s.name == name)
+                .cloned()
+                .collect()
+        })
+    }
+
     pub fn note(&self, id: i64) -> Option<FakeNote> {
         self.with(|w| w.notes.get(&id).cloned())
     }
@@ -350,10 +485,61 @@ impl FakeGitlab {
                         .iter()
                         .map(|(k, v)| (k.to_string(), v.to_string()))
                         .collect(),
+                    performed: false,
+                    only: None,
                 });
             }
         });
     }
+
+    /// The next `method` request to `path` (e.g. `/api/v4/projects/a%2Fb/merge_requests`,
+    /// no query) is carried out, then answered with `status` all the same.
+    pub fn fail_after_performing(&self, method: &str, path: &str, status: u16) {
+        self.with(|w| {
+            w.failures.push_back(Failure {
+                status,
+                headers: Vec::new(),
+                performed: true,
+                only: Some((method.to_owned(), path.to_owned())),
+            });
+        });
+    }
+}
+
+fn project_mut<'w>(w: &'w mut World, project: &str) -> &'w mut FakeProject {
+    w.projects.get_mut(&project.to_ascii_lowercase()).unwrap()
+}
+
+#[allow(clippy::too_many_arguments)]
+fn insert_merge_request(
+    w: &mut World,
+    key: &str,
+    source_project_id: i64,
+    source_branch: &str,
+    target_branch: &str,
+    title: &str,
+    description: &str,
+    state: &str,
+) -> i64 {
+    let id = w.next_id();
+    let project = w.projects.get_mut(key).unwrap();
+    let iid = project.next_mr_iid;
+    project.next_mr_iid += 1;
+    project.merge_requests.insert(
+        iid,
+        FakeMergeRequest {
+            id,
+            iid,
+            title: title.into(),
+            description: description.into(),
+            source_branch: source_branch.into(),
+            target_branch: target_branch.into(),
+            state: state.into(),
+            source_project_id,
+            history: Vec::new(),
+        },
+    );
+    iid
 }
 
 /// GitLab's error body: `{"message": "404 Issue Not Found"}`.
@@ -426,7 +612,20 @@ fn answer(
     headers: &HeaderMap,
     body: &[u8],
 ) -> Response {
-    if let Some(failure) = w.failures.pop_front() {
+    let applies = |f: &Failure| {
+        f.only
+            .as_ref()
+            .is_none_or(|(m, p)| m == method.as_str() && p == uri.path())
+    };
+    if let Some(failure) = w
+        .failures
+        .iter()
+        .position(applies)
+        .and_then(|i| w.failures.remove(i))
+    {
+        if failure.performed {
+            route(w, method, uri, token, headers, body);
+        }
         let status = StatusCode::from_u16(failure.status).unwrap();
         // GitLab's throttle answers in plain text; other failures come from a proxy.
         let text = if failure.status == 429 {
@@ -443,6 +642,17 @@ fn answer(
         }
         return response;
     }
+    route(w, method, uri, token, headers, body)
+}
+
+fn route(
+    w: &mut World,
+    method: &Method,
+    uri: &Uri,
+    token: Option<&str>,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Response {
     if token != Some(TOKEN) {
         return error(StatusCode::UNAUTHORIZED, "401 Unauthorized");
     }
@@ -501,7 +711,7 @@ fn answer(
                 "default_branch": p.default_branch,
                 "visibility": "private",
                 "web_url": format!("https://gitlab.example.com/{}", p.path_with_namespace),
-                "http_url_to_repo": format!("https://gitlab.example.com/{}.git", p.path_with_namespace),
+                "http_url_to_repo": p.http_url_to_repo.clone().unwrap_or_else(|| format!("{}/{}.git", w.base_url, p.path_with_namespace)),
                 "ssh_url_to_repo": format!("git@gitlab.example.com:{}.git", p.path_with_namespace),
                 "created_at": rfc3339(0),
                 "last_activity_at": rfc3339(0),
@@ -770,6 +980,191 @@ fn answer(
             )
                 .into_response()
         }
+        (Method::GET, ["merge_requests"]) => {
+            let p = &w.projects[&key];
+            let state = query.get("state").map_or("all", String::as_str);
+            if !["opened", "closed", "locked", "merged", "all"].contains(&state) {
+                return invalid("state does not have a valid value");
+            }
+            let wanted = |name: &str, value: &str| query.get(name).is_none_or(|v| v == value);
+            // Newest first, as GitLab lists them by default.
+            let found: Vec<Value> = p
+                .merge_requests
+                .values()
+                .rev()
+                .filter(|m| state == "all" || m.state == state)
+                .filter(|m| wanted("source_branch", &m.source_branch))
+                .filter(|m| wanted("target_branch", &m.target_branch))
+                .map(|m| merge_request_json(p, m))
+                .collect();
+            paged(found, &query)
+        }
+        (Method::POST, ["merge_requests"]) => {
+            let field = |name: &str| param(&query, headers, body, name);
+            let (Some(source), Some(target), Some(title)) = (
+                field("source_branch"),
+                field("target_branch"),
+                field("title"),
+            ) else {
+                return invalid(
+                    "source_branch is missing, target_branch is missing, title is missing",
+                );
+            };
+            let description = field("description").unwrap_or_default();
+            let p = &w.projects[&key];
+            // GitLab reports every branch problem under `validate_branches`, answered 409.
+            let conflict = |message: String| {
+                (
+                    StatusCode::CONFLICT,
+                    axum::Json(json!({ "message": [message] })),
+                )
+                    .into_response()
+            };
+            if !p.branches.contains_key(&source) {
+                return conflict(format!("Source branch \"{source}\" does not exist"));
+            }
+            if !p.branches.contains_key(&target) {
+                return conflict(format!("Target branch \"{target}\" does not exist"));
+            }
+            if source == target {
+                return conflict("You can't use same project/branch for source and target".into());
+            }
+            if let Some(open) = p.merge_requests.values().find(|m| {
+                m.state == "opened"
+                    && m.source_project_id == p.id
+                    && m.source_branch == source
+                    && m.target_branch == target
+            }) {
+                return conflict(format!(
+                    "Another open merge request already exists for this source branch: !{}",
+                    open.iid
+                ));
+            }
+            if let Some(refused) = too_long("title", &title, 255)
+                .or_else(|| too_long("description", &description, 1_048_576))
+            {
+                return refused;
+            }
+            let own = p.id;
+            let iid = insert_merge_request(
+                w,
+                &key,
+                own,
+                &source,
+                &target,
+                &title,
+                &description,
+                "opened",
+            );
+            let p = &w.projects[&key];
+            let answer = merge_request_json(p, &p.merge_requests[&iid]);
+            (StatusCode::CREATED, axum::Json(answer)).into_response()
+        }
+        (Method::PUT, ["merge_requests", iid]) => {
+            let description = param(&query, headers, body, "description");
+            let title = param(&query, headers, body, "title");
+            if let Some(refused) = description
+                .as_deref()
+                .and_then(|d| too_long("description", d, 1_048_576))
+                .or_else(|| title.as_deref().and_then(|t| too_long("title", t, 255)))
+            {
+                return refused;
+            }
+            let p = w.projects.get_mut(&key).unwrap();
+            let Some(mr) = iid
+                .parse::<i64>()
+                .ok()
+                .and_then(|n| p.merge_requests.get_mut(&n))
+            else {
+                return not_found("Merge Request");
+            };
+            if let Some(description) = description {
+                let old = std::mem::replace(&mut mr.description, description);
+                mr.history.push(old);
+            }
+            if let Some(title) = title {
+                mr.title = title;
+            }
+            let mr = mr.clone();
+            axum::Json(merge_request_json(&w.projects[&key], &mr)).into_response()
+        }
+        (Method::POST, ["statuses", sha]) => {
+            let field = |name: &str| param(&query, headers, body, name);
+            let Some(state) = field("state") else {
+                return invalid("state is missing");
+            };
+            const STATES: [&str; 6] = [
+                "pending", "running", "success", "failed", "canceled", "skipped",
+            ];
+            if !STATES.contains(&state.as_str()) {
+                return invalid("state does not have a valid value");
+            }
+            let name = field("name")
+                .or_else(|| field("context"))
+                .unwrap_or_else(|| "default".into());
+            let description = field("description");
+            if let Some(refused) = description
+                .as_deref()
+                .and_then(|d| too_long("description", d, 255))
+            {
+                return refused;
+            }
+            let target_url = field("target_url");
+            let new_id = w.next_id();
+            let p = w.projects.get_mut(&key).unwrap();
+            if !p.branches.values().any(|head| head == sha) {
+                return not_found("Commit");
+            }
+            // GitLab moves the newest status of that name that is still pending or
+            // running, else starts a new one; a finished one is history.
+            let index = p
+                .statuses
+                .iter()
+                .rposition(|s| {
+                    s.sha == *sha
+                        && s.name == name
+                        && matches!(s.state.as_str(), "pending" | "running")
+                })
+                .unwrap_or_else(|| {
+                    p.statuses.push(FakeStatus {
+                        id: new_id,
+                        sha: (*sha).to_owned(),
+                        name: name.clone(),
+                        state: "created".into(),
+                        description: None,
+                        target_url: None,
+                    });
+                    p.statuses.len() - 1
+                });
+            let status = &mut p.statuses[index];
+            // Saved before the transition is tried, so they stick even when it is refused.
+            if description.is_some() {
+                status.description = description;
+            }
+            if target_url.is_some() {
+                status.target_url = target_url;
+            }
+            let (event, allowed): (&str, &[&str]) = match state.as_str() {
+                "pending" => ("enqueue", &["created"]),
+                "running" => ("run", &["created", "pending"]),
+                "success" => ("success", &["created", "pending", "running"]),
+                "failed" => ("drop", &["created", "pending", "running"]),
+                "canceled" => ("cancel", &["created", "pending", "running"]),
+                _ => ("skip", &["created", "pending"]),
+            };
+            if !allowed.contains(&status.state.as_str()) {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    &format!(
+                        "Cannot transition status via :{event} from :{} (Reason(s): Status cannot transition via \"{event}\")",
+                        status.state
+                    ),
+                );
+            }
+            status.state = state;
+            let status = status.clone();
+            (StatusCode::CREATED, axum::Json(status_json(&status))).into_response()
+        }
         _ => not_found(""),
     }
 }
@@ -827,5 +1222,157 @@ fn award_json(w: &World, note: i64, index: i64, name: &str, username: &str) -> V
         "updated_at": rfc3339(0),
         "awardable_id": note,
         "awardable_type": "Note",
+    })
+}
+
+/// Grape's answer to a missing or invalid parameter.
+fn invalid(message: &str) -> Response {
+    (
+        StatusCode::BAD_REQUEST,
+        axum::Json(json!({ "error": message })),
+    )
+        .into_response()
+}
+
+/// A model validation failure when `text` is longer than GitLab keeps, in characters.
+fn too_long(field: &str, text: &str, limit: usize) -> Option<Response> {
+    (text.chars().count() > limit).then(|| {
+        let message = format!("is too long (maximum is {limit} characters)");
+        (
+            StatusCode::BAD_REQUEST,
+            axum::Json(json!({ "message": { field: [message] } })),
+        )
+            .into_response()
+    })
+}
+
+/// One page of a list, with GitLab's offset pagination headers.
+fn paged(items: Vec<Value>, query: &HashMap<String, String>) -> Response {
+    let per_page: usize = query
+        .get("per_page")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20)
+        .clamp(1, 100);
+    let page: usize = query
+        .get("page")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1)
+        .max(1);
+    let total = items.len();
+    let pages = total.div_ceil(per_page).max(1);
+    let shown: Vec<Value> = items
+        .into_iter()
+        .skip((page - 1) * per_page)
+        .take(per_page)
+        .collect();
+    let mut response = axum::Json(shown).into_response();
+    let next = if page < pages {
+        (page + 1).to_string()
+    } else {
+        String::new()
+    };
+    let h = response.headers_mut();
+    for (name, value) in [
+        ("x-page", page.to_string()),
+        ("x-per-page", per_page.to_string()),
+        ("x-next-page", next),
+        ("x-total", total.to_string()),
+        ("x-total-pages", pages.to_string()),
+    ] {
+        h.insert(name, HeaderValue::from_str(&value).unwrap());
+    }
+    response
+}
+
+fn merge_request_json(p: &FakeProject, m: &FakeMergeRequest) -> Value {
+    let bot = FakeUser::new(BOT_USERNAME, BOT_ID);
+    let head = p.branches.get(&m.source_branch).cloned();
+    let short = format!("!{}", m.iid);
+    let full = format!("{}!{}", p.path_with_namespace, m.iid);
+    let web_url = format!(
+        "https://gitlab.example.com/{}/-/merge_requests/{}",
+        p.path_with_namespace, m.iid
+    );
+    let mut answer = json!({
+        "id": m.id,
+        "iid": m.iid,
+        "project_id": p.id,
+        "title": m.title,
+        "description": m.description,
+        "state": m.state,
+        "created_at": rfc3339(0),
+        "updated_at": rfc3339(0),
+        "merged_by": null,
+        "merged_at": null,
+        "closed_by": null,
+        "closed_at": null,
+        "target_branch": m.target_branch,
+        "source_branch": m.source_branch,
+        "user_notes_count": 0,
+        "upvotes": 0,
+        "downvotes": 0,
+        "author": bot.json(),
+        "assignees": [],
+        "assignee": null,
+        "reviewers": [],
+        "source_project_id": m.source_project_id,
+        "target_project_id": p.id,
+        "labels": [],
+        "draft": false,
+        "work_in_progress": false,
+        "milestone": null,
+    });
+    // In two parts: one `json!` this long exceeds the macro recursion limit.
+    let rest = json!({
+        "merge_when_pipeline_succeeds": false,
+        "merge_status": "can_be_merged",
+        "detailed_merge_status": "mergeable",
+        "sha": head,
+        "merge_commit_sha": null,
+        "squash_commit_sha": null,
+        "discussion_locked": null,
+        "should_remove_source_branch": null,
+        "force_remove_source_branch": true,
+        "reference": short,
+        "references": { "short": short, "relative": short, "full": full },
+        "web_url": web_url,
+        "time_stats": {
+            "time_estimate": 0,
+            "total_time_spent": 0,
+            "human_time_estimate": null,
+            "human_total_time_spent": null,
+        },
+        "squash": false,
+        "task_completion_status": { "count": 0, "completed_count": 0 },
+        "has_conflicts": false,
+        "blocking_discussions_resolved": true,
+    });
+    if let (Some(answer), Value::Object(rest)) = (answer.as_object_mut(), rest) {
+        answer.extend(rest);
+    }
+    answer
+}
+
+fn status_json(s: &FakeStatus) -> Value {
+    let bot = FakeUser::new(BOT_USERNAME, BOT_ID);
+    let finished = matches!(
+        s.state.as_str(),
+        "success" | "failed" | "canceled" | "skipped"
+    );
+    json!({
+        "id": s.id,
+        "sha": s.sha,
+        "ref": "main",
+        "status": s.state,
+        "name": s.name,
+        "target_url": s.target_url,
+        "description": s.description,
+        "created_at": rfc3339(0),
+        "started_at": null,
+        "finished_at": if finished { Some(rfc3339(0)) } else { None },
+        "allow_failure": false,
+        "coverage": null,
+        "pipeline_id": 1,
+        "author": bot.json(),
     })
 }

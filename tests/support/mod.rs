@@ -169,6 +169,11 @@ impl TestServer {
         (state, events)
     }
 
+    /// The model proxy the server runs (roles that run executors only).
+    pub fn model_proxy(&self) -> Option<&planwright::llm::proxy::ModelProxy> {
+        self.running.as_ref().and_then(|r| r.model_proxy.as_ref())
+    }
+
     pub async fn stop(mut self) {
         if let Some(r) = self.running.take() {
             r.stop().await.expect("the server stops cleanly");

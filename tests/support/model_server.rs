@@ -1,15 +1,21 @@
-//! A scripted model server on a loopback port speaking both wire formats (Anthropic
-//! `/v1/messages`, OpenAI `/v1/chat/completions`). It answers from a script of steps and
-//! records every request, so tests can assert on exactly what a client sent.
+//! A scripted model server on a loopback port speaking the vendors' wire formats
+//! (Anthropic `/v1/messages` and `/v1/messages/count_tokens`, OpenAI
+//! `/v1/chat/completions` and `/v1/responses`), as whole JSON answers or, when a request
+//! asks `"stream": true`, as server-sent events that can be held or cut mid-way. It
+//! answers from a script of steps and records every request, so tests can assert on
+//! exactly what a client sent.
 
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use axum::Json;
+use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::{Value, json};
+use tokio::sync::Notify;
 
 /// What a step replies.
 #[derive(Debug, Clone)]
@@ -44,6 +50,10 @@ pub struct Step {
     pub last_contains: Option<String>,
     pub reply: Reply,
     pub usage: ScriptUsage,
+    /// Streams only: the connection drops after this many events.
+    pub cut_after: Option<usize>,
+    /// Streams only: after this many events, wait until the `Notify` is notified.
+    pub hold: Option<(usize, Arc<Notify>)>,
 }
 
 impl Step {
@@ -57,6 +67,8 @@ impl Step {
                 output: 5,
                 ..ScriptUsage::default()
             },
+            cut_after: None,
+            hold: None,
         }
     }
 
@@ -94,12 +106,26 @@ impl Step {
         self.usage = usage;
         self
     }
+
+    /// A streamed reply drops its connection after `events` events, as a provider's
+    /// does when its side fails mid-answer.
+    pub fn cut_after(mut self, events: usize) -> Self {
+        self.cut_after = Some(events);
+        self
+    }
+
+    /// A streamed reply sends `events` events, then waits for `gate` before the rest.
+    pub fn hold_after(mut self, events: usize, gate: Arc<Notify>) -> Self {
+        self.hold = Some((events, gate));
+        self
+    }
 }
 
 /// A request as the server received it.
 #[derive(Debug, Clone)]
 pub struct Recorded {
     pub path: String,
+    pub query: Option<String>,
     /// Lower-case names, in arrival order.
     pub headers: Vec<(String, String)>,
     pub body: Value,
@@ -133,6 +159,8 @@ pub struct ModelServer {
 enum Wire {
     Anthropic,
     OpenAi,
+    /// OpenAI's Responses API.
+    Responses,
 }
 
 impl ModelServer {
@@ -142,11 +170,20 @@ impl ModelServer {
         let app = axum::Router::new()
             .route(
                 "/v1/messages",
-                post(|state, headers, body| answer(state, Wire::Anthropic, headers, body)),
+                post(|state, uri, headers, body| {
+                    answer(state, Wire::Anthropic, uri, headers, body)
+                }),
             )
+            .route("/v1/messages/count_tokens", post(count_tokens))
             .route(
                 "/v1/chat/completions",
-                post(|state, headers, body| answer(state, Wire::OpenAi, headers, body)),
+                post(|state, uri, headers, body| answer(state, Wire::OpenAi, uri, headers, body)),
+            )
+            .route(
+                "/v1/responses",
+                post(|state, uri, headers, body| {
+                    answer(state, Wire::Responses, uri, headers, body)
+                }),
             )
             .with_state(shared.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -201,30 +238,44 @@ impl Drop for ModelServer {
     }
 }
 
-async fn answer(
+fn record(shared: &Shared, uri: &Uri, headers: &HeaderMap, body: &Value) {
+    shared.0.lock().unwrap().requests.push(Recorded {
+        path: uri.path().to_owned(),
+        query: uri.query().map(str::to_owned),
+        headers: headers
+            .iter()
+            .map(|(n, v)| {
+                (
+                    n.as_str().to_owned(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
+            .collect(),
+        body: body.clone(),
+    });
+}
+
+/// Counting is free and unscripted: a quarter of the body's length, as a stand-in.
+async fn count_tokens(
     State(shared): State<Shared>,
-    wire: Wire,
+    uri: Uri,
     headers: HeaderMap,
     Json(body): Json<Value>,
 ) -> Response {
+    record(&shared, &uri, &headers, &body);
+    Json(json!({"input_tokens": body.to_string().len() / 4})).into_response()
+}
+
+async fn answer(
+    State(shared): State<Shared>,
+    wire: Wire,
+    uri: Uri,
+    headers: HeaderMap,
+    Json(body): Json<Value>,
+) -> Response {
+    record(&shared, &uri, &headers, &body);
     let step = {
         let mut inner = shared.0.lock().unwrap();
-        inner.requests.push(Recorded {
-            path: match wire {
-                Wire::Anthropic => "/v1/messages".to_owned(),
-                Wire::OpenAi => "/v1/chat/completions".to_owned(),
-            },
-            headers: headers
-                .iter()
-                .map(|(n, v)| {
-                    (
-                        n.as_str().to_owned(),
-                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                    )
-                })
-                .collect(),
-            body: body.clone(),
-        });
         let offered = offered_tools(wire, &body);
         let last = last_input(wire, &body);
         let found = inner.steps.iter_mut().find(|(step, used)| {
@@ -253,23 +304,375 @@ async fn answer(
             }
         }
     };
-    match &step.reply {
-        Reply::Error {
-            status,
-            message,
-            retry_after,
-        } => error_response(wire, *status, message, *retry_after),
-        reply => Json(match wire {
-            Wire::Anthropic => anthropic_reply(reply, &step.usage),
-            Wire::OpenAi => openai_reply(reply, &step.usage),
-        })
-        .into_response(),
+    if let Reply::Error {
+        status,
+        message,
+        retry_after,
+    } = &step.reply
+    {
+        return error_response(wire, *status, message, *retry_after);
     }
+    if body["stream"] == true {
+        let events = match wire {
+            Wire::Anthropic => anthropic_events(&step.reply, &step.usage),
+            Wire::OpenAi => openai_chunks(
+                &step.reply,
+                &step.usage,
+                body["stream_options"]["include_usage"] == true,
+            ),
+            Wire::Responses => responses_events(&step.reply, &step.usage),
+        };
+        return event_stream(events, step.hold.clone(), step.cut_after);
+    }
+    Json(match wire {
+        Wire::Anthropic => anthropic_reply(&step.reply, &step.usage),
+        Wire::OpenAi => openai_reply(&step.reply, &step.usage),
+        Wire::Responses => responses_object(&step.reply, &step.usage, "completed"),
+    })
+    .into_response()
+}
+
+/// Sends `events` one by one, waiting at the hold and dropping the connection at the cut.
+fn event_stream(
+    events: Vec<String>,
+    hold: Option<(usize, Arc<Notify>)>,
+    cut_after: Option<usize>,
+) -> Response {
+    struct Feed {
+        events: VecDeque<String>,
+        sent: usize,
+        hold: Option<(usize, Arc<Notify>)>,
+        cut_after: Option<usize>,
+    }
+    let feed = Feed {
+        events: events.into(),
+        sent: 0,
+        hold,
+        cut_after,
+    };
+    let stream = futures_util::stream::unfold(feed, |mut feed| async move {
+        if let Some((at, gate)) = feed.hold.clone()
+            && feed.sent == at
+        {
+            gate.notified().await;
+            feed.hold = None;
+        }
+        if feed.cut_after == Some(feed.sent) {
+            // One pending poll lets hyper flush what was sent before the body fails,
+            // and a failed body drops the connection without ending the chunked body.
+            tokio::task::yield_now().await;
+            feed.cut_after = None;
+            feed.events.clear();
+            return Some((Err(std::io::Error::other("scripted cut")), feed));
+        }
+        let event = feed.events.pop_front()?;
+        feed.sent += 1;
+        Some((Ok::<_, std::io::Error>(Bytes::from(event)), feed))
+    });
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .header("cache-control", "no-cache")
+        .body(Body::from_stream(stream))
+        .expect("a valid response")
+}
+
+fn sse(event: Option<&str>, data: &Value) -> String {
+    match event {
+        Some(name) => format!("event: {name}\ndata: {data}\n\n"),
+        None => format!("data: {data}\n\n"),
+    }
+}
+
+/// Text in two pieces, so clients must join deltas.
+fn halves(text: &str) -> Vec<String> {
+    let mid = text
+        .char_indices()
+        .map(|(i, _)| i)
+        .nth(text.chars().count() / 2)
+        .unwrap_or(text.len());
+    vec![text[..mid].to_owned(), text[mid..].to_owned()]
+}
+
+fn arguments(input: &Value) -> String {
+    match input {
+        Value::String(raw) => raw.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn anthropic_events(reply: &Reply, usage: &ScriptUsage) -> Vec<String> {
+    let event = |data: Value| sse(data["type"].as_str(), &data);
+    let mut events = vec![
+        event(json!({
+            "type": "message_start",
+            "message": {
+                "id": "msg_scripted",
+                "type": "message",
+                "role": "assistant",
+                "model": "scripted",
+                "content": [],
+                "stop_reason": null,
+                "stop_sequence": null,
+                "usage": {
+                    "input_tokens": usage.input,
+                    "cache_creation_input_tokens": usage.cache_write,
+                    "cache_read_input_tokens": usage.cache_read,
+                    "output_tokens": 1,
+                },
+            },
+        })),
+        event(json!({"type": "ping"})),
+    ];
+    let stop = match reply {
+        Reply::Text(text) => {
+            events.push(event(json!({
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "text", "text": ""},
+            })));
+            for piece in halves(text) {
+                events.push(event(json!({
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": "text_delta", "text": piece},
+                })));
+            }
+            events.push(event(json!({"type": "content_block_stop", "index": 0})));
+            "end_turn"
+        }
+        Reply::ToolCalls(calls) => {
+            for (index, (id, name, input)) in calls.iter().enumerate() {
+                events.push(event(json!({
+                    "type": "content_block_start",
+                    "index": index,
+                    "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}},
+                })));
+                for piece in halves(&arguments(input)) {
+                    events.push(event(json!({
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": {"type": "input_json_delta", "partial_json": piece},
+                    })));
+                }
+                events.push(event(json!({"type": "content_block_stop", "index": index})));
+            }
+            "tool_use"
+        }
+        Reply::Error { .. } => unreachable!("errors are answered before"),
+    };
+    events.push(event(json!({
+        "type": "message_delta",
+        "delta": {"stop_reason": stop, "stop_sequence": null},
+        "usage": {"output_tokens": usage.output},
+    })));
+    events.push(event(json!({"type": "message_stop"})));
+    events
+}
+
+fn openai_usage(usage: &ScriptUsage) -> Value {
+    json!({
+        "prompt_tokens": usage.input + usage.cache_read,
+        "completion_tokens": usage.output,
+        "total_tokens": usage.input + usage.cache_read + usage.output,
+        "prompt_tokens_details": {"cached_tokens": usage.cache_read},
+    })
+}
+
+/// Chat Completions chunks; with `include_usage` every chunk carries `"usage": null`
+/// and a last chunk without choices carries the usage, as OpenAI sends them.
+fn openai_chunks(reply: &Reply, usage: &ScriptUsage, include_usage: bool) -> Vec<String> {
+    let chunk = |delta: Value, finish: Value| {
+        let mut data = json!({
+            "id": "chatcmpl-scripted",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": "scripted",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        });
+        if include_usage {
+            data["usage"] = Value::Null;
+        }
+        sse(None, &data)
+    };
+    let mut chunks = vec![chunk(
+        json!({"role": "assistant", "content": ""}),
+        Value::Null,
+    )];
+    let finish = match reply {
+        Reply::Text(text) => {
+            for piece in halves(text) {
+                chunks.push(chunk(json!({"content": piece}), Value::Null));
+            }
+            "stop"
+        }
+        Reply::ToolCalls(calls) => {
+            for (index, (id, name, input)) in calls.iter().enumerate() {
+                chunks.push(chunk(
+                    json!({"tool_calls": [{
+                        "index": index,
+                        "id": id,
+                        "type": "function",
+                        "function": {"name": name, "arguments": ""},
+                    }]}),
+                    Value::Null,
+                ));
+                for piece in halves(&arguments(input)) {
+                    chunks.push(chunk(
+                        json!({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}),
+                        Value::Null,
+                    ));
+                }
+            }
+            "tool_calls"
+        }
+        Reply::Error { .. } => unreachable!("errors are answered before"),
+    };
+    chunks.push(chunk(json!({}), json!(finish)));
+    if include_usage {
+        chunks.push(sse(
+            None,
+            &json!({
+                "id": "chatcmpl-scripted",
+                "object": "chat.completion.chunk",
+                "created": 0,
+                "model": "scripted",
+                "choices": [],
+                "usage": openai_usage(usage),
+            }),
+        ));
+    }
+    chunks.push("data: [DONE]\n\n".to_owned());
+    chunks
+}
+
+fn responses_usage(usage: &ScriptUsage) -> Value {
+    json!({
+        "input_tokens": usage.input + usage.cache_read,
+        "input_tokens_details": {"cached_tokens": usage.cache_read},
+        "output_tokens": usage.output,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": usage.input + usage.cache_read + usage.output,
+    })
+}
+
+/// The output items a finished Responses answer holds.
+fn responses_output(reply: &Reply) -> Vec<Value> {
+    match reply {
+        Reply::Text(text) => vec![json!({
+            "id": "msg_scripted",
+            "type": "message",
+            "status": "completed",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": text, "annotations": []}],
+        })],
+        Reply::ToolCalls(calls) => calls
+            .iter()
+            .enumerate()
+            .map(|(index, (id, name, input))| {
+                json!({
+                    "id": format!("fc_{index}"),
+                    "type": "function_call",
+                    "status": "completed",
+                    "call_id": id,
+                    "name": name,
+                    "arguments": arguments(input),
+                })
+            })
+            .collect(),
+        Reply::Error { .. } => unreachable!("errors are answered before"),
+    }
+}
+
+fn responses_object(reply: &Reply, usage: &ScriptUsage, status: &str) -> Value {
+    let done = status == "completed";
+    json!({
+        "id": "resp_scripted",
+        "object": "response",
+        "created_at": 0,
+        "status": status,
+        "model": "scripted",
+        "output": if done { responses_output(reply) } else { Vec::new() },
+        "usage": if done { responses_usage(usage) } else { Value::Null },
+    })
+}
+
+fn responses_events(reply: &Reply, usage: &ScriptUsage) -> Vec<String> {
+    let mut sequence = 0;
+    let mut events = Vec::new();
+    let mut push = |mut data: Value| {
+        data["sequence_number"] = json!(sequence);
+        sequence += 1;
+        events.push(sse(data["type"].as_str(), &data));
+    };
+    push(
+        json!({"type": "response.created", "response": responses_object(reply, usage, "in_progress")}),
+    );
+    push(
+        json!({"type": "response.in_progress", "response": responses_object(reply, usage, "in_progress")}),
+    );
+    for (index, item) in responses_output(reply).into_iter().enumerate() {
+        let id = item["id"].clone();
+        match reply {
+            Reply::Text(text) => {
+                let mut open = item.clone();
+                open["status"] = json!("in_progress");
+                open["content"] = json!([]);
+                push(
+                    json!({"type": "response.output_item.added", "output_index": index, "item": open}),
+                );
+                push(json!({
+                    "type": "response.content_part.added",
+                    "item_id": id, "output_index": index, "content_index": 0,
+                    "part": {"type": "output_text", "text": "", "annotations": []},
+                }));
+                for piece in halves(text) {
+                    push(json!({
+                        "type": "response.output_text.delta",
+                        "item_id": id, "output_index": index, "content_index": 0, "delta": piece,
+                    }));
+                }
+                push(json!({
+                    "type": "response.output_text.done",
+                    "item_id": id, "output_index": index, "content_index": 0, "text": text,
+                }));
+                push(json!({
+                    "type": "response.content_part.done",
+                    "item_id": id, "output_index": index, "content_index": 0,
+                    "part": item["content"][0].clone(),
+                }));
+            }
+            Reply::ToolCalls(_) => {
+                let mut open = item.clone();
+                open["status"] = json!("in_progress");
+                open["arguments"] = json!("");
+                push(
+                    json!({"type": "response.output_item.added", "output_index": index, "item": open}),
+                );
+                let full = item["arguments"].as_str().unwrap_or_default().to_owned();
+                for piece in halves(&full) {
+                    push(json!({
+                        "type": "response.function_call_arguments.delta",
+                        "item_id": id, "output_index": index, "delta": piece,
+                    }));
+                }
+                push(json!({
+                    "type": "response.function_call_arguments.done",
+                    "item_id": id, "output_index": index, "arguments": full,
+                }));
+            }
+            Reply::Error { .. } => unreachable!("errors are answered before"),
+        }
+        push(json!({"type": "response.output_item.done", "output_index": index, "item": item}));
+    }
+    push(
+        json!({"type": "response.completed", "response": responses_object(reply, usage, "completed")}),
+    );
+    events
 }
 
 fn offered_tools(wire: Wire, body: &Value) -> Vec<String> {
     let name = |t: &Value| match wire {
-        Wire::Anthropic => t["name"].as_str().map(str::to_owned),
+        Wire::Anthropic | Wire::Responses => t["name"].as_str().map(str::to_owned),
         Wire::OpenAi => t["function"]["name"].as_str().map(str::to_owned),
     };
     body["tools"]
@@ -282,6 +685,9 @@ fn offered_tools(wire: Wire, body: &Value) -> Vec<String> {
 
 /// The text of the last user or tool message, tool results included.
 fn last_input(wire: Wire, body: &Value) -> String {
+    if wire == Wire::Responses {
+        return last_responses_input(&body["input"]);
+    }
     let messages = body["messages"].as_array().cloned().unwrap_or_default();
     let Some(last) = messages
         .iter()
@@ -367,12 +773,7 @@ fn openai_reply(reply: &Reply, usage: &ScriptUsage) -> Value {
         "object": "chat.completion",
         "model": "scripted",
         "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-        "usage": {
-            "prompt_tokens": usage.input + usage.cache_read,
-            "completion_tokens": usage.output,
-            "total_tokens": usage.input + usage.cache_read + usage.output,
-            "prompt_tokens_details": {"cached_tokens": usage.cache_read},
-        },
+        "usage": openai_usage(usage),
     })
 }
 
@@ -382,7 +783,7 @@ fn error_response(wire: Wire, status: u16, message: &str, retry_after: Option<u6
             "type": "error",
             "error": {"type": "scripted_error", "message": message},
         }),
-        Wire::OpenAi => json!({
+        Wire::OpenAi | Wire::Responses => json!({
             "error": {"message": message, "type": "scripted_error", "code": null},
         }),
     };
@@ -394,4 +795,33 @@ fn error_response(wire: Wire, status: u16, message: &str, retry_after: Option<u6
             .insert("retry-after", seconds.to_string().parse().expect("digits"));
     }
     response
+}
+
+/// The Responses API's `input`: a string, or items of which the last user message or
+/// function call output counts.
+fn last_responses_input(input: &Value) -> String {
+    let items = match input {
+        Value::String(s) => return s.clone(),
+        Value::Array(items) => items,
+        _ => return String::new(),
+    };
+    let Some(last) = items
+        .iter()
+        .rev()
+        .find(|i| i["role"] == "user" || i["type"] == "function_call_output")
+    else {
+        return String::new();
+    };
+    if last["type"] == "function_call_output" {
+        return last["output"].as_str().unwrap_or_default().to_owned();
+    }
+    match &last["content"] {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
 }

@@ -1,0 +1,706 @@
+//! The model proxy: the only way sandboxed executors reach a model. It checks the run's
+//! capability token, refuses calls once the run's budget is spent, swaps the token for
+//! the real key, forwards to the provider (streams pass through as they arrive) and
+//! records each call's usage against the run and its session.
+
+mod meter;
+pub mod token;
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use secrecy::{ExposeSecret, SecretString};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tracing::{error, info, warn};
+
+pub use token::{Capabilities, Grant, TokenError};
+
+use super::usage::{ModelRole, Price, PriceTable};
+use super::{ModelName, Provider, Usage, error_chain, secret_header};
+use crate::config::ModelSettings;
+use crate::store::{Db, model_usage};
+use meter::{SseSplitter, StreamMeter};
+
+/// Requests carry whole conversations, images included.
+const REQUEST_LIMIT: usize = 64 * 1024 * 1024;
+
+/// Client headers worth passing on; everything else (keys, cookies, hop-by-hop headers,
+/// compression asks the meter could not read through) stays behind. The body is always
+/// JSON, so its type is set rather than passed.
+const REQUEST_HEADERS: &[&str] = &[
+    "accept",
+    "user-agent",
+    "anthropic-version",
+    "anthropic-beta",
+    "openai-beta",
+];
+
+/// Provider answer headers passed back: the type, and what tells an agent to slow down.
+fn passes_back(name: &HeaderName) -> bool {
+    let name = name.as_str();
+    matches!(
+        name,
+        "content-type" | "retry-after" | "request-id" | "x-request-id"
+    ) || name.starts_with("anthropic-ratelimit-")
+        || name.starts_with("x-ratelimit-")
+        || name.starts_with("openai-")
+}
+
+/// Where the proxy listens. The sandbox reaches it only through a Unix socket mounted
+/// into it (its network namespace has no route to the host's loopback).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProxyListen {
+    Tcp(SocketAddr),
+    Unix(PathBuf),
+}
+
+impl fmt::Display for ProxyListen {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProxyListen::Tcp(addr) => write!(f, "http://{addr}"),
+            ProxyListen::Unix(path) => write!(f, "unix:{}", path.display()),
+        }
+    }
+}
+
+/// The provider API a route speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Api {
+    Messages,
+    CountTokens,
+    ChatCompletions,
+    Responses,
+}
+
+impl Api {
+    fn provider(self) -> Provider {
+        match self {
+            Api::Messages | Api::CountTokens => Provider::Anthropic,
+            Api::ChatCompletions | Api::Responses => Provider::OpenAi,
+        }
+    }
+
+    /// The path under the provider's base URL: Anthropic's is the host, OpenAI's ends
+    /// in `/v1`, as the settings (and both vendors' tools) have them.
+    fn upstream_path(self) -> &'static str {
+        match self {
+            Api::Messages => "/v1/messages",
+            Api::CountTokens => "/v1/messages/count_tokens",
+            Api::ChatCompletions => "/chat/completions",
+            Api::Responses => "/responses",
+        }
+    }
+
+    /// Counting tokens is free: neither held to the budget nor recorded.
+    fn metered(self) -> bool {
+        self != Api::CountTokens
+    }
+}
+
+/// What the proxy needs to answer; cheap to clone.
+#[derive(Clone)]
+pub struct ProxyState(Arc<Inner>);
+
+struct Inner {
+    db: Db,
+    capabilities: Arc<Capabilities>,
+    prices: PriceTable,
+    anthropic_base: String,
+    anthropic_key: Option<SecretString>,
+    openai_base: String,
+    openai_key: Option<SecretString>,
+    http: reqwest::Client,
+}
+
+impl ProxyState {
+    pub fn new(db: Db, models: &ModelSettings, capabilities: Arc<Capabilities>) -> Result<Self> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            // No whole-request limit: a long answer streams for minutes. A provider
+            // silent this long has gone away.
+            .read_timeout(Duration::from_secs(300))
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .context("Could not set up the HTTP client for the model proxy")?;
+        Ok(Self(Arc::new(Inner {
+            db,
+            capabilities,
+            prices: models.prices.clone(),
+            anthropic_base: models.anthropic_base_url.trim_end_matches('/').to_owned(),
+            anthropic_key: models.anthropic_api_key.clone(),
+            openai_base: models.openai_base_url.trim_end_matches('/').to_owned(),
+            openai_key: models.openai_api_key.clone(),
+            http,
+        })))
+    }
+
+    pub fn capabilities(&self) -> &Arc<Capabilities> {
+        &self.0.capabilities
+    }
+}
+
+/// The proxy's routes, at the paths the vendors' own clients use: point
+/// `ANTHROPIC_BASE_URL` at the proxy and `OPENAI_BASE_URL` at the proxy's `/v1`.
+pub fn router(state: ProxyState) -> Router {
+    fn route(api: Api) -> axum::routing::MethodRouter<ProxyState> {
+        post(
+            move |State(state): State<ProxyState>, uri: Uri, headers: HeaderMap, body: Bytes| {
+                forward(state, api, uri, headers, body)
+            },
+        )
+    }
+    Router::new()
+        .route("/v1/messages", route(Api::Messages))
+        .route("/v1/messages/count_tokens", route(Api::CountTokens))
+        .route("/v1/chat/completions", route(Api::ChatCompletions))
+        .route("/v1/responses", route(Api::Responses))
+        .layer(DefaultBodyLimit::max(REQUEST_LIMIT))
+        .with_state(state)
+}
+
+/// A proxy serving in this process.
+#[derive(Debug, Clone)]
+pub struct ModelProxy {
+    /// Where it listens (the bound port, when the settings asked for port 0).
+    pub listen: ProxyListen,
+    pub capabilities: Arc<Capabilities>,
+}
+
+/// Binds `listen` and serves `state` there until `stop` is cancelled. A Unix socket left
+/// by a process that is gone is replaced; one another process serves is not.
+pub async fn serve(
+    listen: &ProxyListen,
+    state: ProxyState,
+    stop: CancellationToken,
+) -> Result<(ModelProxy, JoinHandle<Result<()>>)> {
+    let capabilities = state.capabilities().clone();
+    let app = router(state);
+    let until = async move { stop.cancelled().await };
+    let (bound, task) = match listen {
+        ProxyListen::Tcp(addr) => {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("Could not listen on {addr} for the model proxy"))?;
+            let bound = ProxyListen::Tcp(listener.local_addr()?);
+            let task = tokio::spawn(async move {
+                axum::serve(listener, app)
+                    .with_graceful_shutdown(until)
+                    .await
+                    .context("The model proxy failed")
+            });
+            (bound, task)
+        }
+        ProxyListen::Unix(path) => {
+            let listener = bind_socket(path).await?;
+            let socket = path.clone();
+            let task = tokio::spawn(async move {
+                let served = axum::serve(listener, app)
+                    .with_graceful_shutdown(until)
+                    .await
+                    .context("The model proxy failed");
+                if let Err(e) = std::fs::remove_file(&socket) {
+                    warn!(socket = %socket.display(), error = %e, "Could not remove the model proxy socket");
+                }
+                served
+            });
+            (listen.clone(), task)
+        }
+    };
+    info!(listen = %bound, "model proxy listening");
+    Ok((
+        ModelProxy {
+            listen: bound,
+            capabilities,
+        },
+        task,
+    ))
+}
+
+async fn bind_socket(path: &Path) -> Result<tokio::net::UnixListener> {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        if !meta.file_type().is_socket() {
+            bail!(
+                "Cannot use {} as the model proxy socket: something other than a socket is there",
+                path.display()
+            );
+        }
+        if tokio::net::UnixStream::connect(path).await.is_ok() {
+            bail!(
+                "Cannot use {} as the model proxy socket: another process serves it (give each process its own MODEL_PROXY_SOCKET)",
+                path.display()
+            );
+        }
+        std::fs::remove_file(path).with_context(|| {
+            format!(
+                "Could not remove the stale model proxy socket {}",
+                path.display()
+            )
+        })?;
+    }
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("Could not create {} for the model proxy", dir.display()))?;
+    }
+    let listener = tokio::net::UnixListener::bind(path).with_context(|| {
+        format!(
+            "Could not listen on the model proxy socket {}",
+            path.display()
+        )
+    })?;
+    // Sandboxes run as another user and must be able to connect; the capability token,
+    // not the socket's mode, is what authorises a call.
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666)).with_context(|| {
+        format!(
+            "Could not open the model proxy socket {} to sandboxes",
+            path.display()
+        )
+    })?;
+    Ok(listener)
+}
+
+/// Why the proxy answers instead of the provider.
+#[derive(Debug, Clone, Copy)]
+enum Refusal {
+    Token,
+    BadRequest,
+    Budget,
+    Unavailable,
+    Upstream,
+}
+
+/// An error in the provider's own shape, so the agent's client reads the message.
+fn refuse(provider: Provider, refusal: Refusal, message: &str) -> Response {
+    let (status, kind, code) = match (provider, refusal) {
+        (Provider::Anthropic, Refusal::Token) => (401, "authentication_error", None),
+        (Provider::OpenAi, Refusal::Token) => {
+            (401, "invalid_request_error", Some("invalid_api_key"))
+        }
+        (_, Refusal::BadRequest) => (400, "invalid_request_error", None),
+        // What each vendor answers when the money has run out; neither is retried by
+        // the agents' clients as a passing rate limit would be.
+        (Provider::Anthropic, Refusal::Budget) => (402, "billing_error", None),
+        (Provider::OpenAi, Refusal::Budget) => {
+            (429, "insufficient_quota", Some("insufficient_quota"))
+        }
+        (Provider::Anthropic, Refusal::Unavailable) => (503, "api_error", None),
+        (Provider::OpenAi, Refusal::Unavailable) => (503, "server_error", None),
+        (Provider::Anthropic, Refusal::Upstream) => (502, "api_error", None),
+        (Provider::OpenAi, Refusal::Upstream) => (502, "server_error", None),
+    };
+    let body = match provider {
+        Provider::Anthropic => {
+            json!({"type": "error", "error": {"type": kind, "message": message}})
+        }
+        Provider::OpenAi => {
+            json!({"error": {"message": message, "type": kind, "param": null, "code": code}})
+        }
+    };
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (status, axum::Json(body)).into_response()
+}
+
+/// The grant of the token the client sent where its vendor's tools put a key: Anthropic
+/// tools use `x-api-key` or `Authorization: Bearer`, OpenAI tools the latter. A tool
+/// may send a key of its own beside the token, so every candidate is tried, the
+/// vendor's usual place first, and the first one's refusal is the answer.
+fn client_grant(
+    capabilities: &Capabilities,
+    provider: Provider,
+    headers: &HeaderMap,
+) -> Result<Grant, TokenError> {
+    let api_key = headers
+        .get("x-api-key")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim);
+    let bearer = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim());
+    let candidates = match provider {
+        Provider::Anthropic => [api_key, bearer],
+        Provider::OpenAi => [bearer, api_key],
+    };
+    let mut refusal = TokenError::Missing;
+    for token in candidates.into_iter().flatten() {
+        match capabilities.verify(token) {
+            Ok(grant) => return Ok(grant),
+            Err(e) if refusal == TokenError::Missing => refusal = e,
+            Err(_) => {}
+        }
+    }
+    Err(refusal)
+}
+
+/// One proxied call's accounting: whom it is for and at what price.
+struct Call {
+    grant: Grant,
+    name: ModelName,
+    price: Option<Price>,
+}
+
+impl Call {
+    async fn record(&self, db: &Db, usage: Usage, outcome: &str) {
+        info!(
+            provider = %self.name.provider,
+            model = %self.name.model,
+            run = %self.grant.run,
+            session = %self.grant.session,
+            input_tokens = usage.input_tokens,
+            output_tokens = usage.output_tokens,
+            cache_read_tokens = usage.cache_read_tokens,
+            cache_write_tokens = usage.cache_write_tokens,
+            outcome,
+            "proxied model call"
+        );
+        let Some(price) = self.price else { return };
+        let call = model_usage::NewUsage {
+            session: Some(&self.grant.session),
+            run: Some(&self.grant.run),
+            role: ModelRole::Executor.as_str(),
+            provider: self.name.provider.as_str(),
+            model: &self.name.model,
+            usage,
+            cost_microusd: price.cost_microusd(&usage),
+        };
+        if let Err(e) = model_usage::record(db, &call).await {
+            error!(run = %self.grant.run, error = %format!("{e:#}"), "Could not record a proxied model call's usage");
+        }
+    }
+}
+
+/// A refusal on the way in, answered in the provider's format.
+struct Refused(Refusal, String);
+
+impl Refused {
+    fn new(refusal: Refusal, message: impl Into<String>) -> Self {
+        Self(refusal, message.into())
+    }
+}
+
+async fn forward(
+    state: ProxyState,
+    api: Api,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let provider = api.provider();
+    let (call, mut request) = match admit(&state.0, api, &headers, &body).await {
+        Ok(admitted) => admitted,
+        Err(Refused(refusal, message)) => return refuse(provider, refusal, &message),
+    };
+    // Without `include_usage` a Chat Completions stream reports no usage at all: ask for
+    // it, and keep the extra chunk from a client that did not.
+    let hide_usage_chunk = api == Api::ChatCompletions
+        && request["stream"] == true
+        && request["stream_options"]["include_usage"] != true;
+    let body = if hide_usage_chunk {
+        if !request["stream_options"].is_object() {
+            request["stream_options"] = json!({});
+        }
+        request["stream_options"]["include_usage"] = json!(true);
+        Bytes::from(serde_json::to_vec(&request).unwrap_or_default())
+    } else {
+        body
+    };
+    let upstream_headers = match upstream_headers(&state.0, provider, &headers) {
+        Ok(h) => h,
+        Err(Refused(refusal, message)) => return refuse(provider, refusal, &message),
+    };
+    let base = match provider {
+        Provider::Anthropic => &state.0.anthropic_base,
+        Provider::OpenAi => &state.0.openai_base,
+    };
+    let url = match uri.query() {
+        Some(query) => format!("{base}{}?{query}", api.upstream_path()),
+        None => format!("{base}{}", api.upstream_path()),
+    };
+    let sent = state
+        .0
+        .http
+        .post(&url)
+        .headers(upstream_headers)
+        .body(body)
+        .send()
+        .await;
+    match sent {
+        Ok(upstream) => answer(state, api, call, upstream, hide_usage_chunk).await,
+        Err(e) => {
+            warn!(%provider, error = %error_chain(&e), "model proxy could not reach the provider");
+            refuse(
+                provider,
+                Refusal::Upstream,
+                &format!("Could not reach {provider}: {}", error_chain(&e)),
+            )
+        }
+    }
+}
+
+/// Lets a call through, or says why not: a valid token, a JSON body naming a priced
+/// model, and a run with budget left.
+async fn admit(
+    inner: &Inner,
+    api: Api,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<(Call, Value), Refused> {
+    let provider = api.provider();
+    let grant = client_grant(&inner.capabilities, provider, headers).map_err(|e| {
+        info!(%provider, reason = ?e, "model proxy refused a call without a valid token");
+        Refused::new(Refusal::Token, e.to_string())
+    })?;
+    let request: Value = match serde_json::from_slice(body) {
+        Ok(v @ Value::Object(_)) => v,
+        _ => {
+            return Err(Refused::new(
+                Refusal::BadRequest,
+                "Cannot forward the request: its body is not a JSON object",
+            ));
+        }
+    };
+    let Some(model) = request["model"].as_str().map(str::to_owned) else {
+        return Err(Refused::new(
+            Refusal::BadRequest,
+            "Cannot forward the request: it names no `model`",
+        ));
+    };
+    let name = ModelName { provider, model };
+    if !api.metered() {
+        let call = Call {
+            grant,
+            name,
+            price: None,
+        };
+        return Ok((call, request));
+    }
+    let Some(price) = inner.prices.get(&name) else {
+        return Err(Refused::new(
+            Refusal::BadRequest,
+            format!(
+                "Cannot use {name} through planwright: it has no price, so its calls could not be held to the run's budget (add it to MODEL_PRICES)"
+            ),
+        ));
+    };
+    let spent = model_usage::spent_by_run(&inner.db, &grant.run)
+        .await
+        .map_err(|e| {
+            error!(run = %grant.run, error = %format!("{e:#}"), "Could not read a run's model spending");
+            Refused::new(
+                Refusal::Unavailable,
+                "Could not check the run's budget; try again shortly",
+            )
+        })?;
+    if let Some((spent, limit)) = grant.budget.check(&spent) {
+        info!(run = %grant.run, %spent, %limit, "model proxy refused a call past the run's budget");
+        return Err(Refused::new(
+            Refusal::Budget,
+            format!(
+                "Cannot call {name}: run {} has spent its budget ({spent} of {limit}); planwright refuses further model calls for this run",
+                grant.run
+            ),
+        ));
+    }
+    let call = Call {
+        grant,
+        name,
+        price: Some(price),
+    };
+    Ok((call, request))
+}
+
+/// The client's harmless headers and the provider's real key. OpenAI-compatible local
+/// servers may need no key; Anthropic always does.
+fn upstream_headers(
+    inner: &Inner,
+    provider: Provider,
+    client: &HeaderMap,
+) -> Result<HeaderMap, Refused> {
+    let mut headers = HeaderMap::new();
+    for name in REQUEST_HEADERS {
+        for value in client.get_all(*name) {
+            headers.append(*name, value.clone());
+        }
+    }
+    // The body may have been rewritten as JSON, whatever the client declared.
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    let injected = match (provider, &inner.anthropic_key, &inner.openai_key) {
+        (Provider::Anthropic, Some(key), _) => Some(
+            secret_header(key.expose_secret(), "Anthropic API key")
+                .map(|v| (HeaderName::from_static("x-api-key"), v)),
+        ),
+        (Provider::Anthropic, None, _) => {
+            return Err(Refused::new(
+                Refusal::Unavailable,
+                "Cannot forward to anthropic: planwright has no ANTHROPIC_API_KEY",
+            ));
+        }
+        (Provider::OpenAi, _, Some(key)) => Some(
+            secret_header(&format!("Bearer {}", key.expose_secret()), "OpenAI API key")
+                .map(|v| (header::AUTHORIZATION, v)),
+        ),
+        (Provider::OpenAi, _, None) => None,
+    };
+    if let Some(injected) = injected {
+        let (name, value) =
+            injected.map_err(|e| Refused::new(Refusal::Unavailable, e.to_string()))?;
+        headers.insert(name, value);
+    }
+    Ok(headers)
+}
+
+/// The provider's answer, passed back: streams through `relay`, whole answers metered
+/// from their `usage` first.
+async fn answer(
+    state: ProxyState,
+    api: Api,
+    call: Call,
+    upstream: reqwest::Response,
+    hide_usage_chunk: bool,
+) -> Response {
+    let provider = api.provider();
+    let status = upstream.status();
+    let mut headers = HeaderMap::new();
+    for (name, value) in upstream.headers() {
+        if passes_back(name) {
+            headers.append(name.clone(), value.clone());
+        }
+    }
+    let event_stream = upstream
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.starts_with("text/event-stream"));
+    if event_stream {
+        let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(32);
+        tokio::spawn(relay(state, api, call, upstream, hide_usage_chunk, tx));
+        let body = Body::from_stream(futures_util::stream::unfold(rx, |mut rx| async move {
+            rx.recv().await.map(|item| (item, rx))
+        }));
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        return (status, headers, body).into_response();
+    }
+    let db = &state.0.db;
+    let bytes = match upstream.bytes().await {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            call.record(db, Usage::default(), "cut").await;
+            return refuse(
+                provider,
+                Refusal::Upstream,
+                &format!("Could not read {provider}'s answer: {}", error_chain(&e)),
+            );
+        }
+    };
+    if api.metered() {
+        let usage = serde_json::from_slice::<Value>(&bytes)
+            .ok()
+            .and_then(|answer| meter::answer_usage(api, &answer));
+        match usage {
+            Some(usage) => call.record(db, usage, status.as_str()).await,
+            // A success is paid for whether or not it says so; it stays on record.
+            None if status.is_success() => {
+                warn!(%provider, model = %call.name.model, "a proxied answer reported no usage");
+                call.record(db, Usage::default(), status.as_str()).await;
+            }
+            None => {}
+        }
+    }
+    (status, headers, bytes).into_response()
+}
+
+/// Passes a provider's event stream to the client event by event, metering it on the
+/// way, and records the call when the stream ends, is cut, or the client goes away.
+async fn relay(
+    state: ProxyState,
+    api: Api,
+    call: Call,
+    mut upstream: reqwest::Response,
+    hide_usage_chunk: bool,
+    tx: mpsc::Sender<Result<Bytes, std::io::Error>>,
+) {
+    let mut splitter = SseSplitter::default();
+    let mut meter = StreamMeter::new(api);
+    let outcome = loop {
+        match upstream.chunk().await {
+            Ok(Some(chunk)) => {
+                let mut out = Vec::with_capacity(chunk.len());
+                for event in splitter.push(&chunk) {
+                    let data = meter::event_data(&event);
+                    if let Some(data) = &data {
+                        meter.observe(data);
+                        if hide_usage_chunk && meter::is_usage_only_chunk(data) {
+                            continue;
+                        }
+                    }
+                    out.extend_from_slice(&event);
+                }
+                if !out.is_empty() && tx.send(Ok(Bytes::from(out))).await.is_err() {
+                    break "client gone";
+                }
+            }
+            Ok(None) => {
+                let rest = splitter.rest();
+                if !rest.is_empty() {
+                    if let Some(data) = meter::event_data(&rest) {
+                        meter.observe(&data);
+                    }
+                    let _ = tx.send(Ok(Bytes::from(rest))).await;
+                }
+                break "complete";
+            }
+            Err(e) => {
+                warn!(provider = %api.provider(), error = %error_chain(&e), "a proxied stream was cut");
+                // The unfinished event is dropped: half an event would garble the
+                // client's parse of the error that follows.
+                let _ = tx.send(Ok(cut_event(api))).await;
+                break "cut";
+            }
+        }
+    };
+    // Recorded before the client's stream ends, so the agent's next call is already
+    // held to what this one spent.
+    call.record(&state.0.db, meter.usage(), outcome).await;
+    drop(tx);
+}
+
+/// The in-stream error each API uses, so a client sees why its stream ended early.
+fn cut_event(api: Api) -> Bytes {
+    let message = format!(
+        "The {} stream was cut before it finished; planwright ended it here",
+        api.provider()
+    );
+    let event = match api {
+        Api::Messages | Api::CountTokens => format!(
+            "event: error\ndata: {}\n\n",
+            json!({"type": "error", "error": {"type": "api_error", "message": message}})
+        ),
+        Api::ChatCompletions => format!(
+            "data: {}\n\n",
+            json!({"error": {"message": message, "type": "server_error", "param": null, "code": null}})
+        ),
+        Api::Responses => format!(
+            "event: error\ndata: {}\n\n",
+            json!({"type": "error", "code": "server_error", "message": message, "param": null})
+        ),
+    };
+    Bytes::from(event)
+}

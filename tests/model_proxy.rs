@@ -1,0 +1,1059 @@
+//! The model proxy against the scripted model server and the real database: capability
+//! tokens, the keys swapped on the way, JSON and streamed answers on every route metered
+//! exactly as the server reported them, budgets, cut streams, the Unix socket the
+//! sandbox uses, `serve` running it, and logs free of keys and tokens.
+
+mod support;
+
+use std::io::Write;
+use std::path::Path;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use planwright::config::ModelSettings;
+use planwright::ids::{RunId, SessionId};
+use planwright::llm::proxy::{self, Capabilities, ProxyListen, ProxyState};
+use planwright::llm::usage::{Budget, PriceTable};
+use planwright::llm::{ModelName, Usage};
+use planwright::server::Role;
+use planwright::store::model_usage::{self, UsageRow};
+use planwright::worker::Handlers;
+use secrecy::{ExposeSecret, SecretString};
+use serde_json::{Value, json};
+use support::model_server::{ModelServer, ScriptUsage, Step};
+use support::{TestDb, TestServer};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+const ANTHROPIC_KEY: &str = "sk-ant-real-key-0123456789abcdef";
+const OPENAI_KEY: &str = "sk-openai-real-key-fedcba9876543210";
+const CLIENT_KEY: &str = "sk-client-own-key-5555";
+const QUESTION: &str = "Where does the program start?";
+const WAIT: Duration = Duration::from_secs(20);
+
+struct Harness {
+    db: TestDb,
+    upstream: ModelServer,
+    caps: Arc<Capabilities>,
+    base: String,
+    http: reqwest::Client,
+    run: RunId,
+    session: SessionId,
+    stop: CancellationToken,
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+fn model_settings(upstream: &ModelServer) -> ModelSettings {
+    ModelSettings {
+        anthropic_api_key: Some(SecretString::from(ANTHROPIC_KEY)),
+        anthropic_base_url: upstream.anthropic_base(),
+        openai_api_key: Some(SecretString::from(OPENAI_KEY)),
+        openai_base_url: upstream.openai_base(),
+        planner: None,
+        scout: None,
+        executor: None,
+        prices: PriceTable::default(),
+    }
+}
+
+async fn start_on(script: Vec<Step>, listen: impl FnOnce(&Path) -> ProxyListen) -> Harness {
+    let db = TestDb::new().await;
+    let upstream = ModelServer::start(script).await;
+    let caps = Arc::new(Capabilities::generate());
+    let state = ProxyState::new(db.db.clone(), &model_settings(&upstream), caps.clone()).unwrap();
+    let stop = CancellationToken::new();
+    let (proxy, _task) = proxy::serve(&listen(db.dir.path()), state, stop.clone())
+        .await
+        .unwrap();
+    let base = match &proxy.listen {
+        ProxyListen::Tcp(addr) => format!("http://{addr}"),
+        ProxyListen::Unix(path) => format!("unix:{}", path.display()),
+    };
+    Harness {
+        db,
+        upstream,
+        caps,
+        base,
+        http: reqwest::Client::new(),
+        run: RunId::generate(),
+        session: SessionId::generate(),
+        stop,
+    }
+}
+
+async fn start(script: Vec<Step>) -> Harness {
+    start_on(script, |_| ProxyListen::Tcp("127.0.0.1:0".parse().unwrap())).await
+}
+
+impl Harness {
+    fn token(&self, budget: Budget) -> SecretString {
+        self.caps
+            .issue(&self.run, &self.session, budget, Duration::from_secs(600))
+    }
+
+    /// A request the way Claude Code sends one: the token as `x-api-key`.
+    fn anthropic(&self, path: &str, token: &str, body: &Value) -> reqwest::RequestBuilder {
+        self.http
+            .post(format!("{}{path}", self.base))
+            .header("x-api-key", token)
+            .header("anthropic-version", "2023-06-01")
+            .json(body)
+    }
+
+    /// A request the way Codex sends one: the token as a bearer.
+    fn openai(&self, path: &str, token: &str, body: &Value) -> reqwest::RequestBuilder {
+        self.http
+            .post(format!("{}{path}", self.base))
+            .bearer_auth(token)
+            .json(body)
+    }
+
+    async fn rows(&self) -> Vec<UsageRow> {
+        model_usage::list_by_session(&self.db.db, &self.session)
+            .await
+            .unwrap()
+    }
+}
+
+fn anthropic_body(stream: bool) -> Value {
+    json!({
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 1024,
+        "stream": stream,
+        "tools": [{"name": "read_file", "description": "Read a file", "input_schema": {"type": "object"}}],
+        "messages": [{"role": "user", "content": QUESTION}],
+    })
+}
+
+fn chat_body(stream: bool) -> Value {
+    json!({
+        "model": "gpt-5-mini",
+        "stream": stream,
+        "tools": [{"type": "function", "function": {"name": "read_file", "parameters": {"type": "object"}}}],
+        "messages": [{"role": "user", "content": QUESTION}],
+    })
+}
+
+fn responses_body(stream: bool) -> Value {
+    json!({
+        "model": "gpt-5",
+        "stream": stream,
+        "input": QUESTION,
+        "tools": [{"type": "function", "name": "read_file", "parameters": {"type": "object"}}],
+    })
+}
+
+fn usage(input: u64, output: u64, cache_read: u64, cache_write: u64) -> ScriptUsage {
+    ScriptUsage {
+        input,
+        output,
+        cache_read,
+        cache_write,
+    }
+}
+
+/// The row a call should have left, in planwright's terms (input excludes cached input).
+fn assert_row(row: &UsageRow, h: &Harness, model: &str, expected: Usage) {
+    assert_eq!(row.role, "executor");
+    assert_eq!(row.model, model);
+    assert_eq!(row.run_id.as_deref(), Some(h.run.as_str()));
+    assert_eq!(row.session_id.as_deref(), Some(h.session.as_str()));
+    let got = (
+        row.input_tokens,
+        row.output_tokens,
+        row.cache_read_tokens,
+        row.cache_write_tokens,
+    );
+    let want = (
+        expected.input_tokens as i64,
+        expected.output_tokens as i64,
+        expected.cache_read_tokens as i64,
+        expected.cache_write_tokens as i64,
+    );
+    assert_eq!(got, want, "tokens of the {model} call");
+    let provider = if model.starts_with("claude") {
+        "anthropic"
+    } else {
+        "openai"
+    };
+    let price = PriceTable::default()
+        .get(&ModelName::parse(&format!("{provider}:{model}")).unwrap())
+        .unwrap();
+    assert_eq!(row.cost_microusd, price.cost_microusd(&expected));
+}
+
+/// The whole body, failing rather than hanging if it never ends.
+async fn read_all(response: reqwest::Response) -> String {
+    tokio::time::timeout(WAIT, response.text())
+        .await
+        .expect("the stream ended")
+        .expect("the stream read cleanly")
+}
+
+/// The JSON of every event's data, `[DONE]` left out.
+fn event_data(stream: &str) -> Vec<Value> {
+    stream
+        .split("\n\n")
+        .filter_map(|event| {
+            let data: Vec<&str> = event
+                .lines()
+                .filter_map(|l| l.strip_prefix("data: "))
+                .collect();
+            serde_json::from_str(&data.join("\n")).ok()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn missing_expired_forged_and_revoked_tokens_are_refused_and_nothing_is_forwarded() {
+    let h = start(vec![]).await;
+    let expired = h
+        .caps
+        .issue(&h.run, &h.session, Budget::usd(1.0), Duration::ZERO);
+    let forged = Capabilities::generate().issue(
+        &h.run,
+        &h.session,
+        Budget::usd(1.0),
+        Duration::from_secs(600),
+    );
+    let ended = RunId::generate();
+    let revoked = h.caps.issue(
+        &ended,
+        &h.session,
+        Budget::usd(1.0),
+        Duration::from_secs(600),
+    );
+    h.caps.revoke(&ended);
+    let cases: Vec<(Option<&str>, &str)> = vec![
+        (None, "without a capability token"),
+        (Some(expired.expose_secret()), "expired"),
+        (Some(forged.expose_secret()), "not one planwright issued"),
+        (Some(revoked.expose_secret()), "revoked"),
+        (Some(CLIENT_KEY), "not one planwright issued"),
+    ];
+    for (token, reason) in cases {
+        let mut request = h
+            .http
+            .post(format!("{}/v1/messages", h.base))
+            .json(&anthropic_body(false));
+        if let Some(token) = token {
+            request = request.header("x-api-key", token);
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), 401, "anthropic, {reason}");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["type"], "error", "{body}");
+        assert_eq!(body["error"]["type"], "authentication_error", "{body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains(reason), "{message}");
+
+        for path in ["/v1/chat/completions", "/v1/responses"] {
+            let mut request = h
+                .http
+                .post(format!("{}{path}", h.base))
+                .json(&chat_body(false));
+            if let Some(token) = token {
+                request = request.bearer_auth(token);
+            }
+            let response = request.send().await.unwrap();
+            assert_eq!(response.status(), 401, "{path}, {reason}");
+            let body: Value = response.json().await.unwrap();
+            assert_eq!(body["error"]["code"], "invalid_api_key", "{body}");
+            let message = body["error"]["message"].as_str().unwrap();
+            assert!(message.contains(reason), "{message}");
+        }
+    }
+    assert!(
+        h.upstream.requests().is_empty(),
+        "a refused call was forwarded"
+    );
+    assert!(h.rows().await.is_empty());
+}
+
+#[tokio::test]
+async fn client_keys_never_reach_upstream_and_the_real_key_does() {
+    let h = start(vec![
+        Step::text("one"),
+        Step::text("two"),
+        Step::text("three"),
+    ])
+    .await;
+    let token = h.token(Budget::usd(1.0));
+    let token = token.expose_secret();
+    // The token as x-api-key, with a key of the client's own, a cookie and a proxy
+    // credential beside it.
+    let response = h
+        .http
+        .post(format!("{}/v1/messages?beta=true", h.base))
+        .header("x-api-key", token)
+        .header("authorization", format!("Bearer {CLIENT_KEY}"))
+        .header("cookie", "session=client-cookie")
+        .header("proxy-authorization", "Basic Y2xpZW50OnNlY3JldA==")
+        .header("anthropic-version", "2023-06-01")
+        .header("anthropic-beta", "prompt-caching-2024-07-31")
+        .json(&anthropic_body(false))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "{}", response.text().await.unwrap());
+    // The token as a bearer, as Claude Code sends ANTHROPIC_AUTH_TOKEN.
+    let response = h
+        .http
+        .post(format!("{}/v1/messages", h.base))
+        .bearer_auth(token)
+        .header("anthropic-version", "2023-06-01")
+        .json(&anthropic_body(false))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    // OpenAI: the token as a bearer, a client key as x-api-key.
+    let response = h
+        .openai("/v1/chat/completions", token, &chat_body(false))
+        .header("x-api-key", CLIENT_KEY)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+
+    let requests = h.upstream.requests();
+    assert_eq!(requests.len(), 3);
+    let first = &requests[0];
+    assert_eq!(first.header("x-api-key"), Some(ANTHROPIC_KEY));
+    assert_eq!(first.header("authorization"), None);
+    assert_eq!(first.header("cookie"), None);
+    assert_eq!(first.header("proxy-authorization"), None);
+    assert_eq!(first.header("anthropic-version"), Some("2023-06-01"));
+    assert_eq!(
+        first.header("anthropic-beta"),
+        Some("prompt-caching-2024-07-31")
+    );
+    assert_eq!(first.query.as_deref(), Some("beta=true"));
+    assert_eq!(first.body, anthropic_body(false));
+    assert_eq!(requests[1].header("x-api-key"), Some(ANTHROPIC_KEY));
+    assert_eq!(requests[1].header("authorization"), None);
+    assert_eq!(
+        requests[2].header("authorization"),
+        Some(format!("Bearer {OPENAI_KEY}").as_str())
+    );
+    assert_eq!(requests[2].header("x-api-key"), None);
+    for request in &requests {
+        for (name, value) in &request.headers {
+            for secret in [token, CLIENT_KEY, "client-cookie", "Y2xpZW50OnNlY3JldA=="] {
+                assert!(!value.contains(secret), "{name} leaked upstream");
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn json_answers_on_every_route_pass_through_and_are_metered_as_reported() {
+    let h = start(vec![
+        Step::text("It starts in main.").usage(usage(120, 30, 1000, 50)),
+        Step::tool_call("call_1", "read_file", json!({"path": "src/main.rs"}))
+            .usage(usage(200, 40, 100, 0)),
+        Step::text("In src/main.rs.").usage(usage(70, 9, 30, 0)),
+    ])
+    .await;
+    let token = h.token(Budget::usd(1.0));
+    let token = token.expose_secret();
+
+    let response = h
+        .anthropic("/v1/messages", token, &anthropic_body(false))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(answer["content"][0]["text"], "It starts in main.");
+    assert_eq!(answer["usage"]["cache_read_input_tokens"], 1000);
+
+    let response = h
+        .openai("/v1/chat/completions", token, &chat_body(false))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let answer: Value = response.json().await.unwrap();
+    let call = &answer["choices"][0]["message"]["tool_calls"][0];
+    assert_eq!(call["function"]["name"], "read_file");
+    assert_eq!(call["function"]["arguments"], r#"{"path":"src/main.rs"}"#);
+
+    let response = h
+        .openai("/v1/responses", token, &responses_body(false))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(answer["output"][0]["content"][0]["text"], "In src/main.rs.");
+
+    // Counting tokens is forwarded and free.
+    let response = h
+        .anthropic("/v1/messages/count_tokens", token, &anthropic_body(false))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let counted: Value = response.json().await.unwrap();
+    assert!(counted["input_tokens"].as_u64().unwrap() > 0, "{counted}");
+
+    let paths: Vec<String> = h
+        .upstream
+        .requests()
+        .iter()
+        .map(|r| r.path.clone())
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            "/v1/messages",
+            "/v1/chat/completions",
+            "/v1/responses",
+            "/v1/messages/count_tokens"
+        ]
+    );
+    let rows = h.rows().await;
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    let anthropic = Usage {
+        input_tokens: 120,
+        output_tokens: 30,
+        cache_read_tokens: 1000,
+        cache_write_tokens: 50,
+    };
+    let chat = Usage {
+        input_tokens: 200,
+        output_tokens: 40,
+        cache_read_tokens: 100,
+        cache_write_tokens: 0,
+    };
+    let responses = Usage {
+        input_tokens: 70,
+        output_tokens: 9,
+        cache_read_tokens: 30,
+        cache_write_tokens: 0,
+    };
+    assert_row(&rows[0], &h, "claude-sonnet-4-5", anthropic);
+    assert_row(&rows[1], &h, "gpt-5-mini", chat);
+    assert_row(&rows[2], &h, "gpt-5", responses);
+    let spent = model_usage::spent_by_run(&h.db.db, &h.run).await.unwrap();
+    assert_eq!(
+        spent.tokens,
+        (anthropic.total() + chat.total() + responses.total()) as i64
+    );
+    assert_eq!(
+        spent.cost_microusd,
+        rows.iter().map(|r| r.cost_microusd).sum::<i64>()
+    );
+}
+
+#[tokio::test]
+async fn streams_on_every_route_pass_through_whole_and_are_metered_as_reported() {
+    let input = json!({"path": "src/main.rs", "start_line": 1});
+    let h = start(vec![
+        Step::tool_call("toolu_1", "read_file", input.clone()).usage(usage(300, 25, 2000, 10)),
+        Step::tool_call("call_1", "read_file", input.clone()).usage(usage(150, 20, 50, 0)),
+        Step::text("It starts in main.").usage(usage(80, 12, 0, 0)),
+        Step::text("It starts in main.").usage(usage(90, 14, 10, 0)),
+    ])
+    .await;
+    let token = h.token(Budget::usd(1.0));
+    let token = token.expose_secret();
+
+    // Anthropic: the tool call's input arrives as input_json_delta pieces.
+    let response = h
+        .anthropic("/v1/messages", token, &anthropic_body(true))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert!(
+        response.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream")
+    );
+    let stream = read_all(response).await;
+    let events = event_data(&stream);
+    let partial: String = events
+        .iter()
+        .filter(|e| e["delta"]["type"] == "input_json_delta")
+        .map(|e| e["delta"]["partial_json"].as_str().unwrap())
+        .collect();
+    assert_eq!(serde_json::from_str::<Value>(&partial).unwrap(), input);
+    assert_eq!(events.last().unwrap()["type"], "message_stop");
+
+    // Chat Completions: the client did not ask for usage; the proxy did, and keeps the
+    // usage-only chunk from it.
+    let response = h
+        .openai("/v1/chat/completions", token, &chat_body(true))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let stream = read_all(response).await;
+    let chunks = event_data(&stream);
+    let arguments: String = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"].as_str())
+        .collect();
+    assert_eq!(serde_json::from_str::<Value>(&arguments).unwrap(), input);
+    assert!(
+        chunks
+            .iter()
+            .all(|c| !c["choices"].as_array().unwrap().is_empty()),
+        "the usage-only chunk reached a client that did not ask for it: {stream}"
+    );
+    assert!(stream.trim_end().ends_with("data: [DONE]"), "{stream}");
+    let upstream_body = &h.upstream.requests()[1].body;
+    assert_eq!(upstream_body["stream_options"]["include_usage"], true);
+
+    // A client that asks for usage gets the chunk.
+    let mut asked = chat_body(true);
+    asked["stream_options"] = json!({"include_usage": true});
+    let response = h
+        .openai("/v1/chat/completions", token, &asked)
+        .send()
+        .await
+        .unwrap();
+    let stream = read_all(response).await;
+    let last = event_data(&stream).pop().unwrap();
+    assert_eq!(last["usage"]["completion_tokens"], 12, "{stream}");
+
+    // Responses API: text deltas, ending in response.completed.
+    let response = h
+        .openai("/v1/responses", token, &responses_body(true))
+        .send()
+        .await
+        .unwrap();
+    let stream = read_all(response).await;
+    let events = event_data(&stream);
+    let text: String = events
+        .iter()
+        .filter(|e| e["type"] == "response.output_text.delta")
+        .map(|e| e["delta"].as_str().unwrap())
+        .collect();
+    assert_eq!(text, "It starts in main.");
+    assert_eq!(events.last().unwrap()["type"], "response.completed");
+
+    let rows = h.rows().await;
+    assert_eq!(rows.len(), 4, "{rows:?}");
+    assert_row(
+        &rows[0],
+        &h,
+        "claude-sonnet-4-5",
+        Usage {
+            input_tokens: 300,
+            output_tokens: 25,
+            cache_read_tokens: 2000,
+            cache_write_tokens: 10,
+        },
+    );
+    assert_row(
+        &rows[1],
+        &h,
+        "gpt-5-mini",
+        Usage {
+            input_tokens: 150,
+            output_tokens: 20,
+            cache_read_tokens: 50,
+            cache_write_tokens: 0,
+        },
+    );
+    assert_row(
+        &rows[2],
+        &h,
+        "gpt-5-mini",
+        Usage {
+            input_tokens: 80,
+            output_tokens: 12,
+            cache_read_tokens: 0,
+            cache_write_tokens: 0,
+        },
+    );
+    assert_row(
+        &rows[3],
+        &h,
+        "gpt-5",
+        Usage {
+            input_tokens: 90,
+            output_tokens: 14,
+            cache_read_tokens: 10,
+            cache_write_tokens: 0,
+        },
+    );
+}
+
+#[tokio::test]
+async fn a_stream_reaches_the_client_while_the_server_is_still_sending() {
+    let gate = Arc::new(Notify::new());
+    let h = start(vec![
+        Step::text("It starts in main.").hold_after(1, gate.clone()),
+    ])
+    .await;
+    let token = h.token(Budget::usd(1.0));
+    let mut response = h
+        .anthropic("/v1/messages", token.expose_secret(), &anthropic_body(true))
+        .send()
+        .await
+        .unwrap();
+    // The server sends message_start, then waits for the gate: the client can only
+    // see it now if the proxy passed it on without waiting for the rest.
+    let mut seen = String::new();
+    tokio::time::timeout(WAIT, async {
+        while !seen.contains("\n\n") {
+            let chunk = response.chunk().await.unwrap().expect("more of the stream");
+            seen.push_str(std::str::from_utf8(&chunk).unwrap());
+        }
+    })
+    .await
+    .expect("the first event arrived while the server held back the rest");
+    assert!(seen.starts_with("event: message_start"), "{seen}");
+    assert!(!seen.contains("message_stop"), "{seen}");
+    gate.notify_one();
+    let rest = read_all(response).await;
+    assert!(rest.contains("event: message_stop"), "{rest}");
+    assert_eq!(h.rows().await.len(), 1);
+}
+
+#[tokio::test]
+async fn a_client_that_leaves_mid_stream_is_still_metered() {
+    let gate = Arc::new(Notify::new());
+    let h = start(vec![
+        Step::text("It starts in main.")
+            .usage(usage(640, 77, 0, 0))
+            .hold_after(1, gate.clone()),
+    ])
+    .await;
+    let token = h.token(Budget::usd(1.0));
+    let mut response = h
+        .anthropic("/v1/messages", token.expose_secret(), &anthropic_body(true))
+        .send()
+        .await
+        .unwrap();
+    let first = tokio::time::timeout(WAIT, response.chunk())
+        .await
+        .expect("the first event arrived")
+        .unwrap()
+        .expect("a first chunk");
+    assert!(first.starts_with(b"event: message_start"));
+    drop(response);
+    gate.notify_one();
+    let rows = support::eventually("the abandoned call to be recorded", || async {
+        let rows = h.rows().await;
+        (!rows.is_empty()).then_some(rows)
+    })
+    .await;
+    assert_eq!(rows.len(), 1);
+    // At least message_start was seen; the rest only if it was read before the proxy
+    // noticed the client had gone.
+    assert_eq!(rows[0].input_tokens, 640);
+    assert!(
+        rows[0].output_tokens == 1 || rows[0].output_tokens == 77,
+        "{rows:?}"
+    );
+}
+
+#[tokio::test]
+async fn runs_are_stopped_at_their_budget_with_an_error_agents_can_read() {
+    // Anthropic, in dollars: a stream that goes past the budget finishes; the next call
+    // is refused.
+    let h = start(vec![
+        Step::text("a long answer").usage(usage(1000, 2000, 0, 0)),
+        Step::text("never sent"),
+    ])
+    .await;
+    let token = h.token(Budget::usd(0.01));
+    let response = h
+        .anthropic("/v1/messages", token.expose_secret(), &anthropic_body(true))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let stream = read_all(response).await;
+    assert!(stream.contains("event: message_stop"), "{stream}");
+    let response = h
+        .anthropic(
+            "/v1/messages",
+            token.expose_secret(),
+            &anthropic_body(false),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 402);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["type"], "error");
+    assert_eq!(body["error"]["type"], "billing_error");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("budget")
+            && message.contains(h.run.as_str())
+            && message.contains("$0.0100"),
+        "{message}"
+    );
+    assert_eq!(h.upstream.requests().len(), 1);
+    assert_eq!(h.upstream.unused_steps(), 1);
+
+    // OpenAI, in tokens, on both routes.
+    let h = start(vec![Step::text("enough").usage(usage(100, 60, 0, 0))]).await;
+    let token = h.token(Budget::tokens(150));
+    let response = h
+        .openai(
+            "/v1/chat/completions",
+            token.expose_secret(),
+            &chat_body(false),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    for path in ["/v1/chat/completions", "/v1/responses"] {
+        let response = h
+            .openai(path, token.expose_secret(), &responses_body(true))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 429, "{path}");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["error"]["type"], "insufficient_quota", "{body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("160 tokens of 150 tokens") && message.contains("budget"),
+            "{message}"
+        );
+    }
+    assert_eq!(h.upstream.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn a_stream_cut_mid_way_ends_cleanly_and_meters_what_was_seen() {
+    let h = start(vec![
+        // message_start, ping, content_block_start, one text delta, then the cut.
+        Step::text("It starts in main.")
+            .usage(usage(400, 99, 40, 4))
+            .cut_after(4),
+        Step::text("It starts in main.").cut_after(2),
+    ])
+    .await;
+    let token = h.token(Budget::usd(1.0));
+    let response = h
+        .anthropic("/v1/messages", token.expose_secret(), &anthropic_body(true))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let stream = read_all(response).await;
+    let events = event_data(&stream);
+    assert_eq!(events.len(), 5, "{stream}");
+    assert_eq!(events[3]["delta"]["type"], "text_delta");
+    assert_eq!(events[4]["type"], "error", "{stream}");
+    assert!(
+        events[4]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("cut"),
+        "{stream}"
+    );
+
+    let response = h
+        .openai(
+            "/v1/chat/completions",
+            token.expose_secret(),
+            &chat_body(true),
+        )
+        .send()
+        .await
+        .unwrap();
+    let stream = read_all(response).await;
+    let chunks = event_data(&stream);
+    assert_eq!(chunks.len(), 3, "{stream}");
+    assert!(chunks[2]["error"]["message"].is_string(), "{stream}");
+    assert!(!stream.contains("[DONE]"));
+
+    let rows = h.rows().await;
+    assert_eq!(rows.len(), 2);
+    // What message_start reported: the input side, and its first output token.
+    assert_row(
+        &rows[0],
+        &h,
+        "claude-sonnet-4-5",
+        Usage {
+            input_tokens: 400,
+            output_tokens: 1,
+            cache_read_tokens: 40,
+            cache_write_tokens: 4,
+        },
+    );
+    // Chat Completions reports usage only at the end: the call is on record, at nothing.
+    assert_row(&rows[1], &h, "gpt-5-mini", Usage::default());
+}
+
+#[tokio::test]
+async fn provider_errors_pass_back_as_they_are() {
+    let h = start(vec![
+        Step::error(529, "Overloaded", Some(7)),
+        Step::error(400, "messages: field required", None),
+    ])
+    .await;
+    let token = h.token(Budget::usd(1.0));
+    let response = h
+        .anthropic("/v1/messages", token.expose_secret(), &anthropic_body(true))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 529);
+    assert_eq!(response.headers()["retry-after"], "7");
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["message"], "Overloaded");
+    let response = h
+        .openai(
+            "/v1/responses",
+            token.expose_secret(),
+            &responses_body(false),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["message"], "messages: field required");
+    assert!(
+        h.rows().await.is_empty(),
+        "an error without usage was metered"
+    );
+}
+
+#[tokio::test]
+async fn unpriced_models_are_refused_before_anything_is_sent() {
+    let h = start(vec![Step::text("unused")]).await;
+    let token = h.token(Budget::usd(1.0));
+    let mut body = chat_body(false);
+    body["model"] = json!("mystery-model");
+    let response = h
+        .openai("/v1/chat/completions", token.expose_secret(), &body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+    let body: Value = response.json().await.unwrap();
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("openai:mystery-model") && message.contains("MODEL_PRICES"),
+        "{message}"
+    );
+    assert!(h.upstream.requests().is_empty());
+}
+
+/// One HTTP/1.1 exchange over a Unix socket, as the sandbox's relay makes it.
+async fn over_socket(socket: &Path, path: &str, token: &str, body: &Value) -> String {
+    let mut stream = tokio::net::UnixStream::connect(socket).await.unwrap();
+    let body = body.to_string();
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nhost: planwright\r\nx-api-key: {token}\r\nanthropic-version: 2023-06-01\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(WAIT, stream.read_to_end(&mut answer))
+        .await
+        .expect("the proxy answered and closed")
+        .unwrap();
+    String::from_utf8(answer).unwrap()
+}
+
+#[tokio::test]
+async fn the_proxy_serves_over_a_unix_socket() {
+    let h = start_on(
+        vec![
+            Step::text("over the socket").usage(usage(11, 3, 0, 0)),
+            Step::text("streamed over the socket"),
+        ],
+        |dir| ProxyListen::Unix(dir.join("proxy.sock")),
+    )
+    .await;
+    let socket = h.db.dir.path().join("proxy.sock");
+    assert_eq!(h.base, format!("unix:{}", socket.display()));
+    let token = h.token(Budget::usd(1.0));
+    let answer = over_socket(
+        &socket,
+        "/v1/messages",
+        token.expose_secret(),
+        &anthropic_body(false),
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("over the socket"), "{answer}");
+    let answer = over_socket(
+        &socket,
+        "/v1/messages",
+        token.expose_secret(),
+        &anthropic_body(true),
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("text/event-stream"), "{answer}");
+    assert!(answer.contains("event: message_stop"), "{answer}");
+    let answer = over_socket(
+        &socket,
+        "/v1/messages",
+        "pwcap_forged.x",
+        &anthropic_body(false),
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+    assert_eq!(h.rows().await.len(), 2);
+    assert_eq!(h.upstream.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn serve_runs_the_proxy_where_executors_run() {
+    let db = TestDb::new().await;
+    let upstream = ModelServer::start(vec![Step::text("served").usage(usage(5, 2, 0, 0))]).await;
+    let socket = db.dir.path().join("executors.sock");
+    let socket_text = socket.display().to_string();
+    let anthropic_base = upstream.anthropic_base();
+    let settings = support::settings(
+        &db,
+        &[
+            ("PLANWRIGHT_MODEL_PROXY_SOCKET", socket_text.as_str()),
+            ("PLANWRIGHT_ANTHROPIC_API_KEY", ANTHROPIC_KEY),
+            ("PLANWRIGHT_ANTHROPIC_BASE_URL", anthropic_base.as_str()),
+        ],
+    );
+    let server = TestServer::start(settings, Role::All, Handlers::default()).await;
+    let proxy = server.model_proxy().expect("serve runs the model proxy");
+    assert_eq!(proxy.listen, ProxyListen::Unix(socket.clone()));
+    let (run, session) = (RunId::generate(), SessionId::generate());
+    let token = proxy
+        .capabilities
+        .issue(&run, &session, Budget::usd(1.0), Duration::from_secs(60));
+    let answer = over_socket(
+        &socket,
+        "/v1/messages",
+        token.expose_secret(),
+        &anthropic_body(false),
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let spent = model_usage::spent_by_run(&server.db, &run).await.unwrap();
+    assert_eq!(spent.tokens, 7);
+    assert_eq!(
+        upstream.requests()[0].header("x-api-key"),
+        Some(ANTHROPIC_KEY)
+    );
+    server.stop().await;
+    assert!(!socket.exists(), "the socket outlived the server");
+
+    // A web-only process runs no executors, so no proxy.
+    let web_db = TestDb::new().await;
+    let web = TestServer::web(&web_db).await;
+    assert!(web.model_proxy().is_none());
+    web.stop().await;
+}
+
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Everything logged in this test process, at every level.
+fn captured_logs() -> Captured {
+    static LOGS: OnceLock<Captured> = OnceLock::new();
+    LOGS.get_or_init(|| {
+        let logs = Captured::default();
+        let writer = logs.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::TRACE)
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        tracing::subscriber::set_global_default(subscriber).expect("one subscriber");
+        logs
+    })
+    .clone()
+}
+
+#[tokio::test]
+async fn no_key_token_or_prompt_reaches_the_logs() {
+    let logs = captured_logs();
+    let h = start(vec![
+        Step::text("fine"),
+        Step::text("streamed").usage(usage(5000, 5000, 0, 0)),
+        Step::text("cut").cut_after(3),
+    ])
+    .await;
+    let token = h.token(Budget::usd(0.05));
+    let token = token.expose_secret();
+    let forged = Capabilities::generate().issue(
+        &h.run,
+        &h.session,
+        Budget::usd(1.0),
+        Duration::from_secs(60),
+    );
+    let response = h
+        .openai("/v1/chat/completions", token, &chat_body(false))
+        .header("x-api-key", CLIENT_KEY)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let response = h
+        .anthropic(
+            "/v1/messages",
+            forged.expose_secret(),
+            &anthropic_body(false),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 401);
+    let stream = read_all(
+        h.anthropic("/v1/messages", token, &anthropic_body(true))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert!(stream.contains("message_stop"));
+    let response = h
+        .openai("/v1/responses", token, &responses_body(true))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 429);
+    let text = {
+        let bytes = logs.0.lock().unwrap();
+        String::from_utf8_lossy(&bytes).into_owned()
+    };
+    assert!(text.contains("proxied model call"), "{text}");
+    assert!(text.contains("refused"), "{text}");
+    for secret in [
+        ANTHROPIC_KEY,
+        OPENAI_KEY,
+        CLIENT_KEY,
+        token,
+        forged.expose_secret(),
+        QUESTION,
+    ] {
+        assert!(!text.contains(secret), "the logs hold a secret or a prompt");
+    }
+    // The token's signature alone must not be there either.
+    let signature = token.rsplit('.').next().unwrap();
+    assert!(!text.contains(signature));
+}
