@@ -113,6 +113,14 @@ impl Forges {
         }
     }
 
+    /// Whether this deployment can talk to `forge` at all.
+    pub fn configured(&self, forge: event::Forge) -> bool {
+        match forge {
+            event::Forge::Github => self.github.is_some(),
+            event::Forge::Gitlab => self.gitlab.is_some(),
+        }
+    }
+
     pub fn get(
         &self,
         forge: event::Forge,

@@ -60,6 +60,10 @@ pub async fn on_repo_event(
     event: &RepoEvent,
     delivery: Option<&str>,
 ) -> Result<(), JobError> {
+    if !app.forges.configured(event.forge) {
+        warn!(forge = %event.forge, repo = %event.repo, "an event arrived from a forge planwright has no credentials for; it is ignored");
+        return Ok(());
+    }
     match &event.kind {
         RepoEventKind::IssueLabeled {
             issue,
