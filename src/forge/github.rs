@@ -45,6 +45,9 @@ struct Shared {
     app_id: u64,
     /// Where GraphQL lives, which on GitHub Enterprise Server is not under the REST base.
     graphql_url: String,
+    /// For GraphQL only: octocrab puts its base path in front of every URL, which on
+    /// Enterprise Server turns `/api/graphql` into `/api/v3/api/graphql`.
+    http: reqwest::Client,
     retry: RetryPolicy,
     slug: OnceCell<String>,
     /// One client per installation, kept for the process's life: octocrab caches the
@@ -84,6 +87,13 @@ impl GithubApp {
                 app,
                 app_id,
                 graphql_url: graphql_url(&settings.api_url),
+                http: reqwest::Client::builder()
+                    // A redirect could carry the token to another host.
+                    .redirect(reqwest::redirect::Policy::none())
+                    .connect_timeout(Duration::from_secs(10))
+                    .timeout(Duration::from_secs(30))
+                    .build()
+                    .context("Could not build the GitHub GraphQL client")?,
                 retry: RetryPolicy::default(),
                 slug: OnceCell::new(),
                 installations: Mutex::new(HashMap::new()),
@@ -99,6 +109,7 @@ impl GithubApp {
                 app: self.shared.app.clone(),
                 app_id: self.shared.app_id,
                 graphql_url: self.shared.graphql_url.clone(),
+                http: self.shared.http.clone(),
                 retry,
                 slug: OnceCell::new(),
                 installations: Mutex::new(HashMap::new()),
@@ -494,13 +505,13 @@ impl Forge for GithubForge {
             "query": "mutation($id: ID!) { minimizeComment(input: {subjectId: $id, classifier: OUTDATED}) { minimizedComment { isMinimized } } }",
             "variables": { "id": found.node_id },
         });
-        let _: Value = self
-            .shared
-            .graphql(
-                &self.client,
-                &format!("minimize comment {comment}"),
-                &payload,
-            )
+        let what = format!(
+            "minimize comment {comment} (POST {})",
+            self.shared.graphql_url
+        );
+        self.shared
+            .retry
+            .run(|| self.graphql_attempt(&what, &payload))
             .await?;
         Ok(true)
     }
@@ -511,27 +522,109 @@ impl Forge for GithubForge {
         // A token of its own rather than the client's cached one: it is fresh (an hour
         // left, where the cached one may be about to expire) and limited to this
         // repository's contents, which is all git needs.
+        let password = self
+            .mint_token(&json!({
+                "repositories": [name],
+                "permissions": { "contents": "write" },
+            }))
+            .await?;
+        Ok(GitRemote {
+            url: info.clone_url,
+            username: "x-access-token".to_owned(),
+            password,
+        })
+    }
+}
+
+impl GithubForge {
+    /// A new installation token, limited as `scope` asks (`repositories`, `permissions`).
+    async fn mint_token(&self, scope: &Value) -> Result<SecretString, ForgeError> {
         let minted: GhToken = self
             .shared
             .request(
                 &self.shared.app,
                 Method::POST,
                 &format!("/app/installations/{}/access_tokens", self.installation),
-                Some(&json!({
-                    "repositories": [name],
-                    "permissions": { "contents": "write" },
-                })),
+                Some(scope),
             )
             .await?;
-        Ok(GitRemote {
-            url: info.clone_url,
-            username: "x-access-token".to_owned(),
-            password: minted.token,
+        Ok(minted.token)
+    }
+
+    /// One GraphQL call; its data, or its errors as a failure.
+    async fn graphql_attempt(&self, what: &str, payload: &Value) -> Result<Value, ForgeError> {
+        tracing::debug!(call = what, "forge request");
+        let token = self
+            .client
+            .installation_token()
+            .await
+            .map_err(|e| classify_octocrab(what.to_owned(), e))?;
+        let mut response = self.post_graphql(&token, payload, what).await?;
+        if response.status() == StatusCode::UNAUTHORIZED {
+            // The cached token was revoked; octocrab renews its own at its next 401.
+            let fresh = self.mint_token(&json!({})).await?;
+            response = self.post_graphql(&fresh, payload, what).await?;
+        }
+        let status = response.status();
+        let headers = response.headers().clone();
+        let text = response.text().await.map_err(|e| ForgeError::Transport {
+            what: what.to_owned(),
+            message: e.without_url().to_string(),
+        })?;
+        let text = check_answer(status, &headers, text, what)?;
+        let answer: GhGraphql = serde_json::from_str(&text).map_err(|e| ForgeError::Malformed {
+            what: what.to_owned(),
+            message: e.to_string(),
+        })?;
+        // GraphQL reports failures in a 200 answer.
+        if let Some(errors) = answer.errors.filter(|e| !e.is_empty()) {
+            if errors
+                .iter()
+                .any(|e| e.kind.as_deref() == Some("RATE_LIMITED"))
+            {
+                return Err(ForgeError::RateLimited {
+                    what: what.to_owned(),
+                    retry_after: Some(Duration::from_secs(60)),
+                });
+            }
+            let message = errors
+                .into_iter()
+                .map(|e| e.message)
+                .collect::<Vec<_>>()
+                .join("; ");
+            return Err(ForgeError::Refused {
+                what: what.to_owned(),
+                status: status.as_u16(),
+                message,
+            });
+        }
+        answer.data.ok_or_else(|| ForgeError::Malformed {
+            what: what.to_owned(),
+            message: "neither data nor errors in the answer".into(),
         })
     }
-}
 
-impl GithubForge {
+    async fn post_graphql(
+        &self,
+        token: &SecretString,
+        payload: &Value,
+        what: &str,
+    ) -> Result<reqwest::Response, ForgeError> {
+        self.shared
+            .http
+            .post(&self.shared.graphql_url)
+            .bearer_auth(token.expose_secret())
+            .header("accept", "application/vnd.github+json")
+            .header("user-agent", "planwright")
+            .json(payload)
+            .send()
+            .await
+            .map_err(|e| ForgeError::Transport {
+                what: what.to_owned(),
+                message: e.without_url().to_string(),
+            })
+    }
+
     /// The open pull request whose head is `branch` in `repo` itself (not a fork).
     async fn open_pull(
         &self,
@@ -576,19 +669,6 @@ impl Shared {
             .run(|| attempt(client, &method, path, body, &what))
             .await
     }
-
-    /// One GraphQL call through the retry policy; `what` names it in errors.
-    async fn graphql<T: DeserializeOwned>(
-        &self,
-        client: &Octocrab,
-        what: &str,
-        payload: &Value,
-    ) -> Result<T, ForgeError> {
-        let what = format!("{what} (POST {})", self.graphql_url);
-        self.retry
-            .run(|| graphql_attempt(client, &self.graphql_url, payload, &what))
-            .await
-    }
 }
 
 /// GitHub's GraphQL endpoint for a REST base URL: `{api}/graphql` on github.com-style
@@ -599,74 +679,6 @@ fn graphql_url(api_url: &str) -> String {
         Some(host) => format!("{host}/api/graphql"),
         None => format!("{base}/graphql"),
     }
-}
-
-async fn graphql_attempt<T: DeserializeOwned>(
-    client: &Octocrab,
-    url: &str,
-    payload: &Value,
-    what: &str,
-) -> Result<T, ForgeError> {
-    tracing::debug!(call = what, "forge request");
-    let fail = |e: octocrab::Error| classify_octocrab(what.to_owned(), e);
-    // The URL is absolute (on GHES it is outside the REST base path), and octocrab only
-    // adds an installation's token to relative ones, so the header is set here. A 401
-    // means the cached token was revoked: octocrab drops it, and the second round mints
-    // a fresh one.
-    let mut rounds = 0;
-    let response = loop {
-        rounds += 1;
-        let token = client.installation_token().await.map_err(fail)?;
-        let mut auth = http::HeaderValue::from_str(&format!("Bearer {}", token.expose_secret()))
-            .map_err(|_| ForgeError::Client {
-                what: what.to_owned(),
-                message: "the installation token is not a valid header value".into(),
-            })?;
-        auth.set_sensitive(true);
-        let request = http::Request::builder()
-            .method(Method::POST)
-            .uri(url)
-            .header(http::header::AUTHORIZATION, auth);
-        let request = client.build_request(request, Some(payload)).map_err(fail)?;
-        let response = client.execute(request).await.map_err(fail)?;
-        if response.status() != StatusCode::UNAUTHORIZED || rounds >= 2 {
-            break response;
-        }
-    };
-    let status = response.status();
-    let headers = response.headers().clone();
-    let text = client.body_to_string(response).await.map_err(fail)?;
-    let text = check_answer(status, &headers, text, what)?;
-    let answer: GhGraphql<T> = serde_json::from_str(&text).map_err(|e| ForgeError::Malformed {
-        what: what.to_owned(),
-        message: e.to_string(),
-    })?;
-    // GraphQL reports failures in a 200 answer.
-    if let Some(errors) = answer.errors.filter(|e| !e.is_empty()) {
-        if errors
-            .iter()
-            .any(|e| e.kind.as_deref() == Some("RATE_LIMITED"))
-        {
-            return Err(ForgeError::RateLimited {
-                what: what.to_owned(),
-                retry_after: Some(Duration::from_secs(60)),
-            });
-        }
-        let message = errors
-            .into_iter()
-            .map(|e| e.message)
-            .collect::<Vec<_>>()
-            .join("; ");
-        return Err(ForgeError::Refused {
-            what: what.to_owned(),
-            status: 200,
-            message,
-        });
-    }
-    answer.data.ok_or_else(|| ForgeError::Malformed {
-        what: what.to_owned(),
-        message: "neither data nor errors in the answer".into(),
-    })
 }
 
 async fn attempt<T: DeserializeOwned>(
@@ -833,8 +845,8 @@ impl GhErrorBody {
 }
 
 #[derive(Deserialize)]
-struct GhGraphql<T> {
-    data: Option<T>,
+struct GhGraphql {
+    data: Option<Value>,
     errors: Option<Vec<GhGraphqlError>>,
 }
 
