@@ -208,6 +208,13 @@ struct World {
     next_id: i64,
     requests: Vec<Recorded>,
     failures: VecDeque<Failure>,
+    /// `(method, path prefix, status)`: the next matching request is carried out, then
+    /// answered `status`.
+    lost_answers: Vec<(String, String, u16)>,
+    /// `(method, path prefix)`: every token is revoked just before the next such request.
+    revoke_before: Option<(String, String)>,
+    /// `(type, message)` errors the next GraphQL calls answer with.
+    graphql_errors: VecDeque<(String, String)>,
 }
 
 impl World {
@@ -266,6 +273,8 @@ impl FakeGithub {
         }));
         let app = Router::new()
             .fallback(handle)
+            // Git pushes run to megabytes, beyond axum's default 2 MB limit.
+            .layer(axum::extract::DefaultBodyLimit::disable())
             .with_state(Arc::clone(&world));
         let task = tokio::spawn(async move {
             axum::serve(listener, app).await.unwrap();
@@ -499,6 +508,29 @@ impl FakeGithub {
         self.push_failures(n, status, &[], true);
     }
 
+    /// Like `perform_then_fail`, for the next request with `method` whose path (after
+    /// any `/api/v3`) starts with `prefix`, whatever comes before it.
+    pub fn perform_then_fail_on(&self, method: &str, prefix: &str, status: u16) {
+        self.with(|w| {
+            w.lost_answers
+                .push((method.to_owned(), prefix.to_owned(), status))
+        });
+    }
+
+    /// Revokes every token just before the next request with `method` whose path starts
+    /// with `prefix`, so that request meets a token the client believes valid.
+    pub fn revoke_tokens_before(&self, method: &str, prefix: &str) {
+        self.with(|w| w.revoke_before = Some((method.to_owned(), prefix.to_owned())));
+    }
+
+    /// The next GraphQL call answers 200 with this error, as GitHub reports failures.
+    pub fn graphql_error_next(&self, kind: &str, message: &str) {
+        self.with(|w| {
+            w.graphql_errors
+                .push_back((kind.to_owned(), message.to_owned()))
+        });
+    }
+
     fn push_failures(&self, n: usize, status: u16, headers: &[(&str, &str)], performed: bool) {
         self.with(|w| {
             for _ in 0..n {
@@ -628,6 +660,13 @@ async fn handle(
         p => p.strip_prefix("/api/v3").unwrap_or(p),
     };
     let mut w = world.lock().unwrap();
+    if let Some((m, prefix)) = &w.revoke_before
+        && m == method.as_str()
+        && path.starts_with(prefix.as_str())
+    {
+        w.revoke_before = None;
+        w.tokens.clear();
+    }
     let credential = credential(&w, &headers);
     let response = answer(&mut w, &method, path, &uri, &credential, &body);
     w.requests.push(Recorded {
@@ -708,6 +747,19 @@ fn answer(
     credential: &Credential,
     body: &[u8],
 ) -> Response {
+    let lost = w
+        .lost_answers
+        .iter()
+        .position(|(m, prefix, _)| m == method.as_str() && path.starts_with(prefix.as_str()));
+    if let Some(i) = lost {
+        let (_, _, status) = w.lost_answers.remove(i);
+        let _ = answer_now(w, method, path, uri, credential, body);
+        return failure_response(Failure {
+            status,
+            headers: Vec::new(),
+            performed: true,
+        });
+    }
     match w.failures.pop_front() {
         Some(failure) if failure.performed => {
             // Carried out, and the answer lost on the way back.
@@ -1450,6 +1502,9 @@ fn graphql(w: &mut World, token: &str, body: &Value) -> Response {
         }))
         .into_response()
     };
+    if let Some((kind, message)) = w.graphql_errors.pop_front() {
+        return graphql_error(&kind, message);
+    }
     let query = body
         .get("query")
         .and_then(Value::as_str)

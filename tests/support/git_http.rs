@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
+use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
@@ -36,21 +37,24 @@ impl GitHttp {
 
     /// A router serving every path as a repository path under the root.
     pub fn router(self) -> Router {
-        Router::new().fallback(
-            move |method: Method, uri: Uri, headers: HeaderMap, body: Bytes| {
-                let git = self.clone();
-                async move {
-                    git.serve(
-                        uri.path(),
-                        &method,
-                        uri.query().unwrap_or(""),
-                        &headers,
-                        body,
-                    )
-                    .await
-                }
-            },
-        )
+        Router::new()
+            .fallback(
+                move |method: Method, uri: Uri, headers: HeaderMap, body: Bytes| {
+                    let git = self.clone();
+                    async move {
+                        git.serve(
+                            uri.path(),
+                            &method,
+                            uri.query().unwrap_or(""),
+                            &headers,
+                            body,
+                        )
+                        .await
+                    }
+                },
+            )
+            // Pushes of a few megabytes are ordinary; axum's default limit is 2 MB.
+            .layer(DefaultBodyLimit::disable())
     }
 
     /// Starts a server on a loopback port; the base URL it answers on and its task (abort
