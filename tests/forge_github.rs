@@ -1173,3 +1173,54 @@ async fn git_over_http_takes_compressed_requests() {
     let branches = git(&b, &["branch", "--remotes"]);
     assert_eq!(branches.lines().count(), 41, "{branches}");
 }
+
+#[tokio::test]
+async fn the_fake_holds_app_jwts_to_githubs_claims() {
+    use octocrab::jsonwebtoken::{Algorithm, EncodingKey, Header, encode};
+    let fake = FakeGithub::start().await;
+    let key =
+        EncodingKey::from_rsa_pem(support::fake_forge::app_key().private_pem.as_bytes()).unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let status = |claims: serde_json::Value| {
+        let jwt = encode(&Header::new(Algorithm::RS256), &claims, &key).unwrap();
+        let url = format!("{}/app", fake.url);
+        async move {
+            reqwest::Client::new()
+                .get(url)
+                .bearer_auth(jwt)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
+    };
+    let claims =
+        |iss: u64, iat: u64, exp: u64| serde_json::json!({"iss": iss, "iat": iat, "exp": exp});
+
+    // What octocrab sends: backdated a minute, nine minutes to live.
+    assert_eq!(status(claims(APP_ID, now - 60, now + 540)).await, 200);
+    assert_eq!(
+        status(claims(APP_ID, now, now + 540)).await,
+        401,
+        "not backdated"
+    );
+    assert_eq!(
+        status(claims(APP_ID, now - 60, now + 660)).await,
+        401,
+        "lives past ten minutes"
+    );
+    assert_eq!(
+        status(claims(APP_ID, now - 600, now - 1)).await,
+        401,
+        "expired"
+    );
+    assert_eq!(
+        status(claims(APP_ID + 1, now - 60, now + 540)).await,
+        401,
+        "another app"
+    );
+}

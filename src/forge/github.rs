@@ -359,6 +359,7 @@ impl Forge for GithubForge {
             .map(Some)
             .map_err(|_| malformed(&format!("`{path}` is not UTF-8 text")))
     }
+
     async fn find_or_create_pull(
         &self,
         repo: &RepoName,
@@ -645,8 +646,8 @@ impl GithubForge {
         let found: Vec<GhPull> = self
             .get(&format!("{}/pulls?{query}", repo_path(repo)))
             .await?;
-        // GitHub ignores a `head` filter it cannot parse and lists every open pull
-        // request, so the branch is checked here too.
+        // A `head` filter GitHub cannot apply is ignored rather than refused, which
+        // lists every open pull request, so the branch is checked here too.
         Ok(found
             .into_iter()
             .find(|p| p.head.branch == branch)
