@@ -1224,3 +1224,51 @@ async fn the_fake_holds_app_jwts_to_githubs_claims() {
         "another app"
     );
 }
+
+#[tokio::test]
+async fn git_http_serves_on_its_own_behind_the_callers_check() {
+    let root = tempfile::tempdir().unwrap();
+    let sha = support::git_http::init_bare_repo(
+        &root.path().join("group/project.git"),
+        "trunk",
+        &[("a.txt", "a\n")],
+    );
+    let server = support::git_http::GitHttp::new(root.path(), |user, password| {
+        user == "oauth2" && password == "right"
+    });
+    let (url, task) = server.start().await;
+    let remote = GitRemote {
+        url: format!("{url}/group/project.git"),
+        username: "oauth2".into(),
+        password: "right".to_owned().into(),
+    };
+
+    let challenge = reqwest::get(format!("{}/info/refs?service=git-upload-pack", remote.url))
+        .await
+        .unwrap();
+    assert_eq!(challenge.status(), 401);
+    assert!(
+        challenge.headers()["www-authenticate"]
+            .to_str()
+            .unwrap()
+            .starts_with("Basic realm="),
+    );
+
+    let work = tempfile::tempdir().unwrap();
+    let cloned = git_with(
+        &remote,
+        work.path(),
+        &["clone", "--quiet", &remote.url, "c"],
+    )
+    .await;
+    assert!(cloned.status.success(), "{}", output_text(&cloned));
+    assert_eq!(git(&work.path().join("c"), &["rev-parse", "HEAD"]), sha);
+
+    let wrong = GitRemote {
+        password: "wrong".to_owned().into(),
+        ..remote.clone()
+    };
+    let refused = git_with(&wrong, work.path(), &["clone", "--quiet", &remote.url, "d"]).await;
+    assert!(!refused.status.success());
+    task.abort();
+}
