@@ -805,6 +805,23 @@ async fn minimizes_a_comment_as_outdated_through_graphql() {
         .await
         .unwrap_err();
     assert!(matches!(error, ForgeError::NotFound { .. }), "{error:?}");
+
+    // GitHub's own answer for a node it does not know: 200, with `errors`.
+    let answer: serde_json::Value = reqwest::Client::new()
+        .post(format!("{}/graphql", fake.url))
+        .bearer_auth(fake.issued_tokens().pop().unwrap())
+        .json(&serde_json::json!({
+            "query": "mutation($id: ID!) { minimizeComment(input: {subjectId: $id, classifier: OUTDATED}) { minimizedComment { isMinimized } } }",
+            "variables": {"id": "IC_nope"},
+        }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(answer["errors"][0]["type"], "NOT_FOUND", "{answer}");
+    assert!(answer["data"].is_null(), "{answer}");
 }
 
 #[tokio::test]
