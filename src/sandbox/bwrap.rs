@@ -138,8 +138,10 @@ impl Bwrap {
             }
         }
         // After the covers, so a workspace inside DATA_DIR is visible and nothing else
-        // there. Bound from a descriptor opened by planwright: the unprivileged host
-        // user need not be able to walk DATA_DIR to reach it.
+        // there. Bound from a descriptor opened by planwright, so it is the folder
+        // checked above; bubblewrap (0.8) still resolves that descriptor's path, so the
+        // unprivileged host user must be able to walk down to the workspace (`planwright
+        // doctor` checks this for DATA_DIR).
         args.extend([
             "--bind-fd".into(),
             workspace_fd.to_string().into(),
@@ -147,7 +149,8 @@ impl Bwrap {
             "--chdir".into(),
             cwd.as_os_str().to_owned(),
         ]);
-        if let Some(relay) = relay.filter(|_| !bridges.is_empty()) {
+        // `relay` is set exactly when there are bridges (see `check_bridges`).
+        if let Some(relay) = relay {
             args.extend([
                 "--ro-bind".into(),
                 relay.as_os_str().to_owned(),
@@ -163,7 +166,7 @@ impl Bwrap {
         }
         args.push("--".into());
         // The relay listens on the bridged ports, then becomes the command (relay.rs).
-        if relay.is_some() && !bridges.is_empty() {
+        if relay.is_some() {
             args.extend([
                 format!("{INSIDE_RUN}/relay").into(),
                 "sandbox".into(),
