@@ -108,6 +108,9 @@ enum SandboxCommand {
     Relay {
         #[arg(long = "bridge", value_name = "PORT=SOCKET", value_parser = planwright::sandbox::relay::parse_bridge, required = true)]
         bridges: Vec<(u16, PathBuf)>,
+        /// A folder the command may write in; nothing else is writable (Landlock).
+        #[arg(long)]
+        writable: Vec<PathBuf>,
         #[arg(last = true)]
         command: Vec<String>,
     },
@@ -123,14 +126,19 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     // Inside a sandbox: no settings, no logging, nothing but the relay.
     if let Command::Sandbox {
-        command: SandboxCommand::Relay { bridges, command },
+        command:
+            SandboxCommand::Relay {
+                bridges,
+                writable,
+                command,
+            },
     } = &cli.command
     {
         use planwright::sandbox::relay;
         let result = if command.is_empty() {
             relay::serve(bridges)
         } else {
-            Err(relay::enter(bridges, command))
+            Err(relay::enter(bridges, writable, command))
         };
         return match result {
             Ok(()) => std::process::ExitCode::SUCCESS,

@@ -651,3 +651,70 @@ fn doctor_starts_a_sandbox_and_fails_without_bubblewrap() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The Landlock ABI of this kernel (below 1: none).
+fn landlock_abi() -> i64 {
+    // SAFETY: the documented probe: a null attribute of size 0 with the version flag.
+    unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<u8>(),
+            0usize,
+            1u32,
+        )
+    }
+}
+
+#[tokio::test]
+async fn a_bridged_command_writes_only_where_the_mounts_allow_and_cannot_kill_the_relay() {
+    let abi = landlock_abi();
+    assert!(
+        abi >= 2,
+        "this kernel has no usable Landlock (ABI {abi}); the sandbox's second wall needs it"
+    );
+    let world = World::new();
+    let hidden = world.root.path().join("hidden");
+    std::fs::create_dir(&hidden).unwrap();
+    let socket = world.socket("model.sock");
+    let server = Recorder::on_unix(&socket);
+    let script = format!(
+        "echo x > /tmp/t && echo TMP
+         echo x > in-workspace && mv in-workspace moved && echo WORKSPACE
+         echo x > /dev/null && echo DEVNULL
+         echo x > {hidden}/escaped && echo COVER
+         for p in /proc/[0-9]*; do
+           case \"$(tr '\\0' ' ' < $p/cmdline)\" in
+             \"/run/planwright/relay sandbox relay --bridge\"*) kill -9 ${{p#/proc/}} && echo KILLED;;
+           esac
+         done
+         curl -sS http://127.0.0.1:9000/still-there",
+        hidden = hidden.display()
+    );
+    let sandbox = Bwrap::new(vec![hidden.clone()])
+        .unwrap()
+        .with_relay_program(env!("CARGO_BIN_EXE_planwright"));
+
+    // Without a bridge the cover over a hidden folder is a writable tmpfs: only the mounts
+    // hold, and writing there is harmless but possible.
+    let out = sandbox.run(&world.command(&script)).await.unwrap();
+    assert!(out.stdout.text().contains("COVER"), "{}", report(&out));
+
+    let mut cmd = world.command(&script);
+    cmd.bridges.push(Bridge {
+        port: 9000,
+        socket: socket.clone(),
+    });
+    let out = sandbox.run(&cmd).await.unwrap();
+    let stdout = out.stdout.text();
+    for allowed in ["TMP", "WORKSPACE", "DEVNULL"] {
+        assert!(stdout.contains(allowed), "{allowed}: {}", report(&out));
+    }
+    assert!(!stdout.contains("COVER"), "{}", report(&out));
+    assert!(world.workspace.join("moved").exists());
+    // Signals out of the Landlock domain are scoped from ABI 6 (Linux 6.12) on.
+    if abi >= 6 {
+        assert!(!stdout.contains("KILLED"), "{}", report(&out));
+        assert!(stdout.ends_with("pong /still-there"), "{}", report(&out));
+        assert_eq!(server.heads().len(), 1);
+    }
+}

@@ -178,7 +178,16 @@ impl Bwrap {
                     format!("{}={}", bridge.port, inside_socket(bridge.port)).into(),
                 ]);
             }
-            args.push("--".into());
+            // What the mounts leave writable, minus the covers over hidden paths.
+            args.extend([
+                "--writable".into(),
+                workspace.as_os_str().to_owned(),
+                "--writable".into(),
+                "/tmp".into(),
+                "--writable".into(),
+                "/dev".into(),
+                "--".into(),
+            ]);
         }
         args
     }

@@ -1,6 +1,6 @@
 //! `planwright doctor`'s sandbox checks: whether bubblewrap is installed and actually starts
-//! a command here (with a bridge), what the kernel allows for user namespaces, which host
-//! user sandboxes run as, and whether DATA_DIR is writable.
+//! a command here (with a bridge), what the kernel allows for user namespaces and Landlock,
+//! which host user sandboxes run as, and whether DATA_DIR is writable.
 
 use std::path::{Path, PathBuf};
 
@@ -52,6 +52,17 @@ pub async fn checks(settings: &Settings, relay: Option<PathBuf>) -> Vec<Check> {
         required: bwrap_required,
     });
     out.push(user_namespaces());
+    let abi = super::landlock::abi();
+    out.push(Check {
+        name: "landlock",
+        ok: abi >= 2,
+        detail: if abi >= 2 {
+            format!("ABI {abi}: bridged runs may write only in the workspace, /tmp and /dev")
+        } else {
+            "not available: bubblewrap's mounts are the only wall".into()
+        },
+        required: false,
+    });
     let data = data_dir(&settings.data_dir);
     let data_ok = data.ok;
     out.push(data);

@@ -6,6 +6,7 @@
 pub mod bwrap;
 pub mod doctor;
 pub mod egress;
+mod landlock;
 mod process;
 pub mod relay;
 

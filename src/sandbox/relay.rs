@@ -1,6 +1,7 @@
 //! The inside end of a bridge: `planwright sandbox relay` listens on loopback ports in the
 //! sandbox's own network namespace and copies each connection to a host Unix socket
-//! mounted in, then becomes the sandboxed command. It dies with the sandbox's pid namespace.
+//! mounted in, then confines itself (Landlock) and becomes the sandboxed command. The relay
+//! dies with the sandbox's pid namespace.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{Ipv4Addr, TcpListener};
@@ -32,11 +33,20 @@ pub fn parse_bridge(arg: &str) -> Result<(u16, PathBuf), String> {
 }
 
 /// Starts the relay for `bridges` and, once it listens, replaces this process with
-/// `command`. Returns only on failure.
-pub fn enter(bridges: &[(u16, PathBuf)], command: &[String]) -> anyhow::Error {
-    match start(bridges) {
-        Ok(()) => {}
-        Err(e) => return e,
+/// `command`, allowed to write beneath `writable` only (where the kernel supports
+/// Landlock). Returns only on failure.
+pub fn enter(
+    bridges: &[(u16, PathBuf)],
+    writable: &[PathBuf],
+    command: &[String],
+) -> anyhow::Error {
+    if let Err(e) = start(bridges) {
+        return e;
+    }
+    // After the relay started: it stays outside the domain, beyond the command's signals.
+    let writable: Vec<&std::path::Path> = writable.iter().map(PathBuf::as_path).collect();
+    if let Err(e) = super::landlock::restrict_writes(&writable) {
+        return e;
     }
     let Some((program, args)) = command.split_first() else {
         return anyhow::anyhow!("Cannot start the command: none was given");
