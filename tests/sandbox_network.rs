@@ -485,8 +485,8 @@ async fn no_resolver_is_reachable_inside() {
     );
 }
 
-/// Host processes of `uid` whose command line mentions `word`.
-fn processes_of(uid: u32, word: &str) -> Vec<u32> {
+/// Host processes of `uid` whose command line starts with `prefix`.
+fn processes_of(uid: u32, prefix: &str) -> Vec<u32> {
     use std::os::unix::fs::MetadataExt;
     std::fs::read_dir("/proc")
         .unwrap()
@@ -498,7 +498,7 @@ fn processes_of(uid: u32, word: &str) -> Vec<u32> {
                 .map(|c| {
                     String::from_utf8_lossy(&c)
                         .replace('\0', " ")
-                        .contains(word)
+                        .starts_with(prefix)
                 })
                 .unwrap_or(false)
         })
@@ -539,7 +539,8 @@ async fn the_relay_dies_with_the_sandbox() {
     let run = tokio::spawn(async move { sandbox.run(&cmd).await });
     let up = world.workspace.join("up");
     wait_until("the command started", || up.exists()).await;
-    let relays = processes_of(uid, "sandbox relay");
+    // Not bwrap, whose command line names the relay too: the relay itself.
+    let relays = processes_of(uid, "/run/planwright/relay sandbox relay --bridge");
     assert!(!relays.is_empty(), "the relay runs while the command does");
     let opened = tokio::task::spawn_blocking(move || std::fs::write(gate, b"go"));
     let out = run.await.unwrap().expect("the sandbox runs");
