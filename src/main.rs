@@ -72,6 +72,9 @@ enum Command {
         #[command(subcommand)]
         command: ContractCommand,
     },
+    /// Check that this machine can run executors: bubblewrap, user namespaces, the
+    /// sandbox user, DATA_DIR. Exits non-zero when the sandbox cannot work.
+    Doctor,
     /// Run commands the way executors run them.
     Sandbox {
         #[command(subcommand)]
@@ -85,10 +88,15 @@ enum SandboxCommand {
     Run {
         #[arg(long)]
         workspace: PathBuf,
-        /// `none`: no network at all; `setup`: the package registries through the egress
-        /// proxy (not yet supported).
+        /// `none`: no network at all; `setup`: the hosts given with --allow, through the
+        /// egress proxy (HTTP_PROXY and friends are set inside).
         #[arg(long, value_enum, default_value = "none")]
         network: Network,
+        /// A host the setup phase may reach: `example.com`, `*.example.com`,
+        /// `.example.com` or an IP address, each with an optional `:port` (default 80
+        /// and 443).
+        #[arg(long)]
+        allow: Vec<String>,
         /// Wall-clock limit in seconds.
         #[arg(long, default_value_t = 600)]
         timeout: u64,
@@ -97,6 +105,18 @@ enum SandboxCommand {
         hide: Vec<PathBuf>,
         /// The command and its arguments.
         #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+    /// Inside a sandbox: relay 127.0.0.1:PORT to a mounted Unix socket for each bridge,
+    /// then run the command (or, without one, only relay).
+    #[command(hide = true)]
+    Relay {
+        #[arg(long = "bridge", value_name = "PORT=SOCKET", value_parser = planwright::sandbox::relay::parse_bridge, required = true)]
+        bridges: Vec<(u16, PathBuf)>,
+        /// A folder the command may write in; nothing else is writable (Landlock).
+        #[arg(long)]
+        writable: Vec<PathBuf>,
+        #[arg(last = true)]
         command: Vec<String>,
     },
 }
@@ -119,6 +139,31 @@ enum Network {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    // Inside a sandbox: no settings, no logging, nothing but the relay.
+    if let Command::Sandbox {
+        command:
+            SandboxCommand::Relay {
+                bridges,
+                writable,
+                command,
+            },
+    } = &cli.command
+    {
+        use planwright::sandbox::relay;
+        let result = if command.is_empty() {
+            relay::serve(bridges)
+        } else {
+            Err(relay::enter(bridges, writable, command))
+        };
+        return match result {
+            Ok(()) => std::process::ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("planwright: {e:#}");
+                // As shells do when a command cannot be run.
+                std::process::ExitCode::from(127)
+            }
+        };
+    }
     // Distilling needs no settings, database or runtime.
     if let Command::Distill {
         format,
@@ -241,6 +286,7 @@ async fn run(command: Command, settings: Settings) -> Result<()> {
             Ok(())
         }
         Command::Distill { .. } | Command::Sandbox { .. } | Command::Contract { .. } => Ok(()),
+        Command::Doctor => doctor(&settings).await,
         Command::Deliveries { json, limit } => {
             let db = Db::connect(&settings.database_url).await?;
             let rows = deliveries::list(&db, i64::from(limit)).await.context(
@@ -303,26 +349,55 @@ fn distill(
     Ok(())
 }
 
+async fn doctor(settings: &Settings) -> Result<()> {
+    let relay = std::env::current_exe().ok();
+    let checks = planwright::sandbox::doctor::checks(settings, relay).await;
+    let mut fatal = false;
+    for check in &checks {
+        let mark = match (check.ok, check.required) {
+            (true, _) => "ok  ",
+            (false, true) => "FAIL",
+            (false, false) => "warn",
+        };
+        fatal |= check.required && !check.ok;
+        println!("{mark} {:<16} {}", check.name, check.detail);
+    }
+    if fatal {
+        anyhow::bail!("Cannot run executors on this machine: see the FAIL lines above");
+    }
+    Ok(())
+}
+
 fn sandbox_run(
     command: SandboxCommand,
     config: Option<&std::path::Path>,
 ) -> Result<std::process::ExitCode> {
-    use planwright::sandbox::{self, Exit, Sandbox};
+    use planwright::sandbox::{self, Exit, Sandbox, egress};
     use std::io::Write;
     let SandboxCommand::Run {
         workspace,
         network,
+        allow,
         timeout,
         mut hide,
         command,
-    } = command;
-    if let Network::Setup = network {
-        anyhow::bail!(
-            "Cannot run with --network setup yet: the egress proxy is not built; only --network none is supported"
-        );
-    }
-    if let Ok(settings) = Settings::load(config) {
-        hide.push(settings.data_dir);
+    } = command
+    else {
+        anyhow::bail!("Cannot run the relay as `sandbox run`");
+    };
+    let allowlist = match network {
+        Network::None if !allow.is_empty() => {
+            anyhow::bail!("Cannot use --allow without --network setup")
+        }
+        Network::None => None,
+        Network::Setup => Some(egress::Allowlist::parse(&allow)?),
+    };
+    match Settings::load(config) {
+        Ok(settings) => {
+            init_tracing(settings.log_format);
+            hide.push(settings.data_dir);
+        }
+        Err(_) => init_tracing(LogFormat::Text),
     }
     let bwrap = sandbox::Bwrap::new(hide)?;
     let mut cmd = sandbox::Command::new(workspace, command);
@@ -331,7 +406,29 @@ fn sandbox_run(
         .enable_all()
         .build()
         .context("Could not start the async runtime")?;
-    let out = runtime.block_on(bwrap.run(&cmd))?;
+    let out = runtime.block_on(async {
+        let Some(allowlist) = allowlist else {
+            return bwrap.run(&cmd).await.map_err(anyhow::Error::from);
+        };
+        // A folder of its own the sandbox user can enter, removed afterwards.
+        let dir = std::env::temp_dir().join(format!("planwright-egress-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir(&dir).with_context(|| format!("Could not create {}", dir.display()))?;
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))
+                .with_context(|| format!("Could not open {} to the sandbox", dir.display()))?;
+        }
+        let result = async {
+            let proxy =
+                egress::EgressProxy::start(&dir.join("egress.sock"), allowlist, "sandbox-run")
+                    .await?;
+            cmd.bridge_egress_proxy(proxy.socket());
+            Ok(bwrap.run(&cmd).await?)
+        }
+        .await;
+        let _ = std::fs::remove_dir_all(&dir);
+        result
+    })?;
     std::io::stdout().lock().write_all(&out.stdout.bytes)?;
     let mut stderr = std::io::stderr().lock();
     stderr.write_all(&out.stderr.bytes)?;
@@ -358,8 +455,11 @@ fn init_tracing(format: LogFormat) {
     let filter = EnvFilter::try_from_env("PLANWRIGHT_LOG")
         .or_else(|_| EnvFilter::try_from_default_env())
         .unwrap_or_else(|_| EnvFilter::new("info"));
+    use std::io::IsTerminal;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        // Colour codes only for a person at a terminal, not in captured logs.
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Json => builder.json().init(),

@@ -206,11 +206,13 @@ fn sandbox_run_shows_what_an_executor_gets() {
     );
 
     let out = planwright_command()
-        .args(["sandbox", "run", "--network", "setup", "--workspace"])
+        .args(["sandbox", "run", "--allow", "crates.io", "--workspace"])
         .arg(dir.path())
         .args(["--", "true"])
         .output()
         .unwrap();
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("not built"));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("Cannot use --allow without --network setup")
+    );
 }

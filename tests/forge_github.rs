@@ -1,5 +1,6 @@
 //! The GitHub forge client (octocrab, App auth, the retry helper) against the stateful
-//! fake GitHub: each operation, token caching, retries and what is not retried.
+//! fake GitHub: each operation, token caching, retries and what is not retried, and git
+//! itself cloning and pushing with the credentials the forge hands out.
 
 mod support;
 
@@ -7,9 +8,14 @@ use std::time::Duration;
 
 use planwright::event::Actor;
 use planwright::forge::github::{GithubApp, GithubForge};
-use planwright::forge::{Forge, ForgeError, Permission, Reaction, RetryPolicy};
-use planwright::ids::{CommentId, InstallationId, IssueNumber, RepoName};
-use support::fake_forge::{APP_SLUG, Credential, FakeGithub, FakeUser};
+use planwright::forge::{
+    Check, CheckState, Forge, ForgeError, GITHUB_TEXT_LIMIT, GitRemote, NewPullRequest, Permission,
+    Reaction, RetryPolicy,
+};
+use planwright::ids::{CommentId, CommitSha, InstallationId, IssueNumber, PullNumber, RepoName};
+use secrecy::ExposeSecret;
+use support::fake_forge::{APP_ID, APP_SLUG, CHECK_TEXT_LIMIT, Credential, FakeGithub, FakeUser};
+use support::git_http::{git, git_command};
 
 const REPO: &str = "Octo-Org/Hello-World";
 const INSTALLATION: i64 = 77;
@@ -461,12 +467,825 @@ async fn no_log_line_carries_the_token() {
         .await
         .unwrap();
     forge.issue(&repo(), IssueNumber(404)).await.unwrap_err();
+    // The newer calls too: GraphQL sets its header itself, git gets tokens of its own.
+    let old = fake.add_comment(REPO, 3, "contract v1", FakeUser::new("hubot", 5));
+    fake.graphql_error_next("FORBIDDEN", "Resource not accessible by integration");
+    forge
+        .minimize_comment(&repo(), IssueNumber(3), CommentId(old))
+        .await
+        .unwrap_err();
+    // Revoking forgets them, so the ones issued so far are kept aside.
+    let mut tokens = fake.issued_tokens();
+    fake.revoke_tokens_before("POST", "/graphql");
+    forge
+        .minimize_comment(&repo(), IssueNumber(3), CommentId(old))
+        .await
+        .unwrap();
+    let remote = forge.git_remote(&repo()).await.unwrap();
+    tracing::info!(?remote, "git remote");
+    forge
+        .find_or_create_pull(&repo(), &new_pull("planwright/issue-3", "body"))
+        .await
+        .unwrap();
+    let sha = CommitSha(HEAD_SHA.into());
+    forge
+        .set_check(&repo(), &check(&sha, CheckState::Running, "s", ""))
+        .await
+        .unwrap();
 
     let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
     assert!(
         logs.contains("forge call failed; retrying"),
         "the capture works: {logs}"
     );
+    assert!(logs.contains("git remote"), "the capture works: {logs}");
+    tokens.extend(fake.issued_tokens());
+    assert!(tokens.len() >= 3, "{tokens:?}");
+    for token in tokens {
+        assert!(!logs.contains(&token), "token in the logs:\n{logs}");
+    }
+}
+
+const HEAD_SHA: &str = "6dcb09b5b57875f334f61aebed695e2e4193db5e";
+
+fn new_pull<'a>(head: &'a str, body: &'a str) -> NewPullRequest<'a> {
+    NewPullRequest {
+        head_branch: head,
+        base_branch: "main",
+        title: "Fix the crash on empty config",
+        body,
+    }
+}
+
+#[tokio::test]
+async fn finds_or_creates_one_pull_request_and_updates_its_body() {
+    let (fake, _app, forge) = world().await;
+
+    let created = forge
+        .find_or_create_pull(&repo(), &new_pull("planwright/issue-3", "first"))
+        .await
+        .unwrap();
+    assert_eq!(created.head_branch, "planwright/issue-3");
+    assert_eq!(created.base_branch, "main");
+    assert_eq!(created.title, "Fix the crash on empty config");
+    assert_eq!(created.body, "first");
+    // Numbers are shared with issues: issue 3 exists.
+    assert_eq!(created.number, PullNumber(4));
+    assert_eq!(
+        created.url,
+        "https://github.com/Octo-Org/Hello-World/pull/4"
+    );
+
+    let again = forge
+        .find_or_create_pull(&repo(), &new_pull("planwright/issue-3", "second"))
+        .await
+        .unwrap();
+    assert_eq!(again, created, "the open one is returned as it is");
+    assert_eq!(fake.count("POST", "/repos/octo-org/hello-world/pulls"), 1);
+    let lookups: Vec<String> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "GET" && r.path.contains("/pulls?"))
+        .map(|r| r.path)
+        .collect();
+    assert_eq!(lookups.len(), 2);
+    assert!(
+        lookups[0].contains("head=octo-org%3Aplanwright%2Fissue-3")
+            && lookups[0].contains("state=open"),
+        "{}",
+        lookups[0]
+    );
+
+    // Another branch gets its own.
+    let other = forge
+        .find_or_create_pull(&repo(), &new_pull("planwright/issue-9", "other"))
+        .await
+        .unwrap();
+    assert_eq!(other.number, PullNumber(5));
+
+    let updated = forge
+        .update_pull_body(&repo(), created.number, "with the verification table")
+        .await
+        .unwrap();
+    assert_eq!(updated.body, "with the verification table");
+    assert_eq!(updated.number, created.number);
+    let stored = fake.pulls(REPO);
+    assert_eq!(stored.len(), 2);
+    assert_eq!(
+        stored[0].body.as_deref(),
+        Some("with the verification table")
+    );
+    assert_eq!(stored[1].body.as_deref(), Some("other"));
+
+    let error = forge
+        .update_pull_body(&repo(), PullNumber(99), "x")
+        .await
+        .unwrap_err();
+    assert!(matches!(error, ForgeError::NotFound { .. }), "{error:?}");
+}
+
+#[tokio::test]
+async fn a_create_carried_out_then_lost_to_a_bad_gateway_opens_one_pull_request() {
+    let (fake, _app, forge) = world().await;
+    fake.perform_then_fail_on("POST", "/repos/octo-org/hello-world/pulls", 502);
+
+    let pull = forge
+        .find_or_create_pull(&repo(), &new_pull("planwright/issue-3", "body"))
+        .await
+        .unwrap();
+
+    let stored = fake.pulls(REPO);
+    assert_eq!(stored.len(), 1, "{stored:?}");
+    assert_eq!(pull.number.0, stored[0].number);
+    assert_eq!(pull.body, "body");
+    let creates: Vec<u16> = fake
+        .requests()
+        .iter()
+        .filter(|r| r.method == "POST" && r.path == "/repos/octo-org/hello-world/pulls")
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(creates, [502, 422], "retried once, refused as a duplicate");
+
+    // And a later call (a retried job) finds the same one without creating.
+    let again = forge
+        .find_or_create_pull(&repo(), &new_pull("planwright/issue-3", "body"))
+        .await
+        .unwrap();
+    assert_eq!(again, pull);
+    assert_eq!(fake.count("POST", "/repos/octo-org/hello-world/pulls"), 2);
+}
+
+#[tokio::test]
+async fn a_closed_pull_request_does_not_count_as_open() {
+    let (fake, _app, forge) = world().await;
+    let first = forge
+        .find_or_create_pull(&repo(), &new_pull("planwright/issue-3", "one"))
+        .await
+        .unwrap();
+    // Closed on GitHub by someone (POST, as clients without PATCH send it).
     let token = fake.issued_tokens().pop().unwrap();
-    assert!(!logs.contains(&token), "token in the logs:\n{logs}");
+    let closed = reqwest::Client::new()
+        .post(format!("{}/repos/{REPO}/pulls/{}", fake.url, first.number))
+        .bearer_auth(&token)
+        .json(&serde_json::json!({"state": "closed"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(closed.status(), 200);
+
+    let second = forge
+        .find_or_create_pull(&repo(), &new_pull("planwright/issue-3", "two"))
+        .await
+        .unwrap();
+    assert_ne!(second.number, first.number);
+    assert_eq!(fake.pulls(REPO).len(), 2);
+}
+
+fn check<'a>(sha: &'a CommitSha, state: CheckState, summary: &'a str, text: &'a str) -> Check<'a> {
+    Check {
+        name: "planwright",
+        head_sha: sha,
+        state,
+        title: "Verification",
+        summary,
+        text,
+        details_url: Some("https://planwright.example.com/sessions/1"),
+    }
+}
+
+#[tokio::test]
+async fn a_check_run_is_created_then_updated_in_place() {
+    let (fake, _app, forge) = world().await;
+    let sha = CommitSha(HEAD_SHA.into());
+    // Another app's check of the same name stays untouched.
+    let theirs = fake.add_foreign_check_run(REPO, HEAD_SHA, "planwright", 99);
+
+    forge
+        .set_check(
+            &repo(),
+            &check(&sha, CheckState::Running, "running the tests", ""),
+        )
+        .await
+        .unwrap();
+    let runs = fake.check_runs(REPO);
+    let ours: Vec<_> = runs.iter().filter(|r| r.app_id == APP_ID).collect();
+    assert_eq!(ours.len(), 1, "{runs:?}");
+    assert_eq!(ours[0].status, "in_progress");
+    assert_eq!(ours[0].conclusion, None);
+    assert_eq!(ours[0].head_sha, HEAD_SHA);
+    assert_eq!(ours[0].title.as_deref(), Some("Verification"));
+    assert_eq!(ours[0].summary.as_deref(), Some("running the tests"));
+    assert_eq!(ours[0].text, None);
+    assert_eq!(
+        ours[0].details_url.as_deref(),
+        Some("https://planwright.example.com/sessions/1")
+    );
+    let id = ours[0].id;
+
+    // A report longer than GitHub takes: 70,000 characters, more in bytes.
+    let report = "é".repeat(70_000);
+    forge
+        .set_check(
+            &repo(),
+            &check(&sha, CheckState::Success, "all passed", &report),
+        )
+        .await
+        .unwrap();
+    let runs = fake.check_runs(REPO);
+    let ours: Vec<_> = runs.iter().filter(|r| r.app_id == APP_ID).collect();
+    assert_eq!(ours.len(), 1, "updated, not created again: {runs:?}");
+    assert_eq!(ours[0].id, id);
+    assert_eq!(ours[0].updates, 1);
+    assert_eq!(ours[0].status, "completed");
+    assert_eq!(ours[0].conclusion.as_deref(), Some("success"));
+    let text = ours[0].text.as_deref().unwrap();
+    assert!(text.len() <= GITHUB_TEXT_LIMIT, "{}", text.len());
+    assert!(text.starts_with("éé"));
+    assert!(
+        text.ends_with("more bytes not shown."),
+        "{}",
+        &text[text.len() - 80..]
+    );
+
+    let foreign = fake
+        .check_runs(REPO)
+        .into_iter()
+        .find(|r| r.id == theirs)
+        .unwrap();
+    assert_eq!(foreign.updates, 0);
+    assert_eq!(foreign.summary.as_deref(), Some("theirs"));
+
+    // Every state maps to what GitHub expects, on the same run.
+    for (state, status, conclusion) in [
+        (CheckState::Pending, "queued", None),
+        (CheckState::Failure, "completed", Some("failure")),
+        (CheckState::Neutral, "completed", Some("neutral")),
+        (CheckState::Cancelled, "completed", Some("cancelled")),
+        (CheckState::Running, "in_progress", None),
+    ] {
+        forge
+            .set_check(&repo(), &check(&sha, state, "s", "t"))
+            .await
+            .unwrap();
+        let run = fake
+            .check_runs(REPO)
+            .into_iter()
+            .find(|r| r.id == id)
+            .unwrap();
+        assert_eq!(
+            (run.status.as_str(), run.conclusion.as_deref()),
+            (status, conclusion),
+            "{state:?}"
+        );
+    }
+    assert_eq!(
+        fake.count("POST", "/repos/octo-org/hello-world/check-runs"),
+        1
+    );
+}
+
+#[tokio::test]
+async fn the_fake_refuses_check_texts_longer_than_github_takes() {
+    let (fake, _app, forge) = world().await;
+    let sha = CommitSha(HEAD_SHA.into());
+    forge
+        .set_check(&repo(), &check(&sha, CheckState::Running, "s", ""))
+        .await
+        .unwrap();
+    let id = fake.check_runs(REPO)[0].id;
+    let token = fake.issued_tokens().pop().unwrap();
+    let send = |text: String| {
+        reqwest::Client::new()
+            .patch(format!("{}/repos/{REPO}/check-runs/{id}", fake.url))
+            .bearer_auth(&token)
+            .json(&serde_json::json!({
+                "output": {"title": "t", "summary": "s", "text": text},
+            }))
+            .send()
+    };
+    // GitHub counts characters, not bytes.
+    let at_limit = send("é".repeat(CHECK_TEXT_LIMIT)).await.unwrap();
+    assert_eq!(at_limit.status(), 200);
+    let over = send("x".repeat(CHECK_TEXT_LIMIT + 1)).await.unwrap();
+    assert_eq!(over.status(), 422);
+}
+
+#[tokio::test]
+async fn minimizes_a_comment_as_outdated_through_graphql() {
+    let (fake, _app, forge) = world().await;
+    let old = fake.add_comment(REPO, 3, "contract v1", FakeUser::new("hubot", 5));
+
+    assert!(
+        forge
+            .minimize_comment(&repo(), IssueNumber(3), CommentId(old))
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        fake.comment(old).unwrap().minimized.as_deref(),
+        Some("OUTDATED")
+    );
+    let token = fake.issued_tokens().pop().unwrap();
+    let graphql: Vec<_> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.path == "/graphql")
+        .collect();
+    assert_eq!(graphql.len(), 1);
+    assert_eq!(graphql[0].method, "POST");
+    assert_eq!(graphql[0].credential, Credential::Token(token));
+    assert!(
+        graphql[0].body.contains(&format!("IC_{old}")),
+        "{}",
+        graphql[0].body
+    );
+
+    let error = forge
+        .minimize_comment(&repo(), IssueNumber(3), CommentId(999_999))
+        .await
+        .unwrap_err();
+    assert!(matches!(error, ForgeError::NotFound { .. }), "{error:?}");
+
+    // GitHub's own answer for a node it does not know: 200, with `errors`.
+    let answer: serde_json::Value = reqwest::Client::new()
+        .post(format!("{}/graphql", fake.url))
+        .bearer_auth(fake.issued_tokens().pop().unwrap())
+        .json(&serde_json::json!({
+            "query": "mutation($id: ID!) { minimizeComment(input: {subjectId: $id, classifier: OUTDATED}) { minimizedComment { isMinimized } } }",
+            "variables": {"id": "IC_nope"},
+        }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(answer["errors"][0]["type"], "NOT_FOUND", "{answer}");
+    assert!(answer["data"].is_null(), "{answer}");
+}
+
+#[tokio::test]
+async fn a_graphql_error_in_a_200_answer_is_a_failure_with_its_message() {
+    let (fake, _app, forge) = world().await;
+    let old = fake.add_comment(REPO, 3, "contract v1", FakeUser::new("hubot", 5));
+    fake.graphql_error_next("FORBIDDEN", "Resource not accessible by integration");
+
+    let error = forge
+        .minimize_comment(&repo(), IssueNumber(3), CommentId(old))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, ForgeError::Refused { message, .. } if message == "Resource not accessible by integration"),
+        "{error:?}"
+    );
+    assert!(error.to_string().contains("minimize comment"), "{error}");
+    assert_eq!(
+        fake.count("POST", "/graphql"),
+        1,
+        "a refusal is not retried"
+    );
+    assert_eq!(fake.comment(old).unwrap().minimized, None);
+
+    fake.graphql_error_next("RATE_LIMITED", "API rate limit exceeded");
+    let error = forge
+        .minimize_comment(&repo(), IssueNumber(3), CommentId(old))
+        .await
+        .unwrap_err();
+    assert!(matches!(error, ForgeError::RateLimited { .. }), "{error:?}");
+    assert!(error.is_retryable());
+}
+
+#[tokio::test]
+async fn enterprise_server_urls_reach_rest_under_api_v3_and_graphql_beside_it() {
+    let fake = FakeGithub::start().await;
+    fake.add_repo(REPO, "main", HEAD_SHA);
+    fake.add_installation(INSTALLATION, &[REPO]);
+    fake.add_issue(REPO, 3, "t", None, &[], FakeUser::new("octocat", 1));
+    let old = fake.add_comment(REPO, 3, "contract v1", FakeUser::new("hubot", 5));
+    let app = GithubApp::from_settings(&fake.enterprise_settings())
+        .unwrap()
+        .with_retry(quick_retries());
+    let forge = app.installation(InstallationId(INSTALLATION)).unwrap();
+
+    assert!(
+        forge
+            .minimize_comment(&repo(), IssueNumber(3), CommentId(old))
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        fake.comment(old).unwrap().minimized.as_deref(),
+        Some("OUTDATED")
+    );
+    let paths: Vec<(String, u16)> = fake
+        .requests()
+        .into_iter()
+        .map(|r| (r.path, r.status))
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            (
+                format!("/api/v3/app/installations/{INSTALLATION}/access_tokens"),
+                201
+            ),
+            (
+                format!("/api/v3/repos/octo-org/hello-world/issues/comments/{old}"),
+                200
+            ),
+            ("/api/graphql".to_owned(), 200),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_revoked_token_is_replaced_for_graphql_too() {
+    let (fake, _app, forge) = world().await;
+    let old = fake.add_comment(REPO, 3, "contract v1", FakeUser::new("hubot", 5));
+    forge.issue(&repo(), IssueNumber(3)).await.unwrap();
+    fake.revoke_tokens_before("POST", "/graphql");
+    forge
+        .minimize_comment(&repo(), IssueNumber(3), CommentId(old))
+        .await
+        .unwrap();
+    assert_eq!(
+        fake.comment(old).unwrap().minimized.as_deref(),
+        Some("OUTDATED")
+    );
+    let graphql: Vec<u16> = fake
+        .requests()
+        .iter()
+        .filter(|r| r.path == "/graphql")
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(graphql, [401, 200]);
+    assert_eq!(fake.issued_tokens().len(), 1, "a fresh token was minted");
+}
+
+/// Runs git with the remote's credentials handed over by a credential helper that reads
+/// them from the environment: never in argv or the URL.
+async fn git_with(
+    remote: &GitRemote,
+    dir: &std::path::Path,
+    args: &[&str],
+) -> std::process::Output {
+    let mut command = git_command(dir);
+    command
+        .args([
+            "-c",
+            "credential.helper=",
+            "-c",
+            "credential.helper=!f() { test \"$1\" = get && echo username=\"$PW_GIT_USER\" && echo password=\"$PW_GIT_PASSWORD\"; }; f",
+        ])
+        .args(args)
+        .env("PW_GIT_USER", &remote.username)
+        .env("PW_GIT_PASSWORD", remote.password.expose_secret());
+    tokio::task::spawn_blocking(move || command.output().unwrap())
+        .await
+        .unwrap()
+}
+
+fn output_text(output: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+#[tokio::test]
+async fn git_clones_and_pushes_with_the_remote_credentials() {
+    let (fake, _app, forge) = world().await;
+    let first = fake.create_git_repo(REPO, &[("README.md", "hello\n")]);
+    assert_eq!(
+        forge.repository(&repo()).await.unwrap().head_sha.as_str(),
+        first
+    );
+
+    let remote = forge.git_remote(&repo()).await.unwrap();
+    assert_eq!(remote.url, format!("{}/Octo-Org/Hello-World.git", fake.url));
+    assert_eq!(remote.username, "x-access-token");
+    let token = remote.password.expose_secret().to_owned();
+    assert!(token.starts_with("ghs_"));
+    assert!(!remote.url.contains(&token));
+    assert!(
+        !format!("{remote:?}").contains(&token),
+        "Debug shows the secret"
+    );
+
+    let work = tempfile::tempdir().unwrap();
+    let cloned = git_with(
+        &remote,
+        work.path(),
+        &["clone", "--quiet", &remote.url, "clone"],
+    )
+    .await;
+    assert!(cloned.status.success(), "{}", output_text(&cloned));
+    let clone = work.path().join("clone");
+    assert_eq!(
+        std::fs::read_to_string(clone.join("README.md")).unwrap(),
+        "hello\n"
+    );
+
+    // A push large enough that git streams it with chunked transfer encoding.
+    // Random, so compression cannot shrink it below git's 1 MiB post buffer.
+    let noise: Vec<u8> = (0..3_000_000).map(|_| rand::random::<u8>()).collect();
+    std::fs::write(clone.join("data.bin"), &noise).unwrap();
+    std::fs::write(clone.join("README.md"), "hello, fixed\n").unwrap();
+    git(&clone, &["checkout", "--quiet", "-b", "planwright/issue-3"]);
+    git(&clone, &["add", "--all"]);
+    git(&clone, &["commit", "--quiet", "-m", "Fix the crash"]);
+    let pushed_sha = git(&clone, &["rev-parse", "HEAD"]);
+    let pushed = git_with(
+        &remote,
+        &clone,
+        &[
+            "push",
+            "--quiet",
+            "origin",
+            "HEAD:refs/heads/planwright/issue-3",
+        ],
+    )
+    .await;
+    assert!(pushed.status.success(), "{}", output_text(&pushed));
+    assert_eq!(
+        git(
+            &fake.git_dir(REPO),
+            &["rev-parse", "refs/heads/planwright/issue-3"]
+        ),
+        pushed_sha
+    );
+
+    // The fake checks that both ends of a pull request exist in git.
+    let pull = forge
+        .find_or_create_pull(&repo(), &new_pull("planwright/issue-3", "body"))
+        .await
+        .unwrap();
+    assert_eq!(pull.head_branch, "planwright/issue-3");
+    let error = forge
+        .find_or_create_pull(&repo(), &new_pull("no-such-branch", "body"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, ForgeError::Refused { status: 422, .. }),
+        "{error:?}"
+    );
+
+    // Each remote carries a fresh token of its own.
+    let second = forge.git_remote(&repo()).await.unwrap();
+    assert_ne!(second.password.expose_secret(), token);
+
+    for r in fake.requests() {
+        assert!(!r.path.contains(&token), "token in a URL: {}", r.path);
+    }
+    let git_requests: Vec<_> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.starts_with("/Octo-Org/Hello-World.git/"))
+        .collect();
+    assert!(
+        git_requests
+            .iter()
+            .any(|r| r.status == 200 && r.credential == Credential::Token(token.clone())),
+        "{git_requests:?}"
+    );
+}
+
+#[tokio::test]
+async fn git_refuses_a_wrong_a_revoked_or_another_repositorys_token() {
+    let (fake, _app, forge) = world().await;
+    const OTHER: &str = "Octo-Org/Other";
+    fake.add_repo(OTHER, "main", HEAD_SHA);
+    fake.add_installation(INSTALLATION, &[REPO, OTHER]);
+    fake.create_git_repo(REPO, &[("README.md", "hello\n")]);
+    fake.create_git_repo(OTHER, &[("README.md", "other\n")]);
+    let remote = forge.git_remote(&repo()).await.unwrap();
+    let work = tempfile::tempdir().unwrap();
+
+    let cloned = git_with(
+        &remote,
+        work.path(),
+        &["clone", "--quiet", &remote.url, "ok"],
+    )
+    .await;
+    assert!(cloned.status.success(), "{}", output_text(&cloned));
+
+    let wrong = GitRemote {
+        password: "ghs_not_a_token".to_owned().into(),
+        ..remote.clone()
+    };
+    let refused = git_with(
+        &wrong,
+        work.path(),
+        &["clone", "--quiet", &remote.url, "wrong"],
+    )
+    .await;
+    assert!(!refused.status.success());
+    assert!(
+        output_text(&refused).contains("Authentication failed"),
+        "{}",
+        output_text(&refused)
+    );
+
+    let wrong_user = GitRemote {
+        username: "someone".into(),
+        ..remote.clone()
+    };
+    let refused = git_with(
+        &wrong_user,
+        work.path(),
+        &["clone", "--quiet", &remote.url, "user"],
+    )
+    .await;
+    assert!(!refused.status.success(), "{}", output_text(&refused));
+
+    // The token is limited to the repository it was asked for.
+    let other_url = format!("{}/Octo-Org/Other.git", fake.url);
+    let refused = git_with(
+        &remote,
+        work.path(),
+        &["clone", "--quiet", &other_url, "other"],
+    )
+    .await;
+    assert!(!refused.status.success(), "{}", output_text(&refused));
+    let other_remote = forge
+        .git_remote(&RepoName::parse(OTHER).unwrap())
+        .await
+        .unwrap();
+    let allowed = git_with(
+        &other_remote,
+        work.path(),
+        &["clone", "--quiet", &other_url, "other"],
+    )
+    .await;
+    assert!(allowed.status.success(), "{}", output_text(&allowed));
+
+    // Once revoked, even the right token pushes nothing.
+    fake.revoke_tokens();
+    let clone = work.path().join("ok");
+    git(
+        &clone,
+        &["commit", "--quiet", "--allow-empty", "-m", "late"],
+    );
+    let refused = git_with(
+        &remote,
+        &clone,
+        &["push", "--quiet", "origin", "HEAD:refs/heads/late"],
+    )
+    .await;
+    assert!(!refused.status.success(), "{}", output_text(&refused));
+    let late = git_command(&fake.git_dir(REPO))
+        .args(["rev-parse", "--verify", "--quiet", "refs/heads/late"])
+        .output()
+        .unwrap();
+    assert!(!late.status.success(), "the refused push left a branch");
+}
+
+#[tokio::test]
+async fn git_over_http_takes_compressed_requests() {
+    let (fake, _app, forge) = world().await;
+    fake.create_git_repo(REPO, &[("README.md", "hello\n")]);
+    let remote = forge.git_remote(&repo()).await.unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let cloned = git_with(
+        &remote,
+        work.path(),
+        &["clone", "--quiet", &remote.url, "a"],
+    )
+    .await;
+    assert!(cloned.status.success(), "{}", output_text(&cloned));
+    let a = work.path().join("a");
+    // Forty branches on forty commits: a fresh clone then wants more than 1 KiB of
+    // object ids, which git sends gzip-compressed.
+    for i in 0..40 {
+        git(
+            &a,
+            &["commit", "--quiet", "--allow-empty", "-m", &format!("c{i}")],
+        );
+        git(&a, &["branch", &format!("b{i}")]);
+    }
+    let pushed = git_with(
+        &remote,
+        &a,
+        &["push", "--quiet", "origin", "refs/heads/*:refs/heads/*"],
+    )
+    .await;
+    assert!(pushed.status.success(), "{}", output_text(&pushed));
+
+    let b = work.path().join("b");
+    std::fs::create_dir(&b).unwrap();
+    git(&b, &["init", "--quiet"]);
+    let fetched = git_with(
+        &remote,
+        &b,
+        &[
+            "fetch",
+            "--quiet",
+            &remote.url,
+            "refs/heads/*:refs/remotes/origin/*",
+        ],
+    )
+    .await;
+    assert!(fetched.status.success(), "{}", output_text(&fetched));
+    let branches = git(&b, &["branch", "--remotes"]);
+    assert_eq!(branches.lines().count(), 41, "{branches}");
+}
+
+#[tokio::test]
+async fn the_fake_holds_app_jwts_to_githubs_claims() {
+    use octocrab::jsonwebtoken::{Algorithm, EncodingKey, Header, encode};
+    let fake = FakeGithub::start().await;
+    let key =
+        EncodingKey::from_rsa_pem(support::fake_forge::app_key().private_pem.as_bytes()).unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let status = |claims: serde_json::Value| {
+        let jwt = encode(&Header::new(Algorithm::RS256), &claims, &key).unwrap();
+        let url = format!("{}/app", fake.url);
+        async move {
+            reqwest::Client::new()
+                .get(url)
+                .bearer_auth(jwt)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
+    };
+    let claims =
+        |iss: u64, iat: u64, exp: u64| serde_json::json!({"iss": iss, "iat": iat, "exp": exp});
+
+    // What octocrab sends: backdated a minute, nine minutes to live.
+    assert_eq!(status(claims(APP_ID, now - 60, now + 540)).await, 200);
+    assert_eq!(
+        status(claims(APP_ID, now, now + 540)).await,
+        401,
+        "not backdated"
+    );
+    assert_eq!(
+        status(claims(APP_ID, now - 60, now + 660)).await,
+        401,
+        "lives past ten minutes"
+    );
+    assert_eq!(
+        status(claims(APP_ID, now - 600, now - 1)).await,
+        401,
+        "expired"
+    );
+    assert_eq!(
+        status(claims(APP_ID + 1, now - 60, now + 540)).await,
+        401,
+        "another app"
+    );
+}
+
+#[tokio::test]
+async fn git_http_serves_on_its_own_behind_the_callers_check() {
+    let root = tempfile::tempdir().unwrap();
+    let sha = support::git_http::init_bare_repo(
+        &root.path().join("group/project.git"),
+        "trunk",
+        &[("a.txt", "a\n")],
+    );
+    let server = support::git_http::GitHttp::new(root.path(), |user, password| {
+        user == "oauth2" && password == "right"
+    });
+    let (url, task) = server.start().await;
+    let remote = GitRemote {
+        url: format!("{url}/group/project.git"),
+        username: "oauth2".into(),
+        password: "right".to_owned().into(),
+    };
+
+    let challenge = reqwest::get(format!("{}/info/refs?service=git-upload-pack", remote.url))
+        .await
+        .unwrap();
+    assert_eq!(challenge.status(), 401);
+    assert!(
+        challenge.headers()["www-authenticate"]
+            .to_str()
+            .unwrap()
+            .starts_with("Basic realm="),
+    );
+
+    let work = tempfile::tempdir().unwrap();
+    let cloned = git_with(
+        &remote,
+        work.path(),
+        &["clone", "--quiet", &remote.url, "c"],
+    )
+    .await;
+    assert!(cloned.status.success(), "{}", output_text(&cloned));
+    assert_eq!(git(&work.path().join("c"), &["rev-parse", "HEAD"]), sha);
+
+    let wrong = GitRemote {
+        password: "wrong".to_owned().into(),
+        ..remote.clone()
+    };
+    let refused = git_with(&wrong, work.path(), &["clone", "--quiet", &remote.url, "d"]).await;
+    assert!(!refused.status.success());
+    task.abort();
 }

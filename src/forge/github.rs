@@ -13,18 +13,20 @@ use http::{HeaderMap, Method, StatusCode};
 use octocrab::Octocrab;
 use octocrab::models::{AppId, InstallationId as OctoInstallationId};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
-use secrecy::ExposeSecret;
+use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 
 use super::{
-    Comment, Forge, ForgeError, Issue, Permission, Reaction, Repository, RetryPolicy, header,
+    Check, CheckState, Comment, Forge, ForgeError, GITHUB_TEXT_LIMIT, GitRemote, Issue,
+    NewPullRequest, Permission, PullRequest, Reaction, Repository, RetryPolicy, header,
+    truncate_with_note,
 };
 use crate::config::GithubSettings;
 use crate::event::Actor;
-use crate::ids::{CommentId, CommitSha, InstallationId, IssueNumber, RepoName};
+use crate::ids::{CommentId, CommitSha, InstallationId, IssueNumber, PullNumber, RepoName};
 
 /// Comments fetched per page: GitHub's maximum, so long threads take few requests.
 const PER_PAGE: usize = 100;
@@ -40,6 +42,12 @@ pub struct GithubApp {
 
 struct Shared {
     app: Octocrab,
+    app_id: u64,
+    /// Where GraphQL lives, which on GitHub Enterprise Server is not under the REST base.
+    graphql_url: String,
+    /// For GraphQL only: octocrab puts its base path in front of every URL, which on
+    /// Enterprise Server turns `/api/graphql` into `/api/v3/api/graphql`.
+    http: reqwest::Client,
     retry: RetryPolicy,
     slug: OnceCell<String>,
     /// One client per installation, kept for the process's life: octocrab caches the
@@ -77,6 +85,15 @@ impl GithubApp {
         Ok(GithubApp {
             shared: Arc::new(Shared {
                 app,
+                app_id,
+                graphql_url: graphql_url(&settings.api_url),
+                http: reqwest::Client::builder()
+                    // A redirect could carry the token to another host.
+                    .redirect(reqwest::redirect::Policy::none())
+                    .connect_timeout(Duration::from_secs(10))
+                    .timeout(Duration::from_secs(30))
+                    .build()
+                    .context("Could not build the GitHub GraphQL client")?,
                 retry: RetryPolicy::default(),
                 slug: OnceCell::new(),
                 installations: Mutex::new(HashMap::new()),
@@ -90,6 +107,9 @@ impl GithubApp {
         GithubApp {
             shared: Arc::new(Shared {
                 app: self.shared.app.clone(),
+                app_id: self.shared.app_id,
+                graphql_url: self.shared.graphql_url.clone(),
+                http: self.shared.http.clone(),
                 retry,
                 slug: OnceCell::new(),
                 installations: Mutex::new(HashMap::new()),
@@ -124,6 +144,7 @@ impl GithubApp {
         Ok(GithubForge {
             shared: Arc::clone(&self.shared),
             client,
+            installation: id,
         })
     }
 
@@ -148,6 +169,7 @@ impl GithubApp {
 pub struct GithubForge {
     shared: Arc<Shared>,
     client: Arc<Octocrab>,
+    installation: InstallationId,
 }
 
 impl GithubForge {
@@ -337,42 +359,299 @@ impl Forge for GithubForge {
             .map(Some)
             .map_err(|_| malformed(&format!("`{path}` is not UTF-8 text")))
     }
+
     async fn find_or_create_pull(
         &self,
-        _repo: &RepoName,
-        _new: &crate::forge::NewPullRequest<'_>,
-    ) -> Result<crate::forge::PullRequest, ForgeError> {
-        Err(not_yet("open a pull request"))
+        repo: &RepoName,
+        new: &NewPullRequest<'_>,
+    ) -> Result<PullRequest, ForgeError> {
+        if let Some(found) = self.open_pull(repo, new.head_branch).await? {
+            return Ok(found);
+        }
+        let created: Result<GhPull, _> = self
+            .shared
+            .request(
+                &self.client,
+                Method::POST,
+                &format!("{}/pulls", repo_path(repo)),
+                Some(&json!({
+                    "title": new.title,
+                    "head": new.head_branch,
+                    "base": new.base_branch,
+                    "body": new.body,
+                })),
+            )
+            .await;
+        match created {
+            Ok(pull) => Ok(pull.into()),
+            // A create GitHub performed before failing (a 502 from a proxy) is retried and
+            // then refused as a duplicate: the pull request asked for exists, so use it.
+            Err(ForgeError::Refused {
+                status: 422,
+                message,
+                what,
+            }) if message.contains("already exists") => self
+                .open_pull(repo, new.head_branch)
+                .await?
+                .ok_or(ForgeError::Refused {
+                    what,
+                    status: 422,
+                    message,
+                }),
+            Err(e) => Err(e),
+        }
     }
 
     async fn update_pull_body(
         &self,
-        _repo: &RepoName,
-        _pull: crate::ids::PullNumber,
-        _body: &str,
-    ) -> Result<crate::forge::PullRequest, ForgeError> {
-        Err(not_yet("update a pull request"))
+        repo: &RepoName,
+        pull: PullNumber,
+        body: &str,
+    ) -> Result<PullRequest, ForgeError> {
+        let updated: GhPull = self
+            .shared
+            .request(
+                &self.client,
+                Method::PATCH,
+                &format!("{}/pulls/{pull}", repo_path(repo)),
+                Some(&json!({ "body": body })),
+            )
+            .await?;
+        Ok(updated.into())
     }
 
-    async fn set_check(
-        &self,
-        _repo: &RepoName,
-        _check: &crate::forge::Check<'_>,
-    ) -> Result<(), ForgeError> {
-        Err(not_yet("set a check"))
+    async fn set_check(&self, repo: &RepoName, check: &Check<'_>) -> Result<(), ForgeError> {
+        let base = repo_path(repo);
+        let app_id = self.shared.app_id.to_string();
+        let query = serde_urlencoded::to_string([
+            ("check_name", check.name),
+            ("app_id", app_id.as_str()),
+            ("filter", "latest"),
+        ])
+        .map_err(|e| ForgeError::Client {
+            what: format!("find check `{}`", check.name),
+            message: e.to_string(),
+        })?;
+        let found: GhCheckRuns = self
+            .get(&format!(
+                "{base}/commits/{}/check-runs?{query}",
+                encode_path(check.head_sha.as_str())
+            ))
+            .await?;
+        // Another app's check of the same name is not ours to overwrite.
+        let ours = found.check_runs.into_iter().find(|run| {
+            run.name == check.name && run.app.as_ref().is_some_and(|a| a.id == self.shared.app_id)
+        });
+
+        let (status, conclusion) = match check.state {
+            CheckState::Pending => ("queued", None),
+            CheckState::Running => ("in_progress", None),
+            CheckState::Success => ("completed", Some("success")),
+            CheckState::Failure => ("completed", Some("failure")),
+            CheckState::Neutral => ("completed", Some("neutral")),
+            CheckState::Cancelled => ("completed", Some("cancelled")),
+        };
+        let mut output = json!({
+            "title": truncate_with_note(check.title, GITHUB_TEXT_LIMIT),
+            "summary": truncate_with_note(check.summary, GITHUB_TEXT_LIMIT),
+        });
+        if !check.text.is_empty() {
+            output["text"] = json!(truncate_with_note(check.text, GITHUB_TEXT_LIMIT));
+        }
+        let mut payload = json!({ "name": check.name, "status": status, "output": output });
+        if let Some(conclusion) = conclusion {
+            payload["conclusion"] = json!(conclusion);
+        }
+        if let Some(url) = check.details_url {
+            payload["details_url"] = json!(url);
+        }
+        let _: Value = match ours {
+            Some(run) => {
+                self.shared
+                    .request(
+                        &self.client,
+                        Method::PATCH,
+                        &format!("{base}/check-runs/{}", run.id),
+                        Some(&payload),
+                    )
+                    .await?
+            }
+            None => {
+                // A create retried after GitHub stored it leaves two runs of one name on
+                // the commit; GitHub shows only the latest, and the next call updates it.
+                payload["head_sha"] = json!(check.head_sha.as_str());
+                self.shared
+                    .request(
+                        &self.client,
+                        Method::POST,
+                        &format!("{base}/check-runs"),
+                        Some(&payload),
+                    )
+                    .await?
+            }
+        };
+        Ok(())
     }
 
     async fn minimize_comment(
         &self,
-        _repo: &RepoName,
+        repo: &RepoName,
         _issue: IssueNumber,
-        _comment: CommentId,
+        comment: CommentId,
     ) -> Result<bool, ForgeError> {
-        Err(not_yet("minimize a comment"))
+        let found: GhNode = self
+            .get(&format!("{}/issues/comments/{comment}", repo_path(repo)))
+            .await?;
+        let payload = json!({
+            "query": "mutation($id: ID!) { minimizeComment(input: {subjectId: $id, classifier: OUTDATED}) { minimizedComment { isMinimized } } }",
+            "variables": { "id": found.node_id },
+        });
+        let what = format!(
+            "minimize comment {comment} (POST {})",
+            self.shared.graphql_url
+        );
+        self.shared
+            .retry
+            .run(|| self.graphql_attempt(&what, &payload))
+            .await?;
+        Ok(true)
     }
 
-    async fn git_remote(&self, _repo: &RepoName) -> Result<crate::forge::GitRemote, ForgeError> {
-        Err(not_yet("give git credentials"))
+    async fn git_remote(&self, repo: &RepoName) -> Result<GitRemote, ForgeError> {
+        let info: GhRepo = self.get(&repo_path(repo)).await?;
+        let name = repo.as_str().rsplit('/').next().unwrap_or(repo.as_str());
+        // A token of its own rather than the client's cached one: it is fresh (an hour
+        // left, where the cached one may be about to expire) and limited to this
+        // repository's contents, which is all git needs.
+        let password = self
+            .mint_token(&json!({
+                "repositories": [name],
+                "permissions": { "contents": "write" },
+            }))
+            .await?;
+        Ok(GitRemote {
+            url: info.clone_url,
+            username: "x-access-token".to_owned(),
+            password,
+        })
+    }
+}
+
+impl GithubForge {
+    /// A new installation token, limited as `scope` asks (`repositories`, `permissions`).
+    async fn mint_token(&self, scope: &Value) -> Result<SecretString, ForgeError> {
+        let minted: GhToken = self
+            .shared
+            .request(
+                &self.shared.app,
+                Method::POST,
+                &format!("/app/installations/{}/access_tokens", self.installation),
+                Some(scope),
+            )
+            .await?;
+        Ok(minted.token)
+    }
+
+    /// One GraphQL call; its data, or its errors as a failure.
+    async fn graphql_attempt(&self, what: &str, payload: &Value) -> Result<Value, ForgeError> {
+        tracing::debug!(call = what, "forge request");
+        let token = self
+            .client
+            .installation_token()
+            .await
+            .map_err(|e| classify_octocrab(what.to_owned(), e))?;
+        let mut response = self.post_graphql(&token, payload, what).await?;
+        if response.status() == StatusCode::UNAUTHORIZED {
+            // The cached token was revoked; octocrab renews its own at its next 401.
+            let fresh = self.mint_token(&json!({})).await?;
+            response = self.post_graphql(&fresh, payload, what).await?;
+        }
+        let status = response.status();
+        let headers = response.headers().clone();
+        let text = response.text().await.map_err(|e| ForgeError::Transport {
+            what: what.to_owned(),
+            message: e.without_url().to_string(),
+        })?;
+        let text = check_answer(status, &headers, text, what)?;
+        let answer: GhGraphql = serde_json::from_str(&text).map_err(|e| ForgeError::Malformed {
+            what: what.to_owned(),
+            message: e.to_string(),
+        })?;
+        // GraphQL reports failures in a 200 answer.
+        if let Some(errors) = answer.errors.filter(|e| !e.is_empty()) {
+            if errors
+                .iter()
+                .any(|e| e.kind.as_deref() == Some("RATE_LIMITED"))
+            {
+                return Err(ForgeError::RateLimited {
+                    what: what.to_owned(),
+                    retry_after: Some(Duration::from_secs(60)),
+                });
+            }
+            let message = errors
+                .into_iter()
+                .map(|e| e.message)
+                .collect::<Vec<_>>()
+                .join("; ");
+            return Err(ForgeError::Refused {
+                what: what.to_owned(),
+                status: status.as_u16(),
+                message,
+            });
+        }
+        answer.data.ok_or_else(|| ForgeError::Malformed {
+            what: what.to_owned(),
+            message: "neither data nor errors in the answer".into(),
+        })
+    }
+
+    async fn post_graphql(
+        &self,
+        token: &SecretString,
+        payload: &Value,
+        what: &str,
+    ) -> Result<reqwest::Response, ForgeError> {
+        self.shared
+            .http
+            .post(&self.shared.graphql_url)
+            .bearer_auth(token.expose_secret())
+            .header("accept", "application/vnd.github+json")
+            .header("user-agent", "planwright")
+            .json(payload)
+            .send()
+            .await
+            .map_err(|e| ForgeError::Transport {
+                what: what.to_owned(),
+                message: e.without_url().to_string(),
+            })
+    }
+
+    /// The open pull request whose head is `branch` in `repo` itself (not a fork).
+    async fn open_pull(
+        &self,
+        repo: &RepoName,
+        branch: &str,
+    ) -> Result<Option<PullRequest>, ForgeError> {
+        let owner = repo.as_str().split('/').next().unwrap_or_default();
+        let head = format!("{owner}:{branch}");
+        let query = serde_urlencoded::to_string([
+            ("state", "open"),
+            ("head", head.as_str()),
+            ("per_page", "100"),
+        ])
+        .map_err(|e| ForgeError::Client {
+            what: format!("find the pull request of `{branch}`"),
+            message: e.to_string(),
+        })?;
+        let found: Vec<GhPull> = self
+            .get(&format!("{}/pulls?{query}", repo_path(repo)))
+            .await?;
+        // A `head` filter GitHub cannot apply is ignored rather than refused, which
+        // lists every open pull request, so the branch is checked here too.
+        Ok(found
+            .into_iter()
+            .find(|p| p.head.branch == branch)
+            .map(PullRequest::from))
     }
 }
 
@@ -390,6 +669,16 @@ impl Shared {
         self.retry
             .run(|| attempt(client, &method, path, body, &what))
             .await
+    }
+}
+
+/// GitHub's GraphQL endpoint for a REST base URL: `{api}/graphql` on github.com-style
+/// bases, `https://HOST/api/graphql` for GitHub Enterprise Server's `https://HOST/api/v3`.
+fn graphql_url(api_url: &str) -> String {
+    let base = api_url.trim_end_matches('/');
+    match base.strip_suffix("/api/v3") {
+        Some(host) => format!("{host}/api/graphql"),
+        None => format!("{base}/graphql"),
     }
 }
 
@@ -419,17 +708,28 @@ async fn attempt<T: DeserializeOwned>(
         .body_to_string(response)
         .await
         .map_err(|e| classify_octocrab(what.to_owned(), e))?;
-    if !status.is_success() {
-        let message = serde_json::from_str::<GhErrorBody>(&text)
-            .ok()
-            .and_then(|b| b.message)
-            .unwrap_or_else(|| text.chars().take(200).collect());
-        return Err(classify_status(what.to_owned(), status, &headers, message));
-    }
+    let text = check_answer(status, &headers, text, what)?;
     serde_json::from_str(&text).map_err(|e| ForgeError::Malformed {
         what: what.to_owned(),
         message: e.to_string(),
     })
+}
+
+/// A successful answer's body, or the failure classified with GitHub's message.
+fn check_answer(
+    status: StatusCode,
+    headers: &HeaderMap,
+    text: String,
+    what: &str,
+) -> Result<String, ForgeError> {
+    if !status.is_success() {
+        let message = serde_json::from_str::<GhErrorBody>(&text)
+            .ok()
+            .and_then(GhErrorBody::into_message)
+            .unwrap_or_else(|| text.chars().take(200).collect());
+        return Err(classify_status(what.to_owned(), status, headers, message));
+    }
+    Ok(text)
 }
 
 /// Classifies an answer that was not a success. GitHub signals rate limits with 429, or
@@ -521,6 +821,97 @@ fn repo_path(repo: &RepoName) -> String {
 #[derive(Deserialize)]
 struct GhErrorBody {
     message: Option<String>,
+    /// A 422's details: "Validation Failed" alone does not say what failed.
+    #[serde(default)]
+    errors: Vec<Value>,
+}
+
+impl GhErrorBody {
+    fn into_message(self) -> Option<String> {
+        let details: Vec<String> = self
+            .errors
+            .iter()
+            .filter_map(|e| match e {
+                Value::String(text) => Some(text.clone()),
+                other => other.get("message")?.as_str().map(str::to_owned),
+            })
+            .collect();
+        match (self.message, details.is_empty()) {
+            (Some(message), true) => Some(message),
+            (Some(message), false) => Some(format!("{message}: {}", details.join("; "))),
+            (None, false) => Some(details.join("; ")),
+            (None, true) => None,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct GhGraphql {
+    data: Option<Value>,
+    errors: Option<Vec<GhGraphqlError>>,
+}
+
+#[derive(Deserialize)]
+struct GhGraphqlError {
+    message: String,
+    #[serde(rename = "type")]
+    kind: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct GhNode {
+    node_id: String,
+}
+
+#[derive(Deserialize)]
+struct GhToken {
+    token: SecretString,
+}
+
+#[derive(Deserialize)]
+struct GhPull {
+    number: i64,
+    html_url: String,
+    title: String,
+    body: Option<String>,
+    head: GhPullEnd,
+    base: GhPullEnd,
+}
+
+#[derive(Deserialize)]
+struct GhPullEnd {
+    #[serde(rename = "ref")]
+    branch: String,
+}
+
+impl From<GhPull> for PullRequest {
+    fn from(p: GhPull) -> Self {
+        PullRequest {
+            number: PullNumber(p.number),
+            url: p.html_url,
+            head_branch: p.head.branch,
+            base_branch: p.base.branch,
+            title: p.title,
+            body: p.body.unwrap_or_default(),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct GhCheckRuns {
+    check_runs: Vec<GhCheckRun>,
+}
+
+#[derive(Deserialize)]
+struct GhCheckRun {
+    id: i64,
+    name: String,
+    app: Option<GhCheckApp>,
+}
+
+#[derive(Deserialize)]
+struct GhCheckApp {
+    id: u64,
 }
 
 #[derive(Deserialize)]
@@ -591,6 +982,7 @@ impl From<GhComment> for Comment {
 #[derive(Deserialize)]
 struct GhRepo {
     default_branch: String,
+    clone_url: String,
 }
 
 #[derive(Deserialize)]
@@ -615,13 +1007,6 @@ struct GhContent {
     kind: String,
     encoding: Option<String>,
     content: Option<String>,
-}
-
-fn not_yet(what: &str) -> ForgeError {
-    ForgeError::Client {
-        what: what.to_owned(),
-        message: "not supported yet".to_owned(),
-    }
 }
 
 #[cfg(test)]
@@ -689,6 +1074,36 @@ mod tests {
             s(422, &[], "Validation Failed"),
             ForgeError::Refused { status: 422, .. }
         ));
+    }
+
+    #[test]
+    fn graphql_lives_beside_the_rest_api() {
+        assert_eq!(
+            graphql_url("https://api.github.com"),
+            "https://api.github.com/graphql"
+        );
+        assert_eq!(
+            graphql_url("https://ghe.example.com/api/v3/"),
+            "https://ghe.example.com/api/graphql"
+        );
+        assert_eq!(
+            graphql_url("http://127.0.0.1:8080"),
+            "http://127.0.0.1:8080/graphql"
+        );
+    }
+
+    #[test]
+    fn a_validation_failure_says_what_failed() {
+        let body: GhErrorBody = serde_json::from_value(json!({
+            "message": "Validation Failed",
+            "errors": [{"resource": "PullRequest", "code": "custom",
+                        "message": "A pull request already exists for o:b."}],
+        }))
+        .unwrap();
+        assert_eq!(
+            body.into_message().unwrap(),
+            "Validation Failed: A pull request already exists for o:b."
+        );
     }
 
     #[test]

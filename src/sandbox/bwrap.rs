@@ -1,6 +1,7 @@
 //! The bubblewrap sandbox: a read-only view of the host with the workspace as the only
 //! writable place, private `/tmp` and `/run`, fresh `/proc` and `/dev`, every namespace
-//! unshared (no network), an unprivileged user, and the secret paths covered up.
+//! unshared (no network but the bridged host sockets, see `relay.rs`), an unprivileged
+//! user, and the secret paths covered up.
 
 use std::ffi::OsString;
 use std::os::fd::AsRawFd;
@@ -10,15 +11,19 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use async_trait::async_trait;
 
-use super::{Command, Output, Sandbox, SandboxError, base_env, process, validate};
+use super::{Bridge, Command, Output, Sandbox, SandboxError, full_env, process, validate};
 
 /// The user and group a command sees itself as inside the sandbox.
 const INSIDE_ID: &str = "1000";
+
+/// Where the relay program and the bridged sockets appear inside (on the private `/run`).
+const INSIDE_RUN: &str = "/run/planwright";
 
 pub struct Bwrap {
     program: PathBuf,
     hidden: Vec<PathBuf>,
     host_user: Option<(u32, u32)>,
+    relay: Option<PathBuf>,
 }
 
 impl Bwrap {
@@ -30,7 +35,10 @@ impl Bwrap {
     pub fn new(hidden: Vec<PathBuf>) -> Result<Self, SandboxError> {
         let program = find_on_path("bwrap").ok_or_else(|| {
             SandboxError::Unavailable(
-                "bubblewrap (`bwrap`) is not installed; install the `bubblewrap` package".into(),
+                "bubblewrap (`bwrap`) is not installed; install the `bubblewrap` package \
+                 (or, to run executors with no isolation at all, set SANDBOX=none together \
+                 with UNSAFE_NO_SANDBOX=1)"
+                    .into(),
             )
         })?;
         // SAFETY: geteuid has no preconditions.
@@ -43,7 +51,22 @@ impl Bwrap {
             // starting bwrap as an unprivileged host user instead makes such files
             // unreadable inside.
             host_user: root.then_some(Self::DEFAULT_HOST_USER),
+            // The relay is planwright's own `sandbox relay` command.
+            relay: std::env::current_exe().ok(),
         })
+    }
+
+    /// The planwright binary that serves bridges inside (`planwright sandbox relay`);
+    /// by default the running executable, which is right unless that is not planwright
+    /// (a test binary, say).
+    pub fn with_relay_program(mut self, program: impl Into<PathBuf>) -> Self {
+        self.relay = Some(program.into());
+        self
+    }
+
+    /// The host user sandboxes run as (`None`: planwright's own user).
+    pub fn host_user(&self) -> Option<(u32, u32)> {
+        self.host_user
     }
 
     /// Runs sandboxes as this host user and group when planwright is root (ignored
@@ -62,7 +85,8 @@ impl Bwrap {
         workspace: &Path,
         workspace_fd: i32,
         cwd: &Path,
-        env: &[(String, String)],
+        bridges: &[Bridge],
+        relay: Option<&Path>,
     ) -> Vec<OsString> {
         let mut args: Vec<OsString> = Vec::new();
         let mut push = |items: &[&str]| args.extend(items.iter().map(OsString::from));
@@ -81,7 +105,8 @@ impl Bwrap {
             "--new-session",
             "--cap-drop",
             "ALL",
-            "--clearenv",
+            // No --clearenv/--setenv: the environment is bwrap's own (set by planwright),
+            // so values such as the capability token never appear in a command line.
             "--ro-bind",
             "/",
             "/",
@@ -113,8 +138,10 @@ impl Bwrap {
             }
         }
         // After the covers, so a workspace inside DATA_DIR is visible and nothing else
-        // there. Bound from a descriptor opened by planwright: the unprivileged host
-        // user need not be able to walk DATA_DIR to reach it.
+        // there. Bound from a descriptor opened by planwright, so it is the folder
+        // checked above; bubblewrap (0.8) still resolves that descriptor's path, so the
+        // unprivileged host user must be able to walk down to the workspace (`planwright
+        // doctor` checks this for DATA_DIR).
         args.extend([
             "--bind-fd".into(),
             workspace_fd.to_string().into(),
@@ -122,11 +149,80 @@ impl Bwrap {
             "--chdir".into(),
             cwd.as_os_str().to_owned(),
         ]);
-        for (k, v) in env {
-            args.extend(["--setenv".into(), k.into(), v.into()]);
+        // `relay` is set exactly when there are bridges (see `check_bridges`).
+        if let Some(relay) = relay {
+            args.extend([
+                "--ro-bind".into(),
+                relay.as_os_str().to_owned(),
+                format!("{INSIDE_RUN}/relay").into(),
+            ]);
+            for bridge in bridges {
+                args.extend([
+                    "--ro-bind".into(),
+                    bridge.socket.as_os_str().to_owned(),
+                    inside_socket(bridge.port).into(),
+                ]);
+            }
         }
         args.push("--".into());
+        // The relay listens on the bridged ports, then becomes the command (relay.rs).
+        if relay.is_some() {
+            args.extend([
+                format!("{INSIDE_RUN}/relay").into(),
+                "sandbox".into(),
+                "relay".into(),
+            ]);
+            for bridge in bridges {
+                args.extend([
+                    "--bridge".into(),
+                    format!("{}={}", bridge.port, inside_socket(bridge.port)).into(),
+                ]);
+            }
+            // What the mounts leave writable, minus the covers over hidden paths.
+            args.extend([
+                "--writable".into(),
+                workspace.as_os_str().to_owned(),
+                "--writable".into(),
+                "/tmp".into(),
+                "--writable".into(),
+                "/dev".into(),
+                "--".into(),
+            ]);
+        }
         args
+    }
+
+    /// Refuses bridges the sandbox could not use, before bwrap fails less clearly.
+    fn check_bridges(&self, bridges: &[Bridge]) -> Result<Option<PathBuf>, SandboxError> {
+        if bridges.is_empty() {
+            return Ok(None);
+        }
+        let relay = self.relay.clone().ok_or_else(|| {
+            SandboxError::Unavailable(
+                "the planwright executable, which relays bridged ports, cannot be found".into(),
+            )
+        })?;
+        if !relay.is_file() {
+            return Err(SandboxError::Unavailable(format!(
+                "the relay program {} does not exist",
+                relay.display()
+            )));
+        }
+        if let Some((uid, _)) = self.host_user {
+            use std::os::unix::fs::MetadataExt;
+            for bridge in bridges {
+                let meta = std::fs::metadata(&bridge.socket)
+                    .with_context(|| format!("Could not inspect {}", bridge.socket.display()))?;
+                if meta.mode() & 0o002 == 0 && meta.uid() != uid {
+                    return Err(SandboxError::InvalidCommand(format!(
+                        "the sandbox user (uid {uid}) cannot connect to {}: make the socket \
+                         mode 0666",
+                        bridge.socket.display()
+                    )));
+                }
+            }
+        }
+        Ok(Some(relay))
     }
 }
 
@@ -138,6 +234,7 @@ impl Sandbox for Bwrap {
 
     async fn run(&self, command: &Command) -> Result<Output, SandboxError> {
         let (workspace, cwd) = validate(command)?;
+        let relay = self.check_bridges(&command.bridges)?;
         if let Some((uid, gid)) = self.host_user {
             let ws = workspace.clone();
             tokio::task::spawn_blocking(move || chown_tree(&ws, uid, gid))
@@ -150,14 +247,13 @@ impl Sandbox for Bwrap {
             .open(&workspace)
             .with_context(|| format!("Could not open {}", workspace.display()))?;
         let fd = dir.as_raw_fd();
-        let mut env = base_env(&workspace);
-        env.extend(command.env.iter().cloned());
 
         let mut cmd = tokio::process::Command::new(&self.program);
-        cmd.args(self.args(&workspace, fd, &cwd, &env))
+        cmd.args(self.args(&workspace, fd, &cwd, &command.bridges, relay.as_deref()))
             .args(&command.argv)
-            // bwrap itself needs nothing from planwright's environment either.
-            .env_clear();
+            // Nothing of planwright's environment: bwrap passes on exactly this.
+            .env_clear()
+            .envs(full_env(&workspace, command));
         if let Some((uid, gid)) = self.host_user {
             // std drops supplementary groups as well when root changes uid.
             cmd.uid(uid).gid(gid);
@@ -193,7 +289,11 @@ fn chown_tree(root: &Path, uid: u32, gid: u32) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn find_on_path(name: &str) -> Option<PathBuf> {
+fn inside_socket(port: u16) -> String {
+    format!("{INSIDE_RUN}/bridge-{port}.sock")
+}
+
+pub(super) fn find_on_path(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
     std::env::split_paths(&path)
         .map(|dir| dir.join(name))

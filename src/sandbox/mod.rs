@@ -1,14 +1,20 @@
 //! Where model-written code runs: the [`Sandbox`] trait, what a run asks for ([`Command`],
-//! [`Limits`]) and what it gives back ([`Output`]). bubblewrap (`bwrap.rs`) is the real
-//! implementation; [`Unsandboxed`] exists only for operators who opt out explicitly.
+//! [`Limits`], [`Bridge`]s to host sockets) and what it gives back ([`Output`]). bubblewrap
+//! (`bwrap.rs`) is the real implementation; [`Unsandboxed`] exists only for operators who
+//! opt out explicitly.
 
 pub mod bwrap;
+pub mod doctor;
+pub mod egress;
+mod landlock;
 mod process;
+pub mod relay;
 
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use secrecy::SecretString;
 
 use crate::config::Settings;
 
@@ -25,6 +31,12 @@ pub struct Command {
     pub cwd: Option<PathBuf>,
     /// Variables added to the fixed allowlist (see [`base_env`]); nothing else is inherited.
     pub env: Vec<(String, String)>,
+    /// Variables whose values must not show in logs, such as the model proxy's capability
+    /// token. They reach the command through the environment only, never through argv.
+    pub secret_env: Vec<(String, SecretString)>,
+    /// Loopback ports inside the sandbox that lead to Unix sockets on the host; the only
+    /// way out of a sandbox's network namespace.
+    pub bridges: Vec<Bridge>,
     pub limits: Limits,
     /// Where output beyond the cap is kept (`stdout.log`, `stderr.log`); usually the run's
     /// log folder beside the workspace. `None`: the excess is only counted.
@@ -38,10 +50,62 @@ impl Command {
             workspace: workspace.into(),
             cwd: None,
             env: Vec::new(),
+            secret_env: Vec::new(),
+            bridges: Vec::new(),
             limits: Limits::default(),
             spill_dir: None,
         }
     }
+
+    /// Gives the command the model proxy listening on `socket` as
+    /// `http://127.0.0.1:`[`MODEL_PROXY_PORT`], where the Anthropic and OpenAI clients look
+    /// for it, with `token` (the run's capability token, never a provider key) as their key.
+    pub fn bridge_model_proxy(&mut self, socket: impl Into<PathBuf>, token: SecretString) {
+        let base = format!("http://127.0.0.1:{MODEL_PROXY_PORT}");
+        self.bridges.push(Bridge {
+            port: MODEL_PROXY_PORT,
+            socket: socket.into(),
+        });
+        self.env.push(("ANTHROPIC_BASE_URL".into(), base.clone()));
+        // OpenAI clients append `/chat/completions` or `/responses` to the base URL.
+        self.env
+            .push(("OPENAI_BASE_URL".into(), format!("{base}/v1")));
+        self.secret_env
+            .push(("ANTHROPIC_API_KEY".into(), token.clone()));
+        self.secret_env.push(("OPENAI_API_KEY".into(), token));
+    }
+
+    /// Sends the command's HTTP(S) traffic to the egress proxy listening on `socket` (see
+    /// [`egress::EgressProxy`]), under every name package managers read.
+    pub fn bridge_egress_proxy(&mut self, socket: impl Into<PathBuf>) {
+        let url = format!("http://127.0.0.1:{}", egress::PORT);
+        self.bridges.push(Bridge {
+            port: egress::PORT,
+            socket: socket.into(),
+        });
+        for name in [
+            "HTTP_PROXY",
+            "HTTPS_PROXY",
+            "http_proxy",
+            "https_proxy",
+            "ALL_PROXY",
+            "all_proxy",
+        ] {
+            self.env.push((name.into(), url.clone()));
+        }
+    }
+}
+
+/// The loopback port the model proxy appears on inside a sandbox.
+pub const MODEL_PROXY_PORT: u16 = 8089;
+
+/// `127.0.0.1:port` inside the sandbox leads to the Unix socket `socket` on the host. The
+/// socket is mounted into the sandbox, so its folders must be searchable and the socket
+/// itself writable by the sandbox's host user (mode 0666 does both for the socket).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bridge {
+    pub port: u16,
+    pub socket: PathBuf,
 }
 
 /// Resource limits of one run. Kernel limits (rlimits) apply to each process inside; the
@@ -152,6 +216,21 @@ pub fn from_settings(settings: &Settings) -> Result<Box<dyn Sandbox>, SandboxErr
     }
 }
 
+/// The whole environment of a command: the base, the caller's variables, then the secret
+/// ones (exposed here only to be handed to the process).
+fn full_env(workspace: &Path, command: &Command) -> Vec<(String, String)> {
+    use secrecy::ExposeSecret;
+    let mut env = base_env(workspace);
+    env.extend(command.env.iter().cloned());
+    env.extend(
+        command
+            .secret_env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.expose_secret().to_owned())),
+    );
+    env
+}
+
 /// The environment every sandboxed command starts from: nothing of planwright's own.
 pub fn base_env(workspace: &Path) -> Vec<(String, String)> {
     vec![
@@ -194,11 +273,48 @@ fn validate(command: &Command) -> Result<(PathBuf, PathBuf), SandboxError> {
             )));
         }
     };
-    for (name, _) in &command.env {
+    let names = command
+        .env
+        .iter()
+        .map(|(k, _)| k)
+        .chain(command.secret_env.iter().map(|(k, _)| k));
+    for name in names {
         if name.is_empty() || name.contains('=') || name.contains('\0') {
             return Err(SandboxError::InvalidCommand(format!(
                 "{name:?} is not a variable name"
             )));
+        }
+    }
+    for (i, bridge) in command.bridges.iter().enumerate() {
+        // Binding a port below 1024 needs a capability the sandbox does not have.
+        if bridge.port < 1024 {
+            return Err(SandboxError::InvalidCommand(format!(
+                "the bridge to {} needs a port from 1024 up, not {}",
+                bridge.socket.display(),
+                bridge.port
+            )));
+        }
+        if command.bridges[..i].iter().any(|b| b.port == bridge.port) {
+            return Err(SandboxError::InvalidCommand(format!(
+                "port {} is bridged twice",
+                bridge.port
+            )));
+        }
+        use std::os::unix::fs::FileTypeExt;
+        match std::fs::metadata(&bridge.socket) {
+            Ok(meta) if meta.file_type().is_socket() => {}
+            Ok(_) => {
+                return Err(SandboxError::InvalidCommand(format!(
+                    "the bridge socket {} is not a Unix socket",
+                    bridge.socket.display()
+                )));
+            }
+            Err(e) => {
+                return Err(SandboxError::InvalidCommand(format!(
+                    "the bridge socket {} cannot be opened: {e}",
+                    bridge.socket.display()
+                )));
+            }
         }
     }
     Ok((workspace, cwd))
@@ -230,11 +346,18 @@ impl Sandbox for Unsandboxed {
 
     async fn run(&self, command: &Command) -> Result<Output, SandboxError> {
         let (workspace, cwd) = validate(command)?;
-        let mut cmd = tokio::process::Command::new(&command.argv[0]);
-        cmd.args(&command.argv[1..]).current_dir(cwd).env_clear();
-        for (k, v) in base_env(&workspace).into_iter().chain(command.env.clone()) {
-            cmd.env(k, v);
+        if !command.bridges.is_empty() {
+            // Without a network namespace of its own, a run has no private loopback to put
+            // the bridged ports on.
+            return Err(SandboxError::InvalidCommand(
+                "bridges to host sockets need the bwrap sandbox".into(),
+            ));
         }
+        let mut cmd = tokio::process::Command::new(&command.argv[0]);
+        cmd.args(&command.argv[1..])
+            .current_dir(cwd)
+            .env_clear()
+            .envs(full_env(&workspace, command));
         let output = process::run(cmd, &command.limits, command.spill_dir.as_deref(), None).await?;
         Ok(output.into_output(false))
     }

@@ -1,9 +1,12 @@
 //! A stateful fake of GitHub's REST API on a loopback port: repositories, issues,
-//! comments (with edit history), reactions, permissions, files and App installations,
-//! answered with GitHub's JSON shapes and credentials checked the way GitHub does. Every
-//! request is recorded, and the next N requests can be made to fail on purpose.
+//! comments (with edit history), reactions, permissions, files, App installations, pull
+//! requests, check runs, GraphQL's `minimizeComment` and git over smart HTTP, answered
+//! with GitHub's JSON shapes and credentials checked the way GitHub does. Every request
+//! is recorded, and the next N requests can be made to fail on purpose. Paths under
+//! `/api/v3` and `/api/graphql` are GitHub Enterprise Server's and answered alike.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -18,6 +21,8 @@ use planwright::config::GithubSettings;
 use secrecy::SecretString;
 use serde::Deserialize;
 use serde_json::{Value, json};
+
+use super::git_http::{self, GitHttp};
 
 pub const APP_ID: u64 = 4242;
 pub const APP_SLUG: &str = "planwright-test";
@@ -82,6 +87,9 @@ pub struct Recorded {
     pub status: u16,
 }
 
+/// The longest output text GitHub takes in a check run, in characters.
+pub const CHECK_TEXT_LIMIT: usize = 65_535;
+
 #[derive(Debug, Clone)]
 pub struct FakeUser {
     pub login: String,
@@ -123,6 +131,36 @@ pub struct FakeComment {
     pub history: Vec<String>,
     /// `(content, login)` pairs.
     pub reactions: Vec<(String, String)>,
+    /// The classifier it was minimized with through GraphQL (`OUTDATED`, …).
+    pub minimized: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FakePull {
+    pub number: i64,
+    pub head: String,
+    pub base: String,
+    pub title: String,
+    pub body: Option<String>,
+    /// `open` or `closed`.
+    pub state: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FakeCheckRun {
+    pub id: i64,
+    pub repo: String,
+    pub head_sha: String,
+    pub name: String,
+    pub app_id: u64,
+    pub status: String,
+    pub conclusion: Option<String>,
+    pub title: Option<String>,
+    pub summary: Option<String>,
+    pub text: Option<String>,
+    pub details_url: Option<String>,
+    /// How many times it was changed after its creation.
+    pub updates: usize,
 }
 
 struct FakeIssue {
@@ -141,33 +179,69 @@ struct FakeRepo {
     files: HashMap<String, Vec<u8>>,
     /// login (lower-cased) → (permission, role_name)
     permissions: HashMap<String, (String, String)>,
+    pulls: BTreeMap<i64, FakePull>,
 }
 
 struct IssuedToken {
     installation: i64,
     expires_at: u64,
+    /// Repository names (without owner, lower-cased) the token is limited to, if any.
+    repositories: Option<Vec<String>>,
 }
 
 struct Failure {
     status: u16,
     headers: Vec<(String, String)>,
+    /// Whether the request is carried out before the failure is answered.
+    performed: bool,
 }
 
 #[derive(Default)]
 struct World {
+    url: String,
+    git_root: PathBuf,
     installations: HashMap<i64, Vec<String>>,
     tokens: HashMap<String, IssuedToken>,
     repos: HashMap<String, FakeRepo>,
     comments: BTreeMap<i64, FakeComment>,
+    check_runs: BTreeMap<i64, FakeCheckRun>,
     next_id: i64,
     requests: Vec<Recorded>,
     failures: VecDeque<Failure>,
+    /// `(method, path prefix, status)`: the next matching request is carried out, then
+    /// answered `status`.
+    lost_answers: Vec<(String, String, u16)>,
+    /// `(method, path prefix)`: every token is revoked just before the next such request.
+    revoke_before: Option<(String, String)>,
+    /// `(type, message)` errors the next GraphQL calls answer with.
+    graphql_errors: VecDeque<(String, String)>,
 }
 
 impl World {
     fn next_id(&mut self) -> i64 {
         self.next_id += 1;
         self.next_id
+    }
+
+    /// Whether `token` is a live installation token that may use repository `key`.
+    fn token_sees(&self, token: &str, key: &str) -> bool {
+        let Some(issued) = self.tokens.get(token) else {
+            return false;
+        };
+        let name = key.rsplit('/').next().unwrap_or(key);
+        issued.expires_at > now()
+            && self
+                .installations
+                .get(&issued.installation)
+                .is_some_and(|repos| repos.iter().any(|r| r == key))
+            && issued
+                .repositories
+                .as_ref()
+                .is_none_or(|names| names.iter().any(|n| n == name))
+    }
+
+    fn git_dir(&self, key: &str) -> PathBuf {
+        self.git_root.join(format!("{key}.git"))
     }
 }
 
@@ -176,6 +250,8 @@ pub struct FakeGithub {
     pub url: String,
     world: Arc<Mutex<World>>,
     task: tokio::task::JoinHandle<()>,
+    /// Holds the bare repositories served over git smart HTTP.
+    _git_root: tempfile::TempDir,
 }
 
 impl Drop for FakeGithub {
@@ -186,19 +262,37 @@ impl Drop for FakeGithub {
 
 impl FakeGithub {
     pub async fn start() -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let git_root = tempfile::tempdir().unwrap();
         let world = Arc::new(Mutex::new(World {
+            url: url.clone(),
+            git_root: git_root.path().to_owned(),
             next_id: 1000,
             ..World::default()
         }));
         let app = Router::new()
             .fallback(handle)
+            // Git pushes run to megabytes, beyond axum's default 2 MB limit.
+            .layer(axum::extract::DefaultBodyLimit::disable())
             .with_state(Arc::clone(&world));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
         let task = tokio::spawn(async move {
             axum::serve(listener, app).await.unwrap();
         });
-        FakeGithub { url, world, task }
+        FakeGithub {
+            url,
+            world,
+            task,
+            _git_root: git_root,
+        }
+    }
+
+    /// Settings for a GitHub Enterprise Server-style base URL (`…/api/v3`) on this fake.
+    pub fn enterprise_settings(&self) -> GithubSettings {
+        GithubSettings {
+            api_url: format!("{}/api/v3", self.url),
+            ..self.settings()
+        }
     }
 
     /// Settings that point planwright's GitHub client at this fake.
@@ -228,6 +322,7 @@ impl FakeGithub {
                     issues: BTreeMap::new(),
                     files: HashMap::new(),
                     permissions: HashMap::new(),
+                    pulls: BTreeMap::new(),
                 },
             );
         });
@@ -276,6 +371,75 @@ impl FakeGithub {
                     author,
                     history: Vec::new(),
                     reactions: Vec::new(),
+                    minimized: None,
+                },
+            );
+            id
+        })
+    }
+
+    /// Gives the repository a bare git repository, served at its `clone_url`, with one
+    /// commit holding `files` on the default branch; that commit becomes the branch's
+    /// head. Returns its SHA.
+    pub fn create_git_repo(&self, repo: &str, files: &[(&str, &str)]) -> String {
+        let key = repo.to_ascii_lowercase();
+        let (dir, branch) = self.with(|w| (w.git_dir(&key), w.repos[&key].default_branch.clone()));
+        let sha = git_http::init_bare_repo(&dir, &branch, files);
+        self.with(|w| w.repos.get_mut(&key).unwrap().head_sha = sha.clone());
+        sha
+    }
+
+    /// The bare repository behind `repo`'s `clone_url`.
+    pub fn git_dir(&self, repo: &str) -> PathBuf {
+        self.with(|w| w.git_dir(&repo.to_ascii_lowercase()))
+    }
+
+    pub fn pulls(&self, repo: &str) -> Vec<FakePull> {
+        self.with(|w| {
+            w.repos[&repo.to_ascii_lowercase()]
+                .pulls
+                .values()
+                .cloned()
+                .collect()
+        })
+    }
+
+    pub fn check_runs(&self, repo: &str) -> Vec<FakeCheckRun> {
+        let key = repo.to_ascii_lowercase();
+        self.with(|w| {
+            w.check_runs
+                .values()
+                .filter(|r| r.repo == key)
+                .cloned()
+                .collect()
+        })
+    }
+
+    /// A check run another app made on `head_sha`, which planwright must leave alone.
+    pub fn add_foreign_check_run(
+        &self,
+        repo: &str,
+        head_sha: &str,
+        name: &str,
+        app_id: u64,
+    ) -> i64 {
+        self.with(|w| {
+            let id = w.next_id();
+            w.check_runs.insert(
+                id,
+                FakeCheckRun {
+                    id,
+                    repo: repo.to_ascii_lowercase(),
+                    head_sha: head_sha.into(),
+                    name: name.into(),
+                    app_id,
+                    status: "completed".into(),
+                    conclusion: Some("success".into()),
+                    title: Some("theirs".into()),
+                    summary: Some("theirs".into()),
+                    text: None,
+                    details_url: None,
+                    updates: 0,
                 },
             );
             id
@@ -335,6 +499,39 @@ impl FakeGithub {
     /// The next `n` requests, whatever they are, answer `status` with `headers` and a
     /// GitHub-shaped error body.
     pub fn fail_next(&self, n: usize, status: u16, headers: &[(&str, &str)]) {
+        self.push_failures(n, status, headers, false);
+    }
+
+    /// The next `n` requests are carried out, then answered `status` as if a proxy had
+    /// lost the answer: what a retry must not do twice.
+    pub fn perform_then_fail(&self, n: usize, status: u16) {
+        self.push_failures(n, status, &[], true);
+    }
+
+    /// Like `perform_then_fail`, for the next request with `method` whose path (after
+    /// any `/api/v3`) starts with `prefix`, whatever comes before it.
+    pub fn perform_then_fail_on(&self, method: &str, prefix: &str, status: u16) {
+        self.with(|w| {
+            w.lost_answers
+                .push((method.to_owned(), prefix.to_owned(), status))
+        });
+    }
+
+    /// Revokes every token just before the next request with `method` whose path starts
+    /// with `prefix`, so that request meets a token the client believes valid.
+    pub fn revoke_tokens_before(&self, method: &str, prefix: &str) {
+        self.with(|w| w.revoke_before = Some((method.to_owned(), prefix.to_owned())));
+    }
+
+    /// The next GraphQL call answers 200 with this error, as GitHub reports failures.
+    pub fn graphql_error_next(&self, kind: &str, message: &str) {
+        self.with(|w| {
+            w.graphql_errors
+                .push_back((kind.to_owned(), message.to_owned()))
+        });
+    }
+
+    fn push_failures(&self, n: usize, status: u16, headers: &[(&str, &str)], performed: bool) {
         self.with(|w| {
             for _ in 0..n {
                 w.failures.push_back(Failure {
@@ -343,6 +540,7 @@ impl FakeGithub {
                         .iter()
                         .map(|(k, v)| (k.to_string(), v.to_string()))
                         .collect(),
+                    performed,
                 });
             }
         });
@@ -401,8 +599,9 @@ struct JwtClaims {
     exp: u64,
 }
 
-/// Checks an App JWT as GitHub does: signed by the app's key, `iss` the app id, issued in
-/// the past and expiring within ten minutes.
+/// Checks an App JWT as GitHub does: signed by the app's key, `iss` the app id, expiring
+/// within ten minutes; and, stricter than GitHub, issued at least a minute in the past,
+/// as GitHub advises against clock drift.
 fn valid_jwt(token: &str) -> bool {
     let Ok(key) = DecodingKey::from_rsa_pem(app_key().public_pem.as_bytes()) else {
         return false;
@@ -417,7 +616,7 @@ fn valid_jwt(token: &str) -> bool {
     let claims = data.claims;
     let iss_ok = claims.iss == json!(APP_ID) || claims.iss == json!(APP_ID.to_string());
     let now = now();
-    iss_ok && claims.iat <= now && claims.exp > now && claims.exp <= now + 600 + 5
+    iss_ok && claims.iat + 60 <= now && claims.exp > now && claims.exp <= now + 600
 }
 
 fn credential(world: &World, headers: &HeaderMap) -> Credential {
@@ -452,9 +651,24 @@ async fn handle(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    if let Some((key, path_info)) = git_route(uri.path()) {
+        return serve_git(world, key, path_info, &method, &uri, &headers, body).await;
+    }
+    // GitHub Enterprise Server serves the same API under `/api/v3`, GraphQL at `/api/graphql`.
+    let path = match uri.path() {
+        "/api/graphql" => "/graphql",
+        p => p.strip_prefix("/api/v3").unwrap_or(p),
+    };
     let mut w = world.lock().unwrap();
+    if let Some((m, prefix)) = &w.revoke_before
+        && m == method.as_str()
+        && path.starts_with(prefix.as_str())
+    {
+        w.revoke_before = None;
+        w.tokens.clear();
+    }
     let credential = credential(&w, &headers);
-    let response = answer(&mut w, &method, &uri, &credential, &body);
+    let response = answer(&mut w, &method, path, &uri, &credential, &body);
     w.requests.push(Recorded {
         method: method.to_string(),
         path: uri
@@ -467,31 +681,122 @@ async fn handle(
     response
 }
 
+/// `/{owner}/{repo}.git/...` → the repository's key and the path below the git root.
+fn git_route(path: &str) -> Option<(String, String)> {
+    let mut parts = path.trim_start_matches('/').splitn(3, '/');
+    let owner = parts.next()?;
+    let repo = parts.next()?.strip_suffix(".git")?;
+    let rest = parts.next().unwrap_or("");
+    if matches!(owner, "repos" | "app" | "api" | "graphql") || repo.is_empty() {
+        return None;
+    }
+    let key = format!("{}/{}", decode_segment(owner), decode_segment(repo)).to_ascii_lowercase();
+    let path_info = format!("/{key}.git/{rest}");
+    Some((key, path_info))
+}
+
+/// Git over smart HTTP, as GitHub takes it from an App: username `x-access-token`, an
+/// installation token that may see the repository as password. Failures queued with
+/// `fail_next` are for the API and do not apply here.
+async fn serve_git(
+    world: Arc<Mutex<World>>,
+    key: String,
+    path_info: String,
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: Bytes,
+) -> Response {
+    let root = world.lock().unwrap().git_root.clone();
+    let seen = Arc::new(Mutex::new(Credential::None));
+    let auth = {
+        let world = Arc::clone(&world);
+        let seen = Arc::clone(&seen);
+        let key = key.clone();
+        move |user: &str, password: &str| {
+            let w = world.lock().unwrap();
+            *seen.lock().unwrap() = if w.tokens.contains_key(password) {
+                Credential::Token(password.to_owned())
+            } else {
+                Credential::Invalid(password.to_owned())
+            };
+            user == "x-access-token" && w.token_sees(password, &key)
+        }
+    };
+    let response = GitHttp::new(root, auth)
+        .serve(&path_info, method, uri.query().unwrap_or(""), headers, body)
+        .await;
+    let credential = seen.lock().unwrap().clone();
+    world.lock().unwrap().requests.push(Recorded {
+        method: method.to_string(),
+        path: uri
+            .path_and_query()
+            .map_or_else(|| uri.path().to_owned(), |p| p.to_string()),
+        credential,
+        body: String::new(),
+        status: response.status().as_u16(),
+    });
+    response
+}
+
 fn answer(
     w: &mut World,
     method: &Method,
+    path: &str,
     uri: &Uri,
     credential: &Credential,
     body: &[u8],
 ) -> Response {
-    if let Some(failure) = w.failures.pop_front() {
-        let status = StatusCode::from_u16(failure.status).unwrap();
-        let message = if failure.status == 403 || failure.status == 429 {
-            "You have exceeded a secondary rate limit. Please wait a few minutes before you try again."
-        } else {
-            status.canonical_reason().unwrap_or("error")
-        };
-        let mut response = error(status, message);
-        for (k, v) in failure.headers {
-            response.headers_mut().insert(
-                HeaderName::from_bytes(k.as_bytes()).unwrap(),
-                HeaderValue::from_str(&v).unwrap(),
-            );
-        }
-        return response;
+    let lost = w
+        .lost_answers
+        .iter()
+        .position(|(m, prefix, _)| m == method.as_str() && path.starts_with(prefix.as_str()));
+    if let Some(i) = lost {
+        let (_, _, status) = w.lost_answers.remove(i);
+        let _ = answer_now(w, method, path, uri, credential, body);
+        return failure_response(Failure {
+            status,
+            headers: Vec::new(),
+            performed: true,
+        });
     }
-    let segments: Vec<String> = uri
-        .path()
+    match w.failures.pop_front() {
+        Some(failure) if failure.performed => {
+            // Carried out, and the answer lost on the way back.
+            let _ = answer(w, method, path, uri, credential, body);
+            failure_response(failure)
+        }
+        Some(failure) => failure_response(failure),
+        None => answer_now(w, method, path, uri, credential, body),
+    }
+}
+
+fn failure_response(failure: Failure) -> Response {
+    let status = StatusCode::from_u16(failure.status).unwrap();
+    let message = if failure.status == 403 || failure.status == 429 {
+        "You have exceeded a secondary rate limit. Please wait a few minutes before you try again."
+    } else {
+        status.canonical_reason().unwrap_or("error")
+    };
+    let mut response = error(status, message);
+    for (k, v) in failure.headers {
+        response.headers_mut().insert(
+            HeaderName::from_bytes(k.as_bytes()).unwrap(),
+            HeaderValue::from_str(&v).unwrap(),
+        );
+    }
+    response
+}
+
+fn answer_now(
+    w: &mut World,
+    method: &Method,
+    path: &str,
+    uri: &Uri,
+    credential: &Credential,
+    body: &[u8],
+) -> Response {
+    let segments: Vec<String> = path
         .trim_matches('/')
         .split('/')
         .map(decode_segment)
@@ -526,8 +831,31 @@ fn answer(
                 let Ok(id) = id.parse::<i64>() else {
                     return not_found();
                 };
-                if !w.installations.contains_key(&id) {
+                let Some(visible) = w.installations.get(&id) else {
                     return not_found();
+                };
+                // `repositories` limits the token to some of the installation's repositories.
+                let repositories: Option<Vec<String>> = json_body
+                    .get("repositories")
+                    .and_then(Value::as_array)
+                    .map(|names| {
+                        names
+                            .iter()
+                            .filter_map(Value::as_str)
+                            .map(str::to_ascii_lowercase)
+                            .collect()
+                    });
+                if let Some(names) = &repositories
+                    && !names.iter().all(|n| {
+                        visible
+                            .iter()
+                            .any(|r| r.rsplit('/').next() == Some(n.as_str()))
+                    })
+                {
+                    return error(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        "There is at least one repository that does not exist or is not accessible to the parent installation.",
+                    );
                 }
                 let token = format!("ghs_{}", uuid::Uuid::new_v4().simple());
                 let expires_at = now() + 3600;
@@ -536,6 +864,7 @@ fn answer(
                     IssuedToken {
                         installation: id,
                         expires_at,
+                        repositories,
                     },
                 );
                 (
@@ -553,22 +882,21 @@ fn answer(
         };
     }
 
-    let installation = match credential {
+    let token = match credential {
         Credential::Token(t) => match w.tokens.get(t) {
-            Some(issued) if issued.expires_at > now() => issued.installation,
+            Some(issued) if issued.expires_at > now() => t.clone(),
             _ => return error(StatusCode::UNAUTHORIZED, "Bad credentials"),
         },
         _ => return error(StatusCode::UNAUTHORIZED, "Bad credentials"),
     };
+    if let (Method::POST, ["graphql"]) = (method.clone(), segs.as_slice()) {
+        return graphql(w, &token, &json_body);
+    }
     let ["repos", owner, name, rest @ ..] = segs.as_slice() else {
         return not_found();
     };
     let key = format!("{owner}/{name}").to_ascii_lowercase();
-    let visible = w
-        .installations
-        .get(&installation)
-        .is_some_and(|repos| repos.contains(&key));
-    if !visible || !w.repos.contains_key(&key) {
+    if !w.token_sees(&token, &key) || !w.repos.contains_key(&key) {
         return not_found();
     }
     let bot = FakeUser {
@@ -591,7 +919,7 @@ fn answer(
                 "owner": FakeUser::new(owner_login, 2).json(),
                 "private": true,
                 "html_url": format!("https://github.com/{}", repo.full_name),
-                "clone_url": format!("https://github.com/{}.git", repo.full_name),
+                "clone_url": format!("{}/{}.git", w.url, repo.full_name),
                 "url": format!("https://api.github.com/repos/{}", repo.full_name),
                 "default_branch": repo.default_branch,
             }))
@@ -744,10 +1072,203 @@ fn answer(
                 author: bot,
                 history: Vec::new(),
                 reactions: Vec::new(),
+                minimized: None,
             };
             let answer = comment_json(&comment);
             w.comments.insert(id, comment);
             (StatusCode::CREATED, axum::Json(answer)).into_response()
+        }
+        (Method::GET, ["pulls"]) => {
+            let repo = &w.repos[&key];
+            let state = query.get("state").map_or("open", String::as_str);
+            let head = query.get("head").map(|h| match h.split_once(':') {
+                Some((owner, branch)) => (owner.to_ascii_lowercase(), branch.to_owned()),
+                None => (String::new(), h.clone()),
+            });
+            let owner = key.split('/').next().unwrap_or_default();
+            let items: Vec<Value> = repo
+                .pulls
+                .values()
+                .filter(|p| state == "all" || p.state == state)
+                // GitHub wants `user:ref`; a bare ref matches nothing.
+                .filter(|p| {
+                    head.as_ref()
+                        .is_none_or(|(o, b)| o == owner && *b == p.head)
+                })
+                .filter(|p| query.get("base").is_none_or(|b| *b == p.base))
+                .map(|p| pull_json(w, &key, p))
+                .collect();
+            axum::Json(items).into_response()
+        }
+        (Method::POST, ["pulls"]) => {
+            let field = |name: &str| json_body.get(name).and_then(Value::as_str);
+            let (Some(title), Some(head), Some(base)) =
+                (field("title"), field("head"), field("base"))
+            else {
+                return error(StatusCode::UNPROCESSABLE_ENTITY, "Validation Failed");
+            };
+            let owner = key.split('/').next().unwrap_or_default().to_owned();
+            let head = match head.split_once(':') {
+                Some((o, branch)) if o.eq_ignore_ascii_case(&owner) => branch.to_owned(),
+                Some(_) => {
+                    return validation_failed(
+                        json!({"resource": "PullRequest", "field": "head", "code": "invalid"}),
+                    );
+                }
+                None => head.to_owned(),
+            };
+            let dir = w.git_dir(&key);
+            if dir.exists() {
+                for (field, branch) in [("head", &head), ("base", &base.to_owned())] {
+                    if branch_sha(&dir, branch).is_none() {
+                        return validation_failed(
+                            json!({"resource": "PullRequest", "field": field, "code": "invalid"}),
+                        );
+                    }
+                }
+            }
+            let repo = &w.repos[&key];
+            if repo
+                .pulls
+                .values()
+                .any(|p| p.state == "open" && p.head == head)
+            {
+                return validation_failed(json!({
+                    "resource": "PullRequest",
+                    "code": "custom",
+                    "message": format!("A pull request already exists for {owner}:{head}."),
+                }));
+            }
+            let number = repo
+                .issues
+                .keys()
+                .chain(repo.pulls.keys())
+                .max()
+                .map_or(1, |n| n + 1);
+            let pull = FakePull {
+                number,
+                head,
+                base: base.to_owned(),
+                title: title.to_owned(),
+                body: field("body").map(str::to_owned),
+                state: "open".into(),
+            };
+            let answer = pull_json(w, &key, &pull);
+            w.repos.get_mut(&key).unwrap().pulls.insert(number, pull);
+            (StatusCode::CREATED, axum::Json(answer)).into_response()
+        }
+        (Method::GET, ["pulls", number]) => {
+            let Some(pull) = number
+                .parse::<i64>()
+                .ok()
+                .and_then(|n| w.repos[&key].pulls.get(&n))
+            else {
+                return not_found();
+            };
+            axum::Json(pull_json(w, &key, pull)).into_response()
+        }
+        // Clients that cannot send PATCH use POST; GitHub takes both.
+        (Method::PATCH | Method::POST, ["pulls", number]) => {
+            let Some(number) = number
+                .parse::<i64>()
+                .ok()
+                .filter(|n| w.repos[&key].pulls.contains_key(n))
+            else {
+                return not_found();
+            };
+            let pull = w
+                .repos
+                .get_mut(&key)
+                .unwrap()
+                .pulls
+                .get_mut(&number)
+                .unwrap();
+            for (name, slot) in [("title", &mut pull.title), ("base", &mut pull.base)] {
+                if let Some(v) = json_body.get(name).and_then(Value::as_str) {
+                    *slot = v.to_owned();
+                }
+            }
+            if let Some(v) = json_body.get("body") {
+                pull.body = v.as_str().map(str::to_owned);
+            }
+            if let Some(v) = json_body.get("state").and_then(Value::as_str) {
+                pull.state = v.to_owned();
+            }
+            let pull = pull.clone();
+            axum::Json(pull_json(w, &key, &pull)).into_response()
+        }
+        (Method::GET, ["commits", sha, "check-runs"]) => {
+            let runs: Vec<Value> = w
+                .check_runs
+                .values()
+                .filter(|r| r.repo == key && r.head_sha == *sha)
+                .filter(|r| query.get("check_name").is_none_or(|n| *n == r.name))
+                .filter(|r| query.get("status").is_none_or(|s| *s == r.status))
+                .filter(|r| {
+                    query
+                        .get("app_id")
+                        .is_none_or(|a| *a == r.app_id.to_string())
+                })
+                .map(check_run_json)
+                .collect();
+            axum::Json(json!({ "total_count": runs.len(), "check_runs": runs })).into_response()
+        }
+        (Method::POST, ["check-runs"]) => {
+            let (Some(name), Some(head_sha)) = (
+                json_body.get("name").and_then(Value::as_str),
+                json_body.get("head_sha").and_then(Value::as_str),
+            ) else {
+                return error(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "Invalid request.\n\n\"name\", \"head_sha\" weren't supplied.",
+                );
+            };
+            let id = w.next_id();
+            let mut run = FakeCheckRun {
+                id,
+                repo: key.clone(),
+                head_sha: head_sha.to_owned(),
+                name: name.to_owned(),
+                app_id: APP_ID,
+                status: "queued".into(),
+                conclusion: None,
+                title: None,
+                summary: None,
+                text: None,
+                details_url: None,
+                updates: 0,
+            };
+            if let Err(message) = apply_check_run(&mut run, &json_body) {
+                return error(StatusCode::UNPROCESSABLE_ENTITY, &message);
+            }
+            let answer = check_run_json(&run);
+            w.check_runs.insert(id, run);
+            (StatusCode::CREATED, axum::Json(answer)).into_response()
+        }
+        (Method::PATCH, ["check-runs", id]) => {
+            let Some(run) = id
+                .parse::<i64>()
+                .ok()
+                .and_then(|id| w.check_runs.get(&id))
+                .filter(|r| r.repo == key)
+            else {
+                return not_found();
+            };
+            // Only the app that made a check run may change it.
+            if run.app_id != APP_ID {
+                return error(
+                    StatusCode::FORBIDDEN,
+                    "Invalid app_id `4242` - check run can only be modified by the GitHub App that created it.",
+                );
+            }
+            let mut run = run.clone();
+            if let Err(message) = apply_check_run(&mut run, &json_body) {
+                return error(StatusCode::UNPROCESSABLE_ENTITY, &message);
+            }
+            run.updates += 1;
+            let answer = check_run_json(&run);
+            w.check_runs.insert(run.id, run);
+            axum::Json(answer).into_response()
         }
         (Method::GET, ["collaborators", login, "permission"]) => {
             let repo = &w.repos[&key];
@@ -798,6 +1319,247 @@ fn answer(
         }
         _ => not_found(),
     }
+}
+
+fn validation_failed(detail: Value) -> Response {
+    (
+        StatusCode::UNPROCESSABLE_ENTITY,
+        axum::Json(json!({
+            "message": "Validation Failed",
+            "errors": [detail],
+            "documentation_url": "https://docs.github.com/rest/pulls/pulls#create-a-pull-request",
+            "status": "422",
+        })),
+    )
+        .into_response()
+}
+
+/// The commit `branch` points at in the bare repository `dir`.
+fn branch_sha(dir: &std::path::Path, branch: &str) -> Option<String> {
+    let output = git_http::git_command(dir)
+        .args(["rev-parse", "--verify", "--quiet"])
+        .arg(format!("refs/heads/{branch}^{{commit}}"))
+        .output()
+        .ok()?;
+    output
+        .status
+        .success()
+        .then(|| String::from_utf8_lossy(&output.stdout).trim().to_owned())
+}
+
+fn pull_json(w: &World, key: &str, p: &FakePull) -> Value {
+    let repo = &w.repos[key];
+    let owner = repo.full_name.split('/').next().unwrap_or_default();
+    let dir = w.git_dir(key);
+    let sha = |branch: &str| branch_sha(&dir, branch).unwrap_or_else(|| repo.head_sha.clone());
+    let end = |branch: &str| {
+        json!({
+            "label": format!("{owner}:{branch}"),
+            "ref": branch,
+            "sha": sha(branch),
+            "user": FakeUser::new(owner, 2).json(),
+            "repo": { "id": repo.id, "full_name": repo.full_name, "name": repo.full_name.split('/').nth(1) },
+        })
+    };
+    json!({
+        "id": repo.id * 100_000 + p.number,
+        "node_id": format!("PR_{}", p.number),
+        "number": p.number,
+        "state": p.state,
+        "locked": false,
+        "title": p.title,
+        "body": p.body,
+        "user": FakeUser { login: format!("{APP_SLUG}[bot]"), id: 9_000_000, bot: true }.json(),
+        "head": end(&p.head),
+        "base": end(&p.base),
+        "draft": false,
+        "merged": false,
+        "html_url": format!("https://github.com/{}/pull/{}", repo.full_name, p.number),
+        "url": format!("https://api.github.com/repos/{}/pulls/{}", repo.full_name, p.number),
+        "created_at": rfc3339(0),
+        "updated_at": rfc3339(0),
+    })
+}
+
+/// Applies a create or update request's fields to `run`, refusing what GitHub refuses.
+/// Applies a create or update request's fields to `run`; `Err` is GitHub's 422 message.
+fn apply_check_run(run: &mut FakeCheckRun, body: &Value) -> Result<(), String> {
+    const STATUSES: [&str; 6] = [
+        "queued",
+        "in_progress",
+        "completed",
+        "waiting",
+        "requested",
+        "pending",
+    ];
+    const CONCLUSIONS: [&str; 8] = [
+        "action_required",
+        "cancelled",
+        "failure",
+        "neutral",
+        "success",
+        "skipped",
+        "stale",
+        "timed_out",
+    ];
+    let text = |name: &str| body.get(name).and_then(Value::as_str);
+    if let Some(status) = text("status") {
+        if !STATUSES.contains(&status) {
+            return Err(String::from(
+                "Invalid request.\n\nstatus is not a member of the allowed values.",
+            ));
+        }
+        run.status = status.to_owned();
+        if status != "completed" {
+            run.conclusion = None;
+        }
+    }
+    if let Some(conclusion) = text("conclusion") {
+        if !CONCLUSIONS.contains(&conclusion) {
+            return Err(String::from(
+                "Invalid request.\n\nconclusion is not a member of the allowed values.",
+            ));
+        }
+        // A conclusion completes the run.
+        run.status = "completed".into();
+        run.conclusion = Some(conclusion.to_owned());
+    }
+    if run.status == "completed" && run.conclusion.is_none() {
+        return Err(String::from(
+            "Invalid request.\n\nconclusion is required when status is completed.",
+        ));
+    }
+    if let Some(output) = body.get("output") {
+        let field = |name: &str| output.get(name).and_then(Value::as_str);
+        let (Some(title), Some(summary)) = (field("title"), field("summary")) else {
+            return Err(String::from(
+                "Invalid request.\n\n\"title\", \"summary\" weren't supplied.",
+            ));
+        };
+        for value in [Some(title), Some(summary), field("text")]
+            .into_iter()
+            .flatten()
+        {
+            let length = value.chars().count();
+            if length > CHECK_TEXT_LIMIT {
+                return Err(format!(
+                    "Invalid request.\n\nOnly {CHECK_TEXT_LIMIT} characters are allowed; {length} were supplied."
+                ));
+            }
+        }
+        run.title = Some(title.to_owned());
+        run.summary = Some(summary.to_owned());
+        if let Some(text) = field("text") {
+            run.text = Some(text.to_owned());
+        }
+    }
+    if let Some(url) = text("details_url") {
+        run.details_url = Some(url.to_owned());
+    }
+    Ok(())
+}
+
+fn check_run_json(r: &FakeCheckRun) -> Value {
+    let completed = r.status == "completed";
+    json!({
+        "id": r.id,
+        "node_id": format!("CR_{}", r.id),
+        "head_sha": r.head_sha,
+        "external_id": "",
+        "url": format!("https://api.github.com/repos/{}/check-runs/{}", r.repo, r.id),
+        "html_url": format!("https://github.com/{}/runs/{}", r.repo, r.id),
+        "details_url": r.details_url,
+        "status": r.status,
+        "conclusion": r.conclusion,
+        "started_at": rfc3339(now()),
+        "completed_at": if completed { json!(rfc3339(now())) } else { Value::Null },
+        "output": {
+            "title": r.title,
+            "summary": r.summary,
+            "text": r.text,
+            "annotations_count": 0,
+            "annotations_url": format!("https://api.github.com/repos/{}/check-runs/{}/annotations", r.repo, r.id),
+        },
+        "name": r.name,
+        "check_suite": { "id": 5 },
+        "app": {
+            "id": r.app_id,
+            "slug": if r.app_id == APP_ID { APP_SLUG.to_owned() } else { format!("app-{}", r.app_id) },
+            "node_id": format!("A_{}", r.app_id),
+            "name": "an app",
+        },
+        "pull_requests": [],
+    })
+}
+
+/// GraphQL's `minimizeComment` mutation, the only GraphQL planwright uses. Failures come
+/// back as GitHub sends them: 200 with an `errors` array.
+fn graphql(w: &mut World, token: &str, body: &Value) -> Response {
+    let graphql_error = |kind: &str, message: String| {
+        axum::Json(json!({
+            "data": null,
+            "errors": [{ "type": kind, "path": ["minimizeComment"], "locations": [{"line": 1, "column": 2}], "message": message }],
+        }))
+        .into_response()
+    };
+    if let Some((kind, message)) = w.graphql_errors.pop_front() {
+        return graphql_error(&kind, message);
+    }
+    let query = body
+        .get("query")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if !query.contains("minimizeComment") {
+        return graphql_error("UNSUPPORTED", "the fake only knows minimizeComment".into());
+    }
+    // `name: value` in the mutation's input, a `$variable` looked up in `variables`.
+    let argument = |name: &str| -> Option<String> {
+        let start = query.find(&format!("{name}:"))? + name.len() + 1;
+        let raw: String = query[start..]
+            .trim_start()
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || matches!(c, '_' | '$' | '"' | '-' | '='))
+            .collect();
+        match raw.strip_prefix('$') {
+            Some(var) => body["variables"][var].as_str().map(str::to_owned),
+            None => Some(raw.trim_matches('"').to_owned()),
+        }
+    };
+    let classifier = argument("classifier").unwrap_or_default();
+    const CLASSIFIERS: [&str; 6] = [
+        "SPAM",
+        "ABUSE",
+        "OFF_TOPIC",
+        "OUTDATED",
+        "DUPLICATE",
+        "RESOLVED",
+    ];
+    if !CLASSIFIERS.contains(&classifier.as_str()) {
+        return graphql_error(
+            "INVALID",
+            format!("Argument 'classifier' has an invalid value ({classifier})."),
+        );
+    }
+    let subject = argument("subjectId").unwrap_or_default();
+    let found = w
+        .comments
+        .values()
+        .find(|c| format!("IC_{}", c.id) == subject && w.token_sees(token, &c.repo))
+        .map(|c| c.id);
+    let Some(id) = found else {
+        return graphql_error(
+            "NOT_FOUND",
+            format!("Could not resolve to a node with the global id of '{subject}'"),
+        );
+    };
+    w.comments.get_mut(&id).unwrap().minimized = Some(classifier.clone());
+    axum::Json(json!({
+        "data": { "minimizeComment": { "minimizedComment": {
+            "isMinimized": true,
+            "minimizedReason": classifier.to_ascii_lowercase(),
+        } } },
+    }))
+    .into_response()
 }
 
 fn comment_of<'w>(w: &'w World, repo: &str, id: &str) -> Option<&'w FakeComment> {

@@ -1,12 +1,13 @@
 //! Test harness: a fresh database per test (SQLite by default, PostgreSQL when
 //! `PLANWRIGHT_TEST_DATABASE_URL` names a server), the real server started in-process on
 //! a loopback port, signed webhook requests, waiting on state with a timeout, a scripted
-//! model server (`model_server`), a stateful fake GitHub (`fake_forge`) and a stateful
-//! fake GitLab (`fake_gitlab`).
+//! model server (`model_server`), a stateful fake GitHub (`fake_forge`), a stateful
+//! fake GitLab (`fake_gitlab`) and git over smart HTTP for both (`git_http`).
 #![allow(dead_code)]
 
 pub mod fake_forge;
 pub mod fake_gitlab;
+pub mod git_http;
 pub mod model_server;
 
 use std::future::Future;

@@ -1,0 +1,721 @@
+//! Networking of the real bubblewrap sandbox: bridges from loopback ports inside to Unix
+//! sockets on the host, the setup phase's egress proxy with its allowlist, and everything
+//! else staying unreachable. Each escape test fails if the sandbox gets out. bubblewrap and
+//! curl must be installed (CI installs both); without them these tests fail, not skip.
+
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use planwright::sandbox::egress::{Allowlist, EgressProxy};
+use planwright::sandbox::{Bridge, Bwrap, Command, MODEL_PROXY_PORT, Output, Sandbox};
+use secrecy::SecretString;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+const TOKEN: &str = "cap-token-for-this-run-4b1d";
+
+/// A workspace and a folder for host sockets, under the target folder (the sandbox has a
+/// private /tmp) and open to the unprivileged user sandboxes run as.
+struct World {
+    root: tempfile::TempDir,
+    workspace: PathBuf,
+}
+
+impl World {
+    fn new() -> Self {
+        let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("a temporary folder");
+        let workspace = root.path().join("workspace");
+        std::fs::create_dir(&workspace).unwrap();
+        for dir in [root.path(), &workspace] {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        World { root, workspace }
+    }
+
+    fn socket(&self, name: &str) -> PathBuf {
+        self.root.path().join(name)
+    }
+
+    fn sandbox(&self) -> Bwrap {
+        Bwrap::new(Vec::new())
+            .expect("bubblewrap is installed (CI installs the bubblewrap package)")
+            .with_relay_program(env!("CARGO_BIN_EXE_planwright"))
+    }
+
+    fn command(&self, script: &str) -> Command {
+        Command::new(
+            &self.workspace,
+            vec!["sh".into(), "-c".into(), script.into()],
+        )
+    }
+
+    async fn run(&self, command: &Command) -> Output {
+        self.sandbox().run(command).await.expect("the sandbox runs")
+    }
+}
+
+fn report(out: &Output) -> String {
+    format!(
+        "exit {:?}, stdout:\n{}\nstderr:\n{}",
+        out.exit,
+        out.stdout.text(),
+        out.stderr.text()
+    )
+}
+
+/// A host HTTP server that records every request head it gets and answers `pong <path>`.
+#[derive(Clone, Default)]
+struct Recorder {
+    heads: Arc<Mutex<Vec<String>>>,
+    connections: Arc<AtomicUsize>,
+}
+
+impl Recorder {
+    /// On a Unix socket, mode 0666 like the real proxies make theirs.
+    fn on_unix(path: &Path) -> Self {
+        let listener = tokio::net::UnixListener::bind(path).unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let recorder = Recorder::default();
+        let r = recorder.clone();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                r.connections.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(r.clone().answer(stream));
+            }
+        });
+        recorder
+    }
+
+    /// On a loopback TCP port, standing in for a package registry.
+    async fn on_tcp() -> (Self, u16) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let recorder = Recorder::default();
+        let r = recorder.clone();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                r.connections.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(r.clone().answer(stream));
+            }
+        });
+        (recorder, port)
+    }
+
+    async fn answer(self, mut stream: impl AsyncRead + AsyncWrite + Unpin) {
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 4096];
+        let head_end = loop {
+            if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break i + 4;
+            }
+            match stream.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        };
+        let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+        let length: usize = head
+            .lines()
+            .find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                k.eq_ignore_ascii_case("content-length")
+                    .then(|| v.trim().parse().ok())?
+            })
+            .unwrap_or(0);
+        while buf.len() < head_end + length {
+            match stream.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+        let path = head.split(' ').nth(1).unwrap_or("?").to_owned();
+        self.heads.lock().unwrap().push(head);
+        let body = format!("pong {path}");
+        let reply = format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let _ = stream.write_all(reply.as_bytes()).await;
+        let _ = stream.shutdown().await;
+    }
+
+    fn heads(&self) -> Vec<String> {
+        self.heads.lock().unwrap().clone()
+    }
+
+    fn connections(&self) -> usize {
+        self.connections.load(Ordering::SeqCst)
+    }
+}
+
+/// Everything logged through `tracing` in this test process, as plain text.
+fn logs() -> String {
+    static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
+    let buf = LOGS.get_or_init(|| {
+        let buf = Arc::new(Mutex::new(Vec::new()));
+        let sink = buf.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_writer(move || LogWriter(sink.clone()))
+            .finish();
+        tracing::subscriber::set_global_default(subscriber).unwrap();
+        buf
+    });
+    String::from_utf8_lossy(&buf.lock().unwrap()).into_owned()
+}
+
+struct LogWriter(Arc<Mutex<Vec<u8>>>);
+
+impl Write for LogWriter {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(data);
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+async fn egress(world: &World, allow: &[&str], run: &str) -> EgressProxy {
+    logs();
+    EgressProxy::start(
+        &world.socket("egress.sock"),
+        Allowlist::parse(allow).unwrap(),
+        run,
+    )
+    .await
+    .unwrap()
+}
+
+/// Sends a raw request to the egress proxy's socket and returns its whole answer.
+async fn ask_proxy(proxy: &EgressProxy, request: &str) -> String {
+    let mut stream = tokio::net::UnixStream::connect(proxy.socket())
+        .await
+        .unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), stream.read_to_end(&mut answer))
+        .await
+        .expect("the proxy answers")
+        .unwrap();
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+#[tokio::test]
+async fn a_bridge_carries_model_requests_to_the_host_socket() {
+    let world = World::new();
+    let socket = world.socket("model.sock");
+    let server = Recorder::on_unix(&socket);
+    let mut cmd = world.command(
+        r#"curl -sS -H "x-api-key: $ANTHROPIC_API_KEY" -d '{"model":"m"}' "$ANTHROPIC_BASE_URL/v1/messages"; echo
+           curl -sS -H "Authorization: Bearer $OPENAI_API_KEY" -d '{}' "$OPENAI_BASE_URL/chat/completions""#,
+    );
+    cmd.bridge_model_proxy(&socket, SecretString::from(TOKEN));
+    let out = world.run(&cmd).await;
+    assert!(out.exit.success(), "{}", report(&out));
+    assert_eq!(
+        out.stdout.text(),
+        "pong /v1/messages\npong /v1/chat/completions",
+        "{}",
+        report(&out)
+    );
+    let heads = server.heads();
+    assert_eq!(heads.len(), 2, "{heads:?}");
+    assert!(heads[0].starts_with("POST /v1/messages HTTP/1.1\r\n"));
+    assert!(heads[0].contains(&format!("x-api-key: {TOKEN}\r\n")));
+    assert!(heads[0].contains(&format!("Host: 127.0.0.1:{MODEL_PROXY_PORT}\r\n")));
+    assert!(heads[1].starts_with("POST /v1/chat/completions HTTP/1.1\r\n"));
+    assert!(heads[1].contains(&format!("Authorization: Bearer {TOKEN}\r\n")));
+}
+
+#[tokio::test]
+async fn the_environment_has_the_base_urls_and_the_token_and_nothing_else_secret() {
+    // SAFETY: nextest runs each test in its own process, and no thread reading the
+    // environment exists yet.
+    unsafe {
+        std::env::set_var("ANTHROPIC_API_KEY", "sk-ant-real-provider-key");
+        std::env::set_var("PLANWRIGHT_GITHUB_WEBHOOK_SECRET", "hunter2-webhook");
+    }
+    let world = World::new();
+    let socket = world.socket("model.sock");
+    let _server = Recorder::on_unix(&socket);
+    let mut cmd = world
+        .command("env; echo ---; for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f; echo; done");
+    cmd.bridge_model_proxy(&socket, SecretString::from(TOKEN));
+    let out = world.run(&cmd).await;
+    let stdout = out.stdout.text();
+    let (env, cmdlines) = stdout.split_once("---").expect("both parts printed");
+    for line in [
+        format!("ANTHROPIC_BASE_URL=http://127.0.0.1:{MODEL_PROXY_PORT}"),
+        format!("OPENAI_BASE_URL=http://127.0.0.1:{MODEL_PROXY_PORT}/v1"),
+        format!("ANTHROPIC_API_KEY={TOKEN}"),
+        format!("OPENAI_API_KEY={TOKEN}"),
+    ] {
+        assert!(env.lines().any(|l| l == line), "{line}: {}", report(&out));
+    }
+    assert!(!stdout.contains("real-provider-key"), "{}", report(&out));
+    assert!(!stdout.contains("hunter2"), "{}", report(&out));
+    for (name, _) in env.lines().filter_map(|l| l.split_once('=')) {
+        assert!(
+            [
+                "PATH",
+                "HOME",
+                "LANG",
+                "TERM",
+                "PWD",
+                "SHLVL",
+                "_",
+                "ANTHROPIC_BASE_URL",
+                "OPENAI_BASE_URL",
+                "ANTHROPIC_API_KEY",
+                "OPENAI_API_KEY"
+            ]
+            .contains(&name),
+            "{name} leaked into the sandbox: {}",
+            report(&out)
+        );
+    }
+    // bwrap (pid 1 inside), the relay and the command: the token is in none of their
+    // command lines, which any host user can read.
+    assert!(cmdlines.contains("bwrap"), "{}", report(&out));
+    assert!(cmdlines.contains("sandbox relay"), "{}", report(&out));
+    assert!(!cmdlines.contains(TOKEN), "{}", report(&out));
+}
+
+#[tokio::test]
+async fn without_a_bridge_there_is_no_relay_and_nothing_connects() {
+    let world = World::new();
+    let socket = world.socket("model.sock");
+    let server = Recorder::on_unix(&socket);
+    let out = world
+        .run(&world.command(&format!(
+            "if curl -sS --max-time 5 http://127.0.0.1:{MODEL_PROXY_PORT}/; then echo CONNECTED; fi
+             if bash -c 'echo hi > /dev/tcp/127.0.0.1/{port}'; then echo CONNECTED; fi
+             ls /run/planwright 2>/dev/null && echo MOUNTED
+             for f in /proc/[0-9]*/cmdline; do
+               tr '\\0' ' ' < $f | grep -q 'sandbox rela[y]' && echo RELAY
+             done
+             env | grep -i -e '_proxy=' -e '_base_url=' && echo ENV",
+            port = egress_port()
+        )))
+        .await;
+    let stdout = out.stdout.text();
+    assert!(!stdout.contains("CONNECTED"), "{}", report(&out));
+    assert!(!stdout.contains("MOUNTED"), "{}", report(&out));
+    assert!(!stdout.contains("RELAY"), "{}", report(&out));
+    assert!(!stdout.contains("ENV"), "{}", report(&out));
+    assert_eq!(server.connections(), 0);
+}
+
+fn egress_port() -> u16 {
+    planwright::sandbox::egress::PORT
+}
+
+#[tokio::test]
+async fn setup_reaches_an_allowlisted_registry_by_connect_and_plain_http() {
+    let world = World::new();
+    let (registry, port) = Recorder::on_tcp().await;
+    let proxy = egress(
+        &world,
+        &[&format!("127.0.0.1:{port}"), &format!("localhost:{port}")],
+        "run-allow-7",
+    )
+    .await;
+    let mut cmd = world.command(&format!(
+        "curl -sS http://127.0.0.1:{port}/plain/crate; echo
+         curl -sS --proxytunnel http://127.0.0.1:{port}/tunnel/crate; echo
+         curl -sS http://localhost:{port}/by-name"
+    ));
+    cmd.bridge_egress_proxy(proxy.socket());
+    let out = world.run(&cmd).await;
+    assert!(out.exit.success(), "{}", report(&out));
+    assert_eq!(
+        out.stdout.text(),
+        "pong /plain/crate\npong /tunnel/crate\npong /by-name",
+        "{}",
+        report(&out)
+    );
+    let heads = registry.heads();
+    assert_eq!(heads.len(), 3, "{heads:?}");
+    // Forwarded in origin form, without the hop to the proxy.
+    assert!(
+        heads[0].starts_with("GET /plain/crate HTTP/1.1\r\n"),
+        "{heads:?}"
+    );
+    assert!(!heads[0].to_lowercase().contains("proxy-"), "{heads:?}");
+    assert!(heads[0].contains("Connection: close\r\n"), "{heads:?}");
+    assert!(
+        heads[1].starts_with("GET /tunnel/crate HTTP/1.1\r\n"),
+        "{heads:?}"
+    );
+    assert!(
+        heads[2].starts_with("GET /by-name HTTP/1.1\r\n"),
+        "{heads:?}"
+    );
+    let logs = logs();
+    for method in ["GET", "CONNECT"] {
+        assert!(
+            logs.lines().any(|l| l.contains("run=run-allow-7")
+                && l.contains(&format!("port={port}"))
+                && l.contains(&format!("method={method}"))
+                && l.contains("verdict=\"allow\"")),
+            "{logs}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn setup_refuses_other_hosts_with_403_and_logs_the_denial() {
+    let world = World::new();
+    let (_registry, port) = Recorder::on_tcp().await;
+    let (other, other_port) = Recorder::on_tcp().await;
+    let proxy = egress(&world, &[&format!("127.0.0.1:{port}")], "run-deny-3").await;
+    let mut cmd = world.command(&format!(
+        "curl -sS -w ' %{{http_code}}' http://127.0.0.1:{other_port}/plain; echo
+         curl -sS --proxytunnel http://127.0.0.1:{other_port}/tunnel && echo TUNNELLED
+         curl -sS -w ' %{{http_code}}' http://127.0.0.1/; echo"
+    ));
+    cmd.bridge_egress_proxy(proxy.socket());
+    let out = world.run(&cmd).await;
+    assert_eq!(
+        out.stdout.text(),
+        format!(
+            "planwright egress proxy: 127.0.0.1:{other_port} is not in the allowlist\n 403\n\
+             planwright egress proxy: 127.0.0.1:80 is not in the allowlist\n 403\n"
+        ),
+        "{}",
+        report(&out)
+    );
+    assert!(out.stderr.text().contains("403"), "{}", report(&out));
+    assert_eq!(other.connections(), 0);
+    let logs = logs();
+    for method in ["GET", "CONNECT"] {
+        assert!(
+            logs.lines().any(|l| l.contains("run=run-deny-3")
+                && l.contains(&format!("port={other_port}"))
+                && l.contains(&format!("method={method}"))
+                && l.contains("verdict=\"deny\"")),
+            "{logs}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_proxy_refuses_the_metadata_service_and_names_resolving_to_loopback() {
+    let world = World::new();
+    let (registry, port) = Recorder::on_tcp().await;
+    // `.localhost` covers the name `localhost` by a domain rule, which does not name the
+    // loopback address; `localhost:PORT` itself would.
+    let proxy = egress(&world, &[&format!(".localhost:{port}")], "run-special-1").await;
+    let answer = ask_proxy(&proxy, "CONNECT 169.254.169.254:80 HTTP/1.1\r\n\r\n").await;
+    assert!(answer.starts_with("HTTP/1.1 403 Forbidden\r\n"), "{answer}");
+    assert!(
+        answer.contains("169.254.169.254:80 is not in the allowlist"),
+        "{answer}"
+    );
+    let answer = ask_proxy(
+        &proxy,
+        "GET http://169.254.169.254/latest/meta-data/ HTTP/1.1\r\nHost: 169.254.169.254\r\n\r\n",
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 403 Forbidden\r\n"), "{answer}");
+    let answer = ask_proxy(
+        &proxy,
+        &format!("CONNECT localhost:{port} HTTP/1.1\r\nHost: localhost:{port}\r\n\r\n"),
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 403 Forbidden\r\n"), "{answer}");
+    assert!(
+        answer.contains("localhost resolves to non-public addresses (127.0.0.1"),
+        "{answer}"
+    );
+    assert_eq!(registry.connections(), 0);
+    let logs = logs();
+    assert!(
+        logs.lines().any(|l| l.contains("run=run-special-1")
+            && l.contains("host=\"169.254.169.254\"")
+            && l.contains("verdict=\"deny\"")),
+        "{logs}"
+    );
+    drop(proxy);
+
+    // The same request goes through once the name is listed exactly.
+    let proxy = egress(&world, &[&format!("localhost:{port}")], "run-special-2").await;
+    let answer = ask_proxy(
+        &proxy,
+        &format!("GET http://localhost:{port}/ok HTTP/1.1\r\nHost: localhost:{port}\r\n\r\n"),
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "{answer}");
+    assert!(answer.ends_with("pong /ok"), "{answer}");
+    assert_eq!(registry.connections(), 1);
+}
+
+#[tokio::test]
+async fn no_resolver_is_reachable_inside() {
+    let world = World::new();
+    let proxy = egress(&world, &["crates.io"], "run-dns-1").await;
+    let host_udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    host_udp.set_nonblocking(true).unwrap();
+    let udp_port = host_udp.local_addr().unwrap().port();
+    // The resolvers the host uses: a non-loopback one needs a route, which the sandbox's
+    // network lacks; a loopback stub (127.0.0.53) would be the host's loopback, not ours.
+    let mut cmd = world.command(&format!(
+        "if getent hosts crates.io; then echo RESOLVED; fi
+         for ns in $(awk '/^nameserver/ {{print $2}}' /etc/resolv.conf) 127.0.0.1; do
+           echo TRIED $ns
+           case $ns in 127.*) ;; *) if bash -c \": > /dev/udp/$ns/53\"; then echo ROUTED $ns; fi;; esac
+         done
+         bash -c 'echo query > /dev/udp/127.0.0.1/{udp_port}'"
+    ));
+    cmd.bridge_egress_proxy(proxy.socket());
+    let out = world.run(&cmd).await;
+    let stdout = out.stdout.text();
+    assert!(!stdout.contains("RESOLVED"), "{}", report(&out));
+    assert!(!stdout.contains("ROUTED"), "{}", report(&out));
+    assert!(stdout.contains("TRIED 127.0.0.1"), "{}", report(&out));
+    let mut buf = [0u8; 64];
+    assert!(
+        host_udp.recv(&mut buf).is_err(),
+        "a datagram from inside reached the host's loopback"
+    );
+}
+
+/// Host processes of `uid` whose command line starts with `prefix`.
+fn processes_of(uid: u32, prefix: &str) -> Vec<u32> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter_map(|e| Some((e.file_name().to_string_lossy().parse::<u32>().ok()?, e)))
+        .filter(|(_, e)| e.metadata().map(|m| m.uid() == uid).unwrap_or(false))
+        .filter(|(_, e)| {
+            std::fs::read(e.path().join("cmdline"))
+                .map(|c| {
+                    String::from_utf8_lossy(&c)
+                        .replace('\0', " ")
+                        .starts_with(prefix)
+                })
+                .unwrap_or(false)
+        })
+        .map(|(pid, _)| pid)
+        .collect()
+}
+
+async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn the_relay_dies_with_the_sandbox() {
+    // A host user of its own, so only this run's processes are counted.
+    const UID: u32 = 64_003;
+    let world = World::new();
+    let socket = world.socket("model.sock");
+    let _server = Recorder::on_unix(&socket);
+    let gate = world.workspace.join("gate");
+    let path = std::ffi::CString::new(gate.to_str().unwrap()).unwrap();
+    // SAFETY: a plain mkfifo of a valid path.
+    assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
+    let sandbox = world.sandbox().with_host_user(UID, UID);
+    // Not root: sandboxes run as our own user.
+    // SAFETY: geteuid has no preconditions.
+    let uid = sandbox
+        .host_user()
+        .map_or_else(|| unsafe { libc::geteuid() }, |(uid, _)| uid);
+    let mut cmd = world.command("echo up > up; cat gate > /dev/null; echo finished");
+    cmd.bridges.push(Bridge {
+        port: 9000,
+        socket: socket.clone(),
+    });
+    let run = tokio::spawn(async move { sandbox.run(&cmd).await });
+    let up = world.workspace.join("up");
+    wait_until("the command started", || up.exists()).await;
+    // Not bwrap, whose command line names the relay too: the relay itself.
+    let relays = processes_of(uid, "/run/planwright/relay sandbox relay --bridge");
+    assert!(!relays.is_empty(), "the relay runs while the command does");
+    let opened = tokio::task::spawn_blocking(move || std::fs::write(gate, b"go"));
+    let out = run.await.unwrap().expect("the sandbox runs");
+    opened.await.unwrap().unwrap();
+    assert_eq!(out.stdout.text(), "finished\n", "{}", report(&out));
+    wait_until("the relay is gone", || {
+        relays
+            .iter()
+            .all(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+    })
+    .await;
+    if uid == UID {
+        wait_until("every process of the run is gone", || {
+            processes_of(UID, "").is_empty()
+        })
+        .await;
+    }
+}
+
+fn planwright(world: &World) -> std::process::Command {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_planwright"));
+    cmd.current_dir(world.root.path())
+        .env("PLANWRIGHT_DATA_DIR", world.root.path().join("data"));
+    cmd
+}
+
+#[tokio::test]
+async fn sandbox_run_with_network_setup_reaches_only_the_allowed_hosts() {
+    let world = World::new();
+    let (registry, port) = Recorder::on_tcp().await;
+    let (other, other_port) = Recorder::on_tcp().await;
+    let mut cmd = planwright(&world);
+    cmd.args(["sandbox", "run", "--network", "setup", "--allow"])
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("--workspace")
+        .arg(&world.workspace)
+        .arg("--")
+        .args([
+            "sh",
+            "-c",
+            &format!(
+                "curl -sS http://127.0.0.1:{port}/from-cli; echo; curl -sS http://127.0.0.1:{other_port}/"
+            ),
+        ]);
+    let out = tokio::process::Command::from(cmd).output().await.unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert_eq!(
+        stdout,
+        format!(
+            "pong /from-cli\nplanwright egress proxy: 127.0.0.1:{other_port} is not in the allowlist\n"
+        ),
+        "{stderr}"
+    );
+    assert_eq!(registry.heads().len(), 1);
+    assert_eq!(other.connections(), 0);
+    // Every connection is logged, the denied one too.
+    assert!(stderr.contains("egress allowed"), "{stderr}");
+    assert!(stderr.contains("egress denied"), "{stderr}");
+    assert!(stderr.contains(&format!("port={other_port}")), "{stderr}");
+}
+
+#[test]
+fn doctor_starts_a_sandbox_and_fails_without_bubblewrap() {
+    let world = World::new();
+    let out = planwright(&world).arg("doctor").output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for line in [
+        "ok   bubblewrap",
+        "ok   sandbox          bubblewrap started `true` in a sandbox",
+        "ok   bridge",
+        "ok   data dir",
+        "ok   host user",
+    ] {
+        assert!(stdout.contains(line), "{line}: {stdout}");
+    }
+    assert!(
+        std::fs::read_dir(world.root.path().join("data"))
+            .unwrap()
+            .next()
+            .is_none(),
+        "doctor left files in DATA_DIR"
+    );
+
+    let out = planwright(&world)
+        .arg("doctor")
+        .env("PATH", world.root.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("FAIL bubblewrap       `bwrap` is not on PATH"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("SANDBOX=none together with UNSAFE_NO_SANDBOX=1"),
+        "{stdout}"
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("Cannot run executors on this machine"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The Landlock ABI of this kernel (below 1: none).
+fn landlock_abi() -> i64 {
+    // SAFETY: the documented probe: a null attribute of size 0 with the version flag.
+    unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<u8>(),
+            0usize,
+            1u32,
+        )
+    }
+}
+
+#[tokio::test]
+async fn a_bridged_command_writes_only_where_the_mounts_allow_and_cannot_kill_the_relay() {
+    let abi = landlock_abi();
+    assert!(
+        abi >= 2,
+        "this kernel has no usable Landlock (ABI {abi}); the sandbox's second wall needs it"
+    );
+    let world = World::new();
+    let hidden = world.root.path().join("hidden");
+    std::fs::create_dir(&hidden).unwrap();
+    let socket = world.socket("model.sock");
+    let server = Recorder::on_unix(&socket);
+    let script = format!(
+        "echo x > /tmp/t && echo TMP
+         echo x > in-workspace && mv in-workspace moved && echo WORKSPACE
+         echo x > /dev/null && echo DEVNULL
+         echo x > {hidden}/escaped && echo COVER
+         for p in /proc/[0-9]*; do
+           case \"$(tr '\\0' ' ' < $p/cmdline)\" in
+             \"/run/planwright/relay sandbox relay --bridge\"*) kill -9 ${{p#/proc/}} && echo KILLED;;
+           esac
+         done
+         curl -sS http://127.0.0.1:9000/still-there",
+        hidden = hidden.display()
+    );
+    let sandbox = Bwrap::new(vec![hidden.clone()])
+        .unwrap()
+        .with_relay_program(env!("CARGO_BIN_EXE_planwright"));
+
+    // Without a bridge the cover over a hidden folder is a writable tmpfs: only the mounts
+    // hold, and writing there is harmless but possible.
+    let out = sandbox.run(&world.command(&script)).await.unwrap();
+    assert!(out.stdout.text().contains("COVER"), "{}", report(&out));
+
+    let mut cmd = world.command(&script);
+    cmd.bridges.push(Bridge {
+        port: 9000,
+        socket: socket.clone(),
+    });
+    let out = sandbox.run(&cmd).await.unwrap();
+    let stdout = out.stdout.text();
+    for allowed in ["TMP", "WORKSPACE", "DEVNULL"] {
+        assert!(stdout.contains(allowed), "{allowed}: {}", report(&out));
+    }
+    assert!(!stdout.contains("COVER"), "{}", report(&out));
+    assert!(world.workspace.join("moved").exists());
+    // Signals out of the Landlock domain are scoped from ABI 6 (Linux 6.12) on.
+    if abi >= 6 {
+        assert!(!stdout.contains("KILLED"), "{}", report(&out));
+        assert!(stdout.ends_with("pong /still-there"), "{}", report(&out));
+        assert_eq!(server.heads().len(), 1);
+    }
+}
