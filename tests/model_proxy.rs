@@ -927,7 +927,7 @@ async fn serve_runs_the_proxy_where_executors_run() {
             ("PLANWRIGHT_ANTHROPIC_BASE_URL", anthropic_base.as_str()),
         ],
     );
-    let server = TestServer::start(settings, Role::All, Handlers::default()).await;
+    let server = TestServer::start(settings, Role::All, |_| Handlers::default()).await;
     let proxy = server.model_proxy().expect("serve runs the model proxy");
     assert_eq!(proxy.listen, ProxyListen::Unix(socket.clone()));
     let (run, session) = (RunId::generate(), SessionId::generate());
