@@ -471,6 +471,18 @@ impl FakeGithub {
         });
     }
 
+    /// The comments on one issue, oldest first.
+    pub fn issue_comments(&self, repo: &str, issue: i64) -> Vec<FakeComment> {
+        let repo = repo.to_ascii_lowercase();
+        self.with(|w| {
+            w.comments
+                .values()
+                .filter(|c| c.repo == repo && c.issue == issue)
+                .cloned()
+                .collect()
+        })
+    }
+
     pub fn comment(&self, id: i64) -> Option<FakeComment> {
         self.with(|w| w.comments.get(&id).cloned())
     }
