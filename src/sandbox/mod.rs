@@ -4,6 +4,7 @@
 
 pub mod bwrap;
 mod process;
+pub mod workspace;
 
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
