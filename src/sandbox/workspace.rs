@@ -1,0 +1,1134 @@
+//! Repositories on disk: one bare mirror per forge repository, fetched incrementally with
+//! credentials given only through git2's callback, and per-run workspaces checked out from
+//! a mirror without copying its history (objects shared through `objects/info/alternates`).
+//! Also reads a run's result back: changed files, the diff, and the commit to publish.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+
+use anyhow::{Context, anyhow};
+use git2::{
+    AutotagOption, Cred, CredentialType, FetchOptions, FetchPrune, IndexTime, Oid, RemoteCallbacks,
+    Repository, RepositoryInitOptions,
+};
+use secrecy::{ExposeSecret, SecretString};
+
+use crate::forge::GitRemote;
+use crate::ids::{CommitSha, IssueNumber, RepoName};
+
+/// Every branch, mirrored as is; branches deleted upstream are pruned.
+const REFSPEC: &str = "+refs/heads/*:refs/heads/*";
+/// Touched at the start of each fetch: a caller that asked before it began needs no fetch
+/// of its own.
+const FETCH_STAMP: &str = "planwright-fetched";
+/// Touched whenever a workspace is made from the mirror; `prune_unused` reads it.
+const USE_STAMP: &str = "planwright-used";
+/// Present in a workspace kept after a failed run; its mtime is when the run failed.
+const FAILED_MARK: &str = "failed";
+const BRANCH_PREFIX: &str = "planwright/";
+const SLUG_MAX: usize = 40;
+
+/// Failures a caller branches on: a commit that is not there is the contract's problem, a
+/// refused or unreachable remote is the forge's (retryable unless refused); the rest is
+/// internal.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkspaceError {
+    #[error("Cannot prepare a workspace of {repo} at {sha}: {reason}")]
+    BadCommit {
+        repo: String,
+        sha: String,
+        reason: String,
+    },
+    #[error("Could not fetch {repo} from {url}: {message}")]
+    Fetch {
+        repo: String,
+        url: String,
+        message: String,
+        /// The forge refused the credentials: fetching again will not help.
+        refused: bool,
+    },
+    #[error(transparent)]
+    Internal(#[from] anyhow::Error),
+}
+
+/// Which mirror: the forge's name (`github`, `gitlab`) and the repository.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct MirrorKey {
+    forge: String,
+    repo: RepoName,
+}
+
+impl MirrorKey {
+    pub fn new(forge: &str, repo: RepoName) -> Result<Self, WorkspaceError> {
+        // Both become folder names under DATA_DIR: nothing that could climb out of it.
+        let safe = |s: &str| {
+            !s.is_empty()
+                && !s.starts_with('.')
+                && s.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+        };
+        if !safe(forge) || !repo.as_str().split('/').all(safe) {
+            return Err(anyhow!(
+                "Cannot keep a mirror of {repo} on forge `{forge}`: the names must be letters, digits, `.`, `_` or `-` and not start with `.`"
+            )
+            .into());
+        }
+        Ok(MirrorKey {
+            forge: forge.to_owned(),
+            repo,
+        })
+    }
+
+    pub fn repo(&self) -> &RepoName {
+        &self.repo
+    }
+}
+
+/// The bare mirrors under `DATA_DIR/mirrors/<forge>/<owner>/<name>.git`. One fetch at a
+/// time per repository: a `tokio` mutex per key in this process, and an exclusive `flock`
+/// on `<name>.git.lock` between processes sharing `DATA_DIR`.
+pub struct MirrorCache {
+    root: PathBuf,
+    locks: std::sync::Mutex<HashMap<MirrorKey, Arc<tokio::sync::Mutex<()>>>>,
+    fetches: AtomicU64,
+}
+
+impl MirrorCache {
+    pub fn new(data_dir: &Path) -> Self {
+        MirrorCache {
+            root: data_dir.join("mirrors"),
+            locks: std::sync::Mutex::default(),
+            fetches: AtomicU64::new(0),
+        }
+    }
+
+    pub fn path(&self, key: &MirrorKey) -> PathBuf {
+        let mut path = self.root.join(&key.forge);
+        let mut parts = key.repo.as_str().split('/').peekable();
+        while let Some(part) = parts.next() {
+            if parts.peek().is_some() {
+                path.push(part);
+            } else {
+                path.push(format!("{part}.git"));
+            }
+        }
+        path
+    }
+
+    /// Network operations (first clones and fetches) this cache has started.
+    pub fn fetch_count(&self) -> u64 {
+        self.fetches.load(Ordering::SeqCst)
+    }
+
+    fn lock_for(&self, key: &MirrorKey) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self.locks.lock().unwrap_or_else(|p| p.into_inner());
+        locks.entry(key.clone()).or_default().clone()
+    }
+
+    /// Brings the mirror up to date with the remote, creating it on first use. A caller
+    /// that waited while another fetch began after it asked reuses that fetch.
+    pub async fn update(&self, key: &MirrorKey, remote: &GitRemote) -> Result<(), WorkspaceError> {
+        self.sync(key, remote, None).await
+    }
+
+    /// Makes sure `sha` is in the mirror, fetching only when it is not.
+    pub async fn ensure_commit(
+        &self,
+        key: &MirrorKey,
+        remote: &GitRemote,
+        sha: Oid,
+    ) -> Result<(), WorkspaceError> {
+        self.sync(key, remote, Some(sha)).await
+    }
+
+    async fn sync(
+        &self,
+        key: &MirrorKey,
+        remote: &GitRemote,
+        want: Option<Oid>,
+    ) -> Result<(), WorkspaceError> {
+        let asked = SystemTime::now();
+        let lock = self.lock_for(key);
+        let _held = lock.lock().await;
+        let path = self.path(key);
+        let key = key.clone();
+        let remote = remote.clone();
+        let did_fetch = tokio::task::spawn_blocking(move || {
+            let _flock = FileLock::exclusive(&lock_path(&path))?;
+            sync_blocking(&path, &key, &remote, want, asked)
+        })
+        .await
+        .map_err(|e| anyhow!("The mirror task failed: {e}"))??;
+        if did_fetch {
+            self.fetches.fetch_add(1, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+
+    /// Removes mirrors no workspace was made from for `older_than`, and returns their
+    /// paths. Workspaces share a mirror's objects, so `older_than` must exceed the longest
+    /// run plus the time failed workspaces are kept.
+    pub async fn prune_unused(&self, older_than: Duration) -> Result<Vec<PathBuf>, WorkspaceError> {
+        let mut removed = Vec::new();
+        for key in self.keys()? {
+            let lock = self.lock_for(&key);
+            let _held = lock.lock().await;
+            let path = self.path(&key);
+            let gone = tokio::task::spawn_blocking(move || -> anyhow::Result<Option<PathBuf>> {
+                let _flock = FileLock::exclusive(&lock_path(&path))?;
+                // A fetch counts as a use as well as a checkout.
+                let last = [path.join(USE_STAMP), path.join(FETCH_STAMP), path.clone()]
+                    .iter()
+                    .filter_map(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok())
+                    .max()
+                    .ok_or_else(|| anyhow!("Could not read when {} was used", path.display()))?;
+                let idle = SystemTime::now().duration_since(last).unwrap_or_default();
+                if idle < older_than {
+                    return Ok(None);
+                }
+                std::fs::remove_dir_all(&path)
+                    .with_context(|| format!("Could not remove the mirror {}", path.display()))?;
+                Ok(Some(path))
+            })
+            .await
+            .map_err(|e| anyhow!("The prune task failed: {e}"))??;
+            removed.extend(gone);
+        }
+        Ok(removed)
+    }
+
+    /// Repacks every mirror with `git gc` (the command line: libgit2 has no gc). Unreachable
+    /// objects are kept for git's default two weeks, so workspaces made from a branch
+    /// that was force-pushed since keep their history.
+    pub async fn gc(&self) -> Result<(), WorkspaceError> {
+        for key in self.keys()? {
+            let lock = self.lock_for(&key);
+            let _held = lock.lock().await;
+            let path = self.path(&key);
+            let _flock = {
+                let lock_file = lock_path(&path);
+                tokio::task::spawn_blocking(move || FileLock::exclusive(&lock_file))
+                    .await
+                    .map_err(|e| anyhow!("The gc task failed: {e}"))??
+            };
+            let status = tokio::process::Command::new("git")
+                .arg("-C")
+                .arg(&path)
+                .args(["gc", "--quiet"])
+                .env_clear()
+                .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+                .status()
+                .await
+                .with_context(|| format!("Could not run git gc in {}", path.display()))?;
+            if !status.success() {
+                return Err(anyhow!(
+                    "Could not gc the mirror {}: git gc {status}",
+                    path.display()
+                )
+                .into());
+            }
+        }
+        Ok(())
+    }
+
+    /// Every mirror on disk, found by walking `<forge>/<path…>.git`.
+    fn keys(&self) -> anyhow::Result<Vec<MirrorKey>> {
+        let mut keys = Vec::new();
+        let Ok(forges) = std::fs::read_dir(&self.root) else {
+            return Ok(keys);
+        };
+        for forge in forges {
+            let forge = forge?;
+            let forge_name = forge.file_name().to_string_lossy().into_owned();
+            let mut stack = vec![(forge.path(), String::new())];
+            while let Some((dir, prefix)) = stack.pop() {
+                for entry in std::fs::read_dir(&dir)
+                    .with_context(|| format!("Could not list {}", dir.display()))?
+                {
+                    let entry = entry?;
+                    if !entry.file_type()?.is_dir() {
+                        continue;
+                    }
+                    let name = entry.file_name().to_string_lossy().into_owned();
+                    if let Some(repo) = name.strip_suffix(".git") {
+                        let full = format!("{prefix}{repo}");
+                        if let Ok(repo) = RepoName::parse(&full)
+                            && let Ok(key) = MirrorKey::new(&forge_name, repo)
+                        {
+                            keys.push(key);
+                        }
+                    } else if !name.contains(".git.tmp-") {
+                        stack.push((entry.path(), format!("{prefix}{name}/")));
+                    }
+                }
+            }
+        }
+        Ok(keys)
+    }
+}
+
+fn lock_path(mirror: &Path) -> PathBuf {
+    let mut name = mirror.as_os_str().to_owned();
+    name.push(".lock");
+    PathBuf::from(name)
+}
+
+/// Returns whether it went to the network.
+fn sync_blocking(
+    path: &Path,
+    key: &MirrorKey,
+    remote: &GitRemote,
+    want: Option<Oid>,
+    asked: SystemTime,
+) -> Result<bool, WorkspaceError> {
+    if path.exists() {
+        let repo = Repository::open_bare(path)
+            .with_context(|| format!("Could not open the mirror {}", path.display()))?;
+        if let Some(sha) = want
+            && repo.find_commit(sha).is_ok()
+        {
+            return Ok(false);
+        }
+        let fetched_since_asked = std::fs::metadata(path.join(FETCH_STAMP))
+            .and_then(|m| m.modified())
+            .is_ok_and(|t| t >= asked);
+        if fetched_since_asked {
+            return Ok(false);
+        }
+        touch(&path.join(FETCH_STAMP))?;
+        fetch(&repo, key, remote)?;
+        return Ok(true);
+    }
+    // A first clone goes to a temporary folder renamed into place, so an interrupted one
+    // never leaves a half mirror behind.
+    let parent = path
+        .parent()
+        .ok_or_else(|| anyhow!("Cannot keep a mirror at {}", path.display()))?;
+    std::fs::create_dir_all(parent)
+        .with_context(|| format!("Could not create {}", parent.display()))?;
+    let mut tmp_name = path.file_name().unwrap_or_default().to_owned();
+    tmp_name.push(format!(".tmp-{}", uuid::Uuid::new_v4()));
+    let tmp = parent.join(tmp_name);
+    let result = (|| {
+        let mut opts = RepositoryInitOptions::new();
+        opts.bare(true).external_template(false);
+        let repo = Repository::init_opts(&tmp, &opts)
+            .with_context(|| format!("Could not create the mirror {}", tmp.display()))?;
+        touch(&tmp.join(FETCH_STAMP))?;
+        fetch(&repo, key, remote)?;
+        std::fs::rename(&tmp, path)
+            .with_context(|| format!("Could not move the mirror into {}", path.display()))?;
+        Ok(true)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+    result
+}
+
+fn fetch(repo: &Repository, key: &MirrorKey, remote: &GitRemote) -> Result<(), WorkspaceError> {
+    let fail = |message: String, refused: bool| WorkspaceError::Fetch {
+        repo: key.repo.to_string(),
+        url: remote.url.clone(),
+        message,
+        refused,
+    };
+    // Credentials go through the callback only; a URL that carries a password would put
+    // it in the mirror's logs and error messages.
+    if let Ok(url) = reqwest::Url::parse(&remote.url)
+        && url.password().is_some()
+    {
+        return Err(WorkspaceError::Fetch {
+            repo: key.repo.to_string(),
+            url: "a URL with a password in it".into(),
+            message: "credentials must not be part of the URL".into(),
+            refused: true,
+        });
+    }
+    let refused = std::cell::Cell::new(false);
+    let mut ask = credentials(remote.username.clone(), remote.password.clone());
+    let mut callbacks = RemoteCallbacks::new();
+    callbacks.credentials(|url, user, allowed| {
+        ask(url, user, allowed).inspect_err(|_| refused.set(true))
+    });
+    let mut options = FetchOptions::new();
+    options
+        .remote_callbacks(callbacks)
+        .prune(FetchPrune::On)
+        .download_tags(AutotagOption::None);
+    let mut anonymous = repo
+        .remote_anonymous(&remote.url)
+        .map_err(|e| fail(e.message().to_owned(), false))?;
+    anonymous
+        .fetch(&[REFSPEC], Some(&mut options), None)
+        .map_err(|e| fail(e.message().to_owned(), refused.get()))
+}
+
+/// The credential callback for one fetch or push. libgit2 asks again each time the forge
+/// refuses, forever; the second question means the first answer was refused, so it fails
+/// then with an error naming the user.
+pub fn credentials(
+    username: String,
+    password: SecretString,
+) -> impl FnMut(&str, Option<&str>, CredentialType) -> Result<Cred, git2::Error> {
+    let mut asked = 0u32;
+    move |url, _from_url, allowed| {
+        asked += 1;
+        if asked > 1 {
+            return Err(git2::Error::from_str(&format!(
+                "the credentials of `{username}` were refused by {url}"
+            )));
+        }
+        if !allowed.contains(CredentialType::USER_PASS_PLAINTEXT) {
+            return Err(git2::Error::from_str(&format!(
+                "{url} asks for credentials planwright does not have ({allowed:?}); it offers a user name and token"
+            )));
+        }
+        Cred::userpass_plaintext(&username, password.expose_secret())
+    }
+}
+
+fn touch(path: &Path) -> anyhow::Result<()> {
+    File::create(path)
+        .and_then(|f| f.set_modified(SystemTime::now()))
+        .with_context(|| format!("Could not write {}", path.display()))
+}
+
+/// An exclusive `flock`, released when dropped (closing the file releases it).
+struct FileLock(#[allow(dead_code)] File);
+
+impl FileLock {
+    fn exclusive(path: &Path) -> anyhow::Result<Self> {
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("Could not create {}", parent.display()))?;
+        }
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+            .with_context(|| format!("Could not open the lock {}", path.display()))?;
+        loop {
+            // SAFETY: the descriptor is open for as long as `file` lives.
+            let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
+            if rc == 0 {
+                return Ok(FileLock(file));
+            }
+            let err = std::io::Error::last_os_error();
+            if err.kind() != std::io::ErrorKind::Interrupted {
+                return Err(err).with_context(|| format!("Could not lock {}", path.display()));
+            }
+        }
+    }
+}
+
+/// The branch a run works on: `planwright/<issue>-<slug>`, the slug made of the title's
+/// ASCII letters and digits, lower-cased, at most 40 characters.
+pub fn branch_name(issue: IssueNumber, title: &str) -> String {
+    let mut slug = String::new();
+    for c in title.chars() {
+        if c.is_ascii_alphanumeric() {
+            if slug.len() == SLUG_MAX {
+                break;
+            }
+            slug.push(c.to_ascii_lowercase());
+        } else if !slug.is_empty() && !slug.ends_with('-') {
+            if slug.len() + 1 >= SLUG_MAX {
+                break;
+            }
+            slug.push('-');
+        }
+    }
+    let slug = slug.trim_end_matches('-');
+    if slug.is_empty() {
+        format!("{BRANCH_PREFIX}{issue}")
+    } else {
+        format!("{BRANCH_PREFIX}{issue}-{slug}")
+    }
+}
+
+/// What a run needs checked out.
+#[derive(Debug, Clone)]
+pub struct WorkspaceRequest {
+    pub mirror: MirrorKey,
+    pub remote: GitRemote,
+    pub base: CommitSha,
+    pub issue: IssueNumber,
+    pub title: String,
+}
+
+/// How a run ended, which decides whether its workspace is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Succeeded,
+    Failed,
+}
+
+/// Per-run workspaces under `DATA_DIR/workspaces/<id>/`:
+/// - `git/`: planwright's own git dir for the run (alternates to the mirror); the sandbox
+///   never sees it, so what is read back and committed does not depend on anything the
+///   run could have written into a `.git`;
+/// - `run/`: the sandbox's writable folder (`Command::workspace`), owned by the sandbox
+///   user: `run/repo` is the checkout with the run's own `.git`, `run/home` its `HOME`.
+pub struct Workspaces {
+    root: PathBuf,
+    cache: Arc<MirrorCache>,
+    owner: Option<(u32, u32)>,
+}
+
+impl Workspaces {
+    /// `owner`: the host user and group the sandbox runs as, when that is not planwright's
+    /// own (root hands workspaces to an unprivileged user, see `Bwrap::new`).
+    pub fn new(data_dir: &Path, cache: Arc<MirrorCache>, owner: Option<(u32, u32)>) -> Self {
+        Workspaces {
+            root: data_dir.join("workspaces"),
+            cache,
+            owner,
+        }
+    }
+
+    /// The owner a sandbox started by this process needs: `Bwrap`'s default host user when
+    /// planwright is root, none otherwise.
+    pub fn default_owner() -> Option<(u32, u32)> {
+        // SAFETY: geteuid has no preconditions.
+        (unsafe { libc::geteuid() } == 0).then_some(super::Bwrap::DEFAULT_HOST_USER)
+    }
+
+    pub fn cache(&self) -> &Arc<MirrorCache> {
+        &self.cache
+    }
+
+    /// A fresh checkout of `base` on the run branch, fetching into the mirror only when
+    /// the commit is not there yet.
+    pub async fn create(&self, request: &WorkspaceRequest) -> Result<Workspace, WorkspaceError> {
+        let repo_name = request.mirror.repo.to_string();
+        let bad = |reason: &str| WorkspaceError::BadCommit {
+            repo: repo_name.clone(),
+            sha: request.base.as_str().to_owned(),
+            reason: reason.to_owned(),
+        };
+        let sha = request.base.as_str();
+        if sha.len() != 40 || !sha.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(bad("a full 40-character commit SHA is needed"));
+        }
+        let oid = Oid::from_str(sha).map_err(|_| bad("not a commit SHA"))?;
+        self.cache
+            .ensure_commit(&request.mirror, &request.remote, oid)
+            .await?;
+
+        let mirror = self.cache.path(&request.mirror);
+        let dir = self.root.join(uuid::Uuid::now_v7().to_string());
+        let branch = branch_name(request.issue, &request.title);
+        let owner = self.owner;
+        let (b, d) = (branch.clone(), dir.clone());
+        let created = tokio::task::spawn_blocking(move || checkout(&mirror, &d, oid, &b, owner))
+            .await
+            .map_err(|e| anyhow!("The checkout task failed: {e}"))?;
+        match created {
+            Ok(shared_objects) => Ok(Workspace {
+                dir,
+                branch,
+                base: oid,
+                shared_objects,
+                finished: false,
+            }),
+            Err(e) => {
+                let _ = remove_tree(&dir);
+                Err(match e {
+                    CheckoutError::NotACommit(reason) => bad(&reason),
+                    CheckoutError::Other(e) => e.into(),
+                })
+            }
+        }
+    }
+
+    /// Removes workspaces of failed runs kept longer than `keep_failed`; returns how many.
+    /// Workspaces without the failure mark belong to running (or crashed) runs and are
+    /// left alone.
+    pub async fn sweep(&self, keep_failed: Duration) -> Result<usize, WorkspaceError> {
+        let root = self.root.clone();
+        let removed = tokio::task::spawn_blocking(move || -> anyhow::Result<usize> {
+            let Ok(entries) = std::fs::read_dir(&root) else {
+                return Ok(0);
+            };
+            let mut removed = 0;
+            for entry in entries {
+                let dir = entry?.path();
+                let Ok(failed_at) =
+                    std::fs::metadata(dir.join(FAILED_MARK)).and_then(|m| m.modified())
+                else {
+                    continue;
+                };
+                if SystemTime::now()
+                    .duration_since(failed_at)
+                    .unwrap_or_default()
+                    >= keep_failed
+                {
+                    remove_tree(&dir)?;
+                    removed += 1;
+                }
+            }
+            Ok(removed)
+        })
+        .await
+        .map_err(|e| anyhow!("The sweep task failed: {e}"))??;
+        Ok(removed)
+    }
+}
+
+enum CheckoutError {
+    NotACommit(String),
+    Other(anyhow::Error),
+}
+
+impl From<anyhow::Error> for CheckoutError {
+    fn from(e: anyhow::Error) -> Self {
+        CheckoutError::Other(e)
+    }
+}
+
+/// Builds `dir/git` and `dir/run/{repo,home}`; returns the mirror objects folder the
+/// workspace reads its history from.
+fn checkout(
+    mirror: &Path,
+    dir: &Path,
+    base: Oid,
+    branch: &str,
+    owner: Option<(u32, u32)>,
+) -> Result<PathBuf, CheckoutError> {
+    let objects = mirror
+        .join("objects")
+        .canonicalize()
+        .with_context(|| format!("Could not open the objects of {}", mirror.display()))?;
+    touch(&mirror.join(USE_STAMP))?;
+    let run = dir.join("run");
+    let work = run.join("repo");
+    let home = run.join("home");
+    for d in [&work, &home] {
+        std::fs::create_dir_all(d).with_context(|| format!("Could not create {}", d.display()))?;
+    }
+
+    let git_dir = dir.join("git");
+    let repo = init_sharing(&git_dir, &objects, true)?;
+    let commit = match repo.find_commit(base) {
+        Ok(c) => c,
+        Err(_) => {
+            return Err(CheckoutError::NotACommit(
+                "no such commit in the repository".into(),
+            ));
+        }
+    };
+    repo.set_workdir(&work, false)
+        .with_context(|| format!("Could not use {} as the checkout", work.display()))?;
+    let branch_ref = format!("refs/heads/{branch}");
+    repo.reference(&branch_ref, base, true, "planwright: run branch")
+        .with_context(|| format!("Could not create the branch {branch}"))?;
+    repo.set_head(&branch_ref)
+        .context("Could not point HEAD at the run branch")?;
+
+    // Handing each file to the sandbox user as it is written, instead of walking the tree
+    // afterwards; its new stat data goes back into the index so `git status` inside does
+    // not rehash every file whose owner and ctime changed.
+    let mut handed: HashMap<PathBuf, std::fs::Metadata> = HashMap::new();
+    let mut dirs: HashSet<PathBuf> = HashSet::new();
+    let mut failure: Option<anyhow::Error> = None;
+    {
+        let mut builder = git2::build::CheckoutBuilder::new();
+        builder.force();
+        if let Some((uid, gid)) = owner {
+            let (handed, dirs, failure, work) = (&mut handed, &mut dirs, &mut failure, &work);
+            builder.progress(move |path, _, _| {
+                let Some(rel) = path else { return };
+                if failure.is_some() {
+                    return;
+                }
+                let full = work.join(rel);
+                let mut parent = rel.parent();
+                while let Some(p) = parent.filter(|p| !p.as_os_str().is_empty()) {
+                    if !dirs.insert(p.to_path_buf()) {
+                        break;
+                    }
+                    if let Err(e) = std::os::unix::fs::lchown(work.join(p), Some(uid), Some(gid)) {
+                        *failure = Some(anyhow!(
+                            "Could not hand {} to the sandbox user: {e}",
+                            p.display()
+                        ));
+                    }
+                    parent = p.parent();
+                }
+                match std::os::unix::fs::lchown(&full, Some(uid), Some(gid))
+                    .and_then(|()| std::fs::symlink_metadata(&full))
+                {
+                    Ok(meta) => {
+                        handed.insert(rel.to_path_buf(), meta);
+                    }
+                    Err(e) => {
+                        *failure = Some(anyhow!(
+                            "Could not hand {} to the sandbox user: {e}",
+                            rel.display()
+                        ))
+                    }
+                }
+            });
+        }
+        repo.checkout_tree(commit.as_object(), Some(&mut builder))
+            .with_context(|| format!("Could not check out {base} into {}", work.display()))?;
+    }
+    if let Some(e) = failure {
+        return Err(e.into());
+    }
+    let mut index = repo
+        .index()
+        .context("Could not read the checkout's index")?;
+    if !handed.is_empty() {
+        refresh_stat(&mut index, &handed)?;
+        index
+            .write()
+            .context("Could not write the checkout's index")?;
+    }
+
+    // The run's own `.git`: same objects, same branch, a copy of the index; nothing that
+    // points back at planwright's git dir, no remote and no credentials.
+    let run_git = work.join(".git");
+    let run_repo = init_sharing(&run_git, &objects, false)?;
+    run_repo
+        .reference(&branch_ref, base, true, "planwright: run branch")
+        .with_context(|| format!("Could not create the branch {branch} in the checkout"))?;
+    run_repo
+        .set_head(&branch_ref)
+        .context("Could not point the checkout's HEAD at the run branch")?;
+    std::fs::copy(git_dir.join("index"), run_git.join("index"))
+        .context("Could not copy the index into the checkout")?;
+
+    if let Some((uid, gid)) = owner {
+        for path in [&run, &work, &home] {
+            std::os::unix::fs::lchown(path, Some(uid), Some(gid)).with_context(|| {
+                format!("Could not hand {} to the sandbox user", path.display())
+            })?;
+        }
+        // Small: no objects of its own.
+        chown_tree(&run_git, uid, gid)?;
+    }
+    Ok(objects)
+}
+
+/// A repository at `git_dir` whose objects come from `objects` through alternates.
+fn init_sharing(git_dir: &Path, objects: &Path, bare: bool) -> anyhow::Result<Repository> {
+    let mut opts = RepositoryInitOptions::new();
+    // No hook templates from the host in a repository the sandbox works in.
+    opts.bare(bare).external_template(false).no_reinit(true);
+    let repo = if bare {
+        Repository::init_opts(git_dir, &opts)
+    } else {
+        let work = git_dir.parent().unwrap_or(git_dir);
+        Repository::init_opts(work, &opts)
+    }
+    .with_context(|| format!("Could not create the repository {}", git_dir.display()))?;
+    let alternates = git_dir.join("objects/info/alternates");
+    let mut file = File::create(&alternates)
+        .with_context(|| format!("Could not write {}", alternates.display()))?;
+    writeln!(file, "{}", objects.display())
+        .with_context(|| format!("Could not write {}", alternates.display()))?;
+    drop(file);
+    // Reopened so the object database sees the alternates written after init.
+    let repo = if bare {
+        drop(repo);
+        Repository::open_bare(git_dir)
+    } else {
+        drop(repo);
+        Repository::open(git_dir)
+    }
+    .with_context(|| format!("Could not open the repository {}", git_dir.display()))?;
+    Ok(repo)
+}
+
+/// Puts the stat data taken after the hand-over into the index entries.
+fn refresh_stat(
+    index: &mut git2::Index,
+    handed: &HashMap<PathBuf, std::fs::Metadata>,
+) -> anyhow::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::MetadataExt;
+    let entries: Vec<git2::IndexEntry> = index.iter().collect();
+    for mut entry in entries {
+        let rel = Path::new(std::ffi::OsStr::from_bytes(&entry.path));
+        let Some(meta) = handed.get(rel) else {
+            continue;
+        };
+        // The index keeps 32-bit fields; git truncates the same way.
+        entry.ctime = IndexTime::new(meta.ctime() as i32, meta.ctime_nsec() as u32);
+        entry.mtime = IndexTime::new(meta.mtime() as i32, meta.mtime_nsec() as u32);
+        entry.dev = meta.dev() as u32;
+        entry.ino = meta.ino() as u32;
+        entry.uid = meta.uid();
+        entry.gid = meta.gid();
+        entry.file_size = meta.size() as u32;
+        index
+            .add(&entry)
+            .with_context(|| format!("Could not update the index entry of {}", rel.display()))?;
+    }
+    Ok(())
+}
+
+fn chown_tree(root: &Path, uid: u32, gid: u32) -> anyhow::Result<()> {
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(path) = stack.pop() {
+        std::os::unix::fs::lchown(&path, Some(uid), Some(gid))
+            .with_context(|| format!("Could not hand {} to the sandbox user", path.display()))?;
+        let meta = std::fs::symlink_metadata(&path)
+            .with_context(|| format!("Could not inspect {}", path.display()))?;
+        if meta.is_dir() {
+            for entry in std::fs::read_dir(&path)
+                .with_context(|| format!("Could not list {}", path.display()))?
+            {
+                stack.push(entry?.path());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Removes a workspace even where the run left folders without write permission (a
+/// sandbox running as planwright's own user can do that).
+fn remove_tree(dir: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    if std::fs::remove_dir_all(dir).is_ok() || !dir.exists() {
+        return Ok(());
+    }
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(path) = stack.pop() {
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if meta.is_dir() {
+            let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700));
+            if let Ok(entries) = std::fs::read_dir(&path) {
+                stack.extend(entries.flatten().map(|e| e.path()));
+            }
+        }
+    }
+    std::fs::remove_dir_all(dir)
+        .with_context(|| format!("Could not remove the workspace {}", dir.display()))
+}
+
+/// One changed path between the base and the checkout as the run left it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangedFile {
+    pub path: String,
+    pub change: Change,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    Added,
+    Modified,
+    Deleted,
+    /// A file became a symlink or the other way round.
+    TypeChanged,
+}
+
+/// Who a run's commit is by.
+#[derive(Debug, Clone)]
+pub struct Author {
+    pub name: String,
+    pub email: String,
+}
+
+/// One run's workspace. Dropped without [`Workspace::finish`], it counts as failed and is
+/// kept until the sweep.
+#[derive(Debug)]
+pub struct Workspace {
+    dir: PathBuf,
+    branch: String,
+    base: Oid,
+    shared_objects: PathBuf,
+    finished: bool,
+}
+
+impl Workspace {
+    /// The folder to give the sandbox as its workspace (holds `repo/` and `home/`).
+    pub fn root(&self) -> PathBuf {
+        self.dir.join("run")
+    }
+
+    /// The checkout; relative to [`Workspace::root`] it is `repo`, the sandbox's working
+    /// directory.
+    pub fn repo(&self) -> PathBuf {
+        self.dir.join("run/repo")
+    }
+
+    pub fn home(&self) -> PathBuf {
+        self.dir.join("run/home")
+    }
+
+    /// Variables to add to a sandboxed command: `HOME` outside the checkout, so caches and
+    /// tool settings never show up in the diff.
+    pub fn env(&self) -> Vec<(String, String)> {
+        vec![("HOME".into(), self.home().display().to_string())]
+    }
+
+    /// The mirror's objects folder the checkout's history lives in. A sandbox that hides
+    /// `DATA_DIR` must show this folder read-only at the same path, or git inside sees no
+    /// history.
+    pub fn shared_objects(&self) -> &Path {
+        &self.shared_objects
+    }
+
+    /// planwright's own git dir of the run, from which the run branch is pushed.
+    pub fn git_dir(&self) -> PathBuf {
+        self.dir.join("git")
+    }
+
+    pub fn branch(&self) -> &str {
+        &self.branch
+    }
+
+    pub fn base(&self) -> CommitSha {
+        CommitSha(self.base.to_string())
+    }
+
+    /// Files that differ between the base and the checkout (untracked files included,
+    /// ignored ones not).
+    pub async fn changed_files(&self) -> Result<Vec<ChangedFile>, WorkspaceError> {
+        let (git_dir, work, base) = (self.git_dir(), self.repo(), self.base);
+        blocking(move || {
+            let repo = open_results(&git_dir, &work)?;
+            let diff = diff_from_base(&repo, base)?;
+            let mut files = Vec::new();
+            for delta in diff.deltas() {
+                let change = match delta.status() {
+                    git2::Delta::Added | git2::Delta::Untracked => Change::Added,
+                    git2::Delta::Deleted => Change::Deleted,
+                    git2::Delta::Typechange => Change::TypeChanged,
+                    _ => Change::Modified,
+                };
+                let file = if change == Change::Deleted {
+                    delta.old_file()
+                } else {
+                    delta.new_file()
+                };
+                let path = file
+                    .path()
+                    .map(|p| p.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                files.push(ChangedFile { path, change });
+            }
+            Ok(files)
+        })
+        .await
+    }
+
+    /// The unified diff from the base to the checkout.
+    pub async fn diff(&self) -> Result<String, WorkspaceError> {
+        let (git_dir, work, base) = (self.git_dir(), self.repo(), self.base);
+        blocking(move || {
+            let repo = open_results(&git_dir, &work)?;
+            let diff = diff_from_base(&repo, base)?;
+            let mut out = Vec::new();
+            diff.print(git2::DiffFormat::Patch, |_, _, line| {
+                if matches!(line.origin(), '+' | '-' | ' ') {
+                    out.push(line.origin() as u8);
+                }
+                out.extend_from_slice(line.content());
+                true
+            })
+            .context("Could not render the diff")?;
+            Ok(String::from_utf8_lossy(&out).into_owned())
+        })
+        .await
+    }
+
+    /// Commits the checkout as it is onto the run branch in planwright's git dir and
+    /// returns the branch's new tip (the old one when nothing changed).
+    pub async fn commit(
+        &self,
+        message: &str,
+        author: &Author,
+    ) -> Result<CommitSha, WorkspaceError> {
+        let (git_dir, work, branch) = (self.git_dir(), self.repo(), self.branch.clone());
+        let (message, author) = (message.to_owned(), author.clone());
+        blocking(move || {
+            let repo = open_results(&git_dir, &work)?;
+            let mut index = repo.index().context("Could not read the run's index")?;
+            index
+                .add_all(["*"], git2::IndexAddOption::DEFAULT, None)
+                .context("Could not stage the run's files")?;
+            index
+                .update_all(["*"], None)
+                .context("Could not stage the run's deletions")?;
+            index.write().context("Could not write the run's index")?;
+            let tree_id = index
+                .write_tree()
+                .context("Could not write the run's tree")?;
+            let branch_ref = format!("refs/heads/{branch}");
+            let parent = repo
+                .find_reference(&branch_ref)
+                .and_then(|r| r.peel_to_commit())
+                .context("Could not read the run branch")?;
+            if parent.tree_id() == tree_id {
+                return Ok(CommitSha(parent.id().to_string()));
+            }
+            let tree = repo
+                .find_tree(tree_id)
+                .context("Could not read the run's tree")?;
+            let signature = git2::Signature::now(&author.name, &author.email).map_err(|e| {
+                anyhow!(
+                    "Cannot commit as {} <{}>: {}",
+                    author.name,
+                    author.email,
+                    e.message()
+                )
+            })?;
+            let id = repo
+                .commit(
+                    Some(&branch_ref),
+                    &signature,
+                    &signature,
+                    &message,
+                    &tree,
+                    &[&parent],
+                )
+                .context("Could not commit the run's changes")?;
+            Ok(CommitSha(id.to_string()))
+        })
+        .await
+    }
+
+    /// Removes the workspace after a success; keeps it after a failure, marked, until
+    /// [`Workspaces::sweep`] finds it older than the time failed workspaces are kept.
+    pub async fn finish(mut self, outcome: Outcome) -> Result<(), WorkspaceError> {
+        self.finished = true;
+        let dir = self.dir.clone();
+        blocking(move || match outcome {
+            Outcome::Succeeded => remove_tree(&dir),
+            Outcome::Failed => touch(&dir.join(FAILED_MARK)),
+        })
+        .await
+    }
+}
+
+impl Drop for Workspace {
+    fn drop(&mut self) {
+        if !self.finished {
+            let _ = touch(&self.dir.join(FAILED_MARK));
+        }
+    }
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> anyhow::Result<T> + Send + 'static,
+) -> Result<T, WorkspaceError> {
+    Ok(tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| anyhow!("The workspace task failed: {e}"))??)
+}
+
+/// planwright's git dir with the checkout as its work tree. The checkout is refused when
+/// the run replaced it with a symlink: reading through one would publish files from
+/// elsewhere on the host.
+fn open_results(git_dir: &Path, work: &Path) -> anyhow::Result<Repository> {
+    let meta = std::fs::symlink_metadata(work)
+        .with_context(|| format!("Could not open the checkout {}", work.display()))?;
+    if !meta.is_dir() {
+        return Err(anyhow!(
+            "Cannot read the run's result: {} is no longer a folder",
+            work.display()
+        ));
+    }
+    let repo = Repository::open_bare(git_dir)
+        .with_context(|| format!("Could not open {}", git_dir.display()))?;
+    repo.set_workdir(work, false)
+        .with_context(|| format!("Could not use {} as the checkout", work.display()))?;
+    Ok(repo)
+}
+
+fn diff_from_base(repo: &Repository, base: Oid) -> anyhow::Result<git2::Diff<'_>> {
+    let tree = repo
+        .find_commit(base)
+        .and_then(|c| c.tree())
+        .with_context(|| format!("Could not read the base commit {base}"))?;
+    let mut opts = git2::DiffOptions::new();
+    opts.include_untracked(true)
+        .recurse_untracked_dirs(true)
+        .show_untracked_content(true)
+        .include_typechange(true);
+    repo.diff_tree_to_workdir_with_index(Some(&tree), Some(&mut opts))
+        .context("Could not compare the checkout with the base")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_are_offered_once_then_refused() {
+        let mut ask = credentials("x-access-token".into(), SecretString::from("s3cret"));
+        let first = ask(
+            "https://forge.example/o/r.git",
+            None,
+            CredentialType::USER_PASS_PLAINTEXT,
+        );
+        assert!(first.is_ok());
+        let second = ask(
+            "https://forge.example/o/r.git",
+            None,
+            CredentialType::USER_PASS_PLAINTEXT,
+        )
+        .err()
+        .unwrap();
+        assert!(second.message().contains("`x-access-token` were refused"));
+        assert!(!second.message().contains("s3cret"));
+    }
+
+    #[test]
+    fn credentials_refuse_kinds_they_cannot_give() {
+        let mut ask = credentials("u".into(), SecretString::from("p"));
+        let err = ask("ssh://h/r", None, CredentialType::SSH_KEY)
+            .err()
+            .unwrap();
+        assert!(
+            err.message().contains("asks for credentials"),
+            "{}",
+            err.message()
+        );
+    }
+
+    #[test]
+    fn branch_names_are_short_ascii_slugs() {
+        assert_eq!(
+            branch_name(IssueNumber(12), "Fix: crash when the config file is empty!"),
+            "planwright/12-fix-crash-when-the-config-file-is-empty"
+        );
+        assert_eq!(
+            branch_name(IssueNumber(3), "Ünïcode — ☃"),
+            "planwright/3-n-code"
+        );
+        assert_eq!(branch_name(IssueNumber(4), "☃☃"), "planwright/4");
+        let long = branch_name(IssueNumber(5), &"word ".repeat(30));
+        let slug = long.strip_prefix("planwright/5-").unwrap();
+        assert!(slug.len() <= SLUG_MAX && !slug.ends_with('-'), "{slug}");
+        assert!(git2::Reference::is_valid_name(&format!(
+            "refs/heads/{long}"
+        )));
+    }
+
+    #[test]
+    fn mirror_keys_stay_inside_the_cache() {
+        let repo = RepoName::parse("a/../b").unwrap();
+        assert!(MirrorKey::new("github", repo).is_err());
+        assert!(MirrorKey::new("../x", RepoName::parse("a/b").unwrap()).is_err());
+        let cache = MirrorCache::new(Path::new("/d"));
+        let key = MirrorKey::new("gitlab", RepoName::parse("G/sub/Name").unwrap()).unwrap();
+        assert_eq!(
+            cache.path(&key),
+            Path::new("/d/mirrors/gitlab/g/sub/name.git")
+        );
+    }
+}

@@ -1,0 +1,651 @@
+//! Mirror cache and per-run workspaces against real repositories built with the `git`
+//! command line in temporary folders; the upstream is a local bare repository.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use planwright::forge::GitRemote;
+use planwright::ids::{CommitSha, IssueNumber, RepoName};
+use planwright::sandbox::workspace::{
+    Author, Change, ChangedFile, MirrorCache, MirrorKey, Outcome, WorkspaceError, WorkspaceRequest,
+    Workspaces,
+};
+use secrecy::SecretString;
+use sha2::{Digest, Sha256};
+
+/// `git` with no user or system configuration of the host, so the tests see git's defaults.
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "safe.directory=*"])
+        .args(args)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "Upstream")
+        .env("GIT_AUTHOR_EMAIL", "upstream@example.com")
+        .env("GIT_COMMITTER_NAME", "Upstream")
+        .env("GIT_COMMITTER_EMAIL", "upstream@example.com")
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?} in {} failed: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+/// A bare upstream repository and a clone to make commits in.
+struct Upstream {
+    _dir: tempfile::TempDir,
+    bare: PathBuf,
+    work: PathBuf,
+}
+
+impl Upstream {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let bare = dir.path().join("up.git");
+        let work = dir.path().join("work");
+        std::fs::create_dir_all(&work).unwrap();
+        git(
+            dir.path(),
+            &["init", "-q", "--bare", "-b", "main", "up.git"],
+        );
+        git(&work, &["init", "-q", "-b", "main"]);
+        git(&work, &["remote", "add", "origin", bare.to_str().unwrap()]);
+        Upstream {
+            _dir: dir,
+            bare,
+            work,
+        }
+    }
+
+    /// Writes the files, commits them on the current branch and pushes it; returns the SHA.
+    fn commit(&self, files: &[(&str, &str)], message: &str) -> String {
+        for (path, content) in files {
+            let full = self.work.join(path);
+            std::fs::create_dir_all(full.parent().unwrap()).unwrap();
+            std::fs::write(full, content).unwrap();
+        }
+        git(&self.work, &["add", "-A"]);
+        git(&self.work, &["commit", "-q", "-m", message]);
+        let branch = git(&self.work, &["rev-parse", "--abbrev-ref", "HEAD"]);
+        git(&self.work, &["push", "-q", "origin", &branch]);
+        git(&self.work, &["rev-parse", "HEAD"])
+    }
+
+    fn remote(&self) -> GitRemote {
+        GitRemote {
+            url: self.bare.display().to_string(),
+            username: "x-access-token".into(),
+            password: SecretString::from("unused-for-a-local-path"),
+        }
+    }
+}
+
+struct Setup {
+    data: tempfile::TempDir,
+    workspaces: Workspaces,
+    key: MirrorKey,
+}
+
+fn setup(owner: Option<(u32, u32)>) -> Setup {
+    let data = tempfile::tempdir().unwrap();
+    let cache = Arc::new(MirrorCache::new(data.path()));
+    let workspaces = Workspaces::new(data.path(), cache, owner);
+    let key = MirrorKey::new("github", RepoName::parse("Octo/Repo").unwrap()).unwrap();
+    Setup {
+        data,
+        workspaces,
+        key,
+    }
+}
+
+fn request(setup: &Setup, upstream: &Upstream, base: &str) -> WorkspaceRequest {
+    WorkspaceRequest {
+        mirror: setup.key.clone(),
+        remote: upstream.remote(),
+        base: CommitSha(base.to_owned()),
+        issue: IssueNumber(7),
+        title: "Fix the parser's crash on empty input".into(),
+    }
+}
+
+/// Every file under `dir` with its content, hashed: any write shows.
+fn hash_tree(dir: &Path) -> String {
+    let mut paths = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(p) = stack.pop() {
+        let meta = std::fs::symlink_metadata(&p).unwrap();
+        if meta.is_dir() {
+            for e in std::fs::read_dir(&p).unwrap() {
+                stack.push(e.unwrap().path());
+            }
+        } else {
+            paths.push(p);
+        }
+    }
+    paths.sort();
+    let mut hasher = Sha256::new();
+    for p in paths {
+        hasher.update(p.to_string_lossy().as_bytes());
+        hasher.update(std::fs::read(&p).unwrap_or_default());
+    }
+    hex::encode(hasher.finalize())
+}
+
+fn branches(mirror: &Path) -> Vec<String> {
+    let out = git(
+        mirror,
+        &[
+            "for-each-ref",
+            "--format=%(refname) %(objectname)",
+            "refs/heads",
+        ],
+    );
+    out.lines().map(str::to_owned).collect()
+}
+
+fn packs(mirror: &Path) -> Vec<PathBuf> {
+    let mut packs: Vec<PathBuf> = std::fs::read_dir(mirror.join("objects/pack"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "pack"))
+        .collect();
+    packs.sort();
+    packs
+}
+
+#[tokio::test]
+async fn mirror_is_created_then_fetched_incrementally_with_pruning() {
+    let up = Upstream::new();
+    let first = up.commit(&[("README.md", "hello\n")], "first");
+    git(&up.work, &["checkout", "-q", "-b", "feature"]);
+    let feature = up.commit(&[("feature.txt", "wip\n")], "feature");
+    git(&up.work, &["checkout", "-q", "main"]);
+
+    let s = setup(None);
+    let cache = s.workspaces.cache();
+    cache.update(&s.key, &up.remote()).await.unwrap();
+    let mirror = cache.path(&s.key);
+    assert_eq!(mirror, s.data.path().join("mirrors/github/octo/repo.git"));
+    assert_eq!(
+        branches(&mirror),
+        vec![
+            format!("refs/heads/feature {feature}"),
+            format!("refs/heads/main {first}"),
+        ]
+    );
+    assert_eq!(cache.fetch_count(), 1);
+    let packs_before = packs(&mirror);
+    assert_eq!(packs_before.len(), 1, "one pack after the first fetch");
+
+    let second = up.commit(&[("README.md", "hello again\n")], "second");
+    git(&up.work, &["push", "-q", "origin", "--delete", "feature"]);
+    cache.update(&s.key, &up.remote()).await.unwrap();
+    assert_eq!(branches(&mirror), vec![format!("refs/heads/main {second}")]);
+    assert_eq!(cache.fetch_count(), 2);
+    // Incremental: the first pack is untouched and the new objects came as a second one.
+    let packs_after = packs(&mirror);
+    assert_eq!(packs_after.len(), 2, "{packs_after:?}");
+    assert!(packs_after.contains(&packs_before[0]));
+    // The mirror keeps no remote (and so no URL) in its configuration.
+    let config = std::fs::read_to_string(mirror.join("config")).unwrap();
+    assert!(!config.contains("up.git"), "{config}");
+}
+
+#[tokio::test]
+async fn concurrent_workspaces_on_a_cold_mirror_fetch_once() {
+    let up = Upstream::new();
+    let base = up.commit(&[("src/lib.rs", "pub fn f() {}\n")], "first");
+    let s = setup(None);
+    let req = request(&s, &up, &base);
+    let (a, b) = tokio::join!(s.workspaces.create(&req), s.workspaces.create(&req));
+    let (a, b) = (a.unwrap(), b.unwrap());
+    assert_eq!(s.workspaces.cache().fetch_count(), 1);
+    assert_ne!(a.root(), b.root());
+    for ws in [&a, &b] {
+        assert_eq!(git(&ws.repo(), &["rev-parse", "HEAD"]), base);
+    }
+    // A warm mirror that already has the commit is not fetched again.
+    let c = s.workspaces.create(&req).await.unwrap();
+    assert_eq!(s.workspaces.cache().fetch_count(), 1);
+    for ws in [a, b, c] {
+        ws.finish(Outcome::Succeeded).await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn workspace_is_at_the_base_on_the_run_branch_and_leaves_the_mirror_alone() {
+    let up = Upstream::new();
+    up.commit(&[("src/lib.rs", "pub fn f() {}\n")], "first");
+    up.commit(&[("src/lib.rs", "pub fn f() -> u8 { 1 }\n")], "second");
+    let base = up.commit(&[("docs/guide.md", "# Guide\n")], "third");
+    up.commit(&[("docs/guide.md", "# Guide v2\n")], "after the base");
+    let s = setup(None);
+    let ws = s.workspaces.create(&request(&s, &up, &base)).await.unwrap();
+
+    let repo = ws.repo();
+    assert_eq!(ws.root().join("repo"), repo);
+    assert_eq!(ws.home(), ws.root().join("home"));
+    assert!(ws.home().is_dir());
+    assert_eq!(
+        ws.env(),
+        vec![("HOME".to_owned(), ws.home().display().to_string())]
+    );
+    assert_eq!(
+        ws.branch(),
+        "planwright/7-fix-the-parser-s-crash-on-empty-input"
+    );
+    assert_eq!(git(&repo, &["rev-parse", "HEAD"]), base);
+    assert_eq!(
+        git(&repo, &["symbolic-ref", "HEAD"]),
+        format!("refs/heads/{}", ws.branch())
+    );
+    assert_eq!(git(&repo, &["status", "--porcelain"]), "");
+    assert_eq!(git(&repo, &["log", "--format=%s"]), "third\nsecond\nfirst");
+    assert_eq!(
+        std::fs::read_to_string(repo.join("docs/guide.md")).unwrap(),
+        "# Guide\n"
+    );
+    // History is shared, not copied: the checkout's object store is empty.
+    assert_eq!(git(&repo, &["count-objects"]), "0 objects, 0 kilobytes");
+    let alternates = std::fs::read_to_string(repo.join(".git/objects/info/alternates")).unwrap();
+    assert_eq!(alternates.trim(), ws.shared_objects().display().to_string());
+    assert_eq!(git(&repo, &["remote"]), "");
+    let config = std::fs::read_to_string(repo.join(".git/config")).unwrap();
+    assert!(
+        !config.contains("up.git") && !config.contains("url"),
+        "{config}"
+    );
+    // No hooks from the host's templates: libgit2's built-in template has only a sample.
+    for hook in std::fs::read_dir(repo.join(".git/hooks")).unwrap() {
+        let name = hook.unwrap().file_name();
+        assert!(name.to_string_lossy().ends_with(".sample"), "{name:?}");
+    }
+
+    let mirror = s.workspaces.cache().path(&s.key);
+    let before = hash_tree(&mirror);
+    std::fs::write(repo.join("src/new.rs"), "pub fn g() {}\n").unwrap();
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "work in the run"]);
+    git(&repo, &["gc", "-q"]);
+    assert_eq!(git(&repo, &["log", "-1", "--format=%s"]), "work in the run");
+    assert_eq!(hash_tree(&mirror), before, "the mirror changed");
+    ws.finish(Outcome::Succeeded).await.unwrap();
+}
+
+#[tokio::test]
+async fn the_result_is_read_and_committed_from_the_checkout() {
+    let up = Upstream::new();
+    let base = up.commit(
+        &[
+            ("src/lib.rs", "pub fn f() {}\n"),
+            ("src/old.rs", "// old\n"),
+            (".gitignore", "target/\n"),
+        ],
+        "first",
+    );
+    let s = setup(None);
+    let ws = s.workspaces.create(&request(&s, &up, &base)).await.unwrap();
+    let repo = ws.repo();
+    assert!(ws.changed_files().await.unwrap().is_empty());
+    assert_eq!(ws.diff().await.unwrap(), "");
+
+    std::fs::write(repo.join("src/lib.rs"), "pub fn f() -> u8 { 2 }\n").unwrap();
+    std::fs::remove_file(repo.join("src/old.rs")).unwrap();
+    std::fs::create_dir_all(repo.join("tests")).unwrap();
+    std::fs::write(repo.join("tests/t.rs"), "#[test] fn t() {}\n").unwrap();
+    std::fs::create_dir_all(repo.join("target")).unwrap();
+    std::fs::write(repo.join("target/junk"), "build output").unwrap();
+    std::fs::write(ws.home().join(".bash_history"), "ls\n").unwrap();
+    // The run's own commits and index do not change what is read back.
+    git(&repo, &["add", "src/lib.rs"]);
+    git(&repo, &["commit", "-q", "-m", "partial"]);
+
+    let mut changed = ws.changed_files().await.unwrap();
+    changed.sort_by(|a, b| a.path.cmp(&b.path));
+    assert_eq!(
+        changed,
+        vec![
+            ChangedFile {
+                path: "src/lib.rs".into(),
+                change: Change::Modified
+            },
+            ChangedFile {
+                path: "src/old.rs".into(),
+                change: Change::Deleted
+            },
+            ChangedFile {
+                path: "tests/t.rs".into(),
+                change: Change::Added
+            },
+        ]
+    );
+    let diff = ws.diff().await.unwrap();
+    assert!(
+        diff.contains("-pub fn f() {}\n+pub fn f() -> u8 { 2 }\n"),
+        "{diff}"
+    );
+    assert!(diff.contains("+#[test] fn t() {}"), "{diff}");
+    assert!(
+        diff.contains("diff --git a/src/old.rs b/src/old.rs"),
+        "{diff}"
+    );
+
+    let author = Author {
+        name: "planwright".into(),
+        email: "bot@planwright.example".into(),
+    };
+    let sha = ws.commit("Fix f\n\nCloses #7", &author).await.unwrap();
+    let git_dir = ws.git_dir();
+    assert_eq!(
+        git(
+            &git_dir,
+            &["rev-parse", &format!("refs/heads/{}", ws.branch())]
+        ),
+        sha.as_str()
+    );
+    assert_eq!(
+        git(&git_dir, &["rev-parse", &format!("{}^", sha.as_str())]),
+        base
+    );
+    assert_eq!(
+        git(
+            &git_dir,
+            &["log", "-1", "--format=%an <%ae>%n%B", sha.as_str()]
+        ),
+        "planwright <bot@planwright.example>\nFix f\n\nCloses #7"
+    );
+    assert_eq!(
+        git(&git_dir, &["diff", "--name-status", &base, sha.as_str()]),
+        "M\tsrc/lib.rs\nD\tsrc/old.rs\nA\ttests/t.rs"
+    );
+    // Nothing new: the tip stays.
+    assert_eq!(ws.commit("again", &author).await.unwrap(), sha);
+    ws.finish(Outcome::Succeeded).await.unwrap();
+}
+
+#[tokio::test]
+async fn the_result_is_refused_when_the_checkout_became_a_symlink() {
+    let up = Upstream::new();
+    let base = up.commit(&[("a.txt", "a\n")], "first");
+    let s = setup(None);
+    let ws = s.workspaces.create(&request(&s, &up, &base)).await.unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    std::fs::write(elsewhere.path().join("secret"), "host file").unwrap();
+    std::fs::rename(ws.repo(), ws.root().join("moved")).unwrap();
+    std::os::unix::fs::symlink(elsewhere.path(), ws.repo()).unwrap();
+    let err = ws.changed_files().await.unwrap_err().to_string();
+    assert!(err.contains("is no longer a folder"), "{err}");
+    let author = Author {
+        name: "p".into(),
+        email: "p@example.com".into(),
+    };
+    assert!(ws.commit("m", &author).await.is_err());
+    ws.finish(Outcome::Succeeded).await.unwrap();
+}
+
+#[tokio::test]
+async fn success_removes_the_workspace_and_failure_keeps_it_until_the_sweep() {
+    let up = Upstream::new();
+    let base = up.commit(&[("a.txt", "a\n")], "first");
+    let s = setup(None);
+    let req = request(&s, &up, &base);
+
+    let ok = s.workspaces.create(&req).await.unwrap();
+    let ok_dir = ok.root().parent().unwrap().to_path_buf();
+    assert!(ok_dir.is_dir());
+    ok.finish(Outcome::Succeeded).await.unwrap();
+    assert!(!ok_dir.exists());
+
+    let failed = s.workspaces.create(&req).await.unwrap();
+    let failed_dir = failed.root().parent().unwrap().to_path_buf();
+    failed.finish(Outcome::Failed).await.unwrap();
+    let dropped = s.workspaces.create(&req).await.unwrap();
+    let dropped_dir = dropped.root().parent().unwrap().to_path_buf();
+    drop(dropped);
+    let running = s.workspaces.create(&req).await.unwrap();
+
+    assert_eq!(
+        s.workspaces.sweep(Duration::from_secs(3600)).await.unwrap(),
+        0
+    );
+    assert!(failed_dir.join("run/repo/a.txt").is_file());
+    assert!(dropped_dir.join("run/repo/a.txt").is_file());
+
+    assert_eq!(s.workspaces.sweep(Duration::ZERO).await.unwrap(), 2);
+    assert!(!failed_dir.exists());
+    assert!(!dropped_dir.exists());
+    assert!(
+        running.repo().join("a.txt").is_file(),
+        "a running workspace was swept"
+    );
+    running.finish(Outcome::Succeeded).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_symlink_pointing_outside_stays_a_symlink_and_files_go_to_the_sandbox_user() {
+    let outside = tempfile::tempdir().unwrap();
+    let target = outside.path().join("host-file");
+    std::fs::write(&target, "not the run's").unwrap();
+    let up = Upstream::new();
+    std::fs::create_dir_all(up.work.join("links")).unwrap();
+    std::os::unix::fs::symlink(&target, up.work.join("links/escape")).unwrap();
+    std::os::unix::fs::symlink("../../../../..", up.work.join("links/up")).unwrap();
+    let base = up.commit(&[("src/main.rs", "fn main() {}\n")], "links");
+
+    // As root the run is handed to another user, as `Bwrap` does; otherwise to ourselves.
+    // SAFETY: getters without preconditions.
+    let (me, my_group) = unsafe { (libc::geteuid(), libc::getegid()) };
+    let owner = if me == 0 {
+        (65534, 65534)
+    } else {
+        (me, my_group)
+    };
+    let s = setup(Some(owner));
+    let ws = s.workspaces.create(&request(&s, &up, &base)).await.unwrap();
+    let repo = ws.repo();
+
+    let escape = repo.join("links/escape");
+    assert!(
+        std::fs::symlink_metadata(&escape)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert_eq!(std::fs::read_link(&escape).unwrap(), target);
+    let up_link = repo.join("links/up");
+    assert!(
+        std::fs::symlink_metadata(&up_link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert_eq!(
+        std::fs::read_link(&up_link).unwrap(),
+        Path::new("../../../../..")
+    );
+
+    use std::os::unix::fs::MetadataExt;
+    let target_meta = std::fs::metadata(&target).unwrap();
+    assert_eq!((target_meta.uid(), target_meta.gid()), (me, my_group));
+    let mut stack = vec![ws.root()];
+    let mut seen = 0;
+    while let Some(p) = stack.pop() {
+        let meta = std::fs::symlink_metadata(&p).unwrap();
+        assert_eq!((meta.uid(), meta.gid()), owner, "{}", p.display());
+        seen += 1;
+        if meta.is_dir() {
+            stack.extend(std::fs::read_dir(&p).unwrap().map(|e| e.unwrap().path()));
+        }
+    }
+    assert!(seen > 10, "only {seen} entries");
+    // planwright's own git dir and the mirror stay planwright's.
+    let own = std::fs::metadata(ws.git_dir().join("index")).unwrap();
+    assert_eq!(own.uid(), me);
+    let mirror = std::fs::metadata(s.workspaces.cache().path(&s.key).join("config")).unwrap();
+    assert_eq!(mirror.uid(), me);
+    // The index carries the stat data after the hand-over: nothing looks modified.
+    let index = std::fs::read(repo.join(".git/index")).unwrap();
+    assert_eq!(index, std::fs::read(ws.git_dir().join("index")).unwrap());
+    assert!(ws.changed_files().await.unwrap().is_empty());
+    assert_eq!(git(&repo, &["status", "--porcelain"]), "");
+    ws.finish(Outcome::Succeeded).await.unwrap();
+}
+
+#[tokio::test]
+async fn unknown_or_malformed_commits_are_clear_errors() {
+    let up = Upstream::new();
+    up.commit(&[("a.txt", "a\n")], "first");
+    let s = setup(None);
+    let missing = "0123456789abcdef0123456789abcdef01234567";
+    let err = s
+        .workspaces
+        .create(&request(&s, &up, missing))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, WorkspaceError::BadCommit { .. }), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "Cannot prepare a workspace of octo/repo at {missing}: no such commit in the repository"
+        )
+    );
+
+    let err = s
+        .workspaces
+        .create(&request(&s, &up, "0123abc"))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "Cannot prepare a workspace of octo/repo at 0123abc: a full 40-character commit SHA is needed"
+    );
+    // A tree is not a commit.
+    let tree = git(&up.work, &["rev-parse", "HEAD^{tree}"]);
+    let err = s
+        .workspaces
+        .create(&request(&s, &up, &tree))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, WorkspaceError::BadCommit { .. }), "{err:?}");
+    // Nothing is left behind by the failed attempts.
+    let left = std::fs::read_dir(s.data.path().join("workspaces"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    assert_eq!(left, 0);
+}
+
+#[tokio::test]
+async fn an_unreadable_remote_is_a_clear_error_and_leaves_no_mirror() {
+    let s = setup(None);
+    let gone = tempfile::tempdir().unwrap().path().join("nowhere.git");
+    let remote = GitRemote {
+        url: gone.display().to_string(),
+        username: "u".into(),
+        password: SecretString::from("p"),
+    };
+    let err = s
+        .workspaces
+        .cache()
+        .update(&s.key, &remote)
+        .await
+        .unwrap_err();
+    match &err {
+        WorkspaceError::Fetch { refused, .. } => assert!(!refused),
+        other => panic!("expected a fetch error, got {other:?}"),
+    }
+    let text = err.to_string();
+    assert!(
+        text.starts_with(&format!(
+            "Could not fetch octo/repo from {}: ",
+            gone.display()
+        )),
+        "{text}"
+    );
+    let parent = s.workspaces.cache().path(&s.key);
+    assert!(!parent.exists());
+    assert_eq!(
+        std::fs::read_dir(parent.parent().unwrap())
+            .unwrap()
+            .filter(|e| !e
+                .as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with(".lock"))
+            .count(),
+        0,
+        "a temporary mirror was left behind"
+    );
+}
+
+#[tokio::test]
+async fn a_url_carrying_a_password_is_refused_without_repeating_it() {
+    let s = setup(None);
+    let remote = GitRemote {
+        url: "https://x-access-token:ghs_leaked@forge.example/octo/repo.git".into(),
+        username: "x-access-token".into(),
+        password: SecretString::from("ghs_leaked"),
+    };
+    let err = s
+        .workspaces
+        .cache()
+        .update(&s.key, &remote)
+        .await
+        .unwrap_err();
+    let text = format!("{err} {err:?}");
+    assert!(!text.contains("ghs_leaked"), "{text}");
+    assert!(
+        text.contains("credentials must not be part of the URL"),
+        "{text}"
+    );
+    assert_eq!(s.workspaces.cache().fetch_count(), 0);
+}
+
+#[tokio::test]
+async fn unused_mirrors_are_pruned_and_used_ones_kept() {
+    let up = Upstream::new();
+    let base = up.commit(&[("a.txt", "a\n")], "first");
+    let s = setup(None);
+    let other = MirrorKey::new("gitlab", RepoName::parse("group/sub/other").unwrap()).unwrap();
+    let cache = s.workspaces.cache();
+    cache.update(&other, &up.remote()).await.unwrap();
+    let ws = s.workspaces.create(&request(&s, &up, &base)).await.unwrap();
+    ws.finish(Outcome::Succeeded).await.unwrap();
+
+    assert!(
+        cache
+            .prune_unused(Duration::from_secs(3600))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // Age the mirror nothing was checked out from.
+    let old = std::time::SystemTime::now() - Duration::from_secs(10 * 86400);
+    let other_path = cache.path(&other);
+    for entry in ["planwright-used", "planwright-fetched", ""] {
+        let p = other_path.join(entry);
+        if p.exists() {
+            std::fs::File::open(&p).unwrap().set_modified(old).unwrap();
+        }
+    }
+    let removed = cache
+        .prune_unused(Duration::from_secs(86400))
+        .await
+        .unwrap();
+    assert_eq!(removed, vec![other_path.clone()]);
+    assert!(!other_path.exists());
+    assert!(cache.path(&s.key).exists());
+    // gc leaves a usable mirror behind.
+    cache.gc().await.unwrap();
+    let ws = s.workspaces.create(&request(&s, &up, &base)).await.unwrap();
+    assert_eq!(git(&ws.repo(), &["log", "--format=%s"]), "first");
+    ws.finish(Outcome::Succeeded).await.unwrap();
+}
