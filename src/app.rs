@@ -15,6 +15,7 @@ use crate::ids::InstallationId;
 use crate::llm::usage::{Budget, Metered, ModelRole};
 use crate::llm::{ChatModel, HttpOptions, ModelName};
 use crate::sandbox::Sandbox;
+use crate::sandbox::workspace::{MirrorCache, Workspaces};
 use crate::store::Db;
 
 pub struct App {
@@ -23,6 +24,8 @@ pub struct App {
     pub forges: Forges,
     /// `None` when the sandbox cannot work here; scouts then only read.
     pub sandbox: Option<Arc<dyn Sandbox>>,
+    /// Checkouts for planners and executors, from the mirror cache under `DATA_DIR`.
+    pub workspaces: Arc<Workspaces>,
     http: HttpOptions,
 }
 
@@ -41,11 +44,18 @@ impl App {
                 None
             }
         };
+        let cache = Arc::new(MirrorCache::new(&settings.data_dir));
+        let workspaces = Arc::new(Workspaces::new(
+            &settings.data_dir,
+            cache,
+            Workspaces::default_owner(),
+        ));
         Ok(App {
             db,
             settings,
             forges,
             sandbox,
+            workspaces,
             http,
         })
     }

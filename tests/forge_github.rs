@@ -462,6 +462,7 @@ async fn no_log_line_carries_the_token() {
     let (fake, _app, forge) = world().await;
     forge.issue(&repo(), IssueNumber(3)).await.unwrap();
     fake.fail_next(1, 502, &[]);
+    forge.comments(&repo(), IssueNumber(3)).await.unwrap();
     forge
         .create_comment(&repo(), IssueNumber(3), "hello")
         .await
@@ -1288,4 +1289,22 @@ async fn git_http_serves_on_its_own_behind_the_callers_check() {
     let refused = git_with(&wrong, work.path(), &["clone", "--quiet", &remote.url, "d"]).await;
     assert!(!refused.status.success());
     task.abort();
+}
+
+#[tokio::test]
+async fn a_comment_create_lost_to_a_bad_gateway_is_not_posted_twice() {
+    let (fake, _app, forge) = world().await;
+    fake.perform_then_fail_on("POST", "/repos/octo-org/hello-world/issues/3/comments", 502);
+    let error = forge
+        .create_comment(&repo(), IssueNumber(3), "the contract")
+        .await
+        .unwrap_err();
+    // Handed back (the job queue retries, after looking for the comment) rather than
+    // repeated here, where it would post a second copy.
+    assert!(error.is_retryable(), "{error}");
+    let posted = forge.comments(&repo(), IssueNumber(3)).await.unwrap();
+    assert_eq!(
+        posted.iter().filter(|c| c.body == "the contract").count(),
+        1
+    );
 }

@@ -469,6 +469,7 @@ async fn no_log_line_carries_the_token() {
     let (fake, forge) = world().await;
     forge.issue(&repo(), IssueNumber(3)).await.unwrap();
     fake.fail_next(1, 502, &[]);
+    forge.comments(&repo(), IssueNumber(3)).await.unwrap();
     forge
         .create_comment(&repo(), IssueNumber(3), "hello")
         .await
@@ -816,4 +817,20 @@ async fn the_token_is_not_handed_to_a_clone_url_elsewhere() {
     fake.set_http_url_to_repo(PROJECT, git_server);
     let remote = forge.git_remote(&repo()).await.unwrap();
     assert_eq!(remote.url, git_server);
+}
+
+#[tokio::test]
+async fn a_note_created_behind_a_bad_gateway_is_not_posted_twice() {
+    let (fake, forge) = world().await;
+    let path = format!("{API}/issues/3/notes");
+    fake.fail_after_performing("POST", &path, 502);
+    let error = forge
+        .create_comment(&repo(), IssueNumber(3), "the contract")
+        .await
+        .unwrap_err();
+    // Handed back (the job queue retries, after looking for the note) rather than
+    // repeated here, where it would post a second copy.
+    assert!(error.is_retryable(), "{error}");
+    let notes = forge.comments(&repo(), IssueNumber(3)).await.unwrap();
+    assert_eq!(notes.iter().filter(|c| c.body == "the contract").count(), 1);
 }

@@ -247,17 +247,15 @@ impl Forge for GithubForge {
         issue: IssueNumber,
         body: &str,
     ) -> Result<Comment, ForgeError> {
-        // Retried like every call, so a create that GitHub stored before failing (a 502
-        // from a proxy, a timeout) can appear twice; the session layer posts with a marker
-        // and looks for it first, which is where duplicates are prevented.
+        // Not repeated after a failure GitHub may have stored anyway (a 502, a timeout):
+        // the session layer posts with a marker and looks for it before posting again.
+        let path = format!("{}/issues/{issue}/comments", repo_path(repo));
+        let what = format!("POST {path}");
+        let payload = json!({ "body": body });
         let created: GhComment = self
             .shared
-            .request(
-                &self.client,
-                Method::POST,
-                &format!("{}/issues/{issue}/comments", repo_path(repo)),
-                Some(&json!({ "body": body })),
-            )
+            .retry
+            .run_create(|| attempt(&self.client, &Method::POST, &path, Some(&payload), &what))
             .await?;
         Ok(created.into())
     }

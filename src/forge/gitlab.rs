@@ -318,16 +318,22 @@ impl Forge for GitlabForge {
         issue: IssueNumber,
         body: &str,
     ) -> Result<Comment, ForgeError> {
-        // Retried like every call, so a create that GitLab stored before failing (a 502
-        // from a proxy, a timeout) can appear twice; the session layer posts with a marker
-        // and looks for it first, which is where duplicates are prevented.
-        let created: GlNote = self
-            .request(
-                Method::POST,
-                &format!("{}/issues/{issue}/notes", project_path(repo)),
-                Some(&json!({ "body": body })),
-            )
+        // Not repeated after a failure GitLab may have stored anyway (a 502, a timeout):
+        // the session layer posts with a marker and looks for it before posting again.
+        let path = format!("{}/issues/{issue}/notes", project_path(repo));
+        let method = Method::POST;
+        let what = what(&method, &path);
+        let url = format!("{}{path}", self.api);
+        let payload = json!({ "body": body });
+        let (_, text) = self
+            .retry
+            .run_create(|| async {
+                self.attempt(&method, &url, Some(&payload), &what)
+                    .await
+                    .map_err(|e| self.scrub(e))
+            })
             .await?;
+        let created: GlNote = decode(&what, &text)?;
         Ok(created.into())
     }
 

@@ -410,7 +410,32 @@ impl Default for RetryPolicy {
 
 impl RetryPolicy {
     /// Runs `call` until it succeeds, fails for good, or the attempts are spent.
-    pub async fn run<T, F, Fut>(&self, mut call: F) -> Result<T, ForgeError>
+    pub async fn run<T, F, Fut>(&self, call: F) -> Result<T, ForgeError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, ForgeError>>,
+    {
+        self.run_while(call, ForgeError::is_retryable).await
+    }
+
+    /// For a call that creates something: a failure after which the forge may have done
+    /// it anyway (a 5xx from a proxy, a timeout) is handed back rather than repeated, so
+    /// the caller can look for what it created before trying again. Only a rate limit,
+    /// which certainly did nothing, is waited out here.
+    pub async fn run_create<T, F, Fut>(&self, call: F) -> Result<T, ForgeError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, ForgeError>>,
+    {
+        self.run_while(call, |e| matches!(e, ForgeError::RateLimited { .. }))
+            .await
+    }
+
+    async fn run_while<T, F, Fut>(
+        &self,
+        mut call: F,
+        repeat: impl Fn(&ForgeError) -> bool,
+    ) -> Result<T, ForgeError>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, ForgeError>>,
@@ -422,7 +447,7 @@ impl RetryPolicy {
                 Ok(value) => return Ok(value),
                 Err(e) => e,
             };
-            if !error.is_retryable() || attempt >= self.attempts.max(1) {
+            if !repeat(&error) || attempt >= self.attempts.max(1) {
                 return Err(error);
             }
             let wait = match error.retry_after() {

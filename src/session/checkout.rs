@@ -1,31 +1,58 @@
-//! The read-only checkout a planner and its scouts look at: the repository at the base
-//! commit, from the mirror cache.
+//! The checkout a planner and its scouts look at: the repository at the base commit, made
+//! from the mirror cache like an executor's workspace, and removed when planning ends.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::app::App;
 use crate::contract::Base;
+use crate::event;
 use crate::forge::Forge;
-use crate::ids::RepoName;
+use crate::ids::{IssueNumber, RepoName};
+use crate::sandbox::workspace::{MirrorKey, Outcome, Workspace, WorkspaceError, WorkspaceRequest};
 use crate::worker::JobError;
 
 pub struct Checkout {
-    path: PathBuf,
+    workspace: Workspace,
 }
 
 impl Checkout {
-    pub fn path(&self) -> &Path {
-        &self.path
+    pub fn path(&self) -> PathBuf {
+        self.workspace.repo()
+    }
+
+    /// Removes the checkout. One that is dropped instead (planning failed) is kept for
+    /// the configured time, for debugging.
+    pub async fn done(self) {
+        if let Err(e) = self.workspace.finish(Outcome::Succeeded).await {
+            tracing::warn!(error = %e, "could not remove a planning checkout");
+        }
     }
 }
 
 pub async fn for_planning(
-    _app: &App,
-    _forge: &dyn Forge,
-    _repo: &RepoName,
-    _base: &Base,
+    app: &App,
+    forge_kind: event::Forge,
+    forge: &dyn Forge,
+    repo: &RepoName,
+    issue: IssueNumber,
+    title: &str,
+    base: &Base,
 ) -> Result<Checkout, JobError> {
-    Err(JobError::Permanent(anyhow::anyhow!(
-        "checkouts are not wired yet"
-    )))
+    let remote = forge.git_remote(repo).await?;
+    let request = WorkspaceRequest {
+        mirror: MirrorKey::new(forge_kind.as_str(), repo.clone()).map_err(permanent)?,
+        remote,
+        base: base.sha.clone(),
+        issue,
+        title: title.to_owned(),
+    };
+    match app.workspaces.create(&request).await {
+        Ok(workspace) => Ok(Checkout { workspace }),
+        Err(e @ WorkspaceError::Fetch { refused: false, .. }) => Err(JobError::Retryable(e.into())),
+        Err(e) => Err(permanent(e)),
+    }
+}
+
+fn permanent(e: WorkspaceError) -> JobError {
+    JobError::Permanent(e.into())
 }

@@ -713,6 +713,7 @@ async fn plan_and_post(
             };
             let contract = run_planner(
                 app,
+                forge_kind,
                 forge,
                 repo,
                 &id,
@@ -876,7 +877,8 @@ async fn mark_superseded(
 #[allow(clippy::too_many_arguments)]
 async fn run_planner(
     app: &App,
-    _forge: &dyn Forge,
+    forge_kind: event::Forge,
+    forge: &dyn Forge,
     repo: &RepoName,
     session: &SessionId,
     issue: &crate::forge::Issue,
@@ -891,8 +893,17 @@ async fn run_planner(
     let scout_model = app
         .model(ModelRole::Scout, session, budget)
         .map_err(|e| Failure::User(format!("{e:#}")))?;
-    let checkout = crate::session::checkout::for_planning(app, _forge, repo, base).await?;
-    let tools = RepoTools::new(checkout.path()).map_err(Failure::from)?;
+    let checkout = crate::session::checkout::for_planning(
+        app,
+        forge_kind,
+        forge,
+        repo,
+        issue.number,
+        &issue.title,
+        base,
+    )
+    .await?;
+    let tools = RepoTools::new(&checkout.path()).map_err(Failure::from)?;
     let mut conn = app.db.pool.acquire().await.map_err(anyhow::Error::from)?;
     let mut dossier: Dossier = match sessions::load_dossier(&mut conn, session).await? {
         Some(text) => serde_json::from_str(&text).unwrap_or_default(),
@@ -927,6 +938,7 @@ async fn run_planner(
             as std::pin::Pin<Box<dyn std::future::Future<Output = anyhow::Result<()>> + Send>>
     };
     let result = planner.plan(&request, &mut dossier, &mut checkpoint).await;
+    checkout.done().await;
     // The next version starts its turn count afresh but keeps what was learned.
     let fresh_turns = |mut d: Dossier| {
         d.turns = 0;
