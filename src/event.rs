@@ -89,6 +89,12 @@ pub enum RepoEventKind {
         labels: Vec<String>,
         actor: Actor,
     },
+    /// Labels were removed from an issue.
+    IssueUnlabeled {
+        issue: IssueNumber,
+        labels: Vec<String>,
+        actor: Actor,
+    },
     /// A comment was written on an issue or a pull request (including review comments on
     /// a diff line).
     CommentCreated {

@@ -150,6 +150,14 @@ impl World {
         self.send("issues", delivery, &payload).await;
     }
 
+    /// GitHub sends `unlabeled` in the same shape as `labeled`.
+    async fn unlabel(&self, by: &FakeUser, delivery: &str) {
+        let mut payload = Self::retarget(Self::fixture("issues.labeled.1.json"), by);
+        payload["action"] = json!("unlabeled");
+        payload["label"]["name"] = json!("planwright");
+        self.send("issues", delivery, &payload).await;
+    }
+
     /// Writes the comment on the fake, then delivers its webhook.
     async fn comment(&self, by: &FakeUser, body: &str, delivery: &str) -> i64 {
         let id = self.github.add_comment(REPO, ISSUE, body, by.clone());
@@ -427,10 +435,15 @@ async fn revise_posts_version_two_and_the_superseded_one_cannot_be_approved() {
         })
         .await;
     world.wait_for_state("awaiting_approval").await;
-    // v1 says it is superseded and is folded away.
-    let v1 = world.github.comment(v1_id).unwrap();
-    assert!(v1.body.starts_with("> **Superseded**"), "{}", v1.body);
-    assert!(v1.minimized.is_some());
+    // v1 says it is superseded and is folded away (just after v2 is posted).
+    let v1 = eventually("v1 to be marked superseded", || async {
+        world
+            .github
+            .comment(v1_id)
+            .filter(|c| c.body.starts_with("> **Superseded**") && c.minimized.is_some())
+    })
+    .await;
+    assert!(v1.body.contains("replaced by v2"), "{}", v1.body);
     assert_eq!(world.contract_comments().len(), 2);
     // The revision's request carried the feedback and the previous contract.
     let last_planner = world
@@ -511,6 +524,25 @@ async fn cancel_ends_the_session_and_frees_the_issue() {
     world
         .wait_for_comment("the no-session reply", |b| {
             b.contains("no planwright session")
+        })
+        .await;
+    world.server.stop().await;
+}
+
+#[tokio::test]
+async fn removing_the_label_before_approval_cancels() {
+    let world = World::start(first_plan()).await;
+    world.label(&world.maintainer, "label-7").await;
+    world.wait_for_state("awaiting_approval").await;
+    // A reader removing it changes nothing.
+    world.unlabel(&world.reader, "unlabel-reader").await;
+    world.all_jobs_settled().await;
+    assert_eq!(world.session().await.state, "awaiting_approval");
+    world.unlabel(&world.maintainer, "unlabel-maint").await;
+    world.wait_for_state("cancelled").await;
+    world
+        .wait_for_comment("the cancelled status", |b| {
+            b.contains("planwright:status") && b.contains("removed the `planwright` label")
         })
         .await;
     world.server.stop().await;

@@ -71,6 +71,11 @@ fn expected_events(event: &str, v: &Value) -> Vec<Event> {
             labels: vec![str_at(v, "/label/name").to_owned()],
             actor: actor(v, "/sender"),
         }),
+        ("issues", Some("unlabeled")) => in_repo(RepoEventKind::IssueUnlabeled {
+            issue: IssueNumber(int_at(v, "/issue/number")),
+            labels: vec![str_at(v, "/label/name").to_owned()],
+            actor: actor(v, "/sender"),
+        }),
         ("issue_comment", Some("created")) => {
             let number = int_at(v, "/issue/number");
             let thread = if v.pointer("/issue/pull_request").is_some() {

@@ -70,6 +70,11 @@ pub async fn on_repo_event(
             labels,
             actor,
         } => on_labeled(app, event, *issue, labels, actor, delivery).await,
+        RepoEventKind::IssueUnlabeled {
+            issue,
+            labels,
+            actor,
+        } => on_unlabeled(app, event, *issue, labels, actor, delivery).await,
         RepoEventKind::CommentCreated {
             thread: Thread::Issue(issue),
             comment,
@@ -126,6 +131,81 @@ async fn on_labeled(
         return Ok(());
     }
     start_session(app, forge.as_ref(), event, issue, actor, &config, delivery).await
+}
+
+/// Removing the trigger label while planning or awaiting approval cancels the session;
+/// once execution has started, `/cancel` is the way.
+async fn on_unlabeled(
+    app: &App,
+    event: &RepoEvent,
+    issue: IssueNumber,
+    labels: &[String],
+    actor: &Actor,
+    delivery: Option<&str>,
+) -> Result<(), JobError> {
+    let forge = app.forges.get(event.forge, event.installation)?;
+    if is_bot(forge.as_ref(), actor).await? {
+        return Ok(());
+    }
+    let mut conn = app.db.pool.acquire().await.map_err(anyhow::Error::from)?;
+    let Some(session) = sessions::find_active(
+        &mut conn,
+        event.forge.as_str(),
+        event.repo.as_str(),
+        issue.0,
+    )
+    .await?
+    else {
+        return Ok(());
+    };
+    drop(conn);
+    let state = session.state()?;
+    if !matches!(
+        state,
+        SessionState::Planning | SessionState::AwaitingApproval
+    ) {
+        return Ok(());
+    }
+    let config = match RepoConfig::load(forge.as_ref(), &event.repo, Some(event.forge)).await {
+        Ok(c) => c,
+        Err(LoadError::Config(_)) => return Ok(()),
+        Err(LoadError::Forge(e)) => return Err(e.into()),
+    };
+    if !labels.iter().any(|l| l.eq_ignore_ascii_case(&config.label)) {
+        return Ok(());
+    }
+    if forge.permission(&event.repo, &actor.login).await? < config.min_permission {
+        info!(by = %actor.login, "label removed by someone who may not cancel; session kept");
+        return Ok(());
+    }
+    let id = session.session_id();
+    let mut tx = app.db.writer.begin().await.map_err(anyhow::Error::from)?;
+    if !sessions::move_state(&mut tx, &id, state, SessionState::Cancelled, None).await? {
+        return Ok(());
+    }
+    audit::append(
+        &mut tx,
+        &audit::Entry {
+            actor: &format!("{}:{}", event.forge.as_str(), actor.login),
+            action: "session.cancelled",
+            session: Some(id.as_str()),
+            delivery,
+            detail: serde_json::json!({ "why": "label removed" }),
+        },
+    )
+    .await?;
+    tx.commit().await.map_err(anyhow::Error::from)?;
+    update_status(
+        app,
+        forge.as_ref(),
+        &session,
+        SessionState::Cancelled,
+        &format!(
+            "Cancelled: @{} removed the `{}` label.",
+            actor.login, config.label
+        ),
+    )
+    .await
 }
 
 /// Checks the actor's permission and starts a session, unless one holds the issue.
@@ -778,6 +858,16 @@ async fn plan_and_post(
         bot_mention: names.first().map_or("planwright", String::as_str),
         default_budget_usd: config_budget,
     });
+    // Cancelled while the planner worked: the contract stays on record, unposted.
+    let mut conn = app.db.pool.acquire().await.map_err(anyhow::Error::from)?;
+    let still_planning = sessions::get(&mut conn, &id)
+        .await?
+        .is_some_and(|s| s.state == SessionState::Planning.as_str());
+    drop(conn);
+    if !still_planning {
+        info!(session = %id, "session ended while planning; contract not posted");
+        return Ok(());
+    }
     let posted = match find_own_comment(forge, repo, issue_number, |b| {
         ContractMarker::find(b).is_some_and(|m| m.session == id && m.version == version)
     })

@@ -258,6 +258,15 @@ fn domain_events(
                 actor: sender()?,
             })
         }
+        ("issues", Some("unlabeled")) => {
+            let issue = p.issue.get().ok_or_else(|| need("issue"))?;
+            let label = p.label.get().ok_or_else(|| need("label"))?;
+            in_repo(RepoEventKind::IssueUnlabeled {
+                issue: IssueNumber(issue.number),
+                labels: vec![label.name.clone()],
+                actor: sender()?,
+            })
+        }
         ("issue_comment", Some("created")) => {
             let issue = p.issue.get().ok_or_else(|| need("issue"))?;
             let comment = p.comment.get().ok_or_else(|| need("comment"))?;

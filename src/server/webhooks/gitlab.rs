@@ -183,16 +183,33 @@ fn repo_event(event: &str, p: &Payload) -> Result<Option<RepoEventKind>, String>
                 .filter(|l| !change.previous.iter().any(|prev| prev.title == l.title))
                 .map(|l| l.title.clone())
                 .collect();
-            if added.is_empty() {
+            let removed: Vec<String> = change
+                .previous
+                .iter()
+                .filter(|l| !change.current.iter().any(|now| now.title == l.title))
+                .map(|l| l.title.clone())
+                .collect();
+            if added.is_empty() && removed.is_empty() {
                 return Ok(None);
             }
             let iid = attrs
                 .and_then(|a| a.iid.get().copied())
                 .ok_or_else(|| need("object_attributes.iid"))?;
-            Ok(Some(RepoEventKind::IssueLabeled {
-                issue: IssueNumber(iid),
-                labels: added,
-                actor: actor()?,
+            let issue = IssueNumber(iid);
+            // One change that both adds and removes labels is read as the adding: starting
+            // work is what a person waits for.
+            Ok(Some(if added.is_empty() {
+                RepoEventKind::IssueUnlabeled {
+                    issue,
+                    labels: removed,
+                    actor: actor()?,
+                }
+            } else {
+                RepoEventKind::IssueLabeled {
+                    issue,
+                    labels: added,
+                    actor: actor()?,
+                }
             }))
         }
         "Note Hook" | "Confidential Note Hook" => {
@@ -279,14 +296,21 @@ mod tests {
             }
             other => panic!("unexpected {other:?}"),
         }
-        // A label removed adds nothing.
+        // A label removed is its own event.
         let removed = body
             .replace(r#",{"title":"planwright"}]}}"#, "]}}")
             .replace(
                 r#""previous":[{"title":"bug"}]"#,
                 r#""previous":[{"title":"bug"},{"title":"x"}]"#,
             );
-        assert!(parse("Issue Hook", &removed).unwrap().events.is_empty());
+        let parsed = parse("Issue Hook", &removed).unwrap();
+        let Event::Repository(ev) = &parsed.events[0] else {
+            panic!("expected a repository event")
+        };
+        match &ev.kind {
+            RepoEventKind::IssueUnlabeled { labels, .. } => assert_eq!(labels, &["x"]),
+            other => panic!("unexpected {other:?}"),
+        }
     }
 
     #[test]
