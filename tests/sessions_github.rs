@@ -547,3 +547,32 @@ async fn removing_the_label_before_approval_cancels() {
         .await;
     world.server.stop().await;
 }
+
+#[tokio::test]
+async fn a_contract_planned_but_not_posted_is_posted_once_without_planning_again() {
+    let world = World::start(first_plan()).await;
+    // The contract is stored, then posting it fails before GitHub does anything: the next
+    // attempt of the job (as after a restart) must post the stored contract, not plan again.
+    world
+        .github
+        .refuse_next_body("POST", "planwright:contract", 502);
+    world.label(&world.maintainer, "label-8").await;
+    world.wait_for_state("awaiting_approval").await;
+    world.all_jobs_settled().await;
+    assert_eq!(world.contract_comments().len(), 1);
+    let planner_calls = world
+        .models
+        .requests()
+        .iter()
+        .filter(|r| r.path == "/v1/messages")
+        .count();
+    assert_eq!(planner_calls, 3, "the planner ran once");
+    let plan = jobs::list(&world.server.db, None)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|j| j.kind == "plan")
+        .unwrap();
+    assert_eq!(plan.attempts, 2);
+    world.server.stop().await;
+}

@@ -211,6 +211,9 @@ struct World {
     /// `(method, path prefix, status)`: the next matching request is carried out, then
     /// answered `status`.
     lost_answers: Vec<(String, String, u16)>,
+    /// `(method, body text, status)`: the next matching request is refused with `status`
+    /// and not carried out.
+    refused_bodies: Vec<(String, String, u16)>,
     /// `(method, path prefix)`: every token is revoked just before the next such request.
     revoke_before: Option<(String, String)>,
     /// `(type, message)` errors the next GraphQL calls answer with.
@@ -522,6 +525,15 @@ impl FakeGithub {
 
     /// Like `perform_then_fail`, for the next request with `method` whose path (after
     /// any `/api/v3`) starts with `prefix`, whatever comes before it.
+    /// The next `method` request whose body contains `text` fails with `status` and is not
+    /// carried out (as when the process dies before its call gets through).
+    pub fn refuse_next_body(&self, method: &str, text: &str, status: u16) {
+        self.with(|w| {
+            w.refused_bodies
+                .push((method.to_owned(), text.to_owned(), status))
+        });
+    }
+
     pub fn perform_then_fail_on(&self, method: &str, prefix: &str, status: u16) {
         self.with(|w| {
             w.lost_answers
@@ -759,6 +771,17 @@ fn answer(
     credential: &Credential,
     body: &[u8],
 ) -> Response {
+    let refused = w.refused_bodies.iter().position(|(m, text, _)| {
+        m == method.as_str() && String::from_utf8_lossy(body).contains(text.as_str())
+    });
+    if let Some(i) = refused {
+        let (_, _, status) = w.refused_bodies.remove(i);
+        return failure_response(Failure {
+            status,
+            headers: Vec::new(),
+            performed: false,
+        });
+    }
     let lost = w
         .lost_answers
         .iter()
