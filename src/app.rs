@@ -60,14 +60,22 @@ impl App {
         })
     }
 
-    /// The model a role uses, metered to the session with its budget.
+    /// The model a role uses (the repository's choice when it made one, else the
+    /// deployment's), metered to the session with its budget.
     pub fn model(
         &self,
         role: ModelRole,
         session: &crate::ids::SessionId,
         budget: Budget,
+        repository_choice: Option<&ModelName>,
     ) -> anyhow::Result<Arc<dyn ChatModel>> {
         let models = &self.settings.models;
+        if let Some(name) = repository_choice {
+            let client = crate::llm::client(name, models, &self.http)?;
+            let metered = Metered::new(client, &models.prices, self.db.clone(), role)?
+                .for_session(session.clone(), budget);
+            return Ok(Arc::new(metered));
+        }
         let (name, setting) = match role {
             ModelRole::Planner | ModelRole::Reviewer => (&models.planner, "PLANNER_MODEL"),
             ModelRole::Scout => (&models.scout, "SCOUT_MODEL"),

@@ -978,10 +978,20 @@ async fn run_planner(
 ) -> Result<Contract, Failure> {
     let budget = Budget::usd(config.budget_usd);
     let planner_model = app
-        .model(ModelRole::Planner, session, budget)
+        .model(
+            ModelRole::Planner,
+            session,
+            budget,
+            config.models.planner.as_ref(),
+        )
         .map_err(|e| Failure::User(format!("{e:#}")))?;
     let scout_model = app
-        .model(ModelRole::Scout, session, budget)
+        .model(
+            ModelRole::Scout,
+            session,
+            budget,
+            config.models.scout.as_ref(),
+        )
         .map_err(|e| Failure::User(format!("{e:#}")))?;
     let checkout = crate::session::checkout::for_planning(
         app,
