@@ -576,3 +576,34 @@ async fn a_contract_planned_but_not_posted_is_posted_once_without_planning_again
     assert_eq!(plan.attempts, 2);
     world.server.stop().await;
 }
+
+#[tokio::test]
+async fn concurrent_approve_and_revise_one_wins_and_the_other_is_told() {
+    let mut script = first_plan();
+    script.push(
+        Step::tool_call("p4", "submit_contract", contract("A revised contract."))
+            .when_tools(&["submit_contract"]),
+    );
+    let world = World::start(script).await;
+    world.label(&world.maintainer, "label-9").await;
+    world.wait_for_state("awaiting_approval").await;
+    let approve = world.comment(&world.maintainer, "/approve", "race-approve");
+    let revise = world.comment(&world.maintainer, "/revise use a new name", "race-revise");
+    tokio::join!(approve, revise);
+    world.all_jobs_settled().await;
+    let all = jobs::list(&world.server.db, None).await.unwrap();
+    let executions = all.iter().filter(|j| j.kind == "execute").count();
+    let revisions = all
+        .iter()
+        .filter(|j| j.kind == "plan" && j.payload.contains("use a new name"))
+        .count();
+    assert_eq!(executions + revisions, 1, "exactly one command won: {all:?}");
+    // The loser was told, in the thread.
+    let told = world.bot_comments().into_iter().any(|b| {
+        b.contains("nothing to approve right now")
+            || b.contains("can be revised while it awaits approval")
+            || b.contains("another command changed this session first")
+    });
+    assert!(told, "{:#?}", world.bot_comments());
+    world.server.stop().await;
+}
