@@ -39,7 +39,73 @@ fn checkout() -> tempfile::TempDir {
         format!("// {SCOUT_ONLY}\nfn tokenize() {{}}\n"),
     )
     .unwrap();
+    // A module with many call sites, so a scout's search returns a realistic page of hits.
+    let calls: String = (1..=120)
+        .map(|i| {
+            format!("    let v{i} = parse_array(&input_{i}); // call site {i} of the parser\n")
+        })
+        .collect();
+    std::fs::write(
+        root.join("src/callers.rs"),
+        format!("fn all() {{\n{calls}}}\n"),
+    )
+    .unwrap();
     dir
+}
+
+/// A longer investigation: three scouts, each searching the call sites, then two reads.
+fn long_script() -> Vec<Step> {
+    let mut steps = Vec::new();
+    for (n, question) in [
+        "Who calls parse_array?",
+        "Which inputs end with a comma?",
+        "Is parse_array tested?",
+    ]
+    .iter()
+    .enumerate()
+    {
+        steps.push(
+            Step::tool_call(
+                &format!("p{n}"),
+                "investigate",
+                json!({"question": question}),
+            )
+            .when_tools(&["submit_contract"]),
+        );
+        steps.push(
+            Step::tool_call(
+                &format!("s{n}a"),
+                "search",
+                json!({"pattern": "parse_array"}),
+            )
+            .when_tools(&["report"]),
+        );
+        steps.push(
+            Step::tool_call(
+                &format!("s{n}b"),
+                "report",
+                json!({"findings": format!("answer to: {question}"), "evidence": ["src/callers.rs:2"], "confidence": "medium"}),
+            )
+            .when_tools(&["report"]),
+        );
+    }
+    steps.push(
+        Step::tool_call("r1", "read_file", json!({"path": "src/parse.rs"}))
+            .when_tools(&["submit_contract"]),
+    );
+    steps.push(
+        Step::tool_call(
+            "r2",
+            "read_file",
+            json!({"path": "src/callers.rs", "start_line": 1, "end_line": 20}),
+        )
+        .when_tools(&["submit_contract"]),
+    );
+    steps.push(
+        Step::tool_call("done", "submit_contract", valid_contract())
+            .when_tools(&["submit_contract"]),
+    );
+    steps
 }
 
 fn issue() -> Issue {
@@ -82,7 +148,7 @@ fn script() -> Vec<Step> {
             json!({"question": "Where are arrays parsed?", "hints": ["look for split"]}),
         )
         .when_tools(&["submit_contract"]),
-        Step::tool_call("s1", "search", json!({"pattern": "tokenizer|parse_array"}))
+        Step::tool_call("s1", "search", json!({"pattern": "tokenizer|pub fn parse_array"}))
             .when_tools(&["report"]),
         Step::tool_call(
             "s2",
@@ -216,35 +282,40 @@ async fn scouts_report_and_the_planner_submits_a_valid_contract() {
 
 #[tokio::test]
 async fn the_dossier_keeps_the_planners_context_smaller_than_a_transcript() {
-    let with = run(Context::Dossier, script(), PlannerOptions::default()).await;
-    let without = run(Context::Transcript, script(), PlannerOptions::default()).await;
-    assert!(with.result.is_ok() && without.result.is_ok());
     let size = |o: &Outcome| -> usize {
         o.planner_requests
             .iter()
             .map(|b| b["messages"].to_string().len() + b["system"].to_string().len())
             .sum()
     };
-    let (with_bytes, without_bytes) = (size(&with), size(&without));
-    // Roughly 4 bytes a token; printed for the record.
-    eprintln!(
-        "planner input: dossier {} bytes (~{} tokens), transcript {} bytes (~{} tokens)",
-        with_bytes,
-        with_bytes / 4,
-        without_bytes,
-        without_bytes / 4
-    );
-    // In transcript mode the raw scout output reaches the planner: the comparison is real.
-    assert!(
-        without
-            .planner_requests
-            .iter()
-            .any(|b| b.to_string().contains(SCOUT_ONLY))
-    );
-    assert!(
-        with_bytes < without_bytes,
-        "{with_bytes} vs {without_bytes}"
-    );
+    for (name, script) in [("short", script()), ("long", long_script())] {
+        let with = run(Context::Dossier, script.clone(), PlannerOptions::default()).await;
+        let without = run(Context::Transcript, script, PlannerOptions::default()).await;
+        assert!(with.result.is_ok() && without.result.is_ok());
+        let (with_bytes, without_bytes) = (size(&with), size(&without));
+        // Roughly 4 bytes a token; printed for the record.
+        eprintln!(
+            "{name} session, {} planner turns: dossier {} bytes (~{} tokens), transcript {} bytes (~{} tokens), ratio {:.2}",
+            with.planner_requests.len(),
+            with_bytes,
+            with_bytes / 4,
+            without_bytes,
+            without_bytes / 4,
+            with_bytes as f64 / without_bytes as f64
+        );
+        // In transcript mode the raw scout output reaches the planner: the comparison is real.
+        assert!(
+            without
+                .planner_requests
+                .iter()
+                .any(|b| b.to_string().contains("call site 7 of the parser")
+                    || b.to_string().contains(SCOUT_ONLY))
+        );
+        assert!(
+            with_bytes < without_bytes,
+            "{name}: {with_bytes} vs {without_bytes}"
+        );
+    }
 }
 
 #[tokio::test]
