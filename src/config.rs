@@ -35,6 +35,7 @@ pub struct Settings {
     pub queue: QueueSettings,
     /// Where the model proxy for executors listens.
     pub model_proxy: crate::llm::proxy::ProxyListen,
+    pub workspaces: WorkspaceSettings,
     /// Problems that did not stop loading (unknown environment variables), to be logged
     /// once logging is set up.
     pub warnings: Vec<String>,
@@ -102,6 +103,24 @@ impl Default for QueueSettings {
     }
 }
 
+/// How long repositories on disk are kept (see `sandbox::workspace`).
+#[derive(Debug, Clone)]
+pub struct WorkspaceSettings {
+    /// A failed run's workspace is kept this long for inspection, then swept.
+    pub keep_failed: Duration,
+    /// A mirror nothing was fetched into or checked out from for this long is removed.
+    pub mirror_unused: Duration,
+}
+
+impl Default for WorkspaceSettings {
+    fn default() -> Self {
+        Self {
+            keep_failed: Duration::from_secs(24 * 3600),
+            mirror_unused: Duration::from_secs(30 * 24 * 3600),
+        }
+    }
+}
+
 /// Keys that may also be given without the `PLANWRIGHT_` prefix, as model tools expect.
 const UNPREFIXED: &[&str] = &[
     "ANTHROPIC_API_KEY",
@@ -145,6 +164,8 @@ const KEYS: &[&str] = &[
     "job_retry_max_secs",
     "job_poll_ms",
     "shutdown_grace_secs",
+    "workspace_keep_failed_secs",
+    "mirror_unused_days",
 ];
 
 impl Settings {
@@ -494,6 +515,25 @@ impl Raw {
                 .parsed::<u64>("shutdown_grace_secs", "a number of seconds")?
                 .map_or(defaults.shutdown_grace, Duration::from_secs),
         };
+        let workspace_defaults = WorkspaceSettings::default();
+        let workspaces = WorkspaceSettings {
+            keep_failed: self
+                .parsed::<u64>("workspace_keep_failed_secs", "a number of seconds")?
+                .map_or(workspace_defaults.keep_failed, Duration::from_secs),
+            // Workspaces read their history from the mirror: it must outlive the failed
+            // ones kept for inspection.
+            mirror_unused: match self.positive("mirror_unused_days")? {
+                None => workspace_defaults.mirror_unused,
+                Some(days) => Duration::from_secs(days.saturating_mul(24 * 3600)),
+            },
+        };
+        if workspaces.mirror_unused <= workspaces.keep_failed {
+            bail!(
+                "Cannot use {}: mirrors must be kept longer than failed workspaces ({} seconds), which read their history from them",
+                self.source("mirror_unused_days"),
+                workspaces.keep_failed.as_secs()
+            );
+        }
         Ok(Settings {
             listen,
             database_url,
@@ -544,6 +584,7 @@ impl Raw {
                 .map_or(25 * 1024 * 1024, |v| v as usize),
             queue,
             model_proxy,
+            workspaces,
             warnings: self.warnings,
         })
     }
@@ -715,5 +756,35 @@ mod tests {
             Settings::from_sources(Some(&file), &[]).unwrap_err()
         );
         assert!(err.contains("listne"), "{err}");
+    }
+
+    #[test]
+    fn workspace_keeping_times_are_read_and_checked_against_each_other() {
+        let s = Settings::from_sources(None, &[]).unwrap();
+        assert_eq!(s.workspaces.keep_failed, Duration::from_secs(86400));
+        assert_eq!(s.workspaces.mirror_unused, Duration::from_secs(30 * 86400));
+        let s = Settings::from_sources(
+            None,
+            &env(&[
+                ("PLANWRIGHT_WORKSPACE_KEEP_FAILED_SECS", "600"),
+                ("PLANWRIGHT_MIRROR_UNUSED_DAYS", "2"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(s.workspaces.keep_failed, Duration::from_secs(600));
+        assert_eq!(s.workspaces.mirror_unused, Duration::from_secs(2 * 86400));
+        let err = Settings::from_sources(
+            None,
+            &env(&[
+                ("PLANWRIGHT_WORKSPACE_KEEP_FAILED_SECS", "864000"),
+                ("PLANWRIGHT_MIRROR_UNUSED_DAYS", "3"),
+            ]),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.starts_with("Cannot use the environment variable PLANWRIGHT_MIRROR_UNUSED_DAYS: mirrors must be kept longer"),
+            "{err}"
+        );
     }
 }

@@ -95,7 +95,11 @@ struct Setup {
 }
 
 fn setup(owner: Option<(u32, u32)>) -> Setup {
-    let data = tempfile::tempdir().unwrap();
+    setup_in(owner, &std::env::temp_dir())
+}
+
+fn setup_in(owner: Option<(u32, u32)>, parent: &Path) -> Setup {
+    let data = tempfile::tempdir_in(parent).unwrap();
     let cache = Arc::new(MirrorCache::new(data.path()));
     let workspaces = Workspaces::new(data.path(), cache, owner);
     let key = MirrorKey::new("github", RepoName::parse("Octo/Repo").unwrap()).unwrap();
@@ -491,9 +495,17 @@ async fn a_symlink_pointing_outside_stays_a_symlink_and_files_go_to_the_sandbox_
     assert_eq!(own.uid(), me);
     let mirror = std::fs::metadata(s.workspaces.cache().path(&s.key).join("config")).unwrap();
     assert_eq!(mirror.uid(), me);
-    // The index carries the stat data after the hand-over: nothing looks modified.
-    let index = std::fs::read(repo.join(".git/index")).unwrap();
-    assert_eq!(index, std::fs::read(ws.git_dir().join("index")).unwrap());
+    // Each index carries the stat data after the hand-over, with the owner as its reader
+    // sees it: planwright on the host, the run as bubblewrap's user 1000 inside.
+    let ids = |path: PathBuf| {
+        let index = git2::Index::open(&path).unwrap();
+        let ids: std::collections::BTreeSet<(u32, u32)> =
+            index.iter().map(|e| (e.uid, e.gid)).collect();
+        assert_eq!(index.len(), 3);
+        ids.into_iter().collect::<Vec<_>>()
+    };
+    assert_eq!(ids(ws.git_dir().join("index")), vec![owner]);
+    assert_eq!(ids(repo.join(".git/index")), vec![(1000, 1000)]);
     assert!(ws.changed_files().await.unwrap().is_empty());
     assert_eq!(git(&repo, &["status", "--porcelain"]), "");
     ws.finish(Outcome::Succeeded).await.unwrap();
@@ -647,5 +659,63 @@ async fn unused_mirrors_are_pruned_and_used_ones_kept() {
     cache.gc().await.unwrap();
     let ws = s.workspaces.create(&request(&s, &up, &base)).await.unwrap();
     assert_eq!(git(&ws.repo(), &["log", "--format=%s"]), "first");
+    ws.finish(Outcome::Succeeded).await.unwrap();
+}
+
+#[tokio::test]
+async fn git_inside_the_sandbox_sees_a_clean_checkout_and_can_commit() {
+    use planwright::sandbox::{Bwrap, Command as SandboxCommand, Sandbox};
+    let up = Upstream::new();
+    up.commit(&[("src/lib.rs", "pub fn f() {}\n")], "first");
+    let base = up.commit(&[("README.md", "# r\n")], "second");
+    // The sandbox has its own /tmp, and reads the history from the mirror: DATA_DIR goes
+    // elsewhere, and is not hidden from this sandbox (planwright's own hides DATA_DIR, so
+    // it has to show `Workspace::shared_objects` read-only).
+    let s = setup_in(
+        Workspaces::default_owner(),
+        Path::new(env!("CARGO_TARGET_TMPDIR")),
+    );
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(s.data.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let ws = s.workspaces.create(&request(&s, &up, &base)).await.unwrap();
+    let sandbox = Bwrap::new(Vec::new()).unwrap();
+    let run = |script: &str| {
+        let mut cmd = SandboxCommand::new(ws.root(), vec!["sh".into(), "-c".into(), script.into()]);
+        cmd.cwd = Some("repo".into());
+        cmd.env = ws.env();
+        cmd.env.push(("GIT_CONFIG_NOSYSTEM".into(), "1".into()));
+        let sandbox = &sandbox;
+        async move { sandbox.run(&cmd).await.unwrap() }
+    };
+
+    let index = ws.repo().join(".git/index");
+    let before = std::fs::read(&index).unwrap();
+    let out = run("git status --porcelain && echo \"home=$HOME\" && git log --format=%s").await;
+    assert!(out.exit.success(), "{}", out.stderr.text());
+    assert_eq!(
+        out.stdout.text(),
+        format!("home={}\nsecond\nfirst\n", ws.home().display())
+    );
+    // The index already matched what git sees inside: nothing to refresh and write back.
+    assert_eq!(
+        std::fs::read(&index).unwrap(),
+        before,
+        "git status rewrote the index"
+    );
+
+    let out = run("echo new > new.txt && git add new.txt && \
+         git -c user.name=run -c user.email=run@example.com commit -q -m inside && \
+         git log -1 --format=%s && git status --porcelain")
+    .await;
+    assert!(out.exit.success(), "{}", out.stderr.text());
+    assert_eq!(out.stdout.text(), "inside\n");
+    let changed = ws.changed_files().await.unwrap();
+    assert_eq!(
+        changed,
+        vec![ChangedFile {
+            path: "new.txt".into(),
+            change: Change::Added
+        }]
+    );
     ws.finish(Outcome::Succeeded).await.unwrap();
 }

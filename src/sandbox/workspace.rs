@@ -33,6 +33,10 @@ const USE_STAMP: &str = "planwright-used";
 const FAILED_MARK: &str = "failed";
 const BRANCH_PREFIX: &str = "planwright/";
 const SLUG_MAX: usize = 40;
+/// The user and group bubblewrap shows a run as (`--uid`/`--gid` in `bwrap.rs`), whoever
+/// owns the files on the host: the stat data in the run's index must match what git
+/// inside sees, or its first `git status` rehashes every file.
+const SANDBOX_INSIDE_ID: u32 = 1000;
 
 /// Failures a caller branches on: a commit that is not there is the contract's problem, a
 /// refused or unreachable remote is the forge's (retryable unless refused); the rest is
@@ -279,8 +283,23 @@ fn lock_path(mirror: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// Returns whether it went to the network.
+/// Returns whether it went to the network. Asked for a commit, it also marks the mirror
+/// used while the lock is held, so `prune_unused` cannot remove it before the checkout.
 fn sync_blocking(
+    path: &Path,
+    key: &MirrorKey,
+    remote: &GitRemote,
+    want: Option<Oid>,
+    asked: SystemTime,
+) -> Result<bool, WorkspaceError> {
+    let fetched = fetch_if_needed(path, key, remote, want, asked)?;
+    if want.is_some() {
+        touch(&path.join(USE_STAMP))?;
+    }
+    Ok(fetched)
+}
+
+fn fetch_if_needed(
     path: &Path,
     key: &MirrorKey,
     remote: &GitRemote,
@@ -607,7 +626,6 @@ fn checkout(
         .join("objects")
         .canonicalize()
         .with_context(|| format!("Could not open the objects of {}", mirror.display()))?;
-    touch(&mirror.join(USE_STAMP))?;
     let run = dir.join("run");
     let work = run.join("repo");
     let home = run.join("home");
@@ -704,8 +722,20 @@ fn checkout(
     run_repo
         .set_head(&branch_ref)
         .context("Could not point the checkout's HEAD at the run branch")?;
-    std::fs::copy(git_dir.join("index"), run_git.join("index"))
-        .context("Could not copy the index into the checkout")?;
+    let mut run_index = run_repo
+        .index()
+        .context("Could not read the checkout's own index")?;
+    let entries: Vec<git2::IndexEntry> = index.iter().collect();
+    for mut entry in entries {
+        entry.uid = SANDBOX_INSIDE_ID;
+        entry.gid = SANDBOX_INSIDE_ID;
+        run_index
+            .add(&entry)
+            .context("Could not fill the checkout's own index")?;
+    }
+    run_index
+        .write()
+        .context("Could not write the checkout's own index")?;
 
     if let Some((uid, gid)) = owner {
         for path in [&run, &work, &home] {

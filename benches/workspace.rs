@@ -1,0 +1,282 @@
+//! Time to a ready workspace from a warm mirror, against `git clone` of the same
+//! repository (`--no-local`, which really copies, and a plain local clone, which hardlinks
+//! objects), and against the other ways of sharing history: a git2 linked worktree of the
+//! mirror and `git clone --shared`. Repositories are generated with `git fast-import`: the
+//! same files with a short and a long history, so history's share of the cost shows.
+//!
+//! `cargo bench --bench workspace`; `PLANWRIGHT_BENCH_WORKSPACE_100K=1` adds 100k files.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Instant;
+
+use planwright::forge::GitRemote;
+use planwright::ids::{CommitSha, IssueNumber, RepoName};
+use planwright::sandbox::workspace::{
+    MirrorCache, MirrorKey, Outcome, WorkspaceRequest, Workspaces,
+};
+use secrecy::SecretString;
+
+const RUNS: usize = 5;
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+/// A bare repository of `files` files (about 1 KiB each, 100 to a folder) and `commits`
+/// commits after the first, each changing three files; returns its head SHA.
+fn generate(dir: &Path, files: usize, commits: usize) -> String {
+    git(
+        dir.parent().unwrap(),
+        &["init", "-q", "--bare", "-b", "main", dir.to_str().unwrap()],
+    );
+    let mut child = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["fast-import", "--quiet"])
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("git fast-import runs");
+    let mut input = std::io::BufWriter::new(child.stdin.take().unwrap());
+    let path = |i: usize| format!("src/d{:04}/f{i:06}.rs", i / 100);
+    let body = |i: usize, rev: usize| {
+        let mut s = format!("// file {i}, revision {rev}\n");
+        while s.len() < 1000 {
+            s.push_str("pub fn item() -> u64 { 42 }\n");
+        }
+        s
+    };
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    for c in 0..=commits {
+        writeln!(input, "commit refs/heads/main").unwrap();
+        writeln!(
+            input,
+            "committer Bench <bench@example.com> {} +0000",
+            1_600_000_000 + c
+        )
+        .unwrap();
+        let msg = format!("commit {c}");
+        writeln!(input, "data {}\n{msg}", msg.len()).unwrap();
+        let touched: Vec<usize> = if c == 0 {
+            (0..files).collect()
+        } else {
+            (0..3)
+                .map(|_| {
+                    rng ^= rng << 13;
+                    rng ^= rng >> 7;
+                    rng ^= rng << 17;
+                    (rng % files as u64) as usize
+                })
+                .collect()
+        };
+        for i in touched {
+            let b = body(i, c);
+            writeln!(input, "M 100644 inline {}\ndata {}\n{b}", path(i), b.len()).unwrap();
+        }
+        writeln!(input).unwrap();
+    }
+    drop(input);
+    assert!(child.wait().unwrap().success(), "git fast-import failed");
+    git(dir, &["rev-parse", "main"])
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+/// Milliseconds `f` takes; what it made is removed outside the timing.
+fn timed(f: impl FnOnce() -> PathBuf) -> f64 {
+    let start = Instant::now();
+    let made = f();
+    let ms = start.elapsed().as_secs_f64() * 1000.0;
+    let _ = std::fs::remove_dir_all(made);
+    ms
+}
+
+const METHODS: [&str; 7] = [
+    "floor",
+    "ours",
+    "ours+own",
+    "worktree",
+    "--shared",
+    "clone",
+    "--no-local",
+];
+
+struct Row {
+    files: usize,
+    commits: usize,
+    /// Median milliseconds per method, in the order of `METHODS`.
+    ms: Vec<f64>,
+}
+
+fn measure(rt: &tokio::runtime::Runtime, scratch: &Path, files: usize, commits: usize) -> Row {
+    let case = scratch.join(format!("f{files}-c{commits}"));
+    std::fs::create_dir_all(&case).unwrap();
+    let up = case.join("up.git");
+    let started = Instant::now();
+    let head = generate(&up, files, commits);
+    eprintln!(
+        "generated {files} files x {commits} commits in {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
+
+    let data = case.join("data");
+    let cache = Arc::new(MirrorCache::new(&data));
+    let key = MirrorKey::new("github", RepoName::parse("bench/repo").unwrap()).unwrap();
+    let remote = GitRemote {
+        url: up.display().to_string(),
+        username: "bench".into(),
+        password: SecretString::from("unused"),
+    };
+    rt.block_on(cache.update(&key, &remote)).unwrap();
+    let request = WorkspaceRequest {
+        mirror: key.clone(),
+        remote,
+        base: CommitSha(head.clone()),
+        issue: IssueNumber(1),
+        title: "Benchmark run".into(),
+    };
+    let plain = Workspaces::new(&data, cache.clone(), None);
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let handed = Workspaces::new(&data, cache.clone(), root.then_some((65534, 65534)));
+    let ours = |workspaces: &Workspaces| {
+        let start = Instant::now();
+        let ws = rt.block_on(workspaces.create(&request)).unwrap();
+        let ms = start.elapsed().as_secs_f64() * 1000.0;
+        assert!(ws.repo().join("src/d0000/f000000.rs").is_file());
+        rt.block_on(ws.finish(Outcome::Succeeded)).unwrap();
+        ms
+    };
+
+    // A linked worktree writes into the repository it belongs to: a copy of the mirror.
+    let mirror = case.join("worktree-mirror.git");
+    git(
+        &case,
+        &[
+            "clone",
+            "-q",
+            "--mirror",
+            up.to_str().unwrap(),
+            mirror.to_str().unwrap(),
+        ],
+    );
+    let repo = git2::Repository::open_bare(&mirror).unwrap();
+    let commit = repo
+        .find_commit(git2::Oid::from_str(&head).unwrap())
+        .unwrap();
+    // The floor: the same bytes written as plain files, no git at all.
+    let contents: Vec<(String, Vec<u8>)> = {
+        let tree = commit.tree().unwrap();
+        let mut all = Vec::new();
+        tree.walk(git2::TreeWalkMode::PreOrder, |dir, entry| {
+            if let Ok(blob) = entry.to_object(&repo).and_then(|o| o.peel_to_blob()) {
+                all.push((
+                    format!("{dir}{}", entry.name().unwrap()),
+                    blob.content().to_vec(),
+                ));
+            }
+            git2::TreeWalkResult::Ok
+        })
+        .unwrap();
+        all
+    };
+    let clone = |i: usize, extra: &[&str]| {
+        let dst = case.join(format!("clone{i}"));
+        let mut args = vec!["clone", "-q"];
+        args.extend_from_slice(extra);
+        args.extend([up.to_str().unwrap(), dst.to_str().unwrap()]);
+        timed(|| {
+            git(&case, &args);
+            dst.clone()
+        })
+    };
+
+    // Round-robin, so that a slow spell of the machine falls on every method alike.
+    let mut samples = vec![Vec::new(); METHODS.len()];
+    for i in 0..RUNS {
+        samples[0].push(timed(|| {
+            let dst = case.join(format!("floor{i}"));
+            for (path, bytes) in &contents {
+                let full = dst.join(path);
+                std::fs::create_dir_all(full.parent().unwrap()).unwrap();
+                std::fs::write(full, bytes).unwrap();
+            }
+            dst
+        }));
+        samples[1].push(ours(&plain));
+        samples[2].push(ours(&handed));
+        samples[3].push(timed(|| {
+            let path = case.join(format!("wt{i}"));
+            let branch = repo.branch(&format!("bench-{i}"), &commit, true).unwrap();
+            let mut opts = git2::WorktreeAddOptions::new();
+            opts.reference(Some(branch.get()));
+            repo.worktree(&format!("wt{i}"), &path, Some(&opts))
+                .unwrap();
+            path
+        }));
+        samples[4].push(clone(i, &["--shared"]));
+        samples[5].push(clone(i, &[]));
+        samples[6].push(clone(i, &["--no-local"]));
+    }
+    assert_eq!(cache.fetch_count(), 1, "a warm mirror was fetched again");
+    let _ = std::fs::remove_dir_all(&case);
+    Row {
+        files,
+        commits,
+        ms: samples.into_iter().map(median).collect(),
+    }
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let mut cases = vec![(1_000, 2_000), (10_000, 20), (10_000, 2_000)];
+    if std::env::var_os("PLANWRIGHT_BENCH_WORKSPACE_100K").is_some() {
+        cases.push((100_000, 2_000));
+    }
+    let rows: Vec<Row> = cases
+        .into_iter()
+        .map(|(files, commits)| measure(&rt, scratch.path(), files, commits))
+        .collect();
+
+    println!("workspace: median of {RUNS} runs (round-robin), milliseconds");
+    print!("{:>7} {:>7}", "files", "commits");
+    for m in METHODS {
+        print!(" {m:>10}");
+    }
+    println!(" {:>10} {:>10}", "ours/clone", "ours/--nl");
+    for r in &rows {
+        print!("{:>7} {:>7}", r.files, r.commits);
+        for ms in &r.ms {
+            print!(" {ms:>10.1}");
+        }
+        println!(" {:>10.3} {:>10.3}", r.ms[1] / r.ms[5], r.ms[1] / r.ms[6]);
+    }
+    println!(
+        "floor: the same files written with std::fs; ours: alternates checkout; ours+own: \
+         the same handed to the sandbox user (as root); worktree: git2 linked worktree"
+    );
+}
