@@ -664,13 +664,13 @@ async fn unused_mirrors_are_pruned_and_used_ones_kept() {
 
 #[tokio::test]
 async fn git_inside_the_sandbox_sees_a_clean_checkout_and_can_commit() {
-    use planwright::sandbox::{Bwrap, Command as SandboxCommand, Sandbox};
+    use planwright::sandbox::{Bwrap, Sandbox};
     let up = Upstream::new();
     up.commit(&[("src/lib.rs", "pub fn f() {}\n")], "first");
     let base = up.commit(&[("README.md", "# r\n")], "second");
-    // The sandbox has its own /tmp, and reads the history from the mirror: DATA_DIR goes
-    // elsewhere, and is not hidden from this sandbox (planwright's own hides DATA_DIR, so
-    // it has to show `Workspace::shared_objects` read-only).
+    // The sandbox has its own /tmp, so DATA_DIR goes elsewhere; it is hidden as in
+    // planwright's own sandbox, and the checkout still reads its history from the mirror
+    // (shown read-only by `Workspace::command`).
     let s = setup_in(
         Workspaces::default_owner(),
         Path::new(env!("CARGO_TARGET_TMPDIR")),
@@ -678,15 +678,27 @@ async fn git_inside_the_sandbox_sees_a_clean_checkout_and_can_commit() {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(s.data.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let ws = s.workspaces.create(&request(&s, &up, &base)).await.unwrap();
-    let sandbox = Bwrap::new(Vec::new()).unwrap();
+    std::fs::write(s.data.path().join("planwright.db"), "secret rows").unwrap();
+    let sandbox = Bwrap::new(vec![s.data.path().to_path_buf()]).unwrap();
     let run = |script: &str| {
-        let mut cmd = SandboxCommand::new(ws.root(), vec!["sh".into(), "-c".into(), script.into()]);
-        cmd.cwd = Some("repo".into());
-        cmd.env = ws.env();
+        let mut cmd = ws.command(vec!["sh".into(), "-c".into(), script.into()]);
         cmd.env.push(("GIT_CONFIG_NOSYSTEM".into(), "1".into()));
         let sandbox = &sandbox;
         async move { sandbox.run(&cmd).await.unwrap() }
     };
+
+    // The rest of DATA_DIR stays hidden, and the mirror cannot be written.
+    let db = s.data.path().join("planwright.db");
+    let out = run(&format!(
+        "cat {} 2>/dev/null; touch {}/x 2>/dev/null && echo wrote; true",
+        db.display(),
+        ws.shared_objects().display()
+    ))
+    .await;
+    assert_eq!(out.stdout.text(), "", "{}", out.stderr.text());
+    let mut showing_data_dir = ws.command(vec!["true".into()]);
+    showing_data_dir.read_only = vec![s.data.path().to_path_buf()];
+    assert!(sandbox.run(&showing_data_dir).await.is_err());
 
     let index = ws.repo().join(".git/index");
     let before = std::fs::read(&index).unwrap();

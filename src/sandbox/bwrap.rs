@@ -85,6 +85,7 @@ impl Bwrap {
         workspace: &Path,
         workspace_fd: i32,
         cwd: &Path,
+        read_only: &[PathBuf],
         bridges: &[Bridge],
         relay: Option<&Path>,
     ) -> Vec<OsString> {
@@ -149,6 +150,13 @@ impl Bwrap {
             "--chdir".into(),
             cwd.as_os_str().to_owned(),
         ]);
+        for path in read_only {
+            args.extend([
+                "--ro-bind".into(),
+                path.as_os_str().to_owned(),
+                path.as_os_str().to_owned(),
+            ]);
+        }
         // `relay` is set exactly when there are bridges (see `check_bridges`).
         if let Some(relay) = relay {
             args.extend([
@@ -190,6 +198,40 @@ impl Bwrap {
             ]);
         }
         args
+    }
+
+    /// The read-only folders as real paths; one that would show a hidden path (being it,
+    /// or holding it) is refused.
+    fn check_read_only(&self, paths: &[PathBuf]) -> Result<Vec<PathBuf>, SandboxError> {
+        let hidden: Vec<PathBuf> = self
+            .hidden
+            .iter()
+            .filter_map(|h| h.canonicalize().ok())
+            .collect();
+        paths
+            .iter()
+            .map(|p| {
+                let real = p.canonicalize().map_err(|e| {
+                    SandboxError::InvalidCommand(format!(
+                        "cannot show {} read-only: {e}",
+                        p.display()
+                    ))
+                })?;
+                if !real.is_dir() {
+                    return Err(SandboxError::InvalidCommand(format!(
+                        "cannot show {} read-only: it is not a folder",
+                        p.display()
+                    )));
+                }
+                if hidden.iter().any(|h| h.starts_with(&real)) {
+                    return Err(SandboxError::InvalidCommand(format!(
+                        "cannot show {} read-only: it holds a path that must stay hidden",
+                        p.display()
+                    )));
+                }
+                Ok(real)
+            })
+            .collect()
     }
 
     /// Refuses bridges the sandbox could not use, before bwrap fails less clearly.
@@ -249,11 +291,19 @@ impl Sandbox for Bwrap {
         let fd = dir.as_raw_fd();
 
         let mut cmd = tokio::process::Command::new(&self.program);
-        cmd.args(self.args(&workspace, fd, &cwd, &command.bridges, relay.as_deref()))
-            .args(&command.argv)
-            // Nothing of planwright's environment: bwrap passes on exactly this.
-            .env_clear()
-            .envs(full_env(&workspace, command));
+        let read_only = self.check_read_only(&command.read_only)?;
+        cmd.args(self.args(
+            &workspace,
+            fd,
+            &cwd,
+            &read_only,
+            &command.bridges,
+            relay.as_deref(),
+        ))
+        .args(&command.argv)
+        // Nothing of planwright's environment: bwrap passes on exactly this.
+        .env_clear()
+        .envs(full_env(&workspace, command));
         if let Some((uid, gid)) = self.host_user {
             // std drops supplementary groups as well when root changes uid.
             cmd.uid(uid).gid(gid);

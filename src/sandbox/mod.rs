@@ -38,6 +38,10 @@ pub struct Command {
     /// Loopback ports inside the sandbox that lead to Unix sockets on the host; the only
     /// way out of a sandbox's network namespace.
     pub bridges: Vec<Bridge>,
+    /// Folders shown read-only at their own path even inside a hidden one: a workspace's
+    /// history lives in the mirror cache under `DATA_DIR` (see `Workspace::command`).
+    /// A folder that holds a hidden path is refused.
+    pub read_only: Vec<PathBuf>,
     pub limits: Limits,
     /// Where output beyond the cap is kept (`stdout.log`, `stderr.log`); usually the run's
     /// log folder beside the workspace. `None`: the excess is only counted.
@@ -53,6 +57,7 @@ impl Command {
             env: Vec::new(),
             secret_env: Vec::new(),
             bridges: Vec::new(),
+            read_only: Vec::new(),
             limits: Limits::default(),
             spill_dir: None,
         }

@@ -904,6 +904,16 @@ impl Workspace {
         vec![("HOME".into(), self.home().display().to_string())]
     }
 
+    /// A sandbox command working in the checkout, with `HOME` and the git history it
+    /// needs: the mirror's objects are shown read-only, since the sandbox hides `DATA_DIR`.
+    pub fn command(&self, argv: Vec<String>) -> crate::sandbox::Command {
+        let mut cmd = crate::sandbox::Command::new(self.root(), argv);
+        cmd.cwd = Some("repo".into());
+        cmd.env = self.env();
+        cmd.read_only = vec![self.shared_objects().to_path_buf()];
+        cmd
+    }
+
     /// The mirror's objects folder the checkout's history lives in. A sandbox that hides
     /// `DATA_DIR` must show this folder read-only at the same path, or git inside sees no
     /// history.
