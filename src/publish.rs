@@ -432,8 +432,9 @@ fn pull_body(p: &Publication<'_>, cost: &str) -> String {
     if whole.len() <= limit {
         return whole;
     }
-    // The note `truncate_with_note` adds is counted inside each part's share.
-    let fixed = render("", "").len() + 2;
+    // One-byte stand-ins keep the frames around each part (left out when a part is
+    // empty) in the count; the note `truncate_with_note` adds is inside each part's share.
+    let fixed = render("x", if details.is_empty() { "" } else { "x" }).len();
     let room = limit.saturating_sub(fixed);
     let failing_room = if details.is_empty() { room } else { room / 2 };
     let failing = truncate_with_note(&p.verification.failing, failing_room);
@@ -647,6 +648,78 @@ async fn report_on_issue(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn contract() -> Contract {
+        Contract::from_value(serde_json::json!({
+            "summary": "Parsing a config with a trailing comma panics, and this summary goes on for longer than a subject line may.\nSecond line.",
+            "diagnosis": {"hypothesis": "h", "evidence": [{"path": "src/p.rs", "note": "n"}]},
+            "change": {"goal": "Accept a trailing comma.", "files": [{"path": "src/p.rs", "action": "modify", "why": "w"}]},
+            "verification": {"commands": ["cargo test"]},
+            "routing": {"risk": "low"}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_long_report_is_cut_and_the_closing_line_stays() {
+        let contract = contract();
+        let hash = ContractHash::parse(&"ab".repeat(32)).unwrap();
+        let (repo, session) = (RepoName::parse("o/r").unwrap(), SessionId::generate());
+        let author = Author {
+            name: "planwright".into(),
+            email: "planwright@example.com".into(),
+        };
+        let verification = VerificationReport {
+            rows: vec![],
+            failing: "é failing test\n".repeat(20_000),
+            details: "x".repeat(2_000_000),
+        };
+        let result = RunResult::Failed {
+            reason: "tests fail".into(),
+        };
+        for forge in [event::Forge::Github, event::Forge::Gitlab] {
+            let p = Publication {
+                forge,
+                repo: &repo,
+                issue: IssueNumber(12),
+                session: &session,
+                contract: &contract,
+                version: ContractVersion(1),
+                hash: &hash,
+                contract_url: None,
+                approved_by: "octocat",
+                base_branch: "main",
+                verification: &verification,
+                review: None,
+                attempts: 3,
+                max_attempts: 3,
+                result: &result,
+                on_failure: OnFailure::DraftPr,
+                author: &author,
+            };
+            let body = pull_body(&p, "cost table\n");
+            let limit = match forge {
+                event::Forge::Github => GITHUB_TEXT_LIMIT,
+                event::Forge::Gitlab => GITLAB_BODY_LIMIT,
+            };
+            assert!(body.len() <= limit, "{forge}: {}", body.len());
+            assert!(body.len() > limit - 200, "{forge}: the room is used");
+            assert!(body.trim_end().ends_with("Closes #12"), "{forge}");
+            assert!(body.contains("more bytes not shown."), "{forge}");
+            assert!(body.contains("build contract v1 (`abababababab`)"));
+
+            let message = commit_message(&p);
+            let subject = message.lines().next().unwrap();
+            assert!(
+                subject.starts_with("Fix #12: Parsing a config"),
+                "{subject}"
+            );
+            assert!(subject.ends_with('…') && subject.chars().count() == SUBJECT_MAX);
+            assert!(message.ends_with(&format!(
+                "\n\nPlanwright-Contract: v1 sha256:{hash}\nApproved-by: octocat\n"
+            )));
+        }
+    }
 
     #[test]
     fn dollars_round_to_a_hundredth_of_a_cent() {
