@@ -13,6 +13,7 @@ pub mod forge;
 pub mod ids;
 pub mod llm;
 pub mod planner;
+pub mod publish;
 pub mod repo_config;
 pub mod sandbox;
 pub mod server;

@@ -490,6 +490,7 @@ fn new_pull<'a>(title: &'a str, body: &'a str) -> NewPullRequest<'a> {
         base_branch: "main",
         title,
         body,
+        draft: false,
     }
 }
 

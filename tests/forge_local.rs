@@ -385,6 +385,7 @@ fn new_pull<'a>(head: &'a str, body: &'a str) -> NewPullRequest<'a> {
         base_branch: "main",
         title: "Fix the crash on an empty config",
         body,
+        draft: false,
     }
 }
 

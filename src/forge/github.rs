@@ -377,6 +377,7 @@ impl Forge for GithubForge {
                     "head": new.head_branch,
                     "base": new.base_branch,
                     "body": new.body,
+                    "draft": new.draft,
                 })),
             )
             .await;

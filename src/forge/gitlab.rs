@@ -466,10 +466,15 @@ impl Forge for GitlabForge {
         if let Some(found) = self.open_merge_request(repo, new.head_branch).await? {
             return Ok(found);
         }
+        // GitLab has no draft flag on create: the title prefix is how it is asked for.
+        let title = match new.draft {
+            true if !new.title.starts_with("Draft:") => Cow::Owned(format!("Draft: {}", new.title)),
+            _ => Cow::Borrowed(new.title),
+        };
         let body = json!({
             "source_branch": new.head_branch,
             "target_branch": new.base_branch,
-            "title": one_line(new.title, TITLE_LIMIT),
+            "title": one_line(&title, TITLE_LIMIT),
             "description": truncate_with_note(new.body, DESCRIPTION_LIMIT),
         });
         let path = format!("{}/merge_requests", project_path(repo));

@@ -157,6 +157,9 @@ pub struct NewPullRequest<'a> {
     pub base_branch: &'a str,
     pub title: &'a str,
     pub body: &'a str,
+    /// Opened as a draft (GitHub's draft pull request, GitLab's `Draft: ` title), so it
+    /// cannot be merged before someone marks it ready. Only applies when it is created.
+    pub draft: bool,
 }
 
 /// Where a check stands. GitHub shows it as a check run, GitLab as a commit status.

@@ -144,6 +144,7 @@ pub struct FakePull {
     pub body: Option<String>,
     /// `open` or `closed`.
     pub state: String,
+    pub draft: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -676,6 +677,16 @@ async fn handle(
     body: Bytes,
 ) -> Response {
     if let Some((key, path_info)) = git_route(uri.path()) {
+        {
+            let mut w = world.lock().unwrap();
+            if let Some((m, prefix)) = &w.revoke_before
+                && m == method.as_str()
+                && uri.path().starts_with(prefix.as_str())
+            {
+                w.revoke_before = None;
+                w.tokens.clear();
+            }
+        }
         return serve_git(world, key, path_info, &method, &uri, &headers, body).await;
     }
     // GitHub Enterprise Server serves the same API under `/api/v3`, GraphQL at `/api/graphql`.
@@ -1187,6 +1198,7 @@ fn answer_now(
                 title: title.to_owned(),
                 body: field("body").map(str::to_owned),
                 state: "open".into(),
+                draft: json_body.get("draft").and_then(Value::as_bool) == Some(true),
             };
             let answer = pull_json(w, &key, &pull);
             w.repos.get_mut(&key).unwrap().pulls.insert(number, pull);
@@ -1407,7 +1419,7 @@ fn pull_json(w: &World, key: &str, p: &FakePull) -> Value {
         "user": FakeUser { login: format!("{APP_SLUG}[bot]"), id: 9_000_000, bot: true }.json(),
         "head": end(&p.head),
         "base": end(&p.base),
-        "draft": false,
+        "draft": p.draft,
         "merged": false,
         "html_url": format!("https://github.com/{}/pull/{}", repo.full_name, p.number),
         "url": format!("https://api.github.com/repos/{}/pulls/{}", repo.full_name, p.number),

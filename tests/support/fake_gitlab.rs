@@ -4,8 +4,11 @@
 //! statuses (with GitLab's state machine), answered with GitLab's JSON shapes and
 //! pagination headers, and the `PRIVATE-TOKEN` checked. Every request is recorded, and the
 //! next N requests can be made to fail on purpose, before or after doing their work.
+//! Git over smart HTTP is served at each project's `http_url_to_repo`, taking the token
+//! as GitLab does for git: Basic auth with user `oauth2`.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
@@ -19,6 +22,7 @@ use secrecy::SecretString;
 use serde_json::{Value, json};
 
 use super::fake_forge::rfc3339;
+use super::git_http::{self, GitHttp};
 
 /// The token the fake accepts; shaped like a real personal access token.
 pub const TOKEN: &str = "glpat-fAkEtOkEn0123456789";
@@ -31,7 +35,7 @@ pub struct Recorded {
     pub method: String,
     /// Path and query, as sent.
     pub path: String,
-    /// The `PRIVATE-TOKEN` header, if any.
+    /// The `PRIVATE-TOKEN` header, if any; for git, the Basic auth password.
     pub token: Option<String>,
     pub body: String,
     /// The status the fake answered with.
@@ -163,6 +167,11 @@ struct World {
     failures: VecDeque<Failure>,
     /// Answer lists with a `Link` header only, as behind a proxy that drops `x-*` headers.
     link_only: bool,
+    /// Holds the bare repositories served over git smart HTTP (`<path>.git`).
+    git_root: PathBuf,
+    /// The token may read the repositories but not push, as one without
+    /// `write_repository` or held by a reporter.
+    git_read_only: bool,
 }
 
 impl World {
@@ -188,6 +197,7 @@ pub struct FakeGitlab {
     pub url: String,
     world: Arc<Mutex<World>>,
     task: tokio::task::JoinHandle<()>,
+    _git_root: tempfile::TempDir,
 }
 
 impl Drop for FakeGitlab {
@@ -200,19 +210,28 @@ impl FakeGitlab {
     pub async fn start() -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
+        let git_root = tempfile::tempdir().unwrap();
         let world = Arc::new(Mutex::new(World {
             base_url: url.clone(),
             next_id: 100,
             users: vec![FakeUser::new(BOT_USERNAME, BOT_ID)],
+            git_root: git_root.path().to_owned(),
             ..World::default()
         }));
         let app = Router::new()
             .fallback(handle)
+            // Git pushes run to megabytes, beyond axum's default 2 MB limit.
+            .layer(axum::extract::DefaultBodyLimit::disable())
             .with_state(Arc::clone(&world));
         let task = tokio::spawn(async move {
             axum::serve(listener, app).await.unwrap();
         });
-        FakeGitlab { url, world, task }
+        FakeGitlab {
+            url,
+            world,
+            task,
+            _git_root: git_root,
+        }
     }
 
     /// Settings that point planwright's GitLab client at this fake.
@@ -367,6 +386,30 @@ impl FakeGitlab {
         });
     }
 
+    /// Gives the project a bare git repository, served at its default `http_url_to_repo`,
+    /// with one commit holding `files` on the default branch, which then points at it.
+    /// Returns its SHA. Branches pushed over git show up in the API.
+    pub fn create_git_repo(&self, project: &str, files: &[(&str, &str)]) -> String {
+        let key = project.to_ascii_lowercase();
+        let (dir, branch) = self.with(|w| {
+            let branch = w.projects[&key].default_branch.clone().unwrap();
+            (git_dir(w, &key), branch)
+        });
+        let sha = git_http::init_bare_repo(&dir, &branch, files);
+        self.set_branch(project, &branch, &sha);
+        sha
+    }
+
+    /// The bare repository behind `project`'s `http_url_to_repo`.
+    pub fn git_dir(&self, project: &str) -> PathBuf {
+        self.with(|w| git_dir(w, &project.to_ascii_lowercase()))
+    }
+
+    /// From now on the token may fetch but not push: GitLab answers 403.
+    pub fn make_git_read_only(&self) {
+        self.with(|w| w.git_read_only = true);
+    }
+
     /// Points the project's `http_url_to_repo` somewhere else (a git server, another host).
     pub fn set_http_url_to_repo(&self, project: &str, url: &str) {
         self.with(|w| project_mut(w, project).http_url_to_repo = Some(url.into()));
@@ -506,6 +549,97 @@ impl FakeGitlab {
     }
 }
 
+fn git_dir(w: &World, key: &str) -> PathBuf {
+    w.git_root.join(format!("{key}.git"))
+}
+
+/// `/{path}.git/...` of a known project → its key and the path below the git root.
+fn git_route(w: &World, path: &str) -> Option<(String, String)> {
+    let trimmed = path.trim_start_matches('/');
+    let (project, rest) = match trimmed.split_once(".git/") {
+        Some((project, rest)) => (project, rest),
+        None => (trimmed.strip_suffix(".git")?, ""),
+    };
+    let key = decode_segment(project).to_ascii_lowercase();
+    w.projects
+        .contains_key(&key)
+        .then(|| (key.clone(), format!("/{key}.git/{rest}")))
+}
+
+/// Git over smart HTTP with the token as the `oauth2` user's password. Failures queued
+/// with `fail_next` are for the API and do not apply here. After each request the
+/// project's branches are read back from the repository, so a push shows in the API.
+async fn serve_git(
+    world: Arc<Mutex<World>>,
+    key: String,
+    path_info: String,
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: Bytes,
+) -> Response {
+    let (root, read_only) = {
+        let w = world.lock().unwrap();
+        (w.git_root.clone(), w.git_read_only)
+    };
+    let seen = Arc::new(Mutex::new(None::<String>));
+    let auth = {
+        let seen = Arc::clone(&seen);
+        move |user: &str, password: &str| {
+            *seen.lock().unwrap() = Some(password.to_owned());
+            user == "oauth2" && password == TOKEN
+        }
+    };
+    let pushing = path_info.ends_with("/git-receive-pack")
+        || uri
+            .query()
+            .unwrap_or("")
+            .contains("service=git-receive-pack");
+    let authenticated = headers.contains_key("authorization");
+    let response = if read_only && pushing && authenticated {
+        // As GitLab answers a push the token's owner may not make.
+        (
+            StatusCode::FORBIDDEN,
+            "You are not allowed to push code to this project.\n",
+        )
+            .into_response()
+    } else {
+        GitHttp::new(root, auth)
+            .serve(&path_info, method, uri.query().unwrap_or(""), headers, body)
+            .await
+    };
+    let token = seen.lock().unwrap().clone();
+    let mut w = world.lock().unwrap();
+    let dir = git_dir(&w, &key);
+    let output = git_http::git_command(&dir)
+        .args([
+            "for-each-ref",
+            "--format=%(refname:short) %(objectname)",
+            "refs/heads",
+        ])
+        .output();
+    if let Ok(output) = output
+        && output.status.success()
+    {
+        let branches = &mut project_mut(&mut w, &key).branches;
+        for line in String::from_utf8_lossy(&output.stdout).lines() {
+            if let Some((branch, sha)) = line.split_once(' ') {
+                branches.insert(branch.to_owned(), sha.to_owned());
+            }
+        }
+    }
+    w.requests.push(Recorded {
+        method: method.to_string(),
+        path: uri
+            .path_and_query()
+            .map_or_else(|| uri.path().to_owned(), |p| p.to_string()),
+        token,
+        body: String::new(),
+        status: response.status().as_u16(),
+    });
+    response
+}
+
 fn project_mut<'w>(w: &'w mut World, project: &str) -> &'w mut FakeProject {
     w.projects.get_mut(&project.to_ascii_lowercase()).unwrap()
 }
@@ -564,6 +698,10 @@ async fn handle(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    let git = git_route(&world.lock().unwrap(), uri.path());
+    if let Some((key, path_info)) = git {
+        return serve_git(world, key, path_info, &method, &uri, &headers, body).await;
+    }
     let mut w = world.lock().unwrap();
     let token = headers
         .get("private-token")
@@ -1318,8 +1456,8 @@ fn merge_request_json(p: &FakeProject, m: &FakeMergeRequest) -> Value {
         "source_project_id": m.source_project_id,
         "target_project_id": p.id,
         "labels": [],
-        "draft": false,
-        "work_in_progress": false,
+        "draft": m.title.starts_with("Draft:"),
+        "work_in_progress": m.title.starts_with("Draft:"),
         "milestone": null,
     });
     // In two parts: one `json!` this long exceeds the macro recursion limit.

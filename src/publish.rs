@@ -1,0 +1,764 @@
+//! Publishing a finished run: the commit on the run branch (naming the issue, with the
+//! approved contract and its approver as trailers), the push through git2 with the forge's
+//! credentials given only to git's callback, the pull or merge request with its report,
+//! and the check on the pushed commit. Every step can be repeated after a failure.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::anyhow;
+use git2::{ErrorClass, ErrorCode, PushOptions, RemoteCallbacks, Repository};
+use tracing::Instrument;
+
+use crate::contract::{Contract, ContractHash, ContractVersion};
+use crate::event;
+use crate::forge::{
+    Check, CheckState, Forge, ForgeError, GITHUB_TEXT_LIMIT, GitRemote, NewPullRequest,
+    PullRequest, truncate_with_note,
+};
+use crate::ids::{CommentId, CommitSha, IssueNumber, RepoName, SessionId};
+use crate::repo_config::OnFailure;
+use crate::sandbox::workspace::{self, Author, Workspace, WorkspaceError};
+use crate::store::{Db, model_usage};
+use crate::worker::JobError;
+
+/// The name of the check planwright sets on the commits it pushes.
+pub const CHECK_NAME: &str = "planwright";
+/// The longest merge request description GitLab keeps, in characters.
+const GITLAB_BODY_LIMIT: usize = 1_048_576;
+/// The first line of a commit message, as git tools show it without cutting.
+const SUBJECT_MAX: usize = 72;
+
+/// One verification command: what it reported before the change and after it, in a few
+/// words each ("12 passed, 1 failed"). `baseline` is `None` where the command could not
+/// run before the change (a test the run added).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerificationRow {
+    pub command: String,
+    pub baseline: Option<String>,
+    pub after: String,
+}
+
+/// What verification found, as the pull request and the check show it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VerificationReport {
+    pub rows: Vec<VerificationRow>,
+    /// Markdown about the tests still failing after the change; empty when none are.
+    pub failing: String,
+    /// The full distilled report (markdown): the check's text, and on GitLab, where a
+    /// commit status holds one line, part of the merge request description.
+    pub details: String,
+}
+
+/// The reviewer's verdict on the run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Review {
+    pub accepted: bool,
+    /// What the reviewer found, markdown.
+    pub findings: String,
+}
+
+/// How the run ended; a failed run is published as `on_failure` asks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunResult {
+    Succeeded,
+    Failed { reason: String },
+}
+
+/// Everything a publication says about a run.
+#[derive(Debug, Clone)]
+pub struct Publication<'a> {
+    /// Decides where the full report goes and how long the body may be.
+    pub forge: event::Forge,
+    pub repo: &'a RepoName,
+    pub issue: IssueNumber,
+    pub session: &'a SessionId,
+    pub contract: &'a Contract,
+    pub version: ContractVersion,
+    pub hash: &'a ContractHash,
+    /// The comment the approved contract was posted in.
+    pub contract_url: Option<&'a str>,
+    pub approved_by: &'a str,
+    /// The branch the pull request asks to merge into.
+    pub base_branch: &'a str,
+    pub verification: &'a VerificationReport,
+    pub review: Option<&'a Review>,
+    /// Executor attempts used, and allowed.
+    pub attempts: u32,
+    pub max_attempts: u32,
+    pub result: &'a RunResult,
+    pub on_failure: OnFailure,
+    /// Author and committer of the commit: planwright's bot identity.
+    pub author: &'a Author,
+}
+
+/// Where the run was published.
+#[derive(Debug, Clone)]
+pub enum Published {
+    Pull {
+        commit: CommitSha,
+        pull: PullRequest,
+    },
+    /// A failed run with `on_failure: comment`: the report is on the issue, nothing pushed.
+    Comment { comment: CommentId },
+}
+
+/// Why a push failed, classified once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PushFailure {
+    /// The forge refused the credentials, or they may not push here.
+    Refused,
+    /// The forge took the credentials but refused the update (a protected branch, a
+    /// branch holding commits planwright did not make).
+    Rejected,
+    /// The forge could not be reached or failed on its side (network, 5xx).
+    Unreachable,
+    /// Planwright's own repository could not be read.
+    Local,
+}
+
+impl PushFailure {
+    pub fn is_retryable(self) -> bool {
+        match self {
+            PushFailure::Unreachable => true,
+            PushFailure::Refused | PushFailure::Rejected | PushFailure::Local => false,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PublishError {
+    #[error("Cannot publish the run branch `{branch}`: the run changed nothing")]
+    NothingChanged { branch: String },
+    /// `url` is the remote's, which never holds credentials.
+    #[error("Could not push `{branch}` to {url}: {message}")]
+    Push {
+        branch: String,
+        url: String,
+        message: String,
+        failure: PushFailure,
+    },
+    #[error(transparent)]
+    Forge(#[from] ForgeError),
+    #[error(transparent)]
+    Workspace(#[from] WorkspaceError),
+    #[error(transparent)]
+    Internal(#[from] anyhow::Error),
+}
+
+impl PublishError {
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            PublishError::Push { failure, .. } => failure.is_retryable(),
+            PublishError::Forge(e) => e.is_retryable(),
+            PublishError::Workspace(WorkspaceError::Fetch { refused, .. }) => !refused,
+            PublishError::NothingChanged { .. }
+            | PublishError::Workspace(WorkspaceError::BadCommit { .. })
+            | PublishError::Workspace(WorkspaceError::Internal(_))
+            | PublishError::Internal(_) => false,
+        }
+    }
+}
+
+impl From<PublishError> for JobError {
+    fn from(e: PublishError) -> Self {
+        if e.is_retryable() {
+            JobError::Retryable(e.into())
+        } else {
+            JobError::Permanent(e.into())
+        }
+    }
+}
+
+/// Publishes the run in `workspace`. A successful run, or a failed one with
+/// `on_failure: draft_pr`, is committed, pushed and opened as a pull request (a draft
+/// when failed) with the check set on its commit; a failed one with `on_failure:
+/// comment` only reports on the issue. Called again after any failure it finishes the
+/// job without a second commit, pull request or comment.
+pub async fn publish(
+    forge: &dyn Forge,
+    db: &Db,
+    workspace: &Workspace,
+    publication: &Publication<'_>,
+) -> Result<Published, PublishError> {
+    let p = publication;
+    let span =
+        tracing::info_span!("publish", repo = %p.repo, issue = %p.issue, session = %p.session);
+    publish_in_span(forge, db, workspace, p)
+        .instrument(span)
+        .await
+}
+
+async fn publish_in_span(
+    forge: &dyn Forge,
+    db: &Db,
+    workspace: &Workspace,
+    p: &Publication<'_>,
+) -> Result<Published, PublishError> {
+    let usage = model_usage::list_by_session(db, p.session).await?;
+    let cost = cost_table(&usage);
+    let failed = matches!(p.result, RunResult::Failed { .. });
+    if failed && p.on_failure == OnFailure::Comment {
+        return report_on_issue(forge, p, &cost).await;
+    }
+
+    let commit = workspace.commit(&commit_message(p), p.author).await?;
+    if commit == workspace.base() {
+        return Err(PublishError::NothingChanged {
+            branch: workspace.branch().to_owned(),
+        });
+    }
+    let remote = forge.git_remote(p.repo).await?;
+    push(&workspace.git_dir(), &remote, workspace.branch()).await?;
+    tracing::info!(branch = workspace.branch(), commit = %commit, "pushed");
+
+    let body = pull_body(p, &cost);
+    let title = subject(p);
+    let pull = forge
+        .find_or_create_pull(
+            p.repo,
+            &NewPullRequest {
+                head_branch: workspace.branch(),
+                base_branch: p.base_branch,
+                title: &title,
+                body: &body,
+                draft: failed,
+            },
+        )
+        .await?;
+    // Found from an earlier attempt, it carries that attempt's report.
+    let pull = if pull.body == body {
+        pull
+    } else {
+        forge.update_pull_body(p.repo, pull.number, &body).await?
+    };
+
+    let (state, check_title) = match p.result {
+        RunResult::Succeeded => (CheckState::Success, "Verification passed".to_owned()),
+        RunResult::Failed { reason } => (
+            CheckState::Failure,
+            format!("Verification failed: {}", first_line(reason)),
+        ),
+    };
+    let summary = check_summary(p);
+    forge
+        .set_check(
+            p.repo,
+            &Check {
+                name: CHECK_NAME,
+                head_sha: &commit,
+                state,
+                title: &check_title,
+                summary: &summary,
+                text: &p.verification.details,
+                details_url: Some(&pull.url),
+            },
+        )
+        .await?;
+    tracing::info!(pull = %pull.number, "published");
+    Ok(Published::Pull { commit, pull })
+}
+
+/// Pushes `refs/heads/<branch>` from `git_dir` to the remote, without force: a branch
+/// that already holds exactly this commit (a repeated push after a lost answer) is a
+/// success; one holding other commits is refused rather than overwritten.
+pub async fn push(git_dir: &Path, remote: &GitRemote, branch: &str) -> Result<(), PublishError> {
+    let (git_dir, remote, branch) = (git_dir.to_owned(), remote.clone(), branch.to_owned());
+    tokio::task::spawn_blocking(move || push_blocking(&git_dir, &remote, &branch))
+        .await
+        .map_err(|e| anyhow!("The push task failed: {e}"))?
+}
+
+fn push_blocking(git_dir: &Path, remote: &GitRemote, branch: &str) -> Result<(), PublishError> {
+    let fail = |message: String, failure: PushFailure| PublishError::Push {
+        branch: branch.to_owned(),
+        url: remote.url.clone(),
+        message,
+        failure,
+    };
+    // A password in the URL would end up in error messages and the remote's logs.
+    if let Ok(url) = reqwest::Url::parse(&remote.url)
+        && url.password().is_some()
+    {
+        return Err(PublishError::Push {
+            branch: branch.to_owned(),
+            url: "a URL with a password in it".into(),
+            message: "credentials must not be part of the URL".into(),
+            failure: PushFailure::Refused,
+        });
+    }
+    let repo = Repository::open_bare(git_dir).map_err(|e| {
+        fail(
+            format!("cannot open {}: {}", git_dir.display(), e.message()),
+            PushFailure::Local,
+        )
+    })?;
+    let refused = std::cell::Cell::new(false);
+    let rejected = std::cell::RefCell::new(None::<String>);
+    let mut ask = workspace::credentials(remote.username.clone(), remote.password.clone());
+    let mut callbacks = RemoteCallbacks::new();
+    callbacks.credentials(|url, user, allowed| {
+        ask(url, user, allowed).inspect_err(|_| refused.set(true))
+    });
+    callbacks.push_update_reference(|reference, status| {
+        if let Some(status) = status {
+            *rejected.borrow_mut() = Some(format!("the forge refused {reference}: {status}"));
+        }
+        Ok(())
+    });
+    let mut options = PushOptions::new();
+    options.remote_callbacks(callbacks);
+    let mut anonymous = repo
+        .remote_anonymous(&remote.url)
+        .map_err(|e| fail(e.message().to_owned(), PushFailure::Local))?;
+    let refspec = format!("refs/heads/{branch}:refs/heads/{branch}");
+    let pushed = anonymous.push(&[refspec.as_str()], Some(&mut options));
+    drop(options);
+    if let Err(e) = pushed {
+        let failure = if refused.get() {
+            PushFailure::Refused
+        } else {
+            classify(&e)
+        };
+        return Err(fail(e.message().to_owned(), failure));
+    }
+    match rejected.into_inner() {
+        Some(message) => Err(fail(message, PushFailure::Rejected)),
+        None => Ok(()),
+    }
+}
+
+/// libgit2 reports an HTTP failure as "unexpected http status code: 403": a 4xx is the
+/// forge refusing, a 5xx the forge failing.
+fn classify(e: &git2::Error) -> PushFailure {
+    match e.code() {
+        ErrorCode::Auth | ErrorCode::Certificate => return PushFailure::Refused,
+        ErrorCode::NotFastForward | ErrorCode::Modified => return PushFailure::Rejected,
+        _ => {}
+    }
+    let status = e
+        .message()
+        .rsplit("status code: ")
+        .next()
+        .filter(|_| e.message().contains("status code: "))
+        .and_then(|s| s.trim().get(..3))
+        .and_then(|s| s.parse::<u16>().ok());
+    match (e.class(), status) {
+        (_, Some(400..=499)) => PushFailure::Refused,
+        (_, Some(_)) => PushFailure::Unreachable,
+        (ErrorClass::Net | ErrorClass::Http | ErrorClass::Ssl | ErrorClass::Os, None) => {
+            PushFailure::Unreachable
+        }
+        (_, None) => PushFailure::Local,
+    }
+}
+
+/// `Fix #7: <the contract's summary>`, cut to one short line.
+fn subject(p: &Publication<'_>) -> String {
+    let prefix = format!("Fix #{}: ", p.issue);
+    let room = SUBJECT_MAX.saturating_sub(prefix.chars().count());
+    format!(
+        "{prefix}{}",
+        clip_line(first_line(&p.contract.summary), room)
+    )
+}
+
+fn commit_message(p: &Publication<'_>) -> String {
+    let mut message = subject(p);
+    let goal = p.contract.change.goal.trim();
+    if !goal.is_empty() {
+        let _ = write!(message, "\n\n{goal}");
+    }
+    // Trailers: the last paragraph, one `Key: value` a line.
+    let _ = write!(
+        message,
+        "\n\nPlanwright-Contract: v{} sha256:{}\nApproved-by: {}\n",
+        p.version,
+        p.hash,
+        first_line(p.approved_by)
+    );
+    message
+}
+
+/// The body of the pull request: what and why, the contract, verification, review, cost,
+/// attempts and `Closes #N`, within the forge's limit. Only the long free-text parts
+/// (failing tests, the full report) are cut to fit, so the closing line always stays.
+fn pull_body(p: &Publication<'_>, cost: &str) -> String {
+    let limit = match p.forge {
+        event::Forge::Github => GITHUB_TEXT_LIMIT,
+        event::Forge::Gitlab => GITLAB_BODY_LIMIT,
+    };
+    let details = match p.forge {
+        event::Forge::Github => "",
+        event::Forge::Gitlab => p.verification.details.as_str(),
+    };
+    let render = |failing: &str, details: &str| {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "<!-- planwright:pull {} -->",
+            serde_json::json!({
+                "session": p.session.as_str(),
+                "version": p.version.0,
+                "sha256": p.hash.as_str(),
+            })
+        );
+        if let RunResult::Failed { reason } = p.result {
+            let _ = writeln!(
+                out,
+                "> [!WARNING]\n> This run did not pass: {}. It is a draft for a maintainer to look at.\n",
+                first_line(reason)
+            );
+        }
+        out.push_str(&what_and_why(p));
+        out.push_str(&verification_section(p, failing));
+        if !details.is_empty() {
+            let _ = writeln!(
+                out,
+                "<details><summary>Full test report</summary>\n\n{details}\n\n</details>\n"
+            );
+        }
+        out.push_str(&review_section(p));
+        let _ = writeln!(out, "### Cost\n\n{cost}");
+        let _ = writeln!(
+            out,
+            "Attempts: {} of {}.\n\nCloses #{}",
+            p.attempts, p.max_attempts, p.issue
+        );
+        out
+    };
+    let whole = render(&p.verification.failing, details);
+    if whole.len() <= limit {
+        return whole;
+    }
+    // One-byte stand-ins keep the frames around each part (left out when a part is
+    // empty) in the count; the note `truncate_with_note` adds is inside each part's share.
+    let fixed = render("x", if details.is_empty() { "" } else { "x" }).len();
+    let room = limit.saturating_sub(fixed);
+    let failing_room = if details.is_empty() { room } else { room / 2 };
+    let failing = truncate_with_note(&p.verification.failing, failing_room);
+    let details = truncate_with_note(details, room.saturating_sub(failing.len()));
+    let body = render(&failing, &details);
+    // Beyond what a body can hold even without the free text: cut the end as a last resort.
+    truncate_with_note(&body, limit).into_owned()
+}
+
+fn what_and_why(p: &Publication<'_>) -> String {
+    let mut out = String::from("### What and why\n\n");
+    let _ = writeln!(out, "{}\n", p.contract.summary.trim());
+    let goal = p.contract.change.goal.trim();
+    if !goal.is_empty() {
+        let _ = writeln!(out, "**Goal:** {goal}\n");
+    }
+    let contract = format!("build contract v{} (`{}`)", p.version, p.hash.short());
+    let linked = match p.contract_url {
+        Some(url) => format!("[{contract}]({url})"),
+        None => contract,
+    };
+    let _ = writeln!(
+        out,
+        "Implements the approved {linked}, approved by @{}.\n",
+        first_line(p.approved_by)
+    );
+    out
+}
+
+fn verification_section(p: &Publication<'_>, failing: &str) -> String {
+    let mut out = String::from("### Verification\n\n");
+    let v = p.verification;
+    if v.rows.is_empty() {
+        out.push_str("No verification commands ran.\n\n");
+    } else {
+        out.push_str("| command | baseline | after |\n|---|---|---|\n");
+        for row in &v.rows {
+            let _ = writeln!(
+                out,
+                "| `{}` | {} | {} |",
+                cell(&row.command),
+                row.baseline.as_deref().map_or("—".to_owned(), cell),
+                cell(&row.after)
+            );
+        }
+        out.push('\n');
+    }
+    if !failing.trim().is_empty() {
+        let _ = writeln!(out, "{}\n", failing.trim_end());
+    }
+    out
+}
+
+fn review_section(p: &Publication<'_>) -> String {
+    let mut out = String::from("### Review\n\n");
+    match p.review {
+        Some(review) => {
+            let verdict = if review.accepted {
+                "Accepted"
+            } else {
+                "Not accepted"
+            };
+            let _ = writeln!(out, "**{verdict}** by the reviewer.\n");
+            if !review.findings.trim().is_empty() {
+                let _ = writeln!(out, "{}\n", review.findings.trim_end());
+            }
+        }
+        None => out.push_str("No review was made.\n\n"),
+    }
+    out
+}
+
+/// The check's summary: the verdict and the verification table; the full report goes in
+/// the check's text.
+fn check_summary(p: &Publication<'_>) -> String {
+    let mut out = String::new();
+    if let RunResult::Failed { reason } = p.result {
+        let _ = writeln!(out, "**Failed:** {}\n", reason.trim());
+    }
+    out.push_str(&verification_section(p, ""));
+    out.push_str(&review_section(p));
+    out
+}
+
+/// Model cost by role and model, from the session's usage rows.
+fn cost_table(rows: &[model_usage::UsageRow]) -> String {
+    if rows.is_empty() {
+        return "No model calls were recorded.\n".to_owned();
+    }
+    #[derive(Default)]
+    struct Sum {
+        calls: u64,
+        input: i64,
+        output: i64,
+        cost: i64,
+    }
+    let mut sums: BTreeMap<(&str, String), Sum> = BTreeMap::new();
+    for row in rows {
+        let sum = sums
+            .entry((row.role.as_str(), format!("{}:{}", row.provider, row.model)))
+            .or_default();
+        sum.calls += 1;
+        sum.input += row.input_tokens + row.cache_read_tokens + row.cache_write_tokens;
+        sum.output += row.output_tokens;
+        sum.cost += row.cost_microusd;
+    }
+    let mut out = String::from("| role | model | calls | input tokens | output tokens | cost |\n");
+    out.push_str("|---|---|---:|---:|---:|---:|\n");
+    let mut total = 0;
+    for ((role, model), sum) in &sums {
+        total += sum.cost;
+        let _ = writeln!(
+            out,
+            "| {} | `{}` | {} | {} | {} | {} |",
+            cell(role),
+            cell(model),
+            sum.calls,
+            sum.input,
+            sum.output,
+            dollars(sum.cost)
+        );
+    }
+    let _ = writeln!(out, "| **total** | | | | | **{}** |", dollars(total));
+    out
+}
+
+/// Micro-dollars as `$0.0123`, rounded to the nearest hundredth of a cent.
+fn dollars(microusd: i64) -> String {
+    let units = (microusd.max(0) + 50) / 100;
+    format!("${}.{:04}", units / 10_000, units % 10_000)
+}
+
+/// Text for one table cell: on one line, with the column separator escaped (GitHub reads
+/// `\|` as a pipe even inside a code span).
+fn cell(text: &str) -> String {
+    text.split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .replace('|', "\\|")
+}
+
+fn first_line(text: &str) -> &str {
+    text.trim().lines().next().unwrap_or_default().trim()
+}
+
+/// At most `max` characters, ending with `…` when cut.
+fn clip_line(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    let mut cut: String = text.chars().take(max.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}
+
+/// The report of a failed run as an issue comment, edited in place when an earlier
+/// attempt already posted it (found by its marker).
+async fn report_on_issue(
+    forge: &dyn Forge,
+    p: &Publication<'_>,
+    cost: &str,
+) -> Result<Published, PublishError> {
+    let marker = format!(
+        "<!-- planwright:report {} -->",
+        serde_json::json!({
+            "session": p.session.as_str(),
+            "version": p.version.0,
+            "sha256": p.hash.as_str(),
+        })
+    );
+    let reason = match p.result {
+        RunResult::Failed { reason } => first_line(reason),
+        RunResult::Succeeded => "",
+    };
+    let mut body = format!("{marker}\nThe run did not pass: {reason}. Nothing was pushed.\n\n");
+    body.push_str(&what_and_why(p));
+    let details = &p.verification.details;
+    let mut rest = String::new();
+    rest.push_str(&review_section(p));
+    let _ = writeln!(
+        rest,
+        "### Cost\n\n{cost}\nAttempts: {} of {}.",
+        p.attempts, p.max_attempts
+    );
+    let mut middle = verification_section(p, &p.verification.failing);
+    if !details.is_empty() {
+        let _ = writeln!(
+            middle,
+            "<details><summary>Full test report</summary>\n\n{details}\n\n</details>\n"
+        );
+    }
+    let room = GITHUB_TEXT_LIMIT.saturating_sub(body.len() + rest.len());
+    body.push_str(&truncate_with_note(&middle, room));
+    body.push_str(&rest);
+
+    let existing = forge
+        .comments(p.repo, p.issue)
+        .await?
+        .into_iter()
+        .find(|c| c.body.starts_with(&marker));
+    let comment = match existing {
+        Some(c) if c.body == body => c,
+        Some(c) => forge.edit_comment(p.repo, p.issue, c.id, &body).await?,
+        None => forge.create_comment(p.repo, p.issue, &body).await?,
+    };
+    Ok(Published::Comment {
+        comment: comment.id,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn contract() -> Contract {
+        Contract::from_value(serde_json::json!({
+            "summary": "Parsing a config with a trailing comma panics, and this summary goes on for longer than a subject line may.\nSecond line.",
+            "diagnosis": {"hypothesis": "h", "evidence": [{"path": "src/p.rs", "note": "n"}]},
+            "change": {"goal": "Accept a trailing comma.", "files": [{"path": "src/p.rs", "action": "modify", "why": "w"}]},
+            "verification": {"commands": ["cargo test"]},
+            "routing": {"risk": "low"}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_long_report_is_cut_and_the_closing_line_stays() {
+        let contract = contract();
+        let hash = ContractHash::parse(&"ab".repeat(32)).unwrap();
+        let (repo, session) = (RepoName::parse("o/r").unwrap(), SessionId::generate());
+        let author = Author {
+            name: "planwright".into(),
+            email: "planwright@example.com".into(),
+        };
+        let verification = VerificationReport {
+            rows: vec![],
+            failing: "é failing test\n".repeat(20_000),
+            details: "x".repeat(2_000_000),
+        };
+        let result = RunResult::Failed {
+            reason: "tests fail".into(),
+        };
+        for forge in [event::Forge::Github, event::Forge::Gitlab] {
+            let p = Publication {
+                forge,
+                repo: &repo,
+                issue: IssueNumber(12),
+                session: &session,
+                contract: &contract,
+                version: ContractVersion(1),
+                hash: &hash,
+                contract_url: None,
+                approved_by: "octocat",
+                base_branch: "main",
+                verification: &verification,
+                review: None,
+                attempts: 3,
+                max_attempts: 3,
+                result: &result,
+                on_failure: OnFailure::DraftPr,
+                author: &author,
+            };
+            let body = pull_body(&p, "cost table\n");
+            let limit = match forge {
+                event::Forge::Github => GITHUB_TEXT_LIMIT,
+                event::Forge::Gitlab => GITLAB_BODY_LIMIT,
+            };
+            assert!(body.len() <= limit, "{forge}: {}", body.len());
+            assert!(body.len() > limit - 200, "{forge}: the room is used");
+            assert!(body.trim_end().ends_with("Closes #12"), "{forge}");
+            assert!(body.contains("more bytes not shown."), "{forge}");
+            assert!(body.contains("build contract v1 (`abababababab`)"));
+
+            let message = commit_message(&p);
+            let subject = message.lines().next().unwrap();
+            assert!(
+                subject.starts_with("Fix #12: Parsing a config"),
+                "{subject}"
+            );
+            assert!(subject.ends_with('…') && subject.chars().count() == SUBJECT_MAX);
+            assert!(message.ends_with(&format!(
+                "\n\nPlanwright-Contract: v1 sha256:{hash}\nApproved-by: octocat\n"
+            )));
+        }
+    }
+
+    #[test]
+    fn dollars_round_to_a_hundredth_of_a_cent() {
+        assert_eq!(dollars(0), "$0.0000");
+        assert_eq!(dollars(123_456), "$0.1235");
+        assert_eq!(dollars(5_000_000), "$5.0000");
+        assert_eq!(dollars(49), "$0.0000");
+    }
+
+    #[test]
+    fn cells_stay_on_one_line_and_keep_their_pipes() {
+        assert_eq!(cell("cargo test | tee\nout"), "cargo test \\| tee out");
+    }
+
+    #[test]
+    fn http_statuses_decide_the_kind_of_push_failure() {
+        let http = |status: u16| {
+            git2::Error::new(
+                ErrorCode::GenericError,
+                ErrorClass::Http,
+                format!("unexpected http status code: {status}"),
+            )
+        };
+        assert_eq!(classify(&http(502)), PushFailure::Unreachable);
+        assert_eq!(classify(&http(403)), PushFailure::Refused);
+        let net = git2::Error::new(
+            ErrorCode::GenericError,
+            ErrorClass::Net,
+            "failed to connect to 127.0.0.1: Connection refused",
+        );
+        assert_eq!(classify(&net), PushFailure::Unreachable);
+        let ff = git2::Error::new(
+            ErrorCode::NotFastForward,
+            ErrorClass::Reference,
+            "cannot push non-fastforwardable reference",
+        );
+        assert_eq!(classify(&ff), PushFailure::Rejected);
+        assert!(PushFailure::Unreachable.is_retryable());
+        assert!(!PushFailure::Refused.is_retryable());
+        assert!(!PushFailure::Rejected.is_retryable());
+    }
+}
