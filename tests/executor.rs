@@ -14,19 +14,23 @@ use std::time::Duration;
 use planwright::config::ModelSettings;
 use planwright::contract::Contract;
 use planwright::executor::{
-    Builtin, CommandExecutor, Executor, ExecutorReport, ExecutorTask, Feedback, Limits, StopReason,
+    Builtin, CommandExecutor, Executor, ExecutorReport, ExecutorTask, Feedback, Limits,
+    ProxyAccess, StopReason,
 };
 use planwright::forge::GitRemote;
-use planwright::ids::{CommitSha, IssueNumber, RepoName, RunId};
+use planwright::ids::{CommitSha, IssueNumber, RepoName, RunId, SessionId};
+use planwright::llm::proxy::{self, Capabilities, ProxyListen, ProxyState, TokenError};
 use planwright::llm::usage::{Budget, Metered, ModelRole, PriceTable};
 use planwright::llm::{ChatModel, HttpOptions, ModelName, RetryPolicy};
 use planwright::sandbox::workspace::{
     Change, ChangedFile, MirrorCache, MirrorKey, Outcome, Workspace, WorkspaceRequest, Workspaces,
 };
 use planwright::sandbox::{Bwrap, Sandbox};
+use planwright::store::model_usage;
 use secrecy::SecretString;
 use serde_json::{Value, json};
 use support::model_server::{ModelServer, ScriptUsage, Step};
+use tokio_util::sync::CancellationToken;
 
 /// Words of the issue (its title and body) and of the planner's account of it. None of
 /// them may reach an executor's model.
@@ -611,5 +615,103 @@ async fn a_failing_agent_command_is_reported_as_crashed() {
     let transcript = std::fs::read_to_string(&report.transcript).unwrap();
     assert!(transcript.contains("model refused"), "{transcript}");
     assert!(CommandExecutor::new("  ", sandbox(), None).is_err());
+    world.done().await;
+}
+
+#[tokio::test]
+async fn the_wall_clock_ends_an_attempt_inside_a_command() {
+    let world = World::new(&[]).await;
+    let server = ModelServer::start(vec![
+        Step::tool_call(
+            "w1",
+            "run",
+            json!({"command": "sleep 600", "timeout_s": 1800}),
+        ),
+        Step::tool_call("w2", "finish", json!({"summary": "never asked for"})),
+    ])
+    .await;
+    let executor = Builtin::new(model(&server, "anthropic:claude-executor-test"), sandbox());
+    let limits = Limits {
+        wall: Duration::from_secs(3),
+        ..Limits::default()
+    };
+    let report = executor.run(&world.task(limits)).await.unwrap();
+    assert_eq!(report.stop, StopReason::Timeout, "{report:?}");
+    assert_eq!(server.requests().len(), 1);
+    let entries = transcript(&report);
+    let run = entries.iter().find(|e| e["name"] == "run").unwrap();
+    assert!(
+        run["output"].as_str().unwrap().starts_with("timed out"),
+        "{run}"
+    );
+    world.done().await;
+}
+
+#[tokio::test]
+async fn the_command_executor_reaches_the_model_proxy_with_a_token_revoked_afterwards() {
+    const REAL_KEY: &str = "sk-ant-real-key-host-only-0123";
+    let db = support::TestDb::new().await;
+    let world = World::new(&[]).await;
+    let upstream = ModelServer::start(vec![Step::text("proxied-answer-words")]).await;
+    let capabilities = Arc::new(Capabilities::generate());
+    let settings = ModelSettings {
+        anthropic_api_key: Some(SecretString::from(REAL_KEY)),
+        anthropic_base_url: upstream.anthropic_base(),
+        openai_api_key: None,
+        openai_base_url: upstream.openai_base(),
+        planner: None,
+        scout: None,
+        executor: None,
+        prices: PriceTable::default(),
+    };
+    let state = ProxyState::new(db.db.clone(), &settings, capabilities.clone()).unwrap();
+    let stop = CancellationToken::new();
+    // Beside the workspace, where the sandbox's user can reach it.
+    let socket = world.dir.path().join("proxy.sock");
+    let (_proxy, _served) = proxy::serve(&ProxyListen::Unix(socket.clone()), state, stop.clone())
+        .await
+        .unwrap();
+    let sandbox: Arc<dyn Sandbox> = Arc::new(
+        Bwrap::new(Vec::new())
+            .expect("bubblewrap is installed")
+            .with_relay_program(env!("CARGO_BIN_EXE_planwright")),
+    );
+    let run = RunId::generate();
+    let access = ProxyAccess {
+        socket,
+        capabilities: capabilities.clone(),
+        run: run.clone(),
+        session: SessionId::generate(),
+    };
+    let agent = r#"set -e
+printf %s "$ANTHROPIC_API_KEY" > "$HOME/token"
+curl -sS --max-time 20 -H "x-api-key: $ANTHROPIC_API_KEY" -H 'content-type: application/json' \
+  -d '{"model":"claude-sonnet-4-5","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}' \
+  "$ANTHROPIC_BASE_URL/v1/messages"
+echo"#;
+    let executor = CommandExecutor::new(agent, sandbox, Some(access)).unwrap();
+    let limits = Limits {
+        budget: Budget::usd(0.5),
+        ..Limits::default()
+    };
+    let report = executor.run(&world.task(limits)).await.unwrap();
+    assert_eq!(report.stop, StopReason::Finished, "{report:?}");
+    assert!(
+        report.summary.contains("proxied-answer-words"),
+        "{}",
+        report.summary
+    );
+
+    // The command held a capability token, never the provider key; the proxy put the key
+    // on the upstream request; the token died with the run.
+    let token = std::fs::read_to_string(world.ws.home().join("token")).unwrap();
+    assert!(token.starts_with("pwcap_"), "{token}");
+    assert_eq!(upstream.requests()[0].header("x-api-key"), Some(REAL_KEY));
+    assert_eq!(capabilities.verify(&token), Err(TokenError::Revoked));
+    let spent = model_usage::spent_by_run(&db.db, &run).await.unwrap();
+    assert!(spent.tokens > 0);
+    let transcript = std::fs::read_to_string(&report.transcript).unwrap();
+    assert!(!transcript.contains(REAL_KEY));
+    stop.cancel();
     world.done().await;
 }

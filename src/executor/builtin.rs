@@ -136,6 +136,13 @@ impl Executor for Builtin {
         let writer = Writer {
             root: reader.root().to_path_buf(),
         };
+        let attempt = Attempt {
+            task,
+            reader,
+            writer,
+            cwd,
+            deadline,
+        };
         let mut transcript = Transcript::create(task.records.join("transcript.jsonl"))?;
         let system = system(task.limits.max_turns);
         let prompt = task.prompt();
@@ -215,8 +222,7 @@ impl Executor for Builtin {
                         Err(e) => (Err(e), None),
                     }
                 } else {
-                    self.call(name, input, &reader, &writer, task, &cwd, deadline, steps)
-                        .await?
+                    self.call(&attempt, name, input, steps).await?
                 };
                 let (content, is_error) = match result {
                     Ok(text) => (text, false),
@@ -279,16 +285,11 @@ impl Builtin {
     /// One tool call: the answer for the model (the error side is a tool error) and, for
     /// commands, the raw output for the transcript. Only failures of the sandbox itself
     /// end the attempt.
-    #[allow(clippy::too_many_arguments)]
     async fn call(
         &self,
+        attempt: &Attempt<'_>,
         name: &str,
         input: &Value,
-        reader: &RepoTools,
-        writer: &Writer,
-        task: &ExecutorTask,
-        cwd: &Path,
-        deadline: Instant,
         step: u32,
     ) -> Result<(Result<String, String>, Option<Value>), ExecutorError> {
         if !input.is_object() {
@@ -300,22 +301,20 @@ impl Builtin {
                 None,
             ));
         }
-        if let Some(result) = reader.call(name, input) {
+        if let Some(result) = attempt.reader.call(name, input) {
             return Ok((result, None));
         }
         let result = match name {
-            "write_file" => {
-                parse::<WriteArgs>(name, input).and_then(|a| writer.write(&a.path, &a.content))
-            }
-            "edit_file" => {
-                parse::<EditArgs>(name, input).and_then(|a| writer.edit(&a.path, &a.old, &a.new))
-            }
+            "write_file" => parse::<WriteArgs>(name, input)
+                .and_then(|a| attempt.writer.write(&a.path, &a.content)),
+            "edit_file" => parse::<EditArgs>(name, input)
+                .and_then(|a| attempt.writer.edit(&a.path, &a.old, &a.new)),
             "run" => {
                 let args = match parse::<RunArgs>(name, input) {
                     Ok(args) => args,
                     Err(e) => return Ok((Err(e), None)),
                 };
-                return self.run_command(&args, task, cwd, deadline, step).await;
+                return self.run_command(attempt, &args, step).await;
             }
             other => Err(format!(
                 "`{other}` is not a tool you have (read_file, list_files, search, write_file, edit_file, run, finish)"
@@ -326,16 +325,15 @@ impl Builtin {
 
     async fn run_command(
         &self,
+        attempt: &Attempt<'_>,
         args: &RunArgs,
-        task: &ExecutorTask,
-        cwd: &Path,
-        deadline: Instant,
         step: u32,
     ) -> Result<(Result<String, String>, Option<Value>), ExecutorError> {
         if args.command.trim().is_empty() {
             return Ok((Err("`command` is empty".into()), None));
         }
-        let remaining = deadline.saturating_duration_since(Instant::now());
+        let remaining = attempt.deadline.saturating_duration_since(Instant::now());
+        let task = attempt.task;
         if remaining.is_zero() {
             return Ok((Err("the attempt's time is up".into()), None));
         }
@@ -348,7 +346,7 @@ impl Builtin {
             &task.root,
             vec!["sh".into(), "-c".into(), args.command.clone()],
         );
-        cmd.cwd = Some(cwd.to_path_buf());
+        cmd.cwd = Some(attempt.cwd.clone());
         cmd.env = task.env.clone();
         cmd.limits.wall = asked.min(remaining);
         cmd.spill_dir = Some(task.records.join(format!("run-{step}")));
@@ -388,6 +386,16 @@ impl Builtin {
         });
         Ok((Ok(answer), Some(raw)))
     }
+}
+
+/// What the tools of one attempt work on.
+struct Attempt<'a> {
+    task: &'a ExecutorTask,
+    reader: RepoTools,
+    writer: Writer,
+    /// The checkout relative to the sandbox's workspace.
+    cwd: PathBuf,
+    deadline: Instant,
 }
 
 #[derive(Deserialize)]
