@@ -715,3 +715,52 @@ echo"#;
     stop.cancel();
     world.done().await;
 }
+
+#[tokio::test]
+async fn a_checkout_swapped_for_a_symlink_by_a_command_receives_no_writes() {
+    let world = World::new(&[]).await;
+    let before = world.outside_state();
+    let swap = format!(
+        "cd .. && mv repo repo-moved && ln -s {} repo && echo swapped",
+        world.outside.display()
+    );
+    let server = ModelServer::start(vec![
+        Step::tool_call("s1", "run", json!({"command": swap})),
+        Step::tool_call(
+            "s2",
+            "write_file",
+            json!({"path": "planted.txt", "content": "x"}),
+        )
+        .when_last_contains("swapped"),
+        Step::tool_call(
+            "s3",
+            "edit_file",
+            json!({"path": "keep.txt", "old": "outside", "new": "x"}),
+        )
+        .when_last_contains("replaced"),
+        Step::tool_call("s4", "read_file", json!({"path": "keep.txt"}))
+            .when_last_contains("replaced"),
+        Step::tool_call("s5", "finish", json!({"summary": "done"})),
+    ])
+    .await;
+    let executor = Builtin::new(model(&server, "anthropic:claude-executor-test"), sandbox());
+    let task = world.task(Limits::default());
+    let report = executor.run(&task).await.unwrap();
+    assert_eq!(report.stop, StopReason::Finished, "{report:?}");
+    assert_eq!(server.unused_steps(), 0);
+    let requests = server.requests();
+    for i in [2, 3, 4] {
+        let results = tool_results(&requests[i].body);
+        assert!(results[0].1, "not refused: {}", results[0].0);
+    }
+    assert_eq!(world.outside_state(), before);
+
+    // A later attempt in the same workspace refuses to start rather than aim at the link.
+    let again = ModelServer::start(Vec::new()).await;
+    let executor = Builtin::new(model(&again, "anthropic:claude-executor-test"), sandbox());
+    let err = executor.run(&task).await.unwrap_err();
+    assert!(err.to_string().contains("not a folder"), "{err}");
+    assert!(!err.is_retryable());
+    assert!(again.requests().is_empty());
+    world.done().await;
+}

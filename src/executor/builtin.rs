@@ -131,6 +131,14 @@ impl Executor for Builtin {
         let deadline = started + task.limits.wall;
         prepare_records(task)?;
         let cwd = checkout_dir(task)?;
+        // An earlier attempt's commands may have swapped the checkout for a symlink;
+        // canonicalising that would aim every tool at its target.
+        if !is_real_dir(&task.repo) {
+            return Err(ExecutorError::Invalid(format!(
+                "the checkout {} is not a folder (replaced by an earlier run?)",
+                task.repo.display()
+            )));
+        }
         let reader =
             RepoTools::new(&task.repo).map_err(|e| ExecutorError::Invalid(e.to_string()))?;
         let writer = Writer {
@@ -553,6 +561,14 @@ impl Writer {
 
     /// The folder holding the file `parts` names, created when `create` and missing.
     fn parent(&self, path: &str, parts: &[&OsStr], create: bool) -> Result<PathBuf, String> {
+        // A command may have swapped the checkout itself for a symlink since the last
+        // call; nothing runs in the sandbox while a tool writes, so checking now holds.
+        if !is_real_dir(&self.root) {
+            return Err(
+                "the repository folder was replaced (by a symlink or file); nothing is written"
+                    .into(),
+            );
+        }
         let mut dir = self.root.clone();
         let mut shown = PathBuf::new();
         for part in &parts[..parts.len() - 1] {
@@ -659,6 +675,10 @@ impl Writer {
             .map_err(|e| format!("cannot write `{path}`: {e}"))?;
         Ok(format!("edited `{}`", path.trim()))
     }
+}
+
+fn is_real_dir(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
 }
 
 fn read_nofollow(path: &Path) -> std::io::Result<Vec<u8>> {
