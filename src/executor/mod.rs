@@ -262,9 +262,9 @@ pub struct ExecutorReport {
 /// attempt may simply be started again.
 #[derive(Debug, thiserror::Error)]
 pub enum ExecutorError {
-    #[error("The executor's model call failed: {0}")]
+    #[error("Could not complete the executor's model call: {0}")]
     Model(#[source] ModelError),
-    #[error("The executor cannot run: {0}")]
+    #[error("Cannot run the executor in the sandbox: {0}")]
     Sandbox(#[source] SandboxError),
     /// The task or the executor's configuration is unusable as given.
     #[error("Cannot run the executor: {0}")]
