@@ -9,6 +9,7 @@ pub mod contract;
 pub mod dispatch;
 pub mod distill;
 pub mod event;
+pub mod executor;
 pub mod forge;
 pub mod ids;
 pub mod llm;

@@ -1,0 +1,381 @@
+//! Executors: what carries out an approved contract inside the sandbox. Owns the
+//! [`Executor`] interface, the task an executor gets (the contract rendered for it, never
+//! the issue text, and no secrets) and the report it gives back; `builtin.rs` is
+//! planwright's own tool loop, `command.rs` runs a command line from the repository config.
+
+pub mod builtin;
+pub mod command;
+
+use std::fmt::Write as _;
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::contract::Contract;
+use crate::llm::ModelError;
+use crate::llm::usage::Budget;
+use crate::sandbox::SandboxError;
+use crate::sandbox::workspace::Workspace;
+
+pub use builtin::Builtin;
+pub use command::{CommandExecutor, ProxyAccess};
+
+/// The repository's own instructions for coding agents, read from the checkout root in
+/// this order.
+pub const INSTRUCTION_FILES: [&str; 2] = ["AGENTS.md", "CLAUDE.md"];
+/// Characters of those instructions an executor gets at most, all files together.
+pub const MAX_INSTRUCTION_CHARS: usize = 16_000;
+
+/// Everything one attempt needs. It holds no issue text, no comments and no secrets:
+/// an executor knows the problem only as the approved contract words it.
+#[derive(Debug, Clone)]
+pub struct ExecutorTask {
+    /// The sandbox's writable folder ([`Workspace::root`]); the checkout is inside it.
+    pub root: PathBuf,
+    /// The checkout the change is made in.
+    pub repo: PathBuf,
+    /// Variables every sandboxed command of the run gets ([`Workspace::env`]: a `HOME`
+    /// outside the checkout, so caches never show in the diff).
+    pub env: Vec<(String, String)>,
+    /// The contract rendered for executors ([`brief`]).
+    pub brief: String,
+    /// `AGENTS.md` / `CLAUDE.md` from the checkout root, capped ([`repo_instructions`]).
+    pub instructions: Option<String>,
+    /// On a later attempt: what the reviewer asks for and how the last attempt verified.
+    pub feedback: Option<Feedback>,
+    pub limits: Limits,
+    /// The run's folder for the operator's records (transcript, spilled output). It must
+    /// lie outside `root`: nothing the executor writes may pose as planwright's records,
+    /// and the records never reach the planner.
+    pub records: PathBuf,
+}
+
+/// What a previous attempt left for the next one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Feedback {
+    /// The reviewer's instructions.
+    pub instructions: String,
+    /// The distilled verification of the last attempt (`distill::render::compact`).
+    pub verification: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Limits {
+    /// Wall-clock time for the whole attempt, commands included.
+    pub wall: Duration,
+    /// Model calls the builtin executor makes at most.
+    pub max_turns: u32,
+    /// What the attempt's model calls may cost. The builtin executor's model is metered
+    /// by its caller with it (`Metered::for_run`); the command executor issues the model
+    /// proxy's capability token with it.
+    pub budget: Budget,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            wall: Duration::from_secs(45 * 60),
+            max_turns: 60,
+            budget: Budget::default(),
+        }
+    }
+}
+
+impl ExecutorTask {
+    /// The task for one attempt in `workspace`, with the repository's instructions read
+    /// from its checkout.
+    pub fn new(
+        workspace: &Workspace,
+        contract: &Contract,
+        records: PathBuf,
+        limits: Limits,
+    ) -> ExecutorTask {
+        let repo = workspace.repo();
+        ExecutorTask {
+            root: workspace.root(),
+            instructions: repo_instructions(&repo),
+            repo,
+            env: workspace.env(),
+            brief: brief(contract),
+            feedback: None,
+            limits,
+            records,
+        }
+    }
+
+    /// The whole text an executor is given: the contract, the repository's instructions
+    /// and, on a later attempt, the feedback.
+    pub fn prompt(&self) -> String {
+        let mut out = self.brief.clone();
+        if let Some(instructions) = &self.instructions {
+            out.push_str("\n# The repository's instructions for coding agents\n\n");
+            out.push_str(instructions);
+            if !instructions.ends_with('\n') {
+                out.push('\n');
+            }
+        }
+        if let Some(feedback) = &self.feedback {
+            out.push_str("\n# The previous attempt was not accepted\n\n");
+            out.push_str("The reviewer asks for this:\n\n");
+            out.push_str(feedback.instructions.trim_end());
+            out.push_str("\n\nVerification of the previous attempt:\n\n");
+            out.push_str(feedback.verification.trim_end());
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// The contract as an executor reads it: what to build and how it is checked. The
+/// summary and diagnosis are left out on purpose: they are the planner's account of the
+/// issue, and the executor works from the change alone.
+pub fn brief(contract: &Contract) -> String {
+    let mut md = String::from("# Build contract\n\n## Goal\n\n");
+    let _ = writeln!(md, "{}", contract.change.goal.trim());
+    let list = |md: &mut String, title: &str, items: &[String]| {
+        if items.is_empty() {
+            return;
+        }
+        let _ = writeln!(md, "\n## {title}\n");
+        for item in items {
+            let _ = writeln!(md, "- {}", item.trim());
+        }
+    };
+    list(
+        &mut md,
+        "Expected behaviour",
+        &contract.change.expected_behaviour,
+    );
+    let _ = writeln!(md, "\n## Files\n");
+    for f in &contract.change.files {
+        let _ = writeln!(
+            md,
+            "- `{}` ({}): {}",
+            f.path.trim(),
+            f.action.as_str(),
+            f.why.trim()
+        );
+    }
+    list(&mut md, "Constraints", &contract.constraints);
+    list(&mut md, "Out of scope", &contract.out_of_scope);
+    list(&mut md, "Tests to add", &contract.verification.new_tests);
+    let _ = writeln!(md, "\n## Verification\n");
+    if contract.verification.commands.is_empty() {
+        let _ = writeln!(
+            md,
+            "planwright runs the repository's test commands after you finish."
+        );
+    } else {
+        let _ = writeln!(
+            md,
+            "planwright runs these after you finish, with the repository's test commands:"
+        );
+        for c in &contract.verification.commands {
+            let _ = writeln!(md, "- `{}`", c.trim());
+        }
+    }
+    md
+}
+
+/// The repository's agent instructions at the checkout root, each file under its name,
+/// cut to [`MAX_INSTRUCTION_CHARS`] in all. A symlink is not followed: the checkout is the
+/// repository's to shape, and a link could point at any host file.
+pub fn repo_instructions(repo: &Path) -> Option<String> {
+    let mut out = String::new();
+    for name in INSTRUCTION_FILES {
+        let path = repo.join(name);
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if !meta.is_file() {
+            continue;
+        }
+        let Ok(file) = std::fs::File::open(&path) else {
+            continue;
+        };
+        // Read a little past the cap only: the file may be huge.
+        let mut bytes = Vec::new();
+        if file
+            .take(MAX_INSTRUCTION_CHARS as u64 * 4)
+            .read_to_end(&mut bytes)
+            .is_err()
+        {
+            continue;
+        }
+        let text = String::from_utf8_lossy(&bytes);
+        if text.trim().is_empty() {
+            continue;
+        }
+        let _ = write!(out, "## {name}\n\n{}\n\n", text.trim());
+    }
+    if out.is_empty() {
+        return None;
+    }
+    let mut out = crate::distill::clip(out.trim_end(), MAX_INSTRUCTION_CHARS);
+    out.push('\n');
+    Some(out)
+}
+
+/// Why an attempt ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// The executor said it was done (builtin: `finish`; command: exit status 0).
+    Finished,
+    TurnLimit,
+    Budget,
+    Timeout,
+    /// The executor stopped without finishing: a command that failed or was killed.
+    Crashed,
+}
+
+impl StopReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::Finished => "finished",
+            StopReason::TurnLimit => "turn limit",
+            StopReason::Budget => "budget",
+            StopReason::Timeout => "timeout",
+            StopReason::Crashed => "crashed",
+        }
+    }
+}
+
+/// How an attempt went, as far as the executor knows. What it changed is read from the
+/// workspace, and whether it works from verification, never from here.
+#[derive(Debug, Clone)]
+pub struct ExecutorReport {
+    pub stop: StopReason,
+    /// The executor's own account of what it did: a claim, not evidence.
+    pub summary: String,
+    /// Model calls (builtin) or runs of the command (command: 1).
+    pub turns: u32,
+    /// Tool calls the builtin executor made.
+    pub steps: u32,
+    /// The full record of the attempt, for the operator; it is never sent to the planner.
+    pub transcript: PathBuf,
+    pub duration: Duration,
+}
+
+/// Failures that leave no report. Classified once: `is_retryable` says whether the same
+/// attempt may simply be started again.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecutorError {
+    #[error("Could not complete the executor's model call: {0}")]
+    Model(#[source] ModelError),
+    #[error("Cannot run the executor in the sandbox: {0}")]
+    Sandbox(#[source] SandboxError),
+    /// The task or the executor's configuration is unusable as given.
+    #[error("Cannot run the executor: {0}")]
+    Invalid(String),
+    #[error("Could not keep the executor's records in {}: {source}", path.display())]
+    Records {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl ExecutorError {
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ExecutorError::Model(e) => e.is_retryable(),
+            ExecutorError::Sandbox(SandboxError::Internal(_)) => true,
+            ExecutorError::Sandbox(
+                SandboxError::Unavailable(_) | SandboxError::InvalidCommand(_),
+            ) => false,
+            ExecutorError::Invalid(_) => false,
+            // A full disk or a folder removed under the run: worth another try later.
+            ExecutorError::Records { .. } => true,
+        }
+    }
+}
+
+/// Something that carries out a contract: planwright's own tool loop, or a coding agent
+/// run as a command with the model proxy bridged in.
+#[async_trait]
+pub trait Executor: Send + Sync {
+    /// The repository config's name for it (`builtin`, `command`, …).
+    fn name(&self) -> &'static str;
+    async fn run(&self, task: &ExecutorTask) -> Result<ExecutorReport, ExecutorError>;
+}
+
+/// Creates the records folder, refusing one inside the sandbox's reach.
+fn prepare_records(task: &ExecutorTask) -> Result<(), ExecutorError> {
+    std::fs::create_dir_all(&task.records).map_err(|source| ExecutorError::Records {
+        path: task.records.clone(),
+        source,
+    })?;
+    let records = task
+        .records
+        .canonicalize()
+        .map_err(|source| ExecutorError::Records {
+            path: task.records.clone(),
+            source,
+        })?;
+    if let Ok(root) = task.root.canonicalize()
+        && records.starts_with(&root)
+    {
+        return Err(ExecutorError::Invalid(format!(
+            "the records folder {} is inside the sandbox's workspace {}",
+            records.display(),
+            root.display()
+        )));
+    }
+    Ok(())
+}
+
+/// The working directory of sandboxed commands: the checkout, relative to the root.
+fn checkout_dir(task: &ExecutorTask) -> Result<PathBuf, ExecutorError> {
+    task.repo
+        .strip_prefix(&task.root)
+        .map(Path::to_path_buf)
+        .map_err(|_| {
+            ExecutorError::Invalid(format!(
+                "the checkout {} is not inside the workspace {}",
+                task.repo.display(),
+                task.root.display()
+            ))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn instructions_are_capped_and_symlinks_ignored() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(repo_instructions(dir.path()), None);
+        let secret = dir.path().join("host-secret");
+        std::fs::write(&secret, "TOKEN=hunter2").unwrap();
+        std::os::unix::fs::symlink(&secret, dir.path().join("CLAUDE.md")).unwrap();
+        assert_eq!(repo_instructions(dir.path()), None);
+        std::fs::write(dir.path().join("AGENTS.md"), "x".repeat(100_000)).unwrap();
+        let text = repo_instructions(dir.path()).unwrap();
+        assert!(text.starts_with("## AGENTS.md\n\nxxx"), "{}", &text[..40]);
+        assert!(text.chars().count() <= MAX_INSTRUCTION_CHARS + 2);
+        assert!(!text.contains("hunter2"));
+    }
+
+    #[test]
+    fn every_error_is_classified() {
+        let io = || std::io::Error::other("disk full");
+        assert!(
+            ExecutorError::Records {
+                path: "/x".into(),
+                source: io()
+            }
+            .is_retryable()
+        );
+        assert!(!ExecutorError::Invalid("no command".into()).is_retryable());
+        assert!(
+            !ExecutorError::Sandbox(SandboxError::Unavailable("no bwrap".into())).is_retryable()
+        );
+        assert!(
+            ExecutorError::Sandbox(SandboxError::Internal(anyhow::anyhow!("spawn failed")))
+                .is_retryable()
+        );
+    }
+}
