@@ -12,6 +12,7 @@ pub mod event;
 pub mod forge;
 pub mod ids;
 pub mod llm;
+pub mod onboarding;
 pub mod planner;
 pub mod repo_config;
 pub mod sandbox;
