@@ -67,8 +67,12 @@ struct Offer {
 }
 
 async fn offer(server: &TestServer, query: &str) -> Offer {
+    offer_at(&server.base, query).await
+}
+
+async fn offer_at(base: &str, query: &str) -> Offer {
     let response = browser()
-        .get(format!("{}/{query}", server.base))
+        .get(format!("{base}/{query}"))
         .send()
         .await
         .unwrap();
@@ -106,6 +110,15 @@ fn state_of(action: &str) -> String {
 /// Posts the manifest to the fake GitHub as the browser's form would, and returns the
 /// path and query GitHub sends the browser back to under PUBLIC_URL.
 async fn submit(offer: &Offer) -> String {
+    let location = submit_to_github(offer).await;
+    location
+        .strip_prefix(PUBLIC_URL)
+        .unwrap_or_else(|| panic!("GitHub sends the browser back to PUBLIC_URL: {location}"))
+        .to_owned()
+}
+
+/// Where GitHub sends the browser after taking the manifest.
+async fn submit_to_github(offer: &Offer) -> String {
     let response = browser()
         .post(&offer.action)
         .header("content-type", "application/x-www-form-urlencoded")
@@ -114,11 +127,7 @@ async fn submit(offer: &Offer) -> String {
         .await
         .unwrap();
     assert_eq!(response.status(), 302, "{:?}", response.text().await);
-    let location = response.headers()["location"].to_str().unwrap().to_owned();
-    location
-        .strip_prefix(PUBLIC_URL)
-        .unwrap_or_else(|| panic!("GitHub sends the browser back to PUBLIC_URL: {location}"))
-        .to_owned()
+    response.headers()["location"].to_str().unwrap().to_owned()
 }
 
 fn replace_query(path: &str, name: &str, value: &str) -> String {
@@ -474,4 +483,113 @@ async fn the_status_page_shows_sessions_without_leaking() {
         assert!(!page.contains(leak), "the page shows {leak}:\n{page}");
     }
     server.stop().await;
+}
+
+/// Reads one line of the child's output off the runtime's threads, within 30 seconds.
+async fn next_line(
+    reader: std::io::BufReader<std::process::ChildStdout>,
+) -> (std::io::BufReader<std::process::ChildStdout>, String) {
+    use std::io::BufRead as _;
+    let read = tokio::task::spawn_blocking(move || {
+        let mut reader = reader;
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        (reader, line)
+    });
+    tokio::time::timeout(std::time::Duration::from_secs(30), read)
+        .await
+        .expect("planwright setup prints within 30 s")
+        .unwrap()
+}
+
+#[tokio::test]
+async fn setup_registers_the_app_from_the_terminal_and_refuses_a_second() {
+    let github = FakeGithub::start().await;
+    let data = tempfile::tempdir().unwrap();
+    let command = || {
+        let mut cmd = support::planwright_command();
+        cmd.args(["setup", "--org", "acme-labs"])
+            .env("PLANWRIGHT_DATA_DIR", data.path())
+            .env("PLANWRIGHT_PUBLIC_URL", PUBLIC_URL)
+            .env("PLANWRIGHT_GITHUB_API_URL", &github.url)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        cmd
+    };
+    let mut child = command().spawn().unwrap();
+    let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let (stdout, line) = next_line(stdout).await;
+    let local = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://127.0.0.1:"))
+        .unwrap_or_else(|| panic!("setup names the page to open: {line}"))
+        .trim_end_matches('/')
+        .to_owned();
+
+    let offer = offer_at(&local, "").await;
+    assert!(
+        offer.action.starts_with(&format!(
+            "{}/organizations/acme-labs/settings/apps/new?state=",
+            github.url
+        )),
+        "{}",
+        offer.action
+    );
+    // Webhooks still go to the deployment; only the browser comes back to the terminal.
+    assert_eq!(
+        offer.manifest["hook_attributes"]["url"],
+        format!("{PUBLIC_URL}/webhooks/github")
+    );
+    let back = submit_to_github(&offer).await;
+    assert!(
+        back.starts_with(&format!("{local}/setup/github/callback?code=")),
+        "{back}"
+    );
+    let done = browser()
+        .get(&back)
+        .header("cookie", &offer.cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(done.status(), 200);
+
+    let status = tokio::time::timeout(
+        std::time::Duration::from_secs(30),
+        tokio::task::spawn_blocking(move || {
+            use std::io::Read as _;
+            let mut rest = String::new();
+            let mut stdout = stdout;
+            stdout.read_to_string(&mut rest).unwrap();
+            (child.wait().unwrap(), rest)
+        }),
+    )
+    .await
+    .expect("setup stops once the app is stored")
+    .unwrap();
+    let (status, rest) = status;
+    assert!(status.success(), "{rest}");
+    assert!(
+        rest.contains(&format!(
+            "Registered the GitHub App {APP_SLUG} (id {APP_ID})"
+        )),
+        "{rest}"
+    );
+    let credentials = data.path().join("github-app.json");
+    let mode = std::fs::metadata(&credentials)
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+    let stored: Value = serde_json::from_slice(&std::fs::read(&credentials).unwrap()).unwrap();
+    assert_eq!(stored["pem"], app_key().private_pem.as_str());
+    assert_eq!(
+        github.registered_manifests()[0].0.as_deref(),
+        Some("acme-labs")
+    );
+
+    let again = command().output().unwrap();
+    assert!(!again.status.success());
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert!(err.contains("Cannot set up a GitHub App"), "{err}");
 }
