@@ -406,7 +406,7 @@ async fn the_status_page_shows_sessions_without_leaking() {
     .await;
     let secret = "ghs_16C7e42F292c6912E7710c838347Ae178B4a";
     let seed = [
-        ("acme/widgets", 7, "awaiting_approval", 1_250_000),
+        ("acme/widgets", 7, "awaiting_approval", 1_250_000_i64),
         ("acme/<script>alert(1)</script>", 8, "failed", 0),
     ];
     let mut conn = db.db.pool.acquire().await.unwrap();
