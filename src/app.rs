@@ -1,9 +1,10 @@
 //! The parts every job handler shares, built once from the settings: the database, the
 //! forges, the models and the sandbox.
 
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use anyhow::Context as _;
+use secrecy::SecretString;
 use tokio::sync::OnceCell;
 
 use crate::config::Settings;
@@ -21,7 +22,8 @@ use crate::store::Db;
 pub struct App {
     pub db: Db,
     pub settings: Arc<Settings>,
-    pub forges: Forges,
+    /// Shared with the HTTP side, which installs a GitHub App registered at run time.
+    pub forges: Arc<Forges>,
     /// `None` when the sandbox cannot work here; scouts then only read.
     pub sandbox: Option<Arc<dyn Sandbox>>,
     /// Checkouts for planners and executors, from the mirror cache under `DATA_DIR`.
@@ -36,7 +38,7 @@ impl App {
 
     /// As `new`, with other model HTTP options (tests use short retries).
     pub fn with_http(db: Db, settings: Arc<Settings>, http: HttpOptions) -> anyhow::Result<Self> {
-        let forges = Forges::from_settings(&settings)?;
+        let forges = Arc::new(Forges::from_settings(&settings)?);
         let sandbox = match crate::sandbox::from_settings(&settings) {
             Ok(s) => Some(Arc::from(s)),
             Err(e) => {
@@ -98,9 +100,12 @@ impl App {
     }
 }
 
-/// The forges this deployment is configured for.
+/// The forges this deployment is configured for. The GitHub App can arrive while running
+/// (registered through the manifest flow), so it and its webhook secrets sit behind locks.
 pub struct Forges {
-    github: Option<GithubApp>,
+    github: RwLock<Option<GithubApp>>,
+    /// Every accepted GitHub webhook secret (more than one while rotating).
+    github_secrets: RwLock<Vec<SecretString>>,
     gitlab: Option<GitlabForge>,
     github_bot: OnceCell<String>,
 }
@@ -116,7 +121,8 @@ impl Forges {
             None => None,
         };
         Ok(Forges {
-            github,
+            github: RwLock::new(github),
+            github_secrets: RwLock::new(settings.github.webhook_secrets.clone()),
             gitlab,
             github_bot: OnceCell::new(),
         })
@@ -125,16 +131,50 @@ impl Forges {
     /// Built from clients the caller made (tests give them short retry policies).
     pub fn new(github: Option<GithubApp>, gitlab: Option<GitlabForge>) -> Self {
         Forges {
-            github,
+            github: RwLock::new(github),
+            github_secrets: RwLock::new(Vec::new()),
             gitlab,
             github_bot: OnceCell::new(),
         }
     }
 
+    /// Starts using a GitHub App registered while running, with the webhook secrets to
+    /// accept. Refused when an app is in use already: one deployment is one app.
+    pub fn install_github(
+        &self,
+        app: GithubApp,
+        webhook_secrets: Vec<SecretString>,
+    ) -> anyhow::Result<()> {
+        let mut github = self.github.write().map_err(|_| {
+            anyhow::anyhow!("Cannot install the GitHub App: a panic poisoned the lock")
+        })?;
+        if github.is_some() {
+            anyhow::bail!("Cannot install a second GitHub App: this planwright has one already");
+        }
+        let mut secrets = self.github_secrets.write().map_err(|_| {
+            anyhow::anyhow!("Cannot install the GitHub App: a panic poisoned the lock")
+        })?;
+        *secrets = webhook_secrets;
+        *github = Some(app);
+        Ok(())
+    }
+
+    /// The accepted GitHub webhook secrets, for verification only.
+    pub fn github_secrets(&self) -> Vec<SecretString> {
+        self.github_secrets
+            .read()
+            .map(|s| s.clone())
+            .unwrap_or_default()
+    }
+
+    fn github_app(&self) -> Option<GithubApp> {
+        self.github.read().ok().and_then(|g| g.clone())
+    }
+
     /// Whether this deployment can talk to `forge` at all.
     pub fn configured(&self, forge: event::Forge) -> bool {
         match forge {
-            event::Forge::Github => self.github.is_some(),
+            event::Forge::Github => self.github_app().is_some(),
             event::Forge::Gitlab => self.gitlab.is_some(),
         }
     }
@@ -151,8 +191,7 @@ impl Forges {
         match forge {
             event::Forge::Github => {
                 let app = self
-                    .github
-                    .as_ref()
+                    .github_app()
                     .ok_or_else(|| unconfigured("the GitHub App (GITHUB_APP_ID)"))?;
                 let installation = installation.ok_or_else(|| ForgeError::Client {
                     what: "use GitHub".into(),
@@ -174,7 +213,7 @@ impl Forges {
     pub async fn bot_names(&self, forge: event::Forge) -> Result<Vec<String>, ForgeError> {
         match forge {
             event::Forge::Github => {
-                let Some(app) = &self.github else {
+                let Some(app) = self.github_app() else {
                     return Ok(Vec::new());
                 };
                 let login = self

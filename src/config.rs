@@ -24,6 +24,9 @@ pub struct Settings {
     pub data_dir: PathBuf,
     pub database_url: String,
     pub public_url: String,
+    /// GitHub's web address (GitHub Enterprise Server: the instance), where the app is
+    /// registered from its manifest.
+    pub github_url: String,
     pub github: GithubSettings,
     pub gitlab: GitlabSettings,
     pub models: ModelSettings,
@@ -48,6 +51,23 @@ pub struct GithubSettings {
     /// Every secret that is accepted; more than one while a secret is being rotated.
     pub webhook_secrets: Vec<SecretString>,
     pub api_url: String,
+}
+
+impl GithubSettings {
+    /// These settings with what they leave unset taken from the app registered through the
+    /// manifest flow: settings given explicitly always win. The app id and its key go
+    /// together, so a key set without an id is replaced as well.
+    pub fn with_registered(&self, app: &crate::onboarding::RegisteredApp) -> GithubSettings {
+        let mut merged = self.clone();
+        if merged.app_id.is_none() {
+            merged.app_id = Some(app.id);
+            merged.private_key = Some(app.pem.clone());
+        }
+        if merged.webhook_secrets.is_empty() {
+            merged.webhook_secrets = vec![app.webhook_secret.clone()];
+        }
+        merged
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -140,6 +160,7 @@ const KEYS: &[&str] = &[
     "github_private_key",
     "github_webhook_secret",
     "github_api_url",
+    "github_url",
     "gitlab_url",
     "gitlab_token",
     "gitlab_webhook_secret",
@@ -188,7 +209,11 @@ impl Settings {
             },
         };
         raw.apply_env(env);
-        raw.finish()
+        let mut settings = raw.finish()?;
+        if let Some(app) = crate::onboarding::RegisteredApp::load(&settings.data_dir)? {
+            settings.github = settings.github.with_registered(&app);
+        }
+        Ok(settings)
     }
 
     /// The accepted GitHub webhook secrets, exposed for verification only.
@@ -534,10 +559,26 @@ impl Raw {
                 workspaces.keep_failed.as_secs()
             );
         }
+        let github_api_url = self
+            .text("github_api_url")
+            .unwrap_or("https://api.github.com")
+            .trim_end_matches('/')
+            .to_owned();
+        // GitHub.com's web side is not its API host; Enterprise Server's API lives under
+        // the instance at /api/v3.
+        let github_url = match self.text("github_url") {
+            Some(url) => url.trim_end_matches('/').to_owned(),
+            None if github_api_url == "https://api.github.com" => "https://github.com".to_owned(),
+            None => github_api_url
+                .strip_suffix("/api/v3")
+                .unwrap_or(&github_api_url)
+                .to_owned(),
+        };
         Ok(Settings {
             listen,
             database_url,
             data_dir,
+            github_url,
             public_url: self
                 .text("public_url")
                 .unwrap_or("http://localhost:3000")
@@ -547,11 +588,7 @@ impl Raw {
                 app_id: self.parsed("github_app_id", "a numeric app id")?,
                 private_key,
                 webhook_secrets: self.secrets("github_webhook_secret"),
-                api_url: self
-                    .text("github_api_url")
-                    .unwrap_or("https://api.github.com")
-                    .trim_end_matches('/')
-                    .to_owned(),
+                api_url: github_api_url,
             },
             gitlab: GitlabSettings {
                 url: self
@@ -744,6 +781,65 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("PLANWRIGHT_MODEL_PROXY_SOCKET"), "{err}");
+    }
+
+    #[test]
+    fn a_registered_app_fills_only_what_the_settings_leave_unset() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().display().to_string();
+        crate::onboarding::RegisteredApp {
+            id: 99,
+            slug: "pw".into(),
+            html_url: "https://github.com/apps/pw".into(),
+            pem: SecretString::from("-----BEGIN RSA PRIVATE KEY-----\nstored\n"),
+            webhook_secret: SecretString::from("stored-hook"),
+            client_id: "Iv1.x".into(),
+            client_secret: SecretString::from("c"),
+        }
+        .save(dir.path())
+        .unwrap();
+        let s = Settings::from_sources(None, &env(&[("PLANWRIGHT_DATA_DIR", &data)])).unwrap();
+        assert_eq!(s.github.app_id, Some(99));
+        let secrets: Vec<&[u8]> = s.github_secrets().collect();
+        assert_eq!(secrets, vec![b"stored-hook".as_slice()]);
+        let s = Settings::from_sources(
+            None,
+            &env(&[
+                ("PLANWRIGHT_DATA_DIR", &data),
+                ("PLANWRIGHT_GITHUB_APP_ID", "5"),
+                ("PLANWRIGHT_GITHUB_PRIVATE_KEY", "-----BEGIN explicit"),
+                ("PLANWRIGHT_GITHUB_WEBHOOK_SECRET", "explicit-hook"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(s.github.app_id, Some(5));
+        assert_eq!(
+            s.github.private_key.as_ref().unwrap().expose_secret(),
+            "-----BEGIN explicit"
+        );
+        let secrets: Vec<&[u8]> = s.github_secrets().collect();
+        assert_eq!(secrets, vec![b"explicit-hook".as_slice()]);
+    }
+
+    #[test]
+    fn the_github_web_address_follows_the_api_address() {
+        let s = Settings::from_sources(None, &[]).unwrap();
+        assert_eq!(s.github_url, "https://github.com");
+        let s = Settings::from_sources(
+            None,
+            &env(&[(
+                "PLANWRIGHT_GITHUB_API_URL",
+                "https://ghe.example.com/api/v3/",
+            )]),
+        )
+        .unwrap();
+        assert_eq!(s.github_url, "https://ghe.example.com");
+        let s = Settings::from_sources(
+            None,
+            &env(&[("PLANWRIGHT_GITHUB_URL", "https://git.example.com/")]),
+        )
+        .unwrap();
+        assert_eq!(s.github_url, "https://git.example.com");
     }
 
     #[test]

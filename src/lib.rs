@@ -13,6 +13,7 @@ pub mod executor;
 pub mod forge;
 pub mod ids;
 pub mod llm;
+pub mod onboarding;
 pub mod planner;
 pub mod publish;
 pub mod repo_config;

@@ -35,6 +35,17 @@ enum Command {
     },
     /// Apply pending database migrations and exit.
     Migrate,
+    /// Register planwright's GitHub App from its manifest: serves a one-shot page on a
+    /// local address to open in a browser, waits for GitHub to send the browser back, and
+    /// stores the app's credentials in DATA_DIR/github-app.json for `serve`.
+    Setup {
+        /// Register the app for this organisation instead of your own account.
+        #[arg(long)]
+        org: Option<String>,
+        /// The local address of the one-shot page (port 0 picks a free one).
+        #[arg(long, default_value = "127.0.0.1:0")]
+        listen: std::net::SocketAddr,
+    },
     /// List planner sessions, newest first.
     Sessions {
         #[arg(long)]
@@ -247,6 +258,21 @@ async fn run(command: Command, settings: Settings) -> Result<()> {
                 stopper.cancel();
             });
             running.wait().await
+        }
+        Command::Setup { org, listen } => {
+            let data_dir = settings.data_dir.clone();
+            let app = planwright::onboarding::setup_from_terminal(settings, listen, org).await?;
+            println!(
+                "Registered the GitHub App {} (id {}); its credentials are in {}.",
+                app.slug,
+                app.id,
+                planwright::onboarding::RegisteredApp::path(&data_dir).display()
+            );
+            println!(
+                "Install it on your repositories: {}/installations/new",
+                app.html_url.trim_end_matches('/')
+            );
+            Ok(())
         }
         Command::Migrate => {
             Db::open(&settings.database_url).await?;

@@ -1,7 +1,8 @@
-//! The HTTP side of `serve`: the axum router (webhooks, health), and the process wiring
+//! The HTTP side of `serve`: the axum router (webhooks, health, status and setup pages), and the process wiring
 //! that runs it beside the job workers and the model proxy and shuts them down in order.
 
 pub mod health;
+pub mod setup;
 pub mod webhooks;
 
 use std::net::SocketAddr;
@@ -16,7 +17,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use crate::app::App;
+use crate::app::{App, Forges};
 use crate::config::Settings;
 use crate::llm::proxy::{self, Capabilities, ModelProxy, ProxyState};
 use crate::store::Db;
@@ -27,6 +28,9 @@ pub struct AppState {
     pub db: Db,
     pub settings: Arc<Settings>,
     pub waker: Waker,
+    /// The forges the job handlers use; webhook verification reads the GitHub secrets here.
+    pub forges: Arc<Forges>,
+    pub onboarding: setup::Onboarding,
 }
 
 /// Which parts of planwright this process runs (several processes can share PostgreSQL).
@@ -47,7 +51,9 @@ pub fn router(state: AppState, role: Role) -> Router {
     if role != Role::Worker {
         router = router
             .route("/webhooks/github", post(webhooks::github::receive))
-            .route("/webhooks/gitlab", post(webhooks::gitlab::receive));
+            .route("/webhooks/gitlab", post(webhooks::gitlab::receive))
+            .route("/", get(setup::index))
+            .route(setup::CALLBACK_PATH, get(setup::callback));
     }
     router
         .layer(DefaultBodyLimit::max(state.settings.webhook_body_limit))
@@ -97,6 +103,7 @@ pub async fn start(
     let addr = listener.local_addr()?;
     let settings = Arc::new(settings);
     let app = Arc::new(App::new(db.clone(), settings.clone())?);
+    let forges = app.forges.clone();
     let handlers = handlers(app);
     let waker = Waker::default();
     let stop = CancellationToken::new();
@@ -104,6 +111,8 @@ pub async fn start(
         db: db.clone(),
         settings: settings.clone(),
         waker: waker.clone(),
+        onboarding: setup::Onboarding::new(settings.clone(), forges.clone(), &settings.public_url),
+        forges,
     };
     let worker = (role != Role::Web).then(|| Worker {
         db: db.clone(),

@@ -219,6 +219,10 @@ struct World {
     revoke_before: Option<(String, String)>,
     /// `(type, message)` errors the next GraphQL calls answer with.
     graphql_errors: VecDeque<(String, String)>,
+    /// Manifest-flow codes not yet exchanged: code → (organisation, manifest).
+    manifest_codes: HashMap<String, (Option<String>, Value)>,
+    /// Every manifest an app was registered from, with its organisation.
+    registered_manifests: Vec<(Option<String>, Value)>,
 }
 
 impl World {
@@ -501,6 +505,12 @@ impl FakeGithub {
             .iter()
             .filter(|r| r.method == method && r.path.starts_with(prefix))
             .count()
+    }
+
+    /// The manifests apps were registered from (through `/settings/apps/new`), with the
+    /// organisation each was registered for.
+    pub fn registered_manifests(&self) -> Vec<(Option<String>, Value)> {
+        self.with(|w| w.registered_manifests.clone())
     }
 
     pub fn issued_tokens(&self) -> Vec<String> {
@@ -849,6 +859,19 @@ fn answer_now(
         .collect();
     let segs: Vec<&str> = segments.iter().map(String::as_str).collect();
     let json_body: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+
+    match (method.clone(), segs.as_slice()) {
+        (Method::POST, ["settings", "apps", "new"]) => {
+            return register_from_manifest(w, None, uri, body);
+        }
+        (Method::POST, ["organizations", org, "settings", "apps", "new"]) => {
+            return register_from_manifest(w, Some(org.to_string()), uri, body);
+        }
+        (Method::POST, ["app-manifests", code, "conversions"]) => {
+            return convert_manifest(w, code);
+        }
+        _ => {}
+    }
 
     if segs.first() == Some(&"app") {
         if *credential != Credential::Jwt {
@@ -1366,6 +1389,117 @@ fn answer_now(
         }
         _ => not_found(),
     }
+}
+
+/// GitHub's "new app from a manifest" page, as the browser's form post reaches it. GitHub
+/// shows a confirmation first; the fake confirms at once and sends the browser back to the
+/// manifest's `redirect_url` with a one-time code and the `state` it was given.
+fn register_from_manifest(w: &mut World, org: Option<String>, uri: &Uri, body: &[u8]) -> Response {
+    #[derive(Deserialize)]
+    struct Form {
+        manifest: String,
+    }
+    let invalid = |why: &str| {
+        (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("Invalid GitHub App configuration: {why}"),
+        )
+            .into_response()
+    };
+    let Ok(form) = serde_urlencoded::from_bytes::<Form>(body) else {
+        return invalid("the request has no manifest field");
+    };
+    let Ok(manifest) = serde_json::from_str::<Value>(&form.manifest) else {
+        return invalid("the manifest is not JSON");
+    };
+    if manifest["url"].as_str().is_none_or(str::is_empty) {
+        return invalid("url can't be blank");
+    }
+    if let Some(hook) = manifest.get("hook_attributes")
+        && hook["url"].as_str().is_none_or(str::is_empty)
+    {
+        return invalid("hook_attributes.url can't be blank");
+    }
+    let Some(redirect) = manifest["redirect_url"].as_str().map(str::to_owned) else {
+        return invalid("redirect_url can't be blank");
+    };
+    let permissions = &manifest["default_permissions"];
+    for event in manifest["default_events"].as_array().into_iter().flatten() {
+        let event = event.as_str().unwrap_or_default();
+        // Which permission each event needs; the two installation events are delivered to
+        // every app and GitHub refuses them here.
+        let needs: &[&str] = match event {
+            "issues" => &["issues"],
+            "issue_comment" => &["issues", "pull_requests"],
+            "pull_request" | "pull_request_review" | "pull_request_review_comment" => {
+                &["pull_requests"]
+            }
+            "check_run" | "check_suite" => &["checks"],
+            "push" => &["contents"],
+            _ => return invalid(&format!("Default events unsupported: {event}")),
+        };
+        if !needs.iter().any(|p| permissions.get(*p).is_some()) {
+            return invalid(&format!(
+                "Default events are not supported by permissions: {event}"
+            ));
+        }
+    }
+    let state = uri
+        .query()
+        .and_then(|q| serde_urlencoded::from_str::<HashMap<String, String>>(q).ok())
+        .and_then(|q| q.get("state").cloned())
+        .unwrap_or_default();
+    let code = format!("{:032x}", rand_u128());
+    w.manifest_codes
+        .insert(code.clone(), (org.clone(), manifest.clone()));
+    w.registered_manifests.push((org, manifest));
+    let location = format!(
+        "{redirect}?{}",
+        serde_urlencoded::to_string([("code", code.as_str()), ("state", state.as_str())]).unwrap()
+    );
+    (StatusCode::FOUND, [("location", location)]).into_response()
+}
+
+/// `POST /app-manifests/{code}/conversions`: a code works once, without authentication.
+fn convert_manifest(w: &mut World, code: &str) -> Response {
+    let Some((org, manifest)) = w.manifest_codes.remove(code) else {
+        return not_found();
+    };
+    let owner = match &org {
+        Some(org) => {
+            let mut user = FakeUser::new(org, 77).json();
+            user["type"] = json!("Organization");
+            user
+        }
+        None => FakeUser::new("octocat", 1).json(),
+    };
+    let name = manifest["name"].as_str().unwrap_or(APP_SLUG).to_owned();
+    (
+        StatusCode::CREATED,
+        axum::Json(json!({
+            "id": APP_ID,
+            "slug": APP_SLUG,
+            "node_id": "MDxOkludGVncmF0aW9uMQ==",
+            "owner": owner,
+            "name": name,
+            "description": manifest["description"],
+            "external_url": manifest["url"],
+            "html_url": format!("{}/apps/{APP_SLUG}", w.url),
+            "created_at": rfc3339(now()),
+            "updated_at": rfc3339(now()),
+            "permissions": manifest["default_permissions"],
+            "events": manifest["default_events"],
+            "client_id": "Iv1.8a61f9b3a7aba766",
+            "client_secret": format!("{:040x}", rand_u128()),
+            "webhook_secret": format!("{:040x}", rand_u128()),
+            "pem": app_key().private_pem,
+        })),
+    )
+        .into_response()
+}
+
+fn rand_u128() -> u128 {
+    rand::random()
 }
 
 fn validation_failed(detail: Value) -> Response {

@@ -4,6 +4,7 @@
 use axum::extract::{FromRequest, Request, State};
 use axum::response::Response;
 use hmac::{Hmac, Mac};
+use secrecy::ExposeSecret as _;
 use serde::Deserialize;
 use sha2::Sha256;
 
@@ -39,7 +40,9 @@ impl FromRequest<AppState> for GithubDelivery {
     type Rejection = Refusal;
 
     async fn from_request(req: Request, state: &AppState) -> Result<Self, Self::Rejection> {
-        if state.settings.github.webhook_secrets.is_empty() {
+        // Read per request: an app registered while running brings its secret with it.
+        let secrets = state.forges.github_secrets();
+        if secrets.is_empty() {
             return Err(Refusal::NotConfigured("GitHub"));
         }
         let headers = req.headers();
@@ -58,7 +61,8 @@ impl FromRequest<AppState> for GithubDelivery {
         let form = header(headers, "content-type")
             .is_some_and(|ct| ct.starts_with("application/x-www-form-urlencoded"));
         let body = read_body(req, state).await?;
-        if !signature_matches(&body, &signature, state.settings.github_secrets()) {
+        let accepted = secrets.iter().map(|s| s.expose_secret().as_bytes());
+        if !signature_matches(&body, &signature, accepted) {
             return Err(Refusal::Unauthorized(
                 "The signature does not match the body",
             ));

@@ -1,0 +1,502 @@
+//! The pages a browser sees. `GET /` registers the GitHub App through GitHub's manifest
+//! flow until one is configured, and is the status page after that; GitHub sends the
+//! browser back to `GET /setup/github/callback` with the code for the new app's credentials.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{FromRef, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde::Deserialize;
+use subtle::ConstantTimeEq as _;
+use tokio::sync::mpsc::UnboundedSender;
+use tracing::{error, info, warn};
+
+use super::AppState;
+use crate::app::Forges;
+use crate::config::Settings;
+use crate::event::Forge;
+use crate::forge::github::GithubApp;
+use crate::onboarding::{self, RegisteredApp};
+use crate::store::{installations, now_ms, sessions};
+
+pub const CALLBACK_PATH: &str = "/setup/github/callback";
+/// Holds the manifest flow's `state` between the registration page and GitHub's redirect:
+/// only the browser that was shown the button can finish the registration.
+const STATE_COOKIE: &str = "planwright_setup_state";
+/// Sessions shown on the status page.
+const RECENT_SESSIONS: i64 = 50;
+
+/// What the registration pages need, shared by `serve` and `setup`.
+#[derive(Clone)]
+pub struct Onboarding {
+    settings: Arc<Settings>,
+    forges: Arc<Forges>,
+    /// The base GitHub sends the browser back to: PUBLIC_URL, or `setup`'s local listener.
+    return_url: String,
+    /// The organisation `setup --org` registers for, when no `?org=` is given.
+    org: Option<String>,
+    notify: Option<UnboundedSender<RegisteredApp>>,
+    /// One registration at a time: two would race to store different apps.
+    registering: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl Onboarding {
+    pub fn new(settings: Arc<Settings>, forges: Arc<Forges>, return_url: &str) -> Self {
+        Onboarding {
+            settings,
+            forges,
+            return_url: return_url.trim_end_matches('/').to_owned(),
+            org: None,
+            notify: None,
+            registering: Arc::new(tokio::sync::Mutex::new(())),
+        }
+    }
+
+    /// Tells `notify` of every app registered through these pages.
+    pub fn notify(mut self, notify: UnboundedSender<RegisteredApp>) -> Self {
+        self.notify = Some(notify);
+        self
+    }
+
+    pub fn with_org(mut self, org: Option<String>) -> Self {
+        self.org = org;
+        self
+    }
+}
+
+impl FromRef<AppState> for Onboarding {
+    fn from_ref(state: &AppState) -> Self {
+        state.onboarding.clone()
+    }
+}
+
+/// `planwright setup`'s one-shot listener: the registration page and the callback only.
+pub fn terminal_router(onboarding: Onboarding) -> Router {
+    Router::new()
+        .route("/", get(terminal_index))
+        .route(CALLBACK_PATH, get(callback))
+        .with_state(onboarding)
+}
+
+#[derive(Deserialize)]
+pub struct IndexQuery {
+    org: Option<String>,
+}
+
+/// `GET /`: the registration page while no GitHub App is configured, the status page after.
+pub async fn index(State(state): State<AppState>, Query(query): Query<IndexQuery>) -> Response {
+    if !state.forges.configured(Forge::Github) {
+        return registration_page(&state.onboarding, query.org.as_deref());
+    }
+    match status_page(&state).await {
+        Ok(body) => html(StatusCode::OK, body, None),
+        Err(e) => {
+            error!(error = %format!("{e:#}"), "Could not build the status page");
+            message_page(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Status unavailable",
+                "Could not read the status from the database; the log has the details.",
+            )
+        }
+    }
+}
+
+async fn terminal_index(
+    State(onboarding): State<Onboarding>,
+    Query(query): Query<IndexQuery>,
+) -> Response {
+    let org = query.org.or_else(|| onboarding.org.clone());
+    registration_page(&onboarding, org.as_deref())
+}
+
+fn registration_page(onboarding: &Onboarding, org: Option<&str>) -> Response {
+    let org = org.map(str::trim).filter(|o| !o.is_empty());
+    let state = onboarding::new_state();
+    let action = match onboarding::registration_url(&onboarding.settings.github_url, org, &state) {
+        Ok(url) => url,
+        Err(e) => {
+            return message_page(
+                StatusCode::BAD_REQUEST,
+                "Cannot register",
+                &format!("{e:#}"),
+            );
+        }
+    };
+    let manifest =
+        match onboarding::manifest(&onboarding.settings.public_url, &onboarding.return_url) {
+            Ok(m) => m,
+            Err(e) => {
+                error!(error = %format!("{e:#}"), "Could not build the app manifest");
+                return message_page(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "Cannot register",
+                    &format!("{e:#}"),
+                );
+            }
+        };
+    let compact = manifest.to_string();
+    let pretty = serde_json::to_string_pretty(&manifest).unwrap_or_else(|_| compact.clone());
+    let owner = match org {
+        Some(org) => format!("the organisation <b>{}</b>", escape(org)),
+        None => "your GitHub account".to_owned(),
+    };
+    let mut body = String::new();
+    let _ = write!(
+        body,
+        "<h1>planwright</h1>\
+         <p>No GitHub App is configured yet. Register one from planwright's manifest: GitHub \
+         creates the app for {owner}, and planwright stores its credentials in \
+         <code>{data_dir}</code> and starts using them right away.</p>\
+         <form method=\"post\" action=\"{action}\">\
+         <input type=\"hidden\" name=\"manifest\" value=\"{manifest}\">\
+         <button type=\"submit\">Register GitHub App</button></form>\
+         <p>To register it for an organisation, open <code>/?org=NAME</code>.</p>\
+         <h2>Manifest</h2><pre>{pretty}</pre>",
+        data_dir = escape(
+            &onboarding::RegisteredApp::path(&onboarding.settings.data_dir)
+                .display()
+                .to_string()
+        ),
+        action = escape(&action),
+        manifest = escape(&compact),
+        pretty = escape(&pretty),
+    );
+    let secure = if onboarding.return_url.starts_with("https://") {
+        "; Secure"
+    } else {
+        ""
+    };
+    let cookie = format!(
+        "{STATE_COOKIE}={state}; Path=/setup/github; Max-Age=3600; HttpOnly; SameSite=Lax{secure}"
+    );
+    let mut response = html(StatusCode::OK, body, Some(&onboarding.settings.github_url));
+    if let Ok(value) = HeaderValue::from_str(&cookie) {
+        response.headers_mut().insert(header::SET_COOKIE, value);
+    }
+    response
+}
+
+#[derive(Deserialize)]
+pub struct CallbackQuery {
+    code: Option<String>,
+    state: Option<String>,
+}
+
+/// `GET /setup/github/callback`: checks `state` against the browser's cookie, exchanges
+/// the code, stores the credentials and starts using the app.
+pub async fn callback(
+    State(onboarding): State<Onboarding>,
+    headers: HeaderMap,
+    Query(query): Query<CallbackQuery>,
+) -> Response {
+    let expected = cookie(&headers, STATE_COOKIE);
+    let matches = match (&expected, &query.state) {
+        (Some(expected), Some(given)) => {
+            !expected.is_empty() && bool::from(expected.as_bytes().ct_eq(given.as_bytes()))
+        }
+        _ => false,
+    };
+    if !matches {
+        warn!("refused a GitHub App registration whose state does not match this browser's");
+        return message_page(
+            StatusCode::FORBIDDEN,
+            "Cannot finish the registration",
+            &format!(
+                "The state GitHub sent back does not match the one this browser was given. \
+                 Start again from {}/ in this browser.",
+                onboarding.return_url
+            ),
+        );
+    }
+    let Some(code) = query.code.filter(|c| !c.is_empty()) else {
+        return message_page(
+            StatusCode::BAD_REQUEST,
+            "Cannot finish the registration",
+            "GitHub sent no code: the registration was not completed on GitHub.",
+        );
+    };
+    let _registering = onboarding.registering.lock().await;
+    if onboarding.forges.configured(Forge::Github) {
+        return message_page(
+            StatusCode::CONFLICT,
+            "Cannot register another GitHub App",
+            "This planwright has a GitHub App already.",
+        );
+    }
+    match register(&onboarding, &code).await {
+        Ok(app) => {
+            info!(app_id = app.id, slug = %app.slug, "GitHub App registered from the manifest");
+            let install = format!("{}/installations/new", app.html_url.trim_end_matches('/'));
+            let mut body = format!(
+                "<h1>planwright</h1><p>Registered the GitHub App <b>{}</b> (id {}), and \
+                 stored its credentials.</p>",
+                escape(&app.slug),
+                app.id
+            );
+            // GitHub's answer is trusted for its content, not for the link's scheme.
+            if install.starts_with("https://") || install.starts_with("http://") {
+                let _ = write!(
+                    body,
+                    "<p>Next, <a href=\"{}\">install it on your repositories</a>.</p>",
+                    escape(&install)
+                );
+            }
+            if let Some(notify) = &onboarding.notify {
+                let _ = notify.send(app);
+            }
+            let mut response = html(StatusCode::OK, body, None);
+            if let Ok(value) = HeaderValue::from_str(&format!(
+                "{STATE_COOKIE}=; Path=/setup/github; Max-Age=0; HttpOnly; SameSite=Lax"
+            )) {
+                response.headers_mut().insert(header::SET_COOKIE, value);
+            }
+            response
+        }
+        Err(e) => {
+            let message = format!("{e:#}");
+            error!(error = %message, "Could not register the GitHub App");
+            message_page(
+                StatusCode::BAD_GATEWAY,
+                "Cannot finish the registration",
+                &message,
+            )
+        }
+    }
+}
+
+async fn register(onboarding: &Onboarding, code: &str) -> anyhow::Result<RegisteredApp> {
+    let settings = &onboarding.settings;
+    let app = RegisteredApp::exchange(&settings.github.api_url, code).await?;
+    // Built before anything is stored, so a key GitHub sent that cannot sign is an error
+    // here rather than at the next start.
+    let github = settings.github.with_registered(&app);
+    let client = GithubApp::from_settings(&github)?;
+    app.save(&settings.data_dir)?;
+    onboarding
+        .forges
+        .install_github(client, github.webhook_secrets)?;
+    Ok(app)
+}
+
+/// Installations and recent sessions: states, contract versions and costs. Nothing from
+/// issue bodies, comments, failures or dossiers is shown, and all text is escaped.
+async fn status_page(state: &AppState) -> anyhow::Result<String> {
+    let mut conn = state.db.pool.acquire().await?;
+    let installs = installations::list(&mut conn).await?;
+    let mut body = String::from("<h1>planwright</h1>");
+    let settings = &state.settings;
+    let _ = write!(
+        body,
+        "<p>Webhooks: <code>{0}/webhooks/github</code>, <code>{0}/webhooks/gitlab</code>.</p>",
+        escape(&settings.public_url)
+    );
+    if let Some(id) = settings.github.app_id {
+        let _ = write!(body, "<p>GitHub App id {id}.</p>");
+    } else if state.forges.configured(Forge::Github) {
+        body.push_str("<p>GitHub App registered from the manifest while running.</p>");
+    }
+    body.push_str("<h2>Installations</h2>");
+    if installs.is_empty() {
+        body.push_str("<p>None yet: install the app on a repository.</p>");
+    } else {
+        body.push_str(
+            "<table><tr><th>forge</th><th>installation</th><th>account</th><th>state</th>\
+             <th>repositories</th></tr>",
+        );
+        for i in &installs {
+            let forge = forge_named(&i.forge);
+            let repos = match forge {
+                Some(forge) => installations::repositories(
+                    &mut conn,
+                    forge,
+                    crate::ids::InstallationId(i.installation_id),
+                )
+                .await?
+                .len(),
+                None => 0,
+            };
+            let _ = write!(
+                body,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{repos}</td></tr>",
+                escape(&i.forge),
+                i.installation_id,
+                escape(&i.account),
+                escape(&i.state),
+            );
+        }
+        body.push_str("</table>");
+    }
+    drop(conn);
+    let recent = sessions::list(&state.db, RECENT_SESSIONS).await?;
+    body.push_str("<h2>Recent sessions</h2>");
+    if recent.is_empty() {
+        body.push_str("<p>None yet: label an issue to start one.</p>");
+    } else {
+        body.push_str(
+            "<table><tr><th>issue</th><th>state</th><th>contract</th><th>cost</th>\
+             <th>updated</th></tr>",
+        );
+        let now = now_ms();
+        for s in &recent {
+            let contract = s
+                .contract_version
+                .map_or_else(|| "—".to_owned(), |v| format!("v{v}"));
+            let _ = write!(
+                body,
+                "<tr><td>{}</td><td>{}</td><td>{contract}</td><td>${:.2}</td><td>{}</td></tr>",
+                issue_link(settings, s),
+                escape(&s.state),
+                s.cost_microusd as f64 / 1_000_000.0,
+                age(now - s.updated_at),
+            );
+        }
+        body.push_str("</table>");
+    }
+    Ok(body)
+}
+
+fn issue_link(settings: &Settings, s: &sessions::SessionRow) -> String {
+    let text = format!("{}#{}", s.repo, s.issue_number);
+    let url = match forge_named(&s.forge) {
+        Some(Forge::Github) => Some(format!(
+            "{}/{}/issues/{}",
+            settings.github_url, s.repo, s.issue_number
+        )),
+        Some(Forge::Gitlab) => settings
+            .gitlab
+            .url
+            .as_ref()
+            .map(|base| format!("{base}/{}/-/issues/{}", s.repo, s.issue_number)),
+        None => None,
+    };
+    match url {
+        Some(url) => format!("<a href=\"{}\">{}</a>", escape(&url), escape(&text)),
+        None => escape(&text),
+    }
+}
+
+fn forge_named(name: &str) -> Option<Forge> {
+    [Forge::Github, Forge::Gitlab]
+        .into_iter()
+        .find(|f| f.as_str() == name)
+}
+
+fn age(ms: i64) -> String {
+    let secs = (ms / 1000).max(0);
+    match secs {
+        0..60 => format!("{secs} s ago"),
+        60..3600 => format!("{} min ago", secs / 60),
+        3600..86400 => format!("{} h ago", secs / 3600),
+        _ => format!("{} d ago", secs / 86400),
+    }
+}
+
+fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v.to_owned())
+}
+
+fn message_page(status: StatusCode, title: &str, message: &str) -> Response {
+    html(
+        status,
+        format!("<h1>{}</h1><p>{}</p>", escape(title), escape(message)),
+        None,
+    )
+}
+
+/// A complete page. Nothing here needs scripts; forms may post only to `form_target`.
+fn html(status: StatusCode, body: String, form_target: Option<&str>) -> Response {
+    let form_action = form_target.map_or_else(|| "'none'".to_owned(), origin);
+    let csp = format!(
+        "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; \
+         frame-ancestors 'none'; form-action {form_action}"
+    );
+    let page = format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <title>planwright</title><style>body{{font-family:sans-serif;max-width:60em;\
+         margin:2em auto;padding:0 1em}}td,th{{padding:.2em .8em;text-align:left}}\
+         pre{{background:#f4f4f4;padding:1em;overflow:auto}}</style></head>\
+         <body>{body}</body></html>"
+    );
+    let mut response = (status, page).into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    if let Ok(value) = HeaderValue::from_str(&csp) {
+        headers.insert(header::CONTENT_SECURITY_POLICY, value);
+    }
+    response
+}
+
+/// `scheme://host[:port]` of a URL, as CSP source lists take it.
+fn origin(url: &str) -> String {
+    let scheme_end = url.find("://").map_or(0, |i| i + 3);
+    let host_end = url[scheme_end..]
+        .find('/')
+        .map_or(url.len(), |i| scheme_end + i);
+    url[..host_end].to_owned()
+}
+
+/// Text made safe for HTML content and double- or single-quoted attributes.
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markup_is_escaped_and_origins_are_cut_at_the_host() {
+        assert_eq!(
+            escape("<a href='x'>\"&\"</a>"),
+            "&lt;a href=&#39;x&#39;&gt;&quot;&amp;&quot;&lt;/a&gt;"
+        );
+        assert_eq!(
+            origin("https://ghe.example.com/x/y"),
+            "https://ghe.example.com"
+        );
+        assert_eq!(origin("http://127.0.0.1:9"), "http://127.0.0.1:9");
+    }
+
+    #[test]
+    fn the_state_cookie_is_found_among_others() {
+        let mut headers = HeaderMap::new();
+        headers.append(header::COOKIE, HeaderValue::from_static("a=1; b=2"));
+        headers.append(
+            header::COOKIE,
+            HeaderValue::from_static("planwright_setup_state=abc"),
+        );
+        assert_eq!(cookie(&headers, STATE_COOKIE).as_deref(), Some("abc"));
+        assert_eq!(cookie(&headers, "c"), None);
+    }
+}
