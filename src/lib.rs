@@ -8,6 +8,7 @@ pub mod config;
 pub mod contract;
 pub mod dispatch;
 pub mod distill;
+pub mod doctor;
 pub mod event;
 pub mod executor;
 pub mod forge;

@@ -83,8 +83,9 @@ enum Command {
         #[command(subcommand)]
         command: ContractCommand,
     },
-    /// Check that this machine can run executors: bubblewrap, user namespaces, the
-    /// sandbox user, DATA_DIR. Exits non-zero when the sandbox cannot work.
+    /// Check this deployment: settings, database and migrations, GitHub and GitLab
+    /// credentials, model provider keys, git, executors, the sandbox, free disk. One line
+    /// per check (ok, warn, FAIL); exits non-zero when any check fails.
     Doctor,
     /// Run commands the way executors run them.
     Sandbox {
@@ -220,6 +221,10 @@ fn main() -> std::process::ExitCode {
             }
         };
     }
+    // The doctor reports settings that do not load as one of its checks.
+    if let Command::Doctor = cli.command {
+        return doctor(cli.config.as_deref());
+    }
     let settings = match Settings::load(cli.config.as_deref()) {
         Ok(s) => s,
         Err(e) => {
@@ -311,8 +316,10 @@ async fn run(command: Command, settings: Settings) -> Result<()> {
             }
             Ok(())
         }
-        Command::Distill { .. } | Command::Sandbox { .. } | Command::Contract { .. } => Ok(()),
-        Command::Doctor => doctor(&settings).await,
+        Command::Distill { .. }
+        | Command::Sandbox { .. }
+        | Command::Contract { .. }
+        | Command::Doctor => Ok(()),
         Command::Deliveries { json, limit } => {
             let db = Db::connect(&settings.database_url).await?;
             let rows = deliveries::list(&db, i64::from(limit)).await.context(
@@ -375,23 +382,42 @@ fn distill(
     Ok(())
 }
 
-async fn doctor(settings: &Settings) -> Result<()> {
-    let relay = std::env::current_exe().ok();
-    let checks = planwright::sandbox::doctor::checks(settings, relay).await;
-    let mut fatal = false;
+/// Prints one line per check; fails when any check does.
+fn doctor(config: Option<&Path>) -> std::process::ExitCode {
+    use planwright::doctor::{self, Status};
+    let checks = match Settings::load(config) {
+        Ok(settings) => {
+            let runtime = match tokio::runtime::Runtime::new() {
+                Ok(rt) => rt,
+                Err(e) => {
+                    eprintln!("planwright: Could not start the async runtime: {e}");
+                    return std::process::ExitCode::FAILURE;
+                }
+            };
+            let relay = std::env::current_exe().ok();
+            let mut checks = doctor::settings(&settings);
+            checks.extend(runtime.block_on(doctor::run(&settings, relay)));
+            checks
+        }
+        Err(e) => vec![doctor::settings_failed(&e)],
+    };
     for check in &checks {
-        let mark = match (check.ok, check.required) {
-            (true, _) => "ok  ",
-            (false, true) => "FAIL",
-            (false, false) => "warn",
-        };
-        fatal |= check.required && !check.ok;
-        println!("{mark} {:<16} {}", check.name, check.detail);
+        println!("{}", check.line());
     }
-    if fatal {
-        anyhow::bail!("Cannot run executors on this machine: see the FAIL lines above");
+    let failed: Vec<&str> = checks
+        .iter()
+        .filter(|c| c.status == Status::Fail)
+        .map(|c| c.name)
+        .collect();
+    if failed.is_empty() {
+        std::process::ExitCode::SUCCESS
+    } else {
+        eprintln!(
+            "planwright: Cannot run planwright here as configured: fix {} (see the FAIL lines above)",
+            failed.join(", ")
+        );
+        std::process::ExitCode::FAILURE
     }
-    Ok(())
 }
 
 fn sandbox_run(

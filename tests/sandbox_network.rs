@@ -647,7 +647,9 @@ fn doctor_starts_a_sandbox_and_fails_without_bubblewrap() {
         "{stdout}"
     );
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("Cannot run executors on this machine"),
+        String::from_utf8_lossy(&out.stderr)
+            .contains("Cannot run planwright here as configured: fix ")
+            && String::from_utf8_lossy(&out.stderr).contains("bubblewrap"),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );

@@ -12,7 +12,7 @@ use super::{
     Provider, RetryPolicy, Role, StopReason, Usage, decode_error,
 };
 
-const API_VERSION: &str = "2023-06-01";
+pub(crate) const API_VERSION: &str = "2023-06-01";
 
 #[derive(Debug)]
 pub struct AnthropicClient {

@@ -275,6 +275,15 @@ impl Sandbox for Bwrap {
     }
 
     async fn run(&self, command: &Command) -> Result<Output, SandboxError> {
+        let started = std::time::Instant::now();
+        let result = self.run_uncounted(command).await;
+        crate::server::metrics::record_sandbox_run(&result, started.elapsed());
+        result
+    }
+}
+
+impl Bwrap {
+    async fn run_uncounted(&self, command: &Command) -> Result<Output, SandboxError> {
         let (workspace, cwd) = validate(command)?;
         let relay = self.check_bridges(&command.bridges)?;
         if let Some((uid, gid)) = self.host_user {
@@ -343,7 +352,7 @@ fn inside_socket(port: u16) -> String {
     format!("{INSIDE_RUN}/bridge-{port}.sock")
 }
 
-pub(super) fn find_on_path(name: &str) -> Option<PathBuf> {
+pub(crate) fn find_on_path(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
     std::env::split_paths(&path)
         .map(|dir| dir.join(name))

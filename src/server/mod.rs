@@ -2,6 +2,7 @@
 //! that runs it beside the job workers and the model proxy and shuts them down in order.
 
 pub mod health;
+pub mod metrics;
 pub mod setup;
 pub mod webhooks;
 
@@ -47,7 +48,8 @@ pub enum Role {
 pub fn router(state: AppState, role: Role) -> Router {
     let mut router = Router::new()
         .route("/healthz", get(health::healthz))
-        .route("/readyz", get(health::readyz));
+        .route("/readyz", get(health::readyz))
+        .route("/metrics", get(metrics::metrics));
     if role != Role::Worker {
         router = router
             .route("/webhooks/github", post(webhooks::github::receive))

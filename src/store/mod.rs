@@ -17,7 +17,8 @@ use anyhow::{Context, Result};
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{AnyPool, ConnectOptions, Connection, Executor};
 
-static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+/// The migrations this binary carries (`planwright doctor` compares them with the database).
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {

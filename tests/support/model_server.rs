@@ -1,6 +1,7 @@
 //! A scripted model server on a loopback port speaking the vendors' wire formats
 //! (Anthropic `/v1/messages` and `/v1/messages/count_tokens`, OpenAI
-//! `/v1/chat/completions` and `/v1/responses`), as whole JSON answers or, when a request
+//! `/v1/chat/completions` and `/v1/responses`; both vendors' `GET /v1/models`), as whole
+//! JSON answers or, when a request
 //! asks `"stream": true`, as server-sent events that can be held or cut mid-way. It
 //! answers from a script of steps and records every request, so tests can assert on
 //! exactly what a client sent.
@@ -13,7 +14,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{get, post};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
@@ -175,6 +176,7 @@ impl ModelServer {
                 }),
             )
             .route("/v1/messages/count_tokens", post(count_tokens))
+            .route("/v1/models", get(list_models))
             .route(
                 "/v1/chat/completions",
                 post(|state, uri, headers, body| answer(state, Wire::OpenAi, uri, headers, body)),
@@ -264,6 +266,26 @@ async fn count_tokens(
 ) -> Response {
     record(&shared, &uri, &headers, &body);
     Json(json!({"input_tokens": body.to_string().len() / 4})).into_response()
+}
+
+/// The model list, unscripted, in the shape of whichever vendor the headers say.
+async fn list_models(State(shared): State<Shared>, uri: Uri, headers: HeaderMap) -> Response {
+    record(&shared, &uri, &headers, &Value::Null);
+    if headers.contains_key("x-api-key") {
+        Json(json!({
+            "data": [{"type": "model", "id": "claude-test", "display_name": "Claude (test)",
+                      "created_at": "2025-01-01T00:00:00Z"}],
+            "has_more": false, "first_id": "claude-test", "last_id": "claude-test",
+        }))
+        .into_response()
+    } else {
+        Json(json!({
+            "object": "list",
+            "data": [{"id": "gpt-test", "object": "model", "created": 1735689600,
+                      "owned_by": "test"}],
+        }))
+        .into_response()
+    }
 }
 
 async fn answer(

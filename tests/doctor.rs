@@ -1,0 +1,333 @@
+//! `planwright doctor` against a fake world: a deployment whose every part answers passes,
+//! and each broken part (a setting that does not load, an unreachable database, a GitHub
+//! key or GitLab token the forge refuses, a model provider that cannot be reached) is
+//! reported on its own line, by name, with a non-zero exit.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+
+use support::fake_forge::{APP_SLUG, Credential, FakeGithub, app_key};
+use support::fake_gitlab::{BOT_USERNAME, FakeGitlab};
+use support::model_server::ModelServer;
+use support::{TestDb, planwright_command};
+
+const ANTHROPIC_KEY: &str = "sk-ant-doctor-test-key";
+const OPENAI_KEY: &str = "sk-openai-doctor-test-key";
+
+struct Report {
+    success: bool,
+    stdout: String,
+    stderr: String,
+}
+
+impl Report {
+    /// The report line of check `name`.
+    fn line(&self, name: &str) -> &str {
+        self.stdout
+            .lines()
+            .find(|l| {
+                l.get(5..)
+                    .is_some_and(|rest| rest.starts_with(&format!("{name:<16} ")))
+            })
+            .unwrap_or_else(|| panic!("no `{name}` line in:\n{}", self.stdout))
+    }
+
+    fn assert_line(&self, name: &str, status: &str, contains: &[&str]) {
+        let line = self.line(name);
+        assert!(
+            line.starts_with(status),
+            "`{name}` is not {status}: {line}\n{}",
+            self.stdout
+        );
+        for part in contains {
+            assert!(line.contains(part), "`{name}` lacks {part:?}: {line}");
+        }
+    }
+
+    fn assert_hides(&self, secret: &str) {
+        assert!(
+            !self.stdout.contains(secret) && !self.stderr.contains(secret),
+            "a secret was printed:\n{}\n{}",
+            self.stdout,
+            self.stderr
+        );
+    }
+}
+
+/// Runs the doctor with exactly these settings and `PATH`.
+async fn doctor(env: &[(&str, String)], path: &Path) -> Report {
+    let mut cmd = planwright_command();
+    cmd.arg("doctor").env("PATH", path);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = tokio::process::Command::from(cmd)
+        .output()
+        .await
+        .expect("planwright doctor runs");
+    Report {
+        success: out.status.success(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// A `PATH` holding git and bubblewrap from this machine and a `claude` that answers
+/// `--version`, but no `codex`: which executors the doctor finds is then known.
+fn tools(dir: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    for tool in ["git", "bwrap"] {
+        let found = std::env::split_paths(&std::env::var_os("PATH").unwrap())
+            .map(|d| d.join(tool))
+            .find(|p| p.is_file())
+            .unwrap_or_else(|| panic!("{tool} is installed"));
+        std::os::unix::fs::symlink(found, bin.join(tool)).unwrap();
+    }
+    let claude = bin.join("claude");
+    std::fs::write(&claude, "#!/bin/sh\necho '9.9.9 (Claude Code)'\n").unwrap();
+    std::fs::set_permissions(&claude, std::fs::Permissions::from_mode(0o755)).unwrap();
+    bin
+}
+
+/// Settings that point every part at the fakes.
+fn env_for(
+    db: &TestDb,
+    github: &FakeGithub,
+    gitlab: &FakeGitlab,
+    models: &ModelServer,
+) -> Vec<(&'static str, String)> {
+    vec![
+        ("PLANWRIGHT_DATA_DIR", db.dir.path().display().to_string()),
+        ("PLANWRIGHT_DATABASE_URL", db.url.clone()),
+        (
+            "PLANWRIGHT_GITHUB_APP_ID",
+            support::fake_forge::APP_ID.to_string(),
+        ),
+        (
+            "PLANWRIGHT_GITHUB_PRIVATE_KEY",
+            app_key().private_pem.clone(),
+        ),
+        ("PLANWRIGHT_GITHUB_API_URL", github.url.clone()),
+        ("PLANWRIGHT_GITHUB_WEBHOOK_SECRET", "gh-secret".into()),
+        ("PLANWRIGHT_GITLAB_URL", gitlab.url.clone()),
+        (
+            "PLANWRIGHT_GITLAB_TOKEN",
+            support::fake_gitlab::TOKEN.to_owned(),
+        ),
+        ("PLANWRIGHT_GITLAB_WEBHOOK_SECRET", "gl-secret".into()),
+        ("PLANWRIGHT_ANTHROPIC_API_KEY", ANTHROPIC_KEY.into()),
+        ("PLANWRIGHT_ANTHROPIC_BASE_URL", models.anthropic_base()),
+        ("PLANWRIGHT_OPENAI_API_KEY", OPENAI_KEY.into()),
+        ("PLANWRIGHT_OPENAI_BASE_URL", models.openai_base()),
+        ("PLANWRIGHT_PLANNER_MODEL", "anthropic:claude-test".into()),
+    ]
+}
+
+fn set(env: &mut Vec<(&'static str, String)>, key: &'static str, value: &str) {
+    env.retain(|(k, _)| *k != key);
+    env.push((key, value.to_owned()));
+}
+
+#[tokio::test]
+async fn a_deployment_whose_parts_all_answer_passes() {
+    let db = TestDb::new().await;
+    let github = FakeGithub::start().await;
+    let gitlab = FakeGitlab::start().await;
+    let models = ModelServer::start(Vec::new()).await;
+    let path = tools(db.dir.path());
+    let report = doctor(&env_for(&db, &github, &gitlab, &models), &path).await;
+    assert!(report.success, "{}\n{}", report.stdout, report.stderr);
+
+    report.assert_line("settings", "ok", &["loaded"]);
+    report.assert_line("database", "ok", &["migrations applied"]);
+    report.assert_line(
+        "github app",
+        "ok",
+        &[
+            &format!("GET /app on {} answered", github.url),
+            &format!("{APP_SLUG}[bot]"),
+        ],
+    );
+    report.assert_line(
+        "gitlab token",
+        "ok",
+        &[&format!("the token is @{BOT_USERNAME}'s")],
+    );
+    report.assert_line("anthropic", "ok", &["accepts ANTHROPIC_API_KEY"]);
+    report.assert_line("openai", "ok", &["accepts OPENAI_API_KEY"]);
+    report.assert_line("git", "ok", &["git version"]);
+    report.assert_line("executor claude", "ok", &["9.9.9 (Claude Code)"]);
+    report.assert_line("executor codex", "warn", &["`codex` is not on PATH"]);
+    report.assert_line("sandbox", "ok", &["bubblewrap started `true`"]);
+    report.assert_line("disk space", "ok", &["GiB free in"]);
+
+    // The keys were really sent, each the way its provider reads it, and never printed.
+    let asked: Vec<_> = models
+        .requests()
+        .into_iter()
+        .filter(|r| r.path == "/v1/models")
+        .collect();
+    assert_eq!(asked.len(), 2, "{asked:?}");
+    assert!(
+        asked
+            .iter()
+            .any(|r| r.header("x-api-key") == Some(ANTHROPIC_KEY)
+                && r.header("anthropic-version").is_some())
+    );
+    assert!(
+        asked
+            .iter()
+            .any(|r| r.header("authorization") == Some(&format!("Bearer {OPENAI_KEY}")))
+    );
+    assert_eq!(
+        github
+            .requests()
+            .iter()
+            .filter(|r| r.path == "/app" && r.credential == Credential::Jwt)
+            .count(),
+        1
+    );
+    report.assert_hides(ANTHROPIC_KEY);
+    report.assert_hides(OPENAI_KEY);
+    report.assert_hides(support::fake_gitlab::TOKEN);
+    report.assert_hides("PRIVATE KEY");
+}
+
+/// Another RSA key: well-formed, but not the one the fake GitHub knows the app by.
+fn foreign_key() -> String {
+    let out = std::process::Command::new("openssl")
+        .args(["genrsa", "-traditional", "2048"])
+        .output()
+        .expect("openssl is installed");
+    assert!(out.status.success(), "openssl genrsa failed");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[tokio::test]
+async fn refused_credentials_and_an_unreachable_provider_are_named() {
+    let db = TestDb::new().await;
+    let github = FakeGithub::start().await;
+    let gitlab = FakeGitlab::start().await;
+    let models = ModelServer::start(Vec::new()).await;
+    let path = tools(db.dir.path());
+    let mut env = env_for(&db, &github, &gitlab, &models);
+    set(&mut env, "PLANWRIGHT_GITHUB_PRIVATE_KEY", &foreign_key());
+    set(
+        &mut env,
+        "PLANWRIGHT_GITLAB_TOKEN",
+        "glpat-not-a-token-it-knows",
+    );
+    // Nothing listens on port 1.
+    set(
+        &mut env,
+        "PLANWRIGHT_ANTHROPIC_BASE_URL",
+        "http://127.0.0.1:1",
+    );
+    let report = doctor(&env, &path).await;
+    assert!(!report.success, "{}", report.stdout);
+
+    report.assert_line(
+        "github app",
+        "FAIL",
+        &["(401)", "GITHUB_PRIVATE_KEY", "GITHUB_APP_ID"],
+    );
+    assert!(
+        github
+            .requests()
+            .iter()
+            .any(|r| r.path == "/app" && matches!(r.credential, Credential::Invalid(_))),
+        "the doctor did not ask GitHub"
+    );
+    report.assert_line("gitlab token", "FAIL", &["(401)", "GITLAB_TOKEN"]);
+    report.assert_line("anthropic", "FAIL", &["Could not reach http://127.0.0.1:1"]);
+    // The parts that work still say so.
+    report.assert_line("database", "ok", &[]);
+    report.assert_line("openai", "ok", &[]);
+    for name in ["github app", "gitlab token", "anthropic"] {
+        assert!(report.stderr.contains(name), "{}", report.stderr);
+    }
+    report.assert_hides("glpat-not-a-token-it-knows");
+    report.assert_hides(ANTHROPIC_KEY);
+}
+
+#[tokio::test]
+async fn an_unreachable_database_fails_without_showing_its_password() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = tools(dir.path());
+    let env = vec![
+        (
+            "PLANWRIGHT_DATA_DIR",
+            dir.path().join("data").display().to_string(),
+        ),
+        (
+            "PLANWRIGHT_DATABASE_URL",
+            "postgres://planwright:s3cret-pw@127.0.0.1:1/planwright".to_owned(),
+        ),
+    ];
+    let report = doctor(&env, &path).await;
+    assert!(!report.success, "{}", report.stdout);
+    report.assert_line(
+        "database",
+        "FAIL",
+        &[
+            "Could not connect to PostgreSQL at postgres://planwright:***@127.0.0.1:1/planwright",
+            "check DATABASE_URL",
+        ],
+    );
+    report.assert_hides("s3cret-pw");
+    assert!(report.stderr.contains("fix database"), "{}", report.stderr);
+    // Nothing configured is a warning, not a failure.
+    report.assert_line("github app", "warn", &["not configured"]);
+    report.assert_line("gitlab token", "warn", &["not configured"]);
+    report.assert_line("anthropic", "warn", &["ANTHROPIC_API_KEY is not set"]);
+}
+
+#[tokio::test]
+async fn a_database_not_yet_migrated_is_a_warning_and_is_left_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = tools(dir.path());
+    let url = support::empty_database_url(dir.path()).await;
+    let env = vec![
+        (
+            "PLANWRIGHT_DATA_DIR",
+            dir.path().join("data").display().to_string(),
+        ),
+        ("PLANWRIGHT_DATABASE_URL", url.clone()),
+    ];
+    let report = doctor(&env, &path).await;
+    assert!(report.success, "{}\n{}", report.stdout, report.stderr);
+    if url.starts_with("sqlite:") {
+        report.assert_line(
+            "database",
+            "warn",
+            &["does not exist yet", "planwright migrate"],
+        );
+        assert!(
+            !dir.path().join("empty").exists(),
+            "the doctor created the database"
+        );
+    } else {
+        report.assert_line(
+            "database",
+            "warn",
+            &["migrations pending", "planwright migrate"],
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_setting_that_does_not_load_is_the_one_failure_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = tools(dir.path());
+    let env = vec![
+        ("PLANWRIGHT_DATA_DIR", dir.path().display().to_string()),
+        ("PLANWRIGHT_LISTEN", "not-an-address".to_owned()),
+    ];
+    let report = doctor(&env, &path).await;
+    assert!(!report.success, "{}", report.stdout);
+    report.assert_line("settings", "FAIL", &["PLANWRIGHT_LISTEN", "not-an-address"]);
+    assert_eq!(report.stdout.lines().count(), 1, "{}", report.stdout);
+}
