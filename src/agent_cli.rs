@@ -1,0 +1,394 @@
+//! The coding CLIs an executor can hand a contract to (Claude Code, Codex): the command
+//! line, environment and prompt file each needs to run offline in the sandbox with the
+//! model proxy as its only provider, and a reading of the JSON events each prints.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use secrecy::SecretString;
+use serde_json::Value;
+
+use crate::sandbox::{Command, Limits, MODEL_PROXY_PORT, Output, Sandbox, SandboxError};
+
+/// Characters of the final message kept; the whole stream stays in the transcript.
+const FINAL_MESSAGE_LIMIT: usize = 16 * 1024;
+/// Characters of the summary line.
+const SUMMARY_LIMIT: usize = 1024;
+
+/// Where the prompt goes, relative to the run's `HOME`: outside the checkout, so it never
+/// shows in the diff.
+const PROMPT_FILE: &str = "contract.md";
+
+/// The tools Claude Code is given: reading, editing and running commands, nothing that
+/// reaches out (the web tools) or spawns further agents.
+const CLAUDE_TOOLS: &str = "Bash,Edit,Write,Read,Glob,Grep";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AgentCli {
+    ClaudeCode,
+    Codex,
+}
+
+impl AgentCli {
+    /// The name the repository config and contracts use for this executor.
+    pub fn name(self) -> &'static str {
+        match self {
+            AgentCli::ClaudeCode => "claude-code",
+            AgentCli::Codex => "codex",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "claude-code" => Some(AgentCli::ClaudeCode),
+            "codex" => Some(AgentCli::Codex),
+            _ => None,
+        }
+    }
+
+    /// The executable's name in the install prefix (`scripts/install-agents`).
+    pub fn program_name(self) -> &'static str {
+        match self {
+            AgentCli::ClaudeCode => "claude",
+            AgentCli::Codex => "codex",
+        }
+    }
+
+    /// The command line and environment for one run on `launch.prompt`. The command reads
+    /// the prompt from [`Invocation::prompt_file`] on its stdin, so a long contract never
+    /// meets the argument length limit.
+    pub fn invocation(self, launch: &Launch<'_>) -> Invocation {
+        let prompt_file = launch.home.join(PROMPT_FILE);
+        let program = launch.program.display().to_string();
+        let mut env = vec![(
+            "PLANWRIGHT_PROMPT_FILE".to_owned(),
+            prompt_file.display().to_string(),
+        )];
+        let args: Vec<String> = match self {
+            AgentCli::ClaudeCode => {
+                // Every request but the model's own stays home: no telemetry, error
+                // reports, update checks or release notes. Side requests (titles, command
+                // checks) use the same model, so the proxy prices all of them.
+                for (name, value) in [
+                    ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+                    ("DISABLE_AUTOUPDATER", "1"),
+                    ("DISABLE_TELEMETRY", "1"),
+                    ("DISABLE_ERROR_REPORTING", "1"),
+                    ("ANTHROPIC_SMALL_FAST_MODEL", launch.model),
+                    ("ANTHROPIC_DEFAULT_HAIKU_MODEL", launch.model),
+                ] {
+                    env.push((name.to_owned(), value.to_owned()));
+                }
+                [
+                    "-p",
+                    "--output-format",
+                    "stream-json",
+                    // stream-json in print mode requires it.
+                    "--verbose",
+                    "--model",
+                    launch.model,
+                    "--tools",
+                    CLAUDE_TOOLS,
+                    // Edits inside the working directory are accepted, commands are
+                    // allowed; anything else needs a prompt nobody answers, so it is
+                    // refused. The sandbox bounds what the commands reach.
+                    "--permission-mode",
+                    "acceptEdits",
+                    "--allowedTools",
+                    CLAUDE_TOOLS,
+                    "--no-session-persistence",
+                    "--strict-mcp-config",
+                    "--disable-slash-commands",
+                    // Settings from the run's own HOME only: a repository's
+                    // `.claude/settings.json` must not change models, hooks or endpoints.
+                    "--setting-sources",
+                    "user",
+                ]
+                .map(str::to_owned)
+                .to_vec()
+            }
+            AgentCli::Codex => {
+                let codex_home = launch.home.join(".codex");
+                env.push(("CODEX_HOME".into(), codex_home.display().to_string()));
+                // The built-in OpenAI provider ignores OPENAI_BASE_URL for some requests
+                // and tries a WebSocket to api.openai.com first; a provider of our own
+                // speaks plain HTTP to the proxy, with the capability token as its key.
+                let provider = format!(
+                    "model_providers.planwright={{name=\"planwright\",\
+                     base_url=\"http://127.0.0.1:{MODEL_PROXY_PORT}/v1\",\
+                     env_key=\"OPENAI_API_KEY\",wire_api=\"responses\"}}"
+                );
+                let mut args: Vec<String> = [
+                    "exec",
+                    "--json",
+                    "--model",
+                    launch.model,
+                    "--config",
+                    "model_provider=planwright",
+                    "--config",
+                ]
+                .map(str::to_owned)
+                .to_vec();
+                args.push(provider);
+                args.extend(
+                    [
+                        "--config",
+                        "check_for_update_on_startup=false",
+                        "--config",
+                        "analytics.enabled=false",
+                        "--config",
+                        "feedback.enabled=false",
+                        // Codex's own sandbox needs user namespaces, which the planwright
+                        // sandbox it runs in does not allow; that sandbox is the boundary.
+                        "--sandbox",
+                        "danger-full-access",
+                        "--skip-git-repo-check",
+                        "--ephemeral",
+                        "--ignore-user-config",
+                        "--color",
+                        "never",
+                        // The prompt comes on stdin.
+                        "-",
+                    ]
+                    .map(str::to_owned),
+                );
+                args
+            }
+        };
+        let mut argv = vec![
+            "sh".to_owned(),
+            "-c".to_owned(),
+            "exec \"$0\" \"$@\" < \"$PLANWRIGHT_PROMPT_FILE\"".to_owned(),
+            program,
+        ];
+        argv.extend(args);
+        Invocation {
+            argv,
+            env,
+            prompt_file,
+            prompt: launch.prompt.to_owned(),
+        }
+    }
+
+    /// Reads the JSON events the CLI printed on stdout (one object a line; other lines
+    /// are skipped) into the run's outcome.
+    pub fn read_events(self, stdout: &str) -> AgentReport {
+        let events = stdout
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line.trim()).ok());
+        match self {
+            AgentCli::ClaudeCode => read_claude(events),
+            AgentCli::Codex => read_codex(events),
+        }
+    }
+}
+
+/// What one run needs. Paths are as the sandbox sees them, which for the workspace is
+/// where it is on the host.
+#[derive(Debug, Clone, Copy)]
+pub struct Launch<'a> {
+    /// The CLI's executable; the sandbox shows the host's file system read-only, so an
+    /// installed CLI runs inside as it is.
+    pub program: &'a Path,
+    /// The model id as its provider names it (`claude-sonnet-4-5`, `gpt-5`).
+    pub model: &'a str,
+    /// The rendered contract.
+    pub prompt: &'a str,
+    /// The run's `HOME` inside the sandbox's workspace, outside the checkout.
+    pub home: &'a Path,
+}
+
+#[derive(Debug, Clone)]
+pub struct Invocation {
+    pub argv: Vec<String>,
+    pub env: Vec<(String, String)>,
+    /// Where the prompt must be written before the command starts.
+    pub prompt_file: PathBuf,
+    pub prompt: String,
+}
+
+/// How a CLI run ended, in its own words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StopReason {
+    /// The agent finished and said so.
+    Completed,
+    /// The agent ran out of turns before finishing.
+    MaxTurns,
+    /// The CLI reported a failure (a model API error, a failed turn).
+    Failed(String),
+    /// The stream ended without a result: the process died or was killed.
+    Unfinished,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentReport {
+    /// One bounded line: turns, tools used, how it ended.
+    pub summary: String,
+    pub final_message: Option<String>,
+    pub stop: StopReason,
+    /// Tool (or item) names and how often each was used.
+    pub tools: BTreeMap<String, u32>,
+}
+
+fn read_claude(events: impl Iterator<Item = Value>) -> AgentReport {
+    let mut tools = BTreeMap::new();
+    let mut last_text = None;
+    let mut result: Option<Value> = None;
+    for event in events {
+        match event["type"].as_str() {
+            Some("assistant") => {
+                for block in event["message"]["content"].as_array().into_iter().flatten() {
+                    match block["type"].as_str() {
+                        Some("tool_use") => {
+                            let name = block["name"].as_str().unwrap_or("unknown");
+                            *tools.entry(name.to_owned()).or_insert(0) += 1;
+                        }
+                        Some("text") => last_text = block["text"].as_str().map(str::to_owned),
+                        _ => {}
+                    }
+                }
+            }
+            Some("result") => result = Some(event),
+            _ => {}
+        }
+    }
+    let (stop, final_message, turns) = match &result {
+        None => (StopReason::Unfinished, last_text, None),
+        Some(result) => {
+            let text = result["result"].as_str().map(str::to_owned).or(last_text);
+            let stop = match (result["subtype"].as_str(), result["is_error"].as_bool()) {
+                (Some("error_max_turns"), _) => StopReason::MaxTurns,
+                (Some("success"), Some(false) | None) => StopReason::Completed,
+                (subtype, _) => StopReason::Failed(
+                    text.clone()
+                        .or_else(|| subtype.map(str::to_owned))
+                        .unwrap_or_else(|| "an error without a message".into()),
+                ),
+            };
+            (stop, text, result["num_turns"].as_u64())
+        }
+    };
+    report(stop, final_message, tools, turns)
+}
+
+fn read_codex(events: impl Iterator<Item = Value>) -> AgentReport {
+    let mut tools = BTreeMap::new();
+    let mut last_text = None;
+    let mut turns = 0;
+    let mut stop = StopReason::Unfinished;
+    for event in events {
+        match event["type"].as_str() {
+            Some("item.completed") => {
+                let item = &event["item"];
+                match item["type"].as_str() {
+                    Some("agent_message") => last_text = item["text"].as_str().map(str::to_owned),
+                    // Warnings Codex reports as items do not end the run.
+                    Some("error" | "reasoning") | None => {}
+                    Some(kind) => *tools.entry(kind.to_owned()).or_insert(0) += 1,
+                }
+            }
+            Some("turn.completed") => {
+                turns += 1;
+                stop = StopReason::Completed;
+            }
+            Some("turn.failed") => {
+                turns += 1;
+                let message = event["error"]["message"]
+                    .as_str()
+                    .unwrap_or("a failed turn without a message");
+                stop = StopReason::Failed(message.to_owned());
+            }
+            _ => {}
+        }
+    }
+    report(stop, last_text, tools, Some(turns))
+}
+
+fn report(
+    stop: StopReason,
+    final_message: Option<String>,
+    tools: BTreeMap<String, u32>,
+    turns: Option<u64>,
+) -> AgentReport {
+    let ending = match &stop {
+        StopReason::Completed => "completed".to_owned(),
+        StopReason::MaxTurns => "stopped at the turn limit".to_owned(),
+        StopReason::Failed(message) => format!("failed: {}", first_line(message)),
+        StopReason::Unfinished => "ended without a result".to_owned(),
+    };
+    let used = if tools.is_empty() {
+        "no tools".to_owned()
+    } else {
+        tools
+            .iter()
+            .map(|(name, n)| format!("{name} ×{n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let turns = turns.map_or(String::new(), |n| format!("{n} turns, "));
+    AgentReport {
+        summary: truncate(&format!("{turns}{used}; {ending}"), SUMMARY_LIMIT),
+        final_message: final_message.map(|m| truncate(&m, FINAL_MESSAGE_LIMIT)),
+        stop,
+        tools,
+    }
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or_default()
+}
+
+/// At most `limit` characters, marked when cut.
+fn truncate(text: &str, limit: usize) -> String {
+    match text.char_indices().nth(limit) {
+        None => text.to_owned(),
+        Some((end, _)) => format!("{}…", &text[..end]),
+    }
+}
+
+/// One finished CLI run: what the sandbox gave back and its reading.
+#[derive(Debug)]
+pub struct AgentRun {
+    pub output: Output,
+    pub report: AgentReport,
+}
+
+/// Runs `cli` in `sandbox` on the workspace `root` (checkout in `root/repo`, `HOME` in
+/// `root/home`), reaching models only through the proxy on `proxy_socket` with the run's
+/// capability `token`. The transcript is the raw stdout in `output`.
+pub async fn run(
+    sandbox: &dyn Sandbox,
+    cli: AgentCli,
+    launch: &Launch<'_>,
+    root: &Path,
+    proxy_socket: &Path,
+    token: SecretString,
+    limits: Limits,
+) -> Result<AgentRun, SandboxError> {
+    let invocation = cli.invocation(launch);
+    // Codex refuses a CODEX_HOME that does not exist.
+    let dirs = match cli {
+        AgentCli::ClaudeCode => launch.home.to_path_buf(),
+        AgentCli::Codex => launch.home.join(".codex"),
+    };
+    std::fs::create_dir_all(&dirs)
+        .with_context(|| format!("Could not create {}", dirs.display()))?;
+    std::fs::write(&invocation.prompt_file, &invocation.prompt).with_context(|| {
+        format!(
+            "Could not write the prompt to {}",
+            invocation.prompt_file.display()
+        )
+    })?;
+    let mut command = Command::new(root, invocation.argv);
+    command.cwd = Some("repo".into());
+    command
+        .env
+        .push(("HOME".into(), launch.home.display().to_string()));
+    command.env.extend(invocation.env);
+    command.bridge_model_proxy(proxy_socket, token);
+    command.limits = limits;
+    let output = sandbox.run(&command).await?;
+    let report = cli.read_events(&output.stdout.text());
+    Ok(AgentRun { output, report })
+}
