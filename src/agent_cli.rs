@@ -260,11 +260,12 @@ fn read_claude(events: impl Iterator<Item = Value>) -> AgentReport {
             let stop = match (result["subtype"].as_str(), result["is_error"].as_bool()) {
                 (Some("error_max_turns"), _) => StopReason::MaxTurns,
                 (Some("success"), Some(false) | None) => StopReason::Completed,
-                (subtype, _) => StopReason::Failed(
-                    text.clone()
-                        .or_else(|| subtype.map(str::to_owned))
-                        .unwrap_or_else(|| "an error without a message".into()),
-                ),
+                (subtype, _) => StopReason::Failed(truncate(
+                    text.as_deref()
+                        .or(subtype)
+                        .unwrap_or("an error without a message"),
+                    FINAL_MESSAGE_LIMIT,
+                )),
             };
             (stop, text, result["num_turns"].as_u64())
         }
@@ -297,7 +298,7 @@ fn read_codex(events: impl Iterator<Item = Value>) -> AgentReport {
                 let message = event["error"]["message"]
                     .as_str()
                     .unwrap_or("a failed turn without a message");
-                stop = StopReason::Failed(message.to_owned());
+                stop = StopReason::Failed(truncate(message, FINAL_MESSAGE_LIMIT));
             }
             _ => {}
         }
@@ -326,7 +327,11 @@ fn report(
             .collect::<Vec<_>>()
             .join(", ")
     };
-    let turns = turns.map_or(String::new(), |n| format!("{n} turns, "));
+    let turns = match turns {
+        None => String::new(),
+        Some(1) => "1 turn, ".to_owned(),
+        Some(n) => format!("{n} turns, "),
+    };
     AgentReport {
         summary: truncate(&format!("{turns}{used}; {ending}"), SUMMARY_LIMIT),
         final_message: final_message.map(|m| truncate(&m, FINAL_MESSAGE_LIMIT)),
@@ -391,4 +396,172 @@ pub async fn run(
     let output = sandbox.run(&command).await?;
     let report = cli.read_events(&output.stdout.text());
     Ok(AgentRun { output, report })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Streams the real CLIs printed: an edit against the scripted model server (see
+    /// tests/agents_cli.rs) and a run whose model server refused every request.
+    const CLAUDE_EDIT: &str = include_str!("../tests/data/agent_cli/claude-code-edit.jsonl");
+    const CLAUDE_API_ERROR: &str =
+        include_str!("../tests/data/agent_cli/claude-code-api-error.jsonl");
+    const CODEX_EDIT: &str = include_str!("../tests/data/agent_cli/codex-edit.jsonl");
+    const CODEX_API_ERROR: &str = include_str!("../tests/data/agent_cli/codex-api-error.jsonl");
+
+    fn launch<'a>(home: &'a Path, prompt: &'a str) -> Launch<'a> {
+        Launch {
+            program: Path::new("/opt/planwright-agents/bin/claude"),
+            model: "claude-sonnet-4-5",
+            prompt,
+            home,
+        }
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for cli in [AgentCli::ClaudeCode, AgentCli::Codex] {
+            assert_eq!(AgentCli::parse(cli.name()), Some(cli));
+        }
+        assert_eq!(AgentCli::parse("builtin"), None);
+    }
+
+    #[test]
+    fn claude_code_reads_the_prompt_file_on_stdin_with_only_local_tools() {
+        let home = Path::new("/ws/home");
+        let prompt = "# Contract\n\nA prompt far too secret for argv";
+        let inv = AgentCli::ClaudeCode.invocation(&launch(home, prompt));
+        assert_eq!(inv.prompt_file, home.join("contract.md"));
+        assert_eq!(inv.prompt, prompt);
+        assert_eq!(&inv.argv[..2], ["sh", "-c"]);
+        assert_eq!(inv.argv[3], "/opt/planwright-agents/bin/claude");
+        assert!(inv.argv.iter().all(|a| !a.contains("far too secret")));
+        let after = |flag: &str| {
+            let i = inv.argv.iter().position(|a| a == flag).unwrap();
+            inv.argv[i + 1].as_str()
+        };
+        assert_eq!(after("--output-format"), "stream-json");
+        assert_eq!(after("--model"), "claude-sonnet-4-5");
+        assert_eq!(after("--permission-mode"), "acceptEdits");
+        assert_eq!(after("--tools"), "Bash,Edit,Write,Read,Glob,Grep");
+        assert!(!after("--tools").contains("Web"));
+        let env: BTreeMap<_, _> = inv.env.iter().cloned().collect();
+        assert_eq!(env["PLANWRIGHT_PROMPT_FILE"], "/ws/home/contract.md");
+        assert_eq!(env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"], "1");
+        assert_eq!(env["ANTHROPIC_SMALL_FAST_MODEL"], "claude-sonnet-4-5");
+        // The proxy's address and the token come from the sandbox's bridge, not from here.
+        assert!(!env.contains_key("ANTHROPIC_BASE_URL"));
+        assert!(!env.contains_key("ANTHROPIC_API_KEY"));
+    }
+
+    #[test]
+    fn codex_speaks_to_the_proxy_as_a_provider_of_its_own() {
+        let home = Path::new("/ws/home");
+        let mut l = launch(home, "the contract");
+        l.program = Path::new("/opt/planwright-agents/bin/codex");
+        l.model = "gpt-5";
+        let inv = AgentCli::Codex.invocation(&l);
+        assert_eq!(
+            &inv.argv[3..6],
+            ["/opt/planwright-agents/bin/codex", "exec", "--json"]
+        );
+        assert_eq!(inv.argv.last().map(String::as_str), Some("-"));
+        let provider = inv
+            .argv
+            .iter()
+            .find(|a| a.starts_with("model_providers.planwright="))
+            .unwrap();
+        assert!(provider.contains(&format!(
+            "base_url=\"http://127.0.0.1:{MODEL_PROXY_PORT}/v1\""
+        )));
+        assert!(provider.contains("env_key=\"OPENAI_API_KEY\""));
+        assert!(inv.argv.contains(&"model_provider=planwright".to_owned()));
+        assert!(inv.argv.contains(&"analytics.enabled=false".to_owned()));
+        let env: BTreeMap<_, _> = inv.env.iter().cloned().collect();
+        assert_eq!(env["CODEX_HOME"], "/ws/home/.codex");
+        assert!(!env.contains_key("OPENAI_API_KEY"));
+    }
+
+    #[test]
+    fn a_claude_code_edit_reads_as_completed_with_its_tools() {
+        let report = AgentCli::ClaudeCode.read_events(CLAUDE_EDIT);
+        assert_eq!(report.stop, StopReason::Completed);
+        assert_eq!(
+            report.final_message.as_deref(),
+            Some("Changed the greeting to planwright.")
+        );
+        assert_eq!(report.tools.get("Read"), Some(&1));
+        assert_eq!(report.tools.get("Edit"), Some(&1));
+        assert_eq!(report.summary, "3 turns, Edit ×1, Read ×1; completed");
+    }
+
+    #[test]
+    fn a_claude_code_api_error_reads_as_failed_with_its_message() {
+        let report = AgentCli::ClaudeCode.read_events(CLAUDE_API_ERROR);
+        assert_eq!(
+            report.stop,
+            StopReason::Failed("API Error: 418 probe".into())
+        );
+        assert_eq!(
+            report.summary,
+            "1 turn, no tools; failed: API Error: 418 probe"
+        );
+    }
+
+    #[test]
+    fn a_stream_cut_before_the_result_is_unfinished() {
+        let cut: String = CLAUDE_EDIT
+            .lines()
+            .filter(|l| !l.contains("\"type\":\"result\""))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let report = AgentCli::ClaudeCode.read_events(&format!("{cut}{{\"type\":\"resu"));
+        assert_eq!(report.stop, StopReason::Unfinished);
+        assert_eq!(
+            report.final_message.as_deref(),
+            Some("Changed the greeting to planwright.")
+        );
+        assert_eq!(AgentCli::Codex.read_events("").stop, StopReason::Unfinished);
+    }
+
+    #[test]
+    fn a_codex_edit_reads_as_completed_and_warnings_are_not_tools() {
+        let report = AgentCli::Codex.read_events(CODEX_EDIT);
+        assert_eq!(report.stop, StopReason::Completed);
+        assert_eq!(
+            report.final_message.as_deref(),
+            Some("Changed the greeting to planwright.")
+        );
+        assert_eq!(report.tools.len(), 1, "{:?}", report.tools);
+        assert_eq!(report.tools.get("command_execution"), Some(&1));
+        assert_eq!(report.summary, "1 turn, command_execution ×1; completed");
+    }
+
+    #[test]
+    fn a_failed_codex_turn_reads_as_failed() {
+        let report = AgentCli::Codex.read_events(CODEX_API_ERROR);
+        match &report.stop {
+            StopReason::Failed(message) => assert!(message.contains("418"), "{message}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(report.final_message.is_none());
+    }
+
+    #[test]
+    fn a_long_final_message_and_summary_are_bounded() {
+        let long = "x".repeat(FINAL_MESSAGE_LIMIT * 2);
+        let stream = serde_json::json!({"type": "result", "subtype": "success", "is_error": false,
+            "num_turns": 1, "result": long})
+        .to_string();
+        let report = AgentCli::ClaudeCode.read_events(&stream);
+        let message = report.final_message.unwrap();
+        assert_eq!(message.chars().count(), FINAL_MESSAGE_LIMIT + 1);
+        assert!(message.ends_with('…'));
+        let failed =
+            serde_json::json!({"type": "turn.failed", "error": {"message": "é".repeat(5000)}})
+                .to_string();
+        let report = AgentCli::Codex.read_events(&failed);
+        assert_eq!(report.summary.chars().count(), SUMMARY_LIMIT + 1);
+    }
 }
