@@ -24,6 +24,11 @@ const PROMPT_FILE: &str = "contract.md";
 /// reaches out (the web tools) or spawns further agents.
 const CLAUDE_TOOLS: &str = "Bash,Edit,Write,Read,Glob,Grep";
 
+/// The tools allowed without asking. Not the editing ones: a rule allowing `Edit` or
+/// `Write` allows them on any path, while `acceptEdits` accepts edits inside the working
+/// directory only.
+const CLAUDE_ALLOWED: &str = "Bash,Read,Glob,Grep";
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AgentCli {
     ClaudeCode,
@@ -96,7 +101,7 @@ impl AgentCli {
                     "--permission-mode",
                     "acceptEdits",
                     "--allowedTools",
-                    CLAUDE_TOOLS,
+                    CLAUDE_ALLOWED,
                     "--no-session-persistence",
                     "--strict-mcp-config",
                     "--disable-slash-commands",
@@ -229,6 +234,8 @@ pub struct AgentReport {
     pub stop: StopReason,
     /// Tool (or item) names and how often each was used.
     pub tools: BTreeMap<String, u32>,
+    /// Tools the CLI refused to run for want of a permission, in order.
+    pub denied: Vec<String>,
 }
 
 fn read_claude(events: impl Iterator<Item = Value>) -> AgentReport {
@@ -270,7 +277,14 @@ fn read_claude(events: impl Iterator<Item = Value>) -> AgentReport {
             (stop, text, result["num_turns"].as_u64())
         }
     };
-    report(stop, final_message, tools, turns)
+    let denied = result
+        .as_ref()
+        .and_then(|r| r["permission_denials"].as_array())
+        .into_iter()
+        .flatten()
+        .map(|d| d["tool_name"].as_str().unwrap_or("unknown").to_owned())
+        .collect();
+    report(stop, final_message, tools, denied, turns)
 }
 
 fn read_codex(events: impl Iterator<Item = Value>) -> AgentReport {
@@ -303,13 +317,15 @@ fn read_codex(events: impl Iterator<Item = Value>) -> AgentReport {
             _ => {}
         }
     }
-    report(stop, last_text, tools, Some(turns))
+    // Codex runs with approvals off: it never asks, so it reports no denials.
+    report(stop, last_text, tools, Vec::new(), Some(turns))
 }
 
 fn report(
     stop: StopReason,
     final_message: Option<String>,
     tools: BTreeMap<String, u32>,
+    denied: Vec<String>,
     turns: Option<u64>,
 ) -> AgentReport {
     let ending = match &stop {
@@ -332,11 +348,16 @@ fn report(
         Some(1) => "1 turn, ".to_owned(),
         Some(n) => format!("{n} turns, "),
     };
+    let refused = match denied.len() {
+        0 => String::new(),
+        n => format!(" ({n} denied: {})", denied.join(", ")),
+    };
     AgentReport {
-        summary: truncate(&format!("{turns}{used}; {ending}"), SUMMARY_LIMIT),
+        summary: truncate(&format!("{turns}{used}{refused}; {ending}"), SUMMARY_LIMIT),
         final_message: final_message.map(|m| truncate(&m, FINAL_MESSAGE_LIMIT)),
         stop,
         tools,
+        denied,
     }
 }
 
@@ -445,6 +466,9 @@ mod tests {
         assert_eq!(after("--model"), "claude-sonnet-4-5");
         assert_eq!(after("--permission-mode"), "acceptEdits");
         assert_eq!(after("--tools"), "Bash,Edit,Write,Read,Glob,Grep");
+        // Allowing the editing tools by rule would allow them outside the checkout.
+        assert!(!after("--allowedTools").contains("Edit"));
+        assert!(!after("--allowedTools").contains("Write"));
         assert!(!after("--tools").contains("Web"));
         let env: BTreeMap<_, _> = inv.env.iter().cloned().collect();
         assert_eq!(env["PLANWRIGHT_PROMPT_FILE"], "/ws/home/contract.md");

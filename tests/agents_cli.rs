@@ -233,9 +233,11 @@ fn usage() -> ScriptUsage {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn claude_code_edits_a_file_through_the_proxy() {
+async fn claude_code_edits_a_file_and_runs_a_command_through_the_proxy() {
     let world = World::start(|repo| {
         let file_path = repo.join("greeting.txt").display().to_string();
+        // Inside the sandbox's writable folder but outside the checkout Claude Code works in.
+        let outside = repo.join("../outside.txt").display().to_string();
         vec![
             Step::tool_call("toolu_read", "Read", json!({"file_path": file_path}))
                 .when_tools(&["Read", "Edit", "Bash"])
@@ -248,7 +250,22 @@ async fn claude_code_edits_a_file_through_the_proxy() {
             )
             .when_last_contains("hello, world")
             .usage(usage()),
-            Step::text("Changed the greeting to planwright.").usage(usage()),
+            Step::tool_call(
+                "toolu_outside",
+                "Write",
+                json!({"file_path": outside, "content": "escaped"}),
+            )
+            .when_last_contains("has been updated successfully")
+            .usage(usage()),
+            Step::tool_call(
+                "toolu_bash",
+                "Bash",
+                json!({"command": "wc -c greeting.txt", "description": "Count the bytes"}),
+            )
+            .usage(usage()),
+            Step::text("Changed the greeting to planwright.")
+                .when_last_contains("18 greeting.txt")
+                .usage(usage()),
         ]
     })
     .await;
@@ -267,6 +284,12 @@ async fn claude_code_edits_a_file_through_the_proxy() {
         Some("Changed the greeting to planwright.")
     );
     assert_eq!(run.report.tools.get("Edit"), Some(&1), "{why}");
+    assert_eq!(run.report.tools.get("Bash"), Some(&1), "{why}");
+    assert!(
+        !world.workspace().join("outside.txt").exists(),
+        "a write outside the checkout was allowed\n{why}"
+    );
+    assert_eq!(run.report.denied, ["Write"], "{why}");
     assert_eq!(world.upstream.unused_steps(), 0, "{why}");
     let requests = world.upstream.requests();
     assert!(requests.iter().all(|r| r.path == "/v1/messages"), "{why}");
