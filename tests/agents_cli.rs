@@ -116,17 +116,14 @@ impl World {
         self.root.path().join("workspace")
     }
 
-    async fn run(&self, cli: AgentCli, model: &str) -> (AgentRun, SecretString) {
+    async fn run(&self, cli: AgentCli, model: &str, budget: Budget) -> (AgentRun, SecretString) {
         let program = installed(cli);
         let sandbox = Bwrap::new(Vec::new())
             .expect("bubblewrap is installed (CI installs the bubblewrap package)")
             .with_relay_program(env!("CARGO_BIN_EXE_planwright"));
-        let token = self.caps.issue(
-            &self.run,
-            &self.session,
-            Budget::usd(1.0),
-            Duration::from_secs(600),
-        );
+        let token = self
+            .caps
+            .issue(&self.run, &self.session, budget, Duration::from_secs(600));
         let home = self.workspace().join("home");
         let launch = Launch {
             program: &program,
@@ -270,7 +267,9 @@ async fn claude_code_edits_a_file_and_runs_a_command_through_the_proxy() {
     })
     .await;
     let file = world.workspace().join("repo/greeting.txt");
-    let (run, token) = world.run(AgentCli::ClaudeCode, "claude-sonnet-4-5").await;
+    let (run, token) = world
+        .run(AgentCli::ClaudeCode, "claude-sonnet-4-5", Budget::usd(1.0))
+        .await;
     let why = world.report(&run);
     assert_eq!(
         std::fs::read_to_string(&file).unwrap(),
@@ -314,7 +313,7 @@ async fn codex_edits_a_file_through_the_proxy() {
     })
     .await;
     let file = world.workspace().join("repo/greeting.txt");
-    let (run, token) = world.run(AgentCli::Codex, "gpt-5").await;
+    let (run, token) = world.run(AgentCli::Codex, "gpt-5", Budget::usd(1.0)).await;
     let why = world.report(&run);
     assert_eq!(
         std::fs::read_to_string(&file).unwrap(),
@@ -332,4 +331,38 @@ async fn codex_edits_a_file_through_the_proxy() {
     assert!(requests.iter().all(|r| r.path == "/v1/responses"), "{why}");
     world.assert_keys(&token, "authorization", &format!("Bearer {OPENAI_KEY}"));
     world.assert_metered(requests.len(), usage()).await;
+}
+
+/// A run whose budget is already spent: the proxy refuses the CLI's first call with the
+/// vendor's own "out of money" answer, nothing reaches the model server, and the CLI stops
+/// with the proxy's words.
+#[tokio::test(flavor = "multi_thread")]
+async fn claude_code_stops_when_the_proxy_refuses_a_spent_budget() {
+    let world = World::start(|_| vec![Step::text("never asked")]).await;
+    let (run, _) = world
+        .run(AgentCli::ClaudeCode, "claude-sonnet-4-5", Budget::usd(0.0))
+        .await;
+    let why = world.report(&run);
+    match &run.report.stop {
+        StopReason::Failed(message) => assert!(message.contains("spent its budget"), "{why}"),
+        other => panic!("{other:?}\n{why}"),
+    }
+    assert!(world.upstream.requests().is_empty(), "{why}");
+    assert_eq!(
+        std::fs::read_to_string(world.workspace().join("repo/greeting.txt")).unwrap(),
+        ORIGINAL
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn codex_stops_when_the_proxy_refuses_a_spent_budget() {
+    let world = World::start(|_| vec![Step::text("never asked")]).await;
+    let (run, _) = world.run(AgentCli::Codex, "gpt-5", Budget::usd(0.0)).await;
+    let why = world.report(&run);
+    match &run.report.stop {
+        // Codex shows its own words for OpenAI's `insufficient_quota`, not the proxy's.
+        StopReason::Failed(message) => assert!(message.contains("Quota exceeded"), "{why}"),
+        other => panic!("{other:?}\n{why}"),
+    }
+    assert!(world.upstream.requests().is_empty(), "{why}");
 }
