@@ -366,3 +366,43 @@ async fn codex_stops_when_the_proxy_refuses_a_spent_budget() {
     }
     assert!(world.upstream.requests().is_empty(), "{why}");
 }
+
+/// The first call costs more than the whole budget: it finishes, and the next one (which
+/// would have made the edit) is refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn claude_code_is_cut_off_after_the_call_that_spends_its_budget() {
+    let world = World::start(|repo| {
+        let file_path = repo.join("greeting.txt").display().to_string();
+        vec![
+            Step::tool_call("toolu_read", "Read", json!({"file_path": file_path}))
+                .when_last_contains("greeting.txt from world to planwright")
+                .usage(usage()),
+            Step::tool_call(
+                "toolu_edit",
+                "Edit",
+                json!({"file_path": file_path, "old_string": "world", "new_string": "planwright"}),
+            )
+            .usage(usage()),
+        ]
+    })
+    .await;
+    let (run, _) = world
+        .run(
+            AgentCli::ClaudeCode,
+            "claude-sonnet-4-5",
+            Budget::usd(0.0005),
+        )
+        .await;
+    let why = world.report(&run);
+    assert_eq!(world.upstream.requests().len(), 1, "{why}");
+    match &run.report.stop {
+        StopReason::Failed(message) => assert!(message.contains("spent its budget"), "{why}"),
+        other => panic!("{other:?}\n{why}"),
+    }
+    assert_eq!(run.report.tools.get("Read"), Some(&1), "{why}");
+    assert_eq!(
+        std::fs::read_to_string(world.workspace().join("repo/greeting.txt")).unwrap(),
+        ORIGINAL
+    );
+    world.assert_metered(1, usage()).await;
+}
