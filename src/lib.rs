@@ -3,6 +3,7 @@
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod agent_cli;
 pub mod app;
 pub mod config;
 pub mod contract;

@@ -1,0 +1,591 @@
+//! The coding CLIs an executor can hand a contract to (Claude Code, Codex): the command
+//! line, environment and prompt file each needs to run offline in the sandbox with the
+//! model proxy as its only provider, and a reading of the JSON events each prints.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use secrecy::SecretString;
+use serde_json::Value;
+
+use crate::sandbox::{Command, Limits, MODEL_PROXY_PORT, Output, Sandbox, SandboxError};
+
+/// Characters of the final message kept; the whole stream stays in the transcript.
+const FINAL_MESSAGE_LIMIT: usize = 16 * 1024;
+/// Characters of the summary line.
+const SUMMARY_LIMIT: usize = 1024;
+
+/// Where the prompt goes, relative to the run's `HOME`: outside the checkout, so it never
+/// shows in the diff.
+const PROMPT_FILE: &str = "contract.md";
+
+/// The tools Claude Code is given: reading, editing and running commands, nothing that
+/// reaches out (the web tools) or spawns further agents.
+const CLAUDE_TOOLS: &str = "Bash,Edit,Write,Read,Glob,Grep";
+
+/// The tools allowed without asking. Not the editing ones: a rule allowing `Edit` or
+/// `Write` allows them on any path, while `acceptEdits` accepts edits inside the working
+/// directory only.
+const CLAUDE_ALLOWED: &str = "Bash,Read,Glob,Grep";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AgentCli {
+    ClaudeCode,
+    Codex,
+}
+
+impl AgentCli {
+    /// The name the repository config and contracts use for this executor.
+    pub fn name(self) -> &'static str {
+        match self {
+            AgentCli::ClaudeCode => "claude-code",
+            AgentCli::Codex => "codex",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "claude-code" => Some(AgentCli::ClaudeCode),
+            "codex" => Some(AgentCli::Codex),
+            _ => None,
+        }
+    }
+
+    /// The executable's name in the install prefix (`scripts/install-agents`).
+    pub fn program_name(self) -> &'static str {
+        match self {
+            AgentCli::ClaudeCode => "claude",
+            AgentCli::Codex => "codex",
+        }
+    }
+
+    /// The command line and environment for one run on `launch.prompt`. The command reads
+    /// the prompt from [`Invocation::prompt_file`] on its stdin, so a long contract never
+    /// meets the argument length limit.
+    pub fn invocation(self, launch: &Launch<'_>) -> Invocation {
+        let prompt_file = launch.home.join(PROMPT_FILE);
+        let program = launch.program.display().to_string();
+        let mut env = vec![(
+            "PLANWRIGHT_PROMPT_FILE".to_owned(),
+            prompt_file.display().to_string(),
+        )];
+        let args: Vec<String> = match self {
+            AgentCli::ClaudeCode => {
+                // Every request but the model's own stays home: no telemetry, error
+                // reports, update checks or release notes. Side requests (titles, command
+                // checks) use the same model, so the proxy prices all of them.
+                for (name, value) in [
+                    ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+                    ("DISABLE_AUTOUPDATER", "1"),
+                    ("DISABLE_TELEMETRY", "1"),
+                    ("DISABLE_ERROR_REPORTING", "1"),
+                    ("ANTHROPIC_SMALL_FAST_MODEL", launch.model),
+                    ("ANTHROPIC_DEFAULT_HAIKU_MODEL", launch.model),
+                ] {
+                    env.push((name.to_owned(), value.to_owned()));
+                }
+                [
+                    "-p",
+                    "--output-format",
+                    "stream-json",
+                    // stream-json in print mode requires it.
+                    "--verbose",
+                    "--model",
+                    launch.model,
+                    "--tools",
+                    CLAUDE_TOOLS,
+                    // Edits inside the working directory are accepted, commands are
+                    // allowed; anything else needs a prompt nobody answers, so it is
+                    // refused. The sandbox bounds what the commands reach.
+                    "--permission-mode",
+                    "acceptEdits",
+                    "--allowedTools",
+                    CLAUDE_ALLOWED,
+                    "--no-session-persistence",
+                    "--strict-mcp-config",
+                    "--disable-slash-commands",
+                    // Settings from the run's own HOME only: a repository's
+                    // `.claude/settings.json` must not change models, hooks or endpoints.
+                    "--setting-sources",
+                    "user",
+                ]
+                .map(str::to_owned)
+                .to_vec()
+            }
+            AgentCli::Codex => {
+                let codex_home = launch.home.join(".codex");
+                env.push(("CODEX_HOME".into(), codex_home.display().to_string()));
+                // The built-in OpenAI provider ignores OPENAI_BASE_URL for some requests
+                // and tries a WebSocket to api.openai.com first; a provider of our own
+                // speaks plain HTTP to the proxy, with the capability token as its key.
+                let provider = format!(
+                    "model_providers.planwright={{name=\"planwright\",\
+                     base_url=\"http://127.0.0.1:{MODEL_PROXY_PORT}/v1\",\
+                     env_key=\"OPENAI_API_KEY\",wire_api=\"responses\"}}"
+                );
+                let mut args: Vec<String> = [
+                    "exec",
+                    "--json",
+                    "--model",
+                    launch.model,
+                    "--config",
+                    "model_provider=planwright",
+                    "--config",
+                ]
+                .map(str::to_owned)
+                .to_vec();
+                args.push(provider);
+                args.extend(
+                    [
+                        "--config",
+                        "check_for_update_on_startup=false",
+                        "--config",
+                        "analytics.enabled=false",
+                        "--config",
+                        "feedback.enabled=false",
+                        // Codex's own sandbox needs user namespaces, which the planwright
+                        // sandbox it runs in does not allow; that sandbox is the boundary.
+                        "--sandbox",
+                        "danger-full-access",
+                        "--skip-git-repo-check",
+                        "--ephemeral",
+                        "--ignore-user-config",
+                        "--color",
+                        "never",
+                        // The prompt comes on stdin.
+                        "-",
+                    ]
+                    .map(str::to_owned),
+                );
+                args
+            }
+        };
+        let mut argv = vec![
+            "sh".to_owned(),
+            "-c".to_owned(),
+            "exec \"$0\" \"$@\" < \"$PLANWRIGHT_PROMPT_FILE\"".to_owned(),
+            program,
+        ];
+        argv.extend(args);
+        Invocation {
+            argv,
+            env,
+            prompt_file,
+            prompt: launch.prompt.to_owned(),
+        }
+    }
+
+    /// Reads the JSON events the CLI printed on stdout (one object a line; other lines
+    /// are skipped) into the run's outcome.
+    pub fn read_events(self, stdout: &str) -> AgentReport {
+        let events = stdout
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line.trim()).ok());
+        match self {
+            AgentCli::ClaudeCode => read_claude(events),
+            AgentCli::Codex => read_codex(events),
+        }
+    }
+}
+
+/// What one run needs. Paths are as the sandbox sees them, which for the workspace is
+/// where it is on the host.
+#[derive(Debug, Clone, Copy)]
+pub struct Launch<'a> {
+    /// The CLI's executable; the sandbox shows the host's file system read-only, so an
+    /// installed CLI runs inside as it is.
+    pub program: &'a Path,
+    /// The model id as its provider names it (`claude-sonnet-4-5`, `gpt-5`).
+    pub model: &'a str,
+    /// The rendered contract.
+    pub prompt: &'a str,
+    /// The run's `HOME` inside the sandbox's workspace, outside the checkout.
+    pub home: &'a Path,
+}
+
+#[derive(Debug, Clone)]
+pub struct Invocation {
+    pub argv: Vec<String>,
+    pub env: Vec<(String, String)>,
+    /// Where the prompt must be written before the command starts.
+    pub prompt_file: PathBuf,
+    pub prompt: String,
+}
+
+/// How a CLI run ended, in its own words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StopReason {
+    /// The agent finished and said so.
+    Completed,
+    /// The agent ran out of turns before finishing.
+    MaxTurns,
+    /// The CLI reported a failure (a model API error, a failed turn).
+    Failed(String),
+    /// The stream ended without a result: the process died or was killed.
+    Unfinished,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentReport {
+    /// One bounded line: turns, tools used, how it ended.
+    pub summary: String,
+    pub final_message: Option<String>,
+    pub stop: StopReason,
+    /// Tool (or item) names and how often each was used.
+    pub tools: BTreeMap<String, u32>,
+    /// Tools the CLI refused to run for want of a permission, in order.
+    pub denied: Vec<String>,
+}
+
+fn read_claude(events: impl Iterator<Item = Value>) -> AgentReport {
+    let mut tools = BTreeMap::new();
+    let mut last_text = None;
+    let mut result: Option<Value> = None;
+    for event in events {
+        match event["type"].as_str() {
+            Some("assistant") => {
+                for block in event["message"]["content"].as_array().into_iter().flatten() {
+                    match block["type"].as_str() {
+                        Some("tool_use") => {
+                            let name = block["name"].as_str().unwrap_or("unknown");
+                            *tools.entry(name.to_owned()).or_insert(0) += 1;
+                        }
+                        Some("text") => last_text = block["text"].as_str().map(str::to_owned),
+                        _ => {}
+                    }
+                }
+            }
+            Some("result") => result = Some(event),
+            _ => {}
+        }
+    }
+    let (stop, final_message, turns) = match &result {
+        None => (StopReason::Unfinished, last_text, None),
+        Some(result) => {
+            let text = result["result"].as_str().map(str::to_owned).or(last_text);
+            let stop = match (result["subtype"].as_str(), result["is_error"].as_bool()) {
+                (Some("error_max_turns"), _) => StopReason::MaxTurns,
+                (Some("success"), Some(false) | None) => StopReason::Completed,
+                (subtype, _) => StopReason::Failed(truncate(
+                    text.as_deref()
+                        .or(subtype)
+                        .unwrap_or("an error without a message"),
+                    FINAL_MESSAGE_LIMIT,
+                )),
+            };
+            (stop, text, result["num_turns"].as_u64())
+        }
+    };
+    let denied = result
+        .as_ref()
+        .and_then(|r| r["permission_denials"].as_array())
+        .into_iter()
+        .flatten()
+        .map(|d| d["tool_name"].as_str().unwrap_or("unknown").to_owned())
+        .collect();
+    report(stop, final_message, tools, denied, turns)
+}
+
+fn read_codex(events: impl Iterator<Item = Value>) -> AgentReport {
+    let mut tools = BTreeMap::new();
+    let mut last_text = None;
+    let mut turns = 0;
+    let mut stop = StopReason::Unfinished;
+    for event in events {
+        match event["type"].as_str() {
+            Some("item.completed") => {
+                let item = &event["item"];
+                match item["type"].as_str() {
+                    Some("agent_message") => last_text = item["text"].as_str().map(str::to_owned),
+                    // Warnings Codex reports as items do not end the run.
+                    Some("error" | "reasoning") | None => {}
+                    Some(kind) => *tools.entry(kind.to_owned()).or_insert(0) += 1,
+                }
+            }
+            Some("turn.completed") => {
+                turns += 1;
+                stop = StopReason::Completed;
+            }
+            Some("turn.failed") => {
+                turns += 1;
+                let message = event["error"]["message"]
+                    .as_str()
+                    .unwrap_or("a failed turn without a message");
+                stop = StopReason::Failed(truncate(message, FINAL_MESSAGE_LIMIT));
+            }
+            _ => {}
+        }
+    }
+    // Codex runs with approvals off: it never asks, so it reports no denials.
+    report(stop, last_text, tools, Vec::new(), Some(turns))
+}
+
+fn report(
+    stop: StopReason,
+    final_message: Option<String>,
+    tools: BTreeMap<String, u32>,
+    denied: Vec<String>,
+    turns: Option<u64>,
+) -> AgentReport {
+    let ending = match &stop {
+        StopReason::Completed => "completed".to_owned(),
+        StopReason::MaxTurns => "stopped at the turn limit".to_owned(),
+        StopReason::Failed(message) => format!("failed: {}", first_line(message)),
+        StopReason::Unfinished => "ended without a result".to_owned(),
+    };
+    let used = if tools.is_empty() {
+        "no tools".to_owned()
+    } else {
+        tools
+            .iter()
+            .map(|(name, n)| format!("{name} ×{n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let turns = match turns {
+        None => String::new(),
+        Some(1) => "1 turn, ".to_owned(),
+        Some(n) => format!("{n} turns, "),
+    };
+    let refused = match denied.len() {
+        0 => String::new(),
+        n => format!(" ({n} denied: {})", denied.join(", ")),
+    };
+    AgentReport {
+        summary: truncate(&format!("{turns}{used}{refused}; {ending}"), SUMMARY_LIMIT),
+        final_message: final_message.map(|m| truncate(&m, FINAL_MESSAGE_LIMIT)),
+        stop,
+        tools,
+        denied,
+    }
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or_default()
+}
+
+/// At most `limit` characters, marked when cut.
+fn truncate(text: &str, limit: usize) -> String {
+    match text.char_indices().nth(limit) {
+        None => text.to_owned(),
+        Some((end, _)) => format!("{}…", &text[..end]),
+    }
+}
+
+/// One finished CLI run: what the sandbox gave back and its reading.
+#[derive(Debug)]
+pub struct AgentRun {
+    pub output: Output,
+    pub report: AgentReport,
+}
+
+/// Runs `cli` in `sandbox` on the workspace `root` (checkout in `root/repo`, `HOME` in
+/// `root/home`), reaching models only through the proxy on `proxy_socket` with the run's
+/// capability `token`. The transcript is the raw stdout in `output`.
+pub async fn run(
+    sandbox: &dyn Sandbox,
+    cli: AgentCli,
+    launch: &Launch<'_>,
+    root: &Path,
+    proxy_socket: &Path,
+    token: SecretString,
+    limits: Limits,
+) -> Result<AgentRun, SandboxError> {
+    let invocation = cli.invocation(launch);
+    // Codex refuses a CODEX_HOME that does not exist.
+    let dirs = match cli {
+        AgentCli::ClaudeCode => launch.home.to_path_buf(),
+        AgentCli::Codex => launch.home.join(".codex"),
+    };
+    std::fs::create_dir_all(&dirs)
+        .with_context(|| format!("Could not create {}", dirs.display()))?;
+    std::fs::write(&invocation.prompt_file, &invocation.prompt).with_context(|| {
+        format!(
+            "Could not write the prompt to {}",
+            invocation.prompt_file.display()
+        )
+    })?;
+    let mut command = Command::new(root, invocation.argv);
+    command.cwd = Some("repo".into());
+    command
+        .env
+        .push(("HOME".into(), launch.home.display().to_string()));
+    command.env.extend(invocation.env);
+    command.bridge_model_proxy(proxy_socket, token);
+    command.limits = limits;
+    let output = sandbox.run(&command).await?;
+    let report = cli.read_events(&output.stdout.text());
+    Ok(AgentRun { output, report })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Streams the real CLIs printed: an edit against the scripted model server (see
+    /// tests/agents_cli.rs) and a run whose model server refused every request.
+    const CLAUDE_EDIT: &str = include_str!("../tests/data/agent_cli/claude-code-edit.jsonl");
+    const CLAUDE_API_ERROR: &str =
+        include_str!("../tests/data/agent_cli/claude-code-api-error.jsonl");
+    const CODEX_EDIT: &str = include_str!("../tests/data/agent_cli/codex-edit.jsonl");
+    const CODEX_API_ERROR: &str = include_str!("../tests/data/agent_cli/codex-api-error.jsonl");
+
+    fn launch<'a>(home: &'a Path, prompt: &'a str) -> Launch<'a> {
+        Launch {
+            program: Path::new("/opt/planwright-agents/bin/claude"),
+            model: "claude-sonnet-4-5",
+            prompt,
+            home,
+        }
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for cli in [AgentCli::ClaudeCode, AgentCli::Codex] {
+            assert_eq!(AgentCli::parse(cli.name()), Some(cli));
+        }
+        assert_eq!(AgentCli::parse("builtin"), None);
+    }
+
+    #[test]
+    fn claude_code_reads_the_prompt_file_on_stdin_with_only_local_tools() {
+        let home = Path::new("/ws/home");
+        let prompt = "# Contract\n\nA prompt far too secret for argv";
+        let inv = AgentCli::ClaudeCode.invocation(&launch(home, prompt));
+        assert_eq!(inv.prompt_file, home.join("contract.md"));
+        assert_eq!(inv.prompt, prompt);
+        assert_eq!(&inv.argv[..2], ["sh", "-c"]);
+        assert_eq!(inv.argv[3], "/opt/planwright-agents/bin/claude");
+        assert!(inv.argv.iter().all(|a| !a.contains("far too secret")));
+        let after = |flag: &str| {
+            let i = inv.argv.iter().position(|a| a == flag).unwrap();
+            inv.argv[i + 1].as_str()
+        };
+        assert_eq!(after("--output-format"), "stream-json");
+        assert_eq!(after("--model"), "claude-sonnet-4-5");
+        assert_eq!(after("--permission-mode"), "acceptEdits");
+        assert_eq!(after("--tools"), "Bash,Edit,Write,Read,Glob,Grep");
+        // Allowing the editing tools by rule would allow them outside the checkout.
+        assert!(!after("--allowedTools").contains("Edit"));
+        assert!(!after("--allowedTools").contains("Write"));
+        assert!(!after("--tools").contains("Web"));
+        let env: BTreeMap<_, _> = inv.env.iter().cloned().collect();
+        assert_eq!(env["PLANWRIGHT_PROMPT_FILE"], "/ws/home/contract.md");
+        assert_eq!(env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"], "1");
+        assert_eq!(env["ANTHROPIC_SMALL_FAST_MODEL"], "claude-sonnet-4-5");
+        // The proxy's address and the token come from the sandbox's bridge, not from here.
+        assert!(!env.contains_key("ANTHROPIC_BASE_URL"));
+        assert!(!env.contains_key("ANTHROPIC_API_KEY"));
+    }
+
+    #[test]
+    fn codex_speaks_to_the_proxy_as_a_provider_of_its_own() {
+        let home = Path::new("/ws/home");
+        let mut l = launch(home, "the contract");
+        l.program = Path::new("/opt/planwright-agents/bin/codex");
+        l.model = "gpt-5";
+        let inv = AgentCli::Codex.invocation(&l);
+        assert_eq!(
+            &inv.argv[3..6],
+            ["/opt/planwright-agents/bin/codex", "exec", "--json"]
+        );
+        assert_eq!(inv.argv.last().map(String::as_str), Some("-"));
+        let provider = inv
+            .argv
+            .iter()
+            .find(|a| a.starts_with("model_providers.planwright="))
+            .unwrap();
+        assert!(provider.contains(&format!(
+            "base_url=\"http://127.0.0.1:{MODEL_PROXY_PORT}/v1\""
+        )));
+        assert!(provider.contains("env_key=\"OPENAI_API_KEY\""));
+        assert!(inv.argv.contains(&"model_provider=planwright".to_owned()));
+        assert!(inv.argv.contains(&"analytics.enabled=false".to_owned()));
+        let env: BTreeMap<_, _> = inv.env.iter().cloned().collect();
+        assert_eq!(env["CODEX_HOME"], "/ws/home/.codex");
+        assert!(!env.contains_key("OPENAI_API_KEY"));
+    }
+
+    #[test]
+    fn a_claude_code_edit_reads_as_completed_with_its_tools() {
+        let report = AgentCli::ClaudeCode.read_events(CLAUDE_EDIT);
+        assert_eq!(report.stop, StopReason::Completed);
+        assert_eq!(
+            report.final_message.as_deref(),
+            Some("Changed the greeting to planwright.")
+        );
+        assert_eq!(report.tools.get("Read"), Some(&1));
+        assert_eq!(report.tools.get("Edit"), Some(&1));
+        assert_eq!(report.summary, "3 turns, Edit ×1, Read ×1; completed");
+    }
+
+    #[test]
+    fn a_claude_code_api_error_reads_as_failed_with_its_message() {
+        let report = AgentCli::ClaudeCode.read_events(CLAUDE_API_ERROR);
+        assert_eq!(
+            report.stop,
+            StopReason::Failed("API Error: 418 probe".into())
+        );
+        assert_eq!(
+            report.summary,
+            "1 turn, no tools; failed: API Error: 418 probe"
+        );
+    }
+
+    #[test]
+    fn a_stream_cut_before_the_result_is_unfinished() {
+        let cut: String = CLAUDE_EDIT
+            .lines()
+            .filter(|l| !l.contains("\"type\":\"result\""))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let report = AgentCli::ClaudeCode.read_events(&format!("{cut}{{\"type\":\"resu"));
+        assert_eq!(report.stop, StopReason::Unfinished);
+        assert_eq!(
+            report.final_message.as_deref(),
+            Some("Changed the greeting to planwright.")
+        );
+        assert_eq!(AgentCli::Codex.read_events("").stop, StopReason::Unfinished);
+    }
+
+    #[test]
+    fn a_codex_edit_reads_as_completed_and_warnings_are_not_tools() {
+        let report = AgentCli::Codex.read_events(CODEX_EDIT);
+        assert_eq!(report.stop, StopReason::Completed);
+        assert_eq!(
+            report.final_message.as_deref(),
+            Some("Changed the greeting to planwright.")
+        );
+        assert_eq!(report.tools.len(), 1, "{:?}", report.tools);
+        assert_eq!(report.tools.get("command_execution"), Some(&1));
+        assert_eq!(report.summary, "1 turn, command_execution ×1; completed");
+    }
+
+    #[test]
+    fn a_failed_codex_turn_reads_as_failed() {
+        let report = AgentCli::Codex.read_events(CODEX_API_ERROR);
+        match &report.stop {
+            StopReason::Failed(message) => assert!(message.contains("418"), "{message}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(report.final_message.is_none());
+    }
+
+    #[test]
+    fn a_long_final_message_and_summary_are_bounded() {
+        let long = "x".repeat(FINAL_MESSAGE_LIMIT * 2);
+        let stream = serde_json::json!({"type": "result", "subtype": "success", "is_error": false,
+            "num_turns": 1, "result": long})
+        .to_string();
+        let report = AgentCli::ClaudeCode.read_events(&stream);
+        let message = report.final_message.unwrap();
+        assert_eq!(message.chars().count(), FINAL_MESSAGE_LIMIT + 1);
+        assert!(message.ends_with('…'));
+        let failed =
+            serde_json::json!({"type": "turn.failed", "error": {"message": "é".repeat(5000)}})
+                .to_string();
+        let report = AgentCli::Codex.read_events(&failed);
+        assert_eq!(report.summary.chars().count(), SUMMARY_LIMIT + 1);
+    }
+}

@@ -1,0 +1,408 @@
+//! The real Claude Code and Codex CLIs (installed by `scripts/install-agents`) run in the
+//! real bubblewrap sandbox against the scripted model server, reached only through the
+//! model proxy and the sandbox's relay bridge. Each makes a real edit in the workspace; the
+//! tests fail, not skip, when a CLI is missing (CI installs both).
+
+mod support;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use planwright::agent_cli::{self, AgentCli, AgentRun, Launch, StopReason};
+use planwright::config::ModelSettings;
+use planwright::ids::{RunId, SessionId};
+use planwright::llm::proxy::{self, Capabilities, ProxyListen, ProxyState};
+use planwright::llm::usage::{Budget, PriceTable};
+use planwright::sandbox::{Bwrap, Limits};
+use planwright::store::model_usage;
+use secrecy::{ExposeSecret, SecretString};
+use serde_json::json;
+use support::TestDb;
+use support::model_server::{ModelServer, Recorded, ScriptUsage, Step};
+use tokio_util::sync::CancellationToken;
+
+const ANTHROPIC_KEY: &str = "sk-ant-real-key-for-the-cli-0123";
+const OPENAI_KEY: &str = "sk-openai-real-key-for-the-cli-4567";
+const CONTRACT: &str =
+    "# Contract\n\nChange the greeting in greeting.txt from world to planwright.";
+const ORIGINAL: &str = "hello, world\n";
+const EDITED: &str = "hello, planwright\n";
+
+/// The CLI's executable in the install prefix; a missing one fails the test.
+fn installed(cli: AgentCli) -> PathBuf {
+    let prefix = std::env::var_os("PLANWRIGHT_AGENTS_PREFIX")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/opt/planwright-agents"));
+    let program = prefix.join("bin").join(cli.program_name());
+    assert!(
+        program.exists(),
+        "{} is not installed at {}: run scripts/install-agents",
+        cli.name(),
+        program.display()
+    );
+    program
+}
+
+/// A sandbox workspace (checkout in `repo/`, `HOME` in `home/`) and the proxy's socket,
+/// under the target folder (the sandbox has a private /tmp) and open to the unprivileged
+/// user sandboxes run as.
+struct World {
+    root: tempfile::TempDir,
+    db: TestDb,
+    upstream: ModelServer,
+    caps: Arc<Capabilities>,
+    socket: PathBuf,
+    run: RunId,
+    session: SessionId,
+    stop: CancellationToken,
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+impl World {
+    /// `script` gets the checkout's path, which the CLIs' file tools want absolute.
+    async fn start(script: impl FnOnce(&Path) -> Vec<Step>) -> Self {
+        let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("a temporary folder");
+        let workspace = root.path().join("workspace");
+        for dir in [
+            root.path().to_path_buf(),
+            workspace.clone(),
+            workspace.join("repo"),
+            workspace.join("home"),
+        ] {
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        std::fs::write(workspace.join("repo/greeting.txt"), ORIGINAL).unwrap();
+
+        let db = TestDb::new().await;
+        let upstream = ModelServer::start(script(&workspace.join("repo"))).await;
+        let settings = ModelSettings {
+            anthropic_api_key: Some(SecretString::from(ANTHROPIC_KEY)),
+            anthropic_base_url: upstream.anthropic_base(),
+            openai_api_key: Some(SecretString::from(OPENAI_KEY)),
+            openai_base_url: upstream.openai_base(),
+            planner: None,
+            scout: None,
+            executor: None,
+            prices: PriceTable::default(),
+        };
+        let caps = Arc::new(Capabilities::generate());
+        let state = ProxyState::new(db.db.clone(), &settings, caps.clone()).unwrap();
+        let socket = root.path().join("proxy.sock");
+        let stop = CancellationToken::new();
+        proxy::serve(&ProxyListen::Unix(socket.clone()), state, stop.clone())
+            .await
+            .unwrap();
+        World {
+            root,
+            db,
+            upstream,
+            caps,
+            socket,
+            run: RunId::generate(),
+            session: SessionId::generate(),
+            stop,
+        }
+    }
+
+    fn workspace(&self) -> PathBuf {
+        self.root.path().join("workspace")
+    }
+
+    async fn run(&self, cli: AgentCli, model: &str, budget: Budget) -> (AgentRun, SecretString) {
+        let program = installed(cli);
+        let sandbox = Bwrap::new(Vec::new())
+            .expect("bubblewrap is installed (CI installs the bubblewrap package)")
+            .with_relay_program(env!("CARGO_BIN_EXE_planwright"));
+        let token = self
+            .caps
+            .issue(&self.run, &self.session, budget, Duration::from_secs(600));
+        let home = self.workspace().join("home");
+        let launch = Launch {
+            program: &program,
+            model,
+            prompt: CONTRACT,
+            home: &home,
+        };
+        let limits = Limits {
+            wall: Duration::from_secs(240),
+            ..Limits::default()
+        };
+        let run = agent_cli::run(
+            &sandbox,
+            cli,
+            &launch,
+            &self.workspace(),
+            &self.socket,
+            token.clone(),
+            limits,
+        )
+        .await
+        .expect("the sandbox runs the CLI");
+        (run, token)
+    }
+
+    /// Everything needed to see why a run went wrong.
+    fn report(&self, run: &AgentRun) -> String {
+        let requests: Vec<String> = self
+            .upstream
+            .requests()
+            .iter()
+            .map(|r| format!("{} {}", r.path, last_message(r)))
+            .collect();
+        format!(
+            "exit {:?} timed out {}\nsummary: {}\nstdout:\n{}\nstderr:\n{}\nupstream requests: {requests:#?}",
+            run.output.exit,
+            run.output.timed_out,
+            run.report.summary,
+            tail(&run.output.stdout.text()),
+            tail(&run.output.stderr.text()),
+        )
+    }
+
+    /// The real key arrived upstream on every model request, the capability token never.
+    fn assert_keys(&self, token: &SecretString, header: &str, expected: &str) {
+        let requests = self.upstream.requests();
+        assert!(!requests.is_empty(), "no request reached the model server");
+        for request in &requests {
+            assert_eq!(request.header(header), Some(expected), "{}", request.path);
+            let leaked = request
+                .headers
+                .iter()
+                .any(|(_, v)| v.contains(token.expose_secret()))
+                || request.body.to_string().contains(token.expose_secret());
+            assert!(!leaked, "the capability token reached upstream");
+        }
+    }
+
+    /// Every model call was recorded against the run, with the tokens the server reported.
+    async fn assert_metered(&self, calls: usize, per_call: ScriptUsage) {
+        let rows = model_usage::list_by_session(&self.db.db, &self.session)
+            .await
+            .unwrap();
+        assert_eq!(rows.len(), calls, "one usage row per model call");
+        for row in &rows {
+            assert_eq!(row.run_id.as_deref(), Some(self.run.as_str()));
+            assert_eq!(row.output_tokens, per_call.output as i64);
+            assert!(row.cost_microusd > 0, "the call was priced");
+        }
+        let spent = model_usage::spent_by_run(&self.db.db, &self.run)
+            .await
+            .unwrap();
+        assert!(spent.tokens > 0);
+    }
+}
+
+fn tail(text: &str) -> &str {
+    let start = text.len().saturating_sub(6000);
+    let start = (start..text.len())
+        .find(|i| text.is_char_boundary(*i))
+        .unwrap_or(text.len());
+    &text[start..]
+}
+
+fn last_message(request: &Recorded) -> String {
+    let body = &request.body;
+    let last = body["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .or_else(|| body["input"].as_array().and_then(|i| i.last()))
+        .cloned()
+        .unwrap_or_default()
+        .to_string();
+    last.chars().take(600).collect()
+}
+
+fn usage() -> ScriptUsage {
+    ScriptUsage {
+        input: 120,
+        output: 30,
+        cache_read: 0,
+        cache_write: 0,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn claude_code_edits_a_file_and_runs_a_command_through_the_proxy() {
+    let world = World::start(|repo| {
+        let file_path = repo.join("greeting.txt").display().to_string();
+        // Inside the sandbox's writable folder but outside the checkout Claude Code works in.
+        let outside = repo.join("../outside.txt").display().to_string();
+        vec![
+            Step::tool_call("toolu_read", "Read", json!({"file_path": file_path}))
+                .when_tools(&["Read", "Edit", "Bash"])
+                .when_last_contains("greeting.txt from world to planwright")
+                .usage(usage()),
+            Step::tool_call(
+                "toolu_edit",
+                "Edit",
+                json!({"file_path": file_path, "old_string": "world", "new_string": "planwright"}),
+            )
+            .when_last_contains("hello, world")
+            .usage(usage()),
+            Step::tool_call(
+                "toolu_outside",
+                "Write",
+                json!({"file_path": outside, "content": "escaped"}),
+            )
+            .when_last_contains("has been updated successfully")
+            .usage(usage()),
+            Step::tool_call(
+                "toolu_bash",
+                "Bash",
+                json!({"command": "wc -c greeting.txt", "description": "Count the bytes"}),
+            )
+            .usage(usage()),
+            Step::text("Changed the greeting to planwright.")
+                .when_last_contains("18 greeting.txt")
+                .usage(usage()),
+        ]
+    })
+    .await;
+    let file = world.workspace().join("repo/greeting.txt");
+    let (run, token) = world
+        .run(AgentCli::ClaudeCode, "claude-sonnet-4-5", Budget::usd(1.0))
+        .await;
+    let why = world.report(&run);
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        EDITED,
+        "the edit did not land\n{why}"
+    );
+    assert!(run.output.exit.success(), "{why}");
+    assert_eq!(run.report.stop, StopReason::Completed, "{why}");
+    assert_eq!(
+        run.report.final_message.as_deref(),
+        Some("Changed the greeting to planwright.")
+    );
+    assert_eq!(run.report.tools.get("Edit"), Some(&1), "{why}");
+    assert_eq!(run.report.tools.get("Bash"), Some(&1), "{why}");
+    assert!(
+        !world.workspace().join("outside.txt").exists(),
+        "a write outside the checkout was allowed\n{why}"
+    );
+    assert_eq!(run.report.denied, ["Write"], "{why}");
+    assert_eq!(world.upstream.unused_steps(), 0, "{why}");
+    let requests = world.upstream.requests();
+    assert!(requests.iter().all(|r| r.path == "/v1/messages"), "{why}");
+    world.assert_keys(&token, "x-api-key", ANTHROPIC_KEY);
+    world.assert_metered(requests.len(), usage()).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn codex_edits_a_file_through_the_proxy() {
+    let world = World::start(|_| {
+        vec![
+            Step::tool_call(
+                "call_sed",
+                "exec_command",
+                json!({"cmd": "sed -i 's/world/planwright/' greeting.txt"}),
+            )
+            .when_tools(&["exec_command"])
+            .when_last_contains("greeting.txt from world to planwright")
+            .usage(usage()),
+            Step::text("Changed the greeting to planwright.").usage(usage()),
+        ]
+    })
+    .await;
+    let file = world.workspace().join("repo/greeting.txt");
+    let (run, token) = world.run(AgentCli::Codex, "gpt-5", Budget::usd(1.0)).await;
+    let why = world.report(&run);
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        EDITED,
+        "the edit did not land\n{why}"
+    );
+    assert!(run.output.exit.success(), "{why}");
+    assert_eq!(run.report.stop, StopReason::Completed, "{why}");
+    assert_eq!(
+        run.report.final_message.as_deref(),
+        Some("Changed the greeting to planwright.")
+    );
+    assert_eq!(world.upstream.unused_steps(), 0, "{why}");
+    let requests = world.upstream.requests();
+    assert!(requests.iter().all(|r| r.path == "/v1/responses"), "{why}");
+    world.assert_keys(&token, "authorization", &format!("Bearer {OPENAI_KEY}"));
+    world.assert_metered(requests.len(), usage()).await;
+}
+
+/// A run whose budget is already spent: the proxy refuses the CLI's first call with the
+/// vendor's own "out of money" answer, nothing reaches the model server, and the CLI stops
+/// with the proxy's words.
+#[tokio::test(flavor = "multi_thread")]
+async fn claude_code_stops_when_the_proxy_refuses_a_spent_budget() {
+    let world = World::start(|_| vec![Step::text("never asked")]).await;
+    let (run, _) = world
+        .run(AgentCli::ClaudeCode, "claude-sonnet-4-5", Budget::usd(0.0))
+        .await;
+    let why = world.report(&run);
+    match &run.report.stop {
+        StopReason::Failed(message) => assert!(message.contains("spent its budget"), "{why}"),
+        other => panic!("{other:?}\n{why}"),
+    }
+    assert!(world.upstream.requests().is_empty(), "{why}");
+    assert_eq!(
+        std::fs::read_to_string(world.workspace().join("repo/greeting.txt")).unwrap(),
+        ORIGINAL
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn codex_stops_when_the_proxy_refuses_a_spent_budget() {
+    let world = World::start(|_| vec![Step::text("never asked")]).await;
+    let (run, _) = world.run(AgentCli::Codex, "gpt-5", Budget::usd(0.0)).await;
+    let why = world.report(&run);
+    match &run.report.stop {
+        // Codex shows its own words for OpenAI's `insufficient_quota`, not the proxy's.
+        StopReason::Failed(message) => assert!(message.contains("Quota exceeded"), "{why}"),
+        other => panic!("{other:?}\n{why}"),
+    }
+    assert!(world.upstream.requests().is_empty(), "{why}");
+}
+
+/// The first call costs more than the whole budget: it finishes, and the next one (which
+/// would have made the edit) is refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn claude_code_is_cut_off_after_the_call_that_spends_its_budget() {
+    let world = World::start(|repo| {
+        let file_path = repo.join("greeting.txt").display().to_string();
+        vec![
+            Step::tool_call("toolu_read", "Read", json!({"file_path": file_path}))
+                .when_last_contains("greeting.txt from world to planwright")
+                .usage(usage()),
+            Step::tool_call(
+                "toolu_edit",
+                "Edit",
+                json!({"file_path": file_path, "old_string": "world", "new_string": "planwright"}),
+            )
+            .usage(usage()),
+        ]
+    })
+    .await;
+    let (run, _) = world
+        .run(
+            AgentCli::ClaudeCode,
+            "claude-sonnet-4-5",
+            Budget::usd(0.0005),
+        )
+        .await;
+    let why = world.report(&run);
+    assert_eq!(world.upstream.requests().len(), 1, "{why}");
+    match &run.report.stop {
+        StopReason::Failed(message) => assert!(message.contains("spent its budget"), "{why}"),
+        other => panic!("{other:?}\n{why}"),
+    }
+    assert_eq!(run.report.tools.get("Read"), Some(&1), "{why}");
+    assert_eq!(
+        std::fs::read_to_string(world.workspace().join("repo/greeting.txt")).unwrap(),
+        ORIGINAL
+    );
+    world.assert_metered(1, usage()).await;
+}
