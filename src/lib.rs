@@ -18,4 +18,5 @@ pub mod sandbox;
 pub mod server;
 pub mod session;
 pub mod store;
+pub mod verify;
 pub mod worker;
