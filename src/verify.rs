@@ -230,9 +230,18 @@ impl Class {
     fn title(self) -> &'static str {
         match self {
             Class::Introduced => "Introduced failures",
-            Class::Flaky => "Flaky (failed, then passed on a re-run; not counted as introduced)",
-            Class::PreExisting => "Pre-existing failures (fail on the base too)",
-            Class::Fixed => "Fixed (failed on the base, pass now)",
+            Class::Flaky => "Flaky",
+            Class::PreExisting => "Pre-existing failures",
+            Class::Fixed => "Fixed",
+        }
+    }
+
+    fn meaning(self) -> &'static str {
+        match self {
+            Class::Introduced => "pass or are absent on the base, fail now",
+            Class::Flaky => "failed, then passed on a re-run; not counted as introduced",
+            Class::PreExisting => "fail on the base too",
+            Class::Fixed => "failed on the base, pass now",
         }
     }
 
@@ -830,7 +839,12 @@ impl VerificationReport {
             if total == 0 {
                 continue;
             }
-            let _ = writeln!(out, "\n### {} ({total})\n", class.title());
+            let _ = writeln!(
+                out,
+                "\n### {} ({total})\n\n_{}._\n",
+                class.title(),
+                class.meaning()
+            );
             let listed: Vec<&ClassifiedFailure> =
                 self.failures.iter().filter(|f| f.class == class).collect();
             for f in &listed {
@@ -911,7 +925,7 @@ impl VerificationReport {
             if total == 0 {
                 continue;
             }
-            let _ = writeln!(out, "{} ({total}):", class.title());
+            let _ = writeln!(out, "{} ({total}; {}):", class.title(), class.meaning());
             let listed: Vec<&ClassifiedFailure> = self
                 .failures
                 .iter()
@@ -1338,6 +1352,93 @@ mod tests {
         let compact = report.compact();
         assert!(compact.len() < 20_000, "{}", compact.len());
         assert!(compact.contains("- … 250 more"), "{compact}");
+    }
+
+    fn changed(path: &str, change: FileChange) -> ChangedFile {
+        ChangedFile {
+            path: path.into(),
+            change,
+        }
+    }
+
+    #[test]
+    fn scope_follows_the_contract() {
+        let contract = Contract::from_json(
+            r#"{
+              "summary": "s",
+              "diagnosis": {"hypothesis": "h"},
+              "change": {"goal": "g", "files": [
+                {"path": "src/parse.rs", "action": "modify", "why": "w"},
+                {"path": "src/old.rs", "action": "delete", "why": "w"},
+                {"path": "tests/old_test.rs", "action": "delete", "why": "w"},
+                {"path": "src/gen/", "action": "create", "why": "w"}
+              ]},
+              "verification": {"commands": ["cargo test"], "new_tests": ["checks/parse_empty.rs::empty"]},
+              "routing": {"risk": "low"}
+            }"#,
+        )
+        .unwrap();
+        let baseline = RunSet {
+            runs: vec![CommandRun {
+                failures: vec![Failure {
+                    id: "parse::empty".into(),
+                    message: String::new(),
+                    location: Some("tests/parse.rs:12:5".into()),
+                }],
+                ..run("cargo test", 101, 3, &[])
+            }],
+        };
+        let protected = vec![
+            ".github/workflows/**".to_owned(),
+            ".planwright.yml".to_owned(),
+        ];
+        let files = [
+            changed("src/parse.rs", FileChange::Modified),
+            changed("src/old.rs", FileChange::Deleted),
+            changed("tests/old_test.rs", FileChange::Deleted),
+            changed("src/gen/table.rs", FileChange::Added),
+            changed("tests/new.rs", FileChange::Added),
+            changed("checks/parse_empty.rs", FileChange::Added),
+            changed("src/lexer.rs", FileChange::Modified),
+            changed(".github/workflows/ci.yml", FileChange::Modified),
+            changed(".planwright.yml", FileChange::Modified),
+            changed("tests/parse.rs", FileChange::Deleted),
+            changed("tests/other.rs", FileChange::Deleted),
+        ];
+        let found: Vec<(&str, Severity)> = check_scope(&contract, &protected, &files, &baseline)
+            .iter()
+            .map(|f| {
+                (
+                    files
+                        .iter()
+                        .find(|c| c.path == f.path)
+                        .unwrap()
+                        .path
+                        .as_str(),
+                    f.severity,
+                )
+            })
+            .collect();
+        assert_eq!(
+            found,
+            vec![
+                ("src/lexer.rs", Severity::Flagged),
+                (".github/workflows/ci.yml", Severity::Refused),
+                (".planwright.yml", Severity::Refused),
+                ("tests/parse.rs", Severity::Refused),
+                ("tests/other.rs", Severity::Flagged),
+            ]
+        );
+        let deleted_declared = check_scope(
+            &contract,
+            &protected,
+            &[changed("src/parse.rs", FileChange::Deleted)],
+            &RunSet::default(),
+        );
+        assert_eq!(
+            deleted_declared[0].reason,
+            "deleted, but the contract says to modify it"
+        );
     }
 
     #[test]
