@@ -13,10 +13,10 @@ use planwright::contract::Contract;
 use planwright::forge::GitRemote;
 use planwright::ids::{CommitSha, IssueNumber, RepoName};
 use planwright::repo_config::{RepoConfig, RootFiles};
-use planwright::sandbox::Bwrap;
 use planwright::sandbox::workspace::{
     MirrorCache, MirrorKey, Outcome, Workspace, WorkspaceRequest, Workspaces,
 };
+use planwright::sandbox::{Bwrap, Limits};
 use planwright::verify::{
     Class, Phase, Plan, RunSet, Severity, Verdict, VerificationReport, Verifier,
 };
@@ -330,6 +330,27 @@ async fn breaking_the_passing_test_is_introduced_and_the_old_failure_pre_existin
         )),
         "{compact}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn output_past_the_memory_cap_is_read_from_the_spill_file() {
+    let mut world = World::new();
+    // unittest's failure blocks come last, far past the first 64 bytes.
+    world.verifier = world.verifier.clone().with_limits(Limits {
+        output_bytes: 64,
+        ..Limits::default()
+    });
+    let contract = contract();
+    let plan = Plan::new(&contract, &config(""));
+    let report = world
+        .verify(&contract, &plan, |repo| {
+            write(repo, "calc.py", CALC_MUL_BROKEN)
+        })
+        .await;
+
+    assert_eq!(ids(&report, Class::Introduced), vec![MUL_ID]);
+    assert_eq!(ids(&report, Class::PreExisting), vec![ADD_ID]);
+    assert_eq!(report.commands[0].after.failed, 2);
 }
 
 #[tokio::test(flavor = "multi_thread")]
