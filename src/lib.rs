@@ -23,4 +23,5 @@ pub mod sandbox;
 pub mod server;
 pub mod session;
 pub mod store;
+pub mod verify;
 pub mod worker;

@@ -1,0 +1,642 @@
+//! Verification against a real repository (a tiny Python project tested with
+//! `python3 -m unittest`) in real workspaces and the real bubblewrap sandbox: the base has
+//! one failing and one passing test, and each result is made the way an executor leaves
+//! one, by editing its checkout. bubblewrap, python3 and curl must be installed (CI
+//! installs them); without them these tests fail, not skip.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command as Process;
+use std::sync::{Arc, Mutex};
+
+use planwright::contract::Contract;
+use planwright::forge::GitRemote;
+use planwright::ids::{CommitSha, IssueNumber, RepoName};
+use planwright::repo_config::{RepoConfig, RootFiles};
+use planwright::sandbox::workspace::{
+    MirrorCache, MirrorKey, Outcome, Workspace, WorkspaceRequest, Workspaces,
+};
+use planwright::sandbox::{Bwrap, Limits};
+use planwright::verify::{
+    Class, Phase, Plan, RunSet, Severity, Verdict, VerificationReport, Verifier,
+};
+use secrecy::SecretString;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const CALC: &str = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n";
+const CALC_FIXED: &str = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a * b\n";
+const CALC_MUL_BROKEN: &str =
+    "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a + b\n";
+const TESTS: &str = "import unittest
+import calc
+
+
+class TestCalc(unittest.TestCase):
+    def test_add(self):
+        self.assertEqual(calc.add(2, 3), 5)
+
+    def test_mul(self):
+        self.assertEqual(calc.mul(2, 3), 6)
+
+
+if __name__ == \"__main__\":
+    unittest.main()
+";
+/// Fails the first time it runs in a workspace, passes after: its marker lives in the
+/// workspace's HOME (each sandboxed run has a private /tmp).
+const FLAKY_TEST: &str = "
+
+class TestFlaky(unittest.TestCase):
+    def test_flaky(self):
+        import os
+        marker = os.path.join(os.environ[\"HOME\"], \"ran-once\")
+        if not os.path.exists(marker):
+            open(marker, \"w\").close()
+            self.fail(\"first run fails\")
+";
+
+const ADD_ID: &str = "test_calc.TestCalc.test_add";
+const MUL_ID: &str = "test_calc.TestCalc.test_mul";
+
+/// `git` without the host's configuration.
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Process::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "safe.directory=*"])
+        .args(args)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "Upstream")
+        .env("GIT_AUTHOR_EMAIL", "upstream@example.com")
+        .env("GIT_COMMITTER_NAME", "Upstream")
+        .env("GIT_COMMITTER_EMAIL", "upstream@example.com")
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+/// An upstream repository at the base commit, the mirror cache and workspaces over it,
+/// and a verifier on the real sandbox; all under the target folder and open to the
+/// unprivileged user sandboxes run as.
+struct World {
+    root: tempfile::TempDir,
+    upstream: PathBuf,
+    base: String,
+    workspaces: Workspaces,
+    key: MirrorKey,
+    verifier: Verifier,
+}
+
+impl World {
+    fn new() -> Self {
+        let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("a temporary folder");
+        let (data, scratch) = (root.path().join("data"), root.path().join("s"));
+        for dir in [root.path(), &data, &scratch] {
+            std::fs::create_dir_all(dir).unwrap();
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let upstream = root.path().join("up.git");
+        let work = root.path().join("work");
+        std::fs::create_dir_all(&work).unwrap();
+        git(
+            root.path(),
+            &["init", "-q", "--bare", "-b", "main", "up.git"],
+        );
+        git(&work, &["init", "-q", "-b", "main"]);
+        for (path, text) in [
+            ("calc.py", CALC),
+            ("test_calc.py", TESTS),
+            ("README.md", "# calc\n"),
+            (".github/workflows/ci.yml", "on: push\n"),
+        ] {
+            let full = work.join(path);
+            std::fs::create_dir_all(full.parent().unwrap()).unwrap();
+            std::fs::write(full, text).unwrap();
+        }
+        git(&work, &["add", "-A"]);
+        git(&work, &["commit", "-q", "-m", "calc with a broken add"]);
+        git(&work, &["push", "-q", upstream.to_str().unwrap(), "main"]);
+        let base = git(&work, &["rev-parse", "HEAD"]);
+
+        let cache = Arc::new(MirrorCache::new(&data));
+        let workspaces = Workspaces::new(&data, cache, Workspaces::default_owner());
+        let key = MirrorKey::new("github", RepoName::parse("octo/calc").unwrap()).unwrap();
+        let sandbox = Bwrap::new(Vec::new())
+            .expect("bubblewrap is installed (CI installs the bubblewrap package)")
+            .with_relay_program(env!("CARGO_BIN_EXE_planwright"));
+        let verifier = Verifier::new(Arc::new(sandbox), scratch);
+        World {
+            root,
+            upstream,
+            base,
+            workspaces,
+            key,
+            verifier,
+        }
+    }
+
+    async fn workspace(&self) -> Workspace {
+        self.workspaces
+            .create(&WorkspaceRequest {
+                mirror: self.key.clone(),
+                remote: GitRemote {
+                    url: self.upstream.display().to_string(),
+                    username: "x-access-token".into(),
+                    password: SecretString::from("unused-for-a-local-path"),
+                },
+                base: CommitSha(self.base.clone()),
+                issue: IssueNumber(3),
+                title: "add subtracts".into(),
+            })
+            .await
+            .expect("a workspace at the base")
+    }
+
+    async fn baseline(&self, plan: &Plan) -> RunSet {
+        let ws = self.workspace().await;
+        let runs = self
+            .verifier
+            .baseline(plan, &ws, "run-3")
+            .await
+            .expect("the baseline runs");
+        ws.finish(Outcome::Succeeded).await.unwrap();
+        runs
+    }
+
+    /// The baseline (run while the "executor" edits its own workspace, as it may be) and
+    /// the verification of what `edit` leaves in the result's checkout.
+    async fn verify(
+        &self,
+        contract: &Contract,
+        plan: &Plan,
+        edit: impl FnOnce(&Path),
+    ) -> VerificationReport {
+        let result = self.workspace().await;
+        let (baseline, ()) = tokio::join!(self.baseline(plan), async { edit(&result.repo()) });
+        let report = self
+            .verifier
+            .verify(plan, contract, &baseline, &result, "run-3")
+            .await
+            .expect("verification runs");
+        result.finish(Outcome::Succeeded).await.unwrap();
+        // The stored form is JSON: it must carry everything back.
+        let json = serde_json::to_string(&report).unwrap();
+        let back: VerificationReport = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, report);
+        // Paths of the host's workspaces never reach a report.
+        assert!(!json.contains(self.root.path().to_str().unwrap()), "{json}");
+        report
+    }
+}
+
+fn write(repo: &Path, path: &str, text: &str) {
+    let full = repo.join(path);
+    std::fs::create_dir_all(full.parent().unwrap()).unwrap();
+    std::fs::write(full, text).unwrap();
+}
+
+fn contract() -> Contract {
+    Contract::from_json(
+        r#"{
+          "summary": "add subtracts instead of adding",
+          "diagnosis": {
+            "hypothesis": "calc.add uses `-`",
+            "evidence": [{"path": "test_calc.py", "lines": "7", "note": "expects 5"}]
+          },
+          "change": {
+            "goal": "add adds",
+            "files": [{"path": "calc.py", "action": "modify", "why": "the operator"}]
+          },
+          "verification": {"commands": ["python3 -m unittest"], "new_tests": []},
+          "routing": {"risk": "low"}
+        }"#,
+    )
+    .expect("a valid contract")
+}
+
+/// The repository's settings; the test command differs from the contract's only in
+/// spacing, so it runs once.
+fn config(extra: &str) -> RepoConfig {
+    let text = format!("test: [\"python3  -m   unittest\"]\n{extra}");
+    RepoConfig::parse(&text, ".github/planwright.yml", &RootFiles::default())
+        .expect("valid settings")
+}
+
+fn ids(report: &VerificationReport, class: Class) -> Vec<String> {
+    let mut ids: Vec<String> = report
+        .failures
+        .iter()
+        .filter(|f| f.class == class)
+        .map(|f| f.test.clone().unwrap_or_else(|| format!("<{}>", f.command)))
+        .collect();
+    ids.sort();
+    ids
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fix_turns_the_failing_test_into_fixed() {
+    let world = World::new();
+    let contract = contract();
+    let plan = Plan::new(&contract, &config(""));
+    assert_eq!(plan.checks, vec!["python3 -m unittest".to_owned()]);
+    let report = world
+        .verify(&contract, &plan, |repo| write(repo, "calc.py", CALC_FIXED))
+        .await;
+
+    assert_eq!(report.verdict, Verdict::Passed, "{}", report.compact());
+    assert_eq!(ids(&report, Class::Fixed), vec![ADD_ID]);
+    assert!(ids(&report, Class::Introduced).is_empty());
+    assert!(ids(&report, Class::PreExisting).is_empty());
+    assert!(report.scope.is_empty(), "{:?}", report.scope);
+    let c = &report.commands[0];
+    let base = c.baseline.as_ref().unwrap();
+    assert_eq!((base.exit_code, base.passed, base.failed), (Some(1), 1, 1));
+    assert_eq!(
+        (c.after.exit_code, c.after.passed, c.after.failed),
+        (Some(0), 2, 0)
+    );
+    assert!(c.rerun.is_none(), "nothing introduced, nothing re-run");
+    let fixed = &report.failures[0];
+    assert_eq!(fixed.location.as_deref(), Some("test_calc.py:7"));
+    assert!(
+        fixed.message.contains("AssertionError: -1 != 5"),
+        "{fixed:?}"
+    );
+
+    let table = report.pr_markdown();
+    assert!(
+        table.starts_with("**Verification passed: 1 fixed**"),
+        "{table}"
+    );
+    assert!(
+        table.contains("| command | baseline | after |\n|---|---|---|\n| `python3 -m unittest` | ❌ 1 passed, 1 failed · exit 1 · "),
+        "{table}"
+    );
+    assert!(
+        table.contains("| ✅ 2 passed, 0 failed · exit 0 · "),
+        "{table}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn breaking_the_passing_test_is_introduced_and_the_old_failure_pre_existing() {
+    let world = World::new();
+    let contract = contract();
+    let plan = Plan::new(&contract, &config(""));
+    let report = world
+        .verify(&contract, &plan, |repo| {
+            write(repo, "calc.py", CALC_MUL_BROKEN)
+        })
+        .await;
+
+    assert_eq!(report.verdict, Verdict::Failed);
+    assert_eq!(ids(&report, Class::Introduced), vec![MUL_ID]);
+    assert_eq!(ids(&report, Class::PreExisting), vec![ADD_ID]);
+    assert!(ids(&report, Class::Fixed).is_empty());
+    assert_eq!(report.counts.introduced, 1);
+    // Re-run once, and it failed again: introduced, not flaky.
+    let rerun = report.commands[0].rerun.as_ref().expect("a re-run");
+    assert_eq!((rerun.exit_code, rerun.failed), (Some(1), 2));
+    let introduced = report
+        .failures
+        .iter()
+        .find(|f| f.class == Class::Introduced)
+        .unwrap();
+    assert_eq!(introduced.location.as_deref(), Some("test_calc.py:10"));
+    assert!(introduced.message.contains("AssertionError: 5 != 6"));
+
+    let check = report.check_markdown();
+    assert!(check.contains("### Introduced failures (1)"), "{check}");
+    assert!(
+        check.contains(&format!(
+            "- `{MUL_ID}` in `python3 -m unittest` at `test_calc.py:10`"
+        )),
+        "{check}"
+    );
+    let compact = report.compact();
+    assert!(
+        compact.starts_with("Verification failed: 1 introduced, 1 pre-existing\n"),
+        "{compact}"
+    );
+    assert!(
+        compact.contains(&format!(
+            "- {MUL_ID} [python3 -m unittest] at test_calc.py:10\n    AssertionError: 5 != 6"
+        )),
+        "{compact}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn output_past_the_memory_cap_is_read_from_the_spill_file() {
+    let mut world = World::new();
+    // unittest's failure blocks come last, far past the first 64 bytes.
+    world.verifier = world.verifier.clone().with_limits(Limits {
+        output_bytes: 64,
+        ..Limits::default()
+    });
+    let contract = contract();
+    let plan = Plan::new(&contract, &config(""));
+    let report = world
+        .verify(&contract, &plan, |repo| {
+            write(repo, "calc.py", CALC_MUL_BROKEN)
+        })
+        .await;
+
+    assert_eq!(ids(&report, Class::Introduced), vec![MUL_ID]);
+    assert_eq!(ids(&report, Class::PreExisting), vec![ADD_ID]);
+    assert_eq!(report.commands[0].after.failed, 2);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn leaving_both_is_pre_existing_and_an_unrelated_file_is_flagged() {
+    let world = World::new();
+    let contract = contract();
+    let plan = Plan::new(&contract, &config(""));
+    let report = world
+        .verify(&contract, &plan, |repo| {
+            write(repo, "calc.py", &format!("# arithmetic\n{CALC}"));
+            write(repo, "README.md", "# calc, now documented\n");
+        })
+        .await;
+
+    assert_eq!(ids(&report, Class::PreExisting), vec![ADD_ID]);
+    assert!(ids(&report, Class::Introduced).is_empty());
+    assert!(ids(&report, Class::Fixed).is_empty());
+    // A flagged file is for the reviewer; it does not fail verification.
+    assert_eq!(report.verdict, Verdict::Passed);
+    assert_eq!(report.scope.len(), 1, "{:?}", report.scope);
+    let finding = &report.scope[0];
+    assert_eq!(
+        (
+            finding.path.as_str(),
+            finding.change.as_str(),
+            finding.severity
+        ),
+        ("README.md", "modified", Severity::Flagged)
+    );
+    assert_eq!(finding.reason, "not among the contract's files");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_test_that_fails_then_passes_is_flaky_not_introduced() {
+    let world = World::new();
+    let contract = contract();
+    let plan = Plan::new(&contract, &config(""));
+    let report = world
+        .verify(&contract, &plan, |repo| {
+            write(repo, "calc.py", CALC_FIXED);
+            write(repo, "test_calc.py", &format!("{TESTS}{FLAKY_TEST}"));
+        })
+        .await;
+
+    assert_eq!(
+        ids(&report, Class::Flaky),
+        vec!["test_calc.TestFlaky.test_flaky"]
+    );
+    assert!(ids(&report, Class::Introduced).is_empty());
+    assert_eq!(ids(&report, Class::Fixed), vec![ADD_ID]);
+    assert_eq!(report.verdict, Verdict::Passed, "{}", report.compact());
+    let c = &report.commands[0];
+    assert_eq!((c.after.exit_code, c.after.failed), (Some(1), 1));
+    let rerun = c.rerun.as_ref().expect("the failing command was re-run");
+    assert_eq!((rerun.exit_code, rerun.passed), (Some(0), 3));
+    // Editing a test file is within scope.
+    assert!(report.scope.is_empty(), "{:?}", report.scope);
+    let table = report.pr_markdown();
+    assert!(
+        table.contains(
+            "Flaky: `test_calc.TestFlaky.test_flaky` failed on one run and passed on a re-run; \
+             not counted as introduced."
+        ),
+        "{table}"
+    );
+    assert!(table.contains("; re-run: ✅ 3 passed"), "{table}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn what_the_executor_claims_does_not_count_only_the_run() {
+    let world = World::new();
+    let contract = contract();
+    let plan = Plan::new(&contract, &config(""));
+    // The executor breaks mul, says everything passes, and even leaves "proof".
+    let claim = "Fixed add. Ran python3 -m unittest: Ran 2 tests, OK";
+    let report = world
+        .verify(&contract, &plan, |repo| {
+            write(repo, "calc.py", CALC_MUL_BROKEN);
+            write(
+                repo,
+                "test-output.txt",
+                &format!("{claim}\n\nRan 2 tests in 0.001s\n\nOK\n"),
+            );
+        })
+        .await;
+
+    assert_eq!(report.verdict, Verdict::Failed);
+    assert_eq!(ids(&report, Class::Introduced), vec![MUL_ID]);
+    assert!(
+        !serde_json::to_string(&report)
+            .unwrap()
+            .contains("Fixed add")
+    );
+    assert_eq!(report.scope.len(), 1);
+    assert_eq!(report.scope[0].path, "test-output.txt");
+    assert_eq!(report.scope[0].severity, Severity::Flagged);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_workflow_or_planwright_settings_edit_is_refused() {
+    let world = World::new();
+    let contract = contract();
+    // The repository chose its own protected paths; its planwright settings stay
+    // protected all the same.
+    let plan = Plan::new(
+        &contract,
+        &config("protected_paths: [\".github/workflows/**\"]\n"),
+    );
+    let report = world
+        .verify(&contract, &plan, |repo| {
+            write(repo, "calc.py", CALC_FIXED);
+            write(repo, ".github/workflows/ci.yml", "on: push\njobs: {}\n");
+            write(repo, ".github/planwright.yml", "budget_usd: 1000\n");
+        })
+        .await;
+
+    // The tests pass; the result is refused anyway.
+    assert_eq!(ids(&report, Class::Fixed), vec![ADD_ID]);
+    assert_eq!(report.verdict, Verdict::Refused);
+    let mut refused: Vec<(&str, &str, &str)> = report
+        .scope
+        .iter()
+        .filter(|f| f.severity == Severity::Refused)
+        .map(|f| (f.path.as_str(), f.change.as_str(), f.reason.as_str()))
+        .collect();
+    refused.sort();
+    assert_eq!(
+        refused,
+        vec![
+            (
+                ".github/planwright.yml",
+                "added",
+                "protected by `.github/planwright.yml`"
+            ),
+            (
+                ".github/workflows/ci.yml",
+                "modified",
+                "protected by `.github/workflows/**`"
+            ),
+        ]
+    );
+    assert!(
+        report
+            .headline()
+            .starts_with("Verification refused: 2 refused path(s)")
+    );
+    assert!(report.check_markdown().contains(
+        "- **refused**: `.github/workflows/ci.yml` (modified): protected by `.github/workflows/**`"
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn deleting_the_test_to_be_fixed_is_refused() {
+    let world = World::new();
+    let contract = contract();
+    let plan = Plan::new(&contract, &config(""));
+    let report = world
+        .verify(&contract, &plan, |repo| {
+            std::fs::remove_file(repo.join("test_calc.py")).unwrap();
+        })
+        .await;
+
+    assert_eq!(report.verdict, Verdict::Refused);
+    assert_eq!(report.scope.len(), 1);
+    let finding = &report.scope[0];
+    assert_eq!(
+        (
+            finding.path.as_str(),
+            finding.change.as_str(),
+            finding.severity
+        ),
+        ("test_calc.py", "deleted", Severity::Refused)
+    );
+    assert_eq!(
+        finding.reason,
+        "a test file the contract is meant to make pass was deleted"
+    );
+    // With no tests left, nothing is fixed: the command as a whole fails (Python 3.12
+    // exits 5) or passes by running nothing (3.11), which is itself introduced.
+    assert!(ids(&report, Class::Fixed).is_empty());
+    assert_eq!(
+        ids(&report, Class::Introduced),
+        vec!["<python3 -m unittest>"]
+    );
+}
+
+/// A loopback HTTP server standing in for a package registry; records each request line.
+async fn registry() -> (Arc<Mutex<Vec<String>>>, u16) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let log = log.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                let head = String::from_utf8_lossy(&buf).into_owned();
+                let line = head.lines().next().unwrap_or_default().to_owned();
+                log.lock().unwrap().push(line);
+                let body = "calc-deps 1.0\n";
+                let reply = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = stream.write_all(reply.as_bytes()).await;
+            });
+        }
+    });
+    (seen, port)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn setup_reaches_the_allowlisted_registry_only_and_checks_have_no_network() {
+    let (registry_log, port) = registry().await;
+    let (other_log, other_port) = registry().await;
+    let world = World::new();
+    let contract = contract();
+    let extra = format!(
+        "setup:\n  - curl -fsS http://127.0.0.1:{port}/simple/calc-deps -o ../home/deps.txt\n  \
+         - curl -fsS http://127.0.0.1:{other_port}/elsewhere\n\
+         network_allow: [\"127.0.0.1:{port}\"]\n\
+         test:\n  - python3 -m unittest\n  - grep -q calc-deps ../home/deps.txt\n  \
+         - curl -sS --max-time 5 http://127.0.0.1:{port}/from-a-check\n"
+    );
+    let config = RepoConfig::parse(&extra, ".github/planwright.yml", &RootFiles::default())
+        .expect("valid settings");
+    let plan = Plan::new(&contract, &config);
+    assert_eq!(plan.setup.len(), 2);
+    assert_eq!(plan.checks.len(), 3);
+    let report = world
+        .verify(&contract, &plan, |repo| write(repo, "calc.py", CALC_FIXED))
+        .await;
+
+    let row = |phase: Phase, start: &str| {
+        report
+            .commands
+            .iter()
+            .find(|c| c.phase == phase && c.command.starts_with(start))
+            .unwrap_or_else(|| panic!("no {phase:?} command {start}"))
+    };
+    let fetch = row(Phase::Setup, &format!("curl -fsS http://127.0.0.1:{port}/"));
+    assert_eq!(fetch.after.exit_code, Some(0), "{}", report.compact());
+    assert_eq!(fetch.baseline.as_ref().unwrap().exit_code, Some(0));
+    // What setup fetched is there for the checks.
+    assert_eq!(
+        row(Phase::Check, "grep").after.exit_code,
+        Some(0),
+        "{}",
+        report.compact()
+    );
+    // Another host is refused by the proxy (curl: 403), on both trees.
+    let refused = row(
+        Phase::Setup,
+        &format!("curl -fsS http://127.0.0.1:{other_port}/"),
+    );
+    assert_eq!(refused.after.exit_code, Some(22));
+    assert_eq!(refused.baseline.as_ref().unwrap().exit_code, Some(22));
+    assert!(other_log.lock().unwrap().is_empty());
+    // Checks run without any network: the registry is out of reach.
+    let check_fetch = row(Phase::Check, "curl");
+    assert_ne!(check_fetch.after.exit_code, Some(0));
+    let seen = registry_log.lock().unwrap().clone();
+    assert_eq!(
+        seen,
+        vec![
+            "GET /simple/calc-deps HTTP/1.1",
+            "GET /simple/calc-deps HTTP/1.1"
+        ],
+        "one fetch per tree, nothing from the checks"
+    );
+    // Failures on both trees are pre-existing; the fix still counts.
+    assert_eq!(report.verdict, Verdict::Passed, "{}", report.compact());
+    assert_eq!(ids(&report, Class::Fixed), vec![ADD_ID]);
+    let table = report.pr_markdown();
+    assert!(
+        table.contains(&format!(
+            "| setup: `curl -fsS http://127.0.0.1:{other_port}/elsewhere` | ❌ exit 22 · "
+        )),
+        "{table}"
+    );
+}
