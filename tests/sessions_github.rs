@@ -597,7 +597,11 @@ async fn concurrent_approve_and_revise_one_wins_and_the_other_is_told() {
         .iter()
         .filter(|j| j.kind == "plan" && j.payload.contains("use a new name"))
         .count();
-    assert_eq!(executions + revisions, 1, "exactly one command won: {all:?}");
+    assert_eq!(
+        executions + revisions,
+        1,
+        "exactly one command won: {all:?}"
+    );
     // The loser was told, in the thread.
     let told = world.bot_comments().into_iter().any(|b| {
         b.contains("nothing to approve right now")
