@@ -823,3 +823,33 @@ async fn a_stream_that_always_breaks_off_fails_cleanly_and_retryably() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_stream_that_stalls_is_given_up_after_the_idle_timeout_and_retried() {
+    for name in PROVIDERS {
+        // Never opened: both attempts stall after their first events.
+        let gate = Arc::new(tokio::sync::Notify::new());
+        let server = ModelServer::start(vec![
+            Step::text("stalled").hold_after(2, gate.clone()),
+            Step::text("stalled again").hold_after(2, gate.clone()),
+            Step::text("never reached"),
+        ])
+        .await;
+        let mut options = streaming();
+        options.retry.max_attempts = 2;
+        options.idle_timeout = Duration::from_millis(300);
+        let err = tokio::time::timeout(
+            Duration::from_secs(20),
+            model(&server, name, &options).chat(&request(vec![Message::user("hello")])),
+        )
+        .await
+        .expect("the idle timeout ends a stalled stream")
+        .unwrap_err();
+        assert!(
+            matches!(&err, ModelError::Interrupted { message, .. } if message.contains("nothing arrived")),
+            "{name}: {err:?}"
+        );
+        assert!(err.is_retryable(), "{name}");
+        assert_eq!(server.requests().len(), 2, "{name}");
+    }
+}

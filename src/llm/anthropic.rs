@@ -329,3 +329,67 @@ pub(super) fn apply_usage_delta(usage: &mut Usage, delta: &Value) {
     set(&mut usage.cache_read_tokens, "cache_read_input_tokens");
     set(&mut usage.cache_write_tokens, "cache_creation_input_tokens");
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn feed(events: &[Value]) -> Result<ChatResponse, ModelError> {
+        let mut stream = MessageStream::default();
+        for data in events {
+            let raw = format!(
+                "event: {}\ndata: {data}\n\n",
+                data["type"].as_str().unwrap()
+            );
+            if stream.event(raw.as_bytes())? {
+                return stream.finish();
+            }
+        }
+        panic!("the stream did not end");
+    }
+
+    #[test]
+    fn thinking_is_dropped_and_a_call_without_deltas_keeps_its_opening_input() {
+        let answer = feed(&[
+            json!({"type": "message_start", "message": {"usage": {"input_tokens": 3, "output_tokens": 1}}}),
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": ""}}),
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "hmm"}}),
+            json!({"type": "content_block_start", "index": 1, "content_block": {"type": "tool_use", "id": "t1", "name": "list", "input": {}}}),
+            json!({"type": "content_block_stop", "index": 1}),
+            json!({"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 7}}),
+            json!({"type": "message_stop"}),
+        ])
+        .unwrap();
+        assert_eq!(
+            answer.content,
+            vec![ContentBlock::ToolUse {
+                id: "t1".into(),
+                name: "list".into(),
+                input: json!({}),
+            }]
+        );
+        assert_eq!(answer.stop_reason, StopReason::ToolUse);
+        assert_eq!(
+            (answer.usage.input_tokens, answer.usage.output_tokens),
+            (3, 7)
+        );
+    }
+
+    #[test]
+    fn an_error_event_interrupts_with_the_usage_so_far() {
+        let err = feed(&[
+            json!({"type": "message_start", "message": {"usage": {"input_tokens": 40, "output_tokens": 1}}}),
+            json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+        ])
+        .unwrap_err();
+        let ModelError::Interrupted { message, usage, .. } = &err else {
+            panic!("{err:?}");
+        };
+        assert_eq!(message, "overloaded_error: Overloaded");
+        assert_eq!(usage.input_tokens, 40);
+        assert!(err.is_retryable());
+        let err = feed(&[json!({"type": "content_block_delta", "index": 4, "delta": {"type": "text_delta", "text": "x"}})])
+            .unwrap_err();
+        assert!(matches!(err, ModelError::Decode { .. }), "{err:?}");
+    }
+}

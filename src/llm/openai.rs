@@ -355,3 +355,59 @@ pub(super) fn parse_responses_usage(usage: &Value) -> Usage {
         cache_write_tokens: 0,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_calls_are_assembled_by_index_whatever_the_order_of_their_pieces() {
+        let chunks = [
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [
+                {"index": 1, "id": "b", "type": "function", "function": {"name": "grep", "arguments": ""}},
+                {"index": 0, "id": "a", "type": "function", "function": {"name": "read", "arguments": "{\"pa"}}
+            ]}}]}),
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [
+                {"index": 0, "function": {"arguments": "th\": 1}"}},
+                {"index": 1, "function": {"arguments": "{\"q\": \"x"}}
+            ]}}]}),
+            json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+        ];
+        let mut stream = CompletionStream::default();
+        for chunk in &chunks {
+            assert!(
+                !stream
+                    .event(format!("data: {chunk}\n\n").as_bytes())
+                    .unwrap()
+            );
+        }
+        assert!(stream.event(b"data: [DONE]\n\n").unwrap());
+        let answer = stream.finish().unwrap();
+        assert_eq!(
+            answer.content,
+            vec![
+                ContentBlock::ToolUse {
+                    id: "a".into(),
+                    name: "read".into(),
+                    input: json!({"path": 1}),
+                },
+                ContentBlock::ToolUse {
+                    id: "b".into(),
+                    name: "grep".into(),
+                    input: json!("{\"q\": \"x"),
+                },
+            ]
+        );
+        assert_eq!(answer.stop_reason, StopReason::ToolUse);
+    }
+
+    #[test]
+    fn an_error_chunk_interrupts_the_stream() {
+        let mut stream = CompletionStream::default();
+        let err = stream
+            .event(b"data: {\"error\": {\"message\": \"The server had an error\"}}\n\n")
+            .unwrap_err();
+        assert!(err.is_retryable(), "{err:?}");
+        assert!(err.to_string().contains("The server had an error"), "{err}");
+    }
+}
