@@ -776,6 +776,7 @@ async fn a_cut_stream_is_retried_and_the_cut_attempts_tokens_are_recorded() {
 
 #[tokio::test]
 async fn a_stream_that_always_breaks_off_fails_cleanly_and_retryably() {
+    let t = TestDb::new().await;
     for name in PROVIDERS {
         for how in ["cut", "error event"] {
             let breaking = |step: Step| match how {
@@ -795,7 +796,15 @@ async fn a_stream_that_always_breaks_off_fails_cleanly_and_retryably() {
                 Step::text("never reached"),
             ])
             .await;
-            let model = model(&server, name, &streaming());
+            let session = SessionId::generate();
+            let model = Metered::new(
+                model(&server, name, &streaming()),
+                &PriceTable::default(),
+                t.db.clone(),
+                ModelRole::Scout,
+            )
+            .unwrap()
+            .for_session(session.clone(), Budget::usd(5.0));
             let err = tokio::time::timeout(
                 Duration::from_secs(20),
                 model.chat(&request(vec![Message::user("hello")])),
@@ -817,6 +826,16 @@ async fn a_stream_that_always_breaks_off_fails_cleanly_and_retryably() {
                 0
             };
             assert_eq!(usage.input_tokens, expected_input, "{name}, {how}");
+            // The metered model records them even though the call failed; a call that
+            // reported nothing leaves no row.
+            let rows = model_usage::list_by_session(&t.db, &session).await.unwrap();
+            let recorded: Vec<i64> = rows.iter().map(|r| r.input_tokens).collect();
+            let expected_rows = if expected_input > 0 {
+                vec![expected_input as i64]
+            } else {
+                Vec::new()
+            };
+            assert_eq!(recorded, expected_rows, "{name}, {how}");
             assert!(!err.to_string().contains(ANTHROPIC_KEY), "{err}");
             assert_eq!(server.requests().len(), 3, "{name}, {how}");
             assert_eq!(server.unused_steps(), 1, "{name}, {how}");
