@@ -331,7 +331,8 @@ pub struct HttpOptions {
     /// answer may take as long as it needs while a stalled one is still noticed.
     pub stream: bool,
     /// Streams only: the longest wait for the answer's headers or between two chunks.
-    /// Both providers send keep-alive events well within it while a model thinks.
+    /// Anthropic pings every few seconds, but OpenAI may send nothing while a reasoning
+    /// model thinks before its first token, so this is minutes, not seconds.
     pub idle_timeout: Duration,
 }
 
@@ -340,7 +341,7 @@ impl Default for HttpOptions {
         Self {
             timeout: Duration::from_secs(600),
             stream: false,
-            idle_timeout: Duration::from_secs(90),
+            idle_timeout: Duration::from_secs(300),
             connect_timeout: Duration::from_secs(10),
             retry: RetryPolicy {
                 max_attempts: 4,
