@@ -1,5 +1,6 @@
 //! The model layer against the scripted model server: both real clients over HTTP (tool
-//! round trips, retries, errors), and the metered model's accounting and budgets against
+//! round trips, retries, errors; answers whole and streamed, streams cut mid-way), and
+//! the metered model's accounting and budgets against
 //! the real database (SQLite, or PostgreSQL when PLANWRIGHT_TEST_DATABASE_URL is set).
 
 mod support;
@@ -11,14 +12,14 @@ use planwright::config::ModelSettings;
 use planwright::ids::{RunId, SessionId};
 use planwright::llm::usage::{Budget, Metered, ModelRole, PriceTable};
 use planwright::llm::{
-    ChatModel, ChatRequest, ContentBlock, HttpOptions, Message, ModelError, ModelName, RetryPolicy,
-    Role, StopReason, Tool,
+    ChatModel, ChatRequest, ChatResponse, ContentBlock, HttpOptions, Message, ModelError,
+    ModelName, RetryPolicy, Role, StopReason, Tool, Usage,
 };
 use planwright::store::model_usage;
 use secrecy::SecretString;
 use serde_json::json;
 use support::TestDb;
-use support::model_server::{ModelServer, Recorded, ScriptUsage, Step};
+use support::model_server::{ModelServer, Recorded, Reply, ScriptUsage, Step};
 
 const ANTHROPIC_KEY: &str = "sk-ant-test-key-0123456789";
 const OPENAI_KEY: &str = "sk-openai-test-key-9876543210";
@@ -47,8 +48,20 @@ fn options() -> HttpOptions {
             base_delay: Duration::from_millis(5),
             max_delay: Duration::from_millis(50),
         },
+        ..HttpOptions::default()
     }
 }
+
+/// The same, with answers streamed.
+fn streaming() -> HttpOptions {
+    HttpOptions {
+        stream: true,
+        idle_timeout: Duration::from_secs(20),
+        ..options()
+    }
+}
+
+const PROVIDERS: [&str; 2] = ["anthropic:claude-sonnet-4-5", "openai:gpt-5"];
 
 fn model(server: &ModelServer, name: &str, options: &HttpOptions) -> Arc<dyn ChatModel> {
     planwright::llm::client(&ModelName::parse(name).unwrap(), &settings(server), options).unwrap()
@@ -515,4 +528,347 @@ async fn models_without_a_price_or_a_key_are_refused_up_front() {
     .to_string();
     assert!(err.contains("ANTHROPIC_API_KEY"), "{err}");
     assert!(server.requests().is_empty());
+}
+
+/// Plays a tool conversation to its end, answering every tool call with the first line
+/// of the file, and returns each answer.
+async fn play(model: &dyn ChatModel, question: &str) -> Vec<ChatResponse> {
+    let mut messages = vec![Message::user(question)];
+    let mut answers = Vec::new();
+    loop {
+        let answer = model.chat(&request(messages.clone())).await.unwrap();
+        answers.push(answer.clone());
+        if answer.stop_reason != StopReason::ToolUse {
+            return answers;
+        }
+        assert!(answers.len() < 5, "the conversation does not end");
+        let results = answer
+            .content
+            .iter()
+            .filter_map(|block| match block {
+                ContentBlock::ToolUse { id, .. } => Some(ContentBlock::ToolResult {
+                    tool_use_id: id.clone(),
+                    content: format!("1: fn main() {{ // {id}"),
+                    is_error: false,
+                }),
+                _ => None,
+            })
+            .collect();
+        messages.push(Message {
+            role: Role::Assistant,
+            content: answer.content,
+        });
+        messages.push(Message {
+            role: Role::User,
+            content: results,
+        });
+    }
+}
+
+/// Two parallel tool calls, one of them with arguments that are not JSON, then a
+/// second call, then an answer; every turn with its own usage, cache tokens included.
+fn conversation_script() -> Vec<Step> {
+    let usage = |n: u64| ScriptUsage {
+        input: 100 * n,
+        output: 10 * n + 3,
+        cache_read: 2000 + n,
+        cache_write: 50 * n,
+    };
+    vec![
+        Step::reply(Reply::ToolCalls(vec![
+            (
+                "call_1".into(),
+                "read_file".into(),
+                json!({"path": "src/main.rs", "start_line": 1, "end_line": 40}),
+            ),
+            (
+                "call_2".into(),
+                "read_file".into(),
+                json!("{\"path\": \"src/li"),
+            ),
+        ]))
+        .when_tools(&["read_file"])
+        .when_last_contains("Where does the program start?")
+        .usage(usage(1)),
+        Step::tool_call("call_3", "read_file", json!({"path": "src/cli.rs"}))
+            .when_last_contains("// call_2")
+            .usage(usage(2)),
+        Step::text("It starts in `main` — src/main.rs, line 1. «Fertig».")
+            .when_last_contains("// call_3")
+            .usage(usage(3)),
+    ]
+}
+
+#[tokio::test]
+async fn a_streamed_tool_conversation_equals_the_whole_one_on_both_providers() {
+    for name in PROVIDERS {
+        let whole_server = ModelServer::start(conversation_script()).await;
+        let whole = play(
+            model(&whole_server, name, &options()).as_ref(),
+            "Where does the program start?",
+        )
+        .await;
+        let streamed_server = ModelServer::start(conversation_script()).await;
+        let streamed = play(
+            model(&streamed_server, name, &streaming()).as_ref(),
+            "Where does the program start?",
+        )
+        .await;
+
+        assert_eq!(streamed, whole, "{name}");
+        assert_eq!(whole.len(), 3, "{name}");
+        assert_eq!(
+            whole[0].content[1],
+            ContentBlock::ToolUse {
+                id: "call_2".into(),
+                name: "read_file".into(),
+                input: json!("{\"path\": \"src/li"),
+            },
+            "{name}: malformed arguments stay raw text"
+        );
+        assert_eq!(
+            whole[2].text(),
+            "It starts in `main` — src/main.rs, line 1. «Fertig».",
+            "{name}"
+        );
+        // The scripted counts, as each provider reports them.
+        let cache_write = if name.starts_with("anthropic") {
+            150
+        } else {
+            0
+        };
+        assert_eq!(
+            whole[2].usage,
+            Usage {
+                input_tokens: 300,
+                output_tokens: 33,
+                cache_read_tokens: 2003,
+                cache_write_tokens: cache_write,
+            },
+            "{name}"
+        );
+        assert_eq!(whole_server.unused_steps(), 0, "{name}");
+        assert_eq!(streamed_server.unused_steps(), 0, "{name}");
+
+        // The streamed requests differ from the whole ones only in asking for a stream.
+        let (whole_sent, streamed_sent) = (whole_server.requests(), streamed_server.requests());
+        assert_eq!(streamed_sent.len(), 3, "{name}");
+        for (w, s) in whole_sent.iter().zip(&streamed_sent) {
+            let mut s = s.body.clone();
+            let asked = s.as_object_mut().unwrap();
+            assert_eq!(asked.remove("stream"), Some(json!(true)), "{name}");
+            if name.starts_with("openai") {
+                assert_eq!(
+                    asked.remove("stream_options"),
+                    Some(json!({"include_usage": true})),
+                    "{name}"
+                );
+            }
+            assert_eq!(s, w.body, "{name}");
+            assert_eq!(w.body.get("stream"), None, "{name}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn streamed_text_in_many_small_deltas_is_joined() {
+    let text = "Plan: read src/main.rs, then src/lib.rs; change `parse` — «done» ✓. ".repeat(12);
+    for name in PROVIDERS {
+        let server =
+            ModelServer::start(vec![Step::text(&text).in_pieces(text.chars().count())]).await;
+        let answer = model(&server, name, &streaming())
+            .chat(&request(vec![Message::user("Plan it")]))
+            .await
+            .unwrap();
+        assert_eq!(
+            answer.content,
+            vec![ContentBlock::Text(text.clone())],
+            "{name}"
+        );
+        assert_eq!(answer.stop_reason, StopReason::EndTurn, "{name}");
+        assert_eq!(
+            (answer.usage.input_tokens, answer.usage.output_tokens),
+            (10, 5),
+            "{name}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_cut_stream_is_retried_and_the_cut_attempts_tokens_are_recorded() {
+    let t = TestDb::new().await;
+    let first = ScriptUsage {
+        input: 700,
+        output: 90,
+        cache_read: 4000,
+        cache_write: 300,
+    };
+    let second = ScriptUsage {
+        input: 800,
+        output: 60,
+        cache_read: 4100,
+        cache_write: 0,
+    };
+    for name in PROVIDERS {
+        // Cut after message_start, ping and the text block's start (Anthropic), or after
+        // the role chunk and both halves of the text (OpenAI): before the end either way.
+        let server = ModelServer::start(vec![
+            Step::text("the first try").usage(first).cut_after(3),
+            Step::text("the second try").usage(second),
+        ])
+        .await;
+        let session = SessionId::generate();
+        let metered = Metered::new(
+            model(&server, name, &streaming()),
+            &PriceTable::default(),
+            t.db.clone(),
+            ModelRole::Planner,
+        )
+        .unwrap()
+        .for_session(session.clone(), Budget::usd(5.0));
+        let answer = metered
+            .chat(&request(vec![Message::user("hello")]))
+            .await
+            .unwrap();
+        assert_eq!(answer.text(), "the second try", "{name}");
+        let sent = server.requests();
+        assert_eq!(sent.len(), 2, "{name}");
+        assert_eq!(sent[0].body, sent[1].body, "{name}");
+
+        // Anthropic reports the input side when the stream starts, so the cut attempt's
+        // input (and its first output token) is paid on top of the second attempt.
+        // OpenAI reports usage only at the end: a cut attempt's tokens are unknown.
+        let expected = if name.starts_with("anthropic") {
+            Usage {
+                input_tokens: 700 + 800,
+                output_tokens: 1 + 60,
+                cache_read_tokens: 4000 + 4100,
+                cache_write_tokens: 300,
+            }
+        } else {
+            Usage {
+                input_tokens: 800,
+                output_tokens: 60,
+                cache_read_tokens: 4100,
+                cache_write_tokens: 0,
+            }
+        };
+        assert_eq!(answer.usage, expected, "{name}");
+        let rows = model_usage::list_by_session(&t.db, &session).await.unwrap();
+        assert_eq!(rows.len(), 1, "{name}");
+        assert_eq!(
+            (
+                rows[0].input_tokens,
+                rows[0].output_tokens,
+                rows[0].cache_read_tokens,
+                rows[0].cache_write_tokens
+            ),
+            (
+                expected.input_tokens as i64,
+                expected.output_tokens as i64,
+                expected.cache_read_tokens as i64,
+                expected.cache_write_tokens as i64
+            ),
+            "{name}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_stream_that_always_breaks_off_fails_cleanly_and_retryably() {
+    let t = TestDb::new().await;
+    for name in PROVIDERS {
+        for how in ["cut", "error event"] {
+            let breaking = |step: Step| match how {
+                "cut" => step.cut_after(4),
+                _ => step.error_after(4, "Overloaded"),
+            };
+            let usage = ScriptUsage {
+                input: 50,
+                output: 9,
+                cache_read: 0,
+                cache_write: 0,
+            };
+            let server = ModelServer::start(vec![
+                breaking(Step::text("one").usage(usage)),
+                breaking(Step::text("two").usage(usage)),
+                breaking(Step::text("three").usage(usage)),
+                Step::text("never reached"),
+            ])
+            .await;
+            let session = SessionId::generate();
+            let model = Metered::new(
+                model(&server, name, &streaming()),
+                &PriceTable::default(),
+                t.db.clone(),
+                ModelRole::Scout,
+            )
+            .unwrap()
+            .for_session(session.clone(), Budget::usd(5.0));
+            let err = tokio::time::timeout(
+                Duration::from_secs(20),
+                model.chat(&request(vec![Message::user("hello")])),
+            )
+            .await
+            .expect("the call ends instead of hanging on a broken stream")
+            .unwrap_err();
+            let ModelError::Interrupted { usage, message, .. } = &err else {
+                panic!("{name}, {how}: expected an interrupted stream, got {err:?}");
+            };
+            assert!(err.is_retryable(), "{name}, {how}: {err}");
+            if how == "error event" {
+                assert!(message.contains("Overloaded"), "{name}: {message}");
+            }
+            // The tokens the three attempts reported are summed on the error.
+            let expected_input = if name.starts_with("anthropic") {
+                150
+            } else {
+                0
+            };
+            assert_eq!(usage.input_tokens, expected_input, "{name}, {how}");
+            // The metered model records them even though the call failed; a call that
+            // reported nothing leaves no row.
+            let rows = model_usage::list_by_session(&t.db, &session).await.unwrap();
+            let recorded: Vec<i64> = rows.iter().map(|r| r.input_tokens).collect();
+            let expected_rows = if expected_input > 0 {
+                vec![expected_input as i64]
+            } else {
+                Vec::new()
+            };
+            assert_eq!(recorded, expected_rows, "{name}, {how}");
+            assert!(!err.to_string().contains(ANTHROPIC_KEY), "{err}");
+            assert_eq!(server.requests().len(), 3, "{name}, {how}");
+            assert_eq!(server.unused_steps(), 1, "{name}, {how}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_stream_that_stalls_is_given_up_after_the_idle_timeout_and_retried() {
+    for name in PROVIDERS {
+        // Never opened: both attempts stall after their first events.
+        let gate = Arc::new(tokio::sync::Notify::new());
+        let server = ModelServer::start(vec![
+            Step::text("stalled").hold_after(2, gate.clone()),
+            Step::text("stalled again").hold_after(2, gate.clone()),
+            Step::text("never reached"),
+        ])
+        .await;
+        let mut options = streaming();
+        options.retry.max_attempts = 2;
+        options.idle_timeout = Duration::from_millis(300);
+        let err = tokio::time::timeout(
+            Duration::from_secs(20),
+            model(&server, name, &options).chat(&request(vec![Message::user("hello")])),
+        )
+        .await
+        .expect("the idle timeout ends a stalled stream")
+        .unwrap_err();
+        assert!(
+            matches!(&err, ModelError::Interrupted { message, .. } if message.contains("nothing arrived")),
+            "{name}: {err:?}"
+        );
+        assert!(err.is_retryable(), "{name}");
+        assert_eq!(server.requests().len(), 2, "{name}");
+    }
 }

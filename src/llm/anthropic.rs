@@ -1,6 +1,9 @@
 //! The Anthropic Messages API (`POST {base}/v1/messages`): our request in its wire format,
 //! its answer back into ours. The stable prefix (tools, then the system prompt) is marked
-//! for prompt caching, since every turn of a tool loop resends it.
+//! for prompt caching, since every turn of a tool loop resends it. Answers come whole or,
+//! when the options ask for streaming, as events assembled here.
+
+use std::collections::BTreeMap;
 
 use anyhow::Result;
 use reqwest::header::{HeaderMap, HeaderValue};
@@ -8,8 +11,8 @@ use secrecy::{ExposeSecret, SecretString};
 use serde_json::{Value, json};
 
 use super::{
-    ChatFuture, ChatModel, ChatRequest, ChatResponse, ContentBlock, HttpOptions, ModelName,
-    Provider, RetryPolicy, Role, StopReason, Usage, decode_error,
+    ChatFuture, ChatModel, ChatRequest, ChatResponse, ChatStream, ContentBlock, Endpoint,
+    HttpOptions, ModelError, ModelName, Provider, Role, StopReason, Usage, decode_error, sse,
 };
 
 pub(crate) const API_VERSION: &str = "2023-06-01";
@@ -17,12 +20,7 @@ pub(crate) const API_VERSION: &str = "2023-06-01";
 #[derive(Debug)]
 pub struct AnthropicClient {
     name: ModelName,
-    url: String,
-    /// Kept to scrub it from error messages; it is sent only through `headers`.
-    key: SecretString,
-    headers: HeaderMap,
-    http: reqwest::Client,
-    retry: RetryPolicy,
+    endpoint: Endpoint,
 }
 
 impl AnthropicClient {
@@ -43,27 +41,24 @@ impl AnthropicClient {
                 provider: Provider::Anthropic,
                 model,
             },
-            url: format!("{}/v1/messages", base_url.trim_end_matches('/')),
-            key,
-            headers,
-            http: super::http_client(options)?,
-            retry: options.retry.clone(),
+            endpoint: Endpoint::new(
+                Provider::Anthropic,
+                format!("{}/v1/messages", base_url.trim_end_matches('/')),
+                headers,
+                Some(key),
+                options,
+            )?,
         })
     }
 
-    async fn send(&self, request: &ChatRequest) -> Result<ChatResponse, super::ModelError> {
-        let body = request_body(&self.name.model, request);
-        let answer = super::post_json(
-            &self.http,
-            Provider::Anthropic,
-            &self.url,
-            &self.headers,
-            &body,
-            &self.retry,
-            Some(&self.key),
-        )
-        .await?;
-        parse_response(&answer)
+    async fn send(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
+        let mut body = request_body(&self.name.model, request);
+        if self.endpoint.stream.is_some() {
+            body["stream"] = json!(true);
+        }
+        self.endpoint
+            .chat::<MessageStream>(&body, parse_response)
+            .await
     }
 }
 
@@ -133,7 +128,7 @@ fn message(m: &super::Message) -> Value {
     json!({"role": role, "content": content})
 }
 
-fn parse_response(answer: &Value) -> Result<ChatResponse, super::ModelError> {
+fn parse_response(answer: &Value) -> Result<ChatResponse, ModelError> {
     let bad = |what: &str| decode_error(Provider::Anthropic, what);
     let blocks = answer["content"]
         .as_array()
@@ -159,19 +154,155 @@ fn parse_response(answer: &Value) -> Result<ChatResponse, super::ModelError> {
             _ => {}
         }
     }
-    let stop_reason = match answer["stop_reason"].as_str() {
+    Ok(ChatResponse {
+        content,
+        stop_reason: stop_reason(answer["stop_reason"].as_str())?,
+        usage: parse_usage(&answer["usage"]),
+    })
+}
+
+fn stop_reason(wire: Option<&str>) -> Result<StopReason, ModelError> {
+    Ok(match wire {
         Some("end_turn") => StopReason::EndTurn,
         Some("tool_use") => StopReason::ToolUse,
         Some("max_tokens") => StopReason::MaxTokens,
         Some("stop_sequence") => StopReason::StopSequence,
         Some(other) => StopReason::Other(other.to_owned()),
-        None => return Err(bad("no `stop_reason`")),
-    };
-    Ok(ChatResponse {
-        content,
-        stop_reason,
-        usage: parse_usage(&answer["usage"]),
+        None => return Err(decode_error(Provider::Anthropic, "no `stop_reason`")),
     })
+}
+
+/// A streamed Messages answer: `message_start` (input usage), content blocks opened,
+/// filled by deltas and closed, `message_delta` (stop reason, output usage), then
+/// `message_stop`.
+#[derive(Debug, Default)]
+struct MessageStream {
+    /// By the index the events name, which is the block's place in the answer.
+    blocks: BTreeMap<u64, StreamedBlock>,
+    stop_reason: Option<String>,
+    usage: Usage,
+}
+
+#[derive(Debug)]
+enum StreamedBlock {
+    Text(String),
+    /// `start_input` is the input the block opened with; `json` the deltas joined.
+    ToolUse {
+        id: String,
+        name: String,
+        start_input: Value,
+        json: String,
+    },
+    /// Thinking and other block kinds carry nothing the caller acts on.
+    Other,
+}
+
+impl ChatStream for MessageStream {
+    fn event(&mut self, raw: &[u8]) -> Result<bool, ModelError> {
+        let Some(data) = sse::event_data(raw) else {
+            return Ok(false);
+        };
+        let bad = |what: &str| decode_error(Provider::Anthropic, what);
+        let index = data["index"].as_u64();
+        match data["type"].as_str() {
+            Some("message_start") => self.usage = parse_usage(&data["message"]["usage"]),
+            Some("content_block_start") => {
+                let index = index.ok_or_else(|| bad("a content block without an index"))?;
+                let block = &data["content_block"];
+                let streamed = match block["type"].as_str() {
+                    Some("text") => {
+                        StreamedBlock::Text(block["text"].as_str().unwrap_or_default().to_owned())
+                    }
+                    Some("tool_use") => StreamedBlock::ToolUse {
+                        id: block["id"]
+                            .as_str()
+                            .ok_or_else(|| bad("a tool_use block without an id"))?
+                            .to_owned(),
+                        name: block["name"]
+                            .as_str()
+                            .ok_or_else(|| bad("a tool_use block without a name"))?
+                            .to_owned(),
+                        start_input: block["input"].clone(),
+                        json: String::new(),
+                    },
+                    _ => StreamedBlock::Other,
+                };
+                self.blocks.insert(index, streamed);
+            }
+            Some("content_block_delta") => {
+                let index = index.ok_or_else(|| bad("a content delta without an index"))?;
+                let delta = &data["delta"];
+                match (self.blocks.get_mut(&index), delta["type"].as_str()) {
+                    (Some(StreamedBlock::Text(text)), Some("text_delta")) => {
+                        text.push_str(delta["text"].as_str().unwrap_or_default());
+                    }
+                    (Some(StreamedBlock::ToolUse { json, .. }), Some("input_json_delta")) => {
+                        json.push_str(delta["partial_json"].as_str().unwrap_or_default());
+                    }
+                    (None, _) => return Err(bad("a content delta for a block never opened")),
+                    // Thinking, signatures and citations.
+                    _ => {}
+                }
+            }
+            Some("message_delta") => {
+                if let Some(reason) = data["delta"]["stop_reason"].as_str() {
+                    self.stop_reason = Some(reason.to_owned());
+                }
+                apply_usage_delta(&mut self.usage, &data["usage"]);
+            }
+            Some("message_stop") => return Ok(true),
+            Some("error") => {
+                let error = &data["error"];
+                return Err(ModelError::Interrupted {
+                    provider: Provider::Anthropic,
+                    message: format!(
+                        "{}: {}",
+                        error["type"].as_str().unwrap_or("error"),
+                        error["message"].as_str().unwrap_or("(no message)")
+                    ),
+                    usage: self.usage,
+                });
+            }
+            // `ping`, `content_block_stop`, and event kinds added later.
+            _ => {}
+        }
+        Ok(false)
+    }
+
+    fn usage(&self) -> Usage {
+        self.usage
+    }
+
+    fn finish(self) -> Result<ChatResponse, ModelError> {
+        let content = self
+            .blocks
+            .into_values()
+            .filter_map(|block| match block {
+                StreamedBlock::Text(text) => Some(ContentBlock::Text(text)),
+                StreamedBlock::ToolUse {
+                    id,
+                    name,
+                    start_input,
+                    json,
+                } => {
+                    // A call without arguments sends no deltas; unparseable arguments
+                    // stay the raw text, so the tool loop can answer with a tool error.
+                    let input = if json.is_empty() {
+                        start_input
+                    } else {
+                        serde_json::from_str(&json).unwrap_or(Value::String(json))
+                    };
+                    Some(ContentBlock::ToolUse { id, name, input })
+                }
+                StreamedBlock::Other => None,
+            })
+            .collect();
+        Ok(ChatResponse {
+            content,
+            stop_reason: stop_reason(self.stop_reason.as_deref())?,
+            usage: self.usage,
+        })
+    }
 }
 
 /// A `usage` object of the Messages API (answers and stream events alike).
@@ -182,5 +313,83 @@ pub(super) fn parse_usage(usage: &Value) -> Usage {
         output_tokens: count("output_tokens"),
         cache_read_tokens: count("cache_read_input_tokens"),
         cache_write_tokens: count("cache_creation_input_tokens"),
+    }
+}
+
+/// A stream's `message_delta` usage: running totals for output and, on newer API
+/// versions, final input counts; a count it leaves out keeps its earlier value.
+pub(super) fn apply_usage_delta(usage: &mut Usage, delta: &Value) {
+    let set = |slot: &mut u64, key: &str| {
+        if let Some(n) = delta[key].as_u64() {
+            *slot = n;
+        }
+    };
+    set(&mut usage.output_tokens, "output_tokens");
+    set(&mut usage.input_tokens, "input_tokens");
+    set(&mut usage.cache_read_tokens, "cache_read_input_tokens");
+    set(&mut usage.cache_write_tokens, "cache_creation_input_tokens");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn feed(events: &[Value]) -> Result<ChatResponse, ModelError> {
+        let mut stream = MessageStream::default();
+        for data in events {
+            let raw = format!(
+                "event: {}\ndata: {data}\n\n",
+                data["type"].as_str().unwrap()
+            );
+            if stream.event(raw.as_bytes())? {
+                return stream.finish();
+            }
+        }
+        panic!("the stream did not end");
+    }
+
+    #[test]
+    fn thinking_is_dropped_and_a_call_without_deltas_keeps_its_opening_input() {
+        let answer = feed(&[
+            json!({"type": "message_start", "message": {"usage": {"input_tokens": 3, "output_tokens": 1}}}),
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": ""}}),
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "hmm"}}),
+            json!({"type": "content_block_start", "index": 1, "content_block": {"type": "tool_use", "id": "t1", "name": "list", "input": {}}}),
+            json!({"type": "content_block_stop", "index": 1}),
+            json!({"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 7}}),
+            json!({"type": "message_stop"}),
+        ])
+        .unwrap();
+        assert_eq!(
+            answer.content,
+            vec![ContentBlock::ToolUse {
+                id: "t1".into(),
+                name: "list".into(),
+                input: json!({}),
+            }]
+        );
+        assert_eq!(answer.stop_reason, StopReason::ToolUse);
+        assert_eq!(
+            (answer.usage.input_tokens, answer.usage.output_tokens),
+            (3, 7)
+        );
+    }
+
+    #[test]
+    fn an_error_event_interrupts_with_the_usage_so_far() {
+        let err = feed(&[
+            json!({"type": "message_start", "message": {"usage": {"input_tokens": 40, "output_tokens": 1}}}),
+            json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+        ])
+        .unwrap_err();
+        let ModelError::Interrupted { message, usage, .. } = &err else {
+            panic!("{err:?}");
+        };
+        assert_eq!(message, "overloaded_error: Overloaded");
+        assert_eq!(usage.input_tokens, 40);
+        assert!(err.is_retryable());
+        let err = feed(&[json!({"type": "content_block_delta", "index": 4, "delta": {"type": "text_delta", "text": "x"}})])
+            .unwrap_err();
+        assert!(matches!(err, ModelError::Decode { .. }), "{err:?}");
     }
 }

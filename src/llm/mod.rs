@@ -6,6 +6,7 @@
 pub mod anthropic;
 pub mod openai;
 pub mod proxy;
+mod sse;
 pub mod usage;
 
 use std::fmt;
@@ -181,6 +182,15 @@ impl Usage {
     }
 }
 
+impl std::ops::AddAssign for Usage {
+    fn add_assign(&mut self, other: Usage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.cache_read_tokens += other.cache_read_tokens;
+        self.cache_write_tokens += other.cache_write_tokens;
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChatResponse {
     pub content: Vec<ContentBlock>,
@@ -219,6 +229,16 @@ pub enum ModelError {
     Timeout { provider: Provider, message: String },
     #[error("Could not read {provider}'s answer: {message}")]
     Decode { provider: Provider, message: String },
+    /// A streamed answer that stopped before its end: the connection dropped, nothing
+    /// arrived for the idle timeout, or the provider sent an error event (Anthropic's
+    /// `overloaded_error`). `usage` is what the provider had reported so far, summed over
+    /// the attempts the retry loop made; the tokens were likely paid for.
+    #[error("{provider} broke off its answer: {message}")]
+    Interrupted {
+        provider: Provider,
+        message: String,
+        usage: Usage,
+    },
     #[error(
         "Cannot start a {role} call to {model}: {scope} has used {spent} of its budget of {limit}"
     )]
@@ -237,7 +257,9 @@ impl ModelError {
     pub fn is_retryable(&self) -> bool {
         match self {
             ModelError::Status { status, .. } => is_retryable_status(*status),
-            ModelError::Network { .. } | ModelError::Timeout { .. } => true,
+            ModelError::Network { .. }
+            | ModelError::Timeout { .. }
+            | ModelError::Interrupted { .. } => true,
             ModelError::Decode { .. } | ModelError::BudgetExceeded { .. } => false,
             // The call may already have been paid for; repeating it blindly would pay
             // twice, so the caller decides.
@@ -300,16 +322,26 @@ impl RetryPolicy {
 
 #[derive(Debug, Clone)]
 pub struct HttpOptions {
-    /// Whole-request limit; long answers from strong models take minutes.
+    /// Whole-request limit; long answers from strong models take minutes. Streamed calls
+    /// have none: `idle_timeout` bounds them instead.
     pub timeout: Duration,
     pub connect_timeout: Duration,
     pub retry: RetryPolicy,
+    /// Ask for answers as server-sent events and assemble them as they arrive, so an
+    /// answer may take as long as it needs while a stalled one is still noticed.
+    pub stream: bool,
+    /// Streams only: the longest wait for the answer's headers or between two chunks.
+    /// Anthropic pings every few seconds, but OpenAI may send nothing while a reasoning
+    /// model thinks before its first token, so this is minutes, not seconds.
+    pub idle_timeout: Duration,
 }
 
 impl Default for HttpOptions {
     fn default() -> Self {
         Self {
             timeout: Duration::from_secs(600),
+            stream: false,
+            idle_timeout: Duration::from_secs(300),
             connect_timeout: Duration::from_secs(10),
             retry: RetryPolicy {
                 max_attempts: 4,
@@ -350,8 +382,13 @@ pub fn client(
 /// The HTTP client both providers use; redirects are refused so a key header is never
 /// replayed to another host.
 fn http_client(options: &HttpOptions) -> anyhow::Result<reqwest::Client> {
-    reqwest::Client::builder()
-        .timeout(options.timeout)
+    let builder = reqwest::Client::builder();
+    let builder = if options.stream {
+        builder
+    } else {
+        builder.timeout(options.timeout)
+    };
+    builder
         .connect_timeout(options.connect_timeout)
         .redirect(reqwest::redirect::Policy::none())
         .build()
@@ -366,71 +403,202 @@ fn secret_header(value: &str, what: &str) -> anyhow::Result<HeaderValue> {
     Ok(header)
 }
 
-/// POSTs `body` to `url` with `headers` until it succeeds, fails for good, or the policy's
-/// attempts run out; returns the JSON answer.
-async fn post_json(
-    http: &reqwest::Client,
+/// How a client reaches its provider: one endpoint, its headers, and how to call it.
+#[derive(Debug)]
+struct Endpoint {
     provider: Provider,
-    url: &str,
-    headers: &HeaderMap,
-    body: &Value,
-    policy: &RetryPolicy,
-    secret: Option<&SecretString>,
-) -> Result<Value, ModelError> {
-    let mut attempt = 1;
-    loop {
-        let result = post_once(http, provider, url, headers, body)
-            .await
-            .map_err(|e| redact(e, secret));
-        match result {
-            Err(e) if e.is_retryable() && attempt < policy.max_attempts => {
-                let delay = policy.delay(attempt, e.retry_after());
-                warn!(%provider, attempt, ?delay, error = %e, "model call failed; retrying");
-                tokio::time::sleep(delay).await;
-                attempt += 1;
+    url: String,
+    headers: HeaderMap,
+    /// Kept to scrub it from error messages; it is sent only through `headers`.
+    secret: Option<SecretString>,
+    http: reqwest::Client,
+    retry: RetryPolicy,
+    /// `Some(idle timeout)` when answers are streamed.
+    stream: Option<Duration>,
+}
+
+impl Endpoint {
+    fn new(
+        provider: Provider,
+        url: String,
+        headers: HeaderMap,
+        secret: Option<SecretString>,
+        options: &HttpOptions,
+    ) -> anyhow::Result<Self> {
+        Ok(Self {
+            provider,
+            url,
+            headers,
+            secret,
+            http: http_client(options)?,
+            retry: options.retry.clone(),
+            stream: options.stream.then_some(options.idle_timeout),
+        })
+    }
+
+    /// POSTs `body` until an answer comes back whole, the call fails for good, or the
+    /// policy's attempts run out. Whole answers are read by `parse`, streams by a fresh
+    /// `S` per attempt (the caller has put the provider's stream flag in `body`).
+    ///
+    /// Tokens an interrupted stream reported are not dropped: they are added to the
+    /// usage of the answer that finally comes back, or carried by the last error, so a
+    /// metered caller pays for every attempt.
+    async fn chat<S: ChatStream>(
+        &self,
+        body: &Value,
+        parse: fn(&Value) -> Result<ChatResponse, ModelError>,
+    ) -> Result<ChatResponse, ModelError> {
+        let mut attempt = 1;
+        let mut earlier = Usage::default();
+        loop {
+            let result = match self.stream {
+                Some(idle) => self.stream_once::<S>(body, idle).await,
+                None => match self.post_once(body).await {
+                    Ok(answer) => parse(&answer),
+                    Err(e) => Err(e),
+                },
+            };
+            let result = result.map_err(|e| redact(e, self.secret.as_ref()));
+            match result {
+                Ok(mut response) => {
+                    response.usage += earlier;
+                    return Ok(response);
+                }
+                Err(mut e) => {
+                    if let ModelError::Interrupted { usage, .. } = &mut e {
+                        earlier += *usage;
+                        *usage = earlier;
+                    }
+                    if e.is_retryable() && attempt < self.retry.max_attempts {
+                        let delay = self.retry.delay(attempt, e.retry_after());
+                        warn!(provider = %self.provider, attempt, ?delay, error = %e, "model call failed; retrying");
+                        tokio::time::sleep(delay).await;
+                        attempt += 1;
+                        continue;
+                    }
+                    if earlier.total() > 0 && !matches!(e, ModelError::Interrupted { .. }) {
+                        warn!(provider = %self.provider, ?earlier, error = %e,
+                            "a model call failed for good after interrupted attempts that used tokens");
+                    }
+                    return Err(e);
+                }
             }
-            other => return other,
+        }
+    }
+
+    async fn send(&self, body: &Value) -> Result<reqwest::Response, ModelError> {
+        self.http
+            .post(&self.url)
+            .headers(self.headers.clone())
+            .json(body)
+            .send()
+            .await
+            .map_err(|e| transport(self.provider, &e))
+    }
+
+    async fn post_once(&self, body: &Value) -> Result<Value, ModelError> {
+        let provider = self.provider;
+        let response = self.send(body).await?;
+        let status = response.status();
+        let retry_after = retry_after(response.headers());
+        let bytes = response
+            .bytes()
+            .await
+            .map_err(|e| transport(provider, &e))?;
+        if !status.is_success() {
+            return Err(ModelError::Status {
+                provider,
+                status: status.as_u16(),
+                message: error_message(&bytes),
+                retry_after,
+            });
+        }
+        serde_json::from_slice(&bytes).map_err(|e| ModelError::Decode {
+            provider,
+            message: format!("the body is not JSON ({e})"),
+        })
+    }
+
+    /// One streamed attempt: events are fed to `S` as they arrive, and the answer is
+    /// whole only once the stream's last event came.
+    async fn stream_once<S: ChatStream>(
+        &self,
+        body: &Value,
+        idle: Duration,
+    ) -> Result<ChatResponse, ModelError> {
+        let provider = self.provider;
+        let stalled = || ModelError::Timeout {
+            provider,
+            message: format!("nothing arrived for {}s", idle.as_secs_f64()),
+        };
+        let mut response = tokio::time::timeout(idle, self.send(body))
+            .await
+            .map_err(|_| stalled())??;
+        let status = response.status();
+        if !status.is_success() {
+            let retry_after = retry_after(response.headers());
+            let bytes = tokio::time::timeout(idle, response.bytes())
+                .await
+                .map_err(|_| stalled())?
+                .map_err(|e| transport(provider, &e))?;
+            return Err(ModelError::Status {
+                provider,
+                status: status.as_u16(),
+                message: error_message(&bytes),
+                retry_after,
+            });
+        }
+        let mut stream = S::default();
+        let mut splitter = sse::SseSplitter::default();
+        let cut = |stream: &S, message: String| ModelError::Interrupted {
+            provider,
+            message,
+            usage: stream.usage(),
+        };
+        loop {
+            let chunk = match tokio::time::timeout(idle, response.chunk()).await {
+                Err(_) => {
+                    return Err(cut(
+                        &stream,
+                        format!("nothing arrived for {}s", idle.as_secs_f64()),
+                    ));
+                }
+                Ok(Err(e)) => return Err(cut(&stream, error_chain(&e))),
+                Ok(Ok(None)) => {
+                    return Err(cut(
+                        &stream,
+                        "the stream ended before its last event".to_owned(),
+                    ));
+                }
+                Ok(Ok(Some(chunk))) => chunk,
+            };
+            for event in splitter.push(&chunk) {
+                if stream.event(&event)? {
+                    return stream.finish();
+                }
+            }
         }
     }
 }
 
-async fn post_once(
-    http: &reqwest::Client,
-    provider: Provider,
-    url: &str,
-    headers: &HeaderMap,
-    body: &Value,
-) -> Result<Value, ModelError> {
-    let transport = |e: reqwest::Error| {
-        let message = error_chain(&e);
-        if e.is_timeout() {
-            ModelError::Timeout { provider, message }
-        } else {
-            ModelError::Network { provider, message }
-        }
-    };
-    let response = http
-        .post(url)
-        .headers(headers.clone())
-        .json(body)
-        .send()
-        .await
-        .map_err(transport)?;
-    let status = response.status();
-    let retry_after = retry_after(response.headers());
-    let bytes = response.bytes().await.map_err(transport)?;
-    if !status.is_success() {
-        return Err(ModelError::Status {
-            provider,
-            status: status.as_u16(),
-            message: error_message(&bytes),
-            retry_after,
-        });
+/// Assembles one streamed answer from its server-sent events, in a provider's wire
+/// format; one implementation per provider.
+trait ChatStream: Default {
+    /// Takes one raw event; `Ok(true)` once it was the stream's last. An error event
+    /// from the provider is an `Interrupted` error carrying the usage so far.
+    fn event(&mut self, raw: &[u8]) -> Result<bool, ModelError>;
+    /// The tokens the provider has reported so far.
+    fn usage(&self) -> Usage;
+    fn finish(self) -> Result<ChatResponse, ModelError>;
+}
+
+fn transport(provider: Provider, e: &reqwest::Error) -> ModelError {
+    let message = error_chain(e);
+    if e.is_timeout() {
+        ModelError::Timeout { provider, message }
+    } else {
+        ModelError::Network { provider, message }
     }
-    serde_json::from_slice(&bytes).map_err(|e| ModelError::Decode {
-        provider,
-        message: format!("the body is not JSON ({e})"),
-    })
 }
 
 fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
@@ -501,6 +669,15 @@ fn redact(error: ModelError, secret: Option<&SecretString>) -> ModelError {
         ModelError::Decode { provider, message } => ModelError::Decode {
             provider,
             message: clean(message),
+        },
+        ModelError::Interrupted {
+            provider,
+            message,
+            usage,
+        } => ModelError::Interrupted {
+            provider,
+            message: clean(message),
+            usage,
         },
         other @ (ModelError::BudgetExceeded { .. } | ModelError::Accounting(_)) => other,
     }

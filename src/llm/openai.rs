@@ -1,6 +1,9 @@
 //! OpenAI Chat Completions (`POST {base}/chat/completions`, the base ending in `/v1`),
 //! which OpenAI-compatible local servers (vLLM, llama.cpp, Ollama) speak too. Tool calls
 //! carry their arguments as a JSON string; tool results are `role: "tool"` messages.
+//! Streamed answers send tool calls in pieces by index, assembled here.
+
+use std::collections::BTreeMap;
 
 use anyhow::{Result, bail};
 use reqwest::header::{AUTHORIZATION, HeaderMap};
@@ -8,8 +11,8 @@ use secrecy::{ExposeSecret, SecretString};
 use serde_json::{Value, json};
 
 use super::{
-    ChatFuture, ChatModel, ChatRequest, ChatResponse, ContentBlock, HttpOptions, ModelName,
-    Provider, RetryPolicy, Role, StopReason, Usage, decode_error,
+    ChatFuture, ChatModel, ChatRequest, ChatResponse, ChatStream, ContentBlock, Endpoint,
+    HttpOptions, ModelError, ModelName, Provider, Role, StopReason, Usage, decode_error, sse,
 };
 
 const OPENAI_URL: &str = "https://api.openai.com/v1";
@@ -17,12 +20,7 @@ const OPENAI_URL: &str = "https://api.openai.com/v1";
 #[derive(Debug)]
 pub struct OpenAiClient {
     name: ModelName,
-    url: String,
-    /// Kept to scrub it from error messages; it is sent only through `headers`.
-    key: Option<SecretString>,
-    headers: HeaderMap,
-    http: reqwest::Client,
-    retry: RetryPolicy,
+    endpoint: Endpoint,
 }
 
 impl OpenAiClient {
@@ -55,27 +53,26 @@ impl OpenAiClient {
                 provider: Provider::OpenAi,
                 model,
             },
-            url: format!("{base}/chat/completions"),
-            key,
-            headers,
-            http: super::http_client(options)?,
-            retry: options.retry.clone(),
+            endpoint: Endpoint::new(
+                Provider::OpenAi,
+                format!("{base}/chat/completions"),
+                headers,
+                key,
+                options,
+            )?,
         })
     }
 
-    async fn send(&self, request: &ChatRequest) -> Result<ChatResponse, super::ModelError> {
-        let body = request_body(&self.name.model, request);
-        let answer = super::post_json(
-            &self.http,
-            Provider::OpenAi,
-            &self.url,
-            &self.headers,
-            &body,
-            &self.retry,
-            self.key.as_ref(),
-        )
-        .await?;
-        parse_response(&answer)
+    async fn send(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
+        let mut body = request_body(&self.name.model, request);
+        if self.endpoint.stream.is_some() {
+            body["stream"] = json!(true);
+            // Without it a stream reports no usage at all.
+            body["stream_options"] = json!({"include_usage": true});
+        }
+        self.endpoint
+            .chat::<CompletionStream>(&body, parse_response)
+            .await
     }
 }
 
@@ -173,32 +170,66 @@ fn push_message(out: &mut Vec<Value>, m: &super::Message) {
     }
 }
 
-fn parse_response(answer: &Value) -> Result<ChatResponse, super::ModelError> {
-    let bad = |what: &str| decode_error(Provider::OpenAi, what);
+fn parse_response(answer: &Value) -> Result<ChatResponse, ModelError> {
     let choice = answer["choices"]
         .get(0)
-        .ok_or_else(|| bad("no `choices`"))?;
+        .ok_or_else(|| decode_error(Provider::OpenAi, "no `choices`"))?;
     let message = &choice["message"];
+    let calls = message["tool_calls"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|call| WireCall {
+            id: call["id"].as_str().map(str::to_owned),
+            name: call["function"]["name"].as_str().map(str::to_owned),
+            arguments: call["function"]["arguments"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+        });
+    response(
+        message["content"].as_str().unwrap_or_default(),
+        calls,
+        choice["finish_reason"].as_str(),
+        parse_usage(&answer["usage"]),
+    )
+}
+
+/// A tool call as the wire has it, whole or assembled from a stream's pieces.
+#[derive(Debug, Default)]
+struct WireCall {
+    id: Option<String>,
+    name: Option<String>,
+    arguments: String,
+}
+
+/// Our answer from an assistant message's parts, whole or streamed alike.
+fn response(
+    text: &str,
+    calls: impl IntoIterator<Item = WireCall>,
+    finish_reason: Option<&str>,
+    usage: Usage,
+) -> Result<ChatResponse, ModelError> {
+    let bad = |what: &str| decode_error(Provider::OpenAi, what);
     let mut content = Vec::new();
-    if let Some(text) = message["content"].as_str().filter(|t| !t.is_empty()) {
+    if !text.is_empty() {
         content.push(ContentBlock::Text(text.to_owned()));
     }
-    for call in message["tool_calls"].as_array().into_iter().flatten() {
-        let function = &call["function"];
-        let raw = function["arguments"].as_str().unwrap_or("{}");
+    for call in calls {
+        let raw = if call.arguments.is_empty() {
+            "{}"
+        } else {
+            call.arguments.as_str()
+        };
         content.push(ContentBlock::ToolUse {
-            id: call["id"]
-                .as_str()
-                .ok_or_else(|| bad("a tool call without an id"))?
-                .to_owned(),
-            name: function["name"]
-                .as_str()
-                .ok_or_else(|| bad("a tool call without a function name"))?
-                .to_owned(),
+            id: call.id.ok_or_else(|| bad("a tool call without an id"))?,
+            name: call
+                .name
+                .ok_or_else(|| bad("a tool call without a function name"))?,
             input: serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_owned())),
         });
     }
-    let stop_reason = match choice["finish_reason"].as_str() {
+    let stop_reason = match finish_reason {
         Some("stop") => StopReason::EndTurn,
         Some("tool_calls" | "function_call") => StopReason::ToolUse,
         Some("length") => StopReason::MaxTokens,
@@ -215,8 +246,84 @@ fn parse_response(answer: &Value) -> Result<ChatResponse, super::ModelError> {
     Ok(ChatResponse {
         content,
         stop_reason,
-        usage: parse_usage(&answer["usage"]),
+        usage,
     })
+}
+
+/// A streamed Chat Completions answer: chunks whose first choice carries a delta of
+/// text or of tool calls (by index; the id and name come first, the arguments in
+/// pieces), a chunk with the finish reason, the usage-only chunk `include_usage` asks
+/// for, then `data: [DONE]`.
+#[derive(Debug, Default)]
+struct CompletionStream {
+    text: String,
+    calls: BTreeMap<u64, WireCall>,
+    finish_reason: Option<String>,
+    usage: Usage,
+}
+
+impl ChatStream for CompletionStream {
+    fn event(&mut self, raw: &[u8]) -> Result<bool, ModelError> {
+        if sse::is_done(raw) {
+            return Ok(true);
+        }
+        let Some(data) = sse::event_data(raw) else {
+            return Ok(false);
+        };
+        if data["error"].is_object() {
+            return Err(ModelError::Interrupted {
+                provider: Provider::OpenAi,
+                message: data["error"]["message"]
+                    .as_str()
+                    .unwrap_or("an error event without a message")
+                    .to_owned(),
+                usage: self.usage,
+            });
+        }
+        if data["usage"].is_object() {
+            self.usage = parse_usage(&data["usage"]);
+        }
+        let Some(choice) = data["choices"].get(0) else {
+            return Ok(false);
+        };
+        let delta = &choice["delta"];
+        if let Some(text) = delta["content"].as_str() {
+            self.text.push_str(text);
+        }
+        for piece in delta["tool_calls"].as_array().into_iter().flatten() {
+            let index = piece["index"].as_u64().ok_or_else(|| {
+                decode_error(Provider::OpenAi, "a streamed tool call without an index")
+            })?;
+            let call = self.calls.entry(index).or_default();
+            if let Some(id) = piece["id"].as_str().filter(|id| !id.is_empty()) {
+                call.id = Some(id.to_owned());
+            }
+            let function = &piece["function"];
+            if let Some(name) = function["name"].as_str() {
+                call.name.get_or_insert_default().push_str(name);
+            }
+            if let Some(arguments) = function["arguments"].as_str() {
+                call.arguments.push_str(arguments);
+            }
+        }
+        if let Some(reason) = choice["finish_reason"].as_str() {
+            self.finish_reason = Some(reason.to_owned());
+        }
+        Ok(false)
+    }
+
+    fn usage(&self) -> Usage {
+        self.usage
+    }
+
+    fn finish(self) -> Result<ChatResponse, ModelError> {
+        response(
+            &self.text,
+            self.calls.into_values(),
+            self.finish_reason.as_deref(),
+            self.usage,
+        )
+    }
 }
 
 /// A Chat Completions `usage` object (answers and the final stream chunk alike).
@@ -246,5 +353,61 @@ pub(super) fn parse_responses_usage(usage: &Value) -> Usage {
         output_tokens: usage["output_tokens"].as_u64().unwrap_or(0),
         cache_read_tokens: cached,
         cache_write_tokens: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_calls_are_assembled_by_index_whatever_the_order_of_their_pieces() {
+        let chunks = [
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [
+                {"index": 1, "id": "b", "type": "function", "function": {"name": "grep", "arguments": ""}},
+                {"index": 0, "id": "a", "type": "function", "function": {"name": "read", "arguments": "{\"pa"}}
+            ]}}]}),
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [
+                {"index": 0, "function": {"arguments": "th\": 1}"}},
+                {"index": 1, "function": {"arguments": "{\"q\": \"x"}}
+            ]}}]}),
+            json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+        ];
+        let mut stream = CompletionStream::default();
+        for chunk in &chunks {
+            assert!(
+                !stream
+                    .event(format!("data: {chunk}\n\n").as_bytes())
+                    .unwrap()
+            );
+        }
+        assert!(stream.event(b"data: [DONE]\n\n").unwrap());
+        let answer = stream.finish().unwrap();
+        assert_eq!(
+            answer.content,
+            vec![
+                ContentBlock::ToolUse {
+                    id: "a".into(),
+                    name: "read".into(),
+                    input: json!({"path": 1}),
+                },
+                ContentBlock::ToolUse {
+                    id: "b".into(),
+                    name: "grep".into(),
+                    input: json!("{\"q\": \"x"),
+                },
+            ]
+        );
+        assert_eq!(answer.stop_reason, StopReason::ToolUse);
+    }
+
+    #[test]
+    fn an_error_chunk_interrupts_the_stream() {
+        let mut stream = CompletionStream::default();
+        let err = stream
+            .event(b"data: {\"error\": {\"message\": \"The server had an error\"}}\n\n")
+            .unwrap_err();
+        assert!(err.is_retryable(), "{err:?}");
+        assert!(err.to_string().contains("The server had an error"), "{err}");
     }
 }

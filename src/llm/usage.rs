@@ -263,7 +263,13 @@ impl Metered {
 
     async fn call(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
         self.check_budgets().await?;
-        let response = self.model.chat(request).await?;
+        let result = self.model.chat(request).await;
+        // A stream broken off for good may still have cost tokens; they count too.
+        let usage = match &result {
+            Ok(response) => response.usage,
+            Err(ModelError::Interrupted { usage, .. }) if usage.total() > 0 => *usage,
+            Err(_) => return result,
+        };
         let name = self.model.name();
         let record = model_usage::NewUsage {
             session: self.session.as_ref().map(|(id, _)| id),
@@ -271,13 +277,13 @@ impl Metered {
             role: self.role.as_str(),
             provider: name.provider.as_str(),
             model: &name.model,
-            usage: response.usage,
-            cost_microusd: self.price.cost_microusd(&response.usage),
+            usage,
+            cost_microusd: self.price.cost_microusd(&usage),
         };
         model_usage::record(&self.db, &record)
             .await
             .map_err(ModelError::Accounting)?;
-        Ok(response)
+        result
     }
 }
 

@@ -55,6 +55,11 @@ pub struct Step {
     pub cut_after: Option<usize>,
     /// Streams only: after this many events, wait until the `Notify` is notified.
     pub hold: Option<(usize, Arc<Notify>)>,
+    /// Streams only: after this many events, an error event in the provider's shape
+    /// with this message ends the stream (Anthropic's type is `overloaded_error`).
+    pub error_after: Option<(usize, String)>,
+    /// Streams only: each text and each tool call's arguments arrive in this many deltas.
+    pub pieces: usize,
 }
 
 impl Step {
@@ -70,6 +75,8 @@ impl Step {
             },
             cut_after: None,
             hold: None,
+            error_after: None,
+            pieces: 2,
         }
     }
 
@@ -112,6 +119,18 @@ impl Step {
     /// does when its side fails mid-answer.
     pub fn cut_after(mut self, events: usize) -> Self {
         self.cut_after = Some(events);
+        self
+    }
+
+    /// A streamed reply sends `events` events, then an error event, and ends there.
+    pub fn error_after(mut self, events: usize, message: &str) -> Self {
+        self.error_after = Some((events, message.to_owned()));
+        self
+    }
+
+    /// A streamed reply sends its text (or arguments) in `pieces` deltas.
+    pub fn in_pieces(mut self, pieces: usize) -> Self {
+        self.pieces = pieces.max(1);
         self
     }
 
@@ -335,15 +354,21 @@ async fn answer(
         return error_response(wire, *status, message, *retry_after);
     }
     if body["stream"] == true {
-        let events = match wire {
-            Wire::Anthropic => anthropic_events(&step.reply, &step.usage),
+        let pieces = step.pieces;
+        let mut events = match wire {
+            Wire::Anthropic => anthropic_events(&step.reply, &step.usage, pieces),
             Wire::OpenAi => openai_chunks(
                 &step.reply,
                 &step.usage,
                 body["stream_options"]["include_usage"] == true,
+                pieces,
             ),
-            Wire::Responses => responses_events(&step.reply, &step.usage),
+            Wire::Responses => responses_events(&step.reply, &step.usage, pieces),
         };
+        if let Some((at, message)) = &step.error_after {
+            events.truncate(*at);
+            events.push(error_event(wire, message));
+        }
         return event_stream(events, step.hold.clone(), step.cut_after);
     }
     Json(match wire {
@@ -405,14 +430,31 @@ fn sse(event: Option<&str>, data: &Value) -> String {
     }
 }
 
-/// Text in two pieces, so clients must join deltas.
-fn halves(text: &str) -> Vec<String> {
-    let mid = text
-        .char_indices()
-        .map(|(i, _)| i)
-        .nth(text.chars().count() / 2)
-        .unwrap_or(text.len());
-    vec![text[..mid].to_owned(), text[mid..].to_owned()]
+/// Text in `n` pieces (two by default), so clients must join deltas.
+fn split(text: &str, n: usize) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    let at = |i: usize| i * chars.len() / n;
+    (0..n)
+        .map(|i| chars[at(i)..at(i + 1)].iter().collect())
+        .collect()
+}
+
+/// The error event a provider sends when it fails mid-stream.
+fn error_event(wire: Wire, message: &str) -> String {
+    match wire {
+        Wire::Anthropic => sse(
+            Some("error"),
+            &json!({"type": "error", "error": {"type": "overloaded_error", "message": message}}),
+        ),
+        Wire::OpenAi => sse(
+            None,
+            &json!({"error": {"message": message, "type": "server_error", "param": null, "code": null}}),
+        ),
+        Wire::Responses => sse(
+            Some("error"),
+            &json!({"type": "error", "code": "server_error", "message": message, "param": null}),
+        ),
+    }
 }
 
 fn arguments(input: &Value) -> String {
@@ -422,7 +464,7 @@ fn arguments(input: &Value) -> String {
     }
 }
 
-fn anthropic_events(reply: &Reply, usage: &ScriptUsage) -> Vec<String> {
+fn anthropic_events(reply: &Reply, usage: &ScriptUsage, pieces: usize) -> Vec<String> {
     let event = |data: Value| sse(data["type"].as_str(), &data);
     let mut events = vec![
         event(json!({
@@ -452,7 +494,7 @@ fn anthropic_events(reply: &Reply, usage: &ScriptUsage) -> Vec<String> {
                 "index": 0,
                 "content_block": {"type": "text", "text": ""},
             })));
-            for piece in halves(text) {
+            for piece in split(text, pieces) {
                 events.push(event(json!({
                     "type": "content_block_delta",
                     "index": 0,
@@ -469,7 +511,7 @@ fn anthropic_events(reply: &Reply, usage: &ScriptUsage) -> Vec<String> {
                     "index": index,
                     "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}},
                 })));
-                for piece in halves(&arguments(input)) {
+                for piece in split(&arguments(input), pieces) {
                     events.push(event(json!({
                         "type": "content_block_delta",
                         "index": index,
@@ -502,7 +544,12 @@ fn openai_usage(usage: &ScriptUsage) -> Value {
 
 /// Chat Completions chunks; with `include_usage` every chunk carries `"usage": null`
 /// and a last chunk without choices carries the usage, as OpenAI sends them.
-fn openai_chunks(reply: &Reply, usage: &ScriptUsage, include_usage: bool) -> Vec<String> {
+fn openai_chunks(
+    reply: &Reply,
+    usage: &ScriptUsage,
+    include_usage: bool,
+    pieces: usize,
+) -> Vec<String> {
     let chunk = |delta: Value, finish: Value| {
         let mut data = json!({
             "id": "chatcmpl-scripted",
@@ -522,7 +569,7 @@ fn openai_chunks(reply: &Reply, usage: &ScriptUsage, include_usage: bool) -> Vec
     )];
     let finish = match reply {
         Reply::Text(text) => {
-            for piece in halves(text) {
+            for piece in split(text, pieces) {
                 chunks.push(chunk(json!({"content": piece}), Value::Null));
             }
             "stop"
@@ -538,7 +585,7 @@ fn openai_chunks(reply: &Reply, usage: &ScriptUsage, include_usage: bool) -> Vec
                     }]}),
                     Value::Null,
                 ));
-                for piece in halves(&arguments(input)) {
+                for piece in split(&arguments(input), pieces) {
                     chunks.push(chunk(
                         json!({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}),
                         Value::Null,
@@ -618,7 +665,7 @@ fn responses_object(reply: &Reply, usage: &ScriptUsage, status: &str) -> Value {
     })
 }
 
-fn responses_events(reply: &Reply, usage: &ScriptUsage) -> Vec<String> {
+fn responses_events(reply: &Reply, usage: &ScriptUsage, pieces: usize) -> Vec<String> {
     let mut sequence = 0;
     let mut events = Vec::new();
     let mut push = |mut data: Value| {
@@ -647,7 +694,7 @@ fn responses_events(reply: &Reply, usage: &ScriptUsage) -> Vec<String> {
                     "item_id": id, "output_index": index, "content_index": 0,
                     "part": {"type": "output_text", "text": "", "annotations": []},
                 }));
-                for piece in halves(text) {
+                for piece in split(text, pieces) {
                     push(json!({
                         "type": "response.output_text.delta",
                         "item_id": id, "output_index": index, "content_index": 0, "delta": piece,
@@ -671,7 +718,7 @@ fn responses_events(reply: &Reply, usage: &ScriptUsage) -> Vec<String> {
                     json!({"type": "response.output_item.added", "output_index": index, "item": open}),
                 );
                 let full = item["arguments"].as_str().unwrap_or_default().to_owned();
-                for piece in halves(&full) {
+                for piece in split(&full, pieces) {
                     push(json!({
                         "type": "response.function_call_arguments.delta",
                         "item_id": id, "output_index": index, "delta": piece,

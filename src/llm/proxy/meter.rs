@@ -1,72 +1,10 @@
-//! Reading usage out of what providers answer through the proxy: a splitter that cuts a
-//! server-sent-event stream into whole events as bytes arrive, and the per-API rules for
+//! Reading usage out of what providers answer through the proxy: the per-API rules for
 //! where the token counts are in an answer or in a stream's events.
 
 use serde_json::Value;
 
 use super::Api;
 use crate::llm::{Usage, anthropic, openai};
-
-/// Cuts bytes into whole SSE events (each ending in a blank line), keeping the
-/// unfinished rest for the next chunk.
-#[derive(Debug, Default)]
-pub(super) struct SseSplitter {
-    buf: Vec<u8>,
-    /// How far `buf` has been searched for an event end already.
-    searched: usize,
-}
-
-impl SseSplitter {
-    /// The events `chunk` completes, raw, blank line included.
-    pub fn push(&mut self, chunk: &[u8]) -> Vec<Vec<u8>> {
-        self.buf.extend_from_slice(chunk);
-        let mut events = Vec::new();
-        while let Some(end) = event_end(&self.buf, self.searched) {
-            let rest = self.buf.split_off(end);
-            events.push(std::mem::replace(&mut self.buf, rest));
-            self.searched = 0;
-        }
-        // An end marker may straddle chunks: search its first bytes again next time.
-        self.searched = self.buf.len().saturating_sub(3);
-        events
-    }
-
-    /// What is left when the stream ends: an event without its blank line, if any.
-    pub fn rest(&mut self) -> Vec<u8> {
-        self.searched = 0;
-        std::mem::take(&mut self.buf)
-    }
-}
-
-/// The index just past the first blank line at or after `from`.
-fn event_end(buf: &[u8], from: usize) -> Option<usize> {
-    (from..buf.len()).find_map(|i| {
-        let rest = &buf[i..];
-        if rest.starts_with(b"\n\n") || rest.starts_with(b"\r\r") {
-            Some(i + 2)
-        } else if rest.starts_with(b"\r\n\r\n") {
-            Some(i + 4)
-        } else {
-            None
-        }
-    })
-}
-
-/// The JSON an event's `data:` lines carry; `None` for comments, pings without data and
-/// OpenAI's closing `[DONE]`.
-pub(super) fn event_data(raw: &[u8]) -> Option<Value> {
-    let text = std::str::from_utf8(raw).ok()?;
-    let mut data = String::new();
-    for line in text.lines() {
-        if let Some(value) = line.strip_prefix("data:") {
-            if !data.is_empty() {
-                data.push('\n');
-            }
-            data.push_str(value.strip_prefix(' ').unwrap_or(value));
-        }
-    }
-    serde_json::from_str(&data).ok()
-}
 
 /// The chunk a Chat Completions stream ends with when `include_usage` is asked: usage
 /// and no choices.
@@ -112,19 +50,7 @@ impl StreamMeter {
                     self.usage = anthropic::parse_usage(&data["message"]["usage"]);
                 }
                 Some("message_delta") => {
-                    let usage = &data["usage"];
-                    let set = |slot: &mut u64, key: &str| {
-                        if let Some(n) = usage[key].as_u64() {
-                            *slot = n;
-                        }
-                    };
-                    set(&mut self.usage.output_tokens, "output_tokens");
-                    set(&mut self.usage.input_tokens, "input_tokens");
-                    set(&mut self.usage.cache_read_tokens, "cache_read_input_tokens");
-                    set(
-                        &mut self.usage.cache_write_tokens,
-                        "cache_creation_input_tokens",
-                    );
+                    anthropic::apply_usage_delta(&mut self.usage, &data["usage"]);
                 }
                 _ => {}
             },
@@ -154,22 +80,6 @@ impl StreamMeter {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn events_are_whole_whatever_the_chunking() {
-        let stream = b"event: a\ndata: {\"n\":1}\n\n: comment\r\n\r\ndata: {\"n\":\ndata: 2}\n\ndata: [DONE]\n\n";
-        for size in 1..stream.len() {
-            let mut splitter = SseSplitter::default();
-            let events: Vec<Vec<u8>> = stream.chunks(size).flat_map(|c| splitter.push(c)).collect();
-            assert_eq!(events.concat(), stream.to_vec(), "chunks of {size}");
-            assert_eq!(events.len(), 4, "chunks of {size}");
-            assert!(splitter.rest().is_empty());
-            assert_eq!(event_data(&events[0]), Some(serde_json::json!({"n": 1})));
-            assert_eq!(event_data(&events[1]), None);
-            assert_eq!(event_data(&events[2]), Some(serde_json::json!({"n": 2})));
-            assert_eq!(event_data(&events[3]), None);
-        }
-    }
 
     #[test]
     fn anthropic_output_counts_are_running_totals() {

@@ -31,8 +31,9 @@ pub use token::{Capabilities, Grant, TokenError};
 use super::usage::{ModelRole, Price, PriceTable};
 use super::{ModelName, Provider, Usage, error_chain, secret_header};
 use crate::config::ModelSettings;
+use crate::llm::sse::{SseSplitter, event_data};
 use crate::store::{Db, model_usage};
-use meter::{SseSplitter, StreamMeter};
+use meter::StreamMeter;
 
 /// Requests carry whole conversations, images included.
 const REQUEST_LIMIT: usize = 64 * 1024 * 1024;
@@ -644,7 +645,7 @@ async fn relay(
             Ok(Some(chunk)) => {
                 let mut out = Vec::with_capacity(chunk.len());
                 for event in splitter.push(&chunk) {
-                    let data = meter::event_data(&event);
+                    let data = event_data(&event);
                     if let Some(data) = &data {
                         meter.observe(data);
                         if hide_usage_chunk && meter::is_usage_only_chunk(data) {
@@ -660,7 +661,7 @@ async fn relay(
             Ok(None) => {
                 let rest = splitter.rest();
                 if !rest.is_empty() {
-                    if let Some(data) = meter::event_data(&rest) {
+                    if let Some(data) = event_data(&rest) {
                         meter.observe(&data);
                     }
                     let _ = tx.send(Ok(Bytes::from(rest))).await;
