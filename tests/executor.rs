@@ -212,6 +212,7 @@ fn model(server: &ModelServer, name: &str) -> Arc<dyn ChatModel> {
             base_delay: Duration::from_millis(5),
             max_delay: Duration::from_millis(20),
         },
+        ..HttpOptions::default()
     };
     planwright::llm::client(&ModelName::parse(name).unwrap(), &settings, &options).unwrap()
 }
