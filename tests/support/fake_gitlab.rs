@@ -488,6 +488,18 @@ impl FakeGitlab {
         })
     }
 
+    /// The notes on one issue, oldest first.
+    pub fn issue_notes(&self, project: &str, issue: i64) -> Vec<FakeNote> {
+        let project = project.to_ascii_lowercase();
+        self.with(|w| {
+            w.notes
+                .values()
+                .filter(|n| n.project.to_ascii_lowercase() == project && n.issue == issue)
+                .cloned()
+                .collect()
+        })
+    }
+
     pub fn note(&self, id: i64) -> Option<FakeNote> {
         self.with(|w| w.notes.get(&id).cloned())
     }
