@@ -676,7 +676,10 @@ async fn a_bridged_command_writes_only_where_the_mounts_allow_and_cannot_kill_th
         "this kernel has no usable Landlock (ABI {abi}); the sandbox's second wall needs it"
     );
     let world = World::new();
-    let hidden = world.root.path().join("hidden");
+    // Outside /tmp, wherever this checkout lives: writes under /tmp are allowed inside
+    // (it is the sandbox's private tmpfs), and a cover under it would be too.
+    let outside_tmp = tempfile::tempdir_in("/var/tmp").expect("a folder under /var/tmp");
+    let hidden = outside_tmp.path().join("hidden");
     std::fs::create_dir(&hidden).unwrap();
     let socket = world.socket("model.sock");
     let server = Recorder::on_unix(&socket);
