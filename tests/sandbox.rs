@@ -395,3 +395,79 @@ async fn a_working_directory_outside_the_workspace_is_refused() {
         world.workspace.join("sub").display().to_string()
     );
 }
+
+#[tokio::test]
+async fn another_runs_workspace_cannot_be_read() {
+    let world = World::new();
+    let other = world.data.join("workspaces").join("run-2");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(other.join("notes.txt"), "another-run-secret").unwrap();
+    std::fs::set_permissions(&other, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(
+        other.join("notes.txt"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    let data = world.data.display();
+    let out = world
+        .sh(&format!(
+            "cat ../run-2/notes.txt {data}/workspaces/run-2/notes.txt /proc/1/root{data}/workspaces/run-2/notes.txt
+             ls -A {data}/workspaces"
+        ))
+        .await;
+    let stdout = out.stdout.text();
+    assert!(!stdout.contains("another-run-secret"), "{}", report(&out));
+    // Only this run's own folder is there.
+    assert_eq!(stdout.trim(), "run-1", "{}", report(&out));
+}
+
+/// Host processes whose command line is exactly `argv` joined by spaces.
+fn host_processes(cmdline: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|c| String::from_utf8_lossy(&c).replace('\0', " ").trim() == cmdline)
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
+#[test]
+fn the_sandbox_dies_when_planwright_is_killed() {
+    let dir = tempfile::tempdir().unwrap();
+    // A sleep no other test runs, so its processes can be found on the host.
+    let marker = format!("{}", 400_000 + std::process::id() % 100_000);
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_planwright"))
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .args(["sandbox", "run", "--workspace"])
+        .arg(dir.path())
+        .args(["--", "sleep", &marker])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let cmdline = format!("sleep {marker}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while host_processes(&cmdline).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the sandboxed sleep never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SIGKILL: planwright gets no chance to clean up; the sandbox must go by itself.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !host_processes(&cmdline).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the sandboxed command outlived planwright: {:?}",
+            host_processes(&cmdline)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
