@@ -204,21 +204,46 @@ impl RepoConfig {
         Ok(config)
     }
 
-    /// Reads the first candidate file from the default branch, or the defaults. The root
-    /// files are probed only when something must be guessed.
+    /// Reads the first candidate file from the default branch, or the defaults, with the
+    /// commands the file leaves out guessed from the repository's root files.
     pub async fn load(
         forge: &dyn Forge,
         repo: &RepoName,
         kind: Option<event::Forge>,
     ) -> Result<RepoConfig, LoadError> {
+        Self::load_with(forge, repo, kind, true).await
+    }
+
+    /// As [`RepoConfig::load`] without probing the root files (one forge request each):
+    /// for deciding who may do what, which needs no guessed commands. `setup`, `test` and
+    /// `network_allow` hold only what the file says.
+    pub async fn load_policy(
+        forge: &dyn Forge,
+        repo: &RepoName,
+        kind: Option<event::Forge>,
+    ) -> Result<RepoConfig, LoadError> {
+        Self::load_with(forge, repo, kind, false).await
+    }
+
+    async fn load_with(
+        forge: &dyn Forge,
+        repo: &RepoName,
+        kind: Option<event::Forge>,
+        guess: bool,
+    ) -> Result<RepoConfig, LoadError> {
+        let root = |guess: bool| async move {
+            if guess {
+                probe_forge(forge, repo).await
+            } else {
+                Ok(RootFiles::default())
+            }
+        };
         for path in candidate_paths(kind) {
             if let Some(text) = forge.read_file(repo, path).await? {
-                let root = probe_forge(forge, repo).await?;
-                return Ok(RepoConfig::parse(&text, path, &root)?);
+                return Ok(RepoConfig::parse(&text, path, &root(guess).await?)?);
             }
         }
-        let root = probe_forge(forge, repo).await?;
-        Ok(RepoConfig::defaults(&root))
+        Ok(RepoConfig::defaults(&root(guess).await?))
     }
 
     /// The executor model for a contract's risk, when the repository chose one.

@@ -346,6 +346,19 @@ async fn a_label_by_a_reader_is_refused_and_nothing_is_planned() {
             .is_none()
     );
     assert!(world.models.requests().is_empty());
+    // Deciding who may act reads the repository's config file, not its root files.
+    assert!(
+        world
+            .github
+            .count("GET", "/repos/acme/widgets/contents/.github/planwright.yml")
+            > 0
+    );
+    assert_eq!(
+        world
+            .github
+            .count("GET", "/repos/acme/widgets/contents/Cargo.toml"),
+        0
+    );
     world.server.stop().await;
 }
 

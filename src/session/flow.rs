@@ -107,7 +107,8 @@ async fn on_labeled(
     if is_bot(forge.as_ref(), actor).await? {
         return Ok(());
     }
-    let config = match RepoConfig::load(forge.as_ref(), &event.repo, Some(event.forge)).await {
+    let config = match RepoConfig::load_policy(forge.as_ref(), &event.repo, Some(event.forge)).await
+    {
         Ok(c) => c,
         Err(LoadError::Config(e)) => {
             // Only worth saying when the label could have been ours.
@@ -166,7 +167,8 @@ async fn on_unlabeled(
     ) {
         return Ok(());
     }
-    let config = match RepoConfig::load(forge.as_ref(), &event.repo, Some(event.forge)).await {
+    let config = match RepoConfig::load_policy(forge.as_ref(), &event.repo, Some(event.forge)).await
+    {
         Ok(c) => c,
         Err(LoadError::Config(_)) => return Ok(()),
         Err(LoadError::Forge(e)) => return Err(e.into()),
@@ -350,7 +352,8 @@ async fn on_comment(
             return Ok(());
         }
     }
-    let config = match RepoConfig::load(forge.as_ref(), &event.repo, Some(event.forge)).await {
+    let config = match RepoConfig::load_policy(forge.as_ref(), &event.repo, Some(event.forge)).await
+    {
         Ok(c) => c,
         Err(LoadError::Config(e)) => {
             forge
@@ -844,7 +847,7 @@ async fn plan_and_post(
         sha: CommitSha(row.base_sha.clone()),
     };
     let names = app.forges.bot_names(forge_kind).await?;
-    let config_budget = RepoConfig::load(forge, repo, Some(forge_kind))
+    let config_budget = RepoConfig::load_policy(forge, repo, Some(forge_kind))
         .await
         .map(|c| c.budget_usd)
         .ok();
