@@ -220,18 +220,7 @@ async fn start_session(
     config: &RepoConfig,
     delivery: Option<&str>,
 ) -> Result<(), JobError> {
-    let permission = forge.permission(&event.repo, &actor.login).await?;
-    if permission < config.min_permission {
-        forge
-            .create_comment(
-                &event.repo,
-                issue,
-                &format!(
-                    "@{}, only people with **{}** access or more can start planwright here (you have **{permission}**).",
-                    actor.login, config.min_permission
-                ),
-            )
-            .await?;
+    if !permitted(forge, event, issue, actor, config, "start planwright").await? {
         return Ok(());
     }
     let mut tx = app.db.writer.begin().await.map_err(anyhow::Error::from)?;
@@ -286,6 +275,33 @@ async fn start_session(
     tx.commit().await.map_err(anyhow::Error::from)?;
     info!(session = %id, repo = %event.repo, issue = issue.0, by = %actor.login, "session started");
     Ok(())
+}
+
+/// Whether `actor` has the repository's `min_permission`; if not, says so on the issue
+/// (`doing` completes "only people with … access can …").
+async fn permitted(
+    forge: &dyn Forge,
+    event: &RepoEvent,
+    issue: IssueNumber,
+    actor: &Actor,
+    config: &RepoConfig,
+    doing: &str,
+) -> Result<bool, JobError> {
+    let permission = forge.permission(&event.repo, &actor.login).await?;
+    if permission >= config.min_permission {
+        return Ok(true);
+    }
+    forge
+        .create_comment(
+            &event.repo,
+            issue,
+            &format!(
+                "@{}, only people with **{}** access or more can {doing} here (you have **{permission}**).",
+                actor.login, config.min_permission
+            ),
+        )
+        .await?;
+    Ok(false)
 }
 
 /// Whether this delivery already did `action` (a retried event job after its commit).
@@ -369,18 +385,8 @@ async fn on_comment(
         }
         Err(LoadError::Forge(e)) => return Err(e.into()),
     };
-    let permission = forge.permission(&event.repo, &author.login).await?;
-    if permission < config.min_permission {
-        forge
-            .create_comment(
-                &event.repo,
-                issue,
-                &format!(
-                    "@{}, only people with **{}** access or more can use `{command}` here (you have **{permission}**).",
-                    author.login, config.min_permission
-                ),
-            )
-            .await?;
+    let doing = format!("use `{command}`");
+    if !permitted(forge.as_ref(), event, issue, author, &config, &doing).await? {
         return Ok(());
     }
     // Seen: the work itself goes through the queue.
