@@ -5,9 +5,10 @@
 
 mod support;
 
+use support::git_http::git;
+
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -60,29 +61,6 @@ fn contract() -> Contract {
         "routing": {"risk": "low"}
     }))
     .expect("the test contract is valid")
-}
-
-/// `git` with no user or system configuration of the host.
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "safe.directory=*"])
-        .args(args)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_NAME", "Upstream")
-        .env("GIT_AUTHOR_EMAIL", "upstream@example.com")
-        .env("GIT_COMMITTER_NAME", "Upstream")
-        .env("GIT_COMMITTER_EMAIL", "upstream@example.com")
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
 }
 
 /// An upstream repository, the data folder with its mirror and one run's workspace, and

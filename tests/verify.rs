@@ -4,9 +4,12 @@
 //! one, by editing its checkout. bubblewrap, python3 and curl must be installed (CI
 //! installs them); without them these tests fail, not skip.
 
+mod support;
+
+use support::git_http::git;
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Command as Process;
 use std::sync::{Arc, Mutex};
 
 use planwright::contract::Contract;
@@ -57,29 +60,6 @@ class TestFlaky(unittest.TestCase):
 
 const ADD_ID: &str = "test_calc.TestCalc.test_add";
 const MUL_ID: &str = "test_calc.TestCalc.test_mul";
-
-/// `git` without the host's configuration.
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Process::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "safe.directory=*"])
-        .args(args)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_NAME", "Upstream")
-        .env("GIT_AUTHOR_EMAIL", "upstream@example.com")
-        .env("GIT_COMMITTER_NAME", "Upstream")
-        .env("GIT_COMMITTER_EMAIL", "upstream@example.com")
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
-}
 
 /// An upstream repository at the base commit, the mirror cache and workspaces over it,
 /// and a verifier on the real sandbox; all under the target folder and open to the

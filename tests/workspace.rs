@@ -1,8 +1,11 @@
 //! Mirror cache and per-run workspaces against real repositories built with the `git`
 //! command line in temporary folders; the upstream is a local bare repository.
 
+mod support;
+
+use support::git_http::git;
+
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,30 +17,6 @@ use planwright::sandbox::workspace::{
 };
 use secrecy::SecretString;
 use sha2::{Digest, Sha256};
-
-/// `git` with no user or system configuration of the host, so the tests see git's defaults.
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "safe.directory=*"])
-        .args(args)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_NAME", "Upstream")
-        .env("GIT_AUTHOR_EMAIL", "upstream@example.com")
-        .env("GIT_COMMITTER_NAME", "Upstream")
-        .env("GIT_COMMITTER_EMAIL", "upstream@example.com")
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?} in {} failed: {}",
-        dir.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
-}
 
 /// A bare upstream repository and a clone to make commits in.
 struct Upstream {

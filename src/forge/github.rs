@@ -8,7 +8,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use async_trait::async_trait;
-use base64::Engine;
 use http::{HeaderMap, Method, StatusCode};
 use octocrab::Octocrab;
 use octocrab::models::{AppId, InstallationId as OctoInstallationId};
@@ -345,17 +344,9 @@ impl Forge for GithubForge {
                 "`{path}` is too large to read through the contents API"
             )));
         }
-        let packed: String = file
-            .content
-            .unwrap_or_default()
-            .split_whitespace()
-            .collect();
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(packed)
-            .map_err(|e| malformed(&format!("bad base64: {e}")))?;
-        String::from_utf8(bytes)
+        super::base64_text(path, &file.content.unwrap_or_default())
             .map(Some)
-            .map_err(|_| malformed(&format!("`{path}` is not UTF-8 text")))
+            .map_err(|m| malformed(&m))
     }
 
     async fn find_or_create_pull(

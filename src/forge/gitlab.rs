@@ -9,7 +9,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use async_trait::async_trait;
-use base64::Engine;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use reqwest::header::{HeaderMap, HeaderValue};
 use reqwest::{Method, StatusCode};
@@ -450,13 +449,9 @@ impl Forge for GitlabForge {
                 file.encoding
             )));
         }
-        let packed: String = file.content.split_whitespace().collect();
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(packed)
-            .map_err(|e| malformed(&format!("bad base64: {e}")))?;
-        String::from_utf8(bytes)
+        super::base64_text(path, &file.content)
             .map(Some)
-            .map_err(|_| malformed(&format!("`{path}` is not UTF-8 text")))
+            .map_err(|m| malformed(&m))
     }
     async fn find_or_create_pull(
         &self,

@@ -371,6 +371,17 @@ impl ForgeError {
     }
 }
 
+/// A file's text from the base64 both forges send it in (wrapped over lines); the error
+/// says what is wrong with it.
+pub(crate) fn base64_text(path: &str, content: &str) -> Result<String, String> {
+    use base64::Engine as _;
+    let packed: String = content.split_whitespace().collect();
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(packed)
+        .map_err(|e| format!("bad base64: {e}"))?;
+    String::from_utf8(bytes).map_err(|_| format!("`{path}` is not UTF-8 text"))
+}
+
 /// A response header as text, when it is text.
 pub(crate) fn header<'h>(headers: &'h http::HeaderMap, name: &str) -> Option<&'h str> {
     headers.get(name).and_then(|v| v.to_str().ok())

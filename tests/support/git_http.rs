@@ -254,6 +254,8 @@ pub fn git_command(dir: &Path) -> std::process::Command {
     let mut command = std::process::Command::new("git");
     command
         .current_dir(dir)
+        // Workspaces are handed to the sandbox's user; git must still read them here.
+        .args(["-c", "safe.directory=*"])
         .env("GIT_CONFIG_NOSYSTEM", "1")
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
         .env("GIT_TERMINAL_PROMPT", "0")
