@@ -202,6 +202,8 @@ pub struct Launch<'a> {
     pub prompt: &'a str,
     /// The run's `HOME` inside the sandbox's workspace, outside the checkout.
     pub home: &'a Path,
+    /// Host folders shown read-only at the same path (the checkout's shared history).
+    pub read_only: &'a [PathBuf],
 }
 
 #[derive(Debug, Clone)]
@@ -408,6 +410,7 @@ pub async fn run(
     })?;
     let mut command = Command::new(root, invocation.argv);
     command.cwd = Some("repo".into());
+    command.read_only = launch.read_only.to_vec();
     command
         .env
         .push(("HOME".into(), launch.home.display().to_string()));
@@ -437,6 +440,7 @@ mod tests {
             model: "claude-sonnet-4-5",
             prompt,
             home,
+            read_only: &[],
         }
     }
 

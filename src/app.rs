@@ -13,6 +13,7 @@ use crate::forge::github::GithubApp;
 use crate::forge::gitlab::GitlabForge;
 use crate::forge::{Forge, ForgeError};
 use crate::ids::InstallationId;
+use crate::llm::proxy::ModelProxy;
 use crate::llm::usage::{Budget, Metered, ModelRole};
 use crate::llm::{ChatModel, HttpOptions, ModelName};
 use crate::sandbox::Sandbox;
@@ -28,6 +29,9 @@ pub struct App {
     pub sandbox: Option<Arc<dyn Sandbox>>,
     /// Checkouts for planners and executors, from the mirror cache under `DATA_DIR`.
     pub workspaces: Arc<Workspaces>,
+    /// The model proxy coding agents reach through the sandbox; `None` in roles that run
+    /// no executors.
+    pub model_proxy: Option<ModelProxy>,
     http: HttpOptions,
 }
 
@@ -58,8 +62,15 @@ impl App {
             forges,
             sandbox,
             workspaces,
+            model_proxy: None,
             http,
         })
+    }
+
+    /// The same parts, with the model proxy this process serves.
+    pub fn with_model_proxy(mut self, proxy: Option<ModelProxy>) -> Self {
+        self.model_proxy = proxy;
+        self
     }
 
     /// The model a role uses (the repository's choice when it made one, else the
@@ -71,13 +82,37 @@ impl App {
         budget: Budget,
         repository_choice: Option<&ModelName>,
     ) -> anyhow::Result<Arc<dyn ChatModel>> {
-        let models = &self.settings.models;
+        let metered = self.metered(role, repository_choice)?;
+        Ok(Arc::new(metered.for_session(session.clone(), budget)))
+    }
+
+    /// As [`App::model`], with the calls also counted to one executor run.
+    pub fn model_for_run(
+        &self,
+        role: ModelRole,
+        session: &crate::ids::SessionId,
+        run: &crate::ids::RunId,
+        budget: Budget,
+        repository_choice: Option<&ModelName>,
+    ) -> anyhow::Result<Arc<dyn ChatModel>> {
+        let metered = self.metered(role, repository_choice)?;
+        Ok(Arc::new(
+            metered
+                .for_session(session.clone(), budget)
+                .for_run(run.clone(), budget),
+        ))
+    }
+
+    /// The name of the model a role uses: the repository's choice, else the deployment's.
+    pub fn model_name(
+        &self,
+        role: ModelRole,
+        repository_choice: Option<&ModelName>,
+    ) -> anyhow::Result<ModelName> {
         if let Some(name) = repository_choice {
-            let client = crate::llm::client(name, models, &self.http)?;
-            let metered = Metered::new(client, &models.prices, self.db.clone(), role)?
-                .for_session(session.clone(), budget);
-            return Ok(Arc::new(metered));
+            return Ok(name.clone());
         }
+        let models = &self.settings.models;
         let (name, setting) = match role {
             ModelRole::Planner | ModelRole::Reviewer => (&models.planner, "PLANNER_MODEL"),
             ModelRole::Scout => (&models.scout, "SCOUT_MODEL"),
@@ -90,13 +125,23 @@ impl App {
                 .planner
                 .as_ref()
                 .with_context(|| "Cannot plan: PLANNER_MODEL is not set".to_owned())?,
+            (None, ModelRole::Executor) => {
+                anyhow::bail!("Cannot execute: EXECUTOR_MODEL is not set")
+            }
             (None, _) => anyhow::bail!("Cannot plan: {setting} is not set"),
         };
-        let name = ModelName::parse(name).with_context(|| format!("Cannot use {setting}"))?;
+        ModelName::parse(name).with_context(|| format!("Cannot use {setting}"))
+    }
+
+    fn metered(
+        &self,
+        role: ModelRole,
+        repository_choice: Option<&ModelName>,
+    ) -> anyhow::Result<Metered> {
+        let models = &self.settings.models;
+        let name = self.model_name(role, repository_choice)?;
         let client = crate::llm::client(&name, models, &self.http)?;
-        let metered = Metered::new(client, &models.prices, self.db.clone(), role)?
-            .for_session(session.clone(), budget);
-        Ok(Arc::new(metered))
+        Metered::new(client, &models.prices, self.db.clone(), role)
     }
 }
 

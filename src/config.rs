@@ -32,6 +32,9 @@ pub struct Settings {
     pub models: ModelSettings,
     pub sandbox: String,
     pub unsafe_no_sandbox: bool,
+    /// The planwright executable the sandbox runs as its model relay; by default this
+    /// very program. It must be readable at the same path inside the sandbox.
+    pub sandbox_relay: Option<PathBuf>,
     pub log_format: LogFormat,
     /// Largest webhook body accepted (GitHub caps payloads at 25 MB).
     pub webhook_body_limit: usize,
@@ -176,6 +179,7 @@ const KEYS: &[&str] = &[
     "model_proxy_socket",
     "sandbox",
     "unsafe_no_sandbox",
+    "sandbox_relay",
     "log_format",
     "webhook_body_limit",
     "workers",
@@ -615,6 +619,7 @@ impl Raw {
             },
             sandbox,
             unsafe_no_sandbox,
+            sandbox_relay: self.text("sandbox_relay").map(PathBuf::from),
             log_format,
             webhook_body_limit: self
                 .positive("webhook_body_limit")?

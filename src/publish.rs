@@ -203,7 +203,14 @@ async fn publish_in_span(
         return report_on_issue(forge, p, &cost).await;
     }
 
-    let commit = workspace.commit(&commit_message(p), p.author).await?;
+    // A result committed before verification is published as it is: committing again
+    // would take in what the checks wrote.
+    let tip = workspace.tip().await?;
+    let commit = if tip != workspace.base() {
+        tip
+    } else {
+        workspace.commit(&commit_message(p), p.author).await?
+    };
     if commit == workspace.base() {
         return Err(PublishError::NothingChanged {
             branch: workspace.branch().to_owned(),
@@ -356,17 +363,30 @@ fn classify(e: &git2::Error) -> PushFailure {
 
 /// `Fix #7: <the contract's summary>`, cut to one short line.
 fn subject(p: &Publication<'_>) -> String {
-    let prefix = format!("Fix #{}: ", p.issue);
+    subject_for(p.issue, p.contract)
+}
+
+fn subject_for(issue: IssueNumber, contract: &Contract) -> String {
+    let prefix = format!("Fix #{issue}: ");
     let room = SUBJECT_MAX.saturating_sub(prefix.chars().count());
-    format!(
-        "{prefix}{}",
-        clip_line(first_line(&p.contract.summary), room)
-    )
+    format!("{prefix}{}", clip_line(first_line(&contract.summary), room))
 }
 
 fn commit_message(p: &Publication<'_>) -> String {
-    let mut message = subject(p);
-    let goal = p.contract.change.goal.trim();
+    result_message(p.issue, p.contract, p.version, p.hash, p.approved_by)
+}
+
+/// The result commit's message: the subject naming the issue, the goal, and trailers for
+/// the approved contract and its approver.
+pub fn result_message(
+    issue: IssueNumber,
+    contract: &Contract,
+    version: ContractVersion,
+    hash: &ContractHash,
+    approved_by: &str,
+) -> String {
+    let mut message = subject_for(issue, contract);
+    let goal = contract.change.goal.trim();
     if !goal.is_empty() {
         let _ = write!(message, "\n\n{goal}");
     }
@@ -374,9 +394,9 @@ fn commit_message(p: &Publication<'_>) -> String {
     let _ = write!(
         message,
         "\n\nPlanwright-Contract: v{} sha256:{}\nApproved-by: {}\n",
-        p.version,
-        p.hash,
-        first_line(p.approved_by)
+        version,
+        hash,
+        first_line(approved_by)
     );
     message
 }

@@ -72,6 +72,8 @@ pub struct RepoConfig {
     pub test: Vec<String>,
     pub network_allow: Vec<String>,
     pub executor: ExecutorKind,
+    /// The command line the `command` executor runs (`executor_command`).
+    pub executor_command: Option<String>,
     pub models: Models,
     pub budget_usd: f64,
     pub max_attempts: u32,
@@ -96,6 +98,7 @@ impl RepoConfig {
             test: guess.test,
             network_allow: guess.network_allow,
             executor: ExecutorKind::Builtin,
+            executor_command: None,
             models: Models::default(),
             budget_usd: DEFAULT_BUDGET_USD,
             max_attempts: DEFAULT_MAX_ATTEMPTS,
@@ -165,6 +168,16 @@ impl RepoConfig {
         }
         if let Some(e) = file.executor {
             config.executor = e.0;
+        }
+        if let Some(line) = file.executor_command {
+            let mut line = commands(vec![line], "executor_command", &at)?;
+            config.executor_command = line.pop();
+        }
+        if config.executor == ExecutorKind::Command && config.executor_command.is_none() {
+            return Err(at(
+                "executor",
+                "`command` needs the command line to run in `executor_command`".into(),
+            ));
         }
         if let Some(m) = file.models {
             let model = |key: &str, v: Option<String>| -> Result<Option<ModelName>, ConfigError> {
@@ -357,6 +370,7 @@ struct File {
     test: Option<Vec<String>>,
     network_allow: Option<Vec<String>>,
     executor: Option<Executor>,
+    executor_command: Option<String>,
     models: Option<FileModels>,
     budget_usd: Option<f64>,
     max_attempts: Option<u32>,
@@ -703,6 +717,32 @@ on_failure: comment
         let text = "label: [unclosed\n";
         let e = RepoConfig::parse(text, ".planwright.yml", &RootFiles::default()).unwrap_err();
         assert_eq!(e.line, Some(1), "{e}");
+    }
+
+    #[test]
+    fn the_command_executor_needs_its_command_line() {
+        let text = "executor: command\nexecutor_command: ./tools/agent.sh --contract \"$PLANWRIGHT_CONTRACT\"\n";
+        let c = RepoConfig::parse(text, ".planwright.yml", &RootFiles::default()).unwrap();
+        assert_eq!(c.executor, ExecutorKind::Command);
+        assert_eq!(
+            c.executor_command.as_deref(),
+            Some("./tools/agent.sh --contract \"$PLANWRIGHT_CONTRACT\"")
+        );
+        let e = RepoConfig::parse(
+            "executor: command\n",
+            ".planwright.yml",
+            &RootFiles::default(),
+        )
+        .unwrap_err();
+        assert_eq!(e.line, Some(1), "{e}");
+        assert!(e.message.contains("executor_command"), "{e}");
+        let e = RepoConfig::parse(
+            "executor_command: \"  \"\n",
+            ".planwright.yml",
+            &RootFiles::default(),
+        )
+        .unwrap_err();
+        assert!(e.message.contains("empty command"), "{e}");
     }
 
     #[test]

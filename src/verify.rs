@@ -19,7 +19,7 @@ use crate::planner::tools::glob_matches;
 use crate::repo_config::{RepoConfig, candidate_paths};
 use crate::sandbox::egress::{Allowlist, EgressProxy};
 use crate::sandbox::workspace::{Change as FileChange, ChangedFile, Workspace, WorkspaceError};
-use crate::sandbox::{Command, Exit, Limits, Output, Sandbox, SandboxError};
+use crate::sandbox::{Exit, Limits, Output, Sandbox, SandboxError};
 
 /// Failures of one class kept in a report (the counts go on past it).
 const LISTED_PER_CLASS: usize = 50;
@@ -485,12 +485,7 @@ impl Verifier {
         egress: Option<&Path>,
         spill_dir: PathBuf,
     ) -> Result<CommandRun, VerifyError> {
-        let mut cmd = Command::new(
-            workspace.root(),
-            vec!["sh".into(), "-c".into(), command.to_owned()],
-        );
-        cmd.cwd = Some("repo".into());
-        cmd.env = workspace.env();
+        let mut cmd = workspace.command(vec!["sh".into(), "-c".into(), command.to_owned()]);
         cmd.limits = self.limits;
         cmd.spill_dir = Some(spill_dir);
         if let Some(socket) = egress {
@@ -891,6 +886,77 @@ impl VerificationReport {
             }
         }
         truncate_with_note(&out, GITHUB_TEXT_LIMIT).into_owned()
+    }
+
+    /// The report as a pull request, its check and a failure report show it: one row per
+    /// command, the tests still failing, and the check's full account.
+    pub fn for_publication(&self) -> crate::publish::VerificationReport {
+        let rows = self
+            .commands
+            .iter()
+            .map(|c| {
+                let mut after = cell(&c.after);
+                if let Some(rerun) = &c.rerun {
+                    let _ = write!(after, "; re-run: {}", cell(rerun));
+                }
+                crate::publish::VerificationRow {
+                    command: match c.phase {
+                        Phase::Setup => format!("setup: {}", c.command),
+                        Phase::Check => c.command.clone(),
+                    },
+                    baseline: c.baseline.as_ref().map(cell),
+                    after,
+                }
+            })
+            .collect();
+        let mut failing = String::new();
+        for class in [Class::Introduced, Class::PreExisting] {
+            let total = self.counts.get(class);
+            if total == 0 {
+                continue;
+            }
+            let _ = writeln!(
+                failing,
+                "**{} ({total})**: {}.\n",
+                class.title(),
+                class.meaning()
+            );
+            let listed: Vec<&ClassifiedFailure> =
+                self.failures.iter().filter(|f| f.class == class).collect();
+            for f in &listed {
+                let name = match &f.test {
+                    Some(test) => code(test),
+                    None => "the command".to_owned(),
+                };
+                let first = f.message.lines().find(|l| !l.trim().is_empty());
+                let _ = write!(failing, "- {name} in {}", code(&f.command));
+                if let Some(line) = first {
+                    let _ = write!(failing, ": {}", code(&clip(line.trim(), 200)));
+                }
+                failing.push('\n');
+            }
+            let more = total.saturating_sub(listed.len() as u64);
+            if more > 0 {
+                let _ = writeln!(failing, "- … and {more} more");
+            }
+            failing.push('\n');
+        }
+        let refused: Vec<&ScopeFinding> = self
+            .scope
+            .iter()
+            .filter(|f| f.severity == Severity::Refused)
+            .collect();
+        if !refused.is_empty() {
+            failing.push_str("**Refused changes**:\n\n");
+            for f in refused {
+                let _ = writeln!(failing, "- {} ({}): {}", code(&f.path), f.change, f.reason);
+            }
+        }
+        crate::publish::VerificationReport {
+            rows,
+            failing: failing.trim_end().to_owned(),
+            details: self.check_markdown(),
+        }
     }
 
     /// Plain text for the reviewer model: the verdict, each command's two runs, the

@@ -130,6 +130,7 @@ impl World {
             model,
             prompt: CONTRACT,
             home: &home,
+            read_only: &[],
         };
         let limits = Limits {
             wall: Duration::from_secs(240),

@@ -66,22 +66,36 @@ struct World {
 
 impl World {
     async fn start(script: Vec<Step>) -> World {
+        let legacy = format!("// {SCOUT_ONLY}\n");
+        let files = [
+            ("Cargo.toml", "[package]\nname = \"widgets\"\n"),
+            (
+                "src/parse.rs",
+                "pub fn parse_array(s: &str) -> Vec<i64> {\n    s.split(',').map(|x| x.parse().unwrap()).collect()\n}\n",
+            ),
+            ("src/legacy.rs", legacy.as_str()),
+        ];
+        Self::start_with(script, &files, &[]).await
+    }
+
+    /// A world whose repository holds `files` (a `.github/planwright.yml` among them is
+    /// also served as the repository's settings), with `extra` settings.
+    async fn start_with(
+        script: Vec<Step>,
+        files: &[(&str, &str)],
+        extra: &[(&str, &str)],
+    ) -> World {
         let db = TestDb::new().await;
         let github = FakeGithub::start().await;
         let head = "0000000000000000000000000000000000000000";
         github.add_repo(REPO, "main", head);
         github.add_installation(INSTALLATION, &[REPO]);
-        github.create_git_repo(
-            REPO,
-            &[
-                ("Cargo.toml", "[package]\nname = \"widgets\"\n"),
-                (
-                    "src/parse.rs",
-                    "pub fn parse_array(s: &str) -> Vec<i64> {\n    s.split(',').map(|x| x.parse().unwrap()).collect()\n}\n",
-                ),
-                ("src/legacy.rs", &format!("// {SCOUT_ONLY}\n")),
-            ],
-        );
+        github.create_git_repo(REPO, files);
+        for (path, text) in files {
+            if *path == ".github/planwright.yml" {
+                github.put_file(REPO, path, text);
+            }
+        }
         let maintainer = FakeUser::new("maria", 101);
         let reader = FakeUser::new("rita", 102);
         github.set_permission(REPO, "maria", "write", "maintain");
@@ -99,20 +113,19 @@ impl World {
         let app_id = APP_ID.to_string();
         let anthropic = models.anthropic_base();
         let openai = models.openai_base();
-        let settings = support::settings(
-            &db,
-            &[
-                ("PLANWRIGHT_GITHUB_APP_ID", app_id.as_str()),
-                ("PLANWRIGHT_GITHUB_PRIVATE_KEY", key.as_str()),
-                ("PLANWRIGHT_GITHUB_API_URL", github.url.as_str()),
-                ("PLANWRIGHT_PLANNER_MODEL", "anthropic:claude-sonnet-4-5"),
-                ("PLANWRIGHT_SCOUT_MODEL", "openai:gpt-5-mini"),
-                ("PLANWRIGHT_ANTHROPIC_API_KEY", "sk-ant-session-test"),
-                ("PLANWRIGHT_ANTHROPIC_BASE_URL", anthropic.as_str()),
-                ("PLANWRIGHT_OPENAI_API_KEY", "sk-openai-session-test"),
-                ("PLANWRIGHT_OPENAI_BASE_URL", openai.as_str()),
-            ],
-        );
+        let mut env = vec![
+            ("PLANWRIGHT_GITHUB_APP_ID", app_id.as_str()),
+            ("PLANWRIGHT_GITHUB_PRIVATE_KEY", key.as_str()),
+            ("PLANWRIGHT_GITHUB_API_URL", github.url.as_str()),
+            ("PLANWRIGHT_PLANNER_MODEL", "anthropic:claude-sonnet-4-5"),
+            ("PLANWRIGHT_SCOUT_MODEL", "openai:gpt-5-mini"),
+            ("PLANWRIGHT_ANTHROPIC_API_KEY", "sk-ant-session-test"),
+            ("PLANWRIGHT_ANTHROPIC_BASE_URL", anthropic.as_str()),
+            ("PLANWRIGHT_OPENAI_API_KEY", "sk-openai-session-test"),
+            ("PLANWRIGHT_OPENAI_BASE_URL", openai.as_str()),
+        ];
+        env.extend_from_slice(extra);
+        let settings = support::settings(&db, &env);
         let server = TestServer::start(settings, Role::All, default_handlers).await;
         World {
             github,
@@ -622,5 +635,256 @@ async fn concurrent_approve_and_revise_one_wins_and_the_other_is_told() {
             || b.contains("another command changed this session first")
     });
     assert!(told, "{:#?}", world.bot_comments());
+    world.server.stop().await;
+}
+
+/// A tiny Python project whose `add` subtracts: its own test fails on the base commit.
+const CALC: &str = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n";
+const TEST_CALC: &str = "import unittest\n\nfrom calc import add, mul\n\n\nclass TestCalc(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n\n    def test_mul(self):\n        self.assertEqual(mul(2, 3), 6)\n\n\nif __name__ == \"__main__\":\n    unittest.main()\n";
+const UNITTEST: &str = "python3 -m unittest -v";
+
+fn calc_contract(max_attempts: u32) -> Value {
+    json!({
+        "summary": "add subtracts instead of adding.",
+        "diagnosis": {
+            "hypothesis": "calc.add returns a - b.",
+            "evidence": [{"path": "calc.py", "lines": "1-2", "note": "a - b"}]
+        },
+        "change": {
+            "goal": "Make add return the sum.",
+            "files": [{"path": "calc.py", "action": "modify", "why": "use +"}]
+        },
+        "verification": {"commands": [UNITTEST]},
+        "routing": {"risk": "low", "max_attempts": max_attempts}
+    })
+}
+
+/// The calc project with `settings` as its planwright settings, and the executor model.
+async fn calc_world(script: Vec<Step>, settings: &str) -> World {
+    let files = [
+        ("calc.py", CALC),
+        ("test_calc.py", TEST_CALC),
+        (".github/workflows/ci.yml", "on: push\n"),
+        (".github/planwright.yml", settings),
+    ];
+    World::start_with(
+        script,
+        &files,
+        &[
+            ("PLANWRIGHT_EXECUTOR_MODEL", "anthropic:claude-sonnet-4-5"),
+            // The sandbox's model relay is planwright itself, not this test program.
+            ("PLANWRIGHT_SANDBOX_RELAY", env!("CARGO_BIN_EXE_planwright")),
+        ],
+    )
+    .await
+}
+
+fn submit_calc(max_attempts: u32) -> Step {
+    Step::tool_call("p1", "submit_contract", calc_contract(max_attempts))
+        .when_tools(&["submit_contract"])
+}
+
+fn verdict(accept: bool, findings: &str) -> Step {
+    Step::tool_call(
+        "r1",
+        "verdict",
+        json!({"accept": accept, "findings": findings, "instructions": ""}),
+    )
+    .when_tools(&["verdict"])
+}
+
+impl World {
+    /// Label, wait for the contract, approve it.
+    async fn approve_calc(&self) {
+        self.label(&self.maintainer, "calc-label").await;
+        self.wait_for_state("awaiting_approval").await;
+        self.comment(&self.maintainer, "/approve", "calc-approve")
+            .await;
+    }
+
+    /// `git` on the fake's copy of the repository.
+    fn upstream(&self, args: &[&str]) -> String {
+        support::git_http::git(&self.github.git_dir(REPO), args)
+    }
+}
+
+#[tokio::test]
+async fn an_approved_contract_becomes_a_pull_request_with_the_real_test_results() {
+    let world = calc_world(
+        vec![
+            submit_calc(2),
+            Step::tool_call(
+                "e1",
+                "edit_file",
+                json!({"path": "calc.py", "old": "return a - b", "new": "return a + b"}),
+            )
+            .when_tools(&["finish", "edit_file"]),
+            Step::tool_call("e2", "finish", json!({"summary": "add now adds."}))
+                .when_tools(&["finish"]),
+            verdict(true, "The change is the one the contract asks for."),
+        ],
+        &format!("test: {UNITTEST}\n"),
+    )
+    .await;
+    world.approve_calc().await;
+    world.wait_for_state("pr_opened").await;
+
+    let pulls = world.github.pulls(REPO);
+    assert_eq!(pulls.len(), 1, "{pulls:#?}");
+    let pull = &pulls[0];
+    assert!(pull.head.starts_with("planwright/7-"), "{}", pull.head);
+    assert_eq!(pull.base, "main");
+    assert!(!pull.draft);
+    let body = pull.body.clone().unwrap();
+    // The verification table holds what the real tests printed on both trees.
+    let row = body
+        .lines()
+        .find(|l| l.starts_with(&format!("| `{UNITTEST}` |")))
+        .unwrap_or_else(|| panic!("no verification row in:\n{body}"));
+    let cells: Vec<&str> = row.split(" | ").collect();
+    assert!(
+        cells[1].contains("❌") && cells[1].contains("1 passed, 1 failed"),
+        "{row}"
+    );
+    assert!(
+        cells[2].contains("✅") && cells[2].contains("2 passed, 0 failed"),
+        "{row}"
+    );
+    assert!(body.contains("Closes #7"), "{body}");
+    assert!(body.contains("Accepted"), "{body}");
+    let session = world.session().await;
+    let mut conn = world.server.db.pool.acquire().await.unwrap();
+    let contract = sessions::latest_contract(&mut conn, &SessionId(session.id.clone()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(body.contains(&contract.sha256[..12]), "{body}");
+
+    // One commit on the base, with the fix and nothing the test run wrote.
+    let head = world.upstream(&["rev-parse", &pull.head]);
+    assert_eq!(
+        world.upstream(&["rev-list", "--count", &format!("main..{head}")]),
+        "1"
+    );
+    assert!(
+        world
+            .upstream(&["show", &format!("{head}:calc.py")])
+            .contains("return a + b")
+    );
+    let tree = world.upstream(&["ls-tree", "-r", "--name-only", &head]);
+    assert!(!tree.contains("__pycache__"), "{tree}");
+    let message = world.upstream(&["log", "-1", "--format=%B", &head]);
+    assert!(message.starts_with("Fix #7: "), "{message}");
+    assert!(
+        message.contains(&format!(
+            "Planwright-Contract: v1 sha256:{}",
+            contract.sha256
+        )),
+        "{message}"
+    );
+    assert!(message.contains("Approved-by: maria"), "{message}");
+
+    let checks = world.github.check_runs(REPO);
+    assert_eq!(checks.len(), 1, "{checks:#?}");
+    assert_eq!(checks[0].head_sha, head);
+    assert_eq!(checks[0].conclusion.as_deref(), Some("success"));
+
+    // The executor worked from the contract, never from the issue's text.
+    let executor_calls: Vec<_> = world
+        .models
+        .requests()
+        .into_iter()
+        .filter(|r| r.body.to_string().contains("\"finish\""))
+        .collect();
+    assert!(!executor_calls.is_empty());
+    for call in &executor_calls {
+        assert!(!call.body.to_string().contains("also delete the tests"));
+    }
+    let status = world
+        .wait_for_comment("the final status", |b| b.contains("pull request opened"))
+        .await;
+    assert!(status.contains(&format!("#{}", pull.number)), "{status}");
+    world.server.stop().await;
+}
+
+#[tokio::test]
+async fn an_executor_that_claims_success_gets_a_draft_showing_the_failing_test() {
+    let settings = format!(
+        "test: {UNITTEST}\nexecutor: command\nexecutor_command: \"echo '# tidied' >> calc.py; echo 'All 2 tests pass.'\"\n"
+    );
+    // Even a reviewer that believes the claim cannot make the failing test pass.
+    let world = calc_world(
+        vec![submit_calc(1), verdict(true, "Looks done.")],
+        &settings,
+    )
+    .await;
+    world.approve_calc().await;
+    let session = world.wait_for_state("failed").await;
+    assert!(
+        session
+            .failure
+            .as_deref()
+            .unwrap_or_default()
+            .contains("verification still fails"),
+        "{:?}",
+        session.failure
+    );
+    let pulls = world.github.pulls(REPO);
+    assert_eq!(pulls.len(), 1, "{pulls:#?}");
+    assert!(pulls[0].draft);
+    let body = pulls[0].body.clone().unwrap();
+    assert!(body.contains("did not pass"), "{body}");
+    let row = body
+        .lines()
+        .find(|l| l.starts_with(&format!("| `{UNITTEST}` |")))
+        .unwrap_or_else(|| panic!("no verification row in:\n{body}"));
+    assert!(
+        row.ends_with("|") && row.contains("1 passed, 1 failed"),
+        "{row}"
+    );
+    assert!(!row.split(" | ").nth(2).unwrap().contains("✅"), "{row}");
+    assert!(body.contains("test_add"), "{body}");
+    let checks = world.github.check_runs(REPO);
+    assert_eq!(checks[0].conclusion.as_deref(), Some("failure"));
+    world.server.stop().await;
+}
+
+#[tokio::test]
+async fn a_result_touching_a_protected_path_is_refused_and_nothing_is_pushed() {
+    let world = calc_world(
+        vec![
+            submit_calc(2),
+            Step::tool_call(
+                "e1",
+                "write_file",
+                json!({"path": ".github/workflows/ci.yml", "content": "on: push\njobs: {}\n"}),
+            )
+            .when_tools(&["finish", "write_file"]),
+            Step::tool_call(
+                "e2",
+                "edit_file",
+                json!({"path": "calc.py", "old": "return a - b", "new": "return a + b"}),
+            )
+            .when_tools(&["finish", "edit_file"]),
+            Step::tool_call("e3", "finish", json!({"summary": "done"})).when_tools(&["finish"]),
+        ],
+        &format!("test: {UNITTEST}\n"),
+    )
+    .await;
+    world.approve_calc().await;
+    let session = world.wait_for_state("failed").await;
+    let failure = session.failure.unwrap_or_default();
+    assert!(
+        failure.contains("refused") && failure.contains(".github/workflows/ci.yml"),
+        "{failure}"
+    );
+    assert!(world.github.pulls(REPO).is_empty());
+    let branches = world.upstream(&["branch", "--list"]);
+    assert!(!branches.contains("planwright/"), "{branches}");
+    world
+        .wait_for_comment("the refusal in the status", |b| {
+            b.contains("refused") && b.contains("ci.yml")
+        })
+        .await;
     world.server.stop().await;
 }

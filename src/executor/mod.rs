@@ -3,6 +3,7 @@
 //! the issue text, and no secrets) and the report it gives back; `builtin.rs` is
 //! planwright's own tool loop, `command.rs` runs a command line from the repository config.
 
+pub mod agent;
 pub mod builtin;
 pub mod command;
 
@@ -19,6 +20,7 @@ use crate::llm::usage::Budget;
 use crate::sandbox::SandboxError;
 use crate::sandbox::workspace::Workspace;
 
+pub use agent::AgentExecutor;
 pub use builtin::Builtin;
 pub use command::{CommandExecutor, ProxyAccess};
 
@@ -39,6 +41,9 @@ pub struct ExecutorTask {
     /// Variables every sandboxed command of the run gets ([`Workspace::env`]: a `HOME`
     /// outside the checkout, so caches never show in the diff).
     pub env: Vec<(String, String)>,
+    /// Host folders every sandboxed command of the run sees read-only at the same path:
+    /// the mirror's objects the checkout's history lives in ([`Workspace::command`]).
+    pub read_only: Vec<PathBuf>,
     /// The contract rendered for executors ([`brief`]).
     pub brief: String,
     /// `AGENTS.md` / `CLAUDE.md` from the checkout root, capped ([`repo_instructions`]).
@@ -98,6 +103,7 @@ impl ExecutorTask {
             instructions: repo_instructions(&repo),
             repo,
             env: workspace.env(),
+            read_only: vec![workspace.shared_objects().to_path_buf()],
             brief: brief(contract),
             feedback: None,
             limits,

@@ -218,7 +218,13 @@ pub trait Sandbox: Send + Sync {
 pub fn from_settings(settings: &Settings) -> Result<Box<dyn Sandbox>, SandboxError> {
     match settings.sandbox.as_str() {
         "none" if settings.unsafe_no_sandbox => Ok(Box::new(Unsandboxed::new(true)?)),
-        _ => Ok(Box::new(Bwrap::new(vec![settings.data_dir.clone()])?)),
+        _ => {
+            let bwrap = Bwrap::new(vec![settings.data_dir.clone()])?;
+            Ok(Box::new(match &settings.sandbox_relay {
+                Some(program) => bwrap.with_relay_program(program),
+                None => bwrap,
+            }))
+        }
     }
 }
 

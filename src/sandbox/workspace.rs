@@ -527,6 +527,17 @@ impl Workspaces {
     /// A fresh checkout of `base` on the run branch, fetching into the mirror only when
     /// the commit is not there yet.
     pub async fn create(&self, request: &WorkspaceRequest) -> Result<Workspace, WorkspaceError> {
+        self.create_on(request, &branch_name(request.issue, &request.title))
+            .await
+    }
+
+    /// As [`Workspaces::create`], on a branch the caller names (a session keeps the branch
+    /// its first run was given, whatever the issue's title became).
+    pub async fn create_on(
+        &self,
+        request: &WorkspaceRequest,
+        branch: &str,
+    ) -> Result<Workspace, WorkspaceError> {
         let repo_name = request.mirror.repo.to_string();
         let bad = |reason: &str| WorkspaceError::BadCommit {
             repo: repo_name.clone(),
@@ -544,7 +555,7 @@ impl Workspaces {
 
         let mirror = self.cache.path(&request.mirror);
         let dir = self.root.join(uuid::Uuid::now_v7().to_string());
-        let branch = branch_name(request.issue, &request.title);
+        let branch = branch.to_owned();
         let owner = self.owner;
         let (b, d) = (branch.clone(), dir.clone());
         let created = tokio::task::spawn_blocking(move || checkout(&mirror, &d, oid, &b, owner))
@@ -566,6 +577,46 @@ impl Workspaces {
                 })
             }
         }
+    }
+
+    /// The workspace a run left at `dir` (see [`Workspace::location`]), for publishing
+    /// the result it verified after a restart; `None` when it is gone or not one of ours.
+    /// It counts as running again, so the sweep leaves it alone.
+    pub fn reopen(
+        &self,
+        dir: &Path,
+        mirror: &MirrorKey,
+        branch: &str,
+        base: &CommitSha,
+    ) -> Result<Option<Workspace>, WorkspaceError> {
+        let Ok(base) = Oid::from_str(base.as_str()) else {
+            return Ok(None);
+        };
+        if dir.parent() != Some(self.root.as_path())
+            || !dir.join("git").is_dir()
+            || !dir.join("run/repo").is_dir()
+        {
+            return Ok(None);
+        }
+        let Ok(shared_objects) = self.cache.path(mirror).join("objects").canonicalize() else {
+            return Ok(None);
+        };
+        match std::fs::remove_file(dir.join(FAILED_MARK)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                return Err(
+                    anyhow!("Could not take back the workspace {}: {e}", dir.display()).into(),
+                );
+            }
+        }
+        Ok(Some(Workspace {
+            dir: dir.to_path_buf(),
+            branch: branch.to_owned(),
+            base,
+            shared_objects,
+            finished: false,
+        }))
     }
 
     /// Removes workspaces of failed runs kept longer than `keep_failed`; returns how many.
@@ -883,6 +934,11 @@ pub struct Workspace {
 }
 
 impl Workspace {
+    /// Where the whole workspace lives, for [`Workspaces::reopen`].
+    pub fn location(&self) -> &Path {
+        &self.dir
+    }
+
     /// The folder to give the sandbox as its workspace (holds `repo/` and `home/`).
     pub fn root(&self) -> PathBuf {
         self.dir.join("run")
@@ -1037,6 +1093,117 @@ impl Workspace {
                 )
                 .context("Could not commit the run's changes")?;
             Ok(CommitSha(id.to_string()))
+        })
+        .await
+    }
+
+    /// Commits the checkout as the run's one result commit on the base, replacing what an
+    /// earlier attempt committed, and leaving out `exclude` (files an earlier attempt's
+    /// verification wrote). Taken before verification runs, so nothing the checks write
+    /// joins the result. Returns the base when the result changes nothing.
+    pub async fn commit_result(
+        &self,
+        message: &str,
+        author: &Author,
+        exclude: &HashSet<String>,
+    ) -> Result<CommitSha, WorkspaceError> {
+        let (git_dir, work, branch, base) =
+            (self.git_dir(), self.repo(), self.branch.clone(), self.base);
+        let (message, author, exclude) = (message.to_owned(), author.clone(), exclude.clone());
+        blocking(move || {
+            let repo = open_results(&git_dir, &work)?;
+            let base_commit = repo
+                .find_commit(base)
+                .with_context(|| format!("Could not read the base commit {base}"))?;
+            let base_tree = base_commit.tree().context("Could not read the base tree")?;
+            let mut index = repo.index().context("Could not read the run's index")?;
+            index
+                .read_tree(&base_tree)
+                .context("Could not start the run's index from the base")?;
+            let mut skip = |path: &Path, _: &[u8]| -> i32 {
+                i32::from(exclude.contains(path.to_string_lossy().as_ref()))
+            };
+            index
+                .add_all(["*"], git2::IndexAddOption::DEFAULT, Some(&mut skip))
+                .context("Could not stage the run's files")?;
+            index
+                .update_all(["*"], Some(&mut skip))
+                .context("Could not stage the run's deletions")?;
+            index.write().context("Could not write the run's index")?;
+            let tree_id = index
+                .write_tree()
+                .context("Could not write the run's tree")?;
+            let branch_ref = format!("refs/heads/{branch}");
+            if tree_id == base_tree.id() {
+                repo.reference(&branch_ref, base, true, "planwright: nothing changed")
+                    .context("Could not reset the run branch")?;
+                return Ok(CommitSha(base.to_string()));
+            }
+            let tree = repo
+                .find_tree(tree_id)
+                .context("Could not read the run's tree")?;
+            let signature = git2::Signature::now(&author.name, &author.email).map_err(|e| {
+                anyhow!(
+                    "Cannot commit as {} <{}>: {}",
+                    author.name,
+                    author.email,
+                    e.message()
+                )
+            })?;
+            let id = repo
+                .commit(
+                    None,
+                    &signature,
+                    &signature,
+                    &message,
+                    &tree,
+                    &[&base_commit],
+                )
+                .context("Could not commit the run's result")?;
+            repo.reference(&branch_ref, id, true, "planwright: the run's result")
+                .context("Could not point the run branch at the result")?;
+            Ok(CommitSha(id.to_string()))
+        })
+        .await
+    }
+
+    /// The run branch's tip in planwright's git dir.
+    pub async fn tip(&self) -> Result<CommitSha, WorkspaceError> {
+        let (git_dir, branch) = (self.git_dir(), self.branch.clone());
+        blocking(move || {
+            let repo = Repository::open_bare(&git_dir)
+                .with_context(|| format!("Could not open {}", git_dir.display()))?;
+            let id = repo
+                .find_reference(&format!("refs/heads/{branch}"))
+                .and_then(|r| r.peel_to_commit())
+                .context("Could not read the run branch")?
+                .id();
+            Ok(CommitSha(id.to_string()))
+        })
+        .await
+    }
+
+    /// Paths that differ between the run branch's tip and the checkout: after
+    /// verification, what the checks wrote.
+    pub async fn changed_since_tip(&self) -> Result<Vec<String>, WorkspaceError> {
+        let (git_dir, work, branch) = (self.git_dir(), self.repo(), self.branch.clone());
+        blocking(move || {
+            let repo = open_results(&git_dir, &work)?;
+            let tip = repo
+                .find_reference(&format!("refs/heads/{branch}"))
+                .and_then(|r| r.peel_to_commit())
+                .context("Could not read the run branch")?
+                .id();
+            let diff = diff_from_base(&repo, tip)?;
+            Ok(diff
+                .deltas()
+                .filter_map(|d| {
+                    d.new_file()
+                        .path()
+                        .or(d.old_file().path())
+                        .map(|p| p.to_string_lossy().into_owned())
+                })
+                .collect())
         })
         .await
     }

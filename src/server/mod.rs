@@ -104,11 +104,25 @@ pub async fn start(
         .with_context(|| format!("Could not listen on {}", settings.listen))?;
     let addr = listener.local_addr()?;
     let settings = Arc::new(settings);
-    let app = Arc::new(App::new(db.clone(), settings.clone())?);
+    let stop = CancellationToken::new();
+    // The proxy lives where executors run: their tokens are signed with this process's
+    // key, and the sandbox reaches the proxy through a socket on this host.
+    let (model_proxy, proxy_task) = if role == Role::Web {
+        (None, None)
+    } else {
+        let state = ProxyState::new(
+            db.clone(),
+            &settings.models,
+            std::sync::Arc::new(Capabilities::generate()),
+        )?;
+        let (proxy, task) = proxy::serve(&settings.model_proxy, state, stop.clone()).await?;
+        (Some(proxy), Some(task))
+    };
+    let app =
+        Arc::new(App::new(db.clone(), settings.clone())?.with_model_proxy(model_proxy.clone()));
     let forges = app.forges.clone();
     let handlers = handlers(app);
     let waker = Waker::default();
-    let stop = CancellationToken::new();
     let state = AppState {
         db: db.clone(),
         settings: settings.clone(),
@@ -123,19 +137,6 @@ pub async fn start(
         owner: format!("{}:{}", hostname(), std::process::id()),
         waker,
     });
-    // The proxy lives where executors run: their tokens are signed with this process's
-    // key, and the sandbox reaches the proxy through a socket on this host.
-    let (model_proxy, proxy_task) = if role == Role::Web {
-        (None, None)
-    } else {
-        let state = ProxyState::new(
-            db.clone(),
-            &settings.models,
-            std::sync::Arc::new(Capabilities::generate()),
-        )?;
-        let (proxy, task) = proxy::serve(&settings.model_proxy, state, stop.clone()).await?;
-        (Some(proxy), Some(task))
-    };
     let app = router(state, role);
     let http_stop = stop.clone();
     let worker_stop = stop.clone();
@@ -189,6 +190,6 @@ pub fn default_handlers(app: Arc<App>) -> Handlers {
             crate::session::flow::plan_job(plans.clone(), job)
         })
         .on(crate::session::flow::EXECUTE_JOB, move |job| {
-            crate::session::flow::execute_unavailable(executions.clone(), job)
+            crate::session::execute::execute_job(executions.clone(), job)
         })
 }

@@ -336,6 +336,23 @@ async fn enqueue_plan(
     Ok(())
 }
 
+async fn enqueue_execute(
+    conn: &mut sqlx::AnyConnection,
+    session: &SessionId,
+    contract: &sessions::ContractRow,
+) -> anyhow::Result<()> {
+    let payload = serde_json::to_string(&ExecuteJob {
+        session: session.clone(),
+        version: contract.version,
+        sha256: contract.sha256.clone(),
+        base_sha: contract.base_sha.clone(),
+    })?;
+    let mut job = jobs::NewJob::new(EXECUTE_JOB, payload, JOB_ATTEMPTS);
+    job.session = Some(session.clone());
+    jobs::enqueue(conn, &job).await?;
+    Ok(())
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn on_comment(
     app: &App,
@@ -507,16 +524,7 @@ impl CommandContext<'_> {
                         "another command changed this session first; nothing was approved.".into(),
                     );
                 }
-                let payload = serde_json::to_string(&ExecuteJob {
-                    session: id.clone(),
-                    version: contract.version,
-                    sha256: contract.sha256.clone(),
-                    base_sha: contract.base_sha.clone(),
-                })
-                .map_err(anyhow::Error::from)?;
-                let mut job = jobs::NewJob::new(EXECUTE_JOB, payload, JOB_ATTEMPTS);
-                job.session = Some(id.clone());
-                jobs::enqueue(&mut tx, &job).await?;
+                enqueue_execute(&mut tx, &id, &contract).await?;
                 (
                     "contract.approved",
                     serde_json::json!({ "version": contract.version, "sha256": contract.sha256, "base_sha": contract.base_sha }),
@@ -594,22 +602,48 @@ impl CommandContext<'_> {
                     .unwrap_or("planning")
                     .parse()
                     .map_err(anyhow::Error::from)?;
-                if resume != SessionState::Planning {
-                    return refused(format!(
-                        "resuming from {} is not available yet; use `/plan` to start over.",
-                        resume.describe()
-                    ));
+                if resume == SessionState::Planning {
+                    if !sessions::move_state(&mut tx, &id, state, SessionState::Planning, None)
+                        .await?
+                    {
+                        return refused("another command changed this session first.".into());
+                    }
+                    enqueue_plan(&mut tx, &id, next_version, None).await?;
+                    (
+                        "session.retried",
+                        serde_json::json!({ "resume": resume.as_str() }),
+                        SessionState::Planning,
+                        format!("Retrying planning, as @{} asked.", self.author.login),
+                    )
+                } else {
+                    // A later stage runs the approved contract again: a fresh attempt
+                    // from the base, or publishing the verified result if it is still there.
+                    let Some(contract) = latest.filter(|c| c.approved_by.is_some()) else {
+                        return refused(
+                            "there is no approved contract to carry out; use `/plan` to start over."
+                                .into(),
+                        );
+                    };
+                    let resume = if resume == SessionState::Publishing {
+                        SessionState::Publishing
+                    } else {
+                        SessionState::Executing
+                    };
+                    if !sessions::move_state(&mut tx, &id, state, resume, None).await? {
+                        return refused("another command changed this session first.".into());
+                    }
+                    crate::store::runs::retire(&mut tx, &id, contract.version).await?;
+                    enqueue_execute(&mut tx, &id, &contract).await?;
+                    (
+                        "session.retried",
+                        serde_json::json!({ "resume": resume.as_str(), "version": contract.version }),
+                        resume,
+                        format!(
+                            "Carrying out contract v{} again, as @{} asked.",
+                            contract.version, self.author.login
+                        ),
+                    )
                 }
-                if !sessions::move_state(&mut tx, &id, state, SessionState::Planning, None).await? {
-                    return refused("another command changed this session first.".into());
-                }
-                enqueue_plan(&mut tx, &id, next_version, None).await?;
-                (
-                    "session.retried",
-                    serde_json::json!({ "resume": resume.as_str() }),
-                    SessionState::Planning,
-                    format!("Retrying planning, as @{} asked.", self.author.login),
-                )
             }
             Command::Cancel => {
                 if !state.can_become(SessionState::Cancelled) {
@@ -1127,7 +1161,7 @@ fn status_marker(session: &SessionId) -> String {
 }
 
 /// Edits (or creates, once) the session's one status comment.
-async fn update_status(
+pub(crate) async fn update_status(
     app: &App,
     forge: &dyn Forge,
     session: &sessions::SessionRow,
@@ -1182,7 +1216,7 @@ async fn store_status(app: &App, id: &SessionId, comment: CommentId) -> Result<(
 
 /// planwright's own comment on the issue whose body passes `test` (markers are trusted
 /// only in comments planwright wrote).
-async fn find_own_comment(
+pub(crate) async fn find_own_comment(
     forge: &dyn Forge,
     repo: &RepoName,
     issue: IssueNumber,
@@ -1196,8 +1230,26 @@ async fn find_own_comment(
     Ok(None)
 }
 
+/// The web address of a comment on the issue, where the forge has a web view.
+pub(crate) fn comment_url(
+    links: &SourceLinks,
+    issue: IssueNumber,
+    comment: Option<&str>,
+) -> Option<String> {
+    let comment = comment?;
+    match links {
+        SourceLinks::GitHub { repo_url } => {
+            Some(format!("{repo_url}/issues/{issue}#issuecomment-{comment}"))
+        }
+        SourceLinks::GitLab { project_url } => {
+            Some(format!("{project_url}/-/issues/{issue}#note_{comment}"))
+        }
+        SourceLinks::None => None,
+    }
+}
+
 /// Where evidence links point: the forge's web view of the repository.
-fn source_links(app: &App, forge: event::Forge, repo: &RepoName) -> SourceLinks {
+pub(crate) fn source_links(app: &App, forge: event::Forge, repo: &RepoName) -> SourceLinks {
     match forge {
         event::Forge::Github => {
             let api = app.settings.github.api_url.trim_end_matches('/');
@@ -1221,64 +1273,4 @@ fn source_links(app: &App, forge: event::Forge, repo: &RepoName) -> SourceLinks 
             None => SourceLinks::None,
         },
     }
-}
-
-/// Until executors exist, an approved contract is recorded and the session ends in
-/// Failed with that said plainly, so nobody waits for a pull request that cannot come.
-pub async fn execute_unavailable(app: Arc<App>, job: Job) -> Result<(), JobError> {
-    let execute: ExecuteJob = serde_json::from_str(&job.payload)
-        .context("Cannot read the execute job's payload")
-        .map_err(JobError::Permanent)?;
-    let mut conn = app.db.pool.acquire().await.map_err(anyhow::Error::from)?;
-    let Some(session) = sessions::get(&mut conn, &execute.session).await? else {
-        return Ok(());
-    };
-    drop(conn);
-    if session.state()? != SessionState::Executing {
-        return Ok(());
-    }
-    let forge_kind: event::Forge =
-        serde_json::from_value(serde_json::Value::String(session.forge.clone()))
-            .map_err(|e| JobError::Permanent(e.into()))?;
-    let forge = app.forges.get(
-        forge_kind,
-        session.installation_id.map(crate::ids::InstallationId),
-    )?;
-    let reason = format!(
-        "Contract v{} is approved, but this planwright cannot execute contracts yet.",
-        execute.version
-    );
-    let id = session.session_id();
-    let mut tx = app.db.writer.begin().await.map_err(anyhow::Error::from)?;
-    if sessions::move_state(
-        &mut tx,
-        &id,
-        SessionState::Executing,
-        SessionState::Failed,
-        Some(&reason),
-    )
-    .await?
-    {
-        audit::append(
-            &mut tx,
-            &audit::Entry {
-                actor: "planwright",
-                action: "session.failed",
-                session: Some(id.as_str()),
-                delivery: None,
-                detail: serde_json::json!({ "reason": reason }),
-            },
-        )
-        .await?;
-        tx.commit().await.map_err(anyhow::Error::from)?;
-        update_status(
-            &app,
-            forge.as_ref(),
-            &session,
-            SessionState::Failed,
-            &reason,
-        )
-        .await?;
-    }
-    Ok(())
 }

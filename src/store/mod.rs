@@ -7,6 +7,7 @@ pub mod deliveries;
 pub mod installations;
 pub mod jobs;
 pub mod model_usage;
+pub mod runs;
 pub mod sessions;
 
 use std::path::Path;

@@ -1,0 +1,1048 @@
+//! The execute job: carries out exactly the approved contract version and proves the
+//! result. The executor works in one workspace while the baseline runs in another; the
+//! result is verified against it, reviewed, sent back with instructions while attempts
+//! remain, and published as a pull request (a draft or a report when it failed). Every
+//! attempt is a `runs` row; a restarted job abandons what a dead process left running and
+//! resumes publishing from the very workspace that was verified.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::Context as _;
+use serde::{Deserialize, Serialize};
+use tracing::{info, warn};
+
+use super::flow::{ExecuteJob, comment_url, update_status};
+use super::review::{self, ReviewRequest};
+use super::state::SessionState;
+use crate::agent_cli::AgentCli;
+use crate::app::App;
+use crate::contract::{Contract, ContractHash, ContractVersion};
+use crate::event;
+use crate::executor::{
+    self, AgentExecutor, Builtin, CommandExecutor, Executor, ExecutorError, ExecutorTask, Feedback,
+    ProxyAccess, StopReason,
+};
+use crate::forge::Forge;
+use crate::ids::{CommitSha, IssueNumber, RepoName, RunId, SessionId};
+use crate::llm::proxy::ProxyListen;
+use crate::llm::usage::{Budget, ModelRole};
+use crate::llm::{ModelError, Provider};
+use crate::publish::{self, Publication, PublishError, Published, PushFailure, RunResult};
+use crate::repo_config::{ExecutorKind, LoadError, RepoConfig};
+use crate::sandbox::Sandbox;
+use crate::sandbox::workspace::{Author, MirrorKey, Outcome, Workspace, WorkspaceRequest};
+use crate::store::{audit, runs, sessions};
+use crate::verify::{self, Verifier, VerifyError};
+use crate::worker::{Job, JobError};
+
+/// Why the job stopped early: the session fails with a reason people read, the job is
+/// retried or dead-lettered, or the session moved on (cancelled) and nothing is left to do.
+enum Stop {
+    Fail(String),
+    Job(JobError),
+    Gone,
+}
+
+impl<E: Into<JobError>> From<E> for Stop {
+    fn from(e: E) -> Self {
+        Stop::Job(e.into())
+    }
+}
+
+/// What a verified attempt came to, kept with its run so publishing can resume.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct RunOutcome {
+    verification: verify::VerificationReport,
+    accepted: bool,
+    findings: String,
+    /// `None`: the run passed.
+    failure: Option<String>,
+    attempts: u32,
+    max_attempts: u32,
+}
+
+/// How long each stage took, for the log and the overhead benchmark.
+#[derive(Default)]
+struct Timings {
+    stages: Vec<(&'static str, std::time::Duration)>,
+}
+
+impl Timings {
+    fn record(&mut self, stage: &'static str, since: Instant) {
+        self.stages.push((stage, since.elapsed()));
+    }
+
+    fn log(&self, session: &SessionId) {
+        let text: Vec<String> = self
+            .stages
+            .iter()
+            .map(|(s, d)| format!("{s}={}ms", d.as_millis()))
+            .collect();
+        info!(session = %session, stages = %text.join(" "), "execution stages");
+    }
+}
+
+/// The execute job's handler.
+pub async fn execute_job(app: Arc<App>, job: Job) -> Result<(), JobError> {
+    let execute: ExecuteJob = serde_json::from_str(&job.payload)
+        .context("Cannot read the execute job's payload")
+        .map_err(JobError::Permanent)?;
+    let mut conn = app.db.pool.acquire().await.map_err(anyhow::Error::from)?;
+    let Some(session) = sessions::get(&mut conn, &execute.session).await? else {
+        return Err(JobError::Permanent(anyhow::anyhow!(
+            "Session {} does not exist",
+            execute.session
+        )));
+    };
+    let contract_row = sessions::contract(&mut conn, &execute.session, execute.version).await?;
+    drop(conn);
+    let state = session.state()?;
+    if !matches!(
+        state,
+        SessionState::Executing | SessionState::Verifying | SessionState::Publishing
+    ) {
+        info!(session = %execute.session, state = %state, "execute job no longer needed");
+        return Ok(());
+    }
+    let forge_kind: event::Forge =
+        serde_json::from_value(serde_json::Value::String(session.forge.clone()))
+            .map_err(|e| JobError::Permanent(e.into()))?;
+    let repo = RepoName::parse(&session.repo).map_err(|e| JobError::Permanent(e.into()))?;
+    let forge = app.forges.get(
+        forge_kind,
+        session.installation_id.map(crate::ids::InstallationId),
+    )?;
+    let span = tracing::info_span!("execute", session = %execute.session, repo = %repo, issue = session.issue_number, version = execute.version);
+    let _guard = span.enter();
+
+    let ctx = match contract_row {
+        // What was approved is exactly what runs: the job carries the hash and base.
+        Some(row)
+            if row.sha256 == execute.sha256
+                && row.base_sha == execute.base_sha
+                && row.approved_by.is_some() =>
+        {
+            let contract = Contract::from_json(&row.body).map_err(|e| {
+                JobError::Permanent(anyhow::anyhow!(
+                    "Stored contract v{} is unreadable: {e}",
+                    row.version
+                ))
+            })?;
+            let hash = ContractHash::parse(&row.sha256).ok_or_else(|| {
+                JobError::Permanent(anyhow::anyhow!(
+                    "Stored contract v{} has no valid hash",
+                    row.version
+                ))
+            })?;
+            Execution {
+                app: app.clone(),
+                forge: forge.as_ref(),
+                forge_kind,
+                repo: repo.clone(),
+                issue: IssueNumber(session.issue_number),
+                id: session.session_id(),
+                contract,
+                hash,
+                row,
+            }
+        }
+        _ => {
+            let reason = format!(
+                "Contract v{} as approved (sha256 {}) is not on record; nothing was run.",
+                execute.version, execute.sha256
+            );
+            fail(&app, forge.as_ref(), &session.session_id(), &reason).await?;
+            return Ok(());
+        }
+    };
+    match ctx.run(state).await {
+        Ok(()) | Err(Stop::Gone) => Ok(()),
+        Err(Stop::Fail(reason)) => {
+            fail(&app, forge.as_ref(), &ctx.id, &reason).await?;
+            Ok(())
+        }
+        Err(Stop::Job(e)) => Err(e),
+    }
+}
+
+struct Execution<'a> {
+    app: Arc<App>,
+    forge: &'a dyn Forge,
+    forge_kind: event::Forge,
+    repo: RepoName,
+    issue: IssueNumber,
+    id: SessionId,
+    contract: Contract,
+    hash: ContractHash,
+    row: sessions::ContractRow,
+}
+
+impl Execution<'_> {
+    fn version(&self) -> ContractVersion {
+        ContractVersion(u32::try_from(self.row.version).unwrap_or(u32::MAX))
+    }
+
+    async fn run(&self, state: SessionState) -> Result<(), Stop> {
+        let config = match RepoConfig::load(self.forge, &self.repo, Some(self.forge_kind)).await {
+            Ok(c) => c,
+            Err(LoadError::Config(e)) => {
+                return Err(Stop::Fail(format!(
+                    "The repository's settings are not valid.\n\n{e}"
+                )));
+            }
+            Err(LoadError::Forge(e)) => return Err(e.into()),
+        };
+        let max_attempts = self
+            .contract
+            .routing
+            .max_attempts
+            .unwrap_or(config.max_attempts)
+            .max(1);
+        let mut conn = self
+            .app
+            .db
+            .writer
+            .acquire()
+            .await
+            .map_err(anyhow::Error::from)?;
+        let abandoned = runs::abandon_running(&mut conn, &self.id).await?;
+        let earlier = runs::for_version(&mut conn, &self.id, self.row.version).await?;
+        drop(conn);
+        if abandoned > 0 {
+            warn!(
+                runs = abandoned,
+                "runs left by a stopped process were abandoned"
+            );
+        }
+        if state == SessionState::Publishing {
+            return self.resume_publishing(&config, &earlier).await;
+        }
+        if state == SessionState::Verifying {
+            self.move_to(SessionState::Verifying, SessionState::Executing, None)
+                .await?;
+        }
+        let used = earlier.iter().filter(|r| r.retired == 0).count();
+        let used = u32::try_from(used).unwrap_or(u32::MAX);
+        if used >= max_attempts {
+            return Err(Stop::Fail(format!(
+                "Contract v{} has used all {max_attempts} of its attempts.",
+                self.row.version
+            )));
+        }
+        let Some(sandbox) = self.app.sandbox.clone() else {
+            return Err(Stop::Fail(
+                "planwright cannot run executors here: bubblewrap is not available on this \
+                 host (`planwright doctor` says why). Executors run only in the sandbox, or \
+                 with SANDBOX=none and UNSAFE_NO_SANDBOX=1 set by the operator."
+                    .into(),
+            ));
+        };
+        self.attempts(&config, sandbox, used, max_attempts).await
+    }
+
+    /// The branch of the session's first run, or a new one named after the issue.
+    async fn branch(&self) -> Result<String, Stop> {
+        let mut conn = self
+            .app
+            .db
+            .pool
+            .acquire()
+            .await
+            .map_err(anyhow::Error::from)?;
+        if let Some(branch) = runs::branch_of_session(&mut conn, &self.id).await? {
+            return Ok(branch);
+        }
+        drop(conn);
+        let title = match self.forge.issue(&self.repo, self.issue).await {
+            Ok(issue) => issue.title,
+            Err(e) if !e.is_retryable() => String::new(),
+            Err(e) => return Err(e.into()),
+        };
+        Ok(crate::sandbox::workspace::branch_name(self.issue, &title))
+    }
+
+    fn mirror(&self) -> Result<MirrorKey, Stop> {
+        MirrorKey::new(self.forge_kind.as_str(), self.repo.clone())
+            .map_err(|e| Stop::Job(JobError::Permanent(e.into())))
+    }
+
+    async fn workspace(&self, branch: &str) -> Result<Workspace, Stop> {
+        let request = WorkspaceRequest {
+            mirror: self.mirror()?,
+            remote: self.forge.git_remote(&self.repo).await?,
+            base: CommitSha(self.row.base_sha.clone()),
+            issue: self.issue,
+            title: String::new(),
+        };
+        match self.app.workspaces.create_on(&request, branch).await {
+            Ok(w) => Ok(w),
+            Err(e @ crate::sandbox::workspace::WorkspaceError::Fetch { refused: false, .. }) => {
+                Err(Stop::Job(JobError::Retryable(e.into())))
+            }
+            Err(e) => Err(Stop::Fail(format!(
+                "Could not check out the base commit {}: {e}",
+                self.row.base_sha
+            ))),
+        }
+    }
+
+    async fn attempts(
+        &self,
+        config: &RepoConfig,
+        sandbox: Arc<dyn Sandbox>,
+        used: u32,
+        max_attempts: u32,
+    ) -> Result<(), Stop> {
+        let mut timings = Timings::default();
+        let started = Instant::now();
+        let branch = self.branch().await?;
+        let (result, baseline_ws) = (
+            self.workspace(&branch).await?,
+            self.workspace(&branch).await?,
+        );
+        timings.record("workspaces", started);
+        let runs_dir = self.app.settings.data_dir.join("runs");
+        let plan = verify::Plan::new(&self.contract, config);
+        let routing = &self.contract.routing;
+        let budget = Budget {
+            max_microusd: Budget::usd(routing.budget_usd.unwrap_or(config.budget_usd)).max_microusd,
+            max_tokens: routing.budget_tokens,
+        };
+        let limits = executor::Limits {
+            budget,
+            ..executor::Limits::default()
+        };
+        let kind = match routing.executor.as_deref() {
+            None => config.executor,
+            Some(name) => parse_executor(name).ok_or_else(|| {
+                Stop::Fail(format!("The contract names the unknown executor `{name}`."))
+            })?,
+        };
+        let mut baseline: Option<verify::RunSet> = None;
+        let mut feedback: Option<Feedback> = None;
+        // What verification wrote into the checkout: never part of a later result.
+        let mut artifacts: HashSet<String> = HashSet::new();
+        let names = self.app.forges.bot_names(self.forge_kind).await?;
+        let author = self.author(names.first().map_or("planwright", String::as_str));
+        let approved_by = self.row.approved_by.clone().unwrap_or_default();
+        let message = publish::result_message(
+            self.issue,
+            &self.contract,
+            self.version(),
+            &self.hash,
+            &approved_by,
+        );
+        let mut attempt = used + 1;
+        loop {
+            let run = RunId::generate();
+            let records = runs_dir.join(run.as_str());
+            let scratch = records.join("verify");
+            create_open_dir(&scratch)?;
+            let executor = self.executor(kind, config, &sandbox, &run, budget)?;
+            let mut conn = self
+                .app
+                .db
+                .writer
+                .acquire()
+                .await
+                .map_err(anyhow::Error::from)?;
+            runs::insert(
+                &mut conn,
+                &runs::NewRun {
+                    id: &run,
+                    session: &self.id,
+                    version: self.row.version,
+                    attempt: i64::from(attempt),
+                    executor: executor.name(),
+                    branch: &branch,
+                    workspace: &result.location().display().to_string(),
+                },
+            )
+            .await?;
+            drop(conn);
+            self.status(
+                SessionState::Executing,
+                &format!(
+                    "Carrying out contract v{} with the `{}` executor (attempt {attempt} of {max_attempts}).",
+                    self.row.version,
+                    executor.name()
+                ),
+            )
+            .await?;
+            let mut task =
+                ExecutorTask::new(&result, &self.contract, records.join("executor"), limits);
+            task.feedback = feedback.take();
+            let verifier = Verifier::new(sandbox.clone(), scratch);
+            let stage = Instant::now();
+            let report = match baseline.take() {
+                Some(b) => {
+                    let report = executor.run(&task).await;
+                    baseline = Some(b);
+                    report
+                }
+                None => {
+                    // The base's checks need no result: they run beside the executor.
+                    let (report, base) = tokio::join!(
+                        executor.run(&task),
+                        verifier.baseline(&plan, &baseline_ws, run.as_str())
+                    );
+                    baseline = Some(base.map_err(|e| verify_stop(e, "the base commit"))?);
+                    report
+                }
+            };
+            timings.record("executor+baseline", stage);
+            let report = match report {
+                Ok(r) => r,
+                Err(e) => {
+                    self.finish_run(&run, "failed", Some(&e.to_string()), None)
+                        .await?;
+                    return Err(executor_stop(e));
+                }
+            };
+            self.finish_run(&run, "running", Some(&report.summary), None)
+                .await?;
+            let stopped = match report.stop {
+                StopReason::Finished => None,
+                StopReason::Budget => Some(format!(
+                    "The executor ran out of budget (limit {}).",
+                    budget_text(budget)
+                )),
+                StopReason::Timeout => Some(format!(
+                    "The executor did not finish within {} minutes and was stopped.",
+                    limits.wall.as_secs() / 60
+                )),
+                StopReason::TurnLimit => Some(format!(
+                    "The executor did not finish within its {} turns.",
+                    limits.max_turns
+                )),
+                StopReason::Crashed => Some(format!(
+                    "The executor stopped without finishing: {}",
+                    first_line(&report.summary)
+                )),
+            };
+            if let Some(reason) = stopped {
+                self.finish_run(&run, "failed", None, None).await?;
+                return Err(Stop::Fail(format!("{reason} Nothing was pushed.")));
+            }
+            let committed = result
+                .commit_result(&message, &author, &artifacts)
+                .await
+                .map_err(|e| Stop::Job(JobError::Permanent(e.into())))?;
+            if committed == result.base() {
+                self.finish_run(&run, "failed", None, None).await?;
+                return Err(Stop::Fail(
+                    "The executor finished without changing anything. Nothing was pushed.".into(),
+                ));
+            }
+
+            self.move_to(SessionState::Executing, SessionState::Verifying, None)
+                .await?;
+            self.status(
+                SessionState::Verifying,
+                &format!(
+                    "Verifying attempt {attempt}: {} command(s) on the base and on the result.",
+                    plan.checks.len() + plan.setup.len()
+                ),
+            )
+            .await?;
+            let diff = result
+                .diff()
+                .await
+                .map_err(|e| Stop::Job(JobError::Permanent(e.into())))?;
+            let stage = Instant::now();
+            let Some(base_runs) = baseline.as_ref() else {
+                return Err(Stop::Job(JobError::Permanent(anyhow::anyhow!(
+                    "The baseline was not run with the first attempt"
+                ))));
+            };
+            let verification = verifier
+                .verify(&plan, &self.contract, base_runs, &result, run.as_str())
+                .await
+                .map_err(|e| verify_stop(e, "the result"))?;
+            timings.record("verify", stage);
+            artifacts.extend(
+                result
+                    .changed_since_tip()
+                    .await
+                    .map_err(|e| Stop::Job(JobError::Permanent(e.into())))?,
+            );
+            if verification.verdict == verify::Verdict::Refused {
+                let outcome = serde_json::to_string(&verification).map_err(anyhow::Error::from)?;
+                self.finish_run(&run, "failed", None, Some(&outcome))
+                    .await?;
+                let refused: Vec<String> = verification
+                    .scope
+                    .iter()
+                    .filter(|f| f.severity == verify::Severity::Refused)
+                    .map(|f| format!("- `{}` ({}): {}", f.path, f.change, f.reason))
+                    .collect();
+                return Err(Stop::Fail(format!(
+                    "The result was refused, and nothing was pushed:\n\n{}",
+                    refused.join("\n")
+                )));
+            }
+
+            let stage = Instant::now();
+            let reviewer = self
+                .app
+                .model(
+                    ModelRole::Reviewer,
+                    &self.id,
+                    Budget {
+                        max_microusd: budget.max_microusd,
+                        max_tokens: None,
+                    },
+                    config.models.planner.as_ref(),
+                )
+                .map_err(|e| Stop::Fail(format!("{e:#}")))?;
+            let compact = verification.compact();
+            let verdict = review::review(
+                reviewer.as_ref(),
+                &ReviewRequest {
+                    contract: &self.contract,
+                    diff: &diff,
+                    verification: &compact,
+                    claim: &report.summary,
+                },
+            )
+            .await
+            .map_err(|e| match e {
+                review::ReviewError::Model(ModelError::BudgetExceeded { spent, limit, .. }) => {
+                    Stop::Fail(format!(
+                        "The session used {spent} of its {limit} budget before the review."
+                    ))
+                }
+                e => Stop::Fail(format!("Could not review the result: {e}")),
+            })?;
+            timings.record("review", stage);
+            // The contract's own commands define done: a failure they had on the base
+            // too is no excuse, whatever the executor or the reviewer say.
+            let unmet = unmet_commands(&self.contract, &verification);
+            let passed = verification.verdict == verify::Verdict::Passed
+                && unmet.is_empty()
+                && verdict.accept;
+            let failure = if passed {
+                None
+            } else if verification.verdict != verify::Verdict::Passed {
+                Some(verification.headline())
+            } else if !unmet.is_empty() {
+                Some(format!(
+                    "the contract's verification still fails: {}",
+                    unmet
+                        .iter()
+                        .map(|c| format!("`{c}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+            } else {
+                Some(format!(
+                    "the reviewer did not accept the result: {}",
+                    first_line(&verdict.findings)
+                ))
+            };
+            if failure.is_some() && attempt < max_attempts {
+                let outcome = serde_json::to_string(&verification).map_err(anyhow::Error::from)?;
+                self.finish_run(&run, "failed", None, Some(&outcome))
+                    .await?;
+                let instructions = if verdict.instructions.trim().is_empty() {
+                    format!(
+                        "Make verification pass: {}",
+                        failure.as_deref().unwrap_or_default()
+                    )
+                } else {
+                    verdict.instructions.clone()
+                };
+                feedback = Some(Feedback {
+                    instructions,
+                    verification: compact,
+                });
+                self.move_to(SessionState::Verifying, SessionState::Executing, None)
+                    .await?;
+                attempt += 1;
+                continue;
+            }
+            let outcome = RunOutcome {
+                verification,
+                accepted: verdict.accept,
+                findings: verdict.findings,
+                failure,
+                attempts: attempt,
+                max_attempts,
+            };
+            let text = serde_json::to_string(&outcome).map_err(anyhow::Error::from)?;
+            self.finish_run(&run, "verified", None, Some(&text)).await?;
+            self.move_to(SessionState::Verifying, SessionState::Publishing, None)
+                .await?;
+            if let Err(e) = baseline_ws.finish(Outcome::Succeeded).await {
+                warn!(error = %e, "could not remove the baseline's workspace");
+            }
+            let stage = Instant::now();
+            let published = self.publish(config, &run, result, &outcome).await;
+            timings.record("publish", stage);
+            timings.log(&self.id);
+            return published;
+        }
+    }
+
+    /// Publishing again after a restart: the verified run's workspace, if it is still there.
+    async fn resume_publishing(
+        &self,
+        config: &RepoConfig,
+        earlier: &[runs::RunRow],
+    ) -> Result<(), Stop> {
+        let lost = || {
+            Stop::Fail(
+                "The verified result was lost before it could be published (planwright \
+                 restarted and its workspace is gone). Use `/retry` to carry out the \
+                 contract again."
+                    .into(),
+            )
+        };
+        let Some(run) = earlier
+            .iter()
+            .rev()
+            .find(|r| r.state == "verified" || r.state == "published")
+        else {
+            return Err(lost());
+        };
+        let (Some(dir), Some(branch), Some(text)) = (&run.workspace, &run.branch, &run.outcome)
+        else {
+            return Err(lost());
+        };
+        let outcome: RunOutcome = serde_json::from_str(text)
+            .with_context(|| format!("The outcome of run {} is unreadable", run.id))?;
+        let workspace = self
+            .app
+            .workspaces
+            .reopen(
+                Path::new(dir),
+                &self.mirror()?,
+                branch,
+                &CommitSha(self.row.base_sha.clone()),
+            )
+            .map_err(|e| Stop::Job(JobError::Permanent(e.into())))?;
+        let Some(workspace) = workspace else {
+            return Err(lost());
+        };
+        info!(run = %run.id, "publishing the verified result after a restart");
+        self.publish(config, &run.run_id(), workspace, &outcome)
+            .await
+    }
+
+    async fn publish(
+        &self,
+        config: &RepoConfig,
+        run: &RunId,
+        workspace: Workspace,
+        outcome: &RunOutcome,
+    ) -> Result<(), Stop> {
+        let result = match &outcome.failure {
+            None => RunResult::Succeeded,
+            Some(reason) => RunResult::Failed {
+                reason: reason.clone(),
+            },
+        };
+        self.status(
+            SessionState::Publishing,
+            match result {
+                RunResult::Succeeded => "Verification passed; opening the pull request.",
+                RunResult::Failed { .. } => "The run did not pass; publishing its report.",
+            },
+        )
+        .await?;
+        let names = self.app.forges.bot_names(self.forge_kind).await?;
+        let author = self.author(names.first().map_or("planwright", String::as_str));
+        let links = super::flow::source_links(&self.app, self.forge_kind, &self.repo);
+        let contract_url = self
+            .row
+            .comment_url
+            .clone()
+            .or_else(|| comment_url(&links, self.issue, self.row.comment_id.as_deref()));
+        let verification = outcome.verification.for_publication();
+        let review = publish::Review {
+            accepted: outcome.accepted,
+            findings: outcome.findings.clone(),
+        };
+        let approved_by = self.row.approved_by.clone().unwrap_or_default();
+        let publication = Publication {
+            forge: self.forge_kind,
+            repo: &self.repo,
+            issue: self.issue,
+            session: &self.id,
+            contract: &self.contract,
+            version: self.version(),
+            hash: &self.hash,
+            contract_url: contract_url.as_deref(),
+            approved_by: &approved_by,
+            base_branch: &self.row.base_branch,
+            verification: &verification,
+            review: Some(&review),
+            attempts: outcome.attempts,
+            max_attempts: outcome.max_attempts,
+            result: &result,
+            on_failure: config.on_failure,
+            author: &author,
+        };
+        let published =
+            match publish::publish(self.forge, &self.app.db, &workspace, &publication).await {
+                Ok(p) => p,
+                Err(e) if e.is_retryable() => {
+                    // The workspace stays (dropped unfinished) for the job's next attempt.
+                    return Err(Stop::Job(JobError::Retryable(e.into())));
+                }
+                Err(PublishError::Push {
+                    branch,
+                    failure: PushFailure::Rejected,
+                    message,
+                    ..
+                }) => {
+                    return Err(Stop::Fail(format!(
+                        "The forge refused the push to `{branch}` ({message}). planwright never \
+                     overwrites a branch holding commits it did not make; delete the branch \
+                     or use `/retry` after moving it."
+                    )));
+                }
+                Err(e) => return Err(Stop::Fail(format!("Could not publish the result: {e}"))),
+            };
+        let mut conn = self
+            .app
+            .db
+            .writer
+            .acquire()
+            .await
+            .map_err(anyhow::Error::from)?;
+        if let Published::Pull { commit, .. } = &published {
+            runs::set_head(&mut conn, run, commit.as_str()).await?;
+        }
+        runs::update(&mut conn, run, "published", None, None, true).await?;
+        drop(conn);
+        if let Err(e) = workspace.finish(Outcome::Succeeded).await {
+            warn!(error = %e, "could not remove the run's workspace");
+        }
+        match (&result, &published) {
+            (RunResult::Succeeded, Published::Pull { pull, .. }) => {
+                self.move_to(SessionState::Publishing, SessionState::PrOpened, None)
+                    .await?;
+                self.audit(
+                    "pull.opened",
+                    serde_json::json!({"number": pull.number.0, "url": pull.url, "run": run}),
+                )
+                .await?;
+                self.status(
+                    SessionState::PrOpened,
+                    &format!(
+                        "Pull request [#{}]({}) is open: verification passed and the reviewer accepted it.",
+                        pull.number.0, pull.url
+                    ),
+                )
+                .await?;
+                Ok(())
+            }
+            (RunResult::Failed { reason }, Published::Pull { pull, .. }) => {
+                Err(Stop::Fail(format!(
+                    "The run did not pass ({reason}). A draft pull request shows what was done: [#{}]({}).",
+                    pull.number.0, pull.url
+                )))
+            }
+            (RunResult::Failed { reason }, Published::Comment { .. }) => Err(Stop::Fail(format!(
+                "The run did not pass ({reason}). The report is in the comment below; nothing was pushed."
+            ))),
+            (RunResult::Succeeded, Published::Comment { .. }) => Err(Stop::Job(
+                JobError::Permanent(anyhow::anyhow!("A passing run was published as a comment")),
+            )),
+        }
+    }
+
+    fn author(&self, login: &str) -> Author {
+        let host = match self.forge_kind {
+            event::Forge::Github => "users.noreply.github.com".to_owned(),
+            event::Forge::Gitlab => {
+                let url = self.app.settings.gitlab.url.as_deref().unwrap_or_default();
+                let host = reqwest::Url::parse(url)
+                    .ok()
+                    .and_then(|u| u.host_str().map(str::to_owned))
+                    .unwrap_or_else(|| "gitlab.com".to_owned());
+                format!("noreply.{host}")
+            }
+        };
+        Author {
+            name: login.to_owned(),
+            email: format!("{login}@{host}"),
+        }
+    }
+
+    fn executor(
+        &self,
+        kind: ExecutorKind,
+        config: &RepoConfig,
+        sandbox: &Arc<dyn Sandbox>,
+        run: &RunId,
+        budget: Budget,
+    ) -> Result<Box<dyn Executor>, Stop> {
+        let proxy = self.app.model_proxy.as_ref().and_then(|p| match &p.listen {
+            ProxyListen::Unix(socket) => Some(ProxyAccess {
+                socket: socket.clone(),
+                capabilities: p.capabilities.clone(),
+                run: run.clone(),
+                session: self.id.clone(),
+            }),
+            ProxyListen::Tcp(_) => None,
+        });
+        let choice = match &self.contract.routing.model {
+            Some(name) => Some(crate::llm::ModelName::parse(name).map_err(|e| {
+                Stop::Fail(format!("The contract's executor model cannot be used: {e}"))
+            })?),
+            None => config.executor_model(self.contract.routing.risk).cloned(),
+        };
+        match kind {
+            ExecutorKind::Builtin => {
+                let model = self
+                    .app
+                    .model_for_run(ModelRole::Executor, &self.id, run, budget, choice.as_ref())
+                    .map_err(|e| Stop::Fail(format!("{e:#}")))?;
+                Ok(Box::new(Builtin::new(model, sandbox.clone())))
+            }
+            ExecutorKind::Command => {
+                let line = config.executor_command.clone().unwrap_or_default();
+                CommandExecutor::new(line, sandbox.clone(), proxy)
+                    .map(|e| Box::new(e) as Box<dyn Executor>)
+                    .map_err(|e| Stop::Fail(e.to_string()))
+            }
+            ExecutorKind::ClaudeCode | ExecutorKind::Codex => {
+                let (cli, provider) = if kind == ExecutorKind::ClaudeCode {
+                    (AgentCli::ClaudeCode, Provider::Anthropic)
+                } else {
+                    (AgentCli::Codex, Provider::OpenAi)
+                };
+                let Some(proxy) = proxy else {
+                    return Err(Stop::Fail(format!(
+                        "The `{}` executor reaches models through the model proxy's Unix \
+                         socket, and this planwright serves none (set MODEL_PROXY_SOCKET).",
+                        cli.name()
+                    )));
+                };
+                let Some(program) = executor::agent::locate(cli) else {
+                    return Err(Stop::Fail(format!(
+                        "The `{}` executor is not installed here: `{}` is neither on PATH \
+                         nor in /opt/planwright-agents/bin (scripts/install-agents installs it).",
+                        cli.name(),
+                        cli.program_name()
+                    )));
+                };
+                let name = self
+                    .app
+                    .model_name(ModelRole::Executor, choice.as_ref())
+                    .map_err(|e| Stop::Fail(format!("{e:#}")))?;
+                if name.provider != provider {
+                    return Err(Stop::Fail(format!(
+                        "The `{}` executor cannot use `{name}`: it speaks to {} models only.",
+                        cli.name(),
+                        match provider {
+                            Provider::Anthropic => "Anthropic",
+                            Provider::OpenAi => "OpenAI",
+                        }
+                    )));
+                }
+                Ok(Box::new(AgentExecutor::new(
+                    cli,
+                    program,
+                    name.model,
+                    sandbox.clone(),
+                    proxy,
+                )))
+            }
+        }
+    }
+
+    async fn finish_run(
+        &self,
+        run: &RunId,
+        state: &str,
+        report: Option<&str>,
+        outcome: Option<&str>,
+    ) -> Result<(), Stop> {
+        let mut conn = self
+            .app
+            .db
+            .writer
+            .acquire()
+            .await
+            .map_err(anyhow::Error::from)?;
+        let finished = state != "running" && state != "verified";
+        runs::update(&mut conn, run, state, report, outcome, finished).await?;
+        Ok(())
+    }
+
+    /// Moves the session on; [`Stop::Gone`] when it was moved elsewhere first (cancelled).
+    async fn move_to(
+        &self,
+        from: SessionState,
+        to: SessionState,
+        failure: Option<&str>,
+    ) -> Result<(), Stop> {
+        let mut conn = self
+            .app
+            .db
+            .writer
+            .acquire()
+            .await
+            .map_err(anyhow::Error::from)?;
+        if sessions::move_state(&mut conn, &self.id, from, to, failure).await? {
+            Ok(())
+        } else {
+            info!(from = %from, to = %to, "the session moved on; execution stops");
+            Err(Stop::Gone)
+        }
+    }
+
+    async fn audit(&self, action: &str, detail: serde_json::Value) -> Result<(), Stop> {
+        let mut conn = self
+            .app
+            .db
+            .writer
+            .acquire()
+            .await
+            .map_err(anyhow::Error::from)?;
+        audit::append(
+            &mut conn,
+            &audit::Entry {
+                actor: "planwright",
+                action,
+                session: Some(self.id.as_str()),
+                delivery: None,
+                detail,
+            },
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn status(&self, state: SessionState, text: &str) -> Result<(), Stop> {
+        let mut conn = self
+            .app
+            .db
+            .pool
+            .acquire()
+            .await
+            .map_err(anyhow::Error::from)?;
+        let Some(row) = sessions::get(&mut conn, &self.id).await? else {
+            return Err(Stop::Gone);
+        };
+        drop(conn);
+        update_status(&self.app, self.forge, &row, state, text).await?;
+        Ok(())
+    }
+}
+
+/// Fails the session from whichever execution stage it is in, and says why.
+async fn fail(app: &App, forge: &dyn Forge, id: &SessionId, reason: &str) -> Result<(), JobError> {
+    let mut conn = app.db.pool.acquire().await.map_err(anyhow::Error::from)?;
+    let Some(row) = sessions::get(&mut conn, id).await? else {
+        return Ok(());
+    };
+    drop(conn);
+    let from = row.state()?;
+    if !matches!(
+        from,
+        SessionState::Executing | SessionState::Verifying | SessionState::Publishing
+    ) {
+        return Ok(());
+    }
+    let mut tx = app.db.writer.begin().await.map_err(anyhow::Error::from)?;
+    let moved = sessions::move_state(&mut tx, id, from, SessionState::Failed, Some(reason)).await?;
+    if moved {
+        audit::append(
+            &mut tx,
+            &audit::Entry {
+                actor: "planwright",
+                action: "session.failed",
+                session: Some(id.as_str()),
+                delivery: None,
+                detail: serde_json::json!({ "reason": reason, "stage": from.as_str() }),
+            },
+        )
+        .await?;
+    }
+    tx.commit().await.map_err(anyhow::Error::from)?;
+    if moved {
+        warn!(session = %id, reason, "session failed");
+        update_status(
+            app,
+            forge,
+            &row,
+            SessionState::Failed,
+            &format!("{reason}\n\nUse `/retry` to carry out the contract again, or `/plan` to start over."),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+fn executor_stop(e: ExecutorError) -> Stop {
+    if e.is_retryable() {
+        Stop::Job(JobError::Retryable(e.into()))
+    } else {
+        Stop::Fail(format!("{e}. Nothing was pushed."))
+    }
+}
+
+fn verify_stop(e: VerifyError, on: &str) -> Stop {
+    match e {
+        VerifyError::Sandbox(crate::sandbox::SandboxError::Internal(e)) => {
+            Stop::Job(JobError::Retryable(e))
+        }
+        e => Stop::Fail(format!("Could not verify {on}: {e}")),
+    }
+}
+
+/// The contract's verification commands that did not succeed on the result.
+fn unmet_commands(contract: &Contract, report: &verify::VerificationReport) -> Vec<String> {
+    let same = |a: &str, b: &str| a.split_whitespace().eq(b.split_whitespace());
+    contract
+        .verification
+        .commands
+        .iter()
+        .filter(|wanted| {
+            report.commands.iter().any(|c| {
+                c.phase == verify::Phase::Check && same(&c.command, wanted) && !c.after.succeeded()
+            })
+        })
+        .map(|c| c.trim().to_owned())
+        .collect()
+}
+
+fn parse_executor(name: &str) -> Option<ExecutorKind> {
+    [
+        ExecutorKind::Builtin,
+        ExecutorKind::ClaudeCode,
+        ExecutorKind::Codex,
+        ExecutorKind::Command,
+    ]
+    .into_iter()
+    .find(|k| k.as_str() == name.trim())
+}
+
+fn budget_text(budget: Budget) -> String {
+    match (budget.max_microusd, budget.max_tokens) {
+        (Some(m), _) => format!("${:.2}", m as f64 / 1_000_000.0),
+        (None, Some(t)) => format!("{t} tokens"),
+        (None, None) => "none".into(),
+    }
+}
+
+fn first_line(text: &str) -> &str {
+    text.trim().lines().next().unwrap_or_default().trim()
+}
+
+/// A folder of the run's records, open to the unprivileged user sandboxes run as (the
+/// setup phase's egress socket is made there).
+fn create_open_dir(dir: &PathBuf) -> Result<(), Stop> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(dir)
+        .and_then(|()| std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)))
+        .with_context(|| format!("Could not create {}", dir.display()))
+        .map_err(|e| Stop::Job(JobError::Retryable(e)))
+}
