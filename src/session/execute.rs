@@ -83,6 +83,19 @@ impl Timings {
             .collect();
         info!(session = %session, stages = %text.join(" "), "execution stages");
     }
+
+    /// Milliseconds per stage, summed over attempts, for the audit log.
+    fn json(&self) -> serde_json::Value {
+        let mut map = serde_json::Map::new();
+        for (stage, d) in &self.stages {
+            let ms = map
+                .get(*stage)
+                .and_then(serde_json::Value::as_u64)
+                .unwrap_or(0);
+            map.insert((*stage).to_owned(), (ms + d.as_millis() as u64).into());
+        }
+        serde_json::Value::Object(map)
+    }
 }
 
 /// The execute job's handler.
@@ -583,6 +596,13 @@ impl Execution<'_> {
             let published = self.publish(config, &run, result, &outcome).await;
             timings.record("publish", stage);
             timings.log(&self.id);
+            // Kept whatever publishing came to: how long each stage took is for the
+            // operator (and the overhead benchmark) to read.
+            self.audit(
+                "execution.timed",
+                serde_json::json!({ "run": run, "attempts": attempt, "stages_ms": timings.json() }),
+            )
+            .await?;
             return published;
         }
     }
