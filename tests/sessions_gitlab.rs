@@ -41,16 +41,29 @@ struct World {
 
 impl World {
     async fn start(script: Vec<Step>) -> World {
+        let files = [(
+            "src/parse.rs",
+            "pub fn parse_array(s: &str) -> Vec<i64> {\n    s.split(',').map(|x| x.parse().unwrap()).collect()\n}\n",
+        )];
+        Self::start_with(script, &files, &[]).await
+    }
+
+    /// A world whose project holds `files` (a `.gitlab/planwright.yml` among them is also
+    /// served as the project's settings), with `extra` settings.
+    async fn start_with(
+        script: Vec<Step>,
+        files: &[(&str, &str)],
+        extra: &[(&str, &str)],
+    ) -> World {
         let db = TestDb::new().await;
         let gitlab = FakeGitlab::start().await;
         gitlab.add_project(PROJECT, "main", "0000000000000000000000000000000000000000");
-        gitlab.create_git_repo(
-            PROJECT,
-            &[(
-                "src/parse.rs",
-                "pub fn parse_array(s: &str) -> Vec<i64> {\n    s.split(',').map(|x| x.parse().unwrap()).collect()\n}\n",
-            )],
-        );
+        gitlab.create_git_repo(PROJECT, files);
+        for (path, text) in files {
+            if *path == ".gitlab/planwright.yml" {
+                gitlab.put_file(PROJECT, path, text);
+            }
+        }
         let developer = gitlab.add_user("dora", 301);
         let reporter = gitlab.add_user("rex", 302);
         gitlab.add_member(PROJECT, &developer, 30);
@@ -65,16 +78,15 @@ impl World {
         );
         let models = ModelServer::start(script).await;
         let anthropic = models.anthropic_base();
-        let settings = support::settings(
-            &db,
-            &[
-                ("PLANWRIGHT_GITLAB_URL", gitlab.url.as_str()),
-                ("PLANWRIGHT_GITLAB_TOKEN", TOKEN),
-                ("PLANWRIGHT_PLANNER_MODEL", "anthropic:claude-sonnet-4-5"),
-                ("PLANWRIGHT_ANTHROPIC_API_KEY", "sk-ant-session-test"),
-                ("PLANWRIGHT_ANTHROPIC_BASE_URL", anthropic.as_str()),
-            ],
-        );
+        let mut env = vec![
+            ("PLANWRIGHT_GITLAB_URL", gitlab.url.as_str()),
+            ("PLANWRIGHT_GITLAB_TOKEN", TOKEN),
+            ("PLANWRIGHT_PLANNER_MODEL", "anthropic:claude-sonnet-4-5"),
+            ("PLANWRIGHT_ANTHROPIC_API_KEY", "sk-ant-session-test"),
+            ("PLANWRIGHT_ANTHROPIC_BASE_URL", anthropic.as_str()),
+        ];
+        env.extend_from_slice(extra);
+        let settings = support::settings(&db, &env);
         let server = TestServer::start(settings, Role::All, default_handlers).await;
         World {
             gitlab,
@@ -214,5 +226,156 @@ async fn a_reporter_cannot_start_planning() {
         "{refusal}"
     );
     assert!(world.models.requests().is_empty());
+    world.server.stop().await;
+}
+
+/// A tiny Python project whose `add` subtracts: its own test fails on the base commit.
+const CALC: &str = "def add(a, b):\n    return a - b\n";
+const TEST_CALC: &str = "import unittest\n\nfrom calc import add\n\n\nclass TestCalc(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n\n    def test_add_zero(self):\n        self.assertEqual(add(2, 0), 2)\n";
+const UNITTEST: &str = "python3 -m unittest -v";
+
+async fn calc_world(script: Vec<Step>, settings: &str) -> World {
+    let mut script = script;
+    script.insert(
+        0,
+        Step::tool_call(
+            "p1",
+            "submit_contract",
+            json!({
+                "summary": "add subtracts instead of adding.",
+                "diagnosis": {
+                    "hypothesis": "calc.add returns a - b.",
+                    "evidence": [{"path": "calc.py", "lines": "1-2", "note": "a - b"}]
+                },
+                "change": {
+                    "goal": "Make add return the sum.",
+                    "files": [{"path": "calc.py", "action": "modify", "why": "use +"}]
+                },
+                "verification": {"commands": [UNITTEST]},
+                "routing": {"risk": "low", "max_attempts": 1}
+            }),
+        )
+        .when_tools(&["submit_contract"]),
+    );
+    let files = [
+        ("calc.py", CALC),
+        ("test_calc.py", TEST_CALC),
+        (".gitlab/planwright.yml", settings),
+    ];
+    World::start_with(
+        script,
+        &files,
+        &[
+            ("PLANWRIGHT_EXECUTOR_MODEL", "anthropic:claude-sonnet-4-5"),
+            ("PLANWRIGHT_SANDBOX_RELAY", env!("CARGO_BIN_EXE_planwright")),
+        ],
+    )
+    .await
+}
+
+impl World {
+    async fn approve_calc(&self) {
+        self.label(&self.developer).await;
+        self.wait_for_state("awaiting_approval").await;
+        self.note(&self.developer, "/approve").await;
+    }
+
+    fn upstream(&self, args: &[&str]) -> String {
+        support::git_http::git(&self.gitlab.git_dir(PROJECT), args)
+    }
+}
+
+#[tokio::test]
+async fn an_approved_contract_becomes_a_merge_request_with_the_real_test_results() {
+    let world = calc_world(
+        vec![
+            Step::tool_call(
+                "e1",
+                "edit_file",
+                json!({"path": "calc.py", "old": "return a - b", "new": "return a + b"}),
+            )
+            .when_tools(&["finish", "edit_file"]),
+            Step::tool_call("e2", "finish", json!({"summary": "add now adds."}))
+                .when_tools(&["finish"]),
+            Step::tool_call(
+                "r1",
+                "verdict",
+                json!({"accept": true, "findings": "As the contract asks."}),
+            )
+            .when_tools(&["verdict"]),
+        ],
+        &format!("test: {UNITTEST}\n"),
+    )
+    .await;
+    world.approve_calc().await;
+    world.wait_for_state("pr_opened").await;
+    let mrs = world.gitlab.merge_requests(PROJECT);
+    assert_eq!(mrs.len(), 1, "{mrs:#?}");
+    let mr = &mrs[0];
+    assert!(
+        mr.source_branch.starts_with("planwright/12-"),
+        "{}",
+        mr.source_branch
+    );
+    assert_eq!(mr.target_branch, "main");
+    let row = mr
+        .description
+        .lines()
+        .find(|l| l.starts_with(&format!("| `{UNITTEST}` |")))
+        .unwrap_or_else(|| panic!("no verification row in:\n{}", mr.description));
+    let cells: Vec<&str> = row.split(" | ").collect();
+    assert!(cells[1].contains("1 passed, 1 failed"), "{row}");
+    assert!(
+        cells[2].contains("✅") && cells[2].contains("2 passed, 0 failed"),
+        "{row}"
+    );
+    assert!(mr.description.contains("Closes #12"), "{}", mr.description);
+    let head = world.upstream(&["rev-parse", &mr.source_branch]);
+    assert!(
+        world
+            .upstream(&["show", &format!("{head}:calc.py")])
+            .contains("a + b")
+    );
+    let statuses = world.gitlab.commit_statuses(PROJECT, &head, "planwright");
+    assert_eq!(
+        statuses.last().map(|s| s.state.as_str()),
+        Some("success"),
+        "{statuses:#?}"
+    );
+    world
+        .wait_for_note("the final status", |b| {
+            b.contains("pull request opened") && b.contains(&format!("#{}", mr.iid))
+        })
+        .await;
+    world.server.stop().await;
+}
+
+#[tokio::test]
+async fn a_failed_run_with_on_failure_comment_reports_on_the_issue_and_pushes_nothing() {
+    let settings = format!(
+        "test: {UNITTEST}\non_failure: comment\nexecutor: command\nexecutor_command: \"echo '# tidied' >> calc.py; echo 'All tests pass.'\"\n"
+    );
+    let world = calc_world(
+        vec![
+            Step::tool_call(
+                "r1",
+                "verdict",
+                json!({"accept": true, "findings": "Fine."}),
+            )
+            .when_tools(&["verdict"]),
+        ],
+        &settings,
+    )
+    .await;
+    world.approve_calc().await;
+    world.wait_for_state("failed").await;
+    assert!(world.gitlab.merge_requests(PROJECT).is_empty());
+    let branches = world.upstream(&["branch", "--list"]);
+    assert!(!branches.contains("planwright/"), "{branches}");
+    let report = world
+        .wait_for_note("the report", |b| b.contains("Nothing was pushed"))
+        .await;
+    assert!(report.contains("1 passed, 1 failed"), "{report}");
+    assert!(report.contains("test_add"), "{report}");
     world.server.stop().await;
 }
