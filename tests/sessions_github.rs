@@ -59,6 +59,8 @@ struct World {
     github: FakeGithub,
     models: ModelServer,
     server: TestServer,
+    /// What the server was started with, to start it again.
+    settings: planwright::config::Settings,
     _db: TestDb,
     maintainer: FakeUser,
     reader: FakeUser,
@@ -126,11 +128,12 @@ impl World {
         ];
         env.extend_from_slice(extra);
         let settings = support::settings(&db, &env);
-        let server = TestServer::start(settings, Role::All, default_handlers).await;
+        let server = TestServer::start(settings.clone(), Role::All, default_handlers).await;
         World {
             github,
             models,
             server,
+            settings,
             _db: db,
             maintainer,
             reader,
@@ -661,22 +664,23 @@ fn calc_contract(max_attempts: u32) -> Value {
 
 /// The calc project with `settings` as its planwright settings, and the executor model.
 async fn calc_world(script: Vec<Step>, settings: &str) -> World {
+    calc_world_with(script, settings, &[]).await
+}
+
+async fn calc_world_with(script: Vec<Step>, settings: &str, extra: &[(&str, &str)]) -> World {
     let files = [
         ("calc.py", CALC),
         ("test_calc.py", TEST_CALC),
         (".github/workflows/ci.yml", "on: push\n"),
         (".github/planwright.yml", settings),
     ];
-    World::start_with(
-        script,
-        &files,
-        &[
-            ("PLANWRIGHT_EXECUTOR_MODEL", "anthropic:claude-sonnet-4-5"),
-            // The sandbox's model relay is planwright itself, not this test program.
-            ("PLANWRIGHT_SANDBOX_RELAY", env!("CARGO_BIN_EXE_planwright")),
-        ],
-    )
-    .await
+    let mut env = vec![
+        ("PLANWRIGHT_EXECUTOR_MODEL", "anthropic:claude-sonnet-4-5"),
+        // The sandbox's model relay is planwright itself, not this test program.
+        ("PLANWRIGHT_SANDBOX_RELAY", env!("CARGO_BIN_EXE_planwright")),
+    ];
+    env.extend_from_slice(extra);
+    World::start_with(script, &files, &env).await
 }
 
 fn submit_calc(max_attempts: u32) -> Step {
@@ -700,6 +704,40 @@ impl World {
         self.wait_for_state("awaiting_approval").await;
         self.comment(&self.maintainer, "/approve", "calc-approve")
             .await;
+    }
+
+    /// The runs of the session's contract v1.
+    async fn runs(&self) -> Vec<planwright::store::runs::RunRow> {
+        let session = self.session().await;
+        let mut conn = self.server.db.pool.acquire().await.unwrap();
+        planwright::store::runs::for_version(&mut conn, &SessionId(session.id), 1)
+            .await
+            .unwrap()
+    }
+
+    /// Stops the server (running jobs are handed back) and starts a new one on the same
+    /// database and data folder, as an operator's restart does.
+    async fn restarted(self) -> World {
+        let World {
+            github,
+            models,
+            server,
+            settings,
+            _db,
+            maintainer,
+            reader,
+        } = self;
+        server.stop().await;
+        let server = TestServer::start(settings.clone(), Role::All, default_handlers).await;
+        World {
+            github,
+            models,
+            server,
+            settings,
+            _db,
+            maintainer,
+            reader,
+        }
     }
 
     /// `git` on the fake's copy of the repository.
@@ -886,5 +924,83 @@ async fn a_result_touching_a_protected_path_is_refused_and_nothing_is_pushed() {
             b.contains("refused") && b.contains("ci.yml")
         })
         .await;
+    world.server.stop().await;
+}
+
+#[tokio::test]
+async fn a_restart_during_execution_starts_a_fresh_attempt_and_opens_one_pull_request() {
+    let hanging = format!("test: {UNITTEST}\nexecutor: command\nexecutor_command: \"sleep 600\"\n");
+    let world = calc_world_with(
+        vec![submit_calc(3), verdict(true, "As asked.")],
+        &hanging,
+        &[("PLANWRIGHT_SHUTDOWN_GRACE_SECS", "0")],
+    )
+    .await;
+    world.approve_calc().await;
+    eventually("the first attempt to run", || async {
+        let runs = world.runs().await;
+        runs.iter().any(|r| r.state == "running").then_some(())
+    })
+    .await;
+    // The repository's executor is fixed while planwright is down.
+    world.github.put_file(
+        REPO,
+        ".github/planwright.yml",
+        &format!(
+            "test: {UNITTEST}\nexecutor: command\nexecutor_command: \"sed -i 's/a - b/a + b/' calc.py\"\n"
+        ),
+    );
+    let world = world.restarted().await;
+    world.wait_for_state("pr_opened").await;
+    let runs = world.runs().await;
+    let states: Vec<&str> = runs.iter().map(|r| r.state.as_str()).collect();
+    assert_eq!(states, ["abandoned", "published"], "{runs:#?}");
+    assert_eq!(runs[1].attempt, 2);
+    let pulls = world.github.pulls(REPO);
+    assert_eq!(pulls.len(), 1, "{pulls:#?}");
+    let head = world.upstream(&["rev-parse", &pulls[0].head]);
+    assert_eq!(
+        world.upstream(&["rev-list", "--count", &format!("main..{head}")]),
+        "1"
+    );
+    world.server.stop().await;
+}
+
+#[tokio::test]
+async fn a_pull_request_created_but_answered_with_an_error_is_not_created_twice() {
+    let fix = format!(
+        "test: {UNITTEST}\nexecutor: command\nexecutor_command: \"sed -i 's/a - b/a + b/' calc.py\"\n"
+    );
+    let world = calc_world_with(
+        vec![submit_calc(2), verdict(true, "As asked.")],
+        &fix,
+        &[("PLANWRIGHT_JOB_RETRY_BASE_MS", "50")],
+    )
+    .await;
+    world
+        .github
+        .perform_then_fail_on("POST", "/repos/acme/widgets/pulls", 502);
+    // A check run made but answered with an error sends the job back to the queue: the
+    // next attempt publishes from the kept workspace.
+    world
+        .github
+        .perform_then_fail_on("POST", "/repos/acme/widgets/check-runs", 502);
+    world.approve_calc().await;
+    world.wait_for_state("pr_opened").await;
+    // Asked again, GitHub refuses a duplicate; the one it made is used.
+    assert_eq!(world.github.pulls(REPO).len(), 1);
+    assert!(world.github.count("POST", "/repos/acme/widgets/pulls") >= 1);
+    let runs = world.runs().await;
+    assert_eq!(runs.len(), 1, "the executor ran once: {runs:#?}");
+    assert_eq!(runs[0].state, "published");
+    let checks = world.github.check_runs(REPO);
+    assert_eq!(checks.len(), 1, "{checks:#?}");
+    assert_eq!(checks[0].conclusion.as_deref(), Some("success"));
+    let mut conn = world.server.db.pool.acquire().await.unwrap();
+    let trail = audit::list(&mut conn).await.unwrap();
+    assert_eq!(
+        trail.iter().filter(|e| e.action == "pull.opened").count(),
+        1
+    );
     world.server.stop().await;
 }

@@ -467,16 +467,16 @@ impl Forge for GithubForge {
                     .await?
             }
             None => {
-                // A create retried after GitHub stored it leaves two runs of one name on
-                // the commit; GitHub shows only the latest, and the next call updates it.
+                // Not repeated after a failure GitHub may have stored anyway: the caller's
+                // next attempt finds the run by name and updates it instead.
                 payload["head_sha"] = json!(check.head_sha.as_str());
+                let path = format!("{base}/check-runs");
+                let what = format!("POST {path}");
                 self.shared
-                    .request(
-                        &self.client,
-                        Method::POST,
-                        &format!("{base}/check-runs"),
-                        Some(&payload),
-                    )
+                    .retry
+                    .run_create(|| {
+                        attempt(&self.client, &Method::POST, &path, Some(&payload), &what)
+                    })
                     .await?
             }
         };
