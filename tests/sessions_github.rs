@@ -1004,3 +1004,55 @@ async fn a_pull_request_created_but_answered_with_an_error_is_not_created_twice(
     );
     world.server.stop().await;
 }
+
+/// How a run that cannot produce a result ends: the session fails saying which, and
+/// nothing is pushed.
+async fn fails_with(script: Vec<Step>, settings: &str, reason: &str) {
+    let world = calc_world(script, settings).await;
+    world.approve_calc().await;
+    let session = world.wait_for_state("failed").await;
+    let failure = session.failure.unwrap_or_default();
+    assert!(failure.contains(reason), "{failure}");
+    assert!(world.github.pulls(REPO).is_empty());
+    let branches = world.upstream(&["branch", "--list"]);
+    assert!(!branches.contains("planwright/"), "{branches}");
+    world
+        .wait_for_comment("the failure in the status", |b| {
+            b.contains("**planwright** · failed") && b.contains(reason)
+        })
+        .await;
+    world.server.stop().await;
+}
+
+#[tokio::test]
+async fn an_executor_that_crashes_ends_the_session_saying_so() {
+    let settings = format!(
+        "test: {UNITTEST}\nexecutor: command\nexecutor_command: \"echo 'half way'; exit 3\"\n"
+    );
+    fails_with(vec![submit_calc(2)], &settings, "exit code 3").await;
+}
+
+#[tokio::test]
+async fn an_executor_that_changes_nothing_ends_the_session_saying_so() {
+    let settings = format!(
+        "test: {UNITTEST}\nexecutor: command\nexecutor_command: \"echo 'nothing to do'\"\n"
+    );
+    fails_with(vec![submit_calc(2)], &settings, "without changing anything").await;
+}
+
+#[tokio::test]
+async fn an_executor_over_budget_ends_the_session_saying_so() {
+    let mut contract = calc_contract(2);
+    // Planning alone spends more than this.
+    contract["routing"]["budget_usd"] = json!(0.00001);
+    fails_with(
+        vec![
+            Step::tool_call("p1", "submit_contract", contract).when_tools(&["submit_contract"]),
+            Step::tool_call("e1", "finish", json!({"summary": "never asked"}))
+                .when_tools(&["finish"]),
+        ],
+        &format!("test: {UNITTEST}\n"),
+        "budget",
+    )
+    .await;
+}
