@@ -1056,3 +1056,51 @@ async fn an_executor_over_budget_ends_the_session_saying_so() {
     )
     .await;
 }
+
+/// The real Claude Code CLI (installed by `scripts/install-agents`) as the executor:
+/// in the sandbox, reaching the scripted model only through the model proxy and relay.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_claude_code_executor_carries_out_the_contract_through_the_proxy() {
+    let world = calc_world(
+        vec![
+            submit_calc(1),
+            Step::tool_call(
+                "toolu_fix",
+                "Bash",
+                json!({"command": "sed -i 's/a - b/a + b/' calc.py", "description": "Fix add"}),
+            )
+            .when_tools(&["Bash", "Edit"])
+            .when_last_contains("Make add return the sum"),
+            Step::text("Fixed add in calc.py.").when_tools(&["Bash", "Edit"]),
+            verdict(true, "As the contract asks."),
+        ],
+        &format!("test: {UNITTEST}\nexecutor: claude-code\n"),
+    )
+    .await;
+    world.approve_calc().await;
+    world.wait_for_state("pr_opened").await;
+    let pulls = world.github.pulls(REPO);
+    assert_eq!(pulls.len(), 1, "{pulls:#?}");
+    let head = world.upstream(&["rev-parse", &pulls[0].head]);
+    assert!(
+        world
+            .upstream(&["show", &format!("{head}:calc.py")])
+            .contains("return a + b")
+    );
+    let runs = world.runs().await;
+    assert_eq!(runs[0].executor, "claude-code");
+    // The CLI's calls went through the proxy: metered to its run, with the real key
+    // upstream and never the run's token.
+    assert!(runs[0].cost_microusd > 0, "{runs:#?}");
+    let cli_calls: Vec<_> = world
+        .models
+        .requests()
+        .into_iter()
+        .filter(|r| r.body.to_string().contains("\"Bash\""))
+        .collect();
+    assert!(cli_calls.len() >= 2, "{}", cli_calls.len());
+    for call in &cli_calls {
+        assert_eq!(call.header("x-api-key"), Some("sk-ant-session-test"));
+    }
+    world.server.stop().await;
+}

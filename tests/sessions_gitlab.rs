@@ -78,12 +78,15 @@ impl World {
         );
         let models = ModelServer::start(script).await;
         let anthropic = models.anthropic_base();
+        let openai = models.openai_base();
         let mut env = vec![
             ("PLANWRIGHT_GITLAB_URL", gitlab.url.as_str()),
             ("PLANWRIGHT_GITLAB_TOKEN", TOKEN),
             ("PLANWRIGHT_PLANNER_MODEL", "anthropic:claude-sonnet-4-5"),
             ("PLANWRIGHT_ANTHROPIC_API_KEY", "sk-ant-session-test"),
             ("PLANWRIGHT_ANTHROPIC_BASE_URL", anthropic.as_str()),
+            ("PLANWRIGHT_OPENAI_API_KEY", "sk-openai-session-test"),
+            ("PLANWRIGHT_OPENAI_BASE_URL", openai.as_str()),
         ];
         env.extend_from_slice(extra);
         let settings = support::settings(&db, &env);
@@ -235,6 +238,10 @@ const TEST_CALC: &str = "import unittest\n\nfrom calc import add\n\n\nclass Test
 const UNITTEST: &str = "python3 -m unittest -v";
 
 async fn calc_world(script: Vec<Step>, settings: &str) -> World {
+    calc_world_on(script, settings, "anthropic:claude-sonnet-4-5").await
+}
+
+async fn calc_world_on(script: Vec<Step>, settings: &str, executor_model: &str) -> World {
     let mut script = script;
     script.insert(
         0,
@@ -266,7 +273,7 @@ async fn calc_world(script: Vec<Step>, settings: &str) -> World {
         script,
         &files,
         &[
-            ("PLANWRIGHT_EXECUTOR_MODEL", "anthropic:claude-sonnet-4-5"),
+            ("PLANWRIGHT_EXECUTOR_MODEL", executor_model),
             ("PLANWRIGHT_SANDBOX_RELAY", env!("CARGO_BIN_EXE_planwright")),
         ],
     )
@@ -377,5 +384,56 @@ async fn a_failed_run_with_on_failure_comment_reports_on_the_issue_and_pushes_no
         .await;
     assert!(report.contains("1 passed, 1 failed"), "{report}");
     assert!(report.contains("test_add"), "{report}");
+    world.server.stop().await;
+}
+
+/// The real Codex CLI (installed by `scripts/install-agents`) as the executor: in the
+/// sandbox, reaching the scripted model only through the model proxy and relay.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_codex_executor_carries_out_the_contract_through_the_proxy() {
+    let world = calc_world_on(
+        vec![
+            Step::tool_call(
+                "call_fix",
+                "exec_command",
+                json!({"cmd": "sed -i 's/a - b/a + b/' calc.py"}),
+            )
+            .when_tools(&["exec_command"])
+            .when_last_contains("Make add return the sum"),
+            Step::text("Fixed add in calc.py.").when_tools(&["exec_command"]),
+            Step::tool_call(
+                "r1",
+                "verdict",
+                json!({"accept": true, "findings": "As the contract asks."}),
+            )
+            .when_tools(&["verdict"]),
+        ],
+        &format!("test: {UNITTEST}\nexecutor: codex\n"),
+        "openai:gpt-5",
+    )
+    .await;
+    world.approve_calc().await;
+    world.wait_for_state("pr_opened").await;
+    let mrs = world.gitlab.merge_requests(PROJECT);
+    assert_eq!(mrs.len(), 1, "{mrs:#?}");
+    let head = world.upstream(&["rev-parse", &mrs[0].source_branch]);
+    assert!(
+        world
+            .upstream(&["show", &format!("{head}:calc.py")])
+            .contains("a + b")
+    );
+    let cli_calls: Vec<_> = world
+        .models
+        .requests()
+        .into_iter()
+        .filter(|r| r.path == "/v1/responses")
+        .collect();
+    assert!(cli_calls.len() >= 2, "{}", cli_calls.len());
+    for call in &cli_calls {
+        assert_eq!(
+            call.header("authorization"),
+            Some("Bearer sk-openai-session-test")
+        );
+    }
     world.server.stop().await;
 }
