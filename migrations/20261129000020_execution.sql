@@ -6,3 +6,5 @@ ALTER TABLE runs ADD COLUMN outcome TEXT;
 -- 1 once `/retry` gave the contract version fresh attempts: the run no longer counts
 -- against `max_attempts`.
 ALTER TABLE runs ADD COLUMN retired BIGINT NOT NULL DEFAULT 0;
+-- The pull (merge) request a session published, so `/revise` on it finds the session.
+ALTER TABLE sessions ADD COLUMN pull_number BIGINT;

@@ -708,9 +708,13 @@ impl World {
 
     /// The runs of the session's contract v1.
     async fn runs(&self) -> Vec<planwright::store::runs::RunRow> {
+        self.runs_of(1).await
+    }
+
+    async fn runs_of(&self, version: i64) -> Vec<planwright::store::runs::RunRow> {
         let session = self.session().await;
         let mut conn = self.server.db.pool.acquire().await.unwrap();
-        planwright::store::runs::for_version(&mut conn, &SessionId(session.id), 1)
+        planwright::store::runs::for_version(&mut conn, &SessionId(session.id), version)
             .await
             .unwrap()
     }
@@ -1102,5 +1106,94 @@ async fn the_claude_code_executor_carries_out_the_contract_through_the_proxy() {
     for call in &cli_calls {
         assert_eq!(call.header("x-api-key"), Some("sk-ant-session-test"));
     }
+    world.server.stop().await;
+}
+
+#[tokio::test]
+async fn revise_on_the_pull_request_runs_another_round_on_the_same_branch() {
+    let fix = |id: &str, old: &str, new: &str| {
+        Step::tool_call(
+            id,
+            "edit_file",
+            json!({"path": "calc.py", "old": old, "new": new}),
+        )
+        .when_tools(&["finish", "edit_file"])
+    };
+    let finish = |id: &str| {
+        Step::tool_call(id, "finish", json!({"summary": "done"})).when_tools(&["finish"])
+    };
+    let mut second = calc_contract(2);
+    second["summary"] = json!("add subtracts; mul needs a docstring.");
+    let world = calc_world(
+        vec![
+            submit_calc(2),
+            fix("e1", "return a - b", "return a + b"),
+            finish("e2"),
+            verdict(true, "Round one."),
+            Step::tool_call("p2", "submit_contract", second).when_tools(&["submit_contract"]),
+            fix(
+                "e3",
+                "def mul(a, b):\n",
+                "def mul(a, b):\n    \"\"\"The product.\"\"\"\n",
+            ),
+            finish("e4"),
+            verdict(true, "Round two."),
+        ],
+        &format!("test: {UNITTEST}\n"),
+    )
+    .await;
+    world.approve_calc().await;
+    world.wait_for_state("pr_opened").await;
+    let pull = world.github.pulls(REPO)[0].clone();
+
+    // A maintainer asks for more on the pull request itself.
+    let mut payload = World::retarget(
+        World::fixture("issue_comment.created.1.json"),
+        &world.maintainer,
+    );
+    payload["issue"]["number"] = json!(pull.number);
+    payload["issue"]["pull_request"] =
+        json!({"url": "https://api.github.com/repos/acme/widgets/pulls/1"});
+    payload["comment"]["id"] = json!(9_001);
+    payload["comment"]["body"] = json!("/revise give mul a docstring too");
+    payload["comment"]["user"]["login"] = json!(world.maintainer.login);
+    payload["comment"]["user"]["id"] = json!(world.maintainer.id);
+    payload["comment"]["user"]["type"] = json!("User");
+    world
+        .send("issue_comment", "revise-on-pull", &payload)
+        .await;
+    world
+        .wait_for_comment("contract v2", |b| {
+            ContractMarker::find(b).is_some_and(|m| m.version.0 == 2)
+        })
+        .await;
+    world.wait_for_state("awaiting_approval").await;
+    world
+        .comment(&world.maintainer, "/approve", "approve-v2")
+        .await;
+    eventually("round two to be published", || async {
+        let runs = world.runs_of(2).await;
+        runs.iter().any(|r| r.state == "published").then_some(())
+    })
+    .await;
+    world.wait_for_state("pr_opened").await;
+
+    let pulls = world.github.pulls(REPO);
+    assert_eq!(pulls.len(), 1, "{pulls:#?}");
+    assert_eq!(pulls[0].head, pull.head, "the same branch");
+    let head = world.upstream(&["rev-parse", &pull.head]);
+    // Round two sits on top of round one: the branch only moved forward.
+    assert_eq!(
+        world.upstream(&["rev-list", "--count", &format!("main..{head}")]),
+        "2"
+    );
+    let calc = world.upstream(&["show", &format!("{head}:calc.py")]);
+    assert!(
+        calc.contains("return a + b") && calc.contains("The product."),
+        "{calc}"
+    );
+    let body = pulls[0].body.clone().unwrap();
+    assert!(body.contains("build contract v2"), "{body}");
+    assert!(body.contains("Round two."), "{body}");
     world.server.stop().await;
 }

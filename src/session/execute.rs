@@ -282,11 +282,12 @@ impl Execution<'_> {
             .map_err(|e| Stop::Job(JobError::Permanent(e.into())))
     }
 
-    async fn workspace(&self, branch: &str) -> Result<Workspace, Stop> {
+    /// A checkout of `start` on `branch`.
+    async fn workspace(&self, branch: &str, start: &str) -> Result<Workspace, Stop> {
         let request = WorkspaceRequest {
             mirror: self.mirror()?,
             remote: self.forge.git_remote(&self.repo).await?,
-            base: CommitSha(self.row.base_sha.clone()),
+            base: CommitSha(start.to_owned()),
             issue: self.issue,
             title: String::new(),
         };
@@ -296,8 +297,7 @@ impl Execution<'_> {
                 Err(Stop::Job(JobError::Retryable(e.into())))
             }
             Err(e) => Err(Stop::Fail(format!(
-                "Could not check out the base commit {}: {e}",
-                self.row.base_sha
+                "Could not check out the commit {start}: {e}"
             ))),
         }
     }
@@ -312,10 +312,21 @@ impl Execution<'_> {
         let mut timings = Timings::default();
         let started = Instant::now();
         let branch = self.branch().await?;
-        let (result, baseline_ws) = (
-            self.workspace(&branch).await?,
-            self.workspace(&branch).await?,
-        );
+        // A later round (`/revise` on the pull request) continues from what the session
+        // pushed, so the branch only moves forward; the baseline is always the base.
+        let mut conn = self
+            .app
+            .db
+            .pool
+            .acquire()
+            .await
+            .map_err(anyhow::Error::from)?;
+        let start = runs::published_head(&mut conn, &self.id)
+            .await?
+            .unwrap_or_else(|| self.row.base_sha.clone());
+        drop(conn);
+        let result = self.workspace(&branch, &start).await?;
+        let baseline_ws = self.workspace(&branch, &self.row.base_sha).await?;
         timings.record("workspaces", started);
         let runs_dir = self.app.settings.data_dir.join("runs");
         let plan = verify::Plan::new(&self.contract, config);
@@ -734,8 +745,9 @@ impl Execution<'_> {
             .acquire()
             .await
             .map_err(anyhow::Error::from)?;
-        if let Published::Pull { commit, .. } = &published {
+        if let Published::Pull { commit, pull } = &published {
             runs::set_head(&mut conn, run, commit.as_str()).await?;
+            sessions::set_pull(&mut conn, &self.id, pull.number.0).await?;
         }
         runs::update(&mut conn, run, "published", None, None, true).await?;
         drop(conn);

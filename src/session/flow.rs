@@ -81,9 +81,13 @@ pub async fn on_repo_event(
             body,
             author,
         } => on_comment(app, event, *issue, *comment, body, author, delivery).await,
-        RepoEventKind::CommentCreated { .. }
-        | RepoEventKind::ReviewSubmitted { .. }
-        | RepoEventKind::MergeRequestChanged { .. } => {
+        RepoEventKind::CommentCreated {
+            thread: Thread::PullRequest(pull),
+            body,
+            author,
+            ..
+        } => on_pull_comment(app, event, *pull, body, author, delivery).await,
+        RepoEventKind::ReviewSubmitted { .. } | RepoEventKind::MergeRequestChanged { .. } => {
             info!(repo = %event.repo, kind = ?event.kind, "repository event needs no action");
             Ok(())
         }
@@ -425,6 +429,143 @@ async fn on_comment(
         forge
             .create_comment(&event.repo, issue, &format!("@{}: {reply}", author.login))
             .await?;
+    }
+    Ok(())
+}
+
+/// `/revise` on the pull (merge) request a session published: another round on the same
+/// branch, starting with a revised contract on the issue. Other commands belong on the
+/// issue, and comments on other pull requests are not planwright's.
+async fn on_pull_comment(
+    app: &App,
+    event: &RepoEvent,
+    pull: crate::ids::PullNumber,
+    body: &str,
+    author: &Actor,
+    delivery: Option<&str>,
+) -> Result<(), JobError> {
+    let forge = app.forges.get(event.forge, event.installation)?;
+    if is_bot(forge.as_ref(), author).await? {
+        return Ok(());
+    }
+    let names = app.forges.bot_names(event.forge).await?;
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let Ok(Some(Command::Revise { feedback })) = commands::parse(body, &names) else {
+        return Ok(());
+    };
+    let mut conn = app.db.pool.acquire().await.map_err(anyhow::Error::from)?;
+    if let Some(delivery) = delivery
+        && already_done(&mut conn, delivery, "command.handled").await?
+    {
+        return Ok(());
+    }
+    let Some(session) =
+        sessions::find_by_pull(&mut conn, event.forge.as_str(), event.repo.as_str(), pull.0)
+            .await?
+    else {
+        return Ok(());
+    };
+    drop(conn);
+    let issue = IssueNumber(session.issue_number);
+    let replier = forge.clone();
+    let reply = |text: String| async move {
+        replier
+            .create_comment(&event.repo, issue, &format!("@{}: {text}", author.login))
+            .await
+            .map(|_| ())
+    };
+    let config = match RepoConfig::load_policy(forge.as_ref(), &event.repo, Some(event.forge)).await
+    {
+        Ok(c) => c,
+        Err(LoadError::Config(e)) => {
+            reply(format!(
+                "planwright cannot act: the repository's settings are not valid.\n\n{e}"
+            ))
+            .await?;
+            return Ok(());
+        }
+        Err(LoadError::Forge(e)) => return Err(e.into()),
+    };
+    if !permitted(
+        forge.as_ref(),
+        event,
+        issue,
+        author,
+        &config,
+        "use `/revise`",
+    )
+    .await?
+    {
+        return Ok(());
+    }
+    let id = session.session_id();
+    let state = session.state()?;
+    if !matches!(state, SessionState::PrOpened | SessionState::Failed) {
+        reply(format!(
+            "the pull request can be revised once its run has ended; the session is {}.",
+            state.describe()
+        ))
+        .await?;
+        return Ok(());
+    }
+    let mut tx = app.db.writer.begin().await.map_err(anyhow::Error::from)?;
+    if let Some(other) =
+        sessions::find_active(&mut tx, event.forge.as_str(), event.repo.as_str(), issue.0).await?
+        && other.id != session.id
+    {
+        drop(tx);
+        reply("another planwright session is active on the issue; revise there.".into()).await?;
+        return Ok(());
+    }
+    let next_version = sessions::latest_contract(&mut tx, &id)
+        .await?
+        .map_or(1, |c| c.version + 1);
+    if !sessions::move_state(&mut tx, &id, state, SessionState::Planning, None).await? {
+        drop(tx);
+        reply("another command changed this session first; the revision was not started.".into())
+            .await?;
+        return Ok(());
+    }
+    enqueue_plan(&mut tx, &id, next_version, Some(feedback.clone())).await?;
+    let actor = format!("{}:{}", event.forge.as_str(), author.login);
+    for (action, detail) in [
+        (
+            "contract.revision_requested",
+            serde_json::json!({ "version": next_version, "feedback": feedback, "pull": pull.0 }),
+        ),
+        (
+            "command.handled",
+            serde_json::json!({ "command": "revise", "pull": pull.0 }),
+        ),
+    ] {
+        audit::append(
+            &mut tx,
+            &audit::Entry {
+                actor: &actor,
+                action,
+                session: Some(id.as_str()),
+                delivery,
+                detail,
+            },
+        )
+        .await?;
+    }
+    tx.commit().await.map_err(anyhow::Error::from)?;
+    info!(session = %id, pull = pull.0, by = %author.login, "revision asked for on the pull request");
+    let mut conn = app.db.pool.acquire().await.map_err(anyhow::Error::from)?;
+    if let Some(row) = sessions::get(&mut conn, &id).await? {
+        drop(conn);
+        update_status(
+            app,
+            forge.as_ref(),
+            &row,
+            SessionState::Planning,
+            &format!(
+                "Revising the contract (v{next_version}) with feedback from @{} on the pull request; the next round continues on the same branch.",
+                author.login
+            ),
+        )
+        .await?;
     }
     Ok(())
 }

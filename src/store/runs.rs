@@ -160,3 +160,19 @@ pub async fn retire(conn: &mut AnyConnection, session: &SessionId, version: i64)
         .await?;
     Ok(())
 }
+
+/// The commit the session last pushed, of any contract version: a later round starts
+/// from it, so its push fast-forwards the pull request's branch.
+pub async fn published_head(
+    conn: &mut AnyConnection,
+    session: &SessionId,
+) -> Result<Option<String>> {
+    let row: Option<(Option<String>,)> = sqlx::query_as(
+        "SELECT head_sha FROM runs WHERE session_id = $1 AND state = 'published' \
+         AND head_sha IS NOT NULL ORDER BY started_at DESC LIMIT 1",
+    )
+    .bind(session.as_str())
+    .fetch_optional(conn)
+    .await?;
+    Ok(row.and_then(|(h,)| h))
+}

@@ -25,6 +25,8 @@ pub struct SessionRow {
     pub cost_microusd: i64,
     pub created_at: i64,
     pub updated_at: i64,
+    /// The pull (merge) request the session published, once it did.
+    pub pull_number: Option<i64>,
     /// The newest contract version, once there is one.
     pub contract_version: Option<i64>,
 }
@@ -44,7 +46,7 @@ impl SessionRow {
 
 const COLUMNS: &str = "id, forge, repo, issue_number, installation_id, state, active, \
     triggered_by, status_comment_id, failure, resume_state, cost_microusd, created_at, \
-    updated_at, (SELECT MAX(c.version) FROM contracts c WHERE c.session_id = sessions.id) \
+    updated_at, pull_number, (SELECT MAX(c.version) FROM contracts c WHERE c.session_id = sessions.id) \
     AS contract_version";
 
 /// The newest sessions first, with the latest contract version.
@@ -161,6 +163,34 @@ pub async fn move_state(
     .execute(conn)
     .await?;
     Ok(done.rows_affected() == 1)
+}
+
+/// The newest session that published `pull` in the repository.
+pub async fn find_by_pull(
+    conn: &mut AnyConnection,
+    forge: &str,
+    repo: &str,
+    pull: i64,
+) -> Result<Option<SessionRow>> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM sessions WHERE forge = $1 AND repo = $2 AND pull_number = $3 \
+         ORDER BY created_at DESC LIMIT 1"
+    );
+    Ok(sqlx::query_as::<_, SessionRow>(sqlx::AssertSqlSafe(sql))
+        .bind(forge)
+        .bind(repo)
+        .bind(pull)
+        .fetch_optional(conn)
+        .await?)
+}
+
+pub async fn set_pull(conn: &mut AnyConnection, id: &SessionId, pull: i64) -> Result<()> {
+    sqlx::query("UPDATE sessions SET pull_number = $1 WHERE id = $2")
+        .bind(pull)
+        .bind(id.as_str())
+        .execute(conn)
+        .await?;
+    Ok(())
 }
 
 pub async fn set_status_comment(
