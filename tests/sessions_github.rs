@@ -1197,3 +1197,31 @@ async fn revise_on_the_pull_request_runs_another_round_on_the_same_branch() {
     assert!(body.contains("Round two."), "{body}");
     world.server.stop().await;
 }
+
+#[tokio::test]
+async fn retry_after_a_failed_run_carries_out_the_contract_again_with_fresh_attempts() {
+    let crashing = format!(
+        "test: {UNITTEST}\nexecutor: command\nexecutor_command: \"echo 'broken'; exit 1\"\n"
+    );
+    // One attempt only: a retry must grant fresh ones to run at all.
+    let world = calc_world(vec![submit_calc(1), verdict(true, "Fixed.")], &crashing).await;
+    world.approve_calc().await;
+    let failed = world.wait_for_state("failed").await;
+    assert_eq!(failed.resume_state.as_deref(), Some("executing"));
+    world.github.put_file(
+        REPO,
+        ".github/planwright.yml",
+        &format!(
+            "test: {UNITTEST}\nexecutor: command\nexecutor_command: \"sed -i 's/a - b/a + b/' calc.py\"\n"
+        ),
+    );
+    world
+        .comment(&world.maintainer, "/retry", "retry-run")
+        .await;
+    world.wait_for_state("pr_opened").await;
+    let runs = world.runs().await;
+    let states: Vec<(&str, i64)> = runs.iter().map(|r| (r.state.as_str(), r.retired)).collect();
+    assert_eq!(states, [("failed", 1), ("published", 0)], "{runs:#?}");
+    assert_eq!(world.github.pulls(REPO).len(), 1);
+    world.server.stop().await;
+}
