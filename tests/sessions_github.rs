@@ -641,26 +641,7 @@ async fn concurrent_approve_and_revise_one_wins_and_the_other_is_told() {
     world.server.stop().await;
 }
 
-/// A tiny Python project whose `add` subtracts: its own test fails on the base commit.
-const CALC: &str = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n";
-const TEST_CALC: &str = "import unittest\n\nfrom calc import add, mul\n\n\nclass TestCalc(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n\n    def test_mul(self):\n        self.assertEqual(mul(2, 3), 6)\n\n\nif __name__ == \"__main__\":\n    unittest.main()\n";
-const UNITTEST: &str = "python3 -m unittest -v";
-
-fn calc_contract(max_attempts: u32) -> Value {
-    json!({
-        "summary": "add subtracts instead of adding.",
-        "diagnosis": {
-            "hypothesis": "calc.add returns a - b.",
-            "evidence": [{"path": "calc.py", "lines": "1-2", "note": "a - b"}]
-        },
-        "change": {
-            "goal": "Make add return the sum.",
-            "files": [{"path": "calc.py", "action": "modify", "why": "use +"}]
-        },
-        "verification": {"commands": [UNITTEST]},
-        "routing": {"risk": "low", "max_attempts": max_attempts}
-    })
-}
+use support::calc::{CALC, TEST_CALC, UNITTEST, contract as calc_contract};
 
 /// The calc project with `settings` as its planwright settings, and the executor model.
 async fn calc_world(script: Vec<Step>, settings: &str) -> World {

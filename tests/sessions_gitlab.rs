@@ -232,10 +232,7 @@ async fn a_reporter_cannot_start_planning() {
     world.server.stop().await;
 }
 
-/// A tiny Python project whose `add` subtracts: its own test fails on the base commit.
-const CALC: &str = "def add(a, b):\n    return a - b\n";
-const TEST_CALC: &str = "import unittest\n\nfrom calc import add\n\n\nclass TestCalc(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n\n    def test_add_zero(self):\n        self.assertEqual(add(2, 0), 2)\n";
-const UNITTEST: &str = "python3 -m unittest -v";
+use support::calc::{CALC, TEST_CALC, UNITTEST};
 
 async fn calc_world(script: Vec<Step>, settings: &str) -> World {
     calc_world_on(script, settings, "anthropic:claude-sonnet-4-5").await
@@ -245,24 +242,8 @@ async fn calc_world_on(script: Vec<Step>, settings: &str, executor_model: &str) 
     let mut script = script;
     script.insert(
         0,
-        Step::tool_call(
-            "p1",
-            "submit_contract",
-            json!({
-                "summary": "add subtracts instead of adding.",
-                "diagnosis": {
-                    "hypothesis": "calc.add returns a - b.",
-                    "evidence": [{"path": "calc.py", "lines": "1-2", "note": "a - b"}]
-                },
-                "change": {
-                    "goal": "Make add return the sum.",
-                    "files": [{"path": "calc.py", "action": "modify", "why": "use +"}]
-                },
-                "verification": {"commands": [UNITTEST]},
-                "routing": {"risk": "low", "max_attempts": 1}
-            }),
-        )
-        .when_tools(&["submit_contract"]),
+        Step::tool_call("p1", "submit_contract", support::calc::contract(1))
+            .when_tools(&["submit_contract"]),
     );
     let files = [
         ("calc.py", CALC),

@@ -1074,14 +1074,7 @@ impl Workspace {
             let tree = repo
                 .find_tree(tree_id)
                 .context("Could not read the run's tree")?;
-            let signature = git2::Signature::now(&author.name, &author.email).map_err(|e| {
-                anyhow!(
-                    "Cannot commit as {} <{}>: {}",
-                    author.name,
-                    author.email,
-                    e.message()
-                )
-            })?;
+            let signature = signature(&author)?;
             let id = repo
                 .commit(
                     Some(&branch_ref),
@@ -1142,14 +1135,7 @@ impl Workspace {
             let tree = repo
                 .find_tree(tree_id)
                 .context("Could not read the run's tree")?;
-            let signature = git2::Signature::now(&author.name, &author.email).map_err(|e| {
-                anyhow!(
-                    "Cannot commit as {} <{}>: {}",
-                    author.name,
-                    author.email,
-                    e.message()
-                )
-            })?;
+            let signature = signature(&author)?;
             let id = repo
                 .commit(
                     None,
@@ -1227,6 +1213,17 @@ impl Drop for Workspace {
             let _ = touch(&self.dir.join(FAILED_MARK));
         }
     }
+}
+
+fn signature(author: &Author) -> anyhow::Result<git2::Signature<'static>> {
+    git2::Signature::now(&author.name, &author.email).map_err(|e| {
+        anyhow!(
+            "Cannot commit as {} <{}>: {}",
+            author.name,
+            author.email,
+            e.message()
+        )
+    })
 }
 
 async fn blocking<T: Send + 'static>(

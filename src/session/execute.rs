@@ -194,6 +194,26 @@ struct Execution<'a> {
 }
 
 impl Execution<'_> {
+    async fn writer(&self) -> Result<sqlx::pool::PoolConnection<sqlx::Any>, Stop> {
+        Ok(self
+            .app
+            .db
+            .writer
+            .acquire()
+            .await
+            .map_err(anyhow::Error::from)?)
+    }
+
+    async fn reader(&self) -> Result<sqlx::pool::PoolConnection<sqlx::Any>, Stop> {
+        Ok(self
+            .app
+            .db
+            .pool
+            .acquire()
+            .await
+            .map_err(anyhow::Error::from)?)
+    }
+
     fn version(&self) -> ContractVersion {
         ContractVersion(u32::try_from(self.row.version).unwrap_or(u32::MAX))
     }
@@ -214,13 +234,7 @@ impl Execution<'_> {
             .max_attempts
             .unwrap_or(config.max_attempts)
             .max(1);
-        let mut conn = self
-            .app
-            .db
-            .writer
-            .acquire()
-            .await
-            .map_err(anyhow::Error::from)?;
+        let mut conn = self.writer().await?;
         let abandoned = runs::abandon_running(&mut conn, &self.id).await?;
         let earlier = runs::for_version(&mut conn, &self.id, self.row.version).await?;
         drop(conn);
@@ -258,13 +272,7 @@ impl Execution<'_> {
 
     /// The branch of the session's first run, or a new one named after the issue.
     async fn branch(&self) -> Result<String, Stop> {
-        let mut conn = self
-            .app
-            .db
-            .pool
-            .acquire()
-            .await
-            .map_err(anyhow::Error::from)?;
+        let mut conn = self.reader().await?;
         if let Some(branch) = runs::branch_of_session(&mut conn, &self.id).await? {
             return Ok(branch);
         }
@@ -314,13 +322,7 @@ impl Execution<'_> {
         let branch = self.branch().await?;
         // A later round (`/revise` on the pull request) continues from what the session
         // pushed, so the branch only moves forward; the baseline is always the base.
-        let mut conn = self
-            .app
-            .db
-            .pool
-            .acquire()
-            .await
-            .map_err(anyhow::Error::from)?;
+        let mut conn = self.reader().await?;
         let start = runs::published_head(&mut conn, &self.id)
             .await?
             .unwrap_or_else(|| self.row.base_sha.clone());
@@ -366,13 +368,7 @@ impl Execution<'_> {
             let scratch = records.join("verify");
             create_open_dir(&scratch)?;
             let executor = self.executor(kind, config, &sandbox, &run, budget)?;
-            let mut conn = self
-                .app
-                .db
-                .writer
-                .acquire()
-                .await
-                .map_err(anyhow::Error::from)?;
+            let mut conn = self.writer().await?;
             runs::insert(
                 &mut conn,
                 &runs::NewRun {
@@ -738,13 +734,7 @@ impl Execution<'_> {
                 }
                 Err(e) => return Err(Stop::Fail(format!("Could not publish the result: {e}"))),
             };
-        let mut conn = self
-            .app
-            .db
-            .writer
-            .acquire()
-            .await
-            .map_err(anyhow::Error::from)?;
+        let mut conn = self.writer().await?;
         if let Published::Pull { commit, pull } = &published {
             runs::set_head(&mut conn, run, commit.as_str()).await?;
             sessions::set_pull(&mut conn, &self.id, pull.number.0).await?;
@@ -896,13 +886,7 @@ impl Execution<'_> {
         report: Option<&str>,
         outcome: Option<&str>,
     ) -> Result<(), Stop> {
-        let mut conn = self
-            .app
-            .db
-            .writer
-            .acquire()
-            .await
-            .map_err(anyhow::Error::from)?;
+        let mut conn = self.writer().await?;
         let finished = state != "running" && state != "verified";
         runs::update(&mut conn, run, state, report, outcome, finished).await?;
         Ok(())
@@ -915,13 +899,7 @@ impl Execution<'_> {
         to: SessionState,
         failure: Option<&str>,
     ) -> Result<(), Stop> {
-        let mut conn = self
-            .app
-            .db
-            .writer
-            .acquire()
-            .await
-            .map_err(anyhow::Error::from)?;
+        let mut conn = self.writer().await?;
         if sessions::move_state(&mut conn, &self.id, from, to, failure).await? {
             Ok(())
         } else {
@@ -931,13 +909,7 @@ impl Execution<'_> {
     }
 
     async fn audit(&self, action: &str, detail: serde_json::Value) -> Result<(), Stop> {
-        let mut conn = self
-            .app
-            .db
-            .writer
-            .acquire()
-            .await
-            .map_err(anyhow::Error::from)?;
+        let mut conn = self.writer().await?;
         audit::append(
             &mut conn,
             &audit::Entry {
@@ -953,13 +925,7 @@ impl Execution<'_> {
     }
 
     async fn status(&self, state: SessionState, text: &str) -> Result<(), Stop> {
-        let mut conn = self
-            .app
-            .db
-            .pool
-            .acquire()
-            .await
-            .map_err(anyhow::Error::from)?;
+        let mut conn = self.reader().await?;
         let Some(row) = sessions::get(&mut conn, &self.id).await? else {
             return Err(Stop::Gone);
         };

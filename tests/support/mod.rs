@@ -5,6 +5,7 @@
 //! fake GitLab (`fake_gitlab`) and git over smart HTTP for both (`git_http`).
 #![allow(dead_code)]
 
+pub mod calc;
 pub mod fake_forge;
 pub mod fake_gitlab;
 pub mod git_http;

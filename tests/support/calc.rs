@@ -1,0 +1,25 @@
+//! A tiny Python project whose `add` subtracts: its own unittest fails on the base commit,
+//! so a run's verification has real results to compare. Shared by the end-to-end tests.
+
+use serde_json::{Value, json};
+
+pub const CALC: &str = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n";
+pub const TEST_CALC: &str = "import unittest\n\nfrom calc import add, mul\n\n\nclass TestCalc(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n\n    def test_mul(self):\n        self.assertEqual(mul(2, 3), 6)\n\n\nif __name__ == \"__main__\":\n    unittest.main()\n";
+pub const UNITTEST: &str = "python3 -m unittest -v";
+
+/// The contract a planner would write for the bug, allowing `max_attempts`.
+pub fn contract(max_attempts: u32) -> Value {
+    json!({
+        "summary": "add subtracts instead of adding.",
+        "diagnosis": {
+            "hypothesis": "calc.add returns a - b.",
+            "evidence": [{"path": "calc.py", "lines": "1-2", "note": "a - b"}]
+        },
+        "change": {
+            "goal": "Make add return the sum.",
+            "files": [{"path": "calc.py", "action": "modify", "why": "use +"}]
+        },
+        "verification": {"commands": [UNITTEST]},
+        "routing": {"risk": "low", "max_attempts": max_attempts}
+    })
+}
