@@ -827,6 +827,20 @@ async fn an_approved_contract_becomes_a_pull_request_with_the_real_test_results(
         .wait_for_comment("the final status", |b| b.contains("pull request opened"))
         .await;
     assert!(status.contains(&format!("#{}", pull.number)), "{status}");
+    let metrics = world
+        .server
+        .client
+        .get(format!("{}/metrics", world.server.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("planwright_executor_runs{executor=\"builtin\",state=\"published\"} 1"),
+        "{metrics}"
+    );
     world.server.stop().await;
 }
 

@@ -208,6 +208,25 @@ pub async fn render(db: &Db) -> Result<String> {
         }
     }
 
+    let runs: Vec<(String, String, i64)> = sqlx::query_as(
+        "SELECT executor, state, COUNT(*) FROM runs GROUP BY executor, state \
+         ORDER BY executor, state",
+    )
+    .fetch_all(&db.pool)
+    .await?;
+    out.family(
+        "planwright_executor_runs",
+        "gauge",
+        "Executor attempts by executor and state (running, verified, published, failed, abandoned).",
+    );
+    for (executor, state, n) in &runs {
+        out.sample(
+            "planwright_executor_runs",
+            &[("executor", executor.as_str()), ("state", state.as_str())],
+            n,
+        );
+    }
+
     // SUM is NUMERIC on PostgreSQL, which the Any driver cannot read: cast it back.
     let usage: Vec<Usage> = sqlx::query_as(
         "SELECT role, provider, model, \
