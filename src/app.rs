@@ -92,14 +92,15 @@ impl App {
         role: ModelRole,
         session: &crate::ids::SessionId,
         run: &crate::ids::RunId,
-        budget: Budget,
+        session_budget: Budget,
+        run_budget: Budget,
         repository_choice: Option<&ModelName>,
     ) -> anyhow::Result<Arc<dyn ChatModel>> {
         let metered = self.metered(role, repository_choice)?;
         Ok(Arc::new(
             metered
-                .for_session(session.clone(), budget)
-                .for_run(run.clone(), budget),
+                .for_session(session.clone(), session_budget)
+                .for_run(run.clone(), run_budget),
         ))
     }
 

@@ -367,7 +367,22 @@ impl Execution<'_> {
             let records = runs_dir.join(run.as_str());
             let scratch = records.join("verify");
             create_open_dir(&scratch)?;
-            let executor = self.executor(kind, config, &sandbox, &run, budget)?;
+            // What the session has left: a coding agent's token is held to it, so
+            // planning, reviews and earlier attempts count against the contract's budget.
+            let spent = crate::store::model_usage::spent_by_session(&self.app.db, &self.id).await?;
+            let left = Budget {
+                max_microusd: budget.max_microusd.map(|m| m - spent.cost_microusd),
+                max_tokens: budget
+                    .max_tokens
+                    .map(|t| t.saturating_sub(u64::try_from(spent.tokens).unwrap_or(0))),
+            };
+            if left.max_microusd.is_some_and(|m| m <= 0) || left.max_tokens == Some(0) {
+                return Err(Stop::Fail(format!(
+                    "The session has used its budget ({}) before attempt {attempt}. Nothing was pushed.",
+                    budget_text(budget)
+                )));
+            }
+            let executor = self.executor(kind, config, &sandbox, &run, budget, left)?;
             let mut conn = self.writer().await?;
             runs::insert(
                 &mut conn,
@@ -392,6 +407,10 @@ impl Execution<'_> {
                 ),
             )
             .await?;
+            let limits = executor::Limits {
+                budget: left,
+                ..limits
+            };
             let mut task =
                 ExecutorTask::new(&result, &self.contract, records.join("executor"), limits);
             task.feedback = feedback.take();
@@ -803,6 +822,7 @@ impl Execution<'_> {
         sandbox: &Arc<dyn Sandbox>,
         run: &RunId,
         budget: Budget,
+        left: Budget,
     ) -> Result<Box<dyn Executor>, Stop> {
         let proxy = self.app.model_proxy.as_ref().and_then(|p| match &p.listen {
             ProxyListen::Unix(socket) => Some(ProxyAccess {
@@ -823,7 +843,14 @@ impl Execution<'_> {
             ExecutorKind::Builtin => {
                 let model = self
                     .app
-                    .model_for_run(ModelRole::Executor, &self.id, run, budget, choice.as_ref())
+                    .model_for_run(
+                        ModelRole::Executor,
+                        &self.id,
+                        run,
+                        budget,
+                        left,
+                        choice.as_ref(),
+                    )
                     .map_err(|e| Stop::Fail(format!("{e:#}")))?;
                 Ok(Box::new(Builtin::new(model, sandbox.clone())))
             }
