@@ -1272,5 +1272,6 @@ pub(crate) fn source_links(app: &App, forge: event::Forge, repo: &RepoName) -> S
             }
             None => SourceLinks::None,
         },
+        event::Forge::Local => SourceLinks::None,
     }
 }
