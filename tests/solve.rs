@@ -303,3 +303,158 @@ async fn bad_input_is_refused_with_exit_2_and_says_what_is_wrong() {
     );
     assert_eq!(git(&repo, &["status", "--porcelain"]), "");
 }
+
+#[tokio::test]
+async fn publishing_into_a_local_checkout_never_moves_a_branch_holding_other_commits() {
+    use planwright::forge::Forge;
+    use planwright::forge::local::{LocalForge, LocalIssue};
+    use planwright::publish::{self, PublishError, PushFailure};
+
+    let dir = tempfile::tempdir().unwrap();
+    let repo = calc_repo(dir.path());
+    let forge = LocalForge::open(
+        &repo,
+        LocalIssue::parse(ISSUE).unwrap(),
+        Some(&dir.path().join("out")),
+        "maria",
+        Box::new(std::io::sink()),
+    )
+    .await
+    .unwrap();
+    let remote = forge.git_remote(forge.name()).await.unwrap();
+    // A bare repository standing in for a run's workspace, with a result on the branch.
+    let source = dir.path().join("source.git");
+    git(
+        dir.path(),
+        &[
+            "clone",
+            "--quiet",
+            "--bare",
+            repo.to_str().unwrap(),
+            source.to_str().unwrap(),
+        ],
+    );
+    let work = dir.path().join("work");
+    git(
+        dir.path(),
+        &[
+            "clone",
+            "--quiet",
+            source.to_str().unwrap(),
+            work.to_str().unwrap(),
+        ],
+    );
+    let branch = "planwright/1-add-subtracts";
+    let commit = |message: &str| {
+        std::fs::write(work.join("calc.py"), message).unwrap();
+        git(&work, &["commit", "--quiet", "-am", message]);
+        git(
+            &work,
+            &[
+                "push",
+                "--quiet",
+                "--force",
+                "origin",
+                &format!("HEAD:refs/heads/{branch}"),
+            ],
+        );
+        git(&work, &["rev-parse", "HEAD"])
+    };
+
+    let first = commit("first result");
+    publish::push(&source, &remote, branch).await.unwrap();
+    assert_eq!(git(&repo, &["rev-parse", branch]), first);
+    // The same commit again (a lost answer repeated) is a success.
+    publish::push(&source, &remote, branch).await.unwrap();
+
+    let other = commit("another result");
+    let error = publish::push(&source, &remote, branch).await.unwrap_err();
+    let PublishError::Push { failure, .. } = &error else {
+        panic!("expected a push failure, got {error:?}");
+    };
+    assert_eq!(*failure, PushFailure::Rejected, "{error}");
+    assert_ne!(other, first);
+    assert_eq!(git(&repo, &["rev-parse", branch]), first);
+    // The checkout itself is untouched.
+    assert_eq!(git(&repo, &["status", "--porcelain"]), "");
+    assert_eq!(std::fs::read_to_string(repo.join("calc.py")).unwrap(), CALC);
+}
+
+#[tokio::test]
+async fn at_a_terminal_the_contract_is_shown_and_no_cancels_it() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let dir = tempfile::tempdir().unwrap();
+    let repo = calc_repo(dir.path());
+    let issue_file = dir.path().join("issue.md");
+    std::fs::write(&issue_file, ISSUE).unwrap();
+    let models = ModelServer::start(script()).await;
+    // `script` gives solve a terminal; its output comes back through it.
+    let line = format!(
+        "{} solve --repo {} --issue-file {}",
+        env!("CARGO_BIN_EXE_planwright"),
+        repo.display(),
+        issue_file.display()
+    );
+    let mut cmd = tokio::process::Command::new("script");
+    cmd.current_dir(dir.path())
+        .args(["--quiet", "--return", "--command", &line, "/dev/null"])
+        .env("PLANWRIGHT_PLANNER_MODEL", "anthropic:claude-sonnet-4-5")
+        .env("PLANWRIGHT_EXECUTOR_MODEL", "anthropic:claude-sonnet-4-5")
+        .env("PLANWRIGHT_ANTHROPIC_API_KEY", "sk-ant-solve-test")
+        .env("PLANWRIGHT_ANTHROPIC_BASE_URL", models.anthropic_base())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (name, _) in std::env::vars() {
+        if name.starts_with("PLANWRIGHT_") && !name.contains("MODEL") && !name.contains("ANTHROPIC")
+        {
+            cmd.env_remove(name);
+        }
+    }
+    let mut child = cmd.spawn().expect("script runs");
+    let mut stdout = child.stdout.take().unwrap();
+    let mut seen = String::new();
+    let mut buf = [0u8; 4096];
+    // A guard against a hang, not a measure of speed.
+    tokio::time::timeout(Duration::from_secs(600), async {
+        while !seen.contains("[y/N]") {
+            let n = stdout.read(&mut buf).await.unwrap();
+            assert!(n > 0, "solve ended without asking:\n{seen}");
+            seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    })
+    .await
+    .expect("solve asks");
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"n\n").await.unwrap();
+    let mut rest = Vec::new();
+    tokio::time::timeout(Duration::from_secs(600), stdout.read_to_end(&mut rest))
+        .await
+        .expect("solve ends")
+        .unwrap();
+    seen.push_str(&String::from_utf8_lossy(&rest));
+    let status = child.wait().await.unwrap();
+    drop(stdin);
+
+    assert_eq!(status.code(), Some(1), "{seen}");
+    let asked = seen.find("Approve build contract v1? [y/N]").unwrap();
+    let shown = seen.find("add subtracts instead of adding.").unwrap();
+    assert!(
+        shown < asked,
+        "the contract comes before the question:\n{seen}"
+    );
+    assert!(
+        seen.contains("not approved; the session is cancelled"),
+        "{seen}"
+    );
+    // Nothing was carried out: no executor or reviewer call, no branch.
+    assert_eq!(models.unused_steps(), 3, "{seen}");
+    assert_eq!(git(&repo, &["branch", "--list"]), "* main");
+    let comments = repo.join(".git/planwright/solve-1/comments");
+    let cancel = std::fs::read_dir(&comments)
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .any(|body| body == "/cancel");
+    assert!(cancel, "no /cancel in {}", comments.display());
+}
