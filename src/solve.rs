@@ -250,7 +250,11 @@ pub async fn run(mut settings: Settings, opened: Opened) -> Result<Ended, SolveE
     };
     let ended = session.drive(opened.approve).await;
     stop.cancel();
-    if let Err(e) = worker.await {
+    // Interrupted: the person wants out now, not after the running job's grace period;
+    // the sandbox dies with this process and the next `solve` cancels the session.
+    if !matches!(ended, Ok(Ended::Interrupted))
+        && let Err(e) = worker.await
+    {
         tracing::warn!(error = %e, "the job worker stopped abnormally");
     }
     ended
