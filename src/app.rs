@@ -11,6 +11,7 @@ use crate::config::Settings;
 use crate::event::{self, Actor};
 use crate::forge::github::GithubApp;
 use crate::forge::gitlab::GitlabForge;
+use crate::forge::local::{self, LocalForge};
 use crate::forge::{Forge, ForgeError};
 use crate::ids::InstallationId;
 use crate::llm::proxy::ModelProxy;
@@ -153,6 +154,8 @@ pub struct Forges {
     /// Every accepted GitHub webhook secret (more than one while rotating).
     github_secrets: RwLock<Vec<SecretString>>,
     gitlab: Option<GitlabForge>,
+    /// The repository `solve` works on; never set in `serve`.
+    local: Option<Arc<LocalForge>>,
     github_bot: OnceCell<String>,
 }
 
@@ -170,6 +173,7 @@ impl Forges {
             github: RwLock::new(github),
             github_secrets: RwLock::new(settings.github.webhook_secrets.clone()),
             gitlab,
+            local: None,
             github_bot: OnceCell::new(),
         })
     }
@@ -180,7 +184,16 @@ impl Forges {
             github: RwLock::new(github),
             github_secrets: RwLock::new(Vec::new()),
             gitlab,
+            local: None,
             github_bot: OnceCell::new(),
+        }
+    }
+
+    /// Only the local forge: what `solve` works through.
+    pub fn local(forge: Arc<LocalForge>) -> Self {
+        Forges {
+            local: Some(forge),
+            ..Self::new(None, None)
         }
     }
 
@@ -222,6 +235,7 @@ impl Forges {
         match forge {
             event::Forge::Github => self.github_app().is_some(),
             event::Forge::Gitlab => self.gitlab.is_some(),
+            event::Forge::Local => self.local.is_some(),
         }
     }
 
@@ -252,6 +266,13 @@ impl Forges {
                     .ok_or_else(|| unconfigured("GitLab (GITLAB_TOKEN)"))?;
                 Ok(Arc::new(gitlab.clone()))
             }
+            event::Forge::Local => {
+                let forge = self
+                    .local
+                    .as_ref()
+                    .ok_or_else(|| unconfigured("a local repository (`planwright solve`)"))?;
+                Ok(forge.clone())
+            }
         }
     }
 
@@ -277,6 +298,7 @@ impl Forges {
                 let me: Actor = gitlab.bot_user().await?;
                 Ok(vec![me.login])
             }
+            event::Forge::Local => Ok(vec![local::BOT_LOGIN.to_owned()]),
         }
     }
 }

@@ -203,8 +203,25 @@ impl Settings {
         Self::from_sources(file, &env)
     }
 
+    /// As [`Settings::load`], with `data_dir` as DATA_DIR where neither the file nor the
+    /// environment sets one (`solve` keeps its data beside the repository it works on).
+    pub fn load_with_data_dir(config_file: Option<&Path>, data_dir: &Path) -> Result<Self> {
+        let env: Vec<(String, String)> = std::env::vars().collect();
+        let default = Path::new(DEFAULT_CONFIG_FILE);
+        let file = config_file.or_else(|| default.exists().then_some(default));
+        Self::from_sources_with(file, &env, Some(data_dir))
+    }
+
     /// Settings from exactly this file (if any) and this environment.
     pub fn from_sources(config_file: Option<&Path>, env: &[(String, String)]) -> Result<Self> {
+        Self::from_sources_with(config_file, env, None)
+    }
+
+    fn from_sources_with(
+        config_file: Option<&Path>,
+        env: &[(String, String)],
+        data_dir: Option<&Path>,
+    ) -> Result<Self> {
         let mut raw = match config_file {
             Some(path) => Raw::from_file(read_file(path)?, path)?,
             None => Raw {
@@ -213,6 +230,11 @@ impl Settings {
             },
         };
         raw.apply_env(env);
+        if let Some(dir) = data_dir {
+            raw.values
+                .entry("data_dir")
+                .or_insert_with(|| (dir.display().to_string(), Source::File));
+        }
         let mut settings = raw.finish()?;
         if let Some(app) = crate::onboarding::RegisteredApp::load(&settings.data_dir)? {
             settings.github = settings.github.with_registered(&app);

@@ -10,6 +10,8 @@ use crate::ids::{CommentId, InstallationId, IssueNumber, PullNumber, RepoName};
 pub enum Forge {
     Github,
     Gitlab,
+    /// A repository on this machine, worked on by `planwright solve` (no webhooks).
+    Local,
 }
 
 impl Forge {
@@ -17,6 +19,7 @@ impl Forge {
         match self {
             Forge::Github => "github",
             Forge::Gitlab => "gitlab",
+            Forge::Local => "local",
         }
     }
 }

@@ -22,6 +22,7 @@ pub mod repo_config;
 pub mod sandbox;
 pub mod server;
 pub mod session;
+pub mod solve;
 pub mod store;
 pub mod verify;
 pub mod worker;

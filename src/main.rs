@@ -83,6 +83,29 @@ enum Command {
         #[command(subcommand)]
         command: ContractCommand,
     },
+    /// Take one issue to a result on a repository on this machine, without a forge: the
+    /// contract is printed and approved here, the executor runs in the sandbox, and the
+    /// result lands on a branch of the repository with its report in
+    /// `.git/planwright/solve-N/pull-request.md`. Models and the sandbox come from the
+    /// settings as for `serve`; DATA_DIR defaults to `.git/planwright/` (the database
+    /// there is always SQLite). Exits 0 when the run passed, 1 when it did not, 2 on bad
+    /// input.
+    #[command(group(clap::ArgGroup::new("issue_text").required(true).args(["issue_file", "issue"])))]
+    Solve {
+        /// The repository's top folder; the work starts from the branch checked out.
+        #[arg(long)]
+        repo: PathBuf,
+        /// A markdown file holding the issue: its first `# ` heading is the title.
+        #[arg(long, value_name = "FILE")]
+        issue_file: Option<PathBuf>,
+        /// The issue as text: its first line is the title.
+        #[arg(long, value_name = "TEXT")]
+        issue: Option<String>,
+        /// Carry out the contract without asking (needed when standard input is not a
+        /// terminal).
+        #[arg(long)]
+        approve: bool,
+    },
     /// Check this deployment: settings, database and migrations, GitHub and GitLab
     /// credentials, model provider keys, git, executors, the sandbox, free disk. One line
     /// per check (ok, warn, FAIL); exits non-zero when any check fails.
@@ -225,6 +248,15 @@ fn main() -> std::process::ExitCode {
     if let Command::Doctor = cli.command {
         return doctor(cli.config.as_deref());
     }
+    if let Command::Solve {
+        repo,
+        issue_file,
+        issue,
+        approve,
+    } = cli.command
+    {
+        return solve(cli.config.as_deref(), repo, issue_file, issue, approve);
+    }
     let settings = match Settings::load(cli.config.as_deref()) {
         Ok(s) => s,
         Err(e) => {
@@ -232,7 +264,7 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(2);
         }
     };
-    init_tracing(settings.log_format);
+    init_tracing(settings.log_format, "info");
     for warning in &settings.warnings {
         tracing::warn!("{warning}");
     }
@@ -317,6 +349,7 @@ async fn run(command: Command, settings: Settings) -> Result<()> {
             Ok(())
         }
         Command::Distill { .. }
+        | Command::Solve { .. }
         | Command::Sandbox { .. }
         | Command::Contract { .. }
         | Command::Doctor => Ok(()),
@@ -446,10 +479,10 @@ fn sandbox_run(
     };
     match Settings::load(config) {
         Ok(settings) => {
-            init_tracing(settings.log_format);
+            init_tracing(settings.log_format, "info");
             hide.push(settings.data_dir);
         }
-        Err(_) => init_tracing(LogFormat::Text),
+        Err(_) => init_tracing(LogFormat::Text, "info"),
     }
     let bwrap = sandbox::Bwrap::new(hide)?;
     let mut cmd = sandbox::Command::new(workspace, command);
@@ -502,11 +535,12 @@ fn sandbox_run(
     })
 }
 
-fn init_tracing(format: LogFormat) {
+/// Logs on standard error at `level` unless PLANWRIGHT_LOG or RUST_LOG say otherwise.
+fn init_tracing(format: LogFormat, level: &str) {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_env("PLANWRIGHT_LOG")
         .or_else(|_| EnvFilter::try_from_default_env())
-        .unwrap_or_else(|_| EnvFilter::new("info"));
+        .unwrap_or_else(|_| EnvFilter::new(level));
     use std::io::IsTerminal;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -539,6 +573,91 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = ctrl_c => {}
         _ = term => {}
+    }
+}
+
+/// `solve`: 0 when the run passed, 1 when it did not (or was declined), 2 on bad input,
+/// 130 when interrupted.
+fn solve(
+    config: Option<&Path>,
+    repo: PathBuf,
+    issue_file: Option<PathBuf>,
+    issue: Option<String>,
+    approve: bool,
+) -> std::process::ExitCode {
+    use planwright::forge::local::LocalIssue;
+    use planwright::solve::{self, Ended, SolveError};
+    use std::process::ExitCode;
+    let issue = match (issue_file, issue) {
+        (Some(file), None) => LocalIssue::from_file(&file),
+        (None, Some(text)) => LocalIssue::parse(&text),
+        _ => Err(anyhow::anyhow!(
+            "Cannot tell what the issue is: give either --issue-file or --issue"
+        )),
+    };
+    let issue = match issue {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("planwright: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("planwright: Could not start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        let opened = solve::open(solve::Request {
+            repo,
+            issue,
+            approve,
+        })
+        .await?;
+        let settings = Settings::load_with_data_dir(config, &opened.default_data_dir)
+            .map_err(SolveError::Input)?;
+        // Progress lines tell the story; the log speaks up only for problems.
+        init_tracing(settings.log_format, "warn");
+        for warning in &settings.warnings {
+            tracing::warn!("{warning}");
+        }
+        solve::run(settings, opened).await
+    });
+    // The runtime would otherwise wait for the stdin reader of an unanswered question.
+    runtime.shutdown_background();
+    match result {
+        Ok(Ended::Passed { branch, report }) => {
+            println!("planwright: the run passed.");
+            println!("branch: {branch}");
+            println!("report: {}", report.display());
+            ExitCode::SUCCESS
+        }
+        Ok(Ended::Failed {
+            reason,
+            branch,
+            report,
+        }) => {
+            println!("planwright: the run did not pass: {reason}");
+            if let Some(branch) = branch {
+                println!("branch: {branch}");
+            }
+            if let Some(report) = report {
+                println!("report: {}", report.display());
+            }
+            ExitCode::FAILURE
+        }
+        Ok(Ended::Declined) => ExitCode::FAILURE,
+        Ok(Ended::Interrupted) => ExitCode::from(130),
+        Err(SolveError::Input(e)) => {
+            eprintln!("planwright: {e:#}");
+            ExitCode::from(2)
+        }
+        Err(SolveError::Failed(e)) => {
+            eprintln!("planwright: {e:#}");
+            ExitCode::FAILURE
+        }
     }
 }
 

@@ -301,6 +301,14 @@ fn push_blocking(git_dir: &Path, remote: &GitRemote, branch: &str) -> Result<(),
             PushFailure::Local,
         )
     })?;
+    // libgit2 cannot push into a repository with a work tree, which is what the local
+    // forge's remote is (the user's own checkout): the branch is fetched from that side.
+    if Path::new(&remote.url).is_absolute()
+        && let Ok(target) = Repository::open(&remote.url)
+        && !target.is_bare()
+    {
+        return fetch_into(&repo, git_dir, &target, branch).map_err(|(m, f)| fail(m, f));
+    }
     let refused = std::cell::Cell::new(false);
     let rejected = std::cell::RefCell::new(None::<String>);
     let mut ask = workspace::credentials(remote.username.clone(), remote.password.clone());
@@ -333,6 +341,49 @@ fn push_blocking(git_dir: &Path, remote: &GitRemote, branch: &str) -> Result<(),
     match rejected.into_inner() {
         Some(message) => Err(fail(message, PushFailure::Rejected)),
         None => Ok(()),
+    }
+}
+
+/// The push into a repository with a work tree, as a fetch into it, under the same rule:
+/// a branch holding exactly this commit is a success, one holding another is left alone.
+fn fetch_into(
+    source: &Repository,
+    git_dir: &Path,
+    target: &Repository,
+    branch: &str,
+) -> Result<(), (String, PushFailure)> {
+    let local = |e: git2::Error| (e.message().to_owned(), PushFailure::Local);
+    let name = format!("refs/heads/{branch}");
+    let commit = source.refname_to_id(&name).map_err(local)?;
+    match target.refname_to_id(&name) {
+        Ok(there) if there == commit => return Ok(()),
+        Ok(there) => {
+            return Err((
+                format!("the branch is at {there}, not {commit}"),
+                PushFailure::Rejected,
+            ));
+        }
+        Err(e) if e.code() == ErrorCode::NotFound => {}
+        Err(e) => return Err(local(e)),
+    }
+    let source_path = git_dir.to_str().ok_or_else(|| {
+        (
+            "the workspace's path is not UTF-8".to_owned(),
+            PushFailure::Local,
+        )
+    })?;
+    let mut remote = target.remote_anonymous(source_path).map_err(local)?;
+    let mut options = git2::FetchOptions::new();
+    options.update_fetchhead(false);
+    remote
+        .fetch(&[format!("{name}:{name}")], Some(&mut options), None)
+        .map_err(local)?;
+    match target.refname_to_id(&name) {
+        Ok(there) if there == commit => Ok(()),
+        _ => Err((
+            format!("the branch did not arrive at {commit}"),
+            PushFailure::Local,
+        )),
     }
 }
 
@@ -405,13 +456,14 @@ pub fn result_message(
 /// attempts and `Closes #N`, within the forge's limit. Only the long free-text parts
 /// (failing tests, the full report) are cut to fit, so the closing line always stays.
 fn pull_body(p: &Publication<'_>, cost: &str) -> String {
+    // A local pull request is a file: GitLab's generous limit keeps it readable.
     let limit = match p.forge {
         event::Forge::Github => GITHUB_TEXT_LIMIT,
-        event::Forge::Gitlab => GITLAB_BODY_LIMIT,
+        event::Forge::Gitlab | event::Forge::Local => GITLAB_BODY_LIMIT,
     };
     let details = match p.forge {
         event::Forge::Github => "",
-        event::Forge::Gitlab => p.verification.details.as_str(),
+        event::Forge::Gitlab | event::Forge::Local => p.verification.details.as_str(),
     };
     let render = |failing: &str, details: &str| {
         let mut out = String::new();
@@ -697,7 +749,11 @@ mod tests {
         let result = RunResult::Failed {
             reason: "tests fail".into(),
         };
-        for forge in [event::Forge::Github, event::Forge::Gitlab] {
+        for forge in [
+            event::Forge::Github,
+            event::Forge::Gitlab,
+            event::Forge::Local,
+        ] {
             let p = Publication {
                 forge,
                 repo: &repo,
@@ -720,7 +776,7 @@ mod tests {
             let body = pull_body(&p, "cost table\n");
             let limit = match forge {
                 event::Forge::Github => GITHUB_TEXT_LIMIT,
-                event::Forge::Gitlab => GITLAB_BODY_LIMIT,
+                event::Forge::Gitlab | event::Forge::Local => GITLAB_BODY_LIMIT,
             };
             assert!(body.len() <= limit, "{forge}: {}", body.len());
             assert!(body.len() > limit - 200, "{forge}: the room is used");

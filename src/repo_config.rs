@@ -18,7 +18,8 @@ pub fn candidate_paths(forge: Option<event::Forge>) -> &'static [&'static str] {
     match forge {
         Some(event::Forge::Github) => &[".github/planwright.yml", ".planwright.yml"],
         Some(event::Forge::Gitlab) => &[".gitlab/planwright.yml", ".planwright.yml"],
-        None => &[
+        // A local repository may be headed for either forge: any of the files counts.
+        Some(event::Forge::Local) | None => &[
             ".planwright.yml",
             ".github/planwright.yml",
             ".gitlab/planwright.yml",

@@ -371,7 +371,7 @@ fn issue_link(settings: &Settings, s: &sessions::SessionRow) -> String {
             .url
             .as_ref()
             .map(|base| format!("{base}/{}/-/issues/{}", s.repo, s.issue_number)),
-        None => None,
+        Some(Forge::Local) | None => None,
     };
     match url {
         Some(url) => format!("<a href=\"{}\">{}</a>", escape(&url), escape(&text)),

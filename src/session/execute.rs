@@ -808,6 +808,7 @@ impl Execution<'_> {
                     .unwrap_or_else(|| "gitlab.com".to_owned());
                 format!("noreply.{host}")
             }
+            event::Forge::Local => "localhost".to_owned(),
         };
         Author {
             name: login.to_owned(),

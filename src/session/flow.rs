@@ -1413,5 +1413,6 @@ pub(crate) fn source_links(app: &App, forge: event::Forge, repo: &RepoName) -> S
             }
             None => SourceLinks::None,
         },
+        event::Forge::Local => SourceLinks::None,
     }
 }
