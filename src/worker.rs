@@ -140,10 +140,14 @@ impl Worker {
                         job,
                         abort.clone(),
                     );
+                    let waker = waker.clone();
                     running.spawn(
                         async move {
                             run.await;
                             drop(permit);
+                            // Jobs enqueue the next step (an event its session's plan, an
+                            // approval the execution): look for it now, not a poll later.
+                            waker.wake();
                         }
                         .instrument(span),
                     );

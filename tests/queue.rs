@@ -366,3 +366,41 @@ async fn a_job_enqueued_in_a_rolled_back_transaction_does_not_exist() {
     tx.commit().await.unwrap();
     assert_eq!(jobs::list(&t.db, None).await.unwrap().len(), 1);
 }
+
+#[tokio::test]
+async fn a_job_enqueued_by_a_running_job_is_taken_without_waiting_for_the_poll() {
+    let t = TestDb::new().await;
+    let gate = Arc::new(Notify::new());
+    let (db, open) = (t.db.clone(), gate.clone());
+    let handlers = Handlers::default()
+        .on("first", move |_job: Job| {
+            let (db, open) = (db.clone(), open.clone());
+            async move {
+                // Held until the worker has looked for more work and gone idle, so only
+                // being woken can make it find the job enqueued here.
+                open.notified().await;
+                enqueue(&db, "second", "{}", 3).await;
+                Ok(())
+            }
+        })
+        .on("second", |_job: Job| async { Ok(()) });
+    let first = enqueue(&t.db, "first", "{}", 3).await;
+    // Far beyond the wait below: a worker relying on its poll would never see "second".
+    let settings = QueueSettings {
+        poll_interval: Duration::from_secs(3600),
+        ..queue_settings()
+    };
+    let (stop, handle) = spawn_worker(&t.db, handlers, settings, "w1");
+    job_in_state(&t.db, &first, jobs::RUNNING).await;
+    gate.notify_one();
+    eventually("the job enqueued by the first to be done", || async {
+        jobs::list(&t.db, None)
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|j| j.kind == "second" && j.state == jobs::DONE)
+    })
+    .await;
+    stop.cancel();
+    handle.await.unwrap();
+}
