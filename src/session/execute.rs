@@ -327,8 +327,11 @@ impl Execution<'_> {
             .await?
             .unwrap_or_else(|| self.row.base_sha.clone());
         drop(conn);
-        let result = self.workspace(&branch, &start).await?;
-        let baseline_ws = self.workspace(&branch, &self.row.base_sha).await?;
+        let (result, baseline_ws) = tokio::join!(
+            self.workspace(&branch, &start),
+            self.workspace(&branch, &self.row.base_sha)
+        );
+        let (result, baseline_ws) = (result?, baseline_ws?);
         timings.record("workspaces", started);
         let runs_dir = self.app.settings.data_dir.join("runs");
         let plan = verify::Plan::new(&self.contract, config);
