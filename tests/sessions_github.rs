@@ -1220,3 +1220,30 @@ async fn retry_after_a_failed_run_carries_out_the_contract_again_with_fresh_atte
     assert_eq!(world.github.pulls(REPO).len(), 1);
     world.server.stop().await;
 }
+
+#[tokio::test]
+async fn cancel_during_execution_stops_the_executor_and_pushes_nothing() {
+    let hanging = format!("test: {UNITTEST}\nexecutor: command\nexecutor_command: \"sleep 600\"\n");
+    let world = calc_world(vec![submit_calc(2)], &hanging).await;
+    world.approve_calc().await;
+    eventually("the attempt to run", || async {
+        let runs = world.runs().await;
+        runs.iter().any(|r| r.state == "running").then_some(())
+    })
+    .await;
+    world
+        .comment(&world.maintainer, "/cancel", "cancel-run")
+        .await;
+    world.wait_for_state("cancelled").await;
+    // The job ends long before the executor's command would have.
+    eventually("the attempt to stop", || async {
+        let runs = world.runs().await;
+        (runs.len() == 1 && runs[0].state == "failed").then_some(())
+    })
+    .await;
+    world.all_jobs_settled().await;
+    assert!(world.github.pulls(REPO).is_empty());
+    let branches = world.upstream(&["branch", "--list"]);
+    assert!(!branches.contains("planwright/"), "{branches}");
+    world.server.stop().await;
+}

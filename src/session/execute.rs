@@ -38,6 +38,9 @@ use crate::store::{audit, runs, sessions};
 use crate::verify::{self, Verifier, VerifyError};
 use crate::worker::{Job, JobError};
 
+/// How often a running executor's session is looked at for a cancellation.
+const CANCEL_POLL: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Why the job stopped early: the session fails with a reason people read, the job is
 /// retried or dead-lettered, or the session moved on (cancelled) and nothing is left to do.
 enum Stop {
@@ -419,22 +422,28 @@ impl Execution<'_> {
             task.feedback = feedback.take();
             let verifier = Verifier::new(sandbox.clone(), scratch);
             let stage = Instant::now();
-            let report = match baseline.take() {
-                Some(b) => {
-                    let report = executor.run(&task).await;
-                    baseline = Some(b);
-                    report
-                }
-                None => {
+            let work = async {
+                match baseline.take() {
+                    Some(b) => (executor.run(&task).await, Ok(b)),
                     // The base's checks need no result: they run beside the executor.
-                    let (report, base) = tokio::join!(
-                        executor.run(&task),
-                        verifier.baseline(&plan, &baseline_ws, run.as_str())
-                    );
-                    baseline = Some(base.map_err(|e| verify_stop(e, "the base commit"))?);
-                    report
+                    None => {
+                        tokio::join!(
+                            executor.run(&task),
+                            verifier.baseline(&plan, &baseline_ws, run.as_str())
+                        )
+                    }
                 }
             };
+            // A session cancelled meanwhile stops the executor: its sandbox dies with
+            // the dropped future, and nothing is pushed.
+            let (report, base) = tokio::select! {
+                done = work => done,
+                () = self.until_cancelled() => {
+                    self.finish_run(&run, "failed", Some("cancelled"), None).await?;
+                    return Err(Stop::Gone);
+                }
+            };
+            baseline = Some(base.map_err(|e| verify_stop(e, "the base commit"))?);
             timings.record("executor+baseline", stage);
             let report = match report {
                 Ok(r) => r,
@@ -921,6 +930,22 @@ impl Execution<'_> {
         let finished = state != "running" && state != "verified";
         runs::update(&mut conn, run, state, report, outcome, finished).await?;
         Ok(())
+    }
+
+    /// Returns once the session is no longer executing (a maintainer cancelled it).
+    async fn until_cancelled(&self) {
+        let mut every = tokio::time::interval(CANCEL_POLL);
+        loop {
+            every.tick().await;
+            let Ok(mut conn) = self.app.db.pool.acquire().await else {
+                continue;
+            };
+            if let Ok(Some(row)) = sessions::get(&mut conn, &self.id).await
+                && row.state == SessionState::Cancelled.as_str()
+            {
+                return;
+            }
+        }
     }
 
     /// Moves the session on; [`Stop::Gone`] when it was moved elsewhere first (cancelled).

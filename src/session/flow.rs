@@ -445,14 +445,15 @@ async fn on_pull_comment(
     delivery: Option<&str>,
 ) -> Result<(), JobError> {
     let forge = app.forges.get(event.forge, event.installation)?;
-    if is_bot(forge.as_ref(), author).await? {
-        return Ok(());
-    }
+    // Most comments on pull requests are not for planwright: read the text first.
     let names = app.forges.bot_names(event.forge).await?;
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
     let Ok(Some(Command::Revise { feedback })) = commands::parse(body, &names) else {
         return Ok(());
     };
+    if is_bot(forge.as_ref(), author).await? {
+        return Ok(());
+    }
     let mut conn = app.db.pool.acquire().await.map_err(anyhow::Error::from)?;
     if let Some(delivery) = delivery
         && already_done(&mut conn, delivery, "command.handled").await?
