@@ -36,7 +36,7 @@ impl JobError {
         }
     }
 
-    fn message(&self) -> String {
+    pub fn message(&self) -> String {
         match self {
             JobError::Retryable(e) | JobError::Permanent(e) => format!("{e:#}"),
         }

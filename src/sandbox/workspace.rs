@@ -1169,8 +1169,9 @@ impl Workspace {
         .await
     }
 
-    /// Paths that differ between the run branch's tip and the checkout: after
-    /// verification, what the checks wrote.
+    /// Files in the checkout that the run branch's tip does not hold: after
+    /// verification, what the checks created. (Files they rewrote are not told apart
+    /// from the executor's edits and stay part of the result.)
     pub async fn changed_since_tip(&self) -> Result<Vec<String>, WorkspaceError> {
         let (git_dir, work, branch) = (self.git_dir(), self.repo(), self.branch.clone());
         blocking(move || {
@@ -1183,6 +1184,7 @@ impl Workspace {
             let diff = diff_from_base(&repo, tip)?;
             Ok(diff
                 .deltas()
+                .filter(|d| matches!(d.status(), git2::Delta::Untracked | git2::Delta::Added))
                 .filter_map(|d| {
                     d.new_file()
                         .path()

@@ -180,6 +180,12 @@ pub async fn execute_job(app: Arc<App>, job: Job) -> Result<(), JobError> {
             fail(&app, forge.as_ref(), &ctx.id, &reason).await?;
             Ok(())
         }
+        // A job that will not run again must not leave the session waiting for it.
+        Err(Stop::Job(e)) if job.attempt >= super::flow::JOB_ATTEMPTS || !e.is_retryable() => {
+            let reason = format!("planwright could not continue: {}", e.message());
+            fail(&app, forge.as_ref(), &ctx.id, &reason).await?;
+            Err(e)
+        }
         Err(Stop::Job(e)) => Err(e),
     }
 }
@@ -250,11 +256,22 @@ impl Execution<'_> {
         if state == SessionState::Publishing {
             return self.resume_publishing(&config, &earlier).await;
         }
+        // Verified and recorded, then stopped before the move: publish that result.
+        if state == SessionState::Verifying && earlier.last().is_some_and(|r| r.state == "verified")
+        {
+            self.move_to(SessionState::Verifying, SessionState::Publishing, None)
+                .await?;
+            return self.resume_publishing(&config, &earlier).await;
+        }
         if state == SessionState::Verifying {
             self.move_to(SessionState::Verifying, SessionState::Executing, None)
                 .await?;
         }
-        let used = earlier.iter().filter(|r| r.retired == 0).count();
+        // An attempt a restart interrupted was not the executor's failure.
+        let used = earlier
+            .iter()
+            .filter(|r| r.retired == 0 && r.state != "abandoned")
+            .count();
         let used = u32::try_from(used).unwrap_or(u32::MAX);
         if used >= max_attempts {
             return Err(Stop::Fail(format!(
@@ -671,7 +688,30 @@ impl Execution<'_> {
             return Err(lost());
         };
         let outcome: RunOutcome = serde_json::from_str(text)
-            .with_context(|| format!("The outcome of run {} is unreadable", run.id))?;
+            .with_context(|| format!("The outcome of run {} is unreadable", run.id))
+            .map_err(|e| Stop::Job(JobError::Permanent(e)))?;
+        if run.state == "published" {
+            // Published before the process stopped: only the session's move is left.
+            return match &outcome.failure {
+                None => {
+                    self.move_to(SessionState::Publishing, SessionState::PrOpened, None)
+                        .await?;
+                    let mut conn = self.reader().await?;
+                    let pull = sessions::get(&mut conn, &self.id)
+                        .await?
+                        .and_then(|s| s.pull_number);
+                    drop(conn);
+                    let text = match pull {
+                        Some(n) => format!("Pull request #{n} is open: verification passed and the reviewer accepted it."),
+                        None => "The pull request is open: verification passed and the reviewer accepted it.".to_owned(),
+                    };
+                    self.status(SessionState::PrOpened, &text).await
+                }
+                Some(reason) => Err(Stop::Fail(format!(
+                    "The run did not pass ({reason}); its report was published."
+                ))),
+            };
+        }
         let workspace = self
             .app
             .workspaces
@@ -1023,14 +1063,19 @@ async fn fail(app: &App, forge: &dyn Forge, id: &SessionId, reason: &str) -> Res
     tx.commit().await.map_err(anyhow::Error::from)?;
     if moved {
         warn!(session = %id, reason, "session failed");
-        update_status(
+        // The failure is recorded: a status comment that cannot be written must not send
+        // the job round again, where it could meet a session `/retry` already restarted.
+        if let Err(e) = update_status(
             app,
             forge,
             &row,
             SessionState::Failed,
             &format!("{reason}\n\nUse `/retry` to carry out the contract again, or `/plan` to start over."),
         )
-        .await?;
+        .await
+        {
+            warn!(session = %id, error = %format!("{e:?}"), "could not say on the issue that the session failed");
+        }
     }
     Ok(())
 }

@@ -34,7 +34,7 @@ pub const EXECUTE_JOB: &str = "execute";
 
 /// Attempts a session job gets before it is dead-lettered; planning failures a person
 /// must see are handled inside the job, so these are for outages.
-const JOB_ATTEMPTS: i64 = 5;
+pub(crate) const JOB_ATTEMPTS: i64 = 5;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PlanJob {
@@ -766,7 +766,14 @@ impl CommandContext<'_> {
                                 .into(),
                         );
                     };
-                    let resume = if resume == SessionState::Publishing {
+                    // Publishing again only helps a verified result that was never
+                    // published; anything else is carried out again.
+                    let unpublished =
+                        crate::store::runs::for_version(&mut tx, &id, contract.version)
+                            .await?
+                            .last()
+                            .is_some_and(|r| r.state == "verified");
+                    let resume = if resume == SessionState::Publishing && unpublished {
                         SessionState::Publishing
                     } else {
                         SessionState::Executing
