@@ -5,7 +5,8 @@
 //! same files with a short, a long and a long heavy history (hundreds of MB packed), so
 //! history's share of the cost shows.
 //!
-//! `cargo bench --bench workspace`; `PLANWRIGHT_BENCH_WORKSPACE_100K=1` adds 100k files.
+//! `cargo bench --bench workspace`; `PLANWRIGHT_BENCH_WORKSPACE_100K=1` adds 100k files;
+//! words after `--` (`10000 heavy`) keep only the cases they all name.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -339,6 +340,8 @@ fn measure(
         samples[4].push(clone(i, &["--shared"]));
         samples[5].push(clone(i, &[]));
         samples[6].push(clone(i, &["--no-local"]));
+        let round: Vec<String> = samples.iter().map(|s| format!("{:.0}", s[i])).collect();
+        eprintln!("  run {}/{runs} ms: {}", i + 1, round.join(" "));
     }
     assert_eq!(cache.fetch_count(), 1, "a warm mirror was fetched again");
     let _ = std::fs::remove_dir_all(&case);
@@ -370,6 +373,20 @@ fn main() {
     if std::env::var_os("PLANWRIGHT_BENCH_WORKSPACE_100K").is_some() {
         cases.push((100_000, 2_000, History::Light));
     }
+    // `cargo bench --bench workspace -- 100000 heavy`: only the cases whose files, commits
+    // or history name all match the words given.
+    let words: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    cases.retain(|&(files, commits, history)| {
+        let names = [
+            files.to_string(),
+            commits.to_string(),
+            history.name().to_owned(),
+        ];
+        words.iter().all(|w| names.contains(w))
+    });
 
     // Rows are printed as they are measured: the 100k case takes the better part of an
     // hour, and the rows before it should not be lost with it.
