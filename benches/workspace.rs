@@ -172,7 +172,15 @@ fn timed(f: impl FnOnce() -> PathBuf) -> f64 {
     let made = f();
     let ms = start.elapsed().as_secs_f64() * 1000.0;
     let _ = std::fs::remove_dir_all(made);
+    settle();
     ms
+}
+
+/// Writes out what the last method left dirty, outside any timing: otherwise the next
+/// method pays for the previous one's writeback (hundreds of MB after a `--no-local` clone
+/// of a heavy history).
+fn settle() {
+    let _ = Command::new("sync").status();
 }
 
 const METHODS: [&str; 7] = [
@@ -262,6 +270,7 @@ fn measure(
         let ms = start.elapsed().as_secs_f64() * 1000.0;
         assert!(ws.repo().join("src/d0000/f000000.rs").is_file());
         rt.block_on(ws.finish(Outcome::Succeeded)).unwrap();
+        settle();
         ms
     };
 
