@@ -29,6 +29,7 @@ use planwright::sandbox::{self, Bwrap, Sandbox};
 use planwright::server::{Role, default_handlers};
 use planwright::store::{audit, sessions};
 use serde_json::{Value, json};
+use support::calc::{CALC, TEST_CALC, UNITTEST};
 use support::fake_forge::{APP_ID, APP_SLUG, FakeGithub, FakeUser, app_key};
 use support::model_server::{ModelServer, Step};
 use support::{TestDb, TestServer};
@@ -36,9 +37,6 @@ use support::{TestDb, TestServer};
 const REPO: &str = "acme/widgets";
 const INSTALLATION: i64 = 77;
 const ISSUE: i64 = 7;
-const UNITTEST: &str = "python3 -m unittest -v";
-const CALC: &str = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n";
-const TEST_CALC: &str = "import unittest\n\nfrom calc import add, mul\n\n\nclass TestCalc(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n\n    def test_mul(self):\n        self.assertEqual(mul(2, 3), 6)\n\n\nif __name__ == \"__main__\":\n    unittest.main()\n";
 const SETTINGS: &str = "test: python3 -m unittest -v\n";
 /// What planwright runs in the sandbox for this contract: the check on the base, then on
 /// the result (the contract's command and the repository's `test` are the same one, run
@@ -58,36 +56,7 @@ fn files() -> [(&'static str, &'static str); 4] {
 
 /// Planner, executor and reviewer, answered without delay.
 fn script() -> Vec<Step> {
-    let contract = json!({
-        "summary": "add subtracts instead of adding.",
-        "diagnosis": {
-            "hypothesis": "calc.add returns a - b.",
-            "evidence": [{"path": "calc.py", "lines": "1-2", "note": "a - b"}]
-        },
-        "change": {
-            "goal": "Make add return the sum.",
-            "files": [{"path": "calc.py", "action": "modify", "why": "use +"}]
-        },
-        "verification": {"commands": [UNITTEST]},
-        "routing": {"risk": "low", "max_attempts": 1}
-    });
-    vec![
-        Step::tool_call("p1", "submit_contract", contract).when_tools(&["submit_contract"]),
-        Step::tool_call(
-            "e1",
-            "edit_file",
-            json!({"path": "calc.py", "old": "return a - b", "new": "return a + b"}),
-        )
-        .when_tools(&["finish", "edit_file"]),
-        Step::tool_call("e2", "finish", json!({"summary": "add now adds."}))
-            .when_tools(&["finish"]),
-        Step::tool_call(
-            "r1",
-            "verdict",
-            json!({"accept": true, "findings": "As contracted.", "instructions": ""}),
-        )
-        .when_tools(&["verdict"]),
-    ]
+    support::calc::fixing_script(1)
 }
 
 fn now_ms() -> i64 {

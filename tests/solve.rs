@@ -8,15 +8,12 @@ use std::path::Path;
 use std::process::{Output, Stdio};
 use std::time::Duration;
 
-use serde_json::json;
+use support::calc::{CALC, TEST_CALC, UNITTEST};
 use support::git_http::git;
 use support::model_server::{ModelServer, Step};
 use support::planwright_command;
 
 /// A tiny Python project whose `add` subtracts: its own test fails on the base commit.
-const CALC: &str = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n";
-const TEST_CALC: &str = "import unittest\n\nfrom calc import add, mul\n\n\nclass TestCalc(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n\n    def test_mul(self):\n        self.assertEqual(mul(2, 3), 6)\n\n\nif __name__ == \"__main__\":\n    unittest.main()\n";
-const UNITTEST: &str = "python3 -m unittest -v";
 const ISSUE: &str = "# add subtracts\n\n`add(2, 3)` gives -1 instead of 5.\n";
 
 /// The calc project committed on `main` in `dir/calc`, with its planwright settings.
@@ -33,36 +30,7 @@ fn calc_repo(dir: &Path) -> std::path::PathBuf {
 }
 
 fn script() -> Vec<Step> {
-    let contract = json!({
-        "summary": "add subtracts instead of adding.",
-        "diagnosis": {
-            "hypothesis": "calc.add returns a - b.",
-            "evidence": [{"path": "calc.py", "lines": "1-2", "note": "a - b"}]
-        },
-        "change": {
-            "goal": "Make add return the sum.",
-            "files": [{"path": "calc.py", "action": "modify", "why": "use +"}]
-        },
-        "verification": {"commands": [UNITTEST]},
-        "routing": {"risk": "low", "max_attempts": 1}
-    });
-    vec![
-        Step::tool_call("p1", "submit_contract", contract).when_tools(&["submit_contract"]),
-        Step::tool_call(
-            "e1",
-            "edit_file",
-            json!({"path": "calc.py", "old": "return a - b", "new": "return a + b"}),
-        )
-        .when_tools(&["finish", "edit_file"]),
-        Step::tool_call("e2", "finish", json!({"summary": "add now adds."}))
-            .when_tools(&["finish"]),
-        Step::tool_call(
-            "r1",
-            "verdict",
-            json!({"accept": true, "findings": "The change the contract asks for.", "instructions": ""}),
-        )
-        .when_tools(&["verdict"]),
-    ]
+    support::calc::fixing_script(1)
 }
 
 /// Runs `planwright solve ARGS` in `cwd` with standard input not a terminal, the models
