@@ -802,10 +802,7 @@ impl VerificationReport {
                 Phase::Check => code(&c.command),
             };
             let base = c.baseline.as_ref().map_or_else(|| "—".to_owned(), cell);
-            let mut after = cell(&c.after);
-            if let Some(rerun) = &c.rerun {
-                let _ = write!(after, "; re-run: {}", cell(rerun));
-            }
+            let after = after_cell(c);
             let _ = writeln!(out, "| {name} | {base} | {after} |");
         }
         let flaky: Vec<String> = self
@@ -825,6 +822,11 @@ impl VerificationReport {
         out
     }
 
+    /// The listed failures of one class.
+    fn of_class(&self, class: Class) -> impl Iterator<Item = &ClassifiedFailure> {
+        self.failures.iter().filter(move |f| f.class == class)
+    }
+
     /// The longer account for a check run: the table, every listed failure with its
     /// message and location, and the scope findings; cut to what GitHub accepts.
     pub fn check_markdown(&self) -> String {
@@ -840,8 +842,7 @@ impl VerificationReport {
                 class.title(),
                 class.meaning()
             );
-            let listed: Vec<&ClassifiedFailure> =
-                self.failures.iter().filter(|f| f.class == class).collect();
+            let listed: Vec<&ClassifiedFailure> = self.of_class(class).collect();
             for f in &listed {
                 let name = match &f.test {
                     Some(test) => code(test),
@@ -895,10 +896,7 @@ impl VerificationReport {
             .commands
             .iter()
             .map(|c| {
-                let mut after = cell(&c.after);
-                if let Some(rerun) = &c.rerun {
-                    let _ = write!(after, "; re-run: {}", cell(rerun));
-                }
+                let after = after_cell(c);
                 crate::publish::VerificationRow {
                     command: match c.phase {
                         Phase::Setup => format!("setup: {}", c.command),
@@ -921,8 +919,7 @@ impl VerificationReport {
                 class.title(),
                 class.meaning()
             );
-            let listed: Vec<&ClassifiedFailure> =
-                self.failures.iter().filter(|f| f.class == class).collect();
+            let listed: Vec<&ClassifiedFailure> = self.of_class(class).collect();
             for f in &listed {
                 let name = match &f.test {
                     Some(test) => code(test),
@@ -992,12 +989,8 @@ impl VerificationReport {
                 continue;
             }
             let _ = writeln!(out, "{} ({total}; {}):", class.title(), class.meaning());
-            let listed: Vec<&ClassifiedFailure> = self
-                .failures
-                .iter()
-                .filter(|f| f.class == class)
-                .take(COMPACT_LISTED)
-                .collect();
+            let listed: Vec<&ClassifiedFailure> =
+                self.of_class(class).take(COMPACT_LISTED).collect();
             for (i, f) in listed.iter().enumerate() {
                 let name = f.test.as_deref().unwrap_or("(the whole command)");
                 let _ = write!(out, "- {name} [{}]", f.command);
@@ -1054,6 +1047,15 @@ fn counts_text(s: &RunSummary) -> String {
         parts.push(format!("{} errors", s.errors));
     }
     parts.join(", ")
+}
+
+/// The "after" cell of a command: its run on the result, and the re-run when there was one.
+fn after_cell(c: &CommandComparison) -> String {
+    let mut after = cell(&c.after);
+    if let Some(rerun) = &c.rerun {
+        let _ = write!(after, "; re-run: {}", cell(rerun));
+    }
+    after
 }
 
 /// A table cell: a mark, the counts when a runner was recognised, how it ended, how long.
