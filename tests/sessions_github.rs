@@ -664,6 +664,11 @@ async fn calc_world_with(script: Vec<Step>, settings: &str, extra: &[(&str, &str
     World::start_with(script, &files, &env).await
 }
 
+/// Repository settings running `line` as the `command` executor.
+fn command_settings(line: &str) -> String {
+    format!("test: {UNITTEST}\nexecutor: command\nexecutor_command: \"{line}\"\n")
+}
+
 fn submit_calc(max_attempts: u32) -> Step {
     Step::tool_call("p1", "submit_contract", calc_contract(max_attempts))
         .when_tools(&["submit_contract"])
@@ -846,9 +851,7 @@ async fn an_approved_contract_becomes_a_pull_request_with_the_real_test_results(
 
 #[tokio::test]
 async fn an_executor_that_claims_success_gets_a_draft_showing_the_failing_test() {
-    let settings = format!(
-        "test: {UNITTEST}\nexecutor: command\nexecutor_command: \"echo '# tidied' >> calc.py; echo 'All 2 tests pass.'\"\n"
-    );
+    let settings = command_settings("echo '# tidied' >> calc.py; echo 'All 2 tests pass.'");
     // Even a reviewer that believes the claim cannot make the failing test pass.
     let world = calc_world(
         vec![submit_calc(1), verdict(true, "Looks done.")],
@@ -928,7 +931,7 @@ async fn a_result_touching_a_protected_path_is_refused_and_nothing_is_pushed() {
 
 #[tokio::test]
 async fn a_restart_during_execution_starts_a_fresh_attempt_and_opens_one_pull_request() {
-    let hanging = format!("test: {UNITTEST}\nexecutor: command\nexecutor_command: \"sleep 600\"\n");
+    let hanging = command_settings("sleep 600");
     let world = calc_world_with(
         vec![submit_calc(3), verdict(true, "As asked.")],
         &hanging,
@@ -945,9 +948,7 @@ async fn a_restart_during_execution_starts_a_fresh_attempt_and_opens_one_pull_re
     world.github.put_file(
         REPO,
         ".github/planwright.yml",
-        &format!(
-            "test: {UNITTEST}\nexecutor: command\nexecutor_command: \"sed -i 's/a - b/a + b/' calc.py\"\n"
-        ),
+        &command_settings("sed -i 's/a - b/a + b/' calc.py"),
     );
     let world = world.restarted().await;
     world.wait_for_state("pr_opened").await;
@@ -968,9 +969,7 @@ async fn a_restart_during_execution_starts_a_fresh_attempt_and_opens_one_pull_re
 
 #[tokio::test]
 async fn a_pull_request_created_but_answered_with_an_error_is_not_created_twice() {
-    let fix = format!(
-        "test: {UNITTEST}\nexecutor: command\nexecutor_command: \"sed -i 's/a - b/a + b/' calc.py\"\n"
-    );
+    let fix = command_settings("sed -i 's/a - b/a + b/' calc.py");
     let world = calc_world_with(
         vec![submit_calc(2), verdict(true, "As asked.")],
         &fix,
@@ -1026,17 +1025,13 @@ async fn fails_with(script: Vec<Step>, settings: &str, reason: &str) {
 
 #[tokio::test]
 async fn an_executor_that_crashes_ends_the_session_saying_so() {
-    let settings = format!(
-        "test: {UNITTEST}\nexecutor: command\nexecutor_command: \"echo 'half way'; exit 3\"\n"
-    );
+    let settings = command_settings("echo 'half way'; exit 3");
     fails_with(vec![submit_calc(2)], &settings, "exit code 3").await;
 }
 
 #[tokio::test]
 async fn an_executor_that_changes_nothing_ends_the_session_saying_so() {
-    let settings = format!(
-        "test: {UNITTEST}\nexecutor: command\nexecutor_command: \"echo 'nothing to do'\"\n"
-    );
+    let settings = command_settings("echo 'nothing to do'");
     fails_with(vec![submit_calc(2)], &settings, "without changing anything").await;
 }
 
@@ -1196,9 +1191,7 @@ async fn revise_on_the_pull_request_runs_another_round_on_the_same_branch() {
 
 #[tokio::test]
 async fn retry_after_a_failed_run_carries_out_the_contract_again_with_fresh_attempts() {
-    let crashing = format!(
-        "test: {UNITTEST}\nexecutor: command\nexecutor_command: \"echo 'broken'; exit 1\"\n"
-    );
+    let crashing = command_settings("echo 'broken'; exit 1");
     // One attempt only: a retry must grant fresh ones to run at all.
     let world = calc_world(vec![submit_calc(1), verdict(true, "Fixed.")], &crashing).await;
     world.approve_calc().await;
@@ -1207,9 +1200,7 @@ async fn retry_after_a_failed_run_carries_out_the_contract_again_with_fresh_atte
     world.github.put_file(
         REPO,
         ".github/planwright.yml",
-        &format!(
-            "test: {UNITTEST}\nexecutor: command\nexecutor_command: \"sed -i 's/a - b/a + b/' calc.py\"\n"
-        ),
+        &command_settings("sed -i 's/a - b/a + b/' calc.py"),
     );
     world
         .comment(&world.maintainer, "/retry", "retry-run")
@@ -1224,7 +1215,7 @@ async fn retry_after_a_failed_run_carries_out_the_contract_again_with_fresh_atte
 
 #[tokio::test]
 async fn cancel_during_execution_stops_the_executor_and_pushes_nothing() {
-    let hanging = format!("test: {UNITTEST}\nexecutor: command\nexecutor_command: \"sleep 600\"\n");
+    let hanging = command_settings("sleep 600");
     let world = calc_world(vec![submit_calc(2)], &hanging).await;
     world.approve_calc().await;
     eventually("the attempt to run", || async {
