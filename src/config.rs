@@ -11,6 +11,8 @@ use secrecy::{ExposeSecret, SecretString};
 
 pub const ENV_PREFIX: &str = "PLANWRIGHT_";
 const DEFAULT_CONFIG_FILE: &str = "planwright.toml";
+/// The shortest token an operator may choose for a page planwright guards.
+const MIN_TOKEN_CHARS: usize = 16;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogFormat {
@@ -42,6 +44,9 @@ pub struct Settings {
     /// Where the model proxy for executors listens.
     pub model_proxy: crate::llm::proxy::ProxyListen,
     pub workspaces: WorkspaceSettings,
+    /// The operator's secret for registering the GitHub App; without it, one is made at
+    /// every start while no app is configured, and printed in the log.
+    pub setup_token: Option<SecretString>,
     /// Problems that did not stop loading (unknown environment variables), to be logged
     /// once logging is set up.
     pub warnings: Vec<String>,
@@ -191,6 +196,7 @@ const KEYS: &[&str] = &[
     "shutdown_grace_secs",
     "workspace_keep_failed_secs",
     "mirror_unused_days",
+    "setup_token",
 ];
 
 impl Settings {
@@ -399,6 +405,21 @@ impl Raw {
                     .collect()
             })
             .unwrap_or_default()
+    }
+
+    /// An operator's secret that guards a page: long enough that guessing it online is
+    /// hopeless.
+    fn token(&self, key: &str) -> Result<Option<SecretString>> {
+        let token = self.secret(key);
+        if let Some(token) = &token
+            && token.expose_secret().chars().count() < MIN_TOKEN_CHARS
+        {
+            bail!(
+                "Cannot use {}: a token must be at least {MIN_TOKEN_CHARS} characters long, so that it cannot be guessed (`openssl rand -hex 16` makes one)",
+                self.source(key)
+            );
+        }
+        Ok(token)
     }
 
     fn positive(&self, key: &str) -> Result<Option<u64>> {
@@ -649,6 +670,7 @@ impl Raw {
             queue,
             model_proxy,
             workspaces,
+            setup_token: self.token("setup_token")?,
             warnings: self.warnings,
         })
     }
@@ -740,6 +762,23 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("PostgreSQL"), "{err}");
+    }
+
+    #[test]
+    fn tokens_that_guard_pages_must_be_long_enough() {
+        let err = Settings::from_sources(None, &env(&[("PLANWRIGHT_SETUP_TOKEN", "hunter2")]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("PLANWRIGHT_SETUP_TOKEN") && err.contains("at least 16"),
+            "{err}"
+        );
+        let s = Settings::from_sources(
+            None,
+            &env(&[("PLANWRIGHT_SETUP_TOKEN", "0123456789abcdef")]),
+        )
+        .unwrap();
+        assert_eq!(s.setup_token.unwrap().expose_secret(), "0123456789abcdef");
     }
 
     #[test]

@@ -54,7 +54,12 @@ pub fn router(state: AppState, role: Role) -> Router {
         router = router
             .route("/webhooks/github", post(webhooks::github::receive))
             .route("/webhooks/gitlab", post(webhooks::gitlab::receive))
-            .route("/", get(setup::index))
+            .route(
+                "/",
+                get(setup::index)
+                    .post(setup::token_form)
+                    .layer(DefaultBodyLimit::max(setup::FORM_LIMIT)),
+            )
             .route(setup::CALLBACK_PATH, get(setup::callback));
     }
     router
@@ -130,6 +135,9 @@ pub async fn start(
         onboarding: setup::Onboarding::new(settings.clone(), forges.clone(), &settings.public_url),
         forges,
     };
+    if role != Role::Worker && !state.forges.configured(crate::event::Forge::Github) {
+        state.onboarding.announce();
+    }
     let worker = (role != Role::Web).then(|| Worker {
         db: db.clone(),
         handlers,
