@@ -47,6 +47,12 @@ pub struct Settings {
     /// The operator's secret for registering the GitHub App; without it, one is made at
     /// every start while no app is configured, and printed in the log.
     pub setup_token: Option<SecretString>,
+    /// Shows the status page and `/metrics` to whoever presents it.
+    pub admin_token: Option<SecretString>,
+    /// Shows `/metrics` only, for a scraper.
+    pub metrics_token: Option<SecretString>,
+    /// A listener of its own for `/metrics`, which the main one then does not serve.
+    pub metrics_listen: Option<SocketAddr>,
     /// Problems that did not stop loading (unknown environment variables), to be logged
     /// once logging is set up.
     pub warnings: Vec<String>,
@@ -197,6 +203,9 @@ const KEYS: &[&str] = &[
     "workspace_keep_failed_secs",
     "mirror_unused_days",
     "setup_token",
+    "admin_token",
+    "metrics_token",
+    "metrics_listen",
 ];
 
 impl Settings {
@@ -671,6 +680,17 @@ impl Raw {
             model_proxy,
             workspaces,
             setup_token: self.token("setup_token")?,
+            admin_token: self.token("admin_token")?,
+            metrics_token: self.token("metrics_token")?,
+            metrics_listen: match self.text("metrics_listen") {
+                None => None,
+                Some(addr) => Some(addr.parse::<SocketAddr>().map_err(|_| {
+                    anyhow::anyhow!(
+                        "Cannot use {}: expected an address such as 0.0.0.0:9091, got `{addr}`",
+                        self.source("metrics_listen")
+                    )
+                })?),
+            },
             warnings: self.warnings,
         })
     }

@@ -386,6 +386,7 @@ async fn the_manifest_flow_stores_the_app_and_planwright_uses_it_without_a_resta
     let status = eventually("the status page lists the installation", || async {
         let page = browser()
             .get(format!("{}/", server.base))
+            .bearer_auth(support::ADMIN_TOKEN)
             .send()
             .await
             .ok()?
@@ -607,8 +608,12 @@ async fn serve_without_an_app_prints_the_setup_address_with_a_token_of_its_own()
     assert!(status.success(), "serve exited with {status}");
 }
 
-#[tokio::test]
-async fn the_status_page_shows_sessions_without_leaking() {
+/// A token that sits in session failures, dossiers and contracts: no page may show it.
+const LEAKED_TOKEN: &str = "ghs_16C7e42F292c6912E7710c838347Ae178B4a";
+
+/// A server with the GitHub App configured, ADMIN_TOKEN as `extra` leaves it, and two
+/// sessions: `acme/widgets#7`, awaiting approval at $1.25, and one with markup in its name.
+async fn status_world(extra: &[(&str, &str)]) -> (TestDb, FakeGithub, TestServer) {
     let db = TestDb::new().await;
     let github = FakeGithub::start().await;
     let key = app_key().private_pem.clone();
@@ -619,13 +624,16 @@ async fn the_status_page_shows_sessions_without_leaking() {
             ("PLANWRIGHT_GITHUB_APP_ID", app_id.as_str()),
             ("PLANWRIGHT_GITHUB_PRIVATE_KEY", key.as_str()),
             ("PLANWRIGHT_GITHUB_API_URL", github.url.as_str()),
-        ],
+        ]
+        .into_iter()
+        .chain(extra.iter().copied())
+        .collect::<Vec<_>>(),
     );
     let server = TestServer::start(settings, Role::Web, |_| {
         planwright::worker::Handlers::default()
     })
     .await;
-    let secret = "ghs_16C7e42F292c6912E7710c838347Ae178B4a";
+    let secret = LEAKED_TOKEN;
     let seed = [
         ("acme/widgets", 7, "awaiting_approval", 1_250_000_i64),
         ("acme/<script>alert(1)</script>", 8, "failed", 0),
@@ -673,9 +681,101 @@ async fn the_status_page_shows_sessions_without_leaking() {
         }
     }
     drop(conn);
+    (db, github, server)
+}
+
+/// Anyone who finds the instance asks for `/`: without the operator's token, no repository,
+/// session state or cost; with no ADMIN_TOKEN set, no status page at all.
+#[tokio::test]
+async fn the_status_page_shows_nothing_private_without_the_admin_token() {
+    let (_db, _github, server) = status_world(&[]).await;
+    let private = [
+        "acme/widgets",
+        "awaiting_approval",
+        "$1.25",
+        "Installations",
+        "v2",
+    ];
+    for (authorization, why) in [
+        (None, "no credentials"),
+        (
+            Some("Bearer admin-test-token-7f3e2c".to_owned()),
+            "a wrong token",
+        ),
+        (
+            Some(format!("Bearer {GITHUB_SECRET}")),
+            "the webhook secret",
+        ),
+        (
+            Some("Basic dXNlcjp3cm9uZy10b2tlbi0wMTIzNDU2".to_owned()),
+            "a wrong password",
+        ),
+    ] {
+        let mut request = browser().get(format!("{}/", server.base));
+        if let Some(authorization) = authorization {
+            request = request.header("authorization", authorization);
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), 401, "{why}");
+        let challenges: Vec<&str> = response
+            .headers()
+            .get_all("www-authenticate")
+            .iter()
+            .map(|v| v.to_str().unwrap())
+            .collect();
+        assert!(
+            challenges
+                .iter()
+                .any(|c| c.starts_with("Basic realm=\"planwright\"")),
+            "{challenges:?}"
+        );
+        let page = response.text().await.unwrap();
+        assert!(page.contains("ADMIN_TOKEN"), "{page}");
+        for leak in private.iter().chain(&[LEAKED_TOKEN]) {
+            assert!(
+                !page.contains(leak),
+                "{why}: the page shows {leak}:\n{page}"
+            );
+        }
+    }
+    // A browser signs in through its own prompt: Basic, with the token as the password.
+    let signed_in = browser()
+        .get(format!("{}/", server.base))
+        .basic_auth("operator", Some(support::ADMIN_TOKEN))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(signed_in.status(), 200);
+    let page = signed_in.text().await.unwrap();
+    assert!(
+        page.contains("acme/widgets#7") && page.contains("$1.25"),
+        "{page}"
+    );
+    server.stop().await;
+
+    let (_db, _github, server) = status_world(&[("PLANWRIGHT_ADMIN_TOKEN", "")]).await;
+    let off = browser()
+        .get(format!("{}/", server.base))
+        .bearer_auth(support::ADMIN_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(off.status(), 403);
+    let page = off.text().await.unwrap();
+    assert!(page.contains("no ADMIN_TOKEN"), "{page}");
+    for leak in private.iter().chain(&[LEAKED_TOKEN]) {
+        assert!(!page.contains(leak), "the page shows {leak}:\n{page}");
+    }
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn the_status_page_shows_sessions_without_leaking() {
+    let (_db, _github, server) = status_world(&[]).await;
 
     let response = browser()
         .get(format!("{}/", server.base))
+        .bearer_auth(support::ADMIN_TOKEN)
         .send()
         .await
         .unwrap();
@@ -700,7 +800,12 @@ async fn the_status_page_shows_sessions_without_leaking() {
         "{page}"
     );
     assert!(!page.contains("<script>"), "{page}");
-    for leak in [secret, "PRIVATE KEY", GITHUB_SECRET, support::GITLAB_SECRET] {
+    for leak in [
+        LEAKED_TOKEN,
+        "PRIVATE KEY",
+        GITHUB_SECRET,
+        support::GITLAB_SECRET,
+    ] {
         assert!(!page.contains(leak), "the page shows {leak}:\n{page}");
     }
     server.stop().await;

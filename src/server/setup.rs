@@ -232,14 +232,46 @@ pub struct IndexQuery {
     token: Option<String>,
 }
 
-/// `GET /`: the registration page while no GitHub App is configured, the status page after.
-pub async fn index(State(state): State<AppState>, Query(query): Query<IndexQuery>) -> Response {
+/// `GET /`: the registration page while no GitHub App is configured, the status page after
+/// (for the holder of ADMIN_TOKEN: it names private repositories and what they cost).
+pub async fn index(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Query(query): Query<IndexQuery>,
+) -> Response {
     if !state.forges.configured(Forge::Github) {
         return registration_page(
             &state.onboarding,
             query.org.as_deref(),
             query.token.as_deref(),
         );
+    }
+    let Some(admin_token) = &state.settings.admin_token else {
+        return message_page(
+            StatusCode::FORBIDDEN,
+            "Status page off",
+            "This planwright shows no status page: it has no ADMIN_TOKEN. Set ADMIN_TOKEN \
+             and sign in with it to see installations and sessions.",
+        );
+    };
+    if !super::operator::authorized(&headers, [admin_token]) {
+        let mut response = message_page(
+            StatusCode::UNAUTHORIZED,
+            "Sign in",
+            "The status page is for the operator: sign in with ADMIN_TOKEN as the password \
+             (any user name), or send Authorization: Bearer <ADMIN_TOKEN>.",
+        );
+        let challenges = response.headers_mut();
+        for challenge in [
+            "Basic realm=\"planwright\", charset=\"UTF-8\"",
+            "Bearer realm=\"planwright\"",
+        ] {
+            challenges.append(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static(challenge),
+            );
+        }
+        return response;
     }
     match status_page(&state).await {
         Ok(body) => html(StatusCode::OK, body, None),
