@@ -40,6 +40,9 @@ pub struct Settings {
     pub log_format: LogFormat,
     /// Largest webhook body accepted (GitHub caps payloads at 25 MB).
     pub webhook_body_limit: usize,
+    /// GitHub bodies read at once before their signature is checked: each may be as large
+    /// as the limit, and anyone can send one.
+    pub webhook_body_reads: usize,
     pub queue: QueueSettings,
     /// Where the model proxy for executors listens.
     pub model_proxy: crate::llm::proxy::ProxyListen,
@@ -193,6 +196,7 @@ const KEYS: &[&str] = &[
     "sandbox_relay",
     "log_format",
     "webhook_body_limit",
+    "webhook_body_reads",
     "workers",
     "job_lease_secs",
     "job_max_attempts",
@@ -676,6 +680,9 @@ impl Raw {
             webhook_body_limit: self
                 .positive("webhook_body_limit")?
                 .map_or(25 * 1024 * 1024, |v| v as usize),
+            webhook_body_reads: self
+                .positive("webhook_body_reads")?
+                .map_or(8, |v| v as usize),
             queue,
             model_proxy,
             workspaces,

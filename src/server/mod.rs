@@ -33,6 +33,8 @@ pub struct AppState {
     /// The forges the job handlers use; webhook verification reads the GitHub secrets here.
     pub forges: Arc<Forges>,
     pub onboarding: setup::Onboarding,
+    /// Turns for reading GitHub bodies whose signature is not checked yet (WEBHOOK_BODY_READS).
+    pub unverified_reads: Arc<tokio::sync::Semaphore>,
 }
 
 /// Which parts of planwright this process runs (several processes can share PostgreSQL).
@@ -151,6 +153,11 @@ pub async fn start(
         settings: settings.clone(),
         waker: waker.clone(),
         onboarding: setup::Onboarding::new(settings.clone(), forges.clone(), &settings.public_url),
+        unverified_reads: Arc::new(tokio::sync::Semaphore::new(
+            settings
+                .webhook_body_reads
+                .min(tokio::sync::Semaphore::MAX_PERMITS),
+        )),
         forges,
     };
     if role != Role::Worker && !state.forges.configured(crate::event::Forge::Github) {
