@@ -490,7 +490,7 @@ pub async fn callback(
             }
             StateRefusal::Expired => "The state GitHub sent back has expired.",
             StateRefusal::OtherBrowser => {
-                "The state GitHub sent back does not match this browser: it was issued to another one."
+                "The state GitHub sent back does not match this browser: it was issued to another one, or this browser kept no cookie."
             }
         };
         return message_page(
