@@ -11,6 +11,8 @@ use secrecy::{ExposeSecret, SecretString};
 
 pub const ENV_PREFIX: &str = "PLANWRIGHT_";
 const DEFAULT_CONFIG_FILE: &str = "planwright.toml";
+/// The shortest token an operator may choose for a page planwright guards.
+const MIN_TOKEN_CHARS: usize = 16;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogFormat {
@@ -38,10 +40,22 @@ pub struct Settings {
     pub log_format: LogFormat,
     /// Largest webhook body accepted (GitHub caps payloads at 25 MB).
     pub webhook_body_limit: usize,
+    /// GitHub bodies read at once before their signature is checked: each may be as large
+    /// as the limit, and anyone can send one.
+    pub webhook_body_reads: usize,
     pub queue: QueueSettings,
     /// Where the model proxy for executors listens.
     pub model_proxy: crate::llm::proxy::ProxyListen,
     pub workspaces: WorkspaceSettings,
+    /// The operator's secret for registering the GitHub App; without it, one is made at
+    /// every start while no app is configured, and printed in the log.
+    pub setup_token: Option<SecretString>,
+    /// Shows the status page and `/metrics` to whoever presents it.
+    pub admin_token: Option<SecretString>,
+    /// Shows `/metrics` only, for a scraper.
+    pub metrics_token: Option<SecretString>,
+    /// A listener of its own for `/metrics`, which the main one then does not serve.
+    pub metrics_listen: Option<SocketAddr>,
     /// Problems that did not stop loading (unknown environment variables), to be logged
     /// once logging is set up.
     pub warnings: Vec<String>,
@@ -182,6 +196,7 @@ const KEYS: &[&str] = &[
     "sandbox_relay",
     "log_format",
     "webhook_body_limit",
+    "webhook_body_reads",
     "workers",
     "job_lease_secs",
     "job_max_attempts",
@@ -191,6 +206,10 @@ const KEYS: &[&str] = &[
     "shutdown_grace_secs",
     "workspace_keep_failed_secs",
     "mirror_unused_days",
+    "setup_token",
+    "admin_token",
+    "metrics_token",
+    "metrics_listen",
 ];
 
 impl Settings {
@@ -399,6 +418,21 @@ impl Raw {
                     .collect()
             })
             .unwrap_or_default()
+    }
+
+    /// An operator's secret that guards a page: long enough that guessing it online is
+    /// hopeless.
+    fn token(&self, key: &str) -> Result<Option<SecretString>> {
+        let token = self.secret(key);
+        if let Some(token) = &token
+            && token.expose_secret().chars().count() < MIN_TOKEN_CHARS
+        {
+            bail!(
+                "Cannot use {}: a token must be at least {MIN_TOKEN_CHARS} characters long, so that it cannot be guessed (`openssl rand -hex 16` makes one)",
+                self.source(key)
+            );
+        }
+        Ok(token)
     }
 
     fn positive(&self, key: &str) -> Result<Option<u64>> {
@@ -646,9 +680,24 @@ impl Raw {
             webhook_body_limit: self
                 .positive("webhook_body_limit")?
                 .map_or(25 * 1024 * 1024, |v| v as usize),
+            webhook_body_reads: self
+                .positive("webhook_body_reads")?
+                .map_or(8, |v| v as usize),
             queue,
             model_proxy,
             workspaces,
+            setup_token: self.token("setup_token")?,
+            admin_token: self.token("admin_token")?,
+            metrics_token: self.token("metrics_token")?,
+            metrics_listen: match self.text("metrics_listen") {
+                None => None,
+                Some(addr) => Some(addr.parse::<SocketAddr>().map_err(|_| {
+                    anyhow::anyhow!(
+                        "Cannot use {}: expected an address such as 0.0.0.0:9091, got `{addr}`",
+                        self.source("metrics_listen")
+                    )
+                })?),
+            },
             warnings: self.warnings,
         })
     }
@@ -740,6 +789,23 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("PostgreSQL"), "{err}");
+    }
+
+    #[test]
+    fn tokens_that_guard_pages_must_be_long_enough() {
+        let err = Settings::from_sources(None, &env(&[("PLANWRIGHT_SETUP_TOKEN", "hunter2")]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("PLANWRIGHT_SETUP_TOKEN") && err.contains("at least 16"),
+            "{err}"
+        );
+        let s = Settings::from_sources(
+            None,
+            &env(&[("PLANWRIGHT_SETUP_TOKEN", "0123456789abcdef")]),
+        )
+        .unwrap();
+        assert_eq!(s.setup_token.unwrap().expose_secret(), "0123456789abcdef");
     }
 
     #[test]

@@ -90,7 +90,37 @@ pub fn settings(settings: &Settings) -> Vec<Check> {
             .iter()
             .map(|w| Check::warn("settings", w.clone())),
     );
+    out.push(operator_pages(settings));
     out
+}
+
+/// Which of the operator's pages can be reached, and how; none is shown without a token.
+fn operator_pages(settings: &Settings) -> Check {
+    const NAME: &str = "operator pages";
+    let status = if settings.admin_token.is_some() {
+        "the status page for ADMIN_TOKEN"
+    } else {
+        "no status page (no ADMIN_TOKEN)"
+    };
+    let metrics = match (
+        settings.metrics_listen,
+        settings.admin_token.is_some() || settings.metrics_token.is_some(),
+    ) {
+        (Some(at), _) => format!("/metrics on {at} only (METRICS_LISTEN; keep it private)"),
+        (None, true) => "/metrics for METRICS_TOKEN or ADMIN_TOKEN".to_owned(),
+        (None, false) => {
+            "/metrics refused (no METRICS_TOKEN, ADMIN_TOKEN or METRICS_LISTEN)".to_owned()
+        }
+    };
+    let detail = format!("{status}; {metrics}");
+    if settings.admin_token.is_none()
+        && settings.metrics_token.is_none()
+        && settings.metrics_listen.is_none()
+    {
+        Check::warn(NAME, detail)
+    } else {
+        Check::ok(NAME, detail)
+    }
 }
 
 /// The settings could not be loaded: nothing else can be checked.
@@ -694,6 +724,33 @@ mod tests {
         );
         assert_eq!(sqlite_file("sqlite::memory:"), None);
         assert_eq!(sqlite_file("postgres://db/planwright"), None);
+    }
+
+    #[test]
+    fn operator_pages_are_a_warning_only_when_nothing_can_show_them() {
+        let with = |env: &[(&str, &str)]| {
+            let env: Vec<(String, String)> = env
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect();
+            operator_pages(&Settings::from_sources(None, &env).unwrap())
+        };
+        let none = with(&[]);
+        assert_eq!(none.status, Status::Warn);
+        let admin = with(&[("PLANWRIGHT_ADMIN_TOKEN", "0123456789abcdef-admin")]);
+        assert_eq!(admin.status, Status::Ok);
+        assert!(
+            !admin.line().contains("0123456789abcdef"),
+            "{}",
+            admin.line()
+        );
+        let listener = with(&[("PLANWRIGHT_METRICS_LISTEN", "0.0.0.0:9091")]);
+        assert_eq!(listener.status, Status::Ok);
+        assert!(
+            listener.line().contains("0.0.0.0:9091"),
+            "{}",
+            listener.line()
+        );
     }
 
     #[test]

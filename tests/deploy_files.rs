@@ -204,7 +204,21 @@ fn fly_toml_mounts_data_dir_and_migrates_before_release() {
         fly["http_service"]["internal_port"].as_integer(),
         Some(port)
     );
-    assert_eq!(fly["metrics"]["port"].as_integer(), Some(port));
+    // Metrics stay off the public service: on a listener of their own, which Fly scrapes.
+    let metrics_port = metrics_port(&fly);
+    assert_ne!(
+        metrics_port, port,
+        "the public service would serve /metrics"
+    );
+    let services = fly.get("services").and_then(|s| s.as_array());
+    assert!(
+        services
+            .into_iter()
+            .flatten()
+            .all(|s| s["internal_port"].as_integer() != Some(metrics_port)),
+        "a service exposes the metrics port"
+    );
+    assert_eq!(fly["metrics"]["port"].as_integer(), Some(metrics_port));
     assert_eq!(fly["metrics"]["path"].as_str(), Some("/metrics"));
     assert_eq!(
         fly["env"]["PLANWRIGHT_LISTEN"].as_str(),
@@ -224,11 +238,21 @@ fn fly_toml_mounts_data_dir_and_migrates_before_release() {
     );
 }
 
-/// Every path the deployment files probe answers 200 on the real router.
+/// The port of fly.toml's PLANWRIGHT_METRICS_LISTEN.
+fn metrics_port(fly: &toml::Table) -> i64 {
+    let listen = fly["env"]["PLANWRIGHT_METRICS_LISTEN"]
+        .as_str()
+        .expect("fly.toml gives the metrics a listener of their own");
+    listen.rsplit(':').next().unwrap().parse().unwrap()
+}
+
+/// Every path the deployment files probe answers 200 on the real router; the metrics on
+/// their own listener, as fly.toml sets it up, and not on the main one.
 #[tokio::test]
 async fn the_paths_the_deployment_files_probe_answer() {
     let fly: toml::Table = toml::from_str(&repo_file("fly.toml")).unwrap();
-    let mut paths = vec![fly["metrics"]["path"].as_str().unwrap().to_owned()];
+    let metrics_path = fly["metrics"]["path"].as_str().unwrap().to_owned();
+    let mut paths = Vec::new();
     for check in fly["checks"].as_table().unwrap().values() {
         paths.push(check["path"].as_str().unwrap().to_owned());
     }
@@ -244,7 +268,7 @@ async fn the_paths_the_deployment_files_probe_answer() {
     paths.push(docker_path.to_owned());
 
     let db = TestDb::new().await;
-    let server = TestServer::web(&db).await;
+    let server = TestServer::web_with(&db, &[("PLANWRIGHT_METRICS_LISTEN", "127.0.0.1:0")]).await;
     for path in &paths {
         let response = server
             .client
@@ -254,6 +278,21 @@ async fn the_paths_the_deployment_files_probe_answer() {
             .unwrap();
         assert_eq!(response.status(), 200, "{path}");
     }
-    assert!(paths.len() >= 4, "{paths:?}");
+    assert!(paths.len() >= 3, "{paths:?}");
+    let metrics_base = server.metrics_base.clone().expect("a metrics listener");
+    let scraped = server
+        .client
+        .get(format!("{metrics_base}{metrics_path}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(scraped.status(), 200, "{metrics_path}");
+    let public = server
+        .client
+        .get(format!("{}{metrics_path}", server.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(public.status(), 404, "{metrics_path} on the main listener");
     server.stop().await;
 }

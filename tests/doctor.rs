@@ -142,6 +142,11 @@ async fn a_deployment_whose_parts_all_answer_passes() {
     assert!(report.success, "{}\n{}", report.stdout, report.stderr);
 
     report.assert_line("settings", "ok", &["loaded"]);
+    report.assert_line(
+        "operator pages",
+        "warn",
+        &["no status page (no ADMIN_TOKEN)", "/metrics refused"],
+    );
     report.assert_line("database", "ok", &["migrations applied"]);
     report.assert_line(
         "github app",

@@ -35,6 +35,7 @@ async fn scrape(server: &TestServer) -> Scrape {
     let response = server
         .client
         .get(format!("{}/metrics", server.base))
+        .bearer_auth(support::ADMIN_TOKEN)
         .send()
         .await
         .expect("/metrics answers");
@@ -354,5 +355,97 @@ async fn sandbox_runs_are_counted_by_outcome_with_their_duration() {
     assert!(buckets.windows(2).all(|w| w[0].1 <= w[1].1), "{buckets:?}");
     // The timed-out run is not in the smallest bucket.
     assert!(buckets[0].1 < runs(&after), "{buckets:?}");
+    server.stop().await;
+}
+
+/// `/metrics` from the main (often public) listener: anyone asking without a token learns
+/// nothing; a scraper's METRICS_TOKEN or the operator's ADMIN_TOKEN gets the exposition.
+#[tokio::test]
+async fn metrics_show_nothing_without_a_token_on_the_main_listener() {
+    const METRICS_TOKEN: &str = "metrics-test-token-81c4d0";
+    let db = TestDb::new().await;
+    let server = TestServer::web_with(&db, &[("PLANWRIGHT_METRICS_TOKEN", METRICS_TOKEN)]).await;
+    let get = |token: Option<&str>| {
+        let mut request = server.client.get(format!("{}/metrics", server.base));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        request.send()
+    };
+    for (token, why) in [
+        (None, "no token"),
+        (Some("metrics-test-token-81c4d1"), "a wrong token"),
+        (Some(""), "an empty token"),
+    ] {
+        let refused = get(token).await.unwrap();
+        assert_eq!(refused.status(), 401, "{why}");
+        assert_eq!(
+            refused.headers()["www-authenticate"],
+            "Bearer realm=\"planwright\""
+        );
+        let text = refused.text().await.unwrap();
+        assert!(!text.contains("planwright_"), "{why}: {text}");
+        assert!(text.contains("METRICS_TOKEN"), "{text}");
+    }
+    for token in [METRICS_TOKEN, support::ADMIN_TOKEN] {
+        let shown = get(Some(token)).await.unwrap();
+        assert_eq!(shown.status(), 200);
+        let text = shown.text().await.unwrap();
+        assert!(text.contains("# TYPE planwright_sessions gauge"), "{text}");
+        assert!(text.contains("planwright_model_cost_usd_total"), "{text}");
+    }
+    server.stop().await;
+
+    // With neither token set, the main listener serves no metrics at all, and says so.
+    let db = TestDb::new().await;
+    let server = TestServer::web_with(&db, &[("PLANWRIGHT_ADMIN_TOKEN", "")]).await;
+    let off = server
+        .client
+        .get(format!("{}/metrics", server.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(off.status(), 403);
+    let text = off.text().await.unwrap();
+    assert!(!text.contains("planwright_"), "{text}");
+    assert!(text.contains("METRICS_LISTEN"), "{text}");
+    server.stop().await;
+}
+
+/// METRICS_LISTEN moves `/metrics` to a listener of its own, which the operator keeps
+/// private: served there without a token, and no longer on the main listener.
+#[tokio::test]
+async fn metrics_on_a_listener_of_their_own_are_served_only_there() {
+    let db = TestDb::new().await;
+    let server = TestServer::web_with(&db, &[("PLANWRIGHT_METRICS_LISTEN", "127.0.0.1:0")]).await;
+    let main = server
+        .client
+        .get(format!("{}/metrics", server.base))
+        .bearer_auth(support::ADMIN_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(main.status(), 404);
+    let own = server.metrics_base.clone().expect("a metrics listener");
+    assert_ne!(own, server.base);
+    let scraped = server
+        .client
+        .get(format!("{own}/metrics"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(scraped.status(), 200);
+    let text = scraped.text().await.unwrap();
+    assert!(text.contains("# TYPE planwright_sessions gauge"), "{text}");
+    // Only the metrics are there: not the webhooks, nor the status page.
+    for path in ["/", "/healthz", "/webhooks/github"] {
+        let other = server
+            .client
+            .get(format!("{own}{path}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(other.status(), 404, "{path}");
+    }
     server.stop().await;
 }

@@ -1,6 +1,8 @@
 //! Registering the GitHub App through the manifest flow against the fake GitHub, with the
 //! browser's part played by hand: the page's form is posted to the fake, whose redirect
-//! is followed back with the page's cookie. Then the status page, which must not leak.
+//! is followed back with the page's cookie. Registering needs the operator's setup token;
+//! a visitor without it cannot register an app of their own. Then the status page, which
+//! must not leak.
 
 mod support;
 
@@ -17,6 +19,8 @@ use support::fake_forge::{APP_ID, APP_SLUG, FakeGithub, app_key};
 use support::{GITHUB_SECRET, TestDb, TestServer, eventually, sign};
 
 const PUBLIC_URL: &str = "https://pw.example.org";
+/// The operator's SETUP_TOKEN in these tests.
+const SETUP_TOKEN: &str = "operator-setup-token-5d1c9a";
 
 /// Settings with no GitHub App and no GitHub webhook secret, GitHub being the fake.
 fn unconfigured(db: &TestDb, github: &FakeGithub) -> planwright::config::Settings {
@@ -26,6 +30,7 @@ fn unconfigured(db: &TestDb, github: &FakeGithub) -> planwright::config::Setting
             ("PLANWRIGHT_PUBLIC_URL", PUBLIC_URL),
             ("PLANWRIGHT_GITHUB_API_URL", github.url.as_str()),
             ("PLANWRIGHT_GITHUB_WEBHOOK_SECRET", ""),
+            ("PLANWRIGHT_SETUP_TOKEN", SETUP_TOKEN),
         ],
     )
 }
@@ -66,16 +71,33 @@ struct Offer {
     cookie: String,
 }
 
+/// The registration page opened with the operator's setup token; `query` is `""` or
+/// `?org=NAME`.
 async fn offer(server: &TestServer, query: &str) -> Offer {
-    offer_at(&server.base, query).await
+    let separator = if query.is_empty() { "?" } else { "&" };
+    offer_at(&format!(
+        "{}/{query}{separator}token={SETUP_TOKEN}",
+        server.base
+    ))
+    .await
 }
 
-async fn offer_at(base: &str, query: &str) -> Offer {
-    let response = browser()
-        .get(format!("{base}/{query}"))
+async fn offer_at(url: &str) -> Offer {
+    read_offer(browser().get(url).send().await.unwrap()).await
+}
+
+/// The registration page reached through the setup token form instead of the address.
+async fn offer_by_form(server: &TestServer, token: &str) -> reqwest::Response {
+    browser()
+        .post(format!("{}/", server.base))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(serde_urlencoded::to_string([("token", token)]).unwrap())
         .send()
         .await
-        .unwrap();
+        .unwrap()
+}
+
+async fn read_offer(response: reqwest::Response) -> Offer {
     assert_eq!(response.status(), 200);
     let set_cookie = response
         .headers()
@@ -167,7 +189,11 @@ async fn before_configuration_the_page_offers_the_manifest_with_this_deployments
         format!("{}/settings/apps/new?state={state}", github.url)
     );
     assert_eq!(state.len(), 64);
-    assert_eq!(personal.cookie, format!("planwright_setup_state={state}"));
+    // The cookie is the browser's own half: a state seen in a URL does not give it.
+    let (name, browser_half) = personal.cookie.split_once('=').unwrap();
+    assert_eq!(name, "planwright_setup_state");
+    assert_eq!(browser_half.len(), 64);
+    assert_ne!(browser_half, state);
     let m = &personal.manifest;
     assert_eq!(m["url"], PUBLIC_URL);
     assert_eq!(
@@ -278,13 +304,15 @@ async fn the_manifest_flow_stores_the_app_and_planwright_uses_it_without_a_resta
         .unwrap();
     assert_eq!(refused.status(), 403);
     let page = refused.text().await.unwrap();
-    assert!(page.contains("does not match"), "{page}");
+    assert!(page.contains("was not issued by this planwright"), "{page}");
     let refused = browser()
         .get(format!("{}{back}", server.base))
         .send()
         .await
         .unwrap();
     assert_eq!(refused.status(), 403);
+    let page = refused.text().await.unwrap();
+    assert!(page.contains("does not match this browser"), "{page}");
     assert!(!credentials.exists());
     assert_eq!(github.count("POST", "/app-manifests/"), 0);
     assert!(!app.forges.configured(Forge::Github));
@@ -358,6 +386,7 @@ async fn the_manifest_flow_stores_the_app_and_planwright_uses_it_without_a_resta
     let status = eventually("the status page lists the installation", || async {
         let page = browser()
             .get(format!("{}/", server.base))
+            .bearer_auth(support::ADMIN_TOKEN)
             .send()
             .await
             .ok()?
@@ -386,8 +415,205 @@ async fn the_manifest_flow_stores_the_app_and_planwright_uses_it_without_a_resta
     assert_eq!(settings.github.webhook_secrets.len(), 1);
 }
 
+/// The takeover of a fresh public instance: a visitor without the setup token registers an
+/// app of their own on GitHub with a state they chose, then brings the browser back with a
+/// cookie holding that same state. Nothing of theirs may be exchanged or stored.
 #[tokio::test]
-async fn the_status_page_shows_sessions_without_leaking() {
+async fn a_visitor_without_the_setup_token_cannot_register_an_app_with_a_state_of_their_choosing() {
+    let db = TestDb::new().await;
+    let github = FakeGithub::start().await;
+    let app_slot: Arc<Mutex<Option<Arc<App>>>> = Arc::default();
+    let slot = app_slot.clone();
+    let server = TestServer::start(unconfigured(&db, &github), Role::Web, move |app| {
+        *slot.lock().unwrap() = Some(app.clone());
+        planwright::worker::Handlers::default()
+    })
+    .await;
+    let app = app_slot.lock().unwrap().clone().unwrap();
+    let credentials = db.dir.path().join("github-app.json");
+
+    // The page offers no manifest, state or cookie without the token.
+    let asked = browser()
+        .get(format!("{}/", server.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(asked.status(), 401);
+    assert!(asked.headers().get("set-cookie").is_none());
+    let page = asked.text().await.unwrap();
+    assert!(page.contains("setup token"), "{page}");
+    for absent in ["Register GitHub App", "state=", "manifest", &github.url] {
+        assert!(!page.contains(absent), "the page shows {absent}:\n{page}");
+    }
+    // A wrong token, in the address or through the form, gets no further.
+    for wrong in [
+        "operator-setup-token-5d1c9b",
+        "",
+        SETUP_TOKEN.trim_end_matches('a'),
+    ] {
+        let by_address = browser()
+            .get(format!("{}/?token={wrong}", server.base))
+            .send()
+            .await
+            .unwrap();
+        let by_form = offer_by_form(&server, wrong).await;
+        for refused in [by_address, by_form] {
+            assert_eq!(refused.status(), 403, "{wrong}");
+            assert!(refused.headers().get("set-cookie").is_none());
+            let page = refused.text().await.unwrap();
+            assert!(page.contains("it is not this planwright's"), "{page}");
+            assert!(!page.contains("Register GitHub App"), "{page}");
+        }
+    }
+
+    // The visitor registers on GitHub with their own state, as the manifest flow allows...
+    let chosen = "a".repeat(64);
+    let own = Offer {
+        action: format!("{}/settings/apps/new?state={chosen}", github.url),
+        manifest: planwright::onboarding::manifest(PUBLIC_URL, PUBLIC_URL).unwrap(),
+        cookie: format!("planwright_setup_state={chosen}"),
+    };
+    let back = submit(&own).await;
+    assert!(back.contains(&format!("state={chosen}")), "{back}");
+    // ...and comes back with a cookie of their choosing: refused, the code not spent.
+    for cookie in [own.cookie.clone(), "planwright_setup_state=".to_owned()] {
+        let refused = browser()
+            .get(format!("{}{back}", server.base))
+            .header("cookie", cookie)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(refused.status(), 403);
+        let page = refused.text().await.unwrap();
+        assert!(page.contains("Cannot finish the registration"), "{page}");
+    }
+    assert_eq!(github.count("POST", "/app-manifests/"), 0);
+    assert!(!credentials.exists());
+    assert!(!app.forges.configured(Forge::Github));
+    let still = browser()
+        .get(format!("{}/", server.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(still.status(), 401);
+    server.stop().await;
+}
+
+/// A state is spent by the first callback that brings it back with its cookie, even when
+/// that registration fails: the same state cannot register a second time.
+#[tokio::test]
+async fn a_state_registers_once_and_a_new_page_gives_a_new_one() {
+    let db = TestDb::new().await;
+    let github = FakeGithub::start().await;
+    let server = TestServer::start(unconfigured(&db, &github), Role::Web, |_| {
+        planwright::worker::Handlers::default()
+    })
+    .await;
+    let credentials = db.dir.path().join("github-app.json");
+
+    let first = read_offer(offer_by_form(&server, SETUP_TOKEN).await).await;
+    let back = submit(&first).await;
+    let spoiled = replace_query(&back, "code", "not-a-code");
+    let failed = browser()
+        .get(format!("{}{spoiled}", server.base))
+        .header("cookie", &first.cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(failed.status(), 502);
+    let again = browser()
+        .get(format!("{}{back}", server.base))
+        .header("cookie", &first.cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 403);
+    let page = again.text().await.unwrap();
+    assert!(page.contains("used already"), "{page}");
+    assert_eq!(github.count("POST", "/app-manifests/"), 1);
+    assert!(!credentials.exists());
+
+    let second = offer(&server, "").await;
+    assert_ne!(state_of(&second.action), state_of(&first.action));
+    let back = submit(&second).await;
+    let done = browser()
+        .get(format!("{}{back}", server.base))
+        .header("cookie", &second.cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(done.status(), 200);
+    assert!(credentials.exists());
+    server.stop().await;
+}
+
+/// A fresh `serve` without SETUP_TOKEN makes a token and prints the address to open with
+/// it; the address works, the bare page does not register.
+#[tokio::test]
+async fn serve_without_an_app_prints_the_setup_address_with_a_token_of_its_own() {
+    use std::io::BufRead as _;
+    let github = FakeGithub::start().await;
+    let data = tempfile::tempdir().unwrap();
+    let mut child = support::planwright_command()
+        .arg("serve")
+        .env("PLANWRIGHT_DATA_DIR", data.path())
+        .env("PLANWRIGHT_LISTEN", "127.0.0.1:0")
+        .env("PLANWRIGHT_PUBLIC_URL", PUBLIC_URL)
+        .env("PLANWRIGHT_GITHUB_API_URL", &github.url)
+        .env("PLANWRIGHT_LOG_FORMAT", "json")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let read = tokio::task::spawn_blocking(move || {
+        let mut lines = std::io::BufReader::new(stderr).lines();
+        let (mut setup_url, mut addr) = (None, None);
+        while setup_url.is_none() || addr.is_none() {
+            let line = lines.next().expect("serve logs before it stops").unwrap();
+            let Ok(v) = serde_json::from_str::<Value>(&line) else {
+                continue;
+            };
+            if let Some(url) = v["fields"]["setup_url"].as_str() {
+                setup_url = Some(url.to_owned());
+            }
+            if v["fields"]["message"] == "listening" {
+                addr = v["fields"]["addr"].as_str().map(str::to_owned);
+            }
+        }
+        // Keep draining the log so that serve never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        (setup_url.unwrap(), addr.unwrap())
+    });
+    let (setup_url, addr) = tokio::time::timeout(std::time::Duration::from_secs(30), read)
+        .await
+        .expect("serve starts within 30 s")
+        .unwrap();
+    let token = setup_url
+        .strip_prefix(&format!("{PUBLIC_URL}/?token="))
+        .unwrap_or_else(|| panic!("the address is under PUBLIC_URL: {setup_url}"));
+    assert_eq!(token.len(), 32);
+    let bare = browser()
+        .get(format!("http://{addr}/"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bare.status(), 401);
+    let offer = offer_at(&format!("http://{addr}/?token={token}")).await;
+    assert!(offer.action.starts_with(&github.url), "{}", offer.action);
+    support::signal(child.id(), "TERM");
+    let status = tokio::task::spawn_blocking(move || child.wait().unwrap())
+        .await
+        .unwrap();
+    assert!(status.success(), "serve exited with {status}");
+}
+
+/// A token that sits in session failures, dossiers and contracts: no page may show it.
+const LEAKED_TOKEN: &str = "ghs_16C7e42F292c6912E7710c838347Ae178B4a";
+
+/// A server with the GitHub App configured, ADMIN_TOKEN as `extra` leaves it, and two
+/// sessions: `acme/widgets#7`, awaiting approval at $1.25, and one with markup in its name.
+async fn status_world(extra: &[(&str, &str)]) -> (TestDb, FakeGithub, TestServer) {
     let db = TestDb::new().await;
     let github = FakeGithub::start().await;
     let key = app_key().private_pem.clone();
@@ -398,13 +624,16 @@ async fn the_status_page_shows_sessions_without_leaking() {
             ("PLANWRIGHT_GITHUB_APP_ID", app_id.as_str()),
             ("PLANWRIGHT_GITHUB_PRIVATE_KEY", key.as_str()),
             ("PLANWRIGHT_GITHUB_API_URL", github.url.as_str()),
-        ],
+        ]
+        .into_iter()
+        .chain(extra.iter().copied())
+        .collect::<Vec<_>>(),
     );
     let server = TestServer::start(settings, Role::Web, |_| {
         planwright::worker::Handlers::default()
     })
     .await;
-    let secret = "ghs_16C7e42F292c6912E7710c838347Ae178B4a";
+    let secret = LEAKED_TOKEN;
     let seed = [
         ("acme/widgets", 7, "awaiting_approval", 1_250_000_i64),
         ("acme/<script>alert(1)</script>", 8, "failed", 0),
@@ -452,9 +681,101 @@ async fn the_status_page_shows_sessions_without_leaking() {
         }
     }
     drop(conn);
+    (db, github, server)
+}
+
+/// Anyone who finds the instance asks for `/`: without the operator's token, no repository,
+/// session state or cost; with no ADMIN_TOKEN set, no status page at all.
+#[tokio::test]
+async fn the_status_page_shows_nothing_private_without_the_admin_token() {
+    let (_db, _github, server) = status_world(&[]).await;
+    let private = [
+        "acme/widgets",
+        "awaiting_approval",
+        "$1.25",
+        "Installations",
+        "v2",
+    ];
+    for (authorization, why) in [
+        (None, "no credentials"),
+        (
+            Some("Bearer admin-test-token-7f3e2c".to_owned()),
+            "a wrong token",
+        ),
+        (
+            Some(format!("Bearer {GITHUB_SECRET}")),
+            "the webhook secret",
+        ),
+        (
+            Some("Basic dXNlcjp3cm9uZy10b2tlbi0wMTIzNDU2".to_owned()),
+            "a wrong password",
+        ),
+    ] {
+        let mut request = browser().get(format!("{}/", server.base));
+        if let Some(authorization) = authorization {
+            request = request.header("authorization", authorization);
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), 401, "{why}");
+        let challenges: Vec<&str> = response
+            .headers()
+            .get_all("www-authenticate")
+            .iter()
+            .map(|v| v.to_str().unwrap())
+            .collect();
+        assert!(
+            challenges
+                .iter()
+                .any(|c| c.starts_with("Basic realm=\"planwright\"")),
+            "{challenges:?}"
+        );
+        let page = response.text().await.unwrap();
+        assert!(page.contains("ADMIN_TOKEN"), "{page}");
+        for leak in private.iter().chain(&[LEAKED_TOKEN]) {
+            assert!(
+                !page.contains(leak),
+                "{why}: the page shows {leak}:\n{page}"
+            );
+        }
+    }
+    // A browser signs in through its own prompt: Basic, with the token as the password.
+    let signed_in = browser()
+        .get(format!("{}/", server.base))
+        .basic_auth("operator", Some(support::ADMIN_TOKEN))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(signed_in.status(), 200);
+    let page = signed_in.text().await.unwrap();
+    assert!(
+        page.contains("acme/widgets#7") && page.contains("$1.25"),
+        "{page}"
+    );
+    server.stop().await;
+
+    let (_db, _github, server) = status_world(&[("PLANWRIGHT_ADMIN_TOKEN", "")]).await;
+    let off = browser()
+        .get(format!("{}/", server.base))
+        .bearer_auth(support::ADMIN_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(off.status(), 403);
+    let page = off.text().await.unwrap();
+    assert!(page.contains("no ADMIN_TOKEN"), "{page}");
+    for leak in private.iter().chain(&[LEAKED_TOKEN]) {
+        assert!(!page.contains(leak), "the page shows {leak}:\n{page}");
+    }
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn the_status_page_shows_sessions_without_leaking() {
+    let (_db, _github, server) = status_world(&[]).await;
 
     let response = browser()
         .get(format!("{}/", server.base))
+        .bearer_auth(support::ADMIN_TOKEN)
         .send()
         .await
         .unwrap();
@@ -479,7 +800,12 @@ async fn the_status_page_shows_sessions_without_leaking() {
         "{page}"
     );
     assert!(!page.contains("<script>"), "{page}");
-    for leak in [secret, "PRIVATE KEY", GITHUB_SECRET, support::GITLAB_SECRET] {
+    for leak in [
+        LEAKED_TOKEN,
+        "PRIVATE KEY",
+        GITHUB_SECRET,
+        support::GITLAB_SECRET,
+    ] {
         assert!(!page.contains(leak), "the page shows {leak}:\n{page}");
     }
     server.stop().await;
@@ -520,14 +846,28 @@ async fn setup_registers_the_app_from_the_terminal_and_refuses_a_second() {
     let mut child = command().spawn().unwrap();
     let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
     let (stdout, line) = next_line(stdout).await;
-    let local = line
+    let page = line
         .split_whitespace()
         .find(|w| w.starts_with("http://127.0.0.1:"))
         .unwrap_or_else(|| panic!("setup names the page to open: {line}"))
-        .trim_end_matches('/')
         .to_owned();
+    // The address it prints carries the setup token; without it, the page asks for one.
+    let (local, token) = page
+        .split_once("/?token=")
+        .unwrap_or_else(|| panic!("the address carries the setup token: {page}"));
+    let local = local.to_owned();
+    assert_eq!(token.len(), 32, "{page}");
+    let asked = browser().get(format!("{local}/")).send().await.unwrap();
+    assert_eq!(asked.status(), 401);
+    assert!(asked.headers().get("set-cookie").is_none());
+    let wrong = browser()
+        .get(format!("{local}/?token={}", "0".repeat(32)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), 403);
 
-    let offer = offer_at(&local, "").await;
+    let offer = offer_at(&page).await;
     assert!(
         offer.action.starts_with(&format!(
             "{}/organizations/acme-labs/settings/apps/new?state=",

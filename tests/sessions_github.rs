@@ -836,6 +836,7 @@ async fn an_approved_contract_becomes_a_pull_request_with_the_real_test_results(
         .server
         .client
         .get(format!("{}/metrics", world.server.base))
+        .bearer_auth(support::ADMIN_TOKEN)
         .send()
         .await
         .unwrap()

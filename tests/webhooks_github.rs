@@ -470,3 +470,113 @@ async fn without_a_secret_github_webhooks_are_unavailable() {
     nothing_stored(&server).await;
     server.stop().await;
 }
+
+/// Starts a GitHub delivery of `length` bytes whose signature is wrong, and sends only
+/// its first kilobyte: the connection holds a body read until the rest comes.
+async fn slow_unsigned_upload(server: &TestServer, length: usize) -> tokio::net::TcpStream {
+    use tokio::io::AsyncWriteExt as _;
+    let addr = server.base.strip_prefix("http://").unwrap();
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "POST /webhooks/github HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\n\
+         x-github-event: issues\r\nx-github-delivery: slow\r\n\
+         x-hub-signature-256: sha256={}\r\ncontent-length: {length}\r\n\r\n",
+        "0".repeat(64)
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(&vec![b' '; 1024]).await.unwrap();
+    stream
+}
+
+/// The status code of the answer on a raw connection.
+async fn status_of(stream: &mut tokio::net::TcpStream) -> u16 {
+    use tokio::io::AsyncReadExt as _;
+    let mut answer = Vec::new();
+    let mut buffer = [0_u8; 1024];
+    while !answer.windows(4).any(|w| w == b"\r\n\r\n") {
+        let read =
+            tokio::time::timeout(std::time::Duration::from_secs(30), stream.read(&mut buffer))
+                .await
+                .expect("an answer within 30 s")
+                .unwrap();
+        assert!(read > 0, "the connection closed without an answer");
+        answer.extend_from_slice(&buffer[..read]);
+    }
+    let line = String::from_utf8_lossy(&answer);
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// Anyone can send GitHub bodies of the full limit with a made-up signature, slowly; each
+/// is held in memory until it is complete. With WEBHOOK_BODY_READS of them being read, the
+/// next is told to come back later instead of adding another buffer.
+#[tokio::test]
+async fn unsigned_bodies_read_at_once_are_bounded_and_the_next_is_told_to_retry() {
+    use tokio::io::AsyncWriteExt as _;
+    let db = TestDb::new().await;
+    let server = TestServer::web_with(&db, &[("PLANWRIGHT_WEBHOOK_BODY_READS", "2")]).await;
+    let length = 1024 * 1024;
+    let mut first = slow_unsigned_upload(&server, length).await;
+    let second = slow_unsigned_upload(&server, length).await;
+
+    // Until both slow bodies are being read, a probe is read and refused for its signature.
+    let body = labeled();
+    let refused = support::eventually("a third unsigned body is turned away", || async {
+        let response = server
+            .github_signed("issues", "probe", &body, Some(&sign("guess", &body)))
+            .send()
+            .await
+            .ok()?;
+        (response.status() == 503).then_some(response)
+    })
+    .await;
+    assert_eq!(refused.headers()["retry-after"], "10");
+    let answer: Value = refused.json().await.unwrap();
+    assert!(
+        answer["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("Cannot read the body now"),
+        "{answer}"
+    );
+    // A delivery GitHub signed waits its turn like any other: nobody can tell it apart
+    // before its body is read.
+    let signed = server
+        .github("issues", "signed", &body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(signed.status(), 503);
+    nothing_stored(&server).await;
+
+    // Once a slow body is complete (and refused), its turn goes to the next delivery.
+    first.write_all(&vec![b' '; length - 1024]).await.unwrap();
+    assert_eq!(status_of(&mut first).await, 401);
+    let signed = server
+        .github("issues", "signed", &body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(signed.status(), 202);
+    assert_eq!(deliveries::count(&server.db).await.unwrap(), 1);
+    // A sender that gives up frees its turn too (and does not hold up the shutdown).
+    let third = slow_unsigned_upload(&server, length).await;
+    let probe = || async {
+        server
+            .github_signed("issues", "probe", &body, Some(&sign("guess", &body)))
+            .send()
+            .await
+            .ok()
+            .map(|r| r.status())
+    };
+    support::eventually("the third slow body takes the free turn", || async {
+        (probe().await? == 503).then_some(())
+    })
+    .await;
+    drop(second);
+    support::eventually("the turn of the abandoned body is free again", || async {
+        (probe().await? == 401).then_some(())
+    })
+    .await;
+    drop((first, third));
+    server.stop().await;
+}

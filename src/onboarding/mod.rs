@@ -265,7 +265,7 @@ pub async fn setup_from_terminal(
     let onboarding = crate::server::setup::Onboarding::new(settings.clone(), forges, &local)
         .notify(done)
         .with_org(org);
-    let router = crate::server::setup::terminal_router(onboarding);
+    let router = crate::server::setup::terminal_router(onboarding.clone());
     let stop = tokio_util::sync::CancellationToken::new();
     let stopped = stop.clone();
     let server = tokio::spawn(async move {
@@ -273,7 +273,10 @@ pub async fn setup_from_terminal(
             .with_graceful_shutdown(async move { stopped.cancelled().await })
             .await
     });
-    println!("Open {local}/ in a browser on this machine to register planwright's GitHub App.");
+    println!(
+        "Open {} in a browser on this machine to register planwright's GitHub App.",
+        onboarding.setup_url()
+    );
     println!(
         "GitHub will send its webhooks to {}/webhooks/github (PUBLIC_URL).",
         settings.public_url

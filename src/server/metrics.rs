@@ -7,9 +7,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use anyhow::Result;
+use axum::Router;
 use axum::extract::State;
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use secrecy::SecretString;
 
 use super::AppState;
 use crate::sandbox::{Output, SandboxError};
@@ -97,8 +100,45 @@ pub fn record_sandbox_run(result: &Result<Output, SandboxError>, elapsed: Durati
     SANDBOX_RUNS.sum_micros.fetch_add(micros, Ordering::Relaxed);
 }
 
-pub async fn metrics(State(state): State<AppState>) -> Response {
-    match render(&state.db).await {
+/// `GET /metrics` on the main listener: for a holder of METRICS_TOKEN or ADMIN_TOKEN only.
+pub async fn metrics(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let settings = &state.settings;
+    let accepted: Vec<&SecretString> = [&settings.admin_token, &settings.metrics_token]
+        .into_iter()
+        .flatten()
+        .collect();
+    if accepted.is_empty() {
+        return (
+            StatusCode::FORBIDDEN,
+            "Metrics are not served here: set METRICS_TOKEN (or ADMIN_TOKEN) and scrape with \
+             Authorization: Bearer <token>, or give them a private listener with METRICS_LISTEN\n",
+        )
+            .into_response();
+    }
+    if !super::operator::authorized(&headers, accepted) {
+        return (
+            StatusCode::UNAUTHORIZED,
+            [(header::WWW_AUTHENTICATE, "Bearer realm=\"planwright\"")],
+            "Cannot show the metrics without a token: send Authorization: Bearer <METRICS_TOKEN or ADMIN_TOKEN>\n",
+        )
+            .into_response();
+    }
+    exposition(&state.db).await
+}
+
+/// The listener METRICS_LISTEN names: `/metrics` alone, without a token, for a network the
+/// operator keeps private.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route(
+            "/metrics",
+            get(|State(state): State<AppState>| async move { exposition(&state.db).await }),
+        )
+        .with_state(state)
+}
+
+async fn exposition(db: &Db) -> Response {
+    match render(db).await {
         Ok(text) => ([(header::CONTENT_TYPE, CONTENT_TYPE)], text).into_response(),
         Err(e) => {
             tracing::warn!(error = %format!("{e:#}"), "Could not read the metrics from the database");

@@ -3,6 +3,7 @@
 
 pub mod health;
 pub mod metrics;
+pub mod operator;
 pub mod setup;
 pub mod webhooks;
 
@@ -32,6 +33,8 @@ pub struct AppState {
     /// The forges the job handlers use; webhook verification reads the GitHub secrets here.
     pub forges: Arc<Forges>,
     pub onboarding: setup::Onboarding,
+    /// Turns for reading GitHub bodies whose signature is not checked yet (WEBHOOK_BODY_READS).
+    pub unverified_reads: Arc<tokio::sync::Semaphore>,
 }
 
 /// Which parts of planwright this process runs (several processes can share PostgreSQL).
@@ -48,13 +51,21 @@ pub enum Role {
 pub fn router(state: AppState, role: Role) -> Router {
     let mut router = Router::new()
         .route("/healthz", get(health::healthz))
-        .route("/readyz", get(health::readyz))
-        .route("/metrics", get(metrics::metrics));
+        .route("/readyz", get(health::readyz));
+    // Moved to a listener of its own, the main one (often public) does not serve it at all.
+    if state.settings.metrics_listen.is_none() {
+        router = router.route("/metrics", get(metrics::metrics));
+    }
     if role != Role::Worker {
         router = router
             .route("/webhooks/github", post(webhooks::github::receive))
             .route("/webhooks/gitlab", post(webhooks::gitlab::receive))
-            .route("/", get(setup::index))
+            .route(
+                "/",
+                get(setup::index)
+                    .post(setup::token_form)
+                    .layer(DefaultBodyLimit::max(setup::FORM_LIMIT)),
+            )
             .route(setup::CALLBACK_PATH, get(setup::callback));
     }
     router
@@ -65,6 +76,8 @@ pub fn router(state: AppState, role: Role) -> Router {
 /// A running `serve`: its address, and the handle to stop it.
 pub struct Running {
     pub addr: SocketAddr,
+    /// Where `/metrics` is served when METRICS_LISTEN moves it off the main listener.
+    pub metrics_addr: Option<SocketAddr>,
     pub db: Db,
     /// The model proxy, in roles that run executors (it issues their tokens).
     pub model_proxy: Option<ModelProxy>,
@@ -103,6 +116,18 @@ pub async fn start(
         .await
         .with_context(|| format!("Could not listen on {}", settings.listen))?;
     let addr = listener.local_addr()?;
+    let metrics_listener = match settings.metrics_listen {
+        Some(at) => Some(
+            TcpListener::bind(at)
+                .await
+                .with_context(|| format!("Could not listen on {at} (METRICS_LISTEN)"))?,
+        ),
+        None => None,
+    };
+    let metrics_addr = metrics_listener
+        .as_ref()
+        .map(TcpListener::local_addr)
+        .transpose()?;
     let settings = Arc::new(settings);
     let stop = CancellationToken::new();
     // The proxy lives where executors run: their tokens are signed with this process's
@@ -128,8 +153,16 @@ pub async fn start(
         settings: settings.clone(),
         waker: waker.clone(),
         onboarding: setup::Onboarding::new(settings.clone(), forges.clone(), &settings.public_url),
+        unverified_reads: Arc::new(tokio::sync::Semaphore::new(
+            settings
+                .webhook_body_reads
+                .min(tokio::sync::Semaphore::MAX_PERMITS),
+        )),
         forges,
     };
+    if role != Role::Worker && !state.forges.configured(crate::event::Forge::Github) {
+        state.onboarding.announce();
+    }
     let worker = (role != Role::Web).then(|| Worker {
         db: db.clone(),
         handlers,
@@ -137,6 +170,18 @@ pub async fn start(
         owner: format!("{}:{}", hostname(), std::process::id()),
         waker,
     });
+    let metrics_server = metrics_listener.map(|listener| {
+        let stopped = stop.clone();
+        let app = metrics::router(state.clone());
+        tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async move { stopped.cancelled().await })
+                .await
+        })
+    });
+    if let Some(at) = metrics_addr {
+        info!(addr = %at, "metrics listening");
+    }
     let app = router(state, role);
     let http_stop = stop.clone();
     let worker_stop = stop.clone();
@@ -151,6 +196,13 @@ pub async fn start(
         {
             warn!(error = %e, "the job workers stopped abnormally");
         }
+        if let Some(metrics) = metrics_server {
+            match metrics.await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => warn!(error = %e, "the metrics listener stopped abnormally"),
+                Err(e) => warn!(error = %e, "the metrics listener stopped abnormally"),
+            }
+        }
         if let Some(proxy) = proxy_task {
             match proxy.await {
                 Ok(Ok(())) => {}
@@ -164,6 +216,7 @@ pub async fn start(
     });
     Ok(Running {
         addr,
+        metrics_addr,
         db,
         model_proxy,
         stop,

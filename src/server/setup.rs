@@ -1,16 +1,24 @@
 //! The pages a browser sees. `GET /` registers the GitHub App through GitHub's manifest
 //! flow until one is configured, and is the status page after that; GitHub sends the
 //! browser back to `GET /setup/github/callback` with the code for the new app's credentials.
+//! Registering needs the operator's setup token: a fresh public instance is otherwise
+//! anyone's to claim.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::extract::{FromRef, Query, State};
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, FromRef, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
+use secrecy::{ExposeSecret as _, SecretString};
 use serde::Deserialize;
+use sha2::{Digest as _, Sha256};
 use subtle::ConstantTimeEq as _;
 use tokio::sync::mpsc::UnboundedSender;
 use tracing::{error, info, warn};
@@ -24,9 +32,15 @@ use crate::onboarding::{self, RegisteredApp};
 use crate::store::{installations, now_ms, sessions};
 
 pub const CALLBACK_PATH: &str = "/setup/github/callback";
-/// Holds the manifest flow's `state` between the registration page and GitHub's redirect:
-/// only the browser that was shown the button can finish the registration.
+/// Holds the browser's half of a manifest-flow `state`: the state alone, which travels in
+/// URLs, does not finish a registration.
 const STATE_COOKIE: &str = "planwright_setup_state";
+/// How long a state planwright issued may come back from GitHub.
+const STATE_TTL: Duration = Duration::from_secs(30 * 60);
+/// States outstanding at once; only the operator can ask for one, so this is a backstop.
+const MAX_STATES: usize = 32;
+/// The token form is a few fields; nothing bigger is read from an unauthenticated sender.
+pub const FORM_LIMIT: usize = 4096;
 /// Sessions shown on the status page.
 const RECENT_SESSIONS: i64 = 50;
 
@@ -42,10 +56,29 @@ pub struct Onboarding {
     notify: Option<UnboundedSender<RegisteredApp>>,
     /// One registration at a time: two would race to store different apps.
     registering: Arc<tokio::sync::Mutex<()>>,
+    setup_token: Arc<SetupToken>,
+    states: Arc<Mutex<IssuedStates>>,
+}
+
+/// The secret that lets a browser register the app: SETUP_TOKEN, or one made for this
+/// process and shown only to whoever reads its log or terminal.
+struct SetupToken {
+    secret: SecretString,
+    generated: bool,
 }
 
 impl Onboarding {
     pub fn new(settings: Arc<Settings>, forges: Arc<Forges>, return_url: &str) -> Self {
+        let setup_token = match &settings.setup_token {
+            Some(secret) => SetupToken {
+                secret: secret.clone(),
+                generated: false,
+            },
+            None => SetupToken {
+                secret: SecretString::from(hex::encode(rand::random::<[u8; 16]>())),
+                generated: true,
+            },
+        };
         Onboarding {
             settings,
             forges,
@@ -53,6 +86,8 @@ impl Onboarding {
             org: None,
             notify: None,
             registering: Arc::new(tokio::sync::Mutex::new(())),
+            setup_token: Arc::new(setup_token),
+            states: Arc::new(Mutex::new(IssuedStates::default())),
         }
     }
 
@@ -66,6 +101,110 @@ impl Onboarding {
         self.org = org;
         self
     }
+
+    /// The registration page with the setup token in it, for the operator's own eyes only
+    /// (their terminal, or the log of a fresh `serve`).
+    pub fn setup_url(&self) -> String {
+        format!(
+            "{}/?token={}",
+            self.return_url,
+            utf8_percent_encode(self.setup_token.secret.expose_secret(), NON_ALPHANUMERIC)
+        )
+    }
+
+    /// Tells the operator of a fresh `serve` how to register the app. A token they chose
+    /// stays out of the log; one made here can be read nowhere else.
+    pub fn announce(&self) {
+        if self.setup_token.generated {
+            warn!(
+                setup_url = %self.setup_url(),
+                "No GitHub App is configured: open setup_url to register one (its setup token is made anew at every start; set SETUP_TOKEN to choose one)"
+            );
+        } else {
+            warn!(
+                "No GitHub App is configured: open {}/ and give the setup token (SETUP_TOKEN) to register one",
+                self.return_url
+            );
+        }
+    }
+
+    fn token_matches(&self, given: &str) -> bool {
+        let expected = Sha256::digest(self.setup_token.secret.expose_secret().as_bytes());
+        bool::from(Sha256::digest(given.trim().as_bytes()).ct_eq(&expected))
+    }
+}
+
+/// Manifest-flow states this process issued and has not seen back yet, each bound to the
+/// browser it was issued to by a digest of that browser's cookie.
+#[derive(Default)]
+struct IssuedStates {
+    by_state: HashMap<String, Issued>,
+}
+
+struct Issued {
+    browser: [u8; 32],
+    expires: Instant,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum StateRefusal {
+    /// Never issued here, or used already.
+    Unknown,
+    Expired,
+    /// Issued to another browser (or the cookie is missing).
+    OtherBrowser,
+}
+
+impl IssuedStates {
+    /// A new state and the cookie value that must come back with it.
+    fn issue(&mut self, now: Instant) -> (String, String) {
+        self.by_state.retain(|_, issued| issued.expires > now);
+        while self.by_state.len() >= MAX_STATES {
+            let Some(oldest) = self
+                .by_state
+                .iter()
+                .min_by_key(|(_, issued)| issued.expires)
+                .map(|(state, _)| state.clone())
+            else {
+                break;
+            };
+            self.by_state.remove(&oldest);
+        }
+        let state = onboarding::new_state();
+        let browser = onboarding::new_state();
+        self.by_state.insert(
+            state.clone(),
+            Issued {
+                browser: Sha256::digest(browser.as_bytes()).into(),
+                expires: now + STATE_TTL,
+            },
+        );
+        (state, browser)
+    }
+
+    /// Takes the state back, once. A state presented without its browser's cookie stays
+    /// issued: whoever saw it in a URL cannot spend it for the browser it belongs to.
+    fn redeem(
+        &mut self,
+        state: &str,
+        browser: Option<&str>,
+        now: Instant,
+    ) -> Result<(), StateRefusal> {
+        let issued = self.by_state.get(state).ok_or(StateRefusal::Unknown)?;
+        if issued.expires <= now {
+            self.by_state.remove(state);
+            return Err(StateRefusal::Expired);
+        }
+        let browser = browser
+            .filter(|b| !b.is_empty())
+            .ok_or(StateRefusal::OtherBrowser)?;
+        let presented: [u8; 32] = Sha256::digest(browser.as_bytes()).into();
+        if !bool::from(presented.ct_eq(&issued.browser)) {
+            return Err(StateRefusal::OtherBrowser);
+        }
+        self.by_state.remove(state);
+        Ok(())
+    }
 }
 
 impl FromRef<AppState> for Onboarding {
@@ -77,7 +216,12 @@ impl FromRef<AppState> for Onboarding {
 /// `planwright setup`'s one-shot listener: the registration page and the callback only.
 pub fn terminal_router(onboarding: Onboarding) -> Router {
     Router::new()
-        .route("/", get(terminal_index))
+        .route(
+            "/",
+            get(terminal_index)
+                .post(terminal_token_form)
+                .layer(DefaultBodyLimit::max(FORM_LIMIT)),
+        )
         .route(CALLBACK_PATH, get(callback))
         .with_state(onboarding)
 }
@@ -85,12 +229,49 @@ pub fn terminal_router(onboarding: Onboarding) -> Router {
 #[derive(Deserialize)]
 pub struct IndexQuery {
     org: Option<String>,
+    token: Option<String>,
 }
 
-/// `GET /`: the registration page while no GitHub App is configured, the status page after.
-pub async fn index(State(state): State<AppState>, Query(query): Query<IndexQuery>) -> Response {
+/// `GET /`: the registration page while no GitHub App is configured, the status page after
+/// (for the holder of ADMIN_TOKEN: it names private repositories and what they cost).
+pub async fn index(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Query(query): Query<IndexQuery>,
+) -> Response {
     if !state.forges.configured(Forge::Github) {
-        return registration_page(&state.onboarding, query.org.as_deref());
+        return registration_page(
+            &state.onboarding,
+            query.org.as_deref(),
+            query.token.as_deref(),
+        );
+    }
+    let Some(admin_token) = &state.settings.admin_token else {
+        return message_page(
+            StatusCode::FORBIDDEN,
+            "Status page off",
+            "This planwright shows no status page: it has no ADMIN_TOKEN. Set ADMIN_TOKEN \
+             and sign in with it to see installations and sessions.",
+        );
+    };
+    if !super::operator::authorized(&headers, [admin_token]) {
+        let mut response = message_page(
+            StatusCode::UNAUTHORIZED,
+            "Sign in",
+            "The status page is for the operator: sign in with ADMIN_TOKEN as the password \
+             (any user name), or send Authorization: Bearer <ADMIN_TOKEN>.",
+        );
+        let challenges = response.headers_mut();
+        for challenge in [
+            "Basic realm=\"planwright\", charset=\"UTF-8\"",
+            "Bearer realm=\"planwright\"",
+        ] {
+            challenges.append(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static(challenge),
+            );
+        }
+        return response;
     }
     match status_page(&state).await {
         Ok(body) => html(StatusCode::OK, body, None),
@@ -105,17 +286,108 @@ pub async fn index(State(state): State<AppState>, Query(query): Query<IndexQuery
     }
 }
 
+/// The setup token form's fields.
+#[derive(Deserialize)]
+struct TokenForm {
+    token: Option<String>,
+    org: Option<String>,
+}
+
+/// `POST /`: the setup token form, which keeps the token out of the address bar.
+pub async fn token_form(State(state): State<AppState>, body: Bytes) -> Response {
+    if state.forges.configured(Forge::Github) {
+        return already_registered();
+    }
+    submitted_token(&state.onboarding, &body)
+}
+
+async fn terminal_token_form(State(onboarding): State<Onboarding>, body: Bytes) -> Response {
+    submitted_token(&onboarding, &body)
+}
+
+fn submitted_token(onboarding: &Onboarding, body: &[u8]) -> Response {
+    match serde_urlencoded::from_bytes::<TokenForm>(body) {
+        Ok(form) => registration_page(
+            onboarding,
+            form.org.as_deref().or(onboarding.org.as_deref()),
+            Some(form.token.as_deref().unwrap_or_default()),
+        ),
+        Err(e) => message_page(
+            StatusCode::BAD_REQUEST,
+            "Cannot register",
+            &format!("Could not read the form: {e}. Open / and submit the form again."),
+        ),
+    }
+}
+
 async fn terminal_index(
     State(onboarding): State<Onboarding>,
     Query(query): Query<IndexQuery>,
 ) -> Response {
     let org = query.org.or_else(|| onboarding.org.clone());
-    registration_page(&onboarding, org.as_deref())
+    registration_page(&onboarding, org.as_deref(), query.token.as_deref())
 }
 
-fn registration_page(onboarding: &Onboarding, org: Option<&str>) -> Response {
+/// Asks for the setup token; `wrong` when one was given and it is not this planwright's.
+fn token_page(org: Option<&str>, wrong: bool) -> Response {
+    let mut body = String::from("<h1>planwright</h1>");
+    if wrong {
+        body.push_str(
+            "<p><b>Cannot register with this setup token: it is not this planwright's.</b> \
+             Copy it again from where it was printed.</p>",
+        );
+    }
+    let _ = write!(
+        body,
+        "<p>No GitHub App is configured yet. Registering one needs this planwright's setup \
+         token: <code>planwright serve</code> prints it in its log at start (as \
+         <code>setup_url</code>) unless it was set with <code>SETUP_TOKEN</code>, and \
+         <code>planwright setup</code> prints it with the address to open.</p>\
+         <form method=\"post\" action=\"/\">\
+         <label>Setup token <input type=\"password\" name=\"token\" autocomplete=\"off\" \
+         required></label>{org}\
+         <button type=\"submit\">Continue</button></form>",
+        org = org.map_or_else(String::new, |org| format!(
+            "<input type=\"hidden\" name=\"org\" value=\"{}\">",
+            escape(org)
+        )),
+    );
+    let status = if wrong {
+        StatusCode::FORBIDDEN
+    } else {
+        StatusCode::UNAUTHORIZED
+    };
+    html(status, body, Some("'self'"))
+}
+
+fn registration_page(onboarding: &Onboarding, org: Option<&str>, token: Option<&str>) -> Response {
     let org = org.map(str::trim).filter(|o| !o.is_empty());
-    let state = onboarding::new_state();
+    // Checked first, so that the token form never carries a name GitHub would refuse.
+    if let Err(e) = onboarding::registration_url(&onboarding.settings.github_url, org, "") {
+        return message_page(
+            StatusCode::BAD_REQUEST,
+            "Cannot register",
+            &format!("{e:#}"),
+        );
+    }
+    match token {
+        None => return token_page(org, false),
+        Some(token) if !onboarding.token_matches(token) => {
+            warn!("refused the GitHub App registration page: the setup token is wrong");
+            return token_page(org, true);
+        }
+        Some(_) => {}
+    }
+    let Ok(mut states) = onboarding.states.lock() else {
+        error!("Could not issue a registration state: a panic poisoned the lock");
+        return message_page(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "Cannot register",
+            "Could not issue a registration state; restart planwright and try again.",
+        );
+    };
+    let (state, browser) = states.issue(Instant::now());
+    drop(states);
     let action = match onboarding::registration_url(&onboarding.settings.github_url, org, &state) {
         Ok(url) => url,
         Err(e) => {
@@ -171,7 +443,8 @@ fn registration_page(onboarding: &Onboarding, org: Option<&str>) -> Response {
         ""
     };
     let cookie = format!(
-        "{STATE_COOKIE}={state}; Path=/setup/github; Max-Age=3600; HttpOnly; SameSite=Lax{secure}"
+        "{STATE_COOKIE}={browser}; Path=/setup/github; Max-Age={}; HttpOnly; SameSite=Lax{secure}",
+        STATE_TTL.as_secs()
     );
     let mut response = html(StatusCode::OK, body, Some(&onboarding.settings.github_url));
     if let Ok(value) = HeaderValue::from_str(&cookie) {
@@ -186,28 +459,45 @@ pub struct CallbackQuery {
     state: Option<String>,
 }
 
-/// `GET /setup/github/callback`: checks `state` against the browser's cookie, exchanges
-/// the code, stores the credentials and starts using the app.
+/// `GET /setup/github/callback`: takes back the `state` this planwright issued to this
+/// browser (once, before it expires), exchanges the code, stores the credentials and starts
+/// using the app.
 pub async fn callback(
     State(onboarding): State<Onboarding>,
     headers: HeaderMap,
     Query(query): Query<CallbackQuery>,
 ) -> Response {
-    let expected = cookie(&headers, STATE_COOKIE);
-    let matches = match (&expected, &query.state) {
-        (Some(expected), Some(given)) => {
-            !expected.is_empty() && bool::from(expected.as_bytes().ct_eq(given.as_bytes()))
-        }
-        _ => false,
+    if onboarding.forges.configured(Forge::Github) {
+        return already_registered();
+    }
+    let browser = cookie(&headers, STATE_COOKIE);
+    let redeemed = match onboarding.states.lock() {
+        Ok(mut states) => states.redeem(
+            query.state.as_deref().unwrap_or_default(),
+            browser.as_deref(),
+            Instant::now(),
+        ),
+        Err(_) => Err(StateRefusal::Unknown),
     };
-    if !matches {
-        warn!("refused a GitHub App registration whose state does not match this browser's");
+    if let Err(refusal) = redeemed {
+        warn!(
+            ?refusal,
+            "refused a GitHub App registration with a state planwright did not issue to this browser"
+        );
+        let why = match refusal {
+            StateRefusal::Unknown => {
+                "The state GitHub sent back was not issued by this planwright, or it was used already."
+            }
+            StateRefusal::Expired => "The state GitHub sent back has expired.",
+            StateRefusal::OtherBrowser => {
+                "The state GitHub sent back does not match this browser: it was issued to another one, or this browser kept no cookie."
+            }
+        };
         return message_page(
             StatusCode::FORBIDDEN,
             "Cannot finish the registration",
             &format!(
-                "The state GitHub sent back does not match the one this browser was given. \
-                 Start again from {}/ in this browser.",
+                "{why} Start again from {}/ in this browser, with the setup token.",
                 onboarding.return_url
             ),
         );
@@ -216,16 +506,12 @@ pub async fn callback(
         return message_page(
             StatusCode::BAD_REQUEST,
             "Cannot finish the registration",
-            "GitHub sent no code: the registration was not completed on GitHub.",
+            "GitHub sent no code: the registration was not completed on GitHub. Start again from / with the setup token.",
         );
     };
     let _registering = onboarding.registering.lock().await;
     if onboarding.forges.configured(Forge::Github) {
-        return message_page(
-            StatusCode::CONFLICT,
-            "Cannot register another GitHub App",
-            "This planwright has a GitHub App already.",
-        );
+        return already_registered();
     }
     match register(&onboarding, &code).await {
         Ok(app) => {
@@ -266,6 +552,14 @@ pub async fn callback(
             )
         }
     }
+}
+
+fn already_registered() -> Response {
+    message_page(
+        StatusCode::CONFLICT,
+        "Cannot register another GitHub App",
+        "This planwright has a GitHub App already.",
+    )
 }
 
 async fn register(onboarding: &Onboarding, code: &str) -> anyhow::Result<RegisteredApp> {
@@ -486,6 +780,61 @@ mod tests {
             "https://ghe.example.com"
         );
         assert_eq!(origin("http://127.0.0.1:9"), "http://127.0.0.1:9");
+    }
+
+    #[test]
+    fn a_state_is_taken_back_once_from_its_own_browser_before_it_expires() {
+        let now = Instant::now();
+        let mut states = IssuedStates::default();
+        let (state, browser) = states.issue(now);
+        assert_ne!(state, browser);
+        assert_eq!(
+            states.redeem(&state, None, now),
+            Err(StateRefusal::OtherBrowser)
+        );
+        let (_, other) = states.issue(now);
+        assert_eq!(
+            states.redeem(&state, Some(&other), now),
+            Err(StateRefusal::OtherBrowser)
+        );
+        assert_eq!(states.redeem(&state, Some(&browser), now), Ok(()));
+        assert_eq!(
+            states.redeem(&state, Some(&browser), now),
+            Err(StateRefusal::Unknown)
+        );
+        assert_eq!(
+            states.redeem(&"0".repeat(64), Some(&browser), now),
+            Err(StateRefusal::Unknown)
+        );
+
+        let (late, browser) = states.issue(now);
+        let after = now + STATE_TTL;
+        assert_eq!(
+            states.redeem(&late, Some(&browser), after),
+            Err(StateRefusal::Expired)
+        );
+        assert_eq!(
+            states.redeem(&late, Some(&browser), now),
+            Err(StateRefusal::Unknown)
+        );
+    }
+
+    #[test]
+    fn outstanding_states_are_capped_and_the_oldest_goes_first() {
+        let start = Instant::now();
+        let mut states = IssuedStates::default();
+        let issued: Vec<(String, String)> = (0..MAX_STATES as u64 + 1)
+            .map(|i| states.issue(start + Duration::from_secs(i)))
+            .collect();
+        assert_eq!(states.by_state.len(), MAX_STATES);
+        let now = start + Duration::from_secs(MAX_STATES as u64 + 1);
+        let (first, browser) = &issued[0];
+        assert_eq!(
+            states.redeem(first, Some(browser), now),
+            Err(StateRefusal::Unknown)
+        );
+        let (last, browser) = &issued[MAX_STATES];
+        assert_eq!(states.redeem(last, Some(browser), now), Ok(()));
     }
 
     #[test]

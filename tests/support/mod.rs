@@ -25,6 +25,8 @@ use sqlx::Connection;
 
 pub const GITHUB_SECRET: &str = "github-test-secret";
 pub const GITLAB_SECRET: &str = "gitlab-test-token";
+/// The operator's ADMIN_TOKEN in test settings: the status page and `/metrics` need it.
+pub const ADMIN_TOKEN: &str = "admin-test-token-7f3e2b";
 
 /// The shared fixtures (real payloads and logs), beside the repository.
 pub fn fixtures() -> PathBuf {
@@ -105,6 +107,7 @@ pub fn settings(db: &TestDb, extra: &[(&str, &str)]) -> Settings {
             GITLAB_SECRET.into(),
         ),
         ("PLANWRIGHT_JOB_POLL_MS".into(), "50".into()),
+        ("PLANWRIGHT_ADMIN_TOKEN".into(), ADMIN_TOKEN.into()),
     ];
     for (k, v) in extra {
         env.retain(|(name, _)| name != k);
@@ -116,6 +119,8 @@ pub fn settings(db: &TestDb, extra: &[(&str, &str)]) -> Settings {
 /// The real server (router and workers) running in this process.
 pub struct TestServer {
     pub base: String,
+    /// `http://` and the address of the METRICS_LISTEN listener, when there is one.
+    pub metrics_base: Option<String>,
     pub db: Db,
     pub client: reqwest::Client,
     running: Option<Running>,
@@ -132,6 +137,7 @@ impl TestServer {
             .expect("the server starts");
         TestServer {
             base: format!("http://{}", running.addr),
+            metrics_base: running.metrics_addr.map(|a| format!("http://{a}")),
             db: running.db.clone(),
             client: reqwest::Client::new(),
             running: Some(running),

@@ -1,5 +1,6 @@
-//! `POST /webhooks/github`: verifies `X-Hub-Signature-256` over the raw body before
-//! anything is parsed, then turns the events planwright acts on into domain events.
+//! `POST /webhooks/github`: verifies `X-Hub-Signature-256` over the raw body, as it
+//! arrives and before anything is parsed, then turns the events planwright acts on into
+//! domain events. Anyone may send a body, so only a few are read at once.
 
 use axum::extract::{FromRequest, Request, State};
 use axum::response::Response;
@@ -8,7 +9,7 @@ use secrecy::ExposeSecret as _;
 use serde::Deserialize;
 use sha2::Sha256;
 
-use super::{Lenient, Parsed, Refusal, Verified, accept, header, parse_object, read_body};
+use super::{Lenient, Parsed, Refusal, Verified, accept, header, parse_object, read_streamed};
 use crate::event::{Actor, Event, Forge, RepoEvent, RepoEventKind, Thread};
 use crate::ids::{CommentId, InstallationId, IssueNumber, PullNumber, RepoName};
 use crate::server::AppState;
@@ -60,9 +61,23 @@ impl FromRequest<AppState> for GithubDelivery {
         let delivery_id = header(headers, "x-github-delivery").map(str::to_owned);
         let form = header(headers, "content-type")
             .is_some_and(|ct| ct.starts_with("application/x-www-form-urlencoded"));
-        let body = read_body(req, state).await?;
-        let accepted = secrets.iter().map(|s| s.expose_secret().as_bytes());
-        if !signature_matches(&body, &signature, accepted) {
+        // Held until the signature is checked: bodies nobody has vouched for yet are
+        // what an attacker can send without limit.
+        let turn = tokio::time::timeout(
+            super::READ_TURN_WAIT,
+            state.unverified_reads.clone().acquire_owned(),
+        )
+        .await
+        .map_err(|_| Refusal::Busy)?
+        .map_err(|_| Refusal::Busy)?;
+        let mut macs = Signatures::new(secrets.iter().map(|s| s.expose_secret().as_bytes()));
+        let body = read_streamed(req, state.settings.webhook_body_limit, |chunk| {
+            macs.update(chunk)
+        })
+        .await?;
+        let verified = macs.match_(&signature);
+        drop(turn);
+        if !verified {
             return Err(Refusal::Unauthorized(
                 "The signature does not match the body",
             ));
@@ -82,21 +97,33 @@ impl FromRequest<AppState> for GithubDelivery {
     }
 }
 
-fn signature_matches<'a>(
-    body: &[u8],
-    signature: &[u8],
-    secrets: impl Iterator<Item = &'a [u8]>,
-) -> bool {
-    let mut matched = false;
-    for secret in secrets {
-        let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(secret) else {
-            continue;
-        };
-        mac.update(body);
-        // verify_slice compares in constant time; every secret is tried regardless.
-        matched |= mac.verify_slice(signature).is_ok();
+/// The body's HMAC under every accepted secret, fed as the body arrives.
+struct Signatures(Vec<Hmac<Sha256>>);
+
+impl Signatures {
+    fn new<'a>(secrets: impl Iterator<Item = &'a [u8]>) -> Self {
+        Signatures(
+            secrets
+                .filter_map(|secret| Hmac::<Sha256>::new_from_slice(secret).ok())
+                .collect(),
+        )
     }
-    matched
+
+    fn update(&mut self, chunk: &[u8]) {
+        for mac in &mut self.0 {
+            mac.update(chunk);
+        }
+    }
+
+    /// Whether `signature` is the body's under any secret.
+    fn match_(self, signature: &[u8]) -> bool {
+        let mut matched = false;
+        for mac in self.0 {
+            // verify_slice compares in constant time; every secret is tried regardless.
+            matched |= mac.verify_slice(signature).is_ok();
+        }
+        matched
+    }
 }
 
 /// GitHub's form content type sends the JSON in a `payload` field.
@@ -360,10 +387,22 @@ mod tests {
         mac.update(body);
         let sig = mac.finalize().into_bytes();
         let secrets: Vec<&[u8]> = vec![b"old", b"new"];
-        assert!(signature_matches(body, &sig, secrets.iter().copied()));
-        let only_old: Vec<&[u8]> = vec![b"old"];
-        assert!(!signature_matches(body, &sig, only_old.iter().copied()));
-        assert!(!signature_matches(b"{}", &sig, secrets.iter().copied()));
+        let over = |secrets: &[&[u8]], chunks: &[&[u8]]| {
+            let mut macs = Signatures::new(secrets.iter().copied());
+            for chunk in chunks {
+                macs.update(chunk);
+            }
+            macs.match_(&sig)
+        };
+        assert!(over(&secrets, &[body]));
+        // However the body arrives in pieces.
+        assert!(over(
+            &secrets,
+            &[&body[..3], &[], &body[3..20], &body[20..]]
+        ));
+        assert!(!over(&[b"old"], &[body]));
+        assert!(!over(&secrets, &[b"{}"]));
+        assert!(!over(&[], &[body]));
     }
 
     #[test]

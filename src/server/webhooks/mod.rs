@@ -7,9 +7,10 @@ pub mod gitlab;
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{FromRequest, Request};
-use axum::http::StatusCode;
+use axum::extract::Request;
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt as _;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 use serde_json::json;
@@ -35,6 +36,8 @@ pub enum Refusal {
     BadBody(String),
     /// The client did not send the whole body in time.
     Timeout,
+    /// As many unverified bodies as allowed are being read; the sender should retry.
+    Busy,
 }
 
 impl IntoResponse for Refusal {
@@ -58,6 +61,16 @@ impl IntoResponse for Refusal {
                 StatusCode::REQUEST_TIMEOUT,
                 "The body did not arrive in time".to_owned(),
             ),
+            Refusal::Busy => {
+                return (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    [(header::RETRY_AFTER, RETRY_AFTER_SECS.to_string())],
+                    Json(json!({ "error": format!(
+                        "Cannot read the body now: too many deliveries are being read at once; redeliver it in {RETRY_AFTER_SECS} seconds"
+                    ) })),
+                )
+                    .into_response();
+            }
         };
         (status, Json(json!({ "error": message }))).into_response()
     }
@@ -67,21 +80,47 @@ impl IntoResponse for Refusal {
 /// shutdown) for ever.
 const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
+/// How long a GitHub delivery waits for its turn when WEBHOOK_BODY_READS unverified bodies
+/// are being read already, before it is answered 503.
+const READ_TURN_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+/// The Retry-After of that answer.
+const RETRY_AFTER_SECS: u64 = 10;
+
 /// Reads the whole body, within the router's body limit and [`BODY_TIMEOUT`].
 async fn read_body(req: Request, state: &AppState) -> Result<Bytes, Refusal> {
-    let read = tokio::time::timeout(BODY_TIMEOUT, Bytes::from_request(req, state))
-        .await
-        .map_err(|_| Refusal::Timeout)?;
-    read.map_err(|rejection| {
-        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            Refusal::TooLarge(state.settings.webhook_body_limit)
-        } else {
-            Refusal::BadBody(format!(
-                "Could not read the request body: {}",
-                rejection.body_text()
-            ))
+    read_streamed(req, state.settings.webhook_body_limit, |_| {}).await
+}
+
+/// Reads the whole body within `limit` bytes and [`BODY_TIMEOUT`], handing each piece to
+/// `feed` as it arrives. A declared length over the limit is refused before any is read.
+async fn read_streamed(
+    req: Request,
+    limit: usize,
+    mut feed: impl FnMut(&[u8]),
+) -> Result<Bytes, Refusal> {
+    let declared = header(req.headers(), "content-length").and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > limit as u64) {
+        return Err(Refusal::TooLarge(limit));
+    }
+    // A declared length is the sender's word: memory grows with what actually arrives.
+    let capacity = declared.map_or(0, |length| length.min(64 * 1024) as usize);
+    let mut stream = req.into_body().into_data_stream();
+    let read = async move {
+        let mut body = Vec::with_capacity(capacity);
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk
+                .map_err(|e| Refusal::BadBody(format!("Could not read the request body: {e}")))?;
+            if body.len() + chunk.len() > limit {
+                return Err(Refusal::TooLarge(limit));
+            }
+            feed(&chunk);
+            body.extend_from_slice(&chunk);
         }
-    })
+        Ok(Bytes::from(body))
+    };
+    tokio::time::timeout(BODY_TIMEOUT, read)
+        .await
+        .map_err(|_| Refusal::Timeout)?
 }
 
 fn header<'a>(headers: &'a axum::http::HeaderMap, name: &str) -> Option<&'a str> {
