@@ -209,7 +209,13 @@ impl RepoConfig {
             config.max_attempts = n;
         }
         if let Some(paths) = file.protected_paths {
-            config.protected_paths = paths;
+            // A repository adds to the defaults: a list naming only its own folders must
+            // not open the workflows to a result.
+            for path in paths {
+                if !config.protected_paths.contains(&path) {
+                    config.protected_paths.push(path);
+                }
+            }
         }
         if let Some(o) = file.on_failure {
             config.on_failure = o.0;
@@ -680,6 +686,15 @@ on_failure: comment
         assert_eq!(c.budget_usd, 2.5);
         assert_eq!(c.on_failure, OnFailure::Comment);
         assert_eq!(c.source.as_deref(), Some(".github/planwright.yml"));
+    }
+
+    #[test]
+    fn a_repositorys_protected_paths_keep_the_defaults() {
+        let c = RepoConfig::parse(FULL, ".github/planwright.yml", &RootFiles::default()).unwrap();
+        assert_eq!(
+            c.protected_paths,
+            [".github/workflows/**", ".gitlab-ci.yml", "migrations/**"]
+        );
     }
 
     #[test]

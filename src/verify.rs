@@ -1160,9 +1160,46 @@ fn change_name(change: FileChange) -> &'static str {
     }
 }
 
-/// Checks the result's changed files against the contract: protected paths and the
-/// deletion of a test the contract means to make pass are refused; anything else outside
-/// the declared files and test files is flagged.
+/// Files that CI services or build tools run on push, with the repository's secrets in
+/// reach: a result may change one only when the approved contract names it, since a
+/// change there runs before any maintainer reviews the pull request. A pattern without
+/// `/` matches the file name in any folder.
+pub const RUN_BY_CI: &[&str] = &[
+    ".github/workflows/**",
+    ".github/actions/**",
+    "action.yml",
+    "action.yaml",
+    ".gitlab-ci.yml",
+    ".gitlab/ci/**",
+    ".circleci/**",
+    ".buildkite/**",
+    ".travis.yml",
+    "azure-pipelines.yml",
+    "bitbucket-pipelines.yml",
+    "Jenkinsfile",
+    ".pre-commit-config.yaml",
+    ".husky/**",
+    "Makefile",
+    "makefile",
+    "GNUmakefile",
+    "*.mk",
+    "justfile",
+    "Rakefile",
+    "package.json",
+    "build.rs",
+    ".cargo/config",
+    ".cargo/config.toml",
+    "setup.py",
+    "noxfile.py",
+    "tox.ini",
+    "build.gradle",
+    "build.gradle.kts",
+    "gradlew",
+];
+
+/// Checks the result's changed files against the contract: protected paths, files CI runs
+/// that the contract does not name, and the deletion of a test the contract means to make
+/// pass are refused; anything else outside the declared files and test files is flagged.
 pub fn check_scope(
     contract: &Contract,
     protected: &[String],
@@ -1218,6 +1255,17 @@ pub fn check_scope(
             .iter()
             .find(|(d, _)| path == *d || path.starts_with(&format!("{d}/")))
             .map(|(_, action)| *action);
+        if declaration.is_none()
+            && let Some(glob) = RUN_BY_CI.iter().find(|g| glob_matches(g, &path))
+        {
+            finding(
+                Severity::Refused,
+                format!(
+                    "CI runs files like `{glob}` on push; the contract must name the file to change it"
+                ),
+            );
+            continue;
+        }
         let test = is_test_path(&path) || names_test(&path);
         if deleted && test && declaration != Some(FileAction::Delete) {
             let targeted = declaration.is_some()
