@@ -437,6 +437,13 @@ impl<'de> Deserialize<'de> for MinPermission {
                 Ok(p) => p,
             },
         };
+        // Anyone who can read a public repository could then approve what runs with the
+        // deployment's model keys.
+        if p == Permission::Read {
+            return Err(serde::de::Error::custom(format!(
+                "min_permission: `{text}` is too low: anyone who can read the repository could approve a contract; use triage or higher (GitLab: reporter or higher)"
+            )));
+        }
         Ok(MinPermission(p))
     }
 }
@@ -764,7 +771,6 @@ on_failure: comment
     #[test]
     fn gitlab_words_for_permissions() {
         for (word, p) in [
-            ("guest", Permission::Read),
             ("reporter", Permission::Triage),
             ("developer", Permission::Write),
             ("maintainer", Permission::Maintain),
@@ -780,6 +786,22 @@ on_failure: comment
             assert_eq!(c.min_permission, p, "{word}");
         }
         assert!(RepoConfig::parse("min_permission: none\n", "f", &RootFiles::default()).is_err());
+    }
+
+    #[test]
+    fn a_permission_below_triage_is_refused_with_its_line() {
+        for word in ["read", "guest", "Read"] {
+            let text = format!("label: x\nmin_permission: {word}\n");
+            let e = RepoConfig::parse(&text, ".gitlab/planwright.yml", &RootFiles::default())
+                .unwrap_err();
+            assert_eq!(e.line, Some(2), "{e}");
+            assert!(
+                e.to_string().contains(&format!(
+                    "`{word}` is too low: anyone who can read the repository could approve"
+                )),
+                "{e}"
+            );
+        }
     }
 
     #[test]
