@@ -589,6 +589,67 @@ async fn a_repositorys_protected_paths_add_to_the_defaults() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_result_adding_a_symlink_or_a_nested_repository_is_refused_unless_named() {
+    let world = World::new();
+    let mut contract = contract();
+    declare(&mut contract, "calc_alias.py", FileAction::Create);
+    let plan = Plan::new(&contract, &config(""));
+    let report = world
+        .verify(&contract, &plan, |repo| {
+            write(repo, "calc.py", CALC_FIXED);
+            // Pushed as a link, it points readers and CI at whatever the target holds.
+            std::os::unix::fs::symlink("/etc/passwd", repo.join("notes.txt")).unwrap();
+            std::os::unix::fs::symlink("../../..", repo.join("docs")).unwrap();
+            // Committed as a gitlink: a submodule pin to any commit of any repository.
+            let nested = repo.join("vendor/lib");
+            std::fs::create_dir_all(&nested).unwrap();
+            git(&nested, &["init", "-q", "-b", "main"]);
+            write(&nested, "lib.py", "x = 1\n");
+            git(&nested, &["add", "-A"]);
+            git(
+                &nested,
+                &[
+                    "-c",
+                    "user.name=x",
+                    "-c",
+                    "user.email=x@example.com",
+                    "commit",
+                    "-q",
+                    "-m",
+                    "lib",
+                ],
+            );
+            // Named by the contract: allowed.
+            std::os::unix::fs::symlink("calc.py", repo.join("calc_alias.py")).unwrap();
+        })
+        .await;
+
+    assert_eq!(report.verdict, Verdict::Refused, "{:?}", report.scope);
+    assert_eq!(
+        refused(&report),
+        [
+            (
+                "docs",
+                "a symbolic link; the contract must name the path to add one"
+            ),
+            (
+                "notes.txt",
+                "a symbolic link; the contract must name the path to add one"
+            ),
+            (
+                "vendor/lib",
+                "a nested repository (a gitlink); the contract must name the path to add one"
+            ),
+        ]
+    );
+    assert!(
+        !report.scope.iter().any(|f| f.path == "calc_alias.py"),
+        "{:?}",
+        report.scope
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn deleting_the_test_to_be_fixed_is_refused() {
     let world = World::new();
     let contract = contract();
