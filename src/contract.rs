@@ -294,6 +294,8 @@ const MAX_LIST_ITEMS: usize = 50;
 const MAX_FILES: usize = 100;
 const MAX_ATTEMPTS: u32 = 10;
 const MAX_BUDGET_USD: f64 = 1_000.0;
+/// GitHub's comment limit with room for the banner a superseded version gets.
+const MAX_COMMENT_CHARS: usize = crate::forge::GITHUB_TEXT_LIMIT - 1_000;
 
 impl Contract {
     /// Parses the JSON a model or a person wrote and validates it; serde's message for a
@@ -446,6 +448,17 @@ impl Contract {
         if let Ok(value) = serde_json::to_value(self) {
             invisible_characters(&mut problem, "", &value);
         }
+        // The approver must be able to read all of it in one comment; a forge refuses a
+        // longer one, which would only show after planning is paid for.
+        let shown = self.rendered_chars();
+        if shown > MAX_COMMENT_CHARS {
+            problem(
+                "$".into(),
+                &format!(
+                    "is too long to show in one comment ({shown} characters once rendered, at most {MAX_COMMENT_CHARS}); say it more briefly"
+                ),
+            );
+        }
 
         if problems.is_empty() {
             Ok(())
@@ -474,6 +487,27 @@ impl Contract {
         ContractHash(hex::encode(Sha256::digest(
             self.canonical_json(base).as_bytes(),
         )))
+    }
+
+    /// The length of the comment this contract makes, with links as long as GitHub's.
+    fn rendered_chars(&self) -> usize {
+        let base = Base {
+            branch: "b".repeat(100),
+            sha: CommitSha("0".repeat(40)),
+        };
+        let links = SourceLinks::GitHub {
+            repo_url: format!("https://github.com/{}/{}", "o".repeat(39), "r".repeat(100)),
+        };
+        self.render_markdown(&RenderContext {
+            session: &SessionId::generate(),
+            version: ContractVersion(u32::MAX),
+            base: &base,
+            links: &links,
+            bot_mention: &"b".repeat(39),
+            default_budget_usd: Some(MAX_BUDGET_USD),
+        })
+        .chars()
+        .count()
     }
 
     /// Every path the change may touch, normalised, for the scope check after execution.
@@ -1204,6 +1238,22 @@ mod tests {
                 "`{text}` is not shown.\n{shown}\n\n{md}"
             );
         }
+    }
+
+    #[test]
+    fn a_contract_too_long_for_one_comment_is_refused() {
+        let mut v = sample_json();
+        // Within every field's own limit, but escaped it is far beyond a comment's.
+        v["diagnosis"]["uncertainties"] = serde_json::json!(vec!["<".repeat(3_000); 30]);
+        let err = Contract::from_value(v).unwrap_err();
+        assert_eq!(err.0.len(), 1, "{err}");
+        assert_eq!(err.0[0].at, "$");
+        assert!(
+            err.0[0].message.contains("too long to show in one comment"),
+            "{err}"
+        );
+        let md = render(&Contract::from_value(sample_json()).unwrap());
+        assert!(md.chars().count() < MAX_COMMENT_CHARS);
     }
 
     #[test]
