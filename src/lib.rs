@@ -15,6 +15,7 @@ pub mod executor;
 pub mod forge;
 pub mod ids;
 pub mod llm;
+pub mod markdown;
 pub mod onboarding;
 pub mod planner;
 pub mod publish;

@@ -18,6 +18,7 @@ use crate::forge::{
     PullRequest, truncate_with_note,
 };
 use crate::ids::{CommentId, CommitSha, IssueNumber, RepoName, SessionId};
+use crate::markdown;
 use crate::repo_config::OnFailure;
 use crate::sandbox::workspace::{self, Author, Workspace, WorkspaceError};
 use crate::store::{Db, model_usage};
@@ -516,12 +517,14 @@ fn pull_body(p: &Publication<'_>, cost: &str) -> String {
     truncate_with_note(&body, limit).into_owned()
 }
 
+/// The planner's and the reviewer's text is escaped as in the contract comment
+/// ([`markdown`]), so a pull request shows all of it and hides nothing from its reviewers.
 fn what_and_why(p: &Publication<'_>) -> String {
     let mut out = String::from("### What and why\n\n");
-    let _ = writeln!(out, "{}\n", p.contract.summary.trim());
+    let _ = writeln!(out, "{}\n", markdown::inline(&p.contract.summary));
     let goal = p.contract.change.goal.trim();
     if !goal.is_empty() {
-        let _ = writeln!(out, "**Goal:** {goal}\n");
+        let _ = writeln!(out, "**Goal:** {}\n", markdown::inline(goal));
     }
     let contract = format!("build contract v{} (`{}`)", p.version, p.hash.short());
     let linked = match p.contract_url {
@@ -546,8 +549,8 @@ fn verification_section(p: &Publication<'_>, failing: &str) -> String {
         for row in &v.rows {
             let _ = writeln!(
                 out,
-                "| `{}` | {} | {} |",
-                cell(&row.command),
+                "| {} | {} | {} |",
+                markdown::code(&row.command, true),
                 row.baseline.as_deref().map_or("—".to_owned(), cell),
                 cell(&row.after)
             );
@@ -571,7 +574,7 @@ fn review_section(p: &Publication<'_>) -> String {
             };
             let _ = writeln!(out, "**{verdict}** by the reviewer.\n");
             if !review.findings.trim().is_empty() {
-                let _ = writeln!(out, "{}\n", review.findings.trim_end());
+                let _ = writeln!(out, "{}", markdown::fenced(&review.findings, ""));
             }
         }
         None => out.push_str("No review was made.\n\n"),

@@ -209,7 +209,13 @@ impl RepoConfig {
             config.max_attempts = n;
         }
         if let Some(paths) = file.protected_paths {
-            config.protected_paths = paths;
+            // A repository adds to the defaults: a list naming only its own folders must
+            // not open the workflows to a result.
+            for path in paths {
+                if !config.protected_paths.contains(&path) {
+                    config.protected_paths.push(path);
+                }
+            }
         }
         if let Some(o) = file.on_failure {
             config.on_failure = o.0;
@@ -431,6 +437,13 @@ impl<'de> Deserialize<'de> for MinPermission {
                 Ok(p) => p,
             },
         };
+        // Anyone who can read a public repository could then approve what runs with the
+        // deployment's model keys.
+        if p == Permission::Read {
+            return Err(serde::de::Error::custom(format!(
+                "min_permission: `{text}` is too low: anyone who can read the repository could approve a contract; use triage or higher (GitLab: reporter or higher)"
+            )));
+        }
         Ok(MinPermission(p))
     }
 }
@@ -683,6 +696,15 @@ on_failure: comment
     }
 
     #[test]
+    fn a_repositorys_protected_paths_keep_the_defaults() {
+        let c = RepoConfig::parse(FULL, ".github/planwright.yml", &RootFiles::default()).unwrap();
+        assert_eq!(
+            c.protected_paths,
+            [".github/workflows/**", ".gitlab-ci.yml", "migrations/**"]
+        );
+    }
+
+    #[test]
     fn unknown_keys_and_bad_values_name_the_line() {
         let text = "label: x\nlable: y\n";
         let e = RepoConfig::parse(text, ".planwright.yml", &RootFiles::default()).unwrap_err();
@@ -749,7 +771,6 @@ on_failure: comment
     #[test]
     fn gitlab_words_for_permissions() {
         for (word, p) in [
-            ("guest", Permission::Read),
             ("reporter", Permission::Triage),
             ("developer", Permission::Write),
             ("maintainer", Permission::Maintain),
@@ -765,6 +786,22 @@ on_failure: comment
             assert_eq!(c.min_permission, p, "{word}");
         }
         assert!(RepoConfig::parse("min_permission: none\n", "f", &RootFiles::default()).is_err());
+    }
+
+    #[test]
+    fn a_permission_below_triage_is_refused_with_its_line() {
+        for word in ["read", "guest", "Read"] {
+            let text = format!("label: x\nmin_permission: {word}\n");
+            let e = RepoConfig::parse(&text, ".gitlab/planwright.yml", &RootFiles::default())
+                .unwrap_err();
+            assert_eq!(e.line, Some(2), "{e}");
+            assert!(
+                e.to_string().contains(&format!(
+                    "`{word}` is too low: anyone who can read the repository could approve"
+                )),
+                "{e}"
+            );
+        }
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! also checks the result's files against the contract's scope. What an executor claims
 //! never enters: the [`VerificationReport`] comes from the runs alone.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -409,7 +409,8 @@ impl Verifier {
         // Read before anything runs: what the checks write (caches, bytecode) is not the
         // result's.
         let changed = workspace.changed_files().await?;
-        let scope = check_scope(contract, &plan.protected, &changed, baseline);
+        let links = links_in(&workspace.repo(), &changed);
+        let scope = check_scope(contract, &plan.protected, &changed, &links, baseline);
         let after = self
             .run_plan(plan, workspace, &format!("{run}-after"))
             .await?;
@@ -1160,13 +1161,101 @@ fn change_name(change: FileChange) -> &'static str {
     }
 }
 
-/// Checks the result's changed files against the contract: protected paths and the
-/// deletion of a test the contract means to make pass are refused; anything else outside
-/// the declared files and test files is flagged.
+/// A changed path that is not a plain file or folder in the result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Link {
+    /// Pushed as a link, it shows readers and CI whatever its target holds.
+    Symlink,
+    /// A folder holding its own repository, committed as a gitlink: a pin to any commit
+    /// of any repository.
+    Gitlink,
+}
+
+impl Link {
+    fn describe(self) -> &'static str {
+        match self {
+            Link::Symlink => "a symbolic link",
+            Link::Gitlink => "a nested repository (a gitlink)",
+        }
+    }
+}
+
+/// The result's changed paths that are, or lie under, a symbolic link or a nested
+/// repository, as the checkout holds them: what the result commit takes in.
+pub fn links_in(repo: &Path, changed: &[ChangedFile]) -> HashMap<String, Link> {
+    let mut links = HashMap::new();
+    for file in changed {
+        if file.change == FileChange::Deleted {
+            continue;
+        }
+        let path = normalise(&file.path);
+        let mut at = repo.to_path_buf();
+        for part in path.split('/') {
+            at.push(part);
+            let Ok(meta) = std::fs::symlink_metadata(&at) else {
+                break;
+            };
+            let link = if meta.file_type().is_symlink() {
+                Some(Link::Symlink)
+            } else if meta.is_dir() && std::fs::symlink_metadata(at.join(".git")).is_ok() {
+                Some(Link::Gitlink)
+            } else {
+                None
+            };
+            if let Some(link) = link {
+                links.insert(path.clone(), link);
+                break;
+            }
+        }
+    }
+    links
+}
+
+/// Files that CI services or build tools run on push, with the repository's secrets in
+/// reach: a result may change one only when the approved contract names it, since a
+/// change there runs before any maintainer reviews the pull request. A pattern without
+/// `/` matches the file name in any folder.
+pub const RUN_BY_CI: &[&str] = &[
+    ".github/workflows/**",
+    ".github/actions/**",
+    "action.yml",
+    "action.yaml",
+    ".gitlab-ci.yml",
+    ".gitlab/ci/**",
+    ".circleci/**",
+    ".buildkite/**",
+    ".travis.yml",
+    "azure-pipelines.yml",
+    "bitbucket-pipelines.yml",
+    "Jenkinsfile",
+    ".pre-commit-config.yaml",
+    ".husky/**",
+    "Makefile",
+    "makefile",
+    "GNUmakefile",
+    "*.mk",
+    "justfile",
+    "Rakefile",
+    "package.json",
+    "build.rs",
+    ".cargo/config",
+    ".cargo/config.toml",
+    "setup.py",
+    "noxfile.py",
+    "tox.ini",
+    "build.gradle",
+    "build.gradle.kts",
+    "gradlew",
+];
+
+/// Checks the result's changed files against the contract: protected paths, files CI runs
+/// that the contract does not name, and the deletion of a test the contract means to make
+/// pass are refused; anything else outside the declared files and test files is flagged.
 pub fn check_scope(
     contract: &Contract,
     protected: &[String],
     changed: &[ChangedFile],
+    links: &HashMap<String, Link>,
     baseline: &RunSet,
 ) -> Vec<ScopeFinding> {
     let declared: Vec<(String, FileAction)> = contract
@@ -1218,6 +1307,29 @@ pub fn check_scope(
             .iter()
             .find(|(d, _)| path == *d || path.starts_with(&format!("{d}/")))
             .map(|(_, action)| *action);
+        if declaration.is_none()
+            && let Some(glob) = RUN_BY_CI.iter().find(|g| glob_matches(g, &path))
+        {
+            finding(
+                Severity::Refused,
+                format!(
+                    "CI runs files like `{glob}` on push; the contract must name the file to change it"
+                ),
+            );
+            continue;
+        }
+        if declaration.is_none()
+            && let Some(link) = links.get(&path)
+        {
+            finding(
+                Severity::Refused,
+                format!(
+                    "{}; the contract must name the path to add one",
+                    link.describe()
+                ),
+            );
+            continue;
+        }
         let test = is_test_path(&path) || names_test(&path);
         if deleted && test && declaration != Some(FileAction::Delete) {
             let targeted = declaration.is_some()
@@ -1473,20 +1585,21 @@ mod tests {
             changed("tests/parse.rs", FileChange::Deleted),
             changed("tests/other.rs", FileChange::Deleted),
         ];
-        let found: Vec<(&str, Severity)> = check_scope(&contract, &protected, &files, &baseline)
-            .iter()
-            .map(|f| {
-                (
-                    files
-                        .iter()
-                        .find(|c| c.path == f.path)
-                        .unwrap()
-                        .path
-                        .as_str(),
-                    f.severity,
-                )
-            })
-            .collect();
+        let found: Vec<(&str, Severity)> =
+            check_scope(&contract, &protected, &files, &HashMap::new(), &baseline)
+                .iter()
+                .map(|f| {
+                    (
+                        files
+                            .iter()
+                            .find(|c| c.path == f.path)
+                            .unwrap()
+                            .path
+                            .as_str(),
+                        f.severity,
+                    )
+                })
+                .collect();
         assert_eq!(
             found,
             vec![
@@ -1501,6 +1614,7 @@ mod tests {
             &contract,
             &protected,
             &[changed("src/parse.rs", FileChange::Deleted)],
+            &HashMap::new(),
             &RunSet::default(),
         );
         assert_eq!(

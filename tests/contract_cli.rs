@@ -85,3 +85,24 @@ fn an_unreadable_file_is_exit_2() {
         String::from_utf8_lossy(&out.stderr).contains("Could not read /nonexistent/contract.json")
     );
 }
+
+#[test]
+fn a_bidi_override_in_a_path_or_command_is_refused() {
+    // Shown in a comment, `src/\u{202E}sr.bat` reads as `src/tab.rs`.
+    let mut c = contract();
+    c["change"]["files"][0]["path"] = "src/\u{202E}sr.bat".into();
+    c["verification"]["commands"][0] = "cargo test \u{2066}parse\u{2069}".into();
+    let out = validate(&c.to_string());
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(
+            "- change.files[0].path: contains an invisible or direction-changing character (U+202E)"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("- verification.commands[0]: contains an invisible"),
+        "{stderr}"
+    );
+}

