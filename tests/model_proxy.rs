@@ -912,6 +912,86 @@ async fn the_proxy_serves_over_a_unix_socket() {
     assert_eq!(h.upstream.requests().len(), 2);
 }
 
+/// Sends the head of a request declaring `length` bytes of body and only `sent` of them,
+/// then reads the answer: one that arrives means the proxy decided without the rest.
+async fn answer_to_a_partial_body(base: &str, token: Option<&str>, length: usize, sent: usize) -> String {
+    let addr = base.strip_prefix("http://").unwrap();
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let auth = token.map_or(String::new(), |t| format!("x-api-key: {t}\r\n"));
+    let head = format!(
+        "POST /v1/messages HTTP/1.1\r\nhost: planwright\r\n{auth}anthropic-version: 2023-06-01\r\ncontent-type: application/json\r\ncontent-length: {length}\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(&vec![b' '; sent]).await.unwrap();
+    let mut answer = vec![0u8; 4096];
+    let n = tokio::time::timeout(WAIT, stream.read(&mut answer))
+        .await
+        .expect("the proxy answered before the body was complete")
+        .unwrap();
+    String::from_utf8_lossy(&answer[..n]).into_owned()
+}
+
+#[tokio::test]
+async fn a_body_without_a_token_is_refused_unread_and_an_oversized_one_is_refused() {
+    let h = start(vec![]).await;
+    // No token, a body of 20 MB of which 1 MB is sent: the refusal comes first.
+    let answer = answer_to_a_partial_body(&h.base, None, 20 << 20, 1 << 20).await;
+    assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+    assert!(answer.contains("without a capability token"), "{answer}");
+    let answer = answer_to_a_partial_body(&h.base, Some("pwcap_forged.x"), 20 << 20, 1 << 20).await;
+    assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+    // With a token, a body declared past the limit is refused before it is read.
+    let token = h.token(Budget::usd(1.0));
+    let answer =
+        answer_to_a_partial_body(&h.base, Some(token.expose_secret()), 64 << 20, 1 << 20).await;
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(answer.contains("limit of 32 MB"), "{answer}");
+    // Sent without a length (chunked), it is cut off at the limit as it arrives.
+    let addr = h.base.strip_prefix("http://").unwrap().to_owned();
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut read, mut write) = stream.into_split();
+    let head = format!(
+        "POST /v1/messages HTTP/1.1\r\nhost: planwright\r\nx-api-key: {}\r\ntransfer-encoding: chunked\r\n\r\n",
+        token.expose_secret()
+    );
+    let sender = tokio::spawn(async move {
+        write.write_all(head.as_bytes()).await?;
+        let chunk = format!("100000\r\n{}\r\n", " ".repeat(1 << 20));
+        for _ in 0..40 {
+            write.write_all(chunk.as_bytes()).await?;
+        }
+        std::io::Result::Ok(())
+    });
+    let mut answer = vec![0u8; 4096];
+    let n = tokio::time::timeout(WAIT, read.read(&mut answer))
+        .await
+        .expect("the proxy answered")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer[..n]).into_owned();
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(answer.contains("request_too_large"), "{answer}");
+    sender.abort();
+    assert!(h.upstream.requests().is_empty(), "a refused call was forwarded");
+    assert!(h.rows().await.is_empty());
+}
+
+#[tokio::test]
+async fn the_socket_is_open_to_sandboxes_only() {
+    use std::os::unix::fs::MetadataExt;
+    let h = start_on(vec![], |dir| ProxyListen::Unix(dir.join("proxy.sock"))).await;
+    let meta = std::fs::metadata(h.db.dir.path().join("proxy.sock")).unwrap();
+    assert_eq!(meta.mode() & 0o007, 0, "other users may connect: {:o}", meta.mode());
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        // As root, sandboxes run as an unprivileged user whose group gets the socket.
+        let (_, gid) = planwright::sandbox::Bwrap::DEFAULT_HOST_USER;
+        assert_eq!(meta.gid(), gid);
+        assert_eq!(meta.mode() & 0o777, 0o660);
+    } else {
+        assert_eq!(meta.mode() & 0o777, 0o600);
+    }
+}
+
 #[tokio::test]
 async fn serve_runs_the_proxy_where_executors_run() {
     let db = TestDb::new().await;

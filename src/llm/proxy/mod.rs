@@ -15,8 +15,8 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{DefaultBodyLimit, State};
-use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, Uri, header};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use secrecy::{ExposeSecret, SecretString};
@@ -35,8 +35,9 @@ use crate::llm::sse::{SseSplitter, event_data};
 use crate::store::{Db, model_usage};
 use meter::StreamMeter;
 
-/// Requests carry whole conversations, images included.
-const REQUEST_LIMIT: usize = 64 * 1024 * 1024;
+/// Requests carry whole conversations, images included; both providers refuse bodies
+/// past 32 MB themselves, so nothing larger is worth reading.
+const REQUEST_LIMIT: usize = 32 * 1024 * 1024;
 
 /// Client headers worth passing on; everything else (keys, cookies, hop-by-hop headers,
 /// compression asks the meter could not read through) stays behind. The body is always
@@ -157,18 +158,15 @@ impl ProxyState {
 /// `ANTHROPIC_BASE_URL` at the proxy and `OPENAI_BASE_URL` at the proxy's `/v1`.
 pub fn router(state: ProxyState) -> Router {
     fn route(api: Api) -> axum::routing::MethodRouter<ProxyState> {
-        post(
-            move |State(state): State<ProxyState>, uri: Uri, headers: HeaderMap, body: Bytes| {
-                forward(state, api, uri, headers, body)
-            },
-        )
+        post(move |State(state): State<ProxyState>, request: Request| {
+            forward(state, api, request)
+        })
     }
     Router::new()
         .route("/v1/messages", route(Api::Messages))
         .route("/v1/messages/count_tokens", route(Api::CountTokens))
         .route("/v1/chat/completions", route(Api::ChatCompletions))
         .route("/v1/responses", route(Api::Responses))
-        .layer(DefaultBodyLimit::max(REQUEST_LIMIT))
         .with_state(state)
 }
 
@@ -262,11 +260,24 @@ async fn bind_socket(path: &Path) -> Result<tokio::net::UnixListener> {
             path.display()
         )
     })?;
-    // Sandboxes run as another user and must be able to connect; the capability token,
-    // not the socket's mode, is what authorises a call.
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666)).with_context(|| {
+    // Only sandboxes may connect: as root they run as `Bwrap::DEFAULT_HOST_USER`, whose
+    // group gets the socket; otherwise they run as planwright's own user, the owner.
+    // SAFETY: geteuid has no preconditions.
+    let mode = if unsafe { libc::geteuid() } == 0 {
+        let (_, gid) = crate::sandbox::Bwrap::DEFAULT_HOST_USER;
+        std::os::unix::fs::chown(path, None, Some(gid)).with_context(|| {
+            format!(
+                "Could not give the model proxy socket {} to the sandboxes' group {gid}",
+                path.display()
+            )
+        })?;
+        0o660
+    } else {
+        0o600
+    };
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).with_context(|| {
         format!(
-            "Could not open the model proxy socket {} to sandboxes",
+            "Could not set the mode of the model proxy socket {}",
             path.display()
         )
     })?;
@@ -278,6 +289,7 @@ async fn bind_socket(path: &Path) -> Result<tokio::net::UnixListener> {
 enum Refusal {
     Token,
     BadRequest,
+    TooLarge,
     Budget,
     Unavailable,
     Upstream,
@@ -291,6 +303,8 @@ fn refuse(provider: Provider, refusal: Refusal, message: &str) -> Response {
             (401, "invalid_request_error", Some("invalid_api_key"))
         }
         (_, Refusal::BadRequest) => (400, "invalid_request_error", None),
+        (Provider::Anthropic, Refusal::TooLarge) => (413, "request_too_large", None),
+        (Provider::OpenAi, Refusal::TooLarge) => (413, "invalid_request_error", None),
         // What each vendor answers when the money has run out; neither is retried by
         // the agents' clients as a passing rate limit would be.
         (Provider::Anthropic, Refusal::Budget) => (402, "billing_error", None),
@@ -394,15 +408,24 @@ impl Refused {
     }
 }
 
-async fn forward(
-    state: ProxyState,
-    api: Api,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
+async fn forward(state: ProxyState, api: Api, request: Request) -> Response {
     let provider = api.provider();
-    let (call, mut request) = match admit(&state.0, api, &headers, &body).await {
+    let (parts, body) = request.into_parts();
+    let (uri, headers) = (parts.uri, parts.headers);
+    // The token is checked from the headers alone: a caller without one never gets a
+    // byte of its body read, so it cannot make the proxy buffer anything.
+    let grant = match client_grant(&state.0.capabilities, provider, &headers) {
+        Ok(grant) => grant,
+        Err(e) => {
+            info!(%provider, reason = ?e, "model proxy refused a call without a valid token");
+            return refuse(provider, Refusal::Token, &e.to_string());
+        }
+    };
+    let body = match read_body(&headers, body).await {
+        Ok(body) => body,
+        Err(Refused(refusal, message)) => return refuse(provider, refusal, &message),
+    };
+    let (call, mut request) = match admit(&state.0, api, grant, &body).await {
         Ok(admitted) => admitted,
         Err(Refused(refusal, message)) => return refuse(provider, refusal, &message),
     };
@@ -453,19 +476,47 @@ async fn forward(
     }
 }
 
-/// Lets a call through, or says why not: a valid token, a JSON body naming a priced
-/// model, and a run with budget left.
+/// The body, up to `REQUEST_LIMIT`; a declared length past it is refused unread.
+async fn read_body(headers: &HeaderMap, body: Body) -> Result<Bytes, Refused> {
+    let too_large = || {
+        Refused::new(
+            Refusal::TooLarge,
+            format!(
+                "Cannot forward the request: its body is larger than the model proxy's limit of {} MB",
+                REQUEST_LIMIT / (1024 * 1024)
+            ),
+        )
+    };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > REQUEST_LIMIT as u64) {
+        return Err(too_large());
+    }
+    // A body sent without a length (chunked) is cut off at the limit as it arrives.
+    axum::body::to_bytes(body, REQUEST_LIMIT)
+        .await
+        .map_err(|e| {
+            Refused::new(
+                Refusal::TooLarge,
+                format!(
+                    "Could not read the request body whole (the model proxy takes at most {} MB): {e}",
+                    REQUEST_LIMIT / (1024 * 1024)
+                ),
+            )
+        })
+}
+
+/// Lets a call through, or says why not: a JSON body naming a priced model, and a run
+/// with budget left.
 async fn admit(
     inner: &Inner,
     api: Api,
-    headers: &HeaderMap,
+    grant: Grant,
     body: &[u8],
 ) -> Result<(Call, Value), Refused> {
     let provider = api.provider();
-    let grant = client_grant(&inner.capabilities, provider, headers).map_err(|e| {
-        info!(%provider, reason = ?e, "model proxy refused a call without a valid token");
-        Refused::new(Refusal::Token, e.to_string())
-    })?;
     let request: Value = match serde_json::from_slice(body) {
         Ok(v @ Value::Object(_)) => v,
         _ => {
