@@ -3,6 +3,7 @@
 //! the real key, forwards to the provider (streams pass through as they arrive) and
 //! records each call's usage against the run and its session.
 
+mod allow;
 mod meter;
 pub mod token;
 
@@ -41,14 +42,39 @@ const REQUEST_LIMIT: usize = 32 * 1024 * 1024;
 
 /// Client headers worth passing on; everything else (keys, cookies, hop-by-hop headers,
 /// compression asks the meter could not read through) stays behind. The body is always
-/// JSON, so its type is set rather than passed.
-const REQUEST_HEADERS: &[&str] = &[
-    "accept",
-    "user-agent",
-    "anthropic-version",
-    "anthropic-beta",
-    "openai-beta",
+/// JSON, so its type is set rather than passed. Beta flags are sorted by `betas`.
+const REQUEST_HEADERS: &[&str] = &["accept", "user-agent", "anthropic-version"];
+
+/// Anthropic betas passed on: what Claude Code asks for, none of which reaches past the
+/// conversation. Unknown ones are dropped rather than refused, so a newer client keeps
+/// working (the body's allowlist is what bounds what a beta could unlock).
+const ANTHROPIC_BETAS: &[&str] = &[
+    "claude-code-20250219",
+    "interleaved-thinking-2025-05-14",
+    "context-management-2025-06-27",
+    "thinking-token-count-2026-05-13",
+    "thinking-display-updates-2026-08-18",
+    "prompt-caching-2024-07-31",
+    "fine-grained-tool-streaming-2025-05-14",
+    "token-efficient-tools-2025-02-19",
 ];
+
+/// Betas whose point is a provider-side reach (MCP servers, files, code, the web, a
+/// computer, skills): refused outright, so the caller learns why instead of seeing the
+/// feature fail oddly.
+const REFUSED_BETAS: &[&str] = &[
+    "mcp-client-",
+    "files-api-",
+    "code-execution-",
+    "web-fetch-",
+    "web-search-",
+    "computer-use-",
+    "skills-",
+];
+
+/// `count_tokens` is free to the run but not to the account's rate limits: a run may
+/// count this often.
+const COUNT_TOKENS_PER_RUN: u32 = 200;
 
 /// Provider answer headers passed back: the type, and what tells an agent to slow down.
 fn passes_back(name: &HeaderName) -> bool {
@@ -425,6 +451,10 @@ async fn forward(state: ProxyState, api: Api, request: Request) -> Response {
         Ok(body) => body,
         Err(Refused(refusal, message)) => return refuse(provider, refusal, &message),
     };
+    let betas = match betas(provider, &headers) {
+        Ok(betas) => betas,
+        Err(Refused(refusal, message)) => return refuse(provider, refusal, &message),
+    };
     let (call, mut request) = match admit(&state.0, api, grant, &body).await {
         Ok(admitted) => admitted,
         Err(Refused(refusal, message)) => return refuse(provider, refusal, &message),
@@ -443,7 +473,7 @@ async fn forward(state: ProxyState, api: Api, request: Request) -> Response {
     } else {
         body
     };
-    let upstream_headers = match upstream_headers(&state.0, provider, &headers) {
+    let upstream_headers = match upstream_headers(&state.0, provider, &headers, betas) {
         Ok(h) => h,
         Err(Refused(refusal, message)) => return refuse(provider, refusal, &message),
     };
@@ -526,6 +556,10 @@ async fn admit(
             ));
         }
     };
+    if let Err(message) = allow::check(api, request.as_object().unwrap_or(&Default::default())) {
+        info!(run = %grant.run, %provider, reason = %message, "model proxy refused a request it does not forward");
+        return Err(Refused::new(Refusal::BadRequest, message));
+    }
     let Some(model) = request["model"].as_str().map(str::to_owned) else {
         return Err(Refused::new(
             Refusal::BadRequest,
@@ -534,6 +568,16 @@ async fn admit(
     };
     let name = ModelName { provider, model };
     if !api.metered() {
+        if !inner.capabilities.count_call(&grant.run, COUNT_TOKENS_PER_RUN) {
+            info!(run = %grant.run, "model proxy refused a count past the run's limit");
+            return Err(Refused::new(
+                Refusal::BadRequest,
+                format!(
+                    "Cannot count tokens: run {} has made its {COUNT_TOKENS_PER_RUN} count_tokens calls",
+                    grant.run
+                ),
+            ));
+        }
         let call = Call {
             grant,
             name,
@@ -576,18 +620,66 @@ async fn admit(
     Ok((call, request))
 }
 
+/// The `anthropic-beta` flags to pass on, or the refusal of one that reaches past the
+/// conversation. `openai-beta` is never passed on: no flag of it is needed on these
+/// routes, and the ones that exist switch on other APIs.
+fn betas(provider: Provider, client: &HeaderMap) -> Result<Option<HeaderValue>, Refused> {
+    let header = match provider {
+        Provider::Anthropic => "anthropic-beta",
+        Provider::OpenAi => "openai-beta",
+    };
+    let asked: Vec<&str> = client
+        .get_all(header)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|b| !b.is_empty())
+        .collect();
+    let mut kept = Vec::new();
+    for beta in asked {
+        if provider == Provider::Anthropic
+            && REFUSED_BETAS
+                .iter()
+                .any(|p| beta.to_ascii_lowercase().starts_with(p))
+        {
+            return Err(Refused::new(
+                Refusal::BadRequest,
+                format!(
+                    "Cannot forward the request: the `{header}` flag `{beta}` lets the provider reach outside the conversation, which the model proxy does not allow; remove it"
+                ),
+            ));
+        }
+        if provider == Provider::Anthropic && ANTHROPIC_BETAS.contains(&beta) {
+            kept.push(beta);
+        } else {
+            info!(%header, %beta, "model proxy dropped a beta flag it does not pass on");
+        }
+    }
+    if kept.is_empty() {
+        return Ok(None);
+    }
+    HeaderValue::from_str(&kept.join(","))
+        .map(Some)
+        .map_err(|_| Refused::new(Refusal::BadRequest, format!("Cannot read the `{header}` header")))
+}
+
 /// The client's harmless headers and the provider's real key. OpenAI-compatible local
 /// servers may need no key; Anthropic always does.
 fn upstream_headers(
     inner: &Inner,
     provider: Provider,
     client: &HeaderMap,
+    betas: Option<HeaderValue>,
 ) -> Result<HeaderMap, Refused> {
     let mut headers = HeaderMap::new();
     for name in REQUEST_HEADERS {
         for value in client.get_all(*name) {
             headers.append(*name, value.clone());
         }
+    }
+    if let Some(betas) = betas {
+        headers.insert("anthropic-beta", betas);
     }
     // The body may have been rewritten as JSON, whatever the client declared.
     headers.insert(
