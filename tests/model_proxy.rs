@@ -736,6 +736,111 @@ async fn runs_are_stopped_at_their_budget_with_an_error_agents_can_read() {
 }
 
 #[tokio::test]
+async fn parallel_calls_from_two_processes_overshoot_the_budget_by_at_most_one_call() {
+    const CALLS: usize = 10;
+    const MAX_TOKENS: u64 = 20_000;
+    let logs = captured_logs();
+    let gates: Vec<Arc<Notify>> = (0..CALLS).map(|_| Arc::new(Notify::new())).collect();
+    // Each call reports what its request could cost at most, near enough: 50 tokens in,
+    // its whole output limit out ($0.30 on Sonnet).
+    let script = gates
+        .iter()
+        .map(|gate| {
+            Step::text("a long answer")
+                .usage(usage(50, MAX_TOKENS, 0, 0))
+                .hold_after(1, gate.clone())
+        })
+        .collect();
+    let h = start(script).await;
+    // A second process on the same database: its own pool and its own proxy, with a
+    // token for the same run.
+    let second_db = planwright::store::Db::open(&h.db.url).await.unwrap();
+    let second_caps = Arc::new(Capabilities::generate());
+    let state =
+        ProxyState::new(second_db, &model_settings(&h.upstream), second_caps.clone()).unwrap();
+    let (second, _task) = proxy::serve(
+        &ProxyListen::Tcp("127.0.0.1:0".parse().unwrap()),
+        state,
+        h.stop.clone(),
+    )
+    .await
+    .unwrap();
+    let ProxyListen::Tcp(second_addr) = second.listen else {
+        unreachable!("bound on TCP")
+    };
+    let budget = Budget::usd(1.0);
+    let tokens = [
+        h.token(budget),
+        second_caps.issue(&h.run, &h.session, budget, Duration::from_secs(600)),
+    ];
+    let bases = [h.base.clone(), format!("http://{second_addr}")];
+    let body = with(anthropic_body(true), |b| b["max_tokens"] = json!(MAX_TOKENS));
+    let mut calls = Vec::new();
+    for i in 0..CALLS {
+        let request = h
+            .http
+            .post(format!("{}/v1/messages", bases[i % 2]))
+            .header("x-api-key", tokens[i % 2].expose_secret())
+            .header("anthropic-version", "2023-06-01")
+            .json(&body);
+        calls.push(tokio::spawn(async move {
+            let response = request.send().await.unwrap();
+            let status = response.status().as_u16();
+            (status, read_all(response).await)
+        }));
+    }
+    // Every call is either at the provider (held there) or waiting for the budget.
+    let run = h.run.as_str().to_owned();
+    support::eventually("every call to be sent or waiting", || {
+        let forwarded = h.upstream.requests().len();
+        let logged = String::from_utf8_lossy(&logs.0.lock().unwrap()).into_owned();
+        let waiting = logged
+            .lines()
+            .filter(|l| l.contains("waits: its budget is held") && l.contains(&run))
+            .count();
+        std::future::ready((forwarded + waiting == CALLS).then_some(()))
+    })
+    .await;
+    let forwarded = h.upstream.requests().len();
+    for gate in &gates {
+        gate.notify_one();
+    }
+    let mut answered = Vec::new();
+    for call in calls {
+        answered.push(tokio::time::timeout(WAIT, call).await.expect("every call ends").unwrap());
+    }
+    let price = PriceTable::default()
+        .get(&ModelName::parse("anthropic:claude-sonnet-4-5").unwrap())
+        .unwrap();
+    let worst = price.worst_case(
+        planwright::llm::usage::input_estimate(body.to_string().len(), 0),
+        MAX_TOKENS,
+    );
+    let spent = model_usage::spent_by_run(&h.db.db, &h.run).await.unwrap();
+    assert!(
+        spent.cost_microusd <= 1_000_000 + worst.cost_microusd,
+        "spent {} µUSD against a $1 budget with {forwarded} of {CALLS} calls forwarded; one call's worst case is {}",
+        spent.cost_microusd,
+        worst.cost_microusd
+    );
+    let ok = answered.iter().filter(|(status, _)| *status == 200).count();
+    assert_eq!(ok, h.upstream.requests().len(), "{answered:?}");
+    assert!(ok >= 1);
+    for (status, text) in &answered {
+        if *status != 200 {
+            assert_eq!(*status, 402, "{text}");
+            assert!(text.contains("has spent its budget"), "{text}");
+        }
+    }
+    // Every hold went with its call.
+    let (holds,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM model_holds")
+        .fetch_one(&h.db.db.pool)
+        .await
+        .unwrap();
+    assert_eq!(holds, 0);
+}
+
+#[tokio::test]
 async fn a_stream_cut_mid_way_ends_cleanly_and_meters_what_was_seen() {
     let h = start(vec![
         // message_start, ping, content_block_start, one text delta, then the cut.

@@ -29,11 +29,12 @@ use tracing::{error, info, warn};
 
 pub use token::{Capabilities, Grant, TokenError};
 
-use super::usage::{ModelRole, Price, PriceTable};
+use super::usage::{self as usage, ModelRole, Price, PriceTable};
 use super::{ModelName, Provider, Usage, error_chain, secret_header};
 use crate::config::ModelSettings;
 use crate::llm::sse::{SseSplitter, event_data};
-use crate::store::{Db, model_usage};
+use crate::store::model_usage::{self, HoldId, Scope};
+use crate::store::Db;
 use meter::StreamMeter;
 
 /// Requests carry whole conversations, images included; both providers refuse bodies
@@ -75,6 +76,17 @@ const REFUSED_BETAS: &[&str] = &[
 /// `count_tokens` is free to the run but not to the account's rate limits: a run may
 /// count this often.
 const COUNT_TOKENS_PER_RUN: u32 = 200;
+
+/// A run's calls in flight at once; more wait their turn. Each holds its worst case
+/// against the budget, so this bounds how much of it calls in flight can hold.
+const CALLS_PER_RUN: usize = 8;
+
+/// The output a call without its own limit is given: every call's worst case must be
+/// known before it is sent.
+const DEFAULT_OUTPUT_TOKENS: u64 = 32_000;
+
+/// The most output a call may ask for (the providers' largest limits).
+const MAX_OUTPUT_TOKENS: u64 = 128_000;
 
 /// Provider answer headers passed back: the type, and what tells an agent to slow down.
 fn passes_back(name: &HeaderName) -> bool {
@@ -393,10 +405,31 @@ struct Call {
     grant: Grant,
     name: ModelName,
     price: Option<Price>,
+    db: Db,
+    /// The call's worst case held against the run's budget until it is recorded.
+    hold: Option<HoldId>,
+    _slot: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+impl Drop for Call {
+    /// A call that ends unrecorded (refused or failed upstream, its client gone before
+    /// an answer) cost nothing on record: its hold goes.
+    fn drop(&mut self) {
+        let Some(hold) = self.hold.take() else { return };
+        let db = self.db.clone();
+        let run = self.grant.run.clone();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                if let Err(e) = model_usage::release(&db, &hold).await {
+                    error!(%run, error = %format!("{e:#}"), "Could not release a model call's budget hold");
+                }
+            });
+        }
+    }
 }
 
 impl Call {
-    async fn record(&self, db: &Db, usage: Usage, outcome: &str) {
+    async fn record(&mut self, db: &Db, usage: Usage, outcome: &str) {
         info!(
             provider = %self.name.provider,
             model = %self.name.model,
@@ -419,7 +452,9 @@ impl Call {
             usage,
             cost_microusd: price.cost_microusd(&usage),
         };
-        if let Err(e) = model_usage::record(db, &call).await {
+        // Unrecorded, the hold stays: the worst case keeps counting rather than nothing.
+        let hold = self.hold.take();
+        if let Err(e) = model_usage::record_held(db, &call, hold.as_ref()).await {
             error!(run = %self.grant.run, error = %format!("{e:#}"), "Could not record a proxied model call's usage");
         }
     }
@@ -455,7 +490,7 @@ async fn forward(state: ProxyState, api: Api, request: Request) -> Response {
         Ok(betas) => betas,
         Err(Refused(refusal, message)) => return refuse(provider, refusal, &message),
     };
-    let (call, mut request) = match admit(&state.0, api, grant, &body).await {
+    let (call, mut request, rewritten) = match admit(&state.0, api, grant, &body).await {
         Ok(admitted) => admitted,
         Err(Refused(refusal, message)) => return refuse(provider, refusal, &message),
     };
@@ -464,11 +499,13 @@ async fn forward(state: ProxyState, api: Api, request: Request) -> Response {
     let hide_usage_chunk = api == Api::ChatCompletions
         && request["stream"] == true
         && request["stream_options"]["include_usage"] != true;
-    let body = if hide_usage_chunk {
-        if !request["stream_options"].is_object() {
-            request["stream_options"] = json!({});
+    let body = if hide_usage_chunk || rewritten {
+        if hide_usage_chunk {
+            if !request["stream_options"].is_object() {
+                request["stream_options"] = json!({});
+            }
+            request["stream_options"]["include_usage"] = json!(true);
         }
-        request["stream_options"]["include_usage"] = json!(true);
         Bytes::from(serde_json::to_vec(&request).unwrap_or_default())
     } else {
         body
@@ -538,16 +575,17 @@ async fn read_body(headers: &HeaderMap, body: Body) -> Result<Bytes, Refused> {
         })
 }
 
-/// Lets a call through, or says why not: a JSON body naming a priced model, and a run
-/// with budget left.
+/// Lets a call through, or says why not: a JSON body naming a priced model with only
+/// what the proxy forwards, and a run with budget left, on which the call's worst case
+/// is then held. Also says whether the request was changed (an output limit added).
 async fn admit(
     inner: &Inner,
     api: Api,
     grant: Grant,
     body: &[u8],
-) -> Result<(Call, Value), Refused> {
+) -> Result<(Call, Value, bool), Refused> {
     let provider = api.provider();
-    let request: Value = match serde_json::from_slice(body) {
+    let mut request: Value = match serde_json::from_slice(body) {
         Ok(v @ Value::Object(_)) => v,
         _ => {
             return Err(Refused::new(
@@ -582,8 +620,11 @@ async fn admit(
             grant,
             name,
             price: None,
+            db: inner.db.clone(),
+            hold: None,
+            _slot: None,
         };
-        return Ok((call, request));
+        return Ok((call, request, false));
     }
     let Some(price) = inner.prices.get(&name) else {
         return Err(Refused::new(
@@ -593,31 +634,126 @@ async fn admit(
             ),
         ));
     };
-    let spent = model_usage::spent_by_run(&inner.db, &grant.run)
-        .await
-        .map_err(|e| {
-            error!(run = %grant.run, error = %format!("{e:#}"), "Could not read a run's model spending");
-            Refused::new(
-                Refusal::Unavailable,
-                "Could not check the run's budget; try again shortly",
-            )
-        })?;
-    if let Some((spent, limit)) = grant.budget.check(&spent) {
-        info!(run = %grant.run, %spent, %limit, "model proxy refused a call past the run's budget");
-        return Err(Refused::new(
-            Refusal::Budget,
-            format!(
-                "Cannot call {name}: run {} has spent its budget ({spent} of {limit}); planwright refuses further model calls for this run",
-                grant.run
-            ),
-        ));
-    }
+    let (output, rewritten) = output_limit(api, &mut request)?;
+    let (image_bytes, images) = inline_images(&request);
+    let input = usage::input_estimate(body.len().saturating_sub(image_bytes), images);
+    let worst = price.worst_case(input, output);
+    let slots = inner
+        .capabilities
+        .call_slots(&grant.run, CALLS_PER_RUN)
+        .ok_or_else(|| Refused::new(Refusal::Token, TokenError::Revoked.to_string()))?;
+    let slot = slots.acquire_owned().await.map_err(|_| {
+        Refused::new(Refusal::Token, TokenError::Revoked.to_string())
+    })?;
+    let limits = [(Scope::Run(&grant.run), grant.budget)];
+    let held = usage::reserve(
+        &inner.db,
+        Some(&grant.session),
+        Some(&grant.run),
+        &limits,
+        worst,
+    )
+    .await
+    .map_err(|e| {
+        error!(run = %grant.run, error = %format!("{e:#}"), "Could not hold a run's model budget");
+        Refused::new(
+            Refusal::Unavailable,
+            "Could not check the run's budget; try again shortly",
+        )
+    })?;
+    let hold = match held {
+        Ok(hold) => hold,
+        Err(over) if over.held => {
+            info!(run = %grant.run, spent = %over.spent, limit = %over.limit, "model proxy refused a call while the run's budget was held by calls in flight");
+            return Err(Refused::new(
+                Refusal::Budget,
+                format!(
+                    "Cannot call {name}: run {}'s budget of {} is held by its calls still in flight ({} spent so far); try again when they finish",
+                    grant.run, over.limit, over.spent
+                ),
+            ));
+        }
+        Err(over) => {
+            info!(run = %grant.run, spent = %over.spent, limit = %over.limit, "model proxy refused a call past the run's budget");
+            return Err(Refused::new(
+                Refusal::Budget,
+                format!(
+                    "Cannot call {name}: run {} has spent its budget ({} of {}); planwright refuses further model calls for this run",
+                    grant.run, over.spent, over.limit
+                ),
+            ));
+        }
+    };
     let call = Call {
         grant,
         name,
         price: Some(price),
+        db: inner.db.clone(),
+        hold,
+        _slot: Some(slot),
     };
-    Ok((call, request))
+    Ok((call, request, rewritten))
+}
+
+/// The most output `request` may produce, a default set when it names none. Chat
+/// Completions takes either of two names; the larger counts.
+fn output_limit(api: Api, request: &mut Value) -> Result<(u64, bool), Refused> {
+    let names: &[&str] = match api {
+        Api::Messages | Api::CountTokens => &["max_tokens"],
+        Api::ChatCompletions => &["max_completion_tokens", "max_tokens"],
+        Api::Responses => &["max_output_tokens"],
+    };
+    let mut most = None;
+    for name in names {
+        let Some(value) = request.get(*name) else {
+            continue;
+        };
+        let Some(n) = value.as_u64() else {
+            return Err(Refused::new(
+                Refusal::BadRequest,
+                format!("Cannot forward the request: `{name}` must be a whole number of tokens"),
+            ));
+        };
+        if n > MAX_OUTPUT_TOKENS {
+            return Err(Refused::new(
+                Refusal::BadRequest,
+                format!(
+                    "Cannot forward the request: `{name}` is {n}, more than the {MAX_OUTPUT_TOKENS} output tokens the model proxy allows a call"
+                ),
+            ));
+        }
+        most = most.max(Some(n));
+    }
+    match most {
+        Some(n) => Ok((n, false)),
+        None => {
+            request[names[0]] = json!(DEFAULT_OUTPUT_TOKENS);
+            Ok((DEFAULT_OUTPUT_TOKENS, true))
+        }
+    }
+}
+
+/// The bytes and number of images sent as data (Anthropic `source.data` of an image
+/// type, OpenAI `data:image/…` URLs): their tokens are bounded by the image, not its size.
+fn inline_images(value: &Value) -> (usize, usize) {
+    match value {
+        Value::String(s) if s.starts_with("data:image/") => (s.len(), 1),
+        Value::Array(items) => items.iter().map(inline_images).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1)),
+        Value::Object(object) => {
+            let image = object
+                .get("media_type")
+                .and_then(Value::as_str)
+                .is_some_and(|t| t.starts_with("image/"));
+            match object.get("data").and_then(Value::as_str) {
+                Some(data) if image => (data.len(), 1),
+                _ => object
+                    .values()
+                    .map(inline_images)
+                    .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1)),
+            }
+        }
+        _ => (0, 0),
+    }
 }
 
 /// The `anthropic-beta` flags to pass on, or the refusal of one that reaches past the
@@ -716,7 +852,7 @@ fn upstream_headers(
 async fn answer(
     state: ProxyState,
     api: Api,
-    call: Call,
+    mut call: Call,
     upstream: reqwest::Response,
     hide_usage_chunk: bool,
 ) -> Response {
@@ -776,7 +912,7 @@ async fn answer(
 async fn relay(
     state: ProxyState,
     api: Api,
-    call: Call,
+    mut call: Call,
     mut upstream: reqwest::Response,
     hide_usage_chunk: bool,
     tx: mpsc::Sender<Result<Bytes, std::io::Error>>,
