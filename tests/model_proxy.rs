@@ -774,7 +774,9 @@ async fn parallel_calls_from_two_processes_overshoot_the_budget_by_at_most_one_c
         second_caps.issue(&h.run, &h.session, budget, Duration::from_secs(600)),
     ];
     let bases = [h.base.clone(), format!("http://{second_addr}")];
-    let body = with(anthropic_body(true), |b| b["max_tokens"] = json!(MAX_TOKENS));
+    let body = with(anthropic_body(true), |b| {
+        b["max_tokens"] = json!(MAX_TOKENS)
+    });
     let mut calls = Vec::new();
     for i in 0..CALLS {
         let request = h
@@ -807,7 +809,12 @@ async fn parallel_calls_from_two_processes_overshoot_the_budget_by_at_most_one_c
     }
     let mut answered = Vec::new();
     for call in calls {
-        answered.push(tokio::time::timeout(WAIT, call).await.expect("every call ends").unwrap());
+        answered.push(
+            tokio::time::timeout(WAIT, call)
+                .await
+                .expect("every call ends")
+                .unwrap(),
+        );
     }
     let price = PriceTable::default()
         .get(&ModelName::parse("anthropic:claude-sonnet-4-5").unwrap())
@@ -936,7 +943,9 @@ async fn provider_side_tools_fields_and_fetches_are_refused_and_nothing_is_forwa
         ),
         (
             "/v1/messages",
-            with(anthropic_body(false), |b| b["container"] = json!("container_011")),
+            with(anthropic_body(false), |b| {
+                b["container"] = json!("container_011")
+            }),
             "`container`",
         ),
         (
@@ -947,43 +956,55 @@ async fn provider_side_tools_fields_and_fetches_are_refused_and_nothing_is_forwa
         (
             "/v1/messages",
             with(anthropic_body(false), |b| {
-                b["tools"].as_array_mut().unwrap().push(json!({"type": "web_fetch_20250910", "name": "web_fetch"}));
+                b["tools"]
+                    .as_array_mut()
+                    .unwrap()
+                    .push(json!({"type": "web_fetch_20250910", "name": "web_fetch"}));
             }),
             "`tools[1]` is a `web_fetch_20250910` tool",
         ),
         (
             "/v1/messages",
             with(anthropic_body(false), |b| {
-                b["tools"].as_array_mut().unwrap().push(json!({"type": "web_search_20250305", "name": "web_search"}));
+                b["tools"]
+                    .as_array_mut()
+                    .unwrap()
+                    .push(json!({"type": "web_search_20250305", "name": "web_search"}));
             }),
             "`tools[1]` is a `web_search_20250305` tool",
         ),
         (
             "/v1/messages",
             with(anthropic_body(false), |b| {
-                b["tools"][0] = json!({"type": "code_execution_20250825", "name": "code_execution"});
+                b["tools"][0] =
+                    json!({"type": "code_execution_20250825", "name": "code_execution"});
             }),
             "`tools[0]` is a `code_execution_20250825` tool",
         ),
         (
             "/v1/messages",
             with(anthropic_body(false), |b| {
-                b["messages"] = user(json!([{"type": "image", "source": {"type": "url", "url": ATTACKER}}]));
+                b["messages"] =
+                    user(json!([{"type": "image", "source": {"type": "url", "url": ATTACKER}}]));
             }),
             "`messages[0].content[0].source.type` is `url`",
         ),
         (
             "/v1/messages",
             with(anthropic_body(false), |b| {
-                b["messages"] = user(json!([{"type": "document", "source": {"type": "file", "file_id": "file_011"}}]));
+                b["messages"] = user(
+                    json!([{"type": "document", "source": {"type": "file", "file_id": "file_011"}}]),
+                );
             }),
             "`messages[0].content[0].source.type` is `file`",
         ),
         (
             "/v1/messages",
             with(anthropic_body(false), |b| {
-                b["messages"] = user(json!([{"type": "tool_result", "tool_use_id": "t1", "content": [
-                    {"type": "image", "source": {"type": "url", "url": ATTACKER}}]}]));
+                b["messages"] = user(
+                    json!([{"type": "tool_result", "tool_use_id": "t1", "content": [
+                    {"type": "image", "source": {"type": "url", "url": ATTACKER}}]}]),
+                );
             }),
             "`messages[0].content[0].content[0].source.type` is `url`",
         ),
@@ -1005,7 +1026,8 @@ async fn provider_side_tools_fields_and_fetches_are_refused_and_nothing_is_forwa
         (
             "/v1/chat/completions",
             with(chat_body(false), |b| {
-                b["messages"] = user(json!([{"type": "image_url", "image_url": {"url": ATTACKER}}]));
+                b["messages"] =
+                    user(json!([{"type": "image_url", "image_url": {"url": ATTACKER}}]));
             }),
             "`messages[0].content[0].image_url.url` is not inline data",
         ),
@@ -1030,12 +1052,16 @@ async fn provider_side_tools_fields_and_fetches_are_refused_and_nothing_is_forwa
         ),
         (
             "/v1/responses",
-            with(responses_body(false), |b| b["tools"][0] = json!({"type": "web_search_preview"})),
+            with(responses_body(false), |b| {
+                b["tools"][0] = json!({"type": "web_search_preview"})
+            }),
             "`tools[0]` is a `web_search_preview` tool",
         ),
         (
             "/v1/responses",
-            with(responses_body(false), |b| b["tools"][0] = json!({"type": "web_search"})),
+            with(responses_body(false), |b| {
+                b["tools"][0] = json!({"type": "web_search"})
+            }),
             "`tools[0]` is a `web_search` tool",
         ),
         (
@@ -1062,7 +1088,8 @@ async fn provider_side_tools_fields_and_fetches_are_refused_and_nothing_is_forwa
         (
             "/v1/responses",
             with(responses_body(false), |b| {
-                b["tools"][0] = json!({"type": "namespace", "name": "n", "tools": [{"type": "web_search"}]});
+                b["tools"][0] =
+                    json!({"type": "namespace", "name": "n", "tools": [{"type": "web_search"}]});
             }),
             "`tools[0].tools[0]` is a `web_search` tool",
         ),
@@ -1096,17 +1123,23 @@ async fn provider_side_tools_fields_and_fetches_are_refused_and_nothing_is_forwa
         ),
         (
             "/v1/responses",
-            with(responses_body(false), |b| b["previous_response_id"] = json!("resp_1")),
+            with(responses_body(false), |b| {
+                b["previous_response_id"] = json!("resp_1")
+            }),
             "`previous_response_id`",
         ),
         (
             "/v1/responses",
-            with(responses_body(false), |b| b["conversation"] = json!("conv_1")),
+            with(responses_body(false), |b| {
+                b["conversation"] = json!("conv_1")
+            }),
             "`conversation`",
         ),
         (
             "/v1/responses",
-            with(responses_body(false), |b| b["prompt"] = json!({"id": "pmpt_1"})),
+            with(responses_body(false), |b| {
+                b["prompt"] = json!({"id": "pmpt_1"})
+            }),
             "`prompt`",
         ),
         (
@@ -1147,7 +1180,12 @@ async fn provider_side_tools_fields_and_fetches_are_refused_and_nothing_is_forwa
         );
     }
     // Betas that switch on provider-side reach are refused, named.
-    for beta in ["mcp-client-2025-04-04", "files-api-2025-04-14", "code-execution-2025-08-25", "web-fetch-2025-09-10"] {
+    for beta in [
+        "mcp-client-2025-04-04",
+        "files-api-2025-04-14",
+        "code-execution-2025-08-25",
+        "web-fetch-2025-09-10",
+    ] {
         let response = h
             .anthropic("/v1/messages", token, &anthropic_body(false))
             .header("anthropic-beta", format!("claude-code-20250219,{beta}"))
@@ -1162,7 +1200,11 @@ async fn provider_side_tools_fields_and_fetches_are_refused_and_nothing_is_forwa
     assert!(
         h.upstream.requests().is_empty(),
         "a refused request was forwarded: {:?}",
-        h.upstream.requests().iter().map(|r| &r.body).collect::<Vec<_>>()
+        h.upstream
+            .requests()
+            .iter()
+            .map(|r| &r.body)
+            .collect::<Vec<_>>()
     );
     assert!(h.rows().await.is_empty());
 }
@@ -1244,7 +1286,11 @@ async fn what_the_agents_send_passes_and_unknown_betas_are_dropped() {
             {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Done.", "annotations": []}]},
         ],
     });
-    let response = h.openai("/v1/responses", token, &codex).send().await.unwrap();
+    let response = h
+        .openai("/v1/responses", token, &codex)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(response.status(), 200, "{}", response.text().await.unwrap());
     // planwright's own client, as the builtin executor sends it.
     let chat = with(chat_body(true), |b| {
@@ -1258,7 +1304,11 @@ async fn what_the_agents_send_passes_and_unknown_betas_are_dropped() {
             {"role": "tool", "tool_call_id": "c1", "content": "fn main() {}"},
         ]);
     });
-    let response = h.openai("/v1/chat/completions", token, &chat).send().await.unwrap();
+    let response = h
+        .openai("/v1/chat/completions", token, &chat)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(response.status(), 200);
     read_all(response).await;
 
@@ -1279,8 +1329,12 @@ async fn counting_tokens_is_capped_per_run() {
     let h = start(vec![]).await;
     let token = h.token(Budget::usd(1.0));
     let count = || {
-        h.anthropic("/v1/messages/count_tokens", token.expose_secret(), &anthropic_body(false))
-            .send()
+        h.anthropic(
+            "/v1/messages/count_tokens",
+            token.expose_secret(),
+            &anthropic_body(false),
+        )
+        .send()
     };
     for _ in 0..200 {
         assert_eq!(count().await.unwrap().status(), 200);
@@ -1292,9 +1346,18 @@ async fn counting_tokens_is_capped_per_run() {
     assert!(message.contains("200 count_tokens calls"), "{message}");
     assert_eq!(h.upstream.requests().len(), 200);
     // Another run counts on its own.
-    let other = h.caps.issue(&RunId::generate(), &h.session, Budget::usd(1.0), Duration::from_secs(60));
+    let other = h.caps.issue(
+        &RunId::generate(),
+        &h.session,
+        Budget::usd(1.0),
+        Duration::from_secs(60),
+    );
     let response = h
-        .anthropic("/v1/messages/count_tokens", other.expose_secret(), &anthropic_body(false))
+        .anthropic(
+            "/v1/messages/count_tokens",
+            other.expose_secret(),
+            &anthropic_body(false),
+        )
         .send()
         .await
         .unwrap();
@@ -1420,7 +1483,12 @@ async fn the_proxy_serves_over_a_unix_socket() {
 
 /// Sends the head of a request declaring `length` bytes of body and only `sent` of them,
 /// then reads the answer: one that arrives means the proxy decided without the rest.
-async fn answer_to_a_partial_body(base: &str, token: Option<&str>, length: usize, sent: usize) -> String {
+async fn answer_to_a_partial_body(
+    base: &str,
+    token: Option<&str>,
+    length: usize,
+    sent: usize,
+) -> String {
     let addr = base.strip_prefix("http://").unwrap();
     let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
     let auth = token.map_or(String::new(), |t| format!("x-api-key: {t}\r\n"));
@@ -1477,7 +1545,10 @@ async fn a_body_without_a_token_is_refused_unread_and_an_oversized_one_is_refuse
     assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
     assert!(answer.contains("request_too_large"), "{answer}");
     sender.abort();
-    assert!(h.upstream.requests().is_empty(), "a refused call was forwarded");
+    assert!(
+        h.upstream.requests().is_empty(),
+        "a refused call was forwarded"
+    );
     assert!(h.rows().await.is_empty());
 }
 
@@ -1486,7 +1557,12 @@ async fn the_socket_is_open_to_sandboxes_only() {
     use std::os::unix::fs::MetadataExt;
     let h = start_on(vec![], |dir| ProxyListen::Unix(dir.join("proxy.sock"))).await;
     let meta = std::fs::metadata(h.db.dir.path().join("proxy.sock")).unwrap();
-    assert_eq!(meta.mode() & 0o007, 0, "other users may connect: {:o}", meta.mode());
+    assert_eq!(
+        meta.mode() & 0o007,
+        0,
+        "other users may connect: {:o}",
+        meta.mode()
+    );
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } == 0 {
         // As root, sandboxes run as an unprivileged user whose group gets the socket.

@@ -12,8 +12,8 @@ use serde::Deserialize;
 
 use super::{ChatFuture, ChatModel, ChatRequest, ChatResponse, ModelError, ModelName, Usage};
 use crate::ids::{RunId, SessionId};
-use crate::store::model_usage::{self, Held, HoldId, Scope, Spent};
 use crate::store::Db;
+use crate::store::model_usage::{self, Held, HoldId, Scope, Spent};
 
 /// USD per million tokens of each kind; with these units a token count times a price is
 /// micro-USD, the unit costs are stored in.
@@ -242,13 +242,16 @@ pub async fn reserve(
         let now = tokio::time::Instant::now();
         if !held || now >= deadline {
             let (scope, budget) = &limits[i];
-            let (spent, limit) = budget.check(&spent).unwrap_or_else(|| match budget.max_microusd {
-                Some(limit) => (usd(spent.cost_microusd), usd(limit)),
-                None => (
-                    format!("{} tokens", spent.tokens),
-                    format!("{} tokens", budget.max_tokens.unwrap_or_default()),
-                ),
-            });
+            let (spent, limit) =
+                budget
+                    .check(&spent)
+                    .unwrap_or_else(|| match budget.max_microusd {
+                        Some(limit) => (usd(spent.cost_microusd), usd(limit)),
+                        None => (
+                            format!("{} tokens", spent.tokens),
+                            format!("{} tokens", budget.max_tokens.unwrap_or_default()),
+                        ),
+                    });
             return Ok(Err(OverBudget {
                 scope: scope.to_string(),
                 spent,
@@ -332,9 +335,10 @@ impl Metered {
         if let Some((id, budget)) = &self.run {
             limits.push((Scope::Run(id), *budget));
         }
-        let worst = self
-            .price
-            .worst_case(request_input_estimate(request), u64::from(request.max_tokens));
+        let worst = self.price.worst_case(
+            request_input_estimate(request),
+            u64::from(request.max_tokens),
+        );
         let held = reserve(
             &self.db,
             self.session.as_ref().map(|(id, _)| id),

@@ -115,16 +115,16 @@ const COMMITTED_BY_RUN: &str = "SELECT \
 
 pub async fn spent_by_session(db: &Db, session: &SessionId) -> Result<Spent> {
     Ok(sqlx::query_as::<_, Spent>(SPENT_BY_SESSION)
-    .bind(session.as_str())
-    .fetch_one(&db.pool)
-    .await?)
+        .bind(session.as_str())
+        .fetch_one(&db.pool)
+        .await?)
 }
 
 pub async fn spent_by_run(db: &Db, run: &RunId) -> Result<Spent> {
     Ok(sqlx::query_as::<_, Spent>(SPENT_BY_RUN)
-    .bind(run.as_str())
-    .fetch_one(&db.pool)
-    .await?)
+        .bind(run.as_str())
+        .fetch_one(&db.pool)
+        .await?)
 }
 
 /// A budget a hold is checked against.

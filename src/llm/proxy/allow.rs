@@ -88,7 +88,10 @@ const RESPONSES: &[&str] = &[
 
 /// Extra output the Responses API may return; the others (`web_search_call.*`,
 /// `file_search_call.results`, image URLs…) belong to provider-side tools.
-const RESPONSES_INCLUDE: &[&str] = &["reasoning.encrypted_content", "message.output_text.logprobs"];
+const RESPONSES_INCLUDE: &[&str] = &[
+    "reasoning.encrypted_content",
+    "message.output_text.logprobs",
+];
 
 /// Refuses `request` unless everything in it is allowed on `api`.
 pub(super) fn check(api: Api, request: &Map<String, Value>) -> Result<(), Refusal> {
@@ -317,12 +320,22 @@ fn anthropic_block(path: &str, block: &Value, nested: bool) -> Result<(), Refusa
             )?;
             anthropic_source(path, block, &["base64", "text"])
         }
-        ("tool_use", false) => only(path, block, &["type", "id", "name", "input", "cache_control"]),
+        ("tool_use", false) => only(
+            path,
+            block,
+            &["type", "id", "name", "input", "cache_control"],
+        ),
         ("tool_result", false) => {
             only(
                 path,
                 block,
-                &["type", "tool_use_id", "content", "is_error", "cache_control"],
+                &[
+                    "type",
+                    "tool_use_id",
+                    "content",
+                    "is_error",
+                    "cache_control",
+                ],
             )?;
             match block.get("content") {
                 Some(Value::String(_)) | None => Ok(()),
@@ -411,10 +424,8 @@ fn chat(request: &Map<String, Value>) -> Result<(), Refusal> {
                         "image_url" => {
                             only(&path, part, &["type", "image_url"])?;
                             let image_path = join(&path, "image_url");
-                            let image = object(
-                                &image_path,
-                                part.get("image_url").unwrap_or(&Value::Null),
-                            )?;
+                            let image =
+                                object(&image_path, part.get("image_url").unwrap_or(&Value::Null))?;
                             only(&image_path, image, &["url", "detail"])?;
                             data_only(
                                 &join(&image_path, "url"),
@@ -507,7 +518,9 @@ fn responses(request: &Map<String, Value>) -> Result<(), Refusal> {
             responses_item(&format!("input[{i}]"), item)?;
         }
     }
-    each("", request, "tools", |path, tool| responses_tool(path, tool, true))?;
+    each("", request, "tools", |path, tool| {
+        responses_tool(path, tool, true)
+    })?;
     match request.get("tool_choice") {
         None | Some(Value::String(_)) => Ok(()),
         Some(choice) => {
@@ -553,10 +566,17 @@ fn responses_tool(path: &str, tool: &Value, top: bool) -> Result<(), Refusal> {
 
 fn responses_item(path: &str, item: &Value) -> Result<(), Refusal> {
     let item = object(path, item)?;
-    let kind = item.get("type").and_then(Value::as_str).unwrap_or("message");
+    let kind = item
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("message");
     match kind {
         "message" => {
-            only(path, item, &["type", "id", "role", "content", "status", "phase"])?;
+            only(
+                path,
+                item,
+                &["type", "id", "role", "content", "status", "phase"],
+            )?;
             match item.get("content") {
                 Some(Value::String(_)) | None => Ok(()),
                 Some(content) => responses_parts(&join(path, "content"), content),

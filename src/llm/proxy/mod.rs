@@ -33,8 +33,8 @@ use super::usage::{self as usage, ModelRole, Price, PriceTable};
 use super::{ModelName, Provider, Usage, error_chain, secret_header};
 use crate::config::ModelSettings;
 use crate::llm::sse::{SseSplitter, event_data};
-use crate::store::model_usage::{self, HoldId, Scope};
 use crate::store::Db;
+use crate::store::model_usage::{self, HoldId, Scope};
 use meter::StreamMeter;
 
 /// Requests carry whole conversations, images included; both providers refuse bodies
@@ -196,9 +196,7 @@ impl ProxyState {
 /// `ANTHROPIC_BASE_URL` at the proxy and `OPENAI_BASE_URL` at the proxy's `/v1`.
 pub fn router(state: ProxyState) -> Router {
     fn route(api: Api) -> axum::routing::MethodRouter<ProxyState> {
-        post(move |State(state): State<ProxyState>, request: Request| {
-            forward(state, api, request)
-        })
+        post(move |State(state): State<ProxyState>, request: Request| forward(state, api, request))
     }
     Router::new()
         .route("/v1/messages", route(Api::Messages))
@@ -606,7 +604,10 @@ async fn admit(
     };
     let name = ModelName { provider, model };
     if !api.metered() {
-        if !inner.capabilities.count_call(&grant.run, COUNT_TOKENS_PER_RUN) {
+        if !inner
+            .capabilities
+            .count_call(&grant.run, COUNT_TOKENS_PER_RUN)
+        {
             info!(run = %grant.run, "model proxy refused a count past the run's limit");
             return Err(Refused::new(
                 Refusal::BadRequest,
@@ -642,9 +643,10 @@ async fn admit(
         .capabilities
         .call_slots(&grant.run, CALLS_PER_RUN)
         .ok_or_else(|| Refused::new(Refusal::Token, TokenError::Revoked.to_string()))?;
-    let slot = slots.acquire_owned().await.map_err(|_| {
-        Refused::new(Refusal::Token, TokenError::Revoked.to_string())
-    })?;
+    let slot = slots
+        .acquire_owned()
+        .await
+        .map_err(|_| Refused::new(Refusal::Token, TokenError::Revoked.to_string()))?;
     let limits = [(Scope::Run(&grant.run), grant.budget)];
     let held = usage::reserve(
         &inner.db,
@@ -738,7 +740,10 @@ fn output_limit(api: Api, request: &mut Value) -> Result<(u64, bool), Refused> {
 fn inline_images(value: &Value) -> (usize, usize) {
     match value {
         Value::String(s) if s.starts_with("data:image/") => (s.len(), 1),
-        Value::Array(items) => items.iter().map(inline_images).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1)),
+        Value::Array(items) => items
+            .iter()
+            .map(inline_images)
+            .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1)),
         Value::Object(object) => {
             let image = object
                 .get("media_type")
@@ -797,7 +802,12 @@ fn betas(provider: Provider, client: &HeaderMap) -> Result<Option<HeaderValue>, 
     }
     HeaderValue::from_str(&kept.join(","))
         .map(Some)
-        .map_err(|_| Refused::new(Refusal::BadRequest, format!("Cannot read the `{header}` header")))
+        .map_err(|_| {
+            Refused::new(
+                Refusal::BadRequest,
+                format!("Cannot read the `{header}` header"),
+            )
+        })
 }
 
 /// The client's harmless headers and the provider's real key. OpenAI-compatible local
