@@ -279,7 +279,8 @@ pub fn input_estimate(text_bytes: usize, images: usize) -> u64 {
 
 /// A model whose calls are accounted to a role, and optionally a session and a run, each
 /// with its budget. A call is refused before anything is sent once a budget is used up;
-/// a call that starts under it may end over it, since its size is known only afterwards.
+/// otherwise its worst case is held against the budgets while it runs, so calls made at
+/// once end at most one call's worst case over.
 #[derive(Debug)]
 pub struct Metered {
     model: Arc<dyn ChatModel>,

@@ -1,7 +1,9 @@
 //! The model proxy: the only way sandboxed executors reach a model. It checks the run's
-//! capability token, refuses calls once the run's budget is spent, swaps the token for
-//! the real key, forwards to the provider (streams pass through as they arrive) and
-//! records each call's usage against the run and its session.
+//! capability token (from the headers, before reading the body), refuses requests with
+//! anything but what a client-side agent needs (`allow`), holds each call's worst case
+//! against the run's budget, swaps the token for the real key, forwards to the provider
+//! (streams pass through as they arrive) and records each call's usage against the run
+//! and its session.
 
 mod allow;
 mod meter;
