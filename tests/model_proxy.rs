@@ -1159,6 +1159,20 @@ async fn provider_side_tools_fields_and_fetches_are_refused_and_nothing_is_forwa
             }),
             "`include[0]`",
         ),
+        (
+            "/v1/messages",
+            with(anthropic_body(false), |b| {
+                b["max_tokens"] = json!(1_000_000)
+            }),
+            "`max_tokens` is 1000000",
+        ),
+        (
+            "/v1/responses",
+            with(responses_body(false), |b| {
+                b["max_output_tokens"] = json!("lots")
+            }),
+            "`max_output_tokens` must be a whole number",
+        ),
     ];
     for (path, body, named) in &cases {
         let request = if path.starts_with("/v1/messages") {
@@ -1320,6 +1334,8 @@ async fn what_the_agents_send_passes_and_unknown_betas_are_dropped() {
         Some("claude-code-20250219,interleaved-thinking-2025-05-14")
     );
     assert_eq!(requests[0].header("openai-beta"), None);
+    // A call without an output limit is given one, so its worst case is known.
+    assert_eq!(requests[1].body["max_output_tokens"], 32000);
     assert_eq!(requests[1].body["input"], codex["input"]);
     assert_eq!(requests[1].body["tools"], codex["tools"]);
 }
