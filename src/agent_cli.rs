@@ -144,6 +144,10 @@ impl AgentCli {
                         "analytics.enabled=false",
                         "--config",
                         "feedback.enabled=false",
+                        // Web search runs at the provider, outside the sandbox; the model
+                        // proxy refuses it, so Codex must not offer it.
+                        "--config",
+                        "web_search=\"disabled\"",
                         // Codex's own sandbox needs user namespaces, which the planwright
                         // sandbox it runs in does not allow; that sandbox is the boundary.
                         "--sandbox",

@@ -839,7 +839,12 @@ impl Contract {
         if let Some(m) = &r.model {
             routing.push(format!("model {}", code(m)));
         }
-        if let Some(usd) = r.budget_usd.or(ctx.default_budget_usd) {
+        // What the run gets: the repository's budget caps the contract's.
+        let budget = match (r.budget_usd, ctx.default_budget_usd) {
+            (Some(contract), Some(repository)) => Some(contract.min(repository)),
+            (contract, repository) => contract.or(repository),
+        };
+        if let Some(usd) = budget {
             routing.push(format!("budget ${usd:.2}"));
         }
         if let Some(t) = r.budget_tokens {

@@ -872,3 +872,122 @@ async fn a_stream_that_stalls_is_given_up_after_the_idle_timeout_and_retried() {
         assert_eq!(server.requests().len(), 2, "{name}");
     }
 }
+
+/// Everything logged in this test process, for waiting on what the code under test says.
+fn captured_logs() -> Arc<std::sync::Mutex<Vec<u8>>> {
+    #[derive(Clone)]
+    struct Writer(Arc<std::sync::Mutex<Vec<u8>>>);
+    impl std::io::Write for Writer {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    static LOGS: std::sync::OnceLock<Arc<std::sync::Mutex<Vec<u8>>>> = std::sync::OnceLock::new();
+    LOGS.get_or_init(|| {
+        let logs = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let writer = Writer(logs.clone());
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::INFO)
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        tracing::subscriber::set_global_default(subscriber).expect("one subscriber");
+        logs
+    })
+    .clone()
+}
+
+#[tokio::test]
+async fn parallel_calls_overshoot_a_session_budget_by_at_most_one_call() {
+    const CALLS: usize = 10;
+    const MAX_TOKENS: u32 = 20_000;
+    let logs = captured_logs();
+    let t = TestDb::new().await;
+    let gates: Vec<Arc<tokio::sync::Notify>> = (0..CALLS)
+        .map(|_| Arc::new(tokio::sync::Notify::new()))
+        .collect();
+    // Each call spends about its worst case: its whole output limit ($0.30 on Sonnet).
+    let server = ModelServer::start(
+        gates
+            .iter()
+            .map(|gate| {
+                Step::text("a long answer")
+                    .usage(ScriptUsage {
+                        input: 50,
+                        output: u64::from(MAX_TOKENS),
+                        ..ScriptUsage::default()
+                    })
+                    .hold_after(1, gate.clone())
+            })
+            .collect(),
+    )
+    .await;
+    let session = SessionId::generate();
+    let metered = Arc::new(
+        Metered::new(
+            model(&server, "anthropic:claude-sonnet-4-5", &streaming()),
+            &PriceTable::default(),
+            t.db.clone(),
+            ModelRole::Scout,
+        )
+        .unwrap()
+        .for_session(session.clone(), Budget::usd(1.0)),
+    );
+    let calls: Vec<_> = (0..CALLS)
+        .map(|_| {
+            let metered = metered.clone();
+            tokio::spawn(async move {
+                let mut request = request(vec![Message::user("hello")]);
+                request.max_tokens = MAX_TOKENS;
+                metered.chat(&request).await
+            })
+        })
+        .collect();
+    // Every call is either at the provider (held there) or waiting for the budget.
+    support::eventually("every call to be sent or waiting", || {
+        let sent = server.requests().len();
+        let logged = String::from_utf8_lossy(&logs.lock().unwrap()).into_owned();
+        let waiting = logged
+            .lines()
+            .filter(|l| l.contains("waits: its budget is held") && l.contains(session.as_str()))
+            .count();
+        std::future::ready((sent + waiting == CALLS).then_some(()))
+    })
+    .await;
+    let sent = server.requests().len();
+    for gate in &gates {
+        gate.notify_one();
+    }
+    let mut results = Vec::new();
+    for call in calls {
+        results.push(call.await.unwrap());
+    }
+    let price = PriceTable::default()
+        .get(&ModelName::parse("anthropic:claude-sonnet-4-5").unwrap())
+        .unwrap();
+    // The request's text is well under 2000 bytes.
+    let worst = price.worst_case(
+        planwright::llm::usage::input_estimate(2000, 0),
+        u64::from(MAX_TOKENS),
+    );
+    let spent = model_usage::spent_by_session(&t.db, &session)
+        .await
+        .unwrap();
+    assert!(
+        spent.cost_microusd <= 1_000_000 + worst.cost_microusd,
+        "spent {} µUSD against a $1 budget with {sent} of {CALLS} calls sent; one call's worst case is {}",
+        spent.cost_microusd,
+        worst.cost_microusd
+    );
+    let ok = results.iter().filter(|r| r.is_ok()).count();
+    assert_eq!(ok, server.requests().len());
+    for result in &results {
+        if let Err(e) = result {
+            assert!(matches!(e, ModelError::BudgetExceeded { .. }), "{e:?}");
+        }
+    }
+}

@@ -714,9 +714,12 @@ async fn runs_are_stopped_at_their_budget_with_an_error_agents_can_read() {
         .await
         .unwrap();
     assert_eq!(response.status(), 200);
-    for path in ["/v1/chat/completions", "/v1/responses"] {
+    for (path, body) in [
+        ("/v1/chat/completions", chat_body(true)),
+        ("/v1/responses", responses_body(true)),
+    ] {
         let response = h
-            .openai(path, token.expose_secret(), &responses_body(true))
+            .openai(path, token.expose_secret(), &body)
             .send()
             .await
             .unwrap();
@@ -730,6 +733,118 @@ async fn runs_are_stopped_at_their_budget_with_an_error_agents_can_read() {
         );
     }
     assert_eq!(h.upstream.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn parallel_calls_from_two_processes_overshoot_the_budget_by_at_most_one_call() {
+    const CALLS: usize = 10;
+    const MAX_TOKENS: u64 = 20_000;
+    let logs = captured_logs();
+    let gates: Vec<Arc<Notify>> = (0..CALLS).map(|_| Arc::new(Notify::new())).collect();
+    // Each call reports what its request could cost at most, near enough: 50 tokens in,
+    // its whole output limit out ($0.30 on Sonnet).
+    let script = gates
+        .iter()
+        .map(|gate| {
+            Step::text("a long answer")
+                .usage(usage(50, MAX_TOKENS, 0, 0))
+                .hold_after(1, gate.clone())
+        })
+        .collect();
+    let h = start(script).await;
+    // A second process on the same database: its own pool and its own proxy, with a
+    // token for the same run.
+    let second_db = planwright::store::Db::open(&h.db.url).await.unwrap();
+    let second_caps = Arc::new(Capabilities::generate());
+    let state =
+        ProxyState::new(second_db, &model_settings(&h.upstream), second_caps.clone()).unwrap();
+    let (second, _task) = proxy::serve(
+        &ProxyListen::Tcp("127.0.0.1:0".parse().unwrap()),
+        state,
+        h.stop.clone(),
+    )
+    .await
+    .unwrap();
+    let ProxyListen::Tcp(second_addr) = second.listen else {
+        unreachable!("bound on TCP")
+    };
+    let budget = Budget::usd(1.0);
+    let tokens = [
+        h.token(budget),
+        second_caps.issue(&h.run, &h.session, budget, Duration::from_secs(600)),
+    ];
+    let bases = [h.base.clone(), format!("http://{second_addr}")];
+    let body = with(anthropic_body(true), |b| {
+        b["max_tokens"] = json!(MAX_TOKENS)
+    });
+    let mut calls = Vec::new();
+    for i in 0..CALLS {
+        let request = h
+            .http
+            .post(format!("{}/v1/messages", bases[i % 2]))
+            .header("x-api-key", tokens[i % 2].expose_secret())
+            .header("anthropic-version", "2023-06-01")
+            .json(&body);
+        calls.push(tokio::spawn(async move {
+            let response = request.send().await.unwrap();
+            let status = response.status().as_u16();
+            (status, read_all(response).await)
+        }));
+    }
+    // Every call is either at the provider (held there) or waiting for the budget.
+    let run = h.run.as_str().to_owned();
+    support::eventually("every call to be sent or waiting", || {
+        let forwarded = h.upstream.requests().len();
+        let logged = String::from_utf8_lossy(&logs.0.lock().unwrap()).into_owned();
+        let waiting = logged
+            .lines()
+            .filter(|l| l.contains("waits: its budget is held") && l.contains(&run))
+            .count();
+        std::future::ready((forwarded + waiting == CALLS).then_some(()))
+    })
+    .await;
+    let forwarded = h.upstream.requests().len();
+    for gate in &gates {
+        gate.notify_one();
+    }
+    let mut answered = Vec::new();
+    for call in calls {
+        answered.push(
+            tokio::time::timeout(WAIT, call)
+                .await
+                .expect("every call ends")
+                .unwrap(),
+        );
+    }
+    let price = PriceTable::default()
+        .get(&ModelName::parse("anthropic:claude-sonnet-4-5").unwrap())
+        .unwrap();
+    let worst = price.worst_case(
+        planwright::llm::usage::input_estimate(body.to_string().len(), 0),
+        MAX_TOKENS,
+    );
+    let spent = model_usage::spent_by_run(&h.db.db, &h.run).await.unwrap();
+    assert!(
+        spent.cost_microusd <= 1_000_000 + worst.cost_microusd,
+        "spent {} µUSD against a $1 budget with {forwarded} of {CALLS} calls forwarded; one call's worst case is {}",
+        spent.cost_microusd,
+        worst.cost_microusd
+    );
+    let ok = answered.iter().filter(|(status, _)| *status == 200).count();
+    assert_eq!(ok, h.upstream.requests().len(), "{answered:?}");
+    assert!(ok >= 1);
+    for (status, text) in &answered {
+        if *status != 200 {
+            assert_eq!(*status, 402, "{text}");
+            assert!(text.contains("has spent its budget"), "{text}");
+        }
+    }
+    // Every hold went with its call.
+    let (holds,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM model_holds")
+        .fetch_one(&h.db.db.pool)
+        .await
+        .unwrap();
+    assert_eq!(holds, 0);
 }
 
 #[tokio::test]
@@ -793,6 +908,476 @@ async fn a_stream_cut_mid_way_ends_cleanly_and_meters_what_was_seen() {
     );
     // Chat Completions reports usage only at the end: the call is on record, at nothing.
     assert_row(&rows[1], &h, "gpt-5-mini", Usage::default());
+}
+
+/// `base` with `change` applied to its JSON.
+fn with(base: Value, change: impl FnOnce(&mut Value)) -> Value {
+    let mut body = base;
+    change(&mut body);
+    body
+}
+
+const ATTACKER: &str = "https://attacker.example/collect";
+
+#[tokio::test]
+async fn provider_side_tools_fields_and_fetches_are_refused_and_nothing_is_forwarded() {
+    let h = start(vec![]).await;
+    let token = h.token(Budget::usd(1.0));
+    let token = token.expose_secret();
+    let user = |content: Value| json!([{"role": "user", "content": content}]);
+    // (route, body, what the refusal names)
+    let cases: Vec<(&str, Value, &str)> = vec![
+        (
+            "/v1/messages",
+            with(anthropic_body(false), |b| {
+                b["mcp_servers"] = json!([{"type": "url", "url": ATTACKER, "name": "x"}]);
+            }),
+            "`mcp_servers`",
+        ),
+        (
+            "/v1/messages/count_tokens",
+            with(anthropic_body(false), |b| {
+                b["mcp_servers"] = json!([{"type": "url", "url": ATTACKER, "name": "x"}]);
+            }),
+            "`mcp_servers`",
+        ),
+        (
+            "/v1/messages",
+            with(anthropic_body(false), |b| {
+                b["container"] = json!("container_011")
+            }),
+            "`container`",
+        ),
+        (
+            "/v1/messages",
+            with(anthropic_body(false), |b| b["service_tier"] = json!("auto")),
+            "`service_tier`",
+        ),
+        (
+            "/v1/messages",
+            with(anthropic_body(false), |b| {
+                b["tools"]
+                    .as_array_mut()
+                    .unwrap()
+                    .push(json!({"type": "web_fetch_20250910", "name": "web_fetch"}));
+            }),
+            "`tools[1]` is a `web_fetch_20250910` tool",
+        ),
+        (
+            "/v1/messages",
+            with(anthropic_body(false), |b| {
+                b["tools"]
+                    .as_array_mut()
+                    .unwrap()
+                    .push(json!({"type": "web_search_20250305", "name": "web_search"}));
+            }),
+            "`tools[1]` is a `web_search_20250305` tool",
+        ),
+        (
+            "/v1/messages",
+            with(anthropic_body(false), |b| {
+                b["tools"][0] =
+                    json!({"type": "code_execution_20250825", "name": "code_execution"});
+            }),
+            "`tools[0]` is a `code_execution_20250825` tool",
+        ),
+        (
+            "/v1/messages",
+            with(anthropic_body(false), |b| {
+                b["messages"] =
+                    user(json!([{"type": "image", "source": {"type": "url", "url": ATTACKER}}]));
+            }),
+            "`messages[0].content[0].source.type` is `url`",
+        ),
+        (
+            "/v1/messages",
+            with(anthropic_body(false), |b| {
+                b["messages"] = user(
+                    json!([{"type": "document", "source": {"type": "file", "file_id": "file_011"}}]),
+                );
+            }),
+            "`messages[0].content[0].source.type` is `file`",
+        ),
+        (
+            "/v1/messages",
+            with(anthropic_body(false), |b| {
+                b["messages"] = user(
+                    json!([{"type": "tool_result", "tool_use_id": "t1", "content": [
+                    {"type": "image", "source": {"type": "url", "url": ATTACKER}}]}]),
+                );
+            }),
+            "`messages[0].content[0].content[0].source.type` is `url`",
+        ),
+        (
+            "/v1/messages",
+            with(anthropic_body(false), |b| {
+                b["messages"] = json!([
+                    {"role": "user", "content": QUESTION},
+                    {"role": "assistant", "content": [{"type": "server_tool_use", "id": "s1", "name": "web_fetch", "input": {"url": ATTACKER}}]},
+                ]);
+            }),
+            "`messages[1].content[0].type` is `server_tool_use`",
+        ),
+        (
+            "/v1/chat/completions",
+            with(chat_body(false), |b| b["web_search_options"] = json!({})),
+            "`web_search_options`",
+        ),
+        (
+            "/v1/chat/completions",
+            with(chat_body(false), |b| {
+                b["messages"] =
+                    user(json!([{"type": "image_url", "image_url": {"url": ATTACKER}}]));
+            }),
+            "`messages[0].content[0].image_url.url` is not inline data",
+        ),
+        (
+            "/v1/chat/completions",
+            with(chat_body(false), |b| {
+                b["messages"] = user(json!([{"type": "file", "file": {"file_id": "file-abc"}}]));
+            }),
+            "`messages[0].content[0].type` is `file`",
+        ),
+        (
+            "/v1/chat/completions",
+            with(chat_body(false), |b| b["n"] = json!(8)),
+            "`n`",
+        ),
+        (
+            "/v1/responses",
+            with(responses_body(false), |b| {
+                b["tools"][0] = json!({"type": "mcp", "server_label": "x", "server_url": ATTACKER, "require_approval": "never"});
+            }),
+            "`tools[0]` is a `mcp` tool",
+        ),
+        (
+            "/v1/responses",
+            with(responses_body(false), |b| {
+                b["tools"][0] = json!({"type": "web_search_preview"})
+            }),
+            "`tools[0]` is a `web_search_preview` tool",
+        ),
+        (
+            "/v1/responses",
+            with(responses_body(false), |b| {
+                b["tools"][0] = json!({"type": "web_search"})
+            }),
+            "`tools[0]` is a `web_search` tool",
+        ),
+        (
+            "/v1/responses",
+            with(responses_body(false), |b| {
+                b["tools"][0] = json!({"type": "file_search", "vector_store_ids": ["vs_1"]});
+            }),
+            "`tools[0]` is a `file_search` tool",
+        ),
+        (
+            "/v1/responses",
+            with(responses_body(false), |b| {
+                b["tools"][0] = json!({"type": "computer_use_preview", "display_width": 1024, "display_height": 768, "environment": "browser"});
+            }),
+            "`tools[0]` is a `computer_use_preview` tool",
+        ),
+        (
+            "/v1/responses",
+            with(responses_body(false), |b| {
+                b["tools"][0] = json!({"type": "code_interpreter", "container": {"type": "auto"}});
+            }),
+            "`tools[0]` is a `code_interpreter` tool",
+        ),
+        (
+            "/v1/responses",
+            with(responses_body(false), |b| {
+                b["tools"][0] =
+                    json!({"type": "namespace", "name": "n", "tools": [{"type": "web_search"}]});
+            }),
+            "`tools[0].tools[0]` is a `web_search` tool",
+        ),
+        (
+            "/v1/responses",
+            with(responses_body(false), |b| {
+                b["input"] = user(json!([{"type": "input_image", "image_url": ATTACKER}]));
+            }),
+            "`input[0].content[0].image_url` is not inline data",
+        ),
+        (
+            "/v1/responses",
+            with(responses_body(false), |b| {
+                b["input"] = user(json!([{"type": "input_image", "file_id": "file-abc"}]));
+            }),
+            "`input[0].content[0].file_id`",
+        ),
+        (
+            "/v1/responses",
+            with(responses_body(false), |b| {
+                b["input"] = user(json!([{"type": "input_file", "file_url": ATTACKER}]));
+            }),
+            "`input[0].content[0].type` is `input_file`",
+        ),
+        (
+            "/v1/responses",
+            with(responses_body(false), |b| {
+                b["input"] = json!([{"type": "item_reference", "id": "msg_1"}]);
+            }),
+            "`input[0].type` is `item_reference`",
+        ),
+        (
+            "/v1/responses",
+            with(responses_body(false), |b| {
+                b["previous_response_id"] = json!("resp_1")
+            }),
+            "`previous_response_id`",
+        ),
+        (
+            "/v1/responses",
+            with(responses_body(false), |b| {
+                b["conversation"] = json!("conv_1")
+            }),
+            "`conversation`",
+        ),
+        (
+            "/v1/responses",
+            with(responses_body(false), |b| {
+                b["prompt"] = json!({"id": "pmpt_1"})
+            }),
+            "`prompt`",
+        ),
+        (
+            "/v1/responses",
+            with(responses_body(false), |b| b["background"] = json!(true)),
+            "`background`",
+        ),
+        (
+            "/v1/responses",
+            with(responses_body(false), |b| b["store"] = json!(true)),
+            "`store`",
+        ),
+        (
+            "/v1/responses",
+            with(responses_body(false), |b| {
+                b["include"] = json!(["web_search_call.action.sources"]);
+            }),
+            "`include[0]`",
+        ),
+        (
+            "/v1/messages",
+            with(anthropic_body(false), |b| {
+                b["max_tokens"] = json!(1_000_000)
+            }),
+            "`max_tokens` is 1000000",
+        ),
+        (
+            "/v1/responses",
+            with(responses_body(false), |b| {
+                b["max_output_tokens"] = json!("lots")
+            }),
+            "`max_output_tokens` must be a whole number",
+        ),
+    ];
+    for (path, body, named) in &cases {
+        let request = if path.starts_with("/v1/messages") {
+            h.anthropic(path, token, body)
+        } else {
+            h.openai(path, token, body)
+        };
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), 400, "{path}: {named}");
+        let answer: Value = response.json().await.unwrap();
+        assert_eq!(answer["error"]["type"], "invalid_request_error", "{answer}");
+        if path.starts_with("/v1/messages") {
+            assert_eq!(answer["type"], "error", "{answer}");
+        }
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(
+            message.starts_with("Cannot forward the request") && message.contains(named),
+            "{path}: expected {named} in {message}"
+        );
+    }
+    // Betas that switch on provider-side reach are refused, named.
+    for beta in [
+        "mcp-client-2025-04-04",
+        "files-api-2025-04-14",
+        "code-execution-2025-08-25",
+        "web-fetch-2025-09-10",
+    ] {
+        let response = h
+            .anthropic("/v1/messages", token, &anthropic_body(false))
+            .header("anthropic-beta", format!("claude-code-20250219,{beta}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 400, "{beta}");
+        let answer: Value = response.json().await.unwrap();
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(message.contains(beta), "{message}");
+    }
+    assert!(
+        h.upstream.requests().is_empty(),
+        "a refused request was forwarded: {:?}",
+        h.upstream
+            .requests()
+            .iter()
+            .map(|r| &r.body)
+            .collect::<Vec<_>>()
+    );
+    assert!(h.rows().await.is_empty());
+}
+
+#[tokio::test]
+async fn what_the_agents_send_passes_and_unknown_betas_are_dropped() {
+    let h = start(vec![
+        Step::text("seen").usage(usage(10, 5, 0, 0)),
+        Step::text("seen too").usage(usage(10, 5, 0, 0)),
+        Step::text("and this").usage(usage(10, 5, 0, 0)),
+    ])
+    .await;
+    let token = h.token(Budget::usd(1.0));
+    let token = token.expose_secret();
+    let png = "iVBORw0KGgo=";
+    // Claude Code: thinking, cached system blocks, tool use and results with an image,
+    // a PDF as data, context management.
+    let claude = json!({
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 32000,
+        "stream": false,
+        "metadata": {"user_id": "{\"session_id\":\"s\"}"},
+        "thinking": {"type": "enabled", "budget_tokens": 31999, "display": "updates"},
+        "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]},
+        "system": [{"type": "text", "text": "You are Claude Code."},
+                   {"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}],
+        "tools": [{"name": "Read", "description": "Read a file", "input_schema": {"type": "object"}}],
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": QUESTION, "cache_control": {"type": "ephemeral"}}]},
+            {"role": "assistant", "content": [
+                {"type": "thinking", "thinking": "Look at main.", "signature": "c2ln"},
+                {"type": "redacted_thinking", "data": "cmVk"},
+                {"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {"file_path": "/repo/a.png"}}]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_1", "is_error": false, "content": [
+                    {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": png}},
+                    {"type": "text", "text": "an image"}]},
+                {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0="}}]},
+        ],
+    });
+    let response = h
+        .anthropic("/v1/messages", token, &claude)
+        .header(
+            "anthropic-beta",
+            "claude-code-20250219,interleaved-thinking-2025-05-14,some-future-beta-2027-01-01",
+        )
+        .header("openai-beta", "assistants=v2")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "{}", response.text().await.unwrap());
+    // Codex: developer and user messages, reasoning, function calls and their output
+    // with an image as data, a namespace of functions.
+    let codex = json!({
+        "model": "gpt-5",
+        "stream": false,
+        "store": false,
+        "tool_choice": "auto",
+        "parallel_tool_calls": true,
+        "reasoning": {"summary": "auto"},
+        "include": ["reasoning.encrypted_content"],
+        "prompt_cache_key": "k",
+        "client_metadata": {"session_id": "s"},
+        "instructions": "You are Codex.",
+        "tools": [
+            {"type": "function", "name": "exec_command", "description": "Run", "parameters": {"type": "object"}, "strict": false},
+            {"type": "custom", "name": "apply_patch", "description": "Patch", "format": {"type": "grammar", "syntax": "lark", "definition": "start: /.+/"}},
+            {"type": "namespace", "name": "multi_agent_v1", "description": "Agents", "tools": [
+                {"type": "function", "name": "spawn_agent", "parameters": {"type": "object"}, "strict": false}]},
+        ],
+        "input": [
+            {"type": "message", "role": "developer", "id": "msg_0", "content": [{"type": "input_text", "text": "Rules."}]},
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": QUESTION}]},
+            {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "Think."}], "encrypted_content": "ZW5j"},
+            {"type": "function_call", "id": "fc_0", "call_id": "call_1", "name": "exec_command", "arguments": "{}", "status": "completed"},
+            {"type": "function_call_output", "call_id": "call_1", "output": [
+                {"type": "input_text", "text": "done"},
+                {"type": "input_image", "image_url": format!("data:image/png;base64,{png}")}]},
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Done.", "annotations": []}]},
+        ],
+    });
+    let response = h
+        .openai("/v1/responses", token, &codex)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "{}", response.text().await.unwrap());
+    // planwright's own client, as the builtin executor sends it.
+    let chat = with(chat_body(true), |b| {
+        b["max_completion_tokens"] = json!(4096);
+        b["stream_options"] = json!({"include_usage": true});
+        b["messages"] = json!([
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": [{"type": "text", "text": QUESTION},
+                {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{png}"), "detail": "low"}}]},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "fn main() {}"},
+        ]);
+    });
+    let response = h
+        .openai("/v1/chat/completions", token, &chat)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    read_all(response).await;
+
+    let requests = h.upstream.requests();
+    assert_eq!(requests.len(), 3);
+    assert_eq!(requests[0].body, claude);
+    assert_eq!(
+        requests[0].header("anthropic-beta"),
+        Some("claude-code-20250219,interleaved-thinking-2025-05-14")
+    );
+    assert_eq!(requests[0].header("openai-beta"), None);
+    // A call without an output limit is given one, so its worst case is known.
+    assert_eq!(requests[1].body["max_output_tokens"], 32000);
+    assert_eq!(requests[1].body["input"], codex["input"]);
+    assert_eq!(requests[1].body["tools"], codex["tools"]);
+}
+
+#[tokio::test]
+async fn counting_tokens_is_capped_per_run() {
+    let h = start(vec![]).await;
+    let token = h.token(Budget::usd(1.0));
+    let count = || {
+        h.anthropic(
+            "/v1/messages/count_tokens",
+            token.expose_secret(),
+            &anthropic_body(false),
+        )
+        .send()
+    };
+    for _ in 0..200 {
+        assert_eq!(count().await.unwrap().status(), 200);
+    }
+    let response = count().await.unwrap();
+    assert_eq!(response.status(), 400);
+    let answer: Value = response.json().await.unwrap();
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(message.contains("200 count_tokens calls"), "{message}");
+    assert_eq!(h.upstream.requests().len(), 200);
+    // Another run counts on its own.
+    let other = h.caps.issue(
+        &RunId::generate(),
+        &h.session,
+        Budget::usd(1.0),
+        Duration::from_secs(60),
+    );
+    let response = h
+        .anthropic(
+            "/v1/messages/count_tokens",
+            other.expose_secret(),
+            &anthropic_body(false),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
 }
 
 #[tokio::test]
@@ -910,6 +1495,99 @@ async fn the_proxy_serves_over_a_unix_socket() {
     assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
     assert_eq!(h.rows().await.len(), 2);
     assert_eq!(h.upstream.requests().len(), 2);
+}
+
+/// Sends the head of a request declaring `length` bytes of body and only `sent` of them,
+/// then reads the answer: one that arrives means the proxy decided without the rest.
+async fn answer_to_a_partial_body(
+    base: &str,
+    token: Option<&str>,
+    length: usize,
+    sent: usize,
+) -> String {
+    let addr = base.strip_prefix("http://").unwrap();
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let auth = token.map_or(String::new(), |t| format!("x-api-key: {t}\r\n"));
+    let head = format!(
+        "POST /v1/messages HTTP/1.1\r\nhost: planwright\r\n{auth}anthropic-version: 2023-06-01\r\ncontent-type: application/json\r\ncontent-length: {length}\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(&vec![b' '; sent]).await.unwrap();
+    let mut answer = vec![0u8; 4096];
+    let n = tokio::time::timeout(WAIT, stream.read(&mut answer))
+        .await
+        .expect("the proxy answered before the body was complete")
+        .unwrap();
+    String::from_utf8_lossy(&answer[..n]).into_owned()
+}
+
+#[tokio::test]
+async fn a_body_without_a_token_is_refused_unread_and_an_oversized_one_is_refused() {
+    let h = start(vec![]).await;
+    // No token, a body of 20 MB of which 1 MB is sent: the refusal comes first.
+    let answer = answer_to_a_partial_body(&h.base, None, 20 << 20, 1 << 20).await;
+    assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+    assert!(answer.contains("without a capability token"), "{answer}");
+    let answer = answer_to_a_partial_body(&h.base, Some("pwcap_forged.x"), 20 << 20, 1 << 20).await;
+    assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+    // With a token, a body declared past the limit is refused before it is read.
+    let token = h.token(Budget::usd(1.0));
+    let answer =
+        answer_to_a_partial_body(&h.base, Some(token.expose_secret()), 64 << 20, 1 << 20).await;
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(answer.contains("limit of 32 MB"), "{answer}");
+    // Sent without a length (chunked), it is cut off at the limit as it arrives.
+    let addr = h.base.strip_prefix("http://").unwrap().to_owned();
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut read, mut write) = stream.into_split();
+    let head = format!(
+        "POST /v1/messages HTTP/1.1\r\nhost: planwright\r\nx-api-key: {}\r\ntransfer-encoding: chunked\r\n\r\n",
+        token.expose_secret()
+    );
+    let sender = tokio::spawn(async move {
+        write.write_all(head.as_bytes()).await?;
+        let chunk = format!("100000\r\n{}\r\n", " ".repeat(1 << 20));
+        for _ in 0..40 {
+            write.write_all(chunk.as_bytes()).await?;
+        }
+        std::io::Result::Ok(())
+    });
+    let mut answer = vec![0u8; 4096];
+    let n = tokio::time::timeout(WAIT, read.read(&mut answer))
+        .await
+        .expect("the proxy answered")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer[..n]).into_owned();
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(answer.contains("request_too_large"), "{answer}");
+    sender.abort();
+    assert!(
+        h.upstream.requests().is_empty(),
+        "a refused call was forwarded"
+    );
+    assert!(h.rows().await.is_empty());
+}
+
+#[tokio::test]
+async fn the_socket_is_open_to_sandboxes_only() {
+    use std::os::unix::fs::MetadataExt;
+    let h = start_on(vec![], |dir| ProxyListen::Unix(dir.join("proxy.sock"))).await;
+    let meta = std::fs::metadata(h.db.dir.path().join("proxy.sock")).unwrap();
+    assert_eq!(
+        meta.mode() & 0o007,
+        0,
+        "other users may connect: {:o}",
+        meta.mode()
+    );
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        // As root, sandboxes run as an unprivileged user whose group gets the socket.
+        let (_, gid) = planwright::sandbox::Bwrap::DEFAULT_HOST_USER;
+        assert_eq!(meta.gid(), gid);
+        assert_eq!(meta.mode() & 0o777, 0o660);
+    } else {
+        assert_eq!(meta.mode() & 0o777, 0o600);
+    }
 }
 
 #[tokio::test]

@@ -1053,6 +1053,24 @@ async fn an_executor_over_budget_ends_the_session_saying_so() {
     .await;
 }
 
+#[tokio::test]
+async fn a_contract_cannot_raise_the_repository_budget() {
+    let mut contract = calc_contract(2);
+    // The planner asks for the most a contract may; the repository allows far less,
+    // which planning alone spends.
+    contract["routing"]["budget_usd"] = json!(1000.0);
+    fails_with(
+        vec![
+            Step::tool_call("p1", "submit_contract", contract).when_tools(&["submit_contract"]),
+            Step::tool_call("e1", "finish", json!({"summary": "never asked"}))
+                .when_tools(&["finish"]),
+        ],
+        &format!("test: {UNITTEST}\nbudget_usd: 0.00001\n"),
+        "budget",
+    )
+    .await;
+}
+
 /// The real Claude Code CLI (installed by `scripts/install-agents`) as the executor:
 /// in the sandbox, reaching the scripted model only through the model proxy and relay.
 #[tokio::test(flavor = "multi_thread")]

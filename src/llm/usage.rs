@@ -1,16 +1,19 @@
 //! What model calls cost: the price table (USD per million tokens, defaults overridable
-//! from settings), budgets for a session and a run, and `Metered`, the `ChatModel` wrapper
-//! that refuses a call once a budget is used up and records every call's usage.
+//! from settings), budgets for a session and a run, holds of a call's worst case against
+//! them (`reserve`), and `Metered`, the `ChatModel` wrapper that refuses a call once a
+//! budget is used up and records every call's usage.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 
 use super::{ChatFuture, ChatModel, ChatRequest, ChatResponse, ModelError, ModelName, Usage};
 use crate::ids::{RunId, SessionId};
-use crate::store::{Db, model_usage};
+use crate::store::Db;
+use crate::store::model_usage::{self, Held, HoldId, Scope, Spent};
 
 /// USD per million tokens of each kind; with these units a token count times a price is
 /// micro-USD, the unit costs are stored in.
@@ -26,6 +29,18 @@ pub struct Price {
 }
 
 impl Price {
+    /// The most `input` tokens in and `output` tokens out can cost, whatever part of the
+    /// input is cached.
+    pub fn worst_case(&self, input: u64, output: u64) -> Spent {
+        let dearest = self.input.max(self.cache_read).max(self.cache_write);
+        let cost = input as f64 * dearest + output as f64 * self.output;
+        let tokens = input.saturating_add(output);
+        Spent {
+            cost_microusd: cost.ceil() as i64,
+            tokens: i64::try_from(tokens).unwrap_or(i64::MAX),
+        }
+    }
+
     pub fn cost_microusd(&self, usage: &Usage) -> i64 {
         let cost = usage.input_tokens as f64 * self.input
             + usage.output_tokens as f64 * self.output
@@ -180,9 +195,92 @@ fn usd(microusd: i64) -> String {
     format!("${:.4}", microusd as f64 / 1_000_000.0)
 }
 
+/// How long a call waits for calls in flight to finish when their holds fill a budget
+/// that is not yet spent; past it the call is refused.
+const HOLD_WAIT: Duration = Duration::from_secs(300);
+
+/// Why `reserve` refused: the budget and what it says of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OverBudget {
+    pub scope: String,
+    pub spent: String,
+    pub limit: String,
+    /// Not spent yet, but held by calls in flight for longer than `HOLD_WAIT`.
+    pub held: bool,
+}
+
+/// Holds `worst` against every budget in `limits` before a call is sent (see
+/// `model_usage::hold`); a budget full only of other calls' holds is waited for.
+/// `Ok(None)`: nothing to hold, no budget has a limit.
+pub async fn reserve(
+    db: &Db,
+    session: Option<&SessionId>,
+    run: Option<&RunId>,
+    limits: &[(Scope<'_>, Budget)],
+    worst: Spent,
+) -> Result<Result<Option<HoldId>, OverBudget>> {
+    let limits: Vec<(Scope<'_>, Budget)> = limits
+        .iter()
+        .filter(|(_, b)| b.max_microusd.is_some() || b.max_tokens.is_some())
+        .copied()
+        .collect();
+    if limits.is_empty() {
+        return Ok(Ok(None));
+    }
+    let deadline = tokio::time::Instant::now() + HOLD_WAIT;
+    let mut waited = false;
+    loop {
+        // Asked for before the attempt, so a release during it is not missed.
+        let released = model_usage::RELEASED.notified();
+        tokio::pin!(released);
+        released.as_mut().enable();
+        let (i, spent, held) = match model_usage::hold(db, session, run, &limits, worst).await? {
+            Held::Held(id) => return Ok(Ok(Some(id))),
+            Held::Spent(i, spent) => (i, spent, false),
+            Held::Busy(i, spent) => (i, spent, true),
+        };
+        let now = tokio::time::Instant::now();
+        if !held || now >= deadline {
+            let (scope, budget) = &limits[i];
+            let (spent, limit) =
+                budget
+                    .check(&spent)
+                    .unwrap_or_else(|| match budget.max_microusd {
+                        Some(limit) => (usd(spent.cost_microusd), usd(limit)),
+                        None => (
+                            format!("{} tokens", spent.tokens),
+                            format!("{} tokens", budget.max_tokens.unwrap_or_default()),
+                        ),
+                    });
+            return Ok(Err(OverBudget {
+                scope: scope.to_string(),
+                spent,
+                limit,
+                held,
+            }));
+        }
+        if !waited {
+            waited = true;
+            tracing::info!(scope = %limits[i].0, "a model call waits: its budget is held by calls in flight");
+        }
+        // Holds of other processes are released without telling this one: look again
+        // every so often as well.
+        let _ = tokio::time::timeout(Duration::from_secs(1).min(deadline - now), released).await;
+    }
+}
+
+/// A generous count of a request's input tokens from its text: no tokenizer puts fewer
+/// than 3 bytes in a token on average, and an image (sent as data) costs the providers
+/// at most `IMAGE_TOKENS` however large its bytes.
+pub fn input_estimate(text_bytes: usize, images: usize) -> u64 {
+    const IMAGE_TOKENS: u64 = 6_400;
+    (text_bytes as u64).div_ceil(3) + images as u64 * IMAGE_TOKENS
+}
+
 /// A model whose calls are accounted to a role, and optionally a session and a run, each
 /// with its budget. A call is refused before anything is sent once a budget is used up;
-/// a call that starts under it may end over it, since its size is known only afterwards.
+/// otherwise its worst case is held against the budgets while it runs, so calls made at
+/// once end at most one call's worst case over.
 #[derive(Debug)]
 pub struct Metered {
     model: Arc<dyn ChatModel>,
@@ -227,48 +325,54 @@ impl Metered {
         self
     }
 
-    async fn check_budgets(&self) -> Result<(), ModelError> {
+    /// Holds the call's worst case against the session's and the run's budgets, so
+    /// concurrent calls (scouts run side by side) cannot together pass a limit by more
+    /// than one call.
+    async fn reserve(&self, request: &ChatRequest) -> Result<Option<HoldId>, ModelError> {
+        let mut limits = Vec::new();
         if let Some((id, budget)) = &self.session {
-            let spent = model_usage::spent_by_session(&self.db, id)
-                .await
-                .map_err(ModelError::Accounting)?;
-            self.refuse_past(budget, &spent, format!("session {id}"))?;
+            limits.push((Scope::Session(id), *budget));
         }
         if let Some((id, budget)) = &self.run {
-            let spent = model_usage::spent_by_run(&self.db, id)
-                .await
-                .map_err(ModelError::Accounting)?;
-            self.refuse_past(budget, &spent, format!("run {id}"))?;
+            limits.push((Scope::Run(id), *budget));
         }
-        Ok(())
-    }
-
-    fn refuse_past(
-        &self,
-        budget: &Budget,
-        spent: &model_usage::Spent,
-        scope: String,
-    ) -> Result<(), ModelError> {
-        match budget.check(spent) {
-            Some((spent, limit)) => Err(ModelError::BudgetExceeded {
-                role: self.role.as_str().to_owned(),
-                model: self.model.name().to_string(),
-                scope,
-                spent,
-                limit,
-            }),
-            None => Ok(()),
-        }
+        let worst = self.price.worst_case(
+            request_input_estimate(request),
+            u64::from(request.max_tokens),
+        );
+        let held = reserve(
+            &self.db,
+            self.session.as_ref().map(|(id, _)| id),
+            self.run.as_ref().map(|(id, _)| id),
+            &limits,
+            worst,
+        )
+        .await
+        .map_err(ModelError::Accounting)?;
+        held.map_err(|over| ModelError::BudgetExceeded {
+            role: self.role.as_str().to_owned(),
+            model: self.model.name().to_string(),
+            scope: over.scope,
+            spent: over.spent,
+            limit: over.limit,
+        })
     }
 
     async fn call(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
-        self.check_budgets().await?;
+        let hold = self.reserve(request).await?;
         let result = self.model.chat(request).await;
         // A stream broken off for good may still have cost tokens; they count too.
         let usage = match &result {
             Ok(response) => response.usage,
             Err(ModelError::Interrupted { usage, .. }) if usage.total() > 0 => *usage,
-            Err(_) => return result,
+            Err(_) => {
+                if let Some(hold) = &hold {
+                    model_usage::release(&self.db, hold)
+                        .await
+                        .map_err(ModelError::Accounting)?;
+                }
+                return result;
+            }
         };
         let name = self.model.name();
         let record = model_usage::NewUsage {
@@ -280,11 +384,35 @@ impl Metered {
             usage,
             cost_microusd: self.price.cost_microusd(&usage),
         };
-        model_usage::record(&self.db, &record)
+        model_usage::record_held(&self.db, &record, hold.as_ref())
             .await
             .map_err(ModelError::Accounting)?;
         result
     }
+}
+
+/// `input_estimate` of what a `ChatRequest` sends.
+fn request_input_estimate(request: &ChatRequest) -> u64 {
+    let mut bytes = request.system.len();
+    for tool in &request.tools {
+        bytes += tool.name.len() + tool.description.len() + tool.input_schema.to_string().len();
+    }
+    for message in &request.messages {
+        for block in &message.content {
+            bytes += match block {
+                super::ContentBlock::Text(text) => text.len(),
+                super::ContentBlock::ToolUse { id, name, input } => {
+                    id.len() + name.len() + input.to_string().len()
+                }
+                super::ContentBlock::ToolResult {
+                    tool_use_id,
+                    content,
+                    ..
+                } => tool_use_id.len() + content.len(),
+            };
+        }
+    }
+    input_estimate(bytes, 0)
 }
 
 impl ChatModel for Metered {

@@ -250,15 +250,20 @@ impl Bwrap {
                 relay.display()
             )));
         }
-        if let Some((uid, _)) = self.host_user {
+        if let Some((uid, gid)) = self.host_user {
             use std::os::unix::fs::MetadataExt;
             for bridge in bridges {
                 let meta = std::fs::metadata(&bridge.socket)
                     .with_context(|| format!("Could not inspect {}", bridge.socket.display()))?;
-                if meta.mode() & 0o002 == 0 && meta.uid() != uid {
+                // Connecting needs write permission, by owner, group or other.
+                let mode = meta.mode();
+                let writable = (meta.uid() == uid && mode & 0o200 != 0)
+                    || (meta.gid() == gid && mode & 0o020 != 0)
+                    || mode & 0o002 != 0;
+                if !writable {
                     return Err(SandboxError::InvalidCommand(format!(
-                        "the sandbox user (uid {uid}) cannot connect to {}: make the socket \
-                         mode 0666",
+                        "the sandbox user (uid {uid}, gid {gid}) cannot connect to {}: give the \
+                         socket to group {gid} with mode 0660",
                         bridge.socket.display()
                     )));
                 }

@@ -356,8 +356,13 @@ impl Execution<'_> {
         let runs_dir = self.app.settings.data_dir.join("runs");
         let plan = verify::Plan::new(&self.contract, config);
         let routing = &self.contract.routing;
+        // The planner writes the contract: its budget may lower the repository's, never
+        // raise it.
+        let usd = routing
+            .budget_usd
+            .map_or(config.budget_usd, |usd| usd.min(config.budget_usd));
         let budget = Budget {
-            max_microusd: Budget::usd(routing.budget_usd.unwrap_or(config.budget_usd)).max_microusd,
+            max_microusd: Budget::usd(usd).max_microusd,
             max_tokens: routing.budget_tokens,
         };
         let limits = executor::Limits {

@@ -1,11 +1,17 @@
 //! Model usage as stored: one row per call, appended after the call returns; budgets and
-//! the cost shown on sessions and runs are sums over these rows.
+//! the cost shown on sessions and runs are sums over these rows. Before a call is sent,
+//! its worst case is held against its budgets (`hold`), and the hold goes when its usage
+//! is recorded (`record_held`) or the call fails (`release`).
 
 use anyhow::Result;
 
 use super::{Db, now_ms};
 use crate::ids::{RunId, SessionId};
 use crate::llm::Usage;
+use crate::llm::usage::Budget;
+
+/// Woken whenever this process releases a hold, for calls waiting on a full budget.
+pub(crate) static RELEASED: tokio::sync::Notify = tokio::sync::Notify::const_new();
 
 #[derive(Debug, Clone)]
 pub struct NewUsage<'a> {
@@ -20,8 +26,20 @@ pub struct NewUsage<'a> {
 
 /// Appends the call and adds it to its session's and run's running totals, together.
 pub async fn record(db: &Db, call: &NewUsage<'_>) -> Result<()> {
+    record_held(db, call, None).await
+}
+
+/// `record`, and the call's hold released in the same transaction, so the budget never
+/// sees the call twice or not at all.
+pub async fn record_held(db: &Db, call: &NewUsage<'_>, hold: Option<&HoldId>) -> Result<()> {
     let tokens = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
     let mut tx = db.writer.begin().await?;
+    if let Some(hold) = hold {
+        sqlx::query("DELETE FROM model_holds WHERE id = $1")
+            .bind(&hold.0)
+            .execute(&mut *tx)
+            .await?;
+    }
     sqlx::query(
         "INSERT INTO model_usage (id, at, session_id, run_id, role, provider, model, \
          input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_microusd) \
@@ -63,6 +81,9 @@ pub async fn record(db: &Db, call: &NewUsage<'_>) -> Result<()> {
         .await?;
     }
     tx.commit().await?;
+    if hold.is_some() {
+        RELEASED.notify_waiters();
+    }
     Ok(())
 }
 
@@ -75,26 +96,155 @@ pub struct Spent {
 }
 
 // PostgreSQL sums BIGINTs into NUMERIC, which the Any driver cannot read: hence the casts.
+const SPENT_BY_SESSION: &str = "SELECT CAST(COALESCE(SUM(cost_microusd), 0) AS BIGINT) AS cost_microusd, \
+     CAST(COALESCE(SUM(input_tokens + output_tokens + cache_read_tokens + cache_write_tokens), 0) AS BIGINT) AS tokens \
+     FROM model_usage WHERE session_id = $1";
+const SPENT_BY_RUN: &str = "SELECT CAST(COALESCE(SUM(cost_microusd), 0) AS BIGINT) AS cost_microusd, \
+     CAST(COALESCE(SUM(input_tokens + output_tokens + cache_read_tokens + cache_write_tokens), 0) AS BIGINT) AS tokens \
+     FROM model_usage WHERE run_id = $1";
+const COMMITTED_BY_SESSION: &str = "SELECT \
+     (SELECT CAST(COALESCE(SUM(cost_microusd), 0) AS BIGINT) FROM model_usage WHERE session_id = $1), \
+     (SELECT CAST(COALESCE(SUM(input_tokens + output_tokens + cache_read_tokens + cache_write_tokens), 0) AS BIGINT) FROM model_usage WHERE session_id = $1), \
+     (SELECT CAST(COALESCE(SUM(cost_microusd), 0) AS BIGINT) FROM model_holds WHERE session_id = $1), \
+     (SELECT CAST(COALESCE(SUM(tokens), 0) AS BIGINT) FROM model_holds WHERE session_id = $1)";
+const COMMITTED_BY_RUN: &str = "SELECT \
+     (SELECT CAST(COALESCE(SUM(cost_microusd), 0) AS BIGINT) FROM model_usage WHERE run_id = $1), \
+     (SELECT CAST(COALESCE(SUM(input_tokens + output_tokens + cache_read_tokens + cache_write_tokens), 0) AS BIGINT) FROM model_usage WHERE run_id = $1), \
+     (SELECT CAST(COALESCE(SUM(cost_microusd), 0) AS BIGINT) FROM model_holds WHERE run_id = $1), \
+     (SELECT CAST(COALESCE(SUM(tokens), 0) AS BIGINT) FROM model_holds WHERE run_id = $1)";
+
 pub async fn spent_by_session(db: &Db, session: &SessionId) -> Result<Spent> {
-    Ok(sqlx::query_as::<_, Spent>(
-        "SELECT CAST(COALESCE(SUM(cost_microusd), 0) AS BIGINT) AS cost_microusd, \
-         CAST(COALESCE(SUM(input_tokens + output_tokens + cache_read_tokens + cache_write_tokens), 0) AS BIGINT) AS tokens \
-         FROM model_usage WHERE session_id = $1",
-    )
-    .bind(session.as_str())
-    .fetch_one(&db.pool)
-    .await?)
+    Ok(sqlx::query_as::<_, Spent>(SPENT_BY_SESSION)
+        .bind(session.as_str())
+        .fetch_one(&db.pool)
+        .await?)
 }
 
 pub async fn spent_by_run(db: &Db, run: &RunId) -> Result<Spent> {
-    Ok(sqlx::query_as::<_, Spent>(
-        "SELECT CAST(COALESCE(SUM(cost_microusd), 0) AS BIGINT) AS cost_microusd, \
-         CAST(COALESCE(SUM(input_tokens + output_tokens + cache_read_tokens + cache_write_tokens), 0) AS BIGINT) AS tokens \
-         FROM model_usage WHERE run_id = $1",
+    Ok(sqlx::query_as::<_, Spent>(SPENT_BY_RUN)
+        .bind(run.as_str())
+        .fetch_one(&db.pool)
+        .await?)
+}
+
+/// A budget a hold is checked against.
+#[derive(Debug, Clone, Copy)]
+pub enum Scope<'a> {
+    Session(&'a SessionId),
+    Run(&'a RunId),
+}
+
+impl Scope<'_> {
+    fn key(&self) -> String {
+        match self {
+            Scope::Session(id) => format!("session:{}", id.as_str()),
+            Scope::Run(id) => format!("run:{}", id.as_str()),
+        }
+    }
+}
+
+impl std::fmt::Display for Scope<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Scope::Session(id) => write!(f, "session {id}"),
+            Scope::Run(id) => write!(f, "run {id}"),
+        }
+    }
+}
+
+/// A held worst case, until it is recorded or released.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HoldId(String);
+
+/// What `hold` decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Held {
+    Held(HoldId),
+    /// Budget `scope` (an index into the limits) is spent: what was spent, holds aside.
+    Spent(usize, Spent),
+    /// Budget `scope` is not spent, but with calls in flight it is fully held.
+    Busy(usize, Spent),
+}
+
+/// Holds `worst` against each of `limits` if every one has room: what is spent plus what
+/// other calls hold is under the limit. The check and the hold are one transaction that
+/// first writes each budget's lock row, so concurrent holds, from any process, see each
+/// other. The call may then end at most its own worst case past a limit.
+pub async fn hold(
+    db: &Db,
+    session: Option<&SessionId>,
+    run: Option<&RunId>,
+    limits: &[(Scope<'_>, Budget)],
+    worst: Spent,
+) -> Result<Held> {
+    let mut order: Vec<usize> = (0..limits.len()).collect();
+    // One order for everyone, so two holds on the same pair of budgets cannot deadlock.
+    order.sort_by_key(|&i| limits[i].0.key());
+    let mut tx = db.writer.begin().await?;
+    for i in order {
+        let (scope, budget) = &limits[i];
+        let key = scope.key();
+        sqlx::query(
+            "INSERT INTO model_budget_locks (scope, holds) VALUES ($1, 0) ON CONFLICT (scope) DO NOTHING",
+        )
+        .bind(&key)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query("UPDATE model_budget_locks SET holds = holds + 1 WHERE scope = $1")
+            .bind(&key)
+            .execute(&mut *tx)
+            .await?;
+        // Static text per scope: the SQL never takes part of an id. One statement, so
+        // one snapshot: a call recorded meanwhile is seen as spent or as held, never as
+        // neither (PostgreSQL gives each statement its own snapshot).
+        let (sql, id) = match scope {
+            Scope::Session(id) => (COMMITTED_BY_SESSION, id.as_str()),
+            Scope::Run(id) => (COMMITTED_BY_RUN, id.as_str()),
+        };
+        let (spent_cost, spent_tokens, held_cost, held_tokens): (i64, i64, i64, i64) =
+            sqlx::query_as(sql).bind(id).fetch_one(&mut *tx).await?;
+        let spent = Spent {
+            cost_microusd: spent_cost,
+            tokens: spent_tokens,
+        };
+        if budget.check(&spent).is_some() {
+            tx.rollback().await?;
+            return Ok(Held::Spent(i, spent));
+        }
+        let committed = Spent {
+            cost_microusd: spent_cost.saturating_add(held_cost),
+            tokens: spent_tokens.saturating_add(held_tokens),
+        };
+        if budget.check(&committed).is_some() {
+            tx.rollback().await?;
+            return Ok(Held::Busy(i, spent));
+        }
+    }
+    let id = HoldId(uuid::Uuid::now_v7().to_string());
+    sqlx::query(
+        "INSERT INTO model_holds (id, at, session_id, run_id, cost_microusd, tokens) \
+         VALUES ($1, $2, $3, $4, $5, $6)",
     )
-    .bind(run.as_str())
-    .fetch_one(&db.pool)
-    .await?)
+    .bind(&id.0)
+    .bind(now_ms())
+    .bind(session.map(SessionId::as_str))
+    .bind(run.map(RunId::as_str))
+    .bind(worst.cost_microusd)
+    .bind(worst.tokens)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(Held::Held(id))
+}
+
+/// Ends a hold whose call cost nothing on record (it failed before any usage).
+pub async fn release(db: &Db, hold: &HoldId) -> Result<()> {
+    sqlx::query("DELETE FROM model_holds WHERE id = $1")
+        .bind(&hold.0)
+        .execute(&db.writer)
+        .await?;
+    RELEASED.notify_waiters();
+    Ok(())
 }
 
 #[derive(Debug, Clone, sqlx::FromRow, serde::Serialize)]

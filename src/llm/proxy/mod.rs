@@ -1,8 +1,11 @@
 //! The model proxy: the only way sandboxed executors reach a model. It checks the run's
-//! capability token, refuses calls once the run's budget is spent, swaps the token for
-//! the real key, forwards to the provider (streams pass through as they arrive) and
-//! records each call's usage against the run and its session.
+//! capability token (from the headers, before reading the body), refuses requests with
+//! anything but what a client-side agent needs (`allow`), holds each call's worst case
+//! against the run's budget, swaps the token for the real key, forwards to the provider
+//! (streams pass through as they arrive) and records each call's usage against the run
+//! and its session.
 
+mod allow;
 mod meter;
 pub mod token;
 
@@ -15,8 +18,8 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{DefaultBodyLimit, State};
-use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, Uri, header};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use secrecy::{ExposeSecret, SecretString};
@@ -28,26 +31,64 @@ use tracing::{error, info, warn};
 
 pub use token::{Capabilities, Grant, TokenError};
 
-use super::usage::{ModelRole, Price, PriceTable};
+use super::usage::{self as usage, ModelRole, Price, PriceTable};
 use super::{ModelName, Provider, Usage, error_chain, secret_header};
 use crate::config::ModelSettings;
 use crate::llm::sse::{SseSplitter, event_data};
-use crate::store::{Db, model_usage};
+use crate::store::Db;
+use crate::store::model_usage::{self, HoldId, Scope};
 use meter::StreamMeter;
 
-/// Requests carry whole conversations, images included.
-const REQUEST_LIMIT: usize = 64 * 1024 * 1024;
+/// Requests carry whole conversations, images included; both providers refuse bodies
+/// past 32 MB themselves, so nothing larger is worth reading.
+const REQUEST_LIMIT: usize = 32 * 1024 * 1024;
 
 /// Client headers worth passing on; everything else (keys, cookies, hop-by-hop headers,
 /// compression asks the meter could not read through) stays behind. The body is always
-/// JSON, so its type is set rather than passed.
-const REQUEST_HEADERS: &[&str] = &[
-    "accept",
-    "user-agent",
-    "anthropic-version",
-    "anthropic-beta",
-    "openai-beta",
+/// JSON, so its type is set rather than passed. Beta flags are sorted by `betas`.
+const REQUEST_HEADERS: &[&str] = &["accept", "user-agent", "anthropic-version"];
+
+/// Anthropic betas passed on: what Claude Code asks for, none of which reaches past the
+/// conversation. Unknown ones are dropped rather than refused, so a newer client keeps
+/// working (the body's allowlist is what bounds what a beta could unlock).
+const ANTHROPIC_BETAS: &[&str] = &[
+    "claude-code-20250219",
+    "interleaved-thinking-2025-05-14",
+    "context-management-2025-06-27",
+    "thinking-token-count-2026-05-13",
+    "thinking-display-updates-2026-08-18",
+    "prompt-caching-2024-07-31",
+    "fine-grained-tool-streaming-2025-05-14",
+    "token-efficient-tools-2025-02-19",
 ];
+
+/// Betas whose point is a provider-side reach (MCP servers, files, code, the web, a
+/// computer, skills): refused outright, so the caller learns why instead of seeing the
+/// feature fail oddly.
+const REFUSED_BETAS: &[&str] = &[
+    "mcp-client-",
+    "files-api-",
+    "code-execution-",
+    "web-fetch-",
+    "web-search-",
+    "computer-use-",
+    "skills-",
+];
+
+/// `count_tokens` is free to the run but not to the account's rate limits: a run may
+/// count this often.
+const COUNT_TOKENS_PER_RUN: u32 = 200;
+
+/// A run's calls in flight at once; more wait their turn. Each holds its worst case
+/// against the budget, so this bounds how much of it calls in flight can hold.
+const CALLS_PER_RUN: usize = 8;
+
+/// The output a call without its own limit is given: every call's worst case must be
+/// known before it is sent.
+const DEFAULT_OUTPUT_TOKENS: u64 = 32_000;
+
+/// The most output a call may ask for (the providers' largest limits).
+const MAX_OUTPUT_TOKENS: u64 = 128_000;
 
 /// Provider answer headers passed back: the type, and what tells an agent to slow down.
 fn passes_back(name: &HeaderName) -> bool {
@@ -157,18 +198,13 @@ impl ProxyState {
 /// `ANTHROPIC_BASE_URL` at the proxy and `OPENAI_BASE_URL` at the proxy's `/v1`.
 pub fn router(state: ProxyState) -> Router {
     fn route(api: Api) -> axum::routing::MethodRouter<ProxyState> {
-        post(
-            move |State(state): State<ProxyState>, uri: Uri, headers: HeaderMap, body: Bytes| {
-                forward(state, api, uri, headers, body)
-            },
-        )
+        post(move |State(state): State<ProxyState>, request: Request| forward(state, api, request))
     }
     Router::new()
         .route("/v1/messages", route(Api::Messages))
         .route("/v1/messages/count_tokens", route(Api::CountTokens))
         .route("/v1/chat/completions", route(Api::ChatCompletions))
         .route("/v1/responses", route(Api::Responses))
-        .layer(DefaultBodyLimit::max(REQUEST_LIMIT))
         .with_state(state)
 }
 
@@ -262,11 +298,24 @@ async fn bind_socket(path: &Path) -> Result<tokio::net::UnixListener> {
             path.display()
         )
     })?;
-    // Sandboxes run as another user and must be able to connect; the capability token,
-    // not the socket's mode, is what authorises a call.
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666)).with_context(|| {
+    // Only sandboxes may connect: as root they run as `Bwrap::DEFAULT_HOST_USER`, whose
+    // group gets the socket; otherwise they run as planwright's own user, the owner.
+    // SAFETY: geteuid has no preconditions.
+    let mode = if unsafe { libc::geteuid() } == 0 {
+        let (_, gid) = crate::sandbox::Bwrap::DEFAULT_HOST_USER;
+        std::os::unix::fs::chown(path, None, Some(gid)).with_context(|| {
+            format!(
+                "Could not give the model proxy socket {} to the sandboxes' group {gid}",
+                path.display()
+            )
+        })?;
+        0o660
+    } else {
+        0o600
+    };
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).with_context(|| {
         format!(
-            "Could not open the model proxy socket {} to sandboxes",
+            "Could not set the mode of the model proxy socket {}",
             path.display()
         )
     })?;
@@ -278,6 +327,7 @@ async fn bind_socket(path: &Path) -> Result<tokio::net::UnixListener> {
 enum Refusal {
     Token,
     BadRequest,
+    TooLarge,
     Budget,
     Unavailable,
     Upstream,
@@ -291,6 +341,8 @@ fn refuse(provider: Provider, refusal: Refusal, message: &str) -> Response {
             (401, "invalid_request_error", Some("invalid_api_key"))
         }
         (_, Refusal::BadRequest) => (400, "invalid_request_error", None),
+        (Provider::Anthropic, Refusal::TooLarge) => (413, "request_too_large", None),
+        (Provider::OpenAi, Refusal::TooLarge) => (413, "invalid_request_error", None),
         // What each vendor answers when the money has run out; neither is retried by
         // the agents' clients as a passing rate limit would be.
         (Provider::Anthropic, Refusal::Budget) => (402, "billing_error", None),
@@ -353,10 +405,31 @@ struct Call {
     grant: Grant,
     name: ModelName,
     price: Option<Price>,
+    db: Db,
+    /// The call's worst case held against the run's budget until it is recorded.
+    hold: Option<HoldId>,
+    _slot: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+impl Drop for Call {
+    /// A call that ends unrecorded (refused or failed upstream, its client gone before
+    /// an answer) cost nothing on record: its hold goes.
+    fn drop(&mut self) {
+        let Some(hold) = self.hold.take() else { return };
+        let db = self.db.clone();
+        let run = self.grant.run.clone();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                if let Err(e) = model_usage::release(&db, &hold).await {
+                    error!(%run, error = %format!("{e:#}"), "Could not release a model call's budget hold");
+                }
+            });
+        }
+    }
 }
 
 impl Call {
-    async fn record(&self, db: &Db, usage: Usage, outcome: &str) {
+    async fn record(&mut self, db: &Db, usage: Usage, outcome: &str) {
         info!(
             provider = %self.name.provider,
             model = %self.name.model,
@@ -379,7 +452,9 @@ impl Call {
             usage,
             cost_microusd: price.cost_microusd(&usage),
         };
-        if let Err(e) = model_usage::record(db, &call).await {
+        // Unrecorded, the hold stays: the worst case keeps counting rather than nothing.
+        let hold = self.hold.take();
+        if let Err(e) = model_usage::record_held(db, &call, hold.as_ref()).await {
             error!(run = %self.grant.run, error = %format!("{e:#}"), "Could not record a proxied model call's usage");
         }
     }
@@ -394,15 +469,28 @@ impl Refused {
     }
 }
 
-async fn forward(
-    state: ProxyState,
-    api: Api,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
+async fn forward(state: ProxyState, api: Api, request: Request) -> Response {
     let provider = api.provider();
-    let (call, mut request) = match admit(&state.0, api, &headers, &body).await {
+    let (parts, body) = request.into_parts();
+    let (uri, headers) = (parts.uri, parts.headers);
+    // The token is checked from the headers alone: a caller without one never gets a
+    // byte of its body read, so it cannot make the proxy buffer anything.
+    let grant = match client_grant(&state.0.capabilities, provider, &headers) {
+        Ok(grant) => grant,
+        Err(e) => {
+            info!(%provider, reason = ?e, "model proxy refused a call without a valid token");
+            return refuse(provider, Refusal::Token, &e.to_string());
+        }
+    };
+    let body = match read_body(&headers, body).await {
+        Ok(body) => body,
+        Err(Refused(refusal, message)) => return refuse(provider, refusal, &message),
+    };
+    let betas = match betas(provider, &headers) {
+        Ok(betas) => betas,
+        Err(Refused(refusal, message)) => return refuse(provider, refusal, &message),
+    };
+    let (call, mut request, rewritten) = match admit(&state.0, api, grant, &body).await {
         Ok(admitted) => admitted,
         Err(Refused(refusal, message)) => return refuse(provider, refusal, &message),
     };
@@ -411,16 +499,18 @@ async fn forward(
     let hide_usage_chunk = api == Api::ChatCompletions
         && request["stream"] == true
         && request["stream_options"]["include_usage"] != true;
-    let body = if hide_usage_chunk {
-        if !request["stream_options"].is_object() {
-            request["stream_options"] = json!({});
+    let body = if hide_usage_chunk || rewritten {
+        if hide_usage_chunk {
+            if !request["stream_options"].is_object() {
+                request["stream_options"] = json!({});
+            }
+            request["stream_options"]["include_usage"] = json!(true);
         }
-        request["stream_options"]["include_usage"] = json!(true);
         Bytes::from(serde_json::to_vec(&request).unwrap_or_default())
     } else {
         body
     };
-    let upstream_headers = match upstream_headers(&state.0, provider, &headers) {
+    let upstream_headers = match upstream_headers(&state.0, provider, &headers, betas) {
         Ok(h) => h,
         Err(Refused(refusal, message)) => return refuse(provider, refusal, &message),
     };
@@ -453,20 +543,49 @@ async fn forward(
     }
 }
 
-/// Lets a call through, or says why not: a valid token, a JSON body naming a priced
-/// model, and a run with budget left.
+/// The body, up to `REQUEST_LIMIT`; a declared length past it is refused unread.
+async fn read_body(headers: &HeaderMap, body: Body) -> Result<Bytes, Refused> {
+    let too_large = || {
+        Refused::new(
+            Refusal::TooLarge,
+            format!(
+                "Cannot forward the request: its body is larger than the model proxy's limit of {} MB",
+                REQUEST_LIMIT / (1024 * 1024)
+            ),
+        )
+    };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > REQUEST_LIMIT as u64) {
+        return Err(too_large());
+    }
+    // A body sent without a length (chunked) is cut off at the limit as it arrives.
+    axum::body::to_bytes(body, REQUEST_LIMIT)
+        .await
+        .map_err(|e| {
+            Refused::new(
+                Refusal::TooLarge,
+                format!(
+                    "Could not read the request body whole (the model proxy takes at most {} MB): {e}",
+                    REQUEST_LIMIT / (1024 * 1024)
+                ),
+            )
+        })
+}
+
+/// Lets a call through, or says why not: a JSON body naming a priced model with only
+/// what the proxy forwards, and a run with budget left, on which the call's worst case
+/// is then held. Also says whether the request was changed (an output limit added).
 async fn admit(
     inner: &Inner,
     api: Api,
-    headers: &HeaderMap,
+    grant: Grant,
     body: &[u8],
-) -> Result<(Call, Value), Refused> {
+) -> Result<(Call, Value, bool), Refused> {
     let provider = api.provider();
-    let grant = client_grant(&inner.capabilities, provider, headers).map_err(|e| {
-        info!(%provider, reason = ?e, "model proxy refused a call without a valid token");
-        Refused::new(Refusal::Token, e.to_string())
-    })?;
-    let request: Value = match serde_json::from_slice(body) {
+    let mut request: Value = match serde_json::from_slice(body) {
         Ok(v @ Value::Object(_)) => v,
         _ => {
             return Err(Refused::new(
@@ -475,6 +594,10 @@ async fn admit(
             ));
         }
     };
+    if let Err(message) = allow::check(api, request.as_object().unwrap_or(&Default::default())) {
+        info!(run = %grant.run, %provider, reason = %message, "model proxy refused a request it does not forward");
+        return Err(Refused::new(Refusal::BadRequest, message));
+    }
     let Some(model) = request["model"].as_str().map(str::to_owned) else {
         return Err(Refused::new(
             Refusal::BadRequest,
@@ -483,12 +606,28 @@ async fn admit(
     };
     let name = ModelName { provider, model };
     if !api.metered() {
+        if !inner
+            .capabilities
+            .count_call(&grant.run, COUNT_TOKENS_PER_RUN)
+        {
+            info!(run = %grant.run, "model proxy refused a count past the run's limit");
+            return Err(Refused::new(
+                Refusal::BadRequest,
+                format!(
+                    "Cannot count tokens: run {} has made its {COUNT_TOKENS_PER_RUN} count_tokens calls",
+                    grant.run
+                ),
+            ));
+        }
         let call = Call {
             grant,
             name,
             price: None,
+            db: inner.db.clone(),
+            hold: None,
+            _slot: None,
         };
-        return Ok((call, request));
+        return Ok((call, request, false));
     }
     let Some(price) = inner.prices.get(&name) else {
         return Err(Refused::new(
@@ -498,31 +637,179 @@ async fn admit(
             ),
         ));
     };
-    let spent = model_usage::spent_by_run(&inner.db, &grant.run)
+    let (output, rewritten) = output_limit(api, &mut request)?;
+    let (image_bytes, images) = inline_images(&request);
+    let input = usage::input_estimate(body.len().saturating_sub(image_bytes), images);
+    let worst = price.worst_case(input, output);
+    let slots = inner
+        .capabilities
+        .call_slots(&grant.run, CALLS_PER_RUN)
+        .ok_or_else(|| Refused::new(Refusal::Token, TokenError::Revoked.to_string()))?;
+    let slot = slots
+        .acquire_owned()
         .await
-        .map_err(|e| {
-            error!(run = %grant.run, error = %format!("{e:#}"), "Could not read a run's model spending");
-            Refused::new(
-                Refusal::Unavailable,
-                "Could not check the run's budget; try again shortly",
-            )
-        })?;
-    if let Some((spent, limit)) = grant.budget.check(&spent) {
-        info!(run = %grant.run, %spent, %limit, "model proxy refused a call past the run's budget");
-        return Err(Refused::new(
-            Refusal::Budget,
-            format!(
-                "Cannot call {name}: run {} has spent its budget ({spent} of {limit}); planwright refuses further model calls for this run",
-                grant.run
-            ),
-        ));
-    }
+        .map_err(|_| Refused::new(Refusal::Token, TokenError::Revoked.to_string()))?;
+    let limits = [(Scope::Run(&grant.run), grant.budget)];
+    let held = usage::reserve(
+        &inner.db,
+        Some(&grant.session),
+        Some(&grant.run),
+        &limits,
+        worst,
+    )
+    .await
+    .map_err(|e| {
+        error!(run = %grant.run, error = %format!("{e:#}"), "Could not hold a run's model budget");
+        Refused::new(
+            Refusal::Unavailable,
+            "Could not check the run's budget; try again shortly",
+        )
+    })?;
+    let hold = match held {
+        Ok(hold) => hold,
+        Err(over) if over.held => {
+            info!(run = %grant.run, spent = %over.spent, limit = %over.limit, "model proxy refused a call while the run's budget was held by calls in flight");
+            return Err(Refused::new(
+                Refusal::Budget,
+                format!(
+                    "Cannot call {name}: run {}'s budget of {} is held by its calls still in flight ({} spent so far); try again when they finish",
+                    grant.run, over.limit, over.spent
+                ),
+            ));
+        }
+        Err(over) => {
+            info!(run = %grant.run, spent = %over.spent, limit = %over.limit, "model proxy refused a call past the run's budget");
+            return Err(Refused::new(
+                Refusal::Budget,
+                format!(
+                    "Cannot call {name}: run {} has spent its budget ({} of {}); planwright refuses further model calls for this run",
+                    grant.run, over.spent, over.limit
+                ),
+            ));
+        }
+    };
     let call = Call {
         grant,
         name,
         price: Some(price),
+        db: inner.db.clone(),
+        hold,
+        _slot: Some(slot),
     };
-    Ok((call, request))
+    Ok((call, request, rewritten))
+}
+
+/// The most output `request` may produce, a default set when it names none. Chat
+/// Completions takes either of two names; the larger counts.
+fn output_limit(api: Api, request: &mut Value) -> Result<(u64, bool), Refused> {
+    let names: &[&str] = match api {
+        Api::Messages | Api::CountTokens => &["max_tokens"],
+        Api::ChatCompletions => &["max_completion_tokens", "max_tokens"],
+        Api::Responses => &["max_output_tokens"],
+    };
+    let mut most = None;
+    for name in names {
+        let Some(value) = request.get(*name) else {
+            continue;
+        };
+        let Some(n) = value.as_u64() else {
+            return Err(Refused::new(
+                Refusal::BadRequest,
+                format!("Cannot forward the request: `{name}` must be a whole number of tokens"),
+            ));
+        };
+        if n > MAX_OUTPUT_TOKENS {
+            return Err(Refused::new(
+                Refusal::BadRequest,
+                format!(
+                    "Cannot forward the request: `{name}` is {n}, more than the {MAX_OUTPUT_TOKENS} output tokens the model proxy allows a call"
+                ),
+            ));
+        }
+        most = most.max(Some(n));
+    }
+    match most {
+        Some(n) => Ok((n, false)),
+        None => {
+            request[names[0]] = json!(DEFAULT_OUTPUT_TOKENS);
+            Ok((DEFAULT_OUTPUT_TOKENS, true))
+        }
+    }
+}
+
+/// The bytes and number of images sent as data (Anthropic `source.data` of an image
+/// type, OpenAI `data:image/…` URLs): their tokens are bounded by the image, not its size.
+fn inline_images(value: &Value) -> (usize, usize) {
+    match value {
+        Value::String(s) if s.starts_with("data:image/") => (s.len(), 1),
+        Value::Array(items) => items
+            .iter()
+            .map(inline_images)
+            .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1)),
+        Value::Object(object) => {
+            let image = object
+                .get("media_type")
+                .and_then(Value::as_str)
+                .is_some_and(|t| t.starts_with("image/"));
+            match object.get("data").and_then(Value::as_str) {
+                Some(data) if image => (data.len(), 1),
+                _ => object
+                    .values()
+                    .map(inline_images)
+                    .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1)),
+            }
+        }
+        _ => (0, 0),
+    }
+}
+
+/// The `anthropic-beta` flags to pass on, or the refusal of one that reaches past the
+/// conversation. `openai-beta` is never passed on: no flag of it is needed on these
+/// routes, and the ones that exist switch on other APIs.
+fn betas(provider: Provider, client: &HeaderMap) -> Result<Option<HeaderValue>, Refused> {
+    let header = match provider {
+        Provider::Anthropic => "anthropic-beta",
+        Provider::OpenAi => "openai-beta",
+    };
+    let asked: Vec<&str> = client
+        .get_all(header)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|b| !b.is_empty())
+        .collect();
+    let mut kept = Vec::new();
+    for beta in asked {
+        if provider == Provider::Anthropic
+            && REFUSED_BETAS
+                .iter()
+                .any(|p| beta.to_ascii_lowercase().starts_with(p))
+        {
+            return Err(Refused::new(
+                Refusal::BadRequest,
+                format!(
+                    "Cannot forward the request: the `{header}` flag `{beta}` lets the provider reach outside the conversation, which the model proxy does not allow; remove it"
+                ),
+            ));
+        }
+        if provider == Provider::Anthropic && ANTHROPIC_BETAS.contains(&beta) {
+            kept.push(beta);
+        } else {
+            info!(%header, %beta, "model proxy dropped a beta flag it does not pass on");
+        }
+    }
+    if kept.is_empty() {
+        return Ok(None);
+    }
+    HeaderValue::from_str(&kept.join(","))
+        .map(Some)
+        .map_err(|_| {
+            Refused::new(
+                Refusal::BadRequest,
+                format!("Cannot read the `{header}` header"),
+            )
+        })
 }
 
 /// The client's harmless headers and the provider's real key. OpenAI-compatible local
@@ -531,12 +818,16 @@ fn upstream_headers(
     inner: &Inner,
     provider: Provider,
     client: &HeaderMap,
+    betas: Option<HeaderValue>,
 ) -> Result<HeaderMap, Refused> {
     let mut headers = HeaderMap::new();
     for name in REQUEST_HEADERS {
         for value in client.get_all(*name) {
             headers.append(*name, value.clone());
         }
+    }
+    if let Some(betas) = betas {
+        headers.insert("anthropic-beta", betas);
     }
     // The body may have been rewritten as JSON, whatever the client declared.
     headers.insert(
@@ -573,7 +864,7 @@ fn upstream_headers(
 async fn answer(
     state: ProxyState,
     api: Api,
-    call: Call,
+    mut call: Call,
     upstream: reqwest::Response,
     hide_usage_chunk: bool,
 ) -> Response {
@@ -633,7 +924,7 @@ async fn answer(
 async fn relay(
     state: ProxyState,
     api: Api,
-    call: Call,
+    mut call: Call,
     mut upstream: reqwest::Response,
     hide_usage_chunk: bool,
     tx: mpsc::Sender<Result<Bytes, std::io::Error>>,

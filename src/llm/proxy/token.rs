@@ -3,7 +3,7 @@
 //! only in this process, so tokens die with it, as the sandboxes they were issued to do.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine;
@@ -12,6 +12,7 @@ use hmac::{Hmac, Mac};
 use secrecy::{ExposeSecret, SecretSlice, SecretString};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
+use tokio::sync::Semaphore;
 
 use crate::ids::{RunId, SessionId};
 use crate::llm::usage::Budget;
@@ -60,9 +61,18 @@ struct Claims {
 /// key, unexpired, and its run has not been revoked.
 pub struct Capabilities {
     key: SecretSlice<u8>,
-    /// Live tokens by run: (nonce, expiry ms). Revoking a run removes its entry, so even
-    /// a token issued again for the same run id later does not revive the old ones.
-    live: Mutex<HashMap<RunId, Vec<(String, i64)>>>,
+    /// Live runs. Revoking a run removes its entry, so even a token issued again for the
+    /// same run id later does not revive the old ones.
+    live: Mutex<HashMap<RunId, Live>>,
+}
+
+/// A run's live tokens, (nonce, expiry ms), and what the proxy limits per run while
+/// the run lives.
+#[derive(Default)]
+struct Live {
+    tokens: Vec<(String, i64)>,
+    counted: u32,
+    calls: Option<Arc<Semaphore>>,
 }
 
 impl std::fmt::Debug for Capabilities {
@@ -108,12 +118,13 @@ impl Capabilities {
         {
             let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
             // Forgets expired tokens of every run, so runs never revoked do not pile up.
-            live.retain(|_, tokens| {
-                tokens.retain(|(_, e)| *e > now);
-                !tokens.is_empty()
+            live.retain(|_, run| {
+                run.tokens.retain(|(_, e)| *e > now);
+                !run.tokens.is_empty()
             });
             live.entry(run.clone())
                 .or_default()
+                .tokens
                 .push((claims.nonce.clone(), exp));
         }
         // Serialising a struct of strings and numbers cannot fail.
@@ -157,7 +168,7 @@ impl Capabilities {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(&run)
-            .is_some_and(|tokens| tokens.iter().any(|(n, _)| *n == claims.nonce));
+            .is_some_and(|live| live.tokens.iter().any(|(n, _)| *n == claims.nonce));
         if !live {
             return Err(TokenError::Revoked);
         }
@@ -170,6 +181,31 @@ impl Capabilities {
             },
             expires_at_ms: claims.exp,
         })
+    }
+
+    /// Counts one more call of a limited kind for `run`: false once `limit` were made
+    /// (or the run has ended).
+    pub(crate) fn count_call(&self, run: &RunId, limit: u32) -> bool {
+        let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        match live.get_mut(run) {
+            Some(live) if live.counted < limit => {
+                live.counted += 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The slots `run`'s concurrent calls share, `slots` of them (`None` once the run
+    /// has ended).
+    pub(crate) fn call_slots(&self, run: &RunId, slots: usize) -> Option<Arc<Semaphore>> {
+        let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        let live = live.get_mut(run)?;
+        Some(
+            live.calls
+                .get_or_insert_with(|| Arc::new(Semaphore::new(slots)))
+                .clone(),
+        )
     }
 
     fn mac(&self, payload: &[u8]) -> Hmac<Sha256> {
