@@ -471,3 +471,202 @@ fn the_sandbox_dies_when_planwright_is_killed() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+const MODEL_KEY: &str = "sk-ant-sandbox-test-model-key";
+const PRICES: &str = "[\"openai:sandbox-test-prices\"]\ninput = 1.0\noutput = 2.0\n";
+const SSH_KEY: &str = "-----BEGIN OPENSSH PRIVATE KEY----- sandbox-test-ssh-key";
+const NPM_TOKEN: &str = "//registry.npmjs.org/:_authToken=sandbox-test-npm-token";
+const CLAUDE_LOGIN: &str = "{\"claudeAiOauth\":\"sandbox-test-claude-login\"}";
+
+/// What an operator's host holds beside DATA_DIR: a settings file naming the model key, a
+/// private key file and a price file, and the service user's home with its own
+/// credentials. All of it under the target folder (which the old root, `/` read-only,
+/// showed) and written `mode`, so only what the sandbox's root leaves out keeps it away.
+struct HostSecrets {
+    config: PathBuf,
+    key: PathBuf,
+    prices: PathBuf,
+    home: PathBuf,
+}
+
+impl HostSecrets {
+    fn new(root: &Path, mode: u32) -> Self {
+        let etc = root.join("etc-planwright");
+        let home = root.join("home").join("planwright");
+        for dir in [&etc, &home.join(".ssh"), &home.join(".claude")] {
+            std::fs::create_dir_all(dir).unwrap();
+        }
+        let key = etc.join("github-app.pem");
+        let prices = etc.join("prices.toml");
+        let config = etc.join("planwright.toml");
+        std::fs::write(&key, PRIVATE_KEY).unwrap();
+        std::fs::write(&prices, PRICES).unwrap();
+        std::fs::write(
+            &config,
+            format!(
+                "data_dir = \"{}\"\nanthropic_api_key = \"{MODEL_KEY}\"\ngithub_private_key = \"{}\"\nmodel_prices = \"{}\"\n",
+                root.join("data").display(),
+                key.display(),
+                prices.display()
+            ),
+        )
+        .unwrap();
+        let files = [
+            (home.join(".ssh/id_ed25519"), SSH_KEY),
+            (home.join(".npmrc"), NPM_TOKEN),
+            (home.join(".claude/.credentials.json"), CLAUDE_LOGIN),
+        ];
+        for (path, text) in &files {
+            std::fs::write(path, text).unwrap();
+        }
+        for path in [&key, &prices, &config]
+            .into_iter()
+            .chain(files.iter().map(|(p, _)| p))
+        {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+        }
+        for dir in [root.join("home"), etc.clone()] {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        HostSecrets {
+            config,
+            key,
+            prices,
+            home,
+        }
+    }
+
+    /// A script that tries to read every secret file, then says it ran.
+    fn script(&self) -> String {
+        format!(
+            "cat {config} {key} {prices}
+             cat {home}/.ssh/id_ed25519 {home}/.npmrc {home}/.claude/.credentials.json
+             ls -A {home}
+             echo RAN",
+            config = self.config.display(),
+            key = self.key.display(),
+            prices = self.prices.display(),
+            home = self.home.display()
+        )
+    }
+
+    fn assert_none_leaked(&self, stdout: &str, report: &str) {
+        assert!(
+            stdout.ends_with("RAN\n"),
+            "the script did not run: {report}"
+        );
+        for secret in [
+            MODEL_KEY,
+            "sandbox-test-private-key",
+            "sandbox-test-prices",
+            "sandbox-test-ssh-key",
+            "sandbox-test-npm-token",
+            "sandbox-test-claude-login",
+            ".npmrc",
+        ] {
+            assert!(!stdout.contains(secret), "{secret} leaked: {report}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_settings_file_key_files_and_a_home_are_not_in_the_sandbox() {
+    let world = World::new();
+    // Readable by anyone: the sandbox's own user could read them wherever they are shown.
+    let secrets = HostSecrets::new(world.root.path(), 0o644);
+    let out = world.sh(&secrets.script()).await;
+    secrets.assert_none_leaked(&out.stdout.text(), &report(&out));
+    assert!(
+        out.stderr.text().contains("No such file"),
+        "{}",
+        report(&out)
+    );
+}
+
+#[test]
+fn a_planwright_that_is_not_root_shows_none_of_its_users_files() {
+    // An id no account has: planwright as a service user of its own.
+    const UID: u32 = 64_020;
+    let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    // Private to that user, as a service user's files are: only the user itself (and so a
+    // sandbox running as it) may read them.
+    let secrets = HostSecrets::new(root.path(), 0o600);
+    let workspace = root.path().join("workspace");
+    std::fs::create_dir_all(&workspace).unwrap();
+    std::fs::create_dir_all(root.path().join("data")).unwrap();
+    for dir in [
+        workspace.clone(),
+        root.path().join("data"),
+        secrets.home.clone(),
+        secrets.home.join(".ssh"),
+        secrets.home.join(".claude"),
+        secrets.config.parent().unwrap().to_path_buf(),
+    ] {
+        std::os::unix::fs::chown(&dir, Some(UID), Some(UID)).unwrap();
+    }
+    for file in [
+        &secrets.config,
+        &secrets.key,
+        &secrets.prices,
+        &secrets.home.join(".ssh/id_ed25519"),
+        &secrets.home.join(".npmrc"),
+        &secrets.home.join(".claude/.credentials.json"),
+    ] {
+        std::os::unix::fs::chown(file, Some(UID), Some(UID)).unwrap();
+    }
+    std::fs::set_permissions(&secrets.home, std::fs::Permissions::from_mode(0o700)).unwrap();
+    use std::os::unix::process::CommandExt;
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_planwright"))
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", &secrets.home)
+        .current_dir(&workspace)
+        .uid(UID)
+        .gid(UID)
+        .arg("--config")
+        .arg(&secrets.config)
+        .args(["sandbox", "run", "--workspace"])
+        .arg(&workspace)
+        .args(["--", "sh", "-c", &secrets.script()])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let report = format!(
+        "{:?}, stdout:\n{stdout}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The home's files are this user's own: only the sandbox's root keeps them out.
+    let own = std::fs::read_to_string(secrets.home.join(".npmrc"));
+    assert!(
+        own.is_ok(),
+        "the test runs as root and reads the user's files"
+    );
+    secrets.assert_none_leaked(&stdout, &report);
+}
+
+#[tokio::test]
+async fn a_host_unix_socket_outside_run_cannot_be_reached() {
+    let world = World::new();
+    // Where a host service might listen (Fly's /.fly/api is one), open to everyone.
+    let socket = world.root.path().join("host-api.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let out = world
+        .sh(&format!(
+            "python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); s.connect('{socket}'); print('CONNECTED')\"
+             if curl -sS --max-time 5 --unix-socket {socket} http://host/; then echo CONNECTED; fi
+             echo RAN",
+            socket = socket.display()
+        ))
+        .await;
+    let stdout = out.stdout.text();
+    assert!(stdout.ends_with("RAN\n"), "{}", report(&out));
+    assert!(!stdout.contains("CONNECTED"), "{}", report(&out));
+    assert!(
+        listener.accept().is_err(),
+        "the host socket accepted a connection from inside"
+    );
+}

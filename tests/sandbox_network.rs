@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use planwright::sandbox::bwrap::HostUser;
 use planwright::sandbox::egress::{Allowlist, EgressProxy};
 use planwright::sandbox::{Bridge, Bwrap, Command, MODEL_PROXY_PORT, Output, Sandbox};
 use secrecy::SecretString;
@@ -528,9 +529,10 @@ async fn the_relay_dies_with_the_sandbox() {
     let sandbox = world.sandbox().with_host_user(UID, UID);
     // Not root: sandboxes run as our own user.
     // SAFETY: geteuid has no preconditions.
-    let uid = sandbox
-        .host_user()
-        .map_or_else(|| unsafe { libc::geteuid() }, |(uid, _)| uid);
+    let uid = match sandbox.host_user() {
+        HostUser::Fixed(uid, _) => *uid,
+        _ => unsafe { libc::geteuid() },
+    };
     let mut cmd = world.command("echo up > up; cat gate > /dev/null; echo finished");
     cmd.bridges.push(Bridge {
         port: 9000,
@@ -700,10 +702,11 @@ async fn a_bridged_command_writes_only_where_the_mounts_allow_and_cannot_kill_th
         .unwrap()
         .with_relay_program(env!("CARGO_BIN_EXE_planwright"));
 
-    // Without a bridge the cover over a hidden folder is a writable tmpfs: only the mounts
-    // hold, and writing there is harmless but possible.
+    // A hidden folder outside the allowlisted root is not in the sandbox at all, not even
+    // as a cover that could be written.
     let out = sandbox.run(&world.command(&script)).await.unwrap();
-    assert!(out.stdout.text().contains("COVER"), "{}", report(&out));
+    assert!(out.stdout.text().contains("WORKSPACE"), "{}", report(&out));
+    assert!(!out.stdout.text().contains("COVER"), "{}", report(&out));
 
     let mut cmd = world.command(&script);
     cmd.bridges.push(Bridge {

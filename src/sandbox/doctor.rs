@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
+use super::bwrap::HostUser;
 use super::{Bwrap, Command, Sandbox};
 use crate::config::Settings;
 
@@ -145,7 +146,7 @@ async fn sandbox_runs(
     required: bool,
 ) -> Vec<Check> {
     let mut out = Vec::new();
-    let bwrap = match Bwrap::new(vec![settings.data_dir.clone()]) {
+    let bwrap = match Bwrap::new(super::hidden_paths(settings)) {
         Ok(b) => b,
         Err(e) => {
             out.push(Check {
@@ -165,11 +166,21 @@ async fn sandbox_runs(
         name: "host user",
         ok: true,
         detail: match bwrap.host_user() {
-            Some((uid, gid)) => format!("sandboxes run as uid {uid}, gid {gid}"),
+            HostUser::Range(ids) => format!(
+                "sandboxes run as a uid of their own from {} to {}, one per concurrent run",
+                ids.start,
+                ids.end - 1
+            ),
+            HostUser::Fixed(uid, gid) => format!("sandboxes run as uid {uid}, gid {gid}"),
             // SAFETY: geteuid has no preconditions.
-            None => format!("sandboxes run as planwright's own uid {}", unsafe {
-                libc::geteuid()
-            }),
+            HostUser::Own => format!(
+                "planwright is not root, so sandboxes run as its own uid {} in a user \
+                 namespace of their own: they see only the allowlisted system folders, the \
+                 workspace and nothing of this user's home, but they share this user's \
+                 process limit and what they write is owned by it; run planwright as root \
+                 to give each sandbox a user of its own",
+                unsafe { libc::geteuid() }
+            ),
         },
         required: false,
     });

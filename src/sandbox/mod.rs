@@ -214,18 +214,26 @@ pub trait Sandbox: Send + Sync {
     async fn run(&self, command: &Command) -> Result<Output, SandboxError>;
 }
 
-/// The sandbox the settings ask for; `DATA_DIR` is always hidden from it.
+/// The sandbox the settings ask for; `DATA_DIR` and the files holding secrets are always
+/// hidden from it.
 pub fn from_settings(settings: &Settings) -> Result<Box<dyn Sandbox>, SandboxError> {
     match settings.sandbox.as_str() {
         "none" if settings.unsafe_no_sandbox => Ok(Box::new(Unsandboxed::new(true)?)),
         _ => {
-            let bwrap = Bwrap::new(vec![settings.data_dir.clone()])?;
+            let bwrap = Bwrap::new(hidden_paths(settings))?;
             Ok(Box::new(match &settings.sandbox_relay {
                 Some(program) => bwrap.with_relay_program(program),
                 None => bwrap,
             }))
         }
     }
+}
+
+/// What a sandbox must never show: `DATA_DIR` and the files the settings name.
+pub fn hidden_paths(settings: &Settings) -> Vec<PathBuf> {
+    std::iter::once(settings.data_dir.clone())
+        .chain(settings.secret_files.iter().cloned())
+        .collect()
 }
 
 /// The whole environment of a command: the base, the caller's variables, then the secret
@@ -370,7 +378,7 @@ impl Sandbox for Unsandboxed {
             .current_dir(cwd)
             .env_clear()
             .envs(full_env(&workspace, command));
-        let output = process::run(cmd, &command.limits, command.spill_dir.as_deref(), None).await?;
+        let output = process::run(cmd, &command.limits, command.spill_dir.as_deref(), &[]).await?;
         Ok(output.into_output(false))
     }
 }
