@@ -670,3 +670,54 @@ async fn a_host_unix_socket_outside_run_cannot_be_reached() {
         "the host socket accepted a connection from inside"
     );
 }
+
+#[tokio::test]
+async fn two_runs_at_the_process_limit_do_not_starve_each_other() {
+    let world = World::new();
+    let other = world.data.join("workspaces").join("run-2");
+    std::fs::create_dir_all(&other).unwrap();
+    let gate = world.workspace.join("gate");
+    let path = std::ffi::CString::new(gate.to_str().unwrap()).unwrap();
+    // SAFETY: a plain mkfifo of a valid path.
+    assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
+    // The first run forks until its limit stops it, says how far it got, and holds every
+    // process until the gate opens.
+    let mut full = world.command(
+        "python3 -c \"
+import os, time
+n = 0
+while n < 200:
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        time.sleep(1000)
+        os._exit(0)
+    n += 1
+open('counting', 'w').write(str(n))
+os.rename('counting', 'full')
+open('gate').read()
+\"",
+    );
+    full.limits.processes = 32;
+    full.limits.wall = Duration::from_secs(120);
+    let sandbox = world.sandbox();
+    let hog = tokio::spawn(async move { sandbox.run(&full).await });
+    let marker = world.workspace.join("full");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !marker.exists() {
+        assert!(Instant::now() < deadline, "the first run never filled up");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let forked: u32 = std::fs::read_to_string(&marker).unwrap().parse().unwrap();
+    assert!(forked < 32, "the first run was not held at its limit: {forked}");
+    let mut second = Command::new(&other, vec!["sh".into(), "-c".into(), "echo started".into()]);
+    second.limits.processes = 32;
+    let out = world.run(&world.sandbox(), second).await;
+    let opened = tokio::task::spawn_blocking(move || std::fs::write(gate, b"go"));
+    assert_eq!(out.stdout.text(), "started\n", "{}", report(&out));
+    opened.await.unwrap().unwrap();
+    let first = hog.await.unwrap().expect("the first run ends");
+    assert!(first.exit.success(), "{}", report(&first));
+}
