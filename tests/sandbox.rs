@@ -711,8 +711,14 @@ open('gate').read()
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let forked: u32 = std::fs::read_to_string(&marker).unwrap().parse().unwrap();
-    assert!(forked < 32, "the first run was not held at its limit: {forked}");
-    let mut second = Command::new(&other, vec!["sh".into(), "-c".into(), "echo started".into()]);
+    assert!(
+        forked < 32,
+        "the first run was not held at its limit: {forked}"
+    );
+    let mut second = Command::new(
+        &other,
+        vec!["sh".into(), "-c".into(), "echo started".into()],
+    );
     second.limits.processes = 32;
     let out = world.run(&world.sandbox(), second).await;
     let opened = tokio::task::spawn_blocking(move || std::fs::write(gate, b"go"));
@@ -720,4 +726,36 @@ open('gate').read()
     opened.await.unwrap().unwrap();
     let first = hog.await.unwrap().expect("the first run ends");
     assert!(first.exit.success(), "{}", report(&first));
+}
+
+#[test]
+fn a_workspace_the_sandbox_user_cannot_reach_is_named_with_what_to_do() {
+    // As `mktemp -d` makes it: 0700 and root's, so the sandbox's own user cannot enter.
+    let private = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    std::fs::set_permissions(private.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let workspace = private.path().join("workspace");
+    std::fs::create_dir(&workspace).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_planwright"))
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .current_dir(private.path())
+        .args(["sandbox", "run", "--workspace"])
+        .arg(&workspace)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{} (mode 0700) is closed to it",
+            private.path().display()
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("chmod o+x {}", private.path().display())),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("/proc/self/fd"), "{stderr}");
 }

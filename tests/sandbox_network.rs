@@ -727,3 +727,32 @@ async fn a_bridged_command_writes_only_where_the_mounts_allow_and_cannot_kill_th
         assert_eq!(server.heads().len(), 1);
     }
 }
+
+#[tokio::test]
+async fn the_relay_comes_in_by_content_from_a_folder_the_sandbox_user_cannot_enter() {
+    let world = World::new();
+    // As `mktemp -d` makes it (0700, root's): a clone or `cargo install` root there.
+    let private = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    std::fs::set_permissions(private.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let relay = private.path().join("planwright");
+    std::fs::hard_link(env!("CARGO_BIN_EXE_planwright"), &relay)
+        .or_else(|_| std::fs::copy(env!("CARGO_BIN_EXE_planwright"), &relay).map(|_| ()))
+        .unwrap();
+    let socket = world.socket("model.sock");
+    let server = Recorder::on_unix(&socket);
+    let mut cmd = world.command("curl -sS http://127.0.0.1:9000/through-the-relay");
+    cmd.bridges.push(Bridge {
+        port: 9000,
+        socket: socket.clone(),
+    });
+    let sandbox = Bwrap::new(Vec::new()).unwrap().with_relay_program(&relay);
+    let out = sandbox.run(&cmd).await.expect("the sandbox runs");
+    assert!(out.exit.success(), "{}", report(&out));
+    assert_eq!(
+        out.stdout.text(),
+        "pong /through-the-relay",
+        "{}",
+        report(&out)
+    );
+    assert_eq!(server.heads().len(), 1);
+}
