@@ -759,3 +759,40 @@ fn a_workspace_the_sandbox_user_cannot_reach_is_named_with_what_to_do() {
     );
     assert!(!stderr.contains("/proc/self/fd"), "{stderr}");
 }
+
+#[test]
+fn sandbox_run_refuses_to_start_when_the_settings_that_name_data_dir_do_not_load() {
+    let world = World::new();
+    // DATA_DIR inside the folder given as the workspace, where nothing but its cover
+    // hides it; one bad value makes the settings fail.
+    let config = world.root.path().join("planwright.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "data_dir = \"{}\"\nlog_format = \"xml\"\n",
+            world.data.display()
+        ),
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_planwright"))
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .current_dir(world.root.path())
+        .arg("--config")
+        .arg(&config)
+        .args(["sandbox", "run", "--workspace"])
+        .arg(world.root.path())
+        .args(["--", "cat", "data/planwright.db", "data/github-app.pem"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stdout.contains("sandbox-test-database"), "{stdout}");
+    assert!(!stdout.contains("sandbox-test-private-key"), "{stdout}");
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("Cannot run the sandbox without the settings"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("log_format"), "{stderr}");
+}
