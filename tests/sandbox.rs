@@ -796,3 +796,66 @@ fn sandbox_run_refuses_to_start_when_the_settings_that_name_data_dir_do_not_load
     );
     assert!(stderr.contains("log_format"), "{stderr}");
 }
+
+#[tokio::test]
+async fn kernel_facing_system_calls_are_refused() {
+    let world = World::new();
+    // Harmless arguments: what matters is whether the kernel gets to look at them. Without
+    // a filter, PTRACE_TRACEME and a key in the process keyring simply succeed.
+    let calls = [
+        ("ptrace", libc::SYS_ptrace, "0, 0, 0, 0"),
+        ("add_key", libc::SYS_add_key, "b'user', b'k', b'v', 1, -2"),
+        ("keyctl", libc::SYS_keyctl, "0, -2, 1"),
+        (
+            "request_key",
+            libc::SYS_request_key,
+            "b'user', b'k', None, 0",
+        ),
+        ("bpf", libc::SYS_bpf, "0, None, 0"),
+        ("userfaultfd", libc::SYS_userfaultfd, "1"),
+        (
+            "perf_event_open",
+            libc::SYS_perf_event_open,
+            "None, 0, -1, -1, 0",
+        ),
+        ("kexec_load", libc::SYS_kexec_load, "0, 0, None, 0"),
+        (
+            "mount",
+            libc::SYS_mount,
+            "b'none', b'/tmp', b'tmpfs', 0, None",
+        ),
+        ("fsopen", libc::SYS_fsopen, "b'tmpfs', 0"),
+        (
+            "process_vm_readv",
+            libc::SYS_process_vm_readv,
+            "1, None, 0, None, 0, 0",
+        ),
+    ];
+    let mut script = String::from(
+        "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\nlibc.syscall.restype = ctypes.c_long\n",
+    );
+    for (name, nr, args) in calls {
+        script.push_str(&format!(
+            "r = libc.syscall({nr}, {args})\nprint('{name}', r, os.strerror(ctypes.get_errno()) if r < 0 else 'ok')\n"
+        ));
+    }
+    let out = world
+        .run(
+            &world.sandbox(),
+            Command::new(
+                &world.workspace,
+                vec!["python3".into(), "-c".into(), script],
+            ),
+        )
+        .await;
+    assert!(out.exit.success(), "{}", report(&out));
+    let stdout = out.stdout.text();
+    assert_eq!(stdout.lines().count(), calls.len(), "{}", report(&out));
+    for line in stdout.lines() {
+        assert!(
+            line.ends_with(" -1 Operation not permitted"),
+            "{line}: {}",
+            report(&out)
+        );
+    }
+}

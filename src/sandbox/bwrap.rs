@@ -174,6 +174,7 @@ impl Bwrap {
         read_only: &[PathBuf],
         bridges: &[Bridge],
         relay_fd: Option<RawFd>,
+        seccomp_fd: Option<RawFd>,
     ) -> Vec<OsString> {
         let mut args: Vec<OsString> = Vec::new();
         let mut push = |items: &[&str]| args.extend(items.iter().map(OsString::from));
@@ -273,6 +274,9 @@ impl Bwrap {
         // Last: the root itself is a tmpfs bubblewrap made to hold the mounts above, and
         // must not become a place to write.
         args.extend(["--remount-ro".into(), "/".into()]);
+        if let Some(fd) = seccomp_fd {
+            args.extend(["--seccomp".into(), fd.to_string().into()]);
+        }
         args.push("--".into());
         // The relay listens on the bridged ports, then becomes the command (relay.rs).
         if relay_fd.is_some() {
@@ -436,8 +440,10 @@ impl Bwrap {
                     .with_context(|| format!("Could not open the relay program {}", path.display()))
             })
             .transpose()?;
+        let seccomp = super::seccomp::descriptor()?;
         let mut keep = vec![dir.as_raw_fd()];
         keep.extend(relay_file.as_ref().map(AsRawFd::as_raw_fd));
+        keep.extend(seccomp.as_ref().map(AsRawFd::as_raw_fd));
 
         let mut cmd = tokio::process::Command::new(&self.program);
         cmd.args(self.args(
@@ -447,6 +453,7 @@ impl Bwrap {
             &read_only,
             &command.bridges,
             relay_file.as_ref().map(AsRawFd::as_raw_fd),
+            seccomp.as_ref().map(AsRawFd::as_raw_fd),
         ))
         .args(&command.argv)
         // Nothing of planwright's environment: bwrap passes on exactly this.
@@ -458,7 +465,7 @@ impl Bwrap {
         }
         let finished =
             process::run(cmd, &command.limits, command.spill_dir.as_deref(), &keep).await?;
-        drop((dir, relay_file, lease));
+        drop((dir, relay_file, seccomp, lease));
         Ok(finished.into_output(true))
     }
 }

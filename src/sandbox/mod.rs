@@ -9,6 +9,7 @@ pub mod egress;
 mod landlock;
 mod process;
 pub mod relay;
+mod seccomp;
 pub mod workspace;
 
 use std::path::{Component, Path, PathBuf};
