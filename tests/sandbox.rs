@@ -859,3 +859,42 @@ async fn kernel_facing_system_calls_are_refused() {
         );
     }
 }
+
+#[tokio::test]
+async fn memory_backed_folders_are_bounded() {
+    let world = World::new();
+    // What lands in a tmpfs is host memory: each place fills up at its size, or cannot be
+    // written at all. Files may be larger than any of them, so only the sizes stop it.
+    let mut cmd = world.command(&format!(
+        "for d in /tmp /dev/shm /run /dev {data}; do
+           head -c 40000000 /dev/zero > $d/fill 2>/dev/null
+           echo \"$d $(cat $d/fill 2>/dev/null | wc -c)\"
+         done",
+        data = world.data.display()
+    ));
+    cmd.limits.tmp_bytes = 4 << 20;
+    cmd.limits.file_size_bytes = 100_000_000;
+    let out = world.run(&world.sandbox(), cmd).await;
+    let sizes: Vec<(String, u64)> = out
+        .stdout
+        .text()
+        .lines()
+        .filter_map(|l| {
+            let (dir, n) = l.rsplit_once(' ')?;
+            Some((dir.to_owned(), n.parse().ok()?))
+        })
+        .collect();
+    assert_eq!(sizes.len(), 5, "{}", report(&out));
+    for (dir, written) in &sizes {
+        let bound = match dir.as_str() {
+            "/tmp" | "/dev/shm" => 4 << 20,
+            "/run" => 16 << 20,
+            _ => 0,
+        };
+        assert!(
+            *written <= bound,
+            "{dir} took {written} bytes: {}",
+            report(&out)
+        );
+    }
+}

@@ -21,6 +21,9 @@ const INSIDE_ID: &str = "1000";
 /// Where the relay program and the bridged sockets appear inside (on the private `/run`).
 const INSIDE_RUN: &str = "/run/planwright";
 
+/// Size of the private `/run`, which holds only mount points and sockets.
+const RUN_BYTES: u64 = 16 << 20;
+
 /// Host folders shown read-only at their own path: the system's programs and libraries and
 /// the coding CLIs planwright installs. Home folders, `/var`, `/srv`, `/mnt`, the rest of
 /// `/opt` and every socket folder stay out of the sandbox altogether, so a file there is
@@ -175,6 +178,7 @@ impl Bwrap {
         bridges: &[Bridge],
         relay_fd: Option<RawFd>,
         seccomp_fd: Option<RawFd>,
+        tmp_bytes: u64,
     ) -> Vec<OsString> {
         let mut args: Vec<OsString> = Vec::new();
         let mut push = |items: &[&str]| args.extend(items.iter().map(OsString::from));
@@ -202,20 +206,35 @@ impl Bwrap {
             .filter_map(|h| h.canonicalize().ok())
             .collect();
         let shown = host_root(&hidden, &mut args);
-        args.extend(
-            [
-                "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-                // A private /run: nothing of the host's, and room for the relay and bridges.
-                "--tmpfs", "/run",
-            ]
-            .map(OsString::from),
-        );
+        // Every place a command can write that is memory, not disk, has a size: /tmp and
+        // /dev/shm the run's limit, /run room for mount points and sockets only, and
+        // /dev itself none (it is made read-only below; its devices stay usable).
+        args.extend([
+            "--dev".into(),
+            "/dev".into(),
+            "--size".into(),
+            tmp_bytes.to_string().into(),
+            "--tmpfs".into(),
+            "/dev/shm".into(),
+            "--proc".into(),
+            "/proc".into(),
+            "--size".into(),
+            tmp_bytes.to_string().into(),
+            "--tmpfs".into(),
+            "/tmp".into(),
+            // A private /run: nothing of the host's, and room for the relay and bridges.
+            "--size".into(),
+            RUN_BYTES.to_string().into(),
+            "--tmpfs".into(),
+            "/run".into(),
+        ]);
         let visible: Vec<&Path> = shown
             .iter()
             .map(PathBuf::as_path)
             .chain(read_only.iter().map(PathBuf::as_path))
             .chain([workspace])
             .collect();
+        let mut folder_covers = Vec::new();
         for real in &hidden {
             // Covering the real location hides it under every name. Only what a shown
             // folder holds needs a cover; anything else is not in the sandbox at all,
@@ -225,6 +244,7 @@ impl Bwrap {
             }
             if real.is_dir() {
                 args.extend(["--tmpfs".into(), real.clone().into_os_string()]);
+                folder_covers.push(real.clone());
             } else {
                 args.extend([
                     "--ro-bind".into(),
@@ -271,9 +291,18 @@ impl Bwrap {
                 ]);
             }
         }
-        // Last: the root itself is a tmpfs bubblewrap made to hold the mounts above, and
-        // must not become a place to write.
-        args.extend(["--remount-ro".into(), "/".into()]);
+        // Last, once the mount points in them exist: the root itself (a tmpfs bubblewrap
+        // made to hold the mounts above), /dev and the covers over hidden folders are
+        // memory too, and must not become places to write.
+        for cover in folder_covers {
+            args.extend(["--remount-ro".into(), cover.into_os_string()]);
+        }
+        args.extend([
+            "--remount-ro".into(),
+            "/dev".into(),
+            "--remount-ro".into(),
+            "/".into(),
+        ]);
         if let Some(fd) = seccomp_fd {
             args.extend(["--seccomp".into(), fd.to_string().into()]);
         }
@@ -454,6 +483,7 @@ impl Bwrap {
             &command.bridges,
             relay_file.as_ref().map(AsRawFd::as_raw_fd),
             seccomp.as_ref().map(AsRawFd::as_raw_fd),
+            command.limits.tmp_bytes,
         ))
         .args(&command.argv)
         // Nothing of planwright's environment: bwrap passes on exactly this.

@@ -129,6 +129,9 @@ pub struct Limits {
     pub processes: u64,
     /// Largest file a process may write (`RLIMIT_FSIZE`).
     pub file_size_bytes: u64,
+    /// Size of each of the sandbox's memory-backed folders, `/tmp` and `/dev/shm` (what
+    /// is written there is host memory).
+    pub tmp_bytes: u64,
     /// Bytes of each of stdout and stderr kept in memory.
     pub output_bytes: usize,
     /// Bytes of each stream kept in the spill file; the rest is only counted.
@@ -143,6 +146,7 @@ impl Default for Limits {
             memory_bytes: 8 << 30,
             processes: 512,
             file_size_bytes: 1 << 30,
+            tmp_bytes: 1 << 30,
             output_bytes: 1 << 20,
             spill_bytes: 64 << 20,
         }
