@@ -898,3 +898,45 @@ async fn memory_backed_folders_are_bounded() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_run_in_its_own_control_group_cannot_add_up_memory_across_processes() {
+    let world = World::new();
+    // Four processes of 100 MiB each stay under the per-process limit (RLIMIT_AS); only
+    // a limit on the whole run stops them together. Each holds its memory until every
+    // other one has reported, or one of them is killed.
+    let script = "
+import os, select, signal
+r, w = os.pipe()
+hold_r, hold_w = os.pipe()
+children = []
+for _ in range(4):
+    pid = os.fork()
+    if pid == 0:
+        os.close(hold_w)
+        block = b'\\x01' * (100 << 20)
+        os.write(w, b'x')
+        os.read(hold_r, 1)
+        os._exit(len(block) & 0)
+    children.append(pid)
+got = 0
+killed = False
+while got < 4 and not killed:
+    ready, _, _ = select.select([r], [], [], 0.1)
+    if ready:
+        got += len(os.read(r, 4))
+    pid, status = os.waitpid(-1, os.WNOHANG)
+    killed = pid != 0 and os.WIFSIGNALED(status)
+print('all held' if got >= 4 else 'killed')
+os.close(hold_w)
+";
+    let mut cmd = Command::new(
+        &world.workspace,
+        vec!["python3".into(), "-c".into(), script.into()],
+    );
+    cmd.limits.memory_bytes = 512 << 20;
+    cmd.limits.run_memory_bytes = 256 << 20;
+    cmd.limits.wall = Duration::from_secs(120);
+    let out = world.run(&world.sandbox(), cmd).await;
+    assert_eq!(out.stdout.text(), "killed\n", "{}", report(&out));
+}

@@ -621,7 +621,9 @@ fn doctor_starts_a_sandbox_and_fails_without_bubblewrap() {
         "ok   sandbox          bubblewrap started `true` in a sandbox",
         "ok   bridge",
         "ok   data dir",
-        "ok   host user",
+        "ok   host user        sandboxes run as a uid of their own",
+        "ok   control groups",
+        "used: each sandbox runs in a group of its own",
     ] {
         assert!(stdout.contains(line), "{line}: {stdout}");
     }
@@ -755,4 +757,36 @@ async fn the_relay_comes_in_by_content_from_a_folder_the_sandbox_user_cannot_ent
         report(&out)
     );
     assert_eq!(server.heads().len(), 1);
+}
+
+#[test]
+fn doctor_says_what_isolation_a_planwright_that_is_not_root_has() {
+    const UID: u32 = 64_030;
+    let world = World::new();
+    let data = world.root.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    std::os::unix::fs::chown(&data, Some(UID), Some(UID)).unwrap();
+    use std::os::unix::process::CommandExt;
+    let out = planwright(&world)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("PLANWRIGHT_DATA_DIR", &data)
+        .uid(UID)
+        .gid(UID)
+        .arg("doctor")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for line in [
+        &format!(
+            "ok   host user        planwright is not root, so sandboxes run as its own uid {UID}"
+        ),
+        "nothing of this user's home",
+        "share this user's process limit",
+        "ok   sandbox          bubblewrap started `true` in a sandbox",
+        "warn control groups",
+        "not used:",
+    ] {
+        assert!(stdout.contains(line), "{line}: {stdout}");
+    }
 }

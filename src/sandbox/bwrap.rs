@@ -493,8 +493,33 @@ impl Bwrap {
             // std drops supplementary groups as well when root changes uid.
             cmd.uid(uid).gid(gid);
         }
-        let finished =
-            process::run(cmd, &command.limits, command.spill_dir.as_deref(), &keep).await?;
+        let group = match super::cgroup::RunGroup::create(
+            command.limits.run_memory_bytes,
+            command.limits.processes,
+        ) {
+            Ok(group) => Some(group),
+            Err(e) => {
+                // `planwright doctor` reports this once; the rlimits still hold.
+                tracing::debug!("Running the sandbox without a control group: {e:#}");
+                None
+            }
+        };
+        let join = group
+            .as_ref()
+            .map(super::cgroup::RunGroup::join_fds)
+            .unwrap_or_default();
+        let finished = process::run(
+            cmd,
+            &command.limits,
+            command.spill_dir.as_deref(),
+            &keep,
+            &join,
+        )
+        .await;
+        if let Some(group) = group {
+            group.remove().await;
+        }
+        let finished = finished?;
         drop((dir, relay_file, seccomp, lease));
         Ok(finished.into_output(true))
     }

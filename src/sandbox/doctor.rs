@@ -64,6 +64,7 @@ pub async fn checks(settings: &Settings, relay: Option<PathBuf>) -> Vec<Check> {
         },
         required: false,
     });
+    out.push(control_groups());
     let data = data_dir(&settings.data_dir);
     let data_ok = data.ok;
     out.push(data);
@@ -118,6 +119,32 @@ fn user_namespaces() -> Check {
             problems.join("; ")
         },
         // The sandbox run below is the real test; these settings only explain a failure.
+        required: false,
+    }
+}
+
+/// Whether runs get a control group of their own, by making one as a run would.
+fn control_groups() -> Check {
+    use super::cgroup::{RunGroup, Version};
+    let version = match Version::detect() {
+        Some(Version::V1) => "cgroup v1",
+        Some(Version::V2) => "cgroup v2",
+        None => "no cgroup hierarchy",
+    };
+    let made = RunGroup::create(1 << 30, 64);
+    Check {
+        name: "control groups",
+        ok: made.is_ok(),
+        detail: match made {
+            Ok(_) => format!(
+                "{version}, used: each sandbox runs in a group of its own (memory of the \
+                 whole run, its process count, an equal CPU share)"
+            ),
+            Err(e) => format!(
+                "{version}, not used: {e:#}; sandboxes are bounded by per-process limits only \
+                 (run planwright as root, or give it a delegated cgroup v2 subtree)"
+            ),
+        },
         required: false,
     }
 }

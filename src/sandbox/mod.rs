@@ -4,6 +4,7 @@
 //! opt out explicitly.
 
 pub mod bwrap;
+pub mod cgroup;
 pub mod doctor;
 pub mod egress;
 mod landlock;
@@ -125,8 +126,12 @@ pub struct Limits {
     pub cpu_seconds: u64,
     /// Address space per process in bytes (`RLIMIT_AS`).
     pub memory_bytes: u64,
-    /// Processes of the host user (`RLIMIT_NPROC`).
+    /// Processes of the host user (`RLIMIT_NPROC`), and of the run's control group
+    /// where there is one.
     pub processes: u64,
+    /// Memory of the whole run, its tmpfs files included, where it has a control group
+    /// of its own (see `cgroup.rs`).
+    pub run_memory_bytes: u64,
     /// Largest file a process may write (`RLIMIT_FSIZE`).
     pub file_size_bytes: u64,
     /// Size of each of the sandbox's memory-backed folders, `/tmp` and `/dev/shm` (what
@@ -145,6 +150,7 @@ impl Default for Limits {
             cpu_seconds: 30 * 60,
             memory_bytes: 8 << 30,
             processes: 512,
+            run_memory_bytes: 8 << 30,
             file_size_bytes: 1 << 30,
             tmp_bytes: 1 << 30,
             output_bytes: 1 << 20,
@@ -383,7 +389,8 @@ impl Sandbox for Unsandboxed {
             .current_dir(cwd)
             .env_clear()
             .envs(full_env(&workspace, command));
-        let output = process::run(cmd, &command.limits, command.spill_dir.as_deref(), &[]).await?;
+        let output =
+            process::run(cmd, &command.limits, command.spill_dir.as_deref(), &[], &[]).await?;
         Ok(output.into_output(false))
     }
 }

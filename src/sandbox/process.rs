@@ -66,8 +66,10 @@ pub(super) async fn run(
     limits: &Limits,
     spill_dir: Option<&Path>,
     keep_fds: &[RawFd],
+    cgroup_fds: &[RawFd],
 ) -> Result<Finished> {
     let keep_fds = keep_fds.to_vec();
+    let cgroup_fds = cgroup_fds.to_vec();
     let rlimits: [(Resource, u64); 5] = [
         (libc::RLIMIT_CPU, limits.cpu_seconds),
         (libc::RLIMIT_AS, limits.memory_bytes),
@@ -86,6 +88,8 @@ pub(super) async fn run(
     // calls setrlimit and fcntl on values computed beforehand and allocates nothing.
     unsafe {
         cmd.pre_exec(move || {
+            // First, so that everything the launcher starts is counted in the run's group.
+            super::cgroup::join(&cgroup_fds)?;
             for (resource, value) in rlimits {
                 let limit = libc::rlimit {
                     rlim_cur: value as libc::rlim_t,
