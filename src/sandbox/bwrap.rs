@@ -440,6 +440,7 @@ impl Bwrap {
         if let Some((uid, gid)) = user {
             for (path, what) in std::iter::once((&workspace, "workspace"))
                 .chain(read_only.iter().map(|p| (p, "read-only folder")))
+                .chain(command.bridges.iter().map(|b| (&b.socket, "bridge socket")))
             {
                 if let Some((dir, mode)) = unreachable_parent(path, uid, gid) {
                     return Err(SandboxError::InvalidCommand(format!(
