@@ -79,6 +79,9 @@ impl RunGroup {
     }
 
     fn make(&mut self, dir: &Path) -> Result<()> {
+        if let Some(parent) = dir.parent() {
+            sweep(parent);
+        }
         std::fs::create_dir(dir).with_context(|| format!("Could not create {}", dir.display()))?;
         self.dirs.push(dir.to_path_buf());
         Ok(())
@@ -143,6 +146,31 @@ pub(super) fn join(fds: &[RawFd]) -> std::io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Removes the groups of runs whose planwright was killed before it could. A group in use
+/// has processes, which the kernel does not let go; one made a moment ago may not have
+/// them yet, so only groups older than a minute are tried.
+fn sweep(parent: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.filter_map(Result::ok) {
+        let old = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age > std::time::Duration::from_secs(60));
+        if old
+            && entry
+                .file_name()
+                .to_string_lossy()
+                .starts_with("planwright-run-")
+        {
+            let _ = std::fs::remove_dir(entry.path());
+        }
+    }
 }
 
 fn write(dir: &Path, file: &str, value: &str) -> Result<()> {
