@@ -35,8 +35,11 @@ pub struct Settings {
     pub sandbox: String,
     pub unsafe_no_sandbox: bool,
     /// The planwright executable the sandbox runs as its model relay; by default this
-    /// very program. It must be readable at the same path inside the sandbox.
+    /// very program. planwright reads it and hands the sandbox a copy.
     pub sandbox_relay: Option<PathBuf>,
+    /// Files these settings were read from that hold secrets (the settings file, the
+    /// private key, the price file): covered in every sandbox wherever they are.
+    pub secret_files: Vec<PathBuf>,
     pub log_format: LogFormat,
     /// Largest webhook body accepted (GitHub caps payloads at 25 MB).
     pub webhook_body_limit: usize,
@@ -255,6 +258,9 @@ impl Settings {
                 .or_insert_with(|| (dir.display().to_string(), Source::File));
         }
         let mut settings = raw.finish()?;
+        settings
+            .secret_files
+            .extend(config_file.map(Path::to_path_buf));
         if let Some(app) = crate::onboarding::RegisteredApp::load(&settings.data_dir)? {
             settings.github = settings.github.with_registered(&app);
         }
@@ -676,6 +682,13 @@ impl Raw {
             sandbox,
             unsafe_no_sandbox,
             sandbox_relay: self.text("sandbox_relay").map(PathBuf::from),
+            secret_files: ["github_private_key", "model_prices"]
+                .into_iter()
+                .filter_map(|key| self.text(key))
+                // Inline values (a PEM, TOML with `=`) are no file.
+                .filter(|v| !v.starts_with("-----BEGIN") && !v.contains('='))
+                .map(PathBuf::from)
+                .collect(),
             log_format,
             webhook_body_limit: self
                 .positive("webhook_body_limit")?

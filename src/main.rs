@@ -477,13 +477,14 @@ fn sandbox_run(
         Network::None => None,
         Network::Setup => Some(egress::Allowlist::parse(&allow)?),
     };
-    match Settings::load(config) {
-        Ok(settings) => {
-            init_tracing(settings.log_format, "info");
-            hide.push(settings.data_dir);
-        }
-        Err(_) => init_tracing(LogFormat::Text, "info"),
-    }
+    // Without its settings the sandbox would not know DATA_DIR or the key files, and
+    // would show them.
+    let settings = Settings::load(config).context(
+        "Cannot run the sandbox without the settings, which say what it must hide: fix them \
+         (`planwright doctor` lists the problems) and run again",
+    )?;
+    init_tracing(settings.log_format, "info");
+    hide.extend(sandbox::hidden_paths(&settings));
     let bwrap = sandbox::Bwrap::new(hide)?;
     let mut cmd = sandbox::Command::new(workspace, command);
     cmd.limits.wall = std::time::Duration::from_secs(timeout);

@@ -471,3 +471,472 @@ fn the_sandbox_dies_when_planwright_is_killed() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+const MODEL_KEY: &str = "sk-ant-sandbox-test-model-key";
+const PRICES: &str = "[\"openai:sandbox-test-prices\"]\ninput = 1.0\noutput = 2.0\n";
+const SSH_KEY: &str = "-----BEGIN OPENSSH PRIVATE KEY----- sandbox-test-ssh-key";
+const NPM_TOKEN: &str = "//registry.npmjs.org/:_authToken=sandbox-test-npm-token";
+const CLAUDE_LOGIN: &str = "{\"claudeAiOauth\":\"sandbox-test-claude-login\"}";
+
+/// What an operator's host holds beside DATA_DIR: a settings file naming the model key, a
+/// private key file and a price file, and the service user's home with its own
+/// credentials. All of it under the target folder (which the old root, `/` read-only,
+/// showed) and written `mode`, so only what the sandbox's root leaves out keeps it away.
+struct HostSecrets {
+    config: PathBuf,
+    key: PathBuf,
+    prices: PathBuf,
+    home: PathBuf,
+}
+
+impl HostSecrets {
+    fn new(root: &Path, mode: u32) -> Self {
+        let etc = root.join("etc-planwright");
+        let home = root.join("home").join("planwright");
+        for dir in [&etc, &home.join(".ssh"), &home.join(".claude")] {
+            std::fs::create_dir_all(dir).unwrap();
+        }
+        let key = etc.join("github-app.pem");
+        let prices = etc.join("prices.toml");
+        let config = etc.join("planwright.toml");
+        std::fs::write(&key, PRIVATE_KEY).unwrap();
+        std::fs::write(&prices, PRICES).unwrap();
+        std::fs::write(
+            &config,
+            format!(
+                "data_dir = \"{}\"\nanthropic_api_key = \"{MODEL_KEY}\"\ngithub_private_key = \"{}\"\nmodel_prices = \"{}\"\n",
+                root.join("data").display(),
+                key.display(),
+                prices.display()
+            ),
+        )
+        .unwrap();
+        let files = [
+            (home.join(".ssh/id_ed25519"), SSH_KEY),
+            (home.join(".npmrc"), NPM_TOKEN),
+            (home.join(".claude/.credentials.json"), CLAUDE_LOGIN),
+        ];
+        for (path, text) in &files {
+            std::fs::write(path, text).unwrap();
+        }
+        for path in [&key, &prices, &config]
+            .into_iter()
+            .chain(files.iter().map(|(p, _)| p))
+        {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+        }
+        for dir in [root.join("home"), etc.clone()] {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        HostSecrets {
+            config,
+            key,
+            prices,
+            home,
+        }
+    }
+
+    /// A script that tries to read every secret file, then says it ran.
+    fn script(&self) -> String {
+        format!(
+            "cat {config} {key} {prices}
+             cat {home}/.ssh/id_ed25519 {home}/.npmrc {home}/.claude/.credentials.json
+             ls -A {home}
+             echo RAN",
+            config = self.config.display(),
+            key = self.key.display(),
+            prices = self.prices.display(),
+            home = self.home.display()
+        )
+    }
+
+    fn assert_none_leaked(&self, stdout: &str, report: &str) {
+        assert!(
+            stdout.ends_with("RAN\n"),
+            "the script did not run: {report}"
+        );
+        for secret in [
+            MODEL_KEY,
+            "sandbox-test-private-key",
+            "sandbox-test-prices",
+            "sandbox-test-ssh-key",
+            "sandbox-test-npm-token",
+            "sandbox-test-claude-login",
+            ".npmrc",
+        ] {
+            assert!(!stdout.contains(secret), "{secret} leaked: {report}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_settings_file_key_files_and_a_home_are_not_in_the_sandbox() {
+    let world = World::new();
+    // Readable by anyone: the sandbox's own user could read them wherever they are shown.
+    let secrets = HostSecrets::new(world.root.path(), 0o644);
+    let out = world.sh(&secrets.script()).await;
+    secrets.assert_none_leaked(&out.stdout.text(), &report(&out));
+    assert!(
+        out.stderr.text().contains("No such file"),
+        "{}",
+        report(&out)
+    );
+}
+
+#[test]
+fn a_planwright_that_is_not_root_shows_none_of_its_users_files() {
+    // An id no account has: planwright as a service user of its own.
+    const UID: u32 = 64_020;
+    let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    // Private to that user, as a service user's files are: only the user itself (and so a
+    // sandbox running as it) may read them.
+    let secrets = HostSecrets::new(root.path(), 0o600);
+    let workspace = root.path().join("workspace");
+    std::fs::create_dir_all(&workspace).unwrap();
+    std::fs::create_dir_all(root.path().join("data")).unwrap();
+    for dir in [
+        workspace.clone(),
+        root.path().join("data"),
+        secrets.home.clone(),
+        secrets.home.join(".ssh"),
+        secrets.home.join(".claude"),
+        secrets.config.parent().unwrap().to_path_buf(),
+    ] {
+        std::os::unix::fs::chown(&dir, Some(UID), Some(UID)).unwrap();
+    }
+    for file in [
+        &secrets.config,
+        &secrets.key,
+        &secrets.prices,
+        &secrets.home.join(".ssh/id_ed25519"),
+        &secrets.home.join(".npmrc"),
+        &secrets.home.join(".claude/.credentials.json"),
+    ] {
+        std::os::unix::fs::chown(file, Some(UID), Some(UID)).unwrap();
+    }
+    std::fs::set_permissions(&secrets.home, std::fs::Permissions::from_mode(0o700)).unwrap();
+    use std::os::unix::process::CommandExt;
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_planwright"))
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", &secrets.home)
+        .current_dir(&workspace)
+        .uid(UID)
+        .gid(UID)
+        .arg("--config")
+        .arg(&secrets.config)
+        .args(["sandbox", "run", "--workspace"])
+        .arg(&workspace)
+        .args(["--", "sh", "-c", &secrets.script()])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let report = format!(
+        "{:?}, stdout:\n{stdout}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The home's files are this user's own: only the sandbox's root keeps them out.
+    let own = std::fs::read_to_string(secrets.home.join(".npmrc"));
+    assert!(
+        own.is_ok(),
+        "the test runs as root and reads the user's files"
+    );
+    secrets.assert_none_leaked(&stdout, &report);
+}
+
+#[tokio::test]
+async fn a_host_unix_socket_outside_run_cannot_be_reached() {
+    let world = World::new();
+    // Where a host service might listen (Fly's /.fly/api is one), open to everyone.
+    let socket = world.root.path().join("host-api.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let out = world
+        .sh(&format!(
+            "python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); s.connect('{socket}'); print('CONNECTED')\"
+             if curl -sS --max-time 5 --unix-socket {socket} http://host/; then echo CONNECTED; fi
+             echo RAN",
+            socket = socket.display()
+        ))
+        .await;
+    let stdout = out.stdout.text();
+    assert!(stdout.ends_with("RAN\n"), "{}", report(&out));
+    assert!(!stdout.contains("CONNECTED"), "{}", report(&out));
+    assert!(
+        listener.accept().is_err(),
+        "the host socket accepted a connection from inside"
+    );
+}
+
+#[tokio::test]
+async fn two_runs_at_the_process_limit_do_not_starve_each_other() {
+    let world = World::new();
+    let other = world.data.join("workspaces").join("run-2");
+    std::fs::create_dir_all(&other).unwrap();
+    let gate = world.workspace.join("gate");
+    let path = std::ffi::CString::new(gate.to_str().unwrap()).unwrap();
+    // SAFETY: a plain mkfifo of a valid path.
+    assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
+    // The first run forks until its limit stops it, says how far it got, and holds every
+    // process until the gate opens.
+    let mut full = world.command(
+        "python3 -c \"
+import os, time
+n = 0
+while n < 200:
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        time.sleep(1000)
+        os._exit(0)
+    n += 1
+open('counting', 'w').write(str(n))
+os.rename('counting', 'full')
+open('gate').read()
+\"",
+    );
+    full.limits.processes = 32;
+    full.limits.wall = Duration::from_secs(120);
+    let sandbox = world.sandbox();
+    let hog = tokio::spawn(async move { sandbox.run(&full).await });
+    let marker = world.workspace.join("full");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !marker.exists() {
+        assert!(Instant::now() < deadline, "the first run never filled up");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let forked: u32 = std::fs::read_to_string(&marker).unwrap().parse().unwrap();
+    assert!(
+        forked < 32,
+        "the first run was not held at its limit: {forked}"
+    );
+    let mut second = Command::new(
+        &other,
+        vec!["sh".into(), "-c".into(), "echo started".into()],
+    );
+    second.limits.processes = 32;
+    let out = world.run(&world.sandbox(), second).await;
+    let opened = tokio::task::spawn_blocking(move || std::fs::write(gate, b"go"));
+    assert_eq!(out.stdout.text(), "started\n", "{}", report(&out));
+    opened.await.unwrap().unwrap();
+    let first = hog.await.unwrap().expect("the first run ends");
+    assert!(first.exit.success(), "{}", report(&first));
+}
+
+#[test]
+fn a_workspace_the_sandbox_user_cannot_reach_is_named_with_what_to_do() {
+    // As `mktemp -d` makes it: 0700 and root's, so the sandbox's own user cannot enter.
+    let private = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    std::fs::set_permissions(private.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let workspace = private.path().join("workspace");
+    std::fs::create_dir(&workspace).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_planwright"))
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .current_dir(private.path())
+        .args(["sandbox", "run", "--workspace"])
+        .arg(&workspace)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{} (mode 0700) is closed to it",
+            private.path().display()
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("chmod o+x {}", private.path().display())),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("/proc/self/fd"), "{stderr}");
+}
+
+#[test]
+fn sandbox_run_refuses_to_start_when_the_settings_that_name_data_dir_do_not_load() {
+    let world = World::new();
+    // DATA_DIR inside the folder given as the workspace, where nothing but its cover
+    // hides it; one bad value makes the settings fail.
+    let config = world.root.path().join("planwright.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "data_dir = \"{}\"\nlog_format = \"xml\"\n",
+            world.data.display()
+        ),
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_planwright"))
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .current_dir(world.root.path())
+        .arg("--config")
+        .arg(&config)
+        .args(["sandbox", "run", "--workspace"])
+        .arg(world.root.path())
+        .args(["--", "cat", "data/planwright.db", "data/github-app.pem"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stdout.contains("sandbox-test-database"), "{stdout}");
+    assert!(!stdout.contains("sandbox-test-private-key"), "{stdout}");
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("Cannot run the sandbox without the settings"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("log_format"), "{stderr}");
+}
+
+#[tokio::test]
+async fn kernel_facing_system_calls_are_refused() {
+    let world = World::new();
+    // Harmless arguments: what matters is whether the kernel gets to look at them. Without
+    // a filter, PTRACE_TRACEME and a key in the process keyring simply succeed.
+    let calls = [
+        ("ptrace", libc::SYS_ptrace, "0, 0, 0, 0"),
+        ("add_key", libc::SYS_add_key, "b'user', b'k', b'v', 1, -2"),
+        ("keyctl", libc::SYS_keyctl, "0, -2, 1"),
+        (
+            "request_key",
+            libc::SYS_request_key,
+            "b'user', b'k', None, 0",
+        ),
+        ("bpf", libc::SYS_bpf, "0, None, 0"),
+        ("userfaultfd", libc::SYS_userfaultfd, "1"),
+        (
+            "perf_event_open",
+            libc::SYS_perf_event_open,
+            "None, 0, -1, -1, 0",
+        ),
+        ("kexec_load", libc::SYS_kexec_load, "0, 0, None, 0"),
+        (
+            "mount",
+            libc::SYS_mount,
+            "b'none', b'/tmp', b'tmpfs', 0, None",
+        ),
+        ("fsopen", libc::SYS_fsopen, "b'tmpfs', 0"),
+        (
+            "process_vm_readv",
+            libc::SYS_process_vm_readv,
+            "1, None, 0, None, 0, 0",
+        ),
+    ];
+    let mut script = String::from(
+        "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\nlibc.syscall.restype = ctypes.c_long\n",
+    );
+    for (name, nr, args) in calls {
+        script.push_str(&format!(
+            "r = libc.syscall({nr}, {args})\nprint('{name}', r, os.strerror(ctypes.get_errno()) if r < 0 else 'ok')\n"
+        ));
+    }
+    let out = world
+        .run(
+            &world.sandbox(),
+            Command::new(
+                &world.workspace,
+                vec!["python3".into(), "-c".into(), script],
+            ),
+        )
+        .await;
+    assert!(out.exit.success(), "{}", report(&out));
+    let stdout = out.stdout.text();
+    assert_eq!(stdout.lines().count(), calls.len(), "{}", report(&out));
+    for line in stdout.lines() {
+        assert!(
+            line.ends_with(" -1 Operation not permitted"),
+            "{line}: {}",
+            report(&out)
+        );
+    }
+}
+
+#[tokio::test]
+async fn memory_backed_folders_are_bounded() {
+    let world = World::new();
+    // What lands in a tmpfs is host memory: each place fills up at its size, or cannot be
+    // written at all. Files may be larger than any of them, so only the sizes stop it.
+    let mut cmd = world.command(&format!(
+        "for d in /tmp /dev/shm /run /dev {data}; do
+           head -c 40000000 /dev/zero > $d/fill 2>/dev/null
+           echo \"$d $(cat $d/fill 2>/dev/null | wc -c)\"
+         done",
+        data = world.data.display()
+    ));
+    cmd.limits.tmp_bytes = 4 << 20;
+    cmd.limits.file_size_bytes = 100_000_000;
+    let out = world.run(&world.sandbox(), cmd).await;
+    let sizes: Vec<(String, u64)> = out
+        .stdout
+        .text()
+        .lines()
+        .filter_map(|l| {
+            let (dir, n) = l.rsplit_once(' ')?;
+            Some((dir.to_owned(), n.parse().ok()?))
+        })
+        .collect();
+    assert_eq!(sizes.len(), 5, "{}", report(&out));
+    for (dir, written) in &sizes {
+        let bound = match dir.as_str() {
+            "/tmp" | "/dev/shm" => 4 << 20,
+            "/run" => 16 << 20,
+            _ => 0,
+        };
+        assert!(
+            *written <= bound,
+            "{dir} took {written} bytes: {}",
+            report(&out)
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_run_in_its_own_control_group_cannot_add_up_memory_across_processes() {
+    let world = World::new();
+    // Four processes of 100 MiB each stay under the per-process limit (RLIMIT_AS); only
+    // a limit on the whole run stops them together. Each holds its memory until every
+    // other one has reported, or one of them is killed.
+    let script = "
+import os, select, signal
+r, w = os.pipe()
+hold_r, hold_w = os.pipe()
+children = []
+for _ in range(4):
+    pid = os.fork()
+    if pid == 0:
+        os.close(hold_w)
+        block = b'\\x01' * (100 << 20)
+        os.write(w, b'x')
+        os.read(hold_r, 1)
+        os._exit(len(block) & 0)
+    children.append(pid)
+got = 0
+killed = False
+while got < 4 and not killed:
+    ready, _, _ = select.select([r], [], [], 0.1)
+    if ready:
+        got += len(os.read(r, 4))
+    pid, status = os.waitpid(-1, os.WNOHANG)
+    killed = pid != 0 and os.WIFSIGNALED(status)
+print('all held' if got >= 4 else 'killed')
+os.close(hold_w)
+";
+    let mut cmd = Command::new(
+        &world.workspace,
+        vec!["python3".into(), "-c".into(), script.into()],
+    );
+    cmd.limits.memory_bytes = 512 << 20;
+    cmd.limits.run_memory_bytes = 256 << 20;
+    cmd.limits.wall = Duration::from_secs(120);
+    let out = world.run(&world.sandbox(), cmd).await;
+    assert_eq!(out.stdout.text(), "killed\n", "{}", report(&out));
+}

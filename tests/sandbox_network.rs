@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use planwright::sandbox::bwrap::HostUser;
 use planwright::sandbox::egress::{Allowlist, EgressProxy};
 use planwright::sandbox::{Bridge, Bwrap, Command, MODEL_PROXY_PORT, Output, Sandbox};
 use secrecy::SecretString;
@@ -528,9 +529,10 @@ async fn the_relay_dies_with_the_sandbox() {
     let sandbox = world.sandbox().with_host_user(UID, UID);
     // Not root: sandboxes run as our own user.
     // SAFETY: geteuid has no preconditions.
-    let uid = sandbox
-        .host_user()
-        .map_or_else(|| unsafe { libc::geteuid() }, |(uid, _)| uid);
+    let uid = match sandbox.host_user() {
+        HostUser::Fixed(uid, _) => *uid,
+        _ => unsafe { libc::geteuid() },
+    };
     let mut cmd = world.command("echo up > up; cat gate > /dev/null; echo finished");
     cmd.bridges.push(Bridge {
         port: 9000,
@@ -619,7 +621,9 @@ fn doctor_starts_a_sandbox_and_fails_without_bubblewrap() {
         "ok   sandbox          bubblewrap started `true` in a sandbox",
         "ok   bridge",
         "ok   data dir",
-        "ok   host user",
+        "ok   host user        sandboxes run as a uid of their own",
+        "ok   control groups",
+        "used: each sandbox runs in a group of its own",
     ] {
         assert!(stdout.contains(line), "{line}: {stdout}");
     }
@@ -700,10 +704,11 @@ async fn a_bridged_command_writes_only_where_the_mounts_allow_and_cannot_kill_th
         .unwrap()
         .with_relay_program(env!("CARGO_BIN_EXE_planwright"));
 
-    // Without a bridge the cover over a hidden folder is a writable tmpfs: only the mounts
-    // hold, and writing there is harmless but possible.
+    // A hidden folder outside the allowlisted root is not in the sandbox at all, not even
+    // as a cover that could be written.
     let out = sandbox.run(&world.command(&script)).await.unwrap();
-    assert!(out.stdout.text().contains("COVER"), "{}", report(&out));
+    assert!(out.stdout.text().contains("WORKSPACE"), "{}", report(&out));
+    assert!(!out.stdout.text().contains("COVER"), "{}", report(&out));
 
     let mut cmd = world.command(&script);
     cmd.bridges.push(Bridge {
@@ -722,5 +727,66 @@ async fn a_bridged_command_writes_only_where_the_mounts_allow_and_cannot_kill_th
         assert!(!stdout.contains("KILLED"), "{}", report(&out));
         assert!(stdout.ends_with("pong /still-there"), "{}", report(&out));
         assert_eq!(server.heads().len(), 1);
+    }
+}
+
+#[tokio::test]
+async fn the_relay_comes_in_by_content_from_a_folder_the_sandbox_user_cannot_enter() {
+    let world = World::new();
+    // As `mktemp -d` makes it (0700, root's): a clone or `cargo install` root there.
+    let private = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    std::fs::set_permissions(private.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let relay = private.path().join("planwright");
+    std::fs::hard_link(env!("CARGO_BIN_EXE_planwright"), &relay)
+        .or_else(|_| std::fs::copy(env!("CARGO_BIN_EXE_planwright"), &relay).map(|_| ()))
+        .unwrap();
+    let socket = world.socket("model.sock");
+    let server = Recorder::on_unix(&socket);
+    let mut cmd = world.command("curl -sS http://127.0.0.1:9000/through-the-relay");
+    cmd.bridges.push(Bridge {
+        port: 9000,
+        socket: socket.clone(),
+    });
+    let sandbox = Bwrap::new(Vec::new()).unwrap().with_relay_program(&relay);
+    let out = sandbox.run(&cmd).await.expect("the sandbox runs");
+    assert!(out.exit.success(), "{}", report(&out));
+    assert_eq!(
+        out.stdout.text(),
+        "pong /through-the-relay",
+        "{}",
+        report(&out)
+    );
+    assert_eq!(server.heads().len(), 1);
+}
+
+#[test]
+fn doctor_says_what_isolation_a_planwright_that_is_not_root_has() {
+    const UID: u32 = 64_030;
+    let world = World::new();
+    let data = world.root.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    std::os::unix::fs::chown(&data, Some(UID), Some(UID)).unwrap();
+    use std::os::unix::process::CommandExt;
+    let out = planwright(&world)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("PLANWRIGHT_DATA_DIR", &data)
+        .uid(UID)
+        .gid(UID)
+        .arg("doctor")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for line in [
+        &format!(
+            "ok   host user        planwright is not root, so sandboxes run as its own uid {UID}"
+        ),
+        "nothing of this user's home",
+        "share this user's process limit",
+        "ok   sandbox          bubblewrap started `true` in a sandbox",
+        "warn control groups",
+        "not used:",
+    ] {
+        assert!(stdout.contains(line), "{line}: {stdout}");
     }
 }

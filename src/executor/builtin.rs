@@ -693,8 +693,12 @@ fn read_nofollow(path: &Path) -> std::io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// Writes a new file beside `name` in `dir` and renames it over `name`.
+/// Writes a new file beside `name` in `dir` and renames it over `name`, with `mode`'s
+/// permission bits only.
 pub(super) fn replace(dir: &Path, name: &OsStr, content: &[u8], mode: u32) -> std::io::Result<()> {
+    // planwright may be root: a setuid or setgid bit the sandbox set on a file would make
+    // the model's new content a program that runs as root (or root's group) on the host.
+    let mode = mode & 0o777;
     let temp = dir.join(format!(
         ".{}.planwright-{}",
         name.to_string_lossy(),
@@ -753,6 +757,23 @@ mod tests {
         );
         // No temporary files are left beside the written ones.
         assert_eq!(std::fs::read_dir(&w.root).unwrap().count(), 4);
+    }
+
+    #[test]
+    fn writes_and_edits_drop_setuid_and_setgid_bits() {
+        let (_d, w) = checkout();
+        // What a sandboxed command can leave behind for the writer, which runs as
+        // planwright (root, in the shipped setup) and would recreate the file as its own.
+        let program = w.root.join("tool");
+        std::fs::write(&program, "#!/bin/sh\nid\n").unwrap();
+        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o6755)).unwrap();
+        w.write("tool", "#!/bin/sh\nid -u\n").unwrap();
+        let mode = std::fs::metadata(&program).unwrap().permissions().mode();
+        assert_eq!(mode & 0o7777, 0o755, "{mode:o}");
+        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o6755)).unwrap();
+        w.edit("tool", "id -u", "id -g").unwrap();
+        let mode = std::fs::metadata(&program).unwrap().permissions().mode();
+        assert_eq!(mode & 0o7777, 0o755, "{mode:o}");
     }
 
     #[test]

@@ -1,11 +1,13 @@
-//! The bubblewrap sandbox: a read-only view of the host with the workspace as the only
-//! writable place, private `/tmp` and `/run`, fresh `/proc` and `/dev`, every namespace
-//! unshared (no network but the bridged host sockets, see `relay.rs`), an unprivileged
-//! user, and the secret paths covered up.
+//! The bubblewrap sandbox: a read-only root built from an allowlist of host folders (the
+//! system's programs and libraries, a cleaned `/etc`), the workspace as the only writable
+//! place, private `/tmp` and `/run`, fresh `/proc` and `/dev`, every namespace unshared (no
+//! network but the bridged host sockets, see `relay.rs`), an unprivileged user of its own
+//! per run, and the secret paths covered up where an allowed folder holds them.
 
 use std::ffi::OsString;
-use std::os::fd::AsRawFd;
-use std::os::unix::fs::OpenOptionsExt;
+use std::ops::Range;
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
@@ -19,16 +21,102 @@ const INSIDE_ID: &str = "1000";
 /// Where the relay program and the bridged sockets appear inside (on the private `/run`).
 const INSIDE_RUN: &str = "/run/planwright";
 
+/// Size of the private `/run`, which holds only mount points and sockets.
+const RUN_BYTES: u64 = 16 << 20;
+
+/// Host folders shown read-only at their own path: the system's programs and libraries and
+/// the coding CLIs planwright installs. Home folders, `/var`, `/srv`, `/mnt`, the rest of
+/// `/opt` and every socket folder stay out of the sandbox altogether, so a file there is
+/// unreachable whatever its mode, and so is a Unix socket (a read-only mount would not stop
+/// `connect()`).
+const HOST_ROOTS: &[&str] = &[
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/opt/planwright-agents",
+];
+
+/// What programs read from `/etc`: users and groups, name resolution, certificates, the
+/// dynamic linker, the time zone, git's and the interpreters' own settings. The rest
+/// (`shadow`, ssh host keys, package-manager credentials such as `npmrc` or `pip.conf`,
+/// wherever an operator put planwright's settings) is not there.
+const HOST_ETC: &[&str] = &[
+    "passwd",
+    "group",
+    "hosts",
+    "host.conf",
+    "resolv.conf",
+    "nsswitch.conf",
+    "gai.conf",
+    "protocols",
+    "services",
+    "networks",
+    "ssl",
+    "pki",
+    "crypto-policies",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "alternatives",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "localtime",
+    "timezone",
+    "os-release",
+    "lsb-release",
+    "debian_version",
+    "mime.types",
+    "magic",
+    "magic.mime",
+    "gitconfig",
+    "perl",
+];
+
+/// `/etc` entries of toolchains whose folder carries a version (`python3.11`,
+/// `java-17-openjdk`).
+const HOST_ETC_PREFIXES: &[&str] = &["python3", "java-"];
+
+/// The host users sandboxes run as when planwright is root: one per concurrent run, so
+/// that the process limit (counted per host user) of one run cannot starve another. Far
+/// above the ids distributions hand out to people, services and the usual subordinate
+/// ranges of rootless containers, and below 2^31, which bubblewrap cannot map.
+pub const HOST_IDS: Range<u32> = 1_900_000_000..1_900_004_096;
+
+/// The one group every range-leased host user runs in: sockets that only sandboxes may
+/// reach (the model proxy's) are given to it with mode 0660. Runs still cannot see each
+/// other's files: each sees only its own workspace.
+pub const SANDBOX_GROUP: u32 = HOST_IDS.start;
+
+/// Where root keeps one lock file per host user in use, shared by every planwright
+/// process on the machine.
+const LEASE_DIR: &str = "/run/planwright-sandbox-users";
+
+/// Which host user a sandbox runs as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostUser {
+    /// planwright's own (it is not root, so it cannot be anyone else).
+    Own,
+    /// A free one of these ids as the uid, held for the run, in [`SANDBOX_GROUP`].
+    Range(Range<u32>),
+    /// Always this uid and gid.
+    Fixed(u32, u32),
+}
+
 pub struct Bwrap {
     program: PathBuf,
     hidden: Vec<PathBuf>,
-    host_user: Option<(u32, u32)>,
+    host_user: HostUser,
     relay: Option<PathBuf>,
 }
 
 impl Bwrap {
-    /// `nobody`: the host user sandboxes run as when planwright runs as root.
-    pub const DEFAULT_HOST_USER: (u32, u32) = (65534, 65534);
+    /// The host user a workspace is prepared for before its first run: the first of
+    /// [`HOST_IDS`], which a run without others at the same time gets.
+    pub const DEFAULT_HOST_USER: (u32, u32) = (HOST_IDS.start, SANDBOX_GROUP);
 
     /// A sandbox that never shows `hidden` (folders and files, e.g. `DATA_DIR`, the
     /// private key, the settings file). Fails when `bwrap` is not installed.
@@ -50,7 +138,11 @@ impl Bwrap {
             // owns (and so may read) every root-only file such as /etc/shadow or /root;
             // starting bwrap as an unprivileged host user instead makes such files
             // unreadable inside.
-            host_user: root.then_some(Self::DEFAULT_HOST_USER),
+            host_user: if root {
+                HostUser::Range(HOST_IDS)
+            } else {
+                HostUser::Own
+            },
             // The relay is planwright's own `sandbox relay` command.
             relay: std::env::current_exe().ok(),
         })
@@ -64,30 +156,34 @@ impl Bwrap {
         self
     }
 
-    /// The host user sandboxes run as (`None`: planwright's own user).
-    pub fn host_user(&self) -> Option<(u32, u32)> {
-        self.host_user
+    /// The host user sandboxes run as.
+    pub fn host_user(&self) -> &HostUser {
+        &self.host_user
     }
 
-    /// Runs sandboxes as this host user and group when planwright is root (ignored
+    /// Runs every sandbox as this host user and group when planwright is root (ignored
     /// otherwise: then they run as planwright's own user). Its process count is what
-    /// `Limits::processes` bounds, so concurrent runs are best given different users.
+    /// `Limits::processes` bounds, so concurrent runs are best given different users,
+    /// as the default range does.
     pub fn with_host_user(mut self, uid: u32, gid: u32) -> Self {
-        if self.host_user.is_some() {
-            self.host_user = Some((uid, gid));
+        if self.host_user != HostUser::Own {
+            self.host_user = HostUser::Fixed(uid, gid);
         }
         self
     }
 
     /// The arguments to bwrap, up to and including `--`.
+    #[allow(clippy::too_many_arguments)]
     fn args(
         &self,
         workspace: &Path,
-        workspace_fd: i32,
+        workspace_fd: RawFd,
         cwd: &Path,
         read_only: &[PathBuf],
         bridges: &[Bridge],
-        relay: Option<&Path>,
+        relay_fd: Option<RawFd>,
+        seccomp_fd: Option<RawFd>,
+        tmp_bytes: u64,
     ) -> Vec<OsString> {
         let mut args: Vec<OsString> = Vec::new();
         let mut push = |items: &[&str]| args.extend(items.iter().map(OsString::from));
@@ -108,41 +204,65 @@ impl Bwrap {
             "ALL",
             // No --clearenv/--setenv: the environment is bwrap's own (set by planwright),
             // so values such as the capability token never appear in a command line.
-            "--ro-bind",
-            "/",
-            "/",
-            "--dev",
-            "/dev",
-            "--proc",
-            "/proc",
-            "--tmpfs",
-            "/tmp",
-            // Host services listen on Unix sockets under /run; a read-only mount does not
-            // stop connecting to them.
-            "--tmpfs",
-            "/run",
         ]);
-        for path in &self.hidden {
-            // Covering the real location hides it under every name; a path that does not
-            // exist has nothing to hide.
-            let Ok(real) = path.canonicalize() else {
+        let hidden: Vec<PathBuf> = self
+            .hidden
+            .iter()
+            .filter_map(|h| h.canonicalize().ok())
+            .collect();
+        let shown = host_root(&hidden, &mut args);
+        // Every place a command can write that is memory, not disk, has a size: /tmp and
+        // /dev/shm the run's limit, /run room for mount points and sockets only, and
+        // /dev itself none (it is made read-only below; its devices stay usable).
+        args.extend([
+            "--dev".into(),
+            "/dev".into(),
+            "--size".into(),
+            tmp_bytes.to_string().into(),
+            "--tmpfs".into(),
+            "/dev/shm".into(),
+            "--proc".into(),
+            "/proc".into(),
+            "--size".into(),
+            tmp_bytes.to_string().into(),
+            "--tmpfs".into(),
+            "/tmp".into(),
+            // A private /run: nothing of the host's, and room for the relay and bridges.
+            "--size".into(),
+            RUN_BYTES.to_string().into(),
+            "--tmpfs".into(),
+            "/run".into(),
+        ]);
+        let visible: Vec<&Path> = shown
+            .iter()
+            .map(PathBuf::as_path)
+            .chain(read_only.iter().map(PathBuf::as_path))
+            .chain([workspace])
+            .collect();
+        let mut folder_covers = Vec::new();
+        for real in &hidden {
+            // Covering the real location hides it under every name. Only what a shown
+            // folder holds needs a cover; anything else is not in the sandbox at all,
+            // and a cover would give its name away.
+            if !visible.iter().any(|v| real.starts_with(v)) {
                 continue;
-            };
+            }
             if real.is_dir() {
-                args.extend(["--tmpfs".into(), real.into_os_string()]);
+                args.extend(["--tmpfs".into(), real.clone().into_os_string()]);
+                folder_covers.push(real.clone());
             } else {
                 args.extend([
                     "--ro-bind".into(),
                     "/dev/null".into(),
-                    real.into_os_string(),
+                    real.clone().into_os_string(),
                 ]);
             }
         }
         // After the covers, so a workspace inside DATA_DIR is visible and nothing else
         // there. Bound from a descriptor opened by planwright, so it is the folder
         // checked above; bubblewrap (0.8) still resolves that descriptor's path, so the
-        // unprivileged host user must be able to walk down to the workspace (`planwright
-        // doctor` checks this for DATA_DIR).
+        // unprivileged host user must be able to walk down to the workspace (checked
+        // before the run, see `unreachable_parent`).
         args.extend([
             "--bind-fd".into(),
             workspace_fd.to_string().into(),
@@ -157,11 +277,15 @@ impl Bwrap {
                 path.as_os_str().to_owned(),
             ]);
         }
-        // `relay` is set exactly when there are bridges (see `check_bridges`).
-        if let Some(relay) = relay {
+        // `relay_fd` is set exactly when there are bridges (see `check_bridges`). The
+        // relay comes in by content, copied from a descriptor planwright opened, so the
+        // sandbox user need not reach wherever the executable is installed.
+        if let Some(fd) = relay_fd {
             args.extend([
-                "--ro-bind".into(),
-                relay.as_os_str().to_owned(),
+                "--perms".into(),
+                "0555".into(),
+                "--ro-bind-data".into(),
+                fd.to_string().into(),
                 format!("{INSIDE_RUN}/relay").into(),
             ]);
             for bridge in bridges {
@@ -172,9 +296,24 @@ impl Bwrap {
                 ]);
             }
         }
+        // Last, once the mount points in them exist: the root itself (a tmpfs bubblewrap
+        // made to hold the mounts above), /dev and the covers over hidden folders are
+        // memory too, and must not become places to write.
+        for cover in folder_covers {
+            args.extend(["--remount-ro".into(), cover.into_os_string()]);
+        }
+        args.extend([
+            "--remount-ro".into(),
+            "/dev".into(),
+            "--remount-ro".into(),
+            "/".into(),
+        ]);
+        if let Some(fd) = seccomp_fd {
+            args.extend(["--seccomp".into(), fd.to_string().into()]);
+        }
         args.push("--".into());
         // The relay listens on the bridged ports, then becomes the command (relay.rs).
-        if relay.is_some() {
+        if relay_fd.is_some() {
             args.extend([
                 format!("{INSIDE_RUN}/relay").into(),
                 "sandbox".into(),
@@ -235,7 +374,11 @@ impl Bwrap {
     }
 
     /// Refuses bridges the sandbox could not use, before bwrap fails less clearly.
-    fn check_bridges(&self, bridges: &[Bridge]) -> Result<Option<PathBuf>, SandboxError> {
+    fn check_bridges(
+        &self,
+        bridges: &[Bridge],
+        user: Option<(u32, u32)>,
+    ) -> Result<Option<PathBuf>, SandboxError> {
         if bridges.is_empty() {
             return Ok(None);
         }
@@ -250,8 +393,7 @@ impl Bwrap {
                 relay.display()
             )));
         }
-        if let Some((uid, gid)) = self.host_user {
-            use std::os::unix::fs::MetadataExt;
+        if let Some((uid, gid)) = user {
             for bridge in bridges {
                 let meta = std::fs::metadata(&bridge.socket)
                     .with_context(|| format!("Could not inspect {}", bridge.socket.display()))?;
@@ -290,8 +432,37 @@ impl Sandbox for Bwrap {
 impl Bwrap {
     async fn run_uncounted(&self, command: &Command) -> Result<Output, SandboxError> {
         let (workspace, cwd) = validate(command)?;
-        let relay = self.check_bridges(&command.bridges)?;
-        if let Some((uid, gid)) = self.host_user {
+        // Held until the run ends: no other run gets this host user meanwhile.
+        let lease = match &self.host_user {
+            HostUser::Own => None,
+            HostUser::Fixed(uid, gid) => Some((*uid, *gid, None)),
+            HostUser::Range(range) => {
+                let range = range.clone();
+                let lease = tokio::task::spawn_blocking(move || lease_host_user(range))
+                    .await
+                    .context("The host user task failed")??;
+                Some((lease.id, SANDBOX_GROUP, Some(lease)))
+            }
+        };
+        let user = lease.as_ref().map(|(uid, gid, _)| (*uid, *gid));
+        let relay = self.check_bridges(&command.bridges, user)?;
+        let read_only = self.check_read_only(&command.read_only)?;
+        if let Some((uid, gid)) = user {
+            for (path, what) in std::iter::once((&workspace, "workspace"))
+                .chain(read_only.iter().map(|p| (p, "read-only folder")))
+                .chain(command.bridges.iter().map(|b| (&b.socket, "bridge socket")))
+            {
+                if let Some((dir, mode)) = unreachable_parent(path, uid, gid) {
+                    return Err(SandboxError::InvalidCommand(format!(
+                        "the sandbox user (uid {uid}) cannot reach the {what} {}: {} (mode \
+                         {mode:04o}) is closed to it; make that folder searchable by others \
+                         (chmod o+x {}) or use a {what} outside it",
+                        path.display(),
+                        dir.display(),
+                        dir.display()
+                    )));
+                }
+            }
             let ws = workspace.clone();
             tokio::task::spawn_blocking(move || chown_tree(&ws, uid, gid))
                 .await
@@ -302,31 +473,200 @@ impl Bwrap {
             .custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW)
             .open(&workspace)
             .with_context(|| format!("Could not open {}", workspace.display()))?;
-        let fd = dir.as_raw_fd();
+        let relay_file = relay
+            .as_deref()
+            .map(|path| {
+                std::fs::File::open(path)
+                    .with_context(|| format!("Could not open the relay program {}", path.display()))
+            })
+            .transpose()?;
+        let seccomp = super::seccomp::descriptor()?;
+        let mut keep = vec![dir.as_raw_fd()];
+        keep.extend(relay_file.as_ref().map(AsRawFd::as_raw_fd));
+        keep.extend(seccomp.as_ref().map(AsRawFd::as_raw_fd));
 
         let mut cmd = tokio::process::Command::new(&self.program);
-        let read_only = self.check_read_only(&command.read_only)?;
         cmd.args(self.args(
             &workspace,
-            fd,
+            dir.as_raw_fd(),
             &cwd,
             &read_only,
             &command.bridges,
-            relay.as_deref(),
+            relay_file.as_ref().map(AsRawFd::as_raw_fd),
+            seccomp.as_ref().map(AsRawFd::as_raw_fd),
+            command.limits.tmp_bytes,
         ))
         .args(&command.argv)
         // Nothing of planwright's environment: bwrap passes on exactly this.
         .env_clear()
         .envs(full_env(&workspace, command));
-        if let Some((uid, gid)) = self.host_user {
+        if let Some((uid, gid)) = user {
             // std drops supplementary groups as well when root changes uid.
             cmd.uid(uid).gid(gid);
         }
-        let finished =
-            process::run(cmd, &command.limits, command.spill_dir.as_deref(), Some(fd)).await?;
-        drop(dir);
+        let group = match super::cgroup::RunGroup::create(
+            command.limits.run_memory_bytes,
+            command.limits.processes,
+        ) {
+            Ok(group) => Some(group),
+            Err(e) => {
+                // `planwright doctor` reports this once; the rlimits still hold.
+                tracing::debug!("Running the sandbox without a control group: {e:#}");
+                None
+            }
+        };
+        let join = group
+            .as_ref()
+            .map(super::cgroup::RunGroup::join_fds)
+            .unwrap_or_default();
+        let finished = process::run(
+            cmd,
+            &command.limits,
+            command.spill_dir.as_deref(),
+            &keep,
+            &join,
+        )
+        .await;
+        if let Some(group) = group {
+            group.remove().await;
+        }
+        let finished = finished?;
+        drop((dir, relay_file, seccomp, lease));
         Ok(finished.into_output(true))
     }
+}
+
+/// Mounts the allowlisted host folders and `/etc` entries into `args`; returns the real
+/// host paths now visible. Top-level symlinks (`/bin -> usr/bin` on merged-/usr systems)
+/// stay symlinks; nothing that is or holds a hidden path is shown.
+fn host_root(hidden: &[PathBuf], args: &mut Vec<OsString>) -> Vec<PathBuf> {
+    let mut shown = Vec::new();
+    let conceals = |real: &Path| {
+        hidden.iter().any(|h| h.starts_with(real) && h != real)
+            || hidden.iter().any(|h| real.starts_with(h))
+    };
+    for root in HOST_ROOTS {
+        let path = Path::new(root);
+        let Ok(meta) = std::fs::symlink_metadata(path) else {
+            continue;
+        };
+        if meta.file_type().is_symlink() {
+            if let Ok(target) = std::fs::read_link(path) {
+                args.extend(["--symlink".into(), target.into_os_string(), path.into()]);
+            }
+        } else if meta.is_dir() {
+            // A hidden path inside gets its cover later; only the folder itself being
+            // hidden keeps it out.
+            if hidden.iter().any(|h| path.starts_with(h)) {
+                continue;
+            }
+            args.extend(["--ro-bind".into(), path.into(), path.into()]);
+            shown.push(path.to_path_buf());
+        }
+    }
+    let Ok(entries) = std::fs::read_dir("/etc") else {
+        return shown;
+    };
+    let mut names: Vec<OsString> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.file_name())
+        .filter(|name| {
+            let name = name.to_string_lossy();
+            HOST_ETC.contains(&name.as_ref())
+                || HOST_ETC_PREFIXES.iter().any(|p| name.starts_with(p))
+        })
+        .collect();
+    names.sort();
+    for name in names {
+        let path = Path::new("/etc").join(&name);
+        // A symlink (`localtime`, `os-release`) is shown with what it points to, and only
+        // when that is itself a place the sandbox may see.
+        let Ok(real) = path.canonicalize() else {
+            continue;
+        };
+        let allowed = real.starts_with("/etc")
+            || shown.iter().any(|s| real.starts_with(s))
+            || HOST_ROOTS.iter().any(|r| real.starts_with(r));
+        // A cover at the real path would not cover this second name of it.
+        if !allowed || (real != path && conceals(&real)) {
+            continue;
+        }
+        args.extend(["--ro-bind".into(), real.clone().into(), path.into()]);
+        shown.push(real);
+    }
+    shown
+}
+
+/// The first folder above `path` (or `path` itself, for what must be listed) that the
+/// host user `uid`/`gid` cannot search, with its mode. bubblewrap resolves every mount
+/// source as that user, and would only say "Permission denied" about a descriptor.
+fn unreachable_parent(path: &Path, uid: u32, gid: u32) -> Option<(PathBuf, u32)> {
+    path.ancestors().skip(1).find_map(|dir| {
+        let meta = std::fs::metadata(dir).ok()?;
+        let mode = meta.mode() & 0o7777;
+        let bit = if meta.uid() == uid {
+            0o100
+        } else if meta.gid() == gid {
+            0o010
+        } else {
+            0o001
+        };
+        (mode & bit == 0).then(|| (dir.to_path_buf(), mode))
+    })
+}
+
+/// One host user of [`HOST_IDS`] held for a run.
+struct Lease {
+    id: u32,
+    // The lock lasts as long as this descriptor.
+    _lock: std::fs::File,
+}
+
+/// Takes the first id of `range` no other run on this machine holds, by an exclusive
+/// lock on its file in [`LEASE_DIR`] (released by the kernel however the holder ends).
+fn lease_host_user(range: Range<u32>) -> Result<Lease, SandboxError> {
+    use std::os::unix::fs::DirBuilderExt;
+    let dir = Path::new(LEASE_DIR);
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => {
+            return Err(SandboxError::Unavailable(format!(
+                "Could not create {LEASE_DIR}, where planwright keeps the sandbox users it \
+                 hands out: {e}"
+            )));
+        }
+    }
+    // Anyone who could write there could hold every id, or swap a lock file for a link.
+    let meta =
+        std::fs::symlink_metadata(dir).with_context(|| format!("Could not inspect {LEASE_DIR}"))?;
+    if !meta.is_dir() || meta.uid() != 0 || meta.mode() & 0o022 != 0 {
+        return Err(SandboxError::Unavailable(format!(
+            "{LEASE_DIR} must be a folder owned by root and writable by root only; remove it \
+             and planwright creates it again"
+        )));
+    }
+    for id in range.clone() {
+        let path = dir.join(id.to_string());
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)
+            .with_context(|| format!("Could not open {}", path.display()))?;
+        // SAFETY: flock on a descriptor this function owns.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            return Ok(Lease { id, _lock: file });
+        }
+    }
+    Err(SandboxError::Unavailable(format!(
+        "every sandbox user (uids {} to {}) is in use by a run",
+        range.start,
+        range.end - 1
+    )))
 }
 
 /// Gives the workspace to the host user the sandbox runs as, without following symlinks

@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
+use super::bwrap::HostUser;
 use super::{Bwrap, Command, Sandbox};
 use crate::config::Settings;
 
@@ -63,6 +64,7 @@ pub async fn checks(settings: &Settings, relay: Option<PathBuf>) -> Vec<Check> {
         },
         required: false,
     });
+    out.push(control_groups());
     let data = data_dir(&settings.data_dir);
     let data_ok = data.ok;
     out.push(data);
@@ -121,6 +123,32 @@ fn user_namespaces() -> Check {
     }
 }
 
+/// Whether runs get a control group of their own, by making one as a run would.
+fn control_groups() -> Check {
+    use super::cgroup::{RunGroup, Version};
+    let version = match Version::detect() {
+        Some(Version::V1) => "cgroup v1",
+        Some(Version::V2) => "cgroup v2",
+        None => "no cgroup hierarchy",
+    };
+    let made = RunGroup::create(1 << 30, 64);
+    Check {
+        name: "control groups",
+        ok: made.is_ok(),
+        detail: match made {
+            Ok(_) => format!(
+                "{version}, used: each sandbox runs in a group of its own (memory of the \
+                 whole run, its process count, an equal CPU share)"
+            ),
+            Err(e) => format!(
+                "{version}, not used: {e:#}; sandboxes are bounded by per-process limits only \
+                 (run planwright as root, or give it a delegated cgroup v2 subtree)"
+            ),
+        },
+        required: false,
+    }
+}
+
 fn data_dir(dir: &Path) -> Check {
     let probe = dir.join(format!(".doctor-{}", uuid::Uuid::new_v4()));
     let result = std::fs::create_dir_all(dir)
@@ -145,7 +173,7 @@ async fn sandbox_runs(
     required: bool,
 ) -> Vec<Check> {
     let mut out = Vec::new();
-    let bwrap = match Bwrap::new(vec![settings.data_dir.clone()]) {
+    let bwrap = match Bwrap::new(super::hidden_paths(settings)) {
         Ok(b) => b,
         Err(e) => {
             out.push(Check {
@@ -165,11 +193,21 @@ async fn sandbox_runs(
         name: "host user",
         ok: true,
         detail: match bwrap.host_user() {
-            Some((uid, gid)) => format!("sandboxes run as uid {uid}, gid {gid}"),
+            HostUser::Range(ids) => format!(
+                "sandboxes run as a uid of their own from {} to {}, one per concurrent run",
+                ids.start,
+                ids.end - 1
+            ),
+            HostUser::Fixed(uid, gid) => format!("sandboxes run as uid {uid}, gid {gid}"),
             // SAFETY: geteuid has no preconditions.
-            None => format!("sandboxes run as planwright's own uid {}", unsafe {
-                libc::geteuid()
-            }),
+            HostUser::Own => format!(
+                "planwright is not root, so sandboxes run as its own uid {} in a user \
+                 namespace of their own: they see only the allowlisted system folders, the \
+                 workspace and nothing of this user's home, but they share this user's \
+                 process limit and what they write is owned by it; run planwright as root \
+                 to give each sandbox a user of its own",
+                unsafe { libc::geteuid() }
+            ),
         },
         required: false,
     });

@@ -270,13 +270,12 @@ pub struct EgressProxy {
 
 impl EgressProxy {
     /// Listens on the Unix socket `socket` (which must not exist yet) for the run named
-    /// `run` (in every log line). The socket is made mode 0666 so the sandbox's host user
-    /// can connect; its folder decides who else can.
+    /// `run` (in every log line). Only sandboxes may connect (see
+    /// [`super::open_to_sandboxes`]).
     pub async fn start(socket: &Path, allowlist: Allowlist, run: &str) -> Result<Self> {
         let listener = UnixListener::bind(socket)
             .with_context(|| format!("Could not listen on {}", socket.display()))?;
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o666))
+        super::open_to_sandboxes(socket)
             .with_context(|| format!("Could not open {} to the sandbox", socket.display()))?;
         let stop = CancellationToken::new();
         let shared = Arc::new(Shared {

@@ -4,11 +4,13 @@
 //! opt out explicitly.
 
 pub mod bwrap;
+pub mod cgroup;
 pub mod doctor;
 pub mod egress;
 mod landlock;
 mod process;
 pub mod relay;
+mod seccomp;
 pub mod workspace;
 
 use std::path::{Component, Path, PathBuf};
@@ -102,6 +104,22 @@ impl Command {
     }
 }
 
+/// Lets sandboxes, and no other user, connect to the host socket at `path`: as root they
+/// run in [`bwrap::SANDBOX_GROUP`], which gets the socket with mode 0660; otherwise they
+/// run as planwright's own user, the owner, and the mode is 0600.
+pub fn open_to_sandboxes(path: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    // SAFETY: geteuid has no preconditions.
+    let mode = if unsafe { libc::geteuid() } == 0 {
+        std::os::unix::fs::chown(path, None, Some(bwrap::SANDBOX_GROUP))?;
+        0o660
+    } else {
+        0o600
+    };
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
+    Ok(())
+}
+
 /// The loopback port the model proxy appears on inside a sandbox.
 pub const MODEL_PROXY_PORT: u16 = 8089;
 
@@ -124,10 +142,17 @@ pub struct Limits {
     pub cpu_seconds: u64,
     /// Address space per process in bytes (`RLIMIT_AS`).
     pub memory_bytes: u64,
-    /// Processes of the host user (`RLIMIT_NPROC`).
+    /// Processes of the host user (`RLIMIT_NPROC`), and of the run's control group
+    /// where there is one.
     pub processes: u64,
+    /// Memory of the whole run, its tmpfs files included, where it has a control group
+    /// of its own (see `cgroup.rs`).
+    pub run_memory_bytes: u64,
     /// Largest file a process may write (`RLIMIT_FSIZE`).
     pub file_size_bytes: u64,
+    /// Size of each of the sandbox's memory-backed folders, `/tmp` and `/dev/shm` (what
+    /// is written there is host memory).
+    pub tmp_bytes: u64,
     /// Bytes of each of stdout and stderr kept in memory.
     pub output_bytes: usize,
     /// Bytes of each stream kept in the spill file; the rest is only counted.
@@ -141,7 +166,9 @@ impl Default for Limits {
             cpu_seconds: 30 * 60,
             memory_bytes: 8 << 30,
             processes: 512,
+            run_memory_bytes: 8 << 30,
             file_size_bytes: 1 << 30,
+            tmp_bytes: 1 << 30,
             output_bytes: 1 << 20,
             spill_bytes: 64 << 20,
         }
@@ -214,18 +241,26 @@ pub trait Sandbox: Send + Sync {
     async fn run(&self, command: &Command) -> Result<Output, SandboxError>;
 }
 
-/// The sandbox the settings ask for; `DATA_DIR` is always hidden from it.
+/// The sandbox the settings ask for; `DATA_DIR` and the files holding secrets are always
+/// hidden from it.
 pub fn from_settings(settings: &Settings) -> Result<Box<dyn Sandbox>, SandboxError> {
     match settings.sandbox.as_str() {
         "none" if settings.unsafe_no_sandbox => Ok(Box::new(Unsandboxed::new(true)?)),
         _ => {
-            let bwrap = Bwrap::new(vec![settings.data_dir.clone()])?;
+            let bwrap = Bwrap::new(hidden_paths(settings))?;
             Ok(Box::new(match &settings.sandbox_relay {
                 Some(program) => bwrap.with_relay_program(program),
                 None => bwrap,
             }))
         }
     }
+}
+
+/// What a sandbox must never show: `DATA_DIR` and the files the settings name.
+pub fn hidden_paths(settings: &Settings) -> Vec<PathBuf> {
+    std::iter::once(settings.data_dir.clone())
+        .chain(settings.secret_files.iter().cloned())
+        .collect()
 }
 
 /// The whole environment of a command: the base, the caller's variables, then the secret
@@ -370,7 +405,8 @@ impl Sandbox for Unsandboxed {
             .current_dir(cwd)
             .env_clear()
             .envs(full_env(&workspace, command));
-        let output = process::run(cmd, &command.limits, command.spill_dir.as_deref(), None).await?;
+        let output =
+            process::run(cmd, &command.limits, command.spill_dir.as_deref(), &[], &[]).await?;
         Ok(output.into_output(false))
     }
 }

@@ -59,14 +59,17 @@ type Resource = libc::__rlimit_resource_t;
 #[cfg(not(target_env = "gnu"))]
 type Resource = libc::c_int;
 
-/// Runs `cmd` to its end or the wall-clock limit. `keep_fd` is a descriptor the launcher
+/// Runs `cmd` to its end or the wall-clock limit. `keep_fds` are descriptors the launcher
 /// must inherit (everything else planwright holds is close-on-exec).
 pub(super) async fn run(
     mut cmd: tokio::process::Command,
     limits: &Limits,
     spill_dir: Option<&Path>,
-    keep_fd: Option<RawFd>,
+    keep_fds: &[RawFd],
+    cgroup_fds: &[RawFd],
 ) -> Result<Finished> {
+    let keep_fds = keep_fds.to_vec();
+    let cgroup_fds = cgroup_fds.to_vec();
     let rlimits: [(Resource, u64); 5] = [
         (libc::RLIMIT_CPU, limits.cpu_seconds),
         (libc::RLIMIT_AS, limits.memory_bytes),
@@ -85,6 +88,8 @@ pub(super) async fn run(
     // calls setrlimit and fcntl on values computed beforehand and allocates nothing.
     unsafe {
         cmd.pre_exec(move || {
+            // First, so that everything the launcher starts is counted in the run's group.
+            super::cgroup::join(&cgroup_fds)?;
             for (resource, value) in rlimits {
                 let limit = libc::rlimit {
                     rlim_cur: value as libc::rlim_t,
@@ -99,7 +104,7 @@ pub(super) async fn run(
             if libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, CLOSE_RANGE_CLOEXEC) != 0 {
                 return Err(io::Error::last_os_error());
             }
-            if let Some(fd) = keep_fd {
+            for &fd in &keep_fds {
                 let flags = libc::fcntl(fd, libc::F_GETFD);
                 if flags < 0 || libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC) < 0 {
                     return Err(io::Error::last_os_error());

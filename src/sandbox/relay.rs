@@ -58,8 +58,12 @@ pub fn enter(
 /// Runs `planwright sandbox relay` without a command (see [`serve`]) and waits until it
 /// says every port listens, so the command never races the relay.
 fn start(bridges: &[(u16, PathBuf)]) -> Result<()> {
-    let exe = std::env::current_exe().context("Could not find the relay program")?;
-    let mut cmd = std::process::Command::new(exe);
+    // The relay is a copy bubblewrap made from a descriptor, which has no path of its own
+    // to look up; the kernel's link to the running program always leads to it.
+    let mut cmd = std::process::Command::new("/proc/self/exe");
+    if let Some(name) = std::env::args_os().next() {
+        cmd.arg0(name);
+    }
     cmd.args(["sandbox", "relay"]);
     for (port, socket) in bridges {
         cmd.arg("--bridge")

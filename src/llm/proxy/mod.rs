@@ -298,24 +298,9 @@ async fn bind_socket(path: &Path) -> Result<tokio::net::UnixListener> {
             path.display()
         )
     })?;
-    // Only sandboxes may connect: as root they run as `Bwrap::DEFAULT_HOST_USER`, whose
-    // group gets the socket; otherwise they run as planwright's own user, the owner.
-    // SAFETY: geteuid has no preconditions.
-    let mode = if unsafe { libc::geteuid() } == 0 {
-        let (_, gid) = crate::sandbox::Bwrap::DEFAULT_HOST_USER;
-        std::os::unix::fs::chown(path, None, Some(gid)).with_context(|| {
-            format!(
-                "Could not give the model proxy socket {} to the sandboxes' group {gid}",
-                path.display()
-            )
-        })?;
-        0o660
-    } else {
-        0o600
-    };
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).with_context(|| {
+    crate::sandbox::open_to_sandboxes(path).with_context(|| {
         format!(
-            "Could not set the mode of the model proxy socket {}",
+            "Could not open the model proxy socket {} to sandboxes",
             path.display()
         )
     })?;
