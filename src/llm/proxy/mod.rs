@@ -267,7 +267,7 @@ pub async fn serve(
 }
 
 async fn bind_socket(path: &Path) -> Result<tokio::net::UnixListener> {
-    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    use std::os::unix::fs::FileTypeExt;
     if let Ok(meta) = std::fs::symlink_metadata(path) {
         if !meta.file_type().is_socket() {
             bail!(
