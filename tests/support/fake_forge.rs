@@ -133,6 +133,8 @@ pub struct FakeComment {
     pub reactions: Vec<(String, String)>,
     /// The classifier it was minimized with through GraphQL (`OUTDATED`, …).
     pub minimized: Option<String>,
+    /// Seconds since the epoch.
+    pub created_at: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -367,6 +369,18 @@ impl FakeGithub {
     }
 
     pub fn add_comment(&self, repo: &str, issue: i64, body: &str, author: FakeUser) -> i64 {
+        self.add_comment_at(repo, issue, body, author, now())
+    }
+
+    /// A comment written at `created_at` (seconds since the epoch).
+    pub fn add_comment_at(
+        &self,
+        repo: &str,
+        issue: i64,
+        body: &str,
+        author: FakeUser,
+        created_at: u64,
+    ) -> i64 {
         self.with(|w| {
             let id = w.next_id();
             w.comments.insert(
@@ -380,6 +394,7 @@ impl FakeGithub {
                     history: Vec::new(),
                     reactions: Vec::new(),
                     minimized: None,
+                    created_at,
                 },
             );
             id
@@ -582,7 +597,7 @@ impl FakeGithub {
     }
 }
 
-fn now() -> u64 {
+pub fn now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
@@ -1142,6 +1157,7 @@ fn answer_now(
                 history: Vec::new(),
                 reactions: Vec::new(),
                 minimized: None,
+                created_at: now(),
             };
             let answer = comment_json(&comment);
             w.comments.insert(id, comment);
@@ -1757,8 +1773,8 @@ fn comment_json(c: &FakeComment) -> Value {
         "issue_url": format!("https://api.github.com/repos/{}/issues/{}", c.repo, c.issue),
         "body": c.body,
         "user": c.author.json(),
-        "created_at": rfc3339(0),
-        "updated_at": rfc3339(0),
+        "created_at": rfc3339(c.created_at),
+        "updated_at": rfc3339(c.created_at),
         "author_association": "NONE",
     })
 }

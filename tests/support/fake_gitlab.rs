@@ -21,7 +21,7 @@ use planwright::config::GitlabSettings;
 use secrecy::SecretString;
 use serde_json::{Value, json};
 
-use super::fake_forge::rfc3339;
+use super::fake_forge::{now, rfc3339};
 use super::git_http::{self, GitHttp};
 
 /// The token the fake accepts; shaped like a real personal access token.
@@ -82,6 +82,8 @@ pub struct FakeNote {
     pub history: Vec<String>,
     /// `(emoji name, username)` pairs.
     pub awards: Vec<(String, String)>,
+    /// Seconds since the epoch.
+    pub created_at: u64,
 }
 
 struct FakeIssue {
@@ -331,6 +333,7 @@ impl FakeGitlab {
                     system,
                     history: Vec::new(),
                     awards: Vec::new(),
+                    created_at: now(),
                 },
             );
             id
@@ -1064,10 +1067,17 @@ fn route(
                 system: false,
                 history: Vec::new(),
                 awards: Vec::new(),
+                created_at: now(),
             };
             let answer = note_json(w, &note);
             w.notes.insert(id, note);
             (StatusCode::CREATED, axum::Json(answer)).into_response()
+        }
+        (Method::GET, ["issues", iid, "notes", note_id]) => {
+            let Some(id) = note_of(w, &key, iid, note_id) else {
+                return not_found("Note");
+            };
+            axum::Json(note_json(w, &w.notes[&id])).into_response()
         }
         (Method::PUT, ["issues", iid, "notes", note_id]) => {
             let Some(id) = note_of(w, &key, iid, note_id) else {
@@ -1341,8 +1351,8 @@ fn note_json(w: &World, n: &FakeNote) -> Value {
         "body": n.body,
         "attachment": null,
         "author": n.author.json(),
-        "created_at": rfc3339(0),
-        "updated_at": rfc3339(0),
+        "created_at": rfc3339(n.created_at),
+        "updated_at": rfc3339(n.created_at),
         "system": n.system,
         "noteable_id": p.issues.get(&n.issue).map_or(0, |i| i.id),
         "noteable_type": "Issue",
