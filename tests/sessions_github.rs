@@ -177,6 +177,13 @@ impl World {
     /// Writes the comment on the fake, then delivers its webhook.
     async fn comment(&self, by: &FakeUser, body: &str, delivery: &str) -> i64 {
         let id = self.github.add_comment(REPO, ISSUE, body, by.clone());
+        self.deliver_comment(id, by, body, delivery).await;
+        id
+    }
+
+    /// Delivers a signed `issue_comment` webhook for comment `id` that claims `by` wrote
+    /// `body`, whatever the forge holds.
+    async fn deliver_comment(&self, id: i64, by: &FakeUser, body: &str, delivery: &str) {
         let mut payload = Self::retarget(Self::fixture("issue_comment.created.1.json"), by);
         payload["comment"]["id"] = json!(id);
         payload["comment"]["body"] = json!(body);
@@ -184,7 +191,6 @@ impl World {
         payload["comment"]["user"]["id"] = json!(by.id);
         payload["comment"]["user"]["type"] = json!("User");
         self.send("issue_comment", delivery, &payload).await;
-        id
     }
 
     async fn send(&self, event: &str, delivery: &str, payload: &Value) {
@@ -425,6 +431,125 @@ async fn approval_binds_to_the_posted_version_and_only_maintainers_may_give_it()
         .find(|e| e.action == "contract.approved")
         .expect("the approval is audited");
     assert_eq!(approved.actor, "github:maria");
+    world.server.stop().await;
+}
+
+#[tokio::test]
+async fn a_readers_comment_dressed_as_a_maintainers_approves_nothing() {
+    let world = World::start(first_plan()).await;
+    world.label(&world.maintainer, "label-forged").await;
+    world.wait_for_state("awaiting_approval").await;
+    // The reader writes `/approve`; the payload says the maintainer did.
+    let by_reader = world
+        .github
+        .add_comment(REPO, ISSUE, "/approve", world.reader.clone());
+    world
+        .deliver_comment(by_reader, &world.maintainer, "/approve", "forged-author")
+        .await;
+    let refusal = world
+        .wait_for_comment("the refusal of the reader", |b| {
+            b.contains("can use `/approve`")
+        })
+        .await;
+    assert!(refusal.contains("@rita"), "{refusal}");
+    // The maintainer writes a thank-you; the payload says it was `/approve`.
+    let thanks = world.github.add_comment(
+        REPO,
+        ISSUE,
+        "Thanks, reading it now.",
+        world.maintainer.clone(),
+    );
+    world
+        .deliver_comment(thanks, &world.maintainer, "/approve", "forged-body")
+        .await;
+    world.all_jobs_settled().await;
+    let session = world.session().await;
+    assert_eq!(session.state, "awaiting_approval");
+    let mut conn = world.server.db.pool.acquire().await.unwrap();
+    let contract = sessions::latest_contract(&mut conn, &SessionId(session.id.clone()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(contract.approved_by, None);
+    assert!(
+        jobs::list(&world.server.db, None)
+            .await
+            .unwrap()
+            .iter()
+            .all(|j| j.kind != "execute")
+    );
+    world.server.stop().await;
+}
+
+#[tokio::test]
+async fn the_same_signed_approve_under_three_delivery_ids_runs_once() {
+    let world = World::start(first_plan()).await;
+    world.label(&world.maintainer, "label-replay").await;
+    world.wait_for_state("awaiting_approval").await;
+    let id = world
+        .comment(&world.maintainer, "/approve", "approve-replay-1")
+        .await;
+    world.wait_for_state("executing").await;
+    // The delivery id is not signed: the same body goes out again under new ones.
+    world
+        .deliver_comment(id, &world.maintainer, "/approve", "approve-replay-2")
+        .await;
+    world
+        .deliver_comment(id, &world.maintainer, "/approve", "approve-replay-3")
+        .await;
+    world.all_jobs_settled().await;
+    let mut conn = world.server.db.pool.acquire().await.unwrap();
+    let handled = audit::list(&mut conn)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.action == "command.handled")
+        .count();
+    assert_eq!(handled, 1);
+    let executions = jobs::list(&world.server.db, None)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|j| j.kind == "execute")
+        .count();
+    assert_eq!(executions, 1);
+    // Nor is the replay answered: it was never a new command.
+    let replies: Vec<String> = world
+        .bot_comments()
+        .into_iter()
+        .filter(|b| b.starts_with("@maria"))
+        .collect();
+    assert!(replies.is_empty(), "{replies:#?}");
+    world.server.stop().await;
+}
+
+#[tokio::test]
+async fn an_approve_written_before_the_contract_was_posted_is_refused() {
+    let world = World::start(first_plan()).await;
+    world.label(&world.maintainer, "label-early").await;
+    world.wait_for_state("awaiting_approval").await;
+    // Written an hour ago, delivered only now: it cannot be about this contract.
+    let written = support::fake_forge::now() - 3_600;
+    let early =
+        world
+            .github
+            .add_comment_at(REPO, ISSUE, "/approve", world.maintainer.clone(), written);
+    world
+        .deliver_comment(early, &world.maintainer, "/approve", "approve-early")
+        .await;
+    let refusal = world
+        .wait_for_comment("the refusal of the early approval", |b| {
+            b.contains("was written before contract v1")
+        })
+        .await;
+    assert!(refusal.starts_with("@maria"), "{refusal}");
+    world.all_jobs_settled().await;
+    assert_eq!(world.session().await.state, "awaiting_approval");
+    // A fresh `/approve` still works.
+    world
+        .comment(&world.maintainer, "/approve", "approve-late")
+        .await;
+    world.wait_for_state("executing").await;
     world.server.stop().await;
 }
 
@@ -1145,7 +1270,13 @@ async fn revise_on_the_pull_request_runs_another_round_on_the_same_branch() {
     payload["issue"]["number"] = json!(pull.number);
     payload["issue"]["pull_request"] =
         json!({"url": "https://api.github.com/repos/acme/widgets/pulls/1"});
-    payload["comment"]["id"] = json!(9_001);
+    let id = world.github.add_comment(
+        REPO,
+        pull.number,
+        "/revise give mul a docstring too",
+        world.maintainer.clone(),
+    );
+    payload["comment"]["id"] = json!(id);
     payload["comment"]["body"] = json!("/revise give mul a docstring too");
     payload["comment"]["user"]["login"] = json!(world.maintainer.login);
     payload["comment"]["user"]["id"] = json!(world.maintainer.id);

@@ -83,10 +83,10 @@ pub async fn on_repo_event(
         } => on_comment(app, event, *issue, *comment, body, author, delivery).await,
         RepoEventKind::CommentCreated {
             thread: Thread::PullRequest(pull),
+            comment,
             body,
-            author,
             ..
-        } => on_pull_comment(app, event, *pull, body, author, delivery).await,
+        } => on_pull_comment(app, event, *pull, *comment, body, delivery).await,
         RepoEventKind::ReviewSubmitted { .. } | RepoEventKind::MergeRequestChanged { .. } => {
             info!(repo = %event.repo, kind = ?event.kind, "repository event needs no action");
             Ok(())
@@ -357,31 +357,82 @@ async fn enqueue_execute(
     Ok(())
 }
 
+/// The comment a command arrived in, as the forge has it, claimed for this delivery: a
+/// webhook's author and body are only what its sender claims, and its delivery id is the
+/// sender's to choose. `None` when there is nothing to act on: the forge has no such
+/// comment on the thread, or another delivery already carried this one.
+async fn command_comment(
+    app: &App,
+    forge: &dyn Forge,
+    event: &RepoEvent,
+    thread: Thread,
+    comment: CommentId,
+    delivery: Option<&str>,
+) -> Result<Option<crate::forge::Comment>, JobError> {
+    let found = match forge.comment(&event.repo, thread, comment).await {
+        Ok(found) => found,
+        Err(ForgeError::NotFound { .. }) => {
+            warn!(repo = %event.repo, %comment, "a command's comment is not on the forge; it is ignored");
+            return Ok(None);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let mut conn = app.db.writer.acquire().await.map_err(anyhow::Error::from)?;
+    let claimed = crate::store::deliveries::claim_command(
+        &mut conn,
+        event.forge,
+        &event.repo,
+        comment,
+        delivery,
+    )
+    .await?;
+    if !claimed {
+        info!(repo = %event.repo, %comment, ?delivery, "a command already carried by another delivery is ignored");
+        return Ok(None);
+    }
+    Ok(Some(found))
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn on_comment(
     app: &App,
     event: &RepoEvent,
     issue: IssueNumber,
     comment: CommentId,
-    body: &str,
-    author: &Actor,
+    claimed_body: &str,
+    claimed_author: &Actor,
     delivery: Option<&str>,
 ) -> Result<(), JobError> {
     let forge = app.forges.get(event.forge, event.installation)?;
-    if is_bot(forge.as_ref(), author).await? {
+    if is_bot(forge.as_ref(), claimed_author).await? {
         return Ok(());
     }
     let names = app.forges.bot_names(event.forge).await?;
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    let command = match commands::parse(body, &names) {
-        Ok(Some(c)) => c,
+    // Only what looks like a command is worth reading back from the forge.
+    if matches!(commands::parse(claimed_body, &names), Ok(None)) {
+        return Ok(());
+    }
+    let Some(written) = command_comment(
+        app,
+        forge.as_ref(),
+        event,
+        Thread::Issue(issue),
+        comment,
+        delivery,
+    )
+    .await?
+    else {
+        return Ok(());
+    };
+    let author = &written.author;
+    if is_bot(forge.as_ref(), author).await? {
+        return Ok(());
+    }
+    let command = match commands::parse(&written.body, &names) {
+        Ok(Some(c)) => Ok(c),
         Ok(None) => return Ok(()),
-        Err(e) => {
-            forge
-                .create_comment(&event.repo, issue, &format!("@{}: {e}", author.login))
-                .await?;
-            return Ok(());
-        }
+        Err(e) => Err(e),
     };
     if let Some(delivery) = delivery {
         let mut conn = app.db.pool.acquire().await.map_err(anyhow::Error::from)?;
@@ -406,6 +457,19 @@ async fn on_comment(
         }
         Err(LoadError::Forge(e)) => return Err(e.into()),
     };
+    let command = match command {
+        Ok(c) => c,
+        Err(e) => {
+            // Only someone who may command planwright is told what went wrong: anyone
+            // else's text gets no reply to spam the issue with.
+            if forge.permission(&event.repo, &author.login).await? >= config.min_permission {
+                forge
+                    .create_comment(&event.repo, issue, &format!("@{}: {e}", author.login))
+                    .await?;
+            }
+            return Ok(());
+        }
+    };
     let doing = format!("use `{command}`");
     if !permitted(forge.as_ref(), event, issue, author, &config, &doing).await? {
         return Ok(());
@@ -421,6 +485,7 @@ async fn on_comment(
         event,
         issue,
         author,
+        written_at: written.created_at,
         delivery,
         config: &config,
     };
@@ -440,15 +505,31 @@ async fn on_pull_comment(
     app: &App,
     event: &RepoEvent,
     pull: crate::ids::PullNumber,
-    body: &str,
-    author: &Actor,
+    comment: CommentId,
+    claimed_body: &str,
     delivery: Option<&str>,
 ) -> Result<(), JobError> {
     let forge = app.forges.get(event.forge, event.installation)?;
     // Most comments on pull requests are not for planwright: read the text first.
     let names = app.forges.bot_names(event.forge).await?;
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    let Ok(Some(Command::Revise { feedback })) = commands::parse(body, &names) else {
+    let Ok(Some(Command::Revise { .. })) = commands::parse(claimed_body, &names) else {
+        return Ok(());
+    };
+    let Some(written) = command_comment(
+        app,
+        forge.as_ref(),
+        event,
+        Thread::PullRequest(pull),
+        comment,
+        delivery,
+    )
+    .await?
+    else {
+        return Ok(());
+    };
+    let author = &written.author;
+    let Ok(Some(Command::Revise { feedback })) = commands::parse(&written.body, &names) else {
         return Ok(());
     };
     if is_bot(forge.as_ref(), author).await? {
@@ -577,6 +658,8 @@ struct CommandContext<'a> {
     event: &'a RepoEvent,
     issue: IssueNumber,
     author: &'a Actor,
+    /// When the forge says the command was written (seconds, its clock).
+    written_at: Option<i64>,
     delivery: Option<&'a str>,
     config: &'a RepoConfig,
 }
@@ -638,6 +721,23 @@ impl CommandContext<'_> {
                 let Some(contract) = latest.filter(|c| c.comment_id.is_some()) else {
                     return refused("there is no posted contract to approve yet.".into());
                 };
+                // A command written before this version was posted was about an earlier
+                // one (a late or replayed delivery); approving it would bind words to text
+                // their writer never saw.
+                if let (Some(written), Some(posted)) =
+                    (self.written_at, contract.comment_created_at)
+                    && written < posted
+                {
+                    let at = contract
+                        .comment_url
+                        .as_deref()
+                        .map(|u| format!(" ({u})"))
+                        .unwrap_or_default();
+                    return refused(format!(
+                        "this `/approve` was written before contract v{}{at} was posted, so it cannot approve it. Read it and approve it with a new `/approve`.",
+                        contract.version
+                    ));
+                }
                 if let Some(asked) = version
                     && i64::from(asked.0) != contract.version
                 {
@@ -1070,8 +1170,15 @@ async fn plan_and_post(
     };
 
     let mut tx = app.db.writer.begin().await.map_err(anyhow::Error::from)?;
-    sessions::set_contract_comment(&mut tx, &id, row.version, &posted.id.0.to_string(), None)
-        .await?;
+    sessions::set_contract_comment(
+        &mut tx,
+        &id,
+        row.version,
+        &posted.id.0.to_string(),
+        None,
+        posted.created_at,
+    )
+    .await?;
     let moved = sessions::move_state(
         &mut tx,
         &id,

@@ -245,10 +245,13 @@ pub struct ContractRow {
     pub superseded_at: Option<i64>,
     pub approved_by: Option<String>,
     pub approved_at: Option<i64>,
+    /// When the forge says the contract's comment was written (seconds, its clock).
+    pub comment_created_at: Option<i64>,
 }
 
 const CONTRACT_COLUMNS: &str = "session_id, version, sha256, body, base_branch, base_sha, \
-    comment_id, comment_url, created_at, superseded_at, approved_by, approved_at";
+    comment_id, comment_url, created_at, superseded_at, approved_by, approved_at, \
+    comment_created_at";
 
 pub struct NewContract<'a> {
     pub session: &'a SessionId,
@@ -311,13 +314,15 @@ pub async fn set_contract_comment(
     version: i64,
     comment_id: &str,
     comment_url: Option<&str>,
+    comment_created_at: Option<i64>,
 ) -> Result<()> {
     sqlx::query(
-        "UPDATE contracts SET comment_id = $1, comment_url = $2 \
-         WHERE session_id = $3 AND version = $4",
+        "UPDATE contracts SET comment_id = $1, comment_url = $2, comment_created_at = $3 \
+         WHERE session_id = $4 AND version = $5",
     )
     .bind(comment_id)
     .bind(comment_url)
+    .bind(comment_created_at)
     .bind(session.as_str())
     .bind(version)
     .execute(conn)
