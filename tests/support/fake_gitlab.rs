@@ -242,6 +242,7 @@ impl FakeGitlab {
             url: Some(self.url.clone()),
             token: Some(SecretString::from(TOKEN.to_owned())),
             webhook_secrets: Vec::new(),
+            project_secrets: Vec::new(),
         }
     }
 
