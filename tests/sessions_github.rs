@@ -1015,6 +1015,56 @@ async fn an_executor_that_claims_success_gets_a_draft_showing_the_failing_test()
 }
 
 #[tokio::test]
+async fn a_settings_commit_after_planning_changes_nothing_that_runs() {
+    let original = "sed -i 's/a - b/a + b/' calc.py";
+    let world = calc_world(
+        vec![submit_calc(1), verdict(true, "add adds.")],
+        &command_settings(original),
+    )
+    .await;
+    world.label(&world.maintainer, "bound-label").await;
+    world.wait_for_state("awaiting_approval").await;
+    // The contract comment shows what will run beside the contract.
+    let contract = world.contract_comments().pop().unwrap();
+    assert!(contract.contains("### Repository settings"), "{contract}");
+    assert!(
+        contract.contains(&format!(
+            "- executor: `command`: `{}`",
+            original.replace('`', "'")
+        )),
+        "{contract}"
+    );
+    assert!(
+        contract.contains("- protected paths: `.github/workflows/**`, `.gitlab-ci.yml`"),
+        "{contract}"
+    );
+    assert!(
+        contract.contains("- network allowed during setup: none"),
+        "{contract}"
+    );
+    // Someone with push access lands new settings on the default branch before the
+    // maintainer approves: another command, and nothing protected.
+    let hijacked = "test: python3 -m unittest -v\nexecutor: command\nexecutor_command: \"echo pwned > pwned.txt; sed -i 's/a - b/a + b/' calc.py\"\nprotected_paths: []\nnetwork_allow: [evil.example]\n";
+    world
+        .github
+        .put_file(REPO, ".github/planwright.yml", hijacked);
+    world
+        .comment(&world.maintainer, "/approve", "bound-approve")
+        .await;
+    world.wait_for_state("pr_opened").await;
+    let pull = world.github.pulls(REPO)[0].clone();
+    let head = world.upstream(&["rev-parse", &pull.head]);
+    let files = world.upstream(&["ls-tree", "-r", "--name-only", &head]);
+    assert!(!files.contains("pwned.txt"), "{files}");
+    assert!(
+        world
+            .upstream(&["show", &format!("{head}:calc.py")])
+            .contains("a + b")
+    );
+    world.server.stop().await;
+}
+
+#[tokio::test]
 async fn a_result_touching_a_protected_path_is_refused_and_nothing_is_pushed() {
     let world = calc_world(
         vec![
@@ -1056,25 +1106,33 @@ async fn a_result_touching_a_protected_path_is_refused_and_nothing_is_pushed() {
 
 #[tokio::test]
 async fn a_restart_during_execution_starts_a_fresh_attempt_and_opens_one_pull_request() {
-    let hanging = command_settings("sleep 600");
+    // The command asks the model (through the model proxy) whether to go on: the first
+    // attempt is told to wait and hangs until the restart ends it, the fresh one goes on.
+    // The settings stay the approved ones throughout.
+    let ask = "curl -s \"$ANTHROPIC_BASE_URL/v1/messages\" -H \"x-api-key: $ANTHROPIC_API_KEY\" -H 'anthropic-version: 2023-06-01' -H 'content-type: application/json' -d '{\"model\":\"claude-sonnet-4-5\",\"max_tokens\":16,\"messages\":[{\"role\":\"user\",\"content\":\"go on?\"}]}' | grep -q proceed || sleep 600; sed -i 's/a - b/a + b/' calc.py";
+    let settings = format!("test: {UNITTEST}\nexecutor: command\nexecutor_command: >-\n  {ask}\n");
     let world = calc_world_with(
-        vec![submit_calc(3), verdict(true, "As asked.")],
-        &hanging,
+        vec![
+            submit_calc(3),
+            Step::text("wait").when_last_contains("go on?"),
+            Step::text("proceed").when_last_contains("go on?"),
+            verdict(true, "As asked."),
+        ],
+        &settings,
         &[("PLANWRIGHT_SHUTDOWN_GRACE_SECS", "0")],
     )
     .await;
     world.approve_calc().await;
-    eventually("the first attempt to run", || async {
+    eventually("the first attempt to be told to wait", || async {
         let runs = world.runs().await;
-        runs.iter().any(|r| r.state == "running").then_some(())
+        let asked = world
+            .models
+            .requests()
+            .iter()
+            .any(|r| r.body.to_string().contains("go on?"));
+        (asked && runs.iter().any(|r| r.state == "running")).then_some(())
     })
     .await;
-    // The repository's executor is fixed while planwright is down.
-    world.github.put_file(
-        REPO,
-        ".github/planwright.yml",
-        &command_settings("sed -i 's/a - b/a + b/' calc.py"),
-    );
     let world = world.restarted().await;
     world.wait_for_state("pr_opened").await;
     let runs = world.runs().await;
@@ -1322,17 +1380,27 @@ async fn revise_on_the_pull_request_runs_another_round_on_the_same_branch() {
 
 #[tokio::test]
 async fn retry_after_a_failed_run_carries_out_the_contract_again_with_fresh_attempts() {
-    let crashing = command_settings("echo 'broken'; exit 1");
-    // One attempt only: a retry must grant fresh ones to run at all.
-    let world = calc_world(vec![submit_calc(1), verdict(true, "Fixed.")], &crashing).await;
+    // One attempt only: a retry must grant fresh ones to run at all. The first attempt
+    // changes nothing; the retry (the same approved settings) fixes the bug.
+    let world = calc_world(
+        vec![
+            submit_calc(1),
+            Step::tool_call("e0", "finish", json!({"summary": "nothing"})).when_tools(&["finish"]),
+            Step::tool_call(
+                "e1",
+                "edit_file",
+                json!({"path": "calc.py", "old": "return a - b", "new": "return a + b"}),
+            )
+            .when_tools(&["finish", "edit_file"]),
+            Step::tool_call("e2", "finish", json!({"summary": "add adds"})).when_tools(&["finish"]),
+            verdict(true, "Fixed."),
+        ],
+        &format!("test: {UNITTEST}\n"),
+    )
+    .await;
     world.approve_calc().await;
     let failed = world.wait_for_state("failed").await;
     assert_eq!(failed.resume_state.as_deref(), Some("executing"));
-    world.github.put_file(
-        REPO,
-        ".github/planwright.yml",
-        &command_settings("sed -i 's/a - b/a + b/' calc.py"),
-    );
     world
         .comment(&world.maintainer, "/retry", "retry-run")
         .await;

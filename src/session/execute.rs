@@ -31,7 +31,7 @@ use crate::llm::proxy::ProxyListen;
 use crate::llm::usage::{Budget, ModelRole};
 use crate::llm::{ModelError, Provider};
 use crate::publish::{self, Publication, PublishError, Published, PushFailure, RunResult};
-use crate::repo_config::{ExecutorKind, LoadError, RepoConfig};
+use crate::repo_config::{BoundSettings, ExecutorKind, LoadError, RepoConfig};
 use crate::sandbox::Sandbox;
 use crate::sandbox::workspace::{Author, MirrorKey, Outcome, Workspace, WorkspaceRequest};
 use crate::store::{audit, runs, sessions};
@@ -139,6 +139,8 @@ pub async fn execute_job(app: Arc<App>, job: Job) -> Result<(), JobError> {
         Some(row)
             if row.sha256 == execute.sha256
                 && row.base_sha == execute.base_sha
+                && row.settings.as_deref().map(BoundSettings::sha256_of)
+                    == execute.settings_sha256
                 && row.approved_by.is_some() =>
         {
             let contract = Contract::from_json(&row.body).map_err(|e| {
@@ -227,16 +229,34 @@ impl Execution<'_> {
         ContractVersion(u32::try_from(self.row.version).unwrap_or(u32::MAX))
     }
 
+    /// The settings the approval bound (the base commit's, recorded at planning); a
+    /// contract planned before they were recorded reads them now.
+    async fn config(&self) -> Result<RepoConfig, Stop> {
+        if let Some(json) = self.row.settings.as_deref() {
+            let bound: BoundSettings = serde_json::from_str(json).map_err(|e| {
+                Stop::Fail(format!(
+                    "The settings recorded with contract v{} cannot be read ({e}); use `/plan` to plan it again.",
+                    self.row.version
+                ))
+            })?;
+            return RepoConfig::from_bound(&bound).map_err(|e| {
+                Stop::Fail(format!(
+                    "The settings recorded with contract v{} cannot be used ({e}); use `/plan` to plan it again.",
+                    self.row.version
+                ))
+            });
+        }
+        match RepoConfig::load(self.forge, &self.repo, Some(self.forge_kind)).await {
+            Ok(c) => Ok(c),
+            Err(LoadError::Config(e)) => Err(Stop::Fail(format!(
+                "The repository's settings are not valid.\n\n{e}"
+            ))),
+            Err(LoadError::Forge(e)) => Err(e.into()),
+        }
+    }
+
     async fn run(&self, state: SessionState) -> Result<(), Stop> {
-        let config = match RepoConfig::load(self.forge, &self.repo, Some(self.forge_kind)).await {
-            Ok(c) => c,
-            Err(LoadError::Config(e)) => {
-                return Err(Stop::Fail(format!(
-                    "The repository's settings are not valid.\n\n{e}"
-                )));
-            }
-            Err(LoadError::Forge(e)) => return Err(e.into()),
-        };
+        let config = self.config().await?;
         let max_attempts = self
             .contract
             .routing

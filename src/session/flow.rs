@@ -23,7 +23,7 @@ use crate::llm::ModelError;
 use crate::llm::usage::{Budget, ModelRole};
 use crate::planner::tools::RepoTools;
 use crate::planner::{Dossier, PlanError, PlanRequest, Planner, PlannerOptions};
-use crate::repo_config::{LoadError, RepoConfig};
+use crate::repo_config::{BoundSettings, LoadError, RepoConfig};
 use crate::store::{audit, jobs, sessions};
 use crate::worker::{Job, JobError};
 
@@ -52,6 +52,10 @@ pub struct ExecuteJob {
     pub version: i64,
     pub sha256: String,
     pub base_sha: String,
+    /// The sha256 of the repository settings recorded with the contract; `None` for a
+    /// contract planned before settings were recorded.
+    #[serde(default)]
+    pub settings_sha256: Option<String>,
 }
 
 /// The handler of repository events (label, comment).
@@ -350,6 +354,7 @@ async fn enqueue_execute(
         version: contract.version,
         sha256: contract.sha256.clone(),
         base_sha: contract.base_sha.clone(),
+        settings_sha256: contract.settings.as_deref().map(BoundSettings::sha256_of),
     })?;
     let mut job = jobs::NewJob::new(EXECUTE_JOB, payload, JOB_ATTEMPTS);
     job.session = Some(session.clone());
@@ -769,7 +774,12 @@ impl CommandContext<'_> {
                 enqueue_execute(&mut tx, &id, &contract).await?;
                 (
                     "contract.approved",
-                    serde_json::json!({ "version": contract.version, "sha256": contract.sha256, "base_sha": contract.base_sha }),
+                    serde_json::json!({
+                        "version": contract.version,
+                        "sha256": contract.sha256,
+                        "base_sha": contract.base_sha,
+                        "settings_sha256": contract.settings.as_deref().map(BoundSettings::sha256_of),
+                    }),
                     SessionState::Executing,
                     format!(
                         "Contract v{} approved by @{}; executing it.",
@@ -1047,15 +1057,6 @@ async fn plan_and_post(
     let row = match existing {
         Some(row) => row,
         None => {
-            let config = match RepoConfig::load(forge, repo, Some(forge_kind)).await {
-                Ok(c) => c,
-                Err(LoadError::Config(e)) => {
-                    return Err(Failure::User(format!(
-                        "The repository's settings are not valid.\n\n{e}"
-                    )));
-                }
-                Err(LoadError::Forge(e)) => return Err(e.into()),
-            };
             let issue = match forge.issue(repo, issue_number).await {
                 Ok(i) => i,
                 Err(ForgeError::NotFound { .. }) => {
@@ -1083,7 +1084,7 @@ async fn plan_and_post(
                 })?),
                 None => None,
             };
-            let contract = run_planner(
+            let (contract, config) = run_planner(
                 app,
                 forge_kind,
                 forge,
@@ -1091,12 +1092,12 @@ async fn plan_and_post(
                 &id,
                 &issue,
                 &base,
-                &config,
                 previous_contract.as_ref().zip(plan.feedback.as_deref()),
             )
             .await?;
             let sha256 = contract.hash(&base);
             let body = serde_json::to_string(&contract).map_err(anyhow::Error::from)?;
+            let settings = config.bound().to_json();
             let mut tx = app.db.writer.begin().await.map_err(anyhow::Error::from)?;
             sessions::insert_contract(
                 &mut tx,
@@ -1107,6 +1108,7 @@ async fn plan_and_post(
                     body: &body,
                     base_branch: &base.branch,
                     base_sha: base.sha.as_str(),
+                    settings: Some(&settings),
                 },
             )
             .await?;
@@ -1117,7 +1119,11 @@ async fn plan_and_post(
                     action: "contract.written",
                     session: Some(id.as_str()),
                     delivery: None,
-                    detail: serde_json::json!({ "version": plan.version, "sha256": sha256 }),
+                    detail: serde_json::json!({
+                        "version": plan.version,
+                        "sha256": sha256,
+                        "settings_sha256": BoundSettings::sha256_of(&settings),
+                    }),
                 },
             )
             .await?;
@@ -1136,13 +1142,22 @@ async fn plan_and_post(
         sha: CommitSha(row.base_sha.clone()),
     };
     let names = app.forges.bot_names(forge_kind).await?;
-    let config_budget = RepoConfig::load_policy(forge, repo, Some(forge_kind))
-        .await
-        .map(|c| c.budget_usd)
-        .ok();
+    let bound = match row.settings.as_deref() {
+        Some(json) => Some(serde_json::from_str::<BoundSettings>(json).map_err(|e| {
+            anyhow::anyhow!("Stored settings of v{} are unreadable: {e}", row.version)
+        })?),
+        None => None,
+    };
+    let config_budget = match &bound {
+        Some(b) => Some(b.budget_usd),
+        None => RepoConfig::load_policy(forge, repo, Some(forge_kind))
+            .await
+            .map(|c| c.budget_usd)
+            .ok(),
+    };
     let version = ContractVersion(u32::try_from(row.version).unwrap_or(u32::MAX));
     let links = source_links(app, forge_kind, repo);
-    let body = contract.render_markdown(&RenderContext {
+    let mut body = contract.render_markdown(&RenderContext {
         session: &id,
         version,
         base: &base,
@@ -1150,6 +1165,9 @@ async fn plan_and_post(
         bot_mention: names.first().map_or("planwright", String::as_str),
         default_budget_usd: config_budget,
     });
+    if let (Some(b), Some(json)) = (&bound, row.settings.as_deref()) {
+        insert_settings(&mut body, &settings_section(b, json));
+    }
     // Cancelled while the planner worked: the contract stays on record, unposted.
     let mut conn = app.db.pool.acquire().await.map_err(anyhow::Error::from)?;
     let still_planning = sessions::get(&mut conn, &id)
@@ -1263,6 +1281,47 @@ async fn mark_superseded(
     }
 }
 
+/// What the contract comment says about the settings it binds, before its closing line:
+/// an approver sees what will run beside the contract.
+fn settings_section(b: &BoundSettings, json: &str) -> String {
+    let code = |s: &str| s.replace('`', "'");
+    let list = |items: &[String]| {
+        if items.is_empty() {
+            "none".to_owned()
+        } else {
+            items
+                .iter()
+                .map(|i| format!("`{}`", code(i)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    };
+    let executor = match &b.executor_command {
+        Some(line) if b.executor == "command" => format!("`command`: `{}`", code(line)),
+        _ => format!("`{}`", b.executor),
+    };
+    let short = BoundSettings::sha256_of(json);
+    format!(
+        "### Repository settings\nAs the base commit holds them (`{}`, settings `{}`); approving binds these too.\n\n- executor: {executor}\n- network allowed during setup: {}\n- protected paths: {}\n- setup: {}\n- tests: {}\n",
+        code(b.source.as_deref().unwrap_or("defaults")),
+        &short[..12],
+        list(&b.network_allow),
+        list(&b.protected_paths),
+        list(&b.setup),
+        list(&b.test),
+    )
+}
+
+/// Puts `section` before the rendered contract's closing rule (or at its end).
+fn insert_settings(body: &mut String, section: &str) {
+    match body.rfind("\n---\n") {
+        Some(at) => body.insert_str(at + 1, &format!("{section}\n")),
+        None => body.push_str(section),
+    }
+}
+
+/// Runs the planner on a checkout of the base, with the settings that checkout holds
+/// (the default branch may have moved on since, or a revision keeps an older base).
 #[allow(clippy::too_many_arguments)]
 async fn run_planner(
     app: &App,
@@ -1272,9 +1331,28 @@ async fn run_planner(
     session: &SessionId,
     issue: &crate::forge::Issue,
     base: &Base,
-    config: &RepoConfig,
     revision: Option<(&Contract, &str)>,
-) -> Result<Contract, Failure> {
+) -> Result<(Contract, RepoConfig), Failure> {
+    let checkout = crate::session::checkout::for_planning(
+        app,
+        forge_kind,
+        forge,
+        repo,
+        issue.number,
+        &issue.title,
+        base,
+    )
+    .await?;
+    let config = match RepoConfig::from_checkout(&checkout.path(), Some(forge_kind)) {
+        Ok(c) => c,
+        Err(e) => {
+            checkout.done().await;
+            return Err(Failure::User(format!(
+                "The repository's settings are not valid.\n\n{e}"
+            )));
+        }
+    };
+    let config = &config;
     let budget = Budget::usd(config.budget_usd);
     let planner_model = app
         .model(
@@ -1292,16 +1370,6 @@ async fn run_planner(
             config.models.scout.as_ref(),
         )
         .map_err(|e| Failure::User(format!("{e:#}")))?;
-    let checkout = crate::session::checkout::for_planning(
-        app,
-        forge_kind,
-        forge,
-        repo,
-        issue.number,
-        &issue.title,
-        base,
-    )
-    .await?;
     let tools = RepoTools::new(&checkout.path()).map_err(Failure::from)?;
     let mut conn = app.db.pool.acquire().await.map_err(anyhow::Error::from)?;
     let mut dossier: Dossier = match sessions::load_dossier(&mut conn, session).await? {
@@ -1349,7 +1417,7 @@ async fn run_planner(
             let text = serde_json::to_string(&fresh_turns(dossier)).map_err(anyhow::Error::from)?;
             let mut conn = app.db.writer.acquire().await.map_err(anyhow::Error::from)?;
             sessions::save_dossier(&mut conn, session, Some(&text)).await?;
-            Ok(contract)
+            Ok((contract, config.clone()))
         }
         Err(PlanError::Model(e)) if e.is_retryable() => {
             Err(Failure::Job(JobError::Retryable(e.into())))

@@ -247,11 +247,14 @@ pub struct ContractRow {
     pub approved_at: Option<i64>,
     /// When the forge says the contract's comment was written (seconds, its clock).
     pub comment_created_at: Option<i64>,
+    /// The repository's settings at the base commit (`BoundSettings` JSON); `None` for
+    /// contracts planned before they were recorded.
+    pub settings: Option<String>,
 }
 
 const CONTRACT_COLUMNS: &str = "session_id, version, sha256, body, base_branch, base_sha, \
     comment_id, comment_url, created_at, superseded_at, approved_by, approved_at, \
-    comment_created_at";
+    comment_created_at, settings";
 
 pub struct NewContract<'a> {
     pub session: &'a SessionId,
@@ -260,12 +263,13 @@ pub struct NewContract<'a> {
     pub body: &'a str,
     pub base_branch: &'a str,
     pub base_sha: &'a str,
+    pub settings: Option<&'a str>,
 }
 
 pub async fn insert_contract(conn: &mut AnyConnection, new: &NewContract<'_>) -> Result<()> {
     sqlx::query(
         "INSERT INTO contracts (session_id, version, sha256, body, base_branch, base_sha, \
-         created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+         created_at, settings) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
     )
     .bind(new.session.as_str())
     .bind(new.version)
@@ -274,6 +278,7 @@ pub async fn insert_contract(conn: &mut AnyConnection, new: &NewContract<'_>) ->
     .bind(new.base_branch)
     .bind(new.base_sha)
     .bind(now_ms())
+    .bind(new.settings)
     .execute(conn)
     .await?;
     Ok(())
