@@ -1,6 +1,8 @@
 //! A repository's own settings (`.github/planwright.yml`, `.gitlab/planwright.yml` or
-//! `.planwright.yml`, read from the default branch): schema, defaults, errors that name the
-//! key and line, and the test command guessed from the repository when none is written.
+//! `.planwright.yml`, read from the default branch for who may do what and from the base
+//! commit for what runs): schema, defaults, errors that name the key and line, the test
+//! command guessed from the repository when none is written, and the values an approval
+//! binds.
 
 use std::collections::BTreeMap;
 use std::fmt;
