@@ -665,10 +665,17 @@ impl GithubForge {
             .get(&format!("{}/pulls?{query}", repo_path(repo)))
             .await?;
         // A `head` filter GitHub cannot apply is ignored rather than refused, which
-        // lists every open pull request, so the branch is checked here too.
+        // lists every open pull request, so the branch is checked here too — and where it
+        // lives: a fork's branch of the same name is someone else's pull request.
         Ok(found
             .into_iter()
-            .find(|p| p.head.branch == branch)
+            .find(|p| {
+                p.head.branch == branch
+                    && p.head
+                        .repo
+                        .as_ref()
+                        .is_some_and(|r| r.full_name.eq_ignore_ascii_case(repo.as_str()))
+            })
             .map(PullRequest::from))
     }
 }
@@ -900,6 +907,14 @@ struct GhPull {
 struct GhPullEnd {
     #[serde(rename = "ref")]
     branch: String,
+    /// `null` when the fork the branch lived in was deleted.
+    #[serde(default)]
+    repo: Option<GhPullRepo>,
+}
+
+#[derive(Deserialize)]
+struct GhPullRepo {
+    full_name: String,
 }
 
 impl From<GhPull> for PullRequest {
