@@ -161,6 +161,7 @@ impl World {
     }
 
     async fn label(&self, by: &FakeUser, delivery: &str) {
+        self.github.set_labels(REPO, ISSUE, &["planwright"]);
         let mut payload = Self::retarget(Self::fixture("issues.labeled.1.json"), by);
         payload["label"]["name"] = json!("planwright");
         self.send("issues", delivery, &payload).await;
@@ -168,6 +169,7 @@ impl World {
 
     /// GitHub sends `unlabeled` in the same shape as `labeled`.
     async fn unlabel(&self, by: &FakeUser, delivery: &str) {
+        self.github.set_labels(REPO, ISSUE, &[]);
         let mut payload = Self::retarget(Self::fixture("issues.labeled.1.json"), by);
         payload["action"] = json!("unlabeled");
         payload["label"]["name"] = json!("planwright");

@@ -139,7 +139,26 @@ async fn on_labeled(
     if !labels.iter().any(|l| l.eq_ignore_ascii_case(&config.label)) {
         return Ok(());
     }
+    // The payload is only what its sender claims: the issue must carry the label now.
+    if !has_label(forge.as_ref(), event, issue, &config.label).await? {
+        info!(repo = %event.repo, issue = issue.0, "a label event for a label the issue does not carry is ignored");
+        return Ok(());
+    }
     start_session(app, forge.as_ref(), event, issue, actor, &config, delivery).await
+}
+
+/// Whether the issue, as the forge has it, carries `label`.
+async fn has_label(
+    forge: &dyn Forge,
+    event: &RepoEvent,
+    issue: IssueNumber,
+    label: &str,
+) -> Result<bool, JobError> {
+    match forge.issue(&event.repo, issue).await {
+        Ok(now) => Ok(now.labels.iter().any(|l| l.eq_ignore_ascii_case(label))),
+        Err(ForgeError::NotFound { .. }) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Removing the trigger label while planning or awaiting approval cancels the session;
@@ -182,6 +201,10 @@ async fn on_unlabeled(
         Err(LoadError::Forge(e)) => return Err(e.into()),
     };
     if !labels.iter().any(|l| l.eq_ignore_ascii_case(&config.label)) {
+        return Ok(());
+    }
+    if has_label(forge.as_ref(), event, issue, &config.label).await? {
+        info!(repo = %event.repo, issue = issue.0, "an unlabel event for a label the issue still carries is ignored");
         return Ok(());
     }
     if forge.permission(&event.repo, &actor.login).await? < config.min_permission {

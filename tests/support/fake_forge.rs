@@ -373,6 +373,34 @@ impl FakeGithub {
         });
     }
 
+    /// Replaces the issue's labels, as someone editing them on GitHub.
+    pub fn set_labels(&self, repo: &str, number: i64, labels: &[&str]) {
+        self.with(|w| {
+            let issue = w
+                .repos
+                .get_mut(&repo.to_ascii_lowercase())
+                .unwrap()
+                .issues
+                .get_mut(&number)
+                .unwrap();
+            issue.labels = labels.iter().map(|l| l.to_string()).collect();
+        });
+    }
+
+    /// Replaces the issue's body, as its author editing it.
+    pub fn set_issue_body(&self, repo: &str, number: i64, body: &str) {
+        self.with(|w| {
+            let issue = w
+                .repos
+                .get_mut(&repo.to_ascii_lowercase())
+                .unwrap()
+                .issues
+                .get_mut(&number)
+                .unwrap();
+            issue.body = Some(body.to_owned());
+        });
+    }
+
     pub fn add_comment(&self, repo: &str, issue: i64, body: &str, author: FakeUser) -> i64 {
         self.add_comment_at(repo, issue, body, author, now())
     }

@@ -304,6 +304,20 @@ impl FakeGitlab {
         });
     }
 
+    /// Replaces the issue's labels, as someone editing them on GitLab.
+    pub fn set_labels(&self, project: &str, iid: i64, labels: &[&str]) {
+        self.with(|w| {
+            let issue = w
+                .projects
+                .get_mut(&project.to_ascii_lowercase())
+                .unwrap()
+                .issues
+                .get_mut(&iid)
+                .unwrap();
+            issue.labels = labels.iter().map(|l| l.to_string()).collect();
+        });
+    }
+
     pub fn add_note(&self, project: &str, issue: i64, body: &str, author: FakeUser) -> i64 {
         self.insert_note(project, issue, body, author, false)
     }
