@@ -288,3 +288,32 @@ async fn the_global_secret_is_still_accepted_beside_project_secrets() {
     assert_eq!(status, "queued");
     server.stop().await;
 }
+
+#[tokio::test]
+async fn a_payload_without_a_user_id_is_accepted_with_the_login_alone() {
+    let db = TestDb::new().await;
+    let server = TestServer::web(&db).await;
+    // Older GitLab versions send the user without an id.
+    let mut v: Value = serde_json::from_slice(&note()).unwrap();
+    v["user"].as_object_mut().unwrap().remove("id");
+    let login = v["user"]["username"].as_str().unwrap().to_owned();
+    let body = serde_json::to_vec(&v).unwrap();
+    let response = server.gitlab("Note Hook", &body).send().await.unwrap();
+    let (status, events) = server.accepted(response, "a user without an id").await;
+    assert_eq!(status, "queued");
+    let [Event::Repository(RepoEvent { kind, .. })] = &events[..] else {
+        panic!("one repository event expected: {events:?}");
+    };
+    let RepoEventKind::CommentCreated { author, .. } = kind else {
+        panic!("a comment expected: {kind:?}");
+    };
+    assert_eq!(
+        author,
+        &Actor {
+            login,
+            id: 0,
+            bot: false
+        }
+    );
+    server.stop().await;
+}

@@ -106,7 +106,10 @@ struct Payload {
 
 #[derive(Debug, Deserialize)]
 struct User {
-    id: i64,
+    /// Older GitLab versions send no id: the login alone (id 0) stands for the user, and a
+    /// command's author is read back from the API anyway.
+    #[serde(default)]
+    id: Option<i64>,
     username: String,
 }
 
@@ -114,7 +117,7 @@ impl From<&User> for Actor {
     fn from(user: &User) -> Self {
         Actor {
             login: user.username.clone(),
-            id: user.id,
+            id: user.id.unwrap_or(0),
             bot: crate::forge::gitlab::is_token_bot(&user.username),
         }
     }
