@@ -140,23 +140,37 @@ async fn on_labeled(
         return Ok(());
     }
     // The payload is only what its sender claims: the issue must carry the label now.
-    if !has_label(forge.as_ref(), event, issue, &config.label).await? {
+    let Some(now) = labeled_issue(forge.as_ref(), event, issue, &config.label).await? else {
         info!(repo = %event.repo, issue = issue.0, "a label event for a label the issue does not carry is ignored");
         return Ok(());
-    }
-    start_session(app, forge.as_ref(), event, issue, actor, &config, delivery).await
+    };
+    start_session(
+        app,
+        forge.as_ref(),
+        event,
+        issue,
+        actor,
+        &config,
+        delivery,
+        Some(now),
+    )
+    .await
 }
 
-/// Whether the issue, as the forge has it, carries `label`.
-async fn has_label(
+/// The issue as the forge has it, when it carries `label`.
+async fn labeled_issue(
     forge: &dyn Forge,
     event: &RepoEvent,
     issue: IssueNumber,
     label: &str,
-) -> Result<bool, JobError> {
+) -> Result<Option<crate::forge::Issue>, JobError> {
     match forge.issue(&event.repo, issue).await {
-        Ok(now) => Ok(now.labels.iter().any(|l| l.eq_ignore_ascii_case(label))),
-        Err(ForgeError::NotFound { .. }) => Ok(false),
+        Ok(now) => Ok(now
+            .labels
+            .iter()
+            .any(|l| l.eq_ignore_ascii_case(label))
+            .then_some(now)),
+        Err(ForgeError::NotFound { .. }) => Ok(None),
         Err(e) => Err(e.into()),
     }
 }
@@ -203,7 +217,10 @@ async fn on_unlabeled(
     if !labels.iter().any(|l| l.eq_ignore_ascii_case(&config.label)) {
         return Ok(());
     }
-    if has_label(forge.as_ref(), event, issue, &config.label).await? {
+    if labeled_issue(forge.as_ref(), event, issue, &config.label)
+        .await?
+        .is_some()
+    {
         info!(repo = %event.repo, issue = issue.0, "an unlabel event for a label the issue still carries is ignored");
         return Ok(());
     }
@@ -241,7 +258,9 @@ async fn on_unlabeled(
     .await
 }
 
-/// Checks the actor's permission and starts a session, unless one holds the issue.
+/// Checks the actor's permission and starts a session, unless one holds the issue. The
+/// issue's text as it is now (`issue_now`, or read here) is what will be planned from.
+#[allow(clippy::too_many_arguments)]
 async fn start_session(
     app: &App,
     forge: &dyn Forge,
@@ -250,10 +269,15 @@ async fn start_session(
     actor: &Actor,
     config: &RepoConfig,
     delivery: Option<&str>,
+    issue_now: Option<crate::forge::Issue>,
 ) -> Result<(), JobError> {
     if !permitted(forge, event, issue, actor, config, "start planwright").await? {
         return Ok(());
     }
+    let issue_now = match issue_now {
+        Some(i) => i,
+        None => forge.issue(&event.repo, issue).await?,
+    };
     let mut tx = app.db.writer.begin().await.map_err(anyhow::Error::from)?;
     if let Some(delivery) = delivery
         && already_done(&mut tx, delivery, "session.started").await?
@@ -291,6 +315,7 @@ async fn start_session(
         },
     )
     .await?;
+    sessions::set_issue_snapshot(&mut tx, &id, &issue_now.title, &issue_now.body).await?;
     enqueue_plan(&mut tx, &id, 1, None).await?;
     audit::append(
         &mut tx,
@@ -699,6 +724,12 @@ impl CommandContext<'_> {
 
     /// Carries out a command; `Some(text)` is a reply the commenter must read (a refusal).
     async fn act(&self, command: &Command) -> Result<Option<String>, JobError> {
+        // `/plan` plans from the issue as it is now: the text the maintainer just chose to
+        // plan from. Read before the transaction, which must not wait on the forge.
+        let issue_now = match command {
+            Command::Plan => Some(self.forge.issue(&self.event.repo, self.issue).await?),
+            _ => None,
+        };
         let mut tx = self
             .app
             .db
@@ -724,6 +755,7 @@ impl CommandContext<'_> {
                     self.author,
                     self.config,
                     self.delivery,
+                    issue_now,
                 )
                 .await
                 .map(|()| None);
@@ -853,6 +885,9 @@ impl CommandContext<'_> {
                     return refused("another command changed this session first.".into());
                 }
                 sessions::save_dossier(&mut tx, &id, None).await?;
+                if let Some(now) = &issue_now {
+                    sessions::set_issue_snapshot(&mut tx, &id, &now.title, &now.body).await?;
+                }
                 enqueue_plan(&mut tx, &id, next_version, None).await?;
                 (
                     "session.replanned",
@@ -1077,16 +1112,38 @@ async fn plan_and_post(
 
     // A contract already stored for this version (the job died before posting) is posted
     // as it is: planning again would cost money and might differ.
+    let mut edited = false;
     let row = match existing {
         Some(row) => row,
         None => {
-            let issue = match forge.issue(repo, issue_number).await {
+            let mut issue = match forge.issue(repo, issue_number).await {
                 Ok(i) => i,
                 Err(ForgeError::NotFound { .. }) => {
                     return Err(Failure::User("The issue can no longer be read.".into()));
                 }
                 Err(e) => return Err(e.into()),
             };
+            // The planner reads the issue as it was when planwright was asked to start:
+            // an edit since (after the maintainer looked) is flagged, not planned from.
+            let mut conn = app.db.pool.acquire().await.map_err(anyhow::Error::from)?;
+            let snapshot = sessions::issue_snapshot(&mut conn, &id).await?;
+            drop(conn);
+            if let Some((title, body)) = snapshot
+                && (title != issue.title || body != issue.body)
+            {
+                warn!(session = %id, "the issue was edited after planwright was asked to start; planning from the text as it was");
+                update_status(
+                    app,
+                    forge,
+                    session,
+                    SessionState::Planning,
+                    "The planner is investigating the issue. **The issue was edited after planwright was asked to start**: the contract is planned from the text as it was then. Use `/plan` to plan from the current text.",
+                )
+                .await?;
+                issue.title = title;
+                issue.body = body;
+                edited = true;
+            }
             let base = match &previous {
                 // A revision keeps the base its evidence refers to.
                 Some(p) => Base {
@@ -1266,7 +1323,12 @@ async fn plan_and_post(
             &now,
             SessionState::AwaitingApproval,
             &format!(
-                "Build contract v{version} is posted below. A maintainer can `/approve` it, ask for `/revise <changes>`, or `/cancel`."
+                "Build contract v{version} is posted below. A maintainer can `/approve` it, ask for `/revise <changes>`, or `/cancel`.{}",
+                if edited {
+                    "\n\n**The issue was edited after planwright was asked to start**: this contract is planned from the text as it was then. Use `/plan` to plan from the current text."
+                } else {
+                    ""
+                }
             ),
         )
         .await?;

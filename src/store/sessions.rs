@@ -206,6 +206,39 @@ pub async fn set_status_comment(
     Ok(())
 }
 
+/// Records the issue's title and text as they were when planwright was asked to start.
+pub async fn set_issue_snapshot(
+    conn: &mut AnyConnection,
+    id: &SessionId,
+    title: &str,
+    body: &str,
+) -> Result<()> {
+    sqlx::query("UPDATE sessions SET issue_title = $1, issue_body = $2 WHERE id = $3")
+        .bind(title)
+        .bind(body)
+        .bind(id.as_str())
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// The issue's title and text as recorded at the start; `None` for sessions started
+/// before they were recorded.
+pub async fn issue_snapshot(
+    conn: &mut AnyConnection,
+    id: &SessionId,
+) -> Result<Option<(String, String)>> {
+    let row: Option<(Option<String>, Option<String>)> =
+        sqlx::query_as("SELECT issue_title, issue_body FROM sessions WHERE id = $1")
+            .bind(id.as_str())
+            .fetch_optional(conn)
+            .await?;
+    Ok(match row {
+        Some((Some(title), Some(body))) => Some((title, body)),
+        _ => None,
+    })
+}
+
 pub async fn load_dossier(conn: &mut AnyConnection, id: &SessionId) -> Result<Option<String>> {
     let row: Option<(Option<String>,)> =
         sqlx::query_as("SELECT dossier FROM sessions WHERE id = $1")
