@@ -610,6 +610,44 @@ async fn an_issue_edited_after_the_label_is_planned_from_the_text_it_had() {
 }
 
 #[tokio::test]
+async fn a_providers_error_text_stays_off_the_issue_and_in_the_audit_log() {
+    let leak = "upstream llm-gw.internal.corp:8443 refused key sk-ant-…7f3a";
+    let world = World::start(vec![
+        Step::error(400, leak, None).when_tools(&["submit_contract"]),
+    ])
+    .await;
+    world.label(&world.maintainer, "label-leak").await;
+    let failed = world.wait_for_state("failed").await;
+    let status = world
+        .wait_for_comment("the failure in the status", |b| {
+            b.contains("**planwright** · failed")
+        })
+        .await;
+    assert!(
+        status.contains("The planner's model call failed"),
+        "{status}"
+    );
+    for text in world.bot_comments() {
+        assert!(!text.contains("llm-gw.internal.corp"), "{text}");
+        assert!(!text.contains("7f3a"), "{text}");
+    }
+    assert!(!failed.failure.unwrap_or_default().contains("llm-gw"));
+    let mut conn = world.server.db.pool.acquire().await.unwrap();
+    let recorded = audit::list(&mut conn)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|e| e.action == "session.failed")
+        .expect("the failure is audited");
+    assert!(
+        recorded.detail.to_string().contains("llm-gw.internal.corp"),
+        "{:?}",
+        recorded.detail
+    );
+    world.server.stop().await;
+}
+
+#[tokio::test]
 async fn revise_posts_version_two_and_the_superseded_one_cannot_be_approved() {
     let mut script = first_plan();
     script.push(

@@ -1063,7 +1063,11 @@ pub async fn plan_job(app: Arc<App>, job: Job) -> Result<(), JobError> {
     {
         Ok(()) => Ok(()),
         Err(Failure::User(message)) => {
-            fail(&app, forge.as_ref(), &session, &message).await?;
+            fail(&app, forge.as_ref(), &session, &message, None).await?;
+            Ok(())
+        }
+        Err(Failure::Hidden { public, detail }) => {
+            fail(&app, forge.as_ref(), &session, &public, Some(&detail)).await?;
             Ok(())
         }
         Err(Failure::Job(e)) => Err(e),
@@ -1074,6 +1078,12 @@ pub async fn plan_job(app: Arc<App>, job: Job) -> Result<(), JobError> {
 /// (retried by the queue, or dead-lettered).
 enum Failure {
     User(String),
+    /// A reason whose cause is a provider's own text: the issue, which may be public,
+    /// gets `public`, the audit log keeps `detail`.
+    Hidden {
+        public: String,
+        detail: String,
+    },
     Job(JobError),
 }
 
@@ -1512,9 +1522,10 @@ async fn run_planner(
                 "Planning stopped: the session used {spent} of its {limit} budget. Raise `budget_usd` in the repository's settings and use `/retry`."
             )))
         }
-        Err(PlanError::Model(e)) => Err(Failure::User(format!(
-            "The planner's model call failed: {e}"
-        ))),
+        Err(PlanError::Model(e)) => Err(Failure::Hidden {
+            public: "The planner's model call failed; the details are in planwright's audit log for the operator. Use `/retry` to try again.".to_owned(),
+            detail: e.to_string(),
+        }),
         Err(e @ (PlanError::TurnLimit(_) | PlanError::Invalid(..))) => {
             let text = serde_json::to_string(&fresh_turns(dossier)).map_err(anyhow::Error::from)?;
             let mut conn = app.db.writer.acquire().await.map_err(anyhow::Error::from)?;
@@ -1527,12 +1538,14 @@ async fn run_planner(
     }
 }
 
-/// Moves a planning session to Failed and says why on its status comment.
+/// Moves a planning session to Failed and says why on its status comment; `detail` is
+/// kept in the audit log only.
 async fn fail(
     app: &App,
     forge: &dyn Forge,
     session: &sessions::SessionRow,
     reason: &str,
+    detail: Option<&str>,
 ) -> Result<(), JobError> {
     let id = session.session_id();
     let mut tx = app.db.writer.begin().await.map_err(anyhow::Error::from)?;
@@ -1552,7 +1565,7 @@ async fn fail(
                 action: "session.failed",
                 session: Some(id.as_str()),
                 delivery: None,
-                detail: serde_json::json!({ "reason": reason }),
+                detail: serde_json::json!({ "reason": reason, "detail": detail }),
             },
         )
         .await?;
