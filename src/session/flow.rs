@@ -139,10 +139,18 @@ async fn on_labeled(
     if !labels.iter().any(|l| l.eq_ignore_ascii_case(&config.label)) {
         return Ok(());
     }
-    // The payload is only what its sender claims: the issue must carry the label now.
-    let Some(now) = labeled_issue(forge.as_ref(), event, issue, &config.label).await? else {
-        info!(repo = %event.repo, issue = issue.0, "a label event for a label the issue does not carry is ignored");
-        return Ok(());
+    // A webhook is only what its sender claims: the issue must carry the label now. A
+    // local issue has no labels; `solve` itself stands for adding one.
+    let now = match event.forge {
+        event::Forge::Local => None,
+        event::Forge::Github | event::Forge::Gitlab => {
+            let Some(now) = labeled_issue(forge.as_ref(), event, issue, &config.label).await?
+            else {
+                info!(repo = %event.repo, issue = issue.0, "a label event for a label the issue does not carry is ignored");
+                return Ok(());
+            };
+            Some(now)
+        }
     };
     start_session(
         app,
@@ -152,7 +160,7 @@ async fn on_labeled(
         actor,
         &config,
         delivery,
-        Some(now),
+        now,
     )
     .await
 }
