@@ -648,6 +648,29 @@ async fn a_providers_error_text_stays_off_the_issue_and_in_the_audit_log() {
 }
 
 #[tokio::test]
+async fn an_unknown_command_is_answered_only_to_those_who_may_command() {
+    let world = World::start(first_plan()).await;
+    let text = format!("@{APP_SLUG} merge");
+    world.comment(&world.reader, &text, "unknown-reader").await;
+    world
+        .comment(&world.maintainer, &text, "unknown-maint")
+        .await;
+    world
+        .wait_for_comment("the answer to the maintainer", |b| {
+            b.starts_with("@maria") && b.contains("merge")
+        })
+        .await;
+    world.all_jobs_settled().await;
+    let to_reader: Vec<String> = world
+        .bot_comments()
+        .into_iter()
+        .filter(|b| b.contains("@rita"))
+        .collect();
+    assert!(to_reader.is_empty(), "{to_reader:#?}");
+    world.server.stop().await;
+}
+
+#[tokio::test]
 async fn revise_posts_version_two_and_the_superseded_one_cannot_be_approved() {
     let mut script = first_plan();
     script.push(
