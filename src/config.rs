@@ -94,7 +94,11 @@ impl GithubSettings {
 pub struct GitlabSettings {
     pub url: Option<String>,
     pub token: Option<SecretString>,
+    /// Accepted for every project; more than one while a secret is being rotated.
     pub webhook_secrets: Vec<SecretString>,
+    /// Each accepted only for the project it is paired with, so that whoever holds one
+    /// project's secret cannot speak for another.
+    pub project_secrets: Vec<(crate::ids::RepoName, SecretString)>,
 }
 
 #[derive(Debug, Clone)]
@@ -184,6 +188,7 @@ const KEYS: &[&str] = &[
     "gitlab_url",
     "gitlab_token",
     "gitlab_webhook_secret",
+    "gitlab_webhook_secrets",
     "anthropic_api_key",
     "anthropic_base_url",
     "openai_api_key",
@@ -280,6 +285,14 @@ impl Settings {
             .webhook_secrets
             .iter()
             .map(|s| s.expose_secret().as_bytes())
+    }
+
+    /// The per-project GitLab webhook secrets, exposed for verification only.
+    pub fn gitlab_project_secrets(&self) -> impl Iterator<Item = (&crate::ids::RepoName, &[u8])> {
+        self.gitlab
+            .project_secrets
+            .iter()
+            .map(|(project, s)| (project, s.expose_secret().as_bytes()))
     }
 }
 
@@ -439,6 +452,34 @@ impl Raw {
             );
         }
         Ok(token)
+    }
+
+    /// `group/project=secret` pairs, comma-separated. The error never repeats an entry:
+    /// it holds a secret.
+    fn project_secrets(&self, key: &str) -> Result<Vec<(crate::ids::RepoName, SecretString)>> {
+        let Some(text) = self.text(key) else {
+            return Ok(Vec::new());
+        };
+        let mut pairs = Vec::new();
+        for (n, entry) in text.split(',').map(str::trim).enumerate() {
+            if entry.is_empty() {
+                continue;
+            }
+            let pair = entry.split_once('=').and_then(|(path, secret)| {
+                let secret = secret.trim();
+                let path = crate::ids::RepoName::parse(path).ok()?;
+                (!secret.is_empty()).then(|| (path, SecretString::from(secret.to_owned())))
+            });
+            match pair {
+                Some(pair) => pairs.push(pair),
+                None => bail!(
+                    "Cannot use {}: entry {} is not `group/project=secret`; list each project's path and its webhook secret, comma-separated",
+                    self.source(key),
+                    n + 1
+                ),
+            }
+        }
+        Ok(pairs)
     }
 
     fn positive(&self, key: &str) -> Result<Option<u64>> {
@@ -662,6 +703,7 @@ impl Raw {
                     .map(|u| u.trim_end_matches('/').to_owned()),
                 token: self.secret("gitlab_token"),
                 webhook_secrets: self.secrets("gitlab_webhook_secret"),
+                project_secrets: self.project_secrets("gitlab_webhook_secrets")?,
             },
             models: ModelSettings {
                 anthropic_api_key: self.secret("anthropic_api_key"),
@@ -733,6 +775,38 @@ mod tests {
         assert_eq!(s.database_url, "sqlite:///srv/pw/planwright.db");
         assert_eq!(s.listen.to_string(), "0.0.0.0:3000");
         assert_eq!(s.webhook_body_limit, 25 * 1024 * 1024);
+    }
+
+    #[test]
+    fn gitlab_project_secrets_pair_a_path_with_a_secret_and_errors_never_show_one() {
+        let s = Settings::from_sources(
+            None,
+            &env(&[(
+                "PLANWRIGHT_GITLAB_WEBHOOK_SECRETS",
+                " Grp/Sub/Proj = s1 ,other/proj=s2=x,",
+            )]),
+        )
+        .unwrap();
+        let pairs: Vec<(String, String)> = s
+            .gitlab_project_secrets()
+            .map(|(p, secret)| (p.to_string(), String::from_utf8_lossy(secret).into_owned()))
+            .collect();
+        assert_eq!(
+            pairs,
+            [
+                ("grp/sub/proj".to_owned(), "s1".to_owned()),
+                ("other/proj".to_owned(), "s2=x".to_owned())
+            ]
+        );
+        for bad in ["grp/proj=s1,hunter2", "noslash=hunter2", "grp/proj="] {
+            let e =
+                Settings::from_sources(None, &env(&[("PLANWRIGHT_GITLAB_WEBHOOK_SECRETS", bad)]))
+                    .unwrap_err()
+                    .to_string();
+            assert!(e.contains("GITLAB_WEBHOOK_SECRETS"), "{e}");
+            assert!(e.contains("group/project=secret"), "{e}");
+            assert!(!e.contains("hunter2"), "{e}");
+        }
     }
 
     #[test]

@@ -416,12 +416,12 @@ async fn gitlab(settings: &Settings) -> Check {
             );
         }
     };
-    if gitlab.webhook_secrets.is_empty() {
+    if gitlab.webhook_secrets.is_empty() && gitlab.project_secrets.is_empty() {
         return Check::fail(
             NAME,
             format!(
-                "the token is @{}'s, but GITLAB_WEBHOOK_SECRET is not set: every GitLab \
-                 delivery is refused until it is",
+                "the token is @{}'s, but neither GITLAB_WEBHOOK_SECRET nor GITLAB_WEBHOOK_SECRETS \
+                 is set: every GitLab delivery is refused until one is",
                 user.login
             ),
         );

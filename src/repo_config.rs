@@ -1,6 +1,8 @@
 //! A repository's own settings (`.github/planwright.yml`, `.gitlab/planwright.yml` or
-//! `.planwright.yml`, read from the default branch): schema, defaults, errors that name the
-//! key and line, and the test command guessed from the repository when none is written.
+//! `.planwright.yml`, read from the default branch for who may do what and from the base
+//! commit for what runs): schema, defaults, errors that name the key and line, the test
+//! command guessed from the repository when none is written, and the values an approval
+//! binds.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -266,6 +268,104 @@ impl RepoConfig {
         Ok(RepoConfig::defaults(&root(guess).await?))
     }
 
+    /// The settings as a checkout of one commit holds them (the first candidate file, or
+    /// the defaults), with the commands the file leaves out guessed from its root files.
+    pub fn from_checkout(
+        dir: &Path,
+        kind: Option<event::Forge>,
+    ) -> Result<RepoConfig, ConfigError> {
+        let root = RootFiles::from_dir(dir);
+        for path in candidate_paths(kind) {
+            match std::fs::read_to_string(dir.join(path)) {
+                Ok(text) => return RepoConfig::parse(&text, path, &root),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(ConfigError {
+                        path: (*path).to_owned(),
+                        line: None,
+                        message: format!("cannot be read as text ({e}); make it a UTF-8 text file"),
+                    });
+                }
+            }
+        }
+        Ok(RepoConfig::defaults(&root))
+    }
+
+    /// The values an approval binds to.
+    pub fn bound(&self) -> BoundSettings {
+        let name = |m: &Option<ModelName>| m.as_ref().map(ToString::to_string);
+        BoundSettings {
+            source: self.source.clone(),
+            label: self.label.clone(),
+            min_permission: self.min_permission.as_str().to_owned(),
+            executor: self.executor.as_str().to_owned(),
+            executor_command: self.executor_command.clone(),
+            setup: self.setup.clone(),
+            test: self.test.clone(),
+            network_allow: self.network_allow.clone(),
+            protected_paths: self.protected_paths.clone(),
+            budget_usd: self.budget_usd,
+            max_attempts: self.max_attempts,
+            on_failure: match self.on_failure {
+                OnFailure::DraftPr => "draft_pr",
+                OnFailure::Comment => "comment",
+            }
+            .to_owned(),
+            models: BoundModels {
+                planner: name(&self.models.planner),
+                scout: name(&self.models.scout),
+                executor_low: name(&self.models.executor_low),
+                executor_medium: name(&self.models.executor_medium),
+                executor_high: name(&self.models.executor_high),
+            },
+        }
+    }
+
+    /// The settings recorded with an approved contract; an error names the value that
+    /// this planwright cannot read back.
+    pub fn from_bound(b: &BoundSettings) -> Result<RepoConfig, String> {
+        let model = |m: &Option<String>| {
+            m.as_deref()
+                .map(ModelName::parse)
+                .transpose()
+                .map_err(|e| e.to_string())
+        };
+        let executor = [
+            ExecutorKind::Builtin,
+            ExecutorKind::ClaudeCode,
+            ExecutorKind::Codex,
+            ExecutorKind::Command,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == b.executor)
+        .ok_or_else(|| format!("`{}` is not an executor", b.executor))?;
+        Ok(RepoConfig {
+            label: b.label.clone(),
+            min_permission: b.min_permission.parse().map_err(|e| format!("{e}"))?,
+            setup: b.setup.clone(),
+            test: b.test.clone(),
+            network_allow: b.network_allow.clone(),
+            executor,
+            executor_command: b.executor_command.clone(),
+            models: Models {
+                planner: model(&b.models.planner)?,
+                scout: model(&b.models.scout)?,
+                executor_low: model(&b.models.executor_low)?,
+                executor_medium: model(&b.models.executor_medium)?,
+                executor_high: model(&b.models.executor_high)?,
+            },
+            budget_usd: b.budget_usd,
+            max_attempts: b.max_attempts,
+            protected_paths: b.protected_paths.clone(),
+            on_failure: match b.on_failure.as_str() {
+                "draft_pr" => OnFailure::DraftPr,
+                "comment" => OnFailure::Comment,
+                other => return Err(format!("`{other}` is not an on_failure value")),
+            },
+            source: b.source.clone(),
+        })
+    }
+
     /// The executor model for a contract's risk, when the repository chose one.
     pub fn executor_model(&self, risk: crate::contract::Risk) -> Option<&ModelName> {
         match risk {
@@ -273,6 +373,47 @@ impl RepoConfig {
             crate::contract::Risk::Medium => self.models.executor_medium.as_ref(),
             crate::contract::Risk::High => self.models.executor_high.as_ref(),
         }
+    }
+}
+
+/// The repository's settings as the contract's base commit held them, recorded with the
+/// contract at planning: what runs after approval is this, not whatever the default
+/// branch says by then.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct BoundSettings {
+    pub source: Option<String>,
+    pub label: String,
+    pub min_permission: String,
+    pub executor: String,
+    pub executor_command: Option<String>,
+    pub setup: Vec<String>,
+    pub test: Vec<String>,
+    pub network_allow: Vec<String>,
+    pub protected_paths: Vec<String>,
+    pub budget_usd: f64,
+    pub max_attempts: u32,
+    pub on_failure: String,
+    pub models: BoundModels,
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct BoundModels {
+    pub planner: Option<String>,
+    pub scout: Option<String>,
+    pub executor_low: Option<String>,
+    pub executor_medium: Option<String>,
+    pub executor_high: Option<String>,
+}
+
+impl BoundSettings {
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// The sha256 of the recorded JSON, which an approval carries to the run.
+    pub fn sha256_of(json: &str) -> String {
+        use sha2::Digest as _;
+        hex::encode(sha2::Sha256::digest(json.as_bytes()))
     }
 }
 

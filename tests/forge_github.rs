@@ -520,6 +520,28 @@ fn new_pull<'a>(head: &'a str, body: &'a str) -> NewPullRequest<'a> {
 }
 
 #[tokio::test]
+async fn a_forks_pull_request_with_the_same_branch_name_is_not_taken_for_ours() {
+    let (fake, _app, forge) = world().await;
+    let fork = fake.add_fork_pull(REPO, "mallory/widgets", "planwright/issue-3", "main");
+    fake.ignore_head_filter();
+    let ours = forge
+        .find_or_create_pull(&repo(), &new_pull("planwright/issue-3", "ours"))
+        .await
+        .unwrap();
+    assert_ne!(ours.number.0, fork);
+    let pulls = fake.pulls(REPO);
+    assert_eq!(pulls.len(), 2, "{pulls:#?}");
+    let theirs = pulls.iter().find(|p| p.number == fork).unwrap();
+    assert_eq!(theirs.body.as_deref(), Some("fork body"));
+    // Found again as ours, not theirs.
+    let again = forge
+        .find_or_create_pull(&repo(), &new_pull("planwright/issue-3", "ours"))
+        .await
+        .unwrap();
+    assert_eq!(again.number, ours.number);
+}
+
+#[tokio::test]
 async fn finds_or_creates_one_pull_request_and_updates_its_body() {
     let (fake, _app, forge) = world().await;
 

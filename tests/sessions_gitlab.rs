@@ -114,6 +114,12 @@ impl World {
     }
 
     async fn label(&self, by: &FakeUser) {
+        self.gitlab.set_labels(PROJECT, ISSUE, &["planwright"]);
+        self.deliver_label(by).await;
+    }
+
+    /// Delivers a label event for the issue, whatever labels the issue has.
+    async fn deliver_label(&self, by: &FakeUser) {
         let mut payload = Self::retarget(Self::fixture("issue-hook.1.json"), by);
         payload["object_attributes"]["iid"] = json!(ISSUE);
         payload["changes"]["labels"] = json!({
@@ -168,6 +174,61 @@ impl World {
         })
         .await
     }
+}
+
+#[tokio::test]
+async fn a_label_event_for_a_label_the_issue_does_not_carry_starts_nothing() {
+    let world = World::start(vec![]).await;
+    // Signed, and naming a developer, but nobody put the label on the issue.
+    world.deliver_label(&world.developer).await;
+    eventually("the event job to settle", || async {
+        let all = jobs::list(&world.server.db, None).await.unwrap();
+        (!all.is_empty() && all.iter().all(|j| j.state == "done")).then_some(())
+    })
+    .await;
+    let mut conn = world.server.db.pool.acquire().await.unwrap();
+    let session = sessions::latest_for_issue(&mut conn, "gitlab", PROJECT, ISSUE)
+        .await
+        .unwrap();
+    assert!(session.is_none(), "{session:?}");
+    assert!(world.bot_notes().is_empty(), "{:?}", world.bot_notes());
+    world.server.stop().await;
+}
+
+#[tokio::test]
+async fn a_note_whose_payload_names_another_author_acts_as_its_real_author() {
+    let world = World::start(vec![
+        Step::tool_call("p1", "submit_contract", contract()).when_tools(&["submit_contract"]),
+    ])
+    .await;
+    world.label(&world.developer).await;
+    world.wait_for_state("awaiting_approval").await;
+    // The reporter writes `/approve`; the payload says the developer did.
+    let id = world
+        .gitlab
+        .add_note(PROJECT, ISSUE, "/approve", world.reporter.clone());
+    let mut payload = World::retarget(World::fixture("note-hook.issue.json"), &world.developer);
+    payload["object_attributes"]["id"] = json!(id);
+    payload["object_attributes"]["note"] = json!("/approve");
+    payload["issue"]["iid"] = json!(ISSUE);
+    world.send("Note Hook", &payload).await;
+    world
+        .wait_for_note("the refusal of the reporter", |b| {
+            b.starts_with("@rex") && b.contains("can use `/approve`")
+        })
+        .await;
+    assert_eq!(
+        world.wait_for_state("awaiting_approval").await.state,
+        "awaiting_approval"
+    );
+    assert!(
+        jobs::list(&world.server.db, None)
+            .await
+            .unwrap()
+            .iter()
+            .all(|j| j.kind != "execute")
+    );
+    world.server.stop().await;
 }
 
 #[tokio::test]

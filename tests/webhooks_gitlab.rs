@@ -212,3 +212,108 @@ async fn an_unreadable_body_is_stored_as_rejected() {
     assert!(jobs::list(&server.db, None).await.unwrap().is_empty());
     server.stop().await;
 }
+
+#[tokio::test]
+async fn a_note_signed_with_another_projects_secret_is_refused() {
+    let db = TestDb::new().await;
+    let server = TestServer::web_with(
+        &db,
+        &[
+            ("PLANWRIGHT_GITLAB_WEBHOOK_SECRET", ""),
+            (
+                "PLANWRIGHT_GITLAB_WEBHOOK_SECRETS",
+                "acme/tools=secret-of-tools, acme/widgets=secret-of-widgets",
+            ),
+        ],
+    )
+    .await;
+    let on = |project: &str| {
+        let mut v: Value = serde_json::from_slice(&note()).unwrap();
+        v["project"]["path_with_namespace"] = Value::from(project);
+        serde_json::to_vec(&v).unwrap()
+    };
+    let send = |token: &'static str, body: Vec<u8>| {
+        server
+            .client
+            .post(format!("{}/webhooks/gitlab", server.base))
+            .header("content-type", "application/json")
+            .header("x-gitlab-event", "Note Hook")
+            .header("x-gitlab-token", token)
+            .body(body)
+            .send()
+    };
+    // Whoever holds the tools project's secret writes a note "on" widgets.
+    let forged = send("secret-of-tools", on("acme/widgets")).await.unwrap();
+    assert_eq!(forged.status(), 401);
+    let said = forged.text().await.unwrap();
+    assert!(
+        said.contains("not the webhook secret of the payload's project"),
+        "{said}"
+    );
+    assert!(!said.contains("secret-of"), "{said}");
+    // A body without a project cannot borrow one either.
+    let mut bare: Value = serde_json::from_slice(&note()).unwrap();
+    bare.as_object_mut().unwrap().remove("project");
+    let bare = send("secret-of-tools", serde_json::to_vec(&bare).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(bare.status(), 401);
+    assert_eq!(deliveries::count(&server.db).await.unwrap(), 0);
+    // Each project's own secret is accepted for it, whatever the path's case.
+    for (token, project) in [
+        ("secret-of-widgets", "acme/widgets"),
+        ("secret-of-tools", "Acme/Tools"),
+    ] {
+        let response = send(token, on(project)).await.unwrap();
+        let (status, events) = server.accepted(response, project).await;
+        assert_eq!(status, "queued", "{project}");
+        assert_eq!(events.len(), 1, "{project}");
+    }
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn the_global_secret_is_still_accepted_beside_project_secrets() {
+    let db = TestDb::new().await;
+    let server = TestServer::web_with(
+        &db,
+        &[(
+            "PLANWRIGHT_GITLAB_WEBHOOK_SECRETS",
+            "acme/tools=secret-of-tools",
+        )],
+    )
+    .await;
+    let response = server.gitlab("Note Hook", &note()).send().await.unwrap();
+    let (status, _) = server.accepted(response, "global secret").await;
+    assert_eq!(status, "queued");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_payload_without_a_user_id_is_accepted_with_the_login_alone() {
+    let db = TestDb::new().await;
+    let server = TestServer::web(&db).await;
+    // Older GitLab versions send the user without an id.
+    let mut v: Value = serde_json::from_slice(&note()).unwrap();
+    v["user"].as_object_mut().unwrap().remove("id");
+    let login = v["user"]["username"].as_str().unwrap().to_owned();
+    let body = serde_json::to_vec(&v).unwrap();
+    let response = server.gitlab("Note Hook", &body).send().await.unwrap();
+    let (status, events) = server.accepted(response, "a user without an id").await;
+    assert_eq!(status, "queued");
+    let [Event::Repository(RepoEvent { kind, .. })] = &events[..] else {
+        panic!("one repository event expected: {events:?}");
+    };
+    let RepoEventKind::CommentCreated { author, .. } = kind else {
+        panic!("a comment expected: {kind:?}");
+    };
+    assert_eq!(
+        author,
+        &Actor {
+            login,
+            id: 0,
+            bot: false
+        }
+    );
+    server.stop().await;
+}

@@ -24,7 +24,7 @@ use super::{
     truncate_with_note,
 };
 use crate::config::GithubSettings;
-use crate::event::Actor;
+use crate::event::{Actor, Thread};
 use crate::ids::{CommentId, CommitSha, InstallationId, IssueNumber, PullNumber, RepoName};
 
 /// Comments fetched per page: GitHub's maximum, so long threads take few requests.
@@ -238,6 +238,34 @@ impl Forge for GithubForge {
             }
         }
         Ok(all)
+    }
+
+    async fn comment(
+        &self,
+        repo: &RepoName,
+        thread: Thread,
+        comment: CommentId,
+    ) -> Result<Comment, ForgeError> {
+        let number = match thread {
+            Thread::Issue(issue) => issue.0,
+            Thread::PullRequest(pull) => pull.0,
+        };
+        // A pull request's conversation comments are issue comments; comments on a diff
+        // line are review comments, kept apart.
+        let mut places = vec![format!("{}/issues/comments/{comment}", repo_path(repo))];
+        if matches!(thread, Thread::PullRequest(_)) {
+            places.push(format!("{}/pulls/comments/{comment}", repo_path(repo)));
+        }
+        for path in &places {
+            match self.get::<GhComment>(path).await {
+                Ok(found) if found.is_on(number) => return Ok(found.into()),
+                Ok(_) | Err(ForgeError::NotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Err(ForgeError::NotFound {
+            what: format!("find comment {comment} on #{number} of {repo}"),
+        })
     }
 
     async fn create_comment(
@@ -637,10 +665,17 @@ impl GithubForge {
             .get(&format!("{}/pulls?{query}", repo_path(repo)))
             .await?;
         // A `head` filter GitHub cannot apply is ignored rather than refused, which
-        // lists every open pull request, so the branch is checked here too.
+        // lists every open pull request, so the branch is checked here too — and where it
+        // lives: a fork's branch of the same name is someone else's pull request.
         Ok(found
             .into_iter()
-            .find(|p| p.head.branch == branch)
+            .find(|p| {
+                p.head.branch == branch
+                    && p.head
+                        .repo
+                        .as_ref()
+                        .is_some_and(|r| r.full_name.eq_ignore_ascii_case(repo.as_str()))
+            })
             .map(PullRequest::from))
     }
 }
@@ -872,6 +907,14 @@ struct GhPull {
 struct GhPullEnd {
     #[serde(rename = "ref")]
     branch: String,
+    /// `null` when the fork the branch lived in was deleted.
+    #[serde(default)]
+    repo: Option<GhPullRepo>,
+}
+
+#[derive(Deserialize)]
+struct GhPullRepo {
+    full_name: String,
 }
 
 impl From<GhPull> for PullRequest {
@@ -957,6 +1000,29 @@ struct GhComment {
     id: i64,
     body: Option<String>,
     user: Option<GhUser>,
+    #[serde(default)]
+    created_at: Option<String>,
+    /// The issue (or pull request) the comment is on; a review comment names its pull
+    /// request in `pull_request_url` instead.
+    #[serde(default)]
+    issue_url: Option<String>,
+    #[serde(default)]
+    pull_request_url: Option<String>,
+}
+
+impl GhComment {
+    /// Whether the comment's API address says it is on `#number`.
+    fn is_on(&self, number: i64) -> bool {
+        let suffix_issue = format!("/issues/{number}");
+        let suffix_pull = format!("/pulls/{number}");
+        self.issue_url
+            .as_deref()
+            .is_some_and(|u| u.ends_with(&suffix_issue))
+            || self
+                .pull_request_url
+                .as_deref()
+                .is_some_and(|u| u.ends_with(&suffix_pull))
+    }
 }
 
 impl From<GhComment> for Comment {
@@ -965,6 +1031,7 @@ impl From<GhComment> for Comment {
             id: CommentId(c.id),
             body: c.body.unwrap_or_default(),
             author: c.user.map_or_else(ghost, Actor::from),
+            created_at: c.created_at.as_deref().and_then(super::unix_seconds),
         }
     }
 }

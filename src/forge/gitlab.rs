@@ -23,7 +23,7 @@ use super::{
     PullRequest, Reaction, Repository, RetryPolicy, header, truncate_with_note,
 };
 use crate::config::GitlabSettings;
-use crate::event::Actor;
+use crate::event::{Actor, Thread};
 use crate::ids::{CommentId, CommitSha, IssueNumber, PullNumber, RepoName};
 
 /// The longest merge request title GitLab accepts, in characters.
@@ -309,6 +309,34 @@ impl Forge for GitlabForge {
             }
         }
         Ok(all)
+    }
+
+    async fn comment(
+        &self,
+        repo: &RepoName,
+        thread: Thread,
+        comment: CommentId,
+    ) -> Result<Comment, ForgeError> {
+        let path = match thread {
+            Thread::Issue(issue) => {
+                format!("{}/issues/{issue}/notes/{comment}", project_path(repo))
+            }
+            Thread::PullRequest(pull) => {
+                format!(
+                    "{}/merge_requests/{pull}/notes/{comment}",
+                    project_path(repo)
+                )
+            }
+        };
+        let (_, text) = self.send(Method::GET, &path, None).await?;
+        let note: GlNote = decode(&what(&Method::GET, &path), &text)?;
+        // A system note is GitLab's own record of an event, never anyone's command.
+        if note.system {
+            return Err(ForgeError::NotFound {
+                what: format!("find note {comment} of {repo}: it is a system note"),
+            });
+        }
+        Ok(note.into())
     }
 
     async fn create_comment(
@@ -804,6 +832,8 @@ struct GlNote {
     author: GlUser,
     #[serde(default)]
     system: bool,
+    #[serde(default)]
+    created_at: Option<String>,
 }
 
 impl From<GlNote> for Comment {
@@ -812,6 +842,7 @@ impl From<GlNote> for Comment {
             id: CommentId(n.id),
             body: n.body.unwrap_or_default(),
             author: n.author.into(),
+            created_at: n.created_at.as_deref().and_then(super::unix_seconds),
         }
     }
 }

@@ -18,7 +18,7 @@ use super::{
     Check, CheckState, Comment, Forge, ForgeError, GitRemote, Issue, NewPullRequest, Permission,
     PullRequest, Reaction, Repository,
 };
-use crate::event::Actor;
+use crate::event::{Actor, Thread};
 use crate::ids::{CommentId, CommitSha, IssueNumber, PullNumber, RepoName};
 
 /// The login planwright's own comments are written under.
@@ -323,6 +323,7 @@ impl LocalForge {
             id: CommentId(next),
             body: body.to_owned(),
             author: self.actor(author),
+            created_at: None,
         })
     }
 
@@ -610,9 +611,30 @@ impl Forge for LocalForge {
                     id: CommentId(number),
                     body,
                     author: self.actor(&author),
+                    created_at: None,
                 })
             })
             .collect()
+    }
+
+    async fn comment(
+        &self,
+        repo: &RepoName,
+        thread: Thread,
+        comment: CommentId,
+    ) -> Result<Comment, ForgeError> {
+        let Thread::Issue(issue) = thread else {
+            return Err(ForgeError::NotFound {
+                what: format!("find comment #{comment}: a local issue has no pull requests"),
+            });
+        };
+        self.comments(repo, issue)
+            .await?
+            .into_iter()
+            .find(|c| c.id == comment)
+            .ok_or_else(|| ForgeError::NotFound {
+                what: format!("find comment #{comment}"),
+            })
     }
 
     async fn create_comment(
@@ -670,6 +692,7 @@ impl Forge for LocalForge {
             id: comment,
             body: body.to_owned(),
             author: self.actor(&author),
+            created_at: None,
         })
     }
 

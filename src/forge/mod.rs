@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::event::Actor;
+use crate::event::{Actor, Thread};
 use secrecy::SecretString;
 
 use crate::ids::{CommentId, CommitSha, IssueNumber, PullNumber, RepoName};
@@ -42,6 +42,9 @@ pub struct Comment {
     pub id: CommentId,
     pub body: String,
     pub author: Actor,
+    /// When the forge says it was written (seconds since the epoch); `None` where the
+    /// forge keeps no such time.
+    pub created_at: Option<i64>,
 }
 
 /// A user's access to a repository, ordered so that `permission >= Permission::Write` is
@@ -238,6 +241,15 @@ pub trait Forge: Send + Sync {
         issue: IssueNumber,
     ) -> Result<Vec<Comment>, ForgeError>;
 
+    /// One comment on `thread` as the forge has it now: a webhook's copy is only what its
+    /// sender claims. `NotFound` when there is no such comment on that thread.
+    async fn comment(
+        &self,
+        repo: &RepoName,
+        thread: Thread,
+        comment: CommentId,
+    ) -> Result<Comment, ForgeError>;
+
     async fn create_comment(
         &self,
         repo: &RepoName,
@@ -380,6 +392,13 @@ pub(crate) fn base64_text(path: &str, content: &str) -> Result<String, String> {
         .decode(packed)
         .map_err(|e| format!("bad base64: {e}"))?;
     String::from_utf8(bytes).map_err(|_| format!("`{path}` is not UTF-8 text"))
+}
+
+/// Seconds since the epoch of an RFC 3339 time, as both forges write them.
+pub(crate) fn unix_seconds(text: &str) -> Option<i64> {
+    chrono::DateTime::parse_from_rfc3339(text)
+        .ok()
+        .map(|t| t.timestamp())
 }
 
 /// A response header as text, when it is text.

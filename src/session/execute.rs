@@ -31,7 +31,7 @@ use crate::llm::proxy::ProxyListen;
 use crate::llm::usage::{Budget, ModelRole};
 use crate::llm::{ModelError, Provider};
 use crate::publish::{self, Publication, PublishError, Published, PushFailure, RunResult};
-use crate::repo_config::{ExecutorKind, LoadError, RepoConfig};
+use crate::repo_config::{BoundSettings, ExecutorKind, LoadError, RepoConfig};
 use crate::sandbox::Sandbox;
 use crate::sandbox::workspace::{Author, MirrorKey, Outcome, Workspace, WorkspaceRequest};
 use crate::store::{audit, runs, sessions};
@@ -45,9 +45,19 @@ const CANCEL_POLL: std::time::Duration = std::time::Duration::from_secs(2);
 /// retried or dead-lettered, or the session moved on (cancelled) and nothing is left to do.
 enum Stop {
     Fail(String),
+    /// A failure whose cause is a provider's or forge's own text (internal addresses,
+    /// masked keys): the issue, which may be public, gets `public`; the audit log keeps
+    /// `detail` for the operator.
+    Hidden {
+        public: String,
+        detail: String,
+    },
     Job(JobError),
     Gone,
 }
+
+/// What a public issue is told about an internal failure.
+const SEE_AUDIT: &str = "the details are in planwright's audit log for the operator";
 
 impl<E: Into<JobError>> From<E> for Stop {
     fn from(e: E) -> Self {
@@ -139,6 +149,8 @@ pub async fn execute_job(app: Arc<App>, job: Job) -> Result<(), JobError> {
         Some(row)
             if row.sha256 == execute.sha256
                 && row.base_sha == execute.base_sha
+                && row.settings.as_deref().map(BoundSettings::sha256_of)
+                    == execute.settings_sha256
                 && row.approved_by.is_some() =>
         {
             let contract = Contract::from_json(&row.body).map_err(|e| {
@@ -180,10 +192,14 @@ pub async fn execute_job(app: Arc<App>, job: Job) -> Result<(), JobError> {
             fail(&app, forge.as_ref(), &ctx.id, &reason).await?;
             Ok(())
         }
+        Err(Stop::Hidden { public, detail }) => {
+            fail_detailed(&app, forge.as_ref(), &ctx.id, &public, Some(&detail)).await?;
+            Ok(())
+        }
         // A job that will not run again must not leave the session waiting for it.
         Err(Stop::Job(e)) if job.attempt >= super::flow::JOB_ATTEMPTS || !e.is_retryable() => {
-            let reason = format!("planwright could not continue: {}", e.message());
-            fail(&app, forge.as_ref(), &ctx.id, &reason).await?;
+            let reason = format!("planwright could not continue: {SEE_AUDIT}.");
+            fail_detailed(&app, forge.as_ref(), &ctx.id, &reason, Some(&e.message())).await?;
             Err(e)
         }
         Err(Stop::Job(e)) => Err(e),
@@ -227,16 +243,34 @@ impl Execution<'_> {
         ContractVersion(u32::try_from(self.row.version).unwrap_or(u32::MAX))
     }
 
+    /// The settings the approval bound (the base commit's, recorded at planning); a
+    /// contract planned before they were recorded reads them now.
+    async fn config(&self) -> Result<RepoConfig, Stop> {
+        if let Some(json) = self.row.settings.as_deref() {
+            let bound: BoundSettings = serde_json::from_str(json).map_err(|e| {
+                Stop::Fail(format!(
+                    "The settings recorded with contract v{} cannot be read ({e}); use `/plan` to plan it again.",
+                    self.row.version
+                ))
+            })?;
+            return RepoConfig::from_bound(&bound).map_err(|e| {
+                Stop::Fail(format!(
+                    "The settings recorded with contract v{} cannot be used ({e}); use `/plan` to plan it again.",
+                    self.row.version
+                ))
+            });
+        }
+        match RepoConfig::load(self.forge, &self.repo, Some(self.forge_kind)).await {
+            Ok(c) => Ok(c),
+            Err(LoadError::Config(e)) => Err(Stop::Fail(format!(
+                "The repository's settings are not valid.\n\n{e}"
+            ))),
+            Err(LoadError::Forge(e)) => Err(e.into()),
+        }
+    }
+
     async fn run(&self, state: SessionState) -> Result<(), Stop> {
-        let config = match RepoConfig::load(self.forge, &self.repo, Some(self.forge_kind)).await {
-            Ok(c) => c,
-            Err(LoadError::Config(e)) => {
-                return Err(Stop::Fail(format!(
-                    "The repository's settings are not valid.\n\n{e}"
-                )));
-            }
-            Err(LoadError::Forge(e)) => return Err(e.into()),
-        };
+        let config = self.config().await?;
         let max_attempts = self
             .contract
             .routing
@@ -588,7 +622,10 @@ impl Execution<'_> {
                         "The session used {spent} of its {limit} budget before the review."
                     ))
                 }
-                e => Stop::Fail(format!("Could not review the result: {e}")),
+                e => Stop::Hidden {
+                    public: format!("Could not review the result: the reviewer's model call failed; {SEE_AUDIT}."),
+                    detail: e.to_string(),
+                },
             })?;
             timings.record("review", stage);
             // The contract's own commands define done: a failure they had on the base
@@ -808,7 +845,12 @@ impl Execution<'_> {
                      or use `/retry` after moving it."
                     )));
                 }
-                Err(e) => return Err(Stop::Fail(format!("Could not publish the result: {e}"))),
+                Err(e) => {
+                    return Err(Stop::Hidden {
+                        public: format!("Could not publish the result: {SEE_AUDIT}."),
+                        detail: e.to_string(),
+                    });
+                }
             };
         let mut conn = self.writer().await?;
         if let Published::Pull { commit, pull } = &published {
@@ -1038,6 +1080,17 @@ impl Execution<'_> {
 
 /// Fails the session from whichever execution stage it is in, and says why.
 async fn fail(app: &App, forge: &dyn Forge, id: &SessionId, reason: &str) -> Result<(), JobError> {
+    fail_detailed(app, forge, id, reason, None).await
+}
+
+/// As [`fail`], with `detail` kept in the audit log only.
+async fn fail_detailed(
+    app: &App,
+    forge: &dyn Forge,
+    id: &SessionId,
+    reason: &str,
+    detail: Option<&str>,
+) -> Result<(), JobError> {
     let mut conn = app.db.pool.acquire().await.map_err(anyhow::Error::from)?;
     let Some(row) = sessions::get(&mut conn, id).await? else {
         return Ok(());
@@ -1060,7 +1113,7 @@ async fn fail(app: &App, forge: &dyn Forge, id: &SessionId, reason: &str) -> Res
                 action: "session.failed",
                 session: Some(id.as_str()),
                 delivery: None,
-                detail: serde_json::json!({ "reason": reason, "stage": from.as_str() }),
+                detail: serde_json::json!({ "reason": reason, "stage": from.as_str(), "detail": detail }),
             },
         )
         .await?;
@@ -1086,10 +1139,18 @@ async fn fail(app: &App, forge: &dyn Forge, id: &SessionId, reason: &str) -> Res
 }
 
 fn executor_stop(e: ExecutorError) -> Stop {
-    if e.is_retryable() {
-        Stop::Job(JobError::Retryable(e.into()))
-    } else {
-        Stop::Fail(format!("{e}. Nothing was pushed."))
+    match e {
+        e if e.is_retryable() => Stop::Job(JobError::Retryable(e.into())),
+        // The provider's answer is its own text; the budget is planwright's.
+        ExecutorError::Model(ref m) if !matches!(m, ModelError::BudgetExceeded { .. }) => {
+            Stop::Hidden {
+                public: format!(
+                    "The executor's model call failed; {SEE_AUDIT}. Nothing was pushed."
+                ),
+                detail: e.to_string(),
+            }
+        }
+        e => Stop::Fail(format!("{e}. Nothing was pushed.")),
     }
 }
 

@@ -23,7 +23,7 @@ use crate::llm::ModelError;
 use crate::llm::usage::{Budget, ModelRole};
 use crate::planner::tools::RepoTools;
 use crate::planner::{Dossier, PlanError, PlanRequest, Planner, PlannerOptions};
-use crate::repo_config::{LoadError, RepoConfig};
+use crate::repo_config::{BoundSettings, LoadError, RepoConfig};
 use crate::store::{audit, jobs, sessions};
 use crate::worker::{Job, JobError};
 
@@ -52,6 +52,10 @@ pub struct ExecuteJob {
     pub version: i64,
     pub sha256: String,
     pub base_sha: String,
+    /// The sha256 of the repository settings recorded with the contract; `None` for a
+    /// contract planned before settings were recorded.
+    #[serde(default)]
+    pub settings_sha256: Option<String>,
 }
 
 /// The handler of repository events (label, comment).
@@ -83,10 +87,10 @@ pub async fn on_repo_event(
         } => on_comment(app, event, *issue, *comment, body, author, delivery).await,
         RepoEventKind::CommentCreated {
             thread: Thread::PullRequest(pull),
+            comment,
             body,
-            author,
             ..
-        } => on_pull_comment(app, event, *pull, body, author, delivery).await,
+        } => on_pull_comment(app, event, *pull, *comment, body, delivery).await,
         RepoEventKind::ReviewSubmitted { .. } | RepoEventKind::MergeRequestChanged { .. } => {
             info!(repo = %event.repo, kind = ?event.kind, "repository event needs no action");
             Ok(())
@@ -135,7 +139,48 @@ async fn on_labeled(
     if !labels.iter().any(|l| l.eq_ignore_ascii_case(&config.label)) {
         return Ok(());
     }
-    start_session(app, forge.as_ref(), event, issue, actor, &config, delivery).await
+    // A webhook is only what its sender claims: the issue must carry the label now. A
+    // local issue has no labels; `solve` itself stands for adding one.
+    let now = match event.forge {
+        event::Forge::Local => None,
+        event::Forge::Github | event::Forge::Gitlab => {
+            let Some(now) = labeled_issue(forge.as_ref(), event, issue, &config.label).await?
+            else {
+                info!(repo = %event.repo, issue = issue.0, "a label event for a label the issue does not carry is ignored");
+                return Ok(());
+            };
+            Some(now)
+        }
+    };
+    start_session(
+        app,
+        forge.as_ref(),
+        event,
+        issue,
+        actor,
+        &config,
+        delivery,
+        now,
+    )
+    .await
+}
+
+/// The issue as the forge has it, when it carries `label`.
+async fn labeled_issue(
+    forge: &dyn Forge,
+    event: &RepoEvent,
+    issue: IssueNumber,
+    label: &str,
+) -> Result<Option<crate::forge::Issue>, JobError> {
+    match forge.issue(&event.repo, issue).await {
+        Ok(now) => Ok(now
+            .labels
+            .iter()
+            .any(|l| l.eq_ignore_ascii_case(label))
+            .then_some(now)),
+        Err(ForgeError::NotFound { .. }) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Removing the trigger label while planning or awaiting approval cancels the session;
@@ -180,6 +225,13 @@ async fn on_unlabeled(
     if !labels.iter().any(|l| l.eq_ignore_ascii_case(&config.label)) {
         return Ok(());
     }
+    if labeled_issue(forge.as_ref(), event, issue, &config.label)
+        .await?
+        .is_some()
+    {
+        info!(repo = %event.repo, issue = issue.0, "an unlabel event for a label the issue still carries is ignored");
+        return Ok(());
+    }
     if forge.permission(&event.repo, &actor.login).await? < config.min_permission {
         info!(by = %actor.login, "label removed by someone who may not cancel; session kept");
         return Ok(());
@@ -214,7 +266,9 @@ async fn on_unlabeled(
     .await
 }
 
-/// Checks the actor's permission and starts a session, unless one holds the issue.
+/// Checks the actor's permission and starts a session, unless one holds the issue. The
+/// issue's text as it is now (`issue_now`, or read here) is what will be planned from.
+#[allow(clippy::too_many_arguments)]
 async fn start_session(
     app: &App,
     forge: &dyn Forge,
@@ -223,10 +277,15 @@ async fn start_session(
     actor: &Actor,
     config: &RepoConfig,
     delivery: Option<&str>,
+    issue_now: Option<crate::forge::Issue>,
 ) -> Result<(), JobError> {
     if !permitted(forge, event, issue, actor, config, "start planwright").await? {
         return Ok(());
     }
+    let issue_now = match issue_now {
+        Some(i) => i,
+        None => forge.issue(&event.repo, issue).await?,
+    };
     let mut tx = app.db.writer.begin().await.map_err(anyhow::Error::from)?;
     if let Some(delivery) = delivery
         && already_done(&mut tx, delivery, "session.started").await?
@@ -264,6 +323,7 @@ async fn start_session(
         },
     )
     .await?;
+    sessions::set_issue_snapshot(&mut tx, &id, &issue_now.title, &issue_now.body).await?;
     enqueue_plan(&mut tx, &id, 1, None).await?;
     audit::append(
         &mut tx,
@@ -350,11 +410,48 @@ async fn enqueue_execute(
         version: contract.version,
         sha256: contract.sha256.clone(),
         base_sha: contract.base_sha.clone(),
+        settings_sha256: contract.settings.as_deref().map(BoundSettings::sha256_of),
     })?;
     let mut job = jobs::NewJob::new(EXECUTE_JOB, payload, JOB_ATTEMPTS);
     job.session = Some(session.clone());
     jobs::enqueue(conn, &job).await?;
     Ok(())
+}
+
+/// The comment a command arrived in, as the forge has it, claimed for this delivery: a
+/// webhook's author and body are only what its sender claims, and its delivery id is the
+/// sender's to choose. `None` when there is nothing to act on: the forge has no such
+/// comment on the thread, or another delivery already carried this one.
+async fn command_comment(
+    app: &App,
+    forge: &dyn Forge,
+    event: &RepoEvent,
+    thread: Thread,
+    comment: CommentId,
+    delivery: Option<&str>,
+) -> Result<Option<crate::forge::Comment>, JobError> {
+    let found = match forge.comment(&event.repo, thread, comment).await {
+        Ok(found) => found,
+        Err(ForgeError::NotFound { .. }) => {
+            warn!(repo = %event.repo, %comment, "a command's comment is not on the forge; it is ignored");
+            return Ok(None);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let mut conn = app.db.writer.acquire().await.map_err(anyhow::Error::from)?;
+    let claimed = crate::store::deliveries::claim_command(
+        &mut conn,
+        event.forge,
+        &event.repo,
+        comment,
+        delivery,
+    )
+    .await?;
+    if !claimed {
+        info!(repo = %event.repo, %comment, ?delivery, "a command already carried by another delivery is ignored");
+        return Ok(None);
+    }
+    Ok(Some(found))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -363,25 +460,40 @@ async fn on_comment(
     event: &RepoEvent,
     issue: IssueNumber,
     comment: CommentId,
-    body: &str,
-    author: &Actor,
+    claimed_body: &str,
+    claimed_author: &Actor,
     delivery: Option<&str>,
 ) -> Result<(), JobError> {
     let forge = app.forges.get(event.forge, event.installation)?;
-    if is_bot(forge.as_ref(), author).await? {
+    if is_bot(forge.as_ref(), claimed_author).await? {
         return Ok(());
     }
     let names = app.forges.bot_names(event.forge).await?;
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    let command = match commands::parse(body, &names) {
-        Ok(Some(c)) => c,
+    // Only what looks like a command is worth reading back from the forge.
+    if matches!(commands::parse(claimed_body, &names), Ok(None)) {
+        return Ok(());
+    }
+    let Some(written) = command_comment(
+        app,
+        forge.as_ref(),
+        event,
+        Thread::Issue(issue),
+        comment,
+        delivery,
+    )
+    .await?
+    else {
+        return Ok(());
+    };
+    let author = &written.author;
+    if is_bot(forge.as_ref(), author).await? {
+        return Ok(());
+    }
+    let command = match commands::parse(&written.body, &names) {
+        Ok(Some(c)) => Ok(c),
         Ok(None) => return Ok(()),
-        Err(e) => {
-            forge
-                .create_comment(&event.repo, issue, &format!("@{}: {e}", author.login))
-                .await?;
-            return Ok(());
-        }
+        Err(e) => Err(e),
     };
     if let Some(delivery) = delivery {
         let mut conn = app.db.pool.acquire().await.map_err(anyhow::Error::from)?;
@@ -406,6 +518,19 @@ async fn on_comment(
         }
         Err(LoadError::Forge(e)) => return Err(e.into()),
     };
+    let command = match command {
+        Ok(c) => c,
+        Err(e) => {
+            // Only someone who may command planwright is told what went wrong: anyone
+            // else's text gets no reply to spam the issue with.
+            if forge.permission(&event.repo, &author.login).await? >= config.min_permission {
+                forge
+                    .create_comment(&event.repo, issue, &format!("@{}: {e}", author.login))
+                    .await?;
+            }
+            return Ok(());
+        }
+    };
     let doing = format!("use `{command}`");
     if !permitted(forge.as_ref(), event, issue, author, &config, &doing).await? {
         return Ok(());
@@ -421,6 +546,7 @@ async fn on_comment(
         event,
         issue,
         author,
+        written_at: written.created_at,
         delivery,
         config: &config,
     };
@@ -440,15 +566,31 @@ async fn on_pull_comment(
     app: &App,
     event: &RepoEvent,
     pull: crate::ids::PullNumber,
-    body: &str,
-    author: &Actor,
+    comment: CommentId,
+    claimed_body: &str,
     delivery: Option<&str>,
 ) -> Result<(), JobError> {
     let forge = app.forges.get(event.forge, event.installation)?;
     // Most comments on pull requests are not for planwright: read the text first.
     let names = app.forges.bot_names(event.forge).await?;
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    let Ok(Some(Command::Revise { feedback })) = commands::parse(body, &names) else {
+    let Ok(Some(Command::Revise { .. })) = commands::parse(claimed_body, &names) else {
+        return Ok(());
+    };
+    let Some(written) = command_comment(
+        app,
+        forge.as_ref(),
+        event,
+        Thread::PullRequest(pull),
+        comment,
+        delivery,
+    )
+    .await?
+    else {
+        return Ok(());
+    };
+    let author = &written.author;
+    let Ok(Some(Command::Revise { feedback })) = commands::parse(&written.body, &names) else {
         return Ok(());
     };
     if is_bot(forge.as_ref(), author).await? {
@@ -577,6 +719,8 @@ struct CommandContext<'a> {
     event: &'a RepoEvent,
     issue: IssueNumber,
     author: &'a Actor,
+    /// When the forge says the command was written (seconds, its clock).
+    written_at: Option<i64>,
     delivery: Option<&'a str>,
     config: &'a RepoConfig,
 }
@@ -588,6 +732,12 @@ impl CommandContext<'_> {
 
     /// Carries out a command; `Some(text)` is a reply the commenter must read (a refusal).
     async fn act(&self, command: &Command) -> Result<Option<String>, JobError> {
+        // `/plan` plans from the issue as it is now: the text the maintainer just chose to
+        // plan from. Read before the transaction, which must not wait on the forge.
+        let issue_now = match command {
+            Command::Plan => Some(self.forge.issue(&self.event.repo, self.issue).await?),
+            _ => None,
+        };
         let mut tx = self
             .app
             .db
@@ -613,6 +763,7 @@ impl CommandContext<'_> {
                     self.author,
                     self.config,
                     self.delivery,
+                    issue_now,
                 )
                 .await
                 .map(|()| None);
@@ -638,6 +789,23 @@ impl CommandContext<'_> {
                 let Some(contract) = latest.filter(|c| c.comment_id.is_some()) else {
                     return refused("there is no posted contract to approve yet.".into());
                 };
+                // A command written before this version was posted was about an earlier
+                // one (a late or replayed delivery); approving it would bind words to text
+                // their writer never saw.
+                if let (Some(written), Some(posted)) =
+                    (self.written_at, contract.comment_created_at)
+                    && written < posted
+                {
+                    let at = contract
+                        .comment_url
+                        .as_deref()
+                        .map(|u| format!(" ({u})"))
+                        .unwrap_or_default();
+                    return refused(format!(
+                        "this `/approve` was written before contract v{}{at} was posted, so it cannot approve it. Read it and approve it with a new `/approve`.",
+                        contract.version
+                    ));
+                }
                 if let Some(asked) = version
                     && i64::from(asked.0) != contract.version
                 {
@@ -669,7 +837,12 @@ impl CommandContext<'_> {
                 enqueue_execute(&mut tx, &id, &contract).await?;
                 (
                     "contract.approved",
-                    serde_json::json!({ "version": contract.version, "sha256": contract.sha256, "base_sha": contract.base_sha }),
+                    serde_json::json!({
+                        "version": contract.version,
+                        "sha256": contract.sha256,
+                        "base_sha": contract.base_sha,
+                        "settings_sha256": contract.settings.as_deref().map(BoundSettings::sha256_of),
+                    }),
                     SessionState::Executing,
                     format!(
                         "Contract v{} approved by @{}; executing it.",
@@ -720,6 +893,9 @@ impl CommandContext<'_> {
                     return refused("another command changed this session first.".into());
                 }
                 sessions::save_dossier(&mut tx, &id, None).await?;
+                if let Some(now) = &issue_now {
+                    sessions::set_issue_snapshot(&mut tx, &id, &now.title, &now.body).await?;
+                }
                 enqueue_plan(&mut tx, &id, next_version, None).await?;
                 (
                     "session.replanned",
@@ -895,7 +1071,11 @@ pub async fn plan_job(app: Arc<App>, job: Job) -> Result<(), JobError> {
     {
         Ok(()) => Ok(()),
         Err(Failure::User(message)) => {
-            fail(&app, forge.as_ref(), &session, &message).await?;
+            fail(&app, forge.as_ref(), &session, &message, None).await?;
+            Ok(())
+        }
+        Err(Failure::Hidden { public, detail }) => {
+            fail(&app, forge.as_ref(), &session, &public, Some(&detail)).await?;
             Ok(())
         }
         Err(Failure::Job(e)) => Err(e),
@@ -906,6 +1086,12 @@ pub async fn plan_job(app: Arc<App>, job: Job) -> Result<(), JobError> {
 /// (retried by the queue, or dead-lettered).
 enum Failure {
     User(String),
+    /// A reason whose cause is a provider's own text: the issue, which may be public,
+    /// gets `public`, the audit log keeps `detail`.
+    Hidden {
+        public: String,
+        detail: String,
+    },
     Job(JobError),
 }
 
@@ -944,25 +1130,38 @@ async fn plan_and_post(
 
     // A contract already stored for this version (the job died before posting) is posted
     // as it is: planning again would cost money and might differ.
+    let mut edited = false;
     let row = match existing {
         Some(row) => row,
         None => {
-            let config = match RepoConfig::load(forge, repo, Some(forge_kind)).await {
-                Ok(c) => c,
-                Err(LoadError::Config(e)) => {
-                    return Err(Failure::User(format!(
-                        "The repository's settings are not valid.\n\n{e}"
-                    )));
-                }
-                Err(LoadError::Forge(e)) => return Err(e.into()),
-            };
-            let issue = match forge.issue(repo, issue_number).await {
+            let mut issue = match forge.issue(repo, issue_number).await {
                 Ok(i) => i,
                 Err(ForgeError::NotFound { .. }) => {
                     return Err(Failure::User("The issue can no longer be read.".into()));
                 }
                 Err(e) => return Err(e.into()),
             };
+            // The planner reads the issue as it was when planwright was asked to start:
+            // an edit since (after the maintainer looked) is flagged, not planned from.
+            let mut conn = app.db.pool.acquire().await.map_err(anyhow::Error::from)?;
+            let snapshot = sessions::issue_snapshot(&mut conn, &id).await?;
+            drop(conn);
+            if let Some((title, body)) = snapshot
+                && (title != issue.title || body != issue.body)
+            {
+                warn!(session = %id, "the issue was edited after planwright was asked to start; planning from the text as it was");
+                update_status(
+                    app,
+                    forge,
+                    session,
+                    SessionState::Planning,
+                    "The planner is investigating the issue. **The issue was edited after planwright was asked to start**: the contract is planned from the text as it was then. Use `/plan` to plan from the current text.",
+                )
+                .await?;
+                issue.title = title;
+                issue.body = body;
+                edited = true;
+            }
             let base = match &previous {
                 // A revision keeps the base its evidence refers to.
                 Some(p) => Base {
@@ -983,7 +1182,7 @@ async fn plan_and_post(
                 })?),
                 None => None,
             };
-            let contract = run_planner(
+            let (contract, config) = run_planner(
                 app,
                 forge_kind,
                 forge,
@@ -991,12 +1190,12 @@ async fn plan_and_post(
                 &id,
                 &issue,
                 &base,
-                &config,
                 previous_contract.as_ref().zip(plan.feedback.as_deref()),
             )
             .await?;
             let sha256 = contract.hash(&base);
             let body = serde_json::to_string(&contract).map_err(anyhow::Error::from)?;
+            let settings = config.bound().to_json();
             let mut tx = app.db.writer.begin().await.map_err(anyhow::Error::from)?;
             sessions::insert_contract(
                 &mut tx,
@@ -1007,6 +1206,7 @@ async fn plan_and_post(
                     body: &body,
                     base_branch: &base.branch,
                     base_sha: base.sha.as_str(),
+                    settings: Some(&settings),
                 },
             )
             .await?;
@@ -1017,7 +1217,11 @@ async fn plan_and_post(
                     action: "contract.written",
                     session: Some(id.as_str()),
                     delivery: None,
-                    detail: serde_json::json!({ "version": plan.version, "sha256": sha256 }),
+                    detail: serde_json::json!({
+                        "version": plan.version,
+                        "sha256": sha256,
+                        "settings_sha256": BoundSettings::sha256_of(&settings),
+                    }),
                 },
             )
             .await?;
@@ -1036,13 +1240,22 @@ async fn plan_and_post(
         sha: CommitSha(row.base_sha.clone()),
     };
     let names = app.forges.bot_names(forge_kind).await?;
-    let config_budget = RepoConfig::load_policy(forge, repo, Some(forge_kind))
-        .await
-        .map(|c| c.budget_usd)
-        .ok();
+    let bound = match row.settings.as_deref() {
+        Some(json) => Some(serde_json::from_str::<BoundSettings>(json).map_err(|e| {
+            anyhow::anyhow!("Stored settings of v{} are unreadable: {e}", row.version)
+        })?),
+        None => None,
+    };
+    let config_budget = match &bound {
+        Some(b) => Some(b.budget_usd),
+        None => RepoConfig::load_policy(forge, repo, Some(forge_kind))
+            .await
+            .map(|c| c.budget_usd)
+            .ok(),
+    };
     let version = ContractVersion(u32::try_from(row.version).unwrap_or(u32::MAX));
     let links = source_links(app, forge_kind, repo);
-    let body = contract.render_markdown(&RenderContext {
+    let mut body = contract.render_markdown(&RenderContext {
         session: &id,
         version,
         base: &base,
@@ -1050,6 +1263,9 @@ async fn plan_and_post(
         bot_mention: names.first().map_or("planwright", String::as_str),
         default_budget_usd: config_budget,
     });
+    if let (Some(b), Some(json)) = (&bound, row.settings.as_deref()) {
+        insert_settings(&mut body, &settings_section(b, json));
+    }
     // Cancelled while the planner worked: the contract stays on record, unposted.
     let mut conn = app.db.pool.acquire().await.map_err(anyhow::Error::from)?;
     let still_planning = sessions::get(&mut conn, &id)
@@ -1070,8 +1286,15 @@ async fn plan_and_post(
     };
 
     let mut tx = app.db.writer.begin().await.map_err(anyhow::Error::from)?;
-    sessions::set_contract_comment(&mut tx, &id, row.version, &posted.id.0.to_string(), None)
-        .await?;
+    sessions::set_contract_comment(
+        &mut tx,
+        &id,
+        row.version,
+        &posted.id.0.to_string(),
+        None,
+        posted.created_at,
+    )
+    .await?;
     let moved = sessions::move_state(
         &mut tx,
         &id,
@@ -1118,7 +1341,12 @@ async fn plan_and_post(
             &now,
             SessionState::AwaitingApproval,
             &format!(
-                "Build contract v{version} is posted below. A maintainer can `/approve` it, ask for `/revise <changes>`, or `/cancel`."
+                "Build contract v{version} is posted below. A maintainer can `/approve` it, ask for `/revise <changes>`, or `/cancel`.{}",
+                if edited {
+                    "\n\n**The issue was edited after planwright was asked to start**: this contract is planned from the text as it was then. Use `/plan` to plan from the current text."
+                } else {
+                    ""
+                }
             ),
         )
         .await?;
@@ -1156,6 +1384,47 @@ async fn mark_superseded(
     }
 }
 
+/// What the contract comment says about the settings it binds, before its closing line:
+/// an approver sees what will run beside the contract.
+fn settings_section(b: &BoundSettings, json: &str) -> String {
+    let code = |s: &str| s.replace('`', "'");
+    let list = |items: &[String]| {
+        if items.is_empty() {
+            "none".to_owned()
+        } else {
+            items
+                .iter()
+                .map(|i| format!("`{}`", code(i)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    };
+    let executor = match &b.executor_command {
+        Some(line) if b.executor == "command" => format!("`command`: `{}`", code(line)),
+        _ => format!("`{}`", b.executor),
+    };
+    let short = BoundSettings::sha256_of(json);
+    format!(
+        "### Repository settings\nAs the base commit holds them (`{}`, settings `{}`); approving binds these too.\n\n- executor: {executor}\n- network allowed during setup: {}\n- protected paths: {}\n- setup: {}\n- tests: {}\n",
+        code(b.source.as_deref().unwrap_or("defaults")),
+        &short[..12],
+        list(&b.network_allow),
+        list(&b.protected_paths),
+        list(&b.setup),
+        list(&b.test),
+    )
+}
+
+/// Puts `section` before the rendered contract's closing rule (or at its end).
+fn insert_settings(body: &mut String, section: &str) {
+    match body.rfind("\n---\n") {
+        Some(at) => body.insert_str(at + 1, &format!("{section}\n")),
+        None => body.push_str(section),
+    }
+}
+
+/// Runs the planner on a checkout of the base, with the settings that checkout holds
+/// (the default branch may have moved on since, or a revision keeps an older base).
 #[allow(clippy::too_many_arguments)]
 async fn run_planner(
     app: &App,
@@ -1165,9 +1434,28 @@ async fn run_planner(
     session: &SessionId,
     issue: &crate::forge::Issue,
     base: &Base,
-    config: &RepoConfig,
     revision: Option<(&Contract, &str)>,
-) -> Result<Contract, Failure> {
+) -> Result<(Contract, RepoConfig), Failure> {
+    let checkout = crate::session::checkout::for_planning(
+        app,
+        forge_kind,
+        forge,
+        repo,
+        issue.number,
+        &issue.title,
+        base,
+    )
+    .await?;
+    let config = match RepoConfig::from_checkout(&checkout.path(), Some(forge_kind)) {
+        Ok(c) => c,
+        Err(e) => {
+            checkout.done().await;
+            return Err(Failure::User(format!(
+                "The repository's settings are not valid.\n\n{e}"
+            )));
+        }
+    };
+    let config = &config;
     let budget = Budget::usd(config.budget_usd);
     let planner_model = app
         .model(
@@ -1185,16 +1473,6 @@ async fn run_planner(
             config.models.scout.as_ref(),
         )
         .map_err(|e| Failure::User(format!("{e:#}")))?;
-    let checkout = crate::session::checkout::for_planning(
-        app,
-        forge_kind,
-        forge,
-        repo,
-        issue.number,
-        &issue.title,
-        base,
-    )
-    .await?;
     let tools = RepoTools::new(&checkout.path()).map_err(Failure::from)?;
     let mut conn = app.db.pool.acquire().await.map_err(anyhow::Error::from)?;
     let mut dossier: Dossier = match sessions::load_dossier(&mut conn, session).await? {
@@ -1242,7 +1520,7 @@ async fn run_planner(
             let text = serde_json::to_string(&fresh_turns(dossier)).map_err(anyhow::Error::from)?;
             let mut conn = app.db.writer.acquire().await.map_err(anyhow::Error::from)?;
             sessions::save_dossier(&mut conn, session, Some(&text)).await?;
-            Ok(contract)
+            Ok((contract, config.clone()))
         }
         Err(PlanError::Model(e)) if e.is_retryable() => {
             Err(Failure::Job(JobError::Retryable(e.into())))
@@ -1252,9 +1530,10 @@ async fn run_planner(
                 "Planning stopped: the session used {spent} of its {limit} budget. Raise `budget_usd` in the repository's settings and use `/retry`."
             )))
         }
-        Err(PlanError::Model(e)) => Err(Failure::User(format!(
-            "The planner's model call failed: {e}"
-        ))),
+        Err(PlanError::Model(e)) => Err(Failure::Hidden {
+            public: "The planner's model call failed; the details are in planwright's audit log for the operator. Use `/retry` to try again.".to_owned(),
+            detail: e.to_string(),
+        }),
         Err(e @ (PlanError::TurnLimit(_) | PlanError::Invalid(..))) => {
             let text = serde_json::to_string(&fresh_turns(dossier)).map_err(anyhow::Error::from)?;
             let mut conn = app.db.writer.acquire().await.map_err(anyhow::Error::from)?;
@@ -1267,12 +1546,14 @@ async fn run_planner(
     }
 }
 
-/// Moves a planning session to Failed and says why on its status comment.
+/// Moves a planning session to Failed and says why on its status comment; `detail` is
+/// kept in the audit log only.
 async fn fail(
     app: &App,
     forge: &dyn Forge,
     session: &sessions::SessionRow,
     reason: &str,
+    detail: Option<&str>,
 ) -> Result<(), JobError> {
     let id = session.session_id();
     let mut tx = app.db.writer.begin().await.map_err(anyhow::Error::from)?;
@@ -1292,7 +1573,7 @@ async fn fail(
                 action: "session.failed",
                 session: Some(id.as_str()),
                 delivery: None,
-                detail: serde_json::json!({ "reason": reason }),
+                detail: serde_json::json!({ "reason": reason, "detail": detail }),
             },
         )
         .await?;

@@ -5,7 +5,7 @@ use anyhow::Result;
 
 use super::{Db, jobs, now_ms};
 use crate::event::Forge;
-use crate::ids::{DeliveryId, InstallationId, RepoName};
+use crate::ids::{CommentId, DeliveryId, InstallationId, RepoName};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
@@ -138,4 +138,43 @@ pub async fn count(db: &Db) -> Result<i64> {
             .fetch_one(&db.pool)
             .await?,
     )
+}
+
+/// Claims the command in comment `comment` for `delivery`. `false` when another delivery
+/// (a replay under a new delivery id) claimed it first; the claiming delivery's own
+/// retries get `true` again.
+pub async fn claim_command(
+    conn: &mut sqlx::AnyConnection,
+    forge: Forge,
+    repo: &RepoName,
+    comment: CommentId,
+    delivery: Option<&str>,
+) -> Result<bool> {
+    let inserted = sqlx::query(
+        "INSERT INTO command_comments (forge, repo, comment_id, delivery_id, claimed_at) \
+         VALUES ($1, $2, $3, $4, $5) ON CONFLICT (forge, repo, comment_id) DO NOTHING",
+    )
+    .bind(forge.as_str())
+    .bind(repo.as_str())
+    .bind(comment.0)
+    .bind(delivery)
+    .bind(now_ms())
+    .execute(&mut *conn)
+    .await?;
+    if inserted.rows_affected() == 1 {
+        return Ok(true);
+    }
+    let Some(delivery) = delivery else {
+        return Ok(false);
+    };
+    let claimed_by: Option<Option<String>> = sqlx::query_scalar(
+        "SELECT delivery_id FROM command_comments \
+         WHERE forge = $1 AND repo = $2 AND comment_id = $3",
+    )
+    .bind(forge.as_str())
+    .bind(repo.as_str())
+    .bind(comment.0)
+    .fetch_optional(&mut *conn)
+    .await?;
+    Ok(claimed_by.flatten().as_deref() == Some(delivery))
 }

@@ -206,6 +206,39 @@ pub async fn set_status_comment(
     Ok(())
 }
 
+/// Records the issue's title and text as they were when planwright was asked to start.
+pub async fn set_issue_snapshot(
+    conn: &mut AnyConnection,
+    id: &SessionId,
+    title: &str,
+    body: &str,
+) -> Result<()> {
+    sqlx::query("UPDATE sessions SET issue_title = $1, issue_body = $2 WHERE id = $3")
+        .bind(title)
+        .bind(body)
+        .bind(id.as_str())
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// The issue's title and text as recorded at the start; `None` for sessions started
+/// before they were recorded.
+pub async fn issue_snapshot(
+    conn: &mut AnyConnection,
+    id: &SessionId,
+) -> Result<Option<(String, String)>> {
+    let row: Option<(Option<String>, Option<String>)> =
+        sqlx::query_as("SELECT issue_title, issue_body FROM sessions WHERE id = $1")
+            .bind(id.as_str())
+            .fetch_optional(conn)
+            .await?;
+    Ok(match row {
+        Some((Some(title), Some(body))) => Some((title, body)),
+        _ => None,
+    })
+}
+
 pub async fn load_dossier(conn: &mut AnyConnection, id: &SessionId) -> Result<Option<String>> {
     let row: Option<(Option<String>,)> =
         sqlx::query_as("SELECT dossier FROM sessions WHERE id = $1")
@@ -245,10 +278,16 @@ pub struct ContractRow {
     pub superseded_at: Option<i64>,
     pub approved_by: Option<String>,
     pub approved_at: Option<i64>,
+    /// When the forge says the contract's comment was written (seconds, its clock).
+    pub comment_created_at: Option<i64>,
+    /// The repository's settings at the base commit (`BoundSettings` JSON); `None` for
+    /// contracts planned before they were recorded.
+    pub settings: Option<String>,
 }
 
 const CONTRACT_COLUMNS: &str = "session_id, version, sha256, body, base_branch, base_sha, \
-    comment_id, comment_url, created_at, superseded_at, approved_by, approved_at";
+    comment_id, comment_url, created_at, superseded_at, approved_by, approved_at, \
+    comment_created_at, settings";
 
 pub struct NewContract<'a> {
     pub session: &'a SessionId,
@@ -257,12 +296,13 @@ pub struct NewContract<'a> {
     pub body: &'a str,
     pub base_branch: &'a str,
     pub base_sha: &'a str,
+    pub settings: Option<&'a str>,
 }
 
 pub async fn insert_contract(conn: &mut AnyConnection, new: &NewContract<'_>) -> Result<()> {
     sqlx::query(
         "INSERT INTO contracts (session_id, version, sha256, body, base_branch, base_sha, \
-         created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+         created_at, settings) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
     )
     .bind(new.session.as_str())
     .bind(new.version)
@@ -271,6 +311,7 @@ pub async fn insert_contract(conn: &mut AnyConnection, new: &NewContract<'_>) ->
     .bind(new.base_branch)
     .bind(new.base_sha)
     .bind(now_ms())
+    .bind(new.settings)
     .execute(conn)
     .await?;
     Ok(())
@@ -311,13 +352,15 @@ pub async fn set_contract_comment(
     version: i64,
     comment_id: &str,
     comment_url: Option<&str>,
+    comment_created_at: Option<i64>,
 ) -> Result<()> {
     sqlx::query(
-        "UPDATE contracts SET comment_id = $1, comment_url = $2 \
-         WHERE session_id = $3 AND version = $4",
+        "UPDATE contracts SET comment_id = $1, comment_url = $2, comment_created_at = $3 \
+         WHERE session_id = $4 AND version = $5",
     )
     .bind(comment_id)
     .bind(comment_url)
+    .bind(comment_created_at)
     .bind(session.as_str())
     .bind(version)
     .execute(conn)

@@ -133,6 +133,8 @@ pub struct FakeComment {
     pub reactions: Vec<(String, String)>,
     /// The classifier it was minimized with through GraphQL (`OUTDATED`, …).
     pub minimized: Option<String>,
+    /// Seconds since the epoch.
+    pub created_at: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -145,6 +147,8 @@ pub struct FakePull {
     /// `open` or `closed`.
     pub state: String,
     pub draft: bool,
+    /// The fork the head branch lives in (`owner/name`); `None` for the repository itself.
+    pub head_repo: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -217,6 +221,9 @@ struct World {
     refused_bodies: Vec<(String, String, u16)>,
     /// `(method, path prefix)`: every token is revoked just before the next such request.
     revoke_before: Option<(String, String)>,
+    /// The `head` filter of the pull request list is ignored, as GitHub does with one it
+    /// cannot apply: every open pull request is listed.
+    ignore_head_filter: bool,
     /// `(type, message)` errors the next GraphQL calls answer with.
     graphql_errors: VecDeque<(String, String)>,
     /// Manifest-flow codes not yet exchanged: code → (organisation, manifest).
@@ -366,7 +373,47 @@ impl FakeGithub {
         });
     }
 
+    /// Replaces the issue's labels, as someone editing them on GitHub.
+    pub fn set_labels(&self, repo: &str, number: i64, labels: &[&str]) {
+        self.with(|w| {
+            let issue = w
+                .repos
+                .get_mut(&repo.to_ascii_lowercase())
+                .unwrap()
+                .issues
+                .get_mut(&number)
+                .unwrap();
+            issue.labels = labels.iter().map(|l| l.to_string()).collect();
+        });
+    }
+
+    /// Replaces the issue's body, as its author editing it.
+    pub fn set_issue_body(&self, repo: &str, number: i64, body: &str) {
+        self.with(|w| {
+            let issue = w
+                .repos
+                .get_mut(&repo.to_ascii_lowercase())
+                .unwrap()
+                .issues
+                .get_mut(&number)
+                .unwrap();
+            issue.body = Some(body.to_owned());
+        });
+    }
+
     pub fn add_comment(&self, repo: &str, issue: i64, body: &str, author: FakeUser) -> i64 {
+        self.add_comment_at(repo, issue, body, author, now())
+    }
+
+    /// A comment written at `created_at` (seconds since the epoch).
+    pub fn add_comment_at(
+        &self,
+        repo: &str,
+        issue: i64,
+        body: &str,
+        author: FakeUser,
+        created_at: u64,
+    ) -> i64 {
         self.with(|w| {
             let id = w.next_id();
             w.comments.insert(
@@ -380,6 +427,7 @@ impl FakeGithub {
                     history: Vec::new(),
                     reactions: Vec::new(),
                     minimized: None,
+                    created_at,
                 },
             );
             id
@@ -400,6 +448,32 @@ impl FakeGithub {
     /// The bare repository behind `repo`'s `clone_url`.
     pub fn git_dir(&self, repo: &str) -> PathBuf {
         self.with(|w| w.git_dir(&repo.to_ascii_lowercase()))
+    }
+
+    /// An open pull request from branch `head` of the fork `fork` (`owner/name`).
+    pub fn add_fork_pull(&self, repo: &str, fork: &str, head: &str, base: &str) -> i64 {
+        self.with(|w| {
+            let pulls = &mut w.repos.get_mut(&repo.to_ascii_lowercase()).unwrap().pulls;
+            let number = pulls.keys().max().map_or(1, |n| n + 1);
+            pulls.insert(
+                number,
+                FakePull {
+                    number,
+                    head: head.to_owned(),
+                    base: base.to_owned(),
+                    title: "From a fork".to_owned(),
+                    body: Some("fork body".to_owned()),
+                    state: "open".into(),
+                    draft: false,
+                    head_repo: Some(fork.to_owned()),
+                },
+            );
+            number
+        })
+    }
+
+    pub fn ignore_head_filter(&self) {
+        self.with(|w| w.ignore_head_filter = true);
     }
 
     pub fn pulls(&self, repo: &str) -> Vec<FakePull> {
@@ -582,7 +656,7 @@ impl FakeGithub {
     }
 }
 
-fn now() -> u64 {
+pub fn now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
@@ -1142,6 +1216,7 @@ fn answer_now(
                 history: Vec::new(),
                 reactions: Vec::new(),
                 minimized: None,
+                created_at: now(),
             };
             let answer = comment_json(&comment);
             w.comments.insert(id, comment);
@@ -1161,8 +1236,15 @@ fn answer_now(
                 .filter(|p| state == "all" || p.state == state)
                 // GitHub wants `user:ref`; a bare ref matches nothing.
                 .filter(|p| {
-                    head.as_ref()
-                        .is_none_or(|(o, b)| o == owner && *b == p.head)
+                    let head_owner = p
+                        .head_repo
+                        .as_deref()
+                        .map_or(owner, |f| f.split('/').next().unwrap_or_default())
+                        .to_ascii_lowercase();
+                    w.ignore_head_filter
+                        || head
+                            .as_ref()
+                            .is_none_or(|(o, b)| *o == head_owner && *b == p.head)
                 })
                 .filter(|p| query.get("base").is_none_or(|b| *b == p.base))
                 .map(|p| pull_json(w, &key, p))
@@ -1200,7 +1282,7 @@ fn answer_now(
             if repo
                 .pulls
                 .values()
-                .any(|p| p.state == "open" && p.head == head)
+                .any(|p| p.state == "open" && p.head == head && p.head_repo.is_none())
             {
                 return validation_failed(json!({
                     "resource": "PullRequest",
@@ -1222,6 +1304,7 @@ fn answer_now(
                 body: field("body").map(str::to_owned),
                 state: "open".into(),
                 draft: json_body.get("draft").and_then(Value::as_bool) == Some(true),
+                head_repo: None,
             };
             let answer = pull_json(w, &key, &pull);
             w.repos.get_mut(&key).unwrap().pulls.insert(number, pull);
@@ -1533,13 +1616,20 @@ fn pull_json(w: &World, key: &str, p: &FakePull) -> Value {
     let owner = repo.full_name.split('/').next().unwrap_or_default();
     let dir = w.git_dir(key);
     let sha = |branch: &str| branch_sha(&dir, branch).unwrap_or_else(|| repo.head_sha.clone());
-    let end = |branch: &str| {
+    let end = |branch: &str, fork: Option<&str>| {
+        let full_name = fork.unwrap_or(&repo.full_name);
+        let owner = fork.map_or(owner, |f| f.split('/').next().unwrap_or_default());
+        let id = if fork.is_some() {
+            repo.id + 1_000
+        } else {
+            repo.id
+        };
         json!({
             "label": format!("{owner}:{branch}"),
             "ref": branch,
             "sha": sha(branch),
             "user": FakeUser::new(owner, 2).json(),
-            "repo": { "id": repo.id, "full_name": repo.full_name, "name": repo.full_name.split('/').nth(1) },
+            "repo": { "id": id, "full_name": full_name, "name": full_name.split('/').nth(1) },
         })
     };
     json!({
@@ -1551,8 +1641,8 @@ fn pull_json(w: &World, key: &str, p: &FakePull) -> Value {
         "title": p.title,
         "body": p.body,
         "user": FakeUser { login: format!("{APP_SLUG}[bot]"), id: 9_000_000, bot: true }.json(),
-        "head": end(&p.head),
-        "base": end(&p.base),
+        "head": end(&p.head, p.head_repo.as_deref()),
+        "base": end(&p.base, None),
         "draft": p.draft,
         "merged": false,
         "html_url": format!("https://github.com/{}/pull/{}", repo.full_name, p.number),
@@ -1757,8 +1847,8 @@ fn comment_json(c: &FakeComment) -> Value {
         "issue_url": format!("https://api.github.com/repos/{}/issues/{}", c.repo, c.issue),
         "body": c.body,
         "user": c.author.json(),
-        "created_at": rfc3339(0),
-        "updated_at": rfc3339(0),
+        "created_at": rfc3339(c.created_at),
+        "updated_at": rfc3339(c.created_at),
         "author_association": "NONE",
     })
 }

@@ -21,7 +21,7 @@ use planwright::config::GitlabSettings;
 use secrecy::SecretString;
 use serde_json::{Value, json};
 
-use super::fake_forge::rfc3339;
+use super::fake_forge::{now, rfc3339};
 use super::git_http::{self, GitHttp};
 
 /// The token the fake accepts; shaped like a real personal access token.
@@ -82,6 +82,8 @@ pub struct FakeNote {
     pub history: Vec<String>,
     /// `(emoji name, username)` pairs.
     pub awards: Vec<(String, String)>,
+    /// Seconds since the epoch.
+    pub created_at: u64,
 }
 
 struct FakeIssue {
@@ -240,6 +242,7 @@ impl FakeGitlab {
             url: Some(self.url.clone()),
             token: Some(SecretString::from(TOKEN.to_owned())),
             webhook_secrets: Vec::new(),
+            project_secrets: Vec::new(),
         }
     }
 
@@ -301,6 +304,20 @@ impl FakeGitlab {
         });
     }
 
+    /// Replaces the issue's labels, as someone editing them on GitLab.
+    pub fn set_labels(&self, project: &str, iid: i64, labels: &[&str]) {
+        self.with(|w| {
+            let issue = w
+                .projects
+                .get_mut(&project.to_ascii_lowercase())
+                .unwrap()
+                .issues
+                .get_mut(&iid)
+                .unwrap();
+            issue.labels = labels.iter().map(|l| l.to_string()).collect();
+        });
+    }
+
     pub fn add_note(&self, project: &str, issue: i64, body: &str, author: FakeUser) -> i64 {
         self.insert_note(project, issue, body, author, false)
     }
@@ -331,6 +348,7 @@ impl FakeGitlab {
                     system,
                     history: Vec::new(),
                     awards: Vec::new(),
+                    created_at: now(),
                 },
             );
             id
@@ -1064,10 +1082,17 @@ fn route(
                 system: false,
                 history: Vec::new(),
                 awards: Vec::new(),
+                created_at: now(),
             };
             let answer = note_json(w, &note);
             w.notes.insert(id, note);
             (StatusCode::CREATED, axum::Json(answer)).into_response()
+        }
+        (Method::GET, ["issues", iid, "notes", note_id]) => {
+            let Some(id) = note_of(w, &key, iid, note_id) else {
+                return not_found("Note");
+            };
+            axum::Json(note_json(w, &w.notes[&id])).into_response()
         }
         (Method::PUT, ["issues", iid, "notes", note_id]) => {
             let Some(id) = note_of(w, &key, iid, note_id) else {
@@ -1341,8 +1366,8 @@ fn note_json(w: &World, n: &FakeNote) -> Value {
         "body": n.body,
         "attachment": null,
         "author": n.author.json(),
-        "created_at": rfc3339(0),
-        "updated_at": rfc3339(0),
+        "created_at": rfc3339(n.created_at),
+        "updated_at": rfc3339(n.created_at),
         "system": n.system,
         "noteable_id": p.issues.get(&n.issue).map_or(0, |i| i.id),
         "noteable_type": "Issue",

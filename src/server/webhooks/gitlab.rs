@@ -39,14 +39,23 @@ impl FromRequest<AppState> for GitlabDelivery {
     type Rejection = Refusal;
 
     async fn from_request(req: Request, state: &AppState) -> Result<Self, Self::Rejection> {
-        if state.settings.gitlab.webhook_secrets.is_empty() {
+        let settings = &state.settings;
+        if settings.gitlab.webhook_secrets.is_empty() && settings.gitlab.project_secrets.is_empty()
+        {
             return Err(Refusal::NotConfigured("GitLab"));
         }
         let headers = req.headers();
         let token = header(headers, "x-gitlab-token").ok_or(Refusal::Unauthorized(
             "The request has no X-Gitlab-Token header",
         ))?;
-        if !token_matches(token.as_bytes(), state.settings.gitlab_secrets()) {
+        let global = token_matches(token.as_bytes(), settings.gitlab_secrets());
+        // Every project secret is compared, so the time says nothing about which matched.
+        let projects: Vec<&RepoName> = settings
+            .gitlab_project_secrets()
+            .filter(|(_, secret)| token_matches(token.as_bytes(), std::iter::once(*secret)))
+            .map(|(project, _)| project)
+            .collect();
+        if !global && projects.is_empty() {
             return Err(Refusal::Unauthorized("X-Gitlab-Token does not match"));
         }
         let event = header(headers, "x-gitlab-event")
@@ -57,12 +66,30 @@ impl FromRequest<AppState> for GitlabDelivery {
             .or_else(|| header(headers, "x-gitlab-event-uuid"))
             .map(str::to_owned);
         let body = read_body(req, state).await?;
+        let body = String::from_utf8_lossy(&body).into_owned();
+        // A project's secret speaks for that project only: the body is read for its
+        // project only now that the token is known to be one of ours.
+        if !global && !project_of(&body).is_some_and(|p| projects.contains(&&p)) {
+            return Err(Refusal::Unauthorized(
+                "X-Gitlab-Token is not the webhook secret of the payload's project",
+            ));
+        }
         Ok(GitlabDelivery {
             event,
             delivery_key,
-            body: String::from_utf8_lossy(&body).into_owned(),
+            body,
         })
     }
+}
+
+/// The project a payload says it is about.
+fn project_of(body: &str) -> Option<RepoName> {
+    #[derive(Deserialize)]
+    struct OnlyProject {
+        project: Project,
+    }
+    let only: OnlyProject = serde_json::from_str(body).ok()?;
+    RepoName::parse(&only.project.path_with_namespace).ok()
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -79,7 +106,10 @@ struct Payload {
 
 #[derive(Debug, Deserialize)]
 struct User {
-    id: i64,
+    /// Older GitLab versions send no id: the login alone (id 0) stands for the user, and a
+    /// command's author is read back from the API anyway.
+    #[serde(default)]
+    id: Option<i64>,
     username: String,
 }
 
@@ -87,7 +117,7 @@ impl From<&User> for Actor {
     fn from(user: &User) -> Self {
         Actor {
             login: user.username.clone(),
-            id: user.id,
+            id: user.id.unwrap_or(0),
             bot: crate::forge::gitlab::is_token_bot(&user.username),
         }
     }
