@@ -710,3 +710,40 @@ async fn git_inside_the_sandbox_sees_a_clean_checkout_and_can_commit() {
     );
     ws.finish(Outcome::Succeeded).await.unwrap();
 }
+
+#[tokio::test]
+async fn a_result_of_huge_files_is_measured_and_its_diff_stays_within_its_bound() {
+    let up = Upstream::new();
+    let base = up.commit(&[("src/lib.rs", "pub fn f() {}\n")], "first");
+    let s = setup(None);
+    let ws = s.workspaces.create(&request(&s, &up, &base)).await.unwrap();
+    let repo = ws.repo();
+    // Many short lines (cut between lines) and one file too large to diff as text.
+    let lines: String = (0..40_000).map(|i| format!("line {i}\n")).collect();
+    std::fs::write(repo.join("src/many.txt"), &lines).unwrap();
+    let huge = "x".repeat(5 << 20);
+    std::fs::write(repo.join("huge.txt"), &huge).unwrap();
+
+    let bound = 64 << 10;
+    let diff = ws.diff_within(bound).await.unwrap();
+    let note = "[planwright: the diff is cut here, at 65536 bytes]";
+    assert!(
+        diff.ends_with(&format!("\n{note}\n")),
+        "{}",
+        &diff[diff.len() - 200..]
+    );
+    assert!(diff.len() <= bound + note.len() + 2, "{} bytes", diff.len());
+    assert!(diff.contains("+line 0\n"));
+
+    // Whole, the many lines are there and the huge file is not loaded as text.
+    let whole = ws.diff().await.unwrap();
+    assert!(whole.contains("+line 39999\n"));
+    assert!(
+        !whole.contains("xxxxxxxx"),
+        "the huge file was diffed as text"
+    );
+    assert!(whole.len() < lines.len() * 2, "{} bytes", whole.len());
+
+    let bytes = ws.changed_bytes().await.unwrap();
+    assert_eq!(bytes, (lines.len() + huge.len()) as u64);
+}

@@ -33,6 +33,13 @@ const USE_STAMP: &str = "planwright-used";
 const FAILED_MARK: &str = "failed";
 const BRANCH_PREFIX: &str = "planwright/";
 const SLUG_MAX: usize = 40;
+/// Bytes of unified diff kept for verification and review; past it the diff is cut and
+/// says so, so that a result of huge files cannot fill memory.
+pub const DIFF_MAX_BYTES: usize = 8 << 20;
+/// Files larger than this are shown as binary in a diff rather than loaded whole.
+const DIFF_TEXT_MAX_BYTES: i64 = 4 << 20;
+/// The largest result planwright commits: the sizes of its added and changed files.
+pub const RESULT_MAX_BYTES: u64 = 256 << 20;
 /// The user and group bubblewrap shows a run as (`--uid`/`--gid` in `bwrap.rs`), whoever
 /// owns the files on the host: the stat data in the run's index must match what git
 /// inside sees, or its first `git status` rehashes every file.
@@ -1021,22 +1028,65 @@ impl Workspace {
         .await
     }
 
-    /// The unified diff from the base to the checkout.
+    /// The unified diff from the base to the checkout, at most [`DIFF_MAX_BYTES`].
     pub async fn diff(&self) -> Result<String, WorkspaceError> {
+        self.diff_within(DIFF_MAX_BYTES).await
+    }
+
+    /// The unified diff from the base to the checkout, cut after `max` bytes with a last
+    /// line saying so. Printed file by file, so only the kept part is ever held.
+    pub async fn diff_within(&self, max: usize) -> Result<String, WorkspaceError> {
         let (git_dir, work, base) = (self.git_dir(), self.repo(), self.base);
         blocking(move || {
             let repo = open_results(&git_dir, &work)?;
             let diff = diff_from_base(&repo, base)?;
             let mut out = Vec::new();
-            diff.print(git2::DiffFormat::Patch, |_, _, line| {
-                if matches!(line.origin(), '+' | '-' | ' ') {
+            let mut cut = false;
+            let printed = diff.print(git2::DiffFormat::Patch, |_, _, line| {
+                let origin = matches!(line.origin(), '+' | '-' | ' ');
+                if out.len() + usize::from(origin) + line.content().len() > max {
+                    cut = true;
+                    return false;
+                }
+                if origin {
                     out.push(line.origin() as u8);
                 }
                 out.extend_from_slice(line.content());
                 true
-            })
-            .context("Could not render the diff")?;
-            Ok(String::from_utf8_lossy(&out).into_owned())
+            });
+            if !cut {
+                printed.context("Could not render the diff")?;
+            }
+            let mut text = String::from_utf8_lossy(&out).into_owned();
+            if cut {
+                text.push_str(&format!(
+                    "\n[planwright: the diff is cut here, at {max} bytes]\n"
+                ));
+            }
+            Ok(text)
+        })
+        .await
+    }
+
+    /// Bytes the result's added and changed files hold in the checkout (symbolic links
+    /// count as their own size, not their target's).
+    pub async fn changed_bytes(&self) -> Result<u64, WorkspaceError> {
+        let (git_dir, work, base) = (self.git_dir(), self.repo(), self.base);
+        blocking(move || {
+            let repo = open_results(&git_dir, &work)?;
+            let diff = diff_from_base(&repo, base)?;
+            let mut total = 0u64;
+            for delta in diff.deltas() {
+                if delta.status() == git2::Delta::Deleted {
+                    continue;
+                }
+                if let Some(path) = delta.new_file().path()
+                    && let Ok(meta) = std::fs::symlink_metadata(work.join(path))
+                {
+                    total = total.saturating_add(meta.len());
+                }
+            }
+            Ok(total)
         })
         .await
     }
@@ -1264,7 +1314,8 @@ fn diff_from_base(repo: &Repository, base: Oid) -> anyhow::Result<git2::Diff<'_>
     opts.include_untracked(true)
         .recurse_untracked_dirs(true)
         .show_untracked_content(true)
-        .include_typechange(true);
+        .include_typechange(true)
+        .max_size(DIFF_TEXT_MAX_BYTES);
     repo.diff_tree_to_workdir_with_index(Some(&tree), Some(&mut opts))
         .context("Could not compare the checkout with the base")
 }

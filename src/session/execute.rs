@@ -33,7 +33,9 @@ use crate::llm::{ModelError, Provider};
 use crate::publish::{self, Publication, PublishError, Published, PushFailure, RunResult};
 use crate::repo_config::{BoundSettings, ExecutorKind, LoadError, RepoConfig};
 use crate::sandbox::Sandbox;
-use crate::sandbox::workspace::{Author, MirrorKey, Outcome, Workspace, WorkspaceRequest};
+use crate::sandbox::workspace::{
+    Author, MirrorKey, Outcome, RESULT_MAX_BYTES, Workspace, WorkspaceRequest,
+};
 use crate::store::{audit, runs, sessions};
 use crate::verify::{self, Verifier, VerifyError};
 use crate::worker::{Job, JobError};
@@ -534,6 +536,19 @@ impl Execution<'_> {
                 self.finish_run(&run, "failed", None, None).await?;
                 return Err(Stop::Fail(format!("{reason} Nothing was pushed.")));
             }
+            let size = result
+                .changed_bytes()
+                .await
+                .map_err(|e| Stop::Job(JobError::Permanent(e.into())))?;
+            if size > RESULT_MAX_BYTES {
+                self.finish_run(&run, "failed", None, None).await?;
+                return Err(Stop::Fail(format!(
+                    "The result is too large to publish: its added and changed files hold {} \
+                     MiB, over the {} MiB a result may hold. Nothing was pushed.",
+                    size >> 20,
+                    RESULT_MAX_BYTES >> 20
+                )));
+            }
             let committed = result
                 .commit_result(&message, &author, &artifacts)
                 .await
@@ -584,7 +599,16 @@ impl Execution<'_> {
                     .scope
                     .iter()
                     .filter(|f| f.severity == verify::Severity::Refused)
-                    .map(|f| format!("- `{}` ({}): {}", f.path, f.change, f.reason))
+                    .map(|f| {
+                        // The path is the executor's: a backtick in it must not open
+                        // markdown that hides the rest of the list.
+                        format!(
+                            "- {} ({}): {}",
+                            crate::markdown::code(&f.path, false),
+                            f.change,
+                            f.reason
+                        )
+                    })
                     .collect();
                 return Err(Stop::Fail(format!(
                     "The result was refused, and nothing was pushed:\n\n{}",
