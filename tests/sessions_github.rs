@@ -334,7 +334,12 @@ async fn a_label_by_a_maintainer_gets_a_contract_with_a_valid_marker() {
     // Planning happened against the repository's real head.
     assert_eq!(stored.base_sha, head);
 
-    // One status comment, edited to the current stage.
+    // One status comment, edited to the current stage (the edit follows the state move).
+    world
+        .wait_for_comment("the status at awaiting approval", |b| {
+            b.contains("planwright:status") && b.contains("awaiting approval")
+        })
+        .await;
     let statuses: Vec<String> = world
         .bot_comments()
         .into_iter()
