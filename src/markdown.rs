@@ -86,6 +86,9 @@ pub fn code(text: &str, in_table: bool) -> String {
 pub fn fenced(text: &str, indent: &str) -> String {
     let fence = "~".repeat((longest_run(text, '~') + 1).max(3));
     let mut out = format!("{indent}{fence}text\n");
+    // Markdown ends a line at a lone `\r` too; each becomes a line of the fence here, so
+    // none can put text outside it.
+    let text = text.replace("\r\n", "\n").replace('\r', "\n");
     for line in text.trim_end().lines() {
         out.push_str(indent);
         out.push_str(line);
