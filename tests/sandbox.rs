@@ -830,6 +830,8 @@ async fn kernel_facing_system_calls_are_refused() {
             libc::SYS_process_vm_readv,
             "1, None, 0, None, 0, 0",
         ),
+        ("io_uring_setup", libc::SYS_io_uring_setup, "1, None"),
+        ("pidfd_getfd", libc::SYS_pidfd_getfd, "-1, 0, 0"),
     ];
     let mut script = String::from(
         "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\nlibc.syscall.restype = ctypes.c_long\n",

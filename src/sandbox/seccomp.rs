@@ -1,6 +1,6 @@
 //! The seccomp filter every sandboxed process runs under: system calls a build or test
 //! never needs and that reach into the kernel or other processes (debugging, kernel
-//! keyrings, BPF, userfaultfd, perf events, loading kernels or modules, the mount family)
+//! keyrings, BPF, userfaultfd, perf events, io_uring, loading kernels or modules, the mount family)
 //! fail with `EPERM`. bubblewrap loads it (`--seccomp FD`) after its own setup, just
 //! before the command starts.
 
@@ -41,6 +41,14 @@ const REFUSED: &[libc::c_long] = &[
     libc::SYS_fsmount,
     libc::SYS_fspick,
     libc::SYS_mount_setattr,
+    // io_uring's operations are not seen by seccomp at all, and its code is a frequent
+    // source of kernel flaws.
+    libc::SYS_io_uring_setup,
+    libc::SYS_io_uring_enter,
+    libc::SYS_io_uring_register,
+    // Reaching into other processes' descriptors and comparing kernel objects.
+    libc::SYS_pidfd_getfd,
+    libc::SYS_kcmp,
 ];
 
 #[cfg(target_arch = "x86_64")]
