@@ -232,6 +232,55 @@ async fn a_note_whose_payload_names_another_author_acts_as_its_real_author() {
 }
 
 #[tokio::test]
+async fn an_approve_without_an_event_uuid_whose_first_handling_fails_is_carried_out_on_retry() {
+    let world = World::start(vec![
+        Step::tool_call("p1", "submit_contract", contract()).when_tools(&["submit_contract"]),
+    ])
+    .await;
+    world.label(&world.developer).await;
+    world.wait_for_state("awaiting_approval").await;
+    // The permission check comes after the comment is claimed: the first handling fails
+    // there once the forge client's own four tries are spent, and the job's retry must
+    // still act. The test server sends no event UUID.
+    let members = format!(
+        "/api/v4/projects/{}/members/all/{}",
+        PROJECT.replace('/', "%2F"),
+        world.developer.id
+    );
+    for _ in 0..4 {
+        world.gitlab.fail_after_performing("GET", &members, 500);
+    }
+    world.note(&world.developer, "/approve").await;
+    eventually("the execute job", || async {
+        jobs::list(&world.server.db, None)
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|j| j.kind == "execute")
+    })
+    .await;
+    eventually("the event jobs to settle", || async {
+        let all = jobs::list(&world.server.db, None).await.unwrap();
+        all.iter()
+            .filter(|j| j.kind == "event")
+            .all(|j| j.state == "done")
+            .then_some(())
+    })
+    .await;
+    let statuses = world.gitlab.statuses("GET", &members);
+    // The label's check, then the command's failed first handling and its retry.
+    assert_eq!(statuses, [200, 500, 500, 500, 500, 200]);
+    let executes = jobs::list(&world.server.db, None)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|j| j.kind == "execute")
+        .count();
+    assert_eq!(executes, 1);
+    world.server.stop().await;
+}
+
+#[tokio::test]
 async fn a_developer_labels_gets_a_contract_and_approves_it() {
     let world = World::start(vec![
         Step::tool_call("p1", "read_file", json!({"path": "src/parse.rs"}))
