@@ -233,6 +233,43 @@ async fn maps_access_levels_onto_permissions() {
 }
 
 #[tokio::test]
+async fn says_who_added_a_label_last_across_pages() {
+    let (fake, forge) = world().await;
+    let bob = fake.add_user("bob", 12);
+    let carol = fake.add_user("carol", 13);
+    let claimed = Actor {
+        login: "mallory".into(),
+        id: 66,
+        bot: false,
+    };
+    let by = |label: &'static str| {
+        let (forge, claimed) = (&forge, &claimed);
+        async move {
+            forge
+                .label_added_by(&repo(), IssueNumber(3), label, claimed)
+                .await
+                .unwrap()
+                .map(|a| a.login)
+        }
+    };
+    // Created with its labels: GitLab has no event for those.
+    assert_eq!(by("planwright").await, None);
+    // Enough churn to spill over a page of 100 events before the last add.
+    for _ in 0..60 {
+        fake.set_labels(PROJECT, 3, &["bug", "Planwright"], &bob);
+        fake.set_labels(PROJECT, 3, &["bug"], &bob);
+    }
+    fake.set_labels(PROJECT, 3, &["bug", "PlanWright"], &carol);
+    fake.set_labels(PROJECT, 3, &["bug", "PlanWright", "docs"], &bob);
+    assert_eq!(by("planwright").await.as_deref(), Some("carol"));
+    assert_eq!(by("docs").await.as_deref(), Some("bob"));
+    assert_eq!(by("feature").await, None);
+    let path = format!("{API}/issues/3/resource_label_events");
+    // One page while there were no events, then two pages for each question.
+    assert_eq!(fake.statuses("GET", &path).len(), 7);
+}
+
+#[tokio::test]
 async fn reads_files_at_the_default_branch() {
     let (fake, forge) = world().await;
     let config = "label: planwright\nmin_permission: developer\n# ünïcode and a long line: "

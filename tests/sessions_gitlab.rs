@@ -114,7 +114,7 @@ impl World {
     }
 
     async fn label(&self, by: &FakeUser) {
-        self.gitlab.set_labels(PROJECT, ISSUE, &["planwright"]);
+        self.gitlab.set_labels(PROJECT, ISSUE, &["planwright"], by);
         self.deliver_label(by).await;
     }
 
@@ -338,6 +338,32 @@ async fn a_reporter_cannot_start_planning() {
         refusal.contains("@rex") && refusal.contains("**write**"),
         "{refusal}"
     );
+    assert!(world.models.requests().is_empty());
+    world.server.stop().await;
+}
+
+#[tokio::test]
+async fn a_label_event_naming_a_developer_for_a_label_a_reporter_added_is_answered_as_the_reporter()
+{
+    let world = World::start(Vec::new()).await;
+    // The reporter puts the label on; a holder of the webhook secret sends the hook with
+    // the developer's name in it.
+    world
+        .gitlab
+        .set_labels(PROJECT, ISSUE, &["planwright"], &world.reporter);
+    world.deliver_label(&world.developer).await;
+    let refusal = world
+        .wait_for_note("the refusal", |b| b.contains("only people with"))
+        .await;
+    assert!(
+        refusal.starts_with("@rex,") && refusal.contains("**write**"),
+        "{refusal}"
+    );
+    let mut conn = world.server.db.pool.acquire().await.unwrap();
+    let session = sessions::latest_for_issue(&mut conn, "gitlab", PROJECT, ISSUE)
+        .await
+        .unwrap();
+    assert!(session.is_none(), "{session:?}");
     assert!(world.models.requests().is_empty());
     world.server.stop().await;
 }

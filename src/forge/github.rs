@@ -346,6 +346,18 @@ impl Forge for GithubForge {
         })
     }
 
+    /// GitHub signs each webhook with the app's own secret, which only GitHub and
+    /// planwright hold: the payload's sender is GitHub's word.
+    async fn label_added_by(
+        &self,
+        _repo: &RepoName,
+        _issue: IssueNumber,
+        _label: &str,
+        claimed: &Actor,
+    ) -> Result<Option<Actor>, ForgeError> {
+        Ok(Some(claimed.clone()))
+    }
+
     async fn read_file(&self, repo: &RepoName, path: &str) -> Result<Option<String>, ForgeError> {
         // No `ref`: the contents API reads the default branch, which is the only branch
         // repository configuration may come from.

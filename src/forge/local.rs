@@ -740,6 +740,18 @@ impl Forge for LocalForge {
         })
     }
 
+    /// Only the local user is there to add a label (`solve` stands for adding one).
+    async fn label_added_by(
+        &self,
+        repo: &RepoName,
+        _issue: IssueNumber,
+        _label: &str,
+        _claimed: &Actor,
+    ) -> Result<Option<Actor>, ForgeError> {
+        self.check_repo(repo)?;
+        Ok(Some(self.actor(&self.user)))
+    }
+
     /// The file as committed on the default branch; uncommitted changes are not seen,
     /// as a forge would not see them.
     async fn read_file(&self, repo: &RepoName, path: &str) -> Result<Option<String>, ForgeError> {

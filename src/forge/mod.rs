@@ -277,6 +277,18 @@ pub trait Forge: Send + Sync {
 
     async fn permission(&self, repo: &RepoName, login: &str) -> Result<Permission, ForgeError>;
 
+    /// Who added `label` to the issue, the newest time it was added, as the forge records
+    /// it: a webhook's actor is only what its sender claims. `claimed` is that actor, the
+    /// answer where the forge alone signs its webhooks. `None` when the forge has no
+    /// record of the label being added.
+    async fn label_added_by(
+        &self,
+        repo: &RepoName,
+        issue: IssueNumber,
+        label: &str,
+        claimed: &Actor,
+    ) -> Result<Option<Actor>, ForgeError>;
+
     /// A file's text on the default branch; `None` when there is no such file.
     async fn read_file(&self, repo: &RepoName, path: &str) -> Result<Option<String>, ForgeError>;
 

@@ -152,12 +152,23 @@ async fn on_labeled(
             Some(now)
         }
     };
+    // Whoever the forge says added the label is the one whose permission counts.
+    let Some(by) = forge
+        .label_added_by(&event.repo, issue, &config.label, actor)
+        .await?
+    else {
+        info!(repo = %event.repo, issue = issue.0, "a label event for a label nobody is recorded adding is ignored");
+        return Ok(());
+    };
+    if is_bot(forge.as_ref(), &by).await? {
+        return Ok(());
+    }
     start_session(
         app,
         forge.as_ref(),
         event,
         issue,
-        actor,
+        &by,
         &config,
         delivery,
         now,
