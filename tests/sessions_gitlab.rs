@@ -129,6 +129,17 @@ impl World {
         self.send("Issue Hook", &payload).await;
     }
 
+    /// Delivers an event for the label's removal, whatever labels the issue has.
+    async fn deliver_unlabel(&self, by: &FakeUser) {
+        let mut payload = Self::retarget(Self::fixture("issue-hook.1.json"), by);
+        payload["object_attributes"]["iid"] = json!(ISSUE);
+        payload["changes"]["labels"] = json!({
+            "previous": [{"id": 1, "title": "planwright"}],
+            "current": []
+        });
+        self.send("Issue Hook", &payload).await;
+    }
+
     async fn note(&self, by: &FakeUser, body: &str) {
         let id = self.gitlab.add_note(PROJECT, ISSUE, body, by.clone());
         let mut payload = Self::retarget(Self::fixture("note-hook.issue.json"), by);
@@ -365,6 +376,43 @@ async fn a_label_event_naming_a_developer_for_a_label_a_reporter_added_is_answer
         .unwrap();
     assert!(session.is_none(), "{session:?}");
     assert!(world.models.requests().is_empty());
+    world.server.stop().await;
+}
+
+#[tokio::test]
+async fn an_unlabel_event_naming_a_developer_for_a_label_a_reporter_removed_cancels_nothing() {
+    let world = World::start(vec![
+        Step::tool_call("p1", "submit_contract", contract()).when_tools(&["submit_contract"]),
+    ])
+    .await;
+    world.label(&world.developer).await;
+    world.wait_for_state("awaiting_approval").await;
+    world
+        .gitlab
+        .set_labels(PROJECT, ISSUE, &[], &world.reporter);
+    world.deliver_unlabel(&world.developer).await;
+    eventually("the event jobs to settle", || async {
+        let all = jobs::list(&world.server.db, None).await.unwrap();
+        let events = all.iter().filter(|j| j.kind == "event").count();
+        (events == 2 && all.iter().all(|j| j.kind != "event" || j.state == "done")).then_some(())
+    })
+    .await;
+    let mut conn = world.server.db.pool.acquire().await.unwrap();
+    let session = sessions::latest_for_issue(&mut conn, "gitlab", PROJECT, ISSUE)
+        .await
+        .unwrap()
+        .unwrap();
+    drop(conn);
+    assert_eq!(session.state, "awaiting_approval");
+    // The developer's own removal does cancel.
+    world
+        .gitlab
+        .set_labels(PROJECT, ISSUE, &["planwright"], &world.developer);
+    world
+        .gitlab
+        .set_labels(PROJECT, ISSUE, &[], &world.developer);
+    world.deliver_unlabel(&world.developer).await;
+    world.wait_for_state("cancelled").await;
     world.server.stop().await;
 }
 

@@ -19,8 +19,8 @@ use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 
 use super::{
-    Check, CheckState, Comment, Forge, ForgeError, GitRemote, Issue, NewPullRequest, Permission,
-    PullRequest, Reaction, Repository, RetryPolicy, header, truncate_with_note,
+    Check, CheckState, Comment, Forge, ForgeError, GitRemote, Issue, LabelChange, NewPullRequest,
+    Permission, PullRequest, Reaction, Repository, RetryPolicy, header, truncate_with_note,
 };
 use crate::config::GitlabSettings;
 use crate::event::{Actor, Thread};
@@ -452,13 +452,18 @@ impl Forge for GitlabForge {
 
     /// From the issue's label events: one webhook secret may serve many projects, so a
     /// label hook's `user` is only what a holder of that secret claims.
-    async fn label_added_by(
+    async fn label_changed_by(
         &self,
         repo: &RepoName,
         issue: IssueNumber,
         label: &str,
+        change: LabelChange,
         _claimed: &Actor,
     ) -> Result<Option<Actor>, ForgeError> {
+        let action = match change {
+            LabelChange::Added => "add",
+            LabelChange::Removed => "remove",
+        };
         let mut newest: Option<GlLabelEvent> = None;
         let mut page = 1;
         for _ in 0..MAX_PAGES {
@@ -471,12 +476,12 @@ impl Forge for GitlabForge {
             let count = batch.len();
             for event in batch {
                 // A deleted label's events keep no label; a deleted user's keep no user.
-                let adds_it = event.action == "add"
+                let matches = event.action == action
                     && event
                         .label
                         .as_ref()
                         .is_some_and(|l| l.name.eq_ignore_ascii_case(label));
-                if adds_it && newest.as_ref().is_none_or(|n| event.id > n.id) {
+                if matches && newest.as_ref().is_none_or(|n| event.id > n.id) {
                     newest = Some(event);
                 }
             }

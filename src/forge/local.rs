@@ -15,8 +15,8 @@ use secrecy::SecretString;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    Check, CheckState, Comment, Forge, ForgeError, GitRemote, Issue, NewPullRequest, Permission,
-    PullRequest, Reaction, Repository,
+    Check, CheckState, Comment, Forge, ForgeError, GitRemote, Issue, LabelChange, NewPullRequest,
+    Permission, PullRequest, Reaction, Repository,
 };
 use crate::event::{Actor, Thread};
 use crate::ids::{CommentId, CommitSha, IssueNumber, PullNumber, RepoName};
@@ -740,12 +740,13 @@ impl Forge for LocalForge {
         })
     }
 
-    /// Only the local user is there to add a label (`solve` stands for adding one).
-    async fn label_added_by(
+    /// Only the local user is there to change a label (`solve` stands for adding one).
+    async fn label_changed_by(
         &self,
         repo: &RepoName,
         _issue: IssueNumber,
         _label: &str,
+        _change: LabelChange,
         _claimed: &Actor,
     ) -> Result<Option<Actor>, ForgeError> {
         self.check_repo(repo)?;
