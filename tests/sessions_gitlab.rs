@@ -292,6 +292,74 @@ async fn an_approve_without_an_event_uuid_whose_first_handling_fails_is_carried_
 }
 
 #[tokio::test]
+async fn an_approve_redelivered_after_its_first_delivery_gave_up_is_carried_out() {
+    let files = [("src/parse.rs", "pub fn parse_array() {}\n")];
+    let world = World::start_with(
+        vec![Step::tool_call("p1", "submit_contract", contract()).when_tools(&["submit_contract"])],
+        &files,
+        &[("PLANWRIGHT_JOB_MAX_ATTEMPTS", "1")],
+    )
+    .await;
+    world.label(&world.developer).await;
+    world.wait_for_state("awaiting_approval").await;
+    // GitLab is down for the permission check until the first delivery's job gives up.
+    let members = format!(
+        "/api/v4/projects/{}/members/all/{}",
+        PROJECT.replace('/', "%2F"),
+        world.developer.id
+    );
+    for _ in 0..4 {
+        world.gitlab.fail_after_performing("GET", &members, 500);
+    }
+    let id = world
+        .gitlab
+        .add_note(PROJECT, ISSUE, "/approve", world.developer.clone());
+    let mut payload = World::retarget(World::fixture("note-hook.issue.json"), &world.developer);
+    payload["object_attributes"]["id"] = json!(id);
+    payload["object_attributes"]["note"] = json!("/approve");
+    payload["issue"]["iid"] = json!(ISSUE);
+    world.send("Note Hook", &payload).await;
+    eventually("the first delivery's job to give up", || async {
+        jobs::list(&world.server.db, None)
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|j| j.kind == "event" && j.state == "dead")
+    })
+    .await;
+    // GitLab sends the hook again, as it does after a failed delivery.
+    world.send("Note Hook", &payload).await;
+    eventually("the execute job", || async {
+        jobs::list(&world.server.db, None)
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|j| j.kind == "execute")
+    })
+    .await;
+    // A third delivery of the same comment, after the command was carried out, does nothing.
+    world.send("Note Hook", &payload).await;
+    eventually("the event jobs to settle", || async {
+        let all = jobs::list(&world.server.db, None).await.unwrap();
+        let events: Vec<_> = all.iter().filter(|j| j.kind == "event").collect();
+        (events.len() == 4
+            && events
+                .iter()
+                .all(|j| j.state == "done" || j.state == "dead"))
+        .then_some(())
+    })
+    .await;
+    let executes = jobs::list(&world.server.db, None)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|j| j.kind == "execute")
+        .count();
+    assert_eq!(executes, 1);
+    world.server.stop().await;
+}
+
+#[tokio::test]
 async fn a_developer_labels_gets_a_contract_and_approves_it() {
     let world = World::start(vec![
         Step::tool_call("p1", "read_file", json!({"path": "src/parse.rs"}))
