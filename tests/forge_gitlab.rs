@@ -9,7 +9,8 @@ use std::time::Duration;
 use planwright::event::Actor;
 use planwright::forge::gitlab::GitlabForge;
 use planwright::forge::{
-    Check, CheckState, Forge, ForgeError, NewPullRequest, Permission, Reaction, RetryPolicy,
+    Check, CheckState, Forge, ForgeError, LabelChange, NewPullRequest, Permission, Reaction,
+    RetryPolicy,
 };
 use planwright::ids::{CommentId, CommitSha, IssueNumber, PullNumber, RepoName};
 use secrecy::ExposeSecret;
@@ -230,6 +231,54 @@ async fn maps_access_levels_onto_permissions() {
         fake.statuses("GET", &format!("{API}/members/all/200")),
         [404]
     );
+}
+
+#[tokio::test]
+async fn says_who_added_or_removed_a_label_last_across_pages() {
+    let (fake, forge) = world().await;
+    let bob = fake.add_user("bob", 12);
+    let carol = fake.add_user("carol", 13);
+    let claimed = Actor {
+        login: "mallory".into(),
+        id: 66,
+        bot: false,
+    };
+    let by = |label: &'static str| {
+        let (forge, claimed) = (&forge, &claimed);
+        async move {
+            forge
+                .label_changed_by(&repo(), IssueNumber(3), label, LabelChange::Added, claimed)
+                .await
+                .unwrap()
+                .map(|a| a.login)
+        }
+    };
+    // Created with its labels: GitLab has no event for those.
+    assert_eq!(by("planwright").await, None);
+    // Enough churn to spill over a page of 100 events before the last add.
+    for _ in 0..60 {
+        fake.set_labels(PROJECT, 3, &["bug", "Planwright"], &bob);
+        fake.set_labels(PROJECT, 3, &["bug"], &bob);
+    }
+    fake.set_labels(PROJECT, 3, &["bug", "PlanWright"], &carol);
+    fake.set_labels(PROJECT, 3, &["bug", "PlanWright", "docs"], &bob);
+    assert_eq!(by("planwright").await.as_deref(), Some("carol"));
+    assert_eq!(by("docs").await.as_deref(), Some("bob"));
+    assert_eq!(by("feature").await, None);
+    let removed = forge
+        .label_changed_by(
+            &repo(),
+            IssueNumber(3),
+            "planwright",
+            LabelChange::Removed,
+            &claimed,
+        )
+        .await
+        .unwrap();
+    assert_eq!(removed.map(|a| a.login).as_deref(), Some("bob"));
+    let path = format!("{API}/issues/3/resource_label_events");
+    // One page while there were no events, then two pages for each question.
+    assert_eq!(fake.statuses("GET", &path).len(), 9);
 }
 
 #[tokio::test]

@@ -114,7 +114,7 @@ impl World {
     }
 
     async fn label(&self, by: &FakeUser) {
-        self.gitlab.set_labels(PROJECT, ISSUE, &["planwright"]);
+        self.gitlab.set_labels(PROJECT, ISSUE, &["planwright"], by);
         self.deliver_label(by).await;
     }
 
@@ -125,6 +125,17 @@ impl World {
         payload["changes"]["labels"] = json!({
             "previous": [],
             "current": [{"id": 1, "title": "planwright"}]
+        });
+        self.send("Issue Hook", &payload).await;
+    }
+
+    /// Delivers an event for the label's removal, whatever labels the issue has.
+    async fn deliver_unlabel(&self, by: &FakeUser) {
+        let mut payload = Self::retarget(Self::fixture("issue-hook.1.json"), by);
+        payload["object_attributes"]["iid"] = json!(ISSUE);
+        payload["changes"]["labels"] = json!({
+            "previous": [{"id": 1, "title": "planwright"}],
+            "current": []
         });
         self.send("Issue Hook", &payload).await;
     }
@@ -232,6 +243,123 @@ async fn a_note_whose_payload_names_another_author_acts_as_its_real_author() {
 }
 
 #[tokio::test]
+async fn an_approve_without_an_event_uuid_whose_first_handling_fails_is_carried_out_on_retry() {
+    let world = World::start(vec![
+        Step::tool_call("p1", "submit_contract", contract()).when_tools(&["submit_contract"]),
+    ])
+    .await;
+    world.label(&world.developer).await;
+    world.wait_for_state("awaiting_approval").await;
+    // The permission check comes after the comment is claimed: the first handling fails
+    // there once the forge client's own four tries are spent, and the job's retry must
+    // still act. The test server sends no event UUID.
+    let members = format!(
+        "/api/v4/projects/{}/members/all/{}",
+        PROJECT.replace('/', "%2F"),
+        world.developer.id
+    );
+    for _ in 0..4 {
+        world.gitlab.fail_after_performing("GET", &members, 500);
+    }
+    world.note(&world.developer, "/approve").await;
+    eventually("the execute job", || async {
+        jobs::list(&world.server.db, None)
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|j| j.kind == "execute")
+    })
+    .await;
+    eventually("the event jobs to settle", || async {
+        let all = jobs::list(&world.server.db, None).await.unwrap();
+        all.iter()
+            .filter(|j| j.kind == "event")
+            .all(|j| j.state == "done")
+            .then_some(())
+    })
+    .await;
+    let statuses = world.gitlab.statuses("GET", &members);
+    // The label's check, then the command's failed first handling and its retry.
+    assert_eq!(statuses, [200, 500, 500, 500, 500, 200]);
+    let executes = jobs::list(&world.server.db, None)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|j| j.kind == "execute")
+        .count();
+    assert_eq!(executes, 1);
+    world.server.stop().await;
+}
+
+#[tokio::test]
+async fn an_approve_redelivered_after_its_first_delivery_gave_up_is_carried_out() {
+    let files = [("src/parse.rs", "pub fn parse_array() {}\n")];
+    let world = World::start_with(
+        vec![Step::tool_call("p1", "submit_contract", contract()).when_tools(&["submit_contract"])],
+        &files,
+        &[("PLANWRIGHT_JOB_MAX_ATTEMPTS", "1")],
+    )
+    .await;
+    world.label(&world.developer).await;
+    world.wait_for_state("awaiting_approval").await;
+    // GitLab is down for the permission check until the first delivery's job gives up.
+    let members = format!(
+        "/api/v4/projects/{}/members/all/{}",
+        PROJECT.replace('/', "%2F"),
+        world.developer.id
+    );
+    for _ in 0..4 {
+        world.gitlab.fail_after_performing("GET", &members, 500);
+    }
+    let id = world
+        .gitlab
+        .add_note(PROJECT, ISSUE, "/approve", world.developer.clone());
+    let mut payload = World::retarget(World::fixture("note-hook.issue.json"), &world.developer);
+    payload["object_attributes"]["id"] = json!(id);
+    payload["object_attributes"]["note"] = json!("/approve");
+    payload["issue"]["iid"] = json!(ISSUE);
+    world.send("Note Hook", &payload).await;
+    eventually("the first delivery's job to give up", || async {
+        jobs::list(&world.server.db, None)
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|j| j.kind == "event" && j.state == "dead")
+    })
+    .await;
+    // GitLab sends the hook again, as it does after a failed delivery.
+    world.send("Note Hook", &payload).await;
+    eventually("the execute job", || async {
+        jobs::list(&world.server.db, None)
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|j| j.kind == "execute")
+    })
+    .await;
+    // A third delivery of the same comment, after the command was carried out, does nothing.
+    world.send("Note Hook", &payload).await;
+    eventually("the event jobs to settle", || async {
+        let all = jobs::list(&world.server.db, None).await.unwrap();
+        let events: Vec<_> = all.iter().filter(|j| j.kind == "event").collect();
+        (events.len() == 4
+            && events
+                .iter()
+                .all(|j| j.state == "done" || j.state == "dead"))
+        .then_some(())
+    })
+    .await;
+    let executes = jobs::list(&world.server.db, None)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|j| j.kind == "execute")
+        .count();
+    assert_eq!(executes, 1);
+    world.server.stop().await;
+}
+
+#[tokio::test]
 async fn a_developer_labels_gets_a_contract_and_approves_it() {
     let world = World::start(vec![
         Step::tool_call("p1", "read_file", json!({"path": "src/parse.rs"}))
@@ -290,6 +418,69 @@ async fn a_reporter_cannot_start_planning() {
         "{refusal}"
     );
     assert!(world.models.requests().is_empty());
+    world.server.stop().await;
+}
+
+#[tokio::test]
+async fn a_label_event_naming_a_developer_for_a_label_a_reporter_added_is_answered_as_the_reporter()
+{
+    let world = World::start(Vec::new()).await;
+    // The reporter puts the label on; a holder of the webhook secret sends the hook with
+    // the developer's name in it.
+    world
+        .gitlab
+        .set_labels(PROJECT, ISSUE, &["planwright"], &world.reporter);
+    world.deliver_label(&world.developer).await;
+    let refusal = world
+        .wait_for_note("the refusal", |b| b.contains("only people with"))
+        .await;
+    assert!(
+        refusal.starts_with("@rex,") && refusal.contains("**write**"),
+        "{refusal}"
+    );
+    let mut conn = world.server.db.pool.acquire().await.unwrap();
+    let session = sessions::latest_for_issue(&mut conn, "gitlab", PROJECT, ISSUE)
+        .await
+        .unwrap();
+    assert!(session.is_none(), "{session:?}");
+    assert!(world.models.requests().is_empty());
+    world.server.stop().await;
+}
+
+#[tokio::test]
+async fn an_unlabel_event_naming_a_developer_for_a_label_a_reporter_removed_cancels_nothing() {
+    let world = World::start(vec![
+        Step::tool_call("p1", "submit_contract", contract()).when_tools(&["submit_contract"]),
+    ])
+    .await;
+    world.label(&world.developer).await;
+    world.wait_for_state("awaiting_approval").await;
+    world
+        .gitlab
+        .set_labels(PROJECT, ISSUE, &[], &world.reporter);
+    world.deliver_unlabel(&world.developer).await;
+    eventually("the event jobs to settle", || async {
+        let all = jobs::list(&world.server.db, None).await.unwrap();
+        let events = all.iter().filter(|j| j.kind == "event").count();
+        (events == 2 && all.iter().all(|j| j.kind != "event" || j.state == "done")).then_some(())
+    })
+    .await;
+    let mut conn = world.server.db.pool.acquire().await.unwrap();
+    let session = sessions::latest_for_issue(&mut conn, "gitlab", PROJECT, ISSUE)
+        .await
+        .unwrap()
+        .unwrap();
+    drop(conn);
+    assert_eq!(session.state, "awaiting_approval");
+    // The developer's own removal does cancel.
+    world
+        .gitlab
+        .set_labels(PROJECT, ISSUE, &["planwright"], &world.developer);
+    world
+        .gitlab
+        .set_labels(PROJECT, ISSUE, &[], &world.developer);
+    world.deliver_unlabel(&world.developer).await;
+    world.wait_for_state("cancelled").await;
     world.server.stop().await;
 }
 

@@ -20,8 +20,8 @@ use tokio::sync::OnceCell;
 
 use super::{
     Check, CheckState, Comment, Forge, ForgeError, GITHUB_TEXT_LIMIT, GitRemote, Issue,
-    NewPullRequest, Permission, PullRequest, Reaction, Repository, RetryPolicy, header,
-    truncate_with_note,
+    LabelChange, NewPullRequest, Permission, PullRequest, Reaction, Repository, RetryPolicy,
+    header, truncate_with_note,
 };
 use crate::config::GithubSettings;
 use crate::event::{Actor, Thread};
@@ -344,6 +344,19 @@ impl Forge for GithubForge {
             what: format!("GET {path}"),
             message: format!("unknown permission `{}`", found.permission),
         })
+    }
+
+    /// GitHub signs each webhook with the app's own secret, which only GitHub and
+    /// planwright hold: the payload's sender is GitHub's word.
+    async fn label_changed_by(
+        &self,
+        _repo: &RepoName,
+        _issue: IssueNumber,
+        _label: &str,
+        _change: LabelChange,
+        claimed: &Actor,
+    ) -> Result<Option<Actor>, ForgeError> {
+        Ok(Some(claimed.clone()))
     }
 
     async fn read_file(&self, repo: &RepoName, path: &str) -> Result<Option<String>, ForgeError> {

@@ -19,8 +19,8 @@ use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 
 use super::{
-    Check, CheckState, Comment, Forge, ForgeError, GitRemote, Issue, NewPullRequest, Permission,
-    PullRequest, Reaction, Repository, RetryPolicy, header, truncate_with_note,
+    Check, CheckState, Comment, Forge, ForgeError, GitRemote, Issue, LabelChange, NewPullRequest,
+    Permission, PullRequest, Reaction, Repository, RetryPolicy, header, truncate_with_note,
 };
 use crate::config::GitlabSettings;
 use crate::event::{Actor, Thread};
@@ -450,6 +450,49 @@ impl Forge for GitlabForge {
         Ok(access_level_permission(member.access_level))
     }
 
+    /// From the issue's label events: one webhook secret may serve many projects, so a
+    /// label hook's `user` is only what a holder of that secret claims.
+    async fn label_changed_by(
+        &self,
+        repo: &RepoName,
+        issue: IssueNumber,
+        label: &str,
+        change: LabelChange,
+        _claimed: &Actor,
+    ) -> Result<Option<Actor>, ForgeError> {
+        let action = match change {
+            LabelChange::Added => "add",
+            LabelChange::Removed => "remove",
+        };
+        let mut newest: Option<GlLabelEvent> = None;
+        let mut page = 1;
+        for _ in 0..MAX_PAGES {
+            let path = format!(
+                "{}/issues/{issue}/resource_label_events?per_page={PER_PAGE}&page={page}",
+                project_path(repo)
+            );
+            let (headers, text) = self.send(Method::GET, &path, None).await?;
+            let batch: Vec<GlLabelEvent> = decode(&what(&Method::GET, &path), &text)?;
+            let count = batch.len();
+            for event in batch {
+                // A deleted label's events keep no label; a deleted user's keep no user.
+                let matches = event.action == action
+                    && event
+                        .label
+                        .as_ref()
+                        .is_some_and(|l| l.name.eq_ignore_ascii_case(label));
+                if matches && newest.as_ref().is_none_or(|n| event.id > n.id) {
+                    newest = Some(event);
+                }
+            }
+            match next_page(&headers, page, count) {
+                Some(next) if next > page => page = next,
+                _ => break,
+            }
+        }
+        Ok(newest.and_then(|e| e.user).map(Actor::from))
+    }
+
     async fn read_file(&self, repo: &RepoName, path: &str) -> Result<Option<String>, ForgeError> {
         // Repository configuration may only come from the default branch, so the branch
         // is named explicitly rather than left to the endpoint's default.
@@ -792,6 +835,21 @@ fn encode(text: &str) -> String {
 
 fn project_path(repo: &RepoName) -> String {
     format!("/projects/{}", encode(repo.as_str()))
+}
+
+/// One entry of `resource_label_events`.
+#[derive(Deserialize)]
+struct GlLabelEvent {
+    id: i64,
+    user: Option<GlUser>,
+    label: Option<GlLabelRef>,
+    /// `add` or `remove`.
+    action: String,
+}
+
+#[derive(Deserialize)]
+struct GlLabelRef {
+    name: String,
 }
 
 #[derive(Deserialize)]

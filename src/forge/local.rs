@@ -15,8 +15,8 @@ use secrecy::SecretString;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    Check, CheckState, Comment, Forge, ForgeError, GitRemote, Issue, NewPullRequest, Permission,
-    PullRequest, Reaction, Repository,
+    Check, CheckState, Comment, Forge, ForgeError, GitRemote, Issue, LabelChange, NewPullRequest,
+    Permission, PullRequest, Reaction, Repository,
 };
 use crate::event::{Actor, Thread};
 use crate::ids::{CommentId, CommitSha, IssueNumber, PullNumber, RepoName};
@@ -738,6 +738,19 @@ impl Forge for LocalForge {
         } else {
             Permission::None
         })
+    }
+
+    /// Only the local user is there to change a label (`solve` stands for adding one).
+    async fn label_changed_by(
+        &self,
+        repo: &RepoName,
+        _issue: IssueNumber,
+        _label: &str,
+        _change: LabelChange,
+        _claimed: &Actor,
+    ) -> Result<Option<Actor>, ForgeError> {
+        self.check_repo(repo)?;
+        Ok(Some(self.actor(&self.user)))
     }
 
     /// The file as committed on the default branch; uncommitted changes are not seen,

@@ -224,6 +224,13 @@ pub fn truncate_with_note(text: &str, limit: usize) -> std::borrow::Cow<'_, str>
     std::borrow::Cow::Owned(out)
 }
 
+/// A label put on an issue or taken off it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LabelChange {
+    Added,
+    Removed,
+}
+
 /// What planwright needs from the place an issue lives. Later layers see only this.
 #[async_trait]
 pub trait Forge: Send + Sync {
@@ -276,6 +283,19 @@ pub trait Forge: Send + Sync {
     ) -> Result<(), ForgeError>;
 
     async fn permission(&self, repo: &RepoName, login: &str) -> Result<Permission, ForgeError>;
+
+    /// Who last made `change` to `label` on the issue, as the forge records it: a
+    /// webhook's actor is only what its sender claims. `claimed` is that actor, the answer
+    /// where the forge alone signs its webhooks. `None` when the forge has no record of
+    /// such a change.
+    async fn label_changed_by(
+        &self,
+        repo: &RepoName,
+        issue: IssueNumber,
+        label: &str,
+        change: LabelChange,
+        claimed: &Actor,
+    ) -> Result<Option<Actor>, ForgeError>;
 
     /// A file's text on the default branch; `None` when there is no such file.
     async fn read_file(&self, repo: &RepoName, path: &str) -> Result<Option<String>, ForgeError>;

@@ -17,7 +17,7 @@ use crate::contract::{
     Base, Contract, ContractMarker, ContractVersion, RenderContext, SourceLinks,
 };
 use crate::event::{self, Actor, RepoEvent, RepoEventKind, Thread};
-use crate::forge::{Forge, ForgeError, Reaction};
+use crate::forge::{Forge, ForgeError, LabelChange, Reaction};
 use crate::ids::{CommentId, CommitSha, IssueNumber, RepoName, SessionId};
 use crate::llm::ModelError;
 use crate::llm::usage::{Budget, ModelRole};
@@ -152,12 +152,23 @@ async fn on_labeled(
             Some(now)
         }
     };
+    // Whoever the forge says added the label is the one whose permission counts.
+    let Some(by) = forge
+        .label_changed_by(&event.repo, issue, &config.label, LabelChange::Added, actor)
+        .await?
+    else {
+        info!(repo = %event.repo, issue = issue.0, "a label event for a label nobody is recorded adding is ignored");
+        return Ok(());
+    };
+    if is_bot(forge.as_ref(), &by).await? {
+        return Ok(());
+    }
     start_session(
         app,
         forge.as_ref(),
         event,
         issue,
-        actor,
+        &by,
         &config,
         delivery,
         now,
@@ -232,8 +243,24 @@ async fn on_unlabeled(
         info!(repo = %event.repo, issue = issue.0, "an unlabel event for a label the issue still carries is ignored");
         return Ok(());
     }
-    if forge.permission(&event.repo, &actor.login).await? < config.min_permission {
-        info!(by = %actor.login, "label removed by someone who may not cancel; session kept");
+    let Some(by) = forge
+        .label_changed_by(
+            &event.repo,
+            issue,
+            &config.label,
+            LabelChange::Removed,
+            actor,
+        )
+        .await?
+    else {
+        info!(repo = %event.repo, issue = issue.0, "an unlabel event for a label nobody is recorded removing is ignored");
+        return Ok(());
+    };
+    if is_bot(forge.as_ref(), &by).await? {
+        return Ok(());
+    }
+    if forge.permission(&event.repo, &by.login).await? < config.min_permission {
+        info!(by = %by.login, "label removed by someone who may not cancel; session kept");
         return Ok(());
     }
     let id = session.session_id();
@@ -244,7 +271,7 @@ async fn on_unlabeled(
     audit::append(
         &mut tx,
         &audit::Entry {
-            actor: &format!("{}:{}", event.forge.as_str(), actor.login),
+            actor: &format!("{}:{}", event.forge.as_str(), by.login),
             action: "session.cancelled",
             session: Some(id.as_str()),
             delivery,
@@ -260,7 +287,7 @@ async fn on_unlabeled(
         SessionState::Cancelled,
         &format!(
             "Cancelled: @{} removed the `{}` label.",
-            actor.login, config.label
+            by.login, config.label
         ),
     )
     .await

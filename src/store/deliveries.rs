@@ -142,7 +142,9 @@ pub async fn count(db: &Db) -> Result<i64> {
 
 /// Claims the command in comment `comment` for `delivery`. `false` when another delivery
 /// (a replay under a new delivery id) claimed it first; the claiming delivery's own
-/// retries get `true` again.
+/// retries get `true` again. A claim whose delivery gave up without carrying the command
+/// out (its jobs dead-lettered, nothing done) passes to the next delivery, so that a
+/// redelivery after an outage is not dropped.
 pub async fn claim_command(
     conn: &mut sqlx::AnyConnection,
     forge: Forge,
@@ -167,6 +169,28 @@ pub async fn claim_command(
     let Some(delivery) = delivery else {
         return Ok(false);
     };
+    let taken_over = sqlx::query(
+        "UPDATE command_comments SET delivery_id = $4, claimed_at = $5 \
+         WHERE forge = $1 AND repo = $2 AND comment_id = $3 AND delivery_id IS NOT NULL \
+         AND EXISTS (SELECT 1 FROM jobs j WHERE j.delivery_id = command_comments.delivery_id \
+                     AND j.state = $6) \
+         AND NOT EXISTS (SELECT 1 FROM jobs j \
+                         WHERE j.delivery_id = command_comments.delivery_id AND j.state <> $6) \
+         AND NOT EXISTS (SELECT 1 FROM audit_log a \
+                         WHERE a.delivery_id = command_comments.delivery_id \
+                         AND a.action IN ('command.handled', 'session.started'))",
+    )
+    .bind(forge.as_str())
+    .bind(repo.as_str())
+    .bind(comment.0)
+    .bind(delivery)
+    .bind(now_ms())
+    .bind(jobs::DEAD)
+    .execute(&mut *conn)
+    .await?;
+    if taken_over.rows_affected() == 1 {
+        return Ok(true);
+    }
     let claimed_by: Option<Option<String>> = sqlx::query_scalar(
         "SELECT delivery_id FROM command_comments \
          WHERE forge = $1 AND repo = $2 AND comment_id = $3",

@@ -92,6 +92,19 @@ struct FakeIssue {
     description: Option<String>,
     labels: Vec<String>,
     author: FakeUser,
+    /// GitLab's record of who added and removed which label, oldest first.
+    label_events: Vec<FakeLabelEvent>,
+}
+
+struct FakeLabelEvent {
+    id: i64,
+    user: FakeUser,
+    /// Seconds since the epoch.
+    created_at: u64,
+    label: String,
+    label_id: i64,
+    /// `add` or `remove`.
+    action: &'static str,
 }
 
 struct FakeMember {
@@ -299,22 +312,52 @@ impl FakeGitlab {
                     description: description.map(str::to_owned),
                     labels: labels.iter().map(|l| l.to_string()).collect(),
                     author,
+                    label_events: Vec::new(),
                 },
             );
         });
     }
 
-    /// Replaces the issue's labels, as someone editing them on GitLab.
-    pub fn set_labels(&self, project: &str, iid: i64, labels: &[&str]) {
+    /// Replaces the issue's labels, as `by` editing them on GitLab, which records a label
+    /// event for each label added or removed.
+    pub fn set_labels(&self, project: &str, iid: i64, labels: &[&str], by: &FakeUser) {
         self.with(|w| {
+            let key = project.to_ascii_lowercase();
+            let old = w.projects[&key].issues[&iid].labels.clone();
+            let new: Vec<String> = labels.iter().map(|l| l.to_string()).collect();
+            let changes: Vec<(String, &'static str)> = new
+                .iter()
+                .filter(|l| !old.contains(l))
+                .map(|l| (l.clone(), "add"))
+                .chain(
+                    old.iter()
+                        .filter(|l| !new.contains(l))
+                        .map(|l| (l.clone(), "remove")),
+                )
+                .collect();
+            let mut events = Vec::new();
+            for (label, action) in changes {
+                let id = w.next_id();
+                // GitLab's labels have ids of their own, the same for every event.
+                let label_id = 1000 + label.bytes().map(i64::from).sum::<i64>();
+                events.push(FakeLabelEvent {
+                    id,
+                    user: by.clone(),
+                    created_at: now(),
+                    label,
+                    label_id,
+                    action,
+                });
+            }
             let issue = w
                 .projects
-                .get_mut(&project.to_ascii_lowercase())
+                .get_mut(&key)
                 .unwrap()
                 .issues
                 .get_mut(&iid)
                 .unwrap();
-            issue.labels = labels.iter().map(|l| l.to_string()).collect();
+            issue.labels = new;
+            issue.label_events.extend(events);
         });
     }
 
@@ -994,6 +1037,62 @@ fn route(
                 "web_url": format!("https://gitlab.example.com/{}/-/issues/{iid}", p.path_with_namespace),
             }))
             .into_response()
+        }
+        (Method::GET, ["issues", iid, "resource_label_events"]) => {
+            let p = &w.projects[&key];
+            let Some(issue) = iid.parse::<i64>().ok().and_then(|n| p.issues.get(&n)) else {
+                return not_found("");
+            };
+            let per_page: usize = query
+                .get("per_page")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(20)
+                .clamp(1, 100);
+            let page: usize = query
+                .get("page")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(1)
+                .max(1);
+            let pages = issue.label_events.len().div_ceil(per_page).max(1);
+            let items: Vec<Value> = issue
+                .label_events
+                .iter()
+                .skip((page - 1) * per_page)
+                .take(per_page)
+                .map(|e| {
+                    json!({
+                        "id": e.id,
+                        "user": e.user.json(),
+                        "created_at": rfc3339(e.created_at),
+                        "resource_type": "Issue",
+                        "resource_id": issue.id,
+                        "label": {
+                            "id": e.label_id,
+                            "name": e.label,
+                            "color": "#6699cc",
+                            "description": null,
+                        },
+                        "action": e.action,
+                    })
+                })
+                .collect();
+            let mut response = axum::Json(items).into_response();
+            let next = if page < pages {
+                (page + 1).to_string()
+            } else {
+                String::new()
+            };
+            let h = response.headers_mut();
+            for (name, value) in [
+                ("x-page", page.to_string()),
+                ("x-per-page", per_page.to_string()),
+                ("x-next-page", next),
+                ("x-total", issue.label_events.len().to_string()),
+                ("x-total-pages", pages.to_string()),
+            ] {
+                h.insert(name, HeaderValue::from_str(&value).unwrap());
+            }
+            response
         }
         (Method::GET, ["issues", iid, "notes"]) => {
             let Some(iid) = issue_of(w, &key, iid) else {
