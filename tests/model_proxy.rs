@@ -847,6 +847,96 @@ async fn parallel_calls_from_two_processes_overshoot_the_budget_by_at_most_one_c
     assert_eq!(holds, 0);
 }
 
+/// Text dressed as an image: a message that starts like a data URL, and image-shaped
+/// objects inside a tool's schema and a tool call's input. The provider bills all of it
+/// as text, so it must be held as text.
+#[tokio::test]
+async fn text_dressed_as_images_is_held_at_its_real_worst_case() {
+    const CALLS: usize = 10;
+    const INPUT_TOKENS: u64 = 190_000;
+    let logs = captured_logs();
+    let text = "lorem ".repeat(INPUT_TOKENS as usize / 2);
+    let disguised = [
+        with(anthropic_body(true), |b| {
+            b["messages"][0]["content"] = json!(format!("data:image/png;base64,{text}"));
+        }),
+        with(anthropic_body(true), |b| {
+            b["tools"][0]["input_schema"] =
+                json!({"type": "object", "media_type": "image/png", "data": text});
+        }),
+        with(anthropic_body(true), |b| {
+            b["messages"] = json!([
+                {"role": "user", "content": QUESTION},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "read_file",
+                    "input": {"media_type": "image/png", "data": text}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]},
+            ]);
+        }),
+    ]
+    .map(|body| with(body, |b| b["max_tokens"] = json!(1)));
+    let gates: Vec<Arc<Notify>> = (0..CALLS).map(|_| Arc::new(Notify::new())).collect();
+    // Each call is billed what the provider counts: the whole text as input.
+    let script = gates
+        .iter()
+        .map(|gate| {
+            Step::text("ok")
+                .usage(usage(INPUT_TOKENS, 1, 0, 0))
+                .hold_after(1, gate.clone())
+        })
+        .collect();
+    let h = start(script).await;
+    let token = h.token(Budget::usd(1.0));
+    let mut calls = Vec::new();
+    for i in 0..CALLS {
+        let request = h.anthropic("/v1/messages", token.expose_secret(), &disguised[i % 3]);
+        calls.push(tokio::spawn(async move {
+            let response = request.send().await.unwrap();
+            let status = response.status().as_u16();
+            (status, read_all(response).await)
+        }));
+    }
+    let run = h.run.as_str().to_owned();
+    // A run has 8 calls in flight at most; the rest wait for a slot before any hold.
+    support::eventually("every call in flight to be sent or waiting", || {
+        let forwarded = h.upstream.requests().len();
+        let logged = String::from_utf8_lossy(&logs.0.lock().unwrap()).into_owned();
+        let waiting = logged
+            .lines()
+            .filter(|l| l.contains("waits: its budget is held") && l.contains(&run))
+            .count();
+        std::future::ready((forwarded + waiting == CALLS.min(8)).then_some(()))
+    })
+    .await;
+    let forwarded = h.upstream.requests().len();
+    for gate in &gates {
+        gate.notify_one();
+    }
+    for call in calls {
+        let (status, text) = tokio::time::timeout(WAIT, call)
+            .await
+            .expect("every call ends")
+            .unwrap();
+        assert!(status == 200 || status == 402, "{status}: {text}");
+    }
+    let price = PriceTable::default()
+        .get(&ModelName::parse("anthropic:claude-sonnet-4-5").unwrap())
+        .unwrap();
+    let worst = disguised
+        .iter()
+        .map(|body| {
+            let input = planwright::llm::usage::input_estimate(body.to_string().len(), 0);
+            price.worst_case(input, 1).cost_microusd
+        })
+        .max()
+        .unwrap();
+    let spent = model_usage::spent_by_run(&h.db.db, &h.run).await.unwrap();
+    assert!(
+        spent.cost_microusd <= 1_000_000 + worst,
+        "spent {} µUSD against a $1 budget with {forwarded} of {CALLS} calls forwarded; one call's worst case is {worst}",
+        spent.cost_microusd,
+    );
+}
+
 #[tokio::test]
 async fn a_stream_cut_mid_way_ends_cleanly_and_meters_what_was_seen() {
     let h = start(vec![

@@ -623,7 +623,7 @@ async fn admit(
         ));
     };
     let (output, rewritten) = output_limit(api, &mut request)?;
-    let (image_bytes, images) = inline_images(&request);
+    let (image_bytes, images) = inline_images(api, &request);
     let input = usage::input_estimate(body.len().saturating_sub(image_bytes), images);
     let worst = price.worst_case(input, output);
     let slots = inner
@@ -722,30 +722,77 @@ fn output_limit(api: Api, request: &mut Value) -> Result<(u64, bool), Refused> {
     }
 }
 
-/// The bytes and number of images sent as data (Anthropic `source.data` of an image
-/// type, OpenAI `data:image/…` URLs): their tokens are bounded by the image, not its size.
-fn inline_images(value: &Value) -> (usize, usize) {
-    match value {
-        Value::String(s) if s.starts_with("data:image/") => (s.len(), 1),
-        Value::Array(items) => items
-            .iter()
-            .map(inline_images)
-            .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1)),
-        Value::Object(object) => {
-            let image = object
-                .get("media_type")
-                .and_then(Value::as_str)
-                .is_some_and(|t| t.starts_with("image/"));
-            match object.get("data").and_then(Value::as_str) {
-                Some(data) if image => (data.len(), 1),
-                _ => object
-                    .values()
-                    .map(inline_images)
-                    .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1)),
+/// The bytes and number of images sent as data, found only where each API carries an
+/// image (Anthropic `image` blocks with a `base64` source, Chat Completions
+/// `image_url.url`, Responses `input_image.image_url`): their tokens are bounded by the
+/// image, not its size. Anything shaped like an image elsewhere (a tool's input, a
+/// schema, a text that starts with `data:image/`) is text to the provider and is billed
+/// as such. A document is billed by its pages' text, so its bytes count as text too.
+fn inline_images(api: Api, request: &Value) -> (usize, usize) {
+    let mut found = (0, 0);
+    let mut image = |data: Option<&str>| {
+        if let Some(data) = data {
+            found.0 += data.len();
+            found.1 += 1;
+        }
+    };
+    match api {
+        Api::Messages | Api::CountTokens => {
+            for message in items(request, "messages") {
+                for block in items(message, "content") {
+                    let nested = match block["type"].as_str() {
+                        Some("tool_result") => items(block, "content"),
+                        _ => std::slice::from_ref(block),
+                    };
+                    for block in nested {
+                        let source = &block["source"];
+                        if block["type"] == "image"
+                            && source["type"] == "base64"
+                            && source["media_type"]
+                                .as_str()
+                                .is_some_and(|t| t.starts_with("image/"))
+                        {
+                            image(source["data"].as_str());
+                        }
+                    }
+                }
             }
         }
-        _ => (0, 0),
+        Api::ChatCompletions => {
+            for message in items(request, "messages") {
+                for part in items(message, "content") {
+                    if part["type"] == "image_url" {
+                        image(data_image(&part["image_url"]["url"]));
+                    }
+                }
+            }
+        }
+        Api::Responses => {
+            for item in items(request, "input") {
+                for key in ["content", "output"] {
+                    for part in items(item, key) {
+                        if part["type"] == "input_image" {
+                            image(data_image(&part["image_url"]));
+                        }
+                    }
+                }
+            }
+        }
     }
+    found
+}
+
+fn items<'a>(value: &'a Value, key: &str) -> &'a [Value] {
+    value
+        .get(key)
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
+}
+
+/// An OpenAI image URL that carries the image itself.
+fn data_image(url: &Value) -> Option<&str> {
+    url.as_str().filter(|u| u.starts_with("data:image/"))
 }
 
 /// The `anthropic-beta` flags to pass on, or the refusal of one that reaches past the
