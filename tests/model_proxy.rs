@@ -938,6 +938,80 @@ async fn text_dressed_as_images_is_held_at_its_real_worst_case() {
 }
 
 #[tokio::test]
+async fn responses_are_kept_at_the_provider_only_when_the_client_says_so() {
+    let h = start(vec![Step::text("ok"), Step::text("ok")]).await;
+    let token = h.token(Budget::usd(1.0));
+    for body in [
+        responses_body(false),
+        with(responses_body(false), |b| b["store"] = json!(false)),
+    ] {
+        let response = h
+            .openai("/v1/responses", token.expose_secret(), &body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "{}", read_all(response).await);
+    }
+    for sent in h.upstream.requests() {
+        assert_eq!(sent.body["store"], json!(false), "{:?}", sent.body);
+    }
+}
+
+#[tokio::test]
+async fn only_known_query_parameters_reach_the_provider() {
+    let h = start(vec![Step::text("ok"), Step::text("ok"), Step::text("ok")]).await;
+    let token = h.token(Budget::usd(1.0));
+    for (path, body) in [
+        (
+            "/v1/messages?beta=true&container=c1&foo=bar",
+            anthropic_body(false),
+        ),
+        ("/v1/messages?include=web_search", anthropic_body(false)),
+        (
+            "/v1/chat/completions?api-version=2025&beta=true",
+            chat_body(false),
+        ),
+    ] {
+        let request = if path.starts_with("/v1/messages") {
+            h.anthropic(path, token.expose_secret(), &body)
+        } else {
+            h.openai(path, token.expose_secret(), &body)
+        };
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), 200, "{}", read_all(response).await);
+    }
+    let queries: Vec<Option<String>> = h.upstream.requests().into_iter().map(|r| r.query).collect();
+    assert_eq!(queries, [Some("beta=true".to_owned()), None, None]);
+}
+
+/// A key given twice: the check reads the last, another parser may read the first. The
+/// provider must get the request that was checked, not the client's bytes.
+#[tokio::test]
+async fn a_key_given_twice_reaches_the_provider_as_it_was_checked() {
+    let h = start(vec![Step::text("ok")]).await;
+    let token = h.token(Budget::usd(1.0));
+    let raw = format!(
+        r#"{{"model":"claude-sonnet-4-5","max_tokens":1024,"messages":[{{"role":"user","content":"{QUESTION}"}}],"tools":[{{"type":"web_fetch_20250910","name":"web_fetch"}}],"tools":[{{"name":"read_file","input_schema":{{"type":"object"}}}}]}}"#
+    );
+    let response = h
+        .http
+        .post(format!("{}/v1/messages", h.base))
+        .header("x-api-key", token.expose_secret())
+        .header("anthropic-version", "2023-06-01")
+        .header("content-type", "application/json")
+        .body(raw)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "{}", read_all(response).await);
+    let sent = &h.upstream.requests()[0];
+    let text = String::from_utf8_lossy(&sent.raw);
+    assert!(!text.contains("web_fetch"), "{text}");
+    assert_eq!(text.matches("\"tools\"").count(), 1, "{text}");
+    assert_eq!(sent.body["tools"][0]["name"], "read_file");
+}
+
+#[tokio::test]
 async fn a_stream_cut_mid_way_ends_cleanly_and_meters_what_was_seen() {
     let h = start(vec![
         // message_start, ping, content_block_start, one text delta, then the cut.

@@ -475,7 +475,7 @@ async fn forward(state: ProxyState, api: Api, request: Request) -> Response {
         Ok(betas) => betas,
         Err(Refused(refusal, message)) => return refuse(provider, refusal, &message),
     };
-    let (call, mut request, rewritten) = match admit(&state.0, api, grant, &body).await {
+    let (call, mut request) = match admit(&state.0, api, grant, &body).await {
         Ok(admitted) => admitted,
         Err(Refused(refusal, message)) => return refuse(provider, refusal, &message),
     };
@@ -484,17 +484,20 @@ async fn forward(state: ProxyState, api: Api, request: Request) -> Response {
     let hide_usage_chunk = api == Api::ChatCompletions
         && request["stream"] == true
         && request["stream_options"]["include_usage"] != true;
-    let body = if hide_usage_chunk || rewritten {
-        if hide_usage_chunk {
-            if !request["stream_options"].is_object() {
-                request["stream_options"] = json!({});
-            }
-            request["stream_options"]["include_usage"] = json!(true);
+    if hide_usage_chunk {
+        if !request["stream_options"].is_object() {
+            request["stream_options"] = json!({});
         }
-        Bytes::from(serde_json::to_vec(&request).unwrap_or_default())
-    } else {
-        body
-    };
+        request["stream_options"]["include_usage"] = json!(true);
+    }
+    // OpenAI keeps a Responses conversation unless told not to; nothing of a run should
+    // outlive it at the provider.
+    if api == Api::Responses && request.get("store").is_none() {
+        request["store"] = json!(false);
+    }
+    // What was checked is what is sent: the client's own bytes could read differently
+    // to the provider's parser (a key given twice, say) than they did to the check.
+    let body = Bytes::from(serde_json::to_vec(&request).unwrap_or_default());
     let upstream_headers = match upstream_headers(&state.0, provider, &headers, betas) {
         Ok(h) => h,
         Err(Refused(refusal, message)) => return refuse(provider, refusal, &message),
@@ -503,7 +506,7 @@ async fn forward(state: ProxyState, api: Api, request: Request) -> Response {
         Provider::Anthropic => &state.0.anthropic_base,
         Provider::OpenAi => &state.0.openai_base,
     };
-    let url = match uri.query() {
+    let url = match forwarded_query(provider, uri.query()) {
         Some(query) => format!("{base}{}?{query}", api.upstream_path()),
         None => format!("{base}{}", api.upstream_path()),
     };
@@ -526,6 +529,22 @@ async fn forward(state: ProxyState, api: Api, request: Request) -> Response {
             )
         }
     }
+}
+
+/// The query parameters passed on: only Anthropic's `beta=true`, which Claude Code adds
+/// and which switches on nothing the body's allowlist has not already passed. Any other
+/// parameter could change what the provider does unchecked, so it is dropped.
+fn forwarded_query(provider: Provider, query: Option<&str>) -> Option<&'static str> {
+    let asked = query?.split('&').filter(|p| !p.is_empty());
+    let mut beta = false;
+    for parameter in asked {
+        if provider == Provider::Anthropic && parameter == "beta=true" {
+            beta = true;
+        } else {
+            info!(%provider, parameter = %parameter.split('=').next().unwrap_or_default(), "model proxy dropped a query parameter it does not pass on");
+        }
+    }
+    beta.then_some("beta=true")
 }
 
 /// The body, up to `REQUEST_LIMIT`; a declared length past it is refused unread.
@@ -562,13 +581,13 @@ async fn read_body(headers: &HeaderMap, body: Body) -> Result<Bytes, Refused> {
 
 /// Lets a call through, or says why not: a JSON body naming a priced model with only
 /// what the proxy forwards, and a run with budget left, on which the call's worst case
-/// is then held. Also says whether the request was changed (an output limit added).
+/// is then held.
 async fn admit(
     inner: &Inner,
     api: Api,
     grant: Grant,
     body: &[u8],
-) -> Result<(Call, Value, bool), Refused> {
+) -> Result<(Call, Value), Refused> {
     let provider = api.provider();
     let mut request: Value = match serde_json::from_slice(body) {
         Ok(v @ Value::Object(_)) => v,
@@ -612,7 +631,7 @@ async fn admit(
             hold: None,
             _slot: None,
         };
-        return Ok((call, request, false));
+        return Ok((call, request));
     }
     let Some(price) = inner.prices.get(&name) else {
         return Err(Refused::new(
@@ -622,7 +641,7 @@ async fn admit(
             ),
         ));
     };
-    let (output, rewritten) = output_limit(api, &mut request)?;
+    let output = output_limit(api, &mut request)?;
     let (image_bytes, images) = inline_images(api, &request);
     let input = usage::input_estimate(body.len().saturating_sub(image_bytes), images);
     let worst = price.worst_case(input, output);
@@ -681,12 +700,12 @@ async fn admit(
         hold,
         _slot: Some(slot),
     };
-    Ok((call, request, rewritten))
+    Ok((call, request))
 }
 
 /// The most output `request` may produce, a default set when it names none. Chat
 /// Completions takes either of two names; the larger counts.
-fn output_limit(api: Api, request: &mut Value) -> Result<(u64, bool), Refused> {
+fn output_limit(api: Api, request: &mut Value) -> Result<u64, Refused> {
     let names: &[&str] = match api {
         Api::Messages | Api::CountTokens => &["max_tokens"],
         Api::ChatCompletions => &["max_completion_tokens", "max_tokens"],
@@ -714,10 +733,10 @@ fn output_limit(api: Api, request: &mut Value) -> Result<(u64, bool), Refused> {
         most = most.max(Some(n));
     }
     match most {
-        Some(n) => Ok((n, false)),
+        Some(n) => Ok(n),
         None => {
             request[names[0]] = json!(DEFAULT_OUTPUT_TOKENS);
-            Ok((DEFAULT_OUTPUT_TOKENS, true))
+            Ok(DEFAULT_OUTPUT_TOKENS)
         }
     }
 }
