@@ -1011,6 +1011,60 @@ async fn a_key_given_twice_reaches_the_provider_as_it_was_checked() {
     assert_eq!(sent.body["tools"][0]["name"], "read_file");
 }
 
+/// A call may ask for more output than the run's budget can pay: its hold, and what it
+/// can overspend, is then bounded by what the budget has left, not by what it asked.
+#[tokio::test]
+async fn an_output_limit_the_budget_cannot_pay_is_lowered_to_what_it_can() {
+    let h = start(vec![
+        Step::text("ok").usage(usage(50, 10, 0, 0)),
+        Step::text("ok").usage(usage(50, 10, 0, 0)),
+    ])
+    .await;
+    // $0.10 pays for about 6,600 output tokens of Sonnet ($15 a million); the calls ask
+    // for 100,000 ($1.50).
+    let token = h.token(Budget::usd(0.10));
+    let plain = with(anthropic_body(false), |b| b["max_tokens"] = json!(100_000));
+    let thinking = with(plain.clone(), |b| {
+        b["thinking"] = json!({"type": "enabled", "budget_tokens": 60_000});
+    });
+    for body in [&plain, &thinking] {
+        let response = h
+            .anthropic("/v1/messages", token.expose_secret(), body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "{}", read_all(response).await);
+    }
+    let price = PriceTable::default()
+        .get(&ModelName::parse("anthropic:claude-sonnet-4-5").unwrap())
+        .unwrap();
+    for sent in h.upstream.requests() {
+        let max_tokens = sent.body["max_tokens"].as_u64().unwrap();
+        let held_output = price.worst_case(0, max_tokens).cost_microusd;
+        assert!(
+            (2_048..=6_667).contains(&max_tokens) && held_output <= 100_000,
+            "forwarded max_tokens {max_tokens}"
+        );
+        if let Some(budget) = sent.body["thinking"]["budget_tokens"].as_u64() {
+            assert!(budget < max_tokens, "{:?}", sent.body);
+        }
+    }
+    // A call the budget can pay for is sent as asked.
+    let h = start(vec![Step::text("ok")]).await;
+    let token = h.token(Budget::usd(1.0));
+    let response = h
+        .anthropic(
+            "/v1/messages",
+            token.expose_secret(),
+            &anthropic_body(false),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(h.upstream.requests()[0].body["max_tokens"], 1024);
+}
+
 #[tokio::test]
 async fn a_stream_cut_mid_way_ends_cleanly_and_meters_what_was_seen() {
     let h = start(vec![

@@ -128,6 +128,26 @@ pub async fn spent_by_run(db: &Db, run: &RunId) -> Result<Spent> {
         .await?)
 }
 
+/// What `scope` has spent plus what live calls hold against it, read outside any hold:
+/// what a new call could use at most, give or take calls starting meanwhile.
+pub async fn committed(db: &Db, scope: Scope<'_>) -> Result<Spent> {
+    let stale_before = now_ms().saturating_sub(STALE_HOLD.as_millis() as i64);
+    let (sql, id) = match scope {
+        Scope::Session(id) => (COMMITTED_BY_SESSION, id.as_str()),
+        Scope::Run(id) => (COMMITTED_BY_RUN, id.as_str()),
+    };
+    let (spent_cost, spent_tokens, held_cost, held_tokens): (i64, i64, i64, i64) =
+        sqlx::query_as(sql)
+            .bind(id)
+            .bind(stale_before)
+            .fetch_one(&db.pool)
+            .await?;
+    Ok(Spent {
+        cost_microusd: spent_cost.saturating_add(held_cost),
+        tokens: spent_tokens.saturating_add(held_tokens),
+    })
+}
+
 /// A budget a hold is checked against.
 #[derive(Debug, Clone, Copy)]
 pub enum Scope<'a> {

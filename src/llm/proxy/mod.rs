@@ -87,6 +87,11 @@ const CALLS_PER_RUN: usize = 8;
 /// known before it is sent.
 const DEFAULT_OUTPUT_TOKENS: u64 = 32_000;
 
+/// The least output a call is lowered to when the budget left cannot pay for what it
+/// asked: enough for a short answer and a tool call (and above Anthropic's smallest
+/// thinking budget, 1024), so the agent can still finish its step.
+const MIN_OUTPUT_TOKENS: u64 = 2_048;
+
 /// The most output a call may ask for (the providers' largest limits).
 const MAX_OUTPUT_TOKENS: u64 = 128_000;
 
@@ -644,6 +649,20 @@ async fn admit(
     let output = output_limit(api, &mut request)?;
     let (image_bytes, images) = inline_images(api, &request);
     let input = usage::input_estimate(body.len().saturating_sub(image_bytes), images);
+    let asked = output;
+    let output = fit_output(inner, &grant, price, input, asked)
+        .await
+        .map_err(|e| {
+            error!(run = %grant.run, error = %format!("{e:#}"), "Could not read a run's model budget");
+            Refused::new(
+                Refusal::Unavailable,
+                "Could not check the run's budget; try again shortly",
+            )
+        })?;
+    if output < asked {
+        info!(run = %grant.run, asked, output, "model proxy lowered a call's output limit to what the run's budget left can pay");
+        set_output_limit(api, &mut request, output);
+    }
     let worst = price.worst_case(input, output);
     let slots = inner
         .capabilities
@@ -701,6 +720,70 @@ async fn admit(
         _slot: Some(slot),
     };
     Ok((call, request))
+}
+
+/// `output`, lowered to what the run's budget left can pay for after the input (but not
+/// below `MIN_OUTPUT_TOKENS`). Lowered rather than refused: Claude Code and Codex ask
+/// for a large limit on every call whatever answer they expect, so a refusal would end a
+/// run with much of its budget left, while a lowered limit only cuts an answer that
+/// would have overspent, which the agents continue from. It bounds what one call can
+/// pass the budget by to its input and `MIN_OUTPUT_TOKENS`.
+async fn fit_output(
+    inner: &Inner,
+    grant: &Grant,
+    price: Price,
+    input: u64,
+    output: u64,
+) -> Result<u64> {
+    let budget = grant.budget;
+    if budget.max_microusd.is_none() && budget.max_tokens.is_none() {
+        return Ok(output);
+    }
+    let committed = model_usage::committed(&inner.db, Scope::Run(&grant.run)).await?;
+    let mut fits = output;
+    if let Some(limit) = budget.max_microusd
+        && price.output > 0.0
+    {
+        let input_cost = price.worst_case(input, 0).cost_microusd;
+        let room = limit
+            .saturating_sub(committed.cost_microusd)
+            .saturating_sub(input_cost)
+            .max(0);
+        fits = fits.min((room as f64 / price.output).floor() as u64);
+    }
+    if let Some(limit) = budget.max_tokens {
+        let room = (limit as i64)
+            .saturating_sub(committed.tokens)
+            .saturating_sub(i64::try_from(input).unwrap_or(i64::MAX))
+            .max(0);
+        fits = fits.min(room as u64);
+    }
+    Ok(output.min(fits.max(MIN_OUTPUT_TOKENS)))
+}
+
+/// Lowers the request's output limit to `output` wherever it names one (it must bind
+/// under either name). Anthropic refuses a thinking budget that is not under it.
+fn set_output_limit(api: Api, request: &mut Value, output: u64) {
+    let names: &[&str] = match api {
+        Api::Messages | Api::CountTokens => &["max_tokens"],
+        Api::ChatCompletions => &["max_completion_tokens", "max_tokens"],
+        Api::Responses => &["max_output_tokens"],
+    };
+    for name in names {
+        if request
+            .get(*name)
+            .and_then(Value::as_u64)
+            .is_some_and(|n| n > output)
+        {
+            request[*name] = json!(output);
+        }
+    }
+    if api == Api::Messages
+        && let Some(thinking) = request["thinking"]["budget_tokens"].as_u64()
+        && thinking >= output
+    {
+        request["thinking"]["budget_tokens"] = json!(output.saturating_sub(1));
+    }
 }
 
 /// The most output `request` may produce, a default set when it names none. Chat
