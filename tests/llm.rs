@@ -991,3 +991,110 @@ async fn parallel_calls_overshoot_a_session_budget_by_at_most_one_call() {
         }
     }
 }
+
+/// A session budget that one held call fills: $0.30 of worst case against $0.25.
+fn filling_call() -> ChatRequest {
+    let mut request = request(vec![Message::user("hello")]);
+    request.max_tokens = 20_000;
+    request
+}
+
+async fn holds(t: &TestDb) -> i64 {
+    let (holds,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM model_holds")
+        .fetch_one(&t.db.pool)
+        .await
+        .unwrap();
+    holds
+}
+
+#[tokio::test]
+async fn a_call_given_up_mid_way_releases_its_hold() {
+    let t = TestDb::new().await;
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let server = ModelServer::start(vec![
+        Step::text("never finished").hold_after(1, gate.clone()),
+        Step::text("the next answer"),
+    ])
+    .await;
+    let session = SessionId::generate();
+    let metered = Arc::new(
+        Metered::new(
+            model(&server, "anthropic:claude-sonnet-4-5", &streaming()),
+            &PriceTable::default(),
+            t.db.clone(),
+            ModelRole::Planner,
+        )
+        .unwrap()
+        .for_session(session.clone(), Budget::usd(0.25)),
+    );
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let first = {
+        let (metered, cancel) = (metered.clone(), cancel.clone());
+        // As a cancelled session gives up its call: the call's future is dropped.
+        tokio::spawn(async move {
+            let request = filling_call();
+            tokio::select! {
+                _ = cancel.cancelled() => None,
+                result = metered.chat(&request) => Some(result),
+            }
+        })
+    };
+    support::eventually("the first call to reach the provider", || {
+        std::future::ready((server.requests().len() == 1).then_some(()))
+    })
+    .await;
+    assert_eq!(holds(&t).await, 1);
+    cancel.cancel();
+    assert!(first.await.unwrap().is_none());
+    support::eventually("the given-up call's hold to be released", || async {
+        (holds(&t).await == 0).then_some(())
+    })
+    .await;
+    let next = tokio::time::timeout(Duration::from_secs(20), metered.chat(&filling_call()))
+        .await
+        .expect("the next call is not kept waiting by a given-up call")
+        .unwrap();
+    assert_eq!(next.text(), "the next answer");
+}
+
+#[tokio::test]
+async fn a_hold_left_by_a_process_that_died_stops_counting() {
+    let t = TestDb::new().await;
+    let server = ModelServer::start(vec![Step::text("answered")]).await;
+    let session = SessionId::generate();
+    let budget = Budget::usd(0.25);
+    // A hold that fills the budget, written long ago by a process that never recorded it.
+    let held = model_usage::hold(
+        &t.db,
+        Some(&session),
+        None,
+        &[(model_usage::Scope::Session(&session), budget)],
+        model_usage::Spent {
+            cost_microusd: 250_000,
+            tokens: 20_000,
+        },
+    )
+    .await
+    .unwrap();
+    assert!(matches!(held, model_usage::Held::Held(_)), "{held:?}");
+    let long_ago = i64::try_from(model_usage::STALE_HOLD.as_millis()).unwrap() + 60_000;
+    sqlx::query("UPDATE model_holds SET at = at - $1")
+        .bind(long_ago)
+        .execute(&t.db.writer)
+        .await
+        .unwrap();
+    let metered = Metered::new(
+        model(&server, "anthropic:claude-sonnet-4-5", &streaming()),
+        &PriceTable::default(),
+        t.db.clone(),
+        ModelRole::Planner,
+    )
+    .unwrap()
+    .for_session(session.clone(), budget);
+    let answer = tokio::time::timeout(Duration::from_secs(20), metered.chat(&filling_call()))
+        .await
+        .expect("a stale hold does not keep the call waiting")
+        .unwrap();
+    assert_eq!(answer.text(), "answered");
+    assert_eq!(holds(&t).await, 0);
+}

@@ -847,6 +847,224 @@ async fn parallel_calls_from_two_processes_overshoot_the_budget_by_at_most_one_c
     assert_eq!(holds, 0);
 }
 
+/// Text dressed as an image: a message that starts like a data URL, and image-shaped
+/// objects inside a tool's schema and a tool call's input. The provider bills all of it
+/// as text, so it must be held as text.
+#[tokio::test]
+async fn text_dressed_as_images_is_held_at_its_real_worst_case() {
+    const CALLS: usize = 10;
+    const INPUT_TOKENS: u64 = 190_000;
+    let logs = captured_logs();
+    let text = "lorem ".repeat(INPUT_TOKENS as usize / 2);
+    let disguised = [
+        with(anthropic_body(true), |b| {
+            b["messages"][0]["content"] = json!(format!("data:image/png;base64,{text}"));
+        }),
+        with(anthropic_body(true), |b| {
+            b["tools"][0]["input_schema"] =
+                json!({"type": "object", "media_type": "image/png", "data": text});
+        }),
+        with(anthropic_body(true), |b| {
+            b["messages"] = json!([
+                {"role": "user", "content": QUESTION},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "read_file",
+                    "input": {"media_type": "image/png", "data": text}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]},
+            ]);
+        }),
+    ]
+    .map(|body| with(body, |b| b["max_tokens"] = json!(1)));
+    let gates: Vec<Arc<Notify>> = (0..CALLS).map(|_| Arc::new(Notify::new())).collect();
+    // Each call is billed what the provider counts: the whole text as input.
+    let script = gates
+        .iter()
+        .map(|gate| {
+            Step::text("ok")
+                .usage(usage(INPUT_TOKENS, 1, 0, 0))
+                .hold_after(1, gate.clone())
+        })
+        .collect();
+    let h = start(script).await;
+    let token = h.token(Budget::usd(1.0));
+    let mut calls = Vec::new();
+    for i in 0..CALLS {
+        let request = h.anthropic("/v1/messages", token.expose_secret(), &disguised[i % 3]);
+        calls.push(tokio::spawn(async move {
+            let response = request.send().await.unwrap();
+            let status = response.status().as_u16();
+            (status, read_all(response).await)
+        }));
+    }
+    let run = h.run.as_str().to_owned();
+    // A run has 8 calls in flight at most; the rest wait for a slot before any hold.
+    support::eventually("every call in flight to be sent or waiting", || {
+        let forwarded = h.upstream.requests().len();
+        let logged = String::from_utf8_lossy(&logs.0.lock().unwrap()).into_owned();
+        let waiting = logged
+            .lines()
+            .filter(|l| l.contains("waits: its budget is held") && l.contains(&run))
+            .count();
+        std::future::ready((forwarded + waiting == CALLS.min(8)).then_some(()))
+    })
+    .await;
+    let forwarded = h.upstream.requests().len();
+    for gate in &gates {
+        gate.notify_one();
+    }
+    for call in calls {
+        let (status, text) = tokio::time::timeout(WAIT, call)
+            .await
+            .expect("every call ends")
+            .unwrap();
+        assert!(status == 200 || status == 402, "{status}: {text}");
+    }
+    let price = PriceTable::default()
+        .get(&ModelName::parse("anthropic:claude-sonnet-4-5").unwrap())
+        .unwrap();
+    let worst = disguised
+        .iter()
+        .map(|body| {
+            let input = planwright::llm::usage::input_estimate(body.to_string().len(), 0);
+            price.worst_case(input, 1).cost_microusd
+        })
+        .max()
+        .unwrap();
+    let spent = model_usage::spent_by_run(&h.db.db, &h.run).await.unwrap();
+    assert!(
+        spent.cost_microusd <= 1_000_000 + worst,
+        "spent {} µUSD against a $1 budget with {forwarded} of {CALLS} calls forwarded; one call's worst case is {worst}",
+        spent.cost_microusd,
+    );
+}
+
+#[tokio::test]
+async fn responses_are_kept_at_the_provider_only_when_the_client_says_so() {
+    let h = start(vec![Step::text("ok"), Step::text("ok")]).await;
+    let token = h.token(Budget::usd(1.0));
+    for body in [
+        responses_body(false),
+        with(responses_body(false), |b| b["store"] = json!(false)),
+    ] {
+        let response = h
+            .openai("/v1/responses", token.expose_secret(), &body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "{}", read_all(response).await);
+    }
+    for sent in h.upstream.requests() {
+        assert_eq!(sent.body["store"], json!(false), "{:?}", sent.body);
+    }
+}
+
+#[tokio::test]
+async fn only_known_query_parameters_reach_the_provider() {
+    let h = start(vec![Step::text("ok"), Step::text("ok"), Step::text("ok")]).await;
+    let token = h.token(Budget::usd(1.0));
+    for (path, body) in [
+        (
+            "/v1/messages?beta=true&container=c1&foo=bar",
+            anthropic_body(false),
+        ),
+        ("/v1/messages?include=web_search", anthropic_body(false)),
+        (
+            "/v1/chat/completions?api-version=2025&beta=true",
+            chat_body(false),
+        ),
+    ] {
+        let request = if path.starts_with("/v1/messages") {
+            h.anthropic(path, token.expose_secret(), &body)
+        } else {
+            h.openai(path, token.expose_secret(), &body)
+        };
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), 200, "{}", read_all(response).await);
+    }
+    let queries: Vec<Option<String>> = h.upstream.requests().into_iter().map(|r| r.query).collect();
+    assert_eq!(queries, [Some("beta=true".to_owned()), None, None]);
+}
+
+/// A key given twice: the check reads the last, another parser may read the first. The
+/// provider must get the request that was checked, not the client's bytes.
+#[tokio::test]
+async fn a_key_given_twice_reaches_the_provider_as_it_was_checked() {
+    let h = start(vec![Step::text("ok")]).await;
+    let token = h.token(Budget::usd(1.0));
+    let raw = format!(
+        r#"{{"model":"claude-sonnet-4-5","max_tokens":1024,"messages":[{{"role":"user","content":"{QUESTION}"}}],"tools":[{{"type":"web_fetch_20250910","name":"web_fetch"}}],"tools":[{{"name":"read_file","input_schema":{{"type":"object"}}}}]}}"#
+    );
+    let response = h
+        .http
+        .post(format!("{}/v1/messages", h.base))
+        .header("x-api-key", token.expose_secret())
+        .header("anthropic-version", "2023-06-01")
+        .header("content-type", "application/json")
+        .body(raw)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "{}", read_all(response).await);
+    let sent = &h.upstream.requests()[0];
+    let text = String::from_utf8_lossy(&sent.raw);
+    assert!(!text.contains("web_fetch"), "{text}");
+    assert_eq!(text.matches("\"tools\"").count(), 1, "{text}");
+    assert_eq!(sent.body["tools"][0]["name"], "read_file");
+}
+
+/// A call may ask for more output than the run's budget can pay: its hold, and what it
+/// can overspend, is then bounded by what the budget has left, not by what it asked.
+#[tokio::test]
+async fn an_output_limit_the_budget_cannot_pay_is_lowered_to_what_it_can() {
+    let h = start(vec![
+        Step::text("ok").usage(usage(50, 10, 0, 0)),
+        Step::text("ok").usage(usage(50, 10, 0, 0)),
+    ])
+    .await;
+    // $0.10 pays for about 6,600 output tokens of Sonnet ($15 a million); the calls ask
+    // for 100,000 ($1.50).
+    let token = h.token(Budget::usd(0.10));
+    let plain = with(anthropic_body(false), |b| b["max_tokens"] = json!(100_000));
+    let thinking = with(plain.clone(), |b| {
+        b["thinking"] = json!({"type": "enabled", "budget_tokens": 60_000});
+    });
+    for body in [&plain, &thinking] {
+        let response = h
+            .anthropic("/v1/messages", token.expose_secret(), body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "{}", read_all(response).await);
+    }
+    let price = PriceTable::default()
+        .get(&ModelName::parse("anthropic:claude-sonnet-4-5").unwrap())
+        .unwrap();
+    for sent in h.upstream.requests() {
+        let max_tokens = sent.body["max_tokens"].as_u64().unwrap();
+        let held_output = price.worst_case(0, max_tokens).cost_microusd;
+        assert!(
+            (2_048..=6_667).contains(&max_tokens) && held_output <= 100_000,
+            "forwarded max_tokens {max_tokens}"
+        );
+        if let Some(budget) = sent.body["thinking"]["budget_tokens"].as_u64() {
+            assert!(budget < max_tokens, "{:?}", sent.body);
+        }
+    }
+    // A call the budget can pay for is sent as asked.
+    let h = start(vec![Step::text("ok")]).await;
+    let token = h.token(Budget::usd(1.0));
+    let response = h
+        .anthropic(
+            "/v1/messages",
+            token.expose_secret(),
+            &anthropic_body(false),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(h.upstream.requests()[0].body["max_tokens"], 1024);
+}
+
 #[tokio::test]
 async fn a_stream_cut_mid_way_ends_cleanly_and_meters_what_was_seen() {
     let h = start(vec![

@@ -359,15 +359,18 @@ impl Metered {
     }
 
     async fn call(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
-        let hold = self.reserve(request).await?;
+        let mut hold = HoldGuard {
+            db: self.db.clone(),
+            hold: self.reserve(request).await?,
+        };
         let result = self.model.chat(request).await;
         // A stream broken off for good may still have cost tokens; they count too.
         let usage = match &result {
             Ok(response) => response.usage,
             Err(ModelError::Interrupted { usage, .. }) if usage.total() > 0 => *usage,
             Err(_) => {
-                if let Some(hold) = &hold {
-                    model_usage::release(&self.db, hold)
+                if let Some(held) = hold.hold.take() {
+                    model_usage::release(&self.db, &held)
                         .await
                         .map_err(ModelError::Accounting)?;
                 }
@@ -384,10 +387,33 @@ impl Metered {
             usage,
             cost_microusd: self.price.cost_microusd(&usage),
         };
-        model_usage::record_held(&self.db, &record, hold.as_ref())
+        let held = hold.hold.take();
+        model_usage::record_held(&self.db, &record, held.as_ref())
             .await
             .map_err(ModelError::Accounting)?;
         result
+    }
+}
+
+/// A call's hold until its usage is recorded. A call given up on (its future dropped,
+/// as a cancelled session does) never reaches its record: the hold goes here instead, or
+/// it would fill the budget until `model_usage::STALE_HOLD` and make later calls wait.
+struct HoldGuard {
+    db: Db,
+    hold: Option<HoldId>,
+}
+
+impl Drop for HoldGuard {
+    fn drop(&mut self) {
+        let Some(hold) = self.hold.take() else { return };
+        let db = self.db.clone();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                if let Err(e) = model_usage::release(&db, &hold).await {
+                    tracing::error!(error = %format!("{e:#}"), "Could not release a model call's budget hold");
+                }
+            });
+        }
     }
 }
 

@@ -1,7 +1,8 @@
 //! Model usage as stored: one row per call, appended after the call returns; budgets and
 //! the cost shown on sessions and runs are sums over these rows. Before a call is sent,
 //! its worst case is held against its budgets (`hold`), and the hold goes when its usage
-//! is recorded (`record_held`) or the call fails (`release`).
+//! is recorded (`record_held`) or the call fails or is given up (`release`); one left
+//! by a process that died stops counting after `STALE_HOLD`.
 
 use anyhow::Result;
 
@@ -105,13 +106,13 @@ const SPENT_BY_RUN: &str = "SELECT CAST(COALESCE(SUM(cost_microusd), 0) AS BIGIN
 const COMMITTED_BY_SESSION: &str = "SELECT \
      (SELECT CAST(COALESCE(SUM(cost_microusd), 0) AS BIGINT) FROM model_usage WHERE session_id = $1), \
      (SELECT CAST(COALESCE(SUM(input_tokens + output_tokens + cache_read_tokens + cache_write_tokens), 0) AS BIGINT) FROM model_usage WHERE session_id = $1), \
-     (SELECT CAST(COALESCE(SUM(cost_microusd), 0) AS BIGINT) FROM model_holds WHERE session_id = $1), \
-     (SELECT CAST(COALESCE(SUM(tokens), 0) AS BIGINT) FROM model_holds WHERE session_id = $1)";
+     (SELECT CAST(COALESCE(SUM(cost_microusd), 0) AS BIGINT) FROM model_holds WHERE session_id = $1 AND at >= $2), \
+     (SELECT CAST(COALESCE(SUM(tokens), 0) AS BIGINT) FROM model_holds WHERE session_id = $1 AND at >= $2)";
 const COMMITTED_BY_RUN: &str = "SELECT \
      (SELECT CAST(COALESCE(SUM(cost_microusd), 0) AS BIGINT) FROM model_usage WHERE run_id = $1), \
      (SELECT CAST(COALESCE(SUM(input_tokens + output_tokens + cache_read_tokens + cache_write_tokens), 0) AS BIGINT) FROM model_usage WHERE run_id = $1), \
-     (SELECT CAST(COALESCE(SUM(cost_microusd), 0) AS BIGINT) FROM model_holds WHERE run_id = $1), \
-     (SELECT CAST(COALESCE(SUM(tokens), 0) AS BIGINT) FROM model_holds WHERE run_id = $1)";
+     (SELECT CAST(COALESCE(SUM(cost_microusd), 0) AS BIGINT) FROM model_holds WHERE run_id = $1 AND at >= $2), \
+     (SELECT CAST(COALESCE(SUM(tokens), 0) AS BIGINT) FROM model_holds WHERE run_id = $1 AND at >= $2)";
 
 pub async fn spent_by_session(db: &Db, session: &SessionId) -> Result<Spent> {
     Ok(sqlx::query_as::<_, Spent>(SPENT_BY_SESSION)
@@ -125,6 +126,26 @@ pub async fn spent_by_run(db: &Db, run: &RunId) -> Result<Spent> {
         .bind(run.as_str())
         .fetch_one(&db.pool)
         .await?)
+}
+
+/// What `scope` has spent plus what live calls hold against it, read outside any hold:
+/// what a new call could use at most, give or take calls starting meanwhile.
+pub async fn committed(db: &Db, scope: Scope<'_>) -> Result<Spent> {
+    let stale_before = now_ms().saturating_sub(STALE_HOLD.as_millis() as i64);
+    let (sql, id) = match scope {
+        Scope::Session(id) => (COMMITTED_BY_SESSION, id.as_str()),
+        Scope::Run(id) => (COMMITTED_BY_RUN, id.as_str()),
+    };
+    let (spent_cost, spent_tokens, held_cost, held_tokens): (i64, i64, i64, i64) =
+        sqlx::query_as(sql)
+            .bind(id)
+            .bind(stale_before)
+            .fetch_one(&db.pool)
+            .await?;
+    Ok(Spent {
+        cost_microusd: spent_cost.saturating_add(held_cost),
+        tokens: spent_tokens.saturating_add(held_tokens),
+    })
 }
 
 /// A budget a hold is checked against.
@@ -166,6 +187,12 @@ pub enum Held {
     Busy(usize, Spent),
 }
 
+/// How old a hold may get before it is taken for one left by a process that died. A
+/// streamed answer has no whole-call limit, only an idle one, so this is well past the
+/// longest answer a model gives (128,000 output tokens at a slow 50 a second is 43
+/// minutes); a live call older than this only loses its hold, it is still recorded.
+pub const STALE_HOLD: std::time::Duration = std::time::Duration::from_secs(60 * 60);
+
 /// Holds `worst` against each of `limits` if every one has room: what is spent plus what
 /// other calls hold is under the limit. The check and the hold are one transaction that
 /// first writes each budget's lock row, so concurrent holds, from any process, see each
@@ -180,6 +207,14 @@ pub async fn hold(
     let mut order: Vec<usize> = (0..limits.len()).collect();
     // One order for everyone, so two holds on the same pair of budgets cannot deadlock.
     order.sort_by_key(|&i| limits[i].0.key());
+    // Holds no live call can still own are not counted, so a crash never leaves a
+    // budget held for good; they are cleared on their own, outside the hold, so the
+    // sweep takes no lock a hold could wait on.
+    let stale_before = now_ms().saturating_sub(STALE_HOLD.as_millis() as i64);
+    sqlx::query("DELETE FROM model_holds WHERE at < $1")
+        .bind(stale_before)
+        .execute(&db.writer)
+        .await?;
     let mut tx = db.writer.begin().await?;
     for i in order {
         let (scope, budget) = &limits[i];
@@ -202,7 +237,11 @@ pub async fn hold(
             Scope::Run(id) => (COMMITTED_BY_RUN, id.as_str()),
         };
         let (spent_cost, spent_tokens, held_cost, held_tokens): (i64, i64, i64, i64) =
-            sqlx::query_as(sql).bind(id).fetch_one(&mut *tx).await?;
+            sqlx::query_as(sql)
+                .bind(id)
+                .bind(stale_before)
+                .fetch_one(&mut *tx)
+                .await?;
         let spent = Spent {
             cost_microusd: spent_cost,
             tokens: spent_tokens,

@@ -149,6 +149,8 @@ pub struct Recorded {
     /// Lower-case names, in arrival order.
     pub headers: Vec<(String, String)>,
     pub body: Value,
+    /// The body's bytes as they arrived (empty where the route takes none).
+    pub raw: Vec<u8>,
 }
 
 impl Recorded {
@@ -259,7 +261,7 @@ impl Drop for ModelServer {
     }
 }
 
-fn record(shared: &Shared, uri: &Uri, headers: &HeaderMap, body: &Value) {
+fn record(shared: &Shared, uri: &Uri, headers: &HeaderMap, body: &Value, raw: &[u8]) {
     shared.0.lock().unwrap().requests.push(Recorded {
         path: uri.path().to_owned(),
         query: uri.query().map(str::to_owned),
@@ -273,6 +275,7 @@ fn record(shared: &Shared, uri: &Uri, headers: &HeaderMap, body: &Value) {
             })
             .collect(),
         body: body.clone(),
+        raw: raw.to_vec(),
     });
 }
 
@@ -283,13 +286,13 @@ async fn count_tokens(
     headers: HeaderMap,
     Json(body): Json<Value>,
 ) -> Response {
-    record(&shared, &uri, &headers, &body);
+    record(&shared, &uri, &headers, &body, &[]);
     Json(json!({"input_tokens": body.to_string().len() / 4})).into_response()
 }
 
 /// The model list, unscripted, in the shape of whichever vendor the headers say.
 async fn list_models(State(shared): State<Shared>, uri: Uri, headers: HeaderMap) -> Response {
-    record(&shared, &uri, &headers, &Value::Null);
+    record(&shared, &uri, &headers, &Value::Null, &[]);
     if headers.contains_key("x-api-key") {
         Json(json!({
             "data": [{"type": "model", "id": "claude-test", "display_name": "Claude (test)",
@@ -312,9 +315,12 @@ async fn answer(
     wire: Wire,
     uri: Uri,
     headers: HeaderMap,
-    Json(body): Json<Value>,
+    raw: axum::body::Bytes,
 ) -> Response {
-    record(&shared, &uri, &headers, &body);
+    let Ok(body) = serde_json::from_slice::<Value>(&raw) else {
+        return (axum::http::StatusCode::BAD_REQUEST, "the body is not JSON").into_response();
+    };
+    record(&shared, &uri, &headers, &body, &raw);
     let step = {
         let mut inner = shared.0.lock().unwrap();
         let offered = offered_tools(wire, &body);

@@ -87,6 +87,11 @@ const CALLS_PER_RUN: usize = 8;
 /// known before it is sent.
 const DEFAULT_OUTPUT_TOKENS: u64 = 32_000;
 
+/// The least output a call is lowered to when the budget left cannot pay for what it
+/// asked: enough for a short answer and a tool call (and above Anthropic's smallest
+/// thinking budget, 1024), so the agent can still finish its step.
+const MIN_OUTPUT_TOKENS: u64 = 2_048;
+
 /// The most output a call may ask for (the providers' largest limits).
 const MAX_OUTPUT_TOKENS: u64 = 128_000;
 
@@ -475,7 +480,7 @@ async fn forward(state: ProxyState, api: Api, request: Request) -> Response {
         Ok(betas) => betas,
         Err(Refused(refusal, message)) => return refuse(provider, refusal, &message),
     };
-    let (call, mut request, rewritten) = match admit(&state.0, api, grant, &body).await {
+    let (call, mut request) = match admit(&state.0, api, grant, &body).await {
         Ok(admitted) => admitted,
         Err(Refused(refusal, message)) => return refuse(provider, refusal, &message),
     };
@@ -484,17 +489,20 @@ async fn forward(state: ProxyState, api: Api, request: Request) -> Response {
     let hide_usage_chunk = api == Api::ChatCompletions
         && request["stream"] == true
         && request["stream_options"]["include_usage"] != true;
-    let body = if hide_usage_chunk || rewritten {
-        if hide_usage_chunk {
-            if !request["stream_options"].is_object() {
-                request["stream_options"] = json!({});
-            }
-            request["stream_options"]["include_usage"] = json!(true);
+    if hide_usage_chunk {
+        if !request["stream_options"].is_object() {
+            request["stream_options"] = json!({});
         }
-        Bytes::from(serde_json::to_vec(&request).unwrap_or_default())
-    } else {
-        body
-    };
+        request["stream_options"]["include_usage"] = json!(true);
+    }
+    // OpenAI keeps a Responses conversation unless told not to; nothing of a run should
+    // outlive it at the provider.
+    if api == Api::Responses && request.get("store").is_none() {
+        request["store"] = json!(false);
+    }
+    // What was checked is what is sent: the client's own bytes could read differently
+    // to the provider's parser (a key given twice, say) than they did to the check.
+    let body = Bytes::from(serde_json::to_vec(&request).unwrap_or_default());
     let upstream_headers = match upstream_headers(&state.0, provider, &headers, betas) {
         Ok(h) => h,
         Err(Refused(refusal, message)) => return refuse(provider, refusal, &message),
@@ -503,7 +511,7 @@ async fn forward(state: ProxyState, api: Api, request: Request) -> Response {
         Provider::Anthropic => &state.0.anthropic_base,
         Provider::OpenAi => &state.0.openai_base,
     };
-    let url = match uri.query() {
+    let url = match forwarded_query(provider, uri.query()) {
         Some(query) => format!("{base}{}?{query}", api.upstream_path()),
         None => format!("{base}{}", api.upstream_path()),
     };
@@ -526,6 +534,22 @@ async fn forward(state: ProxyState, api: Api, request: Request) -> Response {
             )
         }
     }
+}
+
+/// The query parameters passed on: only Anthropic's `beta=true`, which Claude Code adds
+/// and which switches on nothing the body's allowlist has not already passed. Any other
+/// parameter could change what the provider does unchecked, so it is dropped.
+fn forwarded_query(provider: Provider, query: Option<&str>) -> Option<&'static str> {
+    let asked = query?.split('&').filter(|p| !p.is_empty());
+    let mut beta = false;
+    for parameter in asked {
+        if provider == Provider::Anthropic && parameter == "beta=true" {
+            beta = true;
+        } else {
+            info!(%provider, parameter = %parameter.split('=').next().unwrap_or_default(), "model proxy dropped a query parameter it does not pass on");
+        }
+    }
+    beta.then_some("beta=true")
 }
 
 /// The body, up to `REQUEST_LIMIT`; a declared length past it is refused unread.
@@ -562,13 +586,13 @@ async fn read_body(headers: &HeaderMap, body: Body) -> Result<Bytes, Refused> {
 
 /// Lets a call through, or says why not: a JSON body naming a priced model with only
 /// what the proxy forwards, and a run with budget left, on which the call's worst case
-/// is then held. Also says whether the request was changed (an output limit added).
+/// is then held.
 async fn admit(
     inner: &Inner,
     api: Api,
     grant: Grant,
     body: &[u8],
-) -> Result<(Call, Value, bool), Refused> {
+) -> Result<(Call, Value), Refused> {
     let provider = api.provider();
     let mut request: Value = match serde_json::from_slice(body) {
         Ok(v @ Value::Object(_)) => v,
@@ -612,7 +636,7 @@ async fn admit(
             hold: None,
             _slot: None,
         };
-        return Ok((call, request, false));
+        return Ok((call, request));
     }
     let Some(price) = inner.prices.get(&name) else {
         return Err(Refused::new(
@@ -622,9 +646,23 @@ async fn admit(
             ),
         ));
     };
-    let (output, rewritten) = output_limit(api, &mut request)?;
-    let (image_bytes, images) = inline_images(&request);
+    let output = output_limit(api, &mut request)?;
+    let (image_bytes, images) = inline_images(api, &request);
     let input = usage::input_estimate(body.len().saturating_sub(image_bytes), images);
+    let asked = output;
+    let output = fit_output(inner, &grant, price, input, asked)
+        .await
+        .map_err(|e| {
+            error!(run = %grant.run, error = %format!("{e:#}"), "Could not read a run's model budget");
+            Refused::new(
+                Refusal::Unavailable,
+                "Could not check the run's budget; try again shortly",
+            )
+        })?;
+    if output < asked {
+        info!(run = %grant.run, asked, output, "model proxy lowered a call's output limit to what the run's budget left can pay");
+        set_output_limit(api, &mut request, output);
+    }
     let worst = price.worst_case(input, output);
     let slots = inner
         .capabilities
@@ -681,12 +719,76 @@ async fn admit(
         hold,
         _slot: Some(slot),
     };
-    Ok((call, request, rewritten))
+    Ok((call, request))
+}
+
+/// `output`, lowered to what the run's budget left can pay for after the input (but not
+/// below `MIN_OUTPUT_TOKENS`). Lowered rather than refused: Claude Code and Codex ask
+/// for a large limit on every call whatever answer they expect, so a refusal would end a
+/// run with much of its budget left, while a lowered limit only cuts an answer that
+/// would have overspent, which the agents continue from. It bounds what one call can
+/// pass the budget by to its input and `MIN_OUTPUT_TOKENS`.
+async fn fit_output(
+    inner: &Inner,
+    grant: &Grant,
+    price: Price,
+    input: u64,
+    output: u64,
+) -> Result<u64> {
+    let budget = grant.budget;
+    if budget.max_microusd.is_none() && budget.max_tokens.is_none() {
+        return Ok(output);
+    }
+    let committed = model_usage::committed(&inner.db, Scope::Run(&grant.run)).await?;
+    let mut fits = output;
+    if let Some(limit) = budget.max_microusd
+        && price.output > 0.0
+    {
+        let input_cost = price.worst_case(input, 0).cost_microusd;
+        let room = limit
+            .saturating_sub(committed.cost_microusd)
+            .saturating_sub(input_cost)
+            .max(0);
+        fits = fits.min((room as f64 / price.output).floor() as u64);
+    }
+    if let Some(limit) = budget.max_tokens {
+        let room = (limit as i64)
+            .saturating_sub(committed.tokens)
+            .saturating_sub(i64::try_from(input).unwrap_or(i64::MAX))
+            .max(0);
+        fits = fits.min(room as u64);
+    }
+    Ok(output.min(fits.max(MIN_OUTPUT_TOKENS)))
+}
+
+/// Lowers the request's output limit to `output` wherever it names one (it must bind
+/// under either name). Anthropic refuses a thinking budget that is not under it.
+fn set_output_limit(api: Api, request: &mut Value, output: u64) {
+    let names: &[&str] = match api {
+        Api::Messages | Api::CountTokens => &["max_tokens"],
+        Api::ChatCompletions => &["max_completion_tokens", "max_tokens"],
+        Api::Responses => &["max_output_tokens"],
+    };
+    for name in names {
+        if request
+            .get(*name)
+            .and_then(Value::as_u64)
+            .is_some_and(|n| n > output)
+        {
+            request[*name] = json!(output);
+        }
+    }
+    if api == Api::Messages
+        && let Some(thinking) = request["thinking"]["budget_tokens"].as_u64()
+        && thinking >= output
+    {
+        request["thinking"]["budget_tokens"] = json!(output.saturating_sub(1));
+    }
 }
 
 /// The most output `request` may produce, a default set when it names none. Chat
 /// Completions takes either of two names; the larger counts.
-fn output_limit(api: Api, request: &mut Value) -> Result<(u64, bool), Refused> {
+fn output_limit(api: Api, request: &mut Value) -> Result<u64, Refused> {
     let names: &[&str] = match api {
         Api::Messages | Api::CountTokens => &["max_tokens"],
         Api::ChatCompletions => &["max_completion_tokens", "max_tokens"],
@@ -714,38 +816,85 @@ fn output_limit(api: Api, request: &mut Value) -> Result<(u64, bool), Refused> {
         most = most.max(Some(n));
     }
     match most {
-        Some(n) => Ok((n, false)),
+        Some(n) => Ok(n),
         None => {
             request[names[0]] = json!(DEFAULT_OUTPUT_TOKENS);
-            Ok((DEFAULT_OUTPUT_TOKENS, true))
+            Ok(DEFAULT_OUTPUT_TOKENS)
         }
     }
 }
 
-/// The bytes and number of images sent as data (Anthropic `source.data` of an image
-/// type, OpenAI `data:image/…` URLs): their tokens are bounded by the image, not its size.
-fn inline_images(value: &Value) -> (usize, usize) {
-    match value {
-        Value::String(s) if s.starts_with("data:image/") => (s.len(), 1),
-        Value::Array(items) => items
-            .iter()
-            .map(inline_images)
-            .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1)),
-        Value::Object(object) => {
-            let image = object
-                .get("media_type")
-                .and_then(Value::as_str)
-                .is_some_and(|t| t.starts_with("image/"));
-            match object.get("data").and_then(Value::as_str) {
-                Some(data) if image => (data.len(), 1),
-                _ => object
-                    .values()
-                    .map(inline_images)
-                    .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1)),
+/// The bytes and number of images sent as data, found only where each API carries an
+/// image (Anthropic `image` blocks with a `base64` source, Chat Completions
+/// `image_url.url`, Responses `input_image.image_url`): their tokens are bounded by the
+/// image, not its size. Anything shaped like an image elsewhere (a tool's input, a
+/// schema, a text that starts with `data:image/`) is text to the provider and is billed
+/// as such. A document is billed by its pages' text, so its bytes count as text too.
+fn inline_images(api: Api, request: &Value) -> (usize, usize) {
+    let mut found = (0, 0);
+    let mut image = |data: Option<&str>| {
+        if let Some(data) = data {
+            found.0 += data.len();
+            found.1 += 1;
+        }
+    };
+    match api {
+        Api::Messages | Api::CountTokens => {
+            for message in items(request, "messages") {
+                for block in items(message, "content") {
+                    let nested = match block["type"].as_str() {
+                        Some("tool_result") => items(block, "content"),
+                        _ => std::slice::from_ref(block),
+                    };
+                    for block in nested {
+                        let source = &block["source"];
+                        if block["type"] == "image"
+                            && source["type"] == "base64"
+                            && source["media_type"]
+                                .as_str()
+                                .is_some_and(|t| t.starts_with("image/"))
+                        {
+                            image(source["data"].as_str());
+                        }
+                    }
+                }
             }
         }
-        _ => (0, 0),
+        Api::ChatCompletions => {
+            for message in items(request, "messages") {
+                for part in items(message, "content") {
+                    if part["type"] == "image_url" {
+                        image(data_image(&part["image_url"]["url"]));
+                    }
+                }
+            }
+        }
+        Api::Responses => {
+            for item in items(request, "input") {
+                for key in ["content", "output"] {
+                    for part in items(item, key) {
+                        if part["type"] == "input_image" {
+                            image(data_image(&part["image_url"]));
+                        }
+                    }
+                }
+            }
+        }
     }
+    found
+}
+
+fn items<'a>(value: &'a Value, key: &str) -> &'a [Value] {
+    value
+        .get(key)
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
+}
+
+/// An OpenAI image URL that carries the image itself.
+fn data_image(url: &Value) -> Option<&str> {
+    url.as_str().filter(|u| u.starts_with("data:image/"))
 }
 
 /// The `anthropic-beta` flags to pass on, or the refusal of one that reaches past the
