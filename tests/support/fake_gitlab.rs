@@ -1043,22 +1043,9 @@ fn route(
             let Some(issue) = iid.parse::<i64>().ok().and_then(|n| p.issues.get(&n)) else {
                 return not_found("");
             };
-            let per_page: usize = query
-                .get("per_page")
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(20)
-                .clamp(1, 100);
-            let page: usize = query
-                .get("page")
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(1)
-                .max(1);
-            let pages = issue.label_events.len().div_ceil(per_page).max(1);
             let items: Vec<Value> = issue
                 .label_events
                 .iter()
-                .skip((page - 1) * per_page)
-                .take(per_page)
                 .map(|e| {
                     json!({
                         "id": e.id,
@@ -1076,23 +1063,7 @@ fn route(
                     })
                 })
                 .collect();
-            let mut response = axum::Json(items).into_response();
-            let next = if page < pages {
-                (page + 1).to_string()
-            } else {
-                String::new()
-            };
-            let h = response.headers_mut();
-            for (name, value) in [
-                ("x-page", page.to_string()),
-                ("x-per-page", per_page.to_string()),
-                ("x-next-page", next),
-                ("x-total", issue.label_events.len().to_string()),
-                ("x-total-pages", pages.to_string()),
-            ] {
-                h.insert(name, HeaderValue::from_str(&value).unwrap());
-            }
-            response
+            paged(items, &query)
         }
         (Method::GET, ["issues", iid, "notes"]) => {
             let Some(iid) = issue_of(w, &key, iid) else {
