@@ -16,6 +16,7 @@ pub mod forge;
 pub mod ids;
 pub mod llm;
 pub mod markdown;
+pub mod metrics;
 pub mod onboarding;
 pub mod planner;
 pub mod publish;
