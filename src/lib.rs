@@ -17,6 +17,7 @@ pub mod jobs;
 pub mod llm;
 pub mod markdown;
 pub mod metering;
+pub mod metrics;
 pub mod onboarding;
 pub mod planner;
 pub mod publish;

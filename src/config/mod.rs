@@ -152,7 +152,7 @@ impl Default for QueueSettings {
     }
 }
 
-/// How long repositories on disk are kept (see `sandbox::workspace`).
+/// How long repositories on disk are kept (see `git`).
 #[derive(Debug, Clone)]
 pub struct WorkspaceSettings {
     /// A failed run's workspace is kept this long for inspection, then swept.

@@ -14,6 +14,7 @@ use anyhow::Context;
 use async_trait::async_trait;
 
 use super::{Bridge, Command, Output, Sandbox, SandboxError, full_env, process, validate};
+use crate::metrics::{self, RunOutcome};
 
 /// The user and group a command sees itself as inside the sandbox.
 const INSIDE_ID: &str = "1000";
@@ -424,7 +425,13 @@ impl Sandbox for Bwrap {
     async fn run(&self, command: &Command) -> Result<Output, SandboxError> {
         let started = std::time::Instant::now();
         let result = self.run_uncounted(command).await;
-        crate::server::metrics::record_sandbox_run(&result, started.elapsed());
+        let outcome = match &result {
+            Ok(out) if out.timed_out => RunOutcome::Timeout,
+            Ok(out) if out.exit.success() => RunOutcome::Ok,
+            Ok(_) => RunOutcome::Failed,
+            Err(_) => RunOutcome::Error,
+        };
+        metrics::record_sandbox_run(outcome, started.elapsed());
         result
     }
 }
