@@ -799,7 +799,10 @@ impl Raw {
         match self.text("github_url") {
             Some(url) => url.trim_end_matches('/').to_owned(),
             None if api_url == "https://api.github.com" => "https://github.com".to_owned(),
-            None => api_url.strip_suffix("/api/v3").unwrap_or(api_url).to_owned(),
+            None => api_url
+                .strip_suffix("/api/v3")
+                .unwrap_or(api_url)
+                .to_owned(),
         }
     }
 

@@ -820,7 +820,11 @@ impl Contract {
     fn render_change(&self, md: &mut String) {
         push(md, "### Change");
         push(md, &inline(&self.change.goal));
-        bullets(md, "**Expected behaviour**", &self.change.expected_behaviour);
+        bullets(
+            md,
+            "**Expected behaviour**",
+            &self.change.expected_behaviour,
+        );
         push(md, "");
         push(md, "| file | action | why |");
         push(md, "|---|---|---|");

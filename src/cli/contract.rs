@@ -27,9 +27,8 @@ pub(super) fn run(command: ContractCommand) -> Result<ExitStatus, Error> {
     } else {
         std::fs::read_to_string(&file)
     };
-    let text = text.map_err(|e| {
-        Error::Input(anyhow::anyhow!("Could not read {}: {e}", file.display()))
-    })?;
+    let text =
+        text.map_err(|e| Error::Input(anyhow::anyhow!("Could not read {}: {e}", file.display())))?;
     match Contract::from_json(&text) {
         Ok(contract) => {
             println!(
