@@ -4,7 +4,8 @@
 use std::net::SocketAddr;
 
 use crate::config::Settings;
-use crate::onboarding::{self, RegisteredApp};
+use crate::onboarding::RegisteredApp;
+use crate::server::setup::setup_from_terminal;
 
 use super::ExitStatus;
 
@@ -14,7 +15,7 @@ pub(super) async fn run(
     listen: SocketAddr,
 ) -> anyhow::Result<ExitStatus> {
     let data_dir = settings.data_dir.clone();
-    let app = onboarding::setup_from_terminal(settings, listen, org).await?;
+    let app = setup_from_terminal(settings, listen, org).await?;
     println!(
         "Registered the GitHub App {} (id {}); its credentials are in {}.",
         app.slug,

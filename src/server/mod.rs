@@ -21,9 +21,9 @@ use tracing::{info, warn};
 
 use crate::app::{App, Forges};
 use crate::config::Settings;
-use crate::llm::proxy::{self, Capabilities, ModelProxy, ProxyState};
+use crate::jobs::{Handlers, Waker, Worker};
+use crate::metering::proxy::{self, Capabilities, ModelProxy, ProxyState};
 use crate::store::Db;
-use crate::worker::{Handlers, Waker, Worker};
 
 #[derive(Clone)]
 pub struct AppState {
@@ -236,8 +236,8 @@ pub fn default_handlers(app: Arc<App>) -> Handlers {
     let plans = app.clone();
     let executions = app;
     Handlers::default()
-        .on(crate::dispatch::EVENT_JOB, move |job| {
-            crate::dispatch::handle_event_job(events.clone(), job)
+        .on(crate::session::dispatch::EVENT_JOB, move |job| {
+            crate::session::dispatch::handle_event_job(events.clone(), job)
         })
         .on(crate::session::flow::PLAN_JOB, move |job| {
             crate::session::flow::plan_job(plans.clone(), job)
