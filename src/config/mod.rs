@@ -728,9 +728,7 @@ impl Raw {
                     ProxyListen::Tcp(parsed)
                 }
                 (None, Some(path)) => ProxyListen::Unix(PathBuf::from(path)),
-                (None, None) => {
-                    ProxyListen::Unix(data_dir.join("model-proxy.sock"))
-                }
+                (None, None) => ProxyListen::Unix(data_dir.join("model-proxy.sock")),
             },
         )
     }
