@@ -1,0 +1,476 @@
+//! The verification report and its renderings: the pull request's table, the check run,
+//! the text the reviewer reads, and the line a status comment shows.
+
+use std::fmt::Write;
+
+use serde::{Deserialize, Serialize};
+
+use super::classify::{Class, ClassCounts, ClassifiedFailure, classify};
+use super::run::{CommandRun, Phase, RunSet, RunSummary};
+use super::scope::{ScopeFinding, Severity};
+use super::{COMPACT_DETAILED, COMPACT_LISTED, LISTED_PER_CLASS, MAX_FINDINGS};
+
+use crate::distill::clip;
+use crate::forge::{GITHUB_TEXT_LIMIT, truncate_with_note};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Nothing introduced and nothing refused.
+    Passed,
+    /// A failure was introduced.
+    Failed,
+    /// The result touches what it may not; its tests do not matter.
+    Refused,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Passed => "passed",
+            Verdict::Failed => "failed",
+            Verdict::Refused => "refused",
+        }
+    }
+}
+
+/// One command on both trees.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommandComparison {
+    pub command: String,
+    pub phase: Phase,
+    /// `None` when the baseline did not run this command.
+    pub baseline: Option<RunSummary>,
+    pub after: RunSummary,
+    /// The re-run that tells an introduced failure from a flaky one.
+    pub rerun: Option<RunSummary>,
+}
+
+/// What verification found, stored as JSON with the session and rendered for the pull
+/// request, the check run and the reviewer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VerificationReport {
+    pub verdict: Verdict,
+    pub commands: Vec<CommandComparison>,
+    /// Every classified failure counted, including those not listed.
+    pub counts: ClassCounts,
+    /// At most [`LISTED_PER_CLASS`] of each class, messages clipped.
+    pub failures: Vec<ClassifiedFailure>,
+    pub scope: Vec<ScopeFinding>,
+    /// Scope findings beyond those listed.
+    pub scope_omitted: u64,
+}
+
+impl VerificationReport {
+    /// Builds the report from the runs (also from stored ones).
+    pub fn compare(
+        baseline: &RunSet,
+        after: &RunSet,
+        reruns: &[CommandRun],
+        mut scope: Vec<ScopeFinding>,
+    ) -> VerificationReport {
+        let mut commands = Vec::new();
+        let mut counts = ClassCounts::default();
+        let mut all = Vec::new();
+        for run in &after.runs {
+            let base = baseline.find(run.phase, &run.command);
+            let rerun = reruns
+                .iter()
+                .find(|r| r.phase == run.phase && r.command == run.command);
+            // Setup commands are not re-run: they change the workspace.
+            let rerun = rerun.filter(|_| run.phase == Phase::Check);
+            for failure in classify(base, run, rerun) {
+                counts.add(failure.class);
+                all.push(failure);
+            }
+            commands.push(CommandComparison {
+                command: run.command.clone(),
+                phase: run.phase,
+                baseline: base.map(|b| b.summary.clone()),
+                after: run.summary.clone(),
+                rerun: rerun.map(|r| r.summary.clone()),
+            });
+        }
+        let mut failures = Vec::new();
+        for class in Class::ALL {
+            failures.extend(
+                all.iter()
+                    .filter(|f| f.class == class)
+                    .take(LISTED_PER_CLASS)
+                    .cloned(),
+            );
+        }
+        // Refusals first, so the bound never hides one.
+        scope.sort_by_key(|f| f.severity != Severity::Refused);
+        let scope_omitted = scope.len().saturating_sub(MAX_FINDINGS) as u64;
+        scope.truncate(MAX_FINDINGS);
+        let verdict = if scope.iter().any(|f| f.severity == Severity::Refused) {
+            Verdict::Refused
+        } else if counts.introduced > 0 {
+            Verdict::Failed
+        } else {
+            Verdict::Passed
+        };
+        VerificationReport {
+            verdict,
+            commands,
+            counts,
+            failures,
+            scope,
+            scope_omitted,
+        }
+    }
+
+    /// One line for a check run's title or a status comment.
+    pub fn headline(&self) -> String {
+        let c = &self.counts;
+        let mut parts = Vec::new();
+        for class in Class::ALL {
+            let n = c.get(class);
+            if n > 0 {
+                parts.push(format!("{n} {}", class.label()));
+            }
+        }
+        let refused = self
+            .scope
+            .iter()
+            .filter(|f| f.severity == Severity::Refused)
+            .count();
+        if refused > 0 {
+            parts.insert(0, format!("{refused} refused path(s)"));
+        }
+        if self.commands.is_empty() {
+            parts.push("no verification commands".into());
+        }
+        if parts.is_empty() {
+            format!("Verification {}", self.verdict.as_str())
+        } else {
+            format!(
+                "Verification {}: {}",
+                self.verdict.as_str(),
+                parts.join(", ")
+            )
+        }
+    }
+
+    /// The table for the pull request body: each command on the base and on the result.
+    pub fn pr_markdown(&self) -> String {
+        let mut out = format!("**{}**\n\n", self.headline());
+        if self.commands.is_empty() {
+            out.push_str(
+                "Neither the contract nor the repository names a verification command: \
+                 nothing was run.\n",
+            );
+            return out;
+        }
+        out.push_str("| command | baseline | after |\n|---|---|---|\n");
+        for c in &self.commands {
+            let name = match c.phase {
+                Phase::Setup => format!("setup: {}", code(&c.command)),
+                Phase::Check => code(&c.command),
+            };
+            let base = c.baseline.as_ref().map_or_else(|| "—".to_owned(), cell);
+            let after = after_cell(c);
+            let _ = writeln!(out, "| {name} | {base} | {after} |");
+        }
+        let flaky: Vec<String> = self
+            .failures
+            .iter()
+            .filter(|f| f.class == Class::Flaky)
+            .map(|f| code(f.test.as_deref().unwrap_or(&f.command)))
+            .collect();
+        if !flaky.is_empty() {
+            let _ = writeln!(
+                out,
+                "\nFlaky: {} failed on one run and passed on a re-run; not counted as \
+                 introduced.",
+                flaky.join(", ")
+            );
+        }
+        out
+    }
+
+    /// The listed failures of one class.
+    pub(super) fn of_class(&self, class: Class) -> impl Iterator<Item = &ClassifiedFailure> {
+        self.failures.iter().filter(move |f| f.class == class)
+    }
+
+    /// The longer account for a check run: the table, every listed failure with its
+    /// message and location, and the scope findings; cut to what GitHub accepts.
+    pub fn check_markdown(&self) -> String {
+        let mut out = self.pr_markdown();
+        for class in Class::ALL {
+            let total = self.counts.get(class);
+            if total == 0 {
+                continue;
+            }
+            let _ = writeln!(
+                out,
+                "\n### {} ({total})\n\n_{}._\n",
+                class.title(),
+                class.meaning()
+            );
+            let listed: Vec<&ClassifiedFailure> = self.of_class(class).collect();
+            for f in &listed {
+                let name = match &f.test {
+                    Some(test) => code(test),
+                    None => "the command failed".to_owned(),
+                };
+                let _ = write!(out, "- {name} in {}", code(&f.command));
+                if let Some(location) = &f.location {
+                    let _ = write!(out, " at {}", code(location));
+                }
+                out.push('\n');
+                if !f.message.trim().is_empty() {
+                    let ticks = fence(&f.message);
+                    let _ = writeln!(
+                        out,
+                        "\n  {ticks}text\n  {}\n  {ticks}\n",
+                        f.message.replace('\n', "\n  ")
+                    );
+                }
+            }
+            let more = total.saturating_sub(listed.len() as u64);
+            if more > 0 {
+                let _ = writeln!(out, "\n… and {more} more not listed.");
+            }
+        }
+        if !self.scope.is_empty() {
+            out.push_str("\n### Scope\n\n");
+            for f in &self.scope {
+                let what = match f.severity {
+                    Severity::Refused => "**refused**",
+                    Severity::Flagged => "flagged",
+                };
+                let _ = writeln!(
+                    out,
+                    "- {what}: {} ({}): {}",
+                    code(&f.path),
+                    f.change,
+                    f.reason
+                );
+            }
+            if self.scope_omitted > 0 {
+                let _ = writeln!(out, "- … and {} more not listed.", self.scope_omitted);
+            }
+        }
+        truncate_with_note(&out, GITHUB_TEXT_LIMIT).into_owned()
+    }
+
+    /// The report as a pull request, its check and a failure report show it: one row per
+    /// command, the tests still failing, and the check's full account.
+    pub fn for_publication(&self) -> crate::publish::VerificationReport {
+        let rows = self
+            .commands
+            .iter()
+            .map(|c| {
+                let after = after_cell(c);
+                crate::publish::VerificationRow {
+                    command: match c.phase {
+                        Phase::Setup => format!("setup: {}", c.command),
+                        Phase::Check => c.command.clone(),
+                    },
+                    baseline: c.baseline.as_ref().map(cell),
+                    after,
+                }
+            })
+            .collect();
+        let mut failing = String::new();
+        for class in [Class::Introduced, Class::PreExisting] {
+            let total = self.counts.get(class);
+            if total == 0 {
+                continue;
+            }
+            let _ = writeln!(
+                failing,
+                "**{} ({total})**: {}.\n",
+                class.title(),
+                class.meaning()
+            );
+            let listed: Vec<&ClassifiedFailure> = self.of_class(class).collect();
+            for f in &listed {
+                let name = match &f.test {
+                    Some(test) => code(test),
+                    None => "the command".to_owned(),
+                };
+                let first = f.message.lines().find(|l| !l.trim().is_empty());
+                let _ = write!(failing, "- {name} in {}", code(&f.command));
+                if let Some(line) = first {
+                    let _ = write!(failing, ": {}", code(&clip(line.trim(), 200)));
+                }
+                failing.push('\n');
+            }
+            let more = total.saturating_sub(listed.len() as u64);
+            if more > 0 {
+                let _ = writeln!(failing, "- … and {more} more");
+            }
+            failing.push('\n');
+        }
+        let refused: Vec<&ScopeFinding> = self
+            .scope
+            .iter()
+            .filter(|f| f.severity == Severity::Refused)
+            .collect();
+        if !refused.is_empty() {
+            failing.push_str("**Refused changes**:\n\n");
+            for f in refused {
+                let _ = writeln!(failing, "- {} ({}): {}", code(&f.path), f.change, f.reason);
+            }
+        }
+        crate::publish::VerificationReport {
+            rows,
+            failing: failing.trim_end().to_owned(),
+            details: self.check_markdown(),
+        }
+    }
+
+    /// Plain text for the reviewer model: the verdict, each command's two runs, the
+    /// classified failures (the first of each class with their messages) and the scope.
+    pub fn compact(&self) -> String {
+        let mut out = format!("{}\n", self.headline());
+        if !self.commands.is_empty() {
+            out.push_str("commands:\n");
+        }
+        for c in &self.commands {
+            let phase = match c.phase {
+                Phase::Setup => "setup ",
+                Phase::Check => "",
+            };
+            let base = c
+                .baseline
+                .as_ref()
+                .map_or_else(|| "not run".to_owned(), plain);
+            let _ = write!(
+                out,
+                "- {phase}`{}`: baseline {base}; after {}",
+                c.command,
+                plain(&c.after)
+            );
+            if let Some(rerun) = &c.rerun {
+                let _ = write!(out, "; re-run {}", plain(rerun));
+            }
+            out.push('\n');
+        }
+        for class in Class::ALL {
+            let total = self.counts.get(class);
+            if total == 0 {
+                continue;
+            }
+            let _ = writeln!(out, "{} ({total}; {}):", class.title(), class.meaning());
+            let listed: Vec<&ClassifiedFailure> =
+                self.of_class(class).take(COMPACT_LISTED).collect();
+            for (i, f) in listed.iter().enumerate() {
+                let name = f.test.as_deref().unwrap_or("(the whole command)");
+                let _ = write!(out, "- {name} [{}]", f.command);
+                if let Some(location) = &f.location {
+                    let _ = write!(out, " at {location}");
+                }
+                out.push('\n');
+                if i < COMPACT_DETAILED {
+                    let message: Vec<&str> = f
+                        .message
+                        .lines()
+                        .filter(|l| !l.trim().is_empty())
+                        .take(4)
+                        .collect();
+                    for line in message {
+                        let _ = writeln!(out, "    {}", clip(line.trim_end(), 200));
+                    }
+                }
+            }
+            let more = total.saturating_sub(listed.len() as u64);
+            if more > 0 {
+                let _ = writeln!(out, "- … {more} more");
+            }
+        }
+        if !self.scope.is_empty() {
+            out.push_str("scope:\n");
+            for f in &self.scope {
+                let what = match f.severity {
+                    Severity::Refused => "REFUSED",
+                    Severity::Flagged => "flagged",
+                };
+                let _ = writeln!(out, "- {what} {} ({}): {}", f.path, f.change, f.reason);
+            }
+            if self.scope_omitted > 0 {
+                let _ = writeln!(out, "- … {} more", self.scope_omitted);
+            }
+        }
+        out
+    }
+}
+
+fn counts_text(s: &RunSummary) -> String {
+    if !s.recognised() {
+        return String::new();
+    }
+    let mut parts = vec![
+        format!("{} passed", s.passed),
+        format!("{} failed", s.failed),
+    ];
+    if s.skipped > 0 {
+        parts.push(format!("{} skipped", s.skipped));
+    }
+    if s.errors > 0 {
+        parts.push(format!("{} errors", s.errors));
+    }
+    parts.join(", ")
+}
+
+/// The "after" cell of a command: its run on the result, and the re-run when there was one.
+fn after_cell(c: &CommandComparison) -> String {
+    let mut after = cell(&c.after);
+    if let Some(rerun) = &c.rerun {
+        let _ = write!(after, "; re-run: {}", cell(rerun));
+    }
+    after
+}
+
+/// A table cell: a mark, the counts when a runner was recognised, how it ended, how long.
+fn cell(s: &RunSummary) -> String {
+    let mark = if s.succeeded() {
+        "✅"
+    } else if s.timed_out {
+        "⏱️"
+    } else {
+        "❌"
+    };
+    let counts = counts_text(s);
+    let seconds = s.duration_ms as f64 / 1000.0;
+    if counts.is_empty() {
+        format!("{mark} {} · {seconds:.1} s", s.ending())
+    } else {
+        format!("{mark} {counts} · {} · {seconds:.1} s", s.ending())
+    }
+}
+
+pub(super) fn plain(s: &RunSummary) -> String {
+    let counts = counts_text(s);
+    if counts.is_empty() {
+        s.ending()
+    } else {
+        format!("{} ({}: {counts})", s.ending(), s.runner)
+    }
+}
+
+/// `text` as inline code that survives a table cell: pipes escaped, no line breaks, and
+/// fenced by more backticks than it holds.
+pub(super) fn code(text: &str) -> String {
+    let text = text.replace('\n', " ").replace('|', "\\|");
+    let longest = longest_backtick_run(&text);
+    let ticks = "`".repeat(longest + 1);
+    let pad = if text.starts_with('`') || text.ends_with('`') {
+        " "
+    } else {
+        ""
+    };
+    format!("{ticks}{pad}{text}{pad}{ticks}")
+}
+
+pub(super) fn fence(text: &str) -> String {
+    "`".repeat((longest_backtick_run(text) + 1).max(3))
+}
+
+fn longest_backtick_run(text: &str) -> usize {
+    text.split(|c| c != '`').map(str::len).max().unwrap_or(0)
+}

@@ -1,0 +1,363 @@
+//! Running the plan in the sandbox: the setup phase behind the egress allowlist, then
+//! each command on the base and on the result, its output distilled into a test report.
+
+use std::collections::HashSet;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, anyhow};
+use serde::{Deserialize, Serialize};
+
+use super::classify::{Class, classify};
+use super::plan::Plan;
+use super::report::VerificationReport;
+use super::scope::{check_scope, links_in};
+use super::{EXCERPT_CHARS, MESSAGE_CHARS, VerifyError};
+
+use crate::contract::Contract;
+use crate::distill::{self, Failure, TestReport, clip};
+use crate::git::Workspace;
+use crate::sandbox::egress::{Allowlist, EgressProxy};
+use crate::sandbox::{Exit, Limits, Output, Sandbox};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    Setup,
+    Check,
+}
+
+/// How one run of a command ended, with the counts its output gave.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunSummary {
+    /// `None` when a signal ended it.
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub timed_out: bool,
+    pub duration_ms: u64,
+    /// The test runner recognised in the output (`generic`: none).
+    pub runner: String,
+    pub passed: u64,
+    pub failed: u64,
+    pub skipped: u64,
+    pub errors: u64,
+}
+
+impl RunSummary {
+    pub fn succeeded(&self) -> bool {
+        self.exit_code == Some(0) && !self.timed_out
+    }
+
+    pub(super) fn recognised(&self) -> bool {
+        self.runner != distill::Format::Generic.runner()
+    }
+
+    pub(super) fn ending(&self) -> String {
+        if self.timed_out {
+            "timed out".to_owned()
+        } else if let Some(code) = self.exit_code {
+            format!("exit {code}")
+        } else {
+            format!("killed by signal {}", self.signal.unwrap_or(0))
+        }
+    }
+}
+
+/// One command's run, distilled: the summary, its failing tests, the errors that kept
+/// tests from running, and an account of the output. Paths of the workspace are written
+/// relative to the checkout, so runs in different workspaces compare.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommandRun {
+    pub command: String,
+    pub phase: Phase,
+    pub summary: RunSummary,
+    pub failures: Vec<Failure>,
+    pub build_errors: Vec<distill::Problem>,
+    pub excerpt: String,
+}
+
+impl CommandRun {
+    pub(super) fn failing_ids(&self) -> HashSet<&str> {
+        self.failures.iter().map(|f| f.id.as_str()).collect()
+    }
+
+    /// Tests ran at all: a failed build, a crash before the first test or a run that
+    /// found no tests says nothing about whether a test that failed before passes now.
+    pub(super) fn ran_tests(&self) -> bool {
+        !self.failures.is_empty() || self.summary.passed > 0
+    }
+
+    pub(super) fn tests_counted(&self) -> u64 {
+        self.summary.passed + self.summary.failed + self.summary.skipped
+    }
+
+    /// `id` passed in this run (a re-run): tests ran, to the end, and the list of failures
+    /// is whole and does not hold it.
+    pub(super) fn passed(&self, id: &str) -> bool {
+        self.ran_tests()
+            && !self.summary.timed_out
+            && self.failures.len() < distill::MAX_FAILURES
+            && !self.failures.iter().any(|f| f.id == id)
+    }
+
+    /// What to say when the command as a whole failed.
+    pub(super) fn failure_message(&self) -> String {
+        let mut message = match self.build_errors.first() {
+            Some(problem) => problem.message.clone(),
+            None => tail(&self.excerpt, 12),
+        };
+        if message.trim().is_empty() {
+            message = format!("{} with no output", self.summary.ending());
+        } else {
+            message = format!("{}:\n{message}", self.summary.ending());
+        }
+        clip(&message, MESSAGE_CHARS)
+    }
+}
+
+/// Every command's run on one tree: the base (the baseline) or the result.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunSet {
+    pub runs: Vec<CommandRun>,
+}
+
+impl RunSet {
+    pub(super) fn find(&self, phase: Phase, command: &str) -> Option<&CommandRun> {
+        self.runs
+            .iter()
+            .find(|r| r.phase == phase && r.command == command)
+    }
+}
+
+/// Runs verification in the sandbox. `scratch` holds the setup phase's egress sockets and
+/// output beyond the in-memory cap; the sandbox's host user must be able to reach it.
+#[derive(Clone)]
+pub struct Verifier {
+    sandbox: Arc<dyn Sandbox>,
+    scratch: PathBuf,
+    limits: Limits,
+}
+
+impl Verifier {
+    pub fn new(sandbox: Arc<dyn Sandbox>, scratch: impl Into<PathBuf>) -> Self {
+        Verifier {
+            sandbox,
+            scratch: scratch.into(),
+            limits: Limits::default(),
+        }
+    }
+
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Runs the plan on a checkout of the base commit. It needs no result, so it can run
+    /// while the executor works in its own workspace.
+    pub async fn baseline(
+        &self,
+        plan: &Plan,
+        workspace: &Workspace,
+        run: &str,
+    ) -> Result<RunSet, VerifyError> {
+        self.run_plan(plan, workspace, &format!("{run}-baseline"))
+            .await
+    }
+
+    /// Verifies the result left in `workspace` against `baseline`: the scope of its
+    /// changes, then the plan's commands, re-running once each command with an introduced
+    /// failure.
+    pub async fn verify(
+        &self,
+        plan: &Plan,
+        contract: &Contract,
+        baseline: &RunSet,
+        workspace: &Workspace,
+        run: &str,
+    ) -> Result<VerificationReport, VerifyError> {
+        // Read before anything runs: what the checks write (caches, bytecode) is not the
+        // result's.
+        let changed = workspace.changed_files().await?;
+        let links = links_in(&workspace.repo(), &changed);
+        let scope = check_scope(contract, &plan.protected, &changed, &links, baseline);
+        let after = self
+            .run_plan(plan, workspace, &format!("{run}-after"))
+            .await?;
+        let mut reruns = Vec::new();
+        for (i, run_after) in after.runs.iter().enumerate() {
+            if run_after.phase != Phase::Check {
+                continue;
+            }
+            let base = baseline.find(run_after.phase, &run_after.command);
+            if classify(base, run_after, None)
+                .iter()
+                .any(|f| f.class == Class::Introduced)
+            {
+                let spill = self.scratch.join(format!("{}-rerun-{i}", safe_name(run)));
+                reruns.push(
+                    self.run_one(workspace, &run_after.command, Phase::Check, None, spill)
+                        .await?,
+                );
+            }
+        }
+        Ok(VerificationReport::compare(
+            baseline, &after, &reruns, scope,
+        ))
+    }
+
+    async fn run_plan(
+        &self,
+        plan: &Plan,
+        workspace: &Workspace,
+        run: &str,
+    ) -> Result<RunSet, VerifyError> {
+        let name = safe_name(run);
+        std::fs::create_dir_all(&self.scratch)
+            .with_context(|| format!("Could not create {}", self.scratch.display()))?;
+        let mut runs = Vec::new();
+        if !plan.setup.is_empty() {
+            let allowlist = Allowlist::parse(&plan.network_allow)
+                .context("Cannot use the repository's network_allow for the setup commands")?;
+            let id = uuid::Uuid::new_v4().simple().to_string();
+            let socket = self.scratch.join(format!("egress-{}.sock", &id[..12]));
+            let proxy = EgressProxy::start(&socket, allowlist, run)
+                .await
+                .context("Could not start the setup phase's egress proxy")?;
+            for (i, command) in plan.setup.iter().enumerate() {
+                let spill = self.scratch.join(format!("{name}-setup-{i}"));
+                runs.push(
+                    self.run_one(
+                        workspace,
+                        command,
+                        Phase::Setup,
+                        Some(proxy.socket()),
+                        spill,
+                    )
+                    .await?,
+                );
+            }
+        }
+        for (i, command) in plan.checks.iter().enumerate() {
+            let spill = self.scratch.join(format!("{name}-check-{i}"));
+            runs.push(
+                self.run_one(workspace, command, Phase::Check, None, spill)
+                    .await?,
+            );
+        }
+        Ok(RunSet { runs })
+    }
+
+    async fn run_one(
+        &self,
+        workspace: &Workspace,
+        command: &str,
+        phase: Phase,
+        egress: Option<&Path>,
+        spill_dir: PathBuf,
+    ) -> Result<CommandRun, VerifyError> {
+        let mut cmd = workspace.command(vec!["sh".into(), "-c".into(), command.to_owned()]);
+        cmd.limits = self.limits;
+        cmd.spill_dir = Some(spill_dir);
+        if let Some(socket) = egress {
+            cmd.bridge_egress_proxy(socket);
+        }
+        let output = self.sandbox.run(&cmd).await?;
+        let hint = command.to_owned();
+        let (stdout, stderr) = (output.stdout.clone(), output.stderr.clone());
+        let report = tokio::task::spawn_blocking(move || -> anyhow::Result<TestReport> {
+            let text = |c: &crate::sandbox::Captured| -> anyhow::Result<Box<dyn Read + Send>> {
+                Ok(match &c.spilled {
+                    Some(path) => Box::new(
+                        std::fs::File::open(path)
+                            .with_context(|| format!("Could not read {}", path.display()))?,
+                    ),
+                    None => Box::new(std::io::Cursor::new(c.bytes.clone())),
+                })
+            };
+            let input = text(&stdout)?
+                .chain(std::io::Cursor::new(b"\n".to_vec()))
+                .chain(text(&stderr)?);
+            distill::distill(input, None, Some(&hint))
+                .context("Could not read the command's output")
+        })
+        .await
+        .map_err(|e| anyhow!("The distilling task failed: {e}"))??;
+        let mut prefixes = vec![format!("{}/", workspace.repo().display())];
+        if let Ok(real) = workspace.repo().canonicalize() {
+            prefixes.push(format!("{}/", real.display()));
+        }
+        Ok(command_run(command, phase, &output, report, &prefixes))
+    }
+}
+
+/// Keeps a run's name usable in file names.
+fn safe_name(run: &str) -> String {
+    run.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(80)
+        .collect()
+}
+
+fn command_run(
+    command: &str,
+    phase: Phase,
+    output: &Output,
+    report: TestReport,
+    workspace_prefixes: &[String],
+) -> CommandRun {
+    let relative = |text: &str| {
+        workspace_prefixes
+            .iter()
+            .fold(text.to_owned(), |t, prefix| t.replace(prefix.as_str(), ""))
+    };
+    let (exit_code, signal) = match output.exit {
+        Exit::Code(c) => (Some(c), None),
+        Exit::Signal(s) => (None, Some(s)),
+    };
+    CommandRun {
+        command: command.to_owned(),
+        phase,
+        summary: RunSummary {
+            exit_code,
+            signal,
+            timed_out: output.timed_out,
+            duration_ms: u64::try_from(output.duration.as_millis()).unwrap_or(u64::MAX),
+            runner: report.runner.clone(),
+            passed: report.passed,
+            failed: report.failed,
+            skipped: report.skipped,
+            errors: report.errors,
+        },
+        failures: report
+            .failures
+            .iter()
+            .map(|f| Failure {
+                id: f.id.clone(),
+                message: relative(&f.message),
+                location: f.location.as_deref().map(relative),
+            })
+            .collect(),
+        build_errors: report
+            .build_errors
+            .iter()
+            .map(|p| distill::Problem {
+                message: relative(&p.message),
+                location: p.location.as_deref().map(relative),
+            })
+            .collect(),
+        excerpt: clip(&relative(&report.excerpt), EXCERPT_CHARS),
+    }
+}
+
+/// The last `lines` non-empty lines of `text`.
+fn tail(text: &str, lines: usize) -> String {
+    let kept: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    kept[kept.len().saturating_sub(lines)..].join("\n")
+}

@@ -1,0 +1,290 @@
+//! The result's files against the contract's scope: changes outside the listed files,
+//! protected and CI-run paths, links and submodules that point elsewhere.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::run::RunSet;
+
+use crate::contract::{Contract, FileAction};
+use crate::git::{Change as FileChange, ChangedFile};
+use crate::repo_tools::glob_matches;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    /// Outside what the contract declared: a reviewer looks at it.
+    Flagged,
+    /// Never accepted: the result is refused.
+    Refused,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScopeFinding {
+    pub path: String,
+    /// `added`, `modified`, `deleted` or `type changed`.
+    pub change: String,
+    pub severity: Severity,
+    pub reason: String,
+}
+
+/// A path under a test folder or named like a test file.
+pub fn is_test_path(path: &str) -> bool {
+    let path = normalise(path);
+    let mut parts: Vec<&str> = path.split('/').collect();
+    let name = parts.pop().unwrap_or_default();
+    parts.iter().any(|d| *d == "tests" || *d == "test")
+        || ["*_test.*", "test_*.*", "*.test.*", "*.spec.*"]
+            .iter()
+            .any(|p| glob_matches(p, name))
+}
+
+fn normalise(path: &str) -> String {
+    path.trim()
+        .trim_start_matches("./")
+        .split('/')
+        .filter(|s| !s.is_empty() && *s != ".")
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// A `new_tests` entry names this file: it holds the path (`tests/test_x.py::test_y`),
+/// its dotted module (`tests.test_x.TestY`), or is the file name or a glob matching it.
+pub(super) fn names_file(entry: &str, path: &str) -> bool {
+    let entry = entry.trim();
+    if entry.contains(path) {
+        return true;
+    }
+    if let Some((stem, _)) = path.rsplit_once('.') {
+        let dotted = stem.replace('/', ".");
+        if dotted.len() >= 3 && entry.contains(&dotted) {
+            return true;
+        }
+    }
+    let first = entry
+        .split(|c: char| c.is_whitespace())
+        .next()
+        .unwrap_or_default()
+        .split("::")
+        .next()
+        .unwrap_or_default();
+    let name = path.rsplit('/').next().unwrap_or(path);
+    !first.is_empty() && (first == name || glob_matches(first, path))
+}
+
+fn change_name(change: FileChange) -> &'static str {
+    match change {
+        FileChange::Added => "added",
+        FileChange::Modified => "modified",
+        FileChange::Deleted => "deleted",
+        FileChange::TypeChanged => "type changed",
+    }
+}
+
+/// A changed path that is not a plain file or folder in the result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Link {
+    /// Pushed as a link, it shows readers and CI whatever its target holds.
+    Symlink,
+    /// A folder holding its own repository, committed as a gitlink: a pin to any commit
+    /// of any repository.
+    Gitlink,
+}
+
+impl Link {
+    pub(super) fn describe(self) -> &'static str {
+        match self {
+            Link::Symlink => "a symbolic link",
+            Link::Gitlink => "a nested repository (a gitlink)",
+        }
+    }
+}
+
+/// The result's changed paths that are, or lie under, a symbolic link or a nested
+/// repository, as the checkout holds them: what the result commit takes in.
+pub fn links_in(repo: &Path, changed: &[ChangedFile]) -> HashMap<String, Link> {
+    let mut links = HashMap::new();
+    for file in changed {
+        if file.change == FileChange::Deleted {
+            continue;
+        }
+        let path = normalise(&file.path);
+        let mut at = repo.to_path_buf();
+        for part in path.split('/') {
+            at.push(part);
+            let Ok(meta) = std::fs::symlink_metadata(&at) else {
+                break;
+            };
+            let link = if meta.file_type().is_symlink() {
+                Some(Link::Symlink)
+            } else if meta.is_dir() && std::fs::symlink_metadata(at.join(".git")).is_ok() {
+                Some(Link::Gitlink)
+            } else {
+                None
+            };
+            if let Some(link) = link {
+                links.insert(path.clone(), link);
+                break;
+            }
+        }
+    }
+    links
+}
+
+/// Files that CI services or build tools run on push, with the repository's secrets in
+/// reach: a result may change one only when the approved contract names it, since a
+/// change there runs before any maintainer reviews the pull request. A pattern without
+/// `/` matches the file name in any folder.
+pub const RUN_BY_CI: &[&str] = &[
+    ".github/workflows/**",
+    ".github/actions/**",
+    "action.yml",
+    "action.yaml",
+    ".gitlab-ci.yml",
+    ".gitlab/ci/**",
+    ".circleci/**",
+    ".buildkite/**",
+    ".travis.yml",
+    "azure-pipelines.yml",
+    "bitbucket-pipelines.yml",
+    "Jenkinsfile",
+    ".pre-commit-config.yaml",
+    ".husky/**",
+    "Makefile",
+    "makefile",
+    "GNUmakefile",
+    "*.mk",
+    "justfile",
+    "Rakefile",
+    "package.json",
+    "build.rs",
+    ".cargo/config",
+    ".cargo/config.toml",
+    "setup.py",
+    "setup.cfg",
+    "pyproject.toml",
+    "conftest.py",
+    "Cargo.toml",
+    "Gemfile",
+    "noxfile.py",
+    "tox.ini",
+    "build.gradle",
+    "build.gradle.kts",
+    "gradlew",
+];
+
+/// Checks the result's changed files against the contract: protected paths, files CI runs
+/// that the contract does not name, and the deletion of a test the contract means to make
+/// pass are refused; anything else outside the declared files and test files is flagged.
+pub fn check_scope(
+    contract: &Contract,
+    protected: &[String],
+    changed: &[ChangedFile],
+    links: &HashMap<String, Link>,
+    baseline: &RunSet,
+) -> Vec<ScopeFinding> {
+    let declared: Vec<(String, FileAction)> = contract
+        .change
+        .files
+        .iter()
+        .map(|f| (normalise(&f.path), f.action))
+        .collect();
+    // Files holding tests that fail on the base: the ones a fix is meant to turn green.
+    let failing_files: HashSet<String> = baseline
+        .runs
+        .iter()
+        .flat_map(|r| r.failures.iter())
+        .filter_map(|f| f.location.as_deref())
+        .filter_map(|l| l.split(':').next())
+        .map(normalise)
+        .collect();
+    let evidence: HashSet<String> = contract
+        .diagnosis
+        .evidence
+        .iter()
+        .map(|e| normalise(&e.path))
+        .collect();
+    let names_test = |path: &str| {
+        contract
+            .verification
+            .new_tests
+            .iter()
+            .any(|t| names_file(t, path))
+    };
+
+    let mut findings = Vec::new();
+    for file in changed {
+        let path = normalise(&file.path);
+        let deleted = file.change == FileChange::Deleted;
+        let mut finding = |severity: Severity, reason: String| {
+            findings.push(ScopeFinding {
+                path: path.clone(),
+                change: change_name(file.change).to_owned(),
+                severity,
+                reason,
+            })
+        };
+        if let Some(glob) = protected.iter().find(|g| glob_matches(g, &path)) {
+            finding(Severity::Refused, format!("protected by `{glob}`"));
+            continue;
+        }
+        let declaration = declared
+            .iter()
+            .find(|(d, _)| path == *d || path.starts_with(&format!("{d}/")))
+            .map(|(_, action)| *action);
+        if declaration.is_none()
+            && let Some(glob) = RUN_BY_CI.iter().find(|g| glob_matches(g, &path))
+        {
+            finding(
+                Severity::Refused,
+                format!(
+                    "CI runs files like `{glob}` on push; the contract must name the file to change it"
+                ),
+            );
+            continue;
+        }
+        if declaration.is_none()
+            && let Some(link) = links.get(&path)
+        {
+            finding(
+                Severity::Refused,
+                format!(
+                    "{}; the contract must name the path to add one",
+                    link.describe()
+                ),
+            );
+            continue;
+        }
+        let test = is_test_path(&path) || names_test(&path);
+        if deleted && test && declaration != Some(FileAction::Delete) {
+            let targeted = declaration.is_some()
+                || failing_files.contains(&path)
+                || evidence.contains(&path)
+                || names_test(&path);
+            if targeted {
+                finding(
+                    Severity::Refused,
+                    "a test file the contract is meant to make pass was deleted".into(),
+                );
+            } else {
+                finding(
+                    Severity::Flagged,
+                    "a test file was deleted; the contract does not say to".into(),
+                );
+            }
+            continue;
+        }
+        match declaration {
+            Some(action) if deleted && action != FileAction::Delete => finding(
+                Severity::Flagged,
+                format!("deleted, but the contract says to {} it", action.as_str()),
+            ),
+            Some(_) => {}
+            None if test => {}
+            None => finding(Severity::Flagged, "not among the contract's files".into()),
+        }
+    }
+    findings
+}
