@@ -2,7 +2,7 @@
 //! the fake GitHub (with git over smart HTTP) and the scripted models. A maintainer goes
 //! from label to an approved contract; everyone else is told what they may not do.
 
-mod support;
+use crate::support;
 
 use planwright::contract::{Base, Contract, ContractMarker};
 use planwright::ids::{CommitSha, SessionId};

@@ -1,7 +1,7 @@
 //! Planner sessions end to end on GitLab: real webhook payloads moved to a project on the
 //! fake GitLab (with git over smart HTTP), the real router and worker, scripted models.
 
-mod support;
+use crate::support;
 
 use planwright::contract::ContractMarker;
 use planwright::server::{Role, default_handlers};

@@ -2,7 +2,7 @@
 //! stateful fake GitLab: each operation, pagination, retries and what is not retried,
 //! merge requests and commit statuses across retries, the git remote.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
