@@ -2,13 +2,15 @@
 //! `PLANWRIGHT_TEST_DATABASE_URL` names a server), the real server started in-process on
 //! a loopback port, signed webhook requests, waiting on state with a timeout, a scripted
 //! model server (`model_server`), a stateful fake GitHub (`fake_forge`), a stateful
-//! fake GitLab (`fake_gitlab`), git over smart HTTP for both (`git_http`) and markdown
+//! fake GitLab (`fake_gitlab`), the request log and failure injection both share
+//! (`fake_http`), git over smart HTTP for both (`git_http`) and markdown
 //! read as a forge renders it (`markdown`).
 #![allow(dead_code)]
 
 pub mod calc;
 pub mod fake_forge;
 pub mod fake_gitlab;
+pub mod fake_http;
 pub mod git_http;
 pub mod markdown;
 pub mod model_server;
