@@ -169,10 +169,9 @@ impl World {
     }
 
     async fn wait_for_note(&self, what: &str, test: impl Fn(&str) -> bool) -> String {
-        eventually(what, || async {
-            self.bot_notes().into_iter().find(|b| test(b))
-        })
-        .await
+        self.gitlab
+            .wait_for(what, |_| self.bot_notes().into_iter().find(|b| test(b)))
+            .await
     }
 
     async fn wait_for_state(&self, state: &str) -> sessions::SessionRow {

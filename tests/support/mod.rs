@@ -233,7 +233,9 @@ pub fn sign(secret: &str, body: &[u8]) -> String {
     format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
 }
 
-/// Polls `check` until it returns `Some`, failing the test after 30 seconds.
+/// Polls `check` until it returns `Some`, failing the test after 30 seconds. For state
+/// that lives in the database or the server (no event says it changed); a wait on a fake
+/// forge's state is woken by its requests instead (`FakeGithub::wait_for`).
 pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
 where
     F: FnMut() -> Fut,
