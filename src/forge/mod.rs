@@ -5,10 +5,9 @@
 pub mod github;
 pub mod gitlab;
 pub mod local;
+pub mod repo_config;
 
-use std::fmt;
 use std::future::Future;
-use std::str::FromStr;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -17,7 +16,6 @@ use crate::event::{Actor, Thread};
 use secrecy::SecretString;
 
 use crate::ids::{CommentId, CommitSha, IssueNumber, PullNumber, RepoName};
-use crate::worker::JobError;
 
 /// A repository's default branch and where it points now.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,56 +45,7 @@ pub struct Comment {
     pub created_at: Option<i64>,
 }
 
-/// A user's access to a repository, ordered so that `permission >= Permission::Write` is
-/// the authorization check.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Permission {
-    None,
-    Read,
-    Triage,
-    Write,
-    Maintain,
-    Admin,
-}
-
-impl Permission {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Permission::None => "none",
-            Permission::Read => "read",
-            Permission::Triage => "triage",
-            Permission::Write => "write",
-            Permission::Maintain => "maintain",
-            Permission::Admin => "admin",
-        }
-    }
-}
-
-impl fmt::Display for Permission {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-#[derive(Debug, thiserror::Error)]
-#[error("`{0}` is not a permission level (none, read, triage, write, maintain, admin)")]
-pub struct UnknownPermission(String);
-
-impl FromStr for Permission {
-    type Err = UnknownPermission;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(match s.trim().to_ascii_lowercase().as_str() {
-            "none" => Permission::None,
-            "read" | "pull" => Permission::Read,
-            "triage" => Permission::Triage,
-            "write" | "push" => Permission::Write,
-            "maintain" => Permission::Maintain,
-            "admin" => Permission::Admin,
-            _ => return Err(UnknownPermission(s.to_owned())),
-        })
-    }
-}
+pub use crate::ids::{Permission, UnknownPermission};
 
 /// The reactions both forges offer; planwright uses them to acknowledge a command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -201,9 +150,7 @@ pub struct GitRemote {
     pub password: SecretString,
 }
 
-/// The longest text GitHub accepts in a check run's summary or text (and, with margin,
-/// a comment body).
-pub const GITHUB_TEXT_LIMIT: usize = 65_535;
+pub use crate::markdown::GITHUB_TEXT_LIMIT;
 
 /// `text` cut to at most `limit` bytes on a character boundary, ending with a note that
 /// says how much was left out, so a reader never mistakes a cut report for a whole one.
@@ -426,16 +373,6 @@ pub(crate) fn header<'h>(headers: &'h http::HeaderMap, name: &str) -> Option<&'h
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
-impl From<ForgeError> for JobError {
-    fn from(e: ForgeError) -> Self {
-        if e.is_retryable() {
-            JobError::Retryable(e.into())
-        } else {
-            JobError::Permanent(e.into())
-        }
-    }
-}
-
 /// How hard one forge call is retried in-process before the failure goes back to the job
 /// queue (which has its own, longer backoff).
 #[derive(Debug, Clone)]
@@ -519,6 +456,7 @@ impl RetryPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::jobs::JobError;
     use std::sync::atomic::{AtomicU32, Ordering};
 
     fn quick() -> RetryPolicy {

@@ -12,18 +12,19 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use axum::Router;
-use axum::extract::DefaultBodyLimit;
+use axum::extract::{DefaultBodyLimit, Request};
 use axum::routing::{get, post};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tower_http::trace::TraceLayer;
+use tracing::{info, info_span, warn};
 
 use crate::app::{App, Forges};
 use crate::config::Settings;
-use crate::llm::proxy::{self, Capabilities, ModelProxy, ProxyState};
+use crate::jobs::{Handlers, Waker, Worker};
+use crate::metering::proxy::{self, Capabilities, ModelProxy, ProxyState};
 use crate::store::Db;
-use crate::worker::{Handlers, Waker, Worker};
 
 #[derive(Clone)]
 pub struct AppState {
@@ -68,8 +69,20 @@ pub fn router(state: AppState, role: Role) -> Router {
             )
             .route(setup::CALLBACK_PATH, get(setup::callback));
     }
+    // Webhook bodies keep the handlers' own limit and timeout (JSON 413 and 408, the HMAC fed
+    // as the body streams): tower-http's limit fails a chunked excess as a read error (400),
+    // and its timeouts bound the whole handler or only the wait for each frame.
     router
         .layer(DefaultBodyLimit::max(state.settings.webhook_body_limit))
+        .layer(
+            TraceLayer::new_for_http()
+                // The path alone: `/?token=` carries the setup token, which stays out of logs.
+                .make_span_with(|request: &Request| {
+                    info_span!("request", method = %request.method(), path = request.uri().path())
+                })
+                // Handlers log their own failures, with their cause.
+                .on_failure(()),
+        )
         .with_state(state)
 }
 
@@ -236,8 +249,8 @@ pub fn default_handlers(app: Arc<App>) -> Handlers {
     let plans = app.clone();
     let executions = app;
     Handlers::default()
-        .on(crate::dispatch::EVENT_JOB, move |job| {
-            crate::dispatch::handle_event_job(events.clone(), job)
+        .on(crate::session::dispatch::EVENT_JOB, move |job| {
+            crate::session::dispatch::handle_event_job(events.clone(), job)
         })
         .on(crate::session::flow::PLAN_JOB, move |job| {
             crate::session::flow::plan_job(plans.clone(), job)

@@ -5,7 +5,6 @@
 
 pub mod checkout;
 pub mod commands;
+pub mod dispatch;
 pub mod execute;
 pub mod flow;
-pub mod review;
-pub mod state;

@@ -7,7 +7,7 @@ use sqlx::AnyConnection;
 
 use super::{Db, now_ms};
 use crate::ids::SessionId;
-use crate::session::state::SessionState;
+use crate::store::state::SessionState;
 
 #[derive(Debug, Clone, sqlx::FromRow, serde::Serialize)]
 pub struct SessionRow {

@@ -6,9 +6,9 @@ use crate::support;
 use std::process::{Child, Command, Stdio};
 
 use planwright::config::Settings;
+use planwright::jobs::{Job, JobError};
 use planwright::server::{self, Role};
 use planwright::store::jobs;
-use planwright::worker::{Job, JobError};
 use support::{TestDb, eventually};
 
 const CHILD: &str = "PLANWRIGHT_TEST_CHILD_SERVE";

@@ -178,7 +178,7 @@ async fn before_configuration_the_page_offers_the_manifest_with_this_deployments
     let db = TestDb::new().await;
     let github = FakeGithub::start().await;
     let server = TestServer::start(unconfigured(&db, &github), Role::Web, |_| {
-        planwright::worker::Handlers::default()
+        planwright::jobs::Handlers::default()
     })
     .await;
 
@@ -426,7 +426,7 @@ async fn a_visitor_without_the_setup_token_cannot_register_an_app_with_a_state_o
     let slot = app_slot.clone();
     let server = TestServer::start(unconfigured(&db, &github), Role::Web, move |app| {
         *slot.lock().unwrap() = Some(app.clone());
-        planwright::worker::Handlers::default()
+        planwright::jobs::Handlers::default()
     })
     .await;
     let app = app_slot.lock().unwrap().clone().unwrap();
@@ -506,7 +506,7 @@ async fn a_state_registers_once_and_a_new_page_gives_a_new_one() {
     let db = TestDb::new().await;
     let github = FakeGithub::start().await;
     let server = TestServer::start(unconfigured(&db, &github), Role::Web, |_| {
-        planwright::worker::Handlers::default()
+        planwright::jobs::Handlers::default()
     })
     .await;
     let credentials = db.dir.path().join("github-app.json");
@@ -630,7 +630,7 @@ async fn status_world(extra: &[(&str, &str)]) -> (TestDb, FakeGithub, TestServer
         .collect::<Vec<_>>(),
     );
     let server = TestServer::start(settings, Role::Web, |_| {
-        planwright::worker::Handlers::default()
+        planwright::jobs::Handlers::default()
     })
     .await;
     let secret = LEAKED_TOKEN;

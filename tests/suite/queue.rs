@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use planwright::config::QueueSettings;
+use planwright::jobs::{Handlers, Job, JobError, Waker, Worker};
 use planwright::store::{Db, jobs, now_ms};
-use planwright::worker::{Handlers, Job, JobError, Waker, Worker};
 use support::{TestDb, eventually};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;

@@ -19,9 +19,9 @@ use subtle::ConstantTimeEq;
 use tracing::{error, info};
 
 use super::AppState;
-use crate::dispatch::EVENT_JOB;
 use crate::event::{Event, Forge};
 use crate::ids::{InstallationId, RepoName};
+use crate::session::dispatch::EVENT_JOB;
 use crate::store::deliveries::{self, NewDelivery, Recorded, Status};
 use crate::store::jobs::NewJob;
 

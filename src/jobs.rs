@@ -44,6 +44,16 @@ impl JobError {
 }
 
 /// Unclassified errors come from the database or the network: worth another attempt.
+impl From<crate::forge::ForgeError> for JobError {
+    fn from(e: crate::forge::ForgeError) -> Self {
+        if e.is_retryable() {
+            JobError::Retryable(e.into())
+        } else {
+            JobError::Permanent(e.into())
+        }
+    }
+}
+
 impl From<anyhow::Error> for JobError {
     fn from(e: anyhow::Error) -> Self {
         JobError::Retryable(e)

@@ -8,8 +8,8 @@ use crate::event::{Event, Forge, RepoEvent};
 use std::sync::Arc;
 
 use crate::app::App;
+use crate::jobs::{Job, JobError};
 use crate::store::{Db, audit, installations, jobs};
-use crate::worker::{Job, JobError};
 
 /// The job kind that carries one domain event from a delivery.
 pub const EVENT_JOB: &str = "event";
