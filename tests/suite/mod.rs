@@ -13,6 +13,7 @@ mod executor;
 mod forge_github;
 mod forge_gitlab;
 mod forge_local;
+mod layout;
 mod llm;
 mod metrics;
 mod model_proxy;
