@@ -13,7 +13,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use octocrab::jsonwebtoken::{self, Algorithm, DecodingKey, Validation};
@@ -22,6 +22,7 @@ use secrecy::SecretString;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::fake_http::{self, Fault, Faults, RequestLog};
 use super::git_http::{self, GitHttp};
 
 pub const APP_ID: u64 = 4242;
@@ -76,16 +77,7 @@ pub enum Credential {
     Invalid(String),
 }
 
-#[derive(Debug, Clone)]
-pub struct Recorded {
-    pub method: String,
-    /// Path and query, as sent.
-    pub path: String,
-    pub credential: Credential,
-    pub body: String,
-    /// The status the fake answered with.
-    pub status: u16,
-}
+pub type Recorded = fake_http::Recorded<Credential>;
 
 /// The longest output text GitHub takes in a check run, in characters.
 pub const CHECK_TEXT_LIMIT: usize = 65_535;
@@ -194,13 +186,6 @@ struct IssuedToken {
     repositories: Option<Vec<String>>,
 }
 
-struct Failure {
-    status: u16,
-    headers: Vec<(String, String)>,
-    /// Whether the request is carried out before the failure is answered.
-    performed: bool,
-}
-
 #[derive(Default)]
 struct World {
     url: String,
@@ -211,14 +196,8 @@ struct World {
     comments: BTreeMap<i64, FakeComment>,
     check_runs: BTreeMap<i64, FakeCheckRun>,
     next_id: i64,
-    requests: Vec<Recorded>,
-    failures: VecDeque<Failure>,
-    /// `(method, path prefix, status)`: the next matching request is carried out, then
-    /// answered `status`.
-    lost_answers: Vec<(String, String, u16)>,
-    /// `(method, body text, status)`: the next matching request is refused with `status`
-    /// and not carried out.
-    refused_bodies: Vec<(String, String, u16)>,
+    log: RequestLog<Credential>,
+    faults: Faults,
     /// `(method, path prefix)`: every token is revoked just before the next such request.
     revoke_before: Option<(String, String)>,
     /// The `head` filter of the pull request list is ignored, as GitHub does with one it
@@ -570,15 +549,19 @@ impl FakeGithub {
     }
 
     pub fn requests(&self) -> Vec<Recorded> {
-        self.with(|w| w.requests.clone())
+        self.with(|w| w.log.all())
     }
 
     /// Recorded requests with this method whose path starts with `prefix`.
     pub fn count(&self, method: &str, prefix: &str) -> usize {
-        self.requests()
-            .iter()
-            .filter(|r| r.method == method && r.path.starts_with(prefix))
-            .count()
+        self.with(|w| w.log.count(method, prefix))
+    }
+
+    /// Waits until `check` finds something in the fake's state, looking again after each
+    /// request the fake answers.
+    pub async fn wait_for<T>(&self, what: &str, mut check: impl FnMut(&Self) -> Option<T>) -> T {
+        let added = self.with(|w| w.log.subscribe());
+        fake_http::wait_for(what, added, || check(self)).await
     }
 
     /// The manifests apps were registered from (through `/settings/apps/new`), with the
@@ -599,31 +582,20 @@ impl FakeGithub {
     /// The next `n` requests, whatever they are, answer `status` with `headers` and a
     /// GitHub-shaped error body.
     pub fn fail_next(&self, n: usize, status: u16, headers: &[(&str, &str)]) {
-        self.push_failures(n, status, headers, false);
+        self.with(|w| w.faults.next(n, status, headers));
     }
 
-    /// The next `n` requests are carried out, then answered `status` as if a proxy had
-    /// lost the answer: what a retry must not do twice.
-    pub fn perform_then_fail(&self, n: usize, status: u16) {
-        self.push_failures(n, status, &[], true);
-    }
-
-    /// Like `perform_then_fail`, for the next request with `method` whose path (after
-    /// any `/api/v3`) starts with `prefix`, whatever comes before it.
     /// The next `method` request whose body contains `text` fails with `status` and is not
     /// carried out (as when the process dies before its call gets through).
     pub fn refuse_next_body(&self, method: &str, text: &str, status: u16) {
-        self.with(|w| {
-            w.refused_bodies
-                .push((method.to_owned(), text.to_owned(), status))
-        });
+        self.with(|w| w.faults.refused_body(method, text, status));
     }
 
+    /// The next request with `method` whose path (after any `/api/v3`) starts with
+    /// `prefix` is carried out, then answered `status` as if a proxy had lost the answer:
+    /// what a retry must not do twice.
     pub fn perform_then_fail_on(&self, method: &str, prefix: &str, status: u16) {
-        self.with(|w| {
-            w.lost_answers
-                .push((method.to_owned(), prefix.to_owned(), status))
-        });
+        self.with(|w| w.faults.performed_on_prefix(method, prefix, status));
     }
 
     /// Revokes every token just before the next request with `method` whose path starts
@@ -637,21 +609,6 @@ impl FakeGithub {
         self.with(|w| {
             w.graphql_errors
                 .push_back((kind.to_owned(), message.to_owned()))
-        });
-    }
-
-    fn push_failures(&self, n: usize, status: u16, headers: &[(&str, &str)], performed: bool) {
-        self.with(|w| {
-            for _ in 0..n {
-                w.failures.push_back(Failure {
-                    status,
-                    headers: headers
-                        .iter()
-                        .map(|(k, v)| (k.to_string(), v.to_string()))
-                        .collect(),
-                    performed,
-                });
-            }
         });
     }
 }
@@ -788,15 +745,8 @@ async fn handle(
     }
     let credential = credential(&w, &headers);
     let response = answer(&mut w, &method, path, &uri, &credential, &body);
-    w.requests.push(Recorded {
-        method: method.to_string(),
-        path: uri
-            .path_and_query()
-            .map_or_else(|| uri.path().to_owned(), |p| p.to_string()),
-        credential,
-        body: String::from_utf8_lossy(&body).into_owned(),
-        status: response.status().as_u16(),
-    });
+    let status = response.status().as_u16();
+    w.log.record(&method, &uri, credential, &body, status);
     response
 }
 
@@ -846,15 +796,13 @@ async fn serve_git(
         .serve(&path_info, method, uri.query().unwrap_or(""), headers, body)
         .await;
     let credential = seen.lock().unwrap().clone();
-    world.lock().unwrap().requests.push(Recorded {
-        method: method.to_string(),
-        path: uri
-            .path_and_query()
-            .map_or_else(|| uri.path().to_owned(), |p| p.to_string()),
-        credential,
-        body: String::new(),
-        status: response.status().as_u16(),
-    });
+    let status = response.status().as_u16();
+    // Pack data is not text worth keeping: git requests are recorded without a body.
+    world
+        .lock()
+        .unwrap()
+        .log
+        .record(method, uri, credential, b"", status);
     response
 }
 
@@ -866,42 +814,20 @@ fn answer(
     credential: &Credential,
     body: &[u8],
 ) -> Response {
-    let refused = w.refused_bodies.iter().position(|(m, text, _)| {
-        m == method.as_str() && String::from_utf8_lossy(body).contains(text.as_str())
-    });
-    if let Some(i) = refused {
-        let (_, _, status) = w.refused_bodies.remove(i);
-        return failure_response(Failure {
-            status,
-            headers: Vec::new(),
-            performed: false,
-        });
-    }
-    let lost = w
-        .lost_answers
-        .iter()
-        .position(|(m, prefix, _)| m == method.as_str() && path.starts_with(prefix.as_str()));
-    if let Some(i) = lost {
-        let (_, _, status) = w.lost_answers.remove(i);
-        let _ = answer_now(w, method, path, uri, credential, body);
-        return failure_response(Failure {
-            status,
-            headers: Vec::new(),
-            performed: true,
-        });
-    }
-    match w.failures.pop_front() {
-        Some(failure) if failure.performed => {
-            // Carried out, and the answer lost on the way back.
-            let _ = answer(w, method, path, uri, credential, body);
+    match w.faults.take(method, path, body) {
+        Some(failure) => {
+            if failure.performed {
+                // Carried out, and the answer lost on the way back.
+                let _ = answer_now(w, method, path, uri, credential, body);
+            }
             failure_response(failure)
         }
-        Some(failure) => failure_response(failure),
         None => answer_now(w, method, path, uri, credential, body),
     }
 }
 
-fn failure_response(failure: Failure) -> Response {
+/// A failure as GitHub words it: a JSON error, rate limits with their own message.
+fn failure_response(failure: Fault) -> Response {
     let status = StatusCode::from_u16(failure.status).unwrap();
     let message = if failure.status == 403 || failure.status == 429 {
         "You have exceeded a secondary rate limit. Please wait a few minutes before you try again."
@@ -909,12 +835,7 @@ fn failure_response(failure: Failure) -> Response {
         status.canonical_reason().unwrap_or("error")
     };
     let mut response = error(status, message);
-    for (k, v) in failure.headers {
-        response.headers_mut().insert(
-            HeaderName::from_bytes(k.as_bytes()).unwrap(),
-            HeaderValue::from_str(&v).unwrap(),
-        );
-    }
+    failure.add_headers(response.headers_mut());
     response
 }
 

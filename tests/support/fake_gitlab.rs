@@ -7,14 +7,14 @@
 //! Git over smart HTTP is served at each project's `http_url_to_repo`, taking the token
 //! as GitLab does for git: Basic auth with user `oauth2`.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use planwright::config::GitlabSettings;
@@ -22,6 +22,7 @@ use secrecy::SecretString;
 use serde_json::{Value, json};
 
 use super::fake_forge::{now, rfc3339};
+use super::fake_http::{self, Faults, RequestLog};
 use super::git_http::{self, GitHttp};
 
 /// The token the fake accepts; shaped like a real personal access token.
@@ -30,17 +31,9 @@ pub const TOKEN: &str = "glpat-fAkEtOkEn0123456789";
 pub const BOT_USERNAME: &str = "planwright-bot";
 pub const BOT_ID: i64 = 4000;
 
-#[derive(Debug, Clone)]
-pub struct Recorded {
-    pub method: String,
-    /// Path and query, as sent.
-    pub path: String,
-    /// The `PRIVATE-TOKEN` header, if any; for git, the Basic auth password.
-    pub token: Option<String>,
-    pub body: String,
-    /// The status the fake answered with.
-    pub status: u16,
-}
+/// A recorded request; its credential is the `PRIVATE-TOKEN` header, if any, and for git
+/// the Basic auth password.
+pub type Recorded = fake_http::Recorded<Option<String>>;
 
 #[derive(Debug, Clone)]
 pub struct FakeUser {
@@ -160,16 +153,6 @@ struct FakeProject {
     members: HashMap<i64, FakeMember>,
 }
 
-struct Failure {
-    status: u16,
-    headers: Vec<(String, String)>,
-    /// The request is carried out before the failure is answered, as when a proxy times
-    /// out on a request the server went on to finish.
-    performed: bool,
-    /// Only a request with this method and path (without the query) fails; others pass.
-    only: Option<(String, String)>,
-}
-
 #[derive(Default)]
 struct World {
     /// The fake's own address, for URLs GitLab builds from its external URL.
@@ -178,8 +161,8 @@ struct World {
     projects: HashMap<String, FakeProject>,
     notes: BTreeMap<i64, FakeNote>,
     next_id: i64,
-    requests: Vec<Recorded>,
-    failures: VecDeque<Failure>,
+    log: RequestLog<Option<String>>,
+    faults: Faults,
     /// Answer lists with a `Link` header only, as behind a proxy that drops `x-*` headers.
     link_only: bool,
     /// Holds the bare repositories served over git smart HTTP (`<path>.git`).
@@ -566,15 +549,19 @@ impl FakeGitlab {
     }
 
     pub fn requests(&self) -> Vec<Recorded> {
-        self.with(|w| w.requests.clone())
+        self.with(|w| w.log.all())
     }
 
     /// Recorded requests with this method whose path starts with `prefix`.
     pub fn count(&self, method: &str, prefix: &str) -> usize {
-        self.requests()
-            .iter()
-            .filter(|r| r.method == method && r.path.starts_with(prefix))
-            .count()
+        self.with(|w| w.log.count(method, prefix))
+    }
+
+    /// Waits until `check` finds something in the fake's state, looking again after each
+    /// request the fake answers.
+    pub async fn wait_for<T>(&self, what: &str, mut check: impl FnMut(&Self) -> Option<T>) -> T {
+        let added = self.with(|w| w.log.subscribe());
+        fake_http::wait_for(what, added, || check(self)).await
     }
 
     /// Statuses answered to `method` requests whose path without the query is `path`.
@@ -593,32 +580,13 @@ impl FakeGitlab {
 
     /// The next `n` requests, whatever they are, answer `status` with `headers`.
     pub fn fail_next(&self, n: usize, status: u16, headers: &[(&str, &str)]) {
-        self.with(|w| {
-            for _ in 0..n {
-                w.failures.push_back(Failure {
-                    status,
-                    headers: headers
-                        .iter()
-                        .map(|(k, v)| (k.to_string(), v.to_string()))
-                        .collect(),
-                    performed: false,
-                    only: None,
-                });
-            }
-        });
+        self.with(|w| w.faults.next(n, status, headers));
     }
 
     /// The next `method` request to `path` (e.g. `/api/v4/projects/a%2Fb/merge_requests`,
     /// no query) is carried out, then answered with `status` all the same.
     pub fn fail_after_performing(&self, method: &str, path: &str, status: u16) {
-        self.with(|w| {
-            w.failures.push_back(Failure {
-                status,
-                headers: Vec::new(),
-                performed: true,
-                only: Some((method.to_owned(), path.to_owned())),
-            });
-        });
+        self.with(|w| w.faults.performed_on_path(method, path, status));
     }
 }
 
@@ -701,15 +669,8 @@ async fn serve_git(
             }
         }
     }
-    w.requests.push(Recorded {
-        method: method.to_string(),
-        path: uri
-            .path_and_query()
-            .map_or_else(|| uri.path().to_owned(), |p| p.to_string()),
-        token,
-        body: String::new(),
-        status: response.status().as_u16(),
-    });
+    let status = response.status().as_u16();
+    w.log.record(method, uri, token, b"", status);
     response
 }
 
@@ -781,15 +742,8 @@ async fn handle(
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
     let response = answer(&mut w, &method, &uri, token.as_deref(), &headers, &body);
-    w.requests.push(Recorded {
-        method: method.to_string(),
-        path: uri
-            .path_and_query()
-            .map_or_else(|| uri.path().to_owned(), |p| p.to_string()),
-        token,
-        body: String::from_utf8_lossy(&body).into_owned(),
-        status: response.status().as_u16(),
-    });
+    let status = response.status().as_u16();
+    w.log.record(&method, &uri, token, &body, status);
     response
 }
 
@@ -823,17 +777,7 @@ fn answer(
     headers: &HeaderMap,
     body: &[u8],
 ) -> Response {
-    let applies = |f: &Failure| {
-        f.only
-            .as_ref()
-            .is_none_or(|(m, p)| m == method.as_str() && p == uri.path())
-    };
-    if let Some(failure) = w
-        .failures
-        .iter()
-        .position(applies)
-        .and_then(|i| w.failures.remove(i))
-    {
+    if let Some(failure) = w.faults.take(method, uri.path(), body) {
         if failure.performed {
             route(w, method, uri, token, headers, body);
         }
@@ -845,12 +789,7 @@ fn answer(
             format!("{status}")
         };
         let mut response = (status, text).into_response();
-        for (k, v) in failure.headers {
-            response.headers_mut().insert(
-                HeaderName::from_bytes(k.as_bytes()).unwrap(),
-                HeaderValue::from_str(&v).unwrap(),
-            );
-        }
+        failure.add_headers(response.headers_mut());
         return response;
     }
     route(w, method, uri, token, headers, body)

@@ -2,13 +2,15 @@
 //! `PLANWRIGHT_TEST_DATABASE_URL` names a server), the real server started in-process on
 //! a loopback port, signed webhook requests, waiting on state with a timeout, a scripted
 //! model server (`model_server`), a stateful fake GitHub (`fake_forge`), a stateful
-//! fake GitLab (`fake_gitlab`), git over smart HTTP for both (`git_http`) and markdown
+//! fake GitLab (`fake_gitlab`), the request log and failure injection both share
+//! (`fake_http`), git over smart HTTP for both (`git_http`) and markdown
 //! read as a forge renders it (`markdown`).
 #![allow(dead_code)]
 
 pub mod calc;
 pub mod fake_forge;
 pub mod fake_gitlab;
+pub mod fake_http;
 pub mod git_http;
 pub mod markdown;
 pub mod model_server;
@@ -231,7 +233,9 @@ pub fn sign(secret: &str, body: &[u8]) -> String {
     format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
 }
 
-/// Polls `check` until it returns `Some`, failing the test after 30 seconds.
+/// Polls `check` until it returns `Some`, failing the test after 30 seconds. For state
+/// that lives in the database or the server (no event says it changed); a wait on a fake
+/// forge's state is woken by its requests instead (`FakeGithub::wait_for`).
 pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
 where
     F: FnMut() -> Fut,

@@ -3,7 +3,7 @@
 //! server, and a shell script standing in for a command-line coding agent. bubblewrap
 //! must be installed (CI installs it); without it these tests fail rather than skip.
 
-mod support;
+use crate::support;
 
 use support::git_http::git;
 

@@ -1,6 +1,6 @@
 //! The `planwright` binary as an operator runs it.
 
-mod support;
+use crate::support;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Stdio};

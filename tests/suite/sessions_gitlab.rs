@@ -1,7 +1,7 @@
 //! Planner sessions end to end on GitLab: real webhook payloads moved to a project on the
 //! fake GitLab (with git over smart HTTP), the real router and worker, scripted models.
 
-mod support;
+use crate::support;
 
 use planwright::contract::ContractMarker;
 use planwright::server::{Role, default_handlers};
@@ -169,10 +169,9 @@ impl World {
     }
 
     async fn wait_for_note(&self, what: &str, test: impl Fn(&str) -> bool) -> String {
-        eventually(what, || async {
-            self.bot_notes().into_iter().find(|b| test(b))
-        })
-        .await
+        self.gitlab
+            .wait_for(what, |_| self.bot_notes().into_iter().find(|b| test(b)))
+            .await
     }
 
     async fn wait_for_state(&self, state: &str) -> sessions::SessionRow {

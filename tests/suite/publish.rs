@@ -3,7 +3,7 @@
 //! the check, repeating after a lost answer without a second commit or pull request, and
 //! refused credentials failing for good with nothing pushed and no token shown anywhere.
 
-mod support;
+use crate::support;
 
 use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;

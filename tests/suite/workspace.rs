@@ -1,7 +1,7 @@
 //! Mirror cache and per-run workspaces against real repositories built with the `git`
 //! command line in temporary folders; the upstream is a local bare repository.
 
-mod support;
+use crate::support;
 
 use support::git_http::git;
 

@@ -1,7 +1,7 @@
 //! A `serve` process killed with SIGKILL in the middle of a job loses nothing: after a
 //! restart the job's lease runs out, it is claimed again and finishes exactly once.
 
-mod support;
+use crate::support;
 
 use std::process::{Child, Command, Stdio};
 
@@ -14,6 +14,14 @@ use support::{TestDb, eventually};
 const CHILD: &str = "PLANWRIGHT_TEST_CHILD_SERVE";
 const EFFECTS: &str = "PLANWRIGHT_TEST_EFFECTS";
 const TEST_NAME: &str = "a_server_killed_mid_job_finishes_it_once_after_restart";
+
+/// The test's full name in the test binary (its module path without the crate's name),
+/// so that the child runs only this test.
+fn full_test_name() -> String {
+    let module = module_path!();
+    let module = module.split_once("::").map_or(module, |(_, rest)| rest);
+    format!("{module}::{TEST_NAME}")
+}
 
 /// In the child: the real server (router and workers) with the real handlers plus one
 /// whose first attempt never ends, so that the parent can kill the process mid-job.
@@ -48,7 +56,7 @@ async fn serve_as_child() {
 
 fn spawn_child(url: &str, effects: &std::path::Path) -> Child {
     Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", TEST_NAME, "--nocapture"])
+        .args(["--exact", &full_test_name(), "--nocapture"])
         .env(CHILD, "1")
         .env(EFFECTS, effects)
         .env("PLANWRIGHT_DATABASE_URL", url)

@@ -4,7 +4,7 @@
 //! a visitor without it cannot register an app of their own. Then the status page, which
 //! must not leak.
 
-mod support;
+use crate::support;
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::sync::{Arc, Mutex};

@@ -3,7 +3,7 @@
 //! exactly as the server reported them, budgets, cut streams, the Unix socket the
 //! sandbox uses, `serve` running it, and logs free of keys and tokens.
 
-mod support;
+use crate::support;
 
 use std::io::Write;
 use std::path::Path;

@@ -2,7 +2,7 @@
 //! log lines from all runners shuffled together, and real logs cut at random points must
 //! never panic, and the report must stay consistent and bounded.
 
-mod support;
+use crate::support;
 
 use planwright::distill::{self, Format, MAX_FAILURES, MAX_MESSAGE, render};
 use proptest::prelude::*;

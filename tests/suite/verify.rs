@@ -4,7 +4,7 @@
 //! one, by editing its checkout. bubblewrap, python3 and curl must be installed (CI
 //! installs them); without them these tests fail, not skip.
 
-mod support;
+use crate::support;
 
 use support::git_http::git;
 

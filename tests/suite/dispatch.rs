@@ -1,7 +1,7 @@
 //! From webhook to finished job with the real handlers: installation events keep the
 //! installations table current, and every acted-on delivery's job completes.
 
-mod support;
+use crate::support;
 
 use planwright::event::Forge;
 use planwright::ids::InstallationId;

@@ -1,6 +1,6 @@
 //! `planwright contract validate`: what a maintainer or a script runs on a contract's JSON.
 
-mod support;
+use crate::support;
 
 use std::io::Write;
 use std::process::Stdio;

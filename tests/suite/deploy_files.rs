@@ -3,7 +3,7 @@
 //! default LISTEN port, and every health and metrics path they name answers on the real
 //! router. (The image itself needs a Docker engine; `.ci/run` lints the file with hadolint.)
 
-mod support;
+use crate::support;
 
 use std::path::PathBuf;
 

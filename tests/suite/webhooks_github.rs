@@ -1,7 +1,7 @@
 //! `POST /webhooks/github` through the real router: every real example payload, and every
 //! way a request can be wrong.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 

@@ -3,7 +3,7 @@
 //! key or GitLab token the forge refuses, a model provider that cannot be reached) is
 //! reported on its own line, by name, with a non-zero exit.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 

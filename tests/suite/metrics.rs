@@ -2,7 +2,7 @@
 //! format, and each moves when the work it counts happens — a webhook delivered, a job
 //! run, a job waiting, a session started, a model call recorded, a sandbox run.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! `planwright distill` as scripts and CI use it: the JSON interface, markdown, standard
 //! input, unknown and hostile input, and memory that stays bounded on a huge stream.
 
-mod support;
+use crate::support;
 
 use std::io::Write;
 use std::process::Stdio;

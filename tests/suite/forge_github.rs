@@ -2,7 +2,7 @@
 //! fake GitHub: each operation, token caching, retries and what is not retried, and git
 //! itself cloning and pushing with the credentials the forge hands out.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

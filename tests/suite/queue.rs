@@ -1,7 +1,7 @@
 //! The durable job queue and its workers, against the real database (SQLite, or
 //! PostgreSQL when PLANWRIGHT_TEST_DATABASE_URL is set).
 
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

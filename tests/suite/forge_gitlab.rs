@@ -2,7 +2,7 @@
 //! stateful fake GitLab: each operation, pagination, retries and what is not retried,
 //! merge requests and commit statuses across retries, the git remote.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
@@ -483,7 +483,7 @@ async fn the_token_travels_only_in_its_header() {
     let requests = fake.requests();
     assert!(requests.len() > 8);
     for r in &requests {
-        assert_eq!(r.token.as_deref(), Some(TOKEN), "{r:?}");
+        assert_eq!(r.credential.as_deref(), Some(TOKEN), "{r:?}");
         assert!(!r.path.contains(TOKEN), "token in a URL: {}", r.path);
         assert!(!r.body.contains(TOKEN), "token in a body: {}", r.body);
     }

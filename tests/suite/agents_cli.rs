@@ -3,7 +3,7 @@
 //! model proxy and the sandbox's relay bridge. Each makes a real edit in the workspace; the
 //! tests fail, not skip, when a CLI is missing (CI installs both).
 
-mod support;
+use crate::support;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

@@ -2,7 +2,7 @@
 //! legwork, the planner sees only their reports, an invalid contract is fed back as a tool
 //! error, and the dossier keeps the planner's context small.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;

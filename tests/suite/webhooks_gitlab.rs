@@ -1,7 +1,7 @@
 //! `POST /webhooks/gitlab` through the real router: GitLab's documented payloads, token
 //! checks and deduplication.
 
-mod support;
+use crate::support;
 
 use planwright::event::{Actor, Event, Forge, RepoEvent, RepoEventKind, Thread};
 use planwright::ids::{CommentId, IssueNumber, PullNumber, RepoName};

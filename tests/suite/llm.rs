@@ -3,7 +3,7 @@
 //! the metered model's accounting and budgets against
 //! the real database (SQLite, or PostgreSQL when PLANWRIGHT_TEST_DATABASE_URL is set).
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! with the scripted models and the real sandbox, from the issue text to a branch and
 //! its report; and what it refuses before spending anything.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::{Output, Stdio};

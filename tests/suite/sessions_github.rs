@@ -2,7 +2,7 @@
 //! the fake GitHub (with git over smart HTTP) and the scripted models. A maintainer goes
 //! from label to an approved contract; everyone else is told what they may not do.
 
-mod support;
+use crate::support;
 
 use planwright::contract::{Base, Contract, ContractMarker};
 use planwright::ids::{CommitSha, SessionId};
@@ -230,10 +230,9 @@ impl World {
     }
 
     async fn wait_for_comment(&self, what: &str, test: impl Fn(&str) -> bool) -> String {
-        eventually(what, || async {
-            self.bot_comments().into_iter().find(|b| test(b))
-        })
-        .await
+        self.github
+            .wait_for(what, |_| self.bot_comments().into_iter().find(|b| test(b)))
+            .await
     }
 
     async fn find_session(&self) -> Option<sessions::SessionRow> {
@@ -712,13 +711,14 @@ async fn revise_posts_version_two_and_the_superseded_one_cannot_be_approved() {
         .await;
     world.wait_for_state("awaiting_approval").await;
     // v1 says it is superseded and is folded away (just after v2 is posted).
-    let v1 = eventually("v1 to be marked superseded", || async {
-        world
-            .github
-            .comment(v1_id)
-            .filter(|c| c.body.starts_with("> **Superseded**") && c.minimized.is_some())
-    })
-    .await;
+    let v1 = world
+        .github
+        .wait_for("v1 to be marked superseded", |github| {
+            github
+                .comment(v1_id)
+                .filter(|c| c.body.starts_with("> **Superseded**") && c.minimized.is_some())
+        })
+        .await;
     assert!(v1.body.contains("replaced by v2"), "{}", v1.body);
     assert_eq!(world.contract_comments().len(), 2);
     // The revision's request carried the feedback and the previous contract.

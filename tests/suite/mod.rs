@@ -1,0 +1,32 @@
+//! The integration tests, one module per area of planwright.
+
+mod agents_cli;
+mod cli;
+mod contract_cli;
+mod crash;
+mod deploy_files;
+mod dispatch;
+mod distill_cli;
+mod distill_fuzz;
+mod doctor;
+mod executor;
+mod forge_github;
+mod forge_gitlab;
+mod forge_local;
+mod layout;
+mod llm;
+mod metrics;
+mod model_proxy;
+mod onboarding;
+mod planner;
+mod publish;
+mod queue;
+mod sandbox;
+mod sandbox_network;
+mod sessions_github;
+mod sessions_gitlab;
+mod solve;
+mod verify;
+mod webhooks_github;
+mod webhooks_gitlab;
+mod workspace;

@@ -1,0 +1,194 @@
+//! What both fake forges share: the log of every request they answered, whose every new
+//! entry wakes a test waiting on the fake's state, and failures queued on purpose. Each
+//! fake still answers a failure in its own forge's wire format.
+
+use std::time::Duration;
+
+use axum::http::{HeaderMap, Method, Uri};
+use tokio::sync::watch;
+
+/// How long a test waits on a fake before it fails.
+const WAIT: Duration = Duration::from_secs(30);
+
+#[derive(Debug, Clone)]
+pub struct Recorded<C> {
+    pub method: String,
+    /// Path and query, as sent.
+    pub path: String,
+    /// Who sent it, as the fake understood the request's credentials.
+    pub credential: C,
+    pub body: String,
+    /// The status the fake answered with.
+    pub status: u16,
+}
+
+/// Every request a fake answered, oldest first. Each entry is added after the fake's
+/// state changed for it, so a waiter woken by it sees the change.
+pub struct RequestLog<C> {
+    entries: Vec<Recorded<C>>,
+    added: watch::Sender<usize>,
+}
+
+impl<C> Default for RequestLog<C> {
+    fn default() -> Self {
+        RequestLog {
+            entries: Vec::new(),
+            added: watch::Sender::new(0),
+        }
+    }
+}
+
+impl<C: Clone> RequestLog<C> {
+    pub fn record(&mut self, method: &Method, uri: &Uri, credential: C, body: &[u8], status: u16) {
+        self.entries.push(Recorded {
+            method: method.to_string(),
+            path: uri
+                .path_and_query()
+                .map_or_else(|| uri.path().to_owned(), |p| p.to_string()),
+            credential,
+            body: String::from_utf8_lossy(body).into_owned(),
+            status,
+        });
+        self.added.send_replace(self.entries.len());
+    }
+
+    pub fn all(&self) -> Vec<Recorded<C>> {
+        self.entries.clone()
+    }
+
+    /// Requests with this method whose path starts with `prefix`.
+    pub fn count(&self, method: &str, prefix: &str) -> usize {
+        self.entries
+            .iter()
+            .filter(|r| r.method == method && r.path.starts_with(prefix))
+            .count()
+    }
+
+    /// Wakes its holder each time a request is recorded.
+    pub fn subscribe(&self) -> watch::Receiver<usize> {
+        self.added.subscribe()
+    }
+}
+
+/// Waits until `check` finds what a test waits for in a fake's state, looking again each
+/// time the fake records a request (nothing else changes it while the test waits).
+pub async fn wait_for<T>(
+    what: &str,
+    mut added: watch::Receiver<usize>,
+    mut check: impl FnMut() -> Option<T>,
+) -> T {
+    let waiting = async {
+        loop {
+            added.borrow_and_update();
+            if let Some(found) = check() {
+                return found;
+            }
+            added
+                .changed()
+                .await
+                .expect("the fake runs while the test waits on it");
+        }
+    };
+    tokio::time::timeout(WAIT, waiting)
+        .await
+        .unwrap_or_else(|_| panic!("timed out after {WAIT:?} waiting for {what}"))
+}
+
+/// Which requests a queued failure applies to.
+enum Applies {
+    Any,
+    /// This method, and exactly this path (without the query).
+    Path(String, String),
+    /// This method, and a path starting with this.
+    Prefix(String, String),
+    /// This method, and a body containing this text.
+    Body(String, String),
+}
+
+/// A failure a fake answers instead of its usual answer.
+pub struct Fault {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    /// The request is carried out before the failure is answered, as when a proxy loses
+    /// the answer to a request the forge went on to finish: what a retry must not repeat.
+    pub performed: bool,
+    applies: Applies,
+}
+
+/// Failures queued by a test; each is answered once, to the first request it applies to.
+#[derive(Default)]
+pub struct Faults(Vec<Fault>);
+
+impl Faults {
+    /// The next `n` requests, whatever they are, fail with `status` and `headers`.
+    pub fn next(&mut self, n: usize, status: u16, headers: &[(&str, &str)]) {
+        let headers: Vec<(String, String)> = headers
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        for _ in 0..n {
+            self.push(status, headers.clone(), false, Applies::Any);
+        }
+    }
+
+    /// The next `method` request to exactly `path` is carried out, then fails.
+    pub fn performed_on_path(&mut self, method: &str, path: &str, status: u16) {
+        let applies = Applies::Path(method.to_owned(), path.to_owned());
+        self.push(status, Vec::new(), true, applies);
+    }
+
+    /// The next `method` request whose path starts with `prefix` is carried out, then
+    /// fails.
+    pub fn performed_on_prefix(&mut self, method: &str, prefix: &str, status: u16) {
+        let applies = Applies::Prefix(method.to_owned(), prefix.to_owned());
+        self.push(status, Vec::new(), true, applies);
+    }
+
+    /// The next `method` request whose body contains `text` fails, not carried out.
+    pub fn refused_body(&mut self, method: &str, text: &str, status: u16) {
+        let applies = Applies::Body(method.to_owned(), text.to_owned());
+        self.push(status, Vec::new(), false, applies);
+    }
+
+    fn push(
+        &mut self,
+        status: u16,
+        headers: Vec<(String, String)>,
+        performed: bool,
+        applies: Applies,
+    ) {
+        self.0.push(Fault {
+            status,
+            headers,
+            performed,
+            applies,
+        });
+    }
+
+    /// The first queued failure that applies to this request, taken off the queue. `path`
+    /// is the one the fake routes on (without the query).
+    pub fn take(&mut self, method: &Method, path: &str, body: &[u8]) -> Option<Fault> {
+        let method = method.as_str();
+        let i = self.0.iter().position(|f| match &f.applies {
+            Applies::Any => true,
+            Applies::Path(m, p) => m == method && p == path,
+            Applies::Prefix(m, p) => m == method && path.starts_with(p.as_str()),
+            Applies::Body(m, text) => {
+                m == method && String::from_utf8_lossy(body).contains(text.as_str())
+            }
+        })?;
+        Some(self.0.remove(i))
+    }
+}
+
+impl Fault {
+    /// Puts the failure's headers on a fake's response.
+    pub fn add_headers(&self, headers: &mut HeaderMap) {
+        for (k, v) in &self.headers {
+            headers.insert(
+                axum::http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                axum::http::HeaderValue::from_str(v).unwrap(),
+            );
+        }
+    }
+}
