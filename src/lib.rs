@@ -7,7 +7,6 @@ pub mod agent_cli;
 pub mod app;
 pub mod config;
 pub mod contract;
-pub mod dispatch;
 pub mod distill;
 pub mod doctor;
 pub mod event;

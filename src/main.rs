@@ -287,7 +287,8 @@ fn main() -> std::process::ExitCode {
 async fn run(command: Command, settings: Settings) -> Result<()> {
     match command {
         Command::Serve { role } => {
-            let running = server::start(settings, role, server::default_handlers).await?;
+            let running =
+                server::start(settings, role, planwright::session::dispatch::handler).await?;
             let stopper = running.stopper();
             tokio::spawn(async move {
                 shutdown_signal().await;

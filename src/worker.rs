@@ -3,7 +3,6 @@
 //! On shutdown it stops claiming, lets running jobs finish for a grace period, then hands
 //! the rest back to the queue.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -50,6 +49,18 @@ impl From<anyhow::Error> for JobError {
     }
 }
 
+impl From<sqlx::Error> for JobError {
+    fn from(e: sqlx::Error) -> Self {
+        JobError::Retryable(e.into())
+    }
+}
+
+impl From<serde_json::Error> for JobError {
+    fn from(e: serde_json::Error) -> Self {
+        JobError::Retryable(e.into())
+    }
+}
+
 /// What a handler gets: the job and the database.
 #[derive(Debug, Clone)]
 pub struct Job {
@@ -61,24 +72,24 @@ pub struct Job {
     pub db: Db,
 }
 
-type HandlerFuture = Pin<Box<dyn Future<Output = Result<(), JobError>> + Send>>;
-type Handler = Arc<dyn Fn(Job) -> HandlerFuture + Send + Sync>;
+pub type HandlerFuture = Pin<Box<dyn Future<Output = Result<(), JobError>> + Send>>;
 
-/// The job kinds a worker can run, each with its handler.
-#[derive(Clone, Default)]
-pub struct Handlers {
-    map: HashMap<String, Handler>,
-}
+/// Runs every job a worker claims: the queue knows no kinds, the handler (the session
+/// layer's dispatch) reads the kind and payload and refuses one it does not know.
+#[derive(Clone)]
+pub struct Handler(Arc<dyn Fn(Job) -> HandlerFuture + Send + Sync>);
 
-impl Handlers {
-    pub fn on<F, Fut>(mut self, kind: &str, handler: F) -> Self
+impl Handler {
+    pub fn new<F, Fut>(handler: F) -> Self
     where
         F: Fn(Job) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<(), JobError>> + Send + 'static,
     {
-        self.map
-            .insert(kind.to_owned(), Arc::new(move |job| Box::pin(handler(job))));
-        self
+        Self(Arc::new(move |job| Box::pin(handler(job))))
+    }
+
+    pub fn run(&self, job: Job) -> HandlerFuture {
+        (self.0)(job)
     }
 }
 
@@ -95,7 +106,7 @@ impl Waker {
 
 pub struct Worker {
     pub db: Db,
-    pub handlers: Handlers,
+    pub handler: Handler,
     pub settings: QueueSettings,
     /// Names this process in leases, for the operator.
     pub owner: String,
@@ -107,12 +118,11 @@ impl Worker {
     pub async fn run(self, stop: CancellationToken) {
         let Worker {
             db,
-            handlers,
+            handler,
             settings,
             owner,
             waker,
         } = self;
-        let handlers = Arc::new(handlers.map);
         let permits = Arc::new(Semaphore::new(settings.workers.max(1)));
         let abort = CancellationToken::new();
         let mut running = JoinSet::new();
@@ -135,7 +145,7 @@ impl Worker {
                         info_span!("job", id = %job.id, kind = %job.kind, attempt = job.attempts);
                     let run = run_one(
                         db.clone(),
-                        handlers.clone(),
+                        handler.clone(),
                         settings.clone(),
                         job,
                         abort.clone(),
@@ -193,7 +203,7 @@ impl Worker {
 
 async fn run_one(
     db: Db,
-    handlers: Arc<HashMap<String, Handler>>,
+    handler: Handler,
     settings: QueueSettings,
     job: jobs::Claimed,
     abort: CancellationToken,
@@ -210,8 +220,8 @@ async fn run_one(
                 "; last error: "
             }
         ))))
-    } else if let Some(handler) = handlers.get(&job.kind) {
-        let task = handler(Job {
+    } else {
+        let task = handler.run(Job {
             id: JobId(job.id.clone()),
             kind: job.kind.clone(),
             payload: job.payload.clone(),
@@ -219,11 +229,6 @@ async fn run_one(
             db: db.clone(),
         });
         supervise(&db, &settings, &job, task, &abort).await
-    } else {
-        Some(Err(JobError::Permanent(anyhow::anyhow!(
-            "no handler for job kind `{}`",
-            job.kind
-        ))))
     };
     let Some(result) = outcome else { return };
     let recorded = match &result {

@@ -7,8 +7,9 @@ use std::process::{Child, Command, Stdio};
 
 use planwright::config::Settings;
 use planwright::server::{self, Role};
+use planwright::session::dispatch;
 use planwright::store::jobs;
-use planwright::worker::{Job, JobError};
+use planwright::worker::{Handler, Job, JobError};
 use support::{TestDb, eventually};
 
 const CHILD: &str = "PLANWRIGHT_TEST_CHILD_SERVE";
@@ -22,9 +23,13 @@ async fn serve_as_child() {
     let settings = Settings::from_sources(None, &env).expect("child settings");
     let effects = std::env::var(EFFECTS).expect("effects file");
     let handlers = move |app| {
-        server::default_handlers(app).on("crash-probe", move |job: Job| {
-            let effects = effects.clone();
+        let real = dispatch::handler(app);
+        Handler::new(move |job: Job| {
+            let (real, effects) = (real.clone(), effects.clone());
             async move {
+                if job.kind != "crash-probe" {
+                    return real.run(job).await;
+                }
                 if job.attempt == 1 {
                     std::future::pending::<()>().await;
                 }

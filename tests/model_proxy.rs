@@ -17,7 +17,6 @@ use planwright::llm::usage::{Budget, PriceTable};
 use planwright::llm::{ModelName, Usage};
 use planwright::server::Role;
 use planwright::store::model_usage::{self, UsageRow};
-use planwright::worker::Handlers;
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::{Value, json};
 use support::model_server::{ModelServer, ScriptUsage, Step};
@@ -1823,7 +1822,8 @@ async fn serve_runs_the_proxy_where_executors_run() {
             ("PLANWRIGHT_ANTHROPIC_BASE_URL", anthropic_base.as_str()),
         ],
     );
-    let server = TestServer::start(settings, Role::All, |_| Handlers::default()).await;
+    let server =
+        TestServer::start(settings, Role::All, planwright::session::dispatch::handler).await;
     let proxy = server.model_proxy().expect("serve runs the model proxy");
     assert_eq!(proxy.listen, ProxyListen::Unix(socket.clone()));
     let (run, session) = (RunId::generate(), SessionId::generate());

@@ -643,7 +643,7 @@ async fn status_page(state: &AppState) -> anyhow::Result<String> {
                 body,
                 "<tr><td>{}</td><td>{}</td><td>{contract}</td><td>${:.2}</td><td>{}</td></tr>",
                 issue_link(settings, s),
-                escape(&s.state),
+                escape(s.state.as_str()),
                 s.cost_microusd as f64 / 1_000_000.0,
                 age(now - s.updated_at),
             );
@@ -655,17 +655,17 @@ async fn status_page(state: &AppState) -> anyhow::Result<String> {
 
 fn issue_link(settings: &Settings, s: &sessions::SessionRow) -> String {
     let text = format!("{}#{}", s.repo, s.issue_number);
-    let url = match forge_named(&s.forge) {
-        Some(Forge::Github) => Some(format!(
+    let url = match s.forge {
+        Forge::Github => Some(format!(
             "{}/{}/issues/{}",
             settings.github_url, s.repo, s.issue_number
         )),
-        Some(Forge::Gitlab) => settings
+        Forge::Gitlab => settings
             .gitlab
             .url
             .as_ref()
             .map(|base| format!("{base}/{}/-/issues/{}", s.repo, s.issue_number)),
-        Some(Forge::Local) | None => None,
+        Forge::Local => None,
     };
     match url {
         Some(url) => format!("<a href=\"{}\">{}</a>", escape(&url), escape(&text)),

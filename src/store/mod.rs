@@ -95,6 +95,18 @@ impl Db {
         sqlx::query("SELECT 1").execute(&self.pool).await?;
         Ok(())
     }
+
+    /// The migrations the database records as `(version, success as 0 or 1, checksum)`;
+    /// the error is sqlx's own, so that a missing table can be told from an outage.
+    pub async fn applied_migrations(&self) -> Result<Vec<(i64, i64, Vec<u8>)>, sqlx::Error> {
+        // The Any driver reads no SQLite BOOLEAN, so `success` comes back as a number.
+        sqlx::query_as(
+            "SELECT version, CAST(CASE WHEN success THEN 1 ELSE 0 END AS BIGINT), checksum \
+             FROM _sqlx_migrations",
+        )
+        .fetch_all(&self.pool)
+        .await
+    }
 }
 
 /// Creates the SQLite file and its folder if needed and switches it to WAL mode.
