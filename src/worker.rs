@@ -15,8 +15,10 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, info, info_span, warn};
 
 use crate::config::QueueSettings;
+use crate::forge::ForgeError;
 use crate::ids::JobId;
-use crate::store::{Db, jobs, now_ms};
+use crate::llm::ModelError;
+use crate::store::{self, Db, jobs, now_ms};
 
 /// Why a job did not finish, and whether trying again can help.
 #[derive(Debug)]
@@ -42,22 +44,54 @@ impl JobError {
     }
 }
 
-/// Unclassified errors come from the database or the network: worth another attempt.
+/// Only an error known to pass is retried: the first database, forge or model error in
+/// its chain decides, and anything else is permanent, since trying a bug or a refused
+/// request again only repeats it and delays the dead letter the operator sees.
 impl From<anyhow::Error> for JobError {
     fn from(e: anyhow::Error) -> Self {
-        JobError::Retryable(e)
+        let transient = e.chain().find_map(|cause| {
+            if let Some(e) = cause.downcast_ref::<sqlx::Error>() {
+                Some(store::is_transient(e))
+            } else if let Some(e) = cause.downcast_ref::<ForgeError>() {
+                Some(e.is_retryable())
+            } else {
+                cause
+                    .downcast_ref::<ModelError>()
+                    .map(ModelError::is_retryable)
+            }
+        });
+        if transient == Some(true) {
+            JobError::Retryable(e)
+        } else {
+            JobError::Permanent(e)
+        }
     }
 }
 
 impl From<sqlx::Error> for JobError {
     fn from(e: sqlx::Error) -> Self {
-        JobError::Retryable(e.into())
+        if store::is_transient(&e) {
+            JobError::Retryable(e.into())
+        } else {
+            JobError::Permanent(e.into())
+        }
     }
 }
 
+impl From<ForgeError> for JobError {
+    fn from(e: ForgeError) -> Self {
+        if e.is_retryable() {
+            JobError::Retryable(e.into())
+        } else {
+            JobError::Permanent(e.into())
+        }
+    }
+}
+
+/// Our own values that do not serialise will not on the next attempt either.
 impl From<serde_json::Error> for JobError {
     fn from(e: serde_json::Error) -> Self {
-        JobError::Retryable(e.into())
+        JobError::Permanent(e.into())
     }
 }
 
@@ -308,6 +342,32 @@ pub fn backoff(attempt: i64, base: Duration, max: Duration) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_errors_known_to_pass_are_retried() {
+        let rate_limited = ForgeError::RateLimited {
+            what: "GET /x".into(),
+            retry_after: Some(Duration::from_secs(3600)),
+        };
+        assert!(matches!(
+            JobError::from(rate_limited),
+            JobError::Retryable(_)
+        ));
+        let missing = ForgeError::NotFound {
+            what: "GET /x".into(),
+        };
+        assert!(matches!(JobError::from(missing), JobError::Permanent(_)));
+        // Wrapped in context, the forge's error still decides.
+        let wrapped = anyhow::Error::from(ForgeError::RateLimited {
+            what: "GET /x".into(),
+            retry_after: None,
+        })
+        .context("Could not read the issue");
+        assert!(JobError::from(wrapped).is_retryable());
+        assert!(JobError::from(anyhow::Error::from(sqlx::Error::PoolTimedOut)).is_retryable());
+        assert!(!JobError::from(sqlx::Error::RowNotFound).is_retryable());
+        assert!(!JobError::from(anyhow::anyhow!("the contract has no tasks")).is_retryable());
+    }
 
     #[test]
     fn backoff_grows_and_is_capped_with_jitter() {

@@ -17,7 +17,6 @@ use crate::event::{Actor, Thread};
 use secrecy::SecretString;
 
 use crate::ids::{CommentId, CommitSha, IssueNumber, PullNumber, RepoName};
-use crate::worker::JobError;
 
 /// A repository's default branch and where it points now.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -426,16 +425,6 @@ pub(crate) fn header<'h>(headers: &'h http::HeaderMap, name: &str) -> Option<&'h
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
-impl From<ForgeError> for JobError {
-    fn from(e: ForgeError) -> Self {
-        if e.is_retryable() {
-            JobError::Retryable(e.into())
-        } else {
-            JobError::Permanent(e.into())
-        }
-    }
-}
-
 /// How hard one forge call is retried in-process before the failure goes back to the job
 /// queue (which has its own, longer backoff).
 #[derive(Debug, Clone)]
@@ -617,7 +606,6 @@ mod tests {
             .await;
         let error = result.unwrap_err();
         assert!(error.is_retryable(), "the queue may still retry it later");
-        assert!(matches!(JobError::from(error), JobError::Retryable(_)));
         assert_eq!(calls.load(Ordering::SeqCst), 1);
     }
 

@@ -165,6 +165,33 @@ async fn sqlite_pool(options: &AnyConnectOptions, connections: u32) -> Result<An
         .context("Could not open the SQLite database")
 }
 
+/// Whether a database error may pass by itself, so the job that met it is worth another
+/// attempt: the server unreachable or restarting, the pool exhausted, SQLite busy or
+/// locked, a PostgreSQL serialization failure, deadlock or connection limit.
+pub fn is_transient(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(db) => {
+            let Some(code) = db.code() else { return false };
+            if db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() {
+                // An extended result code; SQLITE_BUSY and SQLITE_LOCKED are its low byte.
+                code.parse::<i32>().is_ok_and(|n| matches!(n & 0xff, 5 | 6))
+            } else {
+                code.starts_with("08")
+                    || matches!(
+                        code.as_ref(),
+                        "40001" | "40P01" | "53300" | "55P03" | "57P01" | "57P02" | "57P03"
+                    )
+            }
+        }
+        _ => false,
+    }
+}
+
 /// A database URL without its password, for messages.
 pub fn redact(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
