@@ -15,10 +15,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use planwright::forge::GitRemote;
+use planwright::git::{MirrorCache, MirrorKey, Outcome, WorkspaceRequest, Workspaces};
 use planwright::ids::{CommitSha, IssueNumber, RepoName};
-use planwright::sandbox::workspace::{
-    MirrorCache, MirrorKey, Outcome, WorkspaceRequest, Workspaces,
-};
 use secrecy::SecretString;
 
 const RUNS: usize = 5;

@@ -13,12 +13,12 @@ use crate::forge::github::GithubApp;
 use crate::forge::gitlab::GitlabForge;
 use crate::forge::local::{self, LocalForge};
 use crate::forge::{Forge, ForgeError};
+use crate::git::{MirrorCache, Workspaces};
 use crate::ids::InstallationId;
-use crate::llm::proxy::ModelProxy;
-use crate::llm::usage::{Budget, Metered, ModelRole};
 use crate::llm::{ChatModel, HttpOptions, ModelName};
+use crate::metering::proxy::ModelProxy;
+use crate::metering::{Budget, Metered, ModelRole};
 use crate::sandbox::Sandbox;
-use crate::sandbox::workspace::{MirrorCache, Workspaces};
 use crate::store::Db;
 
 pub struct App {

@@ -10,7 +10,6 @@ use sha2::{Digest, Sha256};
 
 use crate::ids::{CommitSha, SessionId};
 use crate::markdown;
-use crate::planner::untrusted;
 
 /// A contract's version within its session: 1 for the first, one more per `/revise`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -295,7 +294,7 @@ const MAX_FILES: usize = 100;
 const MAX_ATTEMPTS: u32 = 10;
 const MAX_BUDGET_USD: f64 = 1_000.0;
 /// GitHub's comment limit with room for the banner a superseded version gets.
-const MAX_COMMENT_CHARS: usize = crate::forge::GITHUB_TEXT_LIMIT - 1_000;
+const MAX_COMMENT_CHARS: usize = markdown::GITHUB_TEXT_LIMIT - 1_000;
 
 impl Contract {
     /// Parses the JSON a model or a person wrote and validates it; serde's message for a
@@ -540,10 +539,7 @@ fn invisible_characters(problem: &mut impl FnMut(String, &str), at: &str, value:
         Value::String(s) => {
             // A lone carriage return ends a line where forges render markdown but not
             // where the text is split for display, so it could carry a line out of its fence.
-            if let Some(c) = s
-                .chars()
-                .find(|c| untrusted::is_invisible(*c) || *c == '\r')
-            {
+            if let Some(c) = s.chars().find(|c| markdown::is_invisible(*c) || *c == '\r') {
                 problem(
                     at.to_owned(),
                     &format!(

@@ -1,8 +1,10 @@
-//! Identifier newtypes shared by every layer, so that a repository name, an issue number
-//! and an installation id can never be passed in each other's place; each is stored and
-//! read by the store as itself (the sqlx traits), not as a bare string or number.
+//! Identifier newtypes and the names every layer shares (a model, a permission level), so
+//! that a repository name, an issue number and an installation id can never be passed in
+//! each other's place; each is stored and read by the store as itself (the sqlx traits),
+//! not as a bare string or number. A leaf: it imports nothing of the crate.
 
 use std::fmt;
+use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
@@ -194,5 +196,129 @@ mod tests {
         assert!(RepoName::parse("no-owner").is_err());
         assert!(RepoName::parse("owner//name").is_err());
         assert!(RepoName::parse("").is_err());
+    }
+}
+
+/// The vendors planwright has a client for. OpenAI-compatible local servers (vLLM,
+/// llama.cpp, Ollama) are `OpenAi` with another base URL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Provider {
+    Anthropic,
+    OpenAi,
+}
+
+impl Provider {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Provider::Anthropic => "anthropic",
+            Provider::OpenAi => "openai",
+        }
+    }
+}
+
+impl fmt::Display for Provider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A model as settings name it: `provider:model`, e.g. `anthropic:claude-sonnet-4-5`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ModelName {
+    pub provider: Provider,
+    pub model: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum InvalidModelName {
+    #[error(
+        "`{0}` is not a model name of the form provider:model (e.g. anthropic:claude-sonnet-4-5)"
+    )]
+    Malformed(String),
+    #[error("`{name}` names the unknown provider `{provider}` (known: anthropic, openai)")]
+    UnknownProvider { name: String, provider: String },
+}
+
+impl ModelName {
+    pub fn parse(name: &str) -> Result<Self, InvalidModelName> {
+        let trimmed = name.trim();
+        let Some((provider, model)) = trimmed.split_once(':') else {
+            return Err(InvalidModelName::Malformed(name.to_owned()));
+        };
+        let model = model.trim();
+        if model.is_empty() || model.chars().any(char::is_whitespace) {
+            return Err(InvalidModelName::Malformed(name.to_owned()));
+        }
+        let provider = match provider.trim() {
+            "anthropic" => Provider::Anthropic,
+            "openai" => Provider::OpenAi,
+            other => {
+                return Err(InvalidModelName::UnknownProvider {
+                    name: name.to_owned(),
+                    provider: other.to_owned(),
+                });
+            }
+        };
+        Ok(Self {
+            provider,
+            model: model.to_owned(),
+        })
+    }
+}
+
+impl fmt::Display for ModelName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.provider, self.model)
+    }
+}
+
+/// A user's access to a repository, ordered so that `permission >= Permission::Write` is
+/// the authorization check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Permission {
+    None,
+    Read,
+    Triage,
+    Write,
+    Maintain,
+    Admin,
+}
+
+impl Permission {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Permission::None => "none",
+            Permission::Read => "read",
+            Permission::Triage => "triage",
+            Permission::Write => "write",
+            Permission::Maintain => "maintain",
+            Permission::Admin => "admin",
+        }
+    }
+}
+
+impl fmt::Display for Permission {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("`{0}` is not a permission level (none, read, triage, write, maintain, admin)")]
+pub struct UnknownPermission(String);
+
+impl FromStr for Permission {
+    type Err = UnknownPermission;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s.trim().to_ascii_lowercase().as_str() {
+            "none" => Permission::None,
+            "read" | "pull" => Permission::Read,
+            "triage" => Permission::Triage,
+            "write" | "push" => Permission::Write,
+            "maintain" => Permission::Maintain,
+            "admin" => Permission::Admin,
+            _ => return Err(UnknownPermission(s.to_owned())),
+        })
     }
 }

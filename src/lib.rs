@@ -3,7 +3,6 @@
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
-pub mod agent_cli;
 pub mod app;
 pub mod config;
 pub mod contract;
@@ -12,17 +11,19 @@ pub mod doctor;
 pub mod event;
 pub mod executor;
 pub mod forge;
+pub mod git;
 pub mod ids;
+pub mod jobs;
 pub mod llm;
 pub mod markdown;
+pub mod metering;
 pub mod onboarding;
 pub mod planner;
 pub mod publish;
-pub mod repo_config;
+pub mod repo_tools;
 pub mod sandbox;
 pub mod server;
 pub mod session;
 pub mod solve;
 pub mod store;
 pub mod verify;
-pub mod worker;

@@ -299,7 +299,7 @@ async fn run(command: Command, settings: Settings) -> Result<()> {
         }
         Command::Setup { org, listen } => {
             let data_dir = settings.data_dir.clone();
-            let app = planwright::onboarding::setup_from_terminal(settings, listen, org).await?;
+            let app = planwright::server::setup::setup_from_terminal(settings, listen, org).await?;
             println!(
                 "Registered the GitHub App {} (id {}); its credentials are in {}.",
                 app.slug,

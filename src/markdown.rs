@@ -2,6 +2,42 @@
 //! reader sees every character of it: no construct GitHub or GitLab renders (a link
 //! reference definition, an HTML comment, a heading, a quote, math) can hide or restyle it.
 
+/// The longest text GitHub accepts in a check run's summary or text (and, with margin,
+/// a comment body).
+pub const GITHUB_TEXT_LIMIT: usize = 65_535;
+
+/// A character a reader does not see, or one that reorders what is around it: format
+/// characters (category Cf: zero-width, bidi controls, tags), variation selectors, the
+/// blank fillers some scripts have, and control characters other than line breaks and tabs.
+pub fn is_invisible(c: char) -> bool {
+    matches!(c,
+        '\u{00AD}'                  // soft hyphen
+        | '\u{034F}'                // combining grapheme joiner
+        | '\u{0600}'..='\u{0605}'   // Arabic number signs
+        | '\u{061C}'                // Arabic letter mark
+        | '\u{06DD}' | '\u{070F}' | '\u{0890}' | '\u{0891}' | '\u{08E2}'
+        | '\u{115F}' | '\u{1160}'   // Hangul fillers
+        | '\u{17B4}' | '\u{17B5}'   // Khmer inherent vowels, drawn as nothing
+        | '\u{180B}'..='\u{180F}'   // Mongolian variation selectors and vowel separator
+        | '\u{200B}'..='\u{200F}'   // zero-width space, joiners, LRM/RLM
+        | '\u{2028}' | '\u{2029}'   // line and paragraph separators
+        | '\u{202A}'..='\u{202E}'   // bidi embeddings and overrides
+        | '\u{2060}'..='\u{206F}'   // word joiner, invisible operators, bidi isolates
+        | '\u{2800}'                // blank braille pattern
+        | '\u{3164}'                // Hangul filler
+        | '\u{FE00}'..='\u{FE0F}'   // variation selectors
+        | '\u{FEFF}'                // byte order mark, zero-width no-break space
+        | '\u{FFA0}'                // half-width Hangul filler
+        | '\u{FFF9}'..='\u{FFFB}'   // interlinear annotation
+        | '\u{110BD}' | '\u{110CD}'
+        | '\u{13430}'..='\u{1343F}' // Egyptian hieroglyph format controls
+        | '\u{1BCA0}'..='\u{1BCA3}' // shorthand format controls
+        | '\u{1D173}'..='\u{1D17A}' // musical symbol format controls
+        | '\u{E0000}'..='\u{E007F}' // tag characters
+        | '\u{E0100}'..='\u{E01EF}' // variation selectors supplement
+    ) || (c.is_control() && !matches!(c, '\n' | '\t' | '\r'))
+}
+
 /// One line of escaped text: whitespace collapsed, every character markdown could read as
 /// syntax escaped, mentions kept from pinging.
 pub fn inline(text: &str) -> String {

@@ -15,13 +15,13 @@ use crate::app::{App, Forges};
 use crate::config::Settings;
 use crate::event::{self, Actor, RepoEvent, RepoEventKind, Thread};
 use crate::forge::local::{self, LocalForge, LocalIssue};
-use crate::llm::proxy::{self, Capabilities, ProxyState};
-use crate::llm::usage::ModelRole;
-use crate::repo_config::{LoadError, RepoConfig};
+use crate::forge::repo_config::LoadError;
+use crate::jobs::{JobError, Waker, Worker};
+use crate::metering::ModelRole;
+use crate::metering::proxy::{self, Capabilities, ProxyState};
 use crate::session::flow;
-use crate::session::state::SessionState;
+use crate::store::state::SessionState;
 use crate::store::{Db, audit, jobs, model_usage, sessions};
-use crate::worker::{JobError, Waker, Worker};
 
 /// How often the session is looked at while a job works on it.
 const POLL: Duration = Duration::from_millis(200);
@@ -106,7 +106,7 @@ pub async fn open(request: Request) -> Result<Opened, SolveError> {
     .await
     .map_err(input)?;
     let base = probe.output_dir().to_path_buf();
-    let branch = crate::sandbox::workspace::branch_name(local::ISSUE, &request.issue.title);
+    let branch = crate::git::branch_name(local::ISSUE, &request.issue.title);
     if git(
         &request.repo,
         &[
@@ -302,7 +302,7 @@ impl Session<'_> {
 
     async fn drive(&self, approve: bool) -> Result<Ended, SolveError> {
         let repo = self.forge.name().clone();
-        let config = match RepoConfig::load_policy(
+        let config = match crate::forge::repo_config::load_policy(
             self.forge.as_ref(),
             &repo,
             Some(event::Forge::Local),

@@ -10,11 +10,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use planwright::agent_cli::{self, AgentCli, AgentRun, Launch, StopReason};
 use planwright::config::ModelSettings;
+use planwright::executor::StopReason;
+use planwright::executor::agent::{self, AgentCli, AgentRun, Launch};
 use planwright::ids::{RunId, SessionId};
-use planwright::llm::proxy::{self, Capabilities, ProxyListen, ProxyState};
-use planwright::llm::usage::{Budget, PriceTable};
+use planwright::metering::proxy::{self, Capabilities, ProxyListen, ProxyState};
+use planwright::metering::{Budget, PriceTable};
 use planwright::sandbox::{Bwrap, Limits};
 use planwright::store::model_usage;
 use secrecy::{ExposeSecret, SecretString};
@@ -136,7 +137,7 @@ impl World {
             wall: Duration::from_secs(240),
             ..Limits::default()
         };
-        let run = agent_cli::run(
+        let run = agent::run(
             &sandbox,
             cli,
             &launch,
@@ -278,7 +279,7 @@ async fn claude_code_edits_a_file_and_runs_a_command_through_the_proxy() {
         "the edit did not land\n{why}"
     );
     assert!(run.output.exit.success(), "{why}");
-    assert_eq!(run.report.stop, StopReason::Completed, "{why}");
+    assert_eq!(run.report.stop, StopReason::Finished, "{why}");
     assert_eq!(
         run.report.final_message.as_deref(),
         Some("Changed the greeting to planwright.")
@@ -322,7 +323,7 @@ async fn codex_edits_a_file_through_the_proxy() {
         "the edit did not land\n{why}"
     );
     assert!(run.output.exit.success(), "{why}");
-    assert_eq!(run.report.stop, StopReason::Completed, "{why}");
+    assert_eq!(run.report.stop, StopReason::Finished, "{why}");
     assert_eq!(
         run.report.final_message.as_deref(),
         Some("Changed the greeting to planwright.")
@@ -344,10 +345,9 @@ async fn claude_code_stops_when_the_proxy_refuses_a_spent_budget() {
         .run(AgentCli::ClaudeCode, "claude-sonnet-4-5", Budget::usd(0.0))
         .await;
     let why = world.report(&run);
-    match &run.report.stop {
-        StopReason::Failed(message) => assert!(message.contains("spent its budget"), "{why}"),
-        other => panic!("{other:?}\n{why}"),
-    }
+    assert_eq!(run.report.stop, StopReason::Budget, "{why}");
+    let failure = run.report.failure.as_deref().unwrap_or_default();
+    assert!(failure.contains("spent its budget"), "{failure}\n{why}");
     assert!(world.upstream.requests().is_empty(), "{why}");
     assert_eq!(
         std::fs::read_to_string(world.workspace().join("repo/greeting.txt")).unwrap(),
@@ -360,11 +360,10 @@ async fn codex_stops_when_the_proxy_refuses_a_spent_budget() {
     let world = World::start(|_| vec![Step::text("never asked")]).await;
     let (run, _) = world.run(AgentCli::Codex, "gpt-5", Budget::usd(0.0)).await;
     let why = world.report(&run);
-    match &run.report.stop {
-        // Codex shows its own words for OpenAI's `insufficient_quota`, not the proxy's.
-        StopReason::Failed(message) => assert!(message.contains("Quota exceeded"), "{why}"),
-        other => panic!("{other:?}\n{why}"),
-    }
+    // Codex shows its own words for OpenAI's `insufficient_quota`, not the proxy's.
+    assert_eq!(run.report.stop, StopReason::Crashed, "{why}");
+    let failure = run.report.failure.as_deref().unwrap_or_default();
+    assert!(failure.contains("Quota exceeded"), "{failure}\n{why}");
     assert!(world.upstream.requests().is_empty(), "{why}");
 }
 
@@ -396,10 +395,9 @@ async fn claude_code_is_cut_off_after_the_call_that_spends_its_budget() {
         .await;
     let why = world.report(&run);
     assert_eq!(world.upstream.requests().len(), 1, "{why}");
-    match &run.report.stop {
-        StopReason::Failed(message) => assert!(message.contains("spent its budget"), "{why}"),
-        other => panic!("{other:?}\n{why}"),
-    }
+    assert_eq!(run.report.stop, StopReason::Budget, "{why}");
+    let failure = run.report.failure.as_deref().unwrap_or_default();
+    assert!(failure.contains("spent its budget"), "{failure}\n{why}");
     assert_eq!(run.report.tools.get("Read"), Some(&1), "{why}");
     assert_eq!(
         std::fs::read_to_string(world.workspace().join("repo/greeting.txt")).unwrap(),

@@ -6,10 +6,10 @@ mod support;
 use std::process::{Child, Command, Stdio};
 
 use planwright::config::Settings;
+use planwright::jobs::{Handler, Job, JobError};
 use planwright::server::{self, Role};
 use planwright::session::dispatch;
 use planwright::store::jobs;
-use planwright::worker::{Handler, Job, JobError};
 use support::{TestDb, eventually};
 
 const CHILD: &str = "PLANWRIGHT_TEST_CHILD_SERVE";

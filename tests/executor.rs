@@ -19,13 +19,13 @@ use planwright::executor::{
     ProxyAccess, StopReason,
 };
 use planwright::forge::GitRemote;
-use planwright::ids::{CommitSha, IssueNumber, RepoName, RunId, SessionId};
-use planwright::llm::proxy::{self, Capabilities, ProxyListen, ProxyState, TokenError};
-use planwright::llm::usage::{Budget, Metered, ModelRole, PriceTable};
-use planwright::llm::{ChatModel, HttpOptions, ModelName, RetryPolicy};
-use planwright::sandbox::workspace::{
+use planwright::git::{
     Change, ChangedFile, MirrorCache, MirrorKey, Outcome, Workspace, WorkspaceRequest, Workspaces,
 };
+use planwright::ids::{CommitSha, IssueNumber, RepoName, RunId, SessionId};
+use planwright::llm::{ChatModel, HttpOptions, ModelName, RetryPolicy};
+use planwright::metering::proxy::{self, Capabilities, ProxyListen, ProxyState, TokenError};
+use planwright::metering::{Budget, Metered, ModelRole, PriceTable};
 use planwright::sandbox::{Bwrap, Sandbox};
 use planwright::store::model_usage;
 use secrecy::SecretString;

@@ -301,8 +301,8 @@ async fn a_rate_limit_longer_than_we_wait_goes_back_to_the_queue() {
     let error = forge.issue(&repo(), IssueNumber(3)).await.unwrap_err();
     assert!(matches!(error, ForgeError::RateLimited { .. }), "{error:?}");
     assert!(matches!(
-        planwright::worker::JobError::from(error),
-        planwright::worker::JobError::Retryable(_)
+        planwright::jobs::JobError::from(error),
+        planwright::jobs::JobError::Retryable(_)
     ));
     assert_eq!(fake.count("GET", "/repos/octo-org/hello-world/issues/3"), 2);
 }
@@ -314,8 +314,8 @@ async fn a_missing_issue_is_not_retried_and_says_what_was_missing() {
     assert!(matches!(error, ForgeError::NotFound { .. }), "{error:?}");
     assert!(!error.is_retryable());
     assert!(matches!(
-        planwright::worker::JobError::from(error),
-        planwright::worker::JobError::Permanent(_)
+        planwright::jobs::JobError::from(error),
+        planwright::jobs::JobError::Permanent(_)
     ));
     let error = forge.issue(&repo(), IssueNumber(99)).await.unwrap_err();
     assert_eq!(

@@ -398,8 +398,8 @@ async fn a_missing_issue_is_not_retried_and_says_what_was_missing() {
     assert!(matches!(error, ForgeError::NotFound { .. }), "{error:?}");
     assert!(!error.is_retryable());
     assert!(matches!(
-        planwright::worker::JobError::from(error),
-        planwright::worker::JobError::Permanent(_)
+        planwright::jobs::JobError::from(error),
+        planwright::jobs::JobError::Permanent(_)
     ));
     let error = forge.issue(&repo(), IssueNumber(99)).await.unwrap_err();
     assert_eq!(

@@ -10,11 +10,11 @@ use std::time::Duration;
 
 use planwright::config::ModelSettings;
 use planwright::ids::{RunId, SessionId};
-use planwright::llm::usage::{Budget, Metered, ModelRole, PriceTable};
 use planwright::llm::{
-    ChatModel, ChatRequest, ChatResponse, ContentBlock, HttpOptions, Message, ModelError,
-    ModelName, RetryPolicy, Role, StopReason, Tool, Usage,
+    ChatModel, ChatRequest, ChatResponse, ContentBlock, FinishReason, HttpOptions, Message,
+    ModelError, ModelName, RetryPolicy, Role, Tool, Usage,
 };
+use planwright::metering::{Budget, Metered, ModelRole, PriceTable};
 use planwright::store::model_usage;
 use secrecy::SecretString;
 use serde_json::json;
@@ -108,7 +108,7 @@ fn round_trip_script() -> Vec<Step> {
 async fn converse(model: &dyn ChatModel) -> String {
     let mut messages = vec![Message::user("Where does the program start?")];
     let first = model.chat(&request(messages.clone())).await.unwrap();
-    assert_eq!(first.stop_reason, StopReason::ToolUse);
+    assert_eq!(first.stop_reason, FinishReason::ToolUse);
     let [ContentBlock::ToolUse { id, name, input }] = first.content.as_slice() else {
         panic!("expected one tool call, got {:?}", first.content);
     };
@@ -127,7 +127,7 @@ async fn converse(model: &dyn ChatModel) -> String {
         }],
     });
     let second = model.chat(&request(messages)).await.unwrap();
-    assert_eq!(second.stop_reason, StopReason::EndTurn);
+    assert_eq!(second.stop_reason, FinishReason::EndTurn);
     second.text()
 }
 
@@ -538,7 +538,7 @@ async fn play(model: &dyn ChatModel, question: &str) -> Vec<ChatResponse> {
     loop {
         let answer = model.chat(&request(messages.clone())).await.unwrap();
         answers.push(answer.clone());
-        if answer.stop_reason != StopReason::ToolUse {
+        if answer.stop_reason != FinishReason::ToolUse {
             return answers;
         }
         assert!(answers.len() < 5, "the conversation does not end");
@@ -685,7 +685,7 @@ async fn streamed_text_in_many_small_deltas_is_joined() {
             vec![ContentBlock::Text(text.clone())],
             "{name}"
         );
-        assert_eq!(answer.stop_reason, StopReason::EndTurn, "{name}");
+        assert_eq!(answer.stop_reason, FinishReason::EndTurn, "{name}");
         assert_eq!(
             (answer.usage.input_tokens, answer.usage.output_tokens),
             (10, 5),
@@ -971,7 +971,7 @@ async fn parallel_calls_overshoot_a_session_budget_by_at_most_one_call() {
         .unwrap();
     // The request's text is well under 2000 bytes.
     let worst = price.worst_case(
-        planwright::llm::usage::input_estimate(2000, 0),
+        planwright::metering::input_estimate(2000, 0),
         u64::from(MAX_TOKENS),
     );
     let spent = model_usage::spent_by_session(&t.db, &session)

@@ -12,9 +12,9 @@ use std::time::Duration;
 
 use planwright::config::ModelSettings;
 use planwright::ids::{RunId, SessionId};
-use planwright::llm::proxy::{self, Capabilities, ProxyListen, ProxyState};
-use planwright::llm::usage::{Budget, PriceTable};
 use planwright::llm::{ModelName, Usage};
+use planwright::metering::proxy::{self, Capabilities, ProxyListen, ProxyState};
+use planwright::metering::{Budget, PriceTable};
 use planwright::server::Role;
 use planwright::store::model_usage::{self, UsageRow};
 use secrecy::{ExposeSecret, SecretString};
@@ -819,7 +819,7 @@ async fn parallel_calls_from_two_processes_overshoot_the_budget_by_at_most_one_c
         .get(&ModelName::parse("anthropic:claude-sonnet-4-5").unwrap())
         .unwrap();
     let worst = price.worst_case(
-        planwright::llm::usage::input_estimate(body.to_string().len(), 0),
+        planwright::metering::input_estimate(body.to_string().len(), 0),
         MAX_TOKENS,
     );
     let spent = model_usage::spent_by_run(&h.db.db, &h.run).await.unwrap();
@@ -923,7 +923,7 @@ async fn text_dressed_as_images_is_held_at_its_real_worst_case() {
     let worst = disguised
         .iter()
         .map(|body| {
-            let input = planwright::llm::usage::input_estimate(body.to_string().len(), 0);
+            let input = planwright::metering::input_estimate(body.to_string().len(), 0);
             price.worst_case(input, 1).cost_microusd
         })
         .max()

@@ -8,15 +8,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use planwright::config::ModelSettings;
+use planwright::config::repo::{RepoConfig, RootFiles};
 use planwright::contract::{Base, Contract};
 use planwright::event::Actor;
 use planwright::forge::Issue;
 use planwright::ids::{CommitSha, IssueNumber, RepoName};
-use planwright::llm::usage::PriceTable;
 use planwright::llm::{ChatModel, HttpOptions, ModelName, RetryPolicy};
-use planwright::planner::tools::RepoTools;
+use planwright::metering::PriceTable;
 use planwright::planner::{Context, Dossier, PlanError, PlanRequest, Planner, PlannerOptions};
-use planwright::repo_config::{RepoConfig, RootFiles};
+use planwright::repo_tools::RepoTools;
 use secrecy::SecretString;
 use serde_json::{Value, json};
 use support::model_server::{ModelServer, Step};

@@ -9,20 +9,20 @@ use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use planwright::config::repo::OnFailure;
 use planwright::contract::{Base, Contract, ContractHash, ContractVersion};
 use planwright::event;
 use planwright::forge::github::GithubApp;
 use planwright::forge::gitlab::GitlabForge;
 use planwright::forge::{Forge, RetryPolicy};
+use planwright::git::{
+    Author, MirrorCache, MirrorKey, Outcome, Workspace, WorkspaceRequest, Workspaces,
+};
 use planwright::ids::{CommitSha, InstallationId, IssueNumber, RepoName, SessionId};
 use planwright::llm::Usage;
 use planwright::publish::{
-    self, CHECK_NAME, Publication, PublishError, Published, PushFailure, Review, RunResult,
-    VerificationReport, VerificationRow,
-};
-use planwright::repo_config::OnFailure;
-use planwright::sandbox::workspace::{
-    Author, MirrorCache, MirrorKey, Outcome, Workspace, WorkspaceRequest, Workspaces,
+    self, CHECK_NAME, Publication, PublishError, Published, PushError, PushFailure, Review,
+    RunResult, VerificationReport, VerificationRow,
 };
 use planwright::store::model_usage::{self, NewUsage};
 use support::TestDb;
@@ -569,7 +569,7 @@ async fn github_a_refused_token_fails_for_good_and_pushes_nothing() {
         .await
         .unwrap_err();
     assert!(!error.is_retryable(), "{error}");
-    let PublishError::Push { failure, .. } = &error else {
+    let PublishError::Push(PushError { failure, .. }) = &error else {
         panic!("expected a push failure, got {error:?}");
     };
     assert_eq!(*failure, PushFailure::Refused);
@@ -632,7 +632,7 @@ async fn github_a_protected_branch_is_rejected_not_retried() {
     let error = publish::publish(gh.forge.as_ref(), &db.db, &workspace, &run.publication())
         .await
         .unwrap_err();
-    let PublishError::Push { failure, .. } = &error else {
+    let PublishError::Push(PushError { failure, .. }) = &error else {
         panic!("expected a push failure, got {error:?}");
     };
     assert_eq!(*failure, PushFailure::Rejected, "{error}");
@@ -830,7 +830,7 @@ async fn gitlab_a_token_that_may_not_push_fails_for_good_and_pushes_nothing() {
     let error = publish::publish(gl.forge.as_ref(), &db.db, &workspace, &run.publication())
         .await
         .unwrap_err();
-    let PublishError::Push { failure, .. } = &error else {
+    let PublishError::Push(PushError { failure, .. }) = &error else {
         panic!("expected a push failure, got {error:?}");
     };
     assert_eq!(*failure, PushFailure::Refused, "{error}");

@@ -8,9 +8,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use planwright::config::QueueSettings;
+use planwright::jobs::{Handler, Job, JobError, Waker, Worker};
 use planwright::session::dispatch::JobKind;
 use planwright::store::{Db, jobs, now_ms};
-use planwright::worker::{Handler, Job, JobError, Waker, Worker};
 use support::{TestDb, eventually};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;

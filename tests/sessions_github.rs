@@ -9,7 +9,7 @@ use planwright::event::Forge;
 use planwright::ids::{CommitSha, IssueNumber, RepoName};
 use planwright::server::Role;
 use planwright::session::dispatch;
-use planwright::session::state::SessionState;
+use planwright::store::state::SessionState;
 use planwright::store::{audit, jobs, sessions};
 use serde_json::{Value, json};
 use support::fake_forge::{APP_ID, APP_SLUG, FakeGithub, FakeUser, app_key};

@@ -276,7 +276,7 @@ async fn bad_input_is_refused_with_exit_2_and_says_what_is_wrong() {
 async fn publishing_into_a_local_checkout_never_moves_a_branch_holding_other_commits() {
     use planwright::forge::Forge;
     use planwright::forge::local::{LocalForge, LocalIssue};
-    use planwright::publish::{self, PublishError, PushFailure};
+    use planwright::git::push::{self, PushFailure};
 
     let dir = tempfile::tempdir().unwrap();
     let repo = calc_repo(dir.path());
@@ -330,17 +330,14 @@ async fn publishing_into_a_local_checkout_never_moves_a_branch_holding_other_com
     };
 
     let first = commit("first result");
-    publish::push(&source, &remote, branch).await.unwrap();
+    push::push(&source, &remote, branch).await.unwrap();
     assert_eq!(git(&repo, &["rev-parse", branch]), first);
     // The same commit again (a lost answer repeated) is a success.
-    publish::push(&source, &remote, branch).await.unwrap();
+    push::push(&source, &remote, branch).await.unwrap();
 
     let other = commit("another result");
-    let error = publish::push(&source, &remote, branch).await.unwrap_err();
-    let PublishError::Push { failure, .. } = &error else {
-        panic!("expected a push failure, got {error:?}");
-    };
-    assert_eq!(*failure, PushFailure::Rejected, "{error}");
+    let error = push::push(&source, &remote, branch).await.unwrap_err();
+    assert_eq!(error.failure, PushFailure::Rejected, "{error}");
     assert_ne!(other, first);
     assert_eq!(git(&repo, &["rev-parse", branch]), first);
     // The checkout itself is untouched.

@@ -12,13 +12,11 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use planwright::config::repo::{RepoConfig, RootFiles};
 use planwright::contract::{Contract, FileAction, FileChange};
 use planwright::forge::GitRemote;
+use planwright::git::{MirrorCache, MirrorKey, Outcome, Workspace, WorkspaceRequest, Workspaces};
 use planwright::ids::{CommitSha, IssueNumber, RepoName};
-use planwright::repo_config::{RepoConfig, RootFiles};
-use planwright::sandbox::workspace::{
-    MirrorCache, MirrorKey, Outcome, Workspace, WorkspaceRequest, Workspaces,
-};
 use planwright::sandbox::{Bwrap, Limits};
 use planwright::verify::{
     Class, Phase, Plan, RunSet, Severity, Verdict, VerificationReport, Verifier,

@@ -10,11 +10,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use planwright::forge::GitRemote;
-use planwright::ids::{CommitSha, IssueNumber, RepoName};
-use planwright::sandbox::workspace::{
+use planwright::git::{
     Author, Change, ChangedFile, MirrorCache, MirrorKey, Outcome, WorkspaceError, WorkspaceRequest,
     Workspaces,
 };
+use planwright::ids::{CommitSha, IssueNumber, RepoName};
 use secrecy::SecretString;
 use sha2::{Digest, Sha256};
 

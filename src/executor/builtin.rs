@@ -22,7 +22,7 @@ use super::{
 };
 use crate::distill;
 use crate::llm::{ChatModel, ChatRequest, ContentBlock, Message, ModelError, Role, Tool};
-use crate::planner::tools::RepoTools;
+use crate::repo_tools::RepoTools;
 use crate::sandbox::{self, Exit, Sandbox, SandboxError};
 
 /// Longest one `run` may take, whatever the model asks.

@@ -16,7 +16,7 @@ use super::{
 };
 use crate::distill;
 use crate::ids::{RunId, SessionId};
-use crate::llm::proxy::Capabilities;
+use crate::metering::proxy::Capabilities;
 use crate::sandbox::{self, Exit, Sandbox};
 
 /// Where the contract is written, relative to the sandbox's workspace root: outside the

@@ -15,10 +15,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::contract::Contract;
+use crate::git::Workspace;
 use crate::llm::ModelError;
-use crate::llm::usage::Budget;
+use crate::metering::Budget;
 use crate::sandbox::SandboxError;
-use crate::sandbox::workspace::Workspace;
 
 pub use agent::AgentExecutor;
 pub use builtin::Builtin;

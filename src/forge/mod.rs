@@ -5,10 +5,9 @@
 pub mod github;
 pub mod gitlab;
 pub mod local;
+pub mod repo_config;
 
-use std::fmt;
 use std::future::Future;
-use std::str::FromStr;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -46,56 +45,7 @@ pub struct Comment {
     pub created_at: Option<i64>,
 }
 
-/// A user's access to a repository, ordered so that `permission >= Permission::Write` is
-/// the authorization check.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Permission {
-    None,
-    Read,
-    Triage,
-    Write,
-    Maintain,
-    Admin,
-}
-
-impl Permission {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Permission::None => "none",
-            Permission::Read => "read",
-            Permission::Triage => "triage",
-            Permission::Write => "write",
-            Permission::Maintain => "maintain",
-            Permission::Admin => "admin",
-        }
-    }
-}
-
-impl fmt::Display for Permission {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-#[derive(Debug, thiserror::Error)]
-#[error("`{0}` is not a permission level (none, read, triage, write, maintain, admin)")]
-pub struct UnknownPermission(String);
-
-impl FromStr for Permission {
-    type Err = UnknownPermission;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(match s.trim().to_ascii_lowercase().as_str() {
-            "none" => Permission::None,
-            "read" | "pull" => Permission::Read,
-            "triage" => Permission::Triage,
-            "write" | "push" => Permission::Write,
-            "maintain" => Permission::Maintain,
-            "admin" => Permission::Admin,
-            _ => return Err(UnknownPermission(s.to_owned())),
-        })
-    }
-}
+pub use crate::ids::{Permission, UnknownPermission};
 
 /// The reactions both forges offer; planwright uses them to acknowledge a command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -200,9 +150,7 @@ pub struct GitRemote {
     pub password: SecretString,
 }
 
-/// The longest text GitHub accepts in a check run's summary or text (and, with margin,
-/// a comment body).
-pub const GITHUB_TEXT_LIMIT: usize = 65_535;
+pub use crate::markdown::GITHUB_TEXT_LIMIT;
 
 /// `text` cut to at most `limit` bytes on a character boundary, ending with a note that
 /// says how much was left out, so a reader never mistakes a cut report for a whole one.

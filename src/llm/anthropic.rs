@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::{
     ChatFuture, ChatModel, ChatRequest, ChatResponse, ChatStream, ContentBlock, Endpoint,
-    HttpOptions, ModelError, ModelName, Provider, Role, StopReason, Usage, decode_error, sse,
+    FinishReason, HttpOptions, ModelError, ModelName, Provider, Role, Usage, decode_error, sse,
 };
 
 pub(crate) const API_VERSION: &str = "2023-06-01";
@@ -161,13 +161,13 @@ fn parse_response(answer: &Value) -> Result<ChatResponse, ModelError> {
     })
 }
 
-fn stop_reason(wire: Option<&str>) -> Result<StopReason, ModelError> {
+fn stop_reason(wire: Option<&str>) -> Result<FinishReason, ModelError> {
     Ok(match wire {
-        Some("end_turn") => StopReason::EndTurn,
-        Some("tool_use") => StopReason::ToolUse,
-        Some("max_tokens") => StopReason::MaxTokens,
-        Some("stop_sequence") => StopReason::StopSequence,
-        Some(other) => StopReason::Other(other.to_owned()),
+        Some("end_turn") => FinishReason::EndTurn,
+        Some("tool_use") => FinishReason::ToolUse,
+        Some("max_tokens") => FinishReason::MaxTokens,
+        Some("stop_sequence") => FinishReason::StopSequence,
+        Some(other) => FinishReason::Other(other.to_owned()),
         None => return Err(decode_error(Provider::Anthropic, "no `stop_reason`")),
     })
 }
@@ -306,7 +306,7 @@ impl ChatStream for MessageStream {
 }
 
 /// A `usage` object of the Messages API (answers and stream events alike).
-pub(super) fn parse_usage(usage: &Value) -> Usage {
+pub(crate) fn parse_usage(usage: &Value) -> Usage {
     let count = |key: &str| usage[key].as_u64().unwrap_or(0);
     Usage {
         input_tokens: count("input_tokens"),
@@ -318,7 +318,7 @@ pub(super) fn parse_usage(usage: &Value) -> Usage {
 
 /// A stream's `message_delta` usage: running totals for output and, on newer API
 /// versions, final input counts; a count it leaves out keeps its earlier value.
-pub(super) fn apply_usage_delta(usage: &mut Usage, delta: &Value) {
+pub(crate) fn apply_usage_delta(usage: &mut Usage, delta: &Value) {
     let set = |slot: &mut u64, key: &str| {
         if let Some(n) = delta[key].as_u64() {
             *slot = n;
@@ -368,7 +368,7 @@ mod tests {
                 input: json!({}),
             }]
         );
-        assert_eq!(answer.stop_reason, StopReason::ToolUse);
+        assert_eq!(answer.stop_reason, FinishReason::ToolUse);
         assert_eq!(
             (answer.usage.input_tokens, answer.usage.output_tokens),
             (3, 7)

@@ -5,9 +5,7 @@
 
 pub mod anthropic;
 pub mod openai;
-pub mod proxy;
-mod sse;
-pub mod usage;
+pub(crate) mod sse;
 
 use std::fmt;
 use std::future::Future;
@@ -24,78 +22,7 @@ use tracing::warn;
 
 use crate::config::ModelSettings;
 
-/// The vendors planwright has a client for. OpenAI-compatible local servers (vLLM,
-/// llama.cpp, Ollama) are `OpenAi` with another base URL.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Provider {
-    Anthropic,
-    OpenAi,
-}
-
-impl Provider {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Provider::Anthropic => "anthropic",
-            Provider::OpenAi => "openai",
-        }
-    }
-}
-
-impl fmt::Display for Provider {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A model as settings name it: `provider:model`, e.g. `anthropic:claude-sonnet-4-5`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct ModelName {
-    pub provider: Provider,
-    pub model: String,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum InvalidModelName {
-    #[error(
-        "`{0}` is not a model name of the form provider:model (e.g. anthropic:claude-sonnet-4-5)"
-    )]
-    Malformed(String),
-    #[error("`{name}` names the unknown provider `{provider}` (known: anthropic, openai)")]
-    UnknownProvider { name: String, provider: String },
-}
-
-impl ModelName {
-    pub fn parse(name: &str) -> Result<Self, InvalidModelName> {
-        let trimmed = name.trim();
-        let Some((provider, model)) = trimmed.split_once(':') else {
-            return Err(InvalidModelName::Malformed(name.to_owned()));
-        };
-        let model = model.trim();
-        if model.is_empty() || model.chars().any(char::is_whitespace) {
-            return Err(InvalidModelName::Malformed(name.to_owned()));
-        }
-        let provider = match provider.trim() {
-            "anthropic" => Provider::Anthropic,
-            "openai" => Provider::OpenAi,
-            other => {
-                return Err(InvalidModelName::UnknownProvider {
-                    name: name.to_owned(),
-                    provider: other.to_owned(),
-                });
-            }
-        };
-        Ok(Self {
-            provider,
-            model: model.to_owned(),
-        })
-    }
-}
-
-impl fmt::Display for ModelName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.provider, self.model)
-    }
-}
+pub use crate::ids::{InvalidModelName, ModelName, Provider};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
@@ -156,7 +83,7 @@ pub struct ChatRequest {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StopReason {
+pub enum FinishReason {
     EndTurn,
     ToolUse,
     MaxTokens,
@@ -194,7 +121,7 @@ impl std::ops::AddAssign for Usage {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChatResponse {
     pub content: Vec<ContentBlock>,
-    pub stop_reason: StopReason,
+    pub stop_reason: FinishReason,
     pub usage: Usage,
 }
 
@@ -396,7 +323,7 @@ fn http_client(options: &HttpOptions) -> anyhow::Result<reqwest::Client> {
 }
 
 /// A header value holding a secret, marked so it is never printed.
-fn secret_header(value: &str, what: &str) -> anyhow::Result<HeaderValue> {
+pub(crate) fn secret_header(value: &str, what: &str) -> anyhow::Result<HeaderValue> {
     let mut header = HeaderValue::from_str(value)
         .map_err(|_| anyhow::anyhow!("Cannot use the {what}: it is not a valid header value"))?;
     header.set_sensitive(true);
@@ -601,7 +528,7 @@ fn transport(provider: Provider, e: &reqwest::Error) -> ModelError {
     }
 }
 
-fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut text = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::{
     ChatFuture, ChatModel, ChatRequest, ChatResponse, ChatStream, ContentBlock, Endpoint,
-    HttpOptions, ModelError, ModelName, Provider, Role, StopReason, Usage, decode_error, sse,
+    FinishReason, HttpOptions, ModelError, ModelName, Provider, Role, Usage, decode_error, sse,
 };
 
 const OPENAI_URL: &str = "https://api.openai.com/v1";
@@ -230,18 +230,18 @@ fn response(
         });
     }
     let stop_reason = match finish_reason {
-        Some("stop") => StopReason::EndTurn,
-        Some("tool_calls" | "function_call") => StopReason::ToolUse,
-        Some("length") => StopReason::MaxTokens,
-        Some(other) => StopReason::Other(other.to_owned()),
+        Some("stop") => FinishReason::EndTurn,
+        Some("tool_calls" | "function_call") => FinishReason::ToolUse,
+        Some("length") => FinishReason::MaxTokens,
+        Some(other) => FinishReason::Other(other.to_owned()),
         // Some local servers leave it out; tool calls still mean the model waits on them.
         None if content
             .iter()
             .any(|b| matches!(b, ContentBlock::ToolUse { .. })) =>
         {
-            StopReason::ToolUse
+            FinishReason::ToolUse
         }
-        None => StopReason::EndTurn,
+        None => FinishReason::EndTurn,
     };
     Ok(ChatResponse {
         content,
@@ -327,7 +327,7 @@ impl ChatStream for CompletionStream {
 }
 
 /// A Chat Completions `usage` object (answers and the final stream chunk alike).
-pub(super) fn parse_usage(usage: &Value) -> Usage {
+pub(crate) fn parse_usage(usage: &Value) -> Usage {
     let prompt = usage["prompt_tokens"].as_u64().unwrap_or(0);
     let cached = usage["prompt_tokens_details"]["cached_tokens"]
         .as_u64()
@@ -342,7 +342,7 @@ pub(super) fn parse_usage(usage: &Value) -> Usage {
 }
 
 /// A Responses API `usage` object, which names the same counts differently.
-pub(super) fn parse_responses_usage(usage: &Value) -> Usage {
+pub(crate) fn parse_responses_usage(usage: &Value) -> Usage {
     let input = usage["input_tokens"].as_u64().unwrap_or(0);
     let cached = usage["input_tokens_details"]["cached_tokens"]
         .as_u64()
@@ -398,7 +398,7 @@ mod tests {
                 },
             ]
         );
-        assert_eq!(answer.stop_reason, StopReason::ToolUse);
+        assert_eq!(answer.stop_reason, FinishReason::ToolUse);
     }
 
     #[test]

@@ -3,8 +3,8 @@
 //! context stays small and on what matters however long the investigation runs.
 
 pub mod dossier;
+pub mod reviewer;
 pub mod scout;
-pub mod tools;
 pub mod untrusted;
 
 use std::fmt::Write as _;
@@ -13,16 +13,16 @@ use std::pin::Pin;
 
 use serde_json::{Value, json};
 
+use crate::config::repo::RepoConfig;
 use crate::contract::{Base, Contract};
 use crate::forge::Issue;
 use crate::ids::RepoName;
 use crate::llm::{ChatModel, ChatRequest, ContentBlock, Message, ModelError, Role, Tool};
-use crate::repo_config::RepoConfig;
 use crate::sandbox::Sandbox;
 
+use crate::repo_tools::RepoTools;
 pub use dossier::Dossier;
 use scout::Scout;
-use tools::RepoTools;
 
 const SYSTEM: &str = "You are the planner of planwright. A maintainer asked you to plan the \
 work for an issue. You do not write code: you investigate and then write a build contract \

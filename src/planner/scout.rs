@@ -8,9 +8,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::dossier::ScoutReport;
-use super::tools::RepoTools;
 use crate::distill;
 use crate::llm::{ChatModel, ChatRequest, ContentBlock, Message, ModelError, Role, Tool};
+use crate::repo_tools::RepoTools;
 use crate::sandbox::{self, Sandbox};
 
 const SYSTEM: &str = "You are a scout for a planner that will write a build contract. \

@@ -51,7 +51,7 @@ pub enum Enforced {
 }
 
 /// The kernel's Landlock ABI version; below 1 when it has none.
-pub(super) fn abi() -> i64 {
+pub(crate) fn abi() -> i64 {
     // SAFETY: the documented probe: a null attribute of size 0 with the version flag.
     unsafe {
         libc::syscall(

@@ -5,13 +5,11 @@
 
 pub mod bwrap;
 pub mod cgroup;
-pub mod doctor;
 pub mod egress;
-mod landlock;
+pub mod landlock;
 mod process;
 pub mod relay;
 mod seccomp;
-pub mod workspace;
 
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;

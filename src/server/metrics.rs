@@ -16,7 +16,7 @@ use secrecy::SecretString;
 
 use super::AppState;
 use crate::sandbox::{Output, SandboxError};
-use crate::session::state::SessionState;
+use crate::store::state::SessionState;
 use crate::store::{Db, deliveries, jobs, model_usage, now_ms, runs, sessions};
 
 const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";

@@ -21,9 +21,9 @@ use tracing::{info, warn};
 
 use crate::app::{App, Forges};
 use crate::config::Settings;
-use crate::llm::proxy::{self, Capabilities, ModelProxy, ProxyState};
+use crate::jobs::{Handler, Waker, Worker};
+use crate::metering::proxy::{self, Capabilities, ModelProxy, ProxyState};
 use crate::store::Db;
-use crate::worker::{Handler, Waker, Worker};
 
 #[derive(Clone)]
 pub struct AppState {

@@ -765,6 +765,65 @@ pub fn escape(text: &str) -> String {
     out
 }
 
+/// `planwright setup`: serves the registration page on a one-shot local listener, waits
+/// for GitHub to send the browser back, stores the credentials and stops.
+pub async fn setup_from_terminal(
+    settings: Settings,
+    listen: std::net::SocketAddr,
+    org: Option<String>,
+) -> anyhow::Result<RegisteredApp> {
+    use anyhow::{Context as _, bail};
+    if let Some(org) = &org {
+        onboarding::check_org(org)?;
+    }
+    if let Some(id) = settings.github.app_id {
+        bail!(
+            "Cannot set up a GitHub App: app {id} is configured already (GITHUB_APP_ID, or {} under DATA_DIR); remove it first to register another",
+            onboarding::CREDENTIALS_FILE
+        );
+    }
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("Could not listen on {listen}"))?;
+    let addr = listener.local_addr()?;
+    let local = format!("http://{addr}");
+    let settings = Arc::new(settings);
+    let forges = Arc::new(crate::app::Forges::from_settings(&settings)?);
+    let (done, mut registered) = tokio::sync::mpsc::unbounded_channel();
+    let onboarding = Onboarding::new(settings.clone(), forges, &local)
+        .notify(done)
+        .with_org(org);
+    let router = terminal_router(onboarding.clone());
+    let stop = tokio_util::sync::CancellationToken::new();
+    let stopped = stop.clone();
+    let server = tokio::spawn(async move {
+        axum::serve(listener, router)
+            .with_graceful_shutdown(async move { stopped.cancelled().await })
+            .await
+    });
+    println!(
+        "Open {} in a browser on this machine to register planwright's GitHub App.",
+        onboarding.setup_url()
+    );
+    println!(
+        "GitHub will send its webhooks to {}/webhooks/github (PUBLIC_URL).",
+        settings.public_url
+    );
+    let app = tokio::select! {
+        app = registered.recv() => app.context("The setup listener stopped before GitHub answered")?,
+        _ = tokio::signal::ctrl_c() => {
+            stop.cancel();
+            bail!("Setup was interrupted before GitHub answered");
+        }
+    };
+    stop.cancel();
+    server
+        .await
+        .context("The setup listener panicked")?
+        .context("The setup listener failed")?;
+    Ok(app)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

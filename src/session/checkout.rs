@@ -7,9 +7,9 @@ use crate::app::App;
 use crate::contract::Base;
 use crate::event;
 use crate::forge::Forge;
+use crate::git::{MirrorKey, Outcome, Workspace, WorkspaceError, WorkspaceRequest};
 use crate::ids::{IssueNumber, RepoName};
-use crate::sandbox::workspace::{MirrorKey, Outcome, Workspace, WorkspaceError, WorkspaceRequest};
-use crate::worker::JobError;
+use crate::jobs::JobError;
 
 pub struct Checkout {
     workspace: Workspace,

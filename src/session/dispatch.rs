@@ -11,8 +11,8 @@ use super::execute;
 use super::flow::{self, ExecuteJob, PlanJob};
 use crate::app::App;
 use crate::event::{Event, Forge, RepoEvent};
+use crate::jobs::{Handler, Job, JobError};
 use crate::store::{Db, audit, installations, jobs};
-use crate::worker::{Handler, Job, JobError};
 
 /// A job as the session layer knows it. The stored kind names (`event`, `plan`,
 /// `execute`) and payloads are those of rows already in the queue.

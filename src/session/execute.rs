@@ -15,31 +15,30 @@ use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 
 use super::flow::{ExecuteJob, comment_url, update_status};
-use super::review::{self, ReviewRequest};
-use super::state::SessionState;
-use crate::agent_cli::AgentCli;
 use crate::app::App;
+use crate::config::repo::{BoundSettings, ExecutorKind, RepoConfig};
 use crate::contract::{Contract, ContractHash, ContractVersion};
 use crate::event;
+use crate::executor::agent::AgentCli;
 use crate::executor::{
     self, AgentExecutor, Builtin, CommandExecutor, Executor, ExecutorError, ExecutorTask, Feedback,
     ProxyAccess, StopReason,
 };
 use crate::forge::Forge;
+use crate::forge::repo_config::LoadError;
+use crate::git::{Author, MirrorKey, Outcome, RESULT_MAX_BYTES, Workspace, WorkspaceRequest};
 use crate::ids::{CommitSha, IssueNumber, RepoName, RunId, SessionId};
-use crate::llm::proxy::ProxyListen;
-use crate::llm::usage::{Budget, ModelRole};
+use crate::jobs::JobError;
 use crate::llm::{ModelError, Provider};
+use crate::metering::proxy::ProxyListen;
+use crate::metering::{Budget, ModelRole};
+use crate::planner::reviewer::{self as review, ReviewRequest};
 use crate::publish::{self, Publication, PublishError, Published, PushFailure, RunResult};
-use crate::repo_config::{BoundSettings, ExecutorKind, LoadError, RepoConfig};
 use crate::sandbox::Sandbox;
-use crate::sandbox::workspace::{
-    Author, MirrorKey, Outcome, RESULT_MAX_BYTES, Workspace, WorkspaceRequest,
-};
 use crate::store::runs::{self, RunState};
+use crate::store::state::SessionState;
 use crate::store::{audit, sessions};
 use crate::verify::{self, Verifier, VerifyError};
-use crate::worker::JobError;
 
 /// How often a running executor's session is looked at for a cancellation.
 const CANCEL_POLL: std::time::Duration = std::time::Duration::from_secs(2);
@@ -243,7 +242,7 @@ impl Execution<'_> {
                 ))
             });
         }
-        match RepoConfig::load(self.forge, &self.repo, Some(self.forge_kind)).await {
+        match crate::forge::repo_config::load(self.forge, &self.repo, Some(self.forge_kind)).await {
             Ok(c) => Ok(c),
             Err(LoadError::Config(e)) => Err(Stop::Fail(format!(
                 "The repository's settings are not valid.\n\n{e}"
@@ -322,7 +321,7 @@ impl Execution<'_> {
             Err(e) if !e.is_retryable() => String::new(),
             Err(e) => return Err(e.into()),
         };
-        Ok(crate::sandbox::workspace::branch_name(self.issue, &title))
+        Ok(crate::git::branch_name(self.issue, &title))
     }
 
     fn mirror(&self) -> Result<MirrorKey, Stop> {
@@ -341,7 +340,7 @@ impl Execution<'_> {
         };
         match self.app.workspaces.create_on(&request, branch).await {
             Ok(w) => Ok(w),
-            Err(e @ crate::sandbox::workspace::WorkspaceError::Fetch { refused: false, .. }) => {
+            Err(e @ crate::git::WorkspaceError::Fetch { refused: false, .. }) => {
                 Err(Stop::Job(JobError::Retryable(e.into())))
             }
             Err(e) => Err(Stop::Fail(format!(
@@ -841,12 +840,12 @@ impl Execution<'_> {
                     // The workspace stays (dropped unfinished) for the job's next attempt.
                     return Err(Stop::Job(JobError::Retryable(e.into())));
                 }
-                Err(PublishError::Push {
+                Err(PublishError::Push(publish::PushError {
                     branch,
                     failure: PushFailure::Rejected,
                     message,
                     ..
-                }) => {
+                })) => {
                     return Err(Stop::Fail(format!(
                         "The forge refused the push to `{branch}` ({message}). planwright never \
                      overwrites a branch holding commits it did not make; delete the branch \

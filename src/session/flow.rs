@@ -12,22 +12,23 @@ use tracing::{info, warn};
 
 use super::commands::{self, Command};
 use super::dispatch::JobKind;
-use super::state::SessionState;
 use crate::app::App;
+use crate::config::repo::{BoundSettings, RepoConfig};
 use crate::contract::{
     Base, Contract, ContractMarker, ContractVersion, RenderContext, SourceLinks,
 };
 use crate::event::{self, Actor, RepoEvent, RepoEventKind, Thread};
+use crate::forge::repo_config::{self, LoadError};
 use crate::forge::{Forge, ForgeError, LabelChange, Reaction};
 use crate::ids::{CommentId, CommitSha, IssueNumber, RepoName, SessionId};
+use crate::jobs::JobError;
 use crate::llm::ModelError;
-use crate::llm::usage::{Budget, ModelRole};
-use crate::planner::tools::RepoTools;
+use crate::metering::{Budget, ModelRole};
 use crate::planner::{Dossier, PlanError, PlanRequest, Planner, PlannerOptions};
-use crate::repo_config::{BoundSettings, LoadError, RepoConfig};
+use crate::repo_tools::RepoTools;
 use crate::store::runs::RunState;
+use crate::store::state::SessionState;
 use crate::store::{audit, jobs, sessions};
-use crate::worker::JobError;
 
 /// Attempts a session job gets before it is dead-lettered; planning failures a person
 /// must see are handled inside the job, so these are for outages.
@@ -112,14 +113,15 @@ async fn on_labeled(
     if is_bot(forge.as_ref(), actor).await? {
         return Ok(());
     }
-    let config = match RepoConfig::load_policy(forge.as_ref(), &event.repo, Some(event.forge)).await
+    let config = match repo_config::load_policy(forge.as_ref(), &event.repo, Some(event.forge))
+        .await
     {
         Ok(c) => c,
         Err(LoadError::Config(e)) => {
             // Only worth saying when the label could have been ours.
             if labels
                 .iter()
-                .any(|l| l.eq_ignore_ascii_case(crate::repo_config::DEFAULT_LABEL))
+                .any(|l| l.eq_ignore_ascii_case(crate::config::repo::DEFAULT_LABEL))
             {
                 forge
                     .create_comment(
@@ -218,12 +220,12 @@ async fn on_unlabeled(
     ) {
         return Ok(());
     }
-    let config = match RepoConfig::load_policy(forge.as_ref(), &event.repo, Some(event.forge)).await
-    {
-        Ok(c) => c,
-        Err(LoadError::Config(_)) => return Ok(()),
-        Err(LoadError::Forge(e)) => return Err(e.into()),
-    };
+    let config =
+        match repo_config::load_policy(forge.as_ref(), &event.repo, Some(event.forge)).await {
+            Ok(c) => c,
+            Err(LoadError::Config(_)) => return Ok(()),
+            Err(LoadError::Forge(e)) => return Err(e.into()),
+        };
     if !labels.iter().any(|l| l.eq_ignore_ascii_case(&config.label)) {
         return Ok(());
     }
@@ -501,23 +503,23 @@ async fn on_comment(
             return Ok(());
         }
     }
-    let config = match RepoConfig::load_policy(forge.as_ref(), &event.repo, Some(event.forge)).await
-    {
-        Ok(c) => c,
-        Err(LoadError::Config(e)) => {
-            forge
-                .create_comment(
-                    &event.repo,
-                    issue,
-                    &format!(
-                        "planwright cannot act: the repository's settings are not valid.\n\n{e}"
-                    ),
-                )
-                .await?;
-            return Ok(());
-        }
-        Err(LoadError::Forge(e)) => return Err(e.into()),
-    };
+    let config =
+        match repo_config::load_policy(forge.as_ref(), &event.repo, Some(event.forge)).await {
+            Ok(c) => c,
+            Err(LoadError::Config(e)) => {
+                forge
+                    .create_comment(
+                        &event.repo,
+                        issue,
+                        &format!(
+                            "planwright cannot act: the repository's settings are not valid.\n\n{e}"
+                        ),
+                    )
+                    .await?;
+                return Ok(());
+            }
+            Err(LoadError::Forge(e)) => return Err(e.into()),
+        };
     let command = match command {
         Ok(c) => c,
         Err(e) => {
@@ -615,18 +617,18 @@ async fn on_pull_comment(
             .await
             .map(|_| ())
     };
-    let config = match RepoConfig::load_policy(forge.as_ref(), &event.repo, Some(event.forge)).await
-    {
-        Ok(c) => c,
-        Err(LoadError::Config(e)) => {
-            reply(format!(
-                "planwright cannot act: the repository's settings are not valid.\n\n{e}"
-            ))
-            .await?;
-            return Ok(());
-        }
-        Err(LoadError::Forge(e)) => return Err(e.into()),
-    };
+    let config =
+        match repo_config::load_policy(forge.as_ref(), &event.repo, Some(event.forge)).await {
+            Ok(c) => c,
+            Err(LoadError::Config(e)) => {
+                reply(format!(
+                    "planwright cannot act: the repository's settings are not valid.\n\n{e}"
+                ))
+                .await?;
+                return Ok(());
+            }
+            Err(LoadError::Forge(e)) => return Err(e.into()),
+        };
     if !permitted(
         forge.as_ref(),
         event,
@@ -1215,7 +1217,7 @@ async fn plan_and_post(
     };
     let config_budget = match &bound {
         Some(b) => Some(b.budget_usd),
-        None => RepoConfig::load_policy(forge, repo, Some(forge_kind))
+        None => repo_config::load_policy(forge, repo, Some(forge_kind))
             .await
             .map(|c| c.budget_usd)
             .ok(),

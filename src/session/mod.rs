@@ -8,5 +8,3 @@ pub mod commands;
 pub mod dispatch;
 pub mod execute;
 pub mod flow;
-pub mod review;
-pub mod state;

@@ -9,6 +9,7 @@ pub mod jobs;
 pub mod model_usage;
 pub mod runs;
 pub mod sessions;
+pub mod state;
 
 use std::path::Path;
 use std::str::FromStr;

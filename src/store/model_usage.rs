@@ -9,7 +9,6 @@ use anyhow::Result;
 use super::{Db, now_ms};
 use crate::ids::{RunId, SessionId};
 use crate::llm::Usage;
-use crate::llm::usage::Budget;
 
 /// Woken whenever this process releases a hold, for calls waiting on a full budget.
 pub(crate) static RELEASED: tokio::sync::Notify = tokio::sync::Notify::const_new();
@@ -341,4 +340,49 @@ pub async fn totals(db: &Db) -> Result<Vec<Totals>> {
     )
     .fetch_all(&db.pool)
     .await?)
+}
+/// Limits on what a session or a run may use; `None` is no limit of that kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Budget {
+    pub max_microusd: Option<i64>,
+    pub max_tokens: Option<u64>,
+}
+
+impl Budget {
+    pub fn usd(usd: f64) -> Self {
+        Self {
+            max_microusd: Some((usd * 1_000_000.0).round() as i64),
+            max_tokens: None,
+        }
+    }
+
+    pub fn tokens(tokens: u64) -> Self {
+        Self {
+            max_microusd: None,
+            max_tokens: Some(tokens),
+        }
+    }
+
+    /// The refusal, if `spent` has reached either limit: what was spent and the limit.
+    pub fn check(&self, spent: &Spent) -> Option<(String, String)> {
+        if let Some(limit) = self.max_microusd
+            && spent.cost_microusd >= limit
+        {
+            return Some((usd(spent.cost_microusd), usd(limit)));
+        }
+        if let Some(limit) = self.max_tokens
+            && spent.tokens >= limit as i64
+        {
+            return Some((
+                format!("{} tokens", spent.tokens),
+                format!("{limit} tokens"),
+            ));
+        }
+        None
+    }
+}
+
+/// Micro-USD as the dollars a person reads.
+pub fn usd(microusd: i64) -> String {
+    format!("${:.4}", microusd as f64 / 1_000_000.0)
 }

@@ -8,7 +8,7 @@ use sqlx::AnyConnection;
 use super::{Db, now_ms};
 use crate::event::Forge;
 use crate::ids::{InstallationId, IssueNumber, PullNumber, RepoName, SessionId};
-use crate::session::state::SessionState;
+use crate::store::state::SessionState;
 
 #[derive(Debug, Clone, sqlx::FromRow, serde::Serialize)]
 pub struct SessionRow {

@@ -19,9 +19,9 @@ use std::time::{Duration, Instant};
 
 use hmac::{Hmac, Mac};
 use planwright::config::Settings;
+use planwright::jobs::Handler;
 use planwright::server::{self, Role, Running};
 use planwright::store::{Backend, Db};
-use planwright::worker::Handler;
 use sha2::Sha256;
 use sqlx::Connection;
 
@@ -185,7 +185,7 @@ impl TestServer {
     }
 
     /// The model proxy the server runs (roles that run executors only).
-    pub fn model_proxy(&self) -> Option<&planwright::llm::proxy::ModelProxy> {
+    pub fn model_proxy(&self) -> Option<&planwright::metering::proxy::ModelProxy> {
         self.running.as_ref().and_then(|r| r.model_proxy.as_ref())
     }
 

@@ -3,6 +3,8 @@
 //! a mirror without copying its history (objects shared through `objects/info/alternates`).
 //! Also reads a run's result back: changed files, the diff, and the commit to publish.
 
+pub mod push;
+
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::Write;
@@ -524,7 +526,7 @@ impl Workspaces {
     /// planwright is root, none otherwise.
     pub fn default_owner() -> Option<(u32, u32)> {
         // SAFETY: geteuid has no preconditions.
-        (unsafe { libc::geteuid() } == 0).then_some(super::Bwrap::DEFAULT_HOST_USER)
+        (unsafe { libc::geteuid() } == 0).then_some(crate::sandbox::Bwrap::DEFAULT_HOST_USER)
     }
 
     pub fn cache(&self) -> &Arc<MirrorCache> {

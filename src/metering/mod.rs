@@ -3,31 +3,23 @@
 //! them (`reserve`), and `Metered`, the `ChatModel` wrapper that refuses a call once a
 //! budget is used up and records every call's usage.
 
-use std::collections::BTreeMap;
+pub mod proxy;
+
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
-use serde::Deserialize;
+use anyhow::{Result, bail};
 
-use super::{ChatFuture, ChatModel, ChatRequest, ChatResponse, ModelError, ModelName, Usage};
+use crate::config::prices::Price;
+pub use crate::config::prices::PriceTable;
 use crate::ids::{RunId, SessionId};
+use crate::llm::{ChatFuture, ChatModel, ChatRequest, ChatResponse, ModelError, ModelName, Usage};
 use crate::store::Db;
+pub use crate::store::model_usage::Budget;
+use crate::store::model_usage::usd;
 use crate::store::model_usage::{self, Held, HoldId, Scope, Spent};
 
-/// USD per million tokens of each kind; with these units a token count times a price is
-/// micro-USD, the unit costs are stored in.
-#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Price {
-    pub input: f64,
-    pub output: f64,
-    #[serde(default)]
-    pub cache_read: f64,
-    #[serde(default)]
-    pub cache_write: f64,
-}
-
+/// What a call costs at a price from the settings.
 impl Price {
     /// The most `input` tokens in and `output` tokens out can cost, whatever part of the
     /// input is cached.
@@ -50,86 +42,6 @@ impl Price {
     }
 }
 
-/// Prices by `provider:model`. A dated model (`claude-sonnet-4-5-20250929`) takes the
-/// price of its undated name.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PriceTable {
-    prices: BTreeMap<String, Price>,
-}
-
-/// List prices as published when this table was written; deployments override them with
-/// `MODEL_PRICES` rather than waiting for a release.
-const DEFAULT_PRICES: &[(&str, Price)] = &[
-    ("anthropic:claude-opus-4-5", price(5.0, 25.0, 0.5, 6.25)),
-    ("anthropic:claude-sonnet-4-5", price(3.0, 15.0, 0.3, 3.75)),
-    ("anthropic:claude-haiku-4-5", price(1.0, 5.0, 0.1, 1.25)),
-    ("openai:gpt-5", price(1.25, 10.0, 0.125, 0.0)),
-    ("openai:gpt-5-mini", price(0.25, 2.0, 0.025, 0.0)),
-    ("openai:gpt-4.1", price(2.0, 8.0, 0.5, 0.0)),
-];
-
-const fn price(input: f64, output: f64, cache_read: f64, cache_write: f64) -> Price {
-    Price {
-        input,
-        output,
-        cache_read,
-        cache_write,
-    }
-}
-
-impl Default for PriceTable {
-    fn default() -> Self {
-        Self {
-            prices: DEFAULT_PRICES
-                .iter()
-                .map(|(name, p)| ((*name).to_owned(), *p))
-                .collect(),
-        }
-    }
-}
-
-impl PriceTable {
-    /// The defaults with `text`'s entries added or replaced. `text` is TOML with one table
-    /// per model: `["openai:qwen2.5-coder"]` then `input = 0.0`, `output = 0.0`, and
-    /// optionally `cache_read`, `cache_write`.
-    pub fn with_overrides(text: &str) -> Result<Self> {
-        let overrides: BTreeMap<String, Price> =
-            toml::from_str(text).context("expected TOML tables of input/output prices")?;
-        let mut table = Self::default();
-        for (name, price) in overrides {
-            ModelName::parse(&name)?;
-            for (what, value) in [
-                ("input", price.input),
-                ("output", price.output),
-                ("cache_read", price.cache_read),
-                ("cache_write", price.cache_write),
-            ] {
-                if !(value.is_finite() && value >= 0.0) {
-                    bail!("the {what} price of `{name}` must be a non-negative number");
-                }
-            }
-            table.prices.insert(name, price);
-        }
-        Ok(table)
-    }
-
-    pub fn get(&self, name: &ModelName) -> Option<Price> {
-        let full = name.to_string();
-        if let Some(p) = self.prices.get(&full) {
-            return Some(*p);
-        }
-        // The longest priced name that `full` extends with a `-suffix`.
-        self.prices
-            .iter()
-            .filter(|(known, _)| {
-                full.strip_prefix(known.as_str())
-                    .is_some_and(|rest| rest.starts_with('-'))
-            })
-            .max_by_key(|(known, _)| known.len())
-            .map(|(_, p)| *p)
-    }
-}
-
 /// The work a call is made for; stored with its usage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ModelRole {
@@ -148,51 +60,6 @@ impl ModelRole {
             ModelRole::Reviewer => "reviewer",
         }
     }
-}
-
-/// Limits on what a session or a run may use; `None` is no limit of that kind.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Budget {
-    pub max_microusd: Option<i64>,
-    pub max_tokens: Option<u64>,
-}
-
-impl Budget {
-    pub fn usd(usd: f64) -> Self {
-        Self {
-            max_microusd: Some((usd * 1_000_000.0).round() as i64),
-            max_tokens: None,
-        }
-    }
-
-    pub fn tokens(tokens: u64) -> Self {
-        Self {
-            max_microusd: None,
-            max_tokens: Some(tokens),
-        }
-    }
-
-    /// The refusal, if `spent` has reached either limit: what was spent and the limit.
-    pub fn check(&self, spent: &model_usage::Spent) -> Option<(String, String)> {
-        if let Some(limit) = self.max_microusd
-            && spent.cost_microusd >= limit
-        {
-            return Some((usd(spent.cost_microusd), usd(limit)));
-        }
-        if let Some(limit) = self.max_tokens
-            && spent.tokens >= limit as i64
-        {
-            return Some((
-                format!("{} tokens", spent.tokens),
-                format!("{limit} tokens"),
-            ));
-        }
-        None
-    }
-}
-
-fn usd(microusd: i64) -> String {
-    format!("${:.4}", microusd as f64 / 1_000_000.0)
 }
 
 /// How long a call waits for calls in flight to finish when their holds fill a budget
@@ -426,11 +293,11 @@ fn request_input_estimate(request: &ChatRequest) -> u64 {
     for message in &request.messages {
         for block in &message.content {
             bytes += match block {
-                super::ContentBlock::Text(text) => text.len(),
-                super::ContentBlock::ToolUse { id, name, input } => {
+                crate::llm::ContentBlock::Text(text) => text.len(),
+                crate::llm::ContentBlock::ToolUse { id, name, input } => {
                     id.len() + name.len() + input.to_string().len()
                 }
-                super::ContentBlock::ToolResult {
+                crate::llm::ContentBlock::ToolResult {
                     tool_use_id,
                     content,
                     ..

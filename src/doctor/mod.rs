@@ -2,6 +2,8 @@
 //! migrations, forge credentials, model provider keys, git, executors, disk — plus the
 //! sandbox's own checks (`sandbox::doctor`), one line each saying what to do about it.
 
+pub mod sandbox;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -146,7 +148,7 @@ pub async fn run(settings: &Settings, relay: Option<PathBuf>) -> Vec<Check> {
         out.push(executor(name, program).await);
     }
     out.extend(
-        crate::sandbox::doctor::checks(settings, relay)
+        crate::doctor::sandbox::checks(settings, relay)
             .await
             .into_iter()
             .map(|c| Check {

@@ -2,6 +2,11 @@
 //! variables (DESIGN §10). Every value is checked here, once, with the key named in the
 //! error, so the rest of the program reads typed settings only.
 
+pub mod github_app;
+pub mod prices;
+pub mod repo;
+
+use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -48,7 +53,7 @@ pub struct Settings {
     pub webhook_body_reads: usize,
     pub queue: QueueSettings,
     /// Where the model proxy for executors listens.
-    pub model_proxy: crate::llm::proxy::ProxyListen,
+    pub model_proxy: ProxyListen,
     pub workspaces: WorkspaceSettings,
     /// The operator's secret for registering the GitHub App; without it, one is made at
     /// every start while no app is configured, and printed in the log.
@@ -77,7 +82,7 @@ impl GithubSettings {
     /// These settings with what they leave unset taken from the app registered through the
     /// manifest flow: settings given explicitly always win. The app id and its key go
     /// together, so a key set without an id is replaced as well.
-    pub fn with_registered(&self, app: &crate::onboarding::RegisteredApp) -> GithubSettings {
+    pub fn with_registered(&self, app: &github_app::RegisteredApp) -> GithubSettings {
         let mut merged = self.clone();
         if merged.app_id.is_none() {
             merged.app_id = Some(app.id);
@@ -112,7 +117,7 @@ pub struct ModelSettings {
     pub scout: Option<String>,
     pub executor: Option<String>,
     /// The default prices with `MODEL_PRICES` (inline TOML, or a path to a TOML file) applied.
-    pub prices: crate::llm::usage::PriceTable,
+    pub prices: prices::PriceTable,
 }
 
 /// How the durable job queue behaves.
@@ -266,7 +271,7 @@ impl Settings {
         settings
             .secret_files
             .extend(config_file.map(Path::to_path_buf));
-        if let Some(app) = crate::onboarding::RegisteredApp::load(&settings.data_dir)? {
+        if let Some(app) = github_app::RegisteredApp::load(&settings.data_dir)? {
             settings.github = settings.github.with_registered(&app);
         }
         Ok(settings)
@@ -573,12 +578,12 @@ impl Raw {
         };
         for key in ["planner_model", "scout_model", "executor_model"] {
             if let Some(name) = self.text(key) {
-                crate::llm::ModelName::parse(name)
+                crate::ids::ModelName::parse(name)
                     .with_context(|| format!("Cannot use {}", self.source(key)))?;
             }
         }
         let prices = match self.text("model_prices") {
-            None => crate::llm::usage::PriceTable::default(),
+            None => prices::PriceTable::default(),
             Some(value) => {
                 // Inline TOML always has a `=`; a path never needs one.
                 let text = if value.contains('=') {
@@ -591,7 +596,7 @@ impl Raw {
                         )
                     })?
                 };
-                crate::llm::usage::PriceTable::with_overrides(&text)
+                prices::PriceTable::with_overrides(&text)
                     .with_context(|| format!("Cannot use {}", self.source("model_prices")))?
             }
         };
@@ -618,10 +623,10 @@ impl Raw {
                         self.source("model_proxy_listen")
                     );
                 }
-                crate::llm::proxy::ProxyListen::Tcp(parsed)
+                ProxyListen::Tcp(parsed)
             }
-            (None, Some(path)) => crate::llm::proxy::ProxyListen::Unix(PathBuf::from(path)),
-            (None, None) => crate::llm::proxy::ProxyListen::Unix(data_dir.join("model-proxy.sock")),
+            (None, Some(path)) => ProxyListen::Unix(PathBuf::from(path)),
+            (None, None) => ProxyListen::Unix(data_dir.join("model-proxy.sock")),
         };
         let defaults = QueueSettings::default();
         let queue = QueueSettings {
@@ -755,6 +760,23 @@ impl Raw {
             },
             warnings: self.warnings,
         })
+    }
+}
+
+/// Where the proxy listens. The sandbox reaches it only through a Unix socket mounted
+/// into it (its network namespace has no route to the host's loopback).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProxyListen {
+    Tcp(SocketAddr),
+    Unix(PathBuf),
+}
+
+impl fmt::Display for ProxyListen {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProxyListen::Tcp(addr) => write!(f, "http://{addr}"),
+            ProxyListen::Unix(path) => write!(f, "unix:{}", path.display()),
+        }
     }
 }
 
@@ -914,7 +936,7 @@ mod tests {
             )]),
         )
         .unwrap();
-        let local = crate::llm::ModelName::parse("openai:local").unwrap();
+        let local = crate::ids::ModelName::parse("openai:local").unwrap();
         assert_eq!(s.models.prices.get(&local).unwrap().output, 1.5);
         let err = format!(
             "{:#}",
@@ -926,7 +948,7 @@ mod tests {
 
     #[test]
     fn the_model_proxy_listens_on_a_socket_or_loopback_only() {
-        use crate::llm::proxy::ProxyListen;
+        use ProxyListen;
         let s = Settings::from_sources(None, &env(&[("PLANWRIGHT_DATA_DIR", "/srv/pw")])).unwrap();
         assert_eq!(
             s.model_proxy,
@@ -967,7 +989,7 @@ mod tests {
     fn a_registered_app_fills_only_what_the_settings_leave_unset() {
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().display().to_string();
-        crate::onboarding::RegisteredApp {
+        github_app::RegisteredApp {
             id: 99,
             slug: "pw".into(),
             html_url: "https://github.com/apps/pw".into(),

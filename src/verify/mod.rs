@@ -12,13 +12,13 @@ use std::sync::Arc;
 use anyhow::{Context, anyhow};
 use serde::{Deserialize, Serialize};
 
+use crate::config::repo::{RepoConfig, candidate_paths};
 use crate::contract::{Contract, FileAction};
 use crate::distill::{self, Failure, TestReport, clip};
 use crate::forge::{GITHUB_TEXT_LIMIT, truncate_with_note};
-use crate::planner::tools::glob_matches;
-use crate::repo_config::{RepoConfig, candidate_paths};
+use crate::git::{Change as FileChange, ChangedFile, Workspace, WorkspaceError};
+use crate::repo_tools::glob_matches;
 use crate::sandbox::egress::{Allowlist, EgressProxy};
-use crate::sandbox::workspace::{Change as FileChange, ChangedFile, Workspace, WorkspaceError};
 use crate::sandbox::{Exit, Limits, Output, Sandbox, SandboxError};
 
 /// Failures of one class kept in a report (the counts go on past it).

@@ -11,9 +11,8 @@ use std::path::Path;
 use serde::{Deserialize, Deserializer};
 
 use crate::event;
-use crate::forge::{Forge, ForgeError, Permission};
-use crate::ids::RepoName;
-use crate::llm::ModelName;
+use crate::ids::ModelName;
+use crate::ids::Permission;
 
 /// Where the file is looked for, first found wins.
 pub fn candidate_paths(forge: Option<event::Forge>) -> &'static [&'static str] {
@@ -226,48 +225,6 @@ impl RepoConfig {
         Ok(config)
     }
 
-    /// Reads the first candidate file from the default branch, or the defaults, with the
-    /// commands the file leaves out guessed from the repository's root files.
-    pub async fn load(
-        forge: &dyn Forge,
-        repo: &RepoName,
-        kind: Option<event::Forge>,
-    ) -> Result<RepoConfig, LoadError> {
-        Self::load_with(forge, repo, kind, true).await
-    }
-
-    /// As [`RepoConfig::load`] without probing the root files (one forge request each):
-    /// for deciding who may do what, which needs no guessed commands. `setup`, `test` and
-    /// `network_allow` hold only what the file says.
-    pub async fn load_policy(
-        forge: &dyn Forge,
-        repo: &RepoName,
-        kind: Option<event::Forge>,
-    ) -> Result<RepoConfig, LoadError> {
-        Self::load_with(forge, repo, kind, false).await
-    }
-
-    async fn load_with(
-        forge: &dyn Forge,
-        repo: &RepoName,
-        kind: Option<event::Forge>,
-        guess: bool,
-    ) -> Result<RepoConfig, LoadError> {
-        let root = |guess: bool| async move {
-            if guess {
-                probe_forge(forge, repo).await
-            } else {
-                Ok(RootFiles::default())
-            }
-        };
-        for path in candidate_paths(kind) {
-            if let Some(text) = forge.read_file(repo, path).await? {
-                return Ok(RepoConfig::parse(&text, path, &root(guess).await?)?);
-            }
-        }
-        Ok(RepoConfig::defaults(&root(guess).await?))
-    }
-
     /// The settings as a checkout of one commit holds them (the first candidate file, or
     /// the defaults), with the commands the file leaves out guessed from its root files.
     pub fn from_checkout(
@@ -435,15 +392,6 @@ impl fmt::Display for ConfigError {
 }
 
 impl std::error::Error for ConfigError {}
-
-#[derive(Debug, thiserror::Error)]
-pub enum LoadError {
-    /// The repository's fault: say it on the issue.
-    #[error("{0}")]
-    Config(#[from] ConfigError),
-    #[error(transparent)]
-    Forge(#[from] ForgeError),
-}
 
 /// serde_norway appends " at line N column M" which the error already carries.
 fn tidy(message: &str) -> String {
@@ -674,16 +622,6 @@ impl RootFiles {
         }
         root
     }
-}
-
-async fn probe_forge(forge: &dyn Forge, repo: &RepoName) -> Result<RootFiles, ForgeError> {
-    let mut root = RootFiles::default();
-    for name in PROBED_FILES {
-        if let Some(text) = forge.read_file(repo, name).await? {
-            root.insert(name, text);
-        }
-    }
-    Ok(root)
 }
 
 /// Commands and registry hosts guessed for one repository.

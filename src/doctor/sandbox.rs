@@ -4,9 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
-use super::bwrap::HostUser;
-use super::{Bwrap, Command, Sandbox};
 use crate::config::Settings;
+use crate::sandbox::bwrap::HostUser;
+use crate::sandbox::{Bwrap, Command, Sandbox};
 
 /// One line of the report.
 #[derive(Debug, Clone)]
@@ -40,7 +40,7 @@ pub async fn checks(settings: &Settings, relay: Option<PathBuf>) -> Vec<Check> {
             },
         },
     );
-    let program = super::bwrap::find_on_path("bwrap");
+    let program = crate::sandbox::bwrap::find_on_path("bwrap");
     out.push(Check {
         name: "bubblewrap",
         ok: program.is_some(),
@@ -53,7 +53,7 @@ pub async fn checks(settings: &Settings, relay: Option<PathBuf>) -> Vec<Check> {
         required: bwrap_required,
     });
     out.push(user_namespaces());
-    let abi = super::landlock::abi();
+    let abi = crate::sandbox::landlock::abi();
     out.push(Check {
         name: "landlock",
         ok: abi >= 2,
@@ -125,7 +125,7 @@ fn user_namespaces() -> Check {
 
 /// Whether runs get a control group of their own, by making one as a run would.
 fn control_groups() -> Check {
-    use super::cgroup::{RunGroup, Version};
+    use crate::sandbox::cgroup::{RunGroup, Version};
     let version = match Version::detect() {
         Some(Version::V1) => "cgroup v1",
         Some(Version::V2) => "cgroup v2",
@@ -173,7 +173,7 @@ async fn sandbox_runs(
     required: bool,
 ) -> Vec<Check> {
     let mut out = Vec::new();
-    let bwrap = match Bwrap::new(super::hidden_paths(settings)) {
+    let bwrap = match Bwrap::new(crate::sandbox::hidden_paths(settings)) {
         Ok(b) => b,
         Err(e) => {
             out.push(Check {
@@ -263,7 +263,9 @@ async fn run_true(bwrap: &Bwrap, scratch: &Path, bridge: bool) -> Result<(), Str
             .map_err(|e| format!("Could not listen on {}: {e}", socket.display()))?;
         std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666))
             .map_err(|e| format!("Could not open {} to the sandbox: {e}", socket.display()))?;
-        command.bridges.push(super::Bridge { port: 9999, socket });
+        command
+            .bridges
+            .push(crate::sandbox::Bridge { port: 9999, socket });
         Some(listener)
     } else {
         None

@@ -15,7 +15,7 @@ use sha2::Sha256;
 use tokio::sync::Semaphore;
 
 use crate::ids::{RunId, SessionId};
-use crate::llm::usage::Budget;
+use crate::metering::Budget;
 
 /// Every token starts with this, so a leaked one is recognisable in a secret scanner.
 const PREFIX: &str = "pwcap_";

@@ -1,6 +1,10 @@
-//! The coding CLIs an executor can hand a contract to (Claude Code, Codex): the command
-//! line, environment and prompt file each needs to run offline in the sandbox with the
-//! model proxy as its only provider, and a reading of the JSON events each prints.
+//! The coding-agent executors: Claude Code or Codex run in the sandbox on the task's
+//! prompt, reaching models only through the model proxy with a capability token for this
+//! run, revoked as soon as the CLI ends. Each CLI's command line and event reading is in
+//! its own file; what they share (the prompt file, the run, the report) is here.
+
+mod claude_code;
+mod codex;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -9,7 +13,16 @@ use anyhow::Context;
 use secrecy::SecretString;
 use serde_json::Value;
 
-use crate::sandbox::{Command, Limits, MODEL_PROXY_PORT, Output, Sandbox, SandboxError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+
+use super::{
+    Executor, ExecutorError, ExecutorReport, ExecutorTask, ProxyAccess, StopReason, prepare_records,
+};
+use crate::distill;
+use crate::sandbox::{self, Command, Limits, Output, Sandbox, SandboxError};
 
 /// Characters of the final message kept; the whole stream stays in the transcript.
 const FINAL_MESSAGE_LIMIT: usize = 16 * 1024;
@@ -19,15 +32,6 @@ const SUMMARY_LIMIT: usize = 1024;
 /// Where the prompt goes, relative to the run's `HOME`: outside the checkout, so it never
 /// shows in the diff.
 const PROMPT_FILE: &str = "contract.md";
-
-/// The tools Claude Code is given: reading, editing and running commands, nothing that
-/// reaches out (the web tools) or spawns further agents.
-const CLAUDE_TOOLS: &str = "Bash,Edit,Write,Read,Glob,Grep";
-
-/// The tools allowed without asking. Not the editing ones: a rule allowing `Edit` or
-/// `Write` allows them on any path, while `acceptEdits` accepts edits inside the working
-/// directory only.
-const CLAUDE_ALLOWED: &str = "Bash,Read,Glob,Grep";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AgentCli {
@@ -70,100 +74,9 @@ impl AgentCli {
             "PLANWRIGHT_PROMPT_FILE".to_owned(),
             prompt_file.display().to_string(),
         )];
-        let args: Vec<String> = match self {
-            AgentCli::ClaudeCode => {
-                // Every request but the model's own stays home: no telemetry, error
-                // reports, update checks or release notes. Side requests (titles, command
-                // checks) use the same model, so the proxy prices all of them.
-                for (name, value) in [
-                    ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
-                    ("DISABLE_AUTOUPDATER", "1"),
-                    ("DISABLE_TELEMETRY", "1"),
-                    ("DISABLE_ERROR_REPORTING", "1"),
-                    ("ANTHROPIC_SMALL_FAST_MODEL", launch.model),
-                    ("ANTHROPIC_DEFAULT_HAIKU_MODEL", launch.model),
-                ] {
-                    env.push((name.to_owned(), value.to_owned()));
-                }
-                [
-                    "-p",
-                    "--output-format",
-                    "stream-json",
-                    // stream-json in print mode requires it.
-                    "--verbose",
-                    "--model",
-                    launch.model,
-                    "--tools",
-                    CLAUDE_TOOLS,
-                    // Edits inside the working directory are accepted, commands are
-                    // allowed; anything else needs a prompt nobody answers, so it is
-                    // refused. The sandbox bounds what the commands reach.
-                    "--permission-mode",
-                    "acceptEdits",
-                    "--allowedTools",
-                    CLAUDE_ALLOWED,
-                    "--no-session-persistence",
-                    "--strict-mcp-config",
-                    "--disable-slash-commands",
-                    // Settings from the run's own HOME only: a repository's
-                    // `.claude/settings.json` must not change models, hooks or endpoints.
-                    "--setting-sources",
-                    "user",
-                ]
-                .map(str::to_owned)
-                .to_vec()
-            }
-            AgentCli::Codex => {
-                let codex_home = launch.home.join(".codex");
-                env.push(("CODEX_HOME".into(), codex_home.display().to_string()));
-                // The built-in OpenAI provider ignores OPENAI_BASE_URL for some requests
-                // and tries a WebSocket to api.openai.com first; a provider of our own
-                // speaks plain HTTP to the proxy, with the capability token as its key.
-                let provider = format!(
-                    "model_providers.planwright={{name=\"planwright\",\
-                     base_url=\"http://127.0.0.1:{MODEL_PROXY_PORT}/v1\",\
-                     env_key=\"OPENAI_API_KEY\",wire_api=\"responses\"}}"
-                );
-                let mut args: Vec<String> = [
-                    "exec",
-                    "--json",
-                    "--model",
-                    launch.model,
-                    "--config",
-                    "model_provider=planwright",
-                    "--config",
-                ]
-                .map(str::to_owned)
-                .to_vec();
-                args.push(provider);
-                args.extend(
-                    [
-                        "--config",
-                        "check_for_update_on_startup=false",
-                        "--config",
-                        "analytics.enabled=false",
-                        "--config",
-                        "feedback.enabled=false",
-                        // Web search runs at the provider, outside the sandbox; the model
-                        // proxy refuses it, so Codex must not offer it.
-                        "--config",
-                        "web_search=\"disabled\"",
-                        // Codex's own sandbox needs user namespaces, which the planwright
-                        // sandbox it runs in does not allow; that sandbox is the boundary.
-                        "--sandbox",
-                        "danger-full-access",
-                        "--skip-git-repo-check",
-                        "--ephemeral",
-                        "--ignore-user-config",
-                        "--color",
-                        "never",
-                        // The prompt comes on stdin.
-                        "-",
-                    ]
-                    .map(str::to_owned),
-                );
-                args
-            }
+        let args = match self {
+            AgentCli::ClaudeCode => claude_code::args(launch, &mut env),
+            AgentCli::Codex => codex::args(launch, &mut env),
         };
         let mut argv = vec![
             "sh".to_owned(),
@@ -187,8 +100,8 @@ impl AgentCli {
             .lines()
             .filter_map(|line| serde_json::from_str::<Value>(line.trim()).ok());
         match self {
-            AgentCli::ClaudeCode => read_claude(events),
-            AgentCli::Codex => read_codex(events),
+            AgentCli::ClaudeCode => claude_code::read(events),
+            AgentCli::Codex => codex::read(events),
         }
     }
 }
@@ -219,9 +132,10 @@ pub struct Invocation {
     pub prompt: String,
 }
 
-/// How a CLI run ended, in its own words.
+/// How a CLI run ended, in its own words; [`report`] reads it as the executor's
+/// [`StopReason`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StopReason {
+enum Ending {
     /// The agent finished and said so.
     Completed,
     /// The agent ran out of turns before finishing.
@@ -238,107 +152,37 @@ pub struct AgentReport {
     pub summary: String,
     pub final_message: Option<String>,
     pub stop: StopReason,
+    /// What the CLI said when it failed (a model API error, a failed turn).
+    pub failure: Option<String>,
     /// Tool (or item) names and how often each was used.
     pub tools: BTreeMap<String, u32>,
     /// Tools the CLI refused to run for want of a permission, in order.
     pub denied: Vec<String>,
 }
 
-fn read_claude(events: impl Iterator<Item = Value>) -> AgentReport {
-    let mut tools = BTreeMap::new();
-    let mut last_text = None;
-    let mut result: Option<Value> = None;
-    for event in events {
-        match event["type"].as_str() {
-            Some("assistant") => {
-                for block in event["message"]["content"].as_array().into_iter().flatten() {
-                    match block["type"].as_str() {
-                        Some("tool_use") => {
-                            let name = block["name"].as_str().unwrap_or("unknown");
-                            *tools.entry(name.to_owned()).or_insert(0) += 1;
-                        }
-                        Some("text") => last_text = block["text"].as_str().map(str::to_owned),
-                        _ => {}
-                    }
-                }
-            }
-            Some("result") => result = Some(event),
-            _ => {}
-        }
-    }
-    let (stop, final_message, turns) = match &result {
-        None => (StopReason::Unfinished, last_text, None),
-        Some(result) => {
-            let text = result["result"].as_str().map(str::to_owned).or(last_text);
-            let stop = match (result["subtype"].as_str(), result["is_error"].as_bool()) {
-                (Some("error_max_turns"), _) => StopReason::MaxTurns,
-                (Some("success"), Some(false) | None) => StopReason::Completed,
-                (subtype, _) => StopReason::Failed(truncate(
-                    text.as_deref()
-                        .or(subtype)
-                        .unwrap_or("an error without a message"),
-                    FINAL_MESSAGE_LIMIT,
-                )),
-            };
-            (stop, text, result["num_turns"].as_u64())
-        }
-    };
-    let denied = result
-        .as_ref()
-        .and_then(|r| r["permission_denials"].as_array())
-        .into_iter()
-        .flatten()
-        .map(|d| d["tool_name"].as_str().unwrap_or("unknown").to_owned())
-        .collect();
-    report(stop, final_message, tools, denied, turns)
-}
-
-fn read_codex(events: impl Iterator<Item = Value>) -> AgentReport {
-    let mut tools = BTreeMap::new();
-    let mut last_text = None;
-    let mut turns = 0;
-    let mut stop = StopReason::Unfinished;
-    for event in events {
-        match event["type"].as_str() {
-            Some("item.completed") => {
-                let item = &event["item"];
-                match item["type"].as_str() {
-                    Some("agent_message") => last_text = item["text"].as_str().map(str::to_owned),
-                    // Warnings Codex reports as items do not end the run.
-                    Some("error" | "reasoning") | None => {}
-                    Some(kind) => *tools.entry(kind.to_owned()).or_insert(0) += 1,
-                }
-            }
-            Some("turn.completed") => {
-                turns += 1;
-                stop = StopReason::Completed;
-            }
-            Some("turn.failed") => {
-                turns += 1;
-                let message = event["error"]["message"]
-                    .as_str()
-                    .unwrap_or("a failed turn without a message");
-                stop = StopReason::Failed(truncate(message, FINAL_MESSAGE_LIMIT));
-            }
-            _ => {}
-        }
-    }
-    // Codex runs with approvals off: it never asks, so it reports no denials.
-    report(stop, last_text, tools, Vec::new(), Some(turns))
-}
-
 fn report(
-    stop: StopReason,
+    ending: Ending,
     final_message: Option<String>,
     tools: BTreeMap<String, u32>,
     denied: Vec<String>,
     turns: Option<u64>,
 ) -> AgentReport {
-    let ending = match &stop {
-        StopReason::Completed => "completed".to_owned(),
-        StopReason::MaxTurns => "stopped at the turn limit".to_owned(),
-        StopReason::Failed(message) => format!("failed: {}", first_line(message)),
-        StopReason::Unfinished => "ended without a result".to_owned(),
+    let (stop, failure) = match ending {
+        Ending::Completed => (StopReason::Finished, None),
+        Ending::MaxTurns => (StopReason::TurnLimit, None),
+        // The proxy refuses a call past the run's budget with a message saying so, which
+        // the CLI reports as its failure.
+        Ending::Failed(message) if message.to_ascii_lowercase().contains("budget") => {
+            (StopReason::Budget, Some(message))
+        }
+        Ending::Failed(message) => (StopReason::Crashed, Some(message)),
+        Ending::Unfinished => (StopReason::Crashed, None),
+    };
+    let ending = match (&stop, &failure) {
+        (StopReason::Finished, _) => "completed".to_owned(),
+        (StopReason::TurnLimit, _) => "stopped at the turn limit".to_owned(),
+        (_, Some(message)) => format!("failed: {}", first_line(message)),
+        (_, None) => "ended without a result".to_owned(),
     };
     let used = if tools.is_empty() {
         "no tools".to_owned()
@@ -362,6 +206,7 @@ fn report(
         summary: truncate(&format!("{turns}{used}{refused}; {ending}"), SUMMARY_LIMIT),
         final_message: final_message.map(|m| truncate(&m, FINAL_MESSAGE_LIMIT)),
         stop,
+        failure,
         tools,
         denied,
     }
@@ -426,17 +271,146 @@ pub async fn run(
     Ok(AgentRun { output, report })
 }
 
+/// A token outlives the run's wall clock by this much, so the last call is not cut off.
+const TOKEN_GRACE: Duration = Duration::from_secs(60);
+const MAX_SUMMARY_CHARS: usize = 4_000;
+
+#[derive(Clone)]
+pub struct AgentExecutor {
+    cli: AgentCli,
+    program: PathBuf,
+    /// The model id as the CLI's provider names it.
+    model: String,
+    sandbox: Arc<dyn Sandbox>,
+    proxy: ProxyAccess,
+}
+
+impl AgentExecutor {
+    pub fn new(
+        cli: AgentCli,
+        program: PathBuf,
+        model: impl Into<String>,
+        sandbox: Arc<dyn Sandbox>,
+        proxy: ProxyAccess,
+    ) -> Self {
+        AgentExecutor {
+            cli,
+            program,
+            model: model.into(),
+            sandbox,
+            proxy,
+        }
+    }
+}
+
+/// Where a CLI is installed: on `PATH`, else in the prefix `scripts/install-agents` and
+/// the container image use.
+pub fn locate(cli: AgentCli) -> Option<PathBuf> {
+    crate::sandbox::bwrap::find_on_path(cli.program_name()).or_else(|| {
+        let fixed = PathBuf::from("/opt/planwright-agents/bin").join(cli.program_name());
+        fixed.is_file().then_some(fixed)
+    })
+}
+
+#[async_trait]
+impl Executor for AgentExecutor {
+    fn name(&self) -> &'static str {
+        self.cli.name()
+    }
+
+    async fn run(&self, task: &ExecutorTask) -> Result<ExecutorReport, ExecutorError> {
+        let started = Instant::now();
+        prepare_records(task)?;
+        let home = task
+            .env
+            .iter()
+            .find(|(k, _)| k == "HOME")
+            .map(|(_, v)| PathBuf::from(v))
+            .unwrap_or_else(|| task.root.join("home"));
+        let prompt = task.prompt();
+        let launch = Launch {
+            program: &self.program,
+            model: &self.model,
+            prompt: &prompt,
+            home: &home,
+            read_only: &task.read_only,
+        };
+        let token = self.proxy.capabilities.issue(
+            &self.proxy.run,
+            &self.proxy.session,
+            task.limits.budget,
+            task.limits.wall + TOKEN_GRACE,
+        );
+        let limits = sandbox::Limits {
+            wall: task.limits.wall,
+            ..sandbox::Limits::default()
+        };
+        let result = run(
+            self.sandbox.as_ref(),
+            self.cli,
+            &launch,
+            &task.root,
+            &self.proxy.socket,
+            token,
+            limits,
+        )
+        .await;
+        // Nothing the CLI left behind may spend on the run's behalf.
+        self.proxy.capabilities.revoke(&self.proxy.run);
+        let run = result.map_err(ExecutorError::Sandbox)?;
+
+        let transcript = task.records.join("transcript.jsonl");
+        let mut text = run.output.stdout.text();
+        let stderr = run.output.stderr.text();
+        if !stderr.trim().is_empty() {
+            text.push_str("\n--- stderr ---\n");
+            text.push_str(&stderr);
+        }
+        std::fs::write(&transcript, text).map_err(|source| ExecutorError::Records {
+            path: transcript.clone(),
+            source,
+        })?;
+
+        let report = run.report;
+        let stop = if run.output.timed_out {
+            StopReason::Timeout
+        } else {
+            report.stop
+        };
+        let mut summary = report.summary.clone();
+        if let Some(message) = &report.final_message {
+            summary = format!("{summary}\n{message}");
+        }
+        if !report.denied.is_empty() {
+            summary.push_str(&format!(
+                "\nRefused for want of a permission: {}",
+                report.denied.join(", ")
+            ));
+        }
+        Ok(ExecutorReport {
+            stop,
+            summary: distill::clip(summary.trim(), MAX_SUMMARY_CHARS),
+            turns: 1,
+            steps: report.tools.values().sum(),
+            transcript,
+            duration: started.elapsed(),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sandbox::MODEL_PROXY_PORT;
 
     /// Streams the real CLIs printed: an edit against the scripted model server (see
     /// tests/agents_cli.rs) and a run whose model server refused every request.
-    const CLAUDE_EDIT: &str = include_str!("../tests/data/agent_cli/claude-code-edit.jsonl");
+    const CLAUDE_EDIT: &str = include_str!("../../../tests/data/agent_cli/claude-code-edit.jsonl");
     const CLAUDE_API_ERROR: &str =
-        include_str!("../tests/data/agent_cli/claude-code-api-error.jsonl");
-    const CODEX_EDIT: &str = include_str!("../tests/data/agent_cli/codex-edit.jsonl");
-    const CODEX_API_ERROR: &str = include_str!("../tests/data/agent_cli/codex-api-error.jsonl");
+        include_str!("../../../tests/data/agent_cli/claude-code-api-error.jsonl");
+    const CODEX_EDIT: &str = include_str!("../../../tests/data/agent_cli/codex-edit.jsonl");
+    const CODEX_API_ERROR: &str =
+        include_str!("../../../tests/data/agent_cli/codex-api-error.jsonl");
 
     fn launch<'a>(home: &'a Path, prompt: &'a str) -> Launch<'a> {
         Launch {
@@ -518,7 +492,7 @@ mod tests {
     #[test]
     fn a_claude_code_edit_reads_as_completed_with_its_tools() {
         let report = AgentCli::ClaudeCode.read_events(CLAUDE_EDIT);
-        assert_eq!(report.stop, StopReason::Completed);
+        assert_eq!(report.stop, StopReason::Finished);
         assert_eq!(
             report.final_message.as_deref(),
             Some("Changed the greeting to planwright.")
@@ -531,10 +505,8 @@ mod tests {
     #[test]
     fn a_claude_code_api_error_reads_as_failed_with_its_message() {
         let report = AgentCli::ClaudeCode.read_events(CLAUDE_API_ERROR);
-        assert_eq!(
-            report.stop,
-            StopReason::Failed("API Error: 418 probe".into())
-        );
+        assert_eq!(report.stop, StopReason::Crashed);
+        assert_eq!(report.failure.as_deref(), Some("API Error: 418 probe"));
         assert_eq!(
             report.summary,
             "1 turn, no tools; failed: API Error: 418 probe"
@@ -549,18 +521,20 @@ mod tests {
             .map(|l| format!("{l}\n"))
             .collect();
         let report = AgentCli::ClaudeCode.read_events(&format!("{cut}{{\"type\":\"resu"));
-        assert_eq!(report.stop, StopReason::Unfinished);
+        assert_eq!(report.stop, StopReason::Crashed);
+        assert_eq!(report.failure, None);
         assert_eq!(
             report.final_message.as_deref(),
             Some("Changed the greeting to planwright.")
         );
-        assert_eq!(AgentCli::Codex.read_events("").stop, StopReason::Unfinished);
+        let empty = AgentCli::Codex.read_events("");
+        assert_eq!((empty.stop, empty.failure), (StopReason::Crashed, None));
     }
 
     #[test]
     fn a_codex_edit_reads_as_completed_and_warnings_are_not_tools() {
         let report = AgentCli::Codex.read_events(CODEX_EDIT);
-        assert_eq!(report.stop, StopReason::Completed);
+        assert_eq!(report.stop, StopReason::Finished);
         assert_eq!(
             report.final_message.as_deref(),
             Some("Changed the greeting to planwright.")
@@ -573,10 +547,9 @@ mod tests {
     #[test]
     fn a_failed_codex_turn_reads_as_failed() {
         let report = AgentCli::Codex.read_events(CODEX_API_ERROR);
-        match &report.stop {
-            StopReason::Failed(message) => assert!(message.contains("418"), "{message}"),
-            other => panic!("{other:?}"),
-        }
+        assert_eq!(report.stop, StopReason::Crashed);
+        let message = report.failure.as_deref().unwrap_or_default();
+        assert!(message.contains("418"), "{message}");
         assert!(report.final_message.is_none());
     }
 

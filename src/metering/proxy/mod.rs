@@ -9,9 +9,7 @@ mod allow;
 mod meter;
 pub mod token;
 
-use std::fmt;
-use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,10 +29,10 @@ use tracing::{error, info, warn};
 
 pub use token::{Capabilities, Grant, TokenError};
 
-use super::usage::{self as usage, ModelRole, Price, PriceTable};
-use super::{ModelName, Provider, Usage, error_chain, secret_header};
 use crate::config::ModelSettings;
 use crate::llm::sse::{SseSplitter, event_data};
+use crate::llm::{ModelName, Provider, Usage, error_chain, secret_header};
+use crate::metering::{self as usage, ModelRole, Price, PriceTable};
 use crate::store::Db;
 use crate::store::model_usage::{self, HoldId, Scope};
 use meter::StreamMeter;
@@ -106,22 +104,7 @@ fn passes_back(name: &HeaderName) -> bool {
         || name.starts_with("openai-")
 }
 
-/// Where the proxy listens. The sandbox reaches it only through a Unix socket mounted
-/// into it (its network namespace has no route to the host's loopback).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ProxyListen {
-    Tcp(SocketAddr),
-    Unix(PathBuf),
-}
-
-impl fmt::Display for ProxyListen {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ProxyListen::Tcp(addr) => write!(f, "http://{addr}"),
-            ProxyListen::Unix(path) => write!(f, "unix:{}", path.display()),
-        }
-    }
-}
+pub use crate::config::ProxyListen;
 
 /// The provider API a route speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
