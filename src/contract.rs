@@ -330,74 +330,9 @@ impl Contract {
                 message: message.to_owned(),
             })
         };
-
         text(&mut problem, "summary", &self.summary, MAX_SUMMARY_CHARS);
-        text(
-            &mut problem,
-            "diagnosis.hypothesis",
-            &self.diagnosis.hypothesis,
-            MAX_TEXT_CHARS,
-        );
-        for (i, e) in self.diagnosis.evidence.iter().enumerate() {
-            let at = format!("diagnosis.evidence[{i}]");
-            path(&mut problem, &format!("{at}.path"), &e.path);
-            text(&mut problem, &format!("{at}.note"), &e.note, MAX_TEXT_CHARS);
-            if let Some(lines) = e.lines
-                && (lines.start == 0 || lines.end < lines.start)
-            {
-                problem(
-                    format!("{at}.lines"),
-                    "must be 1-based with the end not before the start",
-                );
-            }
-        }
-        list(
-            &mut problem,
-            "diagnosis.evidence",
-            self.diagnosis.evidence.len(),
-        );
-        strings(
-            &mut problem,
-            "diagnosis.uncertainties",
-            &self.diagnosis.uncertainties,
-        );
-
-        text(
-            &mut problem,
-            "change.goal",
-            &self.change.goal,
-            MAX_TEXT_CHARS,
-        );
-        strings(
-            &mut problem,
-            "change.expected_behaviour",
-            &self.change.expected_behaviour,
-        );
-        if self.change.files.is_empty() {
-            problem(
-                "change.files".into(),
-                "must name at least one file to touch",
-            );
-        }
-        if self.change.files.len() > MAX_FILES {
-            problem(
-                "change.files".into(),
-                &format!("at most {MAX_FILES} files; split the work"),
-            );
-        }
-        for (i, f) in self.change.files.iter().enumerate() {
-            let at = format!("change.files[{i}]");
-            path(&mut problem, &format!("{at}.path"), &f.path);
-            text(&mut problem, &format!("{at}.why"), &f.why, MAX_TEXT_CHARS);
-            let normalised = normalise_path(&f.path);
-            if self.change.files[..i]
-                .iter()
-                .any(|g| normalise_path(&g.path) == normalised)
-            {
-                problem(format!("{at}.path"), "is listed twice");
-            }
-        }
-
+        self.diagnosis.validate(&mut problem);
+        self.change.validate(&mut problem);
         strings(&mut problem, "constraints", &self.constraints);
         strings(&mut problem, "out_of_scope", &self.out_of_scope);
         strings(
@@ -410,37 +345,7 @@ impl Contract {
             "verification.new_tests",
             &self.verification.new_tests,
         );
-
-        let r = &self.routing;
-        if let Some(usd) = r.budget_usd
-            && !(usd.is_finite() && usd > 0.0 && usd <= MAX_BUDGET_USD)
-        {
-            problem(
-                "routing.budget_usd".into(),
-                &format!("must be more than 0 and at most {MAX_BUDGET_USD}"),
-            );
-        }
-        if r.budget_tokens == Some(0) {
-            problem("routing.budget_tokens".into(), "must be more than 0");
-        }
-        if let Some(n) = r.max_attempts
-            && !(1..=MAX_ATTEMPTS).contains(&n)
-        {
-            problem(
-                "routing.max_attempts".into(),
-                &format!("must be between 1 and {MAX_ATTEMPTS}"),
-            );
-        }
-        for (key, value) in [
-            ("routing.executor", &r.executor),
-            ("routing.model", &r.model),
-        ] {
-            if let Some(v) = value
-                && (v.trim().is_empty() || v.chars().any(char::is_control))
-            {
-                problem(key.into(), "must be a name, not empty");
-            }
-        }
+        self.routing.validate(&mut problem);
 
         // Every string, whatever field it is in: what the maintainer reads must be what
         // the executor gets, and these render as nothing or reorder what is around them.
@@ -516,6 +421,101 @@ impl Contract {
             .iter()
             .map(|f| normalise_path(&f.path))
             .collect()
+    }
+}
+
+impl Diagnosis {
+    fn validate(&self, problem: &mut impl FnMut(String, &str)) {
+        text(
+            problem,
+            "diagnosis.hypothesis",
+            &self.hypothesis,
+            MAX_TEXT_CHARS,
+        );
+        for (i, e) in self.evidence.iter().enumerate() {
+            let at = format!("diagnosis.evidence[{i}]");
+            path(problem, &format!("{at}.path"), &e.path);
+            text(problem, &format!("{at}.note"), &e.note, MAX_TEXT_CHARS);
+            if let Some(lines) = e.lines
+                && (lines.start == 0 || lines.end < lines.start)
+            {
+                problem(
+                    format!("{at}.lines"),
+                    "must be 1-based with the end not before the start",
+                );
+            }
+        }
+        list(problem, "diagnosis.evidence", self.evidence.len());
+        strings(problem, "diagnosis.uncertainties", &self.uncertainties);
+    }
+}
+
+impl Change {
+    fn validate(&self, problem: &mut impl FnMut(String, &str)) {
+        text(problem, "change.goal", &self.goal, MAX_TEXT_CHARS);
+        strings(
+            problem,
+            "change.expected_behaviour",
+            &self.expected_behaviour,
+        );
+        if self.files.is_empty() {
+            problem(
+                "change.files".into(),
+                "must name at least one file to touch",
+            );
+        }
+        if self.files.len() > MAX_FILES {
+            problem(
+                "change.files".into(),
+                &format!("at most {MAX_FILES} files; split the work"),
+            );
+        }
+        for (i, f) in self.files.iter().enumerate() {
+            let at = format!("change.files[{i}]");
+            path(problem, &format!("{at}.path"), &f.path);
+            text(problem, &format!("{at}.why"), &f.why, MAX_TEXT_CHARS);
+            let normalised = normalise_path(&f.path);
+            if self.files[..i]
+                .iter()
+                .any(|g| normalise_path(&g.path) == normalised)
+            {
+                problem(format!("{at}.path"), "is listed twice");
+            }
+        }
+    }
+}
+
+impl Routing {
+    fn validate(&self, problem: &mut impl FnMut(String, &str)) {
+        if let Some(usd) = self.budget_usd
+            && !(usd.is_finite() && usd > 0.0 && usd <= MAX_BUDGET_USD)
+        {
+            problem(
+                "routing.budget_usd".into(),
+                &format!("must be more than 0 and at most {MAX_BUDGET_USD}"),
+            );
+        }
+        if self.budget_tokens == Some(0) {
+            problem("routing.budget_tokens".into(), "must be more than 0");
+        }
+        if let Some(n) = self.max_attempts
+            && !(1..=MAX_ATTEMPTS).contains(&n)
+        {
+            problem(
+                "routing.max_attempts".into(),
+                &format!("must be between 1 and {MAX_ATTEMPTS}"),
+            );
+        }
+        for (key, value) in [
+            ("routing.executor", &self.executor),
+            ("routing.model", &self.model),
+        ] {
+            if let Some(v) = value
+                && (v.trim().is_empty() || v.chars().any(char::is_control))
+            {
+                problem(key.into(), "must be a name, not empty");
+            }
+        }
     }
 }
 
@@ -742,10 +742,6 @@ impl Contract {
     pub fn render_markdown(&self, ctx: &RenderContext<'_>) -> String {
         let hash = self.hash(ctx.base);
         let mut md = String::new();
-        let push = |md: &mut String, s: &str| {
-            md.push_str(s);
-            md.push('\n');
-        };
         push(
             &mut md,
             &format!("## Build contract v{} · `{}`", ctx.version, hash.short()),
@@ -753,50 +749,8 @@ impl Contract {
         push(&mut md, "");
         push(&mut md, &inline(&self.summary));
         push(&mut md, "");
-
-        push(&mut md, "### Diagnosis");
-        push(&mut md, &inline(&self.diagnosis.hypothesis));
-        if !self.diagnosis.evidence.is_empty() {
-            push(&mut md, "");
-            push(&mut md, "**Evidence**");
-            for e in &self.diagnosis.evidence {
-                let label = match e.lines {
-                    Some(l) => format!("{}:{}", normalise_path(&e.path), l),
-                    None => normalise_path(&e.path),
-                };
-                let location = match ctx.links.link(&ctx.base.sha, &e.path, e.lines) {
-                    Some(url) => format!("[{}]({url})", code(&label)),
-                    None => code(&label),
-                };
-                push(&mut md, &format!("- {location} — {}", inline(&e.note)));
-            }
-        }
-        bullets(&mut md, "**Uncertainties**", &self.diagnosis.uncertainties);
-        push(&mut md, "");
-
-        push(&mut md, "### Change");
-        push(&mut md, &inline(&self.change.goal));
-        bullets(
-            &mut md,
-            "**Expected behaviour**",
-            &self.change.expected_behaviour,
-        );
-        push(&mut md, "");
-        push(&mut md, "| file | action | why |");
-        push(&mut md, "|---|---|---|");
-        for f in &self.change.files {
-            push(
-                &mut md,
-                &format!(
-                    "| {} | {} | {} |",
-                    markdown::code(&normalise_path(&f.path), true),
-                    f.action.as_str(),
-                    inline(&f.why)
-                ),
-            );
-        }
-        push(&mut md, "");
-
+        self.render_diagnosis(&mut md, ctx);
+        self.render_change(&mut md);
         if !self.constraints.is_empty() {
             bullets(&mut md, "### Constraints", &self.constraints);
             push(&mut md, "");
@@ -805,57 +759,8 @@ impl Contract {
             bullets(&mut md, "### Out of scope", &self.out_of_scope);
             push(&mut md, "");
         }
-
-        push(&mut md, "### Verification");
-        if self.verification.commands.is_empty() {
-            push(
-                &mut md,
-                "planwright runs the repository's test commands before and after the change.",
-            );
-        } else {
-            push(
-                &mut md,
-                "planwright runs these itself, before and after the change (with the repository's test commands):",
-            );
-            for c in &self.verification.commands {
-                if c.trim().contains('\n') {
-                    // A newline separates commands in a shell: shown on one line, the
-                    // second would read as arguments of the first.
-                    push(&mut md, "-");
-                    md.push_str(&markdown::fenced(c.trim(), "  "));
-                } else {
-                    push(&mut md, &format!("- {}", code(c.trim())));
-                }
-            }
-        }
-        bullets(&mut md, "**New tests**", &self.verification.new_tests);
-        push(&mut md, "");
-
-        push(&mut md, "### Routing");
-        let r = &self.routing;
-        let mut routing = vec![format!("risk **{}**", r.risk.as_str())];
-        if let Some(e) = &r.executor {
-            routing.push(format!("executor {}", code(e)));
-        }
-        if let Some(m) = &r.model {
-            routing.push(format!("model {}", code(m)));
-        }
-        // What the run gets: the repository's budget caps the contract's.
-        let budget = match (r.budget_usd, ctx.default_budget_usd) {
-            (Some(contract), Some(repository)) => Some(contract.min(repository)),
-            (contract, repository) => contract.or(repository),
-        };
-        if let Some(usd) = budget {
-            routing.push(format!("budget ${usd:.2}"));
-        }
-        if let Some(t) = r.budget_tokens {
-            routing.push(format!("at most {t} tokens"));
-        }
-        if let Some(n) = r.max_attempts {
-            routing.push(format!("{n} attempts at most"));
-        }
-        push(&mut md, &routing.join(" · "));
-        push(&mut md, "");
+        self.render_verification(&mut md);
+        self.render_routing(&mut md, ctx);
         push(
             &mut md,
             &format!(
@@ -885,6 +790,108 @@ impl Contract {
         md.push('\n');
         md
     }
+
+    fn render_diagnosis(&self, md: &mut String, ctx: &RenderContext<'_>) {
+        push(md, "### Diagnosis");
+        push(md, &inline(&self.diagnosis.hypothesis));
+        if !self.diagnosis.evidence.is_empty() {
+            push(md, "");
+            push(md, "**Evidence**");
+            for e in &self.diagnosis.evidence {
+                let label = match e.lines {
+                    Some(l) => format!("{}:{}", normalise_path(&e.path), l),
+                    None => normalise_path(&e.path),
+                };
+                let location = match ctx.links.link(&ctx.base.sha, &e.path, e.lines) {
+                    Some(url) => format!("[{}]({url})", code(&label)),
+                    None => code(&label),
+                };
+                push(md, &format!("- {location} — {}", inline(&e.note)));
+            }
+        }
+        bullets(md, "**Uncertainties**", &self.diagnosis.uncertainties);
+        push(md, "");
+    }
+
+    fn render_change(&self, md: &mut String) {
+        push(md, "### Change");
+        push(md, &inline(&self.change.goal));
+        bullets(
+            md,
+            "**Expected behaviour**",
+            &self.change.expected_behaviour,
+        );
+        push(md, "");
+        push(md, "| file | action | why |");
+        push(md, "|---|---|---|");
+        for f in &self.change.files {
+            push(
+                md,
+                &format!(
+                    "| {} | {} | {} |",
+                    markdown::code(&normalise_path(&f.path), true),
+                    f.action.as_str(),
+                    inline(&f.why)
+                ),
+            );
+        }
+        push(md, "");
+    }
+
+    fn render_verification(&self, md: &mut String) {
+        push(md, "### Verification");
+        if self.verification.commands.is_empty() {
+            push(
+                md,
+                "planwright runs the repository's test commands before and after the change.",
+            );
+        } else {
+            push(
+                md,
+                "planwright runs these itself, before and after the change (with the repository's test commands):",
+            );
+            for c in &self.verification.commands {
+                if c.trim().contains('\n') {
+                    // A newline separates commands in a shell: shown on one line, the
+                    // second would read as arguments of the first.
+                    push(md, "-");
+                    md.push_str(&markdown::fenced(c.trim(), "  "));
+                } else {
+                    push(md, &format!("- {}", code(c.trim())));
+                }
+            }
+        }
+        bullets(md, "**New tests**", &self.verification.new_tests);
+        push(md, "");
+    }
+
+    fn render_routing(&self, md: &mut String, ctx: &RenderContext<'_>) {
+        push(md, "### Routing");
+        let r = &self.routing;
+        let mut routing = vec![format!("risk **{}**", r.risk.as_str())];
+        if let Some(e) = &r.executor {
+            routing.push(format!("executor {}", code(e)));
+        }
+        if let Some(m) = &r.model {
+            routing.push(format!("model {}", code(m)));
+        }
+        // What the run gets: the repository's budget caps the contract's.
+        let budget = match (r.budget_usd, ctx.default_budget_usd) {
+            (Some(contract), Some(repository)) => Some(contract.min(repository)),
+            (contract, repository) => contract.or(repository),
+        };
+        if let Some(usd) = budget {
+            routing.push(format!("budget ${usd:.2}"));
+        }
+        if let Some(t) = r.budget_tokens {
+            routing.push(format!("at most {t} tokens"));
+        }
+        if let Some(n) = r.max_attempts {
+            routing.push(format!("{n} attempts at most"));
+        }
+        push(md, &routing.join(" · "));
+        push(md, "");
+    }
 }
 
 /// The line put above an older version's comment when a newer one is posted.
@@ -900,6 +907,12 @@ pub fn superseded_banner(
     format!(
         "> **Superseded**: v{old} was replaced by {new_ref}. Approving v{old} is no longer possible.\n\n"
     )
+}
+
+/// Appends one line of the comment.
+fn push(md: &mut String, s: &str) {
+    md.push_str(s);
+    md.push('\n');
 }
 
 fn bullets(md: &mut String, heading: &str, items: &[String]) {

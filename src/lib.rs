@@ -1,9 +1,11 @@
 //! planwright: takes issues to pull requests through a build contract that maintainers
-//! approve. The library holds every layer; `main.rs` is the command line around it.
+//! approve. The library holds every layer, the command line (`cli`) included; `main.rs`
+//! only parses the arguments and hands them to it.
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod app;
+pub mod cli;
 pub mod config;
 pub mod contract;
 pub mod distill;
@@ -17,6 +19,7 @@ pub mod jobs;
 pub mod llm;
 pub mod markdown;
 pub mod metering;
+pub mod metrics;
 pub mod onboarding;
 pub mod planner;
 pub mod publish;

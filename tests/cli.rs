@@ -111,6 +111,68 @@ async fn serve_starts_with_only_a_webhook_secret_lists_deliveries_and_stops_on_s
     assert!(status.success(), "serve exited with {status}");
 }
 
+/// Requests are logged under a span naming their method and path, never their query: a
+/// setup token sent in the address stays out of the log.
+#[tokio::test]
+async fn a_request_logs_its_path_and_not_the_setup_token_in_its_address() {
+    const WRONG_TOKEN: &str = "not-the-setup-token-6b1f0e2c";
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = planwright_command()
+        .arg("serve")
+        .current_dir(dir.path())
+        .env("PLANWRIGHT_SETUP_TOKEN", "operator-setup-token-0c7d1e")
+        .env("PLANWRIGHT_LISTEN", "127.0.0.1:0")
+        .env("PLANWRIGHT_LOG_FORMAT", "json")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let line = lines.next().expect("serve logs that it listens").unwrap();
+        if let Ok(v) = serde_json::from_str::<Value>(&line)
+            && v["fields"]["message"] == "listening"
+        {
+            break v["fields"]["addr"].as_str().unwrap().to_owned();
+        }
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let refused = reqwest::get(format!("http://{addr}/?token={WRONG_TOKEN}"))
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 403);
+    let mut seen = Vec::new();
+    let refusal = loop {
+        let line = rx
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("no log of the refusal in:\n{}", seen.join("\n")));
+        seen.push(line.clone());
+        let v: Value = serde_json::from_str(&line).unwrap();
+        if v["fields"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("the setup token is wrong"))
+        {
+            break v;
+        }
+    };
+    assert_eq!(refusal["span"]["name"], "request", "{refusal}");
+    assert_eq!(refusal["span"]["method"], "GET", "{refusal}");
+    assert_eq!(refusal["span"]["path"], "/", "{refusal}");
+    support::signal(child.id(), "TERM");
+    let status = wait_for_exit(&mut child, Duration::from_secs(30));
+    assert!(status.success(), "serve exited with {status}");
+    reader.join().unwrap();
+    seen.extend(rx.try_iter());
+    for line in &seen {
+        assert!(!line.contains(WRONG_TOKEN), "{line}");
+    }
+}
+
 #[test]
 fn bad_settings_are_named_and_exit_with_status_2() {
     let dir = tempfile::tempdir().unwrap();

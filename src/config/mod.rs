@@ -152,7 +152,7 @@ impl Default for QueueSettings {
     }
 }
 
-/// How long repositories on disk are kept (see `sandbox::workspace`).
+/// How long repositories on disk are kept (see `git`).
 #[derive(Debug, Clone)]
 pub struct WorkspaceSettings {
     /// A failed run's workspace is kept this long for inspection, then swept.
@@ -504,228 +504,34 @@ impl Raw {
             .unwrap_or_else(|| format!("`{key}`"))
     }
 
+    /// Every setting checked and typed. The steps run in this order so that, of several
+    /// bad values, the same one is always reported first.
     fn finish(self) -> Result<Settings> {
-        let listen = match (
-            self.text("listen"),
-            self.parsed::<u16>("port", "a port number")?,
-        ) {
-            (Some(addr), _) => addr.parse::<SocketAddr>().map_err(|_| {
-                anyhow::anyhow!(
-                    "Cannot use {}: expected an address such as 0.0.0.0:3000, got `{addr}`",
-                    self.source("listen")
-                )
-            })?,
-            (None, Some(port)) => SocketAddr::from(([0, 0, 0, 0], port)),
-            (None, None) => SocketAddr::from(([0, 0, 0, 0], 3000)),
-        };
+        let listen = self.listen()?;
         let data_dir = PathBuf::from(self.text("data_dir").unwrap_or("./data"));
-        let database_url = match self.text("database_url") {
-            Some(url) => {
-                if !(url.starts_with("sqlite:")
-                    || url.starts_with("postgres://")
-                    || url.starts_with("postgresql://"))
-                {
-                    bail!(
-                        "Cannot use {}: planwright stores its data in SQLite (sqlite://FILE) or PostgreSQL (postgres://…)",
-                        self.source("database_url")
-                    );
-                }
-                url.to_owned()
-            }
-            None => format!("sqlite://{}/planwright.db", data_dir.display()),
-        };
-        let log_format = match self.text("log_format").unwrap_or("text") {
-            "text" => LogFormat::Text,
-            "json" => LogFormat::Json,
-            other => bail!(
-                "Cannot use {}: expected `text` or `json`, got `{other}`",
-                self.source("log_format")
-            ),
-        };
-        let sandbox = self.text("sandbox").unwrap_or("bwrap").to_owned();
-        let unsafe_no_sandbox = match self.text("unsafe_no_sandbox") {
-            None => false,
-            Some("1" | "true" | "yes") => true,
-            Some("0" | "false" | "no") => false,
-            Some(other) => bail!(
-                "Cannot use {}: expected 1 or 0, got `{other}`",
-                self.source("unsafe_no_sandbox")
-            ),
-        };
-        match sandbox.as_str() {
-            "bwrap" => {}
-            "none" if unsafe_no_sandbox => {}
-            "none" => bail!(
-                "Cannot run executors without a sandbox unless UNSAFE_NO_SANDBOX=1 is set as well ({})",
-                self.source("sandbox")
-            ),
-            other => bail!(
-                "Cannot use {}: expected `bwrap` or `none`, got `{other}`",
-                self.source("sandbox")
-            ),
-        }
-        let private_key = match self.text("github_private_key") {
-            None => None,
-            Some(pem) if pem.starts_with("-----BEGIN") => Some(SecretString::from(pem.to_owned())),
-            Some(path) => Some(SecretString::from(
-                std::fs::read_to_string(path).with_context(|| {
-                    format!(
-                        "Could not read the GitHub App private key named by {}",
-                        self.source("github_private_key")
-                    )
-                })?,
-            )),
-        };
-        for key in ["planner_model", "scout_model", "executor_model"] {
-            if let Some(name) = self.text(key) {
-                crate::ids::ModelName::parse(name)
-                    .with_context(|| format!("Cannot use {}", self.source(key)))?;
-            }
-        }
-        let prices = match self.text("model_prices") {
-            None => prices::PriceTable::default(),
-            Some(value) => {
-                // Inline TOML always has a `=`; a path never needs one.
-                let text = if value.contains('=') {
-                    value.to_owned()
-                } else {
-                    std::fs::read_to_string(value).with_context(|| {
-                        format!(
-                            "Could not read the price file named by {}",
-                            self.source("model_prices")
-                        )
-                    })?
-                };
-                prices::PriceTable::with_overrides(&text)
-                    .with_context(|| format!("Cannot use {}", self.source("model_prices")))?
-            }
-        };
-        let model_proxy = match (
-            self.text("model_proxy_listen"),
-            self.text("model_proxy_socket"),
-        ) {
-            (Some(_), Some(_)) => bail!(
-                "Cannot use both {} and {}: the model proxy listens on one of them",
-                self.source("model_proxy_listen"),
-                self.source("model_proxy_socket")
-            ),
-            (Some(addr), None) => {
-                let parsed = addr.parse::<SocketAddr>().map_err(|_| {
-                    anyhow::anyhow!(
-                        "Cannot use {}: expected a loopback address such as 127.0.0.1:3001, got `{addr}`",
-                        self.source("model_proxy_listen")
-                    )
-                })?;
-                // Anyone who can reach the proxy can try tokens against it.
-                if !parsed.ip().is_loopback() {
-                    bail!(
-                        "Cannot use {}: the model proxy listens on loopback only (127.0.0.1 or [::1]), not `{addr}`",
-                        self.source("model_proxy_listen")
-                    );
-                }
-                ProxyListen::Tcp(parsed)
-            }
-            (None, Some(path)) => ProxyListen::Unix(PathBuf::from(path)),
-            (None, None) => ProxyListen::Unix(data_dir.join("model-proxy.sock")),
-        };
-        let defaults = QueueSettings::default();
-        let queue = QueueSettings {
-            workers: self
-                .positive("workers")?
-                .map_or(defaults.workers, |v| v as usize),
-            lease: self
-                .positive("job_lease_secs")?
-                .map_or(defaults.lease, Duration::from_secs),
-            max_attempts: self
-                .positive("job_max_attempts")?
-                .map_or(defaults.max_attempts, |v| v as i64),
-            retry_base: self
-                .positive("job_retry_base_ms")?
-                .map_or(defaults.retry_base, Duration::from_millis),
-            retry_max: self
-                .positive("job_retry_max_secs")?
-                .map_or(defaults.retry_max, Duration::from_secs),
-            poll_interval: self
-                .positive("job_poll_ms")?
-                .map_or(defaults.poll_interval, Duration::from_millis),
-            shutdown_grace: self
-                .parsed::<u64>("shutdown_grace_secs", "a number of seconds")?
-                .map_or(defaults.shutdown_grace, Duration::from_secs),
-        };
-        let workspace_defaults = WorkspaceSettings::default();
-        let workspaces = WorkspaceSettings {
-            keep_failed: self
-                .parsed::<u64>("workspace_keep_failed_secs", "a number of seconds")?
-                .map_or(workspace_defaults.keep_failed, Duration::from_secs),
-            // Workspaces read their history from the mirror: it must outlive the failed
-            // ones kept for inspection.
-            mirror_unused: match self.positive("mirror_unused_days")? {
-                None => workspace_defaults.mirror_unused,
-                Some(days) => Duration::from_secs(days.saturating_mul(24 * 3600)),
-            },
-        };
-        if workspaces.mirror_unused <= workspaces.keep_failed {
-            bail!(
-                "Cannot use {}: mirrors must be kept longer than failed workspaces ({} seconds), which read their history from them",
-                self.source("mirror_unused_days"),
-                workspaces.keep_failed.as_secs()
-            );
-        }
-        let github_api_url = self
-            .text("github_api_url")
-            .unwrap_or("https://api.github.com")
-            .trim_end_matches('/')
-            .to_owned();
-        // GitHub.com's web side is not its API host; Enterprise Server's API lives under
-        // the instance at /api/v3.
-        let github_url = match self.text("github_url") {
-            Some(url) => url.trim_end_matches('/').to_owned(),
-            None if github_api_url == "https://api.github.com" => "https://github.com".to_owned(),
-            None => github_api_url
-                .strip_suffix("/api/v3")
-                .unwrap_or(&github_api_url)
-                .to_owned(),
-        };
+        let database_url = self.database_url(&data_dir)?;
+        let log_format = self.log_format()?;
+        let (sandbox, unsafe_no_sandbox) = self.sandbox()?;
+        let private_key = self.github_private_key()?;
+        let models = self.models()?;
+        let model_proxy = self.model_proxy(&data_dir)?;
+        let queue = self.queue()?;
+        let workspaces = self.workspaces()?;
+        let github = self.github(private_key)?;
+        let gitlab = self.gitlab()?;
         Ok(Settings {
             listen,
             database_url,
             data_dir,
-            github_url,
+            github_url: self.github_url(&github.api_url),
             public_url: self
                 .text("public_url")
                 .unwrap_or("http://localhost:3000")
                 .trim_end_matches('/')
                 .to_owned(),
-            github: GithubSettings {
-                app_id: self.parsed("github_app_id", "a numeric app id")?,
-                private_key,
-                webhook_secrets: self.secrets("github_webhook_secret"),
-                api_url: github_api_url,
-            },
-            gitlab: GitlabSettings {
-                url: self
-                    .text("gitlab_url")
-                    .map(|u| u.trim_end_matches('/').to_owned()),
-                token: self.secret("gitlab_token"),
-                webhook_secrets: self.secrets("gitlab_webhook_secret"),
-                project_secrets: self.project_secrets("gitlab_webhook_secrets")?,
-            },
-            models: ModelSettings {
-                anthropic_api_key: self.secret("anthropic_api_key"),
-                anthropic_base_url: self
-                    .text("anthropic_base_url")
-                    .unwrap_or("https://api.anthropic.com")
-                    .to_owned(),
-                openai_api_key: self.secret("openai_api_key"),
-                openai_base_url: self
-                    .text("openai_base_url")
-                    .unwrap_or("https://api.openai.com/v1")
-                    .to_owned(),
-                planner: self.text("planner_model").map(str::to_owned),
-                scout: self.text("scout_model").map(str::to_owned),
-                executor: self.text("executor_model").map(str::to_owned),
-                prices,
-            },
+            github,
+            gitlab,
+            models,
             sandbox,
             unsafe_no_sandbox,
             sandbox_relay: self.text("sandbox_relay").map(PathBuf::from),
@@ -759,6 +565,258 @@ impl Raw {
                 })?),
             },
             warnings: self.warnings,
+        })
+    }
+
+    fn listen(&self) -> Result<SocketAddr> {
+        Ok(
+            match (
+                self.text("listen"),
+                self.parsed::<u16>("port", "a port number")?,
+            ) {
+                (Some(addr), _) => addr.parse::<SocketAddr>().map_err(|_| {
+                    anyhow::anyhow!(
+                        "Cannot use {}: expected an address such as 0.0.0.0:3000, got `{addr}`",
+                        self.source("listen")
+                    )
+                })?,
+                (None, Some(port)) => SocketAddr::from(([0, 0, 0, 0], port)),
+                (None, None) => SocketAddr::from(([0, 0, 0, 0], 3000)),
+            },
+        )
+    }
+
+    fn database_url(&self, data_dir: &Path) -> Result<String> {
+        Ok(match self.text("database_url") {
+            Some(url) => {
+                if !(url.starts_with("sqlite:")
+                    || url.starts_with("postgres://")
+                    || url.starts_with("postgresql://"))
+                {
+                    bail!(
+                        "Cannot use {}: planwright stores its data in SQLite (sqlite://FILE) or PostgreSQL (postgres://…)",
+                        self.source("database_url")
+                    );
+                }
+                url.to_owned()
+            }
+            None => format!("sqlite://{}/planwright.db", data_dir.display()),
+        })
+    }
+
+    fn log_format(&self) -> Result<LogFormat> {
+        Ok(match self.text("log_format").unwrap_or("text") {
+            "text" => LogFormat::Text,
+            "json" => LogFormat::Json,
+            other => bail!(
+                "Cannot use {}: expected `text` or `json`, got `{other}`",
+                self.source("log_format")
+            ),
+        })
+    }
+
+    /// The sandbox's name and whether running without one was allowed.
+    fn sandbox(&self) -> Result<(String, bool)> {
+        let sandbox = self.text("sandbox").unwrap_or("bwrap").to_owned();
+        let unsafe_no_sandbox = match self.text("unsafe_no_sandbox") {
+            None => false,
+            Some("1" | "true" | "yes") => true,
+            Some("0" | "false" | "no") => false,
+            Some(other) => bail!(
+                "Cannot use {}: expected 1 or 0, got `{other}`",
+                self.source("unsafe_no_sandbox")
+            ),
+        };
+        match sandbox.as_str() {
+            "bwrap" => {}
+            "none" if unsafe_no_sandbox => {}
+            "none" => bail!(
+                "Cannot run executors without a sandbox unless UNSAFE_NO_SANDBOX=1 is set as well ({})",
+                self.source("sandbox")
+            ),
+            other => bail!(
+                "Cannot use {}: expected `bwrap` or `none`, got `{other}`",
+                self.source("sandbox")
+            ),
+        }
+        Ok((sandbox, unsafe_no_sandbox))
+    }
+
+    fn github_private_key(&self) -> Result<Option<SecretString>> {
+        Ok(match self.text("github_private_key") {
+            None => None,
+            Some(pem) if pem.starts_with("-----BEGIN") => Some(SecretString::from(pem.to_owned())),
+            Some(path) => Some(SecretString::from(
+                std::fs::read_to_string(path).with_context(|| {
+                    format!(
+                        "Could not read the GitHub App private key named by {}",
+                        self.source("github_private_key")
+                    )
+                })?,
+            )),
+        })
+    }
+
+    fn models(&self) -> Result<ModelSettings> {
+        for key in ["planner_model", "scout_model", "executor_model"] {
+            if let Some(name) = self.text(key) {
+                crate::ids::ModelName::parse(name)
+                    .with_context(|| format!("Cannot use {}", self.source(key)))?;
+            }
+        }
+        let prices = match self.text("model_prices") {
+            None => prices::PriceTable::default(),
+            Some(value) => {
+                // Inline TOML always has a `=`; a path never needs one.
+                let text = if value.contains('=') {
+                    value.to_owned()
+                } else {
+                    std::fs::read_to_string(value).with_context(|| {
+                        format!(
+                            "Could not read the price file named by {}",
+                            self.source("model_prices")
+                        )
+                    })?
+                };
+                prices::PriceTable::with_overrides(&text)
+                    .with_context(|| format!("Cannot use {}", self.source("model_prices")))?
+            }
+        };
+        Ok(ModelSettings {
+            anthropic_api_key: self.secret("anthropic_api_key"),
+            anthropic_base_url: self
+                .text("anthropic_base_url")
+                .unwrap_or("https://api.anthropic.com")
+                .to_owned(),
+            openai_api_key: self.secret("openai_api_key"),
+            openai_base_url: self
+                .text("openai_base_url")
+                .unwrap_or("https://api.openai.com/v1")
+                .to_owned(),
+            planner: self.text("planner_model").map(str::to_owned),
+            scout: self.text("scout_model").map(str::to_owned),
+            executor: self.text("executor_model").map(str::to_owned),
+            prices,
+        })
+    }
+
+    fn model_proxy(&self, data_dir: &Path) -> Result<ProxyListen> {
+        Ok(
+            match (
+                self.text("model_proxy_listen"),
+                self.text("model_proxy_socket"),
+            ) {
+                (Some(_), Some(_)) => bail!(
+                    "Cannot use both {} and {}: the model proxy listens on one of them",
+                    self.source("model_proxy_listen"),
+                    self.source("model_proxy_socket")
+                ),
+                (Some(addr), None) => {
+                    let parsed = addr.parse::<SocketAddr>().map_err(|_| {
+                        anyhow::anyhow!(
+                            "Cannot use {}: expected a loopback address such as 127.0.0.1:3001, got `{addr}`",
+                            self.source("model_proxy_listen")
+                        )
+                    })?;
+                    // Anyone who can reach the proxy can try tokens against it.
+                    if !parsed.ip().is_loopback() {
+                        bail!(
+                            "Cannot use {}: the model proxy listens on loopback only (127.0.0.1 or [::1]), not `{addr}`",
+                            self.source("model_proxy_listen")
+                        );
+                    }
+                    ProxyListen::Tcp(parsed)
+                }
+                (None, Some(path)) => ProxyListen::Unix(PathBuf::from(path)),
+                (None, None) => ProxyListen::Unix(data_dir.join("model-proxy.sock")),
+            },
+        )
+    }
+
+    fn queue(&self) -> Result<QueueSettings> {
+        let defaults = QueueSettings::default();
+        Ok(QueueSettings {
+            workers: self
+                .positive("workers")?
+                .map_or(defaults.workers, |v| v as usize),
+            lease: self
+                .positive("job_lease_secs")?
+                .map_or(defaults.lease, Duration::from_secs),
+            max_attempts: self
+                .positive("job_max_attempts")?
+                .map_or(defaults.max_attempts, |v| v as i64),
+            retry_base: self
+                .positive("job_retry_base_ms")?
+                .map_or(defaults.retry_base, Duration::from_millis),
+            retry_max: self
+                .positive("job_retry_max_secs")?
+                .map_or(defaults.retry_max, Duration::from_secs),
+            poll_interval: self
+                .positive("job_poll_ms")?
+                .map_or(defaults.poll_interval, Duration::from_millis),
+            shutdown_grace: self
+                .parsed::<u64>("shutdown_grace_secs", "a number of seconds")?
+                .map_or(defaults.shutdown_grace, Duration::from_secs),
+        })
+    }
+
+    fn workspaces(&self) -> Result<WorkspaceSettings> {
+        let defaults = WorkspaceSettings::default();
+        let workspaces = WorkspaceSettings {
+            keep_failed: self
+                .parsed::<u64>("workspace_keep_failed_secs", "a number of seconds")?
+                .map_or(defaults.keep_failed, Duration::from_secs),
+            // Workspaces read their history from the mirror: it must outlive the failed
+            // ones kept for inspection.
+            mirror_unused: match self.positive("mirror_unused_days")? {
+                None => defaults.mirror_unused,
+                Some(days) => Duration::from_secs(days.saturating_mul(24 * 3600)),
+            },
+        };
+        if workspaces.mirror_unused <= workspaces.keep_failed {
+            bail!(
+                "Cannot use {}: mirrors must be kept longer than failed workspaces ({} seconds), which read their history from them",
+                self.source("mirror_unused_days"),
+                workspaces.keep_failed.as_secs()
+            );
+        }
+        Ok(workspaces)
+    }
+
+    fn github(&self, private_key: Option<SecretString>) -> Result<GithubSettings> {
+        Ok(GithubSettings {
+            app_id: self.parsed("github_app_id", "a numeric app id")?,
+            private_key,
+            webhook_secrets: self.secrets("github_webhook_secret"),
+            api_url: self
+                .text("github_api_url")
+                .unwrap_or("https://api.github.com")
+                .trim_end_matches('/')
+                .to_owned(),
+        })
+    }
+
+    /// GitHub.com's web side is not its API host; Enterprise Server's API lives under the
+    /// instance at /api/v3.
+    fn github_url(&self, api_url: &str) -> String {
+        match self.text("github_url") {
+            Some(url) => url.trim_end_matches('/').to_owned(),
+            None if api_url == "https://api.github.com" => "https://github.com".to_owned(),
+            None => api_url
+                .strip_suffix("/api/v3")
+                .unwrap_or(api_url)
+                .to_owned(),
+        }
+    }
+
+    fn gitlab(&self) -> Result<GitlabSettings> {
+        Ok(GitlabSettings {
+            url: self
+                .text("gitlab_url")
+                .map(|u| u.trim_end_matches('/').to_owned()),
+            token: self.secret("gitlab_token"),
+            webhook_secrets: self.secrets("gitlab_webhook_secret"),
+            project_secrets: self.project_secrets("gitlab_webhook_secrets")?,
         })
     }
 }

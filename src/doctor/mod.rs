@@ -1,6 +1,6 @@
 //! `planwright doctor`: whether this deployment can work — settings, database and
 //! migrations, forge credentials, model provider keys, git, executors, disk — plus the
-//! sandbox's own checks (`sandbox::doctor`), one line each saying what to do about it.
+//! sandbox's own checks (`doctor::sandbox`), one line each saying what to do about it.
 
 pub mod sandbox;
 

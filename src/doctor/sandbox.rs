@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use crate::config::Settings;
 use crate::sandbox::bwrap::HostUser;
+use crate::sandbox::landlock::Enforced;
 use crate::sandbox::{Bwrap, Command, Sandbox};
 
 /// One line of the report.
@@ -53,14 +54,18 @@ pub async fn checks(settings: &Settings, relay: Option<PathBuf>) -> Vec<Check> {
         required: bwrap_required,
     });
     out.push(user_namespaces());
-    let abi = crate::sandbox::landlock::abi();
+    let landlock = crate::sandbox::landlock::probe();
     out.push(Check {
         name: "landlock",
-        ok: abi >= 2,
-        detail: if abi >= 2 {
-            format!("ABI {abi}: bridged runs may write only in the workspace, /tmp and /dev")
-        } else {
-            "not available: bubblewrap's mounts are the only wall".into()
+        ok: matches!(landlock, Ok(Enforced::Abi(_))),
+        detail: match landlock {
+            Ok(Enforced::Abi(abi)) => {
+                format!("ABI {abi}: bridged runs may write only in the workspace, /tmp and /dev")
+            }
+            Ok(Enforced::Unsupported) => {
+                "not available: bubblewrap's mounts are the only wall".into()
+            }
+            Err(e) => format!("not available ({e:#}): bubblewrap's mounts are the only wall"),
         },
         required: false,
     });

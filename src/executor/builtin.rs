@@ -6,6 +6,7 @@
 use std::ffi::OsStr;
 use std::fs::OpenOptions;
 use std::io::Write as _;
+use std::ops::ControlFlow;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
@@ -129,28 +130,7 @@ impl Executor for Builtin {
     async fn run(&self, task: &ExecutorTask) -> Result<ExecutorReport, ExecutorError> {
         let started = Instant::now();
         let deadline = started + task.limits.wall;
-        prepare_records(task)?;
-        let cwd = checkout_dir(task)?;
-        // An earlier attempt's commands may have swapped the checkout for a symlink;
-        // canonicalising that would aim every tool at its target.
-        if !is_real_dir(&task.repo) {
-            return Err(ExecutorError::Invalid(format!(
-                "the checkout {} is not a folder (replaced by an earlier run?)",
-                task.repo.display()
-            )));
-        }
-        let reader =
-            RepoTools::new(&task.repo).map_err(|e| ExecutorError::Invalid(e.to_string()))?;
-        let writer = Writer {
-            root: reader.root().to_path_buf(),
-        };
-        let attempt = Attempt {
-            task,
-            reader,
-            writer,
-            cwd,
-            deadline,
-        };
+        let attempt = Attempt::prepare(task, deadline)?;
         let mut transcript = Transcript::create(task.records.join("transcript.jsonl"))?;
         let system = system(task.limits.max_turns);
         let prompt = task.prompt();
@@ -178,22 +158,9 @@ impl Executor for Builtin {
                 temperature: Some(0.0),
             };
             turns += 1;
-            let response = match tokio::time::timeout_at(deadline, self.model.chat(&request)).await
-            {
-                Err(_) => break (StopReason::Timeout, None),
-                Ok(Err(e @ ModelError::BudgetExceeded { .. })) => {
-                    transcript.record(
-                        json!({"kind": "model_error", "turn": turns, "error": e.to_string()}),
-                    )?;
-                    break (StopReason::Budget, None);
-                }
-                Ok(Err(e)) => {
-                    transcript.record(
-                        json!({"kind": "model_error", "turn": turns, "error": e.to_string()}),
-                    )?;
-                    return Err(ExecutorError::Model(e));
-                }
-                Ok(Ok(response)) => response,
+            let response = match self.ask(&request, deadline, turns, &mut transcript).await? {
+                ControlFlow::Continue(response) => response,
+                ControlFlow::Break(reason) => break (reason, None),
             };
             transcript.record(json!({
                 "kind": "assistant",
@@ -209,48 +176,15 @@ impl Executor for Builtin {
                 role: Role::Assistant,
                 content: response.content.clone(),
             });
-
-            let mut results = Vec::new();
-            let mut finished = None;
-            for block in &response.content {
-                let ContentBlock::ToolUse { id, name, input } = block else {
-                    continue;
-                };
-                steps += 1;
-                if finished.is_some() {
-                    // Calls after `finish` in the same answer are not carried out.
-                    continue;
-                }
-                let (result, raw) = if name == "finish" {
-                    match parse::<FinishArgs>(name, input) {
-                        Ok(args) => {
-                            finished = Some(args.summary.clone());
-                            (Ok("finished".to_owned()), None)
-                        }
-                        Err(e) => (Err(e), None),
-                    }
-                } else {
-                    self.call(&attempt, name, input, steps).await?
-                };
-                let (content, is_error) = match result {
-                    Ok(text) => (text, false),
-                    Err(text) => (text, true),
-                };
-                transcript.record(json!({
-                    "kind": "tool",
-                    "turn": turns,
-                    "id": id,
-                    "name": name,
-                    "is_error": is_error,
-                    "output": content,
-                    "raw": raw,
-                }))?;
-                results.push(ContentBlock::ToolResult {
-                    tool_use_id: id.clone(),
-                    content,
-                    is_error,
-                });
-            }
+            let (results, finished) = self
+                .carry_out(
+                    &attempt,
+                    &response.content,
+                    turns,
+                    &mut steps,
+                    &mut transcript,
+                )
+                .await?;
             if let Some(summary) = finished {
                 break (StopReason::Finished, Some(summary));
             }
@@ -290,6 +224,84 @@ impl Executor for Builtin {
 }
 
 impl Builtin {
+    /// One turn of the model: a timeout or a spent budget ends the loop, any other model
+    /// error the attempt.
+    async fn ask(
+        &self,
+        request: &ChatRequest,
+        deadline: Instant,
+        turn: u32,
+        transcript: &mut Transcript,
+    ) -> Result<ControlFlow<StopReason, crate::llm::ChatResponse>, ExecutorError> {
+        match tokio::time::timeout_at(deadline, self.model.chat(request)).await {
+            Err(_) => Ok(ControlFlow::Break(StopReason::Timeout)),
+            Ok(Err(e @ ModelError::BudgetExceeded { .. })) => {
+                transcript
+                    .record(json!({"kind": "model_error", "turn": turn, "error": e.to_string()}))?;
+                Ok(ControlFlow::Break(StopReason::Budget))
+            }
+            Ok(Err(e)) => {
+                transcript
+                    .record(json!({"kind": "model_error", "turn": turn, "error": e.to_string()}))?;
+                Err(ExecutorError::Model(e))
+            }
+            Ok(Ok(response)) => Ok(ControlFlow::Continue(response)),
+        }
+    }
+
+    /// Carries out the tool calls of one answer in order: their results for the model
+    /// and, when the answer called `finish`, its summary.
+    async fn carry_out(
+        &self,
+        attempt: &Attempt<'_>,
+        content: &[ContentBlock],
+        turn: u32,
+        steps: &mut u32,
+        transcript: &mut Transcript,
+    ) -> Result<(Vec<ContentBlock>, Option<String>), ExecutorError> {
+        let mut results = Vec::new();
+        let mut finished = None;
+        for block in content {
+            let ContentBlock::ToolUse { id, name, input } = block else {
+                continue;
+            };
+            *steps += 1;
+            if finished.is_some() {
+                // Calls after `finish` in the same answer are not carried out.
+                continue;
+            }
+            let (result, raw) = if name == "finish" {
+                match parse::<FinishArgs>(name, input) {
+                    Ok(args) => {
+                        finished = Some(args.summary.clone());
+                        (Ok("finished".to_owned()), None)
+                    }
+                    Err(e) => (Err(e), None),
+                }
+            } else {
+                self.call(attempt, name, input, *steps).await?
+            };
+            let (content, is_error) = match result {
+                Ok(text) => (text, false),
+                Err(text) => (text, true),
+            };
+            transcript.record(json!({
+                "kind": "tool",
+                "turn": turn,
+                "id": id,
+                "name": name,
+                "is_error": is_error,
+                "output": content,
+                "raw": raw,
+            }))?;
+            results.push(ContentBlock::ToolResult {
+                tool_use_id: id.clone(),
+                content,
+                is_error,
+            });
+        }
+        Ok((results, finished))
+    }
     /// One tool call: the answer for the model (the error side is a tool error) and, for
     /// commands, the raw output for the transcript. Only failures of the sandbox itself
     /// end the attempt.
@@ -405,6 +417,33 @@ struct Attempt<'a> {
     /// The checkout relative to the sandbox's workspace.
     cwd: PathBuf,
     deadline: Instant,
+}
+
+impl<'a> Attempt<'a> {
+    fn prepare(task: &'a ExecutorTask, deadline: Instant) -> Result<Self, ExecutorError> {
+        prepare_records(task)?;
+        let cwd = checkout_dir(task)?;
+        // An earlier attempt's commands may have swapped the checkout for a symlink;
+        // canonicalising that would aim every tool at its target.
+        if !is_real_dir(&task.repo) {
+            return Err(ExecutorError::Invalid(format!(
+                "the checkout {} is not a folder (replaced by an earlier run?)",
+                task.repo.display()
+            )));
+        }
+        let reader =
+            RepoTools::new(&task.repo).map_err(|e| ExecutorError::Invalid(e.to_string()))?;
+        let writer = Writer {
+            root: reader.root().to_path_buf(),
+        };
+        Ok(Attempt {
+            task,
+            reader,
+            writer,
+            cwd,
+            deadline,
+        })
+    }
 }
 
 #[derive(Deserialize)]

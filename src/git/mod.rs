@@ -711,9 +711,40 @@ fn checkout(
     repo.set_head(&branch_ref)
         .context("Could not point HEAD at the run branch")?;
 
-    // Handing each file to the sandbox user as it is written, instead of walking the tree
-    // afterwards; its new stat data goes back into the index so `git status` inside does
-    // not rehash every file whose owner and ctime changed.
+    let handed = check_out_tree(&repo, &commit, &work, owner)?;
+    let mut index = repo
+        .index()
+        .context("Could not read the checkout's index")?;
+    if !handed.is_empty() {
+        refresh_stat(&mut index, &handed)?;
+        index
+            .write()
+            .context("Could not write the checkout's index")?;
+    }
+
+    let run_git = run_git_dir(&work, &objects, base, branch, &index)?;
+    if let Some((uid, gid)) = owner {
+        for path in [&run, &work, &home] {
+            std::os::unix::fs::lchown(path, Some(uid), Some(gid)).with_context(|| {
+                format!("Could not hand {} to the sandbox user", path.display())
+            })?;
+        }
+        // Small: no objects of its own.
+        chown_tree(&run_git, uid, gid)?;
+    }
+    Ok(objects)
+}
+
+/// Writes `commit`'s files into `work`, handing each to the sandbox user (`owner`) as it
+/// is written instead of walking the tree afterwards; returns their new stat data, which
+/// goes back into the index so `git status` inside does not rehash every file whose
+/// owner and ctime changed.
+fn check_out_tree(
+    repo: &Repository,
+    commit: &git2::Commit<'_>,
+    work: &Path,
+    owner: Option<(u32, u32)>,
+) -> anyhow::Result<HashMap<PathBuf, std::fs::Metadata>> {
     let mut handed: HashMap<PathBuf, std::fs::Metadata> = HashMap::new();
     let mut dirs: HashSet<PathBuf> = HashSet::new();
     let mut failure: Option<anyhow::Error> = None;
@@ -721,7 +752,7 @@ fn checkout(
         let mut builder = git2::build::CheckoutBuilder::new();
         builder.force();
         if let Some((uid, gid)) = owner {
-            let (handed, dirs, failure, work) = (&mut handed, &mut dirs, &mut failure, &work);
+            let (handed, dirs, failure) = (&mut handed, &mut dirs, &mut failure);
             builder.progress(move |path, _, _| {
                 let Some(rel) = path else { return };
                 if failure.is_some() {
@@ -757,25 +788,32 @@ fn checkout(
             });
         }
         repo.checkout_tree(commit.as_object(), Some(&mut builder))
-            .with_context(|| format!("Could not check out {base} into {}", work.display()))?;
+            .with_context(|| {
+                format!(
+                    "Could not check out {} into {}",
+                    commit.id(),
+                    work.display()
+                )
+            })?;
     }
     if let Some(e) = failure {
-        return Err(e.into());
+        return Err(e);
     }
-    let mut index = repo
-        .index()
-        .context("Could not read the checkout's index")?;
-    if !handed.is_empty() {
-        refresh_stat(&mut index, &handed)?;
-        index
-            .write()
-            .context("Could not write the checkout's index")?;
-    }
+    Ok(handed)
+}
 
-    // The run's own `.git`: same objects, same branch, a copy of the index; nothing that
-    // points back at planwright's git dir, no remote and no credentials.
+/// The run's own `.git` in `work`: same objects, same branch, a copy of `index`; nothing
+/// that points back at planwright's git dir, no remote and no credentials.
+fn run_git_dir(
+    work: &Path,
+    objects: &Path,
+    base: Oid,
+    branch: &str,
+    index: &git2::Index,
+) -> anyhow::Result<PathBuf> {
+    let branch_ref = format!("refs/heads/{branch}");
     let run_git = work.join(".git");
-    let run_repo = init_sharing(&run_git, &objects, false)?;
+    let run_repo = init_sharing(&run_git, objects, false)?;
     run_repo
         .reference(&branch_ref, base, true, "planwright: run branch")
         .with_context(|| format!("Could not create the branch {branch} in the checkout"))?;
@@ -796,17 +834,7 @@ fn checkout(
     run_index
         .write()
         .context("Could not write the checkout's own index")?;
-
-    if let Some((uid, gid)) = owner {
-        for path in [&run, &work, &home] {
-            std::os::unix::fs::lchown(path, Some(uid), Some(gid)).with_context(|| {
-                format!("Could not hand {} to the sandbox user", path.display())
-            })?;
-        }
-        // Small: no objects of its own.
-        chown_tree(&run_git, uid, gid)?;
-    }
-    Ok(objects)
+    Ok(run_git)
 }
 
 /// A repository at `git_dir` whose objects come from `objects` through alternates.

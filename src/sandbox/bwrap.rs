@@ -14,6 +14,7 @@ use anyhow::Context;
 use async_trait::async_trait;
 
 use super::{Bridge, Command, Output, Sandbox, SandboxError, full_env, process, validate};
+use crate::metrics::{self, RunOutcome};
 
 /// The user and group a command sees itself as inside the sandbox.
 const INSIDE_ID: &str = "1000";
@@ -211,53 +212,14 @@ impl Bwrap {
             .filter_map(|h| h.canonicalize().ok())
             .collect();
         let shown = host_root(&hidden, &mut args);
-        // Every place a command can write that is memory, not disk, has a size: /tmp and
-        // /dev/shm the run's limit, /run room for mount points and sockets only, and
-        // /dev itself none (it is made read-only below; its devices stay usable).
-        args.extend([
-            "--dev".into(),
-            "/dev".into(),
-            "--size".into(),
-            tmp_bytes.to_string().into(),
-            "--tmpfs".into(),
-            "/dev/shm".into(),
-            "--proc".into(),
-            "/proc".into(),
-            "--size".into(),
-            tmp_bytes.to_string().into(),
-            "--tmpfs".into(),
-            "/tmp".into(),
-            // A private /run: nothing of the host's, and room for the relay and bridges.
-            "--size".into(),
-            RUN_BYTES.to_string().into(),
-            "--tmpfs".into(),
-            "/run".into(),
-        ]);
+        memory_mounts(tmp_bytes, &mut args);
         let visible: Vec<&Path> = shown
             .iter()
             .map(PathBuf::as_path)
             .chain(read_only.iter().map(PathBuf::as_path))
             .chain([workspace])
             .collect();
-        let mut folder_covers = Vec::new();
-        for real in &hidden {
-            // Covering the real location hides it under every name. Only what a shown
-            // folder holds needs a cover; anything else is not in the sandbox at all,
-            // and a cover would give its name away.
-            if !visible.iter().any(|v| real.starts_with(v)) {
-                continue;
-            }
-            if real.is_dir() {
-                args.extend(["--tmpfs".into(), real.clone().into_os_string()]);
-                folder_covers.push(real.clone());
-            } else {
-                args.extend([
-                    "--ro-bind".into(),
-                    "/dev/null".into(),
-                    real.clone().into_os_string(),
-                ]);
-            }
-        }
+        let folder_covers = cover_hidden(&hidden, &visible, &mut args);
         // After the covers, so a workspace inside DATA_DIR is visible and nothing else
         // there. Bound from a descriptor opened by planwright, so it is the folder
         // checked above; bubblewrap (0.8) still resolves that descriptor's path, so the
@@ -277,24 +239,9 @@ impl Bwrap {
                 path.as_os_str().to_owned(),
             ]);
         }
-        // `relay_fd` is set exactly when there are bridges (see `check_bridges`). The
-        // relay comes in by content, copied from a descriptor planwright opened, so the
-        // sandbox user need not reach wherever the executable is installed.
+        // `relay_fd` is set exactly when there are bridges (see `check_bridges`).
         if let Some(fd) = relay_fd {
-            args.extend([
-                "--perms".into(),
-                "0555".into(),
-                "--ro-bind-data".into(),
-                fd.to_string().into(),
-                format!("{INSIDE_RUN}/relay").into(),
-            ]);
-            for bridge in bridges {
-                args.extend([
-                    "--ro-bind".into(),
-                    bridge.socket.as_os_str().to_owned(),
-                    inside_socket(bridge.port).into(),
-                ]);
-            }
+            relay_mounts(fd, bridges, &mut args);
         }
         // Last, once the mount points in them exist: the root itself (a tmpfs bubblewrap
         // made to hold the mounts above), /dev and the covers over hidden folders are
@@ -312,29 +259,8 @@ impl Bwrap {
             args.extend(["--seccomp".into(), fd.to_string().into()]);
         }
         args.push("--".into());
-        // The relay listens on the bridged ports, then becomes the command (relay.rs).
         if relay_fd.is_some() {
-            args.extend([
-                format!("{INSIDE_RUN}/relay").into(),
-                "sandbox".into(),
-                "relay".into(),
-            ]);
-            for bridge in bridges {
-                args.extend([
-                    "--bridge".into(),
-                    format!("{}={}", bridge.port, inside_socket(bridge.port)).into(),
-                ]);
-            }
-            // What the mounts leave writable, minus the covers over hidden paths.
-            args.extend([
-                "--writable".into(),
-                workspace.as_os_str().to_owned(),
-                "--writable".into(),
-                "/tmp".into(),
-                "--writable".into(),
-                "/dev".into(),
-                "--".into(),
-            ]);
+            relay_command(workspace, bridges, &mut args);
         }
         args
     }
@@ -424,7 +350,13 @@ impl Sandbox for Bwrap {
     async fn run(&self, command: &Command) -> Result<Output, SandboxError> {
         let started = std::time::Instant::now();
         let result = self.run_uncounted(command).await;
-        crate::server::metrics::record_sandbox_run(&result, started.elapsed());
+        let outcome = match &result {
+            Ok(out) if out.timed_out => RunOutcome::Timeout,
+            Ok(out) if out.exit.success() => RunOutcome::Ok,
+            Ok(_) => RunOutcome::Failed,
+            Err(_) => RunOutcome::Error,
+        };
+        metrics::record_sandbox_run(outcome, started.elapsed());
         result
     }
 }
@@ -534,6 +466,101 @@ impl Bwrap {
         drop((dir, relay_file, seccomp, lease));
         Ok(finished.into_output(true))
     }
+}
+
+/// Every place a command can write that is memory, not disk, has a size: /tmp and
+/// /dev/shm the run's limit, /run room for mount points and sockets only, and /dev itself
+/// none (it is made read-only at the end; its devices stay usable).
+fn memory_mounts(tmp_bytes: u64, args: &mut Vec<OsString>) {
+    args.extend([
+        "--dev".into(),
+        "/dev".into(),
+        "--size".into(),
+        tmp_bytes.to_string().into(),
+        "--tmpfs".into(),
+        "/dev/shm".into(),
+        "--proc".into(),
+        "/proc".into(),
+        "--size".into(),
+        tmp_bytes.to_string().into(),
+        "--tmpfs".into(),
+        "/tmp".into(),
+        // A private /run: nothing of the host's, and room for the relay and bridges.
+        "--size".into(),
+        RUN_BYTES.to_string().into(),
+        "--tmpfs".into(),
+        "/run".into(),
+    ]);
+}
+
+/// Covers each hidden path that a `visible` folder holds; returns the covered folders,
+/// which are remounted read-only once every mount is made.
+fn cover_hidden(hidden: &[PathBuf], visible: &[&Path], args: &mut Vec<OsString>) -> Vec<PathBuf> {
+    let mut folder_covers = Vec::new();
+    for real in hidden {
+        // Covering the real location hides it under every name. Only what a shown
+        // folder holds needs a cover; anything else is not in the sandbox at all,
+        // and a cover would give its name away.
+        if !visible.iter().any(|v| real.starts_with(v)) {
+            continue;
+        }
+        if real.is_dir() {
+            args.extend(["--tmpfs".into(), real.clone().into_os_string()]);
+            folder_covers.push(real.clone());
+        } else {
+            args.extend([
+                "--ro-bind".into(),
+                "/dev/null".into(),
+                real.clone().into_os_string(),
+            ]);
+        }
+    }
+    folder_covers
+}
+
+/// The relay and the bridged sockets on the private `/run`. The relay comes in by
+/// content, copied from a descriptor planwright opened, so the sandbox user need not
+/// reach wherever the executable is installed.
+fn relay_mounts(relay_fd: RawFd, bridges: &[Bridge], args: &mut Vec<OsString>) {
+    args.extend([
+        "--perms".into(),
+        "0555".into(),
+        "--ro-bind-data".into(),
+        relay_fd.to_string().into(),
+        format!("{INSIDE_RUN}/relay").into(),
+    ]);
+    for bridge in bridges {
+        args.extend([
+            "--ro-bind".into(),
+            bridge.socket.as_os_str().to_owned(),
+            inside_socket(bridge.port).into(),
+        ]);
+    }
+}
+
+/// The relay listens on the bridged ports, then becomes the command (relay.rs).
+fn relay_command(workspace: &Path, bridges: &[Bridge], args: &mut Vec<OsString>) {
+    args.extend([
+        format!("{INSIDE_RUN}/relay").into(),
+        "sandbox".into(),
+        "relay".into(),
+    ]);
+    for bridge in bridges {
+        args.extend([
+            "--bridge".into(),
+            format!("{}={}", bridge.port, inside_socket(bridge.port)).into(),
+        ]);
+    }
+    // What the mounts leave writable, minus the covers over hidden paths.
+    args.extend([
+        "--writable".into(),
+        workspace.as_os_str().to_owned(),
+        "--writable".into(),
+        "/tmp".into(),
+        "--writable".into(),
+        "/dev".into(),
+        "--".into(),
+    ]);
 }
 
 /// Mounts the allowlisted host folders and `/etc` entries into `args`; returns the real

@@ -12,12 +12,13 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use axum::Router;
-use axum::extract::DefaultBodyLimit;
+use axum::extract::{DefaultBodyLimit, Request};
 use axum::routing::{get, post};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tower_http::trace::TraceLayer;
+use tracing::{info, info_span, warn};
 
 use crate::app::{App, Forges};
 use crate::config::Settings;
@@ -68,8 +69,20 @@ pub fn router(state: AppState, role: Role) -> Router {
             )
             .route(setup::CALLBACK_PATH, get(setup::callback));
     }
+    // Webhook bodies keep the handlers' own limit and timeout (JSON 413 and 408, the HMAC fed
+    // as the body streams): tower-http's limit fails a chunked excess as a read error (400),
+    // and its timeouts bound the whole handler or only the wait for each frame.
     router
         .layer(DefaultBodyLimit::max(state.settings.webhook_body_limit))
+        .layer(
+            TraceLayer::new_for_http()
+                // The path alone: `/?token=` carries the setup token, which stays out of logs.
+                .make_span_with(|request: &Request| {
+                    info_span!("request", method = %request.method(), path = request.uri().path())
+                })
+                // Handlers log their own failures, with their cause.
+                .on_failure(()),
+        )
         .with_state(state)
 }
 

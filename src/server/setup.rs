@@ -5,10 +5,10 @@
 //! anyone's to claim.
 
 use std::collections::HashMap;
-use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use askama::Template;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, FromRef, Query, State};
@@ -274,7 +274,7 @@ pub async fn index(
         return response;
     }
     match status_page(&state).await {
-        Ok(body) => html(StatusCode::OK, body, None),
+        Ok(page) => page,
         Err(e) => {
             error!(error = %format!("{e:#}"), "Could not build the status page");
             message_page(
@@ -330,34 +330,12 @@ async fn terminal_index(
 
 /// Asks for the setup token; `wrong` when one was given and it is not this planwright's.
 fn token_page(org: Option<&str>, wrong: bool) -> Response {
-    let mut body = String::from("<h1>planwright</h1>");
-    if wrong {
-        body.push_str(
-            "<p><b>Cannot register with this setup token: it is not this planwright's.</b> \
-             Copy it again from where it was printed.</p>",
-        );
-    }
-    let _ = write!(
-        body,
-        "<p>No GitHub App is configured yet. Registering one needs this planwright's setup \
-         token: <code>planwright serve</code> prints it in its log at start (as \
-         <code>setup_url</code>) unless it was set with <code>SETUP_TOKEN</code>, and \
-         <code>planwright setup</code> prints it with the address to open.</p>\
-         <form method=\"post\" action=\"/\">\
-         <label>Setup token <input type=\"password\" name=\"token\" autocomplete=\"off\" \
-         required></label>{org}\
-         <button type=\"submit\">Continue</button></form>",
-        org = org.map_or_else(String::new, |org| format!(
-            "<input type=\"hidden\" name=\"org\" value=\"{}\">",
-            escape(org)
-        )),
-    );
     let status = if wrong {
         StatusCode::FORBIDDEN
     } else {
         StatusCode::UNAUTHORIZED
     };
-    html(status, body, Some("'self'"))
+    html(status, &TokenPage { org, wrong }, Some("'self'"))
 }
 
 fn registration_page(onboarding: &Onboarding, org: Option<&str>, token: Option<&str>) -> Response {
@@ -412,31 +390,16 @@ fn registration_page(onboarding: &Onboarding, org: Option<&str>, token: Option<&
         };
     let compact = manifest.to_string();
     let pretty = serde_json::to_string_pretty(&manifest).unwrap_or_else(|_| compact.clone());
-    let owner = match org {
-        Some(org) => format!("the organisation <b>{}</b>", escape(org)),
-        None => "your GitHub account".to_owned(),
+    let data_dir = onboarding::RegisteredApp::path(&onboarding.settings.data_dir)
+        .display()
+        .to_string();
+    let page = RegisterPage {
+        org,
+        data_dir: &data_dir,
+        action: &action,
+        manifest: &compact,
+        pretty: &pretty,
     };
-    let mut body = String::new();
-    let _ = write!(
-        body,
-        "<h1>planwright</h1>\
-         <p>No GitHub App is configured yet. Register one from planwright's manifest: GitHub \
-         creates the app for {owner}, and planwright stores its credentials in \
-         <code>{data_dir}</code> and starts using them right away.</p>\
-         <form method=\"post\" action=\"{action}\">\
-         <input type=\"hidden\" name=\"manifest\" value=\"{manifest}\">\
-         <button type=\"submit\">Register GitHub App</button></form>\
-         <p>To register it for an organisation, open <code>/?org=NAME</code>.</p>\
-         <h2>Manifest</h2><pre>{pretty}</pre>",
-        data_dir = escape(
-            &onboarding::RegisteredApp::path(&onboarding.settings.data_dir)
-                .display()
-                .to_string()
-        ),
-        action = escape(&action),
-        manifest = escape(&compact),
-        pretty = escape(&pretty),
-    );
     let secure = if onboarding.return_url.starts_with("https://") {
         "; Secure"
     } else {
@@ -446,7 +409,7 @@ fn registration_page(onboarding: &Onboarding, org: Option<&str>, token: Option<&
         "{STATE_COOKIE}={browser}; Path=/setup/github; Max-Age={}; HttpOnly; SameSite=Lax{secure}",
         STATE_TTL.as_secs()
     );
-    let mut response = html(StatusCode::OK, body, Some(&onboarding.settings.github_url));
+    let mut response = html(StatusCode::OK, &page, Some(&onboarding.settings.github_url));
     if let Ok(value) = HeaderValue::from_str(&cookie) {
         response.headers_mut().insert(header::SET_COOKIE, value);
     }
@@ -517,24 +480,18 @@ pub async fn callback(
         Ok(app) => {
             info!(app_id = app.id, slug = %app.slug, "GitHub App registered from the manifest");
             let install = format!("{}/installations/new", app.html_url.trim_end_matches('/'));
-            let mut body = format!(
-                "<h1>planwright</h1><p>Registered the GitHub App <b>{}</b> (id {}), and \
-                 stored its credentials.</p>",
-                escape(&app.slug),
-                app.id
-            );
             // GitHub's answer is trusted for its content, not for the link's scheme.
-            if install.starts_with("https://") || install.starts_with("http://") {
-                let _ = write!(
-                    body,
-                    "<p>Next, <a href=\"{}\">install it on your repositories</a>.</p>",
-                    escape(&install)
-                );
-            }
+            let install = (install.starts_with("https://") || install.starts_with("http://"))
+                .then_some(install.as_str());
+            let page = RegisteredPage {
+                slug: &app.slug,
+                id: app.id,
+                install,
+            };
+            let mut response = html(StatusCode::OK, &page, None);
             if let Some(notify) = &onboarding.notify {
                 let _ = notify.send(app);
             }
-            let mut response = html(StatusCode::OK, body, None);
             if let Ok(value) = HeaderValue::from_str(&format!(
                 "{STATE_COOKIE}=; Path=/setup/github; Max-Age=0; HttpOnly; SameSite=Lax"
             )) {
@@ -578,84 +535,58 @@ async fn register(onboarding: &Onboarding, code: &str) -> anyhow::Result<Registe
 
 /// Installations and recent sessions: states, contract versions and costs. Nothing from
 /// issue bodies, comments, failures or dossiers is shown, and all text is escaped.
-async fn status_page(state: &AppState) -> anyhow::Result<String> {
+async fn status_page(state: &AppState) -> anyhow::Result<Response> {
     let mut conn = state.db.pool.acquire().await?;
     let installs = installations::list(&mut conn).await?;
-    let mut body = String::from("<h1>planwright</h1>");
     let settings = &state.settings;
-    let _ = write!(
-        body,
-        "<p>Webhooks: <code>{0}/webhooks/github</code>, <code>{0}/webhooks/gitlab</code>.</p>",
-        escape(&settings.public_url)
-    );
-    if let Some(id) = settings.github.app_id {
-        let _ = write!(body, "<p>GitHub App id {id}.</p>");
-    } else if state.forges.configured(Forge::Github) {
-        body.push_str("<p>GitHub App registered from the manifest while running.</p>");
-    }
-    body.push_str("<h2>Installations</h2>");
-    if installs.is_empty() {
-        body.push_str("<p>None yet: install the app on a repository.</p>");
-    } else {
-        body.push_str(
-            "<table><tr><th>forge</th><th>installation</th><th>account</th><th>state</th>\
-             <th>repositories</th></tr>",
-        );
-        for i in &installs {
-            let forge = forge_named(&i.forge);
-            let repos = match forge {
-                Some(forge) => installations::repositories(
-                    &mut conn,
-                    forge,
-                    crate::ids::InstallationId(i.installation_id),
-                )
-                .await?
-                .len(),
-                None => 0,
-            };
-            let _ = write!(
-                body,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{repos}</td></tr>",
-                escape(&i.forge),
-                i.installation_id,
-                escape(&i.account),
-                escape(&i.state),
-            );
-        }
-        body.push_str("</table>");
+    let mut installation_rows = Vec::with_capacity(installs.len());
+    for i in &installs {
+        let repositories = match forge_named(&i.forge) {
+            Some(forge) => installations::repositories(
+                &mut conn,
+                forge,
+                crate::ids::InstallationId(i.installation_id),
+            )
+            .await?
+            .len(),
+            None => 0,
+        };
+        installation_rows.push(InstallationRow {
+            forge: &i.forge,
+            id: i.installation_id,
+            account: &i.account,
+            state: &i.state,
+            repositories,
+        });
     }
     drop(conn);
     let recent = sessions::list(&state.db, RECENT_SESSIONS).await?;
-    body.push_str("<h2>Recent sessions</h2>");
-    if recent.is_empty() {
-        body.push_str("<p>None yet: label an issue to start one.</p>");
-    } else {
-        body.push_str(
-            "<table><tr><th>issue</th><th>state</th><th>contract</th><th>cost</th>\
-             <th>updated</th></tr>",
-        );
-        let now = now_ms();
-        for s in &recent {
-            let contract = s
+    let now = now_ms();
+    let session_rows = recent
+        .iter()
+        .map(|s| SessionRow {
+            issue: format!("{}#{}", s.repo, s.issue_number),
+            url: issue_url(settings, s),
+            state: s.state.as_str(),
+            contract: s
                 .contract_version
-                .map_or_else(|| "—".to_owned(), |v| format!("v{v}"));
-            let _ = write!(
-                body,
-                "<tr><td>{}</td><td>{}</td><td>{contract}</td><td>${:.2}</td><td>{}</td></tr>",
-                issue_link(settings, s),
-                escape(s.state.as_str()),
-                s.cost_microusd as f64 / 1_000_000.0,
-                age(now - s.updated_at),
-            );
-        }
-        body.push_str("</table>");
-    }
-    Ok(body)
+                .map_or_else(|| "—".to_owned(), |v| format!("v{v}")),
+            cost: format!("${:.2}", s.cost_microusd as f64 / 1_000_000.0),
+            updated: age(now - s.updated_at),
+        })
+        .collect();
+    let page = StatusPage {
+        public_url: &settings.public_url,
+        app_id: settings.github.app_id,
+        registered_while_running: state.forges.configured(Forge::Github),
+        installations: installation_rows,
+        sessions: session_rows,
+    };
+    Ok(html(StatusCode::OK, &page, None))
 }
 
-fn issue_link(settings: &Settings, s: &sessions::SessionRow) -> String {
-    let text = format!("{}#{}", s.repo, s.issue_number);
-    let url = match s.forge {
+fn issue_url(settings: &Settings, s: &sessions::SessionRow) -> Option<String> {
+    match s.forge {
         Forge::Github => Some(format!(
             "{}/{}/issues/{}",
             settings.github_url, s.repo, s.issue_number
@@ -666,10 +597,6 @@ fn issue_link(settings: &Settings, s: &sessions::SessionRow) -> String {
             .as_ref()
             .map(|base| format!("{base}/{}/-/issues/{}", s.repo, s.issue_number)),
         Forge::Local => None,
-    };
-    match url {
-        Some(url) => format!("<a href=\"{}\">{}</a>", escape(&url), escape(&text)),
-        None => escape(&text),
     }
 }
 
@@ -701,26 +628,26 @@ fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
 }
 
 fn message_page(status: StatusCode, title: &str, message: &str) -> Response {
-    html(
-        status,
-        format!("<h1>{}</h1><p>{}</p>", escape(title), escape(message)),
-        None,
-    )
+    html(status, &MessagePage { title, message }, None)
 }
 
 /// A complete page. Nothing here needs scripts; forms may post only to `form_target`.
-fn html(status: StatusCode, body: String, form_target: Option<&str>) -> Response {
+fn html(status: StatusCode, page: &impl Template, form_target: Option<&str>) -> Response {
+    let page = match page.render() {
+        Ok(page) => page,
+        Err(e) => {
+            error!(error = %e, "Could not render a page");
+            return (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "Could not render the page",
+            )
+                .into_response();
+        }
+    };
     let form_action = form_target.map_or_else(|| "'none'".to_owned(), origin);
     let csp = format!(
         "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; \
          frame-ancestors 'none'; form-action {form_action}"
-    );
-    let page = format!(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <title>planwright</title><style>body{{font-family:sans-serif;max-width:60em;\
-         margin:2em auto;padding:0 1em}}td,th{{padding:.2em .8em;text-align:left}}\
-         pre{{background:#f4f4f4;padding:1em;overflow:auto}}</style></head>\
-         <body>{body}</body></html>"
     );
     let mut response = (status, page).into_response();
     let headers = response.headers_mut();
@@ -738,6 +665,78 @@ fn html(status: StatusCode, body: String, form_target: Option<&str>) -> Response
         headers.insert(header::CONTENT_SECURITY_POLICY, value);
     }
     response
+}
+
+/// The setup token form.
+#[derive(Template)]
+#[template(path = "token.html")]
+struct TokenPage<'a> {
+    org: Option<&'a str>,
+    wrong: bool,
+}
+
+/// The manifest form that registers the app on GitHub.
+#[derive(Template)]
+#[template(path = "register.html")]
+struct RegisterPage<'a> {
+    org: Option<&'a str>,
+    data_dir: &'a str,
+    action: &'a str,
+    manifest: &'a str,
+    pretty: &'a str,
+}
+
+/// The end of a registration; `install` only when GitHub's link is http(s).
+#[derive(Template)]
+#[template(path = "registered.html")]
+struct RegisteredPage<'a> {
+    slug: &'a str,
+    id: u64,
+    install: Option<&'a str>,
+}
+
+#[derive(Template)]
+#[template(path = "status.html")]
+struct StatusPage<'a> {
+    public_url: &'a str,
+    app_id: Option<u64>,
+    registered_while_running: bool,
+    installations: Vec<InstallationRow<'a>>,
+    sessions: Vec<SessionRow<'a>>,
+}
+
+struct InstallationRow<'a> {
+    forge: &'a str,
+    id: i64,
+    account: &'a str,
+    state: &'a str,
+    repositories: usize,
+}
+
+struct SessionRow<'a> {
+    issue: String,
+    url: Option<String>,
+    state: &'a str,
+    contract: String,
+    cost: String,
+    updated: String,
+}
+
+#[derive(Template)]
+#[template(path = "message.html")]
+struct MessagePage<'a> {
+    title: &'a str,
+    message: &'a str,
+}
+
+/// How templates/*.html escape what they print (askama.toml names it): with [`escape`].
+#[derive(Debug, Clone, Copy)]
+pub struct Html;
+
+impl askama::filters::Escaper for Html {
+    fn write_escaped_str<W: std::fmt::Write>(&self, mut dest: W, text: &str) -> std::fmt::Result {
+        dest.write_str(&escape(text))
+    }
 }
 
 /// `scheme://host[:port]` of a URL, as CSP source lists take it.
@@ -839,6 +838,40 @@ mod tests {
             "https://ghe.example.com"
         );
         assert_eq!(origin("http://127.0.0.1:9"), "http://127.0.0.1:9");
+    }
+
+    #[test]
+    fn what_the_status_page_shows_from_forges_is_escaped() {
+        let script = "<script>alert(\"x\")</script>";
+        let page = StatusPage {
+            public_url: "https://planwright.example.com",
+            app_id: Some(7),
+            registered_while_running: false,
+            installations: vec![InstallationRow {
+                forge: "github",
+                id: 957387,
+                account: script,
+                state: "active",
+                repositories: 1,
+            }],
+            sessions: vec![SessionRow {
+                issue: format!("{script}#1"),
+                url: Some(format!("https://github.com/{script}\"onmouseover=\"x")),
+                state: "planning",
+                contract: "v1".into(),
+                cost: "$0.00".into(),
+                updated: "1 s ago".into(),
+            }],
+        }
+        .render()
+        .unwrap();
+        assert!(!page.contains("<script"), "{page}");
+        assert!(!page.contains("\"onmouseover"), "{page}");
+        assert!(
+            page.contains("<td>&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;</td>"),
+            "{page}"
+        );
+        assert!(page.contains("<td>957387</td>"), "{page}");
     }
 
     #[test]

@@ -576,50 +576,9 @@ async fn admit(
     grant: Grant,
     body: &[u8],
 ) -> Result<(Call, Value), Refused> {
-    let provider = api.provider();
-    let mut request: Value = match serde_json::from_slice(body) {
-        Ok(v @ Value::Object(_)) => v,
-        _ => {
-            return Err(Refused::new(
-                Refusal::BadRequest,
-                "Cannot forward the request: its body is not a JSON object",
-            ));
-        }
-    };
-    if let Err(message) = allow::check(api, request.as_object().unwrap_or(&Default::default())) {
-        info!(run = %grant.run, %provider, reason = %message, "model proxy refused a request it does not forward");
-        return Err(Refused::new(Refusal::BadRequest, message));
-    }
-    let Some(model) = request["model"].as_str().map(str::to_owned) else {
-        return Err(Refused::new(
-            Refusal::BadRequest,
-            "Cannot forward the request: it names no `model`",
-        ));
-    };
-    let name = ModelName { provider, model };
+    let (mut request, name) = read_request(api, &grant, body)?;
     if !api.metered() {
-        if !inner
-            .capabilities
-            .count_call(&grant.run, COUNT_TOKENS_PER_RUN)
-        {
-            info!(run = %grant.run, "model proxy refused a count past the run's limit");
-            return Err(Refused::new(
-                Refusal::BadRequest,
-                format!(
-                    "Cannot count tokens: run {} has made its {COUNT_TOKENS_PER_RUN} count_tokens calls",
-                    grant.run
-                ),
-            ));
-        }
-        let call = Call {
-            grant,
-            name,
-            price: None,
-            db: inner.db.clone(),
-            hold: None,
-            _slot: None,
-        };
-        return Ok((call, request));
+        return admit_count(inner, grant, name, request);
     }
     let Some(price) = inner.prices.get(&name) else {
         return Err(Refused::new(
@@ -655,6 +614,82 @@ async fn admit(
         .acquire_owned()
         .await
         .map_err(|_| Refused::new(Refusal::Token, TokenError::Revoked.to_string()))?;
+    let hold = hold_budget(inner, &grant, &name, worst).await?;
+    let call = Call {
+        grant,
+        name,
+        price: Some(price),
+        db: inner.db.clone(),
+        hold,
+        _slot: Some(slot),
+    };
+    Ok((call, request))
+}
+
+/// The body as a JSON object the proxy forwards, and the model it names.
+fn read_request(api: Api, grant: &Grant, body: &[u8]) -> Result<(Value, ModelName), Refused> {
+    let provider = api.provider();
+    let request: Value = match serde_json::from_slice(body) {
+        Ok(v @ Value::Object(_)) => v,
+        _ => {
+            return Err(Refused::new(
+                Refusal::BadRequest,
+                "Cannot forward the request: its body is not a JSON object",
+            ));
+        }
+    };
+    if let Err(message) = allow::check(api, request.as_object().unwrap_or(&Default::default())) {
+        info!(run = %grant.run, %provider, reason = %message, "model proxy refused a request it does not forward");
+        return Err(Refused::new(Refusal::BadRequest, message));
+    }
+    let Some(model) = request["model"].as_str().map(str::to_owned) else {
+        return Err(Refused::new(
+            Refusal::BadRequest,
+            "Cannot forward the request: it names no `model`",
+        ));
+    };
+    Ok((request, ModelName { provider, model }))
+}
+
+/// A call that costs nothing (counting tokens): no budget to hold, only a count per run.
+fn admit_count(
+    inner: &Inner,
+    grant: Grant,
+    name: ModelName,
+    request: Value,
+) -> Result<(Call, Value), Refused> {
+    if !inner
+        .capabilities
+        .count_call(&grant.run, COUNT_TOKENS_PER_RUN)
+    {
+        info!(run = %grant.run, "model proxy refused a count past the run's limit");
+        return Err(Refused::new(
+            Refusal::BadRequest,
+            format!(
+                "Cannot count tokens: run {} has made its {COUNT_TOKENS_PER_RUN} count_tokens calls",
+                grant.run
+            ),
+        ));
+    }
+    let call = Call {
+        grant,
+        name,
+        price: None,
+        db: inner.db.clone(),
+        hold: None,
+        _slot: None,
+    };
+    Ok((call, request))
+}
+
+/// Holds the call's worst case against the run's budget, or refuses it: the budget is
+/// spent, or held by the run's calls in flight.
+async fn hold_budget(
+    inner: &Inner,
+    grant: &Grant,
+    name: &ModelName,
+    worst: model_usage::Spent,
+) -> Result<Option<HoldId>, Refused> {
     let limits = [(Scope::Run(&grant.run), grant.budget)];
     let held = usage::reserve(
         &inner.db,
@@ -671,38 +706,29 @@ async fn admit(
             "Could not check the run's budget; try again shortly",
         )
     })?;
-    let hold = match held {
-        Ok(hold) => hold,
+    match held {
+        Ok(hold) => Ok(hold),
         Err(over) if over.held => {
             info!(run = %grant.run, spent = %over.spent, limit = %over.limit, "model proxy refused a call while the run's budget was held by calls in flight");
-            return Err(Refused::new(
+            Err(Refused::new(
                 Refusal::Budget,
                 format!(
                     "Cannot call {name}: run {}'s budget of {} is held by its calls still in flight ({} spent so far); try again when they finish",
                     grant.run, over.limit, over.spent
                 ),
-            ));
+            ))
         }
         Err(over) => {
             info!(run = %grant.run, spent = %over.spent, limit = %over.limit, "model proxy refused a call past the run's budget");
-            return Err(Refused::new(
+            Err(Refused::new(
                 Refusal::Budget,
                 format!(
                     "Cannot call {name}: run {} has spent its budget ({} of {}); planwright refuses further model calls for this run",
                     grant.run, over.spent, over.limit
                 ),
-            ));
+            ))
         }
-    };
-    let call = Call {
-        grant,
-        name,
-        price: Some(price),
-        db: inner.db.clone(),
-        hold,
-        _slot: Some(slot),
-    };
-    Ok((call, request))
+    }
 }
 
 /// `output`, lowered to what the run's budget left can pay for after the input (but not

@@ -1,0 +1,261 @@
+//! The `planwright` command line: its flags, one module per subcommand, and the
+//! [`ExitStatus`] each one ends with, turned into the process's exit code in one place
+//! ([`run`]).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+
+use crate::config::{LogFormat, Settings};
+use crate::distill::Format;
+use crate::server::Role;
+
+mod contract;
+mod deliveries;
+mod distill;
+mod doctor;
+mod migrate;
+mod sandbox;
+mod serve;
+mod sessions;
+mod setup;
+mod solve;
+
+#[derive(Parser)]
+#[command(
+    name = "planwright",
+    version,
+    about = "Takes issues to pull requests through an approved build contract"
+)]
+pub struct Cli {
+    /// Settings file (default: planwright.toml when present). Environment variables
+    /// PLANWRIGHT_<KEY> override it.
+    #[arg(long, global = true)]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Receive webhooks and run jobs.
+    Serve {
+        #[arg(long, value_enum, default_value = "all")]
+        role: Role,
+    },
+    /// Apply pending database migrations and exit.
+    Migrate,
+    /// Register planwright's GitHub App from its manifest: serves a one-shot page on a
+    /// local address to open in a browser, waits for GitHub to send the browser back, and
+    /// stores the app's credentials in DATA_DIR/github-app.json for `serve`.
+    Setup {
+        /// Register the app for this organisation instead of your own account.
+        #[arg(long)]
+        org: Option<String>,
+        /// The local address of the one-shot page (port 0 picks a free one).
+        #[arg(long, default_value = "127.0.0.1:0")]
+        listen: std::net::SocketAddr,
+    },
+    /// List planner sessions, newest first.
+    Sessions {
+        #[arg(long)]
+        json: bool,
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+    },
+    /// List received webhook deliveries, newest first.
+    Deliveries {
+        #[arg(long)]
+        json: bool,
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+    },
+    /// Summarise test-runner or command output: counts, failing tests with their message
+    /// and location (the compact form for models by default).
+    Distill {
+        /// The runner whose output this is (default: detected from --command and the output).
+        #[arg(long, value_enum)]
+        format: Option<Format>,
+        /// The command that produced the output, to help detection.
+        #[arg(long)]
+        command: Option<String>,
+        /// Print the structured report as JSON.
+        #[arg(long, conflicts_with = "markdown")]
+        json: bool,
+        /// Print the report as markdown for humans.
+        #[arg(long)]
+        markdown: bool,
+        /// The output to read; `-` or nothing reads standard input.
+        file: Option<PathBuf>,
+    },
+    /// Work with build contracts.
+    Contract {
+        #[command(subcommand)]
+        command: contract::ContractCommand,
+    },
+    /// Take one issue to a result on a repository on this machine, without a forge: the
+    /// contract is printed and approved here, the executor runs in the sandbox, and the
+    /// result lands on a branch of the repository with its report in
+    /// `.git/planwright/solve-N/pull-request.md`. Models and the sandbox come from the
+    /// settings as for `serve`; DATA_DIR defaults to `.git/planwright/` (the database
+    /// there is always SQLite). Exits 0 when the run passed, 1 when it did not, 2 on bad
+    /// input.
+    #[command(group(clap::ArgGroup::new("issue_text").required(true).args(["issue_file", "issue"])))]
+    Solve {
+        /// The repository's top folder; the work starts from the branch checked out.
+        #[arg(long)]
+        repo: PathBuf,
+        /// A markdown file holding the issue: its first `# ` heading is the title.
+        #[arg(long, value_name = "FILE")]
+        issue_file: Option<PathBuf>,
+        /// The issue as text: its first line is the title.
+        #[arg(long, value_name = "TEXT")]
+        issue: Option<String>,
+        /// Carry out the contract without asking (needed when standard input is not a
+        /// terminal).
+        #[arg(long)]
+        approve: bool,
+    },
+    /// Check this deployment: settings, database and migrations, GitHub and GitLab
+    /// credentials, model provider keys, git, executors, the sandbox, free disk. One line
+    /// per check (ok, warn, FAIL); exits non-zero when any check fails.
+    Doctor,
+    /// Run commands the way executors run them.
+    Sandbox {
+        #[command(subcommand)]
+        command: sandbox::SandboxCommand,
+    },
+}
+
+/// How a command ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExitStatus {
+    /// It did what it was asked (0).
+    Success,
+    /// It ran and the answer is no: a check failed, a contract is not valid, a run did
+    /// not pass, or something failed on the way (1).
+    Failure,
+    /// What it was given cannot be worked with: the settings, a file, the issue (2).
+    BadInput,
+    /// Stopped with Ctrl-C (130, as shells report SIGINT).
+    Interrupted,
+    /// The status of a command run on the user's behalf, passed on.
+    Code(u8),
+}
+
+impl From<ExitStatus> for ExitCode {
+    fn from(status: ExitStatus) -> Self {
+        match status {
+            ExitStatus::Success => ExitCode::SUCCESS,
+            ExitStatus::Failure => ExitCode::FAILURE,
+            ExitStatus::BadInput => ExitCode::from(2),
+            ExitStatus::Interrupted => ExitCode::from(130),
+            ExitStatus::Code(code) => ExitCode::from(code),
+        }
+    }
+}
+
+/// Why a command stopped short; said on standard error as `planwright: …`.
+#[derive(Debug)]
+enum Error {
+    /// In what it was given (exits [`ExitStatus::BadInput`]).
+    Input(anyhow::Error),
+    /// On the way (exits [`ExitStatus::Failure`]).
+    Failed(anyhow::Error),
+}
+
+impl From<anyhow::Error> for Error {
+    fn from(e: anyhow::Error) -> Self {
+        Error::Failed(e)
+    }
+}
+
+/// Runs the command line's command.
+pub fn run(cli: Cli) -> ExitCode {
+    let config = cli.config.as_deref();
+    let ended = match cli.command {
+        // Inside a sandbox (the relay): no settings, no logging. `sandbox run` needs no
+        // database; its settings only add paths to hide.
+        Command::Sandbox { command } => sandbox::run(command, config).map_err(Error::Failed),
+        // Distilling needs no settings, database or runtime.
+        Command::Distill {
+            format,
+            command,
+            json,
+            markdown,
+            file,
+        } => distill::run(format, command.as_deref(), json, markdown, file.as_deref())
+            .map_err(Error::Failed),
+        Command::Contract { command } => contract::run(command),
+        // The doctor reports settings that do not load as one of its checks.
+        Command::Doctor => doctor::run(config).map_err(Error::Failed),
+        Command::Solve {
+            repo,
+            issue_file,
+            issue,
+            approve,
+        } => solve::run(config, repo, issue_file, issue, approve),
+        Command::Serve { role } => deployment(config, |settings| serve::run(settings, role)),
+        Command::Setup { org, listen } => {
+            deployment(config, |settings| setup::run(settings, org, listen))
+        }
+        Command::Migrate => deployment(config, migrate::run),
+        Command::Sessions { json, limit } => {
+            deployment(config, |settings| sessions::run(settings, json, limit))
+        }
+        Command::Deliveries { json, limit } => {
+            deployment(config, |settings| deliveries::run(settings, json, limit))
+        }
+    };
+    let status = match ended {
+        Ok(status) => status,
+        Err(Error::Input(e)) => {
+            eprintln!("planwright: {e:#}");
+            ExitStatus::BadInput
+        }
+        Err(Error::Failed(e)) => {
+            eprintln!("planwright: {e:#}");
+            ExitStatus::Failure
+        }
+    };
+    status.into()
+}
+
+/// The commands that work on a deployment: its settings must load, and they log as
+/// `serve` does.
+fn deployment<F, R>(config: Option<&Path>, command: F) -> Result<ExitStatus, Error>
+where
+    F: FnOnce(Settings) -> R,
+    R: Future<Output = anyhow::Result<ExitStatus>>,
+{
+    let settings = Settings::load(config).map_err(Error::Input)?;
+    init_tracing(settings.log_format, "info");
+    for warning in &settings.warnings {
+        tracing::warn!("{warning}");
+    }
+    Ok(runtime()?.block_on(command(settings))?)
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Runtime::new().context("Could not start the async runtime")
+}
+
+/// Logs on standard error at `level` unless PLANWRIGHT_LOG or RUST_LOG say otherwise.
+fn init_tracing(format: LogFormat, level: &str) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("PLANWRIGHT_LOG")
+        .or_else(|_| EnvFilter::try_from_default_env())
+        .unwrap_or_else(|_| EnvFilter::new(level));
+    use std::io::IsTerminal;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        // Colour codes only for a person at a terminal, not in captured logs.
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
+    }
+}

@@ -1,0 +1,165 @@
+//! `planwright sandbox`: `run` runs one command in the sandbox an executor would get;
+//! `relay` is what that sandbox runs inside to reach bridged host sockets.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use clap::Subcommand;
+
+use crate::config::Settings;
+use crate::sandbox::{self, Exit, Sandbox, egress, relay};
+
+use super::ExitStatus;
+
+#[derive(Subcommand)]
+pub(super) enum SandboxCommand {
+    /// Run one command in the sandbox an executor would get, with DIR as its workspace.
+    Run {
+        #[arg(long)]
+        workspace: PathBuf,
+        /// `none`: no network at all; `setup`: the hosts given with --allow, through the
+        /// egress proxy (HTTP_PROXY and friends are set inside).
+        #[arg(long, value_enum, default_value = "none")]
+        network: Network,
+        /// A host the setup phase may reach: `example.com`, `*.example.com`,
+        /// `.example.com` or an IP address, each with an optional `:port` (default 80
+        /// and 443).
+        #[arg(long)]
+        allow: Vec<String>,
+        /// Wall-clock limit in seconds.
+        #[arg(long, default_value_t = 600)]
+        timeout: u64,
+        /// Another path to hide (DATA_DIR from the settings is hidden when they load).
+        #[arg(long)]
+        hide: Vec<PathBuf>,
+        /// The command and its arguments.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+    /// Inside a sandbox: relay 127.0.0.1:PORT to a mounted Unix socket for each bridge,
+    /// then run the command (or, without one, only relay).
+    #[command(hide = true)]
+    Relay {
+        #[arg(long = "bridge", value_name = "PORT=SOCKET", value_parser = relay::parse_bridge, required = true)]
+        bridges: Vec<(u16, PathBuf)>,
+        /// A folder the command may write in; nothing else is writable (Landlock).
+        #[arg(long)]
+        writable: Vec<PathBuf>,
+        #[arg(last = true)]
+        command: Vec<String>,
+    },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub(super) enum Network {
+    None,
+    Setup,
+}
+
+pub(super) fn run(command: SandboxCommand, config: Option<&Path>) -> anyhow::Result<ExitStatus> {
+    match command {
+        SandboxCommand::Relay {
+            bridges,
+            writable,
+            command,
+        } => {
+            let result = if command.is_empty() {
+                relay::serve(&bridges)
+            } else {
+                Err(relay::enter(&bridges, &writable, &command))
+            };
+            match result {
+                Ok(()) => Ok(ExitStatus::Success),
+                Err(e) => {
+                    eprintln!("planwright: {e:#}");
+                    // As shells do when a command cannot be run.
+                    Ok(ExitStatus::Code(127))
+                }
+            }
+        }
+        SandboxCommand::Run {
+            workspace,
+            network,
+            allow,
+            timeout,
+            hide,
+            command,
+        } => run_command(workspace, network, &allow, timeout, hide, command, config),
+    }
+}
+
+fn run_command(
+    workspace: PathBuf,
+    network: Network,
+    allow: &[String],
+    timeout: u64,
+    mut hide: Vec<PathBuf>,
+    command: Vec<String>,
+    config: Option<&Path>,
+) -> anyhow::Result<ExitStatus> {
+    let allowlist = match network {
+        Network::None if !allow.is_empty() => {
+            anyhow::bail!("Cannot use --allow without --network setup")
+        }
+        Network::None => None,
+        Network::Setup => Some(egress::Allowlist::parse(allow)?),
+    };
+    // Without its settings the sandbox would not know DATA_DIR or the key files, and
+    // would show them.
+    let settings = Settings::load(config).context(
+        "Cannot run the sandbox without the settings, which say what it must hide: fix them \
+         (`planwright doctor` lists the problems) and run again",
+    )?;
+    super::init_tracing(settings.log_format, "info");
+    hide.extend(sandbox::hidden_paths(&settings));
+    let bwrap = sandbox::Bwrap::new(hide)?;
+    let mut cmd = sandbox::Command::new(workspace, command);
+    cmd.limits.wall = std::time::Duration::from_secs(timeout);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("Could not start the async runtime")?;
+    let out = runtime.block_on(async {
+        let Some(allowlist) = allowlist else {
+            return bwrap.run(&cmd).await.map_err(anyhow::Error::from);
+        };
+        // A folder of its own the sandbox user can enter, removed afterwards.
+        let dir = std::env::temp_dir().join(format!("planwright-egress-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir(&dir).with_context(|| format!("Could not create {}", dir.display()))?;
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))
+                .with_context(|| format!("Could not open {} to the sandbox", dir.display()))?;
+        }
+        let result = async {
+            let proxy =
+                egress::EgressProxy::start(&dir.join("egress.sock"), allowlist, "sandbox-run")
+                    .await?;
+            cmd.bridge_egress_proxy(proxy.socket());
+            Ok(bwrap.run(&cmd).await?)
+        }
+        .await;
+        let _ = std::fs::remove_dir_all(&dir);
+        result
+    })?;
+    std::io::stdout().lock().write_all(&out.stdout.bytes)?;
+    let mut stderr = std::io::stderr().lock();
+    stderr.write_all(&out.stderr.bytes)?;
+    let exit = match out.exit {
+        Exit::Code(c) => format!("exit code {c}"),
+        Exit::Signal(s) => format!("signal {s}"),
+    };
+    writeln!(
+        stderr,
+        "planwright: {exit}{} after {:.1}s; output dropped beyond the cap: stdout {} bytes, stderr {} bytes",
+        if out.timed_out { " (timed out)" } else { "" },
+        out.duration.as_secs_f64(),
+        out.stdout.dropped(),
+        out.stderr.dropped()
+    )?;
+    Ok(ExitStatus::Code(match out.exit {
+        Exit::Code(c) => u8::try_from(c).unwrap_or(1),
+        Exit::Signal(s) => u8::try_from(128 + s).unwrap_or(1),
+    }))
+}
