@@ -25,8 +25,11 @@ use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use planwright::config::QueueSettings;
+use planwright::event::Forge;
+use planwright::ids::{IssueNumber, RepoName};
 use planwright::sandbox::{self, Bwrap, Sandbox};
-use planwright::server::{Role, default_handlers};
+use planwright::server::Role;
+use planwright::session::dispatch;
 use planwright::store::{audit, sessions};
 use serde_json::{Value, json};
 use support::calc::{CALC, TEST_CALC, UNITTEST};
@@ -120,7 +123,7 @@ impl World {
             ("PLANWRIGHT_SANDBOX_RELAY", env!("CARGO_BIN_EXE_planwright")),
         ];
         let settings = support::settings(&db, &env);
-        let server = TestServer::start(settings, Role::All, default_handlers).await;
+        let server = TestServer::start(settings, Role::All, dispatch::handler).await;
         World {
             github,
             _models: models,
@@ -193,9 +196,14 @@ impl World {
 
     async fn session(&self) -> Option<sessions::SessionRow> {
         let mut conn = self.server.db.pool.acquire().await.unwrap();
-        sessions::latest_for_issue(&mut conn, "github", REPO, ISSUE)
-            .await
-            .unwrap()
+        sessions::latest_for_issue(
+            &mut conn,
+            Forge::Github,
+            &RepoName::parse(REPO).unwrap(),
+            IssueNumber(ISSUE),
+        )
+        .await
+        .unwrap()
     }
 
     /// Polls `done` every millisecond (the fake's state is in memory, so a check is cheap
@@ -208,7 +216,9 @@ impl World {
             checks += 1;
             if checks.is_multiple_of(500) || Instant::now() > deadline {
                 let session = self.session().await;
-                let failed = session.as_ref().is_some_and(|s| s.state == "failed");
+                let failed = session
+                    .as_ref()
+                    .is_some_and(|s| s.state.as_str() == "failed");
                 assert!(
                     !failed && Instant::now() <= deadline,
                     "Could not measure the flow: waiting for {what}, the session is {session:#?}"
@@ -222,10 +232,12 @@ impl World {
         let deadline = Instant::now() + STEP_TIMEOUT;
         loop {
             let session = self.session().await;
-            if session.as_ref().is_some_and(|s| s.state == state) {
+            if session.as_ref().is_some_and(|s| s.state.as_str() == state) {
                 return;
             }
-            let failed = session.as_ref().is_some_and(|s| s.state == "failed");
+            let failed = session
+                .as_ref()
+                .is_some_and(|s| s.state.as_str() == "failed");
             assert!(
                 !failed && Instant::now() <= deadline,
                 "Could not measure the flow: waiting for the session to be {state}, it is {session:#?}"

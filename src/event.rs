@@ -26,9 +26,26 @@ impl Forge {
 
 impl std::fmt::Display for Forge {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+        f.pad(self.as_str())
     }
 }
+
+#[derive(Debug, thiserror::Error)]
+#[error("`{0}` is not a forge planwright knows")]
+pub struct UnknownForge(String);
+
+impl std::str::FromStr for Forge {
+    type Err = UnknownForge;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        [Forge::Github, Forge::Gitlab, Forge::Local]
+            .into_iter()
+            .find(|forge| forge.as_str() == s)
+            .ok_or_else(|| UnknownForge(s.to_owned()))
+    }
+}
+
+crate::ids::stored_as_text!(Forge);
 
 /// Who did something on the forge.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,6 +1,7 @@
 //! Identifier newtypes and the names every layer shares (a model, a permission level), so
 //! that a repository name, an issue number and an installation id can never be passed in
-//! each other's place. A leaf: it imports nothing of the crate.
+//! each other's place; each is stored and read by the store as itself (the sqlx traits),
+//! not as a bare string or number. A leaf: it imports nothing of the crate.
 
 use std::fmt;
 use std::str::FromStr;
@@ -9,9 +10,13 @@ use serde::{Deserialize, Serialize};
 
 /// A repository's full path as the forge names it (`owner/name`, or `group/sub/name` on
 /// GitLab), lower-cased: both forges treat these paths case-insensitively, so the
-/// normalised form is the one used as a key.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+/// normalised form is the one used as a key (and the one stored, so a stored name is
+/// read back as it is).
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, sqlx::Type,
+)]
 #[serde(transparent)]
+#[sqlx(transparent)]
 pub struct RepoName(String);
 
 impl RepoName {
@@ -41,11 +46,47 @@ impl fmt::Display for RepoName {
 #[error("`{0}` is not a repository path of the form owner/name")]
 pub struct InvalidRepoName(String);
 
+/// Stores a closed set of names as text through the `Any` driver the store uses: the
+/// type gives `as_str` and `FromStr`, and a stored name it does not know fails the row's
+/// decoding with the parse error, naming the value.
+macro_rules! stored_as_text {
+    ($name:ty) => {
+        impl sqlx::Type<sqlx::Any> for $name {
+            fn type_info() -> sqlx::any::AnyTypeInfo {
+                <str as sqlx::Type<sqlx::Any>>::type_info()
+            }
+        }
+
+        impl<'q> sqlx::Encode<'q, sqlx::Any> for $name {
+            fn encode_by_ref(
+                &self,
+                buf: &mut <sqlx::Any as sqlx::Database>::ArgumentBuffer,
+            ) -> Result<sqlx::encode::IsNull, sqlx::error::BoxDynError> {
+                <&str as sqlx::Encode<'q, sqlx::Any>>::encode(self.as_str(), buf)
+            }
+        }
+
+        impl<'r> sqlx::Decode<'r, sqlx::Any> for $name {
+            fn decode(
+                value: <sqlx::Any as sqlx::Database>::ValueRef<'r>,
+            ) -> Result<Self, sqlx::error::BoxDynError> {
+                let name = <&str as sqlx::Decode<'r, sqlx::Any>>::decode(value)?;
+                Ok(name.parse()?)
+            }
+        }
+    };
+}
+pub(crate) use stored_as_text;
+
 macro_rules! int_id {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[derive(
+            Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+            sqlx::Type,
+        )]
         #[serde(transparent)]
+        #[sqlx(transparent)]
         pub struct $name(pub i64);
 
         impl fmt::Display for $name {
@@ -74,8 +115,11 @@ int_id!(
 );
 
 /// A commit's full SHA as the forge reports it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, sqlx::Type,
+)]
 #[serde(transparent)]
+#[sqlx(transparent)]
 pub struct CommitSha(pub String);
 
 impl CommitSha {
@@ -93,8 +137,12 @@ impl fmt::Display for CommitSha {
 macro_rules! text_id {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
-        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[derive(
+            Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+            sqlx::Type,
+        )]
         #[serde(transparent)]
+        #[sqlx(transparent)]
         pub struct $name(pub String);
 
         impl $name {

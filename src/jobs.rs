@@ -3,7 +3,6 @@
 //! On shutdown it stops claiming, lets running jobs finish for a grace period, then hands
 //! the rest back to the queue.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -16,8 +15,10 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, info, info_span, warn};
 
 use crate::config::QueueSettings;
+use crate::forge::ForgeError;
 use crate::ids::JobId;
-use crate::store::{Db, jobs, now_ms};
+use crate::llm::ModelError;
+use crate::store::{self, Db, jobs, now_ms};
 
 /// Why a job did not finish, and whether trying again can help.
 #[derive(Debug)]
@@ -43,9 +44,42 @@ impl JobError {
     }
 }
 
-/// Unclassified errors come from the database or the network: worth another attempt.
-impl From<crate::forge::ForgeError> for JobError {
-    fn from(e: crate::forge::ForgeError) -> Self {
+/// Only an error known to pass is retried: the first database, forge or model error in
+/// its chain decides, and anything else is permanent, since trying a bug or a refused
+/// request again only repeats it and delays the dead letter the operator sees.
+impl From<anyhow::Error> for JobError {
+    fn from(e: anyhow::Error) -> Self {
+        let transient = e.chain().find_map(|cause| {
+            if let Some(e) = cause.downcast_ref::<sqlx::Error>() {
+                Some(store::is_transient(e))
+            } else if let Some(e) = cause.downcast_ref::<ForgeError>() {
+                Some(e.is_retryable())
+            } else {
+                cause
+                    .downcast_ref::<ModelError>()
+                    .map(ModelError::is_retryable)
+            }
+        });
+        if transient == Some(true) {
+            JobError::Retryable(e)
+        } else {
+            JobError::Permanent(e)
+        }
+    }
+}
+
+impl From<sqlx::Error> for JobError {
+    fn from(e: sqlx::Error) -> Self {
+        if store::is_transient(&e) {
+            JobError::Retryable(e.into())
+        } else {
+            JobError::Permanent(e.into())
+        }
+    }
+}
+
+impl From<ForgeError> for JobError {
+    fn from(e: ForgeError) -> Self {
         if e.is_retryable() {
             JobError::Retryable(e.into())
         } else {
@@ -54,9 +88,10 @@ impl From<crate::forge::ForgeError> for JobError {
     }
 }
 
-impl From<anyhow::Error> for JobError {
-    fn from(e: anyhow::Error) -> Self {
-        JobError::Retryable(e)
+/// Our own values that do not serialise will not on the next attempt either.
+impl From<serde_json::Error> for JobError {
+    fn from(e: serde_json::Error) -> Self {
+        JobError::Permanent(e.into())
     }
 }
 
@@ -71,24 +106,24 @@ pub struct Job {
     pub db: Db,
 }
 
-type HandlerFuture = Pin<Box<dyn Future<Output = Result<(), JobError>> + Send>>;
-type Handler = Arc<dyn Fn(Job) -> HandlerFuture + Send + Sync>;
+pub type HandlerFuture = Pin<Box<dyn Future<Output = Result<(), JobError>> + Send>>;
 
-/// The job kinds a worker can run, each with its handler.
-#[derive(Clone, Default)]
-pub struct Handlers {
-    map: HashMap<String, Handler>,
-}
+/// Runs every job a worker claims: the queue knows no kinds, the handler (the session
+/// layer's dispatch) reads the kind and payload and refuses one it does not know.
+#[derive(Clone)]
+pub struct Handler(Arc<dyn Fn(Job) -> HandlerFuture + Send + Sync>);
 
-impl Handlers {
-    pub fn on<F, Fut>(mut self, kind: &str, handler: F) -> Self
+impl Handler {
+    pub fn new<F, Fut>(handler: F) -> Self
     where
         F: Fn(Job) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<(), JobError>> + Send + 'static,
     {
-        self.map
-            .insert(kind.to_owned(), Arc::new(move |job| Box::pin(handler(job))));
-        self
+        Self(Arc::new(move |job| Box::pin(handler(job))))
+    }
+
+    pub fn run(&self, job: Job) -> HandlerFuture {
+        (self.0)(job)
     }
 }
 
@@ -105,7 +140,7 @@ impl Waker {
 
 pub struct Worker {
     pub db: Db,
-    pub handlers: Handlers,
+    pub handler: Handler,
     pub settings: QueueSettings,
     /// Names this process in leases, for the operator.
     pub owner: String,
@@ -117,12 +152,11 @@ impl Worker {
     pub async fn run(self, stop: CancellationToken) {
         let Worker {
             db,
-            handlers,
+            handler,
             settings,
             owner,
             waker,
         } = self;
-        let handlers = Arc::new(handlers.map);
         let permits = Arc::new(Semaphore::new(settings.workers.max(1)));
         let abort = CancellationToken::new();
         let mut running = JoinSet::new();
@@ -145,7 +179,7 @@ impl Worker {
                         info_span!("job", id = %job.id, kind = %job.kind, attempt = job.attempts);
                     let run = run_one(
                         db.clone(),
-                        handlers.clone(),
+                        handler.clone(),
                         settings.clone(),
                         job,
                         abort.clone(),
@@ -203,7 +237,7 @@ impl Worker {
 
 async fn run_one(
     db: Db,
-    handlers: Arc<HashMap<String, Handler>>,
+    handler: Handler,
     settings: QueueSettings,
     job: jobs::Claimed,
     abort: CancellationToken,
@@ -220,8 +254,8 @@ async fn run_one(
                 "; last error: "
             }
         ))))
-    } else if let Some(handler) = handlers.get(&job.kind) {
-        let task = handler(Job {
+    } else {
+        let task = handler.run(Job {
             id: JobId(job.id.clone()),
             kind: job.kind.clone(),
             payload: job.payload.clone(),
@@ -229,11 +263,6 @@ async fn run_one(
             db: db.clone(),
         });
         supervise(&db, &settings, &job, task, &abort).await
-    } else {
-        Some(Err(JobError::Permanent(anyhow::anyhow!(
-            "no handler for job kind `{}`",
-            job.kind
-        ))))
     };
     let Some(result) = outcome else { return };
     let recorded = match &result {
@@ -313,6 +342,32 @@ pub fn backoff(attempt: i64, base: Duration, max: Duration) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_errors_known_to_pass_are_retried() {
+        let rate_limited = ForgeError::RateLimited {
+            what: "GET /x".into(),
+            retry_after: Some(Duration::from_secs(3600)),
+        };
+        assert!(matches!(
+            JobError::from(rate_limited),
+            JobError::Retryable(_)
+        ));
+        let missing = ForgeError::NotFound {
+            what: "GET /x".into(),
+        };
+        assert!(matches!(JobError::from(missing), JobError::Permanent(_)));
+        // Wrapped in context, the forge's error still decides.
+        let wrapped = anyhow::Error::from(ForgeError::RateLimited {
+            what: "GET /x".into(),
+            retry_after: None,
+        })
+        .context("Could not read the issue");
+        assert!(JobError::from(wrapped).is_retryable());
+        assert!(JobError::from(anyhow::Error::from(sqlx::Error::PoolTimedOut)).is_retryable());
+        assert!(!JobError::from(sqlx::Error::RowNotFound).is_retryable());
+        assert!(!JobError::from(anyhow::anyhow!("the contract has no tasks")).is_retryable());
+    }
 
     #[test]
     fn backoff_grows_and_is_capped_with_jitter() {

@@ -16,10 +16,10 @@ use crate::config::Settings;
 use crate::event::{self, Actor, RepoEvent, RepoEventKind, Thread};
 use crate::forge::local::{self, LocalForge, LocalIssue};
 use crate::forge::repo_config::LoadError;
-use crate::jobs::{Handlers, JobError, Waker, Worker};
+use crate::jobs::{JobError, Waker, Worker};
 use crate::metering::ModelRole;
 use crate::metering::proxy::{self, Capabilities, ProxyState};
-use crate::session::flow::{self, EXECUTE_JOB, PLAN_JOB};
+use crate::session::flow;
 use crate::store::state::SessionState;
 use crate::store::{Db, audit, jobs, model_usage, sessions};
 
@@ -225,16 +225,10 @@ pub async fn run(mut settings: Settings, opened: Opened) -> Result<Ended, SolveE
     app.forges = Arc::new(Forges::local(opened.forge.clone()));
     let app = Arc::new(app);
 
-    let plans = app.clone();
-    let executions = app.clone();
     let waker = Waker::default();
     let worker = Worker {
         db: db.clone(),
-        handlers: Handlers::default()
-            .on(PLAN_JOB, move |job| flow::plan_job(plans.clone(), job))
-            .on(EXECUTE_JOB, move |job| {
-                crate::session::execute::execute_job(executions.clone(), job)
-            }),
+        handler: crate::session::dispatch::handler(app.clone()),
         settings: app.settings.queue.clone(),
         owner: format!("solve:{}", std::process::id()),
         waker: waker.clone(),
@@ -299,9 +293,9 @@ impl Session<'_> {
         let mut conn = self.app.db.pool.acquire().await?;
         sessions::find_active(
             &mut conn,
-            event::Forge::Local.as_str(),
-            self.forge.name().as_str(),
-            local::ISSUE.0,
+            event::Forge::Local,
+            self.forge.name(),
+            local::ISSUE,
         )
         .await
     }
@@ -340,7 +334,7 @@ impl Session<'_> {
                 "Could not start a session; the comments above say why"
             )));
         };
-        let id = row.session_id();
+        let id = row.id.clone();
         let mut progress = Progress::new(self.started);
         let planned = match self
             .wait(
@@ -357,7 +351,7 @@ impl Session<'_> {
             Some(row) => row,
             None => return Ok(Ended::Interrupted),
         };
-        if planned.state()? != SessionState::AwaitingApproval {
+        if planned.state != SessionState::AwaitingApproval {
             return self.ended(&planned).await;
         }
         let version = planned.contract_version.unwrap_or(1);
@@ -405,8 +399,8 @@ impl Session<'_> {
         let Some(row) = self.active().await? else {
             return Ok(());
         };
-        let id = row.session_id();
-        let mut state = row.state()?;
+        let id = row.id.clone();
+        let mut state = row.state;
         let mut tx = self.app.db.writer.begin().await?;
         if !state.can_become(SessionState::Cancelled) {
             let why = "interrupted: a later `solve` started over";
@@ -450,7 +444,7 @@ impl Session<'_> {
                 .await?
                 .with_context(|| format!("Session {id} is gone"))?;
             drop(conn);
-            let state = row.state()?;
+            let state = row.state;
             let spent = model_usage::spent_by_session(&self.app.db, id).await?;
             progress.show(state, spent);
             if until.contains(&state) {
@@ -463,14 +457,14 @@ impl Session<'_> {
                 .collect();
             for job in &own {
                 let error = job.last_error.as_deref().unwrap_or_default();
-                if job.state == "dead" {
+                if job.state == jobs::DEAD {
                     anyhow::bail!(
                         "The {} job gave up after {} attempt(s): {error}",
                         job.kind,
                         job.attempts
                     );
                 }
-                if job.state == "queued" && job.attempts > 0 {
+                if job.state == jobs::QUEUED && job.attempts > 0 {
                     progress.retrying(&job.id, job.attempts, error);
                 }
             }
@@ -492,10 +486,10 @@ impl Session<'_> {
             .acquire()
             .await
             .map_err(anyhow::Error::from)?;
-        let branch = crate::store::runs::branch_of_session(&mut conn, &row.session_id()).await?;
+        let branch = crate::store::runs::branch_of_session(&mut conn, &row.id).await?;
         drop(conn);
         let report = Some(self.output.join("pull-request.md")).filter(|p| p.exists());
-        match (row.state()?, branch, report) {
+        match (row.state, branch, report) {
             (SessionState::PrOpened, Some(branch), Some(report)) => {
                 Ok(Ended::Passed { branch, report })
             }

@@ -7,7 +7,7 @@ use crate::server::{self, Role};
 use super::ExitStatus;
 
 pub(super) async fn run(settings: Settings, role: Role) -> anyhow::Result<ExitStatus> {
-    let running = server::start(settings, role, server::default_handlers).await?;
+    let running = server::start(settings, role, crate::session::dispatch::handler).await?;
     let stopper = running.stopper();
     tokio::spawn(async move {
         shutdown_signal().await;

@@ -223,14 +223,7 @@ async fn database(url: &str) -> Check {
 /// `serve` would before starting.
 async fn migrations(db: &Db, shown: &str) -> Check {
     const NAME: &str = "database";
-    // The Any driver reads no SQLite BOOLEAN, so `success` comes back as a number.
-    let applied: Vec<(i64, i64, Vec<u8>)> = match sqlx::query_as(
-        "SELECT version, CAST(CASE WHEN success THEN 1 ELSE 0 END AS BIGINT), checksum \
-         FROM _sqlx_migrations",
-    )
-    .fetch_all(&db.pool)
-    .await
-    {
+    let applied = match db.applied_migrations().await {
         Ok(rows) => rows,
         // Without the table nothing was ever applied: all are pending.
         Err(e) if e.to_string().contains("_sqlx_migrations") => Vec::new(),

@@ -13,7 +13,7 @@ use secrecy::SecretString;
 use super::AppState;
 use crate::metrics::Exposition;
 use crate::store::state::SessionState;
-use crate::store::{Db, jobs, now_ms};
+use crate::store::{Db, deliveries, jobs, model_usage, now_ms, runs, sessions};
 
 const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
@@ -83,12 +83,7 @@ pub async fn render(db: &Db) -> Result<String> {
         1,
     );
 
-    let deliveries: Vec<(String, String, String, i64)> = sqlx::query_as(
-        "SELECT forge, event, status, COUNT(*) FROM deliveries \
-         GROUP BY forge, event, status ORDER BY forge, event, status",
-    )
-    .fetch_all(&db.pool)
-    .await?;
+    let deliveries = deliveries::counts(db).await?;
     out.family(
         "planwright_deliveries_total",
         "counter",
@@ -107,11 +102,7 @@ pub async fn render(db: &Db) -> Result<String> {
         );
     }
 
-    let jobs: Vec<(String, String, i64)> = sqlx::query_as(
-        "SELECT kind, state, COUNT(*) FROM jobs GROUP BY kind, state ORDER BY kind, state",
-    )
-    .fetch_all(&db.pool)
-    .await?;
+    let jobs = jobs::counts(db).await?;
     out.family(
         "planwright_jobs",
         "gauge",
@@ -127,12 +118,7 @@ pub async fn render(db: &Db) -> Result<String> {
 
     // Only jobs due now are waiting; one held back for a retry's backoff is not late.
     let now = now_ms();
-    let oldest: Option<i64> =
-        sqlx::query_scalar("SELECT MIN(run_at) FROM jobs WHERE state = $1 AND run_at <= $2")
-            .bind(jobs::QUEUED)
-            .bind(now)
-            .fetch_one(&db.pool)
-            .await?;
+    let oldest = jobs::oldest_due(db, now).await?;
     out.family(
         "planwright_queue_oldest_age_seconds",
         "gauge",
@@ -141,10 +127,7 @@ pub async fn render(db: &Db) -> Result<String> {
     let age = oldest.map_or(0.0, |at| (now - at).max(0) as f64 / 1000.0);
     out.sample("planwright_queue_oldest_age_seconds", &[], age);
 
-    let sessions: Vec<(String, i64)> =
-        sqlx::query_as("SELECT state, COUNT(*) FROM sessions GROUP BY state")
-            .fetch_all(&db.pool)
-            .await?;
+    let sessions = sessions::counts(db).await?;
     out.family(
         "planwright_sessions",
         "gauge",
@@ -165,12 +148,7 @@ pub async fn render(db: &Db) -> Result<String> {
         }
     }
 
-    let runs: Vec<(String, String, i64)> = sqlx::query_as(
-        "SELECT executor, state, COUNT(*) FROM runs GROUP BY executor, state \
-         ORDER BY executor, state",
-    )
-    .fetch_all(&db.pool)
-    .await?;
+    let runs = runs::counts(db).await?;
     out.family(
         "planwright_executor_runs",
         "gauge",
@@ -184,18 +162,7 @@ pub async fn render(db: &Db) -> Result<String> {
         );
     }
 
-    // SUM is NUMERIC on PostgreSQL, which the Any driver cannot read: cast it back.
-    let usage: Vec<Usage> = sqlx::query_as(
-        "SELECT role, provider, model, \
-         CAST(SUM(input_tokens) AS BIGINT) AS input, \
-         CAST(SUM(output_tokens) AS BIGINT) AS output, \
-         CAST(SUM(cache_read_tokens) AS BIGINT) AS cache_read, \
-         CAST(SUM(cache_write_tokens) AS BIGINT) AS cache_write, \
-         CAST(SUM(cost_microusd) AS BIGINT) AS cost_microusd \
-         FROM model_usage GROUP BY role, provider, model ORDER BY role, provider, model",
-    )
-    .fetch_all(&db.pool)
-    .await?;
+    let usage = model_usage::totals(db).await?;
     out.family(
         "planwright_model_tokens_total",
         "counter",
@@ -241,17 +208,4 @@ pub async fn render(db: &Db) -> Result<String> {
 
     crate::metrics::render_process(&mut out);
     Ok(out.into_text())
-}
-
-/// Model usage summed per role, provider and model.
-#[derive(sqlx::FromRow)]
-struct Usage {
-    role: String,
-    provider: String,
-    model: String,
-    input: i64,
-    output: i64,
-    cache_read: i64,
-    cache_write: i64,
-    cost_microusd: i64,
 }

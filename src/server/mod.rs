@@ -22,7 +22,7 @@ use tracing::{info, info_span, warn};
 
 use crate::app::{App, Forges};
 use crate::config::Settings;
-use crate::jobs::{Handlers, Waker, Worker};
+use crate::jobs::{Handler, Waker, Worker};
 use crate::metering::proxy::{self, Capabilities, ModelProxy, ProxyState};
 use crate::store::Db;
 
@@ -118,11 +118,12 @@ impl Running {
 
 /// Opens the database (migrating it), binds the listener and starts the router and the
 /// job workers, as `role` says.
-/// `handlers` builds the job handlers from the shared parts (see [`default_handlers`]).
+/// `handler` builds the job handler from the shared parts (`serve` gives
+/// [`crate::session::dispatch::handler`]).
 pub async fn start(
     settings: Settings,
     role: Role,
-    handlers: impl FnOnce(Arc<App>) -> Handlers,
+    handler: impl FnOnce(Arc<App>) -> Handler,
 ) -> Result<Running> {
     let db = Db::open(&settings.database_url).await?;
     let listener = TcpListener::bind(settings.listen)
@@ -159,7 +160,7 @@ pub async fn start(
     let app =
         Arc::new(App::new(db.clone(), settings.clone())?.with_model_proxy(model_proxy.clone()));
     let forges = app.forges.clone();
-    let handlers = handlers(app);
+    let handler = handler(app);
     let waker = Waker::default();
     let state = AppState {
         db: db.clone(),
@@ -178,7 +179,7 @@ pub async fn start(
     }
     let worker = (role != Role::Web).then(|| Worker {
         db: db.clone(),
-        handlers,
+        handler,
         settings: settings.queue.clone(),
         owner: format!("{}:{}", hostname(), std::process::id()),
         waker,
@@ -241,21 +242,4 @@ fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_owned())
         .unwrap_or_else(|_| "planwright".to_owned())
-}
-
-/// The job handlers `serve` runs.
-pub fn default_handlers(app: Arc<App>) -> Handlers {
-    let events = app.clone();
-    let plans = app.clone();
-    let executions = app;
-    Handlers::default()
-        .on(crate::session::dispatch::EVENT_JOB, move |job| {
-            crate::session::dispatch::handle_event_job(events.clone(), job)
-        })
-        .on(crate::session::flow::PLAN_JOB, move |job| {
-            crate::session::flow::plan_job(plans.clone(), job)
-        })
-        .on(crate::session::flow::EXECUTE_JOB, move |job| {
-            crate::session::execute::execute_job(executions.clone(), job)
-        })
 }

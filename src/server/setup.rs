@@ -567,7 +567,7 @@ async fn status_page(state: &AppState) -> anyhow::Result<Response> {
         .map(|s| SessionRow {
             issue: format!("{}#{}", s.repo, s.issue_number),
             url: issue_url(settings, s),
-            state: &s.state,
+            state: s.state.as_str(),
             contract: s
                 .contract_version
                 .map_or_else(|| "—".to_owned(), |v| format!("v{v}")),
@@ -586,17 +586,17 @@ async fn status_page(state: &AppState) -> anyhow::Result<Response> {
 }
 
 fn issue_url(settings: &Settings, s: &sessions::SessionRow) -> Option<String> {
-    match forge_named(&s.forge) {
-        Some(Forge::Github) => Some(format!(
+    match s.forge {
+        Forge::Github => Some(format!(
             "{}/{}/issues/{}",
             settings.github_url, s.repo, s.issue_number
         )),
-        Some(Forge::Gitlab) => settings
+        Forge::Gitlab => settings
             .gitlab
             .url
             .as_ref()
             .map(|base| format!("{base}/{}/-/issues/{}", s.repo, s.issue_number)),
-        Some(Forge::Local) | None => None,
+        Forge::Local => None,
     }
 }
 

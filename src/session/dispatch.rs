@@ -1,31 +1,90 @@
-//! What planwright does with each domain event once it is off the webhook path: the
-//! handler of `event` jobs.
+//! Every kind of job the queue carries, with its payload, and the one `match` that runs
+//! each: a new kind does not build until it is handled here. Also what an event job does
+//! once the event is off the webhook path.
+
+use std::sync::Arc;
 
 use anyhow::Context;
 use tracing::info;
 
-use crate::event::{Event, Forge, RepoEvent};
-use std::sync::Arc;
-
+use super::execute;
+use super::flow::{self, ExecuteJob, PlanJob};
 use crate::app::App;
-use crate::jobs::{Job, JobError};
+use crate::event::{Event, Forge, RepoEvent};
+use crate::jobs::{Handler, Job, JobError};
 use crate::store::{Db, audit, installations, jobs};
 
-/// The job kind that carries one domain event from a delivery.
-pub const EVENT_JOB: &str = "event";
+/// A job as the session layer knows it. The stored kind names (`event`, `plan`,
+/// `execute`) and payloads are those of rows already in the queue.
+#[derive(Debug, Clone)]
+pub enum JobKind {
+    /// One domain event from a delivery.
+    Event(Event),
+    /// Runs the planner for one contract version.
+    Plan(PlanJob),
+    /// Carries out an approved contract.
+    Execute(ExecuteJob),
+}
 
-pub async fn handle_event_job(app: Arc<App>, job: Job) -> Result<(), JobError> {
-    let event: Event = serde_json::from_str(&job.payload)
-        .context("Cannot read the event job's payload")
-        .map_err(JobError::Permanent)?;
-    if let Event::Repository(repo_event) = &event {
+impl JobKind {
+    /// The name stored in the queue's `kind` column.
+    pub fn name(&self) -> &'static str {
+        match self {
+            JobKind::Event(_) => "event",
+            JobKind::Plan(_) => "plan",
+            JobKind::Execute(_) => "execute",
+        }
+    }
+
+    /// The job to enqueue, its payload serialised.
+    pub fn to_new_job(&self, max_attempts: i64) -> serde_json::Result<jobs::NewJob> {
+        let payload = match self {
+            JobKind::Event(event) => serde_json::to_string(event)?,
+            JobKind::Plan(plan) => serde_json::to_string(plan)?,
+            JobKind::Execute(execute) => serde_json::to_string(execute)?,
+        };
+        Ok(jobs::NewJob::new(self.name(), payload, max_attempts))
+    }
+
+    /// Reads a claimed job; an unknown kind or unreadable payload will never run.
+    pub fn parse(kind: &str, payload: &str) -> Result<Self, JobError> {
+        let context = || format!("Cannot read the {kind} job's payload");
+        let parsed = match kind {
+            "event" => serde_json::from_str(payload).map(JobKind::Event),
+            "plan" => serde_json::from_str(payload).map(JobKind::Plan),
+            "execute" => serde_json::from_str(payload).map(JobKind::Execute),
+            _ => {
+                return Err(JobError::Permanent(anyhow::anyhow!(
+                    "no handler for job kind `{kind}`"
+                )));
+            }
+        };
+        parsed.with_context(context).map_err(JobError::Permanent)
+    }
+}
+
+/// The handler `serve` and `solve` give their workers.
+pub fn handler(app: Arc<App>) -> Handler {
+    Handler::new(move |job| run(app.clone(), job))
+}
+
+async fn run(app: Arc<App>, job: Job) -> Result<(), JobError> {
+    match JobKind::parse(&job.kind, &job.payload)? {
+        JobKind::Event(event) => on_event(&app, &job, &event).await,
+        JobKind::Plan(plan) => flow::plan_job(app, plan).await,
+        JobKind::Execute(execute) => execute::execute_job(app, execute, job.attempt).await,
+    }
+}
+
+async fn on_event(app: &App, job: &Job, event: &Event) -> Result<(), JobError> {
+    if let Event::Repository(repo_event) = event {
         // The delivery lets a retried job see what its first attempt already did.
         let delivery = jobs::get(&job.db, job.id.as_str())
             .await?
             .and_then(|row| row.delivery_id);
-        return crate::session::flow::on_repo_event(&app, repo_event, delivery.as_deref()).await;
+        return flow::on_repo_event(app, repo_event, delivery.as_deref()).await;
     }
-    handle(&job.db, &event).await.map_err(JobError::from)
+    handle(&job.db, event).await.map_err(JobError::from)
 }
 
 async fn handle(db: &Db, event: &Event) -> anyhow::Result<()> {

@@ -28,15 +28,16 @@ use crate::forge::Forge;
 use crate::forge::repo_config::LoadError;
 use crate::git::{Author, MirrorKey, Outcome, RESULT_MAX_BYTES, Workspace, WorkspaceRequest};
 use crate::ids::{CommitSha, IssueNumber, RepoName, RunId, SessionId};
-use crate::jobs::{Job, JobError};
+use crate::jobs::JobError;
 use crate::llm::{ModelError, Provider};
 use crate::metering::proxy::ProxyListen;
 use crate::metering::{Budget, ModelRole};
 use crate::planner::reviewer::{self as review, ReviewRequest};
 use crate::publish::{self, Publication, PublishError, Published, PushFailure, RunResult};
 use crate::sandbox::Sandbox;
+use crate::store::runs::{self, RunState};
 use crate::store::state::SessionState;
-use crate::store::{audit, runs, sessions};
+use crate::store::{audit, sessions};
 use crate::verify::{self, Verifier, VerifyError};
 
 /// How often a running executor's session is looked at for a cancellation.
@@ -112,12 +113,9 @@ impl Timings {
     }
 }
 
-/// The execute job's handler.
-pub async fn execute_job(app: Arc<App>, job: Job) -> Result<(), JobError> {
-    let execute: ExecuteJob = serde_json::from_str(&job.payload)
-        .context("Cannot read the execute job's payload")
-        .map_err(JobError::Permanent)?;
-    let mut conn = app.db.pool.acquire().await.map_err(anyhow::Error::from)?;
+/// The execute job's handler; `attempt` is the job's, starting at 1.
+pub async fn execute_job(app: Arc<App>, execute: ExecuteJob, attempt: i64) -> Result<(), JobError> {
+    let mut conn = app.db.pool.acquire().await?;
     let Some(session) = sessions::get(&mut conn, &execute.session).await? else {
         return Err(JobError::Permanent(anyhow::anyhow!(
             "Session {} does not exist",
@@ -126,7 +124,7 @@ pub async fn execute_job(app: Arc<App>, job: Job) -> Result<(), JobError> {
     };
     let contract_row = sessions::contract(&mut conn, &execute.session, execute.version).await?;
     drop(conn);
-    let state = session.state()?;
+    let state = session.state;
     if !matches!(
         state,
         SessionState::Executing | SessionState::Verifying | SessionState::Publishing
@@ -134,15 +132,10 @@ pub async fn execute_job(app: Arc<App>, job: Job) -> Result<(), JobError> {
         info!(session = %execute.session, state = %state, "execute job no longer needed");
         return Ok(());
     }
-    let forge_kind: event::Forge =
-        serde_json::from_value(serde_json::Value::String(session.forge.clone()))
-            .map_err(|e| JobError::Permanent(e.into()))?;
-    let repo = RepoName::parse(&session.repo).map_err(|e| JobError::Permanent(e.into()))?;
-    let forge = app.forges.get(
-        forge_kind,
-        session.installation_id.map(crate::ids::InstallationId),
-    )?;
-    let span = tracing::info_span!("execute", session = %execute.session, repo = %repo, issue = session.issue_number, version = execute.version);
+    let forge_kind = session.forge;
+    let repo = session.repo.clone();
+    let forge = app.forges.get(forge_kind, session.installation_id)?;
+    let span = tracing::info_span!("execute", session = %execute.session, repo = %repo, issue = session.issue_number.0, version = execute.version);
     let _guard = span.enter();
 
     let ctx = match contract_row {
@@ -171,8 +164,8 @@ pub async fn execute_job(app: Arc<App>, job: Job) -> Result<(), JobError> {
                 forge: forge.as_ref(),
                 forge_kind,
                 repo: repo.clone(),
-                issue: IssueNumber(session.issue_number),
-                id: session.session_id(),
+                issue: session.issue_number,
+                id: session.id.clone(),
                 contract,
                 hash,
                 row,
@@ -183,7 +176,7 @@ pub async fn execute_job(app: Arc<App>, job: Job) -> Result<(), JobError> {
                 "Contract v{} as approved (sha256 {}) is not on record; nothing was run.",
                 execute.version, execute.sha256
             );
-            fail(&app, forge.as_ref(), &session.session_id(), &reason).await?;
+            fail(&app, forge.as_ref(), &session.id, &reason).await?;
             return Ok(());
         }
     };
@@ -198,7 +191,7 @@ pub async fn execute_job(app: Arc<App>, job: Job) -> Result<(), JobError> {
             Ok(())
         }
         // A job that will not run again must not leave the session waiting for it.
-        Err(Stop::Job(e)) if job.attempt >= super::flow::JOB_ATTEMPTS || !e.is_retryable() => {
+        Err(Stop::Job(e)) if attempt >= super::flow::JOB_ATTEMPTS || !e.is_retryable() => {
             let reason = format!("planwright could not continue: {SEE_AUDIT}.");
             fail_detailed(&app, forge.as_ref(), &ctx.id, &reason, Some(&e.message())).await?;
             Err(e)
@@ -221,23 +214,11 @@ struct Execution<'a> {
 
 impl Execution<'_> {
     async fn writer(&self) -> Result<sqlx::pool::PoolConnection<sqlx::Any>, Stop> {
-        Ok(self
-            .app
-            .db
-            .writer
-            .acquire()
-            .await
-            .map_err(anyhow::Error::from)?)
+        Ok(self.app.db.writer.acquire().await?)
     }
 
     async fn reader(&self) -> Result<sqlx::pool::PoolConnection<sqlx::Any>, Stop> {
-        Ok(self
-            .app
-            .db
-            .pool
-            .acquire()
-            .await
-            .map_err(anyhow::Error::from)?)
+        Ok(self.app.db.pool.acquire().await?)
     }
 
     fn version(&self) -> ContractVersion {
@@ -292,7 +273,10 @@ impl Execution<'_> {
             return self.resume_publishing(&config, &earlier).await;
         }
         // Verified and recorded, then stopped before the move: publish that result.
-        if state == SessionState::Verifying && earlier.last().is_some_and(|r| r.state == "verified")
+        if state == SessionState::Verifying
+            && earlier
+                .last()
+                .is_some_and(|r| r.state == RunState::Verified)
         {
             self.move_to(SessionState::Verifying, SessionState::Publishing, None)
                 .await?;
@@ -305,7 +289,7 @@ impl Execution<'_> {
         // An attempt a restart interrupted was not the executor's failure.
         let used = earlier
             .iter()
-            .filter(|r| r.retired == 0 && r.state != "abandoned")
+            .filter(|r| r.retired == 0 && r.state != RunState::Abandoned)
             .count();
         let used = u32::try_from(used).unwrap_or(u32::MAX);
         if used >= max_attempts {
@@ -496,7 +480,7 @@ impl Execution<'_> {
             let (report, base) = tokio::select! {
                 done = work => done,
                 () = self.until_cancelled() => {
-                    self.finish_run(&run, "failed", Some("cancelled"), None).await?;
+                    self.finish_run(&run, RunState::Failed, Some("cancelled"), None).await?;
                     return Err(Stop::Gone);
                 }
             };
@@ -505,12 +489,12 @@ impl Execution<'_> {
             let report = match report {
                 Ok(r) => r,
                 Err(e) => {
-                    self.finish_run(&run, "failed", Some(&e.to_string()), None)
+                    self.finish_run(&run, RunState::Failed, Some(&e.to_string()), None)
                         .await?;
                     return Err(executor_stop(e));
                 }
             };
-            self.finish_run(&run, "running", Some(&report.summary), None)
+            self.finish_run(&run, RunState::Running, Some(&report.summary), None)
                 .await?;
             let stopped = match report.stop {
                 StopReason::Finished => None,
@@ -532,7 +516,7 @@ impl Execution<'_> {
                 )),
             };
             if let Some(reason) = stopped {
-                self.finish_run(&run, "failed", None, None).await?;
+                self.finish_run(&run, RunState::Failed, None, None).await?;
                 return Err(Stop::Fail(format!("{reason} Nothing was pushed.")));
             }
             let size = result
@@ -540,7 +524,7 @@ impl Execution<'_> {
                 .await
                 .map_err(|e| Stop::Job(JobError::Permanent(e.into())))?;
             if size > RESULT_MAX_BYTES {
-                self.finish_run(&run, "failed", None, None).await?;
+                self.finish_run(&run, RunState::Failed, None, None).await?;
                 return Err(Stop::Fail(format!(
                     "The result is too large to publish: its added and changed files hold {} \
                      MiB, over the {} MiB a result may hold. Nothing was pushed.",
@@ -553,7 +537,7 @@ impl Execution<'_> {
                 .await
                 .map_err(|e| Stop::Job(JobError::Permanent(e.into())))?;
             if committed == result.base() {
-                self.finish_run(&run, "failed", None, None).await?;
+                self.finish_run(&run, RunState::Failed, None, None).await?;
                 return Err(Stop::Fail(
                     "The executor finished without changing anything. Nothing was pushed.".into(),
                 ));
@@ -591,8 +575,8 @@ impl Execution<'_> {
                     .map_err(|e| Stop::Job(JobError::Permanent(e.into())))?,
             );
             if verification.verdict == verify::Verdict::Refused {
-                let outcome = serde_json::to_string(&verification).map_err(anyhow::Error::from)?;
-                self.finish_run(&run, "failed", None, Some(&outcome))
+                let outcome = serde_json::to_string(&verification)?;
+                self.finish_run(&run, RunState::Failed, None, Some(&outcome))
                     .await?;
                 let refused: Vec<String> = verification
                     .scope
@@ -677,8 +661,8 @@ impl Execution<'_> {
                 ))
             };
             if failure.is_some() && attempt < max_attempts {
-                let outcome = serde_json::to_string(&verification).map_err(anyhow::Error::from)?;
-                self.finish_run(&run, "failed", None, Some(&outcome))
+                let outcome = serde_json::to_string(&verification)?;
+                self.finish_run(&run, RunState::Failed, None, Some(&outcome))
                     .await?;
                 let instructions = if verdict.instructions.trim().is_empty() {
                     format!(
@@ -705,8 +689,9 @@ impl Execution<'_> {
                 attempts: attempt,
                 max_attempts,
             };
-            let text = serde_json::to_string(&outcome).map_err(anyhow::Error::from)?;
-            self.finish_run(&run, "verified", None, Some(&text)).await?;
+            let text = serde_json::to_string(&outcome)?;
+            self.finish_run(&run, RunState::Verified, None, Some(&text))
+                .await?;
             self.move_to(SessionState::Verifying, SessionState::Publishing, None)
                 .await?;
             if let Err(e) = baseline_ws.finish(Outcome::Succeeded).await {
@@ -744,7 +729,7 @@ impl Execution<'_> {
         let Some(run) = earlier
             .iter()
             .rev()
-            .find(|r| r.state == "verified" || r.state == "published")
+            .find(|r| r.state == RunState::Verified || r.state == RunState::Published)
         else {
             return Err(lost());
         };
@@ -755,7 +740,7 @@ impl Execution<'_> {
         let outcome: RunOutcome = serde_json::from_str(text)
             .with_context(|| format!("The outcome of run {} is unreadable", run.id))
             .map_err(|e| Stop::Job(JobError::Permanent(e)))?;
-        if run.state == "published" {
+        if run.state == RunState::Published {
             // Published before the process stopped: only the session's move is left.
             return match &outcome.failure {
                 None => {
@@ -791,8 +776,7 @@ impl Execution<'_> {
             return Err(lost());
         };
         info!(run = %run.id, "publishing the verified result after a restart");
-        self.publish(config, &run.run_id(), workspace, &outcome)
-            .await
+        self.publish(config, &run.id, workspace, &outcome).await
     }
 
     async fn publish(
@@ -878,9 +862,9 @@ impl Execution<'_> {
         let mut conn = self.writer().await?;
         if let Published::Pull { commit, pull } = &published {
             runs::set_head(&mut conn, run, commit.as_str()).await?;
-            sessions::set_pull(&mut conn, &self.id, pull.number.0).await?;
+            sessions::set_pull(&mut conn, &self.id, pull.number).await?;
         }
-        runs::update(&mut conn, run, "published", None, None, true).await?;
+        runs::update(&mut conn, run, RunState::Published, None, None).await?;
         drop(conn);
         if let Err(e) = workspace.finish(Outcome::Succeeded).await {
             warn!(error = %e, "could not remove the run's workspace");
@@ -1032,13 +1016,12 @@ impl Execution<'_> {
     async fn finish_run(
         &self,
         run: &RunId,
-        state: &str,
+        state: RunState,
         report: Option<&str>,
         outcome: Option<&str>,
     ) -> Result<(), Stop> {
         let mut conn = self.writer().await?;
-        let finished = state != "running" && state != "verified";
-        runs::update(&mut conn, run, state, report, outcome, finished).await?;
+        runs::update(&mut conn, run, state, report, outcome).await?;
         Ok(())
     }
 
@@ -1051,7 +1034,7 @@ impl Execution<'_> {
                 continue;
             };
             if let Ok(Some(row)) = sessions::get(&mut conn, &self.id).await
-                && row.state == SessionState::Cancelled.as_str()
+                && row.state == SessionState::Cancelled
             {
                 return;
             }
@@ -1114,19 +1097,19 @@ async fn fail_detailed(
     reason: &str,
     detail: Option<&str>,
 ) -> Result<(), JobError> {
-    let mut conn = app.db.pool.acquire().await.map_err(anyhow::Error::from)?;
+    let mut conn = app.db.pool.acquire().await?;
     let Some(row) = sessions::get(&mut conn, id).await? else {
         return Ok(());
     };
     drop(conn);
-    let from = row.state()?;
+    let from = row.state;
     if !matches!(
         from,
         SessionState::Executing | SessionState::Verifying | SessionState::Publishing
     ) {
         return Ok(());
     }
-    let mut tx = app.db.writer.begin().await.map_err(anyhow::Error::from)?;
+    let mut tx = app.db.writer.begin().await?;
     let moved = sessions::move_state(&mut tx, id, from, SessionState::Failed, Some(reason)).await?;
     if moved {
         audit::append(
@@ -1141,7 +1124,7 @@ async fn fail_detailed(
         )
         .await?;
     }
-    tx.commit().await.map_err(anyhow::Error::from)?;
+    tx.commit().await?;
     if moved {
         warn!(session = %id, reason, "session failed");
         // The failure is recorded: a status comment that cannot be written must not send

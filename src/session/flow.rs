@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 
 use super::commands::{self, Command};
+use super::dispatch::JobKind;
 use crate::app::App;
 use crate::config::repo::{BoundSettings, RepoConfig};
 use crate::contract::{
@@ -20,18 +21,14 @@ use crate::event::{self, Actor, RepoEvent, RepoEventKind, Thread};
 use crate::forge::repo_config::{self, LoadError};
 use crate::forge::{Forge, ForgeError, LabelChange, Reaction};
 use crate::ids::{CommentId, CommitSha, IssueNumber, RepoName, SessionId};
-use crate::jobs::{Job, JobError};
+use crate::jobs::JobError;
 use crate::llm::ModelError;
 use crate::metering::{Budget, ModelRole};
 use crate::planner::{Dossier, PlanError, PlanRequest, Planner, PlannerOptions};
 use crate::repo_tools::RepoTools;
+use crate::store::runs::RunState;
 use crate::store::state::SessionState;
 use crate::store::{audit, jobs, sessions};
-
-/// Runs the planner for one contract version.
-pub const PLAN_JOB: &str = "plan";
-/// Carries out an approved contract (the executor layer handles it).
-pub const EXECUTE_JOB: &str = "execute";
 
 /// Attempts a session job gets before it is dead-lettered; planning failures a person
 /// must see are handled inside the job, so these are for outages.
@@ -210,19 +207,13 @@ async fn on_unlabeled(
     if is_bot(forge.as_ref(), actor).await? {
         return Ok(());
     }
-    let mut conn = app.db.pool.acquire().await.map_err(anyhow::Error::from)?;
-    let Some(session) = sessions::find_active(
-        &mut conn,
-        event.forge.as_str(),
-        event.repo.as_str(),
-        issue.0,
-    )
-    .await?
+    let mut conn = app.db.pool.acquire().await?;
+    let Some(session) = sessions::find_active(&mut conn, event.forge, &event.repo, issue).await?
     else {
         return Ok(());
     };
     drop(conn);
-    let state = session.state()?;
+    let state = session.state;
     if !matches!(
         state,
         SessionState::Planning | SessionState::AwaitingApproval
@@ -265,8 +256,8 @@ async fn on_unlabeled(
         info!(by = %by.login, "label removed by someone who may not cancel; session kept");
         return Ok(());
     }
-    let id = session.session_id();
-    let mut tx = app.db.writer.begin().await.map_err(anyhow::Error::from)?;
+    let id = session.id.clone();
+    let mut tx = app.db.writer.begin().await?;
     if !sessions::move_state(&mut tx, &id, state, SessionState::Cancelled, None).await? {
         return Ok(());
     }
@@ -281,7 +272,7 @@ async fn on_unlabeled(
         },
     )
     .await?;
-    tx.commit().await.map_err(anyhow::Error::from)?;
+    tx.commit().await?;
     update_status(
         app,
         forge.as_ref(),
@@ -315,18 +306,15 @@ async fn start_session(
         Some(i) => i,
         None => forge.issue(&event.repo, issue).await?,
     };
-    let mut tx = app.db.writer.begin().await.map_err(anyhow::Error::from)?;
+    let mut tx = app.db.writer.begin().await?;
     if let Some(delivery) = delivery
-        && already_done(&mut tx, delivery, "session.started").await?
+        && audit::delivery_did(&mut tx, delivery, "session.started").await?
     {
         return Ok(());
     }
-    let forge_name = event.forge.as_str();
-    if let Some(active) =
-        sessions::find_active(&mut tx, forge_name, event.repo.as_str(), issue.0).await?
-    {
+    if let Some(active) = sessions::find_active(&mut tx, event.forge, &event.repo, issue).await? {
         drop(tx);
-        let state = active.state()?;
+        let state = active.state;
         forge
             .create_comment(
                 &event.repo,
@@ -344,10 +332,10 @@ async fn start_session(
         &mut tx,
         &sessions::NewSession {
             id: &id,
-            forge: forge_name,
-            repo: event.repo.as_str(),
-            issue: issue.0,
-            installation: event.installation.map(|i| i.0),
+            forge: event.forge,
+            repo: &event.repo,
+            issue,
+            installation: event.installation,
             triggered_by: &actor.login,
         },
     )
@@ -357,7 +345,7 @@ async fn start_session(
     audit::append(
         &mut tx,
         &audit::Entry {
-            actor: &format!("{forge_name}:{}", actor.login),
+            actor: &format!("{}:{}", event.forge, actor.login),
             action: "session.started",
             session: Some(id.as_str()),
             delivery,
@@ -365,7 +353,7 @@ async fn start_session(
         },
     )
     .await?;
-    tx.commit().await.map_err(anyhow::Error::from)?;
+    tx.commit().await?;
     info!(session = %id, repo = %event.repo, issue = issue.0, by = %actor.login, "session started");
     Ok(())
 }
@@ -397,33 +385,18 @@ async fn permitted(
     Ok(false)
 }
 
-/// Whether this delivery already did `action` (a retried event job after its commit).
-async fn already_done(
-    conn: &mut sqlx::AnyConnection,
-    delivery: &str,
-    action: &str,
-) -> anyhow::Result<bool> {
-    let row: Option<(i64,)> =
-        sqlx::query_as("SELECT 1 FROM audit_log WHERE delivery_id = $1 AND action = $2 LIMIT 1")
-            .bind(delivery)
-            .bind(action)
-            .fetch_optional(conn)
-            .await?;
-    Ok(row.is_some())
-}
-
 async fn enqueue_plan(
     conn: &mut sqlx::AnyConnection,
     session: &SessionId,
     version: i64,
     feedback: Option<String>,
 ) -> anyhow::Result<()> {
-    let payload = serde_json::to_string(&PlanJob {
+    let mut job = JobKind::Plan(PlanJob {
         session: session.clone(),
         version,
         feedback,
-    })?;
-    let mut job = jobs::NewJob::new(PLAN_JOB, payload, JOB_ATTEMPTS);
+    })
+    .to_new_job(JOB_ATTEMPTS)?;
     job.session = Some(session.clone());
     jobs::enqueue(conn, &job).await?;
     Ok(())
@@ -434,14 +407,14 @@ async fn enqueue_execute(
     session: &SessionId,
     contract: &sessions::ContractRow,
 ) -> anyhow::Result<()> {
-    let payload = serde_json::to_string(&ExecuteJob {
+    let mut job = JobKind::Execute(ExecuteJob {
         session: session.clone(),
         version: contract.version,
         sha256: contract.sha256.clone(),
         base_sha: contract.base_sha.clone(),
         settings_sha256: contract.settings.as_deref().map(BoundSettings::sha256_of),
-    })?;
-    let mut job = jobs::NewJob::new(EXECUTE_JOB, payload, JOB_ATTEMPTS);
+    })
+    .to_new_job(JOB_ATTEMPTS)?;
     job.session = Some(session.clone());
     jobs::enqueue(conn, &job).await?;
     Ok(())
@@ -467,7 +440,7 @@ async fn command_comment(
         }
         Err(e) => return Err(e.into()),
     };
-    let mut conn = app.db.writer.acquire().await.map_err(anyhow::Error::from)?;
+    let mut conn = app.db.writer.acquire().await?;
     let claimed = crate::store::deliveries::claim_command(
         &mut conn,
         event.forge,
@@ -525,8 +498,8 @@ async fn on_comment(
         Err(e) => Err(e),
     };
     if let Some(delivery) = delivery {
-        let mut conn = app.db.pool.acquire().await.map_err(anyhow::Error::from)?;
-        if already_done(&mut conn, delivery, "command.handled").await? {
+        let mut conn = app.db.pool.acquire().await?;
+        if audit::delivery_did(&mut conn, delivery, "command.handled").await? {
             return Ok(());
         }
     }
@@ -625,20 +598,18 @@ async fn on_pull_comment(
     if is_bot(forge.as_ref(), author).await? {
         return Ok(());
     }
-    let mut conn = app.db.pool.acquire().await.map_err(anyhow::Error::from)?;
+    let mut conn = app.db.pool.acquire().await?;
     if let Some(delivery) = delivery
-        && already_done(&mut conn, delivery, "command.handled").await?
+        && audit::delivery_did(&mut conn, delivery, "command.handled").await?
     {
         return Ok(());
     }
-    let Some(session) =
-        sessions::find_by_pull(&mut conn, event.forge.as_str(), event.repo.as_str(), pull.0)
-            .await?
+    let Some(session) = sessions::find_by_pull(&mut conn, event.forge, &event.repo, pull).await?
     else {
         return Ok(());
     };
     drop(conn);
-    let issue = IssueNumber(session.issue_number);
+    let issue = session.issue_number;
     let replier = forge.clone();
     let reply = |text: String| async move {
         replier
@@ -670,8 +641,8 @@ async fn on_pull_comment(
     {
         return Ok(());
     }
-    let id = session.session_id();
-    let state = session.state()?;
+    let id = session.id.clone();
+    let state = session.state;
     if !matches!(state, SessionState::PrOpened | SessionState::Failed) {
         reply(format!(
             "the pull request can be revised once its run has ended; the session is {}.",
@@ -680,9 +651,8 @@ async fn on_pull_comment(
         .await?;
         return Ok(());
     }
-    let mut tx = app.db.writer.begin().await.map_err(anyhow::Error::from)?;
-    if let Some(other) =
-        sessions::find_active(&mut tx, event.forge.as_str(), event.repo.as_str(), issue.0).await?
+    let mut tx = app.db.writer.begin().await?;
+    if let Some(other) = sessions::find_active(&mut tx, event.forge, &event.repo, issue).await?
         && other.id != session.id
     {
         drop(tx);
@@ -722,9 +692,9 @@ async fn on_pull_comment(
         )
         .await?;
     }
-    tx.commit().await.map_err(anyhow::Error::from)?;
+    tx.commit().await?;
     info!(session = %id, pull = pull.0, by = %author.login, "revision asked for on the pull request");
-    let mut conn = app.db.pool.acquire().await.map_err(anyhow::Error::from)?;
+    let mut conn = app.db.pool.acquire().await?;
     if let Some(row) = sessions::get(&mut conn, &id).await? {
         drop(conn);
         update_status(
@@ -767,20 +737,9 @@ impl CommandContext<'_> {
             Command::Plan => Some(self.forge.issue(&self.event.repo, self.issue).await?),
             _ => None,
         };
-        let mut tx = self
-            .app
-            .db
-            .writer
-            .begin()
-            .await
-            .map_err(anyhow::Error::from)?;
-        let Some(session) = sessions::find_active(
-            &mut tx,
-            self.event.forge.as_str(),
-            self.event.repo.as_str(),
-            self.issue.0,
-        )
-        .await?
+        let mut tx = self.app.db.writer.begin().await?;
+        let Some(session) =
+            sessions::find_active(&mut tx, self.event.forge, &self.event.repo, self.issue).await?
         else {
             drop(tx);
             if *command == Command::Plan {
@@ -802,8 +761,8 @@ impl CommandContext<'_> {
                 self.config.label
             )));
         };
-        let id = session.session_id();
-        let state = session.state()?;
+        let id = session.id.clone();
+        let state = session.state;
         let latest = sessions::latest_contract(&mut tx, &id).await?;
         let next_version = latest.as_ref().map_or(1, |c| c.version + 1);
         let refused = |text: String| Ok(Some(text));
@@ -943,12 +902,7 @@ impl CommandContext<'_> {
                         state.describe()
                     ));
                 }
-                let resume: SessionState = session
-                    .resume_state
-                    .as_deref()
-                    .unwrap_or("planning")
-                    .parse()
-                    .map_err(anyhow::Error::from)?;
+                let resume = session.resume_state.unwrap_or(SessionState::Planning);
                 if resume == SessionState::Planning {
                     if !sessions::move_state(&mut tx, &id, state, SessionState::Planning, None)
                         .await?
@@ -977,7 +931,7 @@ impl CommandContext<'_> {
                         crate::store::runs::for_version(&mut tx, &id, contract.version)
                             .await?
                             .last()
-                            .is_some_and(|r| r.state == "verified");
+                            .is_some_and(|r| r.state == RunState::Verified);
                     let resume = if resume == SessionState::Publishing && unpublished {
                         SessionState::Publishing
                     } else {
@@ -1041,15 +995,9 @@ impl CommandContext<'_> {
             },
         )
         .await?;
-        tx.commit().await.map_err(anyhow::Error::from)?;
+        tx.commit().await?;
         info!(session = %id, command = command.name(), by = %self.author.login, "command carried out");
-        let mut conn = self
-            .app
-            .db
-            .pool
-            .acquire()
-            .await
-            .map_err(anyhow::Error::from)?;
+        let mut conn = self.app.db.pool.acquire().await?;
         if let Some(row) = sessions::get(&mut conn, &id).await? {
             drop(conn);
             update_status(self.app, self.forge, &row, new_state, &status).await?;
@@ -1059,11 +1007,8 @@ impl CommandContext<'_> {
 }
 
 /// The plan job: runs the planner (or resumes it) and posts the contract.
-pub async fn plan_job(app: Arc<App>, job: Job) -> Result<(), JobError> {
-    let plan: PlanJob = serde_json::from_str(&job.payload)
-        .context("Cannot read the plan job's payload")
-        .map_err(JobError::Permanent)?;
-    let mut conn = app.db.pool.acquire().await.map_err(anyhow::Error::from)?;
+pub async fn plan_job(app: Arc<App>, plan: PlanJob) -> Result<(), JobError> {
+    let mut conn = app.db.pool.acquire().await?;
     let Some(session) = sessions::get(&mut conn, &plan.session).await? else {
         return Err(JobError::Permanent(anyhow::anyhow!(
             "Session {} does not exist",
@@ -1071,19 +1016,14 @@ pub async fn plan_job(app: Arc<App>, job: Job) -> Result<(), JobError> {
         )));
     };
     drop(conn);
-    if session.state()? != SessionState::Planning {
+    if session.state != SessionState::Planning {
         info!(session = %plan.session, state = %session.state, "plan job no longer needed");
         return Ok(());
     }
-    let forge_kind: event::Forge =
-        serde_json::from_value(serde_json::Value::String(session.forge.clone()))
-            .map_err(|e| JobError::Permanent(e.into()))?;
-    let repo = RepoName::parse(&session.repo).map_err(|e| JobError::Permanent(e.into()))?;
-    let issue = IssueNumber(session.issue_number);
-    let forge = app.forges.get(
-        forge_kind,
-        session.installation_id.map(crate::ids::InstallationId),
-    )?;
+    let forge_kind = session.forge;
+    let repo = session.repo.clone();
+    let issue = session.issue_number;
+    let forge = app.forges.get(forge_kind, session.installation_id)?;
     let span = tracing::info_span!("session", id = %plan.session, repo = %repo, issue = issue.0);
     let _guard = span.enter();
 
@@ -1139,7 +1079,7 @@ async fn plan_and_post(
     session: &sessions::SessionRow,
     plan: &PlanJob,
 ) -> Result<(), Failure> {
-    let id = session.session_id();
+    let id = session.id.clone();
     update_status(
         app,
         forge,
@@ -1149,7 +1089,7 @@ async fn plan_and_post(
     )
     .await?;
 
-    let mut conn = app.db.pool.acquire().await.map_err(anyhow::Error::from)?;
+    let mut conn = app.db.pool.acquire().await?;
     let existing = sessions::contract(&mut conn, &id, plan.version).await?;
     let previous = match plan.version {
         1 => None,
@@ -1172,7 +1112,7 @@ async fn plan_and_post(
             };
             // The planner reads the issue as it was when planwright was asked to start:
             // an edit since (after the maintainer looked) is flagged, not planned from.
-            let mut conn = app.db.pool.acquire().await.map_err(anyhow::Error::from)?;
+            let mut conn = app.db.pool.acquire().await?;
             let snapshot = sessions::issue_snapshot(&mut conn, &id).await?;
             drop(conn);
             if let Some((title, body)) = snapshot
@@ -1223,9 +1163,9 @@ async fn plan_and_post(
             )
             .await?;
             let sha256 = contract.hash(&base);
-            let body = serde_json::to_string(&contract).map_err(anyhow::Error::from)?;
+            let body = serde_json::to_string(&contract)?;
             let settings = config.bound().to_json();
-            let mut tx = app.db.writer.begin().await.map_err(anyhow::Error::from)?;
+            let mut tx = app.db.writer.begin().await?;
             sessions::insert_contract(
                 &mut tx,
                 &sessions::NewContract {
@@ -1254,8 +1194,8 @@ async fn plan_and_post(
                 },
             )
             .await?;
-            tx.commit().await.map_err(anyhow::Error::from)?;
-            let mut conn = app.db.pool.acquire().await.map_err(anyhow::Error::from)?;
+            tx.commit().await?;
+            let mut conn = app.db.pool.acquire().await?;
             sessions::contract(&mut conn, &id, plan.version)
                 .await?
                 .context("The contract just stored cannot be read back")?
@@ -1296,10 +1236,10 @@ async fn plan_and_post(
         insert_settings(&mut body, &settings_section(b, json));
     }
     // Cancelled while the planner worked: the contract stays on record, unposted.
-    let mut conn = app.db.pool.acquire().await.map_err(anyhow::Error::from)?;
+    let mut conn = app.db.pool.acquire().await?;
     let still_planning = sessions::get(&mut conn, &id)
         .await?
-        .is_some_and(|s| s.state == SessionState::Planning.as_str());
+        .is_some_and(|s| s.state == SessionState::Planning);
     drop(conn);
     if !still_planning {
         info!(session = %id, "session ended while planning; contract not posted");
@@ -1314,7 +1254,7 @@ async fn plan_and_post(
         None => forge.create_comment(repo, issue_number, &body).await?,
     };
 
-    let mut tx = app.db.writer.begin().await.map_err(anyhow::Error::from)?;
+    let mut tx = app.db.writer.begin().await?;
     sessions::set_contract_comment(
         &mut tx,
         &id,
@@ -1334,7 +1274,7 @@ async fn plan_and_post(
     .await?;
     if !moved {
         // Cancelled while planning: the contract stays on record, nothing else happens.
-        tx.commit().await.map_err(anyhow::Error::from)?;
+        tx.commit().await?;
         return Ok(());
     }
     let superseded = sessions::supersede_before(&mut tx, &id, row.version).await?;
@@ -1349,7 +1289,7 @@ async fn plan_and_post(
         },
     )
     .await?;
-    tx.commit().await.map_err(anyhow::Error::from)?;
+    tx.commit().await?;
 
     for old in superseded {
         let Some(comment) = old
@@ -1361,7 +1301,7 @@ async fn plan_and_post(
         };
         mark_superseded(forge, repo, issue_number, CommentId(comment), &old, version).await?;
     }
-    let mut conn = app.db.pool.acquire().await.map_err(anyhow::Error::from)?;
+    let mut conn = app.db.pool.acquire().await?;
     if let Some(now) = sessions::get(&mut conn, &id).await? {
         drop(conn);
         update_status(
@@ -1503,7 +1443,7 @@ async fn run_planner(
         )
         .map_err(|e| Failure::User(format!("{e:#}")))?;
     let tools = RepoTools::new(&checkout.path()).map_err(Failure::from)?;
-    let mut conn = app.db.pool.acquire().await.map_err(anyhow::Error::from)?;
+    let mut conn = app.db.pool.acquire().await?;
     let mut dossier: Dossier = match sessions::load_dossier(&mut conn, session).await? {
         Some(text) => serde_json::from_str(&text).unwrap_or_default(),
         None => Dossier::default(),
@@ -1546,8 +1486,8 @@ async fn run_planner(
     };
     match result {
         Ok(contract) => {
-            let text = serde_json::to_string(&fresh_turns(dossier)).map_err(anyhow::Error::from)?;
-            let mut conn = app.db.writer.acquire().await.map_err(anyhow::Error::from)?;
+            let text = serde_json::to_string(&fresh_turns(dossier))?;
+            let mut conn = app.db.writer.acquire().await?;
             sessions::save_dossier(&mut conn, session, Some(&text)).await?;
             Ok((contract, config.clone()))
         }
@@ -1564,8 +1504,8 @@ async fn run_planner(
             detail: e.to_string(),
         }),
         Err(e @ (PlanError::TurnLimit(_) | PlanError::Invalid(..))) => {
-            let text = serde_json::to_string(&fresh_turns(dossier)).map_err(anyhow::Error::from)?;
-            let mut conn = app.db.writer.acquire().await.map_err(anyhow::Error::from)?;
+            let text = serde_json::to_string(&fresh_turns(dossier))?;
+            let mut conn = app.db.writer.acquire().await?;
             sessions::save_dossier(&mut conn, session, Some(&text)).await?;
             Err(Failure::User(format!(
                 "{e}. Use `/retry` to try again or `/plan` to start over."
@@ -1584,8 +1524,8 @@ async fn fail(
     reason: &str,
     detail: Option<&str>,
 ) -> Result<(), JobError> {
-    let id = session.session_id();
-    let mut tx = app.db.writer.begin().await.map_err(anyhow::Error::from)?;
+    let id = session.id.clone();
+    let mut tx = app.db.writer.begin().await?;
     let moved = sessions::move_state(
         &mut tx,
         &id,
@@ -1607,7 +1547,7 @@ async fn fail(
         )
         .await?;
     }
-    tx.commit().await.map_err(anyhow::Error::from)?;
+    tx.commit().await?;
     if moved {
         warn!(session = %id, reason, "session failed");
         update_status(app, forge, session, SessionState::Failed, reason).await?;
@@ -1627,9 +1567,9 @@ pub(crate) async fn update_status(
     state: SessionState,
     text: &str,
 ) -> Result<(), JobError> {
-    let id = session.session_id();
-    let repo = RepoName::parse(&session.repo).map_err(|e| JobError::Permanent(e.into()))?;
-    let issue = IssueNumber(session.issue_number);
+    let id = session.id.clone();
+    let repo = session.repo.clone();
+    let issue = session.issue_number;
     let marker = status_marker(&id);
     let body = format!(
         "**planwright** · {}\n\n{text}\n\n{marker}",
@@ -1668,7 +1608,7 @@ pub(crate) async fn update_status(
 }
 
 async fn store_status(app: &App, id: &SessionId, comment: CommentId) -> Result<(), JobError> {
-    let mut conn = app.db.writer.acquire().await.map_err(anyhow::Error::from)?;
+    let mut conn = app.db.writer.acquire().await?;
     sessions::set_status_comment(&mut conn, id, &comment.0.to_string()).await?;
     Ok(())
 }

@@ -34,6 +34,18 @@ pub async fn append(conn: &mut AnyConnection, entry: &Entry<'_>) -> Result<()> {
     Ok(())
 }
 
+/// Whether `delivery` already recorded `action`: a retried job's first attempt may have
+/// committed before it failed.
+pub async fn delivery_did(conn: &mut AnyConnection, delivery: &str, action: &str) -> Result<bool> {
+    let row: Option<(i64,)> =
+        sqlx::query_as("SELECT 1 FROM audit_log WHERE delivery_id = $1 AND action = $2 LIMIT 1")
+            .bind(delivery)
+            .bind(action)
+            .fetch_optional(conn)
+            .await?;
+    Ok(row.is_some())
+}
+
 #[derive(Debug, Clone, sqlx::FromRow, serde::Serialize)]
 pub struct AuditRow {
     pub id: String,

@@ -67,13 +67,13 @@ pub async fn record(
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
          ON CONFLICT (forge, delivery_key) DO NOTHING",
     )
-    .bind(id.as_str())
-    .bind(delivery.forge.as_str())
+    .bind(&id)
+    .bind(delivery.forge)
     .bind(key)
     .bind(delivery.event)
     .bind(delivery.action)
     .bind(delivery.repo.map(RepoName::as_str))
-    .bind(delivery.installation.map(|i| i.0))
+    .bind(delivery.installation)
     .bind(delivery.status.as_str())
     .bind(delivery.error)
     .bind(delivery.payload)
@@ -140,6 +140,16 @@ pub async fn count(db: &Db) -> Result<i64> {
     )
 }
 
+/// How many deliveries there are of each forge, event and outcome, for `/metrics`.
+pub async fn counts(db: &Db) -> Result<Vec<(String, String, String, i64)>> {
+    Ok(sqlx::query_as(
+        "SELECT forge, event, status, COUNT(*) FROM deliveries \
+         GROUP BY forge, event, status ORDER BY forge, event, status",
+    )
+    .fetch_all(&db.pool)
+    .await?)
+}
+
 /// Claims the command in comment `comment` for `delivery`. `false` when another delivery
 /// (a replay under a new delivery id) claimed it first; the claiming delivery's own
 /// retries get `true` again. A claim whose delivery gave up without carrying the command
@@ -156,9 +166,9 @@ pub async fn claim_command(
         "INSERT INTO command_comments (forge, repo, comment_id, delivery_id, claimed_at) \
          VALUES ($1, $2, $3, $4, $5) ON CONFLICT (forge, repo, comment_id) DO NOTHING",
     )
-    .bind(forge.as_str())
-    .bind(repo.as_str())
-    .bind(comment.0)
+    .bind(forge)
+    .bind(repo)
+    .bind(comment)
     .bind(delivery)
     .bind(now_ms())
     .execute(&mut *conn)
@@ -180,9 +190,9 @@ pub async fn claim_command(
                          WHERE a.delivery_id = command_comments.delivery_id \
                          AND a.action IN ('command.handled', 'session.started'))",
     )
-    .bind(forge.as_str())
-    .bind(repo.as_str())
-    .bind(comment.0)
+    .bind(forge)
+    .bind(repo)
+    .bind(comment)
     .bind(delivery)
     .bind(now_ms())
     .bind(jobs::DEAD)
@@ -195,9 +205,9 @@ pub async fn claim_command(
         "SELECT delivery_id FROM command_comments \
          WHERE forge = $1 AND repo = $2 AND comment_id = $3",
     )
-    .bind(forge.as_str())
-    .bind(repo.as_str())
-    .bind(comment.0)
+    .bind(forge)
+    .bind(repo)
+    .bind(comment)
     .fetch_optional(&mut *conn)
     .await?;
     Ok(claimed_by.flatten().as_deref() == Some(delivery))

@@ -22,8 +22,8 @@ pub async fn upsert(
          ON CONFLICT (forge, installation_id) DO UPDATE SET account = excluded.account, \
          state = excluded.state, updated_at = excluded.updated_at",
     )
-    .bind(forge.as_str())
-    .bind(installation.0)
+    .bind(forge)
+    .bind(installation)
     .bind(account)
     .bind(state)
     .bind(now_ms())
@@ -44,9 +44,9 @@ pub async fn add_repositories(
             "INSERT INTO installation_repositories (forge, installation_id, repo, added_at) \
              VALUES ($1, $2, $3, $4) ON CONFLICT (forge, installation_id, repo) DO NOTHING",
         )
-        .bind(forge.as_str())
-        .bind(installation.0)
-        .bind(repo.as_str())
+        .bind(forge)
+        .bind(installation)
+        .bind(repo)
         .bind(now)
         .execute(&mut *conn)
         .await?;
@@ -65,8 +65,8 @@ pub async fn remove_repositories(
             sqlx::query(
                 "DELETE FROM installation_repositories WHERE forge = $1 AND installation_id = $2",
             )
-            .bind(forge.as_str())
-            .bind(installation.0)
+            .bind(forge)
+            .bind(installation)
             .execute(&mut *conn)
             .await?;
         }
@@ -76,9 +76,9 @@ pub async fn remove_repositories(
                     "DELETE FROM installation_repositories \
                      WHERE forge = $1 AND installation_id = $2 AND repo = $3",
                 )
-                .bind(forge.as_str())
-                .bind(installation.0)
-                .bind(repo.as_str())
+                .bind(forge)
+                .bind(installation)
+                .bind(repo)
                 .execute(&mut *conn)
                 .await?;
             }
@@ -114,8 +114,8 @@ pub async fn repositories(
         "SELECT repo FROM installation_repositories WHERE forge = $1 AND installation_id = $2 \
          ORDER BY repo",
     )
-    .bind(forge.as_str())
-    .bind(installation.0)
+    .bind(forge)
+    .bind(installation)
     .fetch_all(conn)
     .await?)
 }

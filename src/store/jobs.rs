@@ -108,7 +108,7 @@ pub async fn enqueue(conn: &mut AnyConnection, job: &NewJob) -> Result<JobId> {
          delivery_id, session_id, created_at, updated_at) \
          VALUES ($1, $2, $3, $4, 0, $5, $6, $7, $8, $9, $9)",
     )
-    .bind(id.as_str())
+    .bind(&id)
     .bind(&job.kind)
     .bind(&job.payload)
     .bind(QUEUED)
@@ -249,4 +249,24 @@ pub async fn list(db: &Db, delivery: Option<&str>) -> Result<Vec<JobRow>> {
         }
     };
     Ok(rows)
+}
+
+/// How many jobs there are of each kind and state, for `/metrics`.
+pub async fn counts(db: &Db) -> Result<Vec<(String, String, i64)>> {
+    Ok(sqlx::query_as(
+        "SELECT kind, state, COUNT(*) FROM jobs GROUP BY kind, state ORDER BY kind, state",
+    )
+    .fetch_all(&db.pool)
+    .await?)
+}
+
+/// When the longest-waiting job that is due by `now` became due; `None` when none waits.
+pub async fn oldest_due(db: &Db, now: i64) -> Result<Option<i64>> {
+    Ok(
+        sqlx::query_scalar("SELECT MIN(run_at) FROM jobs WHERE state = $1 AND run_at <= $2")
+            .bind(QUEUED)
+            .bind(now)
+            .fetch_one(&db.pool)
+            .await?,
+    )
 }

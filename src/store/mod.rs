@@ -96,6 +96,18 @@ impl Db {
         sqlx::query("SELECT 1").execute(&self.pool).await?;
         Ok(())
     }
+
+    /// The migrations the database records as `(version, success as 0 or 1, checksum)`;
+    /// the error is sqlx's own, so that a missing table can be told from an outage.
+    pub async fn applied_migrations(&self) -> Result<Vec<(i64, i64, Vec<u8>)>, sqlx::Error> {
+        // The Any driver reads no SQLite BOOLEAN, so `success` comes back as a number.
+        sqlx::query_as(
+            "SELECT version, CAST(CASE WHEN success THEN 1 ELSE 0 END AS BIGINT), checksum \
+             FROM _sqlx_migrations",
+        )
+        .fetch_all(&self.pool)
+        .await
+    }
 }
 
 /// Creates the SQLite file and its folder if needed and switches it to WAL mode.
@@ -152,6 +164,33 @@ async fn sqlite_pool(options: &AnyConnectOptions, connections: u32) -> Result<An
         .connect_with(options.clone())
         .await
         .context("Could not open the SQLite database")
+}
+
+/// Whether a database error may pass by itself, so the job that met it is worth another
+/// attempt: the server unreachable or restarting, the pool exhausted, SQLite busy or
+/// locked, a PostgreSQL serialization failure, deadlock or connection limit.
+pub fn is_transient(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(db) => {
+            let Some(code) = db.code() else { return false };
+            if db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() {
+                // An extended result code; SQLITE_BUSY and SQLITE_LOCKED are its low byte.
+                code.parse::<i32>().is_ok_and(|n| matches!(n & 0xff, 5 | 6))
+            } else {
+                code.starts_with("08")
+                    || matches!(
+                        code.as_ref(),
+                        "40001" | "40P01" | "53300" | "55P03" | "57P01" | "57P02" | "57P03"
+                    )
+            }
+        }
+        _ => false,
+    }
 }
 
 /// A database URL without its password, for messages.

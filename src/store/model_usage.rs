@@ -62,7 +62,7 @@ pub async fn record_held(db: &Db, call: &NewUsage<'_>, hold: Option<&HoldId>) ->
     if let Some(session) = call.session {
         sqlx::query("UPDATE sessions SET cost_microusd = cost_microusd + $1 WHERE id = $2")
             .bind(call.cost_microusd)
-            .bind(session.as_str())
+            .bind(session)
             .execute(&mut *tx)
             .await?;
     }
@@ -76,7 +76,7 @@ pub async fn record_held(db: &Db, call: &NewUsage<'_>, hold: Option<&HoldId>) ->
         ))
         .bind(tokens(call.usage.output_tokens))
         .bind(call.cost_microusd)
-        .bind(run.as_str())
+        .bind(run)
         .execute(&mut *tx)
         .await?;
     }
@@ -115,14 +115,14 @@ const COMMITTED_BY_RUN: &str = "SELECT \
 
 pub async fn spent_by_session(db: &Db, session: &SessionId) -> Result<Spent> {
     Ok(sqlx::query_as::<_, Spent>(SPENT_BY_SESSION)
-        .bind(session.as_str())
+        .bind(session)
         .fetch_one(&db.pool)
         .await?)
 }
 
 pub async fn spent_by_run(db: &Db, run: &RunId) -> Result<Spent> {
     Ok(sqlx::query_as::<_, Spent>(SPENT_BY_RUN)
-        .bind(run.as_str())
+        .bind(run)
         .fetch_one(&db.pool)
         .await?)
 }
@@ -308,7 +308,36 @@ pub async fn list_by_session(db: &Db, session: &SessionId) -> Result<Vec<UsageRo
          cache_read_tokens, cache_write_tokens, cost_microusd FROM model_usage \
          WHERE session_id = $1 ORDER BY at, id",
     )
-    .bind(session.as_str())
+    .bind(session)
+    .fetch_all(&db.pool)
+    .await?)
+}
+
+/// Model usage summed per role, provider and model.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct Totals {
+    pub role: String,
+    pub provider: String,
+    pub model: String,
+    pub input: i64,
+    pub output: i64,
+    pub cache_read: i64,
+    pub cache_write: i64,
+    pub cost_microusd: i64,
+}
+
+/// Every call's usage summed per role, provider and model, for `/metrics`.
+pub async fn totals(db: &Db) -> Result<Vec<Totals>> {
+    // SUM is NUMERIC on PostgreSQL, which the Any driver cannot read: cast it back.
+    Ok(sqlx::query_as(
+        "SELECT role, provider, model, \
+         CAST(SUM(input_tokens) AS BIGINT) AS input, \
+         CAST(SUM(output_tokens) AS BIGINT) AS output, \
+         CAST(SUM(cache_read_tokens) AS BIGINT) AS cache_read, \
+         CAST(SUM(cache_write_tokens) AS BIGINT) AS cache_write, \
+         CAST(SUM(cost_microusd) AS BIGINT) AS cost_microusd \
+         FROM model_usage GROUP BY role, provider, model ORDER BY role, provider, model",
+    )
     .fetch_all(&db.pool)
     .await?)
 }

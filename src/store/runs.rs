@@ -2,22 +2,86 @@
 //! its workspace while it may still be published and what verification and the reviewer
 //! found. A run left `running` by a process that died is abandoned by the next attempt.
 
+use std::fmt;
+use std::str::FromStr;
+
 use anyhow::Result;
 use sqlx::AnyConnection;
 
-use super::now_ms;
-use crate::ids::{RunId, SessionId};
+use super::{Db, now_ms};
+use crate::ids::{RunId, SessionId, stored_as_text};
+
+/// Where an attempt stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RunState {
+    Running,
+    /// Verified and accepted, waiting to be published.
+    Verified,
+    Published,
+    Failed,
+    /// Left running by a process that stopped; it does not count as an attempt.
+    Abandoned,
+}
+
+impl RunState {
+    pub const ALL: [RunState; 5] = [
+        RunState::Running,
+        RunState::Verified,
+        RunState::Published,
+        RunState::Failed,
+        RunState::Abandoned,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunState::Running => "running",
+            RunState::Verified => "verified",
+            RunState::Published => "published",
+            RunState::Failed => "failed",
+            RunState::Abandoned => "abandoned",
+        }
+    }
+
+    /// A finished run has its `finished_at`; a verified one still waits to be published.
+    pub fn is_finished(self) -> bool {
+        match self {
+            RunState::Running | RunState::Verified => false,
+            RunState::Published | RunState::Failed | RunState::Abandoned => true,
+        }
+    }
+}
+
+impl fmt::Display for RunState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("`{0}` is not a run state")]
+pub struct UnknownRunState(String);
+
+impl FromStr for RunState {
+    type Err = UnknownRunState;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        RunState::ALL
+            .into_iter()
+            .find(|state| state.as_str() == s)
+            .ok_or_else(|| UnknownRunState(s.to_owned()))
+    }
+}
+
+stored_as_text!(RunState);
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct RunRow {
-    pub id: String,
-    pub session_id: String,
+    pub id: RunId,
+    pub session_id: SessionId,
     pub contract_version: i64,
     pub attempt: i64,
     pub executor: String,
-    /// `running`, `verified` (waiting to be published), `published`, `failed` or
-    /// `abandoned`.
-    pub state: String,
+    pub state: RunState,
     pub branch: Option<String>,
     pub head_sha: Option<String>,
     pub input_tokens: i64,
@@ -32,12 +96,6 @@ pub struct RunRow {
     pub retired: i64,
     pub started_at: i64,
     pub finished_at: Option<i64>,
-}
-
-impl RunRow {
-    pub fn run_id(&self) -> RunId {
-        RunId(self.id.clone())
-    }
 }
 
 const COLUMNS: &str = "id, session_id, contract_version, attempt, executor, state, branch, \
@@ -57,13 +115,14 @@ pub struct NewRun<'a> {
 pub async fn insert(conn: &mut AnyConnection, new: &NewRun<'_>) -> Result<()> {
     sqlx::query(
         "INSERT INTO runs (id, session_id, contract_version, attempt, executor, state, \
-         branch, workspace, started_at) VALUES ($1, $2, $3, $4, $5, 'running', $6, $7, $8)",
+         branch, workspace, started_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
     )
-    .bind(new.id.as_str())
-    .bind(new.session.as_str())
+    .bind(new.id)
+    .bind(new.session)
     .bind(new.version)
     .bind(new.attempt)
     .bind(new.executor)
+    .bind(RunState::Running)
     .bind(new.branch)
     .bind(new.workspace)
     .bind(now_ms())
@@ -83,21 +142,20 @@ pub async fn for_version(
          ORDER BY attempt, started_at"
     );
     Ok(sqlx::query_as::<_, RunRow>(sqlx::AssertSqlSafe(sql))
-        .bind(session.as_str())
+        .bind(session)
         .bind(version)
         .fetch_all(conn)
         .await?)
 }
 
-/// Records what the attempt came to. `finished` leaves `finished_at` unset for a run that
-/// still waits to be published.
+/// Records what the attempt came to; `finished_at` stays unset while the run is not
+/// finished (a verified one still waits to be published).
 pub async fn update(
     conn: &mut AnyConnection,
     run: &RunId,
-    state: &str,
+    state: RunState,
     report: Option<&str>,
     outcome: Option<&str>,
-    finished: bool,
 ) -> Result<()> {
     sqlx::query(
         "UPDATE runs SET state = $1, report = COALESCE($2, report), \
@@ -106,8 +164,8 @@ pub async fn update(
     .bind(state)
     .bind(report)
     .bind(outcome)
-    .bind(finished.then(now_ms))
-    .bind(run.as_str())
+    .bind(state.is_finished().then(now_ms))
+    .bind(run)
     .execute(conn)
     .await?;
     Ok(())
@@ -116,7 +174,7 @@ pub async fn update(
 pub async fn set_head(conn: &mut AnyConnection, run: &RunId, head: &str) -> Result<()> {
     sqlx::query("UPDATE runs SET head_sha = $1 WHERE id = $2")
         .bind(head)
-        .bind(run.as_str())
+        .bind(run)
         .execute(conn)
         .await?;
     Ok(())
@@ -125,11 +183,12 @@ pub async fn set_head(conn: &mut AnyConnection, run: &RunId, head: &str) -> Resu
 /// Marks the session's runs a dead process left `running` as abandoned; returns how many.
 pub async fn abandon_running(conn: &mut AnyConnection, session: &SessionId) -> Result<u64> {
     let done = sqlx::query(
-        "UPDATE runs SET state = 'abandoned', finished_at = $1 \
-         WHERE session_id = $2 AND state = 'running'",
+        "UPDATE runs SET state = $1, finished_at = $2 WHERE session_id = $3 AND state = $4",
     )
+    .bind(RunState::Abandoned)
     .bind(now_ms())
-    .bind(session.as_str())
+    .bind(session)
+    .bind(RunState::Running)
     .execute(conn)
     .await?;
     Ok(done.rows_affected())
@@ -145,7 +204,7 @@ pub async fn branch_of_session(
         "SELECT branch FROM runs WHERE session_id = $1 AND branch IS NOT NULL \
          ORDER BY started_at LIMIT 1",
     )
-    .bind(session.as_str())
+    .bind(session)
     .fetch_optional(conn)
     .await?;
     Ok(row.and_then(|(b,)| b))
@@ -154,7 +213,7 @@ pub async fn branch_of_session(
 /// `/retry`: the version's runs so far stop counting against its attempts.
 pub async fn retire(conn: &mut AnyConnection, session: &SessionId, version: i64) -> Result<()> {
     sqlx::query("UPDATE runs SET retired = 1 WHERE session_id = $1 AND contract_version = $2")
-        .bind(session.as_str())
+        .bind(session)
         .bind(version)
         .execute(conn)
         .await?;
@@ -168,11 +227,22 @@ pub async fn published_head(
     session: &SessionId,
 ) -> Result<Option<String>> {
     let row: Option<(Option<String>,)> = sqlx::query_as(
-        "SELECT head_sha FROM runs WHERE session_id = $1 AND state = 'published' \
+        "SELECT head_sha FROM runs WHERE session_id = $1 AND state = $2 \
          AND head_sha IS NOT NULL ORDER BY started_at DESC LIMIT 1",
     )
-    .bind(session.as_str())
+    .bind(session)
+    .bind(RunState::Published)
     .fetch_optional(conn)
     .await?;
     Ok(row.and_then(|(h,)| h))
+}
+
+/// How many runs there are of each executor and state, for `/metrics`.
+pub async fn counts(db: &Db) -> Result<Vec<(String, String, i64)>> {
+    Ok(sqlx::query_as(
+        "SELECT executor, state, COUNT(*) FROM runs GROUP BY executor, state \
+         ORDER BY executor, state",
+    )
+    .fetch_all(&db.pool)
+    .await?)
 }

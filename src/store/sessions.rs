@@ -6,42 +6,31 @@ use anyhow::Result;
 use sqlx::AnyConnection;
 
 use super::{Db, now_ms};
-use crate::ids::SessionId;
+use crate::event::Forge;
+use crate::ids::{InstallationId, IssueNumber, PullNumber, RepoName, SessionId};
 use crate::store::state::SessionState;
 
 #[derive(Debug, Clone, sqlx::FromRow, serde::Serialize)]
 pub struct SessionRow {
-    pub id: String,
-    pub forge: String,
-    pub repo: String,
-    pub issue_number: i64,
-    pub installation_id: Option<i64>,
-    pub state: String,
+    pub id: SessionId,
+    pub forge: Forge,
+    pub repo: RepoName,
+    pub issue_number: IssueNumber,
+    pub installation_id: Option<InstallationId>,
+    pub state: SessionState,
     pub active: i64,
     pub triggered_by: String,
     pub status_comment_id: Option<String>,
     pub failure: Option<String>,
-    pub resume_state: Option<String>,
+    /// The stage a failed session's `/retry` resumes.
+    pub resume_state: Option<SessionState>,
     pub cost_microusd: i64,
     pub created_at: i64,
     pub updated_at: i64,
     /// The pull (merge) request the session published, once it did.
-    pub pull_number: Option<i64>,
+    pub pull_number: Option<PullNumber>,
     /// The newest contract version, once there is one.
     pub contract_version: Option<i64>,
-}
-
-impl SessionRow {
-    pub fn session_id(&self) -> SessionId {
-        SessionId(self.id.clone())
-    }
-
-    /// The state, or an error naming the row if the database holds something unknown.
-    pub fn state(&self) -> Result<SessionState> {
-        self.state
-            .parse()
-            .map_err(|e| anyhow::anyhow!("Session {}: {e}", self.id))
-    }
 }
 
 const COLUMNS: &str = "id, forge, repo, issue_number, installation_id, state, active, \
@@ -58,10 +47,19 @@ pub async fn list(db: &Db, limit: i64) -> Result<Vec<SessionRow>> {
         .await?)
 }
 
+/// How many sessions are in each stored state, for `/metrics`.
+pub async fn counts(db: &Db) -> Result<Vec<(String, i64)>> {
+    Ok(
+        sqlx::query_as("SELECT state, COUNT(*) FROM sessions GROUP BY state")
+            .fetch_all(&db.pool)
+            .await?,
+    )
+}
+
 pub async fn get(conn: &mut AnyConnection, id: &SessionId) -> Result<Option<SessionRow>> {
     let sql = format!("SELECT {COLUMNS} FROM sessions WHERE id = $1");
     Ok(sqlx::query_as::<_, SessionRow>(sqlx::AssertSqlSafe(sql))
-        .bind(id.as_str())
+        .bind(id)
         .fetch_optional(conn)
         .await?)
 }
@@ -69,9 +67,9 @@ pub async fn get(conn: &mut AnyConnection, id: &SessionId) -> Result<Option<Sess
 /// The session holding an issue, if one does.
 pub async fn find_active(
     conn: &mut AnyConnection,
-    forge: &str,
-    repo: &str,
-    issue: i64,
+    forge: Forge,
+    repo: &RepoName,
+    issue: IssueNumber,
 ) -> Result<Option<SessionRow>> {
     let sql = format!(
         "SELECT {COLUMNS} FROM sessions WHERE forge = $1 AND repo = $2 AND issue_number = $3 \
@@ -88,9 +86,9 @@ pub async fn find_active(
 /// The newest session of an issue, active or not (for commands on an ended one).
 pub async fn latest_for_issue(
     conn: &mut AnyConnection,
-    forge: &str,
-    repo: &str,
-    issue: i64,
+    forge: Forge,
+    repo: &RepoName,
+    issue: IssueNumber,
 ) -> Result<Option<SessionRow>> {
     let sql = format!(
         "SELECT {COLUMNS} FROM sessions WHERE forge = $1 AND repo = $2 AND issue_number = $3 \
@@ -106,10 +104,10 @@ pub async fn latest_for_issue(
 
 pub struct NewSession<'a> {
     pub id: &'a SessionId,
-    pub forge: &'a str,
-    pub repo: &'a str,
-    pub issue: i64,
-    pub installation: Option<i64>,
+    pub forge: Forge,
+    pub repo: &'a RepoName,
+    pub issue: IssueNumber,
+    pub installation: Option<InstallationId>,
     pub triggered_by: &'a str,
 }
 
@@ -121,12 +119,12 @@ pub async fn insert(conn: &mut AnyConnection, new: &NewSession<'_>) -> Result<()
         "INSERT INTO sessions (id, forge, repo, issue_number, installation_id, state, active, \
          triggered_by, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $8, $8)",
     )
-    .bind(new.id.as_str())
+    .bind(new.id)
     .bind(new.forge)
     .bind(new.repo)
     .bind(new.issue)
     .bind(new.installation)
-    .bind(SessionState::Planning.as_str())
+    .bind(SessionState::Planning)
     .bind(new.triggered_by)
     .bind(now)
     .execute(conn)
@@ -147,19 +145,19 @@ pub async fn move_state(
         from.can_become(to),
         "Cannot move session {id} from {from} to {to}"
     );
-    let resume = (to == SessionState::Failed).then(|| from.as_str());
+    let resume = (to == SessionState::Failed).then_some(from);
     let done = sqlx::query(
         "UPDATE sessions SET state = $1, active = $2, failure = $3, \
          resume_state = COALESCE($4, resume_state), updated_at = $5 \
          WHERE id = $6 AND state = $7",
     )
-    .bind(to.as_str())
+    .bind(to)
     .bind(i64::from(to.is_active()))
     .bind(failure)
     .bind(resume)
     .bind(now_ms())
-    .bind(id.as_str())
-    .bind(from.as_str())
+    .bind(id)
+    .bind(from)
     .execute(conn)
     .await?;
     Ok(done.rows_affected() == 1)
@@ -168,9 +166,9 @@ pub async fn move_state(
 /// The newest session that published `pull` in the repository.
 pub async fn find_by_pull(
     conn: &mut AnyConnection,
-    forge: &str,
-    repo: &str,
-    pull: i64,
+    forge: Forge,
+    repo: &RepoName,
+    pull: PullNumber,
 ) -> Result<Option<SessionRow>> {
     let sql = format!(
         "SELECT {COLUMNS} FROM sessions WHERE forge = $1 AND repo = $2 AND pull_number = $3 \
@@ -184,10 +182,10 @@ pub async fn find_by_pull(
         .await?)
 }
 
-pub async fn set_pull(conn: &mut AnyConnection, id: &SessionId, pull: i64) -> Result<()> {
+pub async fn set_pull(conn: &mut AnyConnection, id: &SessionId, pull: PullNumber) -> Result<()> {
     sqlx::query("UPDATE sessions SET pull_number = $1 WHERE id = $2")
         .bind(pull)
-        .bind(id.as_str())
+        .bind(id)
         .execute(conn)
         .await?;
     Ok(())
@@ -200,7 +198,7 @@ pub async fn set_status_comment(
 ) -> Result<()> {
     sqlx::query("UPDATE sessions SET status_comment_id = $1 WHERE id = $2")
         .bind(comment)
-        .bind(id.as_str())
+        .bind(id)
         .execute(conn)
         .await?;
     Ok(())
@@ -216,7 +214,7 @@ pub async fn set_issue_snapshot(
     sqlx::query("UPDATE sessions SET issue_title = $1, issue_body = $2 WHERE id = $3")
         .bind(title)
         .bind(body)
-        .bind(id.as_str())
+        .bind(id)
         .execute(conn)
         .await?;
     Ok(())
@@ -230,7 +228,7 @@ pub async fn issue_snapshot(
 ) -> Result<Option<(String, String)>> {
     let row: Option<(Option<String>, Option<String>)> =
         sqlx::query_as("SELECT issue_title, issue_body FROM sessions WHERE id = $1")
-            .bind(id.as_str())
+            .bind(id)
             .fetch_optional(conn)
             .await?;
     Ok(match row {
@@ -242,7 +240,7 @@ pub async fn issue_snapshot(
 pub async fn load_dossier(conn: &mut AnyConnection, id: &SessionId) -> Result<Option<String>> {
     let row: Option<(Option<String>,)> =
         sqlx::query_as("SELECT dossier FROM sessions WHERE id = $1")
-            .bind(id.as_str())
+            .bind(id)
             .fetch_optional(conn)
             .await?;
     Ok(row.and_then(|(d,)| d))
@@ -257,7 +255,7 @@ pub async fn save_dossier(
     sqlx::query("UPDATE sessions SET dossier = $1, updated_at = $2 WHERE id = $3")
         .bind(dossier)
         .bind(now_ms())
-        .bind(id.as_str())
+        .bind(id)
         .execute(conn)
         .await?;
     Ok(())
@@ -265,7 +263,7 @@ pub async fn save_dossier(
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct ContractRow {
-    pub session_id: String,
+    pub session_id: SessionId,
     pub version: i64,
     pub sha256: String,
     /// The contract's JSON.
@@ -304,7 +302,7 @@ pub async fn insert_contract(conn: &mut AnyConnection, new: &NewContract<'_>) ->
         "INSERT INTO contracts (session_id, version, sha256, body, base_branch, base_sha, \
          created_at, settings) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
     )
-    .bind(new.session.as_str())
+    .bind(new.session)
     .bind(new.version)
     .bind(new.sha256)
     .bind(new.body)
@@ -327,7 +325,7 @@ pub async fn latest_contract(
          ORDER BY version DESC LIMIT 1"
     );
     Ok(sqlx::query_as::<_, ContractRow>(sqlx::AssertSqlSafe(sql))
-        .bind(session.as_str())
+        .bind(session)
         .fetch_optional(conn)
         .await?)
 }
@@ -340,7 +338,7 @@ pub async fn contract(
     let sql =
         format!("SELECT {CONTRACT_COLUMNS} FROM contracts WHERE session_id = $1 AND version = $2");
     Ok(sqlx::query_as::<_, ContractRow>(sqlx::AssertSqlSafe(sql))
-        .bind(session.as_str())
+        .bind(session)
         .bind(version)
         .fetch_optional(conn)
         .await?)
@@ -361,7 +359,7 @@ pub async fn set_contract_comment(
     .bind(comment_id)
     .bind(comment_url)
     .bind(comment_created_at)
-    .bind(session.as_str())
+    .bind(session)
     .bind(version)
     .execute(conn)
     .await?;
@@ -382,7 +380,7 @@ pub async fn approve_contract(
     )
     .bind(by)
     .bind(now_ms())
-    .bind(session.as_str())
+    .bind(session)
     .bind(version)
     .execute(conn)
     .await?;
@@ -400,7 +398,7 @@ pub async fn supersede_before(
          AND superseded_at IS NULL ORDER BY version"
     );
     let rows = sqlx::query_as::<_, ContractRow>(sqlx::AssertSqlSafe(sql))
-        .bind(session.as_str())
+        .bind(session)
         .bind(current)
         .fetch_all(&mut *conn)
         .await?;
@@ -409,7 +407,7 @@ pub async fn supersede_before(
          AND superseded_at IS NULL",
     )
     .bind(now_ms())
-    .bind(session.as_str())
+    .bind(session)
     .bind(current)
     .execute(conn)
     .await?;

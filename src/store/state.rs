@@ -93,9 +93,18 @@ impl SessionState {
     }
 }
 
+crate::ids::stored_as_text!(SessionState);
+
+/// Listings (`planwright sessions --json`) show the stored name.
+impl serde::Serialize for SessionState {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
 impl fmt::Display for SessionState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        f.pad(self.as_str())
     }
 }
 

@@ -6,8 +6,9 @@ use crate::support;
 use std::process::{Child, Command, Stdio};
 
 use planwright::config::Settings;
-use planwright::jobs::{Job, JobError};
+use planwright::jobs::{Handler, Job, JobError};
 use planwright::server::{self, Role};
+use planwright::session::dispatch;
 use planwright::store::jobs;
 use support::{TestDb, eventually};
 
@@ -30,9 +31,13 @@ async fn serve_as_child() {
     let settings = Settings::from_sources(None, &env).expect("child settings");
     let effects = std::env::var(EFFECTS).expect("effects file");
     let handlers = move |app| {
-        server::default_handlers(app).on("crash-probe", move |job: Job| {
-            let effects = effects.clone();
+        let real = dispatch::handler(app);
+        Handler::new(move |job: Job| {
+            let (real, effects) = (real.clone(), effects.clone());
             async move {
+                if job.kind != "crash-probe" {
+                    return real.run(job).await;
+                }
                 if job.attempt == 1 {
                     std::future::pending::<()>().await;
                 }

@@ -5,7 +5,8 @@ use crate::support;
 
 use planwright::event::Forge;
 use planwright::ids::InstallationId;
-use planwright::server::{Role, default_handlers};
+use planwright::server::Role;
+use planwright::session::dispatch;
 use planwright::store::{audit, installations, jobs};
 use serde_json::Value;
 use support::{TestDb, TestServer, eventually};
@@ -27,7 +28,7 @@ async fn all_jobs_done(server: &TestServer) {
 #[tokio::test]
 async fn installation_events_keep_installations_and_their_repositories() {
     let db = TestDb::new().await;
-    let server = TestServer::start(support::settings(&db, &[]), Role::All, default_handlers).await;
+    let server = TestServer::start(support::settings(&db, &[]), Role::All, dispatch::handler).await;
 
     let (body, created) = fixture("installation.created.1.json");
     let response = server
@@ -111,7 +112,7 @@ async fn installation_events_keep_installations_and_their_repositories() {
 #[tokio::test]
 async fn acted_on_deliveries_become_finished_jobs() {
     let db = TestDb::new().await;
-    let server = TestServer::start(support::settings(&db, &[]), Role::All, default_handlers).await;
+    let server = TestServer::start(support::settings(&db, &[]), Role::All, dispatch::handler).await;
     for (n, (event, file)) in [
         ("issues", "issues.labeled.1.json"),
         ("issue_comment", "issue_comment.created.1.json"),

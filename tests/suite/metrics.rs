@@ -7,10 +7,11 @@ use crate::support;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use planwright::ids::SessionId;
+use planwright::event::Forge;
+use planwright::ids::{IssueNumber, RepoName, SessionId};
 use planwright::llm::Usage;
 use planwright::sandbox::{Bwrap, Command, Sandbox};
-use planwright::server::{self, Role};
+use planwright::server::Role;
 use planwright::store::{jobs, model_usage, now_ms, sessions};
 use support::{TestDb, TestServer, eventually};
 
@@ -111,7 +112,7 @@ async fn deliveries_and_jobs_are_counted_as_they_happen() {
     let server = TestServer::start(
         support::settings(&db, &[]),
         Role::All,
-        server::default_handlers,
+        planwright::session::dispatch::handler,
     )
     .await;
     let before = scrape(&server).await;
@@ -204,9 +205,9 @@ async fn waiting_jobs_sessions_and_model_usage_show_at_the_next_scrape() {
         &mut conn,
         &sessions::NewSession {
             id: &session,
-            forge: "github",
-            repo: "octo/metrics",
-            issue: 7,
+            forge: Forge::Github,
+            repo: &RepoName::parse("octo/metrics").unwrap(),
+            issue: IssueNumber(7),
             installation: None,
             triggered_by: "maintainer",
         },

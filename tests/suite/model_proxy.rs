@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use planwright::config::ModelSettings;
 use planwright::ids::{RunId, SessionId};
-use planwright::jobs::Handlers;
 use planwright::llm::{ModelName, Usage};
 use planwright::metering::proxy::{self, Capabilities, ProxyListen, ProxyState};
 use planwright::metering::{Budget, PriceTable};
@@ -1823,7 +1822,8 @@ async fn serve_runs_the_proxy_where_executors_run() {
             ("PLANWRIGHT_ANTHROPIC_BASE_URL", anthropic_base.as_str()),
         ],
     );
-    let server = TestServer::start(settings, Role::All, |_| Handlers::default()).await;
+    let server =
+        TestServer::start(settings, Role::All, planwright::session::dispatch::handler).await;
     let proxy = server.model_proxy().expect("serve runs the model proxy");
     assert_eq!(proxy.listen, ProxyListen::Unix(socket.clone()));
     let (run, session) = (RunId::generate(), SessionId::generate());

@@ -11,8 +11,9 @@ use std::sync::{Arc, Mutex};
 
 use planwright::app::App;
 use planwright::event::Forge;
-use planwright::ids::{InstallationId, RepoName, SessionId};
-use planwright::server::{Role, default_handlers};
+use planwright::ids::{InstallationId, IssueNumber, RepoName, SessionId};
+use planwright::server::Role;
+use planwright::session::dispatch;
 use planwright::store::sessions::{self, NewSession};
 use serde_json::Value;
 use support::fake_forge::{APP_ID, APP_SLUG, FakeGithub, app_key};
@@ -177,10 +178,7 @@ fn installation_created() -> Vec<u8> {
 async fn before_configuration_the_page_offers_the_manifest_with_this_deployments_urls() {
     let db = TestDb::new().await;
     let github = FakeGithub::start().await;
-    let server = TestServer::start(unconfigured(&db, &github), Role::Web, |_| {
-        planwright::jobs::Handlers::default()
-    })
-    .await;
+    let server = TestServer::start(unconfigured(&db, &github), Role::Web, dispatch::handler).await;
 
     let personal = offer(&server, "").await;
     let state = state_of(&personal.action);
@@ -279,7 +277,7 @@ async fn the_manifest_flow_stores_the_app_and_planwright_uses_it_without_a_resta
     let slot = app_slot.clone();
     let server = TestServer::start(unconfigured(&db, &github), Role::All, move |app| {
         *slot.lock().unwrap() = Some(app.clone());
-        default_handlers(app)
+        dispatch::handler(app)
     })
     .await;
     let app = app_slot.lock().unwrap().clone().unwrap();
@@ -426,7 +424,7 @@ async fn a_visitor_without_the_setup_token_cannot_register_an_app_with_a_state_o
     let slot = app_slot.clone();
     let server = TestServer::start(unconfigured(&db, &github), Role::Web, move |app| {
         *slot.lock().unwrap() = Some(app.clone());
-        planwright::jobs::Handlers::default()
+        dispatch::handler(app)
     })
     .await;
     let app = app_slot.lock().unwrap().clone().unwrap();
@@ -505,10 +503,7 @@ async fn a_visitor_without_the_setup_token_cannot_register_an_app_with_a_state_o
 async fn a_state_registers_once_and_a_new_page_gives_a_new_one() {
     let db = TestDb::new().await;
     let github = FakeGithub::start().await;
-    let server = TestServer::start(unconfigured(&db, &github), Role::Web, |_| {
-        planwright::jobs::Handlers::default()
-    })
-    .await;
+    let server = TestServer::start(unconfigured(&db, &github), Role::Web, dispatch::handler).await;
     let credentials = db.dir.path().join("github-app.json");
 
     let first = read_offer(offer_by_form(&server, SETUP_TOKEN).await).await;
@@ -629,10 +624,7 @@ async fn status_world(extra: &[(&str, &str)]) -> (TestDb, FakeGithub, TestServer
         .chain(extra.iter().copied())
         .collect::<Vec<_>>(),
     );
-    let server = TestServer::start(settings, Role::Web, |_| {
-        planwright::jobs::Handlers::default()
-    })
-    .await;
+    let server = TestServer::start(settings, Role::Web, dispatch::handler).await;
     let secret = LEAKED_TOKEN;
     let seed = [
         ("acme/widgets", 7, "awaiting_approval", 1_250_000_i64),
@@ -645,10 +637,10 @@ async fn status_world(extra: &[(&str, &str)]) -> (TestDb, FakeGithub, TestServer
             &mut conn,
             &NewSession {
                 id: &id,
-                forge: "github",
-                repo,
-                issue: *issue,
-                installation: Some(1),
+                forge: Forge::Github,
+                repo: &RepoName::parse(repo).unwrap(),
+                issue: IssueNumber(*issue),
+                installation: Some(InstallationId(1)),
                 triggered_by: "maria",
             },
         )

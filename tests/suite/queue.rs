@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use planwright::config::QueueSettings;
-use planwright::jobs::{Handlers, Job, JobError, Waker, Worker};
+use planwright::jobs::{Handler, Job, JobError, Waker, Worker};
+use planwright::session::dispatch::JobKind;
 use planwright::store::{Db, jobs, now_ms};
 use support::{TestDb, eventually};
 use tokio::sync::Notify;
@@ -28,14 +29,14 @@ fn queue_settings() -> QueueSettings {
 
 fn spawn_worker(
     db: &Db,
-    handlers: Handlers,
+    handler: Handler,
     settings: QueueSettings,
     owner: &str,
 ) -> (CancellationToken, tokio::task::JoinHandle<()>) {
     let stop = CancellationToken::new();
     let worker = Worker {
         db: db.clone(),
-        handlers,
+        handler,
         settings,
         owner: owner.to_owned(),
         waker: Waker::default(),
@@ -67,7 +68,7 @@ async fn retryable_failures_back_off_then_dead_letter_keeping_the_error() {
     let t = TestDb::new().await;
     let starts: Arc<Mutex<Vec<i64>>> = Arc::default();
     let seen = starts.clone();
-    let handlers = Handlers::default().on("flaky", move |job: Job| {
+    let handlers = Handler::new(move |job: Job| {
         let seen = seen.clone();
         async move {
             seen.lock().unwrap().push(now_ms());
@@ -98,7 +99,7 @@ async fn retryable_failures_back_off_then_dead_letter_keeping_the_error() {
 #[tokio::test]
 async fn a_job_that_succeeds_on_retry_is_done() {
     let t = TestDb::new().await;
-    let handlers = Handlers::default().on("second-time", |job: Job| async move {
+    let handlers = Handler::new(|job: Job| async move {
         if job.attempt == 1 {
             Err(JobError::Retryable(anyhow::anyhow!("not yet")))
         } else {
@@ -117,10 +118,14 @@ async fn a_job_that_succeeds_on_retry_is_done() {
 #[tokio::test]
 async fn permanent_failures_and_unknown_kinds_are_dead_lettered_at_once() {
     let t = TestDb::new().await;
-    let handlers = Handlers::default().on("broken", |_job: Job| async move {
-        Err(JobError::Permanent(anyhow::anyhow!(
-            "the payload names no issue"
-        )))
+    // Other kinds go to the session layer's reading of them, which knows no such kind.
+    let handlers = Handler::new(|job: Job| async move {
+        if job.kind == "broken" {
+            return Err(JobError::Permanent(anyhow::anyhow!(
+                "the payload names no issue"
+            )));
+        }
+        JobKind::parse(&job.kind, &job.payload).map(drop)
     });
     let broken = enqueue(&t.db, "broken", "{}", 5).await;
     let unknown = enqueue(&t.db, "no-such-kind", "{}", 5).await;
@@ -169,7 +174,7 @@ async fn heartbeats_keep_a_long_job_from_being_reclaimed() {
     let t = TestDb::new().await;
     let release = Arc::new(Notify::new());
     let gate = release.clone();
-    let handlers = Handlers::default().on("long", move |_job: Job| {
+    let handlers = Handler::new(move |_job: Job| {
         let gate = gate.clone();
         async move {
             gate.notified().await;
@@ -217,7 +222,7 @@ async fn several_workers_run_every_job_exactly_once_and_never_at_the_same_time()
         // Each worker has its own pool, as separate `serve` processes would.
         let db = Db::connect(&t.url).await.unwrap();
         let (runs, in_flight, overlaps) = (runs.clone(), in_flight.clone(), overlaps.clone());
-        let handlers = Handlers::default().on("count", move |job: Job| {
+        let handlers = Handler::new(move |job: Job| {
             let (runs, in_flight, overlaps) = (runs.clone(), in_flight.clone(), overlaps.clone());
             async move {
                 if !in_flight.lock().unwrap().insert(job.id.0.clone()) {
@@ -292,7 +297,7 @@ async fn shutdown_lets_running_jobs_finish_within_the_grace_period() {
     let started = Arc::new(Notify::new());
     let finish = Arc::new(Notify::new());
     let (s, f) = (started.clone(), finish.clone());
-    let handlers = Handlers::default().on("slow", move |_job: Job| {
+    let handlers = Handler::new(move |_job: Job| {
         let (s, f) = (s.clone(), f.clone());
         async move {
             s.notify_one();
@@ -316,7 +321,7 @@ async fn shutdown_hands_back_jobs_that_outlast_the_grace_period() {
     let t = TestDb::new().await;
     let started = Arc::new(Notify::new());
     let s = started.clone();
-    let handlers = Handlers::default().on("stuck", move |_job: Job| {
+    let handlers = Handler::new(move |_job: Job| {
         let s = s.clone();
         async move {
             s.notify_one();
@@ -372,18 +377,18 @@ async fn a_job_enqueued_by_a_running_job_is_taken_without_waiting_for_the_poll()
     let t = TestDb::new().await;
     let gate = Arc::new(Notify::new());
     let (db, open) = (t.db.clone(), gate.clone());
-    let handlers = Handlers::default()
-        .on("first", move |_job: Job| {
-            let (db, open) = (db.clone(), open.clone());
-            async move {
+    let handlers = Handler::new(move |job: Job| {
+        let (db, open) = (db.clone(), open.clone());
+        async move {
+            if job.kind == "first" {
                 // Held until the worker has looked for more work and gone idle, so only
                 // being woken can make it find the job enqueued here.
                 open.notified().await;
                 enqueue(&db, "second", "{}", 3).await;
-                Ok(())
             }
-        })
-        .on("second", |_job: Job| async { Ok(()) });
+            Ok(())
+        }
+    });
     let first = enqueue(&t.db, "first", "{}", 3).await;
     // Far beyond the wait below: a worker relying on its poll would never see "second".
     let settings = QueueSettings {

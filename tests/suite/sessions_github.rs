@@ -5,8 +5,11 @@
 use crate::support;
 
 use planwright::contract::{Base, Contract, ContractMarker};
-use planwright::ids::{CommitSha, SessionId};
-use planwright::server::{Role, default_handlers};
+use planwright::event::Forge;
+use planwright::ids::{CommitSha, IssueNumber, RepoName};
+use planwright::server::Role;
+use planwright::session::dispatch;
+use planwright::store::state::SessionState;
 use planwright::store::{audit, jobs, sessions};
 use serde_json::{Value, json};
 use support::fake_forge::{APP_ID, APP_SLUG, FakeGithub, FakeUser, app_key};
@@ -128,7 +131,7 @@ impl World {
         ];
         env.extend_from_slice(extra);
         let settings = support::settings(&db, &env);
-        let server = TestServer::start(settings.clone(), Role::All, default_handlers).await;
+        let server = TestServer::start(settings.clone(), Role::All, dispatch::handler).await;
         World {
             github,
             models,
@@ -237,9 +240,14 @@ impl World {
 
     async fn find_session(&self) -> Option<sessions::SessionRow> {
         let mut conn = self.server.db.pool.acquire().await.unwrap();
-        sessions::latest_for_issue(&mut conn, "github", REPO, ISSUE)
-            .await
-            .unwrap()
+        sessions::latest_for_issue(
+            &mut conn,
+            Forge::Github,
+            &RepoName::parse(REPO).unwrap(),
+            IssueNumber(ISSUE),
+        )
+        .await
+        .unwrap()
     }
 
     async fn session(&self) -> sessions::SessionRow {
@@ -248,7 +256,9 @@ impl World {
 
     async fn wait_for_state(&self, state: &str) -> sessions::SessionRow {
         eventually(&format!("the session to be {state}"), || async {
-            self.find_session().await.filter(|s| s.state == state)
+            self.find_session()
+                .await
+                .filter(|s| s.state.as_str() == state)
         })
         .await
     }
@@ -277,7 +287,7 @@ async fn a_label_by_a_maintainer_gets_a_contract_with_a_valid_marker() {
 
     // The marker's hash is the stored contract's, recomputed here from its JSON and base.
     let marker = ContractMarker::find(&comment).unwrap();
-    assert_eq!(marker.session, SessionId(session.id.clone()));
+    assert_eq!(marker.session, session.id.clone());
     assert_eq!(marker.version.0, 1);
     let mut conn = world.server.db.pool.acquire().await.unwrap();
     let stored = sessions::latest_contract(&mut conn, &marker.session)
@@ -368,10 +378,15 @@ async fn a_label_by_a_reader_is_refused_and_nothing_is_planned() {
     world.all_jobs_settled().await;
     let mut conn = world.server.db.pool.acquire().await.unwrap();
     assert!(
-        sessions::latest_for_issue(&mut conn, "github", REPO, ISSUE)
-            .await
-            .unwrap()
-            .is_none()
+        sessions::latest_for_issue(
+            &mut conn,
+            Forge::Github,
+            &RepoName::parse(REPO).unwrap(),
+            IssueNumber(ISSUE)
+        )
+        .await
+        .unwrap()
+        .is_none()
     );
     assert!(world.models.requests().is_empty());
     // Deciding who may act reads the repository's config file, not its root files.
@@ -404,7 +419,7 @@ async fn approval_binds_to_the_posted_version_and_only_maintainers_may_give_it()
         .wait_for_comment("the approval refusal", |b| b.contains("can use `/approve`"))
         .await;
     assert!(refusal.contains("@rita"));
-    assert_eq!(world.session().await.state, "awaiting_approval");
+    assert_eq!(world.session().await.state.as_str(), "awaiting_approval");
 
     // The maintainer's approval is acknowledged and queues execution bound to v1.
     let comment = world
@@ -421,7 +436,7 @@ async fn approval_binds_to_the_posted_version_and_only_maintainers_may_give_it()
     let payload: Value = serde_json::from_str(&job.payload).unwrap();
     let mut conn = world.server.db.pool.acquire().await.unwrap();
     let session = world.session().await;
-    let stored = sessions::latest_contract(&mut conn, &SessionId(session.id.clone()))
+    let stored = sessions::latest_contract(&mut conn, &session.id)
         .await
         .unwrap()
         .unwrap();
@@ -470,9 +485,9 @@ async fn a_readers_comment_dressed_as_a_maintainers_approves_nothing() {
         .await;
     world.all_jobs_settled().await;
     let session = world.session().await;
-    assert_eq!(session.state, "awaiting_approval");
+    assert_eq!(session.state.as_str(), "awaiting_approval");
     let mut conn = world.server.db.pool.acquire().await.unwrap();
-    let contract = sessions::latest_contract(&mut conn, &SessionId(session.id.clone()))
+    let contract = sessions::latest_contract(&mut conn, &session.id)
         .await
         .unwrap()
         .unwrap();
@@ -550,7 +565,7 @@ async fn an_approve_written_before_the_contract_was_posted_is_refused() {
         .await;
     assert!(refusal.starts_with("@maria"), "{refusal}");
     world.all_jobs_settled().await;
-    assert_eq!(world.session().await.state, "awaiting_approval");
+    assert_eq!(world.session().await.state.as_str(), "awaiting_approval");
     // A fresh `/approve` still works.
     world
         .comment(&world.maintainer, "/approve", "approve-late")
@@ -743,7 +758,7 @@ async fn revise_posts_version_two_and_the_superseded_one_cannot_be_approved() {
         })
         .await;
     assert!(refusal.contains("version 2"), "{refusal}");
-    assert_eq!(world.session().await.state, "awaiting_approval");
+    assert_eq!(world.session().await.state.as_str(), "awaiting_approval");
     world.server.stop().await;
 }
 
@@ -813,7 +828,7 @@ async fn removing_the_label_before_approval_cancels() {
     // A reader removing it changes nothing.
     world.unlabel(&world.reader, "unlabel-reader").await;
     world.all_jobs_settled().await;
-    assert_eq!(world.session().await.state, "awaiting_approval");
+    assert_eq!(world.session().await.state.as_str(), "awaiting_approval");
     world.unlabel(&world.maintainer, "unlabel-maint").await;
     world.wait_for_state("cancelled").await;
     world
@@ -947,7 +962,7 @@ impl World {
     async fn runs_of(&self, version: i64) -> Vec<planwright::store::runs::RunRow> {
         let session = self.session().await;
         let mut conn = self.server.db.pool.acquire().await.unwrap();
-        planwright::store::runs::for_version(&mut conn, &SessionId(session.id), version)
+        planwright::store::runs::for_version(&mut conn, &session.id, version)
             .await
             .unwrap()
     }
@@ -965,7 +980,7 @@ impl World {
             reader,
         } = self;
         server.stop().await;
-        let server = TestServer::start(settings.clone(), Role::All, default_handlers).await;
+        let server = TestServer::start(settings.clone(), Role::All, dispatch::handler).await;
         World {
             github,
             models,
@@ -1029,7 +1044,7 @@ async fn an_approved_contract_becomes_a_pull_request_with_the_real_test_results(
     assert!(body.contains("Accepted"), "{body}");
     let session = world.session().await;
     let mut conn = world.server.db.pool.acquire().await.unwrap();
-    let contract = sessions::latest_contract(&mut conn, &SessionId(session.id.clone()))
+    let contract = sessions::latest_contract(&mut conn, &session.id)
         .await
         .unwrap()
         .unwrap();
@@ -1253,7 +1268,7 @@ async fn a_restart_during_execution_starts_a_fresh_attempt_and_opens_one_pull_re
             .requests()
             .iter()
             .any(|r| r.body.to_string().contains("go on?"));
-        (asked && runs.iter().any(|r| r.state == "running")).then_some(())
+        (asked && runs.iter().any(|r| r.state.as_str() == "running")).then_some(())
     })
     .await;
     let world = world.restarted().await;
@@ -1297,7 +1312,7 @@ async fn a_pull_request_created_but_answered_with_an_error_is_not_created_twice(
     assert!(world.github.count("POST", "/repos/acme/widgets/pulls") >= 1);
     let runs = world.runs().await;
     assert_eq!(runs.len(), 1, "the executor ran once: {runs:#?}");
-    assert_eq!(runs[0].state, "published");
+    assert_eq!(runs[0].state.as_str(), "published");
     let checks = world.github.check_runs(REPO);
     assert_eq!(checks.len(), 1, "{checks:#?}");
     assert_eq!(checks[0].conclusion.as_deref(), Some("success"));
@@ -1494,7 +1509,9 @@ async fn revise_on_the_pull_request_runs_another_round_on_the_same_branch() {
         .await;
     eventually("round two to be published", || async {
         let runs = world.runs_of(2).await;
-        runs.iter().any(|r| r.state == "published").then_some(())
+        runs.iter()
+            .any(|r| r.state.as_str() == "published")
+            .then_some(())
     })
     .await;
     world.wait_for_state("pr_opened").await;
@@ -1541,7 +1558,10 @@ async fn retry_after_a_failed_run_carries_out_the_contract_again_with_fresh_atte
     .await;
     world.approve_calc().await;
     let failed = world.wait_for_state("failed").await;
-    assert_eq!(failed.resume_state.as_deref(), Some("executing"));
+    assert_eq!(
+        failed.resume_state.map(SessionState::as_str),
+        Some("executing")
+    );
     world
         .comment(&world.maintainer, "/retry", "retry-run")
         .await;
@@ -1560,7 +1580,9 @@ async fn cancel_during_execution_stops_the_executor_and_pushes_nothing() {
     world.approve_calc().await;
     eventually("the attempt to run", || async {
         let runs = world.runs().await;
-        runs.iter().any(|r| r.state == "running").then_some(())
+        runs.iter()
+            .any(|r| r.state.as_str() == "running")
+            .then_some(())
     })
     .await;
     world
@@ -1570,7 +1592,7 @@ async fn cancel_during_execution_stops_the_executor_and_pushes_nothing() {
     // The job ends long before the executor's command would have.
     eventually("the attempt to stop", || async {
         let runs = world.runs().await;
-        (runs.len() == 1 && runs[0].state == "failed").then_some(())
+        (runs.len() == 1 && runs[0].state.as_str() == "failed").then_some(())
     })
     .await;
     world.all_jobs_settled().await;

@@ -4,7 +4,10 @@
 use crate::support;
 
 use planwright::contract::ContractMarker;
-use planwright::server::{Role, default_handlers};
+use planwright::event::Forge;
+use planwright::ids::{IssueNumber, RepoName};
+use planwright::server::Role;
+use planwright::session::dispatch;
 use planwright::store::{jobs, sessions};
 use serde_json::{Value, json};
 use support::fake_gitlab::{BOT_USERNAME, FakeGitlab, FakeUser, TOKEN};
@@ -90,7 +93,7 @@ impl World {
         ];
         env.extend_from_slice(extra);
         let settings = support::settings(&db, &env);
-        let server = TestServer::start(settings, Role::All, default_handlers).await;
+        let server = TestServer::start(settings, Role::All, dispatch::handler).await;
         World {
             gitlab,
             models,
@@ -177,10 +180,15 @@ impl World {
     async fn wait_for_state(&self, state: &str) -> sessions::SessionRow {
         eventually(&format!("the session to be {state}"), || async {
             let mut conn = self.server.db.pool.acquire().await.unwrap();
-            sessions::latest_for_issue(&mut conn, "gitlab", PROJECT, ISSUE)
-                .await
-                .unwrap()
-                .filter(|s| s.state == state)
+            sessions::latest_for_issue(
+                &mut conn,
+                Forge::Gitlab,
+                &RepoName::parse(PROJECT).unwrap(),
+                IssueNumber(ISSUE),
+            )
+            .await
+            .unwrap()
+            .filter(|s| s.state.as_str() == state)
         })
         .await
     }
@@ -197,9 +205,14 @@ async fn a_label_event_for_a_label_the_issue_does_not_carry_starts_nothing() {
     })
     .await;
     let mut conn = world.server.db.pool.acquire().await.unwrap();
-    let session = sessions::latest_for_issue(&mut conn, "gitlab", PROJECT, ISSUE)
-        .await
-        .unwrap();
+    let session = sessions::latest_for_issue(
+        &mut conn,
+        Forge::Gitlab,
+        &RepoName::parse(PROJECT).unwrap(),
+        IssueNumber(ISSUE),
+    )
+    .await
+    .unwrap();
     assert!(session.is_none(), "{session:?}");
     assert!(world.bot_notes().is_empty(), "{:?}", world.bot_notes());
     world.server.stop().await;
@@ -228,7 +241,11 @@ async fn a_note_whose_payload_names_another_author_acts_as_its_real_author() {
         })
         .await;
     assert_eq!(
-        world.wait_for_state("awaiting_approval").await.state,
+        world
+            .wait_for_state("awaiting_approval")
+            .await
+            .state
+            .as_str(),
         "awaiting_approval"
     );
     assert!(
@@ -438,9 +455,14 @@ async fn a_label_event_naming_a_developer_for_a_label_a_reporter_added_is_answer
         "{refusal}"
     );
     let mut conn = world.server.db.pool.acquire().await.unwrap();
-    let session = sessions::latest_for_issue(&mut conn, "gitlab", PROJECT, ISSUE)
-        .await
-        .unwrap();
+    let session = sessions::latest_for_issue(
+        &mut conn,
+        Forge::Gitlab,
+        &RepoName::parse(PROJECT).unwrap(),
+        IssueNumber(ISSUE),
+    )
+    .await
+    .unwrap();
     assert!(session.is_none(), "{session:?}");
     assert!(world.models.requests().is_empty());
     world.server.stop().await;
@@ -465,12 +487,17 @@ async fn an_unlabel_event_naming_a_developer_for_a_label_a_reporter_removed_canc
     })
     .await;
     let mut conn = world.server.db.pool.acquire().await.unwrap();
-    let session = sessions::latest_for_issue(&mut conn, "gitlab", PROJECT, ISSUE)
-        .await
-        .unwrap()
-        .unwrap();
+    let session = sessions::latest_for_issue(
+        &mut conn,
+        Forge::Gitlab,
+        &RepoName::parse(PROJECT).unwrap(),
+        IssueNumber(ISSUE),
+    )
+    .await
+    .unwrap()
+    .unwrap();
     drop(conn);
-    assert_eq!(session.state, "awaiting_approval");
+    assert_eq!(session.state.as_str(), "awaiting_approval");
     // The developer's own removal does cancel.
     world
         .gitlab

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use hmac::{Hmac, Mac};
 use planwright::config::Settings;
-use planwright::jobs::Handlers;
+use planwright::jobs::Handler;
 use planwright::server::{self, Role, Running};
 use planwright::store::{Backend, Db};
 use sha2::Sha256;
@@ -134,7 +134,7 @@ impl TestServer {
     pub async fn start(
         settings: Settings,
         role: Role,
-        handlers: impl FnOnce(std::sync::Arc<planwright::app::App>) -> Handlers,
+        handlers: impl FnOnce(std::sync::Arc<planwright::app::App>) -> Handler,
     ) -> Self {
         let running = server::start(settings, role, handlers)
             .await
@@ -155,7 +155,12 @@ impl TestServer {
 
     /// Web only, with settings changed by `extra` environment variables.
     pub async fn web_with(db: &TestDb, extra: &[(&str, &str)]) -> Self {
-        Self::start(settings(db, extra), Role::Web, |_| Handlers::default()).await
+        Self::start(
+            settings(db, extra),
+            Role::Web,
+            planwright::session::dispatch::handler,
+        )
+        .await
     }
 
     /// Checks that the forge was answered 2xx and returns the delivery's status and the

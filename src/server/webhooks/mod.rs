@@ -21,9 +21,8 @@ use tracing::{error, info};
 use super::AppState;
 use crate::event::{Event, Forge};
 use crate::ids::{InstallationId, RepoName};
-use crate::session::dispatch::EVENT_JOB;
+use crate::session::dispatch::JobKind;
 use crate::store::deliveries::{self, NewDelivery, Recorded, Status};
-use crate::store::jobs::NewJob;
 
 /// A webhook request refused before anything is stored.
 #[derive(Debug)]
@@ -191,8 +190,8 @@ pub async fn accept(state: &AppState, verified: Verified) -> Response {
     };
     let mut jobs = Vec::with_capacity(events.len());
     for event in events {
-        match serde_json::to_string(event) {
-            Ok(payload) => jobs.push(NewJob::new(EVENT_JOB, payload, max_attempts)),
+        match JobKind::Event(event.clone()).to_new_job(max_attempts) {
+            Ok(job) => jobs.push(job),
             Err(e) => {
                 error!(error = %e, "Could not serialise a domain event");
                 return internal_error();
