@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
-use tracing::{info, warn};
+use tracing::{Instrument as _, info, warn};
 
 use super::flow::{ExecuteJob, comment_url, update_status};
 use crate::app::App;
@@ -136,68 +136,72 @@ pub async fn execute_job(app: Arc<App>, execute: ExecuteJob, attempt: i64) -> Re
     let repo = session.repo.clone();
     let forge = app.forges.get(forge_kind, session.installation_id)?;
     let span = tracing::info_span!("execute", session = %execute.session, repo = %repo, issue = session.issue_number.0, version = execute.version);
-    let _guard = span.enter();
-
-    let ctx = match contract_row {
-        // What was approved is exactly what runs: the job carries the hash and base.
-        Some(row)
-            if row.sha256 == execute.sha256
-                && row.base_sha == execute.base_sha
-                && row.settings.as_deref().map(BoundSettings::sha256_of)
-                    == execute.settings_sha256
-                && row.approved_by.is_some() =>
-        {
-            let contract = Contract::from_json(&row.body).map_err(|e| {
-                JobError::Permanent(anyhow::anyhow!(
-                    "Stored contract v{} is unreadable: {e}",
-                    row.version
-                ))
-            })?;
-            let hash = ContractHash::parse(&row.sha256).ok_or_else(|| {
-                JobError::Permanent(anyhow::anyhow!(
-                    "Stored contract v{} has no valid hash",
-                    row.version
-                ))
-            })?;
-            Execution {
-                app: app.clone(),
-                forge: forge.as_ref(),
-                forge_kind,
-                repo: repo.clone(),
-                issue: session.issue_number,
-                id: session.id.clone(),
-                contract,
-                hash,
-                row,
+    // Instrumented, not entered: a guard held across an await puts other tasks' log
+    // lines under this span.
+    async {
+        let ctx = match contract_row {
+            // What was approved is exactly what runs: the job carries the hash and base.
+            Some(row)
+                if row.sha256 == execute.sha256
+                    && row.base_sha == execute.base_sha
+                    && row.settings.as_deref().map(BoundSettings::sha256_of)
+                        == execute.settings_sha256
+                    && row.approved_by.is_some() =>
+            {
+                let contract = Contract::from_json(&row.body).map_err(|e| {
+                    JobError::Permanent(anyhow::anyhow!(
+                        "Stored contract v{} is unreadable: {e}",
+                        row.version
+                    ))
+                })?;
+                let hash = ContractHash::parse(&row.sha256).ok_or_else(|| {
+                    JobError::Permanent(anyhow::anyhow!(
+                        "Stored contract v{} has no valid hash",
+                        row.version
+                    ))
+                })?;
+                Execution {
+                    app: app.clone(),
+                    forge: forge.as_ref(),
+                    forge_kind,
+                    repo: repo.clone(),
+                    issue: session.issue_number,
+                    id: session.id.clone(),
+                    contract,
+                    hash,
+                    row,
+                }
             }
+            _ => {
+                let reason = format!(
+                    "Contract v{} as approved (sha256 {}) is not on record; nothing was run.",
+                    execute.version, execute.sha256
+                );
+                fail(&app, forge.as_ref(), &session.id, &reason).await?;
+                return Ok(());
+            }
+        };
+        match ctx.run(state).await {
+            Ok(()) | Err(Stop::Gone) => Ok(()),
+            Err(Stop::Fail(reason)) => {
+                fail(&app, forge.as_ref(), &ctx.id, &reason).await?;
+                Ok(())
+            }
+            Err(Stop::Hidden { public, detail }) => {
+                fail_detailed(&app, forge.as_ref(), &ctx.id, &public, Some(&detail)).await?;
+                Ok(())
+            }
+            // A job that will not run again must not leave the session waiting for it.
+            Err(Stop::Job(e)) if attempt >= super::flow::JOB_ATTEMPTS || !e.is_retryable() => {
+                let reason = format!("planwright could not continue: {SEE_AUDIT}.");
+                fail_detailed(&app, forge.as_ref(), &ctx.id, &reason, Some(&e.message())).await?;
+                Err(e)
+            }
+            Err(Stop::Job(e)) => Err(e),
         }
-        _ => {
-            let reason = format!(
-                "Contract v{} as approved (sha256 {}) is not on record; nothing was run.",
-                execute.version, execute.sha256
-            );
-            fail(&app, forge.as_ref(), &session.id, &reason).await?;
-            return Ok(());
-        }
-    };
-    match ctx.run(state).await {
-        Ok(()) | Err(Stop::Gone) => Ok(()),
-        Err(Stop::Fail(reason)) => {
-            fail(&app, forge.as_ref(), &ctx.id, &reason).await?;
-            Ok(())
-        }
-        Err(Stop::Hidden { public, detail }) => {
-            fail_detailed(&app, forge.as_ref(), &ctx.id, &public, Some(&detail)).await?;
-            Ok(())
-        }
-        // A job that will not run again must not leave the session waiting for it.
-        Err(Stop::Job(e)) if attempt >= super::flow::JOB_ATTEMPTS || !e.is_retryable() => {
-            let reason = format!("planwright could not continue: {SEE_AUDIT}.");
-            fail_detailed(&app, forge.as_ref(), &ctx.id, &reason, Some(&e.message())).await?;
-            Err(e)
-        }
-        Err(Stop::Job(e)) => Err(e),
     }
+    .instrument(span)
+    .await
 }
 
 struct Execution<'a> {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
-use tracing::{info, warn};
+use tracing::{Instrument as _, info, warn};
 
 use super::commands::{self, Command};
 use super::dispatch::JobKind;
@@ -1025,30 +1025,34 @@ pub async fn plan_job(app: Arc<App>, plan: PlanJob) -> Result<(), JobError> {
     let issue = session.issue_number;
     let forge = app.forges.get(forge_kind, session.installation_id)?;
     let span = tracing::info_span!("session", id = %plan.session, repo = %repo, issue = issue.0);
-    let _guard = span.enter();
-
-    match plan_and_post(
-        &app,
-        forge.as_ref(),
-        forge_kind,
-        &repo,
-        issue,
-        &session,
-        &plan,
-    )
-    .await
-    {
-        Ok(()) => Ok(()),
-        Err(Failure::User(message)) => {
-            fail(&app, forge.as_ref(), &session, &message, None).await?;
-            Ok(())
+    // Instrumented, not entered: a guard held across an await puts other tasks' log
+    // lines under this span.
+    async {
+        match plan_and_post(
+            &app,
+            forge.as_ref(),
+            forge_kind,
+            &repo,
+            issue,
+            &session,
+            &plan,
+        )
+        .await
+        {
+            Ok(()) => Ok(()),
+            Err(Failure::User(message)) => {
+                fail(&app, forge.as_ref(), &session, &message, None).await?;
+                Ok(())
+            }
+            Err(Failure::Hidden { public, detail }) => {
+                fail(&app, forge.as_ref(), &session, &public, Some(&detail)).await?;
+                Ok(())
+            }
+            Err(Failure::Job(e)) => Err(e),
         }
-        Err(Failure::Hidden { public, detail }) => {
-            fail(&app, forge.as_ref(), &session, &public, Some(&detail)).await?;
-            Ok(())
-        }
-        Err(Failure::Job(e)) => Err(e),
     }
+    .instrument(span)
+    .await
 }
 
 /// Why planning stopped: a reason to tell the issue (the session fails), or a job error
