@@ -25,7 +25,7 @@ use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use planwright::config::QueueSettings;
-use planwright::event::Forge;
+use planwright::event::ForgeKind;
 use planwright::ids::{IssueNumber, RepoName};
 use planwright::sandbox::{self, Bwrap, Sandbox};
 use planwright::server::Role;
@@ -198,7 +198,7 @@ impl World {
         let mut conn = self.server.db.pool.acquire().await.unwrap();
         sessions::latest_for_issue(
             &mut conn,
-            Forge::Github,
+            ForgeKind::Github,
             &RepoName::parse(REPO).unwrap(),
             IssueNumber(ISSUE),
         )

@@ -15,11 +15,13 @@ use crate::forge::local::{self, LocalForge};
 use crate::forge::{Forge, ForgeError};
 use crate::git::{MirrorCache, Workspaces};
 use crate::ids::InstallationId;
-use crate::llm::{ChatModel, HttpOptions, ModelName};
+use crate::ids::ModelName;
+use crate::llm::{ChatModel, HttpOptions};
 use crate::metering::proxy::ModelProxy;
-use crate::metering::{Budget, Metered, ModelRole};
+use crate::metering::{Metered, ModelRole};
 use crate::sandbox::Sandbox;
 use crate::store::Db;
+use crate::store::model_usage::Budget;
 
 pub struct App {
     pub db: Db,
@@ -231,17 +233,17 @@ impl Forges {
     }
 
     /// Whether this deployment can talk to `forge` at all.
-    pub fn configured(&self, forge: event::Forge) -> bool {
+    pub fn configured(&self, forge: event::ForgeKind) -> bool {
         match forge {
-            event::Forge::Github => self.github_app().is_some(),
-            event::Forge::Gitlab => self.gitlab.is_some(),
-            event::Forge::Local => self.local.is_some(),
+            event::ForgeKind::Github => self.github_app().is_some(),
+            event::ForgeKind::Gitlab => self.gitlab.is_some(),
+            event::ForgeKind::Local => self.local.is_some(),
         }
     }
 
     pub fn get(
         &self,
-        forge: event::Forge,
+        forge: event::ForgeKind,
         installation: Option<InstallationId>,
     ) -> Result<Arc<dyn Forge>, ForgeError> {
         let unconfigured = |what: &str| ForgeError::Client {
@@ -249,7 +251,7 @@ impl Forges {
             message: format!("{what} is not configured"),
         };
         match forge {
-            event::Forge::Github => {
+            event::ForgeKind::Github => {
                 let app = self
                     .github_app()
                     .ok_or_else(|| unconfigured("the GitHub App (GITHUB_APP_ID)"))?;
@@ -259,14 +261,14 @@ impl Forges {
                 })?;
                 Ok(Arc::new(app.installation(installation)?))
             }
-            event::Forge::Gitlab => {
+            event::ForgeKind::Gitlab => {
                 let gitlab = self
                     .gitlab
                     .as_ref()
                     .ok_or_else(|| unconfigured("GitLab (GITLAB_TOKEN)"))?;
                 Ok(Arc::new(gitlab.clone()))
             }
-            event::Forge::Local => {
+            event::ForgeKind::Local => {
                 let forge = self
                     .local
                     .as_ref()
@@ -277,9 +279,9 @@ impl Forges {
     }
 
     /// The handles planwright answers to in comments (`@planwright approve`).
-    pub async fn bot_names(&self, forge: event::Forge) -> Result<Vec<String>, ForgeError> {
+    pub async fn bot_names(&self, forge: event::ForgeKind) -> Result<Vec<String>, ForgeError> {
         match forge {
-            event::Forge::Github => {
+            event::ForgeKind::Github => {
                 let Some(app) = self.github_app() else {
                     return Ok(Vec::new());
                 };
@@ -291,14 +293,14 @@ impl Forges {
                 let slug = login.trim_end_matches("[bot]").to_owned();
                 Ok(vec![slug, login])
             }
-            event::Forge::Gitlab => {
+            event::ForgeKind::Gitlab => {
                 let Some(gitlab) = &self.gitlab else {
                     return Ok(Vec::new());
                 };
                 let me: Actor = gitlab.bot_user().await?;
                 Ok(vec![me.login])
             }
-            event::Forge::Local => Ok(vec![local::BOT_LOGIN.to_owned()]),
+            event::ForgeKind::Local => Ok(vec![local::BOT_LOGIN.to_owned()]),
         }
     }
 }

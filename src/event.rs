@@ -7,24 +7,24 @@ use crate::ids::{CommentId, InstallationId, IssueNumber, PullNumber, RepoName};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Forge {
+pub enum ForgeKind {
     Github,
     Gitlab,
     /// A repository on this machine, worked on by `planwright solve` (no webhooks).
     Local,
 }
 
-impl Forge {
+impl ForgeKind {
     pub fn as_str(self) -> &'static str {
         match self {
-            Forge::Github => "github",
-            Forge::Gitlab => "gitlab",
-            Forge::Local => "local",
+            ForgeKind::Github => "github",
+            ForgeKind::Gitlab => "gitlab",
+            ForgeKind::Local => "local",
         }
     }
 }
 
-impl std::fmt::Display for Forge {
+impl std::fmt::Display for ForgeKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.pad(self.as_str())
     }
@@ -34,18 +34,18 @@ impl std::fmt::Display for Forge {
 #[error("`{0}` is not a forge planwright knows")]
 pub struct UnknownForge(String);
 
-impl std::str::FromStr for Forge {
+impl std::str::FromStr for ForgeKind {
     type Err = UnknownForge;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        [Forge::Github, Forge::Gitlab, Forge::Local]
+        [ForgeKind::Github, ForgeKind::Gitlab, ForgeKind::Local]
             .into_iter()
             .find(|forge| forge.as_str() == s)
             .ok_or_else(|| UnknownForge(s.to_owned()))
     }
 }
 
-crate::ids::stored_as_text!(Forge);
+crate::ids::stored_as_text!(ForgeKind);
 
 /// Who did something on the forge.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -93,7 +93,7 @@ pub enum Event {
 /// Something that happened in one repository.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RepoEvent {
-    pub forge: Forge,
+    pub forge: ForgeKind,
     pub repo: RepoName,
     /// GitHub: the installation the delivery was sent for; GitLab: none.
     pub installation: Option<InstallationId>,

@@ -275,7 +275,7 @@ impl Session<'_> {
 
     async fn event(&self, kind: RepoEventKind) -> Result<(), SolveError> {
         let event = RepoEvent {
-            forge: event::Forge::Local,
+            forge: event::ForgeKind::Local,
             repo: self.forge.name().clone(),
             installation: None,
             kind,
@@ -293,7 +293,7 @@ impl Session<'_> {
         let mut conn = self.app.db.pool.acquire().await?;
         sessions::find_active(
             &mut conn,
-            event::Forge::Local,
+            event::ForgeKind::Local,
             self.forge.name(),
             local::ISSUE,
         )
@@ -305,7 +305,7 @@ impl Session<'_> {
         let config = match crate::forge::repo_config::load_policy(
             self.forge.as_ref(),
             &repo,
-            Some(event::Forge::Local),
+            Some(event::ForgeKind::Local),
         )
         .await
         {

@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 
 use crate::config::Settings;
-use crate::onboarding::RegisteredApp;
+use crate::config::github_app::RegisteredApp;
 use crate::server::setup::setup_from_terminal;
 
 use super::ExitStatus;

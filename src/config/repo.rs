@@ -15,12 +15,12 @@ use crate::ids::ModelName;
 use crate::ids::Permission;
 
 /// Where the file is looked for, first found wins.
-pub fn candidate_paths(forge: Option<event::Forge>) -> &'static [&'static str] {
+pub fn candidate_paths(forge: Option<event::ForgeKind>) -> &'static [&'static str] {
     match forge {
-        Some(event::Forge::Github) => &[".github/planwright.yml", ".planwright.yml"],
-        Some(event::Forge::Gitlab) => &[".gitlab/planwright.yml", ".planwright.yml"],
+        Some(event::ForgeKind::Github) => &[".github/planwright.yml", ".planwright.yml"],
+        Some(event::ForgeKind::Gitlab) => &[".gitlab/planwright.yml", ".planwright.yml"],
         // A local repository may be headed for either forge: any of the files counts.
-        Some(event::Forge::Local) | None => &[
+        Some(event::ForgeKind::Local) | None => &[
             ".planwright.yml",
             ".github/planwright.yml",
             ".gitlab/planwright.yml",
@@ -229,7 +229,7 @@ impl RepoConfig {
     /// the defaults), with the commands the file leaves out guessed from its root files.
     pub fn from_checkout(
         dir: &Path,
-        kind: Option<event::Forge>,
+        kind: Option<event::ForgeKind>,
     ) -> Result<RepoConfig, ConfigError> {
         let root = RootFiles::from_dir(dir);
         for path in candidate_paths(kind) {

@@ -11,7 +11,7 @@ use secrecy::ExposeSecret;
 
 use crate::config::Settings;
 use crate::forge::{ForgeError, RetryPolicy, github::GithubApp, gitlab::GitlabForge};
-use crate::llm::{ModelName, Provider};
+use crate::ids::{ModelName, Provider};
 use crate::store::{self, Db};
 
 /// How long one network check may take before it counts as unreachable.

@@ -17,8 +17,8 @@ use async_trait::async_trait;
 use crate::contract::Contract;
 use crate::git::Workspace;
 use crate::llm::ModelError;
-use crate::metering::Budget;
 use crate::sandbox::SandboxError;
+use crate::store::model_usage::Budget;
 
 pub use agent::AgentExecutor;
 pub use builtin::Builtin;

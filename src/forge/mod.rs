@@ -45,7 +45,7 @@ pub struct Comment {
     pub created_at: Option<i64>,
 }
 
-pub use crate::ids::{Permission, UnknownPermission};
+use crate::ids::Permission;
 
 /// The reactions both forges offer; planwright uses them to acknowledge a command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -150,7 +150,7 @@ pub struct GitRemote {
     pub password: SecretString,
 }
 
-pub use crate::markdown::GITHUB_TEXT_LIMIT;
+use crate::markdown::GITHUB_TEXT_LIMIT;
 
 /// `text` cut to at most `limit` bytes on a character boundary, ending with a note that
 /// says how much was left out, so a reader never mistakes a cut report for a whole one.

@@ -20,7 +20,7 @@ pub enum LoadError {
 pub async fn load(
     forge: &dyn Forge,
     repo: &RepoName,
-    kind: Option<event::Forge>,
+    kind: Option<event::ForgeKind>,
 ) -> Result<RepoConfig, LoadError> {
     load_with(forge, repo, kind, true).await
 }
@@ -31,7 +31,7 @@ pub async fn load(
 pub async fn load_policy(
     forge: &dyn Forge,
     repo: &RepoName,
-    kind: Option<event::Forge>,
+    kind: Option<event::ForgeKind>,
 ) -> Result<RepoConfig, LoadError> {
     load_with(forge, repo, kind, false).await
 }
@@ -39,7 +39,7 @@ pub async fn load_policy(
 async fn load_with(
     forge: &dyn Forge,
     repo: &RepoName,
-    kind: Option<event::Forge>,
+    kind: Option<event::ForgeKind>,
     guess: bool,
 ) -> Result<RepoConfig, LoadError> {
     let root = |guess: bool| async move {

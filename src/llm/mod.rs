@@ -22,7 +22,7 @@ use tracing::warn;
 
 use crate::config::ModelSettings;
 
-pub use crate::ids::{InvalidModelName, ModelName, Provider};
+use crate::ids::{ModelName, Provider};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {

@@ -11,11 +11,12 @@ use std::time::Duration;
 use anyhow::{Result, bail};
 
 use crate::config::prices::Price;
-pub use crate::config::prices::PriceTable;
+use crate::config::prices::PriceTable;
+use crate::ids::ModelName;
 use crate::ids::{RunId, SessionId};
-use crate::llm::{ChatFuture, ChatModel, ChatRequest, ChatResponse, ModelError, ModelName, Usage};
+use crate::llm::{ChatFuture, ChatModel, ChatRequest, ChatResponse, ModelError, Usage};
 use crate::store::Db;
-pub use crate::store::model_usage::Budget;
+use crate::store::model_usage::Budget;
 use crate::store::model_usage::usd;
 use crate::store::model_usage::{self, Held, HoldId, Scope, Spent};
 

@@ -8,8 +8,8 @@ use anyhow::{Context, Result, bail};
 use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
 use serde_json::{Value, json};
 
+use crate::config::github_app::RegisteredApp;
 use crate::config::github_app::Stored;
-pub use crate::config::github_app::{CREDENTIALS_FILE, RegisteredApp};
 
 /// The manifest as shipped; its `http://localhost:3000` URLs are replaced per deployment.
 pub const MANIFEST_YAML: &str = include_str!("../../app-manifest.yml");

@@ -12,15 +12,15 @@ use crate::config::repo::OnFailure;
 use crate::contract::{Contract, ContractHash, ContractVersion};
 use crate::event;
 use crate::forge::{
-    Check, CheckState, Forge, ForgeError, GITHUB_TEXT_LIMIT, NewPullRequest, PullRequest,
-    truncate_with_note,
+    Check, CheckState, Forge, ForgeError, NewPullRequest, PullRequest, truncate_with_note,
 };
 use crate::git::push;
-pub use crate::git::push::{PushError, PushFailure};
+use crate::git::push::PushError;
 use crate::git::{Author, Workspace, WorkspaceError};
 use crate::ids::{CommentId, CommitSha, IssueNumber, RepoName, SessionId};
 use crate::jobs::JobError;
 use crate::markdown;
+use crate::markdown::GITHUB_TEXT_LIMIT;
 use crate::store::{Db, model_usage};
 
 /// The name of the check planwright sets on the commits it pushes.
@@ -70,7 +70,7 @@ pub enum RunResult {
 #[derive(Debug, Clone)]
 pub struct Publication<'a> {
     /// Decides where the full report goes and how long the body may be.
-    pub forge: event::Forge,
+    pub forge: event::ForgeKind,
     pub repo: &'a RepoName,
     pub issue: IssueNumber,
     pub session: &'a SessionId,
@@ -284,12 +284,12 @@ pub fn result_message(
 fn pull_body(p: &Publication<'_>, cost: &str) -> String {
     // A local pull request is a file: GitLab's generous limit keeps it readable.
     let limit = match p.forge {
-        event::Forge::Github => GITHUB_TEXT_LIMIT,
-        event::Forge::Gitlab | event::Forge::Local => GITLAB_BODY_LIMIT,
+        event::ForgeKind::Github => GITHUB_TEXT_LIMIT,
+        event::ForgeKind::Gitlab | event::ForgeKind::Local => GITLAB_BODY_LIMIT,
     };
     let details = match p.forge {
-        event::Forge::Github => "",
-        event::Forge::Gitlab | event::Forge::Local => p.verification.details.as_str(),
+        event::ForgeKind::Github => "",
+        event::ForgeKind::Gitlab | event::ForgeKind::Local => p.verification.details.as_str(),
     };
     let render = |failing: &str, details: &str| {
         let mut out = String::new();
@@ -578,9 +578,9 @@ mod tests {
             reason: "tests fail".into(),
         };
         for forge in [
-            event::Forge::Github,
-            event::Forge::Gitlab,
-            event::Forge::Local,
+            event::ForgeKind::Github,
+            event::ForgeKind::Gitlab,
+            event::ForgeKind::Local,
         ] {
             let p = Publication {
                 forge,
@@ -603,8 +603,8 @@ mod tests {
             };
             let body = pull_body(&p, "cost table\n");
             let limit = match forge {
-                event::Forge::Github => GITHUB_TEXT_LIMIT,
-                event::Forge::Gitlab | event::Forge::Local => GITLAB_BODY_LIMIT,
+                event::ForgeKind::Github => GITHUB_TEXT_LIMIT,
+                event::ForgeKind::Gitlab | event::ForgeKind::Local => GITLAB_BODY_LIMIT,
             };
             assert!(body.len() <= limit, "{forge}: {}", body.len());
             assert!(body.len() > limit - 200, "{forge}: the room is used");

@@ -174,7 +174,7 @@ pub async fn start(
         )),
         forges,
     };
-    if role != Role::Worker && !state.forges.configured(crate::event::Forge::Github) {
+    if role != Role::Worker && !state.forges.configured(crate::event::ForgeKind::Github) {
         state.onboarding.announce();
     }
     let worker = (role != Role::Web).then(|| Worker {

@@ -26,9 +26,10 @@ use tracing::{error, info, warn};
 use super::AppState;
 use crate::app::Forges;
 use crate::config::Settings;
-use crate::event::Forge;
+use crate::config::github_app::{self, RegisteredApp};
+use crate::event::ForgeKind;
 use crate::forge::github::GithubApp;
-use crate::onboarding::{self, RegisteredApp};
+use crate::onboarding;
 use crate::store::{installations, now_ms, sessions};
 
 pub const CALLBACK_PATH: &str = "/setup/github/callback";
@@ -239,7 +240,7 @@ pub async fn index(
     headers: HeaderMap,
     Query(query): Query<IndexQuery>,
 ) -> Response {
-    if !state.forges.configured(Forge::Github) {
+    if !state.forges.configured(ForgeKind::Github) {
         return registration_page(
             &state.onboarding,
             query.org.as_deref(),
@@ -295,7 +296,7 @@ struct TokenForm {
 
 /// `POST /`: the setup token form, which keeps the token out of the address bar.
 pub async fn token_form(State(state): State<AppState>, body: Bytes) -> Response {
-    if state.forges.configured(Forge::Github) {
+    if state.forges.configured(ForgeKind::Github) {
         return already_registered();
     }
     submitted_token(&state.onboarding, &body)
@@ -390,7 +391,7 @@ fn registration_page(onboarding: &Onboarding, org: Option<&str>, token: Option<&
         };
     let compact = manifest.to_string();
     let pretty = serde_json::to_string_pretty(&manifest).unwrap_or_else(|_| compact.clone());
-    let data_dir = onboarding::RegisteredApp::path(&onboarding.settings.data_dir)
+    let data_dir = RegisteredApp::path(&onboarding.settings.data_dir)
         .display()
         .to_string();
     let page = RegisterPage {
@@ -430,7 +431,7 @@ pub async fn callback(
     headers: HeaderMap,
     Query(query): Query<CallbackQuery>,
 ) -> Response {
-    if onboarding.forges.configured(Forge::Github) {
+    if onboarding.forges.configured(ForgeKind::Github) {
         return already_registered();
     }
     let browser = cookie(&headers, STATE_COOKIE);
@@ -473,7 +474,7 @@ pub async fn callback(
         );
     };
     let _registering = onboarding.registering.lock().await;
-    if onboarding.forges.configured(Forge::Github) {
+    if onboarding.forges.configured(ForgeKind::Github) {
         return already_registered();
     }
     match register(&onboarding, &code).await {
@@ -578,7 +579,7 @@ async fn status_page(state: &AppState) -> anyhow::Result<Response> {
     let page = StatusPage {
         public_url: &settings.public_url,
         app_id: settings.github.app_id,
-        registered_while_running: state.forges.configured(Forge::Github),
+        registered_while_running: state.forges.configured(ForgeKind::Github),
         installations: installation_rows,
         sessions: session_rows,
     };
@@ -587,21 +588,21 @@ async fn status_page(state: &AppState) -> anyhow::Result<Response> {
 
 fn issue_url(settings: &Settings, s: &sessions::SessionRow) -> Option<String> {
     match s.forge {
-        Forge::Github => Some(format!(
+        ForgeKind::Github => Some(format!(
             "{}/{}/issues/{}",
             settings.github_url, s.repo, s.issue_number
         )),
-        Forge::Gitlab => settings
+        ForgeKind::Gitlab => settings
             .gitlab
             .url
             .as_ref()
             .map(|base| format!("{base}/{}/-/issues/{}", s.repo, s.issue_number)),
-        Forge::Local => None,
+        ForgeKind::Local => None,
     }
 }
 
-fn forge_named(name: &str) -> Option<Forge> {
-    [Forge::Github, Forge::Gitlab]
+fn forge_named(name: &str) -> Option<ForgeKind> {
+    [ForgeKind::Github, ForgeKind::Gitlab]
         .into_iter()
         .find(|f| f.as_str() == name)
 }
@@ -778,7 +779,7 @@ pub async fn setup_from_terminal(
     if let Some(id) = settings.github.app_id {
         bail!(
             "Cannot set up a GitHub App: app {id} is configured already (GITHUB_APP_ID, or {} under DATA_DIR); remove it first to register another",
-            onboarding::CREDENTIALS_FILE
+            github_app::CREDENTIALS_FILE
         );
     }
     let listener = tokio::net::TcpListener::bind(listen)

@@ -31,7 +31,7 @@ impl Checkout {
 
 pub async fn for_planning(
     app: &App,
-    forge_kind: event::Forge,
+    forge_kind: event::ForgeKind,
     forge: &dyn Forge,
     repo: &RepoName,
     issue: IssueNumber,

@@ -10,7 +10,7 @@ use tracing::info;
 use super::execute;
 use super::flow::{self, ExecuteJob, PlanJob};
 use crate::app::App;
-use crate::event::{Event, Forge, RepoEvent};
+use crate::event::{Event, ForgeKind, RepoEvent};
 use crate::jobs::{Handler, Job, JobError};
 use crate::store::{Db, audit, installations, jobs};
 
@@ -105,14 +105,15 @@ async fn handle(db: &Db, event: &Event) -> anyhow::Result<()> {
                 _ => "active",
             };
             let mut tx = db.writer.begin().await?;
-            installations::upsert(&mut tx, Forge::Github, *installation, account, state).await?;
+            installations::upsert(&mut tx, ForgeKind::Github, *installation, account, state)
+                .await?;
             if action == "deleted" {
-                installations::remove_repositories(&mut tx, Forge::Github, *installation, None)
+                installations::remove_repositories(&mut tx, ForgeKind::Github, *installation, None)
                     .await?;
             } else {
                 installations::add_repositories(
                     &mut tx,
-                    Forge::Github,
+                    ForgeKind::Github,
                     *installation,
                     repositories,
                 )
@@ -139,10 +140,11 @@ async fn handle(db: &Db, event: &Event) -> anyhow::Result<()> {
             removed,
         } => {
             let mut tx = db.writer.begin().await?;
-            installations::add_repositories(&mut tx, Forge::Github, *installation, added).await?;
+            installations::add_repositories(&mut tx, ForgeKind::Github, *installation, added)
+                .await?;
             installations::remove_repositories(
                 &mut tx,
-                Forge::Github,
+                ForgeKind::Github,
                 *installation,
                 Some(removed),
             )

@@ -16,6 +16,7 @@ use tracing::{Instrument as _, info, warn};
 
 use super::flow::{ExecuteJob, comment_url, update_status};
 use crate::app::App;
+use crate::config::ProxyListen;
 use crate::config::repo::{BoundSettings, ExecutorKind, RepoConfig};
 use crate::contract::{Contract, ContractHash, ContractVersion};
 use crate::event;
@@ -26,15 +27,17 @@ use crate::executor::{
 };
 use crate::forge::Forge;
 use crate::forge::repo_config::LoadError;
+use crate::git::push::{PushError, PushFailure};
 use crate::git::{Author, MirrorKey, Outcome, RESULT_MAX_BYTES, Workspace, WorkspaceRequest};
+use crate::ids::Provider;
 use crate::ids::{CommitSha, IssueNumber, RepoName, RunId, SessionId};
 use crate::jobs::JobError;
-use crate::llm::{ModelError, Provider};
-use crate::metering::proxy::ProxyListen;
-use crate::metering::{Budget, ModelRole};
+use crate::llm::ModelError;
+use crate::metering::ModelRole;
 use crate::planner::reviewer::{self as review, ReviewRequest};
-use crate::publish::{self, Publication, PublishError, Published, PushFailure, RunResult};
+use crate::publish::{self, Publication, PublishError, Published, RunResult};
 use crate::sandbox::Sandbox;
+use crate::store::model_usage::Budget;
 use crate::store::runs::{self, RunState};
 use crate::store::state::SessionState;
 use crate::store::{audit, sessions};
@@ -207,7 +210,7 @@ pub async fn execute_job(app: Arc<App>, execute: ExecuteJob, attempt: i64) -> Re
 struct Execution<'a> {
     app: Arc<App>,
     forge: &'a dyn Forge,
-    forge_kind: event::Forge,
+    forge_kind: event::ForgeKind,
     repo: RepoName,
     issue: IssueNumber,
     id: SessionId,
@@ -844,7 +847,7 @@ impl Execution<'_> {
                     // The workspace stays (dropped unfinished) for the job's next attempt.
                     return Err(Stop::Job(JobError::Retryable(e.into())));
                 }
-                Err(PublishError::Push(publish::PushError {
+                Err(PublishError::Push(PushError {
                     branch,
                     failure: PushFailure::Rejected,
                     message,
@@ -909,8 +912,8 @@ impl Execution<'_> {
 
     fn author(&self, login: &str) -> Author {
         let host = match self.forge_kind {
-            event::Forge::Github => "users.noreply.github.com".to_owned(),
-            event::Forge::Gitlab => {
+            event::ForgeKind::Github => "users.noreply.github.com".to_owned(),
+            event::ForgeKind::Gitlab => {
                 let url = self.app.settings.gitlab.url.as_deref().unwrap_or_default();
                 let host = reqwest::Url::parse(url)
                     .ok()
@@ -918,7 +921,7 @@ impl Execution<'_> {
                     .unwrap_or_else(|| "gitlab.com".to_owned());
                 format!("noreply.{host}")
             }
-            event::Forge::Local => "localhost".to_owned(),
+            event::ForgeKind::Local => "localhost".to_owned(),
         };
         Author {
             name: login.to_owned(),
@@ -945,7 +948,7 @@ impl Execution<'_> {
             ProxyListen::Tcp(_) => None,
         });
         let choice = match &self.contract.routing.model {
-            Some(name) => Some(crate::llm::ModelName::parse(name).map_err(|e| {
+            Some(name) => Some(crate::ids::ModelName::parse(name).map_err(|e| {
                 Stop::Fail(format!("The contract's executor model cannot be used: {e}"))
             })?),
             None => config.executor_model(self.contract.routing.risk).cloned(),

@@ -23,9 +23,10 @@ use crate::forge::{Forge, ForgeError, LabelChange, Reaction};
 use crate::ids::{CommentId, CommitSha, IssueNumber, RepoName, SessionId};
 use crate::jobs::JobError;
 use crate::llm::ModelError;
-use crate::metering::{Budget, ModelRole};
+use crate::metering::ModelRole;
 use crate::planner::{Dossier, PlanError, PlanRequest, Planner, PlannerOptions};
 use crate::repo_tools::RepoTools;
+use crate::store::model_usage::Budget;
 use crate::store::runs::RunState;
 use crate::store::state::SessionState;
 use crate::store::{audit, jobs, sessions};
@@ -141,8 +142,8 @@ async fn on_labeled(
     // A webhook is only what its sender claims: the issue must carry the label now. A
     // local issue has no labels; `solve` itself stands for adding one.
     let now = match event.forge {
-        event::Forge::Local => None,
-        event::Forge::Github | event::Forge::Gitlab => {
+        event::ForgeKind::Local => None,
+        event::ForgeKind::Github | event::ForgeKind::Gitlab => {
             let Some(now) = labeled_issue(forge.as_ref(), event, issue, &config.label).await?
             else {
                 info!(repo = %event.repo, issue = issue.0, "a label event for a label the issue does not carry is ignored");
@@ -1077,7 +1078,7 @@ impl<E: Into<JobError>> From<E> for Failure {
 async fn plan_and_post(
     app: &App,
     forge: &dyn Forge,
-    forge_kind: event::Forge,
+    forge_kind: event::ForgeKind,
     repo: &RepoName,
     issue_number: IssueNumber,
     session: &sessions::SessionRow,
@@ -1401,7 +1402,7 @@ fn insert_settings(body: &mut String, section: &str) {
 #[allow(clippy::too_many_arguments)]
 async fn run_planner(
     app: &App,
-    forge_kind: event::Forge,
+    forge_kind: event::ForgeKind,
     forge: &dyn Forge,
     repo: &RepoName,
     session: &SessionId,
@@ -1652,9 +1653,9 @@ pub(crate) fn comment_url(
 }
 
 /// Where evidence links point: the forge's web view of the repository.
-pub(crate) fn source_links(app: &App, forge: event::Forge, repo: &RepoName) -> SourceLinks {
+pub(crate) fn source_links(app: &App, forge: event::ForgeKind, repo: &RepoName) -> SourceLinks {
     match forge {
-        event::Forge::Github => {
+        event::ForgeKind::Github => {
             let api = app.settings.github.api_url.trim_end_matches('/');
             let web = if api == "https://api.github.com" {
                 "https://github.com".to_owned()
@@ -1665,7 +1666,7 @@ pub(crate) fn source_links(app: &App, forge: event::Forge, repo: &RepoName) -> S
                 repo_url: format!("{web}/{repo}"),
             }
         }
-        event::Forge::Gitlab => match &app.settings.gitlab.url {
+        event::ForgeKind::Gitlab => match &app.settings.gitlab.url {
             Some(url) => {
                 let base = url.trim_end_matches('/');
                 let base = base.strip_suffix("/api/v4").unwrap_or(base);
@@ -1675,6 +1676,6 @@ pub(crate) fn source_links(app: &App, forge: event::Forge, repo: &RepoName) -> S
             }
             None => SourceLinks::None,
         },
-        event::Forge::Local => SourceLinks::None,
+        event::ForgeKind::Local => SourceLinks::None,
     }
 }

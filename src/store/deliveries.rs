@@ -4,7 +4,7 @@
 use anyhow::Result;
 
 use super::{Db, jobs, now_ms};
-use crate::event::Forge;
+use crate::event::ForgeKind;
 use crate::ids::{CommentId, DeliveryId, InstallationId, RepoName};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,7 +29,7 @@ impl Status {
 
 #[derive(Debug)]
 pub struct NewDelivery<'a> {
-    pub forge: Forge,
+    pub forge: ForgeKind,
     /// The forge's id for this delivery; `None` when it sent none (no deduplication).
     pub delivery_key: Option<&'a str>,
     pub event: &'a str,
@@ -157,7 +157,7 @@ pub async fn counts(db: &Db) -> Result<Vec<(String, String, String, i64)>> {
 /// redelivery after an outage is not dropped.
 pub async fn claim_command(
     conn: &mut sqlx::AnyConnection,
-    forge: Forge,
+    forge: ForgeKind,
     repo: &RepoName,
     comment: CommentId,
     delivery: Option<&str>,

@@ -5,13 +5,13 @@ use anyhow::Result;
 use sqlx::AnyConnection;
 
 use super::now_ms;
-use crate::event::Forge;
+use crate::event::ForgeKind;
 use crate::ids::{InstallationId, RepoName};
 
 /// Records an installation's account and state (`active`, `suspended` or `deleted`).
 pub async fn upsert(
     conn: &mut AnyConnection,
-    forge: Forge,
+    forge: ForgeKind,
     installation: InstallationId,
     account: &str,
     state: &str,
@@ -34,7 +34,7 @@ pub async fn upsert(
 
 pub async fn add_repositories(
     conn: &mut AnyConnection,
-    forge: Forge,
+    forge: ForgeKind,
     installation: InstallationId,
     repos: &[RepoName],
 ) -> Result<()> {
@@ -56,7 +56,7 @@ pub async fn add_repositories(
 
 pub async fn remove_repositories(
     conn: &mut AnyConnection,
-    forge: Forge,
+    forge: ForgeKind,
     installation: InstallationId,
     repos: Option<&[RepoName]>,
 ) -> Result<()> {
@@ -107,7 +107,7 @@ pub async fn list(conn: &mut AnyConnection) -> Result<Vec<InstallationRow>> {
 
 pub async fn repositories(
     conn: &mut AnyConnection,
-    forge: Forge,
+    forge: ForgeKind,
     installation: InstallationId,
 ) -> Result<Vec<String>> {
     Ok(sqlx::query_scalar::<_, String>(

@@ -6,14 +6,14 @@ use anyhow::Result;
 use sqlx::AnyConnection;
 
 use super::{Db, now_ms};
-use crate::event::Forge;
+use crate::event::ForgeKind;
 use crate::ids::{InstallationId, IssueNumber, PullNumber, RepoName, SessionId};
 use crate::store::state::SessionState;
 
 #[derive(Debug, Clone, sqlx::FromRow, serde::Serialize)]
 pub struct SessionRow {
     pub id: SessionId,
-    pub forge: Forge,
+    pub forge: ForgeKind,
     pub repo: RepoName,
     pub issue_number: IssueNumber,
     pub installation_id: Option<InstallationId>,
@@ -67,7 +67,7 @@ pub async fn get(conn: &mut AnyConnection, id: &SessionId) -> Result<Option<Sess
 /// The session holding an issue, if one does.
 pub async fn find_active(
     conn: &mut AnyConnection,
-    forge: Forge,
+    forge: ForgeKind,
     repo: &RepoName,
     issue: IssueNumber,
 ) -> Result<Option<SessionRow>> {
@@ -86,7 +86,7 @@ pub async fn find_active(
 /// The newest session of an issue, active or not (for commands on an ended one).
 pub async fn latest_for_issue(
     conn: &mut AnyConnection,
-    forge: Forge,
+    forge: ForgeKind,
     repo: &RepoName,
     issue: IssueNumber,
 ) -> Result<Option<SessionRow>> {
@@ -104,7 +104,7 @@ pub async fn latest_for_issue(
 
 pub struct NewSession<'a> {
     pub id: &'a SessionId,
-    pub forge: Forge,
+    pub forge: ForgeKind,
     pub repo: &'a RepoName,
     pub issue: IssueNumber,
     pub installation: Option<InstallationId>,
@@ -166,7 +166,7 @@ pub async fn move_state(
 /// The newest session that published `pull` in the repository.
 pub async fn find_by_pull(
     conn: &mut AnyConnection,
-    forge: Forge,
+    forge: ForgeKind,
     repo: &RepoName,
     pull: PullNumber,
 ) -> Result<Option<SessionRow>> {

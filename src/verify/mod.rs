@@ -57,8 +57,8 @@ mod tests {
     use super::*;
     use crate::contract::Contract;
     use crate::distill::Failure;
-    use crate::forge::GITHUB_TEXT_LIMIT;
     use crate::git::{Change as FileChange, ChangedFile};
+    use crate::markdown::GITHUB_TEXT_LIMIT;
 
     fn summary(exit: i32, runner: &str, passed: u64, failed: u64) -> RunSummary {
         RunSummary {

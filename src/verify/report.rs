@@ -11,7 +11,8 @@ use super::scope::{ScopeFinding, Severity};
 use super::{COMPACT_DETAILED, COMPACT_LISTED, LISTED_PER_CLASS, MAX_FINDINGS};
 
 use crate::distill::clip;
-use crate::forge::{GITHUB_TEXT_LIMIT, truncate_with_note};
+use crate::forge::truncate_with_note;
+use crate::markdown::GITHUB_TEXT_LIMIT;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -11,13 +11,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use planwright::config::ModelSettings;
+use planwright::config::ProxyListen;
+use planwright::config::prices::PriceTable;
 use planwright::executor::StopReason;
 use planwright::executor::agent::{self, AgentCli, AgentRun, Launch};
 use planwright::ids::{RunId, SessionId};
-use planwright::metering::proxy::{self, Capabilities, ProxyListen, ProxyState};
-use planwright::metering::{Budget, PriceTable};
+use planwright::metering::proxy::{self, Capabilities, ProxyState};
 use planwright::sandbox::{Bwrap, Limits};
 use planwright::store::model_usage;
+use planwright::store::model_usage::Budget;
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::json;
 use support::TestDb;

@@ -3,7 +3,7 @@
 
 use crate::support;
 
-use planwright::event::Forge;
+use planwright::event::ForgeKind;
 use planwright::ids::InstallationId;
 use planwright::server::Role;
 use planwright::session::dispatch;
@@ -58,7 +58,7 @@ async fn installation_events_keep_installations_and_their_repositories() {
         .collect();
     expected.sort();
     assert_eq!(
-        installations::repositories(&mut conn, Forge::Github, id)
+        installations::repositories(&mut conn, ForgeKind::Github, id)
             .await
             .unwrap(),
         expected
@@ -77,7 +77,7 @@ async fn installation_events_keep_installations_and_their_repositories() {
     assert_eq!(response.status(), 202);
     all_jobs_done(&server).await;
     assert!(
-        installations::repositories(&mut conn, Forge::Github, id)
+        installations::repositories(&mut conn, ForgeKind::Github, id)
             .await
             .unwrap()
             .is_empty()

@@ -13,6 +13,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use planwright::config::ModelSettings;
+use planwright::config::ProxyListen;
+use planwright::config::prices::PriceTable;
 use planwright::contract::Contract;
 use planwright::executor::{
     Builtin, CommandExecutor, Executor, ExecutorReport, ExecutorTask, Feedback, Limits,
@@ -22,12 +24,14 @@ use planwright::forge::GitRemote;
 use planwright::git::{
     Change, ChangedFile, MirrorCache, MirrorKey, Outcome, Workspace, WorkspaceRequest, Workspaces,
 };
+use planwright::ids::ModelName;
 use planwright::ids::{CommitSha, IssueNumber, RepoName, RunId, SessionId};
-use planwright::llm::{ChatModel, HttpOptions, ModelName, RetryPolicy};
-use planwright::metering::proxy::{self, Capabilities, ProxyListen, ProxyState, TokenError};
-use planwright::metering::{Budget, Metered, ModelRole, PriceTable};
+use planwright::llm::{ChatModel, HttpOptions, RetryPolicy};
+use planwright::metering::proxy::{self, Capabilities, ProxyState, TokenError};
+use planwright::metering::{Metered, ModelRole};
 use planwright::sandbox::{Bwrap, Sandbox};
 use planwright::store::model_usage;
+use planwright::store::model_usage::Budget;
 use secrecy::SecretString;
 use serde_json::{Value, json};
 use support::model_server::{ModelServer, ScriptUsage, Step};

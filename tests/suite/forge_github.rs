@@ -9,10 +9,11 @@ use std::time::Duration;
 use planwright::event::Actor;
 use planwright::forge::github::{GithubApp, GithubForge};
 use planwright::forge::{
-    Check, CheckState, Forge, ForgeError, GITHUB_TEXT_LIMIT, GitRemote, NewPullRequest, Permission,
-    Reaction, RetryPolicy,
+    Check, CheckState, Forge, ForgeError, GitRemote, NewPullRequest, Reaction, RetryPolicy,
 };
+use planwright::ids::Permission;
 use planwright::ids::{CommentId, CommitSha, InstallationId, IssueNumber, PullNumber, RepoName};
+use planwright::markdown::GITHUB_TEXT_LIMIT;
 use secrecy::ExposeSecret;
 use support::fake_forge::{APP_ID, APP_SLUG, CHECK_TEXT_LIMIT, Credential, FakeGithub, FakeUser};
 use support::git_http::{git, git_command};

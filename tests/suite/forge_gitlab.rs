@@ -9,9 +9,9 @@ use std::time::Duration;
 use planwright::event::Actor;
 use planwright::forge::gitlab::GitlabForge;
 use planwright::forge::{
-    Check, CheckState, Forge, ForgeError, LabelChange, NewPullRequest, Permission, Reaction,
-    RetryPolicy,
+    Check, CheckState, Forge, ForgeError, LabelChange, NewPullRequest, Reaction, RetryPolicy,
 };
+use planwright::ids::Permission;
 use planwright::ids::{CommentId, CommitSha, IssueNumber, PullNumber, RepoName};
 use secrecy::ExposeSecret;
 use support::fake_gitlab::{BOT_ID, BOT_USERNAME, FakeGitlab, FakeUser, TOKEN};

@@ -9,9 +9,8 @@ use std::sync::{Arc, Mutex};
 
 use planwright::event::Actor;
 use planwright::forge::local::{BOT_LOGIN, ISSUE, LocalForge, LocalIssue, PULL};
-use planwright::forge::{
-    Check, CheckState, Forge, ForgeError, NewPullRequest, Permission, Reaction,
-};
+use planwright::forge::{Check, CheckState, Forge, ForgeError, NewPullRequest, Reaction};
+use planwright::ids::Permission;
 use planwright::ids::{CommentId, CommitSha, IssueNumber, PullNumber, RepoName};
 use secrecy::ExposeSecret;
 

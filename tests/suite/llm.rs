@@ -9,13 +9,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use planwright::config::ModelSettings;
+use planwright::config::prices::PriceTable;
+use planwright::ids::ModelName;
 use planwright::ids::{RunId, SessionId};
 use planwright::llm::{
     ChatModel, ChatRequest, ChatResponse, ContentBlock, FinishReason, HttpOptions, Message,
-    ModelError, ModelName, RetryPolicy, Role, Tool, Usage,
+    ModelError, RetryPolicy, Role, Tool, Usage,
 };
-use planwright::metering::{Budget, Metered, ModelRole, PriceTable};
+use planwright::metering::{Metered, ModelRole};
 use planwright::store::model_usage;
+use planwright::store::model_usage::Budget;
 use secrecy::SecretString;
 use serde_json::json;
 use support::TestDb;

@@ -7,7 +7,7 @@ use crate::support;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use planwright::event::Forge;
+use planwright::event::ForgeKind;
 use planwright::ids::{IssueNumber, RepoName, SessionId};
 use planwright::llm::Usage;
 use planwright::sandbox::{Bwrap, Command, Sandbox};
@@ -205,7 +205,7 @@ async fn waiting_jobs_sessions_and_model_usage_show_at_the_next_scrape() {
         &mut conn,
         &sessions::NewSession {
             id: &session,
-            forge: Forge::Github,
+            forge: ForgeKind::Github,
             repo: &RepoName::parse("octo/metrics").unwrap(),
             issue: IssueNumber(7),
             installation: None,

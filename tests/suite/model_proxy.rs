@@ -11,11 +11,14 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use planwright::config::ModelSettings;
+use planwright::config::ProxyListen;
+use planwright::config::prices::PriceTable;
+use planwright::ids::ModelName;
 use planwright::ids::{RunId, SessionId};
-use planwright::llm::{ModelName, Usage};
-use planwright::metering::proxy::{self, Capabilities, ProxyListen, ProxyState};
-use planwright::metering::{Budget, PriceTable};
+use planwright::llm::Usage;
+use planwright::metering::proxy::{self, Capabilities, ProxyState};
 use planwright::server::Role;
+use planwright::store::model_usage::Budget;
 use planwright::store::model_usage::{self, UsageRow};
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::{Value, json};

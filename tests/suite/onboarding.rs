@@ -10,7 +10,7 @@ use std::os::unix::fs::PermissionsExt as _;
 use std::sync::{Arc, Mutex};
 
 use planwright::app::App;
-use planwright::event::Forge;
+use planwright::event::ForgeKind;
 use planwright::ids::{InstallationId, IssueNumber, RepoName, SessionId};
 use planwright::server::Role;
 use planwright::session::dispatch;
@@ -281,7 +281,7 @@ async fn the_manifest_flow_stores_the_app_and_planwright_uses_it_without_a_resta
     })
     .await;
     let app = app_slot.lock().unwrap().clone().unwrap();
-    assert!(!app.forges.configured(Forge::Github));
+    assert!(!app.forges.configured(ForgeKind::Github));
     let credentials = db.dir.path().join("github-app.json");
 
     let offer = offer(&server, "").await;
@@ -313,7 +313,7 @@ async fn the_manifest_flow_stores_the_app_and_planwright_uses_it_without_a_resta
     assert!(page.contains("does not match this browser"), "{page}");
     assert!(!credentials.exists());
     assert_eq!(github.count("POST", "/app-manifests/"), 0);
-    assert!(!app.forges.configured(Forge::Github));
+    assert!(!app.forges.configured(ForgeKind::Github));
 
     let done = browser()
         .get(format!("{}{back}", server.base))
@@ -369,10 +369,10 @@ async fn the_manifest_flow_stores_the_app_and_planwright_uses_it_without_a_resta
     assert_eq!(response.status(), 401);
 
     // The job handlers' forge signs as the new app: the fake only takes JWTs of its key.
-    assert!(app.forges.configured(Forge::Github));
+    assert!(app.forges.configured(ForgeKind::Github));
     let forge = app
         .forges
-        .get(Forge::Github, Some(InstallationId(957387)))
+        .get(ForgeKind::Github, Some(InstallationId(957387)))
         .unwrap();
     let info = forge
         .repository(&RepoName::parse(repo).unwrap())
@@ -487,7 +487,7 @@ async fn a_visitor_without_the_setup_token_cannot_register_an_app_with_a_state_o
     }
     assert_eq!(github.count("POST", "/app-manifests/"), 0);
     assert!(!credentials.exists());
-    assert!(!app.forges.configured(Forge::Github));
+    assert!(!app.forges.configured(ForgeKind::Github));
     let still = browser()
         .get(format!("{}/", server.base))
         .send()
@@ -637,7 +637,7 @@ async fn status_world(extra: &[(&str, &str)]) -> (TestDb, FakeGithub, TestServer
             &mut conn,
             &NewSession {
                 id: &id,
-                forge: Forge::Github,
+                forge: ForgeKind::Github,
                 repo: &RepoName::parse(repo).unwrap(),
                 issue: IssueNumber(*issue),
                 installation: Some(InstallationId(1)),

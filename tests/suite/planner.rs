@@ -8,13 +8,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use planwright::config::ModelSettings;
+use planwright::config::prices::PriceTable;
 use planwright::config::repo::{RepoConfig, RootFiles};
 use planwright::contract::{Base, Contract};
 use planwright::event::Actor;
 use planwright::forge::Issue;
+use planwright::ids::ModelName;
 use planwright::ids::{CommitSha, IssueNumber, RepoName};
-use planwright::llm::{ChatModel, HttpOptions, ModelName, RetryPolicy};
-use planwright::metering::PriceTable;
+use planwright::llm::{ChatModel, HttpOptions, RetryPolicy};
 use planwright::planner::{Context, Dossier, PlanError, PlanRequest, Planner, PlannerOptions};
 use planwright::repo_tools::RepoTools;
 use secrecy::SecretString;

@@ -15,14 +15,16 @@ use planwright::event;
 use planwright::forge::github::GithubApp;
 use planwright::forge::gitlab::GitlabForge;
 use planwright::forge::{Forge, RetryPolicy};
+use planwright::git::push::PushError;
+use planwright::git::push::PushFailure;
 use planwright::git::{
     Author, MirrorCache, MirrorKey, Outcome, Workspace, WorkspaceRequest, Workspaces,
 };
 use planwright::ids::{CommitSha, InstallationId, IssueNumber, RepoName, SessionId};
 use planwright::llm::Usage;
 use planwright::publish::{
-    self, CHECK_NAME, Publication, PublishError, Published, PushError, PushFailure, Review,
-    RunResult, VerificationReport, VerificationRow,
+    self, CHECK_NAME, Publication, PublishError, Published, Review, RunResult, VerificationReport,
+    VerificationRow,
 };
 use planwright::store::model_usage::{self, NewUsage};
 use support::TestDb;
@@ -95,7 +97,7 @@ fn report() -> VerificationReport {
 
 /// What one test publishes: the contract, its approval and the run's outcome.
 struct Run {
-    forge_kind: event::Forge,
+    forge_kind: event::ForgeKind,
     repo: RepoName,
     session: SessionId,
     contract: Contract,
@@ -108,7 +110,7 @@ struct Run {
 }
 
 impl Run {
-    fn new(forge_kind: event::Forge, repo: &str, base_sha: &str) -> Self {
+    fn new(forge_kind: event::ForgeKind, repo: &str, base_sha: &str) -> Self {
         let contract = contract();
         let hash = contract.hash(&Base {
             branch: "main".into(),
@@ -317,7 +319,7 @@ fn pull_of(published: &Published) -> (&CommitSha, &planwright::forge::PullReques
 #[tokio::test]
 async fn github_gets_one_commit_one_pull_request_and_a_check_however_often_it_is_published() {
     let gh = github().await;
-    let run = Run::new(event::Forge::Github, REPO, &gh.base);
+    let run = Run::new(event::ForgeKind::Github, REPO, &gh.base);
     let db = db_with_usage(&run.session).await;
     let (_workspaces, workspace) = changed_workspace(
         db.dir.path(),
@@ -449,7 +451,7 @@ async fn github_gets_one_commit_one_pull_request_and_a_check_however_often_it_is
 #[tokio::test]
 async fn the_pull_request_shows_all_of_the_planners_and_the_reviewers_text() {
     let gh = github().await;
-    let mut run = Run::new(event::Forge::Github, REPO, &gh.base);
+    let mut run = Run::new(event::ForgeKind::Github, REPO, &gh.base);
     // Text a forge renders as nothing: a link reference definition, an HTML comment.
     let summary = r#"[x]: https://example.com "merge without reading the workflow change""#;
     let goal = "<!-- the workflow change is fine --> Accept a trailing comma.";
@@ -487,7 +489,7 @@ async fn the_pull_request_shows_all_of_the_planners_and_the_reviewers_text() {
 #[tokio::test]
 async fn github_a_lost_answer_to_the_pull_request_is_repeated_without_a_second_one() {
     let gh = github().await;
-    let run = Run::new(event::Forge::Github, REPO, &gh.base)
+    let run = Run::new(event::ForgeKind::Github, REPO, &gh.base)
         .failed("1 test still fails", OnFailure::DraftPr);
     let db = db_with_usage(&run.session).await;
     let (_workspaces, workspace) = changed_workspace(
@@ -550,7 +552,7 @@ async fn github_a_lost_answer_to_the_pull_request_is_repeated_without_a_second_o
 #[tokio::test]
 async fn github_a_refused_token_fails_for_good_and_pushes_nothing() {
     let gh = github().await;
-    let run = Run::new(event::Forge::Github, REPO, &gh.base);
+    let run = Run::new(event::ForgeKind::Github, REPO, &gh.base);
     let db = db_with_usage(&run.session).await;
     let (_workspaces, workspace) = changed_workspace(
         db.dir.path(),
@@ -610,7 +612,7 @@ async fn github_a_refused_token_fails_for_good_and_pushes_nothing() {
 #[tokio::test]
 async fn github_a_protected_branch_is_rejected_not_retried() {
     let gh = github().await;
-    let run = Run::new(event::Forge::Github, REPO, &gh.base);
+    let run = Run::new(event::ForgeKind::Github, REPO, &gh.base);
     let db = db_with_usage(&run.session).await;
     let (_workspaces, workspace) = changed_workspace(
         db.dir.path(),
@@ -644,7 +646,7 @@ async fn github_a_protected_branch_is_rejected_not_retried() {
 #[tokio::test]
 async fn github_a_run_that_changed_nothing_is_not_published() {
     let gh = github().await;
-    let run = Run::new(event::Forge::Github, REPO, &gh.base);
+    let run = Run::new(event::ForgeKind::Github, REPO, &gh.base);
     let db = db_with_usage(&run.session).await;
     let workspaces = Workspaces::new(
         db.dir.path(),
@@ -676,7 +678,7 @@ async fn github_a_run_that_changed_nothing_is_not_published() {
 #[tokio::test]
 async fn on_failure_comment_reports_on_the_issue_once_and_pushes_nothing() {
     let gh = github().await;
-    let run = Run::new(event::Forge::Github, REPO, &gh.base)
+    let run = Run::new(event::ForgeKind::Github, REPO, &gh.base)
         .failed("the baseline did not build", OnFailure::Comment);
     let db = db_with_usage(&run.session).await;
     let (_workspaces, workspace) = changed_workspace(
@@ -720,7 +722,7 @@ async fn on_failure_comment_reports_on_the_issue_once_and_pushes_nothing() {
 #[tokio::test]
 async fn gitlab_gets_one_draft_merge_request_with_the_report_and_a_status() {
     let gl = gitlab().await;
-    let run = Run::new(event::Forge::Gitlab, PROJECT, &gl.base)
+    let run = Run::new(event::ForgeKind::Gitlab, PROJECT, &gl.base)
         .failed("1 test still fails", OnFailure::DraftPr);
     let db = db_with_usage(&run.session).await;
     let (_workspaces, workspace) = changed_workspace(
@@ -800,7 +802,7 @@ async fn gitlab_gets_one_draft_merge_request_with_the_report_and_a_status() {
 #[tokio::test]
 async fn gitlab_a_token_that_may_not_push_fails_for_good_and_pushes_nothing() {
     let gl = gitlab().await;
-    let run = Run::new(event::Forge::Gitlab, PROJECT, &gl.base);
+    let run = Run::new(event::ForgeKind::Gitlab, PROJECT, &gl.base);
     let db = db_with_usage(&run.session).await;
     let (_workspaces, workspace) = changed_workspace(
         db.dir.path(),
@@ -868,7 +870,7 @@ async fn no_log_line_carries_a_token() {
     tracing::subscriber::set_global_default(subscriber).unwrap();
 
     let gh = github().await;
-    let run = Run::new(event::Forge::Github, REPO, &gh.base);
+    let run = Run::new(event::ForgeKind::Github, REPO, &gh.base);
     let db = db_with_usage(&run.session).await;
     let (_workspaces, workspace) = changed_workspace(
         db.dir.path(),
@@ -883,7 +885,7 @@ async fn no_log_line_carries_a_token() {
         .unwrap();
 
     let gl = gitlab().await;
-    let run = Run::new(event::Forge::Gitlab, PROJECT, &gl.base);
+    let run = Run::new(event::ForgeKind::Gitlab, PROJECT, &gl.base);
     let (_gl_workspaces, gl_workspace) = changed_workspace(
         db.dir.path(),
         gl.forge.as_ref(),

@@ -5,7 +5,7 @@
 use crate::support;
 
 use planwright::contract::{Base, Contract, ContractMarker};
-use planwright::event::Forge;
+use planwright::event::ForgeKind;
 use planwright::ids::{CommitSha, IssueNumber, RepoName};
 use planwright::server::Role;
 use planwright::session::dispatch;
@@ -242,7 +242,7 @@ impl World {
         let mut conn = self.server.db.pool.acquire().await.unwrap();
         sessions::latest_for_issue(
             &mut conn,
-            Forge::Github,
+            ForgeKind::Github,
             &RepoName::parse(REPO).unwrap(),
             IssueNumber(ISSUE),
         )
@@ -380,7 +380,7 @@ async fn a_label_by_a_reader_is_refused_and_nothing_is_planned() {
     assert!(
         sessions::latest_for_issue(
             &mut conn,
-            Forge::Github,
+            ForgeKind::Github,
             &RepoName::parse(REPO).unwrap(),
             IssueNumber(ISSUE)
         )

@@ -4,7 +4,7 @@
 use crate::support;
 
 use planwright::contract::ContractMarker;
-use planwright::event::Forge;
+use planwright::event::ForgeKind;
 use planwright::ids::{IssueNumber, RepoName};
 use planwright::server::Role;
 use planwright::session::dispatch;
@@ -182,7 +182,7 @@ impl World {
             let mut conn = self.server.db.pool.acquire().await.unwrap();
             sessions::latest_for_issue(
                 &mut conn,
-                Forge::Gitlab,
+                ForgeKind::Gitlab,
                 &RepoName::parse(PROJECT).unwrap(),
                 IssueNumber(ISSUE),
             )
@@ -207,7 +207,7 @@ async fn a_label_event_for_a_label_the_issue_does_not_carry_starts_nothing() {
     let mut conn = world.server.db.pool.acquire().await.unwrap();
     let session = sessions::latest_for_issue(
         &mut conn,
-        Forge::Gitlab,
+        ForgeKind::Gitlab,
         &RepoName::parse(PROJECT).unwrap(),
         IssueNumber(ISSUE),
     )
@@ -457,7 +457,7 @@ async fn a_label_event_naming_a_developer_for_a_label_a_reporter_added_is_answer
     let mut conn = world.server.db.pool.acquire().await.unwrap();
     let session = sessions::latest_for_issue(
         &mut conn,
-        Forge::Gitlab,
+        ForgeKind::Gitlab,
         &RepoName::parse(PROJECT).unwrap(),
         IssueNumber(ISSUE),
     )
@@ -489,7 +489,7 @@ async fn an_unlabel_event_naming_a_developer_for_a_label_a_reporter_removed_canc
     let mut conn = world.server.db.pool.acquire().await.unwrap();
     let session = sessions::latest_for_issue(
         &mut conn,
-        Forge::Gitlab,
+        ForgeKind::Gitlab,
         &RepoName::parse(PROJECT).unwrap(),
         IssueNumber(ISSUE),
     )

@@ -5,7 +5,7 @@ use crate::support;
 
 use std::collections::BTreeMap;
 
-use planwright::event::{Actor, Event, Forge, RepoEvent, RepoEventKind, Thread};
+use planwright::event::{Actor, Event, ForgeKind, RepoEvent, RepoEventKind, Thread};
 use planwright::ids::{CommentId, InstallationId, IssueNumber, PullNumber, RepoName};
 use planwright::store::{deliveries, jobs};
 use serde_json::Value;
@@ -56,7 +56,7 @@ fn expected_events(event: &str, v: &Value) -> Vec<Event> {
         .map(InstallationId);
     let in_repo = |kind| {
         vec![Event::Repository(RepoEvent {
-            forge: Forge::Github,
+            forge: ForgeKind::Github,
             repo: repo(v),
             installation,
             kind,

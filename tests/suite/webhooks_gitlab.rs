@@ -3,7 +3,7 @@
 
 use crate::support;
 
-use planwright::event::{Actor, Event, Forge, RepoEvent, RepoEventKind, Thread};
+use planwright::event::{Actor, Event, ForgeKind, RepoEvent, RepoEventKind, Thread};
 use planwright::ids::{CommentId, IssueNumber, PullNumber, RepoName};
 use planwright::store::{deliveries, jobs};
 use serde_json::Value;
@@ -32,7 +32,7 @@ fn expected_events(header: &str, v: &Value) -> Vec<Event> {
     let repo = || RepoName::parse(v["project"]["path_with_namespace"].as_str().unwrap()).unwrap();
     let one = |kind| {
         vec![Event::Repository(RepoEvent {
-            forge: Forge::Gitlab,
+            forge: ForgeKind::Gitlab,
             repo: repo(),
             installation: None,
             kind,

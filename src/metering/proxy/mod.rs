@@ -30,8 +30,9 @@ use tracing::{error, info, warn};
 pub use token::{Capabilities, Grant, TokenError};
 
 use crate::config::ModelSettings;
+use crate::ids::{ModelName, Provider};
 use crate::llm::sse::{SseSplitter, event_data};
-use crate::llm::{ModelName, Provider, Usage, error_chain, secret_header};
+use crate::llm::{Usage, error_chain, secret_header};
 use crate::metering::{self as usage, ModelRole, Price, PriceTable};
 use crate::store::Db;
 use crate::store::model_usage::{self, HoldId, Scope};
@@ -104,7 +105,7 @@ fn passes_back(name: &HeaderName) -> bool {
         || name.starts_with("openai-")
 }
 
-pub use crate::config::ProxyListen;
+use crate::config::ProxyListen;
 
 /// The provider API a route speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use sha2::Sha256;
 
 use super::{Lenient, Parsed, Refusal, Verified, accept, header, parse_object, read_streamed};
-use crate::event::{Actor, Event, Forge, RepoEvent, RepoEventKind, Thread};
+use crate::event::{Actor, Event, ForgeKind, RepoEvent, RepoEventKind, Thread};
 use crate::ids::{CommentId, InstallationId, IssueNumber, PullNumber, RepoName};
 use crate::server::AppState;
 
@@ -19,7 +19,7 @@ pub async fn receive(State(state): State<AppState>, delivery: GithubDelivery) ->
     accept(
         &state,
         Verified {
-            forge: Forge::Github,
+            forge: ForgeKind::Github,
             event: delivery.event,
             delivery_key: delivery.delivery_id,
             body: delivery.body,
@@ -264,7 +264,7 @@ fn domain_events(
     let in_repo = |kind: RepoEventKind| -> Result<Vec<Event>, String> {
         let repo = repo.ok_or_else(|| need("repository"))?;
         Ok(vec![Event::Repository(RepoEvent {
-            forge: Forge::Github,
+            forge: ForgeKind::Github,
             repo: repo.clone(),
             installation,
             kind,

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use super::{
     Lenient, Parsed, Refusal, Verified, accept, header, parse_object, read_body, token_matches,
 };
-use crate::event::{Actor, Event, Forge, RepoEvent, RepoEventKind, Thread};
+use crate::event::{Actor, Event, ForgeKind, RepoEvent, RepoEventKind, Thread};
 use crate::ids::{CommentId, IssueNumber, PullNumber, RepoName};
 use crate::server::AppState;
 
@@ -18,7 +18,7 @@ pub async fn receive(State(state): State<AppState>, delivery: GitlabDelivery) ->
     accept(
         &state,
         Verified {
-            forge: Forge::Gitlab,
+            forge: ForgeKind::Gitlab,
             event: delivery.event,
             delivery_key: delivery.delivery_key,
             body: delivery.body,
@@ -183,7 +183,7 @@ pub fn parse(event: &str, body: &str) -> Result<Parsed, String> {
                 .clone()
                 .ok_or_else(|| format!("The {event} payload has no readable `project`"))?;
             vec![Event::Repository(RepoEvent {
-                forge: Forge::Gitlab,
+                forge: ForgeKind::Gitlab,
                 repo,
                 installation: None,
                 kind,

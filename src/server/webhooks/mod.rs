@@ -19,7 +19,7 @@ use subtle::ConstantTimeEq;
 use tracing::{error, info};
 
 use super::AppState;
-use crate::event::{Event, Forge};
+use crate::event::{Event, ForgeKind};
 use crate::ids::{InstallationId, RepoName};
 use crate::session::dispatch::JobKind;
 use crate::store::deliveries::{self, NewDelivery, Recorded, Status};
@@ -152,7 +152,7 @@ pub struct Parsed {
 
 /// A verified delivery, ready to be recorded.
 pub struct Verified {
-    pub forge: Forge,
+    pub forge: ForgeKind,
     pub event: String,
     pub delivery_key: Option<String>,
     pub body: String,
