@@ -38,7 +38,7 @@ pub(super) enum SandboxCommand {
         command: Vec<String>,
     },
     /// Inside a sandbox: relay 127.0.0.1:PORT to a mounted Unix socket for each bridge,
-    /// then run the command (or, without one, only relay).
+    /// then run the command.
     #[command(hide = true)]
     Relay {
         #[arg(long = "bridge", value_name = "PORT=SOCKET", value_parser = relay::parse_bridge, required = true)]
@@ -46,7 +46,7 @@ pub(super) enum SandboxCommand {
         /// A folder the command may write in; nothing else is writable (Landlock).
         #[arg(long)]
         writable: Vec<PathBuf>,
-        #[arg(last = true)]
+        #[arg(last = true, required = true)]
         command: Vec<String>,
     },
 }
@@ -64,19 +64,10 @@ pub(super) fn run(command: SandboxCommand, config: Option<&Path>) -> anyhow::Res
             writable,
             command,
         } => {
-            let result = if command.is_empty() {
-                relay::serve(&bridges)
-            } else {
-                Err(relay::enter(&bridges, &writable, &command))
-            };
-            match result {
-                Ok(()) => Ok(ExitStatus::Success),
-                Err(e) => {
-                    eprintln!("planwright: {e:#}");
-                    // As shells do when a command cannot be run.
-                    Ok(ExitStatus::Code(127))
-                }
-            }
+            let e = relay::enter(&bridges, &writable, &command);
+            eprintln!("planwright: {e:#}");
+            // As shells do when a command cannot be run.
+            Ok(ExitStatus::Code(127))
         }
         SandboxCommand::Run {
             workspace,

@@ -6,7 +6,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use planwright::sandbox::{Bwrap, Command, Exit, Output, Sandbox};
+use planwright::sandbox::{Bwrap, Command, Exit, Output, Root, Sandbox};
+
+use crate::support::roots::{self, IMAGE_ONLY_FILE, IMAGE_ONLY_TOOL, IMAGE_PATH, IMAGE_RELEASE};
 
 const PRIVATE_KEY: &str = "-----BEGIN RSA PRIVATE KEY----- sandbox-test-private-key";
 const DATABASE: &str = "SQLite format 3 sandbox-test-database";
@@ -941,4 +943,143 @@ os.close(hold_w)
     cmd.limits.wall = Duration::from_secs(120);
     let out = world.run(&world.sandbox(), cmd).await;
     assert_eq!(out.stdout.text(), "killed\n", "{}", report(&out));
+}
+
+/// An image root in a folder of the test's own, outside DATA_DIR.
+fn image_root(world: &World, build: fn(&Path) -> Root) -> Root {
+    let dir = world.root.path().join("image");
+    std::fs::create_dir(&dir).unwrap();
+    build(&dir)
+}
+
+fn in_root(world: &World, root: &Root, script: &str) -> Command {
+    let mut cmd = world.command(script);
+    cmd.root = Some(root.clone());
+    cmd
+}
+
+#[tokio::test]
+async fn an_image_root_is_the_commands_root_with_its_env_and_path_first() {
+    let world = World::new();
+    let root = image_root(&world, roots::busybox);
+    assert!(
+        Path::new("/etc/debian_version").exists(),
+        "the host is Debian"
+    );
+    let script = format!(
+        "cat {IMAGE_ONLY_FILE}
+         for f in /etc/debian_version /usr/bin/python3 /opt/planwright-agents; do
+           test -e $f && echo HOST $f
+         done
+         {IMAGE_ONLY_TOOL}
+         echo \"PATH=$PATH\"; echo \"HOME=$HOME\"; ls -A {data}",
+        data = world.data.display()
+    );
+    let out = world
+        .run(&world.sandbox(), in_root(&world, &root, &script))
+        .await;
+    let stdout = out.stdout.text();
+    assert!(out.exit.success(), "{}", report(&out));
+    assert!(stdout.starts_with(IMAGE_RELEASE), "{}", report(&out));
+    assert!(!stdout.contains("HOST"), "{}", report(&out));
+    // Of DATA_DIR, only the way down to the workspace.
+    assert!(stdout.ends_with("\nworkspaces\n"), "{}", report(&out));
+    assert!(
+        stdout.contains("image tool in busybox\n"),
+        "{}",
+        report(&out)
+    );
+    assert!(
+        stdout.contains(&format!("PATH={IMAGE_PATH}:/usr/local/bin:/usr/bin:/bin\n")),
+        "{}",
+        report(&out)
+    );
+    // The run's own HOME, not the image's.
+    assert!(
+        stdout.contains(&format!("HOME={}\n", world.workspace.display())),
+        "{}",
+        report(&out)
+    );
+    // The same command on the host's root finds neither the file nor the tool.
+    let out = world
+        .sh(&format!("cat {IMAGE_ONLY_FILE}; {IMAGE_ONLY_TOOL}"))
+        .await;
+    assert!(
+        !out.stdout.text().contains("planwright test image"),
+        "{}",
+        report(&out)
+    );
+    assert_eq!(out.exit, Exit::Code(127), "{}", report(&out));
+}
+
+#[tokio::test]
+async fn in_an_image_only_the_workspace_tmp_and_home_are_writable_and_the_image_stays_as_it_was() {
+    let world = World::new();
+    let root = image_root(&world, roots::busybox);
+    // A folder of the image on the way to the workspace: the workspace's mount point must
+    // not be made in the image, which other runs share, and the folder's files stay.
+    let top = world.workspace.components().nth(1).unwrap();
+    let on_the_way = root.dir.join(top).join("from-the-image");
+    std::fs::create_dir_all(on_the_way.parent().unwrap()).unwrap();
+    std::fs::write(&on_the_way, "kept").unwrap();
+    let listing = |dir: &Path| -> Vec<PathBuf> {
+        let mut all: Vec<PathBuf> = walk(dir);
+        all.sort();
+        all
+    };
+    let before = listing(&root.dir);
+    let home = world.workspace.join("home");
+    std::fs::create_dir(&home).unwrap();
+    let mut cmd = in_root(
+        &world,
+        &root,
+        &format!(
+            "for f in /escaped /etc/escaped /bin/escaped /opt/image/bin/escaped /var/lib/escaped \
+                      /root/escaped /.planwright/escaped; do
+               if echo x > $f; then echo WROTE $f; fi
+             done
+             rm /bin/sh && echo REMOVED
+             cat /{top}/from-the-image && echo
+             echo x > /tmp/t && echo TMP
+             echo x > $HOME/h && echo HOME
+             echo x > in-workspace && echo WORKSPACE",
+            top = Path::new(&top).display()
+        ),
+    );
+    cmd.env.push(("HOME".into(), home.display().to_string()));
+    let out = world.run(&world.sandbox(), cmd).await;
+    let stdout = out.stdout.text();
+    assert!(!stdout.contains("WROTE"), "{}", report(&out));
+    assert!(!stdout.contains("REMOVED"), "{}", report(&out));
+    for wrote in ["kept\n", "TMP", "HOME", "WORKSPACE"] {
+        assert!(stdout.contains(wrote), "{wrote}: {}", report(&out));
+    }
+    assert!(home.join("h").exists() && world.workspace.join("in-workspace").exists());
+    assert_eq!(listing(&root.dir), before, "the image folder changed");
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() && !path.is_symlink() {
+            found.extend(walk(&path));
+        }
+        found.push(path);
+    }
+    found
+}
+
+#[tokio::test]
+async fn a_root_that_holds_a_hidden_path_or_is_no_folder_is_refused() {
+    let world = World::new();
+    for (dir, says) in [
+        (world.root.path().to_path_buf(), "must stay hidden"),
+        (world.data.join("planwright.db"), "is not a folder"),
+        (world.root.path().join("missing"), "cannot be opened"),
+    ] {
+        let cmd = in_root(&world, &Root::new(&dir), "true");
+        let err = world.sandbox().run(&cmd).await.unwrap_err().to_string();
+        assert!(err.contains(says), "{}: {err}", dir.display());
+    }
 }

@@ -487,6 +487,11 @@ async fn no_resolver_is_reachable_inside() {
 }
 
 /// Host processes of `uid` whose command line starts with `prefix`.
+/// How the relay's processes show in `/proc/PID/cmdline`: started through the host's
+/// loader brought in under `/.planwright` (see `carry.rs`).
+const RELAY_COMMAND_LINE: &str = "/.planwright/lib/ld-linux-x86-64.so.2 --inhibit-cache \
+    --library-path /.planwright/lib /run/planwright/relay sandbox relay --bridge";
+
 fn processes_of(uid: u32, prefix: &str) -> Vec<u32> {
     use std::os::unix::fs::MetadataExt;
     std::fs::read_dir("/proc")
@@ -542,7 +547,7 @@ async fn the_relay_dies_with_the_sandbox() {
     let up = world.workspace.join("up");
     wait_until("the command started", || up.exists()).await;
     // Not bwrap, whose command line names the relay too: the relay itself.
-    let relays = processes_of(uid, "/run/planwright/relay sandbox relay --bridge");
+    let relays = processes_of(uid, RELAY_COMMAND_LINE);
     assert!(!relays.is_empty(), "the relay runs while the command does");
     let opened = tokio::task::spawn_blocking(move || std::fs::write(gate, b"go"));
     let out = run.await.unwrap().expect("the sandbox runs");
@@ -694,7 +699,7 @@ async fn a_bridged_command_writes_only_where_the_mounts_allow_and_cannot_kill_th
          echo x > {hidden}/escaped && echo COVER
          for p in /proc/[0-9]*; do
            case \"$(tr '\\0' ' ' < $p/cmdline)\" in
-             \"/run/planwright/relay sandbox relay --bridge\"*) kill -9 ${{p#/proc/}} && echo KILLED;;
+             \"{RELAY_COMMAND_LINE}\"*) kill -9 ${{p#/proc/}} && echo KILLED;;
            esac
          done
          curl -sS http://127.0.0.1:9000/still-there",
