@@ -16,6 +16,8 @@ use planwright::sandbox::{Bridge, Bwrap, Command, MODEL_PROXY_PORT, Output, Sand
 use secrecy::SecretString;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
+use crate::support::roots;
+
 const TOKEN: &str = "cap-token-for-this-run-4b1d";
 
 /// A workspace and a folder for host sockets, under the target folder (the sandbox has a
@@ -793,5 +795,47 @@ fn doctor_says_what_isolation_a_planwright_that_is_not_root_has() {
         "not used:",
     ] {
         assert!(stdout.contains(line), "{line}: {stdout}");
+    }
+}
+
+#[tokio::test]
+async fn the_model_proxy_bridge_works_in_images_with_no_libc_or_another_ones() {
+    for build in [roots::busybox, roots::foreign_libc] {
+        let world = World::new();
+        let dir = world.root.path().join("image");
+        std::fs::create_dir(&dir).unwrap();
+        let root = build(&dir);
+        let socket = world.socket("model.sock");
+        let server = Recorder::on_unix(&socket);
+        // busybox's wget: the image has no curl, and the host's is not there.
+        let mut cmd = world.command(
+            "cat /etc/ld.so.preload && echo PRELOAD
+             test -e /usr/bin/curl && echo HOST_CURL
+             wget -q -O - --header \"x-api-key: $ANTHROPIC_API_KEY\" \
+               \"$ANTHROPIC_BASE_URL/v1/messages\"",
+        );
+        cmd.root = Some(root);
+        cmd.bridge_model_proxy(&socket, SecretString::from(TOKEN));
+        let out = world.run(&cmd).await;
+        assert!(out.exit.success(), "{}", report(&out));
+        assert_eq!(out.stdout.text(), "pong /v1/messages", "{}", report(&out));
+        // The host's loader started the relay and loaded nothing the image named (it says
+        // "ERROR: ld.so: object … cannot be preloaded" when it sees a preload file).
+        assert!(
+            !out.stderr.text().contains("ERROR: ld.so"),
+            "{}",
+            report(&out)
+        );
+        assert!(!out.stdout.text().contains("PRELOAD"), "{}", report(&out));
+        let heads = server.heads();
+        assert_eq!(heads.len(), 1, "{}", report(&out));
+        assert!(
+            heads[0].starts_with("GET /v1/messages HTTP/1.1\r\n"),
+            "{heads:?}"
+        );
+        assert!(
+            heads[0].contains(&format!("x-api-key: {TOKEN}\r\n")),
+            "{heads:?}"
+        );
     }
 }
