@@ -343,6 +343,11 @@ impl Bwrap {
             argv.splice(..1, program.argv);
             mounts.extend(program.mounts);
         }
+        for path in &command.carry {
+            let (inside, host) = carry::static_program(path)
+                .map_err(|e| SandboxError::InvalidCommand(format!("{e:#}")))?;
+            mounts.insert(inside, host);
+        }
         let relay_launch = match relay {
             Some(path) => {
                 let relay = carry::executable(path, &format!("{INSIDE_RUN}/relay"))

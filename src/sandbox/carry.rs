@@ -65,6 +65,30 @@ pub fn program(path: &Path) -> Result<Carried> {
     Ok(carried)
 }
 
+/// A statically linked host program, for a command that starts it by path: it appears at
+/// `/.planwright/bin/NAME` (NAME as in `path`); returns that and its host path.
+pub fn static_program(path: &Path) -> Result<(PathBuf, PathBuf)> {
+    let real = path
+        .canonicalize()
+        .with_context(|| format!("Cannot bring {} into the sandbox", path.display()))?;
+    let head = read_elf(&real)?.with_context(|| {
+        format!(
+            "Cannot bring {} into the sandbox: it is not an ELF file",
+            path.display()
+        )
+    })?;
+    if head.interp.is_some() {
+        bail!(
+            "Cannot bring {} into the sandbox to be started by path: it is not statically linked",
+            path.display()
+        );
+    }
+    let name = path
+        .file_name()
+        .context("A program path has no file name")?;
+    Ok((Path::new(PREFIX).join("bin").join(name), real))
+}
+
 /// The loader and libraries of the ELF executable `elf` (a host path), for a copy of it
 /// that appears inside at `inside`; a static executable needs none.
 pub fn executable(elf: &Path, inside: &str) -> Result<Carried> {
@@ -481,6 +505,17 @@ mod tests {
         let carried = executable(Path::new("/bin/busybox"), "/.planwright/bin/busybox").unwrap();
         assert_eq!(carried.argv, ["/.planwright/bin/busybox"]);
         assert!(carried.mounts.is_empty());
+    }
+
+    #[test]
+    fn only_a_static_program_can_be_started_by_path() {
+        let (inside, host) = static_program(Path::new("/bin/busybox")).unwrap();
+        assert_eq!(inside, Path::new("/.planwright/bin/busybox"));
+        assert!(host.is_file());
+        let err = static_program(Path::new("/usr/bin/git"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("not statically linked"), "{err}");
     }
 
     #[test]

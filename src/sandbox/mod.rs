@@ -32,6 +32,9 @@ pub struct Command {
     /// brought in read-only with its loader and libraries so that it runs in any root
     /// (see `carry.rs`), rather than one of the root's own.
     pub from_host: bool,
+    /// Statically linked host programs the command starts by path, shown read-only at
+    /// `/.planwright/bin/NAME` in any root (see `carry::static_program`).
+    pub carry: Vec<PathBuf>,
     /// The sandbox's `/`: an image's unpacked root, or `None` for the host's own
     /// programs and libraries.
     pub root: Option<Root>,
@@ -65,6 +68,7 @@ impl Command {
         Command {
             argv,
             from_host: false,
+            carry: Vec::new(),
             root: None,
             stdin: None,
             workspace: workspace.into(),
