@@ -127,6 +127,14 @@ struct Layout<'a> {
     tmp_bytes: u64,
 }
 
+/// The host files a run brings in, by their path inside, and the command lines that
+/// start the command and the relay with them.
+struct Brought {
+    mounts: BTreeMap<PathBuf, PathBuf>,
+    argv: Vec<String>,
+    relay_launch: Option<Vec<String>>,
+}
+
 pub struct Bwrap {
     program: PathBuf,
     hidden: Vec<PathBuf>,
@@ -328,13 +336,9 @@ impl Bwrap {
     }
 
     /// What planwright brings in from the host for this command (see `carry.rs`): the
-    /// command's own program when it is a host one, and the relay's loader and libraries;
-    /// returns the mounts, the command line and the relay's own.
-    fn carried(
-        &self,
-        command: &Command,
-        relay: Option<&Path>,
-    ) -> Result<(BTreeMap<PathBuf, PathBuf>, Vec<String>, Option<Vec<String>>), SandboxError> {
+    /// command's own program when it is a host one, the static programs it starts, and
+    /// the relay's loader and libraries.
+    fn carried(&self, command: &Command, relay: Option<&Path>) -> Result<Brought, SandboxError> {
         let mut mounts = BTreeMap::new();
         let mut argv = command.argv.clone();
         if command.from_host {
@@ -373,7 +377,11 @@ impl Bwrap {
                 )));
             }
         }
-        Ok((mounts, argv, relay_launch))
+        Ok(Brought {
+            mounts,
+            argv,
+            relay_launch,
+        })
     }
 
     /// The read-only folders as real paths; one that would show a hidden path (being it,
@@ -495,7 +503,11 @@ impl Bwrap {
             .as_ref()
             .map(|r| self.check_root(&r.dir))
             .transpose()?;
-        let (carried, argv, relay_launch) = self.carried(command, relay.as_deref())?;
+        let Brought {
+            mounts: carried,
+            argv,
+            relay_launch,
+        } = self.carried(command, relay.as_deref())?;
         if let Some((uid, gid)) = user {
             for (path, what) in std::iter::once((&workspace, "workspace"))
                 .chain(read_only.iter().map(|p| (p, "read-only folder")))

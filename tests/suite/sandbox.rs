@@ -1083,3 +1083,62 @@ async fn a_root_that_holds_a_hidden_path_or_is_no_folder_is_refused() {
         assert!(err.contains(says), "{}: {err}", dir.display());
     }
 }
+
+#[test]
+fn sandbox_run_tries_a_command_in_a_root_folder_as_a_run_would() {
+    let world = World::new();
+    let root = image_root(&world, roots::busybox);
+    let sandbox_run = |extra: &[&str], command: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_planwright"))
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .args(["sandbox", "run", "--workspace"])
+            .arg(&world.workspace)
+            .args(extra)
+            .arg("--")
+            .args(command)
+            .output()
+            .unwrap()
+    };
+    let dir = root.dir.display().to_string();
+    let path = format!("PATH={IMAGE_PATH}");
+    let out = sandbox_run(
+        &[
+            "--root",
+            &dir,
+            "--root-env",
+            &path,
+            "--root-env",
+            "IMAGE_FLAVOUR=the cli",
+        ],
+        &[
+            "sh",
+            "-c",
+            &format!("cat {IMAGE_ONLY_FILE}; {IMAGE_ONLY_TOOL}"),
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(stdout, format!("{IMAGE_RELEASE}image tool in the cli\n"));
+
+    let out = sandbox_run(
+        &[
+            "--root",
+            &world.root.path().join("missing").display().to_string(),
+        ],
+        &["true"],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("the root folder") && stderr.contains("cannot be opened"),
+        "{stderr}"
+    );
+    let out = sandbox_run(&["--root-env", "A=b"], &["true"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--root"));
+}
