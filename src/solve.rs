@@ -302,12 +302,7 @@ impl Session<'_> {
 
     async fn drive(&self, approve: bool) -> Result<Ended, SolveError> {
         let repo = self.forge.name().clone();
-        let config = match crate::forge::repo_config::load_policy(
-            self.forge.as_ref(),
-            &repo,
-            Some(event::ForgeKind::Local),
-        )
-        .await
+        let config = match crate::forge::repo_config::load_policy(self.forge.as_ref(), &repo).await
         {
             Ok(c) => c,
             Err(LoadError::Config(e)) => {

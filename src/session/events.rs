@@ -133,7 +133,7 @@ async fn policy_or_say(
     event: &RepoEvent,
     reply: impl AsyncFnOnce(String) -> Result<(), ForgeError>,
 ) -> Result<Option<RepoConfig>, JobError> {
-    match repo_config::load_policy(forge, &event.repo, Some(event.forge)).await {
+    match repo_config::load_policy(forge, &event.repo).await {
         Ok(c) => Ok(Some(c)),
         Err(LoadError::Config(e)) => {
             reply(comments::settings_invalid_cannot_act(&e)).await?;

@@ -10,7 +10,7 @@ use super::events::{is_bot, permitted};
 use super::status::update_status;
 use crate::app::App;
 use crate::config::repo::RepoConfig;
-use crate::event::{Actor, ForgeKind, RepoEvent};
+use crate::event::{Actor, RepoEvent};
 use crate::forge::repo_config::{self, LoadError};
 use crate::forge::{Forge, ForgeError, Issue, LabelChange};
 use crate::ids::{IssueNumber, SessionId};
@@ -31,7 +31,7 @@ pub(super) async fn on_labeled(
     if is_bot(forge, actor).await? {
         return Ok(());
     }
-    let config = match repo_config::load_policy(forge, &event.repo, Some(event.forge)).await {
+    let config = match repo_config::load_policy(forge, &event.repo).await {
         Ok(c) => c,
         Err(LoadError::Config(e)) => {
             // Only worth saying when the label could have been ours.
@@ -51,15 +51,14 @@ pub(super) async fn on_labeled(
     }
     // A webhook is only what its sender claims: the issue must carry the label now. A
     // local issue has no labels; `solve` itself stands for adding one.
-    let now = match event.forge {
-        ForgeKind::Local => None,
-        ForgeKind::Github | ForgeKind::Gitlab => {
-            let Some(now) = labeled_issue(forge, event, issue, &config.label).await? else {
-                info!(repo = %event.repo, issue = issue.0, "a label event for a label the issue does not carry is ignored");
-                return Ok(());
-            };
-            Some(now)
-        }
+    let now = if forge.has_labels() {
+        let Some(now) = labeled_issue(forge, event, issue, &config.label).await? else {
+            info!(repo = %event.repo, issue = issue.0, "a label event for a label the issue does not carry is ignored");
+            return Ok(());
+        };
+        Some(now)
+    } else {
+        None
     };
     // Whoever the forge says added the label is the one whose permission counts.
     let Some(by) = forge
@@ -121,7 +120,7 @@ pub(super) async fn on_unlabeled(
     let Some(session) = session.filter(|s| unlabel_cancels(s.state)) else {
         return Ok(());
     };
-    let config = match repo_config::load_policy(forge, &event.repo, Some(event.forge)).await {
+    let config = match repo_config::load_policy(forge, &event.repo).await {
         Ok(c) => c,
         Err(LoadError::Config(_)) => return Ok(()),
         Err(LoadError::Forge(e)) => return Err(e.into()),

@@ -11,7 +11,7 @@ use tracing::{Instrument as _, info, warn};
 use super::comments;
 use super::dispatch::PlanJob;
 use super::error::{Stop, UserError};
-use super::status::{find_own_comment, source_links, update_status, update_status_of};
+use super::status::{find_own_comment, update_status, update_status_of};
 use crate::app::App;
 use crate::config::repo::{BoundSettings, RepoConfig};
 use crate::contract::{Base, Contract, ContractMarker, ContractVersion, RenderContext};
@@ -233,13 +233,13 @@ impl Planning<'_> {
         };
         let config_budget = match &bound {
             Some(b) => Some(b.budget_usd),
-            None => repo_config::load_policy(self.forge, self.repo(), Some(self.kind()))
+            None => repo_config::load_policy(self.forge, self.repo())
                 .await
                 .map(|c| c.budget_usd)
                 .ok(),
         };
         let version = ContractVersion(u32::try_from(row.version).unwrap_or(u32::MAX));
-        let links = source_links(self.app, self.kind(), self.repo());
+        let links = self.forge.web_links(self.repo());
         let mut body = contract.render_markdown(&RenderContext {
             session: self.id(),
             version,
@@ -315,7 +315,7 @@ impl Planning<'_> {
             base,
         )
         .await?;
-        let config = match RepoConfig::from_checkout(&checkout.path(), Some(kind)) {
+        let config = match RepoConfig::from_checkout(&checkout.path(), forge.config_paths()) {
             Ok(c) => c,
             Err(e) => {
                 checkout.done().await;

@@ -5,7 +5,6 @@
 use super::comments;
 use crate::app::App;
 use crate::contract::SourceLinks;
-use crate::event::ForgeKind;
 use crate::forge::{Comment, Forge, ForgeError};
 use crate::ids::{CommentId, IssueNumber, RepoName, SessionId};
 use crate::jobs::JobError;
@@ -112,33 +111,5 @@ pub(crate) fn comment_url(
             Some(format!("{project_url}/-/issues/{issue}#note_{comment}"))
         }
         SourceLinks::None => None,
-    }
-}
-
-/// Where evidence links point: the forge's web view of the repository.
-pub(crate) fn source_links(app: &App, forge: ForgeKind, repo: &RepoName) -> SourceLinks {
-    match forge {
-        ForgeKind::Github => {
-            let api = app.settings.github.api_url.trim_end_matches('/');
-            let web = if api == "https://api.github.com" {
-                "https://github.com".to_owned()
-            } else {
-                api.strip_suffix("/api/v3").unwrap_or(api).to_owned()
-            };
-            SourceLinks::GitHub {
-                repo_url: format!("{web}/{repo}"),
-            }
-        }
-        ForgeKind::Gitlab => match &app.settings.gitlab.url {
-            Some(url) => {
-                let base = url.trim_end_matches('/');
-                let base = base.strip_suffix("/api/v4").unwrap_or(base);
-                SourceLinks::GitLab {
-                    project_url: format!("{base}/{repo}"),
-                }
-            }
-            None => SourceLinks::None,
-        },
-        ForgeKind::Local => SourceLinks::None,
     }
 }

@@ -208,7 +208,7 @@ impl Execution<'_> {
             return RepoConfig::from_bound(&bound)
                 .map_err(|e| Stop::fail(comments::bound_settings_unusable(self.row.version, &e)));
         }
-        match crate::forge::repo_config::load(self.forge, &self.repo, Some(self.forge_kind)).await {
+        match crate::forge::repo_config::load(self.forge, &self.repo).await {
             Ok(c) => Ok(c),
             Err(LoadError::Config(e)) => Err(Stop::fail(comments::settings_invalid(&e))),
             Err(LoadError::Forge(e)) => Err(e.into()),

@@ -9,14 +9,13 @@ use tracing::{info, warn};
 
 use super::{Execution, RunOutcome};
 use crate::config::repo::RepoConfig;
-use crate::event::ForgeKind;
 use crate::git::push::{PushError, PushFailure};
 use crate::git::{Author, Outcome, Workspace};
 use crate::ids::{CommitSha, RunId};
 use crate::publish::{self, Publication, PublishError, Published, RunResult};
 use crate::session::comments;
 use crate::session::error::Stop;
-use crate::session::status::{comment_url, source_links};
+use crate::session::status::comment_url;
 use crate::store::runs::{self, RunState};
 use crate::store::sessions;
 use crate::store::state::SessionState;
@@ -100,7 +99,7 @@ impl Execution<'_> {
         .await?;
         let names = self.app.forges.bot_names(self.forge_kind).await?;
         let author = self.author(names.first().map_or("planwright", String::as_str));
-        let links = source_links(&self.app, self.forge_kind, &self.repo);
+        let links = self.forge.web_links(&self.repo);
         let contract_url = self
             .row
             .comment_url
@@ -113,7 +112,8 @@ impl Execution<'_> {
         };
         let approved_by = self.row.approved_by.clone().unwrap_or_default();
         let publication = Publication {
-            forge: self.forge_kind,
+            body_limit: self.forge.pull_body_limit(),
+            check_carries_report: self.forge.check_carries_report(),
             repo: &self.repo,
             issue: self.issue,
             session: &self.id,
@@ -197,21 +197,9 @@ impl Execution<'_> {
     }
 
     pub(super) fn author(&self, login: &str) -> Author {
-        let host = match self.forge_kind {
-            ForgeKind::Github => "users.noreply.github.com".to_owned(),
-            ForgeKind::Gitlab => {
-                let url = self.app.settings.gitlab.url.as_deref().unwrap_or_default();
-                let host = reqwest::Url::parse(url)
-                    .ok()
-                    .and_then(|u| u.host_str().map(str::to_owned))
-                    .unwrap_or_else(|| "gitlab.com".to_owned());
-                format!("noreply.{host}")
-            }
-            ForgeKind::Local => "localhost".to_owned(),
-        };
         Author {
             name: login.to_owned(),
-            email: format!("{login}@{host}"),
+            email: self.forge.commit_email(login),
         }
     }
 }
