@@ -1,6 +1,8 @@
 //! Escape attempts against the real bubblewrap sandbox: each test does what a hostile
-//! executor would try and fails if it gets anywhere. bubblewrap must be installed (CI
-//! installs it); without it these tests fail rather than skip.
+//! executor would try and fails if it gets anywhere, on the host's root and again on an
+//! image root; then what an image root itself must show and keep. bubblewrap and
+//! busybox-static must be installed (CI installs them); without them these tests fail
+//! rather than skip.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -22,6 +24,8 @@ struct World {
     data: PathBuf,
     workspace: PathBuf,
     logs: PathBuf,
+    /// The `/` every command of the test gets, when not the host's.
+    image: Option<Root>,
 }
 
 impl World {
@@ -45,7 +49,23 @@ impl World {
             data,
             workspace,
             logs,
+            image: None,
         }
+    }
+
+    /// The same, with every command in an image root that has the host's tools (the
+    /// escape attempts need curl, bash and python3) and files of its own.
+    fn in_image() -> Self {
+        World {
+            image: Some(roots::host_like()),
+            ..World::new()
+        }
+    }
+
+    /// A host user no other test uses, different for the two roots so that both
+    /// variants of a test may run at once.
+    fn own_uid(&self, uid: u32) -> u32 {
+        if self.image.is_some() { uid + 100 } else { uid }
     }
 
     fn sandbox(&self) -> Bwrap {
@@ -64,7 +84,10 @@ impl World {
         self.run(&self.sandbox(), self.command(script)).await
     }
 
-    async fn run(&self, sandbox: &Bwrap, command: Command) -> Output {
+    async fn run(&self, sandbox: &Bwrap, mut command: Command) -> Output {
+        if command.root.is_none() {
+            command.root = self.image.clone();
+        }
         sandbox.run(&command).await.expect("the sandbox runs")
     }
 }
@@ -79,9 +102,47 @@ fn report(out: &Output) -> String {
     )
 }
 
-#[tokio::test]
-async fn the_network_is_unreachable() {
-    let world = World::new();
+/// Each escape attempt runs twice: on the host's root and on an image root.
+macro_rules! on_both_roots {
+    ($($test:ident),+ $(,)?) => {$(
+        mod $test {
+            #[tokio::test]
+            async fn host_root() {
+                super::$test(super::World::new()).await
+            }
+
+            #[tokio::test]
+            async fn image_root() {
+                super::$test(super::World::in_image()).await
+            }
+        }
+    )+};
+}
+
+on_both_roots!(
+    the_network_is_unreachable,
+    writes_land_in_the_workspace_only,
+    data_dir_is_hidden_under_every_name,
+    nothing_of_the_parents_environment_gets_in,
+    runs_unprivileged_and_cannot_read_root_only_files,
+    no_descriptor_of_the_parent_gets_in,
+    the_timeout_kills_the_whole_tree,
+    output_is_capped_and_the_rest_counted_and_spilled,
+    the_process_limit_stops_a_fork_bomb,
+    the_memory_limit_stops_a_memory_hog,
+    the_cpu_and_file_size_limits_hold,
+    exit_codes_and_signals_are_reported,
+    a_working_directory_outside_the_workspace_is_refused,
+    another_runs_workspace_cannot_be_read,
+    the_settings_file_key_files_and_a_home_are_not_in_the_sandbox,
+    a_host_unix_socket_outside_run_cannot_be_reached,
+    two_runs_at_the_process_limit_do_not_starve_each_other,
+    kernel_facing_system_calls_are_refused,
+    memory_backed_folders_are_bounded,
+    a_run_in_its_own_control_group_cannot_add_up_memory_across_processes,
+);
+
+async fn the_network_is_unreachable(world: World) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -104,9 +165,7 @@ async fn the_network_is_unreachable() {
     );
 }
 
-#[tokio::test]
-async fn writes_land_in_the_workspace_only() {
-    let world = World::new();
+async fn writes_land_in_the_workspace_only(world: World) {
     let host_tmp = PathBuf::from(format!("/tmp/planwright-escape-{}", std::process::id()));
     let out = world
         .sh(&format!(
@@ -138,9 +197,7 @@ async fn writes_land_in_the_workspace_only() {
     );
 }
 
-#[tokio::test]
-async fn data_dir_is_hidden_under_every_name() {
-    let world = World::new();
+async fn data_dir_is_hidden_under_every_name(world: World) {
     std::os::unix::fs::symlink(
         world.data.join("github-app.pem"),
         world.workspace.join("key-link"),
@@ -171,12 +228,10 @@ async fn data_dir_is_hidden_under_every_name() {
     assert_eq!(stdout.trim(), "workspaces", "{}", report(&out));
 }
 
-#[tokio::test]
-async fn nothing_of_the_parents_environment_gets_in() {
+async fn nothing_of_the_parents_environment_gets_in(world: World) {
     // SAFETY: nextest runs each test in its own process, and this test starts no thread
     // that reads the environment before this line.
     unsafe { std::env::set_var("PLANWRIGHT_TEST_SECRET", "hunter2-sandbox-secret") };
-    let world = World::new();
     let mut cmd = world.command("env; echo ---; tr '\\0' '\\n' < /proc/1/environ");
     cmd.env.push(("GIVEN_BY_CALLER".into(), "yes".into()));
     let out = world.run(&world.sandbox(), cmd).await;
@@ -212,9 +267,7 @@ async fn nothing_of_the_parents_environment_gets_in() {
     }
 }
 
-#[tokio::test]
-async fn runs_unprivileged_and_cannot_read_root_only_files() {
-    let world = World::new();
+async fn runs_unprivileged_and_cannot_read_root_only_files(world: World) {
     let out = world
         .sh("id -u; grep CapEff /proc/self/status; cat /etc/shadow; ls /root")
         .await;
@@ -235,9 +288,7 @@ async fn runs_unprivileged_and_cannot_read_root_only_files() {
     );
 }
 
-#[tokio::test]
-async fn no_descriptor_of_the_parent_gets_in() {
-    let world = World::new();
+async fn no_descriptor_of_the_parent_gets_in(world: World) {
     let marker = world.root.path().join("inherited-marker");
     std::fs::write(&marker, "x").unwrap();
     let path = std::ffi::CString::new(marker.to_str().unwrap()).unwrap();
@@ -268,11 +319,9 @@ fn processes_of(uid: u32) -> usize {
         .count()
 }
 
-#[tokio::test]
-async fn the_timeout_kills_the_whole_tree() {
-    const UID: u32 = 64_001;
-    let world = World::new();
-    let sandbox = world.sandbox().with_host_user(UID, UID);
+async fn the_timeout_kills_the_whole_tree(world: World) {
+    let uid = world.own_uid(64_001);
+    let sandbox = world.sandbox().with_host_user(uid, uid);
     let mut cmd = world.command("sleep 1000 & (sleep 1000 &); echo started; sleep 1000");
     cmd.limits.wall = Duration::from_secs(2);
     let out = world.run(&sandbox, cmd).await;
@@ -282,7 +331,7 @@ async fn the_timeout_kills_the_whole_tree() {
     assert_eq!(out.stdout.text(), "started\n");
     // The pid namespace goes down with bwrap; wait for the kernel to finish reaping.
     let deadline = Instant::now() + Duration::from_secs(10);
-    while processes_of(UID) > 0 {
+    while processes_of(uid) > 0 {
         assert!(
             Instant::now() < deadline,
             "processes of the sandbox survived the timeout"
@@ -291,9 +340,7 @@ async fn the_timeout_kills_the_whole_tree() {
     }
 }
 
-#[tokio::test]
-async fn output_is_capped_and_the_rest_counted_and_spilled() {
-    let world = World::new();
+async fn output_is_capped_and_the_rest_counted_and_spilled(world: World) {
     let mut cmd = world.command("head -c 30000000 /dev/zero; echo tail >&2");
     cmd.limits.output_bytes = 1 << 20;
     cmd.limits.spill_bytes = 4 << 20;
@@ -310,12 +357,10 @@ async fn output_is_capped_and_the_rest_counted_and_spilled() {
     assert_eq!(out.stderr.spilled, None);
 }
 
-#[tokio::test]
-async fn the_process_limit_stops_a_fork_bomb() {
+async fn the_process_limit_stops_a_fork_bomb(world: World) {
     // A host user of its own: the process limit counts every process of the user.
-    const UID: u32 = 64_002;
-    let world = World::new();
-    let sandbox = world.sandbox().with_host_user(UID, UID);
+    let uid = world.own_uid(64_002);
+    let sandbox = world.sandbox().with_host_user(uid, uid);
     // `echo` is a builtin: the count keeps coming once forking fails.
     let mut cmd =
         world.command("i=0; while [ $i -lt 200 ]; do sleep 30 & i=$((i+1)); echo $i; done");
@@ -334,9 +379,7 @@ async fn the_process_limit_stops_a_fork_bomb() {
     assert!(!out.timed_out, "{}", report(&out));
 }
 
-#[tokio::test]
-async fn the_memory_limit_stops_a_memory_hog() {
-    let world = World::new();
+async fn the_memory_limit_stops_a_memory_hog(world: World) {
     let mut cmd =
         world.command("x=$(head -c 600000000 /dev/zero | tr '\\0' a); echo survived ${#x}");
     cmd.limits.memory_bytes = 256 << 20;
@@ -345,9 +388,7 @@ async fn the_memory_limit_stops_a_memory_hog() {
     assert!(!out.exit.success(), "{}", report(&out));
 }
 
-#[tokio::test]
-async fn the_cpu_and_file_size_limits_hold() {
-    let world = World::new();
+async fn the_cpu_and_file_size_limits_hold(world: World) {
     let mut cmd = world.command("head -c 5000000 /dev/zero > big; echo $?");
     cmd.limits.file_size_bytes = 1 << 20;
     let out = world.run(&world.sandbox(), cmd).await;
@@ -372,9 +413,7 @@ async fn the_cpu_and_file_size_limits_hold() {
     );
 }
 
-#[tokio::test]
-async fn exit_codes_and_signals_are_reported() {
-    let world = World::new();
+async fn exit_codes_and_signals_are_reported(world: World) {
     assert_eq!(world.sh("exit 7").await.exit, Exit::Code(7));
     assert_eq!(world.sh("true").await.exit, Exit::Code(0));
     assert_eq!(
@@ -383,9 +422,7 @@ async fn exit_codes_and_signals_are_reported() {
     );
 }
 
-#[tokio::test]
-async fn a_working_directory_outside_the_workspace_is_refused() {
-    let world = World::new();
+async fn a_working_directory_outside_the_workspace_is_refused(world: World) {
     let mut cmd = world.command("pwd");
     cmd.cwd = Some("../../".into());
     assert!(world.sandbox().run(&cmd).await.is_err());
@@ -398,9 +435,7 @@ async fn a_working_directory_outside_the_workspace_is_refused() {
     );
 }
 
-#[tokio::test]
-async fn another_runs_workspace_cannot_be_read() {
-    let world = World::new();
+async fn another_runs_workspace_cannot_be_read(world: World) {
     let other = world.data.join("workspaces").join("run-2");
     std::fs::create_dir_all(&other).unwrap();
     std::fs::write(other.join("notes.txt"), "another-run-secret").unwrap();
@@ -571,9 +606,7 @@ impl HostSecrets {
     }
 }
 
-#[tokio::test]
-async fn the_settings_file_key_files_and_a_home_are_not_in_the_sandbox() {
-    let world = World::new();
+async fn the_settings_file_key_files_and_a_home_are_not_in_the_sandbox(world: World) {
     // Readable by anyone: the sandbox's own user could read them wherever they are shown.
     let secrets = HostSecrets::new(world.root.path(), 0o644);
     let out = world.sh(&secrets.script()).await;
@@ -648,9 +681,7 @@ fn a_planwright_that_is_not_root_shows_none_of_its_users_files() {
     secrets.assert_none_leaked(&stdout, &report);
 }
 
-#[tokio::test]
-async fn a_host_unix_socket_outside_run_cannot_be_reached() {
-    let world = World::new();
+async fn a_host_unix_socket_outside_run_cannot_be_reached(world: World) {
     // Where a host service might listen (Fly's /.fly/api is one), open to everyone.
     let socket = world.root.path().join("host-api.sock");
     let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
@@ -673,9 +704,7 @@ async fn a_host_unix_socket_outside_run_cannot_be_reached() {
     );
 }
 
-#[tokio::test]
-async fn two_runs_at_the_process_limit_do_not_starve_each_other() {
-    let world = World::new();
+async fn two_runs_at_the_process_limit_do_not_starve_each_other(world: World) {
     let other = world.data.join("workspaces").join("run-2");
     std::fs::create_dir_all(&other).unwrap();
     let gate = world.workspace.join("gate");
@@ -704,6 +733,7 @@ open('gate').read()
     );
     full.limits.processes = 32;
     full.limits.wall = Duration::from_secs(120);
+    full.root = world.image.clone();
     let sandbox = world.sandbox();
     let hog = tokio::spawn(async move { sandbox.run(&full).await });
     let marker = world.workspace.join("full");
@@ -799,9 +829,7 @@ fn sandbox_run_refuses_to_start_when_the_settings_that_name_data_dir_do_not_load
     assert!(stderr.contains("log_format"), "{stderr}");
 }
 
-#[tokio::test]
-async fn kernel_facing_system_calls_are_refused() {
-    let world = World::new();
+async fn kernel_facing_system_calls_are_refused(world: World) {
     // Harmless arguments: what matters is whether the kernel gets to look at them. Without
     // a filter, PTRACE_TRACEME and a key in the process keyring simply succeed.
     let calls = [
@@ -864,9 +892,7 @@ async fn kernel_facing_system_calls_are_refused() {
     }
 }
 
-#[tokio::test]
-async fn memory_backed_folders_are_bounded() {
-    let world = World::new();
+async fn memory_backed_folders_are_bounded(world: World) {
     // What lands in a tmpfs is host memory: each place fills up at its size, or cannot be
     // written at all. Files may be larger than any of them, so only the sizes stop it.
     let mut cmd = world.command(&format!(
@@ -903,9 +929,7 @@ async fn memory_backed_folders_are_bounded() {
     }
 }
 
-#[tokio::test]
-async fn a_run_in_its_own_control_group_cannot_add_up_memory_across_processes() {
-    let world = World::new();
+async fn a_run_in_its_own_control_group_cannot_add_up_memory_across_processes(world: World) {
     // Four processes of 100 MiB each stay under the per-process limit (RLIMIT_AS); only
     // a limit on the whole run stops them together. Each holds its memory until every
     // other one has reported, or one of them is killed.
