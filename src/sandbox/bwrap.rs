@@ -1,8 +1,9 @@
 //! The bubblewrap sandbox: a read-only root built from an allowlist of host folders (the
-//! system's programs and libraries, a cleaned `/etc`), the workspace as the only writable
-//! place, private `/tmp` and `/run`, fresh `/proc` and `/dev`, every namespace unshared (no
-//! network but the bridged host sockets, see `relay.rs`), an unprivileged user of its own
-//! per run, and the secret paths covered up where an allowed folder holds them.
+//! system's programs and libraries, a cleaned `/etc`) or from an image's unpacked root,
+//! the workspace as the only writable place, private `/tmp` and `/run`, fresh `/proc` and
+//! `/dev`, every namespace unshared (no network but the bridged host sockets, see
+//! `relay.rs`), an unprivileged user of its own per run, and the secret paths covered up
+//! where an allowed folder holds them.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;

@@ -1,5 +1,6 @@
 //! Where model-written code runs: the [`Sandbox`] trait, what a run asks for ([`Command`],
-//! [`Limits`], [`Bridge`]s to host sockets) and what it gives back ([`Output`]). bubblewrap
+//! the [`Root`] it sees as `/`, [`Limits`], [`Bridge`]s to host sockets) and what it gives
+//! back ([`Output`]). bubblewrap
 //! (`bwrap.rs`) is the real implementation; [`Unsandboxed`] exists only for operators who
 //! opt out explicitly.
 

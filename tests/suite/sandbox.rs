@@ -102,24 +102,7 @@ fn report(out: &Output) -> String {
     )
 }
 
-/// Each escape attempt runs twice: on the host's root and on an image root.
-macro_rules! on_both_roots {
-    ($($test:ident),+ $(,)?) => {$(
-        mod $test {
-            #[tokio::test]
-            async fn host_root() {
-                super::$test(super::World::new()).await
-            }
-
-            #[tokio::test]
-            async fn image_root() {
-                super::$test(super::World::in_image()).await
-            }
-        }
-    )+};
-}
-
-on_both_roots!(
+crate::on_both_roots!(
     the_network_is_unreachable,
     writes_land_in_the_workspace_only,
     data_dir_is_hidden_under_every_name,

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use planwright::sandbox::bwrap::HostUser;
 use planwright::sandbox::egress::{Allowlist, EgressProxy};
-use planwright::sandbox::{Bridge, Bwrap, Command, MODEL_PROXY_PORT, Output, Sandbox};
+use planwright::sandbox::{Bridge, Bwrap, Command, MODEL_PROXY_PORT, Output, Root, Sandbox};
 use secrecy::SecretString;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
@@ -25,6 +25,8 @@ const TOKEN: &str = "cap-token-for-this-run-4b1d";
 struct World {
     root: tempfile::TempDir,
     workspace: PathBuf,
+    /// The `/` every command of the test gets, when not the host's.
+    image: Option<Root>,
 }
 
 impl World {
@@ -35,7 +37,26 @@ impl World {
         for dir in [root.path(), &workspace] {
             std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
         }
-        World { root, workspace }
+        World {
+            root,
+            workspace,
+            image: None,
+        }
+    }
+
+    /// The same, with every command in an image root that has the host's tools (curl,
+    /// bash, python3) and files of its own.
+    fn in_image() -> Self {
+        World {
+            image: Some(roots::host_like()),
+            ..World::new()
+        }
+    }
+
+    /// A host user no other test uses, different for the two roots so that both
+    /// variants of a test may run at once.
+    fn own_uid(&self, uid: u32) -> u32 {
+        if self.image.is_some() { uid + 100 } else { uid }
     }
 
     fn socket(&self, name: &str) -> PathBuf {
@@ -49,10 +70,12 @@ impl World {
     }
 
     fn command(&self, script: &str) -> Command {
-        Command::new(
+        let mut cmd = Command::new(
             &self.workspace,
             vec!["sh".into(), "-c".into(), script.into()],
-        )
+        );
+        cmd.root = self.image.clone();
+        cmd
     }
 
     async fn run(&self, command: &Command) -> Output {
@@ -208,9 +231,20 @@ async fn ask_proxy(proxy: &EgressProxy, request: &str) -> String {
     String::from_utf8_lossy(&answer).into_owned()
 }
 
-#[tokio::test]
-async fn a_bridge_carries_model_requests_to_the_host_socket() {
-    let world = World::new();
+crate::on_both_roots!(
+    a_bridge_carries_model_requests_to_the_host_socket,
+    the_environment_has_the_base_urls_and_the_token_and_nothing_else_secret,
+    without_a_bridge_there_is_no_relay_and_nothing_connects,
+    setup_reaches_an_allowlisted_registry_by_connect_and_plain_http,
+    setup_refuses_other_hosts_with_403_and_logs_the_denial,
+    the_proxy_refuses_the_metadata_service_and_names_resolving_to_loopback,
+    no_resolver_is_reachable_inside,
+    the_relay_dies_with_the_sandbox,
+    a_bridged_command_writes_only_where_the_mounts_allow_and_cannot_kill_the_relay,
+    the_relay_comes_in_by_content_from_a_folder_the_sandbox_user_cannot_enter,
+);
+
+async fn a_bridge_carries_model_requests_to_the_host_socket(world: World) {
     let socket = world.socket("model.sock");
     let server = Recorder::on_unix(&socket);
     let mut cmd = world.command(
@@ -235,15 +269,13 @@ async fn a_bridge_carries_model_requests_to_the_host_socket() {
     assert!(heads[1].contains(&format!("Authorization: Bearer {TOKEN}\r\n")));
 }
 
-#[tokio::test]
-async fn the_environment_has_the_base_urls_and_the_token_and_nothing_else_secret() {
+async fn the_environment_has_the_base_urls_and_the_token_and_nothing_else_secret(world: World) {
     // SAFETY: nextest runs each test in its own process, and no thread reading the
     // environment exists yet.
     unsafe {
         std::env::set_var("ANTHROPIC_API_KEY", "sk-ant-real-provider-key");
         std::env::set_var("PLANWRIGHT_GITHUB_WEBHOOK_SECRET", "hunter2-webhook");
     }
-    let world = World::new();
     let socket = world.socket("model.sock");
     let _server = Recorder::on_unix(&socket);
     let mut cmd = world
@@ -289,9 +321,7 @@ async fn the_environment_has_the_base_urls_and_the_token_and_nothing_else_secret
     assert!(!cmdlines.contains(TOKEN), "{}", report(&out));
 }
 
-#[tokio::test]
-async fn without_a_bridge_there_is_no_relay_and_nothing_connects() {
-    let world = World::new();
+async fn without_a_bridge_there_is_no_relay_and_nothing_connects(world: World) {
     let socket = world.socket("model.sock");
     let server = Recorder::on_unix(&socket);
     let out = world
@@ -318,9 +348,7 @@ fn egress_port() -> u16 {
     planwright::sandbox::egress::PORT
 }
 
-#[tokio::test]
-async fn setup_reaches_an_allowlisted_registry_by_connect_and_plain_http() {
-    let world = World::new();
+async fn setup_reaches_an_allowlisted_registry_by_connect_and_plain_http(world: World) {
     let (registry, port) = Recorder::on_tcp().await;
     let proxy = egress(
         &world,
@@ -371,9 +399,7 @@ async fn setup_reaches_an_allowlisted_registry_by_connect_and_plain_http() {
     }
 }
 
-#[tokio::test]
-async fn setup_refuses_other_hosts_with_403_and_logs_the_denial() {
-    let world = World::new();
+async fn setup_refuses_other_hosts_with_403_and_logs_the_denial(world: World) {
     let (_registry, port) = Recorder::on_tcp().await;
     let (other, other_port) = Recorder::on_tcp().await;
     let proxy = egress(&world, &[&format!("127.0.0.1:{port}")], "run-deny-3").await;
@@ -407,9 +433,7 @@ async fn setup_refuses_other_hosts_with_403_and_logs_the_denial() {
     }
 }
 
-#[tokio::test]
-async fn the_proxy_refuses_the_metadata_service_and_names_resolving_to_loopback() {
-    let world = World::new();
+async fn the_proxy_refuses_the_metadata_service_and_names_resolving_to_loopback(world: World) {
     let (registry, port) = Recorder::on_tcp().await;
     // `.localhost` covers the name `localhost` by a domain rule, which does not name the
     // loopback address; `localhost:PORT` itself would.
@@ -458,9 +482,7 @@ async fn the_proxy_refuses_the_metadata_service_and_names_resolving_to_loopback(
     assert_eq!(registry.connections(), 1);
 }
 
-#[tokio::test]
-async fn no_resolver_is_reachable_inside() {
-    let world = World::new();
+async fn no_resolver_is_reachable_inside(world: World) {
     let proxy = egress(&world, &["crates.io"], "run-dns-1").await;
     let host_udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     host_udp.set_nonblocking(true).unwrap();
@@ -522,18 +544,16 @@ async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
-#[tokio::test]
-async fn the_relay_dies_with_the_sandbox() {
+async fn the_relay_dies_with_the_sandbox(world: World) {
     // A host user of its own, so only this run's processes are counted.
-    const UID: u32 = 64_003;
-    let world = World::new();
+    let own = world.own_uid(64_003);
     let socket = world.socket("model.sock");
     let _server = Recorder::on_unix(&socket);
     let gate = world.workspace.join("gate");
     let path = std::ffi::CString::new(gate.to_str().unwrap()).unwrap();
     // SAFETY: a plain mkfifo of a valid path.
     assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
-    let sandbox = world.sandbox().with_host_user(UID, UID);
+    let sandbox = world.sandbox().with_host_user(own, own);
     // Not root: sandboxes run as our own user.
     // SAFETY: geteuid has no preconditions.
     let uid = match sandbox.host_user() {
@@ -561,9 +581,9 @@ async fn the_relay_dies_with_the_sandbox() {
             .all(|pid| !Path::new(&format!("/proc/{pid}")).exists())
     })
     .await;
-    if uid == UID {
+    if uid == own {
         wait_until("every process of the run is gone", || {
-            processes_of(UID, "").is_empty()
+            processes_of(own, "").is_empty()
         })
         .await;
     }
@@ -679,14 +699,14 @@ fn landlock_abi() -> i64 {
     }
 }
 
-#[tokio::test]
-async fn a_bridged_command_writes_only_where_the_mounts_allow_and_cannot_kill_the_relay() {
+async fn a_bridged_command_writes_only_where_the_mounts_allow_and_cannot_kill_the_relay(
+    world: World,
+) {
     let abi = landlock_abi();
     assert!(
         abi >= 2,
         "this kernel has no usable Landlock (ABI {abi}); the sandbox's second wall needs it"
     );
-    let world = World::new();
     // Outside /tmp, wherever this checkout lives: writes under /tmp are allowed inside
     // (it is the sandbox's private tmpfs), and a cover under it would be too.
     let outside_tmp = tempfile::tempdir_in("/var/tmp").expect("a folder under /var/tmp");
@@ -737,9 +757,7 @@ async fn a_bridged_command_writes_only_where_the_mounts_allow_and_cannot_kill_th
     }
 }
 
-#[tokio::test]
-async fn the_relay_comes_in_by_content_from_a_folder_the_sandbox_user_cannot_enter() {
-    let world = World::new();
+async fn the_relay_comes_in_by_content_from_a_folder_the_sandbox_user_cannot_enter(world: World) {
     // As `mktemp -d` makes it (0700, root's): a clone or `cargo install` root there.
     let private = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     std::fs::set_permissions(private.path(), std::fs::Permissions::from_mode(0o700)).unwrap();

@@ -140,3 +140,22 @@ fn base_files(dir: &Path) {
     }
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
+
+/// Runs each named test, an `async fn(World)` of the calling module, twice: on the
+/// host's root (`World::new()`) and on an image root (`World::in_image()`).
+#[macro_export]
+macro_rules! on_both_roots {
+    ($($test:ident),+ $(,)?) => {$(
+        mod $test {
+            #[tokio::test]
+            async fn host_root() {
+                super::$test(super::World::new()).await
+            }
+
+            #[tokio::test]
+            async fn image_root() {
+                super::$test(super::World::in_image()).await
+            }
+        }
+    )+};
+}
