@@ -81,6 +81,7 @@ impl World {
             workspace.clone(),
             workspace.join("repo"),
             workspace.join("home"),
+            root.path().join("records"),
         ] {
             std::fs::create_dir_all(&dir).unwrap();
             std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -157,6 +158,7 @@ impl World {
             cli,
             &launch,
             &self.workspace(),
+            &self.root.path().join("records"),
             &self.socket,
             token.clone(),
             limits,
@@ -376,6 +378,69 @@ async fn codex_edits(image: bool) {
     assert!(requests.iter().all(|r| r.path == "/v1/responses"), "{why}");
     world.assert_keys(&token, "authorization", &format!("Bearer {OPENAI_KEY}"));
     world.assert_metered(requests.len(), usage()).await;
+}
+
+/// An earlier run left symlinks where planwright once wrote the prompt as root (`HOME`'s
+/// `contract.md`) and where a CLI's `HOME` goes: neither is followed, and the prompt still
+/// reaches the CLI.
+#[tokio::test(flavor = "multi_thread")]
+async fn planted_symlinks_in_home_receive_no_prompt() {
+    let world = World::start(|_| {
+        vec![
+            Step::text("Read it.")
+                .when_last_contains("greeting.txt from world to planwright")
+                .usage(usage()),
+        ]
+    })
+    .await;
+    let victim = world.root.path().join("victim.txt");
+    std::fs::write(&victim, "planwright's own\n").unwrap();
+    let home = world.workspace().join("home");
+    std::os::unix::fs::symlink(&victim, home.join("contract.md")).unwrap();
+    let (run, _) = world
+        .run(AgentCli::ClaudeCode, "claude-sonnet-4-5", Budget::usd(1.0))
+        .await;
+    let why = world.report(&run);
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "planwright's own\n"
+    );
+    assert_eq!(run.report.stop, StopReason::Finished, "{why}");
+    assert_eq!(world.upstream.unused_steps(), 0, "{why}");
+
+    let elsewhere = world.root.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::fs::remove_dir_all(&home).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &home).unwrap();
+    let sandbox = Bwrap::new(Vec::new()).unwrap();
+    let launch = Launch {
+        program: &installed(AgentCli::Codex),
+        model: "gpt-5",
+        prompt: CONTRACT,
+        home: &home,
+        read_only: &[],
+        environment: None,
+    };
+    let token = world.caps.issue(
+        &world.run,
+        &world.session,
+        Budget::usd(1.0),
+        Duration::from_secs(60),
+    );
+    let refused = agent::run(
+        &sandbox,
+        AgentCli::Codex,
+        &launch,
+        &world.workspace(),
+        &world.root.path().join("records"),
+        &world.socket,
+        token,
+        Limits::default(),
+    )
+    .await
+    .expect_err("a symlinked HOME is refused");
+    assert!(refused.to_string().contains("is not a folder"), "{refused}");
+    assert!(!elsewhere.join(".codex").exists());
 }
 
 /// A run whose budget is already spent: the proxy refuses the CLI's first call with the

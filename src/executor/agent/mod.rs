@@ -29,8 +29,8 @@ const FINAL_MESSAGE_LIMIT: usize = 16 * 1024;
 /// Characters of the summary line.
 const SUMMARY_LIMIT: usize = 1024;
 
-/// Where the prompt goes, relative to the run's `HOME`: outside the checkout, so it never
-/// shows in the diff.
+/// The prompt's file in the run's records, which only planwright writes: anything under the
+/// workspace (`HOME` included) an earlier sandboxed run may have swapped for a symlink.
 const PROMPT_FILE: &str = "contract.md";
 
 /// Debian's statically linked bash (the `bash-static` package).
@@ -68,10 +68,9 @@ impl AgentCli {
     }
 
     /// The command line and environment for one run on `launch.prompt`. The command reads
-    /// the prompt from [`Invocation::prompt_file`] on its stdin, so a long contract never
-    /// meets the argument length limit; no shell of the root's is needed for that.
+    /// the prompt on its stdin, so a long contract never meets the argument length limit;
+    /// no shell of the root's is needed for that.
     pub fn invocation(self, launch: &Launch<'_>) -> Invocation {
-        let prompt_file = launch.home.join(PROMPT_FILE);
         let mut env = Vec::new();
         let args = match self {
             AgentCli::ClaudeCode => claude_code::args(launch, &mut env),
@@ -95,7 +94,6 @@ impl AgentCli {
             argv,
             env,
             carry,
-            prompt_file,
             prompt: launch.prompt.to_owned(),
         }
     }
@@ -138,8 +136,7 @@ pub struct Invocation {
     pub env: Vec<(String, String)>,
     /// Static host programs the CLI starts by path (see `sandbox::Command::carry`).
     pub carry: Vec<PathBuf>,
-    /// Where the prompt must be written before the command starts.
-    pub prompt_file: PathBuf,
+    /// What the command reads on its stdin.
     pub prompt: String,
 }
 
@@ -244,34 +241,47 @@ pub struct AgentRun {
 
 /// Runs `cli` in `sandbox` on the workspace `root` (checkout in `root/repo`, `HOME` in
 /// `root/home`), reaching models only through the proxy on `proxy_socket` with the run's
-/// capability `token`. The transcript is the raw stdout in `output`.
+/// capability `token`. The prompt is kept in `records` (planwright's, outside the
+/// workspace) and read from there on stdin. The transcript is the raw stdout in `output`.
+#[allow(clippy::too_many_arguments)]
 pub async fn run(
     sandbox: &dyn Sandbox,
     cli: AgentCli,
     launch: &Launch<'_>,
     root: &Path,
+    records: &Path,
     proxy_socket: &Path,
     token: SecretString,
     limits: Limits,
 ) -> Result<AgentRun, SandboxError> {
     let invocation = cli.invocation(launch);
     // Codex refuses a CODEX_HOME that does not exist.
-    let dirs = match cli {
-        AgentCli::ClaudeCode => launch.home.to_path_buf(),
-        AgentCli::Codex => launch.home.join(".codex"),
-    };
-    std::fs::create_dir_all(&dirs)
-        .with_context(|| format!("Could not create {}", dirs.display()))?;
-    std::fs::write(&invocation.prompt_file, &invocation.prompt).with_context(|| {
-        format!(
-            "Could not write the prompt to {}",
-            invocation.prompt_file.display()
-        )
-    })?;
+    let mut dirs = vec![launch.home.to_path_buf()];
+    if cli == AgentCli::Codex {
+        dirs.push(launch.home.join(".codex"));
+    }
+    for dir in dirs {
+        // planwright creates these as root: never through a symlink a run left behind.
+        match std::fs::symlink_metadata(&dir) {
+            Ok(meta) if meta.is_dir() => {}
+            Ok(_) => {
+                return Err(SandboxError::InvalidCommand(format!(
+                    "{} is not a folder (an earlier run may have left a symlink there): \
+                     remove it or start from a fresh workspace",
+                    dir.display()
+                )));
+            }
+            Err(_) => std::fs::create_dir_all(&dir)
+                .with_context(|| format!("Could not create {}", dir.display()))?,
+        }
+    }
+    let prompt_file = records.join(PROMPT_FILE);
+    std::fs::write(&prompt_file, &invocation.prompt)
+        .with_context(|| format!("Could not write the prompt to {}", prompt_file.display()))?;
     let mut command = Command::new(root, invocation.argv);
     command.from_host = true;
     command.root = launch.environment.cloned();
-    command.stdin = Some(invocation.prompt_file.clone());
+    command.stdin = Some(prompt_file);
     command.carry = invocation.carry;
     command.cwd = Some("repo".into());
     command.read_only = launch.read_only.to_vec();
@@ -366,6 +376,7 @@ impl Executor for AgentExecutor {
             self.cli,
             &launch,
             &task.root,
+            &task.records,
             &self.proxy.socket,
             token,
             limits,
@@ -452,7 +463,6 @@ mod tests {
         let home = Path::new("/ws/home");
         let prompt = "# Contract\n\nA prompt far too secret for argv";
         let inv = AgentCli::ClaudeCode.invocation(&launch(home, prompt));
-        assert_eq!(inv.prompt_file, home.join("contract.md"));
         assert_eq!(inv.prompt, prompt);
         assert!(inv.argv.iter().all(|a| !a.contains("far too secret")));
         assert_eq!(inv.argv[0], "/opt/planwright-agents/bin/claude");
