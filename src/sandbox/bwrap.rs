@@ -238,10 +238,9 @@ impl Bwrap {
                     .collect();
                 // The host's loader, which starts planwright's pieces, would load what an
                 // image's preload file names into them, before the relay confines itself.
-                let preload = Path::new("/etc/ld.so.preload");
-                if std::fs::symlink_metadata(dir.join("etc/ld.so.preload")).is_ok() {
-                    keep_out.push(preload);
-                }
+                // Kept out by its path inside, which `check_root` made sure goes through a
+                // real /etc of the image's (or none).
+                keep_out.push(Path::new("/etc/ld.so.preload"));
                 image_root(dir, &keep_out, &mut args)?;
                 Vec::new()
             }
@@ -330,6 +329,18 @@ impl Bwrap {
         {
             return Err(SandboxError::InvalidCommand(format!(
                 "cannot use {} as the root: it holds a path that must stay hidden",
+                dir.display()
+            )));
+        }
+        // Through a symlinked /etc, the image's /etc/ld.so.preload would be another path
+        // in the root, out of reach of the keep-out by name (see `args`).
+        if let Ok(meta) = std::fs::symlink_metadata(real.join("etc"))
+            && !meta.is_dir()
+        {
+            return Err(SandboxError::InvalidCommand(format!(
+                "cannot use {} as the root: its etc is not a folder (a symlink?); an image \
+                 needs a real /etc, so that what its /etc/ld.so.preload names never loads \
+                 into planwright's programs",
                 dir.display()
             )));
         }

@@ -1091,6 +1091,30 @@ async fn a_root_that_holds_a_hidden_path_or_is_no_folder_is_refused() {
     }
 }
 
+/// An image whose /etc is a symlink, so that its preload file is at another path in the
+/// root: a host program carried in would load the library it names (the loader says
+/// "ERROR: ld.so: object … cannot be preloaded" for this one). Such a root is refused.
+#[tokio::test]
+async fn an_image_whose_etc_is_a_symlink_is_refused() {
+    for target in ["/x/etc", "x/etc"] {
+        let world = World::new();
+        let root = image_root(&world, roots::busybox);
+        std::fs::create_dir_all(root.dir.join("x")).unwrap();
+        std::fs::rename(root.dir.join("etc"), root.dir.join("x/etc")).unwrap();
+        std::os::unix::fs::symlink(target, root.dir.join("etc")).unwrap();
+        std::fs::write(root.dir.join("x/etc/ld.so.preload"), "/x/evil.so\n").unwrap();
+        std::fs::write(root.dir.join("x/evil.so"), "not a library").unwrap();
+        let mut cmd = Command::new(&world.workspace, vec!["/usr/bin/true".into()]);
+        cmd.from_host = true;
+        cmd.root = Some(root);
+        let err = match world.sandbox().run(&cmd).await {
+            Ok(out) => panic!("{target}: the root was used\n{}", report(&out)),
+            Err(e) => e.to_string(),
+        };
+        assert!(err.contains("its etc is not a folder"), "{target}: {err}");
+    }
+}
+
 #[test]
 fn sandbox_run_tries_a_command_in_a_root_folder_as_a_run_would() {
     let world = World::new();
