@@ -128,7 +128,9 @@ impl Command {
 pub struct Root {
     pub dir: PathBuf,
     /// The image's `Env`: they come first, under the fixed allowlist and the command's
-    /// own variables, and its `PATH` leads the sandbox's.
+    /// own variables, and its `PATH` leads the sandbox's. Those that would steer
+    /// planwright's own programs run in the root (the host's loader, the relay, the coding
+    /// CLIs: [`STEERING_ENV`]) are dropped.
     pub env: Vec<(String, String)>,
 }
 
@@ -301,6 +303,34 @@ pub fn hidden_paths(settings: &Settings) -> Vec<PathBuf> {
         .collect()
 }
 
+/// Variables of an image's `Env` that are never passed on: each would load code into, or
+/// change the endpoints of, the host programs planwright carries into the root (by
+/// exact name, then by prefix).
+pub const STEERING_ENV: (&[&str], &[&str]) = (
+    &[
+        "LD_PRELOAD",
+        "LD_AUDIT",
+        "LD_DEBUG_OUTPUT",
+        "LD_PROFILE",
+        "GLIBC_TUNABLES",
+        "GCONV_PATH",
+        "LOCPATH",
+        "NLSPATH",
+        "HOSTALIASES",
+        "NODE_OPTIONS",
+        "NODE_PATH",
+        "NODE_EXTRA_CA_CERTS",
+        "BASH_ENV",
+        "ENV",
+    ],
+    &["CLAUDE_", "ANTHROPIC_", "CODEX_", "OPENAI_"],
+);
+
+fn steers(name: &str) -> bool {
+    let (names, prefixes) = STEERING_ENV;
+    names.contains(&name) || prefixes.iter().any(|p| name.starts_with(p))
+}
+
 /// The whole environment of a command: the base, the caller's variables, then the secret
 /// ones (exposed here only to be handed to the process).
 fn full_env(workspace: &Path, command: &Command) -> Vec<(String, String)> {
@@ -310,7 +340,8 @@ fn full_env(workspace: &Path, command: &Command) -> Vec<(String, String)> {
         .as_ref()
         .map(|r| r.env.as_slice())
         .unwrap_or_default();
-    let mut env: Vec<(String, String)> = image.to_vec();
+    let mut env: Vec<(String, String)> =
+        image.iter().filter(|(k, _)| !steers(k)).cloned().collect();
     for (name, value) in base_env(workspace) {
         // Later entries win: the allowlist's, except that the image's PATH comes first.
         let value = match image.iter().rev().find(|(k, _)| k == "PATH") {

@@ -1115,6 +1115,52 @@ async fn an_image_whose_etc_is_a_symlink_is_refused() {
     }
 }
 
+/// An image's `Env` that would preload its library into the host programs carried in
+/// (the loader says "ERROR: ld.so: object … cannot be preloaded" for this one) and point
+/// the coding CLIs elsewhere: none of it reaches them; the image's other variables do.
+#[tokio::test]
+async fn an_image_env_that_would_steer_carried_programs_is_dropped() {
+    let world = World::new();
+    let mut root = image_root(&world, roots::busybox);
+    std::fs::write(root.dir.join("evil.so"), "not a library").unwrap();
+    for (name, value) in [
+        ("LD_PRELOAD", "/evil.so"),
+        ("LD_AUDIT", "/evil.so"),
+        ("GCONV_PATH", "/"),
+        ("NODE_OPTIONS", "--require /evil.js"),
+        ("ANTHROPIC_BASE_URL", "http://evil.example"),
+        ("OPENAI_API_KEY", "image-key"),
+    ] {
+        root.env.push((name.into(), value.into()));
+    }
+    let mut cmd = Command::new(&world.workspace, vec!["/usr/bin/env".into()]);
+    cmd.from_host = true;
+    cmd.root = Some(root);
+    let out = world.run(&world.sandbox(), cmd).await;
+    assert!(out.exit.success(), "{}", report(&out));
+    let stdout = out.stdout.text();
+    assert!(!out.stderr.text().contains("ld.so"), "{}", report(&out));
+    for name in [
+        "LD_PRELOAD",
+        "LD_AUDIT",
+        "GCONV_PATH",
+        "NODE_OPTIONS",
+        "ANTHROPIC_BASE_URL",
+        "OPENAI_API_KEY",
+    ] {
+        assert!(
+            !stdout.lines().any(|l| l.starts_with(&format!("{name}="))),
+            "{name}\n{}",
+            report(&out)
+        );
+    }
+    assert!(
+        stdout.contains("IMAGE_FLAVOUR=busybox\n"),
+        "{}",
+        report(&out)
+    );
+}
+
 #[test]
 fn sandbox_run_tries_a_command_in_a_root_folder_as_a_run_would() {
     let world = World::new();
