@@ -10,6 +10,7 @@ mod distill_cli;
 mod distill_fuzz;
 mod doctor;
 mod executor;
+mod forge_conformance;
 mod forge_github;
 mod forge_gitlab;
 mod forge_local;
