@@ -24,6 +24,7 @@ mod publish;
 mod queue;
 mod sandbox;
 mod sandbox_network;
+mod sessions;
 mod sessions_github;
 mod sessions_gitlab;
 mod solve;
