@@ -19,7 +19,7 @@ use crate::forge::repo_config::LoadError;
 use crate::jobs::{JobError, Waker, Worker};
 use crate::metering::ModelRole;
 use crate::metering::proxy::{self, Capabilities, ProxyState};
-use crate::session::flow;
+use crate::session::events;
 use crate::store::state::SessionState;
 use crate::store::{Db, audit, jobs, model_usage, sessions};
 
@@ -280,7 +280,7 @@ impl Session<'_> {
             installation: None,
             kind,
         };
-        flow::on_repo_event(self.app, &event, None)
+        events::on_repo_event(self.app, &event, None)
             .await
             .map_err(|e| match e {
                 JobError::Retryable(e) | JobError::Permanent(e) => SolveError::Failed(e),
@@ -302,12 +302,7 @@ impl Session<'_> {
 
     async fn drive(&self, approve: bool) -> Result<Ended, SolveError> {
         let repo = self.forge.name().clone();
-        let config = match crate::forge::repo_config::load_policy(
-            self.forge.as_ref(),
-            &repo,
-            Some(event::ForgeKind::Local),
-        )
-        .await
+        let config = match crate::forge::repo_config::load_policy(self.forge.as_ref(), &repo).await
         {
             Ok(c) => c,
             Err(LoadError::Config(e)) => {

@@ -10,23 +10,16 @@ use std::path::Path;
 
 use serde::{Deserialize, Deserializer};
 
-use crate::event;
 use crate::ids::ModelName;
 use crate::ids::Permission;
 
-/// Where the file is looked for, first found wins.
-pub fn candidate_paths(forge: Option<event::ForgeKind>) -> &'static [&'static str] {
-    match forge {
-        Some(event::ForgeKind::Github) => &[".github/planwright.yml", ".planwright.yml"],
-        Some(event::ForgeKind::Gitlab) => &[".gitlab/planwright.yml", ".planwright.yml"],
-        // A local repository may be headed for either forge: any of the files counts.
-        Some(event::ForgeKind::Local) | None => &[
-            ".planwright.yml",
-            ".github/planwright.yml",
-            ".gitlab/planwright.yml",
-        ],
-    }
-}
+/// Every place the file may be, first found wins where no forge narrows it (each forge
+/// names its own: `Forge::config_paths`).
+pub const ALL_PATHS: &[&str] = &[
+    ".planwright.yml",
+    ".github/planwright.yml",
+    ".gitlab/planwright.yml",
+];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExecutorKind {
@@ -227,12 +220,10 @@ impl RepoConfig {
 
     /// The settings as a checkout of one commit holds them (the first candidate file, or
     /// the defaults), with the commands the file leaves out guessed from its root files.
-    pub fn from_checkout(
-        dir: &Path,
-        kind: Option<event::ForgeKind>,
-    ) -> Result<RepoConfig, ConfigError> {
+    /// `paths` are where the file is looked for, first found wins.
+    pub fn from_checkout(dir: &Path, paths: &[&str]) -> Result<RepoConfig, ConfigError> {
         let root = RootFiles::from_dir(dir);
-        for path in candidate_paths(kind) {
+        for path in paths {
             match std::fs::read_to_string(dir.join(path)) {
                 Ok(text) => return RepoConfig::parse(&text, path, &root),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
