@@ -3,6 +3,7 @@
 //! models, from the label to a contract, `/approve`, `/cancel`, and a pull request with the
 //! real test results. What only one forge does stays in `sessions_github`/`sessions_gitlab`.
 
+use insta::assert_snapshot;
 use planwright::event::ForgeKind;
 use planwright::store::state::SessionState;
 use planwright::store::{audit, jobs, sessions};
@@ -10,6 +11,7 @@ use serde_json::{Value, json};
 
 use crate::support::calc::{UNITTEST, contract as calc_contract};
 use crate::support::model_server::Step;
+use crate::support::redact::redact;
 use crate::support::world::{
     HIDDEN, World, command_settings, contract, first_plan, submit_calc, verdict,
 };
@@ -21,10 +23,15 @@ async fn a_label_by_a_reader_is_refused_and_nothing_is_planned(on: ForgeKind) {
     let refusal = world
         .wait_for_comment("the refusal", |b| b.contains("only people with"))
         .await;
-    assert!(
-        refusal.starts_with("@rita,") && refusal.contains("**write**"),
-        "{refusal}"
-    );
+    // A GitLab reporter may triage.
+    match on {
+        ForgeKind::Github => {
+            assert_snapshot!(redact(&refusal), @"@rita, only people with **write** access or more can start planwright here (you have **read**).")
+        }
+        _ => {
+            assert_snapshot!(redact(&refusal), @"@rita, only people with **write** access or more can start planwright here (you have **triage**).")
+        }
+    }
     world.all_jobs_settled().await;
     assert!(world.find_session().await.is_none());
     assert!(world.models.requests().is_empty());
@@ -46,7 +53,14 @@ async fn approval_binds_to_the_posted_version_and_only_maintainers_may_give_it(o
     let refusal = world
         .wait_for_comment("the approval refusal", |b| b.contains("can use `/approve`"))
         .await;
-    assert!(refusal.starts_with("@rita"), "{refusal}");
+    match on {
+        ForgeKind::Github => {
+            assert_snapshot!(redact(&refusal), @"@rita, only people with **write** access or more can use `/approve` here (you have **read**).")
+        }
+        _ => {
+            assert_snapshot!(redact(&refusal), @"@rita, only people with **write** access or more can use `/approve` here (you have **triage**).")
+        }
+    }
     assert_eq!(world.session().await.state.as_str(), "awaiting_approval");
 
     // The maintainer's approval is acknowledged and queues execution bound to v1.
@@ -140,10 +154,13 @@ async fn a_providers_error_text_stays_off_the_issue_and_in_the_audit_log(on: For
             b.contains("**planwright** · failed")
         })
         .await;
-    assert!(
-        status.contains("The planner's model call failed"),
-        "{status}"
-    );
+    assert_snapshot!(redact(&status), @r#"
+    **planwright** · failed
+
+    The planner's model call failed; the details are in planwright's audit log for the operator. Use `/retry` to try again.
+
+    <!-- planwright:status {"session":"[uuid]"} -->
+    "#);
     for text in world.bot_comments() {
         assert!(!text.contains("llm-gw.internal.corp"), "{text}");
         assert!(!text.contains("7f3a"), "{text}");
@@ -171,11 +188,12 @@ async fn an_unknown_command_is_answered_only_to_those_who_may_command(on: ForgeK
     world
         .comment(&world.maintainer, &text, "unknown-maint")
         .await;
-    world
+    let answer = world
         .wait_for_comment("the answer to the maintainer", |b| {
             b.starts_with("@maria") && b.contains("merge")
         })
         .await;
+    assert_snapshot!(redact(&answer), @"@maria: `merge` is not a planwright command. Commands: `/approve`, `/revise <feedback>`, `/cancel`, `/retry`, `/plan`.");
     world.all_jobs_settled().await;
     let to_reader: Vec<String> = world
         .bot_comments()
@@ -194,20 +212,28 @@ async fn cancel_ends_the_session_and_frees_the_issue(on: ForgeKind) {
     world.comment(&world.maintainer, &cancel, "cancel-1").await;
     let session = world.wait_for_state("cancelled").await;
     assert_eq!(session.active, 0);
-    world
+    let status = world
         .wait_for_comment("the cancelled status", |b| {
             b.contains("planwright:status") && b.contains("Cancelled by @maria")
         })
         .await;
+    assert_snapshot!(redact(&status), @r#"
+    **planwright** · cancelled
+
+    Cancelled by @maria.
+
+    <!-- planwright:status {"session":"[uuid]"} -->
+    "#);
     // Nothing to approve any more.
     world
         .comment(&world.maintainer, "/approve", "approve-after-cancel")
         .await;
-    world
+    let reply = world
         .wait_for_comment("the no-session reply", |b| {
             b.contains("no planwright session")
         })
         .await;
+    assert_snapshot!(redact(&reply), @"@maria: there is no planwright session on this issue. Add the `planwright` label to start one.");
     world.server.stop().await;
 }
 
@@ -278,22 +304,6 @@ async fn an_approved_contract_becomes_a_pull_request_with_the_real_test_results(
     assert_eq!(pull.base, "main");
     assert!(!pull.draft);
     let body = &pull.body;
-    // The verification table holds what the real tests printed on both trees.
-    let row = body
-        .lines()
-        .find(|l| l.starts_with(&format!("| `{UNITTEST}` |")))
-        .unwrap_or_else(|| panic!("no verification row in:\n{body}"));
-    let cells: Vec<&str> = row.split(" | ").collect();
-    assert!(
-        cells[1].contains("❌") && cells[1].contains("1 passed, 1 failed"),
-        "{row}"
-    );
-    assert!(
-        cells[2].contains("✅") && cells[2].contains("2 passed, 0 failed"),
-        "{row}"
-    );
-    assert!(body.contains(&format!("Closes #{issue}")), "{body}");
-    assert!(body.contains("Accepted"), "{body}");
     let session = world.session().await;
     let mut conn = world.server.db.pool.acquire().await.unwrap();
     let contract = sessions::latest_contract(&mut conn, &session.id)
@@ -301,6 +311,106 @@ async fn an_approved_contract_becomes_a_pull_request_with_the_real_test_results(
         .unwrap()
         .unwrap();
     assert!(body.contains(&contract.sha256[..12]), "{body}");
+    // The verification table holds what the real tests printed on both trees; GitLab,
+    // whose commit status has no room for it, gets the full report in the body.
+    match on {
+        ForgeKind::Github => assert_snapshot!(redact(body), @r#"
+        <!-- planwright:pull {"session":"[uuid]","sha256":"[sha256]","version":1} -->
+        ### What and why
+
+        add subtracts instead of adding.
+
+        **Goal:** Make add return the sum.
+
+        Implements the approved [build contract v1 (`[hash]`)](http://[loopback]/acme/widgets/issues/7#issuecomment-[id]), approved by @maria.
+
+        ### Verification
+
+        | command | baseline | after |
+        |---|---|---|
+        | `python3 -m unittest -v` | ❌ 1 passed, 1 failed · exit 1 · [duration] | ✅ 2 passed, 0 failed · exit 0 · [duration] |
+
+        ### Review
+
+        **Accepted** by the reviewer.
+
+        ~~~text
+        The change is the one the contract asks for.
+        ~~~
+
+        ### Cost
+
+        | role | model | calls | input tokens | output tokens | cost |
+        |---|---|---:|---:|---:|---:|
+        | executor | `anthropic:claude-sonnet-4-5` | 2 | 20 | 10 | $0.0002 |
+        | planner | `anthropic:claude-sonnet-4-5` | 1 | 10 | 5 | $0.0001 |
+        | reviewer | `anthropic:claude-sonnet-4-5` | 1 | 10 | 5 | $0.0001 |
+        | **total** | | | | | **$0.0004** |
+
+        Attempts: 1 of 2.
+
+        Closes #7
+        "#),
+        _ => assert_snapshot!(redact(body), @r#"
+        <!-- planwright:pull {"session":"[uuid]","sha256":"[sha256]","version":1} -->
+        ### What and why
+
+        add subtracts instead of adding.
+
+        **Goal:** Make add return the sum.
+
+        Implements the approved [build contract v1 (`[hash]`)](http://[loopback]/acme/tools/widgets/-/issues/12#note_[id]), approved by @maria.
+
+        ### Verification
+
+        | command | baseline | after |
+        |---|---|---|
+        | `python3 -m unittest -v` | ❌ 1 passed, 1 failed · exit 1 · [duration] | ✅ 2 passed, 0 failed · exit 0 · [duration] |
+
+        <details><summary>Full test report</summary>
+
+        **Verification passed: 1 fixed**
+
+        | command | baseline | after |
+        |---|---|---|
+        | `python3 -m unittest -v` | ❌ 1 passed, 1 failed · exit 1 · [duration] | ✅ 2 passed, 0 failed · exit 0 · [duration] |
+
+        ### Fixed (1)
+
+        _failed on the base, pass now._
+
+        - `test_calc.TestCalc.test_add` in `python3 -m unittest -v` at `test_calc.py:8`
+
+          ```text
+          AssertionError: -1 != 5
+          ```
+
+
+
+        </details>
+
+        ### Review
+
+        **Accepted** by the reviewer.
+
+        ~~~text
+        The change is the one the contract asks for.
+        ~~~
+
+        ### Cost
+
+        | role | model | calls | input tokens | output tokens | cost |
+        |---|---|---:|---:|---:|---:|
+        | executor | `anthropic:claude-sonnet-4-5` | 2 | 20 | 10 | $0.0002 |
+        | planner | `anthropic:claude-sonnet-4-5` | 1 | 10 | 5 | $0.0001 |
+        | reviewer | `anthropic:claude-sonnet-4-5` | 1 | 10 | 5 | $0.0001 |
+        | **total** | | | | | **$0.0004** |
+
+        Attempts: 1 of 2.
+
+        Closes #12
+        "#),
+    }
 
     // One commit on the base, with the fix and nothing the test run wrote.
     let head = world.upstream(&["rev-parse", &pull.head]);
@@ -341,7 +451,22 @@ async fn an_approved_contract_becomes_a_pull_request_with_the_real_test_results(
     let status = world
         .wait_for_comment("the final status", |b| b.contains("pull request opened"))
         .await;
-    assert!(status.contains(&format!("#{}", pull.number)), "{status}");
+    match on {
+        ForgeKind::Github => assert_snapshot!(redact(&status), @r#"
+        **planwright** · pull request opened
+
+        Pull request [#8](https://github.com/acme/widgets/pull/8) is open: verification passed and the reviewer accepted it.
+
+        <!-- planwright:status {"session":"[uuid]"} -->
+        "#),
+        _ => assert_snapshot!(redact(&status), @r#"
+        **planwright** · pull request opened
+
+        Pull request [#1](https://gitlab.example.com/acme/tools/widgets/-/merge_requests/1) is open: verification passed and the reviewer accepted it.
+
+        <!-- planwright:status {"session":"[uuid]"} -->
+        "#),
+    }
     let metrics = world
         .server
         .client

@@ -3,6 +3,7 @@
 //! reported on the issue, and the Codex executor. The scenarios both forges share are in
 //! `sessions`.
 
+use insta::assert_snapshot;
 use planwright::contract::ContractMarker;
 use planwright::event::ForgeKind;
 use planwright::store::jobs;
@@ -12,6 +13,7 @@ use crate::support::calc::UNITTEST;
 use crate::support::eventually;
 use crate::support::fake_gitlab::FakeUser;
 use crate::support::model_server::Step;
+use crate::support::redact::redact;
 use crate::support::world::{
     GITLAB_ISSUE as ISSUE, GITLAB_PROJECT as PROJECT, Person, World, contract, submit_calc,
 };
@@ -213,10 +215,50 @@ async fn a_contract_links_its_evidence_with_gitlabs_blob_urls() {
         .await;
     world.wait_for_state("awaiting_approval").await;
     // Evidence links use GitLab's blob URLs and line anchors.
-    assert!(
-        note.contains("/acme/tools/widgets/-/blob/") && note.contains("/src/parse.rs#L1-3"),
-        "{note}"
-    );
+    assert_snapshot!(redact(&note), @r#"
+    ## Build contract v1 · `[hash]`
+
+    parse\_array panics on a trailing comma.
+
+    ### Diagnosis
+    parse\_array unwraps every element, including the empty last one.
+
+    **Evidence**
+    - [`src/parse.rs:1-3`](http://[loopback]/acme/tools/widgets/-/blob/[sha]/src/parse.rs#L1-3) — unwrap on every element
+
+    ### Change
+    Skip empty elements.
+
+    | file | action | why |
+    |---|---|---|
+    | `src/parse.rs` | modify | filter empties |
+
+    ### Verification
+    planwright runs these itself, before and after the change (with the repository's test commands):
+    - `cargo test`
+
+    **New tests**
+    - trailing\_comma
+
+    ### Routing
+    risk **low** · budget $5.00
+
+    Planned against `main` at `[hash]`.
+
+    ### Repository settings
+    As the base commit holds them (`defaults`, settings `[hash]`); approving binds these too.
+
+    - executor: `builtin`
+    - network allowed during setup: `crates.io`, `static.crates.io`, `index.crates.io`
+    - protected paths: `.github/workflows/**`, `.gitlab-ci.yml`
+    - setup: `cargo fetch`
+    - tests: `cargo test`
+
+    ---
+    Reply `/approve` to build exactly this version, `/revise <what to change>` for a new version, or `/cancel` to stop. (`@planwright-bot approve` works too.) Only the version shown here is approved; edits to this comment change nothing.
+
+    <!-- planwright:contract {"session":"[uuid]","version":1,"sha256":"[sha256]"} -->
+    "#);
     // The planner read the file through a checkout cloned over git with the token.
     let read = world
         .models
@@ -327,8 +369,68 @@ async fn a_failed_run_with_on_failure_comment_reports_on_the_issue_and_pushes_no
     let report = world
         .wait_for_comment("the report", |b| b.contains("Nothing was pushed"))
         .await;
-    assert!(report.contains("1 passed, 1 failed"), "{report}");
-    assert!(report.contains("test_add"), "{report}");
+    assert_snapshot!(redact(&report), @r#"
+    <!-- planwright:report {"session":"[uuid]","sha256":"[sha256]","version":1} -->
+    The run did not pass: the contract's verification still fails: `python3 -m unittest -v`. Nothing was pushed.
+
+    ### What and why
+
+    add subtracts instead of adding.
+
+    **Goal:** Make add return the sum.
+
+    Implements the approved [build contract v1 (`[hash]`)](http://[loopback]/acme/tools/widgets/-/issues/12#note_[id]), approved by @maria.
+
+    ### Verification
+
+    | command | baseline | after |
+    |---|---|---|
+    | `python3 -m unittest -v` | ❌ 1 passed, 1 failed · exit 1 · [duration] | ❌ 1 passed, 1 failed · exit 1 · [duration] |
+
+    **Pre-existing failures (1)**: fail on the base too.
+
+    - `test_calc.TestCalc.test_add` in `python3 -m unittest -v`: `AssertionError: -1 != 5`
+
+    <details><summary>Full test report</summary>
+
+    **Verification passed: 1 pre-existing**
+
+    | command | baseline | after |
+    |---|---|---|
+    | `python3 -m unittest -v` | ❌ 1 passed, 1 failed · exit 1 · [duration] | ❌ 1 passed, 1 failed · exit 1 · [duration] |
+
+    ### Pre-existing failures (1)
+
+    _fail on the base too._
+
+    - `test_calc.TestCalc.test_add` in `python3 -m unittest -v` at `test_calc.py:8`
+
+      ```text
+      AssertionError: -1 != 5
+      ```
+
+
+
+    </details>
+
+    ### Review
+
+    **Accepted** by the reviewer.
+
+    ~~~text
+    Fine.
+    ~~~
+
+    ### Cost
+
+    | role | model | calls | input tokens | output tokens | cost |
+    |---|---|---:|---:|---:|---:|
+    | planner | `anthropic:claude-sonnet-4-5` | 1 | 10 | 5 | $0.0001 |
+    | reviewer | `anthropic:claude-sonnet-4-5` | 1 | 10 | 5 | $0.0001 |
+    | **total** | | | | | **$0.0002** |
+
+    Attempts: 1 of 1.
+    "#);
     world.server.stop().await;
 }
 

@@ -4,7 +4,8 @@
 //! model server (`model_server`), a stateful fake GitHub (`fake_forge`), a stateful
 //! fake GitLab (`fake_gitlab`), the request log and failure injection both share
 //! (`fake_http`), git over smart HTTP for both (`git_http`), markdown read as a forge
-//! renders it (`markdown`), and a session world on either forge (`world`).
+//! renders it (`markdown`), a session world on either forge (`world`), and the texts it
+//! posts with what varies replaced, for snapshots (`redact`).
 #![allow(dead_code)]
 
 pub mod calc;
@@ -14,6 +15,7 @@ pub mod fake_http;
 pub mod git_http;
 pub mod markdown;
 pub mod model_server;
+pub mod redact;
 pub mod world;
 
 use std::future::Future;
