@@ -448,19 +448,19 @@ impl Session<'_> {
             let own: Vec<jobs::JobRow> = jobs::list(&self.app.db, None)
                 .await?
                 .into_iter()
-                .filter(|j| j.session_id.as_deref() == Some(id.as_str()))
+                .filter(|j| j.session_id.as_ref() == Some(id))
                 .collect();
             for job in &own {
                 let error = job.last_error.as_deref().unwrap_or_default();
-                if job.state == jobs::DEAD {
+                if job.state == jobs::JobState::Dead {
                     anyhow::bail!(
                         "The {} job gave up after {} attempt(s): {error}",
                         job.kind,
                         job.attempts
                     );
                 }
-                if job.state == jobs::QUEUED && job.attempts > 0 {
-                    progress.retrying(&job.id, job.attempts, error);
+                if job.state == jobs::JobState::Queued && job.attempts > 0 {
+                    progress.retrying(job.id.as_str(), job.attempts, error);
                 }
             }
             tokio::select! {

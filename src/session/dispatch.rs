@@ -15,6 +15,7 @@ use crate::config::repo::BoundSettings;
 use crate::event::{Event, ForgeKind, RepoEvent};
 use crate::ids::SessionId;
 use crate::jobs::{Handler, Job, JobError};
+use crate::store::installations::InstallationState;
 use crate::store::{Db, audit, installations, jobs, sessions};
 
 /// Attempts a session job gets before it is dead-lettered; planning failures a person
@@ -111,7 +112,7 @@ async fn on_event(app: &App, job: &Job, event: &Event) -> Result<(), JobError> {
         let delivery = jobs::get(&job.db, job.id.as_str())
             .await?
             .and_then(|row| row.delivery_id);
-        return events::on_repo_event(app, repo_event, delivery.as_deref()).await;
+        return events::on_repo_event(app, repo_event, delivery.as_ref().map(|d| d.as_str())).await;
     }
     handle(&job.db, event).await.map_err(JobError::from)
 }
@@ -129,9 +130,9 @@ async fn handle(db: &Db, event: &Event) -> anyhow::Result<()> {
             repositories,
         } => {
             let state = match action.as_str() {
-                "deleted" => "deleted",
-                "suspend" => "suspended",
-                _ => "active",
+                "deleted" => InstallationState::Deleted,
+                "suspend" => InstallationState::Suspended,
+                _ => InstallationState::Active,
             };
             let mut tx = db.writer.begin().await?;
             installations::upsert(&mut tx, ForgeKind::Github, *installation, account, state)

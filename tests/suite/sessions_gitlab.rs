@@ -7,6 +7,7 @@ use insta::assert_snapshot;
 use planwright::contract::ContractMarker;
 use planwright::event::ForgeKind;
 use planwright::store::jobs;
+use planwright::store::jobs::JobState;
 use serde_json::json;
 
 use crate::support::calc::UNITTEST;
@@ -45,7 +46,7 @@ async fn a_label_event_for_a_label_the_issue_does_not_carry_starts_nothing() {
         .await;
     eventually("the event job to settle", || async {
         let all = jobs::list(&world.server.db, None).await.unwrap();
-        (!all.is_empty() && all.iter().all(|j| j.state == "done")).then_some(())
+        (!all.is_empty() && all.iter().all(|j| j.state == JobState::Done)).then_some(())
     })
     .await;
     let session = world.find_session().await;
@@ -100,7 +101,7 @@ async fn an_approve_without_an_event_uuid_whose_first_handling_fails_is_carried_
         let all = jobs::list(&world.server.db, None).await.unwrap();
         all.iter()
             .filter(|j| j.kind == "event")
-            .all(|j| j.state == "done")
+            .all(|j| j.state == JobState::Done)
             .then_some(())
     })
     .await;
@@ -158,7 +159,7 @@ async fn an_approve_redelivered_after_its_first_delivery_gave_up_is_carried_out(
             .await
             .unwrap()
             .into_iter()
-            .find(|j| j.kind == "event" && j.state == "dead")
+            .find(|j| j.kind == "event" && j.state == JobState::Dead)
     })
     .await;
     // GitLab sends the hook again, as it does after a failed delivery.
@@ -179,7 +180,7 @@ async fn an_approve_redelivered_after_its_first_delivery_gave_up_is_carried_out(
         (events.len() == 4
             && events
                 .iter()
-                .all(|j| j.state == "done" || j.state == "dead"))
+                .all(|j| matches!(j.state, JobState::Done | JobState::Dead)))
         .then_some(())
     })
     .await;
@@ -322,7 +323,11 @@ async fn an_unlabel_event_naming_a_developer_for_a_label_a_reporter_removed_canc
     eventually("the event jobs to settle", || async {
         let all = jobs::list(&world.server.db, None).await.unwrap();
         let events = all.iter().filter(|j| j.kind == "event").count();
-        (events == 2 && all.iter().all(|j| j.kind != "event" || j.state == "done")).then_some(())
+        (events == 2
+            && all
+                .iter()
+                .all(|j| j.kind != "event" || j.state == JobState::Done))
+        .then_some(())
     })
     .await;
     let session = world.find_session().await.unwrap();

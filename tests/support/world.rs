@@ -8,6 +8,7 @@ use planwright::event::ForgeKind;
 use planwright::ids::{IssueNumber, RepoName};
 use planwright::server::Role;
 use planwright::session::dispatch;
+use planwright::store::jobs::JobState;
 use planwright::store::{jobs, runs, sessions};
 use serde_json::{Value, json};
 
@@ -628,7 +629,7 @@ impl World {
         eventually("every job to settle", || async {
             let all = jobs::list(&self.server.db, None).await.unwrap();
             all.iter()
-                .all(|j| j.state == "done" || j.state == "dead")
+                .all(|j| matches!(j.state, JobState::Done | JobState::Dead))
                 .then_some(())
         })
         .await;
