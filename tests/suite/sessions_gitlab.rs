@@ -6,8 +6,7 @@
 use insta::assert_snapshot;
 use planwright::contract::ContractMarker;
 use planwright::event::ForgeKind;
-use planwright::store::jobs;
-use planwright::store::jobs::JobState;
+use planwright::store::jobs::{self, JobState};
 use serde_json::json;
 
 use crate::support::calc::UNITTEST;
