@@ -255,7 +255,7 @@ pub(super) fn settings_section(b: &BoundSettings, json: &str) -> String {
         _ => format!("`{}`", b.executor),
     };
     let short = BoundSettings::sha256_of(json);
-    format!(
+    let mut out = format!(
         "### Repository settings\nAs the base commit holds them (`{}`, settings `{}`); approving binds these too.\n\n- executor: {executor}\n- network allowed during setup: {}\n- protected paths: {}\n- setup: {}\n- tests: {}\n",
         code(b.source.as_deref().unwrap_or("defaults")),
         &short[..12],
@@ -263,7 +263,21 @@ pub(super) fn settings_section(b: &BoundSettings, json: &str) -> String {
         list(&b.protected_paths),
         list(&b.setup),
         list(&b.test),
-    )
+    );
+    let env = &b.environment;
+    if let Some(image) = &env.image {
+        out.push_str(&format!("- environment image: `{}`\n", code(image)));
+    }
+    if !env.cache.is_empty() {
+        out.push_str(&format!(
+            "- kept with the setup cache: {}\n",
+            list(&env.cache)
+        ));
+    }
+    if let Some(files) = &env.cache_key {
+        out.push_str(&format!("- setup cache keyed by: {}\n", list(files)));
+    }
+    out
 }
 
 // The execute job.
