@@ -52,7 +52,7 @@ fn installed(cli: AgentCli) -> PathBuf {
 /// A sandbox workspace (checkout in `repo/`, `HOME` in `home/`) and the proxy's socket,
 /// under the target folder (the sandbox has a private /tmp) and open to the unprivileged
 /// user sandboxes run as.
-struct World {
+struct AgentSandbox {
     root: tempfile::TempDir,
     db: TestDb,
     upstream: ModelServer,
@@ -65,13 +65,13 @@ struct World {
     image: Option<Root>,
 }
 
-impl Drop for World {
+impl Drop for AgentSandbox {
     fn drop(&mut self) {
         self.stop.cancel();
     }
 }
 
-impl World {
+impl AgentSandbox {
     /// `script` gets the checkout's path, which the CLIs' file tools want absolute.
     async fn start(script: impl FnOnce(&Path) -> Vec<Step>) -> Self {
         let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("a temporary folder");
@@ -107,7 +107,7 @@ impl World {
         proxy::serve(&ProxyListen::Unix(socket.clone()), state, stop.clone())
             .await
             .unwrap();
-        World {
+        AgentSandbox {
             root,
             db,
             upstream,
@@ -259,7 +259,7 @@ async fn claude_code_edits_a_file_and_runs_a_command_in_a_busybox_image() {
 }
 
 async fn claude_code_edits(image: bool) {
-    let world = World::start(|repo| {
+    let world = AgentSandbox::start(|repo| {
         let file_path = repo.join("greeting.txt").display().to_string();
         // Inside the sandbox's writable folder but outside the checkout Claude Code works in.
         let outside = repo.join("../outside.txt").display().to_string();
@@ -340,7 +340,7 @@ async fn codex_edits_a_file_in_a_busybox_image() {
 }
 
 async fn codex_edits(image: bool) {
-    let world = World::start(|_| {
+    let world = AgentSandbox::start(|_| {
         vec![
             Step::tool_call(
                 "call_sed",
@@ -385,7 +385,7 @@ async fn codex_edits(image: bool) {
 /// reaches the CLI.
 #[tokio::test(flavor = "multi_thread")]
 async fn planted_symlinks_in_home_receive_no_prompt() {
-    let world = World::start(|_| {
+    let world = AgentSandbox::start(|_| {
         vec![
             Step::text("Read it.")
                 .when_last_contains("greeting.txt from world to planwright")
@@ -448,7 +448,7 @@ async fn planted_symlinks_in_home_receive_no_prompt() {
 /// with the proxy's words.
 #[tokio::test(flavor = "multi_thread")]
 async fn claude_code_stops_when_the_proxy_refuses_a_spent_budget() {
-    let world = World::start(|_| vec![Step::text("never asked")]).await;
+    let world = AgentSandbox::start(|_| vec![Step::text("never asked")]).await;
     let (run, _) = world
         .run(AgentCli::ClaudeCode, "claude-sonnet-4-5", Budget::usd(0.0))
         .await;
@@ -465,7 +465,7 @@ async fn claude_code_stops_when_the_proxy_refuses_a_spent_budget() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn codex_stops_when_the_proxy_refuses_a_spent_budget() {
-    let world = World::start(|_| vec![Step::text("never asked")]).await;
+    let world = AgentSandbox::start(|_| vec![Step::text("never asked")]).await;
     let (run, _) = world.run(AgentCli::Codex, "gpt-5", Budget::usd(0.0)).await;
     let why = world.report(&run);
     // Codex shows its own words for OpenAI's `insufficient_quota`, not the proxy's.
@@ -479,7 +479,7 @@ async fn codex_stops_when_the_proxy_refuses_a_spent_budget() {
 /// would have made the edit) is refused.
 #[tokio::test(flavor = "multi_thread")]
 async fn claude_code_is_cut_off_after_the_call_that_spends_its_budget() {
-    let world = World::start(|repo| {
+    let world = AgentSandbox::start(|repo| {
         let file_path = repo.join("greeting.txt").display().to_string();
         vec![
             Step::tool_call("toolu_read", "Read", json!({"file_path": file_path}))

@@ -19,7 +19,7 @@ const DATABASE: &str = "SQLite format 3 sandbox-test-database";
 /// it, as planwright lays them out. It lives under the target folder rather than /tmp (a
 /// private tmpfs inside) and is readable by anyone, so that only the sandbox's covering of
 /// DATA_DIR keeps its files out of reach.
-struct World {
+struct DataDir {
     root: tempfile::TempDir,
     data: PathBuf,
     workspace: PathBuf,
@@ -28,7 +28,7 @@ struct World {
     image: Option<Root>,
 }
 
-impl World {
+impl DataDir {
     fn new() -> Self {
         let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("a temporary folder");
         let data = root.path().join("data");
@@ -44,7 +44,7 @@ impl World {
             std::fs::set_permissions(data.join(file), std::fs::Permissions::from_mode(0o644))
                 .unwrap();
         }
-        World {
+        DataDir {
             root,
             data,
             workspace,
@@ -56,9 +56,9 @@ impl World {
     /// The same, with every command in an image root that has the host's tools (the
     /// escape attempts need curl, bash and python3) and files of its own.
     fn in_image() -> Self {
-        World {
+        DataDir {
             image: Some(roots::host_like()),
-            ..World::new()
+            ..DataDir::new()
         }
     }
 
@@ -103,6 +103,7 @@ fn report(out: &Output) -> String {
 }
 
 crate::on_both_roots!(
+    DataDir:
     the_network_is_unreachable,
     writes_land_in_the_workspace_only,
     data_dir_is_hidden_under_every_name,
@@ -125,7 +126,7 @@ crate::on_both_roots!(
     a_run_in_its_own_control_group_cannot_add_up_memory_across_processes,
 );
 
-async fn the_network_is_unreachable(world: World) {
+async fn the_network_is_unreachable(world: DataDir) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -148,7 +149,7 @@ async fn the_network_is_unreachable(world: World) {
     );
 }
 
-async fn writes_land_in_the_workspace_only(world: World) {
+async fn writes_land_in_the_workspace_only(world: DataDir) {
     let host_tmp = PathBuf::from(format!("/tmp/planwright-escape-{}", std::process::id()));
     let out = world
         .sh(&format!(
@@ -180,7 +181,7 @@ async fn writes_land_in_the_workspace_only(world: World) {
     );
 }
 
-async fn data_dir_is_hidden_under_every_name(world: World) {
+async fn data_dir_is_hidden_under_every_name(world: DataDir) {
     std::os::unix::fs::symlink(
         world.data.join("github-app.pem"),
         world.workspace.join("key-link"),
@@ -211,7 +212,7 @@ async fn data_dir_is_hidden_under_every_name(world: World) {
     assert_eq!(stdout.trim(), "workspaces", "{}", report(&out));
 }
 
-async fn nothing_of_the_parents_environment_gets_in(world: World) {
+async fn nothing_of_the_parents_environment_gets_in(world: DataDir) {
     // SAFETY: nextest runs each test in its own process, and this test starts no thread
     // that reads the environment before this line.
     unsafe { std::env::set_var("PLANWRIGHT_TEST_SECRET", "hunter2-sandbox-secret") };
@@ -250,7 +251,7 @@ async fn nothing_of_the_parents_environment_gets_in(world: World) {
     }
 }
 
-async fn runs_unprivileged_and_cannot_read_root_only_files(world: World) {
+async fn runs_unprivileged_and_cannot_read_root_only_files(world: DataDir) {
     let out = world
         .sh("id -u; grep CapEff /proc/self/status; cat /etc/shadow; ls /root")
         .await;
@@ -271,7 +272,7 @@ async fn runs_unprivileged_and_cannot_read_root_only_files(world: World) {
     );
 }
 
-async fn no_descriptor_of_the_parent_gets_in(world: World) {
+async fn no_descriptor_of_the_parent_gets_in(world: DataDir) {
     let marker = world.root.path().join("inherited-marker");
     std::fs::write(&marker, "x").unwrap();
     let path = std::ffi::CString::new(marker.to_str().unwrap()).unwrap();
@@ -302,7 +303,7 @@ fn processes_of(uid: u32) -> usize {
         .count()
 }
 
-async fn the_timeout_kills_the_whole_tree(world: World) {
+async fn the_timeout_kills_the_whole_tree(world: DataDir) {
     let uid = world.own_uid(64_001);
     let sandbox = world.sandbox().with_host_user(uid, uid);
     let mut cmd = world.command("sleep 1000 & (sleep 1000 &); echo started; sleep 1000");
@@ -323,7 +324,7 @@ async fn the_timeout_kills_the_whole_tree(world: World) {
     }
 }
 
-async fn output_is_capped_and_the_rest_counted_and_spilled(world: World) {
+async fn output_is_capped_and_the_rest_counted_and_spilled(world: DataDir) {
     let mut cmd = world.command("head -c 30000000 /dev/zero; echo tail >&2");
     cmd.limits.output_bytes = 1 << 20;
     cmd.limits.spill_bytes = 4 << 20;
@@ -340,7 +341,7 @@ async fn output_is_capped_and_the_rest_counted_and_spilled(world: World) {
     assert_eq!(out.stderr.spilled, None);
 }
 
-async fn the_process_limit_stops_a_fork_bomb(world: World) {
+async fn the_process_limit_stops_a_fork_bomb(world: DataDir) {
     // A host user of its own: the process limit counts every process of the user.
     let uid = world.own_uid(64_002);
     let sandbox = world.sandbox().with_host_user(uid, uid);
@@ -362,7 +363,7 @@ async fn the_process_limit_stops_a_fork_bomb(world: World) {
     assert!(!out.timed_out, "{}", report(&out));
 }
 
-async fn the_memory_limit_stops_a_memory_hog(world: World) {
+async fn the_memory_limit_stops_a_memory_hog(world: DataDir) {
     let mut cmd =
         world.command("x=$(head -c 600000000 /dev/zero | tr '\\0' a); echo survived ${#x}");
     cmd.limits.memory_bytes = 256 << 20;
@@ -371,7 +372,7 @@ async fn the_memory_limit_stops_a_memory_hog(world: World) {
     assert!(!out.exit.success(), "{}", report(&out));
 }
 
-async fn the_cpu_and_file_size_limits_hold(world: World) {
+async fn the_cpu_and_file_size_limits_hold(world: DataDir) {
     let mut cmd = world.command("head -c 5000000 /dev/zero > big; echo $?");
     cmd.limits.file_size_bytes = 1 << 20;
     let out = world.run(&world.sandbox(), cmd).await;
@@ -396,7 +397,7 @@ async fn the_cpu_and_file_size_limits_hold(world: World) {
     );
 }
 
-async fn exit_codes_and_signals_are_reported(world: World) {
+async fn exit_codes_and_signals_are_reported(world: DataDir) {
     assert_eq!(world.sh("exit 7").await.exit, Exit::Code(7));
     assert_eq!(world.sh("true").await.exit, Exit::Code(0));
     assert_eq!(
@@ -405,7 +406,7 @@ async fn exit_codes_and_signals_are_reported(world: World) {
     );
 }
 
-async fn a_working_directory_outside_the_workspace_is_refused(world: World) {
+async fn a_working_directory_outside_the_workspace_is_refused(world: DataDir) {
     let mut cmd = world.command("pwd");
     cmd.cwd = Some("../../".into());
     assert!(world.sandbox().run(&cmd).await.is_err());
@@ -418,7 +419,7 @@ async fn a_working_directory_outside_the_workspace_is_refused(world: World) {
     );
 }
 
-async fn another_runs_workspace_cannot_be_read(world: World) {
+async fn another_runs_workspace_cannot_be_read(world: DataDir) {
     let other = world.data.join("workspaces").join("run-2");
     std::fs::create_dir_all(&other).unwrap();
     std::fs::write(other.join("notes.txt"), "another-run-secret").unwrap();
@@ -589,7 +590,7 @@ impl HostSecrets {
     }
 }
 
-async fn the_settings_file_key_files_and_a_home_are_not_in_the_sandbox(world: World) {
+async fn the_settings_file_key_files_and_a_home_are_not_in_the_sandbox(world: DataDir) {
     // Readable by anyone: the sandbox's own user could read them wherever they are shown.
     let secrets = HostSecrets::new(world.root.path(), 0o644);
     let out = world.sh(&secrets.script()).await;
@@ -664,7 +665,7 @@ fn a_planwright_that_is_not_root_shows_none_of_its_users_files() {
     secrets.assert_none_leaked(&stdout, &report);
 }
 
-async fn a_host_unix_socket_outside_run_cannot_be_reached(world: World) {
+async fn a_host_unix_socket_outside_run_cannot_be_reached(world: DataDir) {
     // Where a host service might listen (Fly's /.fly/api is one), open to everyone.
     let socket = world.root.path().join("host-api.sock");
     let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
@@ -687,7 +688,7 @@ async fn a_host_unix_socket_outside_run_cannot_be_reached(world: World) {
     );
 }
 
-async fn two_runs_at_the_process_limit_do_not_starve_each_other(world: World) {
+async fn two_runs_at_the_process_limit_do_not_starve_each_other(world: DataDir) {
     let other = world.data.join("workspaces").join("run-2");
     std::fs::create_dir_all(&other).unwrap();
     let gate = world.workspace.join("gate");
@@ -777,7 +778,7 @@ fn a_workspace_the_sandbox_user_cannot_reach_is_named_with_what_to_do() {
 
 #[test]
 fn sandbox_run_refuses_to_start_when_the_settings_that_name_data_dir_do_not_load() {
-    let world = World::new();
+    let world = DataDir::new();
     // DATA_DIR inside the folder given as the workspace, where nothing but its cover
     // hides it; one bad value makes the settings fail.
     let config = world.root.path().join("planwright.toml");
@@ -812,7 +813,7 @@ fn sandbox_run_refuses_to_start_when_the_settings_that_name_data_dir_do_not_load
     assert!(stderr.contains("log_format"), "{stderr}");
 }
 
-async fn kernel_facing_system_calls_are_refused(world: World) {
+async fn kernel_facing_system_calls_are_refused(world: DataDir) {
     // Harmless arguments: what matters is whether the kernel gets to look at them. Without
     // a filter, PTRACE_TRACEME and a key in the process keyring simply succeed.
     let calls = [
@@ -875,7 +876,7 @@ async fn kernel_facing_system_calls_are_refused(world: World) {
     }
 }
 
-async fn memory_backed_folders_are_bounded(world: World) {
+async fn memory_backed_folders_are_bounded(world: DataDir) {
     // What lands in a tmpfs is host memory: each place fills up at its size, or cannot be
     // written at all. Files may be larger than any of them, so only the sizes stop it.
     let mut cmd = world.command(&format!(
@@ -912,7 +913,7 @@ async fn memory_backed_folders_are_bounded(world: World) {
     }
 }
 
-async fn a_run_in_its_own_control_group_cannot_add_up_memory_across_processes(world: World) {
+async fn a_run_in_its_own_control_group_cannot_add_up_memory_across_processes(world: DataDir) {
     // Four processes of 100 MiB each stay under the per-process limit (RLIMIT_AS); only
     // a limit on the whole run stops them together. Each holds its memory until every
     // other one has reported, or one of them is killed.
@@ -953,13 +954,13 @@ os.close(hold_w)
 }
 
 /// An image root in a folder of the test's own, outside DATA_DIR.
-fn image_root(world: &World, build: fn(&Path) -> Root) -> Root {
+fn image_root(world: &DataDir, build: fn(&Path) -> Root) -> Root {
     let dir = world.root.path().join("image");
     std::fs::create_dir(&dir).unwrap();
     build(&dir)
 }
 
-fn in_root(world: &World, root: &Root, script: &str) -> Command {
+fn in_root(world: &DataDir, root: &Root, script: &str) -> Command {
     let mut cmd = world.command(script);
     cmd.root = Some(root.clone());
     cmd
@@ -967,7 +968,7 @@ fn in_root(world: &World, root: &Root, script: &str) -> Command {
 
 #[tokio::test]
 async fn an_image_root_is_the_commands_root_with_its_env_and_path_first() {
-    let world = World::new();
+    let world = DataDir::new();
     let root = image_root(&world, roots::busybox);
     assert!(
         Path::new("/etc/debian_version").exists(),
@@ -1021,7 +1022,7 @@ async fn an_image_root_is_the_commands_root_with_its_env_and_path_first() {
 
 #[tokio::test]
 async fn in_an_image_only_the_workspace_tmp_and_home_are_writable_and_the_image_stays_as_it_was() {
-    let world = World::new();
+    let world = DataDir::new();
     let root = image_root(&world, roots::busybox);
     // A folder of the image on the way to the workspace: the workspace's mount point must
     // not be made in the image, which other runs share, and the folder's files stay.
@@ -1079,7 +1080,7 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
 
 #[tokio::test]
 async fn a_root_that_holds_a_hidden_path_or_is_no_folder_is_refused() {
-    let world = World::new();
+    let world = DataDir::new();
     for (dir, says) in [
         (world.root.path().to_path_buf(), "must stay hidden"),
         (world.data.join("planwright.db"), "is not a folder"),
@@ -1097,7 +1098,7 @@ async fn a_root_that_holds_a_hidden_path_or_is_no_folder_is_refused() {
 #[tokio::test]
 async fn an_image_whose_etc_is_a_symlink_is_refused() {
     for target in ["/x/etc", "x/etc"] {
-        let world = World::new();
+        let world = DataDir::new();
         let root = image_root(&world, roots::busybox);
         std::fs::create_dir_all(root.dir.join("x")).unwrap();
         std::fs::rename(root.dir.join("etc"), root.dir.join("x/etc")).unwrap();
@@ -1120,7 +1121,7 @@ async fn an_image_whose_etc_is_a_symlink_is_refused() {
 /// the coding CLIs elsewhere: none of it reaches them; the image's other variables do.
 #[tokio::test]
 async fn an_image_env_that_would_steer_carried_programs_is_dropped() {
-    let world = World::new();
+    let world = DataDir::new();
     let mut root = image_root(&world, roots::busybox);
     std::fs::write(root.dir.join("evil.so"), "not a library").unwrap();
     for (name, value) in [
@@ -1163,7 +1164,7 @@ async fn an_image_env_that_would_steer_carried_programs_is_dropped() {
 
 #[test]
 fn sandbox_run_tries_a_command_in_a_root_folder_as_a_run_would() {
-    let world = World::new();
+    let world = DataDir::new();
     let root = image_root(&world, roots::busybox);
     let sandbox_run = |extra: &[&str], command: &[&str]| {
         std::process::Command::new(env!("CARGO_BIN_EXE_planwright"))

@@ -22,14 +22,14 @@ const TOKEN: &str = "cap-token-for-this-run-4b1d";
 
 /// A workspace and a folder for host sockets, under the target folder (the sandbox has a
 /// private /tmp) and open to the unprivileged user sandboxes run as.
-struct World {
+struct SandboxDirs {
     root: tempfile::TempDir,
     workspace: PathBuf,
     /// The `/` every command of the test gets, when not the host's.
     image: Option<Root>,
 }
 
-impl World {
+impl SandboxDirs {
     fn new() -> Self {
         let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("a temporary folder");
         let workspace = root.path().join("workspace");
@@ -37,7 +37,7 @@ impl World {
         for dir in [root.path(), &workspace] {
             std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
         }
-        World {
+        SandboxDirs {
             root,
             workspace,
             image: None,
@@ -47,9 +47,9 @@ impl World {
     /// The same, with every command in an image root that has the host's tools (curl,
     /// bash, python3) and files of its own.
     fn in_image() -> Self {
-        World {
+        SandboxDirs {
             image: Some(roots::host_like()),
-            ..World::new()
+            ..SandboxDirs::new()
         }
     }
 
@@ -206,7 +206,7 @@ impl Write for LogWriter {
     }
 }
 
-async fn egress(world: &World, allow: &[&str], run: &str) -> EgressProxy {
+async fn egress(world: &SandboxDirs, allow: &[&str], run: &str) -> EgressProxy {
     logs();
     EgressProxy::start(
         &world.socket("egress.sock"),
@@ -232,6 +232,7 @@ async fn ask_proxy(proxy: &EgressProxy, request: &str) -> String {
 }
 
 crate::on_both_roots!(
+    SandboxDirs:
     a_bridge_carries_model_requests_to_the_host_socket,
     the_environment_has_the_base_urls_and_the_token_and_nothing_else_secret,
     without_a_bridge_there_is_no_relay_and_nothing_connects,
@@ -244,7 +245,7 @@ crate::on_both_roots!(
     the_relay_comes_in_by_content_from_a_folder_the_sandbox_user_cannot_enter,
 );
 
-async fn a_bridge_carries_model_requests_to_the_host_socket(world: World) {
+async fn a_bridge_carries_model_requests_to_the_host_socket(world: SandboxDirs) {
     let socket = world.socket("model.sock");
     let server = Recorder::on_unix(&socket);
     let mut cmd = world.command(
@@ -269,7 +270,9 @@ async fn a_bridge_carries_model_requests_to_the_host_socket(world: World) {
     assert!(heads[1].contains(&format!("Authorization: Bearer {TOKEN}\r\n")));
 }
 
-async fn the_environment_has_the_base_urls_and_the_token_and_nothing_else_secret(world: World) {
+async fn the_environment_has_the_base_urls_and_the_token_and_nothing_else_secret(
+    world: SandboxDirs,
+) {
     // SAFETY: nextest runs each test in its own process, and no thread reading the
     // environment exists yet.
     unsafe {
@@ -321,7 +324,7 @@ async fn the_environment_has_the_base_urls_and_the_token_and_nothing_else_secret
     assert!(!cmdlines.contains(TOKEN), "{}", report(&out));
 }
 
-async fn without_a_bridge_there_is_no_relay_and_nothing_connects(world: World) {
+async fn without_a_bridge_there_is_no_relay_and_nothing_connects(world: SandboxDirs) {
     let socket = world.socket("model.sock");
     let server = Recorder::on_unix(&socket);
     let out = world
@@ -348,7 +351,7 @@ fn egress_port() -> u16 {
     planwright::sandbox::egress::PORT
 }
 
-async fn setup_reaches_an_allowlisted_registry_by_connect_and_plain_http(world: World) {
+async fn setup_reaches_an_allowlisted_registry_by_connect_and_plain_http(world: SandboxDirs) {
     let (registry, port) = Recorder::on_tcp().await;
     let proxy = egress(
         &world,
@@ -399,7 +402,7 @@ async fn setup_reaches_an_allowlisted_registry_by_connect_and_plain_http(world: 
     }
 }
 
-async fn setup_refuses_other_hosts_with_403_and_logs_the_denial(world: World) {
+async fn setup_refuses_other_hosts_with_403_and_logs_the_denial(world: SandboxDirs) {
     let (_registry, port) = Recorder::on_tcp().await;
     let (other, other_port) = Recorder::on_tcp().await;
     let proxy = egress(&world, &[&format!("127.0.0.1:{port}")], "run-deny-3").await;
@@ -433,7 +436,9 @@ async fn setup_refuses_other_hosts_with_403_and_logs_the_denial(world: World) {
     }
 }
 
-async fn the_proxy_refuses_the_metadata_service_and_names_resolving_to_loopback(world: World) {
+async fn the_proxy_refuses_the_metadata_service_and_names_resolving_to_loopback(
+    world: SandboxDirs,
+) {
     let (registry, port) = Recorder::on_tcp().await;
     // `.localhost` covers the name `localhost` by a domain rule, which does not name the
     // loopback address; `localhost:PORT` itself would.
@@ -482,7 +487,7 @@ async fn the_proxy_refuses_the_metadata_service_and_names_resolving_to_loopback(
     assert_eq!(registry.connections(), 1);
 }
 
-async fn no_resolver_is_reachable_inside(world: World) {
+async fn no_resolver_is_reachable_inside(world: SandboxDirs) {
     let proxy = egress(&world, &["crates.io"], "run-dns-1").await;
     let host_udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     host_udp.set_nonblocking(true).unwrap();
@@ -544,7 +549,7 @@ async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
-async fn the_relay_dies_with_the_sandbox(world: World) {
+async fn the_relay_dies_with_the_sandbox(world: SandboxDirs) {
     // A host user of its own, so only this run's processes are counted.
     let own = world.own_uid(64_003);
     let socket = world.socket("model.sock");
@@ -589,7 +594,7 @@ async fn the_relay_dies_with_the_sandbox(world: World) {
     }
 }
 
-fn planwright(world: &World) -> std::process::Command {
+fn planwright(world: &SandboxDirs) -> std::process::Command {
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_planwright"));
     cmd.current_dir(world.root.path())
         .env("PLANWRIGHT_DATA_DIR", world.root.path().join("data"));
@@ -598,7 +603,7 @@ fn planwright(world: &World) -> std::process::Command {
 
 #[tokio::test]
 async fn sandbox_run_with_network_setup_reaches_only_the_allowed_hosts() {
-    let world = World::new();
+    let world = SandboxDirs::new();
     let (registry, port) = Recorder::on_tcp().await;
     let (other, other_port) = Recorder::on_tcp().await;
     let mut cmd = planwright(&world);
@@ -635,7 +640,7 @@ async fn sandbox_run_with_network_setup_reaches_only_the_allowed_hosts() {
 
 #[test]
 fn doctor_starts_a_sandbox_and_fails_without_bubblewrap() {
-    let world = World::new();
+    let world = SandboxDirs::new();
     let out = planwright(&world).arg("doctor").output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -700,7 +705,7 @@ fn landlock_abi() -> i64 {
 }
 
 async fn a_bridged_command_writes_only_where_the_mounts_allow_and_cannot_kill_the_relay(
-    world: World,
+    world: SandboxDirs,
 ) {
     let abi = landlock_abi();
     assert!(
@@ -757,7 +762,9 @@ async fn a_bridged_command_writes_only_where_the_mounts_allow_and_cannot_kill_th
     }
 }
 
-async fn the_relay_comes_in_by_content_from_a_folder_the_sandbox_user_cannot_enter(world: World) {
+async fn the_relay_comes_in_by_content_from_a_folder_the_sandbox_user_cannot_enter(
+    world: SandboxDirs,
+) {
     // As `mktemp -d` makes it (0700, root's): a clone or `cargo install` root there.
     let private = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     std::fs::set_permissions(private.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
@@ -787,7 +794,7 @@ async fn the_relay_comes_in_by_content_from_a_folder_the_sandbox_user_cannot_ent
 #[test]
 fn doctor_says_what_isolation_a_planwright_that_is_not_root_has() {
     const UID: u32 = 64_030;
-    let world = World::new();
+    let world = SandboxDirs::new();
     let data = world.root.path().join("data");
     std::fs::create_dir(&data).unwrap();
     std::os::unix::fs::chown(&data, Some(UID), Some(UID)).unwrap();
@@ -819,7 +826,7 @@ fn doctor_says_what_isolation_a_planwright_that_is_not_root_has() {
 #[tokio::test]
 async fn the_model_proxy_bridge_works_in_images_with_no_libc_or_another_ones() {
     for build in [roots::busybox, roots::foreign_libc] {
-        let world = World::new();
+        let world = SandboxDirs::new();
         let dir = world.root.path().join("image");
         std::fs::create_dir(&dir).unwrap();
         let root = build(&dir);

@@ -141,20 +141,20 @@ fn base_files(dir: &Path) {
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
-/// Runs each named test, an `async fn(World)` of the calling module, twice: on the
-/// host's root (`World::new()`) and on an image root (`World::in_image()`).
+/// Runs each named test, an `async fn(Fixture)` of the calling module, twice: on the
+/// host's root (`Fixture::new()`) and on an image root (`Fixture::in_image()`).
 #[macro_export]
 macro_rules! on_both_roots {
-    ($($test:ident),+ $(,)?) => {$(
+    ($fixture:ident: $($test:ident),+ $(,)?) => {$(
         mod $test {
             #[tokio::test]
             async fn host_root() {
-                super::$test(super::World::new()).await
+                super::$test(super::$fixture::new()).await
             }
 
             #[tokio::test]
             async fn image_root() {
-                super::$test(super::World::in_image()).await
+                super::$test(super::$fixture::in_image()).await
             }
         }
     )+};
