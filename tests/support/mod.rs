@@ -4,9 +4,9 @@
 //! model server (`model_server`), a stateful fake GitHub (`fake_forge`), a stateful
 //! fake GitLab (`fake_gitlab`), the request log and failure injection both share
 //! (`fake_http`), git over smart HTTP for both (`git_http`), markdown read as a forge
-//! renders it (`markdown`), a session world on either forge (`world`), the texts it
-//! posts with what varies replaced, for snapshots (`redact`), and root folders shaped
-//! like images (`roots`).
+//! renders it (`markdown`), a session world on either forge (`world`), the texts it posts
+//! with what varies replaced, for snapshots (`redact`), and root folders shaped like
+//! images (`roots`).
 #![allow(dead_code)]
 
 pub mod calc;
