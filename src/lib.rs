@@ -10,6 +10,7 @@ pub mod config;
 pub mod contract;
 pub mod distill;
 pub mod doctor;
+pub mod environment;
 pub mod event;
 pub mod executor;
 pub mod forge;

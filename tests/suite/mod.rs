@@ -9,6 +9,7 @@ mod dispatch;
 mod distill_cli;
 mod distill_fuzz;
 mod doctor;
+mod environment;
 mod executor;
 mod forge_github;
 mod forge_gitlab;

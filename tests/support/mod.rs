@@ -14,6 +14,7 @@ pub mod fake_http;
 pub mod git_http;
 pub mod markdown;
 pub mod model_server;
+pub mod registry;
 
 use std::future::Future;
 use std::path::PathBuf;
