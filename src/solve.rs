@@ -19,7 +19,7 @@ use crate::forge::repo_config::LoadError;
 use crate::jobs::{JobError, Waker, Worker};
 use crate::metering::ModelRole;
 use crate::metering::proxy::{self, Capabilities, ProxyState};
-use crate::session::flow;
+use crate::session::events;
 use crate::store::state::SessionState;
 use crate::store::{Db, audit, jobs, model_usage, sessions};
 
@@ -280,7 +280,7 @@ impl Session<'_> {
             installation: None,
             kind,
         };
-        flow::on_repo_event(self.app, &event, None)
+        events::on_repo_event(self.app, &event, None)
             .await
             .map_err(|e| match e {
                 JobError::Retryable(e) | JobError::Permanent(e) => SolveError::Failed(e),
@@ -302,12 +302,7 @@ impl Session<'_> {
 
     async fn drive(&self, approve: bool) -> Result<Ended, SolveError> {
         let repo = self.forge.name().clone();
-        let config = match crate::forge::repo_config::load_policy(
-            self.forge.as_ref(),
-            &repo,
-            Some(event::ForgeKind::Local),
-        )
-        .await
+        let config = match crate::forge::repo_config::load_policy(self.forge.as_ref(), &repo).await
         {
             Ok(c) => c,
             Err(LoadError::Config(e)) => {
@@ -453,19 +448,19 @@ impl Session<'_> {
             let own: Vec<jobs::JobRow> = jobs::list(&self.app.db, None)
                 .await?
                 .into_iter()
-                .filter(|j| j.session_id.as_deref() == Some(id.as_str()))
+                .filter(|j| j.session_id.as_ref() == Some(id))
                 .collect();
             for job in &own {
                 let error = job.last_error.as_deref().unwrap_or_default();
-                if job.state == jobs::DEAD {
+                if job.state == jobs::JobState::Dead {
                     anyhow::bail!(
                         "The {} job gave up after {} attempt(s): {error}",
                         job.kind,
                         job.attempts
                     );
                 }
-                if job.state == jobs::QUEUED && job.attempts > 0 {
-                    progress.retrying(&job.id, job.attempts, error);
+                if job.state == jobs::JobState::Queued && job.attempts > 0 {
+                    progress.retrying(job.id.as_str(), job.attempts, error);
                 }
             }
             tokio::select! {

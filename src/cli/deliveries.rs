@@ -30,7 +30,7 @@ pub(super) async fn run(settings: Settings, json: bool, limit: u32) -> anyhow::R
                 event,
                 d.status,
                 d.jobs,
-                d.repo.as_deref().unwrap_or("-"),
+                d.repo.as_ref().map_or("-", |r| r.as_str()),
                 d.error.map(|e| format!("  ({e})")).unwrap_or_default()
             );
         }

@@ -10,23 +10,17 @@ use std::path::Path;
 
 use serde::{Deserialize, Deserializer};
 
-use crate::event;
+use super::environment::{EnvironmentConfig, FileEnvironment};
 use crate::ids::ModelName;
 use crate::ids::Permission;
 
-/// Where the file is looked for, first found wins.
-pub fn candidate_paths(forge: Option<event::ForgeKind>) -> &'static [&'static str] {
-    match forge {
-        Some(event::ForgeKind::Github) => &[".github/planwright.yml", ".planwright.yml"],
-        Some(event::ForgeKind::Gitlab) => &[".gitlab/planwright.yml", ".planwright.yml"],
-        // A local repository may be headed for either forge: any of the files counts.
-        Some(event::ForgeKind::Local) | None => &[
-            ".planwright.yml",
-            ".github/planwright.yml",
-            ".gitlab/planwright.yml",
-        ],
-    }
-}
+/// Every place the file may be, first found wins where no forge narrows it (each forge
+/// names its own: `Forge::config_paths`).
+pub const ALL_PATHS: &[&str] = &[
+    ".planwright.yml",
+    ".github/planwright.yml",
+    ".gitlab/planwright.yml",
+];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExecutorKind {
@@ -81,6 +75,7 @@ pub struct RepoConfig {
     pub max_attempts: u32,
     pub protected_paths: Vec<String>,
     pub on_failure: OnFailure,
+    pub environment: EnvironmentConfig,
     /// The file it was read from; `None` when every value is a default.
     pub source: Option<String>,
 }
@@ -109,6 +104,7 @@ impl RepoConfig {
                 ".gitlab-ci.yml".to_owned(),
             ],
             on_failure: OnFailure::DraftPr,
+            environment: EnvironmentConfig::default(),
             source: None,
         }
     }
@@ -221,20 +217,32 @@ impl RepoConfig {
         if let Some(o) = file.on_failure {
             config.on_failure = o.0;
         }
+        if let Some(env) = file.environment {
+            config.environment = env.check().map_err(|(key, message)| at(key, message))?;
+        }
         config.source = Some(path.to_owned());
         Ok(config)
     }
 
     /// The settings as a checkout of one commit holds them (the first candidate file, or
     /// the defaults), with the commands the file leaves out guessed from its root files.
-    pub fn from_checkout(
-        dir: &Path,
-        kind: Option<event::ForgeKind>,
-    ) -> Result<RepoConfig, ConfigError> {
+    /// `paths` are where the file is looked for, first found wins.
+    pub fn from_checkout(dir: &Path, paths: &[&str]) -> Result<RepoConfig, ConfigError> {
         let root = RootFiles::from_dir(dir);
-        for path in candidate_paths(kind) {
+        for path in paths {
             match std::fs::read_to_string(dir.join(path)) {
-                Ok(text) => return RepoConfig::parse(&text, path, &root),
+                Ok(text) => {
+                    let config = RepoConfig::parse(&text, path, &root)?;
+                    // Only a checkout can tell whether the files keying the cache exist.
+                    if let Err(message) = config.environment.key_files(dir) {
+                        return Err(ConfigError {
+                            path: (*path).to_owned(),
+                            line: line_of(&text, "cache_key"),
+                            message: format!("`cache_key`: {message}"),
+                        });
+                    }
+                    return Ok(config);
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => {
                     return Err(ConfigError {
@@ -268,6 +276,7 @@ impl RepoConfig {
                 OnFailure::Comment => "comment",
             }
             .to_owned(),
+            environment: self.environment.clone(),
             models: BoundModels {
                 planner: name(&self.models.planner),
                 scout: name(&self.models.scout),
@@ -319,6 +328,7 @@ impl RepoConfig {
                 "comment" => OnFailure::Comment,
                 other => return Err(format!("`{other}` is not an on_failure value")),
             },
+            environment: b.environment.clone(),
             source: b.source.clone(),
         })
     }
@@ -351,6 +361,9 @@ pub struct BoundSettings {
     pub max_attempts: u32,
     pub on_failure: String,
     pub models: BoundModels,
+    /// Absent from settings recorded before environments: those ran on the host.
+    #[serde(default)]
+    pub environment: EnvironmentConfig,
 }
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -472,6 +485,7 @@ struct File {
     max_attempts: Option<u32>,
     protected_paths: Option<Vec<String>>,
     on_failure: Option<Failure>,
+    environment: Option<FileEnvironment>,
 }
 
 #[derive(Deserialize)]

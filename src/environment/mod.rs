@@ -1,18 +1,18 @@
-//! Repository environments: OCI images pulled from their registry, verified, unpacked once
+//! A run's environment: which OCI image it uses and where that choice came from
+//! ([`source`]), and the image itself: pulled from its registry, verified, unpacked once
 //! into a read-only root folder under `DATA_DIR/environments/` and handed out under a
-//! [`Lease`] that keeps the cache from evicting them while a run uses them.
+//! [`cache::Lease`] that keeps the cache from evicting it while a run uses it.
 
 mod auth;
-mod cache;
+pub mod cache;
 mod registry;
+pub mod source;
 mod unpack;
 
 use std::path::{Path, PathBuf};
 
 use crate::config::images::ImageSettings;
 use crate::ids::image::{Digest, ImageRef};
-
-pub use cache::Lease;
 
 /// An unpacked image: its root folder and what its config says a process in it gets.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -116,7 +116,7 @@ impl Environments {
     /// The image unpacked and leased: from the cache when it holds the digest the
     /// reference resolves to, else downloaded, verified and unpacked, once however many
     /// pulls of it run at the same time.
-    pub async fn pull(&self, image: &ImageRef) -> Result<Lease, PullError> {
+    pub async fn pull(&self, image: &ImageRef) -> Result<cache::Lease, PullError> {
         let remote = self.client.remote(image);
         let resolved = remote.resolve().await?;
         if let Some(lease) = self.cache.lease(image, &resolved.digest)? {

@@ -24,6 +24,7 @@ use super::{
     header, truncate_with_note,
 };
 use crate::config::GithubSettings;
+use crate::contract::SourceLinks;
 use crate::event::{Actor, Thread};
 use crate::ids::{CommentId, CommitSha, InstallationId, IssueNumber, PullNumber, RepoName};
 
@@ -44,6 +45,8 @@ struct Shared {
     app_id: u64,
     /// Where GraphQL lives, which on GitHub Enterprise Server is not under the REST base.
     graphql_url: String,
+    /// The web view's root: `https://github.com`, or an Enterprise Server's host.
+    web_url: String,
     /// For GraphQL only: octocrab puts its base path in front of every URL, which on
     /// Enterprise Server turns `/api/graphql` into `/api/v3/api/graphql`.
     http: reqwest::Client,
@@ -86,6 +89,7 @@ impl GithubApp {
                 app,
                 app_id,
                 graphql_url: graphql_url(&settings.api_url),
+                web_url: web_url(&settings.api_url),
                 http: reqwest::Client::builder()
                     // A redirect could carry the token to another host.
                     .redirect(reqwest::redirect::Policy::none())
@@ -108,6 +112,7 @@ impl GithubApp {
                 app: self.shared.app.clone(),
                 app_id: self.shared.app_id,
                 graphql_url: self.shared.graphql_url.clone(),
+                web_url: self.shared.web_url.clone(),
                 http: self.shared.http.clone(),
                 retry,
                 slug: OnceCell::new(),
@@ -181,6 +186,32 @@ impl GithubForge {
 
 #[async_trait]
 impl Forge for GithubForge {
+    fn web_links(&self, repo: &RepoName) -> SourceLinks {
+        SourceLinks::GitHub {
+            repo_url: format!("{}/{repo}", self.shared.web_url),
+        }
+    }
+
+    fn commit_email(&self, login: &str) -> String {
+        format!("{login}@users.noreply.github.com")
+    }
+
+    fn pull_body_limit(&self) -> usize {
+        GITHUB_TEXT_LIMIT
+    }
+
+    fn check_carries_report(&self) -> bool {
+        true
+    }
+
+    fn config_paths(&self) -> &'static [&'static str] {
+        &[".github/planwright.yml", ".planwright.yml"]
+    }
+
+    fn has_labels(&self) -> bool {
+        true
+    }
+
     async fn is_own(&self, actor: &Actor) -> Result<bool, ForgeError> {
         let app = GithubApp {
             shared: Arc::clone(&self.shared),
@@ -717,6 +748,17 @@ fn graphql_url(api_url: &str) -> String {
     match base.strip_suffix("/api/v3") {
         Some(host) => format!("{host}/api/graphql"),
         None => format!("{base}/graphql"),
+    }
+}
+
+/// The web view for a REST base URL: github.com for its API, the host itself for GitHub
+/// Enterprise Server's `https://HOST/api/v3`.
+fn web_url(api_url: &str) -> String {
+    let api = api_url.trim_end_matches('/');
+    if api == "https://api.github.com" {
+        "https://github.com".to_owned()
+    } else {
+        api.strip_suffix("/api/v3").unwrap_or(api).to_owned()
     }
 }
 

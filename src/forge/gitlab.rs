@@ -23,6 +23,7 @@ use super::{
     Permission, PullRequest, Reaction, Repository, RetryPolicy, header, truncate_with_note,
 };
 use crate::config::GitlabSettings;
+use crate::contract::SourceLinks;
 use crate::event::{Actor, Thread};
 use crate::ids::{CommentId, CommitSha, IssueNumber, PullNumber, RepoName};
 
@@ -38,6 +39,9 @@ const PER_PAGE: usize = 100;
 /// A thread longer than this many pages is not a thread planwright can act on anyway;
 /// the bound keeps a misbehaving server from looping us forever.
 const MAX_PAGES: usize = 100;
+
+/// The longest merge request description GitLab keeps, in characters.
+pub const BODY_LIMIT: usize = 1_048_576;
 
 /// GitLab as seen through one token (a bot user's, or a project or group access token).
 #[derive(Clone)]
@@ -240,6 +244,37 @@ impl GitlabForge {
 
 #[async_trait]
 impl Forge for GitlabForge {
+    fn web_links(&self, repo: &RepoName) -> SourceLinks {
+        let base = self.api.strip_suffix("/api/v4").unwrap_or(&self.api);
+        SourceLinks::GitLab {
+            project_url: format!("{base}/{repo}"),
+        }
+    }
+
+    fn commit_email(&self, login: &str) -> String {
+        let host = reqwest::Url::parse(&self.api)
+            .ok()
+            .and_then(|u| u.host_str().map(str::to_owned))
+            .unwrap_or_else(|| "gitlab.com".to_owned());
+        format!("{login}@noreply.{host}")
+    }
+
+    fn pull_body_limit(&self) -> usize {
+        BODY_LIMIT
+    }
+
+    fn check_carries_report(&self) -> bool {
+        false
+    }
+
+    fn config_paths(&self) -> &'static [&'static str] {
+        &[".gitlab/planwright.yml", ".planwright.yml"]
+    }
+
+    fn has_labels(&self) -> bool {
+        true
+    }
+
     async fn is_own(&self, actor: &Actor) -> Result<bool, ForgeError> {
         let me = self.bot_user().await?;
         // Ids survive renames and are never reused; a login alone (id 0) is all some

@@ -18,6 +18,7 @@ use super::{
     Check, CheckState, Comment, Forge, ForgeError, GitRemote, Issue, LabelChange, NewPullRequest,
     Permission, PullRequest, Reaction, Repository,
 };
+use crate::contract::SourceLinks;
 use crate::event::{Actor, Thread};
 use crate::ids::{CommentId, CommitSha, IssueNumber, PullNumber, RepoName};
 
@@ -559,6 +560,32 @@ async fn git_text(dir: &Path, args: &[&str]) -> anyhow::Result<Result<String, St
 
 #[async_trait]
 impl Forge for LocalForge {
+    fn web_links(&self, _repo: &RepoName) -> SourceLinks {
+        SourceLinks::None
+    }
+
+    fn commit_email(&self, login: &str) -> String {
+        format!("{login}@localhost")
+    }
+
+    /// A local pull request is a file: GitLab's generous limit keeps it readable.
+    fn pull_body_limit(&self) -> usize {
+        super::gitlab::BODY_LIMIT
+    }
+
+    fn check_carries_report(&self) -> bool {
+        false
+    }
+
+    /// A local repository may be headed for either forge: any of the files counts.
+    fn config_paths(&self) -> &'static [&'static str] {
+        crate::config::repo::ALL_PATHS
+    }
+
+    fn has_labels(&self) -> bool {
+        false
+    }
+
     async fn is_own(&self, actor: &Actor) -> Result<bool, ForgeError> {
         Ok(actor.login.eq_ignore_ascii_case(BOT_LOGIN))
     }

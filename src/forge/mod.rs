@@ -181,6 +181,26 @@ pub enum LabelChange {
 /// What planwright needs from the place an issue lives. Later layers see only this.
 #[async_trait]
 pub trait Forge: Send + Sync {
+    /// Where evidence links point: the forge's web view of the repository.
+    fn web_links(&self, repo: &RepoName) -> crate::contract::SourceLinks;
+
+    /// The address planwright's commits carry for `login`: the forge's no-reply domain.
+    fn commit_email(&self, login: &str) -> String;
+
+    /// The most bytes a pull request's body may hold.
+    fn pull_body_limit(&self) -> usize;
+
+    /// Whether a check on the commit carries the full verification report (GitHub's
+    /// check runs do), so the pull request's body can leave it out.
+    fn check_carries_report(&self) -> bool;
+
+    /// Where the repository's settings file is looked for, first found wins.
+    fn config_paths(&self) -> &'static [&'static str];
+
+    /// Whether the forge keeps labels on issues. A local issue has none: `solve` itself
+    /// stands for adding the trigger label.
+    fn has_labels(&self) -> bool;
+
     /// Whether `actor` is planwright itself, so its own comments never trigger anything.
     async fn is_own(&self, actor: &Actor) -> Result<bool, ForgeError>;
 

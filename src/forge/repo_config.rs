@@ -1,8 +1,7 @@
 //! The repository's own settings file (`config::repo`) as the forge serves it from the
 //! default branch, with the root files that guess the commands the file leaves out.
 
-use crate::config::repo::{ConfigError, PROBED_FILES, RepoConfig, RootFiles, candidate_paths};
-use crate::event;
+use crate::config::repo::{ConfigError, PROBED_FILES, RepoConfig, RootFiles};
 use crate::forge::{Forge, ForgeError};
 use crate::ids::RepoName;
 
@@ -17,29 +16,20 @@ pub enum LoadError {
 
 /// Reads the first candidate file from the default branch, or the defaults, with the
 /// commands the file leaves out guessed from the repository's root files.
-pub async fn load(
-    forge: &dyn Forge,
-    repo: &RepoName,
-    kind: Option<event::ForgeKind>,
-) -> Result<RepoConfig, LoadError> {
-    load_with(forge, repo, kind, true).await
+pub async fn load(forge: &dyn Forge, repo: &RepoName) -> Result<RepoConfig, LoadError> {
+    load_with(forge, repo, true).await
 }
 
 /// As [`load`] without probing the root files (one forge request each):
 /// for deciding who may do what, which needs no guessed commands. `setup`, `test` and
 /// `network_allow` hold only what the file says.
-pub async fn load_policy(
-    forge: &dyn Forge,
-    repo: &RepoName,
-    kind: Option<event::ForgeKind>,
-) -> Result<RepoConfig, LoadError> {
-    load_with(forge, repo, kind, false).await
+pub async fn load_policy(forge: &dyn Forge, repo: &RepoName) -> Result<RepoConfig, LoadError> {
+    load_with(forge, repo, false).await
 }
 
 async fn load_with(
     forge: &dyn Forge,
     repo: &RepoName,
-    kind: Option<event::ForgeKind>,
     guess: bool,
 ) -> Result<RepoConfig, LoadError> {
     let root = |guess: bool| async move {
@@ -49,7 +39,7 @@ async fn load_with(
             Ok(RootFiles::default())
         }
     };
-    for path in candidate_paths(kind) {
+    for path in forge.config_paths() {
         if let Some(text) = forge.read_file(repo, path).await? {
             return Ok(RepoConfig::parse(&text, path, &root(guess).await?)?);
         }

@@ -10,7 +10,6 @@ use tracing::Instrument;
 
 use crate::config::repo::OnFailure;
 use crate::contract::{Contract, ContractHash, ContractVersion};
-use crate::event;
 use crate::forge::{
     Check, CheckState, Forge, ForgeError, NewPullRequest, PullRequest, truncate_with_note,
 };
@@ -25,8 +24,6 @@ use crate::store::{Db, model_usage};
 
 /// The name of the check planwright sets on the commits it pushes.
 pub const CHECK_NAME: &str = "planwright";
-/// The longest merge request description GitLab keeps, in characters.
-const GITLAB_BODY_LIMIT: usize = 1_048_576;
 /// The first line of a commit message, as git tools show it without cutting.
 const SUBJECT_MAX: usize = 72;
 
@@ -69,8 +66,11 @@ pub enum RunResult {
 /// Everything a publication says about a run.
 #[derive(Debug, Clone)]
 pub struct Publication<'a> {
-    /// Decides where the full report goes and how long the body may be.
-    pub forge: event::ForgeKind,
+    /// The most bytes the pull request's body may hold (`Forge::pull_body_limit`).
+    pub body_limit: usize,
+    /// Whether the check carries the full report, so the body leaves it out
+    /// (`Forge::check_carries_report`).
+    pub check_carries_report: bool,
     pub repo: &'a RepoName,
     pub issue: IssueNumber,
     pub session: &'a SessionId,
@@ -282,14 +282,11 @@ pub fn result_message(
 /// attempts and `Closes #N`, within the forge's limit. Only the long free-text parts
 /// (failing tests, the full report) are cut to fit, so the closing line always stays.
 fn pull_body(p: &Publication<'_>, cost: &str) -> String {
-    // A local pull request is a file: GitLab's generous limit keeps it readable.
-    let limit = match p.forge {
-        event::ForgeKind::Github => GITHUB_TEXT_LIMIT,
-        event::ForgeKind::Gitlab | event::ForgeKind::Local => GITLAB_BODY_LIMIT,
-    };
-    let details = match p.forge {
-        event::ForgeKind::Github => "",
-        event::ForgeKind::Gitlab | event::ForgeKind::Local => p.verification.details.as_str(),
+    let limit = p.body_limit;
+    let details = if p.check_carries_report {
+        ""
+    } else {
+        p.verification.details.as_str()
     };
     let render = |failing: &str, details: &str| {
         let mut out = String::new();
@@ -577,13 +574,14 @@ mod tests {
         let result = RunResult::Failed {
             reason: "tests fail".into(),
         };
-        for forge in [
-            event::ForgeKind::Github,
-            event::ForgeKind::Gitlab,
-            event::ForgeKind::Local,
+        // GitHub's check run carries the report; GitLab's (and a local) body holds it.
+        for (forge, limit, check_carries_report) in [
+            ("github", GITHUB_TEXT_LIMIT, true),
+            ("gitlab", crate::forge::gitlab::BODY_LIMIT, false),
         ] {
             let p = Publication {
-                forge,
+                body_limit: limit,
+                check_carries_report,
                 repo: &repo,
                 issue: IssueNumber(12),
                 session: &session,
@@ -602,10 +600,6 @@ mod tests {
                 author: &author,
             };
             let body = pull_body(&p, "cost table\n");
-            let limit = match forge {
-                event::ForgeKind::Github => GITHUB_TEXT_LIMIT,
-                event::ForgeKind::Gitlab | event::ForgeKind::Local => GITLAB_BODY_LIMIT,
-            };
             assert!(body.len() <= limit, "{forge}: {}", body.len());
             assert!(body.len() > limit - 200, "{forge}: the room is used");
             assert!(body.trim_end().ends_with("Closes #12"), "{forge}");

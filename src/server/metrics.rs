@@ -83,6 +83,15 @@ pub async fn render(db: &Db) -> Result<String> {
         1,
     );
 
+    queue(db, &mut out).await?;
+    work(db, &mut out).await?;
+    usage(db, &mut out).await?;
+    crate::metrics::render_process(&mut out);
+    Ok(out.into_text())
+}
+
+/// Deliveries and the job queue.
+async fn queue(db: &Db, out: &mut Exposition) -> Result<()> {
     let deliveries = deliveries::counts(db).await?;
     out.family(
         "planwright_deliveries_total",
@@ -127,6 +136,11 @@ pub async fn render(db: &Db) -> Result<String> {
     let age = oldest.map_or(0.0, |at| (now - at).max(0) as f64 / 1000.0);
     out.sample("planwright_queue_oldest_age_seconds", &[], age);
 
+    Ok(())
+}
+
+/// Sessions and executor runs.
+async fn work(db: &Db, out: &mut Exposition) -> Result<()> {
     let sessions = sessions::counts(db).await?;
     out.family(
         "planwright_sessions",
@@ -162,6 +176,11 @@ pub async fn render(db: &Db) -> Result<String> {
         );
     }
 
+    Ok(())
+}
+
+/// Model tokens and cost.
+async fn usage(db: &Db, out: &mut Exposition) -> Result<()> {
     let usage = model_usage::totals(db).await?;
     out.family(
         "planwright_model_tokens_total",
@@ -206,6 +225,5 @@ pub async fn render(db: &Db) -> Result<String> {
         );
     }
 
-    crate::metrics::render_process(&mut out);
-    Ok(out.into_text())
+    Ok(())
 }

@@ -542,21 +542,14 @@ async fn status_page(state: &AppState) -> anyhow::Result<Response> {
     let settings = &state.settings;
     let mut installation_rows = Vec::with_capacity(installs.len());
     for i in &installs {
-        let repositories = match forge_named(&i.forge) {
-            Some(forge) => installations::repositories(
-                &mut conn,
-                forge,
-                crate::ids::InstallationId(i.installation_id),
-            )
+        let repositories = installations::repositories(&mut conn, i.forge, i.installation_id)
             .await?
-            .len(),
-            None => 0,
-        };
+            .len();
         installation_rows.push(InstallationRow {
-            forge: &i.forge,
-            id: i.installation_id,
+            forge: i.forge.as_str(),
+            id: i.installation_id.0,
             account: &i.account,
-            state: &i.state,
+            state: i.state.as_str(),
             repositories,
         });
     }
@@ -599,12 +592,6 @@ fn issue_url(settings: &Settings, s: &sessions::SessionRow) -> Option<String> {
             .map(|base| format!("{base}/{}/-/issues/{}", s.repo, s.issue_number)),
         ForgeKind::Local => None,
     }
-}
-
-fn forge_named(name: &str) -> Option<ForgeKind> {
-    [ForgeKind::Github, ForgeKind::Gitlab]
-        .into_iter()
-        .find(|f| f.as_str() == name)
 }
 
 fn age(ms: i64) -> String {

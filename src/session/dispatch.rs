@@ -7,12 +7,42 @@ use std::sync::Arc;
 use anyhow::Context;
 use tracing::info;
 
-use super::execute;
-use super::flow::{self, ExecuteJob, PlanJob};
+use serde::{Deserialize, Serialize};
+
+use super::{events, execute, plan};
 use crate::app::App;
+use crate::config::repo::BoundSettings;
 use crate::event::{Event, ForgeKind, RepoEvent};
+use crate::ids::SessionId;
 use crate::jobs::{Handler, Job, JobError};
-use crate::store::{Db, audit, installations, jobs};
+use crate::store::installations::InstallationState;
+use crate::store::{Db, audit, installations, jobs, sessions};
+
+/// Attempts a session job gets before it is dead-lettered; planning failures a person
+/// must see are handled inside the job, so these are for outages.
+pub(crate) const JOB_ATTEMPTS: i64 = 5;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PlanJob {
+    pub session: SessionId,
+    /// The version this job produces.
+    pub version: i64,
+    /// `/revise` feedback: the new version builds on the previous one.
+    pub feedback: Option<String>,
+}
+
+/// What an approval binds to: exactly this version, hash and base.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ExecuteJob {
+    pub session: SessionId,
+    pub version: i64,
+    pub sha256: String,
+    pub base_sha: String,
+    /// The sha256 of the repository settings recorded with the contract; `None` for a
+    /// contract planned before settings were recorded.
+    #[serde(default)]
+    pub settings_sha256: Option<String>,
+}
 
 /// A job as the session layer knows it. The stored kind names (`event`, `plan`,
 /// `execute`) and payloads are those of rows already in the queue.
@@ -71,7 +101,7 @@ pub fn handler(app: Arc<App>) -> Handler {
 async fn run(app: Arc<App>, job: Job) -> Result<(), JobError> {
     match JobKind::parse(&job.kind, &job.payload)? {
         JobKind::Event(event) => on_event(&app, &job, &event).await,
-        JobKind::Plan(plan) => flow::plan_job(app, plan).await,
+        JobKind::Plan(plan) => plan::plan_job(app, plan).await,
         JobKind::Execute(execute) => execute::execute_job(app, execute, job.attempt).await,
     }
 }
@@ -82,7 +112,7 @@ async fn on_event(app: &App, job: &Job, event: &Event) -> Result<(), JobError> {
         let delivery = jobs::get(&job.db, job.id.as_str())
             .await?
             .and_then(|row| row.delivery_id);
-        return flow::on_repo_event(app, repo_event, delivery.as_deref()).await;
+        return events::on_repo_event(app, repo_event, delivery.as_ref().map(|d| d.as_str())).await;
     }
     handle(&job.db, event).await.map_err(JobError::from)
 }
@@ -100,9 +130,9 @@ async fn handle(db: &Db, event: &Event) -> anyhow::Result<()> {
             repositories,
         } => {
             let state = match action.as_str() {
-                "deleted" => "deleted",
-                "suspend" => "suspended",
-                _ => "active",
+                "deleted" => InstallationState::Deleted,
+                "suspend" => InstallationState::Suspended,
+                _ => InstallationState::Active,
             };
             let mut tx = db.writer.begin().await?;
             installations::upsert(&mut tx, ForgeKind::Github, *installation, account, state)
@@ -159,4 +189,41 @@ async fn handle(db: &Db, event: &Event) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// Queues the plan job that writes `version` (with `/revise` feedback, if any).
+pub(crate) async fn enqueue_plan(
+    conn: &mut sqlx::AnyConnection,
+    session: &SessionId,
+    version: i64,
+    feedback: Option<String>,
+) -> anyhow::Result<()> {
+    let mut job = JobKind::Plan(PlanJob {
+        session: session.clone(),
+        version,
+        feedback,
+    })
+    .to_new_job(JOB_ATTEMPTS)?;
+    job.session = Some(session.clone());
+    jobs::enqueue(conn, &job).await?;
+    Ok(())
+}
+
+/// Queues the execute job bound to exactly this contract row.
+pub(crate) async fn enqueue_execute(
+    conn: &mut sqlx::AnyConnection,
+    session: &SessionId,
+    contract: &sessions::ContractRow,
+) -> anyhow::Result<()> {
+    let mut job = JobKind::Execute(ExecuteJob {
+        session: session.clone(),
+        version: contract.version,
+        sha256: contract.sha256.clone(),
+        base_sha: contract.base_sha.clone(),
+        settings_sha256: contract.settings.as_deref().map(BoundSettings::sha256_of),
+    })
+    .to_new_job(JOB_ATTEMPTS)?;
+    job.session = Some(session.clone());
+    jobs::enqueue(conn, &job).await?;
+    Ok(())
 }

@@ -1,10 +1,23 @@
-//! Planner sessions: one issue's way from label to pull request. `state` is the state
-//! machine, `commands` reads what maintainers write in the thread, `dispatch` runs each
-//! kind of job, `flow` acts on events and runs the planning job, `execute` carries out an approved contract to a pull
-//! request with `review` judging each attempt.
+//! Planner sessions: one issue's way from label to pull request. `events` routes what
+//! the forge reports, `label` starts and cancels sessions, `command` carries out what
+//! maintainers write (one file per command: `approve`, `revise`, `replan`, `retry`,
+//! `cancel`; `commands` parses them), `plan` and `execute` are the two jobs, `dispatch`
+//! runs each kind of job, `status` keeps the status comment, `comments` holds every text
+//! posted, and `error` says how a step ends early.
 
+mod approve;
+mod cancel;
 pub mod checkout;
+mod command;
 pub mod commands;
+mod comments;
 pub mod dispatch;
+mod error;
+pub mod events;
 pub mod execute;
-pub mod flow;
+mod label;
+pub mod plan;
+mod replan;
+mod retry;
+mod revise;
+mod status;

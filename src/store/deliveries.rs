@@ -7,7 +7,8 @@ use super::{Db, jobs, now_ms};
 use crate::event::ForgeKind;
 use crate::ids::{CommentId, DeliveryId, InstallationId, RepoName};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Status {
     /// Acted on: jobs were enqueued.
     Queued,
@@ -26,6 +27,29 @@ impl Status {
         }
     }
 }
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("`{0}` is not a delivery status")]
+pub struct UnknownStatus(String);
+
+impl std::str::FromStr for Status {
+    type Err = UnknownStatus;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        [Status::Queued, Status::Ignored, Status::Rejected]
+            .into_iter()
+            .find(|status| status.as_str() == s)
+            .ok_or_else(|| UnknownStatus(s.to_owned()))
+    }
+}
+
+crate::ids::stored_as_text!(Status);
 
 #[derive(Debug)]
 pub struct NewDelivery<'a> {
@@ -96,14 +120,14 @@ pub async fn record(
 /// A delivery as listed for the operator (without its payload).
 #[derive(Debug, Clone, sqlx::FromRow, serde::Serialize)]
 pub struct DeliveryRow {
-    pub id: String,
-    pub forge: String,
+    pub id: DeliveryId,
+    pub forge: ForgeKind,
     pub delivery_key: String,
     pub event: String,
     pub action: Option<String>,
-    pub repo: Option<String>,
-    pub installation_id: Option<i64>,
-    pub status: String,
+    pub repo: Option<RepoName>,
+    pub installation_id: Option<InstallationId>,
+    pub status: Status,
     pub error: Option<String>,
     pub received_at: i64,
     pub jobs: i64,
@@ -195,7 +219,7 @@ pub async fn claim_command(
     .bind(comment)
     .bind(delivery)
     .bind(now_ms())
-    .bind(jobs::DEAD)
+    .bind(jobs::JobState::Dead.as_str())
     .execute(&mut *conn)
     .await?;
     if taken_over.rows_affected() == 1 {

@@ -8,13 +8,50 @@ use super::now_ms;
 use crate::event::ForgeKind;
 use crate::ids::{InstallationId, RepoName};
 
-/// Records an installation's account and state (`active`, `suspended` or `deleted`).
+/// Whether an installation may be acted for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum InstallationState {
+    Active,
+    Suspended,
+    Deleted,
+}
+
+impl InstallationState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InstallationState::Active => "active",
+            InstallationState::Suspended => "suspended",
+            InstallationState::Deleted => "deleted",
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("`{0}` is not an installation state")]
+pub struct UnknownInstallationState(String);
+
+impl std::str::FromStr for InstallationState {
+    type Err = UnknownInstallationState;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        use InstallationState::*;
+        [Active, Suspended, Deleted]
+            .into_iter()
+            .find(|state| state.as_str() == s)
+            .ok_or_else(|| UnknownInstallationState(s.to_owned()))
+    }
+}
+
+crate::ids::stored_as_text!(InstallationState);
+
+/// Records an installation's account and state.
 pub async fn upsert(
     conn: &mut AnyConnection,
     forge: ForgeKind,
     installation: InstallationId,
     account: &str,
-    state: &str,
+    state: InstallationState,
 ) -> Result<()> {
     sqlx::query(
         "INSERT INTO installations (forge, installation_id, account, state, updated_at) \
@@ -25,7 +62,7 @@ pub async fn upsert(
     .bind(forge)
     .bind(installation)
     .bind(account)
-    .bind(state)
+    .bind(state.as_str())
     .bind(now_ms())
     .execute(conn)
     .await?;
@@ -89,10 +126,10 @@ pub async fn remove_repositories(
 
 #[derive(Debug, Clone, sqlx::FromRow, serde::Serialize)]
 pub struct InstallationRow {
-    pub forge: String,
-    pub installation_id: i64,
+    pub forge: ForgeKind,
+    pub installation_id: InstallationId,
     pub account: String,
-    pub state: String,
+    pub state: InstallationState,
     pub updated_at: i64,
 }
 

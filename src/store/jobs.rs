@@ -11,10 +11,51 @@ use sqlx::AnyConnection;
 use super::{Backend, Db, now_ms};
 use crate::ids::{DeliveryId, JobId, SessionId};
 
-pub const QUEUED: &str = "queued";
-pub const RUNNING: &str = "running";
-pub const DONE: &str = "done";
-pub const DEAD: &str = "dead";
+/// Where a job is: waiting (also between retries), held by a worker's lease, or ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobState {
+    Queued,
+    Running,
+    Done,
+    /// Dead-lettered: out of attempts, or an error trying again would only repeat.
+    Dead,
+}
+
+impl JobState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Queued => "queued",
+            JobState::Running => "running",
+            JobState::Done => "done",
+            JobState::Dead => "dead",
+        }
+    }
+}
+
+impl std::fmt::Display for JobState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("`{0}` is not a job state")]
+pub struct UnknownJobState(String);
+
+impl std::str::FromStr for JobState {
+    type Err = UnknownJobState;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        use JobState::*;
+        [Queued, Running, Done, Dead]
+            .into_iter()
+            .find(|state| state.as_str() == s)
+            .ok_or_else(|| UnknownJobState(s.to_owned()))
+    }
+}
+
+crate::ids::stored_as_text!(JobState);
 
 /// A job to enqueue.
 #[derive(Debug, Clone)]
@@ -57,18 +98,18 @@ pub struct Claimed {
 /// A job as stored, for listings and tests.
 #[derive(Debug, Clone, sqlx::FromRow, serde::Serialize)]
 pub struct JobRow {
-    pub id: String,
+    pub id: JobId,
     pub kind: String,
     pub payload: String,
-    pub state: String,
+    pub state: JobState,
     pub attempts: i64,
     pub max_attempts: i64,
     pub run_at: i64,
     pub lease_owner: Option<String>,
     pub lease_expires_at: Option<i64>,
     pub last_error: Option<String>,
-    pub delivery_id: Option<String>,
-    pub session_id: Option<String>,
+    pub delivery_id: Option<DeliveryId>,
+    pub session_id: Option<SessionId>,
     pub created_at: i64,
     pub updated_at: i64,
     pub finished_at: Option<i64>,
@@ -111,7 +152,7 @@ pub async fn enqueue(conn: &mut AnyConnection, job: &NewJob) -> Result<JobId> {
     .bind(&id)
     .bind(&job.kind)
     .bind(&job.payload)
-    .bind(QUEUED)
+    .bind(JobState::Queued.as_str())
     .bind(job.max_attempts)
     .bind(job.run_at.unwrap_or(now))
     .bind(job.delivery.as_ref().map(|d| d.0.clone()))
@@ -160,17 +201,17 @@ pub async fn heartbeat(db: &Db, job: &Claimed, lease: Duration) -> Result<bool> 
 
 /// Marks the job done; `false` means the lease had been lost and nothing was changed.
 pub async fn complete(db: &Db, job: &Claimed) -> Result<bool> {
-    finish(db, job, DONE, None, None).await
+    finish(db, job, JobState::Done, None, None).await
 }
 
 /// Puts the job back for another attempt at `run_at`, keeping the error.
 pub async fn retry_at(db: &Db, job: &Claimed, run_at: i64, error: &str) -> Result<bool> {
-    finish(db, job, QUEUED, Some(run_at), Some(error)).await
+    finish(db, job, JobState::Queued, Some(run_at), Some(error)).await
 }
 
 /// Gives up on the job, keeping the error for the operator.
 pub async fn dead_letter(db: &Db, job: &Claimed, error: &str) -> Result<bool> {
-    finish(db, job, DEAD, None, Some(error)).await
+    finish(db, job, JobState::Dead, None, Some(error)).await
 }
 
 /// Hands an unfinished job back without counting the attempt (a worker shutting down);
@@ -193,19 +234,19 @@ pub async fn release(db: &Db, job: &Claimed) -> Result<bool> {
 async fn finish(
     db: &Db,
     job: &Claimed,
-    state: &str,
+    state: JobState,
     run_at: Option<i64>,
     error: Option<&str>,
 ) -> Result<bool> {
     let now = now_ms();
-    let finished_at = (state == DONE || state == DEAD).then_some(now);
+    let finished_at = matches!(state, JobState::Done | JobState::Dead).then_some(now);
     let done = sqlx::query(
         "UPDATE jobs SET state = $1, run_at = COALESCE($2, run_at), \
          last_error = COALESCE($3, last_error), finished_at = $4, lease_token = NULL, \
          lease_owner = NULL, lease_expires_at = NULL, updated_at = $5 \
          WHERE id = $6 AND lease_token = $7 AND state = 'running'",
     )
-    .bind(state)
+    .bind(state.as_str())
     .bind(run_at)
     .bind(error)
     .bind(finished_at)
@@ -264,7 +305,7 @@ pub async fn counts(db: &Db) -> Result<Vec<(String, String, i64)>> {
 pub async fn oldest_due(db: &Db, now: i64) -> Result<Option<i64>> {
     Ok(
         sqlx::query_scalar("SELECT MIN(run_at) FROM jobs WHERE state = $1 AND run_at <= $2")
-            .bind(QUEUED)
+            .bind(JobState::Queued.as_str())
             .bind(now)
             .fetch_one(&db.pool)
             .await?,

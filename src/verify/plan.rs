@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 
-use crate::config::repo::{RepoConfig, candidate_paths};
+use crate::config::repo::{ALL_PATHS, RepoConfig};
 use crate::contract::Contract;
 
 /// What verification runs, from the contract and the repository's settings.
@@ -38,7 +38,7 @@ impl Plan {
             }
         }
         let mut protected = config.protected_paths.clone();
-        for path in candidate_paths(None) {
+        for path in ALL_PATHS {
             if !protected.iter().any(|p| p == path) {
                 protected.push((*path).to_owned());
             }

@@ -10,6 +10,7 @@ use planwright::jobs::{Handler, Job, JobError};
 use planwright::server::{self, Role};
 use planwright::session::dispatch;
 use planwright::store::jobs;
+use planwright::store::jobs::JobState;
 use support::{TestDb, eventually};
 
 const CHILD: &str = "PLANWRIGHT_TEST_CHILD_SERVE";
@@ -95,7 +96,7 @@ async fn a_server_killed_mid_job_finishes_it_once_after_restart() {
         jobs::get(&t.db, &id)
             .await
             .unwrap()
-            .filter(|j| j.state == jobs::RUNNING)
+            .filter(|j| j.state == JobState::Running)
     })
     .await;
     assert_eq!(running.attempts, 1);
@@ -104,7 +105,7 @@ async fn a_server_killed_mid_job_finishes_it_once_after_restart() {
     let orphaned = jobs::get(&t.db, &id).await.unwrap().unwrap();
     assert_eq!(
         orphaned.state,
-        jobs::RUNNING,
+        JobState::Running,
         "nobody finished or released it"
     );
     assert!(!effects.exists());
@@ -114,7 +115,7 @@ async fn a_server_killed_mid_job_finishes_it_once_after_restart() {
         jobs::get(&t.db, &id)
             .await
             .unwrap()
-            .filter(|j| j.state == jobs::DONE)
+            .filter(|j| j.state == JobState::Done)
     })
     .await;
     second.kill().unwrap();

@@ -7,6 +7,7 @@ use planwright::event::ForgeKind;
 use planwright::ids::InstallationId;
 use planwright::server::Role;
 use planwright::session::dispatch;
+use planwright::store::jobs::JobState;
 use planwright::store::{audit, installations, jobs};
 use serde_json::Value;
 use support::{TestDb, TestServer, eventually};
@@ -20,7 +21,7 @@ fn fixture(name: &str) -> (Vec<u8>, Value) {
 async fn all_jobs_done(server: &TestServer) {
     eventually("every job to finish", || async {
         let all = jobs::list(&server.db, None).await.unwrap();
-        all.iter().all(|j| j.state == jobs::DONE).then_some(())
+        all.iter().all(|j| j.state == JobState::Done).then_some(())
     })
     .await;
 }
@@ -42,14 +43,14 @@ async fn installation_events_keep_installations_and_their_repositories() {
     let mut conn = server.db.pool.acquire().await.unwrap();
     let rows = installations::list(&mut conn).await.unwrap();
     assert_eq!(rows.len(), 1);
-    assert_eq!(rows[0].installation_id, id.0);
+    assert_eq!(rows[0].installation_id, id);
     assert_eq!(
         rows[0].account,
         created["installation"]["account"]["login"]
             .as_str()
             .unwrap()
     );
-    assert_eq!(rows[0].state, "active");
+    assert_eq!(rows[0].state.as_str(), "active");
     let mut expected: Vec<String> = created["repositories"]
         .as_array()
         .unwrap()
@@ -97,7 +98,7 @@ async fn installation_events_keep_installations_and_their_repositories() {
     assert_eq!(response.status(), 202);
     all_jobs_done(&server).await;
     let rows = installations::list(&mut conn).await.unwrap();
-    assert_eq!(rows[0].state, "deleted");
+    assert_eq!(rows[0].state.as_str(), "deleted");
 
     let trail = audit::list(&mut conn).await.unwrap();
     let actions: Vec<&str> = trail.iter().map(|e| e.action.as_str()).collect();

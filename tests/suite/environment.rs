@@ -245,7 +245,7 @@ async fn pull_with(
     registry: &Registry,
     credentials: RegistryCredentials,
     name_tag: &str,
-) -> Result<planwright::environment::Lease, PullError> {
+) -> Result<planwright::environment::cache::Lease, PullError> {
     Environments::new(data, &settings(1 << 30, credentials))
         .unwrap()
         .pull(&reference(registry, name_tag))

@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use planwright::config::repo::OnFailure;
 use planwright::contract::{Base, Contract, ContractHash, ContractVersion};
-use planwright::event;
 use planwright::forge::github::GithubApp;
 use planwright::forge::gitlab::GitlabForge;
 use planwright::forge::{Forge, RetryPolicy};
@@ -97,7 +96,6 @@ fn report() -> VerificationReport {
 
 /// What one test publishes: the contract, its approval and the run's outcome.
 struct Run {
-    forge_kind: event::ForgeKind,
     repo: RepoName,
     session: SessionId,
     contract: Contract,
@@ -110,14 +108,13 @@ struct Run {
 }
 
 impl Run {
-    fn new(forge_kind: event::ForgeKind, repo: &str, base_sha: &str) -> Self {
+    fn new(repo: &str, base_sha: &str) -> Self {
         let contract = contract();
         let hash = contract.hash(&Base {
             branch: "main".into(),
             sha: CommitSha(base_sha.into()),
         });
         Run {
-            forge_kind,
             repo: RepoName::parse(repo).unwrap(),
             session: SessionId::generate(),
             contract,
@@ -145,9 +142,11 @@ impl Run {
         self
     }
 
-    fn publication(&self) -> Publication<'_> {
+    /// What a session publishing to `forge` hands over.
+    fn publication(&self, forge: &dyn Forge) -> Publication<'_> {
         Publication {
-            forge: self.forge_kind,
+            body_limit: forge.pull_body_limit(),
+            check_carries_report: forge.check_carries_report(),
             repo: &self.repo,
             issue: ISSUE,
             session: &self.session,
@@ -319,7 +318,7 @@ fn pull_of(published: &Published) -> (&CommitSha, &planwright::forge::PullReques
 #[tokio::test]
 async fn github_gets_one_commit_one_pull_request_and_a_check_however_often_it_is_published() {
     let gh = github().await;
-    let run = Run::new(event::ForgeKind::Github, REPO, &gh.base);
+    let run = Run::new(REPO, &gh.base);
     let db = db_with_usage(&run.session).await;
     let (_workspaces, workspace) = changed_workspace(
         db.dir.path(),
@@ -332,9 +331,14 @@ async fn github_gets_one_commit_one_pull_request_and_a_check_however_often_it_is
     let branch = workspace.branch().to_owned();
     assert!(branch.starts_with("planwright/7-"), "{branch}");
 
-    let published = publish::publish(gh.forge.as_ref(), &db.db, &workspace, &run.publication())
-        .await
-        .unwrap();
+    let published = publish::publish(
+        gh.forge.as_ref(),
+        &db.db,
+        &workspace,
+        &run.publication(gh.forge.as_ref()),
+    )
+    .await
+    .unwrap();
     let (commit, pull) = pull_of(&published);
 
     let bare = gh.fake.git_dir(REPO);
@@ -425,9 +429,14 @@ async fn github_gets_one_commit_one_pull_request_and_a_check_however_often_it_is
     assert_eq!(check.details_url.as_deref(), Some(pull.url.as_str()));
 
     // Again, as a retried job would: nothing new on the remote or the forge.
-    let again = publish::publish(gh.forge.as_ref(), &db.db, &workspace, &run.publication())
-        .await
-        .unwrap();
+    let again = publish::publish(
+        gh.forge.as_ref(),
+        &db.db,
+        &workspace,
+        &run.publication(gh.forge.as_ref()),
+    )
+    .await
+    .unwrap();
     let (again_commit, again_pull) = pull_of(&again);
     assert_eq!(again_commit, commit);
     assert_eq!(again_pull.number, pull.number);
@@ -451,7 +460,7 @@ async fn github_gets_one_commit_one_pull_request_and_a_check_however_often_it_is
 #[tokio::test]
 async fn the_pull_request_shows_all_of_the_planners_and_the_reviewers_text() {
     let gh = github().await;
-    let mut run = Run::new(event::ForgeKind::Github, REPO, &gh.base);
+    let mut run = Run::new(REPO, &gh.base);
     // Text a forge renders as nothing: a link reference definition, an HTML comment.
     let summary = r#"[x]: https://example.com "merge without reading the workflow change""#;
     let goal = "<!-- the workflow change is fine --> Accept a trailing comma.";
@@ -471,9 +480,14 @@ async fn the_pull_request_shows_all_of_the_planners_and_the_reviewers_text() {
     )
     .await;
 
-    publish::publish(gh.forge.as_ref(), &db.db, &workspace, &run.publication())
-        .await
-        .unwrap();
+    publish::publish(
+        gh.forge.as_ref(),
+        &db.db,
+        &workspace,
+        &run.publication(gh.forge.as_ref()),
+    )
+    .await
+    .unwrap();
 
     let body = gh.fake.pulls(REPO)[0].body.clone().unwrap();
     let shown = visible_text(&body);
@@ -489,8 +503,7 @@ async fn the_pull_request_shows_all_of_the_planners_and_the_reviewers_text() {
 #[tokio::test]
 async fn github_a_lost_answer_to_the_pull_request_is_repeated_without_a_second_one() {
     let gh = github().await;
-    let run = Run::new(event::ForgeKind::Github, REPO, &gh.base)
-        .failed("1 test still fails", OnFailure::DraftPr);
+    let run = Run::new(REPO, &gh.base).failed("1 test still fails", OnFailure::DraftPr);
     let db = db_with_usage(&run.session).await;
     let (_workspaces, workspace) = changed_workspace(
         db.dir.path(),
@@ -508,9 +521,14 @@ async fn github_a_lost_answer_to_the_pull_request_is_repeated_without_a_second_o
             .perform_then_fail_on("POST", "/repos/octo-org/hello-world/pulls", 502);
     }
 
-    let error = publish::publish(gh.forge.as_ref(), &db.db, &workspace, &run.publication())
-        .await
-        .unwrap_err();
+    let error = publish::publish(
+        gh.forge.as_ref(),
+        &db.db,
+        &workspace,
+        &run.publication(gh.forge.as_ref()),
+    )
+    .await
+    .unwrap_err();
     assert!(error.is_retryable(), "{error}");
     assert!(matches!(error, PublishError::Forge(_)), "{error:?}");
     let bare = gh.fake.git_dir(REPO);
@@ -518,9 +536,14 @@ async fn github_a_lost_answer_to_the_pull_request_is_repeated_without_a_second_o
     assert_eq!(pushed.len(), 1);
     assert_eq!(gh.fake.pulls(REPO).len(), 1, "GitHub did create it");
 
-    let published = publish::publish(gh.forge.as_ref(), &db.db, &workspace, &run.publication())
-        .await
-        .unwrap();
+    let published = publish::publish(
+        gh.forge.as_ref(),
+        &db.db,
+        &workspace,
+        &run.publication(gh.forge.as_ref()),
+    )
+    .await
+    .unwrap();
     let (commit, pull) = pull_of(&published);
     assert_eq!(commits_ahead(&bare, &branch), [commit.as_str()]);
     assert_eq!(pushed, [commit.as_str()]);
@@ -552,7 +575,7 @@ async fn github_a_lost_answer_to_the_pull_request_is_repeated_without_a_second_o
 #[tokio::test]
 async fn github_a_refused_token_fails_for_good_and_pushes_nothing() {
     let gh = github().await;
-    let run = Run::new(event::ForgeKind::Github, REPO, &gh.base);
+    let run = Run::new(REPO, &gh.base);
     let db = db_with_usage(&run.session).await;
     let (_workspaces, workspace) = changed_workspace(
         db.dir.path(),
@@ -567,9 +590,14 @@ async fn github_a_refused_token_fails_for_good_and_pushes_nothing() {
     gh.fake
         .revoke_tokens_before("GET", &format!("/{REPO}.git/info/refs"));
 
-    let error = publish::publish(gh.forge.as_ref(), &db.db, &workspace, &run.publication())
-        .await
-        .unwrap_err();
+    let error = publish::publish(
+        gh.forge.as_ref(),
+        &db.db,
+        &workspace,
+        &run.publication(gh.forge.as_ref()),
+    )
+    .await
+    .unwrap_err();
     assert!(!error.is_retryable(), "{error}");
     let PublishError::Push(PushError { failure, .. }) = &error else {
         panic!("expected a push failure, got {error:?}");
@@ -612,7 +640,7 @@ async fn github_a_refused_token_fails_for_good_and_pushes_nothing() {
 #[tokio::test]
 async fn github_a_protected_branch_is_rejected_not_retried() {
     let gh = github().await;
-    let run = Run::new(event::ForgeKind::Github, REPO, &gh.base);
+    let run = Run::new(REPO, &gh.base);
     let db = db_with_usage(&run.session).await;
     let (_workspaces, workspace) = changed_workspace(
         db.dir.path(),
@@ -631,9 +659,14 @@ async fn github_a_protected_branch_is_rejected_not_retried() {
     .unwrap();
     std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
 
-    let error = publish::publish(gh.forge.as_ref(), &db.db, &workspace, &run.publication())
-        .await
-        .unwrap_err();
+    let error = publish::publish(
+        gh.forge.as_ref(),
+        &db.db,
+        &workspace,
+        &run.publication(gh.forge.as_ref()),
+    )
+    .await
+    .unwrap_err();
     let PublishError::Push(PushError { failure, .. }) = &error else {
         panic!("expected a push failure, got {error:?}");
     };
@@ -646,7 +679,7 @@ async fn github_a_protected_branch_is_rejected_not_retried() {
 #[tokio::test]
 async fn github_a_run_that_changed_nothing_is_not_published() {
     let gh = github().await;
-    let run = Run::new(event::ForgeKind::Github, REPO, &gh.base);
+    let run = Run::new(REPO, &gh.base);
     let db = db_with_usage(&run.session).await;
     let workspaces = Workspaces::new(
         db.dir.path(),
@@ -663,9 +696,14 @@ async fn github_a_run_that_changed_nothing_is_not_published() {
         })
         .await
         .unwrap();
-    let error = publish::publish(gh.forge.as_ref(), &db.db, &workspace, &run.publication())
-        .await
-        .unwrap_err();
+    let error = publish::publish(
+        gh.forge.as_ref(),
+        &db.db,
+        &workspace,
+        &run.publication(gh.forge.as_ref()),
+    )
+    .await
+    .unwrap_err();
     assert!(
         matches!(error, PublishError::NothingChanged { .. }),
         "{error:?}"
@@ -678,8 +716,7 @@ async fn github_a_run_that_changed_nothing_is_not_published() {
 #[tokio::test]
 async fn on_failure_comment_reports_on_the_issue_once_and_pushes_nothing() {
     let gh = github().await;
-    let run = Run::new(event::ForgeKind::Github, REPO, &gh.base)
-        .failed("the baseline did not build", OnFailure::Comment);
+    let run = Run::new(REPO, &gh.base).failed("the baseline did not build", OnFailure::Comment);
     let db = db_with_usage(&run.session).await;
     let (_workspaces, workspace) = changed_workspace(
         db.dir.path(),
@@ -691,9 +728,14 @@ async fn on_failure_comment_reports_on_the_issue_once_and_pushes_nothing() {
     .await;
 
     for _ in 0..2 {
-        let published = publish::publish(gh.forge.as_ref(), &db.db, &workspace, &run.publication())
-            .await
-            .unwrap();
+        let published = publish::publish(
+            gh.forge.as_ref(),
+            &db.db,
+            &workspace,
+            &run.publication(gh.forge.as_ref()),
+        )
+        .await
+        .unwrap();
         assert!(
             matches!(published, Published::Comment { .. }),
             "{published:?}"
@@ -722,8 +764,7 @@ async fn on_failure_comment_reports_on_the_issue_once_and_pushes_nothing() {
 #[tokio::test]
 async fn gitlab_gets_one_draft_merge_request_with_the_report_and_a_status() {
     let gl = gitlab().await;
-    let run = Run::new(event::ForgeKind::Gitlab, PROJECT, &gl.base)
-        .failed("1 test still fails", OnFailure::DraftPr);
+    let run = Run::new(PROJECT, &gl.base).failed("1 test still fails", OnFailure::DraftPr);
     let db = db_with_usage(&run.session).await;
     let (_workspaces, workspace) = changed_workspace(
         db.dir.path(),
@@ -742,15 +783,25 @@ async fn gitlab_gets_one_draft_merge_request_with_the_report_and_a_status() {
             502,
         );
     }
-    let error = publish::publish(gl.forge.as_ref(), &db.db, &workspace, &run.publication())
-        .await
-        .unwrap_err();
+    let error = publish::publish(
+        gl.forge.as_ref(),
+        &db.db,
+        &workspace,
+        &run.publication(gl.forge.as_ref()),
+    )
+    .await
+    .unwrap_err();
     assert!(error.is_retryable(), "{error}");
     assert_eq!(gl.fake.merge_requests(PROJECT).len(), 1);
 
-    let published = publish::publish(gl.forge.as_ref(), &db.db, &workspace, &run.publication())
-        .await
-        .unwrap();
+    let published = publish::publish(
+        gl.forge.as_ref(),
+        &db.db,
+        &workspace,
+        &run.publication(gl.forge.as_ref()),
+    )
+    .await
+    .unwrap();
     let (commit, pull) = pull_of(&published);
     let bare = gl.fake.git_dir(PROJECT);
     assert_eq!(commits_ahead(&bare, &branch), [commit.as_str()]);
@@ -802,7 +853,7 @@ async fn gitlab_gets_one_draft_merge_request_with_the_report_and_a_status() {
 #[tokio::test]
 async fn gitlab_a_token_that_may_not_push_fails_for_good_and_pushes_nothing() {
     let gl = gitlab().await;
-    let run = Run::new(event::ForgeKind::Gitlab, PROJECT, &gl.base);
+    let run = Run::new(PROJECT, &gl.base);
     let db = db_with_usage(&run.session).await;
     let (_workspaces, workspace) = changed_workspace(
         db.dir.path(),
@@ -820,7 +871,7 @@ async fn gitlab_a_token_that_may_not_push_fails_for_good_and_pushes_nothing() {
     let wrong = GitlabForge::from_settings(&settings)
         .unwrap()
         .with_retry(quick_retries());
-    let error = publish::publish(&wrong, &db.db, &workspace, &run.publication())
+    let error = publish::publish(&wrong, &db.db, &workspace, &run.publication(&wrong))
         .await
         .unwrap_err();
     assert!(!error.is_retryable(), "{error}");
@@ -829,9 +880,14 @@ async fn gitlab_a_token_that_may_not_push_fails_for_good_and_pushes_nothing() {
 
     // A token that may read but not push.
     gl.fake.make_git_read_only();
-    let error = publish::publish(gl.forge.as_ref(), &db.db, &workspace, &run.publication())
-        .await
-        .unwrap_err();
+    let error = publish::publish(
+        gl.forge.as_ref(),
+        &db.db,
+        &workspace,
+        &run.publication(gl.forge.as_ref()),
+    )
+    .await
+    .unwrap_err();
     let PublishError::Push(PushError { failure, .. }) = &error else {
         panic!("expected a push failure, got {error:?}");
     };
@@ -870,7 +926,7 @@ async fn no_log_line_carries_a_token() {
     tracing::subscriber::set_global_default(subscriber).unwrap();
 
     let gh = github().await;
-    let run = Run::new(event::ForgeKind::Github, REPO, &gh.base);
+    let run = Run::new(REPO, &gh.base);
     let db = db_with_usage(&run.session).await;
     let (_workspaces, workspace) = changed_workspace(
         db.dir.path(),
@@ -880,12 +936,17 @@ async fn no_log_line_carries_a_token() {
         &gh.base,
     )
     .await;
-    publish::publish(gh.forge.as_ref(), &db.db, &workspace, &run.publication())
-        .await
-        .unwrap();
+    publish::publish(
+        gh.forge.as_ref(),
+        &db.db,
+        &workspace,
+        &run.publication(gh.forge.as_ref()),
+    )
+    .await
+    .unwrap();
 
     let gl = gitlab().await;
-    let run = Run::new(event::ForgeKind::Gitlab, PROJECT, &gl.base);
+    let run = Run::new(PROJECT, &gl.base);
     let (_gl_workspaces, gl_workspace) = changed_workspace(
         db.dir.path(),
         gl.forge.as_ref(),
@@ -895,9 +956,14 @@ async fn no_log_line_carries_a_token() {
     )
     .await;
     gl.fake.make_git_read_only();
-    let error = publish::publish(gl.forge.as_ref(), &db.db, &gl_workspace, &run.publication())
-        .await
-        .unwrap_err();
+    let error = publish::publish(
+        gl.forge.as_ref(),
+        &db.db,
+        &gl_workspace,
+        &run.publication(gl.forge.as_ref()),
+    )
+    .await
+    .unwrap_err();
     tracing::error!(error = %error, "publish failed");
 
     let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();

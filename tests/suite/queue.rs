@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use planwright::config::QueueSettings;
 use planwright::jobs::{Handler, Job, JobError, Waker, Worker};
 use planwright::session::dispatch::JobKind;
+use planwright::store::jobs::JobState;
 use planwright::store::{Db, jobs, now_ms};
 use support::{TestDb, eventually};
 use tokio::sync::Notify;
@@ -53,7 +54,7 @@ async fn enqueue(db: &Db, kind: &str, payload: &str, max_attempts: i64) -> Strin
         .0
 }
 
-async fn job_in_state(db: &Db, id: &str, state: &str) -> jobs::JobRow {
+async fn job_in_state(db: &Db, id: &str, state: JobState) -> jobs::JobRow {
     eventually(&format!("job {id} to be {state}"), || async {
         jobs::get(db, id)
             .await
@@ -80,7 +81,7 @@ async fn retryable_failures_back_off_then_dead_letter_keeping_the_error() {
     });
     let id = enqueue(&t.db, "flaky", "{}", 3).await;
     let (stop, handle) = spawn_worker(&t.db, handlers, queue_settings(), "w1");
-    let dead = job_in_state(&t.db, &id, jobs::DEAD).await;
+    let dead = job_in_state(&t.db, &id, JobState::Dead).await;
     stop.cancel();
     handle.await.unwrap();
     assert_eq!(dead.attempts, 3);
@@ -108,7 +109,7 @@ async fn a_job_that_succeeds_on_retry_is_done() {
     });
     let id = enqueue(&t.db, "second-time", "{}", 5).await;
     let (stop, handle) = spawn_worker(&t.db, handlers, queue_settings(), "w1");
-    let done = job_in_state(&t.db, &id, jobs::DONE).await;
+    let done = job_in_state(&t.db, &id, JobState::Done).await;
     stop.cancel();
     handle.await.unwrap();
     assert_eq!(done.attempts, 2);
@@ -130,8 +131,8 @@ async fn permanent_failures_and_unknown_kinds_are_dead_lettered_at_once() {
     let broken = enqueue(&t.db, "broken", "{}", 5).await;
     let unknown = enqueue(&t.db, "no-such-kind", "{}", 5).await;
     let (stop, handle) = spawn_worker(&t.db, handlers, queue_settings(), "w1");
-    let broken = job_in_state(&t.db, &broken, jobs::DEAD).await;
-    let unknown = job_in_state(&t.db, &unknown, jobs::DEAD).await;
+    let broken = job_in_state(&t.db, &broken, JobState::Dead).await;
+    let unknown = job_in_state(&t.db, &unknown, JobState::Dead).await;
     stop.cancel();
     handle.await.unwrap();
     assert_eq!(broken.attempts, 1);
@@ -165,7 +166,7 @@ async fn an_expired_lease_is_reclaimed_and_the_old_holder_is_fenced_off() {
     assert!(!jobs::complete(&t.db, &first).await.unwrap());
     assert!(jobs::complete(&t.db, &second).await.unwrap());
     let row = jobs::get(&t.db, &id).await.unwrap().unwrap();
-    assert_eq!(row.state, jobs::DONE);
+    assert_eq!(row.state, JobState::Done);
     assert_eq!(row.lease_owner, None);
 }
 
@@ -187,7 +188,7 @@ async fn heartbeats_keep_a_long_job_from_being_reclaimed() {
         ..queue_settings()
     };
     let (stop, handle) = spawn_worker(&t.db, handlers, settings, "w1");
-    job_in_state(&t.db, &id, jobs::RUNNING).await;
+    job_in_state(&t.db, &id, JobState::Running).await;
     // Three lease lengths pass; the job stays with its worker throughout.
     let until = Instant::now() + Duration::from_secs(3);
     while Instant::now() < until {
@@ -200,7 +201,7 @@ async fn heartbeats_keep_a_long_job_from_being_reclaimed() {
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
     release.notify_one();
-    let done = job_in_state(&t.db, &id, jobs::DONE).await;
+    let done = job_in_state(&t.db, &id, JobState::Done).await;
     assert_eq!(done.attempts, 1);
     stop.cancel();
     handle.await.unwrap();
@@ -243,7 +244,7 @@ async fn several_workers_run_every_job_exactly_once_and_never_at_the_same_time()
     }
     eventually("every job to be done", || async {
         let all = jobs::list(&t.db, None).await.unwrap();
-        all.iter().all(|j| j.state == jobs::DONE).then_some(())
+        all.iter().all(|j| j.state == JobState::Done).then_some(())
     })
     .await;
     for (stop, handle) in workers {
@@ -313,7 +314,7 @@ async fn shutdown_lets_running_jobs_finish_within_the_grace_period() {
     finish.notify_one();
     handle.await.unwrap();
     let row = jobs::get(&t.db, &id).await.unwrap().unwrap();
-    assert_eq!(row.state, jobs::DONE);
+    assert_eq!(row.state, JobState::Done);
 }
 
 #[tokio::test]
@@ -341,12 +342,12 @@ async fn shutdown_hands_back_jobs_that_outlast_the_grace_period() {
     stop.cancel();
     handle.await.unwrap();
     let row = jobs::get(&t.db, &id).await.unwrap().unwrap();
-    assert_eq!(row.state, jobs::QUEUED);
+    assert_eq!(row.state, JobState::Queued);
     assert_eq!(row.attempts, 0, "a handed-back attempt does not count");
     assert_eq!(row.lease_owner, None);
     // The job no worker had started was never claimed.
     let later = jobs::get(&t.db, &queued_later).await.unwrap().unwrap();
-    assert_eq!((later.state.as_str(), later.attempts), (jobs::QUEUED, 0));
+    assert_eq!((later.state, later.attempts), (JobState::Queued, 0));
     // Another worker can take the handed-back job straight away.
     let next = jobs::claim(&t.db, "w2", Duration::from_secs(5))
         .await
@@ -396,14 +397,14 @@ async fn a_job_enqueued_by_a_running_job_is_taken_without_waiting_for_the_poll()
         ..queue_settings()
     };
     let (stop, handle) = spawn_worker(&t.db, handlers, settings, "w1");
-    job_in_state(&t.db, &first, jobs::RUNNING).await;
+    job_in_state(&t.db, &first, JobState::Running).await;
     gate.notify_one();
     eventually("the job enqueued by the first to be done", || async {
         jobs::list(&t.db, None)
             .await
             .unwrap()
             .into_iter()
-            .find(|j| j.kind == "second" && j.state == jobs::DONE)
+            .find(|j| j.kind == "second" && j.state == JobState::Done)
     })
     .await;
     stop.cancel();

@@ -9,6 +9,7 @@ use planwright::event::ForgeKind;
 use planwright::ids::{CommitSha, IssueNumber, RepoName};
 use planwright::server::Role;
 use planwright::session::dispatch;
+use planwright::store::jobs::JobState;
 use planwright::store::state::SessionState;
 use planwright::store::{audit, jobs, sessions};
 use serde_json::{Value, json};
@@ -267,7 +268,7 @@ impl World {
         eventually("every job to settle", || async {
             let all = jobs::list(&self.server.db, None).await.unwrap();
             all.iter()
-                .all(|j| j.state == "done" || j.state == "dead")
+                .all(|j| matches!(j.state, JobState::Done | JobState::Dead))
                 .then_some(())
         })
         .await;

@@ -8,6 +8,7 @@ use planwright::event::ForgeKind;
 use planwright::ids::{IssueNumber, RepoName};
 use planwright::server::Role;
 use planwright::session::dispatch;
+use planwright::store::jobs::JobState;
 use planwright::store::{jobs, sessions};
 use serde_json::{Value, json};
 use support::fake_gitlab::{BOT_USERNAME, FakeGitlab, FakeUser, TOKEN};
@@ -201,7 +202,7 @@ async fn a_label_event_for_a_label_the_issue_does_not_carry_starts_nothing() {
     world.deliver_label(&world.developer).await;
     eventually("the event job to settle", || async {
         let all = jobs::list(&world.server.db, None).await.unwrap();
-        (!all.is_empty() && all.iter().all(|j| j.state == "done")).then_some(())
+        (!all.is_empty() && all.iter().all(|j| j.state == JobState::Done)).then_some(())
     })
     .await;
     let mut conn = world.server.db.pool.acquire().await.unwrap();
@@ -290,7 +291,7 @@ async fn an_approve_without_an_event_uuid_whose_first_handling_fails_is_carried_
         let all = jobs::list(&world.server.db, None).await.unwrap();
         all.iter()
             .filter(|j| j.kind == "event")
-            .all(|j| j.state == "done")
+            .all(|j| j.state == JobState::Done)
             .then_some(())
     })
     .await;
@@ -340,7 +341,7 @@ async fn an_approve_redelivered_after_its_first_delivery_gave_up_is_carried_out(
             .await
             .unwrap()
             .into_iter()
-            .find(|j| j.kind == "event" && j.state == "dead")
+            .find(|j| j.kind == "event" && j.state == JobState::Dead)
     })
     .await;
     // GitLab sends the hook again, as it does after a failed delivery.
@@ -361,7 +362,7 @@ async fn an_approve_redelivered_after_its_first_delivery_gave_up_is_carried_out(
         (events.len() == 4
             && events
                 .iter()
-                .all(|j| j.state == "done" || j.state == "dead"))
+                .all(|j| matches!(j.state, JobState::Done | JobState::Dead)))
         .then_some(())
     })
     .await;
@@ -483,7 +484,11 @@ async fn an_unlabel_event_naming_a_developer_for_a_label_a_reporter_removed_canc
     eventually("the event jobs to settle", || async {
         let all = jobs::list(&world.server.db, None).await.unwrap();
         let events = all.iter().filter(|j| j.kind == "event").count();
-        (events == 2 && all.iter().all(|j| j.kind != "event" || j.state == "done")).then_some(())
+        (events == 2
+            && all
+                .iter()
+                .all(|j| j.kind != "event" || j.state == JobState::Done))
+        .then_some(())
     })
     .await;
     let mut conn = world.server.db.pool.acquire().await.unwrap();

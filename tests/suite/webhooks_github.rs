@@ -297,7 +297,7 @@ async fn the_default_limit_takes_a_large_real_payload() {
         .unwrap();
     assert_eq!(response.status(), 202);
     let listed = deliveries::list(&server.db, 10).await.unwrap();
-    let stored = deliveries::payload(&server.db, &listed[0].id)
+    let stored = deliveries::payload(&server.db, listed[0].id.as_str())
         .await
         .unwrap()
         .unwrap();
@@ -358,7 +358,7 @@ async fn a_signed_but_unreadable_body_is_stored_as_rejected_without_a_job() {
     let listed = deliveries::list(&server.db, 10).await.unwrap();
     assert_eq!(listed.len(), 3);
     for d in &listed {
-        assert_eq!(d.status, "rejected");
+        assert_eq!(d.status.as_str(), "rejected");
         assert!(d.error.as_deref().is_some_and(|e| !e.is_empty()));
         assert_eq!(d.jobs, 0);
     }

@@ -207,8 +207,8 @@ async fn an_unreadable_body_is_stored_as_rejected() {
         .unwrap();
     assert_eq!(response.status(), 400);
     let listed = deliveries::list(&server.db, 10).await.unwrap();
-    assert_eq!(listed[0].status, "rejected");
-    assert_eq!(listed[0].forge, "gitlab");
+    assert_eq!(listed[0].status.as_str(), "rejected");
+    assert_eq!(listed[0].forge.as_str(), "gitlab");
     assert!(jobs::list(&server.db, None).await.unwrap().is_empty());
     server.stop().await;
 }

@@ -1,0 +1,170 @@
+//! `/approve [vN]`: binds the maintainer's word to exactly the contract version they read,
+//! its hash, base and settings, and queues the execute job for that binding.
+
+use super::command::{CommandContext, Done, move_or_refuse};
+use super::comments;
+use super::dispatch::enqueue_execute;
+use super::error::{Stop, UserError};
+use crate::config::repo::BoundSettings;
+use crate::contract::ContractVersion;
+use crate::store::sessions::{self, ContractRow, SessionRow};
+use crate::store::state::SessionState;
+
+/// The contract an `/approve` written at `written_at` binds to, or why it binds none.
+fn decide(
+    state: SessionState,
+    latest: Option<ContractRow>,
+    asked: Option<ContractVersion>,
+    written_at: Option<i64>,
+) -> Result<ContractRow, UserError> {
+    if state != SessionState::AwaitingApproval {
+        return Err(UserError::Refused(comments::nothing_to_approve(state)));
+    }
+    let Some(contract) = latest.filter(|c| c.comment_id.is_some()) else {
+        return Err(UserError::Refused(comments::no_posted_contract()));
+    };
+    let at = contract
+        .comment_url
+        .as_deref()
+        .map(|u| format!(" ({u})"))
+        .unwrap_or_default();
+    // A command written before this version was posted was about an earlier one (a late
+    // or replayed delivery); approving it would bind words to text their writer never saw.
+    if let (Some(written), Some(posted)) = (written_at, contract.comment_created_at)
+        && written < posted
+    {
+        let text = comments::approval_predates_contract(contract.version, &at);
+        return Err(UserError::Refused(text));
+    }
+    if let Some(asked) = asked
+        && i64::from(asked.0) != contract.version
+    {
+        let text = comments::not_the_current_version(asked, contract.version, &at);
+        return Err(UserError::Refused(text));
+    }
+    Ok(contract)
+}
+
+pub(super) async fn apply(
+    ctx: &CommandContext<'_>,
+    tx: &mut sqlx::AnyConnection,
+    session: &SessionRow,
+    latest: Option<ContractRow>,
+    asked: Option<ContractVersion>,
+) -> Result<Done, Stop> {
+    let contract = decide(session.state, latest, asked, ctx.written_at)?;
+    let id = &session.id;
+    if !sessions::approve_contract(tx, id, contract.version, ctx.login()).await? {
+        return Err(UserError::Refused(comments::raced_approval()).into());
+    }
+    let (from, to) = (SessionState::AwaitingApproval, SessionState::Executing);
+    move_or_refuse(tx, id, from, to, comments::raced_approval()).await?;
+    enqueue_execute(tx, id, &contract).await?;
+    Ok(Done {
+        action: "contract.approved",
+        detail: serde_json::json!({
+            "version": contract.version,
+            "sha256": contract.sha256,
+            "base_sha": contract.base_sha,
+            "settings_sha256": contract.settings.as_deref().map(BoundSettings::sha256_of),
+        }),
+        state: to,
+        status: comments::approved(contract.version, ctx.login()),
+    })
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+    use crate::ids::SessionId;
+
+    pub(in crate::session) fn posted(version: i64) -> ContractRow {
+        ContractRow {
+            session_id: SessionId("s".into()),
+            version,
+            sha256: "h".into(),
+            body: "{}".into(),
+            base_branch: "main".into(),
+            base_sha: "b".into(),
+            comment_id: Some("7".into()),
+            comment_url: Some("https://forge/c/7".into()),
+            created_at: 100,
+            superseded_at: None,
+            approved_by: None,
+            approved_at: None,
+            comment_created_at: Some(100),
+            settings: None,
+        }
+    }
+
+    fn refusal(r: Result<ContractRow, UserError>) -> String {
+        match r {
+            Err(UserError::Refused(text)) => text,
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_posted_current_version_is_approved() {
+        let ok = decide(
+            SessionState::AwaitingApproval,
+            Some(posted(2)),
+            None,
+            Some(100),
+        );
+        assert_eq!(ok.unwrap().version, 2);
+        let named = decide(
+            SessionState::AwaitingApproval,
+            Some(posted(2)),
+            Some(ContractVersion(2)),
+            None,
+        );
+        assert_eq!(named.unwrap().version, 2);
+    }
+
+    #[test]
+    fn nothing_is_approved_outside_awaiting_approval_or_before_posting() {
+        let text = refusal(decide(SessionState::Planning, Some(posted(1)), None, None));
+        assert!(text.contains("the session is planning"), "{text}");
+        let mut unposted = posted(1);
+        unposted.comment_id = None;
+        let text = refusal(decide(
+            SessionState::AwaitingApproval,
+            Some(unposted),
+            None,
+            None,
+        ));
+        assert!(text.contains("no posted contract"), "{text}");
+        let text = refusal(decide(SessionState::AwaitingApproval, None, None, None));
+        assert!(text.contains("no posted contract"), "{text}");
+    }
+
+    #[test]
+    fn an_approval_written_before_the_contract_was_posted_binds_nothing() {
+        let text = refusal(decide(
+            SessionState::AwaitingApproval,
+            Some(posted(3)),
+            None,
+            Some(99),
+        ));
+        assert!(
+            text.contains("written before contract v3 (https://forge/c/7)"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn another_version_than_the_current_one_is_refused() {
+        let asked = Some(ContractVersion(1));
+        let text = refusal(decide(
+            SessionState::AwaitingApproval,
+            Some(posted(2)),
+            asked,
+            None,
+        ));
+        assert!(
+            text.contains("version 1 is not the current contract; version 2"),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,533 @@
+//! Every text a session posts for people to read: replies to commands, the status comment's
+//! lines and the reasons a session fails. Named here, so a change of wording is one place
+//! and a reviewer sees the bot's whole voice at once.
+
+use std::fmt::Display;
+
+use crate::config::repo::BoundSettings;
+use crate::contract::ContractVersion;
+use crate::ids::{Permission, SessionId};
+use crate::store::model_usage::Budget;
+use crate::store::state::SessionState;
+
+/// What a public issue is told about an internal failure.
+pub(super) const SEE_AUDIT: &str = "the details are in planwright's audit log for the operator";
+
+/// A reply to the person who wrote a command.
+pub(super) fn reply_to(login: &str, text: &str) -> String {
+    format!("@{login}: {text}")
+}
+
+/// The whole body of the session's one status comment.
+pub(super) fn status_body(state: SessionState, text: &str, session: &SessionId) -> String {
+    format!(
+        "**planwright** · {}\n\n{text}\n\n{}",
+        state.describe(),
+        status_marker(session)
+    )
+}
+
+/// What finds the status comment again; trusted only in planwright's own comments.
+pub(super) fn status_marker(session: &SessionId) -> String {
+    format!("<!-- planwright:status {{\"session\":\"{session}\"}} -->")
+}
+
+// Labels, permissions and settings.
+
+pub(super) fn settings_invalid_cannot_start(e: &impl Display) -> String {
+    format!("planwright cannot start: the repository's settings are not valid.\n\n{e}")
+}
+
+pub(super) fn settings_invalid_cannot_act(e: &impl Display) -> String {
+    format!("planwright cannot act: the repository's settings are not valid.\n\n{e}")
+}
+
+pub(super) fn settings_invalid(e: &impl Display) -> String {
+    format!("The repository's settings are not valid.\n\n{e}")
+}
+
+/// `doing` completes "only people with … access can …".
+pub(super) fn not_permitted(
+    login: &str,
+    needed: Permission,
+    doing: &str,
+    have: Permission,
+) -> String {
+    format!(
+        "@{login}, only people with **{needed}** access or more can {doing} here (you have **{have}**)."
+    )
+}
+
+pub(super) fn doing_command(command: &impl Display) -> String {
+    format!("use `{command}`")
+}
+
+pub(super) fn already_working(state: SessionState) -> String {
+    format!(
+        "planwright is already working on this issue (it is {}). Use `/cancel` to stop it, or `/plan` to start the planning over.",
+        state.describe()
+    )
+}
+
+pub(super) fn cancelled_by_unlabel(login: &str, label: &str) -> String {
+    format!("Cancelled: @{login} removed the `{label}` label.")
+}
+
+// Refusals of commands.
+
+pub(super) fn no_session(label: &str) -> String {
+    format!("there is no planwright session on this issue. Add the `{label}` label to start one.")
+}
+
+pub(super) fn raced() -> String {
+    "another command changed this session first.".into()
+}
+
+pub(super) fn raced_approval() -> String {
+    "another command changed this session first; nothing was approved.".into()
+}
+
+pub(super) fn raced_revision() -> String {
+    "another command changed this session first; the revision was not started.".into()
+}
+
+pub(super) fn nothing_to_approve(state: SessionState) -> String {
+    format!(
+        "there is nothing to approve right now: the session is {}.",
+        state.describe()
+    )
+}
+
+pub(super) fn no_posted_contract() -> String {
+    "there is no posted contract to approve yet.".into()
+}
+
+/// `at` is the contract comment's address in parentheses, or empty.
+pub(super) fn approval_predates_contract(version: i64, at: &str) -> String {
+    format!(
+        "this `/approve` was written before contract v{version}{at} was posted, so it cannot approve it. Read it and approve it with a new `/approve`."
+    )
+}
+
+pub(super) fn not_the_current_version(asked: ContractVersion, current: i64, at: &str) -> String {
+    format!(
+        "version {asked} is not the current contract; version {current}{at} is. Approve it with `/approve`."
+    )
+}
+
+pub(super) fn revise_not_awaiting(state: SessionState) -> String {
+    format!(
+        "a contract can be revised while it awaits approval; the session is {}.",
+        state.describe()
+    )
+}
+
+pub(super) fn pull_revise_not_ended(state: SessionState) -> String {
+    format!(
+        "the pull request can be revised once its run has ended; the session is {}.",
+        state.describe()
+    )
+}
+
+pub(super) fn pull_revise_other_session() -> String {
+    "another planwright session is active on the issue; revise there.".into()
+}
+
+pub(super) fn replan_not_now(state: SessionState) -> String {
+    format!(
+        "planning can start over while a contract awaits approval or after a failure; the session is {}.",
+        state.describe()
+    )
+}
+
+pub(super) fn retry_not_failed(state: SessionState) -> String {
+    format!(
+        "only a failed session can be retried; this one is {}.",
+        state.describe()
+    )
+}
+
+pub(super) fn no_approved_contract() -> String {
+    "there is no approved contract to carry out; use `/plan` to start over.".into()
+}
+
+pub(super) fn cannot_cancel(state: SessionState) -> String {
+    format!(
+        "the session cannot be cancelled now: it is {}.",
+        state.describe()
+    )
+}
+
+// What the status comment says after a command.
+
+pub(super) fn approved(version: i64, login: &str) -> String {
+    format!("Contract v{version} approved by @{login}; executing it.")
+}
+
+pub(super) fn revising(version: i64, login: &str) -> String {
+    format!("Revising the contract (v{version}) with feedback from @{login}.")
+}
+
+pub(super) fn revising_from_pull(version: i64, login: &str) -> String {
+    format!(
+        "Revising the contract (v{version}) with feedback from @{login} on the pull request; the next round continues on the same branch."
+    )
+}
+
+pub(super) fn replanning(login: &str) -> String {
+    format!("Planning again from scratch, as @{login} asked.")
+}
+
+pub(super) fn retrying_planning(login: &str) -> String {
+    format!("Retrying planning, as @{login} asked.")
+}
+
+pub(super) fn carrying_out_again(version: i64, login: &str) -> String {
+    format!("Carrying out contract v{version} again, as @{login} asked.")
+}
+
+pub(super) fn cancelled_by(login: &str) -> String {
+    format!("Cancelled by @{login}.")
+}
+
+// The plan job.
+
+pub(super) fn investigating() -> String {
+    "The planner is investigating the issue.".into()
+}
+
+const EDITED: &str = "**The issue was edited after planwright was asked to start**";
+
+pub(super) fn investigating_edited() -> String {
+    format!(
+        "The planner is investigating the issue. {EDITED}: the contract is planned from the text as it was then. Use `/plan` to plan from the current text."
+    )
+}
+
+pub(super) fn contract_posted(version: ContractVersion, edited: bool) -> String {
+    let note = if edited {
+        format!(
+            "\n\n{EDITED}: this contract is planned from the text as it was then. Use `/plan` to plan from the current text."
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "Build contract v{version} is posted below. A maintainer can `/approve` it, ask for `/revise <changes>`, or `/cancel`.{note}"
+    )
+}
+
+pub(super) fn issue_unreadable() -> String {
+    "The issue can no longer be read.".into()
+}
+
+pub(super) fn planning_over_budget(spent: &impl Display, limit: &impl Display) -> String {
+    format!(
+        "Planning stopped: the session used {spent} of its {limit} budget. Raise `budget_usd` in the repository's settings and use `/retry`."
+    )
+}
+
+pub(super) fn planner_model_failed() -> String {
+    format!("The planner's model call failed; {SEE_AUDIT}. Use `/retry` to try again.")
+}
+
+pub(super) fn planning_stopped(e: &impl Display) -> String {
+    format!("{e}. Use `/retry` to try again or `/plan` to start over.")
+}
+
+/// What the contract comment says about the settings it binds, before its closing line:
+/// an approver sees what will run beside the contract.
+pub(super) fn settings_section(b: &BoundSettings, json: &str) -> String {
+    let code = |s: &str| s.replace('`', "'");
+    let list = |items: &[String]| {
+        if items.is_empty() {
+            "none".to_owned()
+        } else {
+            items
+                .iter()
+                .map(|i| format!("`{}`", code(i)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    };
+    let executor = match &b.executor_command {
+        Some(line) if b.executor == "command" => format!("`command`: `{}`", code(line)),
+        _ => format!("`{}`", b.executor),
+    };
+    let short = BoundSettings::sha256_of(json);
+    let mut out = format!(
+        "### Repository settings\nAs the base commit holds them (`{}`, settings `{}`); approving binds these too.\n\n- executor: {executor}\n- network allowed during setup: {}\n- protected paths: {}\n- setup: {}\n- tests: {}\n",
+        code(b.source.as_deref().unwrap_or("defaults")),
+        &short[..12],
+        list(&b.network_allow),
+        list(&b.protected_paths),
+        list(&b.setup),
+        list(&b.test),
+    );
+    let env = &b.environment;
+    if let Some(image) = &env.image {
+        out.push_str(&format!("- environment image: `{}`\n", code(image)));
+    }
+    if !env.cache.is_empty() {
+        out.push_str(&format!(
+            "- kept with the setup cache: {}\n",
+            list(&env.cache)
+        ));
+    }
+    if let Some(files) = &env.cache_key {
+        out.push_str(&format!("- setup cache keyed by: {}\n", list(files)));
+    }
+    out
+}
+
+// The execute job.
+
+pub(super) fn contract_not_on_record(version: i64, sha256: &str) -> String {
+    format!("Contract v{version} as approved (sha256 {sha256}) is not on record; nothing was run.")
+}
+
+pub(super) fn could_not_continue() -> String {
+    format!("planwright could not continue: {SEE_AUDIT}.")
+}
+
+/// How a failed execution ends on the status comment.
+pub(super) fn execution_failed(reason: &str) -> String {
+    format!("{reason}\n\nUse `/retry` to carry out the contract again, or `/plan` to start over.")
+}
+
+pub(super) fn bound_settings_unreadable(version: i64, e: &impl Display) -> String {
+    format!(
+        "The settings recorded with contract v{version} cannot be read ({e}); use `/plan` to plan it again."
+    )
+}
+
+pub(super) fn bound_settings_unusable(version: i64, e: &impl Display) -> String {
+    format!(
+        "The settings recorded with contract v{version} cannot be used ({e}); use `/plan` to plan it again."
+    )
+}
+
+pub(super) fn attempts_used(version: i64, max_attempts: u32) -> String {
+    format!("Contract v{version} has used all {max_attempts} of its attempts.")
+}
+
+pub(super) fn no_sandbox() -> String {
+    "planwright cannot run executors here: bubblewrap is not available on this \
+     host (`planwright doctor` says why). Executors run only in the sandbox, or \
+     with SANDBOX=none and UNSAFE_NO_SANDBOX=1 set by the operator."
+        .into()
+}
+
+pub(super) fn checkout_failed(start: &str, e: &impl Display) -> String {
+    format!("Could not check out the commit {start}: {e}")
+}
+
+pub(super) fn unknown_executor(name: &str) -> String {
+    format!("The contract names the unknown executor `{name}`.")
+}
+
+pub(super) fn executor_model_unusable(e: &impl Display) -> String {
+    format!("The contract's executor model cannot be used: {e}")
+}
+
+pub(super) fn no_model_proxy(executor: &str) -> String {
+    format!(
+        "The `{executor}` executor reaches models through the model proxy's Unix \
+         socket, and this planwright serves none (set MODEL_PROXY_SOCKET)."
+    )
+}
+
+pub(super) fn executor_not_installed(executor: &str, program: &str) -> String {
+    format!(
+        "The `{executor}` executor is not installed here: `{program}` is neither on PATH \
+         nor in /opt/planwright-agents/bin (scripts/install-agents installs it)."
+    )
+}
+
+pub(super) fn wrong_provider(executor: &str, model: &impl Display, provider: &str) -> String {
+    format!("The `{executor}` executor cannot use `{model}`: it speaks to {provider} models only.")
+}
+
+pub(super) fn budget_used_before_attempt(budget: Budget, attempt: u32) -> String {
+    format!(
+        "The session has used its budget ({}) before attempt {attempt}. Nothing was pushed.",
+        budget_text(budget)
+    )
+}
+
+pub(super) fn executing(version: i64, executor: &str, attempt: u32, max_attempts: u32) -> String {
+    format!(
+        "Carrying out contract v{version} with the `{executor}` executor (attempt {attempt} of {max_attempts})."
+    )
+}
+
+pub(super) fn executor_over_budget(budget: Budget) -> String {
+    format!(
+        "The executor ran out of budget (limit {}).",
+        budget_text(budget)
+    )
+}
+
+pub(super) fn executor_timed_out(minutes: u64) -> String {
+    format!("The executor did not finish within {minutes} minutes and was stopped.")
+}
+
+pub(super) fn executor_turn_limit(turns: impl Display) -> String {
+    format!("The executor did not finish within its {turns} turns.")
+}
+
+pub(super) fn executor_crashed(summary: &str) -> String {
+    format!(
+        "The executor stopped without finishing: {}",
+        first_line(summary)
+    )
+}
+
+pub(super) fn nothing_pushed(reason: &str) -> String {
+    format!("{reason} Nothing was pushed.")
+}
+
+pub(super) fn executor_model_failed() -> String {
+    format!("The executor's model call failed; {SEE_AUDIT}. Nothing was pushed.")
+}
+
+pub(super) fn executor_error(e: &impl Display) -> String {
+    format!("{e}. Nothing was pushed.")
+}
+
+pub(super) fn result_too_large(bytes: u64, max: u64) -> String {
+    format!(
+        "The result is too large to publish: its added and changed files hold {} \
+         MiB, over the {} MiB a result may hold. Nothing was pushed.",
+        bytes >> 20,
+        max >> 20
+    )
+}
+
+pub(super) fn nothing_changed() -> String {
+    "The executor finished without changing anything. Nothing was pushed.".into()
+}
+
+pub(super) fn verifying(attempt: u32, commands: usize) -> String {
+    format!("Verifying attempt {attempt}: {commands} command(s) on the base and on the result.")
+}
+
+pub(super) fn could_not_verify(on: &str, e: &impl Display) -> String {
+    format!("Could not verify {on}: {e}")
+}
+
+/// `lines` are already one `- path (change): reason` per refused file.
+pub(super) fn result_refused(lines: &[String]) -> String {
+    format!(
+        "The result was refused, and nothing was pushed:\n\n{}",
+        lines.join("\n")
+    )
+}
+
+pub(super) fn refused_path(path: &str, change: &impl Display, reason: &str) -> String {
+    // The path is the executor's: a backtick in it must not open markdown that hides the
+    // rest of the list.
+    format!(
+        "- {} ({change}): {reason}",
+        crate::markdown::code(path, false)
+    )
+}
+
+pub(super) fn review_over_budget(spent: &impl Display, limit: &impl Display) -> String {
+    format!("The session used {spent} of its {limit} budget before the review.")
+}
+
+pub(super) fn reviewer_model_failed() -> String {
+    format!("Could not review the result: the reviewer's model call failed; {SEE_AUDIT}.")
+}
+
+pub(super) fn checks_still_fail(commands: &[String]) -> String {
+    format!(
+        "the contract's verification still fails: {}",
+        commands
+            .iter()
+            .map(|c| format!("`{c}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
+
+pub(super) fn reviewer_rejected(findings: &str) -> String {
+    format!(
+        "the reviewer did not accept the result: {}",
+        first_line(findings)
+    )
+}
+
+pub(super) fn result_lost() -> String {
+    "The verified result was lost before it could be published (planwright \
+     restarted and its workspace is gone). Use `/retry` to carry out the \
+     contract again."
+        .into()
+}
+
+pub(super) fn opening_pull() -> &'static str {
+    "Verification passed; opening the pull request."
+}
+
+pub(super) fn publishing_report() -> &'static str {
+    "The run did not pass; publishing its report."
+}
+
+pub(super) fn pull_opened(number: impl Display, url: &str) -> String {
+    format!(
+        "Pull request [#{number}]({url}) is open: verification passed and the reviewer accepted it."
+    )
+}
+
+/// After a restart that found the pull request published but the session not yet moved.
+pub(super) fn pull_was_opened(number: Option<impl Display>) -> String {
+    match number {
+        Some(n) => {
+            format!("Pull request #{n} is open: verification passed and the reviewer accepted it.")
+        }
+        None => {
+            "The pull request is open: verification passed and the reviewer accepted it.".into()
+        }
+    }
+}
+
+pub(super) fn failed_report_was_published(reason: &str) -> String {
+    format!("The run did not pass ({reason}); its report was published.")
+}
+
+pub(super) fn failed_with_draft(reason: &str, number: impl Display, url: &str) -> String {
+    format!(
+        "The run did not pass ({reason}). A draft pull request shows what was done: [#{number}]({url})."
+    )
+}
+
+pub(super) fn failed_with_report(reason: &str) -> String {
+    format!(
+        "The run did not pass ({reason}). The report is in the comment below; nothing was pushed."
+    )
+}
+
+pub(super) fn push_rejected(branch: &str, message: &str) -> String {
+    format!(
+        "The forge refused the push to `{branch}` ({message}). planwright never \
+         overwrites a branch holding commits it did not make; delete the branch \
+         or use `/retry` after moving it."
+    )
+}
+
+pub(super) fn could_not_publish() -> String {
+    format!("Could not publish the result: {SEE_AUDIT}.")
+}
+
+pub(super) fn budget_text(budget: Budget) -> String {
+    match (budget.max_microusd, budget.max_tokens) {
+        (Some(m), _) => format!("${:.2}", m as f64 / 1_000_000.0),
+        (None, Some(t)) => format!("{t} tokens"),
+        (None, None) => "none".into(),
+    }
+}
+
+fn first_line(text: &str) -> &str {
+    text.trim().lines().next().unwrap_or_default().trim()
+}

@@ -1,0 +1,661 @@
+//! The attempts loop as named steps: `prepare` (workspaces, budget, executor kind) once,
+//! then for each attempt `start` (its run row and what budget is left), `execute` (beside
+//! the baseline on the first), `verify` (scope and checks), `review`, and `judge`, a pure
+//! decision: publish the result, or send it back with instructions while attempts remain.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use tracing::warn;
+
+use super::{Execution, RunOutcome, Timings, create_open_dir};
+use crate::config::repo::{ExecutorKind, RepoConfig};
+use crate::contract::Contract;
+use crate::executor::{self, Executor, ExecutorError, ExecutorTask, Feedback, StopReason};
+use crate::git::{Author, Outcome, RESULT_MAX_BYTES, Workspace};
+use crate::ids::RunId;
+use crate::llm::ModelError;
+use crate::metering::ModelRole;
+use crate::planner::reviewer::{self as review, ReviewRequest};
+use crate::publish;
+use crate::sandbox::Sandbox;
+use crate::session::comments;
+use crate::session::error::Stop;
+use crate::store::model_usage::Budget;
+use crate::store::runs::{self, RunState};
+use crate::store::state::SessionState;
+use crate::verify::{self, Verifier, VerifyError};
+
+/// What every attempt of one execution shares.
+struct Prepared {
+    branch: String,
+    result: Workspace,
+    baseline_ws: Workspace,
+    plan: verify::Plan,
+    /// The contract's whole budget; each attempt gets what is left of it.
+    budget: Budget,
+    limits: executor::Limits,
+    kind: ExecutorKind,
+    author: Author,
+    message: String,
+    max_attempts: u32,
+}
+
+/// What one attempt hands to the next.
+#[derive(Default)]
+struct Carried {
+    baseline: Option<verify::RunSet>,
+    feedback: Option<Feedback>,
+    /// What verification wrote into the checkout: never part of a later result.
+    artifacts: HashSet<String>,
+}
+
+/// One attempt under way.
+struct Attempt {
+    number: u32,
+    run: RunId,
+    records: PathBuf,
+    verifier: Verifier,
+    executor: Box<dyn Executor>,
+    /// The execution's limits with the budget that is left.
+    limits: executor::Limits,
+}
+
+/// A verified attempt, before its review.
+struct Checked {
+    verification: verify::VerificationReport,
+    /// The verification distilled for the reviewer and a next attempt.
+    compact: String,
+    diff: String,
+    /// The executor's own account: a claim the reviewer weighs against the evidence.
+    claim: String,
+}
+
+/// What an attempt's judgement came to.
+#[derive(Debug, PartialEq)]
+enum Judgement {
+    /// The executor tries again with these instructions.
+    Again { instructions: String },
+    /// The result is published; `failure` says why it did not pass, if it did not.
+    Final { failure: Option<String> },
+}
+
+impl Execution<'_> {
+    pub(super) async fn attempts(
+        &self,
+        config: &RepoConfig,
+        sandbox: Arc<dyn Sandbox>,
+        used: u32,
+        max_attempts: u32,
+    ) -> Result<(), Stop> {
+        let mut timings = Timings::default();
+        let ready = self.prepare(config, max_attempts, &mut timings).await?;
+        let mut carried = Carried::default();
+        let mut number = used + 1;
+        loop {
+            let attempt = self.start(&ready, config, &sandbox, number).await?;
+            let claim = self
+                .execute(&ready, &attempt, &mut carried, &mut timings)
+                .await?;
+            let checked = self
+                .verify(&ready, &attempt, &mut carried, claim, &mut timings)
+                .await?;
+            let verdict = self.review(config, &ready, &checked, &mut timings).await?;
+            let unmet = unmet_commands(&self.contract, &checked.verification);
+            match judge(
+                &checked.verification,
+                &unmet,
+                &verdict,
+                number,
+                max_attempts,
+            ) {
+                Judgement::Again { instructions } => {
+                    self.send_back(&attempt, checked, instructions, &mut carried)
+                        .await?;
+                    number += 1;
+                }
+                Judgement::Final { failure } => {
+                    let outcome = RunOutcome {
+                        verification: checked.verification,
+                        accepted: verdict.accept,
+                        findings: verdict.findings,
+                        failure,
+                        attempts: number,
+                        max_attempts,
+                    };
+                    return self
+                        .record(config, ready, &attempt.run, outcome, timings)
+                        .await;
+                }
+            }
+        }
+    }
+
+    /// The two checkouts (the result's and the baseline's), the budget and the executor.
+    async fn prepare(
+        &self,
+        config: &RepoConfig,
+        max_attempts: u32,
+        timings: &mut Timings,
+    ) -> Result<Prepared, Stop> {
+        let started = Instant::now();
+        let branch = self.branch().await?;
+        // A later round (`/revise` on the pull request) continues from what the session
+        // pushed, so the branch only moves forward; the baseline is always the base.
+        let mut conn = self.reader().await?;
+        let start = runs::published_head(&mut conn, &self.id)
+            .await?
+            .unwrap_or_else(|| self.row.base_sha.clone());
+        drop(conn);
+        let (result, baseline_ws) = tokio::join!(
+            self.workspace(&branch, &start),
+            self.workspace(&branch, &self.row.base_sha)
+        );
+        let (result, baseline_ws) = (result?, baseline_ws?);
+        timings.record("workspaces", started);
+        let routing = &self.contract.routing;
+        // The planner writes the contract: its budget may lower the repository's, never
+        // raise it.
+        let usd = routing
+            .budget_usd
+            .map_or(config.budget_usd, |usd| usd.min(config.budget_usd));
+        let budget = Budget {
+            max_microusd: Budget::usd(usd).max_microusd,
+            max_tokens: routing.budget_tokens,
+        };
+        let kind = match routing.executor.as_deref() {
+            None => config.executor,
+            Some(name) => super::choose::parse_executor(name)
+                .ok_or_else(|| Stop::fail(comments::unknown_executor(name)))?,
+        };
+        let names = self.app.forges.bot_names(self.forge_kind).await?;
+        let author = self.author(names.first().map_or("planwright", String::as_str));
+        let approved_by = self.row.approved_by.clone().unwrap_or_default();
+        let (issue, version) = (self.issue, self.version());
+        let message =
+            publish::result_message(issue, &self.contract, version, &self.hash, &approved_by);
+        Ok(Prepared {
+            branch,
+            result,
+            baseline_ws,
+            plan: verify::Plan::new(&self.contract, config),
+            budget,
+            limits: executor::Limits {
+                budget,
+                ..executor::Limits::default()
+            },
+            kind,
+            author,
+            message,
+            max_attempts,
+        })
+    }
+
+    /// The attempt's run row, its executor and what is left of the budget for it.
+    async fn start(
+        &self,
+        ready: &Prepared,
+        config: &RepoConfig,
+        sandbox: &Arc<dyn Sandbox>,
+        number: u32,
+    ) -> Result<Attempt, Stop> {
+        let run = RunId::generate();
+        let records = self.app.settings.data_dir.join("runs").join(run.as_str());
+        let scratch = records.join("verify");
+        create_open_dir(&scratch)?;
+        // What the session has left: a coding agent's token is held to it, so planning,
+        // reviews and earlier attempts count against the contract's budget.
+        let spent = crate::store::model_usage::spent_by_session(&self.app.db, &self.id).await?;
+        let Some(left) = budget_left(ready.budget, spent.cost_microusd, spent.tokens) else {
+            let text = comments::budget_used_before_attempt(ready.budget, number);
+            return Err(Stop::fail(text));
+        };
+        let executor = self.executor(ready.kind, config, sandbox, &run, ready.budget, left)?;
+        let mut conn = self.writer().await?;
+        let new = runs::NewRun {
+            id: &run,
+            session: &self.id,
+            version: self.row.version,
+            attempt: i64::from(number),
+            executor: executor.name(),
+            branch: &ready.branch,
+            workspace: &ready.result.location().display().to_string(),
+        };
+        runs::insert(&mut conn, &new).await?;
+        drop(conn);
+        let text = comments::executing(
+            self.row.version,
+            executor.name(),
+            number,
+            ready.max_attempts,
+        );
+        self.status(SessionState::Executing, &text).await?;
+        Ok(Attempt {
+            number,
+            run,
+            records,
+            verifier: Verifier::new(sandbox.clone(), scratch),
+            executor,
+            limits: executor::Limits {
+                budget: left,
+                ..ready.limits
+            },
+        })
+    }
+
+    /// Runs the executor (beside the baseline on the first attempt) and commits what it
+    /// changed; returns the executor's claim of what it did.
+    async fn execute(
+        &self,
+        ready: &Prepared,
+        attempt: &Attempt,
+        carried: &mut Carried,
+        timings: &mut Timings,
+    ) -> Result<String, Stop> {
+        let run = &attempt.run;
+        let records = attempt.records.join("executor");
+        let mut task = ExecutorTask::new(&ready.result, &self.contract, records, attempt.limits);
+        task.feedback = carried.feedback.take();
+        let stage = Instant::now();
+        let work = async {
+            match carried.baseline.take() {
+                Some(b) => (attempt.executor.run(&task).await, Ok(b)),
+                // The base's checks need no result: they run beside the executor.
+                None => tokio::join!(
+                    attempt.executor.run(&task),
+                    attempt
+                        .verifier
+                        .baseline(&ready.plan, &ready.baseline_ws, run.as_str())
+                ),
+            }
+        };
+        // A session cancelled meanwhile stops the executor: its sandbox dies with the
+        // dropped future, and nothing is pushed.
+        let (report, base) = tokio::select! {
+            done = work => done,
+            () = self.until_cancelled() => {
+                self.finish_run(run, RunState::Failed, Some("cancelled"), None).await?;
+                return Err(Stop::Gone);
+            }
+        };
+        carried.baseline = Some(base.map_err(|e| verify_stop(e, "the base commit"))?);
+        timings.record("executor+baseline", stage);
+        let report = match report {
+            Ok(r) => r,
+            Err(e) => {
+                self.finish_run(run, RunState::Failed, Some(&e.to_string()), None)
+                    .await?;
+                return Err(executor_stop(e));
+            }
+        };
+        self.finish_run(run, RunState::Running, Some(&report.summary), None)
+            .await?;
+        let limits = &attempt.limits;
+        if let Some(reason) = unfinished(report.stop, ready.budget, limits, &report.summary) {
+            self.finish_run(run, RunState::Failed, None, None).await?;
+            return Err(Stop::fail(comments::nothing_pushed(&reason)));
+        }
+        let result = &ready.result;
+        let size = result.changed_bytes().await.map_err(Stop::permanent)?;
+        if size > RESULT_MAX_BYTES {
+            self.finish_run(run, RunState::Failed, None, None).await?;
+            return Err(Stop::fail(comments::result_too_large(
+                size,
+                RESULT_MAX_BYTES,
+            )));
+        }
+        let committed = result
+            .commit_result(&ready.message, &ready.author, &carried.artifacts)
+            .await
+            .map_err(Stop::permanent)?;
+        if committed == result.base() {
+            self.finish_run(run, RunState::Failed, None, None).await?;
+            return Err(Stop::fail(comments::nothing_changed()));
+        }
+        Ok(report.summary)
+    }
+
+    /// Runs the checks on the result against the baseline; a result that touches what it
+    /// may not is refused here, whatever its tests say.
+    async fn verify(
+        &self,
+        ready: &Prepared,
+        attempt: &Attempt,
+        carried: &mut Carried,
+        claim: String,
+        timings: &mut Timings,
+    ) -> Result<Checked, Stop> {
+        self.move_to(SessionState::Executing, SessionState::Verifying, None)
+            .await?;
+        let commands = ready.plan.checks.len() + ready.plan.setup.len();
+        let text = comments::verifying(attempt.number, commands);
+        self.status(SessionState::Verifying, &text).await?;
+        let result = &ready.result;
+        let diff = result.diff().await.map_err(Stop::permanent)?;
+        let stage = Instant::now();
+        let Some(base_runs) = carried.baseline.as_ref() else {
+            return Err(Stop::permanent(anyhow::anyhow!(
+                "The baseline was not run with the first attempt"
+            )));
+        };
+        let run = attempt.run.as_str();
+        let verification = attempt
+            .verifier
+            .verify(&ready.plan, &self.contract, base_runs, result, run)
+            .await
+            .map_err(|e| verify_stop(e, "the result"))?;
+        timings.record("verify", stage);
+        let written = result.changed_since_tip().await.map_err(Stop::permanent)?;
+        carried.artifacts.extend(written);
+        if verification.verdict == verify::Verdict::Refused {
+            let outcome = serde_json::to_string(&verification)?;
+            self.finish_run(&attempt.run, RunState::Failed, None, Some(&outcome))
+                .await?;
+            let refused: Vec<String> = verification
+                .scope
+                .iter()
+                .filter(|f| f.severity == verify::Severity::Refused)
+                .map(|f| comments::refused_path(&f.path, &f.change, &f.reason))
+                .collect();
+            return Err(Stop::fail(comments::result_refused(&refused)));
+        }
+        Ok(Checked {
+            compact: verification.compact(),
+            verification,
+            diff,
+            claim,
+        })
+    }
+
+    /// The reviewer's verdict on the verified result.
+    async fn review(
+        &self,
+        config: &RepoConfig,
+        ready: &Prepared,
+        checked: &Checked,
+        timings: &mut Timings,
+    ) -> Result<review::Verdict, Stop> {
+        let stage = Instant::now();
+        let budget = Budget {
+            max_microusd: ready.budget.max_microusd,
+            max_tokens: None,
+        };
+        let reviewer = self
+            .app
+            .model(
+                ModelRole::Reviewer,
+                &self.id,
+                budget,
+                config.models.planner.as_ref(),
+            )
+            .map_err(|e| Stop::fail(format!("{e:#}")))?;
+        let request = ReviewRequest {
+            contract: &self.contract,
+            diff: &checked.diff,
+            verification: &checked.compact,
+            claim: &checked.claim,
+        };
+        let verdict = review::review(reviewer.as_ref(), &request)
+            .await
+            .map_err(|e| match e {
+                review::ReviewError::Model(ModelError::BudgetExceeded { spent, limit, .. }) => {
+                    Stop::fail(comments::review_over_budget(&spent, &limit))
+                }
+                e => Stop::hidden(comments::reviewer_model_failed(), e),
+            })?;
+        timings.record("review", stage);
+        Ok(verdict)
+    }
+
+    /// Records the failed attempt and hands the executor its next instructions.
+    async fn send_back(
+        &self,
+        attempt: &Attempt,
+        checked: Checked,
+        instructions: String,
+        carried: &mut Carried,
+    ) -> Result<(), Stop> {
+        let outcome = serde_json::to_string(&checked.verification)?;
+        self.finish_run(&attempt.run, RunState::Failed, None, Some(&outcome))
+            .await?;
+        carried.feedback = Some(Feedback {
+            instructions,
+            verification: checked.compact,
+        });
+        self.move_to(SessionState::Verifying, SessionState::Executing, None)
+            .await
+    }
+
+    /// Keeps the final attempt's outcome with its run and publishes it.
+    async fn record(
+        &self,
+        config: &RepoConfig,
+        ready: Prepared,
+        run: &RunId,
+        outcome: RunOutcome,
+        mut timings: Timings,
+    ) -> Result<(), Stop> {
+        let text = serde_json::to_string(&outcome)?;
+        self.finish_run(run, RunState::Verified, None, Some(&text))
+            .await?;
+        self.move_to(SessionState::Verifying, SessionState::Publishing, None)
+            .await?;
+        if let Err(e) = ready.baseline_ws.finish(Outcome::Succeeded).await {
+            warn!(error = %e, "could not remove the baseline's workspace");
+        }
+        let stage = Instant::now();
+        let published = self.publish(config, run, ready.result, &outcome).await;
+        timings.record("publish", stage);
+        timings.log(&self.id);
+        // Kept whatever publishing came to: how long each stage took is for the operator
+        // (and the overhead benchmark) to read.
+        let detail = serde_json::json!({ "run": run, "attempts": outcome.attempts, "stages_ms": timings.json() });
+        self.audit("execution.timed", detail).await?;
+        published
+    }
+}
+
+/// What is left of `budget` after the session spent `cost_microusd` and `tokens`; `None`
+/// when nothing is.
+fn budget_left(budget: Budget, cost_microusd: i64, tokens: i64) -> Option<Budget> {
+    let left = Budget {
+        max_microusd: budget.max_microusd.map(|m| m - cost_microusd),
+        max_tokens: budget
+            .max_tokens
+            .map(|t| t.saturating_sub(u64::try_from(tokens).unwrap_or(0))),
+    };
+    let spent = left.max_microusd.is_some_and(|m| m <= 0) || left.max_tokens == Some(0);
+    (!spent).then_some(left)
+}
+
+/// Why an executor that stopped by itself did not finish, if it did not.
+fn unfinished(
+    stop: StopReason,
+    budget: Budget,
+    limits: &executor::Limits,
+    summary: &str,
+) -> Option<String> {
+    match stop {
+        StopReason::Finished => None,
+        StopReason::Budget => Some(comments::executor_over_budget(budget)),
+        StopReason::Timeout => Some(comments::executor_timed_out(limits.wall.as_secs() / 60)),
+        StopReason::TurnLimit => Some(comments::executor_turn_limit(limits.max_turns)),
+        StopReason::Crashed => Some(comments::executor_crashed(summary)),
+    }
+}
+
+/// Whether a verified and reviewed attempt is done. The contract's own commands define
+/// done: a failure they had on the base too is no excuse, whatever the executor or the
+/// reviewer say. A failed attempt goes back to the executor while attempts remain.
+fn judge(
+    verification: &verify::VerificationReport,
+    unmet: &[String],
+    verdict: &review::Verdict,
+    attempt: u32,
+    max_attempts: u32,
+) -> Judgement {
+    let failure = if verification.verdict != verify::Verdict::Passed {
+        Some(verification.headline())
+    } else if !unmet.is_empty() {
+        Some(comments::checks_still_fail(unmet))
+    } else if !verdict.accept {
+        Some(comments::reviewer_rejected(&verdict.findings))
+    } else {
+        None
+    };
+    match failure {
+        Some(failure) if attempt < max_attempts => {
+            let instructions = if verdict.instructions.trim().is_empty() {
+                format!("Make verification pass: {failure}")
+            } else {
+                verdict.instructions.clone()
+            };
+            Judgement::Again { instructions }
+        }
+        failure => Judgement::Final { failure },
+    }
+}
+
+/// The contract's verification commands that did not succeed on the result.
+fn unmet_commands(contract: &Contract, report: &verify::VerificationReport) -> Vec<String> {
+    let same = |a: &str, b: &str| a.split_whitespace().eq(b.split_whitespace());
+    contract
+        .verification
+        .commands
+        .iter()
+        .filter(|wanted| {
+            report.commands.iter().any(|c| {
+                c.phase == verify::Phase::Check && same(&c.command, wanted) && !c.after.succeeded()
+            })
+        })
+        .map(|c| c.trim().to_owned())
+        .collect()
+}
+
+fn executor_stop(e: ExecutorError) -> Stop {
+    match e {
+        e if e.is_retryable() => Stop::retryable(e),
+        // The provider's answer is its own text; the budget is planwright's.
+        ExecutorError::Model(ref m) if !matches!(m, ModelError::BudgetExceeded { .. }) => {
+            Stop::hidden(comments::executor_model_failed(), e)
+        }
+        e => Stop::fail(comments::executor_error(&e)),
+    }
+}
+
+fn verify_stop(e: VerifyError, on: &str) -> Stop {
+    match e {
+        VerifyError::Sandbox(crate::sandbox::SandboxError::Internal(e)) => Stop::retryable(e),
+        e => Stop::fail(comments::could_not_verify(on, &e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(verdict: verify::Verdict) -> verify::VerificationReport {
+        verify::VerificationReport {
+            verdict,
+            commands: Vec::new(),
+            counts: Default::default(),
+            failures: Vec::new(),
+            scope: Vec::new(),
+            scope_omitted: 0,
+        }
+    }
+
+    fn review(accept: bool, instructions: &str) -> review::Verdict {
+        review::Verdict {
+            accept,
+            findings: "The change misses the empty case.\nMore.".into(),
+            instructions: instructions.into(),
+        }
+    }
+
+    #[test]
+    fn a_passing_accepted_attempt_is_published_as_passed() {
+        let passed = report(verify::Verdict::Passed);
+        let judged = judge(&passed, &[], &review(true, ""), 1, 3);
+        assert_eq!(judged, Judgement::Final { failure: None });
+    }
+
+    #[test]
+    fn a_failure_goes_back_to_the_executor_while_attempts_remain() {
+        let passed = report(verify::Verdict::Passed);
+        let judged = judge(&passed, &[], &review(false, "Handle the empty case."), 1, 2);
+        assert_eq!(
+            judged,
+            Judgement::Again {
+                instructions: "Handle the empty case.".into()
+            }
+        );
+        // Without the reviewer's instructions, the failure itself is the instruction.
+        let unmet = vec!["cargo test".to_owned()];
+        let Judgement::Again { instructions } = judge(&passed, &unmet, &review(true, " "), 2, 3)
+        else {
+            panic!("an unmet command was published with attempts left");
+        };
+        assert_eq!(
+            instructions,
+            "Make verification pass: the contract's verification still fails: `cargo test`"
+        );
+    }
+
+    #[test]
+    fn the_last_attempt_is_published_with_the_first_reason_it_failed() {
+        let failed = report(verify::Verdict::Failed);
+        let unmet = vec!["make check".to_owned()];
+        let Judgement::Final { failure: Some(why) } =
+            judge(&failed, &unmet, &review(false, ""), 3, 3)
+        else {
+            panic!("the last attempt was not final");
+        };
+        assert_eq!(why, failed.headline());
+        let passed = report(verify::Verdict::Passed);
+        let judged = judge(&passed, &unmet, &review(false, ""), 3, 3);
+        let failure = Some("the contract's verification still fails: `make check`".to_owned());
+        assert_eq!(judged, Judgement::Final { failure });
+        let judged = judge(&passed, &[], &review(false, ""), 3, 3);
+        let failure = Some(
+            "the reviewer did not accept the result: The change misses the empty case.".into(),
+        );
+        assert_eq!(judged, Judgement::Final { failure });
+    }
+
+    #[test]
+    fn budget_left_counts_what_the_session_spent() {
+        let budget = Budget {
+            max_microusd: Some(1_000_000),
+            max_tokens: Some(5_000),
+        };
+        let left = budget_left(budget, 400_000, 1_000).unwrap();
+        assert_eq!(left.max_microusd, Some(600_000));
+        assert_eq!(left.max_tokens, Some(4_000));
+        assert!(budget_left(budget, 1_000_000, 0).is_none());
+        assert!(budget_left(budget, 0, 5_000).is_none());
+        let unlimited = Budget {
+            max_microusd: None,
+            max_tokens: None,
+        };
+        assert!(budget_left(unlimited, i64::MAX, i64::MAX).is_some());
+    }
+
+    #[test]
+    fn an_executor_that_stopped_early_says_which_limit_it_met() {
+        let budget = Budget::usd(2.0);
+        let limits = executor::Limits::default();
+        assert_eq!(unfinished(StopReason::Finished, budget, &limits, ""), None);
+        let over = unfinished(StopReason::Budget, budget, &limits, "").unwrap();
+        assert_eq!(over, "The executor ran out of budget (limit $2.00).");
+        let crashed = unfinished(StopReason::Crashed, budget, &limits, "\n oom killed \nrest");
+        assert_eq!(
+            crashed.as_deref(),
+            Some("The executor stopped without finishing: oom killed")
+        );
+        let timeout = unfinished(StopReason::Timeout, budget, &limits, "").unwrap();
+        assert!(timeout.contains("within 45 minutes"), "{timeout}");
+    }
+}

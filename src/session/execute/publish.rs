@@ -1,0 +1,205 @@
+//! The way out of an execution: the verified result is pushed and opened as a pull request
+//! (a draft, or a report comment, when it failed), and the session moves on. A restart
+//! publishes again from the very workspace that was verified, if it is still there.
+
+use std::path::Path;
+
+use anyhow::Context as _;
+use tracing::{info, warn};
+
+use super::{Execution, RunOutcome};
+use crate::config::repo::RepoConfig;
+use crate::git::push::{PushError, PushFailure};
+use crate::git::{Author, Outcome, Workspace};
+use crate::ids::{CommitSha, RunId};
+use crate::publish::{self, Publication, PublishError, Published, RunResult};
+use crate::session::comments;
+use crate::session::error::Stop;
+use crate::session::status::comment_url;
+use crate::store::runs::{self, RunState};
+use crate::store::sessions;
+use crate::store::state::SessionState;
+
+impl Execution<'_> {
+    /// Publishing again after a restart: the verified run's workspace, if it is still there.
+    pub(super) async fn resume_publishing(
+        &self,
+        config: &RepoConfig,
+        earlier: &[runs::RunRow],
+    ) -> Result<(), Stop> {
+        let lost = || Stop::fail(comments::result_lost());
+        let Some(run) = earlier
+            .iter()
+            .rev()
+            .find(|r| r.state == RunState::Verified || r.state == RunState::Published)
+        else {
+            return Err(lost());
+        };
+        let (Some(dir), Some(branch), Some(text)) = (&run.workspace, &run.branch, &run.outcome)
+        else {
+            return Err(lost());
+        };
+        let outcome: RunOutcome = serde_json::from_str(text)
+            .with_context(|| format!("The outcome of run {} is unreadable", run.id))
+            .map_err(Stop::permanent)?;
+        if run.state == RunState::Published {
+            // Published before the process stopped: only the session's move is left.
+            return match &outcome.failure {
+                None => {
+                    self.move_to(SessionState::Publishing, SessionState::PrOpened, None)
+                        .await?;
+                    let mut conn = self.reader().await?;
+                    let pull = sessions::get(&mut conn, &self.id)
+                        .await?
+                        .and_then(|s| s.pull_number);
+                    drop(conn);
+                    let text = comments::pull_was_opened(pull);
+                    self.status(SessionState::PrOpened, &text).await
+                }
+                Some(reason) => Err(Stop::fail(comments::failed_report_was_published(reason))),
+            };
+        }
+        let workspace = self
+            .app
+            .workspaces
+            .reopen(
+                Path::new(dir),
+                &self.mirror()?,
+                branch,
+                &CommitSha(self.row.base_sha.clone()),
+            )
+            .map_err(Stop::permanent)?;
+        let Some(workspace) = workspace else {
+            return Err(lost());
+        };
+        info!(run = %run.id, "publishing the verified result after a restart");
+        self.publish(config, &run.id, workspace, &outcome).await
+    }
+
+    pub(super) async fn publish(
+        &self,
+        config: &RepoConfig,
+        run: &RunId,
+        workspace: Workspace,
+        outcome: &RunOutcome,
+    ) -> Result<(), Stop> {
+        let result = match &outcome.failure {
+            None => RunResult::Succeeded,
+            Some(reason) => RunResult::Failed {
+                reason: reason.clone(),
+            },
+        };
+        self.status(
+            SessionState::Publishing,
+            match result {
+                RunResult::Succeeded => comments::opening_pull(),
+                RunResult::Failed { .. } => comments::publishing_report(),
+            },
+        )
+        .await?;
+        let names = self.app.forges.bot_names(self.forge_kind).await?;
+        let author = self.author(names.first().map_or("planwright", String::as_str));
+        let links = self.forge.web_links(&self.repo);
+        let contract_url = self
+            .row
+            .comment_url
+            .clone()
+            .or_else(|| comment_url(&links, self.issue, self.row.comment_id.as_deref()));
+        let verification = outcome.verification.for_publication();
+        let review = publish::Review {
+            accepted: outcome.accepted,
+            findings: outcome.findings.clone(),
+        };
+        let approved_by = self.row.approved_by.clone().unwrap_or_default();
+        let publication = Publication {
+            body_limit: self.forge.pull_body_limit(),
+            check_carries_report: self.forge.check_carries_report(),
+            repo: &self.repo,
+            issue: self.issue,
+            session: &self.id,
+            contract: &self.contract,
+            version: self.version(),
+            hash: &self.hash,
+            contract_url: contract_url.as_deref(),
+            approved_by: &approved_by,
+            base_branch: &self.row.base_branch,
+            verification: &verification,
+            review: Some(&review),
+            attempts: outcome.attempts,
+            max_attempts: outcome.max_attempts,
+            result: &result,
+            on_failure: config.on_failure,
+            author: &author,
+        };
+        let published =
+            match publish::publish(self.forge, &self.app.db, &workspace, &publication).await {
+                Ok(p) => p,
+                Err(e) if e.is_retryable() => {
+                    // The workspace stays (dropped unfinished) for the job's next attempt.
+                    return Err(Stop::retryable(e));
+                }
+                Err(PublishError::Push(PushError {
+                    branch,
+                    failure: PushFailure::Rejected,
+                    message,
+                    ..
+                })) => {
+                    return Err(Stop::fail(comments::push_rejected(&branch, &message)));
+                }
+                Err(e) => {
+                    return Err(Stop::hidden(comments::could_not_publish(), e));
+                }
+            };
+        self.published(run, workspace, &result, published).await
+    }
+
+    /// Records what publishing came to and moves the session to its end.
+    async fn published(
+        &self,
+        run: &RunId,
+        workspace: Workspace,
+        result: &RunResult,
+        published: Published,
+    ) -> Result<(), Stop> {
+        let mut conn = self.writer().await?;
+        if let Published::Pull { commit, pull } = &published {
+            runs::set_head(&mut conn, run, commit.as_str()).await?;
+            sessions::set_pull(&mut conn, &self.id, pull.number).await?;
+        }
+        runs::update(&mut conn, run, RunState::Published, None, None).await?;
+        drop(conn);
+        if let Err(e) = workspace.finish(Outcome::Succeeded).await {
+            warn!(error = %e, "could not remove the run's workspace");
+        }
+        match (result, &published) {
+            (RunResult::Succeeded, Published::Pull { pull, .. }) => {
+                self.move_to(SessionState::Publishing, SessionState::PrOpened, None)
+                    .await?;
+                self.audit(
+                    "pull.opened",
+                    serde_json::json!({"number": pull.number.0, "url": pull.url, "run": run}),
+                )
+                .await?;
+                let text = comments::pull_opened(pull.number, &pull.url);
+                self.status(SessionState::PrOpened, &text).await?;
+                Ok(())
+            }
+            (RunResult::Failed { reason }, Published::Pull { pull, .. }) => Err(Stop::fail(
+                comments::failed_with_draft(reason, pull.number, &pull.url),
+            )),
+            (RunResult::Failed { reason }, Published::Comment { .. }) => {
+                Err(Stop::fail(comments::failed_with_report(reason)))
+            }
+            (RunResult::Succeeded, Published::Comment { .. }) => Err(Stop::permanent(
+                anyhow::anyhow!("A passing run was published as a comment"),
+            )),
+        }
+    }
+
+    pub(super) fn author(&self, login: &str) -> Author {
+        Author {
+            name: login.to_owned(),
+            email: self.forge.commit_email(login),
+        }
+    }
+}

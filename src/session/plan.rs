@@ -1,0 +1,499 @@
+//! The plan job: runs the planner on a checkout of the base (or resumes it from its
+//! dossier), stores the contract with the settings it binds, and posts it for approval.
+//! A contract already stored for its version is posted as it is, so a retried job never
+//! pays for planning twice.
+
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use tracing::{Instrument as _, info, warn};
+
+use super::comments;
+use super::dispatch::PlanJob;
+use super::error::{Stop, UserError};
+use super::status::{find_own_comment, update_status, update_status_of};
+use crate::app::App;
+use crate::config::repo::{BoundSettings, RepoConfig};
+use crate::contract::{Base, Contract, ContractMarker, ContractVersion, RenderContext};
+use crate::event::ForgeKind;
+use crate::forge::repo_config;
+use crate::forge::{Forge, ForgeError, Issue};
+use crate::ids::{CommentId, CommitSha, IssueNumber, RepoName, SessionId};
+use crate::jobs::JobError;
+use crate::llm::ModelError;
+use crate::metering::ModelRole;
+use crate::planner::{Dossier, PlanError, PlanRequest, Planner, PlannerOptions};
+use crate::repo_tools::RepoTools;
+use crate::store::audit;
+use crate::store::model_usage::Budget;
+use crate::store::sessions::{self, ContractRow, SessionRow};
+use crate::store::state::SessionState;
+
+/// The plan job: runs the planner (or resumes it) and posts the contract.
+pub async fn plan_job(app: Arc<App>, plan: PlanJob) -> Result<(), JobError> {
+    let mut conn = app.db.pool.acquire().await?;
+    let Some(session) = sessions::get(&mut conn, &plan.session).await? else {
+        return Err(JobError::Permanent(anyhow::anyhow!(
+            "Session {} does not exist",
+            plan.session
+        )));
+    };
+    drop(conn);
+    if session.state != SessionState::Planning {
+        info!(session = %plan.session, state = %session.state, "plan job no longer needed");
+        return Ok(());
+    }
+    let forge = app.forges.get(session.forge, session.installation_id)?;
+    let span = tracing::info_span!("session", id = %plan.session, repo = %session.repo, issue = session.issue_number.0);
+    let job = Planning {
+        app: &app,
+        forge: forge.as_ref(),
+        session: &session,
+        plan: &plan,
+    };
+    // Instrumented, not entered: a guard held across an await puts other tasks' log
+    // lines under this span.
+    async {
+        match job.plan_and_post().await {
+            Ok(()) | Err(Stop::Gone) => Ok(()),
+            Err(Stop::User(UserError::Refused(reason) | UserError::Failed(reason))) => {
+                fail(&app, job.forge, &session, &reason, None).await
+            }
+            Err(Stop::User(UserError::Hidden { public, detail })) => {
+                fail(&app, job.forge, &session, &public, Some(&detail)).await
+            }
+            Err(Stop::Job(e)) => Err(e),
+        }
+    }
+    .instrument(span)
+    .await
+}
+
+/// One plan job's session and what it must produce.
+struct Planning<'a> {
+    app: &'a App,
+    forge: &'a dyn Forge,
+    session: &'a SessionRow,
+    plan: &'a PlanJob,
+}
+
+impl Planning<'_> {
+    fn kind(&self) -> ForgeKind {
+        self.session.forge
+    }
+
+    fn repo(&self) -> &RepoName {
+        &self.session.repo
+    }
+
+    fn issue(&self) -> IssueNumber {
+        self.session.issue_number
+    }
+
+    fn id(&self) -> &SessionId {
+        &self.session.id
+    }
+
+    async fn plan_and_post(&self) -> Result<(), Stop> {
+        let investigating = comments::investigating();
+        update_status(
+            self.app,
+            self.forge,
+            self.session,
+            SessionState::Planning,
+            &investigating,
+        )
+        .await?;
+        let mut conn = self.app.db.pool.acquire().await?;
+        let existing = sessions::contract(&mut conn, self.id(), self.plan.version).await?;
+        drop(conn);
+        // A contract already stored for this version (the job died before posting) is
+        // posted as it is: planning again would cost money and might differ.
+        let (row, edited) = match existing {
+            Some(row) => (row, false),
+            None => self.write_contract().await?,
+        };
+        let (body, version) = self.render(&row).await?;
+        // Cancelled while the planner worked: the contract stays on record, unposted.
+        let mut conn = self.app.db.pool.acquire().await?;
+        let still_planning = sessions::get(&mut conn, self.id())
+            .await?
+            .is_some_and(|s| s.state == SessionState::Planning);
+        drop(conn);
+        if !still_planning {
+            info!(session = %self.id(), "session ended while planning; contract not posted");
+            return Ok(());
+        }
+        self.post(&row, &body, version, edited).await
+    }
+
+    /// The issue as planwright was asked to plan it: an edit since (after the maintainer
+    /// looked) is flagged, not planned from. `true` when it was edited.
+    async fn issue_as_asked(&self) -> Result<(Issue, bool), Stop> {
+        let mut issue = match self.forge.issue(self.repo(), self.issue()).await {
+            Ok(i) => i,
+            Err(ForgeError::NotFound { .. }) => {
+                return Err(Stop::fail(comments::issue_unreadable()));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let mut conn = self.app.db.pool.acquire().await?;
+        let snapshot = sessions::issue_snapshot(&mut conn, self.id()).await?;
+        drop(conn);
+        let Some((title, body)) = snapshot.filter(|(t, b)| *t != issue.title || *b != issue.body)
+        else {
+            return Ok((issue, false));
+        };
+        warn!(session = %self.id(), "the issue was edited after planwright was asked to start; planning from the text as it was");
+        let text = comments::investigating_edited();
+        update_status(
+            self.app,
+            self.forge,
+            self.session,
+            SessionState::Planning,
+            &text,
+        )
+        .await?;
+        issue.title = title;
+        issue.body = body;
+        Ok((issue, true))
+    }
+
+    /// Plans the version and stores it with the settings of its base.
+    async fn write_contract(&self) -> Result<(ContractRow, bool), Stop> {
+        let (issue, edited) = self.issue_as_asked().await?;
+        let previous = match self.plan.version {
+            1 => None,
+            v => {
+                let mut conn = self.app.db.pool.acquire().await?;
+                sessions::contract(&mut conn, self.id(), v - 1).await?
+            }
+        };
+        let base = match &previous {
+            // A revision keeps the base its evidence refers to.
+            Some(p) => Base {
+                branch: p.base_branch.clone(),
+                sha: CommitSha(p.base_sha.clone()),
+            },
+            None => {
+                let r = self.forge.repository(self.repo()).await?;
+                Base {
+                    branch: r.default_branch,
+                    sha: r.head_sha,
+                }
+            }
+        };
+        let previous_contract = previous.as_ref().map(stored_contract).transpose()?;
+        let revision = previous_contract
+            .as_ref()
+            .zip(self.plan.feedback.as_deref());
+        let (contract, config) = self.run_planner(&issue, &base, revision).await?;
+        let sha256 = contract.hash(&base);
+        let body = serde_json::to_string(&contract)?;
+        let settings = config.bound().to_json();
+        let (id, version) = (self.id(), self.plan.version);
+        let mut tx = self.app.db.writer.begin().await?;
+        let new = sessions::NewContract {
+            session: id,
+            version,
+            sha256: sha256.as_str(),
+            body: &body,
+            base_branch: &base.branch,
+            base_sha: base.sha.as_str(),
+            settings: Some(&settings),
+        };
+        sessions::insert_contract(&mut tx, &new).await?;
+        let detail = serde_json::json!({
+            "version": version,
+            "sha256": sha256,
+            "settings_sha256": BoundSettings::sha256_of(&settings),
+        });
+        audit_planwright(&mut tx, id, "contract.written", detail).await?;
+        tx.commit().await?;
+        let mut conn = self.app.db.pool.acquire().await?;
+        let row = sessions::contract(&mut conn, id, version)
+            .await?
+            .context("The contract just stored cannot be read back")?;
+        Ok((row, edited))
+    }
+
+    /// The contract comment's text, with the settings the approval binds.
+    async fn render(&self, row: &ContractRow) -> Result<(String, ContractVersion), Stop> {
+        let contract = stored_contract(row)?;
+        let base = Base {
+            branch: row.base_branch.clone(),
+            sha: CommitSha(row.base_sha.clone()),
+        };
+        let names = self.app.forges.bot_names(self.kind()).await?;
+        let bound = match row.settings.as_deref() {
+            Some(json) => Some(serde_json::from_str::<BoundSettings>(json).map_err(|e| {
+                anyhow::anyhow!("Stored settings of v{} are unreadable: {e}", row.version)
+            })?),
+            None => None,
+        };
+        let config_budget = match &bound {
+            Some(b) => Some(b.budget_usd),
+            None => repo_config::load_policy(self.forge, self.repo())
+                .await
+                .map(|c| c.budget_usd)
+                .ok(),
+        };
+        let version = ContractVersion(u32::try_from(row.version).unwrap_or(u32::MAX));
+        let links = self.forge.web_links(self.repo());
+        let mut body = contract.render_markdown(&RenderContext {
+            session: self.id(),
+            version,
+            base: &base,
+            links: &links,
+            bot_mention: names.first().map_or("planwright", String::as_str),
+            default_budget_usd: config_budget,
+        });
+        if let (Some(b), Some(json)) = (&bound, row.settings.as_deref()) {
+            insert_settings(&mut body, &comments::settings_section(b, json));
+        }
+        Ok((body, version))
+    }
+
+    /// Posts the contract (once: a retry finds its comment by marker), moves the session
+    /// to awaiting approval and folds older versions away.
+    async fn post(
+        &self,
+        row: &ContractRow,
+        body: &str,
+        version: ContractVersion,
+        edited: bool,
+    ) -> Result<(), Stop> {
+        let (forge, repo, issue, id) = (self.forge, self.repo(), self.issue(), self.id());
+        let ours = |b: &str| {
+            ContractMarker::find(b).is_some_and(|m| m.session == *id && m.version == version)
+        };
+        let posted = match find_own_comment(forge, repo, issue, ours).await? {
+            Some(c) => c,
+            None => forge.create_comment(repo, issue, body).await?,
+        };
+        let mut tx = self.app.db.writer.begin().await?;
+        let comment = posted.id.0.to_string();
+        sessions::set_contract_comment(&mut tx, id, row.version, &comment, None, posted.created_at)
+            .await?;
+        let (from, to) = (SessionState::Planning, SessionState::AwaitingApproval);
+        if !sessions::move_state(&mut tx, id, from, to, None).await? {
+            // Cancelled while planning: the contract stays on record, nothing else happens.
+            tx.commit().await?;
+            return Ok(());
+        }
+        let superseded = sessions::supersede_before(&mut tx, id, row.version).await?;
+        let detail = serde_json::json!({ "version": row.version, "sha256": row.sha256, "comment": posted.id });
+        audit_planwright(&mut tx, id, "contract.posted", detail).await?;
+        tx.commit().await?;
+        for old in superseded {
+            let Some(comment) = old.comment_id.as_deref().and_then(|c| c.parse().ok()) else {
+                continue;
+            };
+            mark_superseded(forge, repo, issue, CommentId(comment), &old, version).await?;
+        }
+        let text = comments::contract_posted(version, edited);
+        update_status_of(self.app, forge, id, to, &text).await?;
+        Ok(())
+    }
+
+    /// Runs the planner on a checkout of the base, with the settings that checkout holds
+    /// (the default branch may have moved on since, or a revision keeps an older base).
+    async fn run_planner(
+        &self,
+        issue: &Issue,
+        base: &Base,
+        revision: Option<(&Contract, &str)>,
+    ) -> Result<(Contract, RepoConfig), Stop> {
+        let (app, forge, kind) = (self.app, self.forge, self.kind());
+        let checkout = crate::session::checkout::for_planning(
+            app,
+            kind,
+            forge,
+            self.repo(),
+            issue.number,
+            &issue.title,
+            base,
+        )
+        .await?;
+        let config = match RepoConfig::from_checkout(&checkout.path(), forge.config_paths()) {
+            Ok(c) => c,
+            Err(e) => {
+                checkout.done().await;
+                return Err(Stop::fail(comments::settings_invalid(&e)));
+            }
+        };
+        let budget = Budget::usd(config.budget_usd);
+        let model = |role, choice| {
+            app.model(role, self.id(), budget, choice)
+                .map_err(|e| Stop::fail(format!("{e:#}")))
+        };
+        let planner_model = model(ModelRole::Planner, config.models.planner.as_ref())?;
+        let scout_model = model(ModelRole::Scout, config.models.scout.as_ref())?;
+        let tools = RepoTools::new(&checkout.path()).map_err(Stop::from)?;
+        let mut conn = app.db.pool.acquire().await?;
+        let mut dossier: Dossier = match sessions::load_dossier(&mut conn, self.id()).await? {
+            Some(text) => serde_json::from_str(&text).unwrap_or_default(),
+            None => Dossier::default(),
+        };
+        drop(conn);
+        let planner = Planner {
+            model: planner_model.as_ref(),
+            scout_model: scout_model.as_ref(),
+            tools: &tools,
+            sandbox: app.sandbox.as_deref(),
+            options: PlannerOptions::default(),
+        };
+        let request = PlanRequest {
+            repo: self.repo(),
+            issue,
+            base,
+            config: &config,
+            revision,
+        };
+        let db = app.db.clone();
+        let id = self.id().clone();
+        let mut checkpoint = move |d: &Dossier| {
+            let db = db.clone();
+            let id = id.clone();
+            let text = serde_json::to_string(d);
+            Box::pin(async move {
+                let text = text?;
+                let mut conn = db.writer.acquire().await?;
+                sessions::save_dossier(&mut conn, &id, Some(&text)).await
+            })
+                as std::pin::Pin<Box<dyn std::future::Future<Output = anyhow::Result<()>> + Send>>
+        };
+        let result = planner.plan(&request, &mut dossier, &mut checkpoint).await;
+        checkout.done().await;
+        let contract = self.planned(result, dossier).await?;
+        Ok((contract, config))
+    }
+
+    /// What the planner's end means for the session; what it learned is kept for the next
+    /// version, which starts its turn count afresh.
+    async fn planned(
+        &self,
+        result: Result<Contract, PlanError>,
+        mut dossier: Dossier,
+    ) -> Result<Contract, Stop> {
+        dossier.turns = 0;
+        dossier.invalid_submissions = 0;
+        let keep = async || -> Result<(), Stop> {
+            let text = serde_json::to_string(&dossier)?;
+            let mut conn = self.app.db.writer.acquire().await?;
+            sessions::save_dossier(&mut conn, self.id(), Some(&text)).await?;
+            Ok(())
+        };
+        match result {
+            Ok(contract) => {
+                keep().await?;
+                Ok(contract)
+            }
+            Err(PlanError::Model(e)) if e.is_retryable() => Err(Stop::retryable(e)),
+            Err(PlanError::Model(ModelError::BudgetExceeded { spent, limit, .. })) => {
+                Err(Stop::fail(comments::planning_over_budget(&spent, &limit)))
+            }
+            Err(PlanError::Model(e)) => Err(Stop::hidden(comments::planner_model_failed(), e)),
+            Err(e @ (PlanError::TurnLimit(_) | PlanError::Invalid(..))) => {
+                keep().await?;
+                Err(Stop::fail(comments::planning_stopped(&e)))
+            }
+            Err(PlanError::Checkpoint(e)) => Err(Stop::retryable(e)),
+        }
+    }
+}
+
+fn stored_contract(row: &ContractRow) -> Result<Contract, Stop> {
+    Contract::from_json(&row.body).map_err(|e| {
+        Stop::from(anyhow::anyhow!(
+            "Stored contract v{} is unreadable: {e}",
+            row.version
+        ))
+    })
+}
+
+async fn audit_planwright(
+    conn: &mut sqlx::AnyConnection,
+    id: &SessionId,
+    action: &str,
+    detail: serde_json::Value,
+) -> Result<(), Stop> {
+    let entry = audit::Entry {
+        actor: "planwright",
+        action,
+        session: Some(id.as_str()),
+        delivery: None,
+        detail,
+    };
+    audit::append(conn, &entry).await?;
+    Ok(())
+}
+
+/// Puts a banner on an older contract's comment and folds it away where the forge can.
+async fn mark_superseded(
+    forge: &dyn Forge,
+    repo: &RepoName,
+    issue: IssueNumber,
+    comment: CommentId,
+    old: &ContractRow,
+    new: ContractVersion,
+) -> Result<(), ForgeError> {
+    let old_version = ContractVersion(u32::try_from(old.version).unwrap_or(u32::MAX));
+    let comments = forge.comments(repo, issue).await?;
+    if let Some(current) = comments.iter().find(|c| c.id == comment) {
+        let banner = crate::contract::superseded_banner(old_version, new, None);
+        if !current.body.starts_with("> **Superseded**") {
+            forge
+                .edit_comment(repo, issue, comment, &format!("{banner}{}", current.body))
+                .await?;
+        }
+    }
+    match forge.minimize_comment(repo, issue, comment).await {
+        Ok(_) => Ok(()),
+        // Folding is a nicety; the banner already says it.
+        Err(e) if !e.is_retryable() => {
+            warn!(error = %e, "could not fold the superseded contract away");
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Puts `section` before the rendered contract's closing rule (or at its end).
+fn insert_settings(body: &mut String, section: &str) {
+    match body.rfind("\n---\n") {
+        Some(at) => body.insert_str(at + 1, &format!("{section}\n")),
+        None => body.push_str(section),
+    }
+}
+
+/// Moves a planning session to Failed and says why on its status comment; `detail` is
+/// kept in the audit log only.
+async fn fail(
+    app: &App,
+    forge: &dyn Forge,
+    session: &SessionRow,
+    reason: &str,
+    detail: Option<&str>,
+) -> Result<(), JobError> {
+    let id = &session.id;
+    let mut tx = app.db.writer.begin().await?;
+    let (from, to) = (SessionState::Planning, SessionState::Failed);
+    let moved = sessions::move_state(&mut tx, id, from, to, Some(reason)).await?;
+    if moved {
+        let entry = audit::Entry {
+            actor: "planwright",
+            action: "session.failed",
+            session: Some(id.as_str()),
+            delivery: None,
+            detail: serde_json::json!({ "reason": reason, "detail": detail }),
+        };
+        audit::append(&mut tx, &entry).await?;
+    }
+    tx.commit().await?;
+    if moved {
+        warn!(session = %id, reason, "session failed");
+        update_status(app, forge, session, to, reason).await?;
+    }
+    Ok(())
+}

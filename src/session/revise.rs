@@ -1,0 +1,143 @@
+//! `/revise <changes>`: on the issue while a contract awaits approval, a new version built
+//! on the current one; on the pull request a session published, another round on the same
+//! branch once its run has ended.
+
+use tracing::info;
+
+use super::command::{CommandContext, Done, move_or_refuse};
+use super::comments;
+use super::dispatch::enqueue_plan;
+use super::error::{Stop, UserError};
+use crate::ids::PullNumber;
+use crate::jobs::JobError;
+use crate::store::sessions::{self, ContractRow, SessionRow};
+use crate::store::state::SessionState;
+
+fn decide(state: SessionState) -> Result<(), UserError> {
+    if state == SessionState::AwaitingApproval {
+        Ok(())
+    } else {
+        Err(UserError::Refused(comments::revise_not_awaiting(state)))
+    }
+}
+
+/// Whether the pull request's session may start another round; `other_active`: another
+/// session holds the issue meanwhile.
+fn decide_on_pull(state: SessionState, other_active: bool) -> Result<(), UserError> {
+    if !matches!(state, SessionState::PrOpened | SessionState::Failed) {
+        return Err(UserError::Refused(comments::pull_revise_not_ended(state)));
+    }
+    if other_active {
+        return Err(UserError::Refused(comments::pull_revise_other_session()));
+    }
+    Ok(())
+}
+
+fn next_version(latest: Option<&ContractRow>) -> i64 {
+    latest.map_or(1, |c| c.version + 1)
+}
+
+pub(super) async fn apply(
+    ctx: &CommandContext<'_>,
+    tx: &mut sqlx::AnyConnection,
+    session: &SessionRow,
+    latest: Option<ContractRow>,
+    feedback: &str,
+) -> Result<Done, Stop> {
+    decide(session.state)?;
+    let (from, to) = (SessionState::AwaitingApproval, SessionState::Planning);
+    move_or_refuse(tx, &session.id, from, to, comments::raced_revision()).await?;
+    let version = next_version(latest.as_ref());
+    enqueue_plan(tx, &session.id, version, Some(feedback.to_owned())).await?;
+    Ok(Done {
+        action: "contract.revision_requested",
+        detail: serde_json::json!({ "version": version, "feedback": feedback }),
+        state: to,
+        status: comments::revising(version, ctx.login()),
+    })
+}
+
+/// `/revise` written on the session's pull request.
+pub(super) async fn on_pull(
+    ctx: &CommandContext<'_>,
+    session: &SessionRow,
+    pull: PullNumber,
+    feedback: &str,
+) -> Result<(), JobError> {
+    match start_round(ctx, session, pull, feedback).await {
+        Ok(()) | Err(Stop::Gone) => Ok(()),
+        Err(Stop::User(e)) => ctx.reply(e).await,
+        Err(Stop::Job(e)) => Err(e),
+    }
+}
+
+async fn start_round(
+    ctx: &CommandContext<'_>,
+    session: &SessionRow,
+    pull: PullNumber,
+    feedback: &str,
+) -> Result<(), Stop> {
+    let (id, event) = (&session.id, ctx.event);
+    let mut tx = ctx.app.db.writer.begin().await?;
+    let other = sessions::find_active(&mut tx, event.forge, &event.repo, ctx.issue).await?;
+    decide_on_pull(session.state, other.is_some_and(|o| o.id != *id))?;
+    let version = next_version(sessions::latest_contract(&mut tx, id).await?.as_ref());
+    let to = SessionState::Planning;
+    move_or_refuse(&mut tx, id, session.state, to, comments::raced_revision()).await?;
+    enqueue_plan(&mut tx, id, version, Some(feedback.to_owned())).await?;
+    let done = Done {
+        action: "contract.revision_requested",
+        detail: serde_json::json!({ "version": version, "feedback": feedback, "pull": pull.0 }),
+        state: to,
+        status: comments::revising_from_pull(version, ctx.login()),
+    };
+    let handled = serde_json::json!({ "command": "revise", "pull": pull.0 });
+    ctx.record(tx, id, done, handled).await?;
+    info!(session = %id, pull = pull.0, by = %ctx.login(), "revision asked for on the pull request");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use SessionState::*;
+
+    #[test]
+    fn a_contract_is_revised_only_while_it_awaits_approval() {
+        assert_eq!(decide(AwaitingApproval), Ok(()));
+        for state in [
+            Planning, Executing, Verifying, Publishing, PrOpened, Failed, Cancelled,
+        ] {
+            assert!(
+                matches!(decide(state), Err(UserError::Refused(_))),
+                "{state}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_pull_request_is_revised_once_its_run_ended_and_no_other_session_holds_the_issue() {
+        assert_eq!(decide_on_pull(PrOpened, false), Ok(()));
+        assert_eq!(decide_on_pull(Failed, false), Ok(()));
+        let Err(UserError::Refused(text)) = decide_on_pull(Executing, false) else {
+            panic!("a running session was revised");
+        };
+        assert!(
+            text.contains("once its run has ended; the session is executing"),
+            "{text}"
+        );
+        let Err(UserError::Refused(text)) = decide_on_pull(PrOpened, true) else {
+            panic!("revised beside another active session");
+        };
+        assert!(text.contains("another planwright session"), "{text}");
+    }
+
+    #[test]
+    fn the_next_version_follows_the_latest() {
+        assert_eq!(next_version(None), 1);
+        assert_eq!(
+            next_version(Some(&super::super::approve::tests::posted(4))),
+            5
+        );
+    }
+}
