@@ -157,9 +157,7 @@ impl super::Raw {
             if host.is_empty() {
                 continue;
             }
-            let valid = !host.contains("://")
-                && !host.contains('/')
-                && ImageRef::parse(&format!("{host}/x")).is_ok_and(|r| r.registry() == host);
+            let valid = crate::ids::image::is_registry_host(host);
             if !valid {
                 bail!(
                     "Cannot use {}: `{host}` is not a registry host (give `host` or `host:port`, comma-separated, without `http://`)",
@@ -191,6 +189,66 @@ impl super::Raw {
 mod tests {
     use super::*;
     use secrecy::ExposeSecret;
+
+    fn load(vars: &[(&str, &str)]) -> Result<super::super::Settings> {
+        let env: Vec<(String, String)> = vars
+            .iter()
+            .map(|(k, v)| (format!("PLANWRIGHT_{k}"), (*v).to_owned()))
+            .chain([(
+                "PLANWRIGHT_DATA_DIR".to_owned(),
+                "/nonexistent-planwright".to_owned(),
+            )])
+            .collect();
+        super::super::Settings::from_sources(None, &env)
+    }
+
+    #[test]
+    fn settings_check_every_image_key_when_they_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let auth = dir.path().join("config.json");
+        std::fs::write(
+            &auth,
+            r#"{"auths":{"ghcr.io":{"username":"u","password":"p"}}}"#,
+        )
+        .unwrap();
+        let auth_path = auth.display().to_string();
+        let settings = load(&[
+            ("ENVIRONMENT_IMAGE", "ghcr.io/acme/ci:1.4"),
+            ("REGISTRY_AUTH", &auth_path),
+            ("REGISTRY_INSECURE", "registry.lan:5000, lab"),
+            ("ENVIRONMENT_CACHE_MAX", "512M"),
+        ])
+        .unwrap();
+        let images = &settings.images;
+        assert_eq!(
+            images.default_image.as_ref().unwrap().to_string(),
+            "ghcr.io/acme/ci:1.4"
+        );
+        assert!(images.credentials.for_registry("ghcr.io").is_some());
+        assert_eq!(images.insecure, ["registry.lan:5000", "lab"]);
+        assert_eq!(images.cache_max, 512 << 20);
+        assert!(
+            settings.secret_files.contains(&auth),
+            "hidden from sandboxes"
+        );
+        assert_eq!(load(&[]).unwrap().images.cache_max, 20 << 30);
+
+        let missing = dir.path().join("absent.json").display().to_string();
+        for (key, value, needle) in [
+            (
+                "ENVIRONMENT_IMAGE",
+                "Not An Image",
+                "PLANWRIGHT_ENVIRONMENT_IMAGE",
+            ),
+            ("REGISTRY_INSECURE", "http://lab", "without `http://`"),
+            ("ENVIRONMENT_CACHE_MAX", "big", "such as `20G`"),
+            ("ENVIRONMENT_CACHE_MAX", "0", "such as `20G`"),
+            ("REGISTRY_AUTH", &missing, "docker login"),
+        ] {
+            let error = format!("{:#}", load(&[(key, value)]).unwrap_err());
+            assert!(error.contains(needle), "{key}={value}: {error}");
+        }
+    }
 
     #[test]
     fn sizes_take_binary_units() {

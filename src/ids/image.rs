@@ -208,6 +208,12 @@ impl FromStr for ImageRef {
     }
 }
 
+/// Whether `text` is a registry as a reference may name one: `host`, `host:port`,
+/// `[v6]:port`.
+pub fn is_registry_host(text: &str) -> bool {
+    check_registry(text).is_ok()
+}
+
 /// As Docker decides: the first component is a registry when it has a dot or a port, or
 /// is `localhost`; otherwise the name is on Docker Hub.
 fn split_registry(name: &str) -> (&str, &str) {
