@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::fs;
 use std::io;
 use std::os::fd::AsRawFd as _;
-use std::os::unix::fs::MetadataExt as _;
+use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
@@ -244,6 +244,11 @@ impl Cache {
             let files = self.layer_files(image, remote, resolved, &blobs).await?;
             let root = staging.join("rootfs");
             fs::create_dir_all(&root).map_err(|e| PullError::local(image, &root, &e))?;
+            // Whatever the umask: the sandbox's user must be able to enter the root.
+            for dir in [&staging, &root] {
+                fs::set_permissions(dir, fs::Permissions::from_mode(0o755))
+                    .map_err(|e| PullError::local(image, dir, &e))?;
+            }
             let (image_owned, root_owned, max) = (image.clone(), root.clone(), self.max);
             let layers: Vec<_> = resolved
                 .layers

@@ -76,10 +76,8 @@ fn free_port() -> u16 {
 impl Registry {
     pub async fn start(access: Access) -> Registry {
         require("docker-registry", "docker-registry");
-        let dir = tempfile::tempdir().unwrap();
+        let mut dir = tempfile::tempdir().unwrap();
         let storage = dir.path().join("storage");
-        let port = free_port();
-        let addr = format!("127.0.0.1:{port}");
         let (auth, token_server) = match access {
             Access::Anonymous => (String::new(), None),
             Access::Htpasswd => {
@@ -107,46 +105,68 @@ impl Registry {
                 )
             }
         };
-        let config = dir.path().join("config.yml");
-        std::fs::write(
-            &config,
-            format!(
-                "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: {addr}\n{auth}",
-                storage.display()
-            ),
-        )
-        .unwrap();
-        let log = std::fs::File::create(dir.path().join("registry.log")).unwrap();
-        let child = Command::new("docker-registry")
-            .arg("serve")
-            .arg(&config)
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("docker-registry starts");
-        let mut registry = Registry {
-            child,
-            addr,
-            storage,
-            access_needs_creds: token_server.is_some() || !auth.is_empty(),
-            dir,
-            _token_server: token_server,
-        };
-        registry.wait_ready().await;
-        registry
+        let access_needs_creds = token_server.is_some() || !auth.is_empty();
+        let mut token_server = token_server;
+        // A port found free may be taken before the registry binds it: then it exits, and
+        // starts again on another.
+        for _ in 0..5 {
+            let port = free_port();
+            let addr = format!("127.0.0.1:{port}");
+            let config = dir.path().join("config.yml");
+            std::fs::write(
+                &config,
+                format!(
+                    "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: {addr}\n{auth}",
+                    storage.display()
+                ),
+            )
+            .unwrap();
+            let log = std::fs::File::create(dir.path().join("registry.log")).unwrap();
+            let child = Command::new("docker-registry")
+                .arg("serve")
+                .arg(&config)
+                .stdout(log.try_clone().unwrap())
+                .stderr(log)
+                .spawn()
+                .expect("docker-registry starts");
+            let mut registry = Registry {
+                child,
+                addr,
+                storage: storage.clone(),
+                access_needs_creds,
+                dir,
+                _token_server: token_server.take(),
+            };
+            if registry.wait_ready().await {
+                return registry;
+            }
+            dir = std::mem::replace(&mut registry.dir, tempfile::tempdir().unwrap());
+            token_server = registry._token_server.take();
+        }
+        panic!("docker-registry could not start on a free port");
     }
 
-    /// Polls `/v2/` until the registry answers (any status), failing with its log if it
-    /// exits or does not answer within ten seconds.
-    async fn wait_ready(&mut self) {
+    /// Polls `/v2/` until the registry answers as one (its API version header), for at
+    /// most ten seconds; false when it exited (its port was taken).
+    async fn wait_ready(&mut self) -> bool {
         let http = reqwest::Client::new();
         let url = format!("http://{}/v2/", self.addr);
         for _ in 0..200 {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                panic!("docker-registry exited with {status}: {}", self.log());
+            if self.child.try_wait().unwrap().is_some() {
+                let log = self.log();
+                assert!(
+                    log.contains("address already in use"),
+                    "docker-registry exited: {log}"
+                );
+                return false;
             }
-            if http.get(&url).send().await.is_ok() {
-                return;
+            let answered = http.get(&url).send().await.is_ok_and(|r| {
+                r.headers()
+                    .get("docker-distribution-api-version")
+                    .is_some_and(|v| v == "registry/2.0")
+            });
+            if answered {
+                return true;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
