@@ -3,6 +3,7 @@
 //! backends; where they must differ (job claiming) the module says so.
 
 pub mod audit;
+pub mod baselines;
 pub mod deliveries;
 pub mod installations;
 pub mod jobs;

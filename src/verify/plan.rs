@@ -55,4 +55,59 @@ impl Plan {
             protected,
         }
     }
+
+    /// What decides a baseline's runs, hashed: under the same key, running the base again
+    /// would only repeat them. `environment` names the image digest (or the host); a new
+    /// planwright version reads output anew, so it starts afresh.
+    pub fn baseline_key(&self, repo: &str, base_sha: &str, environment: &str) -> String {
+        use sha2::Digest as _;
+        let decided = serde_json::json!({
+            "planwright": env!("CARGO_PKG_VERSION"),
+            "repo": repo,
+            "base": base_sha,
+            "environment": environment,
+            "setup": self.setup,
+            "checks": self.checks,
+            "network_allow": self.network_allow,
+        });
+        hex::encode(sha2::Sha256::digest(decided.to_string().as_bytes()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_baseline_key_changes_with_everything_that_decides_the_runs() {
+        let plan = Plan {
+            setup: vec!["npm ci".into()],
+            checks: vec!["npm test".into()],
+            network_allow: vec!["registry.npmjs.org".into()],
+            protected: vec![],
+        };
+        let key = plan.baseline_key("github:o/r", "abc", "host");
+        assert_eq!(key, plan.baseline_key("github:o/r", "abc", "host"));
+        let mut others = vec![
+            plan.baseline_key("github:o/other", "abc", "host"),
+            plan.baseline_key("github:o/r", "abd", "host"),
+            plan.baseline_key("github:o/r", "abc", "sha256:00"),
+        ];
+        for change in [
+            |p: &mut Plan| p.setup.push("npm run build".into()),
+            |p: &mut Plan| p.checks[0] = "npm run lint".into(),
+            |p: &mut Plan| p.network_allow.clear(),
+        ] {
+            let mut changed = plan.clone();
+            change(&mut changed);
+            others.push(changed.baseline_key("github:o/r", "abc", "host"));
+        }
+        for other in &others {
+            assert_ne!(*other, key);
+        }
+        // What a result may not touch does not change how the base runs.
+        let mut protected = plan.clone();
+        protected.protected.push("migrations/**".into());
+        assert_eq!(protected.baseline_key("github:o/r", "abc", "host"), key);
+    }
 }

@@ -1,6 +1,7 @@
 //! The integration tests, one module per area of planwright.
 
 mod agents_cli;
+mod baselines;
 mod cli;
 mod contract_cli;
 mod crash;

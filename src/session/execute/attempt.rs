@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use tracing::warn;
+use tracing::{info, warn};
 
 use super::{Execution, RunOutcome, Timings, create_open_dir};
 use crate::config::repo::{ExecutorKind, RepoConfig};
@@ -23,6 +23,7 @@ use crate::publish;
 use crate::sandbox::Sandbox;
 use crate::session::comments;
 use crate::session::error::Stop;
+use crate::store::baselines;
 use crate::store::model_usage::Budget;
 use crate::store::runs::{self, RunState};
 use crate::store::state::SessionState;
@@ -32,7 +33,10 @@ use crate::verify::{self, Verifier, VerifyError};
 struct Prepared {
     branch: String,
     result: Workspace,
-    baseline_ws: Workspace,
+    /// The base's checkout; `None` when a kept baseline stands for running it.
+    baseline_ws: Option<Workspace>,
+    /// What the base's runs are kept under (`verify::Plan::baseline_key`).
+    baseline_key: String,
     plan: verify::Plan,
     /// The contract's whole budget; each attempt gets what is left of it.
     budget: Budget,
@@ -47,6 +51,8 @@ struct Prepared {
 #[derive(Default)]
 struct Carried {
     baseline: Option<verify::RunSet>,
+    /// Whether `baseline` was kept from an earlier execution rather than run in this one.
+    baseline_kept: bool,
     feedback: Option<Feedback>,
     /// What verification wrote into the checkout: never part of a later result.
     artifacts: HashSet<String>,
@@ -91,8 +97,25 @@ impl Execution<'_> {
         max_attempts: u32,
     ) -> Result<(), Stop> {
         let mut timings = Timings::default();
-        let ready = self.prepare(config, max_attempts, &mut timings).await?;
+        let plan = verify::Plan::new(&self.contract, config);
+        let repo = format!("{}:{}", self.forge_kind, self.repo);
+        // Runs use the planwright host's tools until the run's image decides.
+        let baseline_key = plan.baseline_key(&repo, &self.row.base_sha, "host");
         let mut carried = Carried::default();
+        if let Some(kept) = self.kept_baseline(&baseline_key).await? {
+            carried.baseline = Some(kept);
+            carried.baseline_kept = true;
+        }
+        let ready = self
+            .prepare(
+                config,
+                plan,
+                baseline_key,
+                &carried,
+                max_attempts,
+                &mut timings,
+            )
+            .await?;
         let mut number = used + 1;
         loop {
             let attempt = self.start(&ready, config, &sandbox, number).await?;
@@ -102,6 +125,7 @@ impl Execution<'_> {
             let checked = self
                 .verify(&ready, &attempt, &mut carried, claim, &mut timings)
                 .await?;
+            self.keep_baseline(&ready, &mut carried, &checked).await?;
             let verdict = self.review(config, &ready, &checked, &mut timings).await?;
             let unmet = unmet_commands(&self.contract, &checked.verification);
             match judge(
@@ -137,6 +161,9 @@ impl Execution<'_> {
     async fn prepare(
         &self,
         config: &RepoConfig,
+        plan: verify::Plan,
+        baseline_key: String,
+        carried: &Carried,
         max_attempts: u32,
         timings: &mut Timings,
     ) -> Result<Prepared, Stop> {
@@ -149,10 +176,13 @@ impl Execution<'_> {
             .await?
             .unwrap_or_else(|| self.row.base_sha.clone());
         drop(conn);
-        let (result, baseline_ws) = tokio::join!(
-            self.workspace(&branch, &start),
-            self.workspace(&branch, &self.row.base_sha)
-        );
+        let base = async {
+            match carried.baseline {
+                Some(_) => Ok(None),
+                None => self.workspace(&branch, &self.row.base_sha).await.map(Some),
+            }
+        };
+        let (result, baseline_ws) = tokio::join!(self.workspace(&branch, &start), base);
         let (result, baseline_ws) = (result?, baseline_ws?);
         timings.record("workspaces", started);
         let routing = &self.contract.routing;
@@ -180,7 +210,8 @@ impl Execution<'_> {
             branch,
             result,
             baseline_ws,
-            plan: verify::Plan::new(&self.contract, config),
+            baseline_key,
+            plan,
             budget,
             limits: executor::Limits {
                 budget,
@@ -259,15 +290,22 @@ impl Execution<'_> {
         let mut task = ExecutorTask::new(&ready.result, &self.contract, records, attempt.limits);
         task.feedback = carried.feedback.take();
         let stage = Instant::now();
+        let base = match (carried.baseline.take(), &ready.baseline_ws) {
+            (Some(b), _) => Ok(b),
+            (None, Some(ws)) => Err(ws),
+            (None, None) => {
+                return Err(Stop::permanent(anyhow::anyhow!(
+                    "Neither a kept baseline nor the base's checkout is there"
+                )));
+            }
+        };
         let work = async {
-            match carried.baseline.take() {
-                Some(b) => (attempt.executor.run(&task).await, Ok(b)),
+            match base {
+                Ok(b) => (attempt.executor.run(&task).await, Ok(b)),
                 // The base's checks need no result: they run beside the executor.
-                None => tokio::join!(
+                Err(ws) => tokio::join!(
                     attempt.executor.run(&task),
-                    attempt
-                        .verifier
-                        .baseline(&ready.plan, &ready.baseline_ws, run.as_str())
+                    attempt.verifier.baseline(&ready.plan, ws, run.as_str())
                 ),
             }
         };
@@ -428,6 +466,53 @@ impl Execution<'_> {
             .await
     }
 
+    /// The base's runs kept by an earlier execution under `key`, if any.
+    async fn kept_baseline(&self, key: &str) -> Result<Option<verify::RunSet>, Stop> {
+        let Some(json) = baselines::take(&self.app.db, key).await? else {
+            return Ok(None);
+        };
+        match serde_json::from_str(&json) {
+            Ok(runs) => {
+                info!(key, "the base's runs are kept from an earlier execution");
+                self.audit("baseline.reused", serde_json::json!({ "key": key }))
+                    .await?;
+                Ok(Some(runs))
+            }
+            // Written by another version: run the base again.
+            Err(e) => {
+                warn!(error = %e, "a kept baseline is unreadable; the base runs again");
+                baselines::forget(&self.app.db, key).await?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Keeps a baseline this execution ran for later runs on the same base, unless its
+    /// verification met flaky tests; a kept one that met them is forgotten.
+    async fn keep_baseline(
+        &self,
+        ready: &Prepared,
+        carried: &mut Carried,
+        checked: &Checked,
+    ) -> Result<(), Stop> {
+        let flaky = checked.verification.counts.flaky > 0;
+        let key = ready.baseline_key.as_str();
+        match (carried.baseline_kept, flaky) {
+            (true, false) => {}
+            (true, true) => baselines::forget(&self.app.db, key).await?,
+            (false, true) => {}
+            (false, false) => {
+                let Some(runs) = &carried.baseline else {
+                    return Ok(());
+                };
+                baselines::keep(&self.app.db, key, &serde_json::to_string(runs)?).await?;
+                // Kept once: the later attempts of this execution already have it.
+                carried.baseline_kept = true;
+            }
+        }
+        Ok(())
+    }
+
     /// Keeps the final attempt's outcome with its run and publishes it.
     async fn record(
         &self,
@@ -442,7 +527,9 @@ impl Execution<'_> {
             .await?;
         self.move_to(SessionState::Verifying, SessionState::Publishing, None)
             .await?;
-        if let Err(e) = ready.baseline_ws.finish(Outcome::Succeeded).await {
+        if let Some(ws) = ready.baseline_ws
+            && let Err(e) = ws.finish(Outcome::Succeeded).await
+        {
             warn!(error = %e, "could not remove the baseline's workspace");
         }
         let stage = Instant::now();
