@@ -51,7 +51,7 @@ fn installed(cli: AgentCli) -> PathBuf {
 /// A sandbox workspace (checkout in `repo/`, `HOME` in `home/`) and the proxy's socket,
 /// under the target folder (the sandbox has a private /tmp) and open to the unprivileged
 /// user sandboxes run as.
-struct World {
+struct AgentSandbox {
     root: tempfile::TempDir,
     db: TestDb,
     upstream: ModelServer,
@@ -62,13 +62,13 @@ struct World {
     stop: CancellationToken,
 }
 
-impl Drop for World {
+impl Drop for AgentSandbox {
     fn drop(&mut self) {
         self.stop.cancel();
     }
 }
 
-impl World {
+impl AgentSandbox {
     /// `script` gets the checkout's path, which the CLIs' file tools want absolute.
     async fn start(script: impl FnOnce(&Path) -> Vec<Step>) -> Self {
         let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("a temporary folder");
@@ -103,7 +103,7 @@ impl World {
         proxy::serve(&ProxyListen::Unix(socket.clone()), state, stop.clone())
             .await
             .unwrap();
-        World {
+        AgentSandbox {
             root,
             db,
             upstream,
@@ -235,7 +235,7 @@ fn usage() -> ScriptUsage {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn claude_code_edits_a_file_and_runs_a_command_through_the_proxy() {
-    let world = World::start(|repo| {
+    let world = AgentSandbox::start(|repo| {
         let file_path = repo.join("greeting.txt").display().to_string();
         // Inside the sandbox's writable folder but outside the checkout Claude Code works in.
         let outside = repo.join("../outside.txt").display().to_string();
@@ -302,7 +302,7 @@ async fn claude_code_edits_a_file_and_runs_a_command_through_the_proxy() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn codex_edits_a_file_through_the_proxy() {
-    let world = World::start(|_| {
+    let world = AgentSandbox::start(|_| {
         vec![
             Step::tool_call(
                 "call_sed",
@@ -342,7 +342,7 @@ async fn codex_edits_a_file_through_the_proxy() {
 /// with the proxy's words.
 #[tokio::test(flavor = "multi_thread")]
 async fn claude_code_stops_when_the_proxy_refuses_a_spent_budget() {
-    let world = World::start(|_| vec![Step::text("never asked")]).await;
+    let world = AgentSandbox::start(|_| vec![Step::text("never asked")]).await;
     let (run, _) = world
         .run(AgentCli::ClaudeCode, "claude-sonnet-4-5", Budget::usd(0.0))
         .await;
@@ -359,7 +359,7 @@ async fn claude_code_stops_when_the_proxy_refuses_a_spent_budget() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn codex_stops_when_the_proxy_refuses_a_spent_budget() {
-    let world = World::start(|_| vec![Step::text("never asked")]).await;
+    let world = AgentSandbox::start(|_| vec![Step::text("never asked")]).await;
     let (run, _) = world.run(AgentCli::Codex, "gpt-5", Budget::usd(0.0)).await;
     let why = world.report(&run);
     // Codex shows its own words for OpenAI's `insufficient_quota`, not the proxy's.
@@ -373,7 +373,7 @@ async fn codex_stops_when_the_proxy_refuses_a_spent_budget() {
 /// would have made the edit) is refused.
 #[tokio::test(flavor = "multi_thread")]
 async fn claude_code_is_cut_off_after_the_call_that_spends_its_budget() {
-    let world = World::start(|repo| {
+    let world = AgentSandbox::start(|repo| {
         let file_path = repo.join("greeting.txt").display().to_string();
         vec![
             Step::tool_call("toolu_read", "Read", json!({"file_path": file_path}))

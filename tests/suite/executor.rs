@@ -70,14 +70,14 @@ fn contract() -> Contract {
 /// An upstream repository, the data folder with its mirror and one run's workspace, and
 /// a folder outside everything that escapes would reach. It lives under the target folder
 /// (the sandbox has a private `/tmp`) and is readable by the sandbox's user.
-struct World {
+struct RunDirs {
     dir: tempfile::TempDir,
     outside: PathBuf,
     records: PathBuf,
     ws: Workspace,
 }
 
-impl World {
+impl RunDirs {
     async fn new(extra: &[(&str, &str)]) -> Self {
         let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -134,7 +134,7 @@ impl World {
             .await
             .expect("the workspace is checked out");
         let records = data.join("runs").join(RunId::generate().as_str());
-        World {
+        RunDirs {
             dir,
             outside,
             records,
@@ -226,7 +226,7 @@ fn transcript(report: &ExecutorReport) -> Vec<Value> {
 
 #[tokio::test]
 async fn builtin_reads_edits_runs_in_the_sandbox_and_finishes() {
-    let world = World::new(&[]).await;
+    let world = RunDirs::new(&[]).await;
     let server = ModelServer::start(vec![
         Step::tool_call("t1", "read_file", json!({"path": "greeting.txt"}))
             .when_tools(&["write_file", "edit_file", "run", "finish"]),
@@ -331,7 +331,7 @@ async fn builtin_reads_edits_runs_in_the_sandbox_and_finishes() {
 
 #[tokio::test]
 async fn escapes_through_the_tools_are_tool_errors_and_change_nothing() {
-    let world = World::new(&[]).await;
+    let world = RunDirs::new(&[]).await;
     let before = world.outside_state();
     let git_config = std::fs::read(world.ws.repo().join(".git/config")).unwrap();
     let absolute = world.outside.join("absolute.txt").display().to_string();
@@ -417,7 +417,7 @@ async fn escapes_through_the_tools_are_tool_errors_and_change_nothing() {
 
 #[tokio::test]
 async fn the_turn_limit_stops_the_loop() {
-    let world = World::new(&[]).await;
+    let world = RunDirs::new(&[]).await;
     let server = ModelServer::start(vec![
         Step::tool_call("r1", "list_files", json!({})),
         Step::tool_call("r2", "read_file", json!({"path": "check.sh"})),
@@ -440,7 +440,7 @@ async fn the_turn_limit_stops_the_loop() {
 
 #[tokio::test]
 async fn malformed_arguments_are_fed_back_as_tool_errors() {
-    let world = World::new(&[]).await;
+    let world = RunDirs::new(&[]).await;
     let server = ModelServer::start(vec![
         // Arguments that are not JSON at all, as a model cut off mid-call sends them.
         Step::tool_call(
@@ -485,7 +485,7 @@ async fn malformed_arguments_are_fed_back_as_tool_errors() {
 #[tokio::test]
 async fn a_spent_budget_stops_the_builtin_executor() {
     let db = support::TestDb::new().await;
-    let world = World::new(&[]).await;
+    let world = RunDirs::new(&[]).await;
     let server = ModelServer::start(vec![
         Step::tool_call("b1", "read_file", json!({"path": "greeting.txt"})).usage(ScriptUsage {
             input: 900,
@@ -512,7 +512,7 @@ async fn a_spent_budget_stops_the_builtin_executor() {
 
 #[tokio::test]
 async fn later_attempts_get_the_reviewers_instructions_and_the_verification() {
-    let world = World::new(&[]).await;
+    let world = RunDirs::new(&[]).await;
     let mut task = world.task(Limits::default());
     task.feedback = Some(Feedback {
         instructions: "Also keep the trailing newline (reviewer-words).".into(),
@@ -543,7 +543,7 @@ sed -i 's/world/planwright/' greeting.txt
 echo "contract at $PLANWRIGHT_CONTRACT"
 echo "edited greeting.txt as $(id -u)"
 "#;
-    let world = World::new(&[]).await;
+    let world = RunDirs::new(&[]).await;
     let executor = CommandExecutor::new(agent, sandbox(), None).unwrap();
     let report = executor.run(&world.task(Limits::default())).await.unwrap();
     assert_eq!(report.stop, StopReason::Finished, "{report:?}");
@@ -581,7 +581,7 @@ echo "edited greeting.txt as $(id -u)"
 
 #[tokio::test]
 async fn a_failing_agent_command_is_reported_as_crashed() {
-    let world = World::new(&[]).await;
+    let world = RunDirs::new(&[]).await;
     // An earlier attempt left a symlink where the contract goes; it must not be followed.
     std::os::unix::fs::symlink(&world.outside, world.ws.root().join(".planwright")).unwrap();
     let before = world.outside_state();
@@ -603,7 +603,7 @@ async fn a_failing_agent_command_is_reported_as_crashed() {
 
 #[tokio::test]
 async fn the_wall_clock_ends_an_attempt_inside_a_command() {
-    let world = World::new(&[]).await;
+    let world = RunDirs::new(&[]).await;
     let server = ModelServer::start(vec![
         Step::tool_call(
             "w1",
@@ -634,7 +634,7 @@ async fn the_wall_clock_ends_an_attempt_inside_a_command() {
 async fn the_command_executor_reaches_the_model_proxy_with_a_token_revoked_afterwards() {
     const REAL_KEY: &str = "sk-ant-real-key-host-only-0123";
     let db = support::TestDb::new().await;
-    let world = World::new(&[]).await;
+    let world = RunDirs::new(&[]).await;
     let upstream = ModelServer::start(vec![Step::text("proxied-answer-words")]).await;
     let capabilities = Arc::new(Capabilities::generate());
     let settings = ModelSettings {
@@ -701,7 +701,7 @@ echo"#;
 
 #[tokio::test]
 async fn a_checkout_swapped_for_a_symlink_by_a_command_receives_no_writes() {
-    let world = World::new(&[]).await;
+    let world = RunDirs::new(&[]).await;
     let before = world.outside_state();
     let swap = format!(
         "cd .. && mv repo repo-moved && ln -s {} repo && echo swapped",

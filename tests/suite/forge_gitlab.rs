@@ -1,6 +1,7 @@
 //! The GitLab forge client (reqwest, `PRIVATE-TOKEN`, the retry helper) against the
-//! stateful fake GitLab: each operation, pagination, retries and what is not retried,
-//! merge requests and commit statuses across retries, the git remote.
+//! stateful fake GitLab, beyond what `forge_conformance` holds every forge to: pagination,
+//! access levels, label events, merge requests and commit statuses across retries, the
+//! git remote.
 
 use crate::support;
 
@@ -16,15 +17,15 @@ use planwright::ids::{CommentId, CommitSha, IssueNumber, PullNumber, RepoName};
 use secrecy::ExposeSecret;
 use support::fake_gitlab::{BOT_ID, BOT_USERNAME, FakeGitlab, FakeUser, TOKEN};
 
-const PROJECT: &str = "Acme/Platform/Widgets";
+pub(super) const PROJECT: &str = "Acme/Platform/Widgets";
 /// How the project appears in API paths: the lower-cased full path, slashes encoded.
-const API: &str = "/api/v4/projects/acme%2Fplatform%2Fwidgets";
-const HEAD: &str = "b83d6e391c22777fca1ed3012fce84f633d7fed0";
+pub(super) const API: &str = "/api/v4/projects/acme%2Fplatform%2Fwidgets";
+pub(super) const HEAD: &str = "b83d6e391c22777fca1ed3012fce84f633d7fed0";
 /// The head of the branch planwright pushes its work to.
-const WORK: &str = "9f1c0c6d1e2b3a4f5e6d7c8b9a0f1e2d3c4b5a69";
+pub(super) const WORK: &str = "9f1c0c6d1e2b3a4f5e6d7c8b9a0f1e2d3c4b5a69";
 const BRANCH: &str = "planwright/issue-3";
 
-fn repo() -> RepoName {
+pub(super) fn repo() -> RepoName {
     RepoName::parse(PROJECT).unwrap()
 }
 
@@ -38,7 +39,7 @@ fn quick_retries() -> RetryPolicy {
     }
 }
 
-async fn world() -> (FakeGitlab, GitlabForge) {
+pub(super) async fn world() -> (FakeGitlab, GitlabForge) {
     let fake = FakeGitlab::start().await;
     fake.add_project(PROJECT, "main", HEAD);
     let author = fake.add_user("alice", 11);
@@ -57,16 +58,10 @@ async fn world() -> (FakeGitlab, GitlabForge) {
 }
 
 #[tokio::test]
-async fn reads_an_issue() {
+async fn reads_an_issue_with_its_authors_id_in_one_request() {
     let (fake, forge) = world().await;
     let issue = forge.issue(&repo(), IssueNumber(3)).await.unwrap();
-    assert_eq!(issue.number, IssueNumber(3));
-    assert_eq!(issue.title, "Crash on empty config");
-    assert_eq!(issue.body, "Steps:\n1. run it");
-    assert_eq!(issue.labels, ["bug", "planwright"]);
-    assert_eq!(issue.author.login, "alice");
     assert_eq!(issue.author.id, 11);
-    assert!(!issue.author.bot);
     assert_eq!(fake.statuses("GET", &format!("{API}/issues/3")), [200]);
 }
 
@@ -114,25 +109,16 @@ async fn follows_the_link_header_when_the_page_headers_are_gone() {
 }
 
 #[tokio::test]
-async fn creates_then_edits_a_note() {
+async fn a_note_is_edited_in_one_request() {
     let (fake, forge) = world().await;
     let created = forge
         .create_comment(&repo(), IssueNumber(3), "planning…")
         .await
         .unwrap();
-    assert_eq!(created.body, "planning…");
-    assert_eq!(created.author.login, BOT_USERNAME);
-    assert_eq!(fake.note(created.id.0).unwrap().body, "planning…");
-
-    let edited = forge
+    forge
         .edit_comment(&repo(), IssueNumber(3), created.id, "awaiting approval")
         .await
         .unwrap();
-    assert_eq!(edited.id, created.id);
-    assert_eq!(edited.body, "awaiting approval");
-    let stored = fake.note(created.id.0).unwrap();
-    assert_eq!(stored.body, "awaiting approval");
-    assert_eq!(stored.history, ["planning…"]);
     assert_eq!(
         fake.statuses("PUT", &format!("{API}/issues/3/notes/{}", created.id)),
         [200]
@@ -140,25 +126,16 @@ async fn creates_then_edits_a_note() {
 }
 
 #[tokio::test]
-async fn awards_emoji_on_a_note_once_however_often_asked() {
+async fn an_award_already_given_is_recognised_rather_than_retried() {
     let (fake, forge) = world().await;
     let alice = FakeUser::new("alice", 11);
     let theirs = fake.add_note(PROJECT, 3, "/approve", alice);
-    for _ in 0..2 {
+    for reaction in [Reaction::PlusOne, Reaction::PlusOne, Reaction::Eyes] {
         forge
-            .react(
-                &repo(),
-                IssueNumber(3),
-                CommentId(theirs),
-                Reaction::PlusOne,
-            )
+            .react(&repo(), IssueNumber(3), CommentId(theirs), reaction)
             .await
             .unwrap();
     }
-    forge
-        .react(&repo(), IssueNumber(3), CommentId(theirs), Reaction::Eyes)
-        .await
-        .unwrap();
     assert_eq!(
         fake.note(theirs).unwrap().awards,
         [
@@ -166,7 +143,7 @@ async fn awards_emoji_on_a_note_once_however_often_asked() {
             ("eyes".to_owned(), BOT_USERNAME.to_owned()),
         ]
     );
-    // The second award was GitLab's "already taken" 404, recognised rather than retried.
+    // The second award was GitLab's "already taken" 404.
     assert_eq!(
         fake.statuses(
             "POST",
@@ -174,18 +151,6 @@ async fn awards_emoji_on_a_note_once_however_often_asked() {
         ),
         [201, 404, 201]
     );
-
-    // A note that does not exist is still an error.
-    let error = forge
-        .react(
-            &repo(),
-            IssueNumber(3),
-            CommentId(999_999),
-            Reaction::Rocket,
-        )
-        .await
-        .unwrap_err();
-    assert!(matches!(error, ForgeError::NotFound { .. }), "{error:?}");
 }
 
 #[tokio::test]
@@ -282,20 +247,14 @@ async fn says_who_added_or_removed_a_label_last_across_pages() {
 }
 
 #[tokio::test]
-async fn reads_files_at_the_default_branch() {
+async fn files_are_asked_for_at_the_default_branch() {
     let (fake, forge) = world().await;
-    let config = "label: planwright\nmin_permission: developer\n# ünïcode and a long line: "
-        .to_owned()
-        + &"x".repeat(200);
-    fake.put_file(PROJECT, ".gitlab/planwright.yml", &config);
-
-    assert_eq!(
-        forge
-            .read_file(&repo(), ".gitlab/planwright.yml")
-            .await
-            .unwrap(),
-        Some(config)
-    );
+    fake.put_file(PROJECT, ".gitlab/planwright.yml", "label: planwright\n");
+    forge
+        .read_file(&repo(), ".gitlab/planwright.yml")
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(
         forge.read_file(&repo(), ".planwright.yml").await.unwrap(),
         None
@@ -317,12 +276,9 @@ async fn reads_files_at_the_default_branch() {
 }
 
 #[tokio::test]
-async fn reads_the_default_branch_and_its_head() {
+async fn the_default_branch_and_its_head_are_one_request() {
     let (fake, forge) = world().await;
-    let info = forge.repository(&repo()).await.unwrap();
-    assert_eq!(info.name, repo());
-    assert_eq!(info.default_branch, "main");
-    assert_eq!(info.head_sha.as_str(), HEAD);
+    forge.repository(&repo()).await.unwrap();
     assert_eq!(
         fake.statuses("GET", &format!("{API}/repository/branches/main")),
         [200]
@@ -364,51 +320,18 @@ async fn recognises_its_own_user_and_asks_once() {
 }
 
 #[tokio::test]
-async fn retries_a_bad_gateway() {
+async fn a_missing_issue_is_asked_for_once_and_says_what_was_missing() {
     let (fake, forge) = world().await;
-    fake.fail_next(1, 502, &[]);
-    let issue = forge.issue(&repo(), IssueNumber(3)).await.unwrap();
-    assert_eq!(issue.number, IssueNumber(3));
-    assert_eq!(fake.statuses("GET", &format!("{API}/issues/3")), [502, 200]);
-}
-
-#[tokio::test]
-async fn waits_out_a_rate_limit() {
-    let (fake, forge) = world().await;
-    fake.fail_next(
-        1,
-        429,
-        &[("retry-after", "1"), ("ratelimit-remaining", "0")],
-    );
-    let created = forge
-        .create_comment(&repo(), IssueNumber(3), "hello")
-        .await
-        .unwrap();
-    assert_eq!(
-        fake.statuses("POST", &format!("{API}/issues/3/notes")),
-        [429, 201]
-    );
-    assert_eq!(fake.note(created.id.0).unwrap().body, "hello");
-}
-
-#[tokio::test]
-async fn a_missing_issue_is_not_retried_and_says_what_was_missing() {
-    let (fake, forge) = world().await;
-    let error = forge.issue(&repo(), IssueNumber(99)).await.unwrap_err();
-    assert!(matches!(error, ForgeError::NotFound { .. }), "{error:?}");
-    assert!(!error.is_retryable());
-    assert!(matches!(
-        planwright::jobs::JobError::from(error),
-        planwright::jobs::JobError::Permanent(_)
-    ));
-    let error = forge.issue(&repo(), IssueNumber(99)).await.unwrap_err();
-    assert_eq!(
-        error.to_string(),
-        format!(
-            "Could not GET {}/issues/99: not found (404)",
-            API.trim_start_matches("/api/v4")
-        )
-    );
+    for _ in 0..2 {
+        let error = forge.issue(&repo(), IssueNumber(99)).await.unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "Could not GET {}/issues/99: not found (404)",
+                API.trim_start_matches("/api/v4")
+            )
+        );
+    }
     assert_eq!(
         fake.statuses("GET", &format!("{API}/issues/99")),
         [404, 404]
@@ -453,32 +376,19 @@ async fn the_token_travels_only_in_its_header() {
     forge.read_file(&repo(), "README.md").await.unwrap();
     forge.permission(&repo(), "alice").await.unwrap();
 
-    let mut errors = vec![
-        forge.issue(&repo(), IssueNumber(99)).await.unwrap_err(),
-        forge
-            .edit_comment(&repo(), IssueNumber(3), CommentId(1), "x")
-            .await
-            .unwrap_err(),
-    ];
+    // Failures too (what their errors show is held to in `forge_conformance`).
+    forge.issue(&repo(), IssueNumber(99)).await.unwrap_err();
+    forge
+        .edit_comment(&repo(), IssueNumber(3), CommentId(1), "x")
+        .await
+        .unwrap_err();
     fake.fail_next(3, 500, &[]);
-    errors.push(forge.issue(&repo(), IssueNumber(3)).await.unwrap_err());
+    forge.issue(&repo(), IssueNumber(3)).await.unwrap_err();
     fake.fail_next(1, 422, &[]);
-    errors.push(
-        forge
-            .create_comment(&repo(), IssueNumber(3), "x")
-            .await
-            .unwrap_err(),
-    );
-    assert!(matches!(
-        errors[2],
-        ForgeError::Unavailable { status: 500, .. }
-    ));
-    assert!(matches!(errors[3], ForgeError::Refused { status: 422, .. }));
-    for error in &errors {
-        let shown = format!("{error} {error:?}");
-        assert!(!shown.contains(TOKEN), "token leaked: {shown}");
-        assert!(!shown.contains("glpat-"), "token-like text leaked: {shown}");
-    }
+    forge
+        .create_comment(&repo(), IssueNumber(3), "x")
+        .await
+        .unwrap_err();
 
     let requests = fake.requests();
     assert!(requests.len() > 8);
@@ -569,11 +479,8 @@ async fn opens_a_merge_request_once_and_finds_it_after() {
         opened.url,
         "https://gitlab.example.com/Acme/Platform/Widgets/-/merge_requests/1"
     );
-    assert_eq!(opened.head_branch, BRANCH);
-    assert_eq!(opened.base_branch, "main");
-    assert_eq!(opened.title, "Fix the crash");
-    assert_eq!(opened.body, "Closes #3");
 
+    // Found again whatever the title and body asked for now.
     let again = forge
         .find_or_create_pull(&repo(), &new_pull("Other title", "Other body"))
         .await
@@ -867,20 +774,4 @@ async fn the_token_is_not_handed_to_a_clone_url_elsewhere() {
     fake.set_http_url_to_repo(PROJECT, git_server);
     let remote = forge.git_remote(&repo()).await.unwrap();
     assert_eq!(remote.url, git_server);
-}
-
-#[tokio::test]
-async fn a_note_created_behind_a_bad_gateway_is_not_posted_twice() {
-    let (fake, forge) = world().await;
-    let path = format!("{API}/issues/3/notes");
-    fake.fail_after_performing("POST", &path, 502);
-    let error = forge
-        .create_comment(&repo(), IssueNumber(3), "the contract")
-        .await
-        .unwrap_err();
-    // Handed back (the job queue retries, after looking for the note) rather than
-    // repeated here, where it would post a second copy.
-    assert!(error.is_retryable(), "{error}");
-    let notes = forge.comments(&repo(), IssueNumber(3)).await.unwrap();
-    assert_eq!(notes.iter().filter(|c| c.body == "the contract").count(), 1);
 }

@@ -1,6 +1,6 @@
-//! The local forge on real temporary git repositories built with the git CLI: the issue,
-//! comments as files with their edits kept, what is echoed, reactions, permissions, files
-//! at the default branch, the pull request report, checks, and refusals of bad input.
+//! The local forge on real temporary git repositories built with the git CLI, beyond what
+//! `forge_conformance` holds every forge to: comments as files, what is echoed, who may
+//! command, the pull request report, checks, and refusals of bad input.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -11,15 +11,15 @@ use planwright::event::Actor;
 use planwright::forge::local::{BOT_LOGIN, ISSUE, LocalForge, LocalIssue, PULL};
 use planwright::forge::{Check, CheckState, Forge, ForgeError, NewPullRequest, Reaction};
 use planwright::ids::Permission;
-use planwright::ids::{CommentId, CommitSha, IssueNumber, PullNumber, RepoName};
+use planwright::ids::{CommentId, CommitSha, RepoName};
 use secrecy::ExposeSecret;
 
-const USER: &str = "ada";
-const ISSUE_TEXT: &str = "# Crash on empty config\n\nSteps:\n1. run it with an empty file\n";
+pub(super) const USER: &str = "ada";
+const ISSUE_TEXT: &str = "# Crash on empty config\n\nSteps:\n1. run it\n";
 
 /// What the forge echoed, as a terminal would show it.
 #[derive(Clone, Default)]
-struct Echo(Arc<Mutex<Vec<u8>>>);
+pub(super) struct Echo(Arc<Mutex<Vec<u8>>>);
 
 impl Write for Echo {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
@@ -38,7 +38,7 @@ impl Echo {
 }
 
 /// Runs git in `dir` with a fixed identity, failing the test if git fails.
-fn git(dir: &Path, args: &[&str]) -> String {
+pub(super) fn git(dir: &Path, args: &[&str]) -> String {
     let output = Command::new("git")
         .args(["-c", "user.name=Test", "-c", "user.email=test@example.com"])
         .args([
@@ -61,7 +61,7 @@ fn git(dir: &Path, args: &[&str]) -> String {
     String::from_utf8(output.stdout).unwrap().trim().to_owned()
 }
 
-fn commit_file(dir: &Path, path: &str, content: &str, message: &str) -> String {
+pub(super) fn commit_file(dir: &Path, path: &str, content: &str, message: &str) -> String {
     let full = dir.join(path);
     std::fs::create_dir_all(full.parent().unwrap()).unwrap();
     std::fs::write(full, content).unwrap();
@@ -71,12 +71,12 @@ fn commit_file(dir: &Path, path: &str, content: &str, message: &str) -> String {
 }
 
 /// A repository folder `widgets` on `main` with one commit.
-struct Repo {
+pub(super) struct Repo {
     _tmp: tempfile::TempDir,
-    path: PathBuf,
+    pub(super) path: PathBuf,
 }
 
-fn repo() -> Repo {
+pub(super) fn repo() -> Repo {
     let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join("Widgets");
     std::fs::create_dir(&path).unwrap();
@@ -91,7 +91,7 @@ fn repo() -> Repo {
     Repo { _tmp: tmp, path }
 }
 
-async fn open(repo: &Repo) -> (LocalForge, Echo) {
+pub(super) async fn open(repo: &Repo) -> (LocalForge, Echo) {
     let echo = Echo::default();
     let forge = LocalForge::open(
         &repo.path,
@@ -105,7 +105,7 @@ async fn open(repo: &Repo) -> (LocalForge, Echo) {
     (forge, echo)
 }
 
-fn name() -> RepoName {
+pub(super) fn name() -> RepoName {
     RepoName::parse("local/widgets").unwrap()
 }
 
@@ -156,23 +156,6 @@ async fn the_base_is_the_branch_checked_out_when_opened() {
             .as_deref(),
         Some("dev\n")
     );
-}
-
-#[tokio::test]
-async fn the_issue_is_the_parsed_text_by_the_local_user() {
-    let repo = repo();
-    let (forge, _) = open(&repo).await;
-    let issue = forge.issue(&name(), ISSUE).await.unwrap();
-    assert_eq!(issue.number, IssueNumber(1));
-    assert_eq!(issue.title, "Crash on empty config");
-    assert_eq!(issue.body, "Steps:\n1. run it with an empty file");
-    assert!(issue.labels.is_empty());
-    assert_eq!(issue.author.login, USER);
-    assert!(!issue.author.bot);
-    assert!(!forge.is_own(&issue.author).await.unwrap());
-
-    let error = forge.issue(&name(), IssueNumber(2)).await.unwrap_err();
-    assert!(matches!(error, ForgeError::NotFound { .. }), "{error:?}");
 }
 
 #[tokio::test]
@@ -303,12 +286,6 @@ async fn reactions_are_recorded_once_and_echoed() {
     let recorded = std::fs::read_to_string(forge.output_dir().join("reactions.txt")).unwrap();
     assert_eq!(recorded, "1 +1\n1 eyes\n");
     assert_eq!(echo.text().matches("reacted +1 to comment #1").count(), 1);
-
-    let error = forge
-        .react(&name(), ISSUE, CommentId(9), Reaction::Rocket)
-        .await
-        .unwrap_err();
-    assert!(matches!(error, ForgeError::NotFound { .. }), "{error:?}");
 }
 
 #[tokio::test]
@@ -404,10 +381,6 @@ async fn the_pull_request_is_the_branch_and_a_report_file() {
     let file = forge.output_dir().join("pull-request.md");
     assert_eq!(opened.number, PULL);
     assert_eq!(opened.url, format!("file://{}", file.display()));
-    assert_eq!(opened.head_branch, "planwright/issue-1");
-    assert_eq!(opened.base_branch, "main");
-    assert_eq!(opened.title, "Fix the crash on an empty config");
-    assert_eq!(opened.body, "## Contract\n\nv1");
     let written = std::fs::read_to_string(&file).unwrap();
     assert!(
         written.contains("# Fix the crash on an empty config\n"),
@@ -419,24 +392,20 @@ async fn the_pull_request_is_the_branch_and_a_report_file() {
     );
     assert!(written.ends_with("## Contract\n\nv1"), "{written}");
 
-    let again = forge
+    forge
         .find_or_create_pull(&name(), &new_pull("planwright/issue-1", "ignored"))
         .await
         .unwrap();
-    assert_eq!(again, opened);
     assert_eq!(echo.text().matches("opened a pull request").count(), 1);
-
-    let updated = forge
+    forge
         .update_pull_body(&name(), PULL, "## Report\n\n12 passed")
         .await
         .unwrap();
-    assert_eq!(updated.body, "## Report\n\n12 passed");
-    assert_eq!(updated.head_branch, "planwright/issue-1");
-    let reread = forge
-        .find_or_create_pull(&name(), &new_pull("planwright/issue-1", "ignored"))
-        .await
-        .unwrap();
-    assert_eq!(reread.body, "## Report\n\n12 passed");
+    assert!(
+        std::fs::read_to_string(&file)
+            .unwrap()
+            .ends_with("## Report\n\n12 passed")
+    );
     assert!(echo.text().contains("updated the pull request"));
 
     git(&repo.path, &["branch", "planwright/other"]);
@@ -449,11 +418,6 @@ async fn the_pull_request_is_the_branch_and_a_report_file() {
         "{error:?}"
     );
     assert!(error.to_string().contains("planwright/issue-1"), "{error}");
-    let error = forge
-        .update_pull_body(&name(), PullNumber(2), "x")
-        .await
-        .unwrap_err();
-    assert!(matches!(error, ForgeError::NotFound { .. }), "{error:?}");
 }
 
 #[tokio::test]

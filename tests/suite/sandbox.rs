@@ -15,14 +15,14 @@ const DATABASE: &str = "SQLite format 3 sandbox-test-database";
 /// it, as planwright lays them out. It lives under the target folder rather than /tmp (a
 /// private tmpfs inside) and is readable by anyone, so that only the sandbox's covering of
 /// DATA_DIR keeps its files out of reach.
-struct World {
+struct DataDir {
     root: tempfile::TempDir,
     data: PathBuf,
     workspace: PathBuf,
     logs: PathBuf,
 }
 
-impl World {
+impl DataDir {
     fn new() -> Self {
         let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("a temporary folder");
         let data = root.path().join("data");
@@ -38,7 +38,7 @@ impl World {
             std::fs::set_permissions(data.join(file), std::fs::Permissions::from_mode(0o644))
                 .unwrap();
         }
-        World {
+        DataDir {
             root,
             data,
             workspace,
@@ -79,7 +79,7 @@ fn report(out: &Output) -> String {
 
 #[tokio::test]
 async fn the_network_is_unreachable() {
-    let world = World::new();
+    let world = DataDir::new();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -104,7 +104,7 @@ async fn the_network_is_unreachable() {
 
 #[tokio::test]
 async fn writes_land_in_the_workspace_only() {
-    let world = World::new();
+    let world = DataDir::new();
     let host_tmp = PathBuf::from(format!("/tmp/planwright-escape-{}", std::process::id()));
     let out = world
         .sh(&format!(
@@ -138,7 +138,7 @@ async fn writes_land_in_the_workspace_only() {
 
 #[tokio::test]
 async fn data_dir_is_hidden_under_every_name() {
-    let world = World::new();
+    let world = DataDir::new();
     std::os::unix::fs::symlink(
         world.data.join("github-app.pem"),
         world.workspace.join("key-link"),
@@ -174,7 +174,7 @@ async fn nothing_of_the_parents_environment_gets_in() {
     // SAFETY: nextest runs each test in its own process, and this test starts no thread
     // that reads the environment before this line.
     unsafe { std::env::set_var("PLANWRIGHT_TEST_SECRET", "hunter2-sandbox-secret") };
-    let world = World::new();
+    let world = DataDir::new();
     let mut cmd = world.command("env; echo ---; tr '\\0' '\\n' < /proc/1/environ");
     cmd.env.push(("GIVEN_BY_CALLER".into(), "yes".into()));
     let out = world.run(&world.sandbox(), cmd).await;
@@ -212,7 +212,7 @@ async fn nothing_of_the_parents_environment_gets_in() {
 
 #[tokio::test]
 async fn runs_unprivileged_and_cannot_read_root_only_files() {
-    let world = World::new();
+    let world = DataDir::new();
     let out = world
         .sh("id -u; grep CapEff /proc/self/status; cat /etc/shadow; ls /root")
         .await;
@@ -235,7 +235,7 @@ async fn runs_unprivileged_and_cannot_read_root_only_files() {
 
 #[tokio::test]
 async fn no_descriptor_of_the_parent_gets_in() {
-    let world = World::new();
+    let world = DataDir::new();
     let marker = world.root.path().join("inherited-marker");
     std::fs::write(&marker, "x").unwrap();
     let path = std::ffi::CString::new(marker.to_str().unwrap()).unwrap();
@@ -269,7 +269,7 @@ fn processes_of(uid: u32) -> usize {
 #[tokio::test]
 async fn the_timeout_kills_the_whole_tree() {
     const UID: u32 = 64_001;
-    let world = World::new();
+    let world = DataDir::new();
     let sandbox = world.sandbox().with_host_user(UID, UID);
     let mut cmd = world.command("sleep 1000 & (sleep 1000 &); echo started; sleep 1000");
     cmd.limits.wall = Duration::from_secs(2);
@@ -291,7 +291,7 @@ async fn the_timeout_kills_the_whole_tree() {
 
 #[tokio::test]
 async fn output_is_capped_and_the_rest_counted_and_spilled() {
-    let world = World::new();
+    let world = DataDir::new();
     let mut cmd = world.command("head -c 30000000 /dev/zero; echo tail >&2");
     cmd.limits.output_bytes = 1 << 20;
     cmd.limits.spill_bytes = 4 << 20;
@@ -312,7 +312,7 @@ async fn output_is_capped_and_the_rest_counted_and_spilled() {
 async fn the_process_limit_stops_a_fork_bomb() {
     // A host user of its own: the process limit counts every process of the user.
     const UID: u32 = 64_002;
-    let world = World::new();
+    let world = DataDir::new();
     let sandbox = world.sandbox().with_host_user(UID, UID);
     // `echo` is a builtin: the count keeps coming once forking fails.
     let mut cmd =
@@ -334,7 +334,7 @@ async fn the_process_limit_stops_a_fork_bomb() {
 
 #[tokio::test]
 async fn the_memory_limit_stops_a_memory_hog() {
-    let world = World::new();
+    let world = DataDir::new();
     let mut cmd =
         world.command("x=$(head -c 600000000 /dev/zero | tr '\\0' a); echo survived ${#x}");
     cmd.limits.memory_bytes = 256 << 20;
@@ -345,7 +345,7 @@ async fn the_memory_limit_stops_a_memory_hog() {
 
 #[tokio::test]
 async fn the_cpu_and_file_size_limits_hold() {
-    let world = World::new();
+    let world = DataDir::new();
     let mut cmd = world.command("head -c 5000000 /dev/zero > big; echo $?");
     cmd.limits.file_size_bytes = 1 << 20;
     let out = world.run(&world.sandbox(), cmd).await;
@@ -372,7 +372,7 @@ async fn the_cpu_and_file_size_limits_hold() {
 
 #[tokio::test]
 async fn exit_codes_and_signals_are_reported() {
-    let world = World::new();
+    let world = DataDir::new();
     assert_eq!(world.sh("exit 7").await.exit, Exit::Code(7));
     assert_eq!(world.sh("true").await.exit, Exit::Code(0));
     assert_eq!(
@@ -383,7 +383,7 @@ async fn exit_codes_and_signals_are_reported() {
 
 #[tokio::test]
 async fn a_working_directory_outside_the_workspace_is_refused() {
-    let world = World::new();
+    let world = DataDir::new();
     let mut cmd = world.command("pwd");
     cmd.cwd = Some("../../".into());
     assert!(world.sandbox().run(&cmd).await.is_err());
@@ -398,7 +398,7 @@ async fn a_working_directory_outside_the_workspace_is_refused() {
 
 #[tokio::test]
 async fn another_runs_workspace_cannot_be_read() {
-    let world = World::new();
+    let world = DataDir::new();
     let other = world.data.join("workspaces").join("run-2");
     std::fs::create_dir_all(&other).unwrap();
     std::fs::write(other.join("notes.txt"), "another-run-secret").unwrap();
@@ -571,7 +571,7 @@ impl HostSecrets {
 
 #[tokio::test]
 async fn the_settings_file_key_files_and_a_home_are_not_in_the_sandbox() {
-    let world = World::new();
+    let world = DataDir::new();
     // Readable by anyone: the sandbox's own user could read them wherever they are shown.
     let secrets = HostSecrets::new(world.root.path(), 0o644);
     let out = world.sh(&secrets.script()).await;
@@ -648,7 +648,7 @@ fn a_planwright_that_is_not_root_shows_none_of_its_users_files() {
 
 #[tokio::test]
 async fn a_host_unix_socket_outside_run_cannot_be_reached() {
-    let world = World::new();
+    let world = DataDir::new();
     // Where a host service might listen (Fly's /.fly/api is one), open to everyone.
     let socket = world.root.path().join("host-api.sock");
     let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
@@ -673,7 +673,7 @@ async fn a_host_unix_socket_outside_run_cannot_be_reached() {
 
 #[tokio::test]
 async fn two_runs_at_the_process_limit_do_not_starve_each_other() {
-    let world = World::new();
+    let world = DataDir::new();
     let other = world.data.join("workspaces").join("run-2");
     std::fs::create_dir_all(&other).unwrap();
     let gate = world.workspace.join("gate");
@@ -762,7 +762,7 @@ fn a_workspace_the_sandbox_user_cannot_reach_is_named_with_what_to_do() {
 
 #[test]
 fn sandbox_run_refuses_to_start_when_the_settings_that_name_data_dir_do_not_load() {
-    let world = World::new();
+    let world = DataDir::new();
     // DATA_DIR inside the folder given as the workspace, where nothing but its cover
     // hides it; one bad value makes the settings fail.
     let config = world.root.path().join("planwright.toml");
@@ -799,7 +799,7 @@ fn sandbox_run_refuses_to_start_when_the_settings_that_name_data_dir_do_not_load
 
 #[tokio::test]
 async fn kernel_facing_system_calls_are_refused() {
-    let world = World::new();
+    let world = DataDir::new();
     // Harmless arguments: what matters is whether the kernel gets to look at them. Without
     // a filter, PTRACE_TRACEME and a key in the process keyring simply succeed.
     let calls = [
@@ -864,7 +864,7 @@ async fn kernel_facing_system_calls_are_refused() {
 
 #[tokio::test]
 async fn memory_backed_folders_are_bounded() {
-    let world = World::new();
+    let world = DataDir::new();
     // What lands in a tmpfs is host memory: each place fills up at its size, or cannot be
     // written at all. Files may be larger than any of them, so only the sizes stop it.
     let mut cmd = world.command(&format!(
@@ -903,7 +903,7 @@ async fn memory_backed_folders_are_bounded() {
 
 #[tokio::test]
 async fn a_run_in_its_own_control_group_cannot_add_up_memory_across_processes() {
-    let world = World::new();
+    let world = DataDir::new();
     // Four processes of 100 MiB each stay under the per-process limit (RLIMIT_AS); only
     // a limit on the whole run stops them together. Each holds its memory until every
     // other one has reported, or one of them is killed.

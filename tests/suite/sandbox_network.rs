@@ -20,12 +20,12 @@ const TOKEN: &str = "cap-token-for-this-run-4b1d";
 
 /// A workspace and a folder for host sockets, under the target folder (the sandbox has a
 /// private /tmp) and open to the unprivileged user sandboxes run as.
-struct World {
+struct SandboxDirs {
     root: tempfile::TempDir,
     workspace: PathBuf,
 }
 
-impl World {
+impl SandboxDirs {
     fn new() -> Self {
         let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("a temporary folder");
         let workspace = root.path().join("workspace");
@@ -33,7 +33,7 @@ impl World {
         for dir in [root.path(), &workspace] {
             std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
         }
-        World { root, workspace }
+        SandboxDirs { root, workspace }
     }
 
     fn socket(&self, name: &str) -> PathBuf {
@@ -181,7 +181,7 @@ impl Write for LogWriter {
     }
 }
 
-async fn egress(world: &World, allow: &[&str], run: &str) -> EgressProxy {
+async fn egress(world: &SandboxDirs, allow: &[&str], run: &str) -> EgressProxy {
     logs();
     EgressProxy::start(
         &world.socket("egress.sock"),
@@ -208,7 +208,7 @@ async fn ask_proxy(proxy: &EgressProxy, request: &str) -> String {
 
 #[tokio::test]
 async fn a_bridge_carries_model_requests_to_the_host_socket() {
-    let world = World::new();
+    let world = SandboxDirs::new();
     let socket = world.socket("model.sock");
     let server = Recorder::on_unix(&socket);
     let mut cmd = world.command(
@@ -241,7 +241,7 @@ async fn the_environment_has_the_base_urls_and_the_token_and_nothing_else_secret
         std::env::set_var("ANTHROPIC_API_KEY", "sk-ant-real-provider-key");
         std::env::set_var("PLANWRIGHT_GITHUB_WEBHOOK_SECRET", "hunter2-webhook");
     }
-    let world = World::new();
+    let world = SandboxDirs::new();
     let socket = world.socket("model.sock");
     let _server = Recorder::on_unix(&socket);
     let mut cmd = world
@@ -289,7 +289,7 @@ async fn the_environment_has_the_base_urls_and_the_token_and_nothing_else_secret
 
 #[tokio::test]
 async fn without_a_bridge_there_is_no_relay_and_nothing_connects() {
-    let world = World::new();
+    let world = SandboxDirs::new();
     let socket = world.socket("model.sock");
     let server = Recorder::on_unix(&socket);
     let out = world
@@ -318,7 +318,7 @@ fn egress_port() -> u16 {
 
 #[tokio::test]
 async fn setup_reaches_an_allowlisted_registry_by_connect_and_plain_http() {
-    let world = World::new();
+    let world = SandboxDirs::new();
     let (registry, port) = Recorder::on_tcp().await;
     let proxy = egress(
         &world,
@@ -371,7 +371,7 @@ async fn setup_reaches_an_allowlisted_registry_by_connect_and_plain_http() {
 
 #[tokio::test]
 async fn setup_refuses_other_hosts_with_403_and_logs_the_denial() {
-    let world = World::new();
+    let world = SandboxDirs::new();
     let (_registry, port) = Recorder::on_tcp().await;
     let (other, other_port) = Recorder::on_tcp().await;
     let proxy = egress(&world, &[&format!("127.0.0.1:{port}")], "run-deny-3").await;
@@ -407,7 +407,7 @@ async fn setup_refuses_other_hosts_with_403_and_logs_the_denial() {
 
 #[tokio::test]
 async fn the_proxy_refuses_the_metadata_service_and_names_resolving_to_loopback() {
-    let world = World::new();
+    let world = SandboxDirs::new();
     let (registry, port) = Recorder::on_tcp().await;
     // `.localhost` covers the name `localhost` by a domain rule, which does not name the
     // loopback address; `localhost:PORT` itself would.
@@ -458,7 +458,7 @@ async fn the_proxy_refuses_the_metadata_service_and_names_resolving_to_loopback(
 
 #[tokio::test]
 async fn no_resolver_is_reachable_inside() {
-    let world = World::new();
+    let world = SandboxDirs::new();
     let proxy = egress(&world, &["crates.io"], "run-dns-1").await;
     let host_udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     host_udp.set_nonblocking(true).unwrap();
@@ -519,7 +519,7 @@ async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
 async fn the_relay_dies_with_the_sandbox() {
     // A host user of its own, so only this run's processes are counted.
     const UID: u32 = 64_003;
-    let world = World::new();
+    let world = SandboxDirs::new();
     let socket = world.socket("model.sock");
     let _server = Recorder::on_unix(&socket);
     let gate = world.workspace.join("gate");
@@ -562,7 +562,7 @@ async fn the_relay_dies_with_the_sandbox() {
     }
 }
 
-fn planwright(world: &World) -> std::process::Command {
+fn planwright(world: &SandboxDirs) -> std::process::Command {
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_planwright"));
     cmd.current_dir(world.root.path())
         .env("PLANWRIGHT_DATA_DIR", world.root.path().join("data"));
@@ -571,7 +571,7 @@ fn planwright(world: &World) -> std::process::Command {
 
 #[tokio::test]
 async fn sandbox_run_with_network_setup_reaches_only_the_allowed_hosts() {
-    let world = World::new();
+    let world = SandboxDirs::new();
     let (registry, port) = Recorder::on_tcp().await;
     let (other, other_port) = Recorder::on_tcp().await;
     let mut cmd = planwright(&world);
@@ -608,7 +608,7 @@ async fn sandbox_run_with_network_setup_reaches_only_the_allowed_hosts() {
 
 #[test]
 fn doctor_starts_a_sandbox_and_fails_without_bubblewrap() {
-    let world = World::new();
+    let world = SandboxDirs::new();
     let out = planwright(&world).arg("doctor").output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -679,7 +679,7 @@ async fn a_bridged_command_writes_only_where_the_mounts_allow_and_cannot_kill_th
         abi >= 2,
         "this kernel has no usable Landlock (ABI {abi}); the sandbox's second wall needs it"
     );
-    let world = World::new();
+    let world = SandboxDirs::new();
     // Outside /tmp, wherever this checkout lives: writes under /tmp are allowed inside
     // (it is the sandbox's private tmpfs), and a cover under it would be too.
     let outside_tmp = tempfile::tempdir_in("/var/tmp").expect("a folder under /var/tmp");
@@ -732,7 +732,7 @@ async fn a_bridged_command_writes_only_where_the_mounts_allow_and_cannot_kill_th
 
 #[tokio::test]
 async fn the_relay_comes_in_by_content_from_a_folder_the_sandbox_user_cannot_enter() {
-    let world = World::new();
+    let world = SandboxDirs::new();
     // As `mktemp -d` makes it (0700, root's): a clone or `cargo install` root there.
     let private = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     std::fs::set_permissions(private.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
@@ -762,7 +762,7 @@ async fn the_relay_comes_in_by_content_from_a_folder_the_sandbox_user_cannot_ent
 #[test]
 fn doctor_says_what_isolation_a_planwright_that_is_not_root_has() {
     const UID: u32 = 64_030;
-    let world = World::new();
+    let world = SandboxDirs::new();
     let data = world.root.path().join("data");
     std::fs::create_dir(&data).unwrap();
     std::os::unix::fs::chown(&data, Some(UID), Some(UID)).unwrap();

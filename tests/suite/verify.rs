@@ -62,7 +62,7 @@ const MUL_ID: &str = "test_calc.TestCalc.test_mul";
 /// An upstream repository at the base commit, the mirror cache and workspaces over it,
 /// and a verifier on the real sandbox; all under the target folder and open to the
 /// unprivileged user sandboxes run as.
-struct World {
+struct Project {
     root: tempfile::TempDir,
     upstream: PathBuf,
     base: String,
@@ -71,7 +71,7 @@ struct World {
     verifier: Verifier,
 }
 
-impl World {
+impl Project {
     fn new() -> Self {
         let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("a temporary folder");
         let (data, scratch) = (root.path().join("data"), root.path().join("s"));
@@ -109,7 +109,7 @@ impl World {
             .expect("bubblewrap is installed (CI installs the bubblewrap package)")
             .with_relay_program(env!("CARGO_BIN_EXE_planwright"));
         let verifier = Verifier::new(Arc::new(sandbox), scratch);
-        World {
+        Project {
             root,
             upstream,
             base,
@@ -219,7 +219,7 @@ fn ids(report: &VerificationReport, class: Class) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_fix_turns_the_failing_test_into_fixed() {
-    let world = World::new();
+    let world = Project::new();
     let contract = contract();
     let plan = Plan::new(&contract, &config(""));
     assert_eq!(plan.checks, vec!["python3 -m unittest".to_owned()]);
@@ -264,7 +264,7 @@ async fn a_fix_turns_the_failing_test_into_fixed() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn breaking_the_passing_test_is_introduced_and_the_old_failure_pre_existing() {
-    let world = World::new();
+    let world = Project::new();
     let contract = contract();
     let plan = Plan::new(&contract, &config(""));
     let report = world
@@ -312,7 +312,7 @@ async fn breaking_the_passing_test_is_introduced_and_the_old_failure_pre_existin
 
 #[tokio::test(flavor = "multi_thread")]
 async fn output_past_the_memory_cap_is_read_from_the_spill_file() {
-    let mut world = World::new();
+    let mut world = Project::new();
     // unittest's failure blocks come last, far past the first 64 bytes.
     world.verifier = world.verifier.clone().with_limits(Limits {
         output_bytes: 64,
@@ -333,7 +333,7 @@ async fn output_past_the_memory_cap_is_read_from_the_spill_file() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn leaving_both_is_pre_existing_and_an_unrelated_file_is_flagged() {
-    let world = World::new();
+    let world = Project::new();
     let contract = contract();
     let plan = Plan::new(&contract, &config(""));
     let report = world
@@ -363,7 +363,7 @@ async fn leaving_both_is_pre_existing_and_an_unrelated_file_is_flagged() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_test_that_fails_then_passes_is_flaky_not_introduced() {
-    let world = World::new();
+    let world = Project::new();
     let contract = contract();
     let plan = Plan::new(&contract, &config(""));
     let report = world
@@ -399,7 +399,7 @@ async fn a_test_that_fails_then_passes_is_flaky_not_introduced() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn what_the_executor_claims_does_not_count_only_the_run() {
-    let world = World::new();
+    let world = Project::new();
     let contract = contract();
     let plan = Plan::new(&contract, &config(""));
     // The executor breaks mul, says everything passes, and even leaves "proof".
@@ -429,7 +429,7 @@ async fn what_the_executor_claims_does_not_count_only_the_run() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_workflow_or_planwright_settings_edit_is_refused() {
-    let world = World::new();
+    let world = Project::new();
     let contract = contract();
     // The repository chose its own protected paths; its planwright settings stay
     // protected all the same.
@@ -501,7 +501,7 @@ fn refused(report: &VerificationReport) -> Vec<(&str, &str)> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_result_changing_files_ci_runs_that_the_contract_does_not_name_is_refused() {
-    let world = World::new();
+    let world = Project::new();
     let mut contract = contract();
     declare(&mut contract, "Makefile", FileAction::Create);
     let plan = Plan::new(&contract, &config(""));
@@ -553,7 +553,7 @@ async fn a_result_changing_files_ci_runs_that_the_contract_does_not_name_is_refu
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_repositorys_protected_paths_add_to_the_defaults() {
-    let world = World::new();
+    let world = Project::new();
     let mut contract = contract();
     // Even named by the contract, the default protected paths stay refused.
     declare(
@@ -588,7 +588,7 @@ async fn a_repositorys_protected_paths_add_to_the_defaults() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_result_adding_a_symlink_or_a_nested_repository_is_refused_unless_named() {
-    let world = World::new();
+    let world = Project::new();
     let mut contract = contract();
     declare(&mut contract, "calc_alias.py", FileAction::Create);
     let plan = Plan::new(&contract, &config(""));
@@ -649,7 +649,7 @@ async fn a_result_adding_a_symlink_or_a_nested_repository_is_refused_unless_name
 
 #[tokio::test(flavor = "multi_thread")]
 async fn deleting_the_test_to_be_fixed_is_refused() {
-    let world = World::new();
+    let world = Project::new();
     let contract = contract();
     let plan = Plan::new(&contract, &config(""));
     let report = world
@@ -719,7 +719,7 @@ async fn registry() -> (Arc<Mutex<Vec<String>>>, u16) {
 async fn setup_reaches_the_allowlisted_registry_only_and_checks_have_no_network() {
     let (registry_log, port) = registry().await;
     let (other_log, other_port) = registry().await;
-    let world = World::new();
+    let world = Project::new();
     let contract = contract();
     let extra = format!(
         "setup:\n  - curl -fsS http://127.0.0.1:{port}/simple/calc-deps -o ../home/deps.txt\n  \

@@ -187,7 +187,7 @@ struct IssuedToken {
 }
 
 #[derive(Default)]
-struct World {
+struct GithubState {
     url: String,
     git_root: PathBuf,
     installations: HashMap<i64, Vec<String>>,
@@ -211,7 +211,7 @@ struct World {
     registered_manifests: Vec<(Option<String>, Value)>,
 }
 
-impl World {
+impl GithubState {
     fn next_id(&mut self) -> i64 {
         self.next_id += 1;
         self.next_id
@@ -242,7 +242,7 @@ impl World {
 /// The running fake. Dropping it stops the server.
 pub struct FakeGithub {
     pub url: String,
-    world: Arc<Mutex<World>>,
+    world: Arc<Mutex<GithubState>>,
     task: tokio::task::JoinHandle<()>,
     /// Holds the bare repositories served over git smart HTTP.
     _git_root: tempfile::TempDir,
@@ -259,11 +259,11 @@ impl FakeGithub {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let git_root = tempfile::tempdir().unwrap();
-        let world = Arc::new(Mutex::new(World {
+        let world = Arc::new(Mutex::new(GithubState {
             url: url.clone(),
             git_root: git_root.path().to_owned(),
             next_id: 1000,
-            ..World::default()
+            ..GithubState::default()
         }));
         let app = Router::new()
             .fallback(handle)
@@ -299,7 +299,7 @@ impl FakeGithub {
         }
     }
 
-    fn with<T>(&self, f: impl FnOnce(&mut World) -> T) -> T {
+    fn with<T>(&self, f: impl FnOnce(&mut GithubState) -> T) -> T {
         f(&mut self.world.lock().unwrap())
     }
 
@@ -685,7 +685,7 @@ fn valid_jwt(token: &str) -> bool {
     iss_ok && claims.iat + 60 <= now && claims.exp > now && claims.exp <= now + 600
 }
 
-fn credential(world: &World, headers: &HeaderMap) -> Credential {
+fn credential(world: &GithubState, headers: &HeaderMap) -> Credential {
     let Some(value) = headers.get("authorization").and_then(|v| v.to_str().ok()) else {
         return Credential::None;
     };
@@ -711,7 +711,7 @@ fn decode_segment(segment: &str) -> String {
 }
 
 async fn handle(
-    State(world): State<Arc<Mutex<World>>>,
+    State(world): State<Arc<Mutex<GithubState>>>,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
@@ -768,7 +768,7 @@ fn git_route(path: &str) -> Option<(String, String)> {
 /// installation token that may see the repository as password. Failures queued with
 /// `fail_next` are for the API and do not apply here.
 async fn serve_git(
-    world: Arc<Mutex<World>>,
+    world: Arc<Mutex<GithubState>>,
     key: String,
     path_info: String,
     method: &Method,
@@ -807,7 +807,7 @@ async fn serve_git(
 }
 
 fn answer(
-    w: &mut World,
+    w: &mut GithubState,
     method: &Method,
     path: &str,
     uri: &Uri,
@@ -840,7 +840,7 @@ fn failure_response(failure: Fault) -> Response {
 }
 
 fn answer_now(
-    w: &mut World,
+    w: &mut GithubState,
     method: &Method,
     path: &str,
     uri: &Uri,
@@ -1398,7 +1398,12 @@ fn answer_now(
 /// GitHub's "new app from a manifest" page, as the browser's form post reaches it. GitHub
 /// shows a confirmation first; the fake confirms at once and sends the browser back to the
 /// manifest's `redirect_url` with a one-time code and the `state` it was given.
-fn register_from_manifest(w: &mut World, org: Option<String>, uri: &Uri, body: &[u8]) -> Response {
+fn register_from_manifest(
+    w: &mut GithubState,
+    org: Option<String>,
+    uri: &Uri,
+    body: &[u8],
+) -> Response {
     #[derive(Deserialize)]
     struct Form {
         manifest: String,
@@ -1465,7 +1470,7 @@ fn register_from_manifest(w: &mut World, org: Option<String>, uri: &Uri, body: &
 }
 
 /// `POST /app-manifests/{code}/conversions`: a code works once, without authentication.
-fn convert_manifest(w: &mut World, code: &str) -> Response {
+fn convert_manifest(w: &mut GithubState, code: &str) -> Response {
     let Some((org, manifest)) = w.manifest_codes.remove(code) else {
         return not_found();
     };
@@ -1532,7 +1537,7 @@ fn branch_sha(dir: &std::path::Path, branch: &str) -> Option<String> {
         .then(|| String::from_utf8_lossy(&output.stdout).trim().to_owned())
 }
 
-fn pull_json(w: &World, key: &str, p: &FakePull) -> Value {
+fn pull_json(w: &GithubState, key: &str, p: &FakePull) -> Value {
     let repo = &w.repos[key];
     let owner = repo.full_name.split('/').next().unwrap_or_default();
     let dir = w.git_dir(key);
@@ -1686,7 +1691,7 @@ fn check_run_json(r: &FakeCheckRun) -> Value {
 
 /// GraphQL's `minimizeComment` mutation, the only GraphQL planwright uses. Failures come
 /// back as GitHub sends them: 200 with an `errors` array.
-fn graphql(w: &mut World, token: &str, body: &Value) -> Response {
+fn graphql(w: &mut GithubState, token: &str, body: &Value) -> Response {
     let graphql_error = |kind: &str, message: String| {
         axum::Json(json!({
             "data": null,
@@ -1754,7 +1759,7 @@ fn graphql(w: &mut World, token: &str, body: &Value) -> Response {
     .into_response()
 }
 
-fn comment_of<'w>(w: &'w World, repo: &str, id: &str) -> Option<&'w FakeComment> {
+fn comment_of<'w>(w: &'w GithubState, repo: &str, id: &str) -> Option<&'w FakeComment> {
     let id = id.parse::<i64>().ok()?;
     w.comments.get(&id).filter(|c| c.repo == repo)
 }

@@ -154,7 +154,7 @@ struct FakeProject {
 }
 
 #[derive(Default)]
-struct World {
+struct GitlabState {
     /// The fake's own address, for URLs GitLab builds from its external URL.
     base_url: String,
     users: Vec<FakeUser>,
@@ -172,7 +172,7 @@ struct World {
     git_read_only: bool,
 }
 
-impl World {
+impl GitlabState {
     fn next_id(&mut self) -> i64 {
         self.next_id += 1;
         self.next_id
@@ -193,7 +193,7 @@ impl World {
 /// The running fake. Dropping it stops the server.
 pub struct FakeGitlab {
     pub url: String,
-    world: Arc<Mutex<World>>,
+    world: Arc<Mutex<GitlabState>>,
     task: tokio::task::JoinHandle<()>,
     _git_root: tempfile::TempDir,
 }
@@ -209,12 +209,12 @@ impl FakeGitlab {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let git_root = tempfile::tempdir().unwrap();
-        let world = Arc::new(Mutex::new(World {
+        let world = Arc::new(Mutex::new(GitlabState {
             base_url: url.clone(),
             next_id: 100,
             users: vec![FakeUser::new(BOT_USERNAME, BOT_ID)],
             git_root: git_root.path().to_owned(),
-            ..World::default()
+            ..GitlabState::default()
         }));
         let app = Router::new()
             .fallback(handle)
@@ -242,7 +242,7 @@ impl FakeGitlab {
         }
     }
 
-    fn with<T>(&self, f: impl FnOnce(&mut World) -> T) -> T {
+    fn with<T>(&self, f: impl FnOnce(&mut GitlabState) -> T) -> T {
         f(&mut self.world.lock().unwrap())
     }
 
@@ -590,12 +590,12 @@ impl FakeGitlab {
     }
 }
 
-fn git_dir(w: &World, key: &str) -> PathBuf {
+fn git_dir(w: &GitlabState, key: &str) -> PathBuf {
     w.git_root.join(format!("{key}.git"))
 }
 
 /// `/{path}.git/...` of a known project → its key and the path below the git root.
-fn git_route(w: &World, path: &str) -> Option<(String, String)> {
+fn git_route(w: &GitlabState, path: &str) -> Option<(String, String)> {
     let trimmed = path.trim_start_matches('/');
     let (project, rest) = match trimmed.split_once(".git/") {
         Some((project, rest)) => (project, rest),
@@ -611,7 +611,7 @@ fn git_route(w: &World, path: &str) -> Option<(String, String)> {
 /// with `fail_next` are for the API and do not apply here. After each request the
 /// project's branches are read back from the repository, so a push shows in the API.
 async fn serve_git(
-    world: Arc<Mutex<World>>,
+    world: Arc<Mutex<GitlabState>>,
     key: String,
     path_info: String,
     method: &Method,
@@ -674,13 +674,13 @@ async fn serve_git(
     response
 }
 
-fn project_mut<'w>(w: &'w mut World, project: &str) -> &'w mut FakeProject {
+fn project_mut<'w>(w: &'w mut GitlabState, project: &str) -> &'w mut FakeProject {
     w.projects.get_mut(&project.to_ascii_lowercase()).unwrap()
 }
 
 #[allow(clippy::too_many_arguments)]
 fn insert_merge_request(
-    w: &mut World,
+    w: &mut GitlabState,
     key: &str,
     source_project_id: i64,
     source_branch: &str,
@@ -726,7 +726,7 @@ fn decode_segment(segment: &str) -> String {
 }
 
 async fn handle(
-    State(world): State<Arc<Mutex<World>>>,
+    State(world): State<Arc<Mutex<GitlabState>>>,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
@@ -770,7 +770,7 @@ fn param(
 }
 
 fn answer(
-    w: &mut World,
+    w: &mut GitlabState,
     method: &Method,
     uri: &Uri,
     token: Option<&str>,
@@ -796,7 +796,7 @@ fn answer(
 }
 
 fn route(
-    w: &mut World,
+    w: &mut GitlabState,
     method: &Method,
     uri: &Uri,
     token: Option<&str>,
@@ -1353,12 +1353,12 @@ fn route(
     }
 }
 
-fn issue_of(w: &World, key: &str, iid: &str) -> Option<i64> {
+fn issue_of(w: &GitlabState, key: &str, iid: &str) -> Option<i64> {
     let iid = iid.parse::<i64>().ok()?;
     w.projects[key].issues.contains_key(&iid).then_some(iid)
 }
 
-fn note_of(w: &World, key: &str, iid: &str, id: &str) -> Option<i64> {
+fn note_of(w: &GitlabState, key: &str, iid: &str, id: &str) -> Option<i64> {
     let iid = iid.parse::<i64>().ok()?;
     let id = id.parse::<i64>().ok()?;
     w.notes
@@ -1367,7 +1367,7 @@ fn note_of(w: &World, key: &str, iid: &str, id: &str) -> Option<i64> {
         .map(|n| n.id)
 }
 
-fn note_json(w: &World, n: &FakeNote) -> Value {
+fn note_json(w: &GitlabState, n: &FakeNote) -> Value {
     let p = &w.projects[&n.project];
     json!({
         "id": n.id,
@@ -1391,7 +1391,7 @@ fn note_json(w: &World, n: &FakeNote) -> Value {
     })
 }
 
-fn award_json(w: &World, note: i64, index: i64, name: &str, username: &str) -> Value {
+fn award_json(w: &GitlabState, note: i64, index: i64, name: &str, username: &str) -> Value {
     let user = w
         .users
         .iter()

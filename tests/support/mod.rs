@@ -3,8 +3,9 @@
 //! a loopback port, signed webhook requests, waiting on state with a timeout, a scripted
 //! model server (`model_server`), a stateful fake GitHub (`fake_forge`), a stateful
 //! fake GitLab (`fake_gitlab`), the request log and failure injection both share
-//! (`fake_http`), git over smart HTTP for both (`git_http`) and markdown
-//! read as a forge renders it (`markdown`).
+//! (`fake_http`), git over smart HTTP for both (`git_http`), markdown read as a forge
+//! renders it (`markdown`), a session world on either forge (`world`), and the texts it
+//! posts with what varies replaced, for snapshots (`redact`).
 #![allow(dead_code)]
 
 pub mod calc;
@@ -14,7 +15,9 @@ pub mod fake_http;
 pub mod git_http;
 pub mod markdown;
 pub mod model_server;
+pub mod redact;
 pub mod registry;
+pub mod world;
 
 use std::future::Future;
 use std::path::PathBuf;

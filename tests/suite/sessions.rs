@@ -1,0 +1,774 @@
+//! Session scenarios written once and run on GitHub and on GitLab: signed webhooks into
+//! the real router and worker, the forge's fake (with git over smart HTTP) and the scripted
+//! models, from the label to a contract, `/approve`, `/cancel`, and a pull request with the
+//! real test results. What only one forge does stays in `sessions_github`/`sessions_gitlab`.
+
+use insta::assert_snapshot;
+use planwright::event::ForgeKind;
+use planwright::store::state::SessionState;
+use planwright::store::{audit, jobs, sessions};
+use serde_json::{Value, json};
+
+use crate::support::calc::{UNITTEST, contract as calc_contract};
+use crate::support::model_server::Step;
+use crate::support::redact::redact;
+use crate::support::world::{
+    HIDDEN, World, command_settings, contract, first_plan, submit_calc, verdict,
+};
+use crate::support::{self, eventually};
+
+async fn a_label_by_a_reader_is_refused_and_nothing_is_planned(on: ForgeKind) {
+    let world = World::start(on, Vec::new()).await;
+    world.label(&world.reader, "label-reader").await;
+    let refusal = world
+        .wait_for_comment("the refusal", |b| b.contains("only people with"))
+        .await;
+    // A GitLab reporter may triage.
+    match on {
+        ForgeKind::Github => {
+            assert_snapshot!(redact(&refusal), @"@rita, only people with **write** access or more can start planwright here (you have **read**).")
+        }
+        _ => {
+            assert_snapshot!(redact(&refusal), @"@rita, only people with **write** access or more can start planwright here (you have **triage**).")
+        }
+    }
+    world.all_jobs_settled().await;
+    assert!(world.find_session().await.is_none());
+    assert!(world.models.requests().is_empty());
+    // Deciding who may act reads the repository's settings file, not its root files.
+    assert!(world.file_reads(World::settings_path(on)) > 0);
+    assert_eq!(world.file_reads("Cargo.toml"), 0);
+    world.server.stop().await;
+}
+
+async fn approval_binds_to_the_posted_version_and_only_maintainers_may_give_it(on: ForgeKind) {
+    let world = World::start(on, first_plan()).await;
+    world.label(&world.maintainer, "label-2").await;
+    world.wait_for_state("awaiting_approval").await;
+
+    // A reader's approval is refused, and the session does not move.
+    world
+        .comment(&world.reader, "/approve", "approve-reader")
+        .await;
+    let refusal = world
+        .wait_for_comment("the approval refusal", |b| b.contains("can use `/approve`"))
+        .await;
+    match on {
+        ForgeKind::Github => {
+            assert_snapshot!(redact(&refusal), @"@rita, only people with **write** access or more can use `/approve` here (you have **read**).")
+        }
+        _ => {
+            assert_snapshot!(redact(&refusal), @"@rita, only people with **write** access or more can use `/approve` here (you have **triage**).")
+        }
+    }
+    assert_eq!(world.session().await.state.as_str(), "awaiting_approval");
+
+    // The maintainer's approval is acknowledged and queues execution bound to v1.
+    let comment = world
+        .comment(&world.maintainer, "LGTM\n\n/approve", "approve-maint")
+        .await;
+    let job = eventually("the execute job", || async {
+        jobs::list(&world.server.db, None)
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|j| j.kind == "execute")
+    })
+    .await;
+    let payload: Value = serde_json::from_str(&job.payload).unwrap();
+    let mut conn = world.server.db.pool.acquire().await.unwrap();
+    let session = world.session().await;
+    let stored = sessions::latest_contract(&mut conn, &session.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(payload["version"], 1);
+    assert_eq!(payload["sha256"], json!(stored.sha256));
+    assert_eq!(payload["base_sha"], json!(stored.base_sha));
+    assert_eq!(stored.approved_by.as_deref(), Some("maria"));
+    let reactions = world.reactions(comment);
+    assert!(reactions.iter().any(|r| r == "eyes"), "{reactions:?}");
+    let trail = audit::list(&mut conn).await.unwrap();
+    let approved = trail
+        .iter()
+        .find(|e| e.action == "contract.approved")
+        .expect("the approval is audited");
+    let by = match on {
+        ForgeKind::Github => "github:maria",
+        _ => "gitlab:maria",
+    };
+    assert_eq!(approved.actor, by);
+    world.server.stop().await;
+}
+
+async fn a_readers_comment_dressed_as_a_maintainers_approves_nothing(on: ForgeKind) {
+    let world = World::start(on, first_plan()).await;
+    world.label(&world.maintainer, "label-forged").await;
+    world.wait_for_state("awaiting_approval").await;
+    // The reader writes `/approve`; the payload says the maintainer did.
+    let by_reader = world.add_comment(&world.reader, "/approve");
+    world
+        .deliver_comment(by_reader, &world.maintainer, "/approve", "forged-author")
+        .await;
+    let refusal = world
+        .wait_for_comment("the refusal of the reader", |b| {
+            b.contains("can use `/approve`")
+        })
+        .await;
+    assert!(refusal.starts_with("@rita"), "{refusal}");
+    // The maintainer writes a thank-you; the payload says it was `/approve`.
+    let thanks = world.add_comment(&world.maintainer, "Thanks, reading it now.");
+    world
+        .deliver_comment(thanks, &world.maintainer, "/approve", "forged-body")
+        .await;
+    world.all_jobs_settled().await;
+    let session = world.session().await;
+    assert_eq!(session.state.as_str(), "awaiting_approval");
+    let mut conn = world.server.db.pool.acquire().await.unwrap();
+    let contract = sessions::latest_contract(&mut conn, &session.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(contract.approved_by, None);
+    assert!(
+        jobs::list(&world.server.db, None)
+            .await
+            .unwrap()
+            .iter()
+            .all(|j| j.kind != "execute")
+    );
+    world.server.stop().await;
+}
+
+async fn a_providers_error_text_stays_off_the_issue_and_in_the_audit_log(on: ForgeKind) {
+    let leak = "upstream llm-gw.internal.corp:8443 refused key sk-ant-…7f3a";
+    let world = World::start(
+        on,
+        vec![Step::error(400, leak, None).when_tools(&["submit_contract"])],
+    )
+    .await;
+    world.label(&world.maintainer, "label-leak").await;
+    let failed = world.wait_for_state("failed").await;
+    let status = world
+        .wait_for_comment("the failure in the status", |b| {
+            b.contains("**planwright** · failed")
+        })
+        .await;
+    assert_snapshot!(redact(&status), @r#"
+    **planwright** · failed
+
+    The planner's model call failed; the details are in planwright's audit log for the operator. Use `/retry` to try again.
+
+    <!-- planwright:status {"session":"[uuid]"} -->
+    "#);
+    for text in world.bot_comments() {
+        assert!(!text.contains("llm-gw.internal.corp"), "{text}");
+        assert!(!text.contains("7f3a"), "{text}");
+    }
+    assert!(!failed.failure.unwrap_or_default().contains("llm-gw"));
+    let mut conn = world.server.db.pool.acquire().await.unwrap();
+    let recorded = audit::list(&mut conn)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|e| e.action == "session.failed")
+        .expect("the failure is audited");
+    assert!(
+        recorded.detail.to_string().contains("llm-gw.internal.corp"),
+        "{:?}",
+        recorded.detail
+    );
+    world.server.stop().await;
+}
+
+async fn an_unknown_command_is_answered_only_to_those_who_may_command(on: ForgeKind) {
+    let world = World::start(on, first_plan()).await;
+    let text = format!("@{} merge", world.bot());
+    world.comment(&world.reader, &text, "unknown-reader").await;
+    world
+        .comment(&world.maintainer, &text, "unknown-maint")
+        .await;
+    let answer = world
+        .wait_for_comment("the answer to the maintainer", |b| {
+            b.starts_with("@maria") && b.contains("merge")
+        })
+        .await;
+    assert_snapshot!(redact(&answer), @"@maria: `merge` is not a planwright command. Commands: `/approve`, `/revise <feedback>`, `/cancel`, `/retry`, `/plan`.");
+    world.all_jobs_settled().await;
+    let to_reader: Vec<String> = world
+        .bot_comments()
+        .into_iter()
+        .filter(|b| b.contains("@rita"))
+        .collect();
+    assert!(to_reader.is_empty(), "{to_reader:#?}");
+    world.server.stop().await;
+}
+
+async fn cancel_ends_the_session_and_frees_the_issue(on: ForgeKind) {
+    let world = World::start(on, first_plan()).await;
+    world.label(&world.maintainer, "label-6").await;
+    world.wait_for_state("awaiting_approval").await;
+    let cancel = format!("@{} cancel", world.bot());
+    world.comment(&world.maintainer, &cancel, "cancel-1").await;
+    let session = world.wait_for_state("cancelled").await;
+    assert_eq!(session.active, 0);
+    let status = world
+        .wait_for_comment("the cancelled status", |b| {
+            b.contains("planwright:status") && b.contains("Cancelled by @maria")
+        })
+        .await;
+    assert_snapshot!(redact(&status), @r#"
+    **planwright** · cancelled
+
+    Cancelled by @maria.
+
+    <!-- planwright:status {"session":"[uuid]"} -->
+    "#);
+    // Nothing to approve any more.
+    world
+        .comment(&world.maintainer, "/approve", "approve-after-cancel")
+        .await;
+    let reply = world
+        .wait_for_comment("the no-session reply", |b| {
+            b.contains("no planwright session")
+        })
+        .await;
+    assert_snapshot!(redact(&reply), @"@maria: there is no planwright session on this issue. Add the `planwright` label to start one.");
+    world.server.stop().await;
+}
+
+async fn concurrent_approve_and_revise_one_wins_and_the_other_is_told(on: ForgeKind) {
+    let mut script = first_plan();
+    script.push(
+        Step::tool_call("p4", "submit_contract", contract("A revised contract."))
+            .when_tools(&["submit_contract"]),
+    );
+    let world = World::start(on, script).await;
+    world.label(&world.maintainer, "label-9").await;
+    world.wait_for_state("awaiting_approval").await;
+    let approve = world.comment(&world.maintainer, "/approve", "race-approve");
+    let revise = world.comment(&world.maintainer, "/revise use a new name", "race-revise");
+    tokio::join!(approve, revise);
+    world.all_jobs_settled().await;
+    let all = jobs::list(&world.server.db, None).await.unwrap();
+    let executions = all.iter().filter(|j| j.kind == "execute").count();
+    let revisions = all
+        .iter()
+        .filter(|j| j.kind == "plan" && j.payload.contains("use a new name"))
+        .count();
+    assert_eq!(
+        executions + revisions,
+        1,
+        "exactly one command won: {all:?}"
+    );
+    // The loser was told, in the thread.
+    let told = world.bot_comments().into_iter().any(|b| {
+        b.contains("nothing to approve right now")
+            || b.contains("can be revised while it awaits approval")
+            || b.contains("another command changed this session first")
+    });
+    assert!(told, "{:#?}", world.bot_comments());
+    world.server.stop().await;
+}
+
+async fn an_approved_contract_becomes_a_pull_request_with_the_real_test_results(on: ForgeKind) {
+    let world = World::calc(
+        on,
+        vec![
+            submit_calc(2),
+            Step::tool_call(
+                "e1",
+                "edit_file",
+                json!({"path": "calc.py", "old": "return a - b", "new": "return a + b"}),
+            )
+            .when_tools(&["finish", "edit_file"]),
+            Step::tool_call("e2", "finish", json!({"summary": "add now adds."}))
+                .when_tools(&["finish"]),
+            verdict(true, "The change is the one the contract asks for."),
+        ],
+        &format!("test: {UNITTEST}\n"),
+    )
+    .await;
+    world.approve_calc().await;
+    world.wait_for_state("pr_opened").await;
+
+    let pulls = world.pulls();
+    assert_eq!(pulls.len(), 1, "{pulls:#?}");
+    let pull = &pulls[0];
+    let issue = world.issue;
+    assert!(
+        pull.head.starts_with(&format!("planwright/{issue}-")),
+        "{}",
+        pull.head
+    );
+    assert_eq!(pull.base, "main");
+    assert!(!pull.draft);
+    let body = &pull.body;
+    let session = world.session().await;
+    let mut conn = world.server.db.pool.acquire().await.unwrap();
+    let contract = sessions::latest_contract(&mut conn, &session.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(body.contains(&contract.sha256[..12]), "{body}");
+    // The verification table holds what the real tests printed on both trees; GitLab,
+    // whose commit status has no room for it, gets the full report in the body.
+    match on {
+        ForgeKind::Github => assert_snapshot!(redact(body), @r#"
+        <!-- planwright:pull {"session":"[uuid]","sha256":"[sha256]","version":1} -->
+        ### What and why
+
+        add subtracts instead of adding.
+
+        **Goal:** Make add return the sum.
+
+        Implements the approved [build contract v1 (`[hash]`)](http://[loopback]/acme/widgets/issues/7#issuecomment-[id]), approved by @maria.
+
+        ### Verification
+
+        | command | baseline | after |
+        |---|---|---|
+        | `python3 -m unittest -v` | ❌ 1 passed, 1 failed · exit 1 · [duration] | ✅ 2 passed, 0 failed · exit 0 · [duration] |
+
+        ### Review
+
+        **Accepted** by the reviewer.
+
+        ~~~text
+        The change is the one the contract asks for.
+        ~~~
+
+        ### Cost
+
+        | role | model | calls | input tokens | output tokens | cost |
+        |---|---|---:|---:|---:|---:|
+        | executor | `anthropic:claude-sonnet-4-5` | 2 | 20 | 10 | $0.0002 |
+        | planner | `anthropic:claude-sonnet-4-5` | 1 | 10 | 5 | $0.0001 |
+        | reviewer | `anthropic:claude-sonnet-4-5` | 1 | 10 | 5 | $0.0001 |
+        | **total** | | | | | **$0.0004** |
+
+        Attempts: 1 of 2.
+
+        Closes #7
+        "#),
+        _ => assert_snapshot!(redact(body), @r#"
+        <!-- planwright:pull {"session":"[uuid]","sha256":"[sha256]","version":1} -->
+        ### What and why
+
+        add subtracts instead of adding.
+
+        **Goal:** Make add return the sum.
+
+        Implements the approved [build contract v1 (`[hash]`)](http://[loopback]/acme/tools/widgets/-/issues/12#note_[id]), approved by @maria.
+
+        ### Verification
+
+        | command | baseline | after |
+        |---|---|---|
+        | `python3 -m unittest -v` | ❌ 1 passed, 1 failed · exit 1 · [duration] | ✅ 2 passed, 0 failed · exit 0 · [duration] |
+
+        <details><summary>Full test report</summary>
+
+        **Verification passed: 1 fixed**
+
+        | command | baseline | after |
+        |---|---|---|
+        | `python3 -m unittest -v` | ❌ 1 passed, 1 failed · exit 1 · [duration] | ✅ 2 passed, 0 failed · exit 0 · [duration] |
+
+        ### Fixed (1)
+
+        _failed on the base, pass now._
+
+        - `test_calc.TestCalc.test_add` in `python3 -m unittest -v` at `test_calc.py:8`
+
+          ```text
+          AssertionError: -1 != 5
+          ```
+
+
+
+        </details>
+
+        ### Review
+
+        **Accepted** by the reviewer.
+
+        ~~~text
+        The change is the one the contract asks for.
+        ~~~
+
+        ### Cost
+
+        | role | model | calls | input tokens | output tokens | cost |
+        |---|---|---:|---:|---:|---:|
+        | executor | `anthropic:claude-sonnet-4-5` | 2 | 20 | 10 | $0.0002 |
+        | planner | `anthropic:claude-sonnet-4-5` | 1 | 10 | 5 | $0.0001 |
+        | reviewer | `anthropic:claude-sonnet-4-5` | 1 | 10 | 5 | $0.0001 |
+        | **total** | | | | | **$0.0004** |
+
+        Attempts: 1 of 2.
+
+        Closes #12
+        "#),
+    }
+
+    // One commit on the base, with the fix and nothing the test run wrote.
+    let head = world.upstream(&["rev-parse", &pull.head]);
+    assert_eq!(
+        world.upstream(&["rev-list", "--count", &format!("main..{head}")]),
+        "1"
+    );
+    assert!(
+        world
+            .upstream(&["show", &format!("{head}:calc.py")])
+            .contains("return a + b")
+    );
+    let tree = world.upstream(&["ls-tree", "-r", "--name-only", &head]);
+    assert!(!tree.contains("__pycache__"), "{tree}");
+    let message = world.upstream(&["log", "-1", "--format=%B", &head]);
+    assert!(message.starts_with(&format!("Fix #{issue}: ")), "{message}");
+    assert!(
+        message.contains(&format!(
+            "Planwright-Contract: v1 sha256:{}",
+            contract.sha256
+        )),
+        "{message}"
+    );
+    assert!(message.contains("Approved-by: maria"), "{message}");
+    assert_eq!(world.checks(&head), ["success"]);
+
+    // The executor worked from the contract, never from the issue's text.
+    let executor_calls: Vec<_> = world
+        .models
+        .requests()
+        .into_iter()
+        .filter(|r| r.body.to_string().contains("\"finish\""))
+        .collect();
+    assert!(!executor_calls.is_empty());
+    for call in &executor_calls {
+        assert!(!call.body.to_string().contains(HIDDEN));
+    }
+    let status = world
+        .wait_for_comment("the final status", |b| b.contains("pull request opened"))
+        .await;
+    match on {
+        ForgeKind::Github => assert_snapshot!(redact(&status), @r#"
+        **planwright** · pull request opened
+
+        Pull request [#8](https://github.com/acme/widgets/pull/8) is open: verification passed and the reviewer accepted it.
+
+        <!-- planwright:status {"session":"[uuid]"} -->
+        "#),
+        _ => assert_snapshot!(redact(&status), @r#"
+        **planwright** · pull request opened
+
+        Pull request [#1](https://gitlab.example.com/acme/tools/widgets/-/merge_requests/1) is open: verification passed and the reviewer accepted it.
+
+        <!-- planwright:status {"session":"[uuid]"} -->
+        "#),
+    }
+    let metrics = world
+        .server
+        .client
+        .get(format!("{}/metrics", world.server.base))
+        .bearer_auth(support::ADMIN_TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("planwright_executor_runs{executor=\"builtin\",state=\"published\"} 1"),
+        "{metrics}"
+    );
+    world.server.stop().await;
+}
+
+async fn an_executor_that_claims_success_gets_a_draft_showing_the_failing_test(on: ForgeKind) {
+    let settings = command_settings("echo '# tidied' >> calc.py; echo 'All 2 tests pass.'");
+    // Even a reviewer that believes the claim cannot make the failing test pass.
+    let world = World::calc(
+        on,
+        vec![submit_calc(1), verdict(true, "Looks done.")],
+        &settings,
+    )
+    .await;
+    world.approve_calc().await;
+    let session = world.wait_for_state("failed").await;
+    assert!(
+        session
+            .failure
+            .as_deref()
+            .unwrap_or_default()
+            .contains("verification still fails"),
+        "{:?}",
+        session.failure
+    );
+    let pulls = world.pulls();
+    assert_eq!(pulls.len(), 1, "{pulls:#?}");
+    assert!(pulls[0].draft);
+    let body = &pulls[0].body;
+    assert!(body.contains("did not pass"), "{body}");
+    let row = body
+        .lines()
+        .find(|l| l.starts_with(&format!("| `{UNITTEST}` |")))
+        .unwrap_or_else(|| panic!("no verification row in:\n{body}"));
+    assert!(
+        row.ends_with("|") && row.contains("1 passed, 1 failed"),
+        "{row}"
+    );
+    assert!(!row.split(" | ").nth(2).unwrap().contains("✅"), "{row}");
+    assert!(body.contains("test_add"), "{body}");
+    let head = world.upstream(&["rev-parse", &pulls[0].head]);
+    assert_eq!(world.checks(&head), ["failure"]);
+    world.server.stop().await;
+}
+
+async fn a_settings_commit_after_planning_changes_nothing_that_runs(on: ForgeKind) {
+    let original = "sed -i 's/a - b/a + b/' calc.py";
+    let world = World::calc(
+        on,
+        vec![submit_calc(1), verdict(true, "add adds.")],
+        &command_settings(original),
+    )
+    .await;
+    world.label(&world.maintainer, "bound-label").await;
+    world.wait_for_state("awaiting_approval").await;
+    // The contract comment shows what will run beside the contract.
+    let contract = world.contract_comments().pop().unwrap();
+    assert!(contract.contains("### Repository settings"), "{contract}");
+    assert!(
+        contract.contains(&format!(
+            "- executor: `command`: `{}`",
+            original.replace('`', "'")
+        )),
+        "{contract}"
+    );
+    assert!(
+        contract.contains("- protected paths: `.github/workflows/**`, `.gitlab-ci.yml`"),
+        "{contract}"
+    );
+    assert!(
+        contract.contains("- network allowed during setup: none"),
+        "{contract}"
+    );
+    // Someone with push access lands new settings on the default branch before the
+    // maintainer approves: another command, and nothing protected.
+    let hijacked = "test: python3 -m unittest -v\nexecutor: command\nexecutor_command: \"echo pwned > pwned.txt; sed -i 's/a - b/a + b/' calc.py\"\nprotected_paths: []\nnetwork_allow: [evil.example]\n";
+    world.put_file(World::settings_path(on), hijacked);
+    world
+        .comment(&world.maintainer, "/approve", "bound-approve")
+        .await;
+    world.wait_for_state("pr_opened").await;
+    let pull = world.pulls()[0].clone();
+    let head = world.upstream(&["rev-parse", &pull.head]);
+    let files = world.upstream(&["ls-tree", "-r", "--name-only", &head]);
+    assert!(!files.contains("pwned.txt"), "{files}");
+    assert!(
+        world
+            .upstream(&["show", &format!("{head}:calc.py")])
+            .contains("a + b")
+    );
+    world.server.stop().await;
+}
+
+async fn a_result_touching_a_protected_path_is_refused_and_nothing_is_pushed(on: ForgeKind) {
+    let world = World::calc(
+        on,
+        vec![
+            submit_calc(2),
+            Step::tool_call(
+                "e1",
+                "write_file",
+                json!({"path": ".github/workflows/ci.yml", "content": "on: push\njobs: {}\n"}),
+            )
+            .when_tools(&["finish", "write_file"]),
+            Step::tool_call(
+                "e2",
+                "edit_file",
+                json!({"path": "calc.py", "old": "return a - b", "new": "return a + b"}),
+            )
+            .when_tools(&["finish", "edit_file"]),
+            Step::tool_call("e3", "finish", json!({"summary": "done"})).when_tools(&["finish"]),
+        ],
+        &format!("test: {UNITTEST}\n"),
+    )
+    .await;
+    world.approve_calc().await;
+    let session = world.wait_for_state("failed").await;
+    let failure = session.failure.unwrap_or_default();
+    assert!(
+        failure.contains("refused") && failure.contains(".github/workflows/ci.yml"),
+        "{failure}"
+    );
+    assert!(world.pulls().is_empty());
+    let branches = world.upstream(&["branch", "--list"]);
+    assert!(!branches.contains("planwright/"), "{branches}");
+    world
+        .wait_for_comment("the refusal in the status", |b| {
+            b.contains("refused") && b.contains("ci.yml")
+        })
+        .await;
+    world.server.stop().await;
+}
+
+/// How a run that cannot produce a result ends: the session fails saying which, and
+/// nothing is pushed.
+async fn fails_with(on: ForgeKind, script: Vec<Step>, settings: &str, reason: &str) {
+    let world = World::calc(on, script, settings).await;
+    world.approve_calc().await;
+    let session = world.wait_for_state("failed").await;
+    let failure = session.failure.unwrap_or_default();
+    assert!(failure.contains(reason), "{failure}");
+    assert!(world.pulls().is_empty());
+    let branches = world.upstream(&["branch", "--list"]);
+    assert!(!branches.contains("planwright/"), "{branches}");
+    world
+        .wait_for_comment("the failure in the status", |b| {
+            b.contains("**planwright** · failed") && b.contains(reason)
+        })
+        .await;
+    world.server.stop().await;
+}
+
+async fn an_executor_that_crashes_ends_the_session_saying_so(on: ForgeKind) {
+    let settings = command_settings("echo 'half way'; exit 3");
+    fails_with(on, vec![submit_calc(2)], &settings, "exit code 3").await;
+}
+
+async fn an_executor_that_changes_nothing_ends_the_session_saying_so(on: ForgeKind) {
+    let settings = command_settings("echo 'nothing to do'");
+    let reason = "without changing anything";
+    fails_with(on, vec![submit_calc(2)], &settings, reason).await;
+}
+
+/// A planner asking for `budget_usd` in a repository whose settings are `settings`.
+fn over_budget(budget_usd: f64) -> Vec<Step> {
+    let mut contract = calc_contract(2);
+    contract["routing"]["budget_usd"] = json!(budget_usd);
+    vec![
+        Step::tool_call("p1", "submit_contract", contract).when_tools(&["submit_contract"]),
+        Step::tool_call("e1", "finish", json!({"summary": "never asked"})).when_tools(&["finish"]),
+    ]
+}
+
+async fn an_executor_over_budget_ends_the_session_saying_so(on: ForgeKind) {
+    // Planning alone spends more than this.
+    let settings = format!("test: {UNITTEST}\n");
+    fails_with(on, over_budget(0.00001), &settings, "budget").await;
+}
+
+async fn a_contract_cannot_raise_the_repository_budget(on: ForgeKind) {
+    // The planner asks for the most a contract may; the repository allows far less,
+    // which planning alone spends.
+    let settings = format!("test: {UNITTEST}\nbudget_usd: 0.00001\n");
+    fails_with(on, over_budget(1000.0), &settings, "budget").await;
+}
+
+async fn retry_after_a_failed_run_carries_out_the_contract_again_with_fresh_attempts(
+    on: ForgeKind,
+) {
+    // One attempt only: a retry must grant fresh ones to run at all. The first attempt
+    // changes nothing; the retry (the same approved settings) fixes the bug.
+    let world = World::calc(
+        on,
+        vec![
+            submit_calc(1),
+            Step::tool_call("e0", "finish", json!({"summary": "nothing"})).when_tools(&["finish"]),
+            Step::tool_call(
+                "e1",
+                "edit_file",
+                json!({"path": "calc.py", "old": "return a - b", "new": "return a + b"}),
+            )
+            .when_tools(&["finish", "edit_file"]),
+            Step::tool_call("e2", "finish", json!({"summary": "add adds"})).when_tools(&["finish"]),
+            verdict(true, "Fixed."),
+        ],
+        &format!("test: {UNITTEST}\n"),
+    )
+    .await;
+    world.approve_calc().await;
+    let failed = world.wait_for_state("failed").await;
+    assert_eq!(
+        failed.resume_state.map(SessionState::as_str),
+        Some("executing")
+    );
+    world
+        .comment(&world.maintainer, "/retry", "retry-run")
+        .await;
+    world.wait_for_state("pr_opened").await;
+    let runs = world.runs().await;
+    let states: Vec<(&str, i64)> = runs.iter().map(|r| (r.state.as_str(), r.retired)).collect();
+    assert_eq!(states, [("failed", 1), ("published", 0)], "{runs:#?}");
+    assert_eq!(world.pulls().len(), 1);
+    world.server.stop().await;
+}
+
+async fn cancel_during_execution_stops_the_executor_and_pushes_nothing(on: ForgeKind) {
+    let hanging = command_settings("sleep 600");
+    let world = World::calc(on, vec![submit_calc(2)], &hanging).await;
+    world.approve_calc().await;
+    eventually("the attempt to run", || async {
+        let runs = world.runs().await;
+        runs.iter()
+            .any(|r| r.state.as_str() == "running")
+            .then_some(())
+    })
+    .await;
+    world
+        .comment(&world.maintainer, "/cancel", "cancel-run")
+        .await;
+    world.wait_for_state("cancelled").await;
+    // The job ends long before the executor's command would have.
+    eventually("the attempt to stop", || async {
+        let runs = world.runs().await;
+        (runs.len() == 1 && runs[0].state.as_str() == "failed").then_some(())
+    })
+    .await;
+    world.all_jobs_settled().await;
+    assert!(world.pulls().is_empty());
+    let branches = world.upstream(&["branch", "--list"]);
+    assert!(!branches.contains("planwright/"), "{branches}");
+    world.server.stop().await;
+}
+
+/// One test per scenario and forge, `scenario::github` and `scenario::gitlab`, so that
+/// each shows by name and none can be skipped by a loop that ran zero times.
+macro_rules! on_both_forges {
+    ($($scenario:ident),* $(,)?) => {$(
+        mod $scenario {
+            use planwright::event::ForgeKind;
+
+            #[tokio::test]
+            async fn github() {
+                super::$scenario(ForgeKind::Github).await;
+            }
+
+            #[tokio::test]
+            async fn gitlab() {
+                super::$scenario(ForgeKind::Gitlab).await;
+            }
+        }
+    )*};
+}
+
+on_both_forges!(
+    a_label_by_a_reader_is_refused_and_nothing_is_planned,
+    approval_binds_to_the_posted_version_and_only_maintainers_may_give_it,
+    a_readers_comment_dressed_as_a_maintainers_approves_nothing,
+    a_providers_error_text_stays_off_the_issue_and_in_the_audit_log,
+    an_unknown_command_is_answered_only_to_those_who_may_command,
+    cancel_ends_the_session_and_frees_the_issue,
+    concurrent_approve_and_revise_one_wins_and_the_other_is_told,
+    an_approved_contract_becomes_a_pull_request_with_the_real_test_results,
+    an_executor_that_claims_success_gets_a_draft_showing_the_failing_test,
+    a_settings_commit_after_planning_changes_nothing_that_runs,
+    a_result_touching_a_protected_path_is_refused_and_nothing_is_pushed,
+    an_executor_that_crashes_ends_the_session_saying_so,
+    an_executor_that_changes_nothing_ends_the_session_saying_so,
+    an_executor_over_budget_ends_the_session_saying_so,
+    a_contract_cannot_raise_the_repository_budget,
+    retry_after_a_failed_run_carries_out_the_contract_again_with_fresh_attempts,
+    cancel_during_execution_stops_the_executor_and_pushes_nothing,
+);
