@@ -21,6 +21,11 @@ use super::{PullError, PullErrorKind};
 use crate::ids::image::{Digest, ImageRef};
 
 const WHITEOUT: &str = ".wh.";
+/// The longest GNU long-name or long-link body, or PAX extension list, read into memory.
+const EXTENSION_MAX: u64 = 64 << 10;
+/// Uncompressed bytes a layer may hold beyond the image's size cap: headers, padding and
+/// the end-of-archive blocks.
+const STREAM_ALLOWANCE: u64 = 1 << 20;
 const OPAQUE: &str = ".wh..wh..opq";
 
 /// How a layer blob is compressed, from its media type.
@@ -101,17 +106,39 @@ struct Unpacker<'a> {
     done: Unpacked,
 }
 
-/// Hashes what passes through, to check the uncompressed layer against its diff id.
+/// Hashes what passes through, to check the uncompressed layer against its diff id, and
+/// fails once more than `left` bytes came out of the decompressor.
 struct Hashing<R> {
     inner: R,
     hasher: sha2::Sha256,
+    left: u64,
 }
 
 impl<R: Read> Read for Hashing<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let n = self.inner.read(buf)?;
+        self.left = self.left.checked_sub(n as u64).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::FileTooLarge,
+                "the layer decompresses past the cap",
+            )
+        })?;
         self.hasher.update(&buf[..n]);
         Ok(n)
+    }
+}
+
+/// What GNU long-name/long-link and PAX headers said about the entry that follows them.
+#[derive(Default)]
+struct Extensions {
+    path: Option<Vec<u8>>,
+    link: Option<Vec<u8>>,
+    size: Option<u64>,
+}
+
+impl Extensions {
+    fn is_empty(&self) -> bool {
+        self.path.is_none() && self.link.is_none() && self.size.is_none()
     }
 }
 
@@ -130,15 +157,36 @@ impl<'a> Unpacker<'a> {
         let mut archive = tar::Archive::new(Hashing {
             inner: reader,
             hasher: sha2::Sha256::new(),
+            left: self.limit.saturating_add(STREAM_ALLOWANCE),
         });
-        let entries = archive.entries().map_err(|e| self.broken(&e.to_string()))?;
+        // Raw: tar would otherwise read extension bodies of any declared size into memory
+        // before we see them.
+        let entries = archive
+            .entries()
+            .map_err(|e| self.read_error(&e))?
+            .raw(true);
         let mut skipped = 0;
+        let mut pending = Extensions::default();
         for entry in entries {
-            let entry = entry.map_err(|e| self.broken(&e.to_string()))?;
-            skipped += usize::from(self.entry(entry)?);
+            let mut entry = entry.map_err(|e| self.read_error(&e))?;
+            use tar::EntryType as T;
+            match entry.header().entry_type() {
+                T::GNULongName => pending.path = Some(self.gnu_name(&mut entry)?),
+                T::GNULongLink => pending.link = Some(self.gnu_name(&mut entry)?),
+                T::XHeader => self.pax(&mut entry, &mut pending)?,
+                // Global defaults (tar's own comments, mostly); nothing here uses them.
+                T::XGlobalHeader => drop(self.extension(&mut entry)?),
+                _ => {
+                    let extensions = std::mem::take(&mut pending);
+                    skipped += usize::from(self.entry(entry, extensions)?);
+                }
+            }
+        }
+        if !pending.is_empty() {
+            return Err(self.broken("it ends with extension headers but no entry after them"));
         }
         let mut rest = archive.into_inner();
-        io::copy(&mut rest, &mut io::sink()).map_err(|e| self.broken(&e.to_string()))?;
+        io::copy(&mut rest, &mut io::sink()).map_err(|e| self.read_error(&e))?;
         let actual = Digest::from_sha256(rest.hasher.finalize().into());
         if actual != *layer.diff_id {
             return Err(PullError::new(
@@ -161,17 +209,86 @@ impl<'a> Unpacker<'a> {
         Ok(())
     }
 
+    /// An extension header's body, refused past `EXTENSION_MAX`.
+    fn extension<R: Read>(&self, entry: &mut tar::Entry<'_, R>) -> Result<Vec<u8>, PullError> {
+        let size = entry.size();
+        if size > EXTENSION_MAX {
+            let name = entry.path_bytes().into_owned();
+            return Err(self.hostile(
+                &name,
+                &format!(
+                    "is an extension header of {size} bytes; more than {EXTENSION_MAX} is refused"
+                ),
+            ));
+        }
+        let mut body = Vec::with_capacity(size as usize);
+        entry
+            .read_to_end(&mut body)
+            .map_err(|e| self.read_error(&e))?;
+        Ok(body)
+    }
+
+    fn gnu_name<R: Read>(&self, entry: &mut tar::Entry<'_, R>) -> Result<Vec<u8>, PullError> {
+        let mut name = self.extension(entry)?;
+        while name.last() == Some(&0) {
+            name.pop();
+        }
+        Ok(name)
+    }
+
+    fn pax<R: Read>(
+        &self,
+        entry: &mut tar::Entry<'_, R>,
+        pending: &mut Extensions,
+    ) -> Result<(), PullError> {
+        let body = self.extension(entry)?;
+        for extension in tar::PaxExtensions::new(&body) {
+            let extension = extension.map_err(|e| self.read_error(&e))?;
+            let value = extension.value_bytes();
+            match extension.key_bytes() {
+                b"path" => pending.path = Some(value.to_vec()),
+                b"linkpath" => pending.link = Some(value.to_vec()),
+                b"size" => {
+                    let size = std::str::from_utf8(value)
+                        .ok()
+                        .and_then(|v| v.parse().ok())
+                        .ok_or_else(|| self.broken("a PAX header has a size that is no number"))?;
+                    pending.size = Some(size);
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
     /// One tar entry; true when it was a device node or FIFO and left out.
-    fn entry<R: Read>(&mut self, mut entry: tar::Entry<'_, R>) -> Result<bool, PullError> {
+    fn entry<R: Read>(
+        &mut self,
+        mut entry: tar::Entry<'_, R>,
+        extensions: Extensions,
+    ) -> Result<bool, PullError> {
         use tar::EntryType as T;
         let kind = entry.header().entry_type();
-        if matches!(
-            kind,
-            T::XGlobalHeader | T::XHeader | T::GNULongName | T::GNULongLink
-        ) {
-            return Ok(false);
+        let raw = extensions
+            .path
+            .unwrap_or_else(|| entry.path_bytes().into_owned());
+        // Read raw, the body is as long as the header says; another reader would take the
+        // PAX size, and the two must not see different files.
+        if extensions.size.is_some_and(|size| size != entry.size()) {
+            return Err(self.hostile(
+                &raw,
+                "has a PAX size that differs from its header's; readers would disagree on its content",
+            ));
         }
-        let raw = entry.path_bytes().into_owned();
+        if kind == T::GNUSparse {
+            return Err(self.hostile(
+                &raw,
+                "is a GNU sparse file, which is not unpacked; build the layer without sparse files",
+            ));
+        }
+        let link = extensions
+            .link
+            .or_else(|| entry.link_name_bytes().map(|t| t.into_owned()));
         let Some(path) = self.relative(&raw)? else {
             return Ok(false);
         };
@@ -188,10 +305,9 @@ impl<'a> Unpacker<'a> {
         let mode = entry.header().mode().unwrap_or(0o644);
         match kind {
             T::Directory => self.directory(&path, mode)?,
-            T::Regular | T::Continuous | T::GNUSparse => self.file(&path, mode, &mut entry)?,
+            T::Regular | T::Continuous => self.file(&path, mode, &mut entry)?,
             T::Symlink => {
-                let target = entry.link_name_bytes().map(|t| t.into_owned());
-                let target = target
+                let target = link
                     .filter(|t| !t.is_empty())
                     .ok_or_else(|| self.hostile(&raw, "is a symlink without a target"))?;
                 self.clear(&path)?;
@@ -199,7 +315,7 @@ impl<'a> Unpacker<'a> {
                 std::os::unix::fs::symlink(OsStr::from_bytes(&target), &full)
                     .map_err(|e| self.local(&full, &e))?;
             }
-            T::Link => self.hard_link(&path, &entry, &raw)?,
+            T::Link => self.hard_link(&path, link.unwrap_or_default(), &raw)?,
             _ => {
                 return Err(self.hostile(
                     &raw,
@@ -301,14 +417,7 @@ impl<'a> Unpacker<'a> {
         let size = entry.size();
         self.done.bytes += size;
         if self.done.bytes > self.limit {
-            return Err(PullError::new(
-                PullErrorKind::TooLarge,
-                self.image,
-                format!(
-                    "it unpacks to more than ENVIRONMENT_CACHE_MAX ({} bytes); raise the cap or choose a smaller image",
-                    self.limit
-                ),
-            ));
+            return Err(self.too_large());
         }
         // Removed first, never truncated: the old name may be a hard link that another
         // path shares, or a symlink.
@@ -321,7 +430,7 @@ impl<'a> Unpacker<'a> {
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(&full)
             .map_err(|e| self.local(&full, &e))?;
-        let copied = io::copy(entry, &mut file).map_err(|e| self.broken(&e.to_string()))?;
+        let copied = io::copy(entry, &mut file).map_err(|e| self.read_error(&e))?;
         if copied != size {
             return Err(self.broken(&format!("`{}` ends early", path.display())));
         }
@@ -334,16 +443,7 @@ impl<'a> Unpacker<'a> {
         Ok(())
     }
 
-    fn hard_link<R: Read>(
-        &mut self,
-        path: &Path,
-        entry: &tar::Entry<'_, R>,
-        raw: &[u8],
-    ) -> Result<(), PullError> {
-        let target = entry
-            .link_name_bytes()
-            .map(|t| t.into_owned())
-            .unwrap_or_default();
+    fn hard_link(&mut self, path: &Path, target: Vec<u8>, raw: &[u8]) -> Result<(), PullError> {
         let Some(target) = self.relative(&target)? else {
             return Err(self.hostile(raw, "is a hard link to the root folder"));
         };
@@ -438,6 +538,24 @@ impl<'a> Unpacker<'a> {
                 String::from_utf8_lossy(raw).escape_debug()
             ),
         )
+    }
+
+    fn too_large(&self) -> PullError {
+        PullError::new(
+            PullErrorKind::TooLarge,
+            self.image,
+            format!(
+                "it unpacks to more than ENVIRONMENT_CACHE_MAX ({} bytes); raise the cap or choose a smaller image",
+                self.limit
+            ),
+        )
+    }
+
+    fn read_error(&self, error: &io::Error) -> PullError {
+        if error.kind() == io::ErrorKind::FileTooLarge {
+            return self.too_large();
+        }
+        self.broken(&error.to_string())
     }
 
     fn broken(&self, detail: &str) -> PullError {

@@ -551,6 +551,141 @@ async fn hostile_layers_are_refused_and_leave_nothing() {
     assert!(std::fs::read_dir(outside.path()).unwrap().next().is_none());
 }
 
+/// A tar header of `kind` declaring `size` bytes, followed by `body` (which may be shorter).
+fn extension_entry(
+    builder: &mut tar::Builder<Vec<u8>>,
+    kind: tar::EntryType,
+    size: u64,
+    body: &[u8],
+) {
+    let mut header = tar::Header::new_gnu();
+    header.set_entry_type(kind);
+    header.set_path("././@LongLink").unwrap();
+    header.set_size(size);
+    header.set_cksum();
+    builder.append(&header, body).unwrap();
+}
+
+/// A PAX record as tar writes it: its own length first.
+fn pax_record(key: &str, value: &str) -> Vec<u8> {
+    let rest = format!(" {key}={value}\n");
+    let mut len = rest.len() + 1;
+    while format!("{len}").len() + rest.len() != len {
+        len += 1;
+    }
+    format!("{len}{rest}").into_bytes()
+}
+
+/// Extension headers that declare huge bodies are refused from their header, before any
+/// of the body is read into memory; a layer decompressing far past the cap is cut off.
+#[tokio::test]
+async fn huge_extension_headers_and_endless_layers_are_refused() {
+    let registry = Registry::start(Access::Anonymous).await;
+    let dir = tempfile::tempdir().unwrap();
+    let environments = Environments::new(
+        dir.path(),
+        &settings(2 << 20, RegistryCredentials::default()),
+    )
+    .unwrap();
+    let zeros = vec![0u8; 1 << 20];
+    for (name, kind) in [
+        ("long-name", tar::EntryType::GNULongName),
+        ("long-link", tar::EntryType::GNULongLink),
+        ("pax", tar::EntryType::XHeader),
+        ("pax-global", tar::EntryType::XGlobalHeader),
+    ] {
+        let mut builder = tar::Builder::new(Vec::new());
+        extension_entry(&mut builder, kind, 1 << 30, &zeros);
+        let tar = builder.into_inner().unwrap();
+        registry
+            .push_layers(
+                &format!("ext/{name}"),
+                "1",
+                &[LayerBlob::new(tar, Packing::Zstd)],
+                &[],
+            )
+            .await;
+        let error = pull_error(
+            &environments,
+            &reference(&registry, &format!("ext/{name}:1")),
+        )
+        .await;
+        assert_eq!(error.kind, PullErrorKind::HostileLayer, "{name}: {error}");
+        assert!(
+            error
+                .to_string()
+                .contains("extension header of 1073741824 bytes"),
+            "{name}: {error}"
+        );
+        assert_eq!(images(dir.path()), 0);
+        assert!(leftovers(dir.path()).is_empty(), "{name}");
+    }
+
+    // A valid archive, then 8 MiB of zeros after its end: tiny compressed, and read to
+    // the end for the digest check unless the stream is bounded.
+    let mut tar = TarLayer::default().file("a", 0o644, b"a").finish();
+    tar.extend(std::iter::repeat_n(0u8, 8 << 20));
+    registry
+        .push_layers(
+            "ext/endless",
+            "1",
+            &[LayerBlob::new(tar, Packing::Zstd)],
+            &[],
+        )
+        .await;
+    let error = pull_error(&environments, &reference(&registry, "ext/endless:1")).await;
+    assert_eq!(error.kind, PullErrorKind::TooLarge, "{error}");
+    assert!(
+        error.to_string().contains("ENVIRONMENT_CACHE_MAX"),
+        "{error}"
+    );
+    assert!(leftovers(dir.path()).is_empty());
+}
+
+/// Names past the tar header's 100 bytes arrive in GNU long-name and PAX headers, and are
+/// unpacked under those names, links too.
+#[tokio::test]
+async fn long_names_from_gnu_and_pax_headers_are_unpacked() {
+    let registry = Registry::start(Access::Anonymous).await;
+    let gnu = format!("gnu/{}", "g".repeat(150));
+    let pax = format!("pax/{}", "p".repeat(150));
+    let mut builder = tar::Builder::new(Vec::new());
+    let mut header = tar::Header::new_gnu();
+    header.set_size(3);
+    header.set_mode(0o644);
+    builder.append_data(&mut header, &gnu, &b"gnu"[..]).unwrap();
+    let mut records = pax_record("path", &pax);
+    records.extend(pax_record("linkpath", &gnu));
+    extension_entry(
+        &mut builder,
+        tar::EntryType::XHeader,
+        records.len() as u64,
+        &records,
+    );
+    let mut link = tar::Header::new_gnu();
+    link.set_entry_type(tar::EntryType::Symlink);
+    link.set_path("short").unwrap();
+    link.set_size(0);
+    link.set_mode(0o777);
+    link.set_cksum();
+    builder.append(&link, &[][..]).unwrap();
+    let tar = builder.into_inner().unwrap();
+    registry
+        .push_layers("ext/long", "1", &[LayerBlob::new(tar, Packing::Gzip)], &[])
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let lease = environments(dir.path())
+        .pull(&reference(&registry, "ext/long:1"))
+        .await
+        .unwrap();
+    assert_eq!(std::fs::read(lease.root.join(&gnu)).unwrap(), b"gnu");
+    assert_eq!(
+        std::fs::read_link(lease.root.join(&pax)).unwrap(),
+        Path::new(&gnu)
+    );
+    assert!(!lease.root.join("short").exists());
+}
+
 #[tokio::test]
 async fn device_nodes_are_left_out_and_setuid_bits_dropped() {
     let registry = Registry::start(Access::Anonymous).await;
