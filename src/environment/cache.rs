@@ -17,7 +17,7 @@ use std::time::SystemTime;
 
 use super::registry::{Remote, Resolved};
 use super::unpack::{self, LayerFile};
-use super::{Image, PullError};
+use super::{Image, PullError, PullErrorKind};
 use crate::ids::image::{Digest, ImageRef};
 
 /// Layers downloaded at once for one image.
@@ -175,6 +175,25 @@ impl Cache {
         remote: &Remote<'_>,
         resolved: Resolved,
     ) -> Result<Lease, PullError> {
+        // Declared sizes are the registry's word: one past the cap would evict every
+        // unleased image and then stream until the disk is full.
+        let downloaded = resolved
+            .layers
+            .iter()
+            .try_fold(resolved.config_blob.len() as u64, |sum, layer| {
+                sum.checked_add(layer.size)
+            })
+            .filter(|&sum| sum <= self.max)
+            .ok_or_else(|| {
+                PullError::new(
+                    PullErrorKind::TooLarge,
+                    image,
+                    format!(
+                        "its manifest gives its config and layers more than ENVIRONMENT_CACHE_MAX ({} bytes) together; raise the cap or choose a smaller image",
+                        self.max
+                    ),
+                )
+            })?;
         let turn = {
             let mut filling = self.filling.lock().unwrap_or_else(|e| e.into_inner());
             filling.entry(resolved.digest.clone()).or_default().clone()
@@ -202,7 +221,6 @@ impl Cache {
                 crate::metrics::record_image_pull(true, 0);
                 return Ok(lease);
             }
-            let downloaded: u64 = resolved.layers.iter().map(|l| l.size).sum();
             self.evict(downloaded, None);
             let unpacked = self.download_and_unpack(image, remote, &resolved).await;
             drop(lock);

@@ -686,6 +686,83 @@ async fn long_names_from_gnu_and_pax_headers_are_unpacked() {
     assert!(!lease.root.join("short").exists());
 }
 
+/// A manifest declaring layer sizes past the cache's cap (or overflowing their sum) is
+/// refused before anything is downloaded or evicted.
+#[tokio::test]
+async fn declared_layer_sizes_past_the_cap_are_refused_before_eviction() {
+    let registry = Registry::start(Access::Anonymous).await;
+    let dir = tempfile::tempdir().unwrap();
+    let environments = Environments::new(
+        dir.path(),
+        &settings(1 << 20, RegistryCredentials::default()),
+    )
+    .unwrap();
+    push_one(
+        &registry,
+        "sizes/kept",
+        "1",
+        TarLayer::default().file("a", 0o644, b"a").finish(),
+    )
+    .await;
+    drop(
+        environments
+            .pull(&reference(&registry, "sizes/kept:1"))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(images(dir.path()), 1);
+
+    let tar = TarLayer::default().file("b", 0o644, b"b").finish();
+    let layer = LayerBlob::new(tar, Packing::Tar);
+    let digest = registry.upload_blob("sizes/huge", &layer.blob).await;
+    let config = serde_json::to_vec(&serde_json::json!({
+        "architecture": "amd64", "os": "linux",
+        "rootfs": {"type": "layers", "diff_ids": [layer.diff_id.clone(), layer.diff_id.clone(), layer.diff_id.clone()]},
+    }))
+    .unwrap();
+    let config_digest = registry.upload_blob("sizes/huge", &config).await;
+    for (tag, sizes) in [
+        ("one", vec![i64::MAX as u64, 1, 1]),
+        ("overflow", vec![i64::MAX as u64; 3]),
+        ("just-over", vec![(1 << 20) - 2, 1, 1]),
+    ] {
+        let manifest = serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": config_digest, "size": config.len()},
+            "layers": sizes.iter().map(|size| serde_json::json!({
+                "mediaType": layer.media_type, "digest": digest, "size": size,
+            })).collect::<Vec<_>>(),
+        });
+        registry
+            .put_manifest(
+                "sizes/huge",
+                tag,
+                "application/vnd.oci.image.manifest.v1+json",
+                &serde_json::to_vec(&manifest).unwrap(),
+            )
+            .await;
+        let error = pull_error(
+            &environments,
+            &reference(&registry, &format!("sizes/huge:{tag}")),
+        )
+        .await;
+        assert_eq!(error.kind, PullErrorKind::TooLarge, "{tag}: {error}");
+        assert!(
+            error
+                .to_string()
+                .contains("more than ENVIRONMENT_CACHE_MAX (1048576 bytes) together"),
+            "{tag}: {error}"
+        );
+        assert_eq!(
+            images(dir.path()),
+            1,
+            "{tag}: the unleased image was evicted"
+        );
+        assert!(leftovers(dir.path()).is_empty(), "{tag}");
+    }
+}
+
 #[tokio::test]
 async fn device_nodes_are_left_out_and_setuid_bits_dropped() {
     let registry = Registry::start(Access::Anonymous).await;
