@@ -613,8 +613,9 @@ impl<'a> Remote<'a> {
     }
 }
 
-/// The status and, from a distribution-spec error body, its first code and message.
-pub(super) async fn answer(response: Response) -> String {
+/// The status and, from a distribution-spec error body, its first code and message. Reads
+/// at most 64 KiB of the body: an error needs no more, and a registry may send no end.
+pub(super) async fn answer(mut response: Response) -> String {
     #[derive(Deserialize)]
     struct Errors {
         errors: Vec<ErrorEntry>,
@@ -625,7 +626,12 @@ pub(super) async fn answer(response: Response) -> String {
         message: Option<String>,
     }
     let status = response.status();
-    let body = response.bytes().await.unwrap_or_default();
+    let mut body = Vec::new();
+    while body.len() < 64 << 10
+        && let Ok(Some(chunk)) = response.chunk().await
+    {
+        body.extend_from_slice(&chunk);
+    }
     let detail = match serde_json::from_slice::<Errors>(&body) {
         Ok(errors) => errors
             .errors

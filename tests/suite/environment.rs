@@ -763,6 +763,46 @@ async fn declared_layer_sizes_past_the_cap_are_refused_before_eviction() {
     }
 }
 
+/// A registry answering every request with an error whose body never ends: the pull
+/// reads a bounded part of it and fails, instead of buffering forever.
+#[tokio::test]
+async fn an_endless_error_body_is_read_only_in_part() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            tokio::spawn(async move {
+                let mut request = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match socket.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => request.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let head = "HTTP/1.1 404 Not Found\r\ncontent-type: text/plain\r\ntransfer-encoding: chunked\r\n\r\n";
+                if socket.write_all(head.as_bytes()).await.is_err() {
+                    return;
+                }
+                let chunk = format!("10000\r\n{}\r\n", "x".repeat(1 << 16));
+                while socket.write_all(chunk.as_bytes()).await.is_ok() {}
+            });
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let image = ImageRef::parse(&format!("{addr}/endless/error:1")).unwrap();
+    // Bounds the test, not the code: unbounded reading never returns.
+    let error = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        pull_error(&environments(dir.path()), &image),
+    )
+    .await
+    .expect("the pull reads the error body without end");
+    assert!(error.to_string().contains("404"), "{error}");
+}
+
 #[tokio::test]
 async fn device_nodes_are_left_out_and_setuid_bits_dropped() {
     let registry = Registry::start(Access::Anonymous).await;
