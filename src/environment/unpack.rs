@@ -23,6 +23,11 @@ use crate::ids::image::{Digest, ImageRef};
 const WHITEOUT: &str = ".wh.";
 /// The longest GNU long-name or long-link body, or PAX extension list, read into memory.
 const EXTENSION_MAX: u64 = 64 << 10;
+/// What an entry costs against the size cap besides its content and names: an inode and
+/// a block, so that a layer of millions of empty entries cannot pass as small.
+const ENTRY_COST: u64 = 4096;
+/// Tar entries one image may hold, extension headers included.
+const ENTRIES_MAX: u64 = 2_000_000;
 /// Uncompressed bytes a layer may hold beyond the image's size cap: headers, padding and
 /// the end-of-archive blocks.
 const STREAM_ALLOWANCE: u64 = 1 << 20;
@@ -63,14 +68,14 @@ pub(super) struct LayerFile<'a> {
 /// What unpacking wrote.
 #[derive(Debug, Default)]
 pub(super) struct Unpacked {
-    /// Bytes of file content.
+    /// Bytes charged against the cap: file contents, names, and `ENTRY_COST` per entry.
     pub bytes: u64,
     /// Device nodes and FIFOs left out.
     pub skipped: usize,
 }
 
 /// Unpacks the layers, lowest first, into `root` (an empty folder); stops with an error
-/// once file contents pass `limit` bytes.
+/// once what they charge passes `limit` bytes or they hold more than `ENTRIES_MAX` entries.
 pub(super) fn unpack(
     image: &ImageRef,
     root: &Path,
@@ -82,6 +87,7 @@ pub(super) fn unpack(
         root,
         limit,
         layer: "",
+        entries: 0,
         dirs: HashSet::new(),
         this_layer: HashSet::new(),
         done: Unpacked::default(),
@@ -99,6 +105,7 @@ struct Unpacker<'a> {
     root: &'a Path,
     limit: u64,
     layer: &'a str,
+    entries: u64,
     /// Relative paths seen, without following links, to be real directories.
     dirs: HashSet<PathBuf>,
     /// What the current layer wrote: its own whiteouts do not remove these.
@@ -169,6 +176,16 @@ impl<'a> Unpacker<'a> {
         let mut pending = Extensions::default();
         for entry in entries {
             let mut entry = entry.map_err(|e| self.read_error(&e))?;
+            self.entries += 1;
+            if self.entries > ENTRIES_MAX {
+                return Err(PullError::new(
+                    PullErrorKind::TooLarge,
+                    self.image,
+                    format!(
+                        "it holds more than {ENTRIES_MAX} tar entries; nothing of it was kept (choose a smaller image)"
+                    ),
+                ));
+            }
             use tar::EntryType as T;
             match entry.header().entry_type() {
                 T::GNULongName => pending.path = Some(self.gnu_name(&mut entry)?),
@@ -210,7 +227,7 @@ impl<'a> Unpacker<'a> {
     }
 
     /// An extension header's body, refused past `EXTENSION_MAX`.
-    fn extension<R: Read>(&self, entry: &mut tar::Entry<'_, R>) -> Result<Vec<u8>, PullError> {
+    fn extension<R: Read>(&mut self, entry: &mut tar::Entry<'_, R>) -> Result<Vec<u8>, PullError> {
         let size = entry.size();
         if size > EXTENSION_MAX {
             let name = entry.path_bytes().into_owned();
@@ -221,6 +238,7 @@ impl<'a> Unpacker<'a> {
                 ),
             ));
         }
+        self.charge(ENTRY_COST + size)?;
         let mut body = Vec::with_capacity(size as usize);
         entry
             .read_to_end(&mut body)
@@ -228,7 +246,7 @@ impl<'a> Unpacker<'a> {
         Ok(body)
     }
 
-    fn gnu_name<R: Read>(&self, entry: &mut tar::Entry<'_, R>) -> Result<Vec<u8>, PullError> {
+    fn gnu_name<R: Read>(&mut self, entry: &mut tar::Entry<'_, R>) -> Result<Vec<u8>, PullError> {
         let mut name = self.extension(entry)?;
         while name.last() == Some(&0) {
             name.pop();
@@ -237,7 +255,7 @@ impl<'a> Unpacker<'a> {
     }
 
     fn pax<R: Read>(
-        &self,
+        &mut self,
         entry: &mut tar::Entry<'_, R>,
         pending: &mut Extensions,
     ) -> Result<(), PullError> {
@@ -289,6 +307,7 @@ impl<'a> Unpacker<'a> {
         let link = extensions
             .link
             .or_else(|| entry.link_name_bytes().map(|t| t.into_owned()));
+        self.charge(ENTRY_COST + raw.len() as u64 + link.as_ref().map_or(0, |l| l.len() as u64))?;
         let Some(path) = self.relative(&raw)? else {
             return Ok(false);
         };
@@ -415,10 +434,7 @@ impl<'a> Unpacker<'a> {
         entry: &mut tar::Entry<'_, R>,
     ) -> Result<(), PullError> {
         let size = entry.size();
-        self.done.bytes += size;
-        if self.done.bytes > self.limit {
-            return Err(self.too_large());
-        }
+        self.charge(size)?;
         // Removed first, never truncated: the old name may be a hard link that another
         // path shares, or a symlink.
         self.clear(path)?;
@@ -538,6 +554,14 @@ impl<'a> Unpacker<'a> {
                 String::from_utf8_lossy(raw).escape_debug()
             ),
         )
+    }
+
+    fn charge(&mut self, bytes: u64) -> Result<(), PullError> {
+        self.done.bytes = self.done.bytes.saturating_add(bytes);
+        if self.done.bytes > self.limit {
+            return Err(self.too_large());
+        }
+        Ok(())
     }
 
     fn too_large(&self) -> PullError {

@@ -803,6 +803,39 @@ async fn an_endless_error_body_is_read_only_in_part() {
     assert!(error.to_string().contains("404"), "{error}");
 }
 
+/// Entries without content still cost: a layer of many empty folders (tiny once
+/// compressed) is refused at the size cap instead of exhausting inodes.
+#[tokio::test]
+async fn many_empty_entries_are_charged_against_the_cap() {
+    let registry = Registry::start(Access::Anonymous).await;
+    let mut layer = TarLayer::default();
+    for i in 0..2000 {
+        layer.dir(&format!("d{i}"));
+    }
+    registry
+        .push_layers(
+            "entries/dirs",
+            "1",
+            &[LayerBlob::new(layer.finish(), Packing::Zstd)],
+            &[],
+        )
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let environments = Environments::new(
+        dir.path(),
+        &settings(4 << 20, RegistryCredentials::default()),
+    )
+    .unwrap();
+    let error = pull_error(&environments, &reference(&registry, "entries/dirs:1")).await;
+    assert_eq!(error.kind, PullErrorKind::TooLarge, "{error}");
+    assert!(
+        error.to_string().contains("ENVIRONMENT_CACHE_MAX"),
+        "{error}"
+    );
+    assert_eq!(images(dir.path()), 0);
+    assert!(leftovers(dir.path()).is_empty());
+}
+
 #[tokio::test]
 async fn device_nodes_are_left_out_and_setuid_bits_dropped() {
     let registry = Registry::start(Access::Anonymous).await;
@@ -874,18 +907,21 @@ async fn a_full_cache_evicts_the_least_recently_used_unleased_image() {
     let registry = Registry::start(Access::Anonymous).await;
     for name in ["a", "b", "c"] {
         let tar = TarLayer::default()
-            .file("payload", 0o644, &[name.as_bytes()[0]; 1000])
+            .file("payload", 0o644, &[name.as_bytes()[0]; 10_000])
             .finish();
         push_one(&registry, &format!("lru/{name}"), "1", tar).await;
     }
     let big = TarLayer::default()
-        .file("payload", 0o644, &[0u8; 3000])
+        .file("payload", 0o644, &[0u8; 40_000])
         .finish();
     push_one(&registry, "lru/big", "1", big).await;
     let dir = tempfile::tempdir().unwrap();
-    // Room for two of the 1000-byte images, not three.
-    let environments =
-        Environments::new(dir.path(), &settings(2500, RegistryCredentials::default())).unwrap();
+    // Room for two of the images (10 000 bytes, a name and an entry's 4096), not three.
+    let environments = Environments::new(
+        dir.path(),
+        &settings(35_000, RegistryCredentials::default()),
+    )
+    .unwrap();
     let held = environments
         .pull(&reference(&registry, "lru/a:1"))
         .await
