@@ -111,8 +111,11 @@ pub(super) async fn bearer_token(
             query.append_pair("service", service);
         }
     }
+    // A realm elsewhere is asked anonymously: public images still pull, and the
+    // credentials never leave their registry.
+    let trusted = remote.may_get_credentials(&url);
     let mut request = remote.http().get(url);
-    if let Some((user, password)) = remote.credentials() {
+    if let Some((user, password)) = remote.credentials().filter(|_| trusted) {
         request = request.header(
             reqwest::header::AUTHORIZATION,
             basic(user, password).expose_secret(),

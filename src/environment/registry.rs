@@ -212,6 +212,20 @@ impl<'a> Remote<'a> {
         &self.client.http
     }
 
+    pub(super) fn on_own_registry(&self, url: &Url) -> bool {
+        host_port(url).eq_ignore_ascii_case(self.image.api_host())
+    }
+
+    /// Whether a token service at `url` may see the credentials: only on the registry's
+    /// own host, or Docker Hub's token service for Docker Hub.
+    pub(super) fn may_get_credentials(&self, url: &Url) -> bool {
+        self.on_own_registry(url)
+            || (self.image.registry() == "docker.io"
+                && url.scheme() == "https"
+                && url.host_str() == Some("auth.docker.io")
+                && url.port().is_none())
+    }
+
     pub(super) fn credentials(&self) -> Option<(&str, &SecretString)> {
         self.client.credentials.for_registry(self.image.registry())
     }
@@ -422,6 +436,15 @@ impl<'a> Remote<'a> {
         let response = self.send(url, accept).await?;
         if response.status() != StatusCode::UNAUTHORIZED {
             return self.check_status(response, url).await;
+        }
+        // After a redirect elsewhere, a challenge is that host's, and answering it would
+        // hand it this registry's credentials.
+        if !self.on_own_registry(response.url()) {
+            let elsewhere = host_port(response.url());
+            let answer = answer(response).await;
+            return Err(self.refused(&format!(
+                "{url} redirected to {elsewhere}, which answered {answer}; planwright answers only the image's own registry's challenges"
+            )));
         }
         let challenge = response
             .headers()

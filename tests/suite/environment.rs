@@ -836,6 +836,107 @@ async fn many_empty_entries_are_charged_against_the_cap() {
     assert!(leftovers(dir.path()).is_empty());
 }
 
+type Seen = std::sync::Arc<std::sync::Mutex<Vec<(String, Option<String>)>>>;
+
+/// A hostile HTTP server on loopback: answers each request with `respond(path)` and keeps
+/// every request's path and Authorization header.
+async fn hostile_server(respond: impl Fn(&str) -> String + Send + Sync + 'static) -> (u16, Seen) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen = Seen::default();
+    let (kept, respond) = (seen.clone(), std::sync::Arc::new(respond));
+    tokio::spawn(async move {
+        loop {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let (kept, respond) = (kept.clone(), respond.clone());
+            tokio::spawn(async move {
+                let mut request = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match socket.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => request.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let text = String::from_utf8_lossy(&request).into_owned();
+                let path = text.split(' ').nth(1).unwrap_or("").to_owned();
+                let authorization = text.lines().find_map(|line| {
+                    let (name, value) = line.split_once(':')?;
+                    name.eq_ignore_ascii_case("authorization")
+                        .then(|| value.trim().to_owned())
+                });
+                kept.lock().unwrap().push((path.clone(), authorization));
+                let _ = socket.write_all(respond(&path).as_bytes()).await;
+            });
+        }
+    });
+    (port, seen)
+}
+
+fn credentials_for(dir: &Path, host: &str) -> RegistryCredentials {
+    use base64::Engine as _;
+    let auth = base64::engine::general_purpose::STANDARD.encode(format!("{USER}:{PASSWORD}"));
+    let file = dir.join("config.json");
+    std::fs::write(
+        &file,
+        serde_json::json!({"auths": {host: {"auth": auth}}}).to_string(),
+    )
+    .unwrap();
+    RegistryCredentials::from_docker_config(&std::fs::read_to_string(&file).unwrap(), &file)
+        .unwrap()
+}
+
+/// A registry's credentials go to no other host: not to one it redirects to that then
+/// asks for them, not to a token service elsewhere that its challenge names.
+#[tokio::test]
+async fn credentials_never_reach_a_host_other_than_the_registry() {
+    // The other host names a realm on itself, so it learns its port once listening.
+    let own_port = std::sync::Arc::new(std::sync::atomic::AtomicU16::new(0));
+    let port_seen = own_port.clone();
+    let (elsewhere, seen) = hostile_server(move |path| {
+        let port = port_seen.load(std::sync::atomic::Ordering::SeqCst);
+        if path.starts_with("/t") {
+            let body = r#"{"token":"stolen"}"#;
+            format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len())
+        } else {
+            format!("HTTP/1.1 401 Unauthorized\r\nwww-authenticate: Bearer realm=\"http://127.0.0.1:{port}/t\"\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+        }
+    })
+    .await;
+    own_port.store(elsewhere, std::sync::atomic::Ordering::SeqCst);
+    let realm = format!("http://127.0.0.1:{elsewhere}/t");
+    let fix = move |text: String| text.replace("http://127.0.0.1:PORT/t", &realm);
+    let (redirecting, _) = hostile_server(move |path| {
+        format!("HTTP/1.1 307 Temporary Redirect\r\nlocation: http://127.0.0.1:{elsewhere}{path}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+    })
+    .await;
+    let foreign_realm = fix("HTTP/1.1 401 Unauthorized\r\nwww-authenticate: Bearer realm=\"http://127.0.0.1:PORT/t\"\r\ncontent-length: 0\r\nconnection: close\r\n\r\n".to_owned());
+    let (challenging, _) = hostile_server(move |_| foreign_realm.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    for port in [redirecting, challenging] {
+        let host = format!("127.0.0.1:{port}");
+        let environments = Environments::new(
+            dir.path(),
+            &settings(1 << 30, credentials_for(dir.path(), &host)),
+        )
+        .unwrap();
+        let image = ImageRef::parse(&format!("{host}/private/image:1")).unwrap();
+        let error = pull_error(&environments, &image).await;
+        assert_eq!(error.kind, PullErrorKind::Refused, "{host}: {error}");
+    }
+    let seen = seen.lock().unwrap();
+    assert!(
+        seen.iter().any(|(path, _)| path.starts_with("/t")),
+        "the foreign realm is still asked, anonymously: {seen:?}"
+    );
+    assert!(
+        seen.iter()
+            .all(|(_, authorization)| authorization.is_none()),
+        "credentials reached another host: {seen:?}"
+    );
+}
+
 #[tokio::test]
 async fn device_nodes_are_left_out_and_setuid_bits_dropped() {
     let registry = Registry::start(Access::Anonymous).await;
