@@ -598,11 +598,12 @@ impl<'a> Unpacker<'a> {
     }
 }
 
-/// The entry's permissions without setuid and setgid, readable (and, where anyone may
-/// execute or it is a folder, enterable) by the sandbox's unprivileged user; folders stay
-/// writable by their owner so that later layers and eviction can change them.
+/// The entry's permissions without setuid, setgid, sticky or group and world write (the
+/// cache is shared, an image's files are read by every run), readable (and, where anyone
+/// may execute or it is a folder, enterable) by the sandbox's unprivileged user; folders
+/// stay writable by their owner so that later layers and eviction can change them.
 fn clean_mode(mode: u32, directory: bool) -> u32 {
-    let mode = mode & 0o1777;
+    let mode = mode & 0o755;
     let execute = directory || mode & 0o111 != 0;
     let owner = if directory { 0o700 } else { 0o400 };
     mode | owner | 0o004 | if execute { 0o001 } else { 0 }
@@ -613,11 +614,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn modes_lose_setuid_and_become_readable() {
+    fn modes_lose_setuid_and_world_write_and_become_readable() {
         assert_eq!(clean_mode(0o4755, false), 0o755);
         assert_eq!(clean_mode(0o2750, false), 0o755);
         assert_eq!(clean_mode(0o600, false), 0o604);
-        assert_eq!(clean_mode(0o1777, true), 0o1777);
+        assert_eq!(clean_mode(0o1777, true), 0o755);
+        assert_eq!(clean_mode(0o666, false), 0o644);
+        assert_eq!(clean_mode(0o777, false), 0o755);
         assert_eq!(clean_mode(0o500, true), 0o705);
     }
 
