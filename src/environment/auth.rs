@@ -111,11 +111,10 @@ pub(super) async fn bearer_token(
             query.append_pair("service", service);
         }
     }
-    // A realm elsewhere is asked anonymously: public images still pull, and the
-    // credentials never leave their registry.
-    let trusted = remote.may_get_credentials(&url);
+    // The realm is named by the image's own registry (challenges from anywhere else are
+    // refused before this): it may well be another host, as GitLab's is.
     let mut request = remote.http().get(url);
-    if let Some((user, password)) = remote.credentials().filter(|_| trusted) {
+    if let Some((user, password)) = remote.credentials() {
         request = request.header(
             reqwest::header::AUTHORIZATION,
             basic(user, password).expose_secret(),

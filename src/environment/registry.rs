@@ -28,6 +28,9 @@ const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
 const DOCKER_MANIFEST: &str = "application/vnd.docker.distribution.manifest.v2+json";
 const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
 const DOCKER_INDEX: &str = "application/vnd.docker.distribution.manifest.list.v2+json";
+/// Layers one image may have: Docker builds stay far below, and each layer costs a
+/// download and an unpack.
+const MAX_LAYERS: usize = 128;
 /// Manifests and configs are small; a registry sending more is not a registry.
 const MAX_DOCUMENT: usize = 8 << 20;
 /// Waiting for a connection, and for each read of a body: a big layer may take long in
@@ -212,18 +215,8 @@ impl<'a> Remote<'a> {
         &self.client.http
     }
 
-    pub(super) fn on_own_registry(&self, url: &Url) -> bool {
+    fn on_own_registry(&self, url: &Url) -> bool {
         host_port(url).eq_ignore_ascii_case(self.image.api_host())
-    }
-
-    /// Whether a token service at `url` may see the credentials: only on the registry's
-    /// own host, or Docker Hub's token service for Docker Hub.
-    pub(super) fn may_get_credentials(&self, url: &Url) -> bool {
-        self.on_own_registry(url)
-            || (self.image.registry() == "docker.io"
-                && url.scheme() == "https"
-                && url.host_str() == Some("auth.docker.io")
-                && url.port().is_none())
     }
 
     pub(super) fn credentials(&self) -> Option<(&str, &SecretString)> {
@@ -258,6 +251,12 @@ impl<'a> Remote<'a> {
         let (Some(config), Some(layer_descriptors)) = (document.config, document.layers) else {
             return Err(self.unsupported("its manifest has no config or no layers"));
         };
+        if layer_descriptors.len() > MAX_LAYERS {
+            return Err(self.unsupported(&format!(
+                "its manifest has {} layers, more than the {MAX_LAYERS} planwright unpacks; squash the image",
+                layer_descriptors.len()
+            )));
+        }
         let config_digest = self.digest(&config.digest)?;
         let config_blob = self.small_blob(&config_digest).await?;
         let parsed: ConfigDocument = serde_json::from_slice(&config_blob)
