@@ -38,9 +38,10 @@ RUN npm install --global \
     && npm cache clean --force
 
 FROM debian:${DEBIAN_RELEASE}-slim AS runtime-0
-# curl is for the health check; git for mirrors and pushes; bubblewrap is the sandbox.
+# curl is for the health check; git for mirrors and pushes; bubblewrap is the sandbox;
+# bash-static is the shell Claude Code's Bash tool gets in images without bash.
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends ca-certificates curl git bubblewrap \
+    && apt-get install -y --no-install-recommends ca-certificates curl git bubblewrap bash-static \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --uid 10001 --user-group --home-dir /data --shell /usr/sbin/nologin planwright \
     && mkdir -p /data \

@@ -18,6 +18,8 @@ pub(super) enum SandboxCommand {
     Run {
         #[arg(long)]
         workspace: PathBuf,
+        #[command(flatten)]
+        environment: Environment,
         /// `none`: no network at all; `setup`: the hosts given with --allow, through the
         /// egress proxy (HTTP_PROXY and friends are set inside).
         #[arg(long, value_enum, default_value = "none")]
@@ -38,7 +40,7 @@ pub(super) enum SandboxCommand {
         command: Vec<String>,
     },
     /// Inside a sandbox: relay 127.0.0.1:PORT to a mounted Unix socket for each bridge,
-    /// then run the command (or, without one, only relay).
+    /// then run the command.
     #[command(hide = true)]
     Relay {
         #[arg(long = "bridge", value_name = "PORT=SOCKET", value_parser = relay::parse_bridge, required = true)]
@@ -46,9 +48,40 @@ pub(super) enum SandboxCommand {
         /// A folder the command may write in; nothing else is writable (Landlock).
         #[arg(long)]
         writable: Vec<PathBuf>,
-        #[arg(last = true)]
+        #[arg(last = true, required = true)]
         command: Vec<String>,
     },
+}
+
+/// Where the sandbox's `/` comes from, as a run in an environment gets it; without any,
+/// the host's own programs.
+#[derive(clap::Args)]
+pub(super) struct Environment {
+    /// A root folder (an unpacked image's file system) shown read-only as `/`.
+    #[arg(long, value_name = "DIR")]
+    root: Option<PathBuf>,
+    /// A variable of the root's own environment, as an image's `Env` sets it; its `PATH`
+    /// comes before the sandbox's.
+    #[arg(long = "root-env", value_name = "NAME=VALUE", requires = "root", value_parser = parse_variable)]
+    root_env: Vec<(String, String)>,
+}
+
+impl Environment {
+    fn into_root(self) -> Option<sandbox::Root> {
+        self.root.map(|dir| sandbox::Root {
+            dir,
+            env: self.root_env,
+        })
+    }
+}
+
+fn parse_variable(arg: &str) -> Result<(String, String), String> {
+    match arg.split_once('=') {
+        Some((name, value)) if !name.is_empty() => Ok((name.to_owned(), value.to_owned())),
+        _ => Err(format!(
+            "Cannot use `{arg}` as a variable: expected NAME=VALUE"
+        )),
+    }
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -64,38 +97,33 @@ pub(super) fn run(command: SandboxCommand, config: Option<&Path>) -> anyhow::Res
             writable,
             command,
         } => {
-            let result = if command.is_empty() {
-                relay::serve(&bridges)
-            } else {
-                Err(relay::enter(&bridges, &writable, &command))
-            };
-            match result {
-                Ok(()) => Ok(ExitStatus::Success),
-                Err(e) => {
-                    eprintln!("planwright: {e:#}");
-                    // As shells do when a command cannot be run.
-                    Ok(ExitStatus::Code(127))
-                }
-            }
+            let e = relay::enter(&bridges, &writable, &command);
+            eprintln!("planwright: {e:#}");
+            // As shells do when a command cannot be run.
+            Ok(ExitStatus::Code(127))
         }
         SandboxCommand::Run {
             workspace,
+            environment,
             network,
             allow,
             timeout,
             hide,
             command,
-        } => run_command(workspace, network, &allow, timeout, hide, command, config),
+        } => {
+            let mut cmd = sandbox::Command::new(workspace, command);
+            cmd.root = environment.into_root();
+            cmd.limits.wall = std::time::Duration::from_secs(timeout);
+            run_command(cmd, network, &allow, hide, config)
+        }
     }
 }
 
 fn run_command(
-    workspace: PathBuf,
+    mut cmd: sandbox::Command,
     network: Network,
     allow: &[String],
-    timeout: u64,
     mut hide: Vec<PathBuf>,
-    command: Vec<String>,
     config: Option<&Path>,
 ) -> anyhow::Result<ExitStatus> {
     let allowlist = match network {
@@ -114,8 +142,6 @@ fn run_command(
     super::init_tracing(settings.log_format, "info");
     hide.extend(sandbox::hidden_paths(&settings));
     let bwrap = sandbox::Bwrap::new(hide)?;
-    let mut cmd = sandbox::Command::new(workspace, command);
-    cmd.limits.wall = std::time::Duration::from_secs(timeout);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

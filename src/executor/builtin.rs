@@ -369,6 +369,7 @@ impl Builtin {
         cmd.cwd = Some(attempt.cwd.clone());
         cmd.env = task.env.clone();
         cmd.read_only = task.read_only.clone();
+        cmd.root = task.environment.clone();
         cmd.limits.wall = asked.min(remaining);
         cmd.spill_dir = Some(task.records.join(format!("run-{step}")));
         let output = match self.sandbox.run(&cmd).await {

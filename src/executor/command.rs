@@ -118,6 +118,7 @@ impl Executor for CommandExecutor {
         cmd.cwd = Some(cwd);
         cmd.env = task.env.clone();
         cmd.read_only = task.read_only.clone();
+        cmd.root = task.environment.clone();
         cmd.env
             .push(("PLANWRIGHT_CONTRACT".into(), contract.display().to_string()));
         cmd.limits.wall = task.limits.wall;

@@ -17,7 +17,7 @@ use async_trait::async_trait;
 use crate::contract::Contract;
 use crate::git::Workspace;
 use crate::llm::ModelError;
-use crate::sandbox::SandboxError;
+use crate::sandbox::{Root, SandboxError};
 use crate::store::model_usage::Budget;
 
 pub use agent::AgentExecutor;
@@ -44,6 +44,9 @@ pub struct ExecutorTask {
     /// Host folders every sandboxed command of the run sees read-only at the same path:
     /// the mirror's objects the checkout's history lives in ([`Workspace::command`]).
     pub read_only: Vec<PathBuf>,
+    /// The sandbox's `/` for every command of the run: the environment image's unpacked
+    /// root, or `None` for the host's own programs.
+    pub environment: Option<Root>,
     /// The contract rendered for executors ([`brief`]).
     pub brief: String,
     /// `AGENTS.md` / `CLAUDE.md` from the checkout root, capped ([`repo_instructions`]).
@@ -104,6 +107,7 @@ impl ExecutorTask {
             repo,
             env: workspace.env(),
             read_only: vec![workspace.shared_objects().to_path_buf()],
+            environment: None,
             brief: brief(contract),
             feedback: None,
             limits,

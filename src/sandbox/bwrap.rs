@@ -1,9 +1,11 @@
 //! The bubblewrap sandbox: a read-only root built from an allowlist of host folders (the
-//! system's programs and libraries, a cleaned `/etc`), the workspace as the only writable
-//! place, private `/tmp` and `/run`, fresh `/proc` and `/dev`, every namespace unshared (no
-//! network but the bridged host sockets, see `relay.rs`), an unprivileged user of its own
-//! per run, and the secret paths covered up where an allowed folder holds them.
+//! system's programs and libraries, a cleaned `/etc`) or from an image's unpacked root,
+//! the workspace as the only writable place, private `/tmp` and `/run`, fresh `/proc` and
+//! `/dev`, every namespace unshared (no network but the bridged host sockets, see
+//! `relay.rs`), an unprivileged user of its own per run, and the secret paths covered up
+//! where an allowed folder holds them.
 
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::ops::Range;
 use std::os::fd::{AsRawFd, RawFd};
@@ -13,7 +15,9 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use async_trait::async_trait;
 
-use super::{Bridge, Command, Output, Sandbox, SandboxError, full_env, process, validate};
+use super::{
+    Bridge, Command, Output, Sandbox, SandboxError, carry, full_env, process, stdin, validate,
+};
 use crate::metrics::{self, RunOutcome};
 
 /// The user and group a command sees itself as inside the sandbox.
@@ -107,6 +111,31 @@ pub enum HostUser {
     Fixed(u32, u32),
 }
 
+/// Where everything in one run is shown, and the descriptors bwrap gets.
+struct Layout<'a> {
+    workspace: &'a Path,
+    workspace_fd: RawFd,
+    cwd: &'a Path,
+    /// The image root to show as `/`, or `None` for the host's allowlisted folders.
+    root: Option<&'a Path>,
+    read_only: &'a [PathBuf],
+    /// Host files brought in, by their path inside (see `carry.rs`).
+    carried: &'a BTreeMap<PathBuf, PathBuf>,
+    bridges: &'a [Bridge],
+    /// The relay program's descriptor and the command line that starts it.
+    relay: Option<(RawFd, &'a [String])>,
+    seccomp_fd: Option<RawFd>,
+    tmp_bytes: u64,
+}
+
+/// The host files a run brings in, by their path inside, and the command lines that
+/// start the command and the relay with them.
+struct Brought {
+    mounts: BTreeMap<PathBuf, PathBuf>,
+    argv: Vec<String>,
+    relay_launch: Option<Vec<String>>,
+}
+
 pub struct Bwrap {
     program: PathBuf,
     hidden: Vec<PathBuf>,
@@ -174,18 +203,7 @@ impl Bwrap {
     }
 
     /// The arguments to bwrap, up to and including `--`.
-    #[allow(clippy::too_many_arguments)]
-    fn args(
-        &self,
-        workspace: &Path,
-        workspace_fd: RawFd,
-        cwd: &Path,
-        read_only: &[PathBuf],
-        bridges: &[Bridge],
-        relay_fd: Option<RawFd>,
-        seccomp_fd: Option<RawFd>,
-        tmp_bytes: u64,
-    ) -> Vec<OsString> {
+    fn args(&self, layout: &Layout<'_>) -> Result<Vec<OsString>, SandboxError> {
         let mut args: Vec<OsString> = Vec::new();
         let mut push = |items: &[&str]| args.extend(items.iter().map(OsString::from));
         push(&[
@@ -211,13 +229,30 @@ impl Bwrap {
             .iter()
             .filter_map(|h| h.canonicalize().ok())
             .collect();
-        let shown = host_root(&hidden, &mut args);
-        memory_mounts(tmp_bytes, &mut args);
+        let shown = match layout.root {
+            None => host_root(&hidden, &mut args),
+            Some(dir) => {
+                let mut keep_out: Vec<&Path> = [layout.workspace, Path::new(carry::PREFIX)]
+                    .into_iter()
+                    .chain(layout.read_only.iter().map(PathBuf::as_path))
+                    .collect();
+                // The host's loader, which starts planwright's pieces, would load what an
+                // image's preload file names into them, before the relay confines itself.
+                let preload = Path::new("/etc/ld.so.preload");
+                if std::fs::symlink_metadata(dir.join("etc/ld.so.preload")).is_ok() {
+                    keep_out.push(preload);
+                }
+                image_root(dir, &keep_out, &mut args)?;
+                Vec::new()
+            }
+        };
+        memory_mounts(layout.tmp_bytes, &mut args);
         let visible: Vec<&Path> = shown
             .iter()
             .map(PathBuf::as_path)
-            .chain(read_only.iter().map(PathBuf::as_path))
-            .chain([workspace])
+            .chain(layout.read_only.iter().map(PathBuf::as_path))
+            .chain(layout.carried.values().map(PathBuf::as_path))
+            .chain([layout.workspace])
             .collect();
         let folder_covers = cover_hidden(&hidden, &visible, &mut args);
         // After the covers, so a workspace inside DATA_DIR is visible and nothing else
@@ -227,21 +262,28 @@ impl Bwrap {
         // before the run, see `unreachable_parent`).
         args.extend([
             "--bind-fd".into(),
-            workspace_fd.to_string().into(),
-            workspace.as_os_str().to_owned(),
+            layout.workspace_fd.to_string().into(),
+            layout.workspace.as_os_str().to_owned(),
             "--chdir".into(),
-            cwd.as_os_str().to_owned(),
+            layout.cwd.as_os_str().to_owned(),
         ]);
-        for path in read_only {
+        for path in layout.read_only {
             args.extend([
                 "--ro-bind".into(),
                 path.as_os_str().to_owned(),
                 path.as_os_str().to_owned(),
             ]);
         }
-        // `relay_fd` is set exactly when there are bridges (see `check_bridges`).
-        if let Some(fd) = relay_fd {
-            relay_mounts(fd, bridges, &mut args);
+        for (inside, host) in layout.carried {
+            args.extend([
+                "--ro-bind".into(),
+                host.as_os_str().to_owned(),
+                inside.as_os_str().to_owned(),
+            ]);
+        }
+        // `relay` is set exactly when there are bridges (see `check_bridges`).
+        if let Some((fd, _)) = layout.relay {
+            relay_mounts(fd, layout.bridges, &mut args);
         }
         // Last, once the mount points in them exist: the root itself (a tmpfs bubblewrap
         // made to hold the mounts above), /dev and the covers over hidden folders are
@@ -255,14 +297,92 @@ impl Bwrap {
             "--remount-ro".into(),
             "/".into(),
         ]);
-        if let Some(fd) = seccomp_fd {
+        if let Some(fd) = layout.seccomp_fd {
             args.extend(["--seccomp".into(), fd.to_string().into()]);
         }
         args.push("--".into());
-        if relay_fd.is_some() {
-            relay_command(workspace, bridges, &mut args);
+        if let Some((_, launch)) = layout.relay {
+            relay_command(layout.workspace, layout.bridges, launch, &mut args);
         }
-        args
+        Ok(args)
+    }
+
+    /// The root folder as a real path; one that would show a hidden path (being it, or
+    /// holding it) is refused.
+    fn check_root(&self, dir: &Path) -> Result<PathBuf, SandboxError> {
+        let real = dir.canonicalize().map_err(|e| {
+            SandboxError::InvalidCommand(format!(
+                "the root folder {} cannot be opened: {e}",
+                dir.display()
+            ))
+        })?;
+        if !real.is_dir() {
+            return Err(SandboxError::InvalidCommand(format!(
+                "the root folder {} is not a folder",
+                dir.display()
+            )));
+        }
+        if self
+            .hidden
+            .iter()
+            .filter_map(|h| h.canonicalize().ok())
+            .any(|h| h.starts_with(&real))
+        {
+            return Err(SandboxError::InvalidCommand(format!(
+                "cannot use {} as the root: it holds a path that must stay hidden",
+                dir.display()
+            )));
+        }
+        Ok(real)
+    }
+
+    /// What planwright brings in from the host for this command (see `carry.rs`): the
+    /// command's own program when it is a host one, the static programs it starts, and
+    /// the relay's loader and libraries.
+    fn carried(&self, command: &Command, relay: Option<&Path>) -> Result<Brought, SandboxError> {
+        let mut mounts = BTreeMap::new();
+        let mut argv = command.argv.clone();
+        if command.from_host {
+            let program = carry::program(Path::new(&command.argv[0]))
+                .map_err(|e| SandboxError::InvalidCommand(format!("{e:#}")))?;
+            argv.splice(..1, program.argv);
+            mounts.extend(program.mounts);
+        }
+        for path in &command.carry {
+            let (inside, host) = carry::static_program(path)
+                .map_err(|e| SandboxError::InvalidCommand(format!("{e:#}")))?;
+            mounts.insert(inside, host);
+        }
+        let relay_launch = match relay {
+            Some(path) => {
+                let relay = carry::executable(path, &format!("{INSIDE_RUN}/relay"))
+                    .map_err(|e| SandboxError::Unavailable(format!("{e:#}")))?;
+                mounts.extend(relay.mounts);
+                Some(relay.argv)
+            }
+            None => None,
+        };
+        let hidden: Vec<PathBuf> = self
+            .hidden
+            .iter()
+            .filter_map(|h| h.canonicalize().ok())
+            .collect();
+        for host in mounts.values() {
+            if hidden
+                .iter()
+                .any(|h| h.starts_with(host) || host.starts_with(h))
+            {
+                return Err(SandboxError::InvalidCommand(format!(
+                    "cannot bring {} into the sandbox: it is or holds a path that must stay                      hidden",
+                    host.display()
+                )));
+            }
+        }
+        Ok(Brought {
+            mounts,
+            argv,
+            relay_launch,
+        })
     }
 
     /// The read-only folders as real paths; one that would show a hidden path (being it,
@@ -379,9 +499,21 @@ impl Bwrap {
         let user = lease.as_ref().map(|(uid, gid, _)| (*uid, *gid));
         let relay = self.check_bridges(&command.bridges, user)?;
         let read_only = self.check_read_only(&command.read_only)?;
+        let root = command
+            .root
+            .as_ref()
+            .map(|r| self.check_root(&r.dir))
+            .transpose()?;
+        let Brought {
+            mounts: carried,
+            argv,
+            relay_launch,
+        } = self.carried(command, relay.as_deref())?;
         if let Some((uid, gid)) = user {
             for (path, what) in std::iter::once((&workspace, "workspace"))
                 .chain(read_only.iter().map(|p| (p, "read-only folder")))
+                .chain(root.iter().map(|p| (p, "root folder")))
+                .chain(carried.values().map(|p| (p, "host program or library")))
                 .chain(command.bridges.iter().map(|b| (&b.socket, "bridge socket")))
             {
                 if let Some((dir, mode)) = unreachable_parent(path, uid, gid) {
@@ -417,21 +549,26 @@ impl Bwrap {
         keep.extend(relay_file.as_ref().map(AsRawFd::as_raw_fd));
         keep.extend(seccomp.as_ref().map(AsRawFd::as_raw_fd));
 
+        let relay_fd = relay_file.as_ref().map(AsRawFd::as_raw_fd);
+        let layout = Layout {
+            workspace: &workspace,
+            workspace_fd: dir.as_raw_fd(),
+            cwd: &cwd,
+            root: root.as_deref(),
+            read_only: &read_only,
+            carried: &carried,
+            bridges: &command.bridges,
+            relay: relay_fd.zip(relay_launch.as_deref()),
+            seccomp_fd: seccomp.as_ref().map(AsRawFd::as_raw_fd),
+            tmp_bytes: command.limits.tmp_bytes,
+        };
         let mut cmd = tokio::process::Command::new(&self.program);
-        cmd.args(self.args(
-            &workspace,
-            dir.as_raw_fd(),
-            &cwd,
-            &read_only,
-            &command.bridges,
-            relay_file.as_ref().map(AsRawFd::as_raw_fd),
-            seccomp.as_ref().map(AsRawFd::as_raw_fd),
-            command.limits.tmp_bytes,
-        ))
-        .args(&command.argv)
-        // Nothing of planwright's environment: bwrap passes on exactly this.
-        .env_clear()
-        .envs(full_env(&workspace, command));
+        cmd.args(self.args(&layout)?)
+            .args(&argv)
+            // Nothing of planwright's environment: bwrap passes on exactly this.
+            .env_clear()
+            .envs(full_env(&workspace, command))
+            .stdin(stdin(command)?);
         if let Some((uid, gid)) = user {
             // std drops supplementary groups as well when root changes uid.
             cmd.uid(uid).gid(gid);
@@ -538,13 +675,16 @@ fn relay_mounts(relay_fd: RawFd, bridges: &[Bridge], args: &mut Vec<OsString>) {
     }
 }
 
-/// The relay listens on the bridged ports, then becomes the command (relay.rs).
-fn relay_command(workspace: &Path, bridges: &[Bridge], args: &mut Vec<OsString>) {
-    args.extend([
-        format!("{INSIDE_RUN}/relay").into(),
-        "sandbox".into(),
-        "relay".into(),
-    ]);
+/// The relay listens on the bridged ports, then becomes the command (relay.rs). It starts
+/// through `launch`, the host's loader (see `carry.rs`), so it runs in any root.
+fn relay_command(
+    workspace: &Path,
+    bridges: &[Bridge],
+    launch: &[String],
+    args: &mut Vec<OsString>,
+) {
+    args.extend(launch.iter().map(OsString::from));
+    args.extend(["sandbox".into(), "relay".into()]);
     for bridge in bridges {
         args.extend([
             "--bridge".into(),
@@ -561,6 +701,58 @@ fn relay_command(workspace: &Path, bridges: &[Bridge], args: &mut Vec<OsString>)
         "/dev".into(),
         "--".into(),
     ]);
+}
+
+/// Top-level folders of an image root that are never the image's: each run gets fresh ones.
+const FRESH: &[&str] = &["dev", "proc", "tmp", "run"];
+
+/// Shows the image root `dir` read-only as `/`, entry by entry on bubblewrap's own root,
+/// so that mount points (`keep_out`: the workspace, read-only folders, planwright's
+/// prefix) can be made without writing in the image, which many runs share. A folder on
+/// the way to one is made afresh and its other entries shown; the mount point itself, and
+/// a symlink or file in its way, are not the image's.
+fn image_root(
+    dir: &Path,
+    keep_out: &[&Path],
+    args: &mut Vec<OsString>,
+) -> Result<(), SandboxError> {
+    let mut stack = vec![PathBuf::from("/")];
+    while let Some(inside) = stack.pop() {
+        let host = dir.join(inside.strip_prefix("/").unwrap_or(&inside));
+        let mut names: Vec<OsString> = std::fs::read_dir(&host)
+            .with_context(|| format!("Could not list {}", host.display()))?
+            .map(|e| e.map(|e| e.file_name()))
+            .collect::<Result<_, _>>()
+            .with_context(|| format!("Could not list {}", host.display()))?;
+        names.sort();
+        for name in names {
+            let path = inside.join(&name);
+            if (inside == Path::new("/") && FRESH.iter().any(|f| name == *f))
+                || keep_out.contains(&path.as_path())
+            {
+                continue;
+            }
+            let source = host.join(&name);
+            let meta = std::fs::symlink_metadata(&source)
+                .with_context(|| format!("Could not inspect {}", source.display()))?;
+            if keep_out.iter().any(|k| k.starts_with(&path)) {
+                if meta.is_dir() {
+                    args.extend(["--dir".into(), path.clone().into_os_string()]);
+                    stack.push(path);
+                }
+                continue;
+            }
+            if meta.file_type().is_symlink() {
+                let target = std::fs::read_link(&source)
+                    .with_context(|| format!("Could not read {}", source.display()))?;
+                args.extend(["--symlink".into(), target.into_os_string(), path.into()]);
+            } else if meta.is_dir() || meta.is_file() {
+                args.extend(["--ro-bind".into(), source.into_os_string(), path.into()]);
+            }
+            // Sockets, fifos and devices are not shown: an image has no use for them.
+        }
+    }
+    Ok(())
 }
 
 /// Mounts the allowlisted host folders and `/etc` entries into `args`; returns the real

@@ -1,9 +1,11 @@
 //! Where model-written code runs: the [`Sandbox`] trait, what a run asks for ([`Command`],
-//! [`Limits`], [`Bridge`]s to host sockets) and what it gives back ([`Output`]). bubblewrap
+//! the [`Root`] it sees as `/`, [`Limits`], [`Bridge`]s to host sockets) and what it gives
+//! back ([`Output`]). bubblewrap
 //! (`bwrap.rs`) is the real implementation; [`Unsandboxed`] exists only for operators who
 //! opt out explicitly.
 
 pub mod bwrap;
+pub mod carry;
 pub mod cgroup;
 pub mod egress;
 pub mod landlock;
@@ -24,8 +26,22 @@ pub use bwrap::Bwrap;
 /// One command to run in a workspace.
 #[derive(Debug, Clone)]
 pub struct Command {
-    /// The program and its arguments; the program is looked up on the sandbox's `PATH`.
+    /// The program and its arguments; the program is looked up on the sandbox's `PATH`,
+    /// unless `from_host` says it is a host program.
     pub argv: Vec<String>,
+    /// `argv[0]` is a program on the host (planwright's own, such as a coding CLI),
+    /// brought in read-only with its loader and libraries so that it runs in any root
+    /// (see `carry.rs`), rather than one of the root's own.
+    pub from_host: bool,
+    /// Statically linked host programs the command starts by path, shown read-only at
+    /// `/.planwright/bin/NAME` in any root (see `carry::static_program`).
+    pub carry: Vec<PathBuf>,
+    /// The sandbox's `/`: an image's unpacked root, or `None` for the host's own
+    /// programs and libraries.
+    pub root: Option<Root>,
+    /// A file (usually inside the workspace) the command reads as its stdin; `None`:
+    /// an empty stdin.
+    pub stdin: Option<PathBuf>,
     /// The writable folder the command works in; everything else is read-only or hidden.
     pub workspace: PathBuf,
     /// Working directory relative to the workspace (`None`: the workspace itself).
@@ -52,6 +68,10 @@ impl Command {
     pub fn new(workspace: impl Into<PathBuf>, argv: Vec<String>) -> Self {
         Command {
             argv,
+            from_host: false,
+            carry: Vec::new(),
+            root: None,
+            stdin: None,
             workspace: workspace.into(),
             cwd: None,
             env: Vec::new(),
@@ -98,6 +118,26 @@ impl Command {
             "all_proxy",
         ] {
             self.env.push((name.into(), url.clone()));
+        }
+    }
+}
+
+/// A folder shown read-only as a sandbox's `/` in place of the host's, such as an OCI
+/// image's unpacked root file system, with the variables its image configuration sets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Root {
+    pub dir: PathBuf,
+    /// The image's `Env`: they come first, under the fixed allowlist and the command's
+    /// own variables, and its `PATH` leads the sandbox's.
+    pub env: Vec<(String, String)>,
+}
+
+impl Root {
+    /// A root with no variables of its own.
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Root {
+            dir: dir.into(),
+            env: Vec::new(),
         }
     }
 }
@@ -265,7 +305,20 @@ pub fn hidden_paths(settings: &Settings) -> Vec<PathBuf> {
 /// ones (exposed here only to be handed to the process).
 fn full_env(workspace: &Path, command: &Command) -> Vec<(String, String)> {
     use secrecy::ExposeSecret;
-    let mut env = base_env(workspace);
+    let image = command
+        .root
+        .as_ref()
+        .map(|r| r.env.as_slice())
+        .unwrap_or_default();
+    let mut env: Vec<(String, String)> = image.to_vec();
+    for (name, value) in base_env(workspace) {
+        // Later entries win: the allowlist's, except that the image's PATH comes first.
+        let value = match image.iter().rev().find(|(k, _)| k == "PATH") {
+            Some((_, first)) if name == "PATH" => format!("{first}:{value}"),
+            _ => value,
+        };
+        env.push((name, value));
+    }
     env.extend(command.env.iter().cloned());
     env.extend(
         command
@@ -284,6 +337,26 @@ pub fn base_env(workspace: &Path) -> Vec<(String, String)> {
         ("LANG".into(), "C.UTF-8".into()),
         ("TERM".into(), "dumb".into()),
     ]
+}
+
+/// The command's stdin: its file, opened by planwright (never through a symlink in its
+/// last component, which the sandbox could have planted), or nothing.
+fn stdin(command: &Command) -> Result<std::process::Stdio, SandboxError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let Some(path) = &command.stdin else {
+        return Ok(std::process::Stdio::null());
+    };
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|e| {
+            SandboxError::InvalidCommand(format!(
+                "the stdin file {} cannot be opened: {e}",
+                path.display()
+            ))
+        })?;
+    Ok(file.into())
 }
 
 /// Checks what every implementation relies on, and returns the absolute workspace and
@@ -391,6 +464,11 @@ impl Sandbox for Unsandboxed {
 
     async fn run(&self, command: &Command) -> Result<Output, SandboxError> {
         let (workspace, cwd) = validate(command)?;
+        if command.root.is_some() {
+            return Err(SandboxError::InvalidCommand(
+                "another root than the host's needs the bwrap sandbox".into(),
+            ));
+        }
         if !command.bridges.is_empty() {
             // Without a network namespace of its own, a run has no private loopback to put
             // the bridged ports on.
@@ -402,7 +480,8 @@ impl Sandbox for Unsandboxed {
         cmd.args(&command.argv[1..])
             .current_dir(cwd)
             .env_clear()
-            .envs(full_env(&workspace, command));
+            .envs(full_env(&workspace, command))
+            .stdin(stdin(command)?);
         let output =
             process::run(cmd, &command.limits, command.spill_dir.as_deref(), &[], &[]).await?;
         Ok(output.into_output(false))

@@ -78,8 +78,8 @@ pub(super) async fn run(
         // A crashing process must not write a core file of its whole memory.
         (libc::RLIMIT_CORE, 0),
     ];
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
+    // stdin is the caller's (see `sandbox::stdin`).
+    cmd.stdout(Stdio::piped())
         .stderr(Stdio::piped())
         // Its own group, so the timeout can kill everything it started at once.
         .process_group(0)

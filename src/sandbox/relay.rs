@@ -3,16 +3,11 @@
 //! mounted in, then confines itself (Landlock) and becomes the sandboxed command. The relay
 //! dies with the sandbox's pid namespace.
 
-use std::io::{BufRead, BufReader, Write};
 use std::net::{Ipv4Addr, TcpListener};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::Stdio;
 
 use anyhow::{Context, Result, bail};
-
-/// What the serving process prints once every port listens.
-const READY: &str = "ready";
 
 /// Parses a `PORT=SOCKET` argument of `--bridge`.
 pub fn parse_bridge(arg: &str) -> Result<(u16, PathBuf), String> {
@@ -55,45 +50,10 @@ pub fn enter(
     anyhow::Error::new(err).context(format!("Could not run {program}"))
 }
 
-/// Runs `planwright sandbox relay` without a command (see [`serve`]) and waits until it
-/// says every port listens, so the command never races the relay.
+/// Listens on `127.0.0.1:PORT` for every bridge and forks the server off, so the command
+/// never races the relay. No new program is started: inside an image root the relay runs
+/// through the host's loader (see `carry.rs`), which `/proc/self/exe` would name instead.
 fn start(bridges: &[(u16, PathBuf)]) -> Result<()> {
-    // The relay is a copy bubblewrap made from a descriptor, which has no path of its own
-    // to look up; the kernel's link to the running program always leads to it.
-    let mut cmd = std::process::Command::new("/proc/self/exe");
-    if let Some(name) = std::env::args_os().next() {
-        cmd.arg0(name);
-    }
-    cmd.args(["sandbox", "relay"]);
-    for (port, socket) in bridges {
-        cmd.arg("--bridge")
-            .arg(format!("{port}={}", socket.display()));
-    }
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .context("Could not start the relay")?;
-    let stdout = child
-        .stdout
-        .take()
-        .context("The relay's stdout is not piped")?;
-    let mut line = String::new();
-    BufReader::new(stdout)
-        .read_line(&mut line)
-        .context("Could not read from the relay")?;
-    // The first process only forks the server off and exits (see `serve`).
-    let status = child.wait().context("Could not wait for the relay")?;
-    if line.trim_end() != READY || !status.success() {
-        bail!("Could not start the relay for the bridged ports ({status})");
-    }
-    Ok(())
-}
-
-/// Listens on `127.0.0.1:PORT` for every bridge, detaches, reports readiness on stdout and
-/// relays connections until killed.
-pub fn serve(bridges: &[(u16, PathBuf)]) -> Result<()> {
     let mut listeners = Vec::with_capacity(bridges.len());
     for (port, socket) in bridges {
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, *port))
@@ -103,20 +63,41 @@ pub fn serve(bridges: &[(u16, PathBuf)]) -> Result<()> {
             .context("Could not make the listener non-blocking")?;
         listeners.push((listener, socket.clone()));
     }
-    // Detach: the server becomes a child of the sandbox's init rather than of the command,
+    // Twice: the server becomes a child of the sandbox's init rather than of the command,
     // which then has no child it did not start; init's exit takes it down with the rest.
-    // SAFETY: no other thread exists yet (the runtime starts below), so the child may run
-    // any code.
-    match unsafe { libc::fork() } {
+    // SAFETY: the relay has no other thread (its runtime starts in the server), so the
+    // children may run any code.
+    let middle = unsafe { libc::fork() };
+    match middle {
         -1 => return Err(std::io::Error::last_os_error()).context("Could not fork the relay"),
-        0 => {}
-        _ => return Ok(()),
+        0 => {
+            // SAFETY: as above; `_exit` skips what the parent still owns.
+            match unsafe { libc::fork() } {
+                0 => {
+                    if let Err(e) = serve(listeners) {
+                        eprintln!("planwright relay: {e:#}");
+                    }
+                    unsafe { libc::_exit(1) }
+                }
+                -1 => unsafe { libc::_exit(1) },
+                _ => unsafe { libc::_exit(0) },
+            }
+        }
+        _ => {}
     }
+    let mut status = 0;
+    // SAFETY: waits for the child forked above, into a local.
+    if unsafe { libc::waitpid(middle, &mut status, 0) } != middle
+        || !libc::WIFEXITED(status)
+        || libc::WEXITSTATUS(status) != 0
     {
-        let mut stdout = std::io::stdout().lock();
-        writeln!(stdout, "{READY}").context("Could not report readiness")?;
-        stdout.flush().context("Could not report readiness")?;
+        bail!("Could not start the relay for the bridged ports (status {status})");
     }
+    Ok(())
+}
+
+/// Relays connections on `listeners` until killed.
+fn serve(listeners: Vec<(TcpListener, PathBuf)>) -> Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_io()
         .build()

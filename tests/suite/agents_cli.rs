@@ -17,13 +17,14 @@ use planwright::executor::StopReason;
 use planwright::executor::agent::{self, AgentCli, AgentRun, Launch};
 use planwright::ids::{RunId, SessionId};
 use planwright::metering::proxy::{self, Capabilities, ProxyState};
-use planwright::sandbox::{Bwrap, Limits};
+use planwright::sandbox::{Bwrap, Limits, Root};
 use planwright::store::model_usage;
 use planwright::store::model_usage::Budget;
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::json;
 use support::TestDb;
 use support::model_server::{ModelServer, Recorded, ScriptUsage, Step};
+use support::roots;
 use tokio_util::sync::CancellationToken;
 
 const ANTHROPIC_KEY: &str = "sk-ant-real-key-for-the-cli-0123";
@@ -60,6 +61,8 @@ struct AgentSandbox {
     run: RunId,
     session: SessionId,
     stop: CancellationToken,
+    /// The sandbox's `/`, when not the host's.
+    image: Option<Root>,
 }
 
 impl Drop for AgentSandbox {
@@ -112,7 +115,16 @@ impl AgentSandbox {
             run: RunId::generate(),
             session: SessionId::generate(),
             stop,
+            image: None,
         }
+    }
+
+    /// Runs the CLIs in a busybox root: no libc, no node, no CLI of the image's own.
+    fn in_busybox_image(mut self) -> Self {
+        let dir = self.root.path().join("image");
+        std::fs::create_dir(&dir).unwrap();
+        self.image = Some(roots::busybox(&dir));
+        self
     }
 
     fn workspace(&self) -> PathBuf {
@@ -134,6 +146,7 @@ impl AgentSandbox {
             prompt: CONTRACT,
             home: &home,
             read_only: &[],
+            environment: self.image.as_ref(),
         };
         let limits = Limits {
             wall: Duration::from_secs(240),
@@ -235,6 +248,15 @@ fn usage() -> ScriptUsage {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn claude_code_edits_a_file_and_runs_a_command_through_the_proxy() {
+    claude_code_edits(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn claude_code_edits_a_file_and_runs_a_command_in_a_busybox_image() {
+    claude_code_edits(true).await;
+}
+
+async fn claude_code_edits(image: bool) {
     let world = AgentSandbox::start(|repo| {
         let file_path = repo.join("greeting.txt").display().to_string();
         // Inside the sandbox's writable folder but outside the checkout Claude Code works in.
@@ -270,6 +292,11 @@ async fn claude_code_edits_a_file_and_runs_a_command_through_the_proxy() {
         ]
     })
     .await;
+    let world = if image {
+        world.in_busybox_image()
+    } else {
+        world
+    };
     let file = world.workspace().join("repo/greeting.txt");
     let (run, token) = world
         .run(AgentCli::ClaudeCode, "claude-sonnet-4-5", Budget::usd(1.0))
@@ -302,6 +329,15 @@ async fn claude_code_edits_a_file_and_runs_a_command_through_the_proxy() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn codex_edits_a_file_through_the_proxy() {
+    codex_edits(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn codex_edits_a_file_in_a_busybox_image() {
+    codex_edits(true).await;
+}
+
+async fn codex_edits(image: bool) {
     let world = AgentSandbox::start(|_| {
         vec![
             Step::tool_call(
@@ -316,6 +352,11 @@ async fn codex_edits_a_file_through_the_proxy() {
         ]
     })
     .await;
+    let world = if image {
+        world.in_busybox_image()
+    } else {
+        world
+    };
     let file = world.workspace().join("repo/greeting.txt");
     let (run, token) = world.run(AgentCli::Codex, "gpt-5", Budget::usd(1.0)).await;
     let why = world.report(&run);

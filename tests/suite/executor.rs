@@ -4,6 +4,7 @@
 //! must be installed (CI installs it); without it these tests fail rather than skip.
 
 use crate::support;
+use crate::support::roots::{self, IMAGE_ONLY_FILE, IMAGE_ONLY_TOOL, IMAGE_RELEASE};
 
 use support::git_http::git;
 
@@ -745,5 +746,76 @@ async fn a_checkout_swapped_for_a_symlink_by_a_command_receives_no_writes() {
     assert!(err.to_string().contains("not a folder"), "{err}");
     assert!(!err.is_retryable());
     assert!(again.requests().is_empty());
+    world.done().await;
+}
+
+impl RunDirs {
+    /// The task with a busybox root as every command's `/`: no git, no libc, no
+    /// python; a tool and a file of the image's own.
+    fn task_in_busybox_image(&self) -> ExecutorTask {
+        let dir = self.dir.path().join("image");
+        std::fs::create_dir(&dir).unwrap();
+        let mut task = self.task(Limits::default());
+        task.environment = Some(roots::busybox(&dir));
+        task
+    }
+}
+
+#[tokio::test]
+async fn the_command_executor_runs_in_the_environment_image() {
+    let agent = format!(
+        "set -e
+grep -q 'goal-words' \"$PLANWRIGHT_CONTRACT\"
+sed -i 's/world/planwright/' greeting.txt
+test ! -e /usr/bin/git
+cat {IMAGE_ONLY_FILE}
+{IMAGE_ONLY_TOOL}"
+    );
+    let world = RunDirs::new(&[]).await;
+    let executor = CommandExecutor::new(&agent, sandbox(), None).unwrap();
+    let report = executor.run(&world.task_in_busybox_image()).await.unwrap();
+    assert_eq!(report.stop, StopReason::Finished, "{report:?}");
+    let transcript = std::fs::read_to_string(&report.transcript).unwrap();
+    assert!(transcript.contains(IMAGE_RELEASE), "{transcript}");
+    assert!(transcript.contains("image tool in busybox"), "{transcript}");
+    assert_eq!(
+        world.changed().await,
+        vec![ChangedFile {
+            path: "greeting.txt".into(),
+            change: Change::Modified
+        }]
+    );
+    world.done().await;
+}
+
+#[tokio::test]
+async fn the_builtin_executors_run_tool_runs_in_the_environment_image() {
+    let world = RunDirs::new(&[]).await;
+    let server = ModelServer::start(vec![
+        Step::tool_call(
+            "t1",
+            "edit_file",
+            json!({"path": "greeting.txt", "old": "world", "new": "planwright"}),
+        )
+        .when_tools(&["write_file", "edit_file", "run", "finish"]),
+        Step::tool_call(
+            "t2",
+            "run",
+            json!({"command": format!("sh check.sh && {IMAGE_ONLY_TOOL} && test ! -e /usr/bin/git && echo no host git"), "timeout_s": 60}),
+        )
+        .when_last_contains("edited `greeting.txt`"),
+        Step::tool_call("t3", "finish", json!({"summary": "Done in the image."}))
+            .when_last_contains("check passed"),
+    ])
+    .await;
+    let executor = Builtin::new(model(&server, "anthropic:claude-executor-test"), sandbox());
+    let report = executor.run(&world.task_in_busybox_image()).await.unwrap();
+    assert_eq!(report.stop, StopReason::Finished, "{report:?}");
+    let requests = server.requests();
+    let (run_result, run_error) = &tool_results(&requests[2].body)[0];
+    assert!(!run_error, "{run_result}");
+    for line in ["check passed", "image tool in busybox", "no host git"] {
+        assert!(run_result.contains(line), "{line}: {run_result}");
+    }
     world.done().await;
 }

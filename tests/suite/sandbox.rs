@@ -1,12 +1,16 @@
 //! Escape attempts against the real bubblewrap sandbox: each test does what a hostile
-//! executor would try and fails if it gets anywhere. bubblewrap must be installed (CI
-//! installs it); without it these tests fail rather than skip.
+//! executor would try and fails if it gets anywhere, on the host's root and again on an
+//! image root; then what an image root itself must show and keep. bubblewrap and
+//! busybox-static must be installed (CI installs them); without them these tests fail
+//! rather than skip.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use planwright::sandbox::{Bwrap, Command, Exit, Output, Sandbox};
+use planwright::sandbox::{Bwrap, Command, Exit, Output, Root, Sandbox};
+
+use crate::support::roots::{self, IMAGE_ONLY_FILE, IMAGE_ONLY_TOOL, IMAGE_PATH, IMAGE_RELEASE};
 
 const PRIVATE_KEY: &str = "-----BEGIN RSA PRIVATE KEY----- sandbox-test-private-key";
 const DATABASE: &str = "SQLite format 3 sandbox-test-database";
@@ -20,6 +24,8 @@ struct DataDir {
     data: PathBuf,
     workspace: PathBuf,
     logs: PathBuf,
+    /// The `/` every command of the test gets, when not the host's.
+    image: Option<Root>,
 }
 
 impl DataDir {
@@ -43,7 +49,23 @@ impl DataDir {
             data,
             workspace,
             logs,
+            image: None,
         }
+    }
+
+    /// The same, with every command in an image root that has the host's tools (the
+    /// escape attempts need curl, bash and python3) and files of its own.
+    fn in_image() -> Self {
+        DataDir {
+            image: Some(roots::host_like()),
+            ..DataDir::new()
+        }
+    }
+
+    /// A host user no other test uses, different for the two roots so that both
+    /// variants of a test may run at once.
+    fn own_uid(&self, uid: u32) -> u32 {
+        if self.image.is_some() { uid + 100 } else { uid }
     }
 
     fn sandbox(&self) -> Bwrap {
@@ -62,7 +84,10 @@ impl DataDir {
         self.run(&self.sandbox(), self.command(script)).await
     }
 
-    async fn run(&self, sandbox: &Bwrap, command: Command) -> Output {
+    async fn run(&self, sandbox: &Bwrap, mut command: Command) -> Output {
+        if command.root.is_none() {
+            command.root = self.image.clone();
+        }
         sandbox.run(&command).await.expect("the sandbox runs")
     }
 }
@@ -77,9 +102,31 @@ fn report(out: &Output) -> String {
     )
 }
 
-#[tokio::test]
-async fn the_network_is_unreachable() {
-    let world = DataDir::new();
+crate::on_both_roots!(
+    DataDir:
+    the_network_is_unreachable,
+    writes_land_in_the_workspace_only,
+    data_dir_is_hidden_under_every_name,
+    nothing_of_the_parents_environment_gets_in,
+    runs_unprivileged_and_cannot_read_root_only_files,
+    no_descriptor_of_the_parent_gets_in,
+    the_timeout_kills_the_whole_tree,
+    output_is_capped_and_the_rest_counted_and_spilled,
+    the_process_limit_stops_a_fork_bomb,
+    the_memory_limit_stops_a_memory_hog,
+    the_cpu_and_file_size_limits_hold,
+    exit_codes_and_signals_are_reported,
+    a_working_directory_outside_the_workspace_is_refused,
+    another_runs_workspace_cannot_be_read,
+    the_settings_file_key_files_and_a_home_are_not_in_the_sandbox,
+    a_host_unix_socket_outside_run_cannot_be_reached,
+    two_runs_at_the_process_limit_do_not_starve_each_other,
+    kernel_facing_system_calls_are_refused,
+    memory_backed_folders_are_bounded,
+    a_run_in_its_own_control_group_cannot_add_up_memory_across_processes,
+);
+
+async fn the_network_is_unreachable(world: DataDir) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -102,9 +149,7 @@ async fn the_network_is_unreachable() {
     );
 }
 
-#[tokio::test]
-async fn writes_land_in_the_workspace_only() {
-    let world = DataDir::new();
+async fn writes_land_in_the_workspace_only(world: DataDir) {
     let host_tmp = PathBuf::from(format!("/tmp/planwright-escape-{}", std::process::id()));
     let out = world
         .sh(&format!(
@@ -136,9 +181,7 @@ async fn writes_land_in_the_workspace_only() {
     );
 }
 
-#[tokio::test]
-async fn data_dir_is_hidden_under_every_name() {
-    let world = DataDir::new();
+async fn data_dir_is_hidden_under_every_name(world: DataDir) {
     std::os::unix::fs::symlink(
         world.data.join("github-app.pem"),
         world.workspace.join("key-link"),
@@ -169,12 +212,10 @@ async fn data_dir_is_hidden_under_every_name() {
     assert_eq!(stdout.trim(), "workspaces", "{}", report(&out));
 }
 
-#[tokio::test]
-async fn nothing_of_the_parents_environment_gets_in() {
+async fn nothing_of_the_parents_environment_gets_in(world: DataDir) {
     // SAFETY: nextest runs each test in its own process, and this test starts no thread
     // that reads the environment before this line.
     unsafe { std::env::set_var("PLANWRIGHT_TEST_SECRET", "hunter2-sandbox-secret") };
-    let world = DataDir::new();
     let mut cmd = world.command("env; echo ---; tr '\\0' '\\n' < /proc/1/environ");
     cmd.env.push(("GIVEN_BY_CALLER".into(), "yes".into()));
     let out = world.run(&world.sandbox(), cmd).await;
@@ -210,9 +251,7 @@ async fn nothing_of_the_parents_environment_gets_in() {
     }
 }
 
-#[tokio::test]
-async fn runs_unprivileged_and_cannot_read_root_only_files() {
-    let world = DataDir::new();
+async fn runs_unprivileged_and_cannot_read_root_only_files(world: DataDir) {
     let out = world
         .sh("id -u; grep CapEff /proc/self/status; cat /etc/shadow; ls /root")
         .await;
@@ -233,9 +272,7 @@ async fn runs_unprivileged_and_cannot_read_root_only_files() {
     );
 }
 
-#[tokio::test]
-async fn no_descriptor_of_the_parent_gets_in() {
-    let world = DataDir::new();
+async fn no_descriptor_of_the_parent_gets_in(world: DataDir) {
     let marker = world.root.path().join("inherited-marker");
     std::fs::write(&marker, "x").unwrap();
     let path = std::ffi::CString::new(marker.to_str().unwrap()).unwrap();
@@ -266,11 +303,9 @@ fn processes_of(uid: u32) -> usize {
         .count()
 }
 
-#[tokio::test]
-async fn the_timeout_kills_the_whole_tree() {
-    const UID: u32 = 64_001;
-    let world = DataDir::new();
-    let sandbox = world.sandbox().with_host_user(UID, UID);
+async fn the_timeout_kills_the_whole_tree(world: DataDir) {
+    let uid = world.own_uid(64_001);
+    let sandbox = world.sandbox().with_host_user(uid, uid);
     let mut cmd = world.command("sleep 1000 & (sleep 1000 &); echo started; sleep 1000");
     cmd.limits.wall = Duration::from_secs(2);
     let out = world.run(&sandbox, cmd).await;
@@ -280,7 +315,7 @@ async fn the_timeout_kills_the_whole_tree() {
     assert_eq!(out.stdout.text(), "started\n");
     // The pid namespace goes down with bwrap; wait for the kernel to finish reaping.
     let deadline = Instant::now() + Duration::from_secs(10);
-    while processes_of(UID) > 0 {
+    while processes_of(uid) > 0 {
         assert!(
             Instant::now() < deadline,
             "processes of the sandbox survived the timeout"
@@ -289,9 +324,7 @@ async fn the_timeout_kills_the_whole_tree() {
     }
 }
 
-#[tokio::test]
-async fn output_is_capped_and_the_rest_counted_and_spilled() {
-    let world = DataDir::new();
+async fn output_is_capped_and_the_rest_counted_and_spilled(world: DataDir) {
     let mut cmd = world.command("head -c 30000000 /dev/zero; echo tail >&2");
     cmd.limits.output_bytes = 1 << 20;
     cmd.limits.spill_bytes = 4 << 20;
@@ -308,12 +341,10 @@ async fn output_is_capped_and_the_rest_counted_and_spilled() {
     assert_eq!(out.stderr.spilled, None);
 }
 
-#[tokio::test]
-async fn the_process_limit_stops_a_fork_bomb() {
+async fn the_process_limit_stops_a_fork_bomb(world: DataDir) {
     // A host user of its own: the process limit counts every process of the user.
-    const UID: u32 = 64_002;
-    let world = DataDir::new();
-    let sandbox = world.sandbox().with_host_user(UID, UID);
+    let uid = world.own_uid(64_002);
+    let sandbox = world.sandbox().with_host_user(uid, uid);
     // `echo` is a builtin: the count keeps coming once forking fails.
     let mut cmd =
         world.command("i=0; while [ $i -lt 200 ]; do sleep 30 & i=$((i+1)); echo $i; done");
@@ -332,9 +363,7 @@ async fn the_process_limit_stops_a_fork_bomb() {
     assert!(!out.timed_out, "{}", report(&out));
 }
 
-#[tokio::test]
-async fn the_memory_limit_stops_a_memory_hog() {
-    let world = DataDir::new();
+async fn the_memory_limit_stops_a_memory_hog(world: DataDir) {
     let mut cmd =
         world.command("x=$(head -c 600000000 /dev/zero | tr '\\0' a); echo survived ${#x}");
     cmd.limits.memory_bytes = 256 << 20;
@@ -343,9 +372,7 @@ async fn the_memory_limit_stops_a_memory_hog() {
     assert!(!out.exit.success(), "{}", report(&out));
 }
 
-#[tokio::test]
-async fn the_cpu_and_file_size_limits_hold() {
-    let world = DataDir::new();
+async fn the_cpu_and_file_size_limits_hold(world: DataDir) {
     let mut cmd = world.command("head -c 5000000 /dev/zero > big; echo $?");
     cmd.limits.file_size_bytes = 1 << 20;
     let out = world.run(&world.sandbox(), cmd).await;
@@ -370,9 +397,7 @@ async fn the_cpu_and_file_size_limits_hold() {
     );
 }
 
-#[tokio::test]
-async fn exit_codes_and_signals_are_reported() {
-    let world = DataDir::new();
+async fn exit_codes_and_signals_are_reported(world: DataDir) {
     assert_eq!(world.sh("exit 7").await.exit, Exit::Code(7));
     assert_eq!(world.sh("true").await.exit, Exit::Code(0));
     assert_eq!(
@@ -381,9 +406,7 @@ async fn exit_codes_and_signals_are_reported() {
     );
 }
 
-#[tokio::test]
-async fn a_working_directory_outside_the_workspace_is_refused() {
-    let world = DataDir::new();
+async fn a_working_directory_outside_the_workspace_is_refused(world: DataDir) {
     let mut cmd = world.command("pwd");
     cmd.cwd = Some("../../".into());
     assert!(world.sandbox().run(&cmd).await.is_err());
@@ -396,9 +419,7 @@ async fn a_working_directory_outside_the_workspace_is_refused() {
     );
 }
 
-#[tokio::test]
-async fn another_runs_workspace_cannot_be_read() {
-    let world = DataDir::new();
+async fn another_runs_workspace_cannot_be_read(world: DataDir) {
     let other = world.data.join("workspaces").join("run-2");
     std::fs::create_dir_all(&other).unwrap();
     std::fs::write(other.join("notes.txt"), "another-run-secret").unwrap();
@@ -569,9 +590,7 @@ impl HostSecrets {
     }
 }
 
-#[tokio::test]
-async fn the_settings_file_key_files_and_a_home_are_not_in_the_sandbox() {
-    let world = DataDir::new();
+async fn the_settings_file_key_files_and_a_home_are_not_in_the_sandbox(world: DataDir) {
     // Readable by anyone: the sandbox's own user could read them wherever they are shown.
     let secrets = HostSecrets::new(world.root.path(), 0o644);
     let out = world.sh(&secrets.script()).await;
@@ -646,9 +665,7 @@ fn a_planwright_that_is_not_root_shows_none_of_its_users_files() {
     secrets.assert_none_leaked(&stdout, &report);
 }
 
-#[tokio::test]
-async fn a_host_unix_socket_outside_run_cannot_be_reached() {
-    let world = DataDir::new();
+async fn a_host_unix_socket_outside_run_cannot_be_reached(world: DataDir) {
     // Where a host service might listen (Fly's /.fly/api is one), open to everyone.
     let socket = world.root.path().join("host-api.sock");
     let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
@@ -671,9 +688,7 @@ async fn a_host_unix_socket_outside_run_cannot_be_reached() {
     );
 }
 
-#[tokio::test]
-async fn two_runs_at_the_process_limit_do_not_starve_each_other() {
-    let world = DataDir::new();
+async fn two_runs_at_the_process_limit_do_not_starve_each_other(world: DataDir) {
     let other = world.data.join("workspaces").join("run-2");
     std::fs::create_dir_all(&other).unwrap();
     let gate = world.workspace.join("gate");
@@ -702,6 +717,7 @@ open('gate').read()
     );
     full.limits.processes = 32;
     full.limits.wall = Duration::from_secs(120);
+    full.root = world.image.clone();
     let sandbox = world.sandbox();
     let hog = tokio::spawn(async move { sandbox.run(&full).await });
     let marker = world.workspace.join("full");
@@ -797,9 +813,7 @@ fn sandbox_run_refuses_to_start_when_the_settings_that_name_data_dir_do_not_load
     assert!(stderr.contains("log_format"), "{stderr}");
 }
 
-#[tokio::test]
-async fn kernel_facing_system_calls_are_refused() {
-    let world = DataDir::new();
+async fn kernel_facing_system_calls_are_refused(world: DataDir) {
     // Harmless arguments: what matters is whether the kernel gets to look at them. Without
     // a filter, PTRACE_TRACEME and a key in the process keyring simply succeed.
     let calls = [
@@ -862,9 +876,7 @@ async fn kernel_facing_system_calls_are_refused() {
     }
 }
 
-#[tokio::test]
-async fn memory_backed_folders_are_bounded() {
-    let world = DataDir::new();
+async fn memory_backed_folders_are_bounded(world: DataDir) {
     // What lands in a tmpfs is host memory: each place fills up at its size, or cannot be
     // written at all. Files may be larger than any of them, so only the sizes stop it.
     let mut cmd = world.command(&format!(
@@ -901,9 +913,7 @@ async fn memory_backed_folders_are_bounded() {
     }
 }
 
-#[tokio::test]
-async fn a_run_in_its_own_control_group_cannot_add_up_memory_across_processes() {
-    let world = DataDir::new();
+async fn a_run_in_its_own_control_group_cannot_add_up_memory_across_processes(world: DataDir) {
     // Four processes of 100 MiB each stay under the per-process limit (RLIMIT_AS); only
     // a limit on the whole run stops them together. Each holds its memory until every
     // other one has reported, or one of them is killed.
@@ -941,4 +951,202 @@ os.close(hold_w)
     cmd.limits.wall = Duration::from_secs(120);
     let out = world.run(&world.sandbox(), cmd).await;
     assert_eq!(out.stdout.text(), "killed\n", "{}", report(&out));
+}
+
+/// An image root in a folder of the test's own, outside DATA_DIR.
+fn image_root(world: &DataDir, build: fn(&Path) -> Root) -> Root {
+    let dir = world.root.path().join("image");
+    std::fs::create_dir(&dir).unwrap();
+    build(&dir)
+}
+
+fn in_root(world: &DataDir, root: &Root, script: &str) -> Command {
+    let mut cmd = world.command(script);
+    cmd.root = Some(root.clone());
+    cmd
+}
+
+#[tokio::test]
+async fn an_image_root_is_the_commands_root_with_its_env_and_path_first() {
+    let world = DataDir::new();
+    let root = image_root(&world, roots::busybox);
+    assert!(
+        Path::new("/etc/debian_version").exists(),
+        "the host is Debian"
+    );
+    let script = format!(
+        "cat {IMAGE_ONLY_FILE}
+         for f in /etc/debian_version /usr/bin/python3 /opt/planwright-agents; do
+           test -e $f && echo HOST $f
+         done
+         {IMAGE_ONLY_TOOL}
+         echo \"PATH=$PATH\"; echo \"HOME=$HOME\"; ls -A {data}",
+        data = world.data.display()
+    );
+    let out = world
+        .run(&world.sandbox(), in_root(&world, &root, &script))
+        .await;
+    let stdout = out.stdout.text();
+    assert!(out.exit.success(), "{}", report(&out));
+    assert!(stdout.starts_with(IMAGE_RELEASE), "{}", report(&out));
+    assert!(!stdout.contains("HOST"), "{}", report(&out));
+    // Of DATA_DIR, only the way down to the workspace.
+    assert!(stdout.ends_with("\nworkspaces\n"), "{}", report(&out));
+    assert!(
+        stdout.contains("image tool in busybox\n"),
+        "{}",
+        report(&out)
+    );
+    assert!(
+        stdout.contains(&format!("PATH={IMAGE_PATH}:/usr/local/bin:/usr/bin:/bin\n")),
+        "{}",
+        report(&out)
+    );
+    // The run's own HOME, not the image's.
+    assert!(
+        stdout.contains(&format!("HOME={}\n", world.workspace.display())),
+        "{}",
+        report(&out)
+    );
+    // The same command on the host's root finds neither the file nor the tool.
+    let out = world
+        .sh(&format!("cat {IMAGE_ONLY_FILE}; {IMAGE_ONLY_TOOL}"))
+        .await;
+    assert!(
+        !out.stdout.text().contains("planwright test image"),
+        "{}",
+        report(&out)
+    );
+    assert_eq!(out.exit, Exit::Code(127), "{}", report(&out));
+}
+
+#[tokio::test]
+async fn in_an_image_only_the_workspace_tmp_and_home_are_writable_and_the_image_stays_as_it_was() {
+    let world = DataDir::new();
+    let root = image_root(&world, roots::busybox);
+    // A folder of the image on the way to the workspace: the workspace's mount point must
+    // not be made in the image, which other runs share, and the folder's files stay.
+    let top = world.workspace.components().nth(1).unwrap();
+    let on_the_way = root.dir.join(top).join("from-the-image");
+    std::fs::create_dir_all(on_the_way.parent().unwrap()).unwrap();
+    std::fs::write(&on_the_way, "kept").unwrap();
+    let listing = |dir: &Path| -> Vec<PathBuf> {
+        let mut all: Vec<PathBuf> = walk(dir);
+        all.sort();
+        all
+    };
+    let before = listing(&root.dir);
+    let home = world.workspace.join("home");
+    std::fs::create_dir(&home).unwrap();
+    let mut cmd = in_root(
+        &world,
+        &root,
+        &format!(
+            "for f in /escaped /etc/escaped /bin/escaped /opt/image/bin/escaped /var/lib/escaped \
+                      /root/escaped /.planwright/escaped; do
+               if echo x > $f; then echo WROTE $f; fi
+             done
+             rm /bin/sh && echo REMOVED
+             cat /{top}/from-the-image && echo
+             echo x > /tmp/t && echo TMP
+             echo x > $HOME/h && echo HOME
+             echo x > in-workspace && echo WORKSPACE",
+            top = Path::new(&top).display()
+        ),
+    );
+    cmd.env.push(("HOME".into(), home.display().to_string()));
+    let out = world.run(&world.sandbox(), cmd).await;
+    let stdout = out.stdout.text();
+    assert!(!stdout.contains("WROTE"), "{}", report(&out));
+    assert!(!stdout.contains("REMOVED"), "{}", report(&out));
+    for wrote in ["kept\n", "TMP", "HOME", "WORKSPACE"] {
+        assert!(stdout.contains(wrote), "{wrote}: {}", report(&out));
+    }
+    assert!(home.join("h").exists() && world.workspace.join("in-workspace").exists());
+    assert_eq!(listing(&root.dir), before, "the image folder changed");
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() && !path.is_symlink() {
+            found.extend(walk(&path));
+        }
+        found.push(path);
+    }
+    found
+}
+
+#[tokio::test]
+async fn a_root_that_holds_a_hidden_path_or_is_no_folder_is_refused() {
+    let world = DataDir::new();
+    for (dir, says) in [
+        (world.root.path().to_path_buf(), "must stay hidden"),
+        (world.data.join("planwright.db"), "is not a folder"),
+        (world.root.path().join("missing"), "cannot be opened"),
+    ] {
+        let cmd = in_root(&world, &Root::new(&dir), "true");
+        let err = world.sandbox().run(&cmd).await.unwrap_err().to_string();
+        assert!(err.contains(says), "{}: {err}", dir.display());
+    }
+}
+
+#[test]
+fn sandbox_run_tries_a_command_in_a_root_folder_as_a_run_would() {
+    let world = DataDir::new();
+    let root = image_root(&world, roots::busybox);
+    let sandbox_run = |extra: &[&str], command: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_planwright"))
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .args(["sandbox", "run", "--workspace"])
+            .arg(&world.workspace)
+            .args(extra)
+            .arg("--")
+            .args(command)
+            .output()
+            .unwrap()
+    };
+    let dir = root.dir.display().to_string();
+    let path = format!("PATH={IMAGE_PATH}");
+    let out = sandbox_run(
+        &[
+            "--root",
+            &dir,
+            "--root-env",
+            &path,
+            "--root-env",
+            "IMAGE_FLAVOUR=the cli",
+        ],
+        &[
+            "sh",
+            "-c",
+            &format!("cat {IMAGE_ONLY_FILE}; {IMAGE_ONLY_TOOL}"),
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(stdout, format!("{IMAGE_RELEASE}image tool in the cli\n"));
+
+    let out = sandbox_run(
+        &[
+            "--root",
+            &world.root.path().join("missing").display().to_string(),
+        ],
+        &["true"],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("the root folder") && stderr.contains("cannot be opened"),
+        "{stderr}"
+    );
+    let out = sandbox_run(&["--root-env", "A=b"], &["true"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--root"));
 }

@@ -12,9 +12,11 @@ use std::time::{Duration, Instant};
 
 use planwright::sandbox::bwrap::HostUser;
 use planwright::sandbox::egress::{Allowlist, EgressProxy};
-use planwright::sandbox::{Bridge, Bwrap, Command, MODEL_PROXY_PORT, Output, Sandbox};
+use planwright::sandbox::{Bridge, Bwrap, Command, MODEL_PROXY_PORT, Output, Root, Sandbox};
 use secrecy::SecretString;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use crate::support::roots;
 
 const TOKEN: &str = "cap-token-for-this-run-4b1d";
 
@@ -23,6 +25,8 @@ const TOKEN: &str = "cap-token-for-this-run-4b1d";
 struct SandboxDirs {
     root: tempfile::TempDir,
     workspace: PathBuf,
+    /// The `/` every command of the test gets, when not the host's.
+    image: Option<Root>,
 }
 
 impl SandboxDirs {
@@ -33,7 +37,26 @@ impl SandboxDirs {
         for dir in [root.path(), &workspace] {
             std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
         }
-        SandboxDirs { root, workspace }
+        SandboxDirs {
+            root,
+            workspace,
+            image: None,
+        }
+    }
+
+    /// The same, with every command in an image root that has the host's tools (curl,
+    /// bash, python3) and files of its own.
+    fn in_image() -> Self {
+        SandboxDirs {
+            image: Some(roots::host_like()),
+            ..SandboxDirs::new()
+        }
+    }
+
+    /// A host user no other test uses, different for the two roots so that both
+    /// variants of a test may run at once.
+    fn own_uid(&self, uid: u32) -> u32 {
+        if self.image.is_some() { uid + 100 } else { uid }
     }
 
     fn socket(&self, name: &str) -> PathBuf {
@@ -47,10 +70,12 @@ impl SandboxDirs {
     }
 
     fn command(&self, script: &str) -> Command {
-        Command::new(
+        let mut cmd = Command::new(
             &self.workspace,
             vec!["sh".into(), "-c".into(), script.into()],
-        )
+        );
+        cmd.root = self.image.clone();
+        cmd
     }
 
     async fn run(&self, command: &Command) -> Output {
@@ -206,9 +231,21 @@ async fn ask_proxy(proxy: &EgressProxy, request: &str) -> String {
     String::from_utf8_lossy(&answer).into_owned()
 }
 
-#[tokio::test]
-async fn a_bridge_carries_model_requests_to_the_host_socket() {
-    let world = SandboxDirs::new();
+crate::on_both_roots!(
+    SandboxDirs:
+    a_bridge_carries_model_requests_to_the_host_socket,
+    the_environment_has_the_base_urls_and_the_token_and_nothing_else_secret,
+    without_a_bridge_there_is_no_relay_and_nothing_connects,
+    setup_reaches_an_allowlisted_registry_by_connect_and_plain_http,
+    setup_refuses_other_hosts_with_403_and_logs_the_denial,
+    the_proxy_refuses_the_metadata_service_and_names_resolving_to_loopback,
+    no_resolver_is_reachable_inside,
+    the_relay_dies_with_the_sandbox,
+    a_bridged_command_writes_only_where_the_mounts_allow_and_cannot_kill_the_relay,
+    the_relay_comes_in_by_content_from_a_folder_the_sandbox_user_cannot_enter,
+);
+
+async fn a_bridge_carries_model_requests_to_the_host_socket(world: SandboxDirs) {
     let socket = world.socket("model.sock");
     let server = Recorder::on_unix(&socket);
     let mut cmd = world.command(
@@ -233,15 +270,15 @@ async fn a_bridge_carries_model_requests_to_the_host_socket() {
     assert!(heads[1].contains(&format!("Authorization: Bearer {TOKEN}\r\n")));
 }
 
-#[tokio::test]
-async fn the_environment_has_the_base_urls_and_the_token_and_nothing_else_secret() {
+async fn the_environment_has_the_base_urls_and_the_token_and_nothing_else_secret(
+    world: SandboxDirs,
+) {
     // SAFETY: nextest runs each test in its own process, and no thread reading the
     // environment exists yet.
     unsafe {
         std::env::set_var("ANTHROPIC_API_KEY", "sk-ant-real-provider-key");
         std::env::set_var("PLANWRIGHT_GITHUB_WEBHOOK_SECRET", "hunter2-webhook");
     }
-    let world = SandboxDirs::new();
     let socket = world.socket("model.sock");
     let _server = Recorder::on_unix(&socket);
     let mut cmd = world
@@ -287,9 +324,7 @@ async fn the_environment_has_the_base_urls_and_the_token_and_nothing_else_secret
     assert!(!cmdlines.contains(TOKEN), "{}", report(&out));
 }
 
-#[tokio::test]
-async fn without_a_bridge_there_is_no_relay_and_nothing_connects() {
-    let world = SandboxDirs::new();
+async fn without_a_bridge_there_is_no_relay_and_nothing_connects(world: SandboxDirs) {
     let socket = world.socket("model.sock");
     let server = Recorder::on_unix(&socket);
     let out = world
@@ -316,9 +351,7 @@ fn egress_port() -> u16 {
     planwright::sandbox::egress::PORT
 }
 
-#[tokio::test]
-async fn setup_reaches_an_allowlisted_registry_by_connect_and_plain_http() {
-    let world = SandboxDirs::new();
+async fn setup_reaches_an_allowlisted_registry_by_connect_and_plain_http(world: SandboxDirs) {
     let (registry, port) = Recorder::on_tcp().await;
     let proxy = egress(
         &world,
@@ -369,9 +402,7 @@ async fn setup_reaches_an_allowlisted_registry_by_connect_and_plain_http() {
     }
 }
 
-#[tokio::test]
-async fn setup_refuses_other_hosts_with_403_and_logs_the_denial() {
-    let world = SandboxDirs::new();
+async fn setup_refuses_other_hosts_with_403_and_logs_the_denial(world: SandboxDirs) {
     let (_registry, port) = Recorder::on_tcp().await;
     let (other, other_port) = Recorder::on_tcp().await;
     let proxy = egress(&world, &[&format!("127.0.0.1:{port}")], "run-deny-3").await;
@@ -405,9 +436,9 @@ async fn setup_refuses_other_hosts_with_403_and_logs_the_denial() {
     }
 }
 
-#[tokio::test]
-async fn the_proxy_refuses_the_metadata_service_and_names_resolving_to_loopback() {
-    let world = SandboxDirs::new();
+async fn the_proxy_refuses_the_metadata_service_and_names_resolving_to_loopback(
+    world: SandboxDirs,
+) {
     let (registry, port) = Recorder::on_tcp().await;
     // `.localhost` covers the name `localhost` by a domain rule, which does not name the
     // loopback address; `localhost:PORT` itself would.
@@ -456,9 +487,7 @@ async fn the_proxy_refuses_the_metadata_service_and_names_resolving_to_loopback(
     assert_eq!(registry.connections(), 1);
 }
 
-#[tokio::test]
-async fn no_resolver_is_reachable_inside() {
-    let world = SandboxDirs::new();
+async fn no_resolver_is_reachable_inside(world: SandboxDirs) {
     let proxy = egress(&world, &["crates.io"], "run-dns-1").await;
     let host_udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     host_udp.set_nonblocking(true).unwrap();
@@ -487,6 +516,11 @@ async fn no_resolver_is_reachable_inside() {
 }
 
 /// Host processes of `uid` whose command line starts with `prefix`.
+/// How the relay's processes show in `/proc/PID/cmdline`: started through the host's
+/// loader brought in under `/.planwright` (see `carry.rs`).
+const RELAY_COMMAND_LINE: &str = "/.planwright/lib/ld-linux-x86-64.so.2 --inhibit-cache \
+    --library-path /.planwright/lib /run/planwright/relay sandbox relay --bridge";
+
 fn processes_of(uid: u32, prefix: &str) -> Vec<u32> {
     use std::os::unix::fs::MetadataExt;
     std::fs::read_dir("/proc")
@@ -515,18 +549,16 @@ async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
-#[tokio::test]
-async fn the_relay_dies_with_the_sandbox() {
+async fn the_relay_dies_with_the_sandbox(world: SandboxDirs) {
     // A host user of its own, so only this run's processes are counted.
-    const UID: u32 = 64_003;
-    let world = SandboxDirs::new();
+    let own = world.own_uid(64_003);
     let socket = world.socket("model.sock");
     let _server = Recorder::on_unix(&socket);
     let gate = world.workspace.join("gate");
     let path = std::ffi::CString::new(gate.to_str().unwrap()).unwrap();
     // SAFETY: a plain mkfifo of a valid path.
     assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
-    let sandbox = world.sandbox().with_host_user(UID, UID);
+    let sandbox = world.sandbox().with_host_user(own, own);
     // Not root: sandboxes run as our own user.
     // SAFETY: geteuid has no preconditions.
     let uid = match sandbox.host_user() {
@@ -542,7 +574,7 @@ async fn the_relay_dies_with_the_sandbox() {
     let up = world.workspace.join("up");
     wait_until("the command started", || up.exists()).await;
     // Not bwrap, whose command line names the relay too: the relay itself.
-    let relays = processes_of(uid, "/run/planwright/relay sandbox relay --bridge");
+    let relays = processes_of(uid, RELAY_COMMAND_LINE);
     assert!(!relays.is_empty(), "the relay runs while the command does");
     let opened = tokio::task::spawn_blocking(move || std::fs::write(gate, b"go"));
     let out = run.await.unwrap().expect("the sandbox runs");
@@ -554,9 +586,9 @@ async fn the_relay_dies_with_the_sandbox() {
             .all(|pid| !Path::new(&format!("/proc/{pid}")).exists())
     })
     .await;
-    if uid == UID {
+    if uid == own {
         wait_until("every process of the run is gone", || {
-            processes_of(UID, "").is_empty()
+            processes_of(own, "").is_empty()
         })
         .await;
     }
@@ -672,14 +704,14 @@ fn landlock_abi() -> i64 {
     }
 }
 
-#[tokio::test]
-async fn a_bridged_command_writes_only_where_the_mounts_allow_and_cannot_kill_the_relay() {
+async fn a_bridged_command_writes_only_where_the_mounts_allow_and_cannot_kill_the_relay(
+    world: SandboxDirs,
+) {
     let abi = landlock_abi();
     assert!(
         abi >= 2,
         "this kernel has no usable Landlock (ABI {abi}); the sandbox's second wall needs it"
     );
-    let world = SandboxDirs::new();
     // Outside /tmp, wherever this checkout lives: writes under /tmp are allowed inside
     // (it is the sandbox's private tmpfs), and a cover under it would be too.
     let outside_tmp = tempfile::tempdir_in("/var/tmp").expect("a folder under /var/tmp");
@@ -694,7 +726,7 @@ async fn a_bridged_command_writes_only_where_the_mounts_allow_and_cannot_kill_th
          echo x > {hidden}/escaped && echo COVER
          for p in /proc/[0-9]*; do
            case \"$(tr '\\0' ' ' < $p/cmdline)\" in
-             \"/run/planwright/relay sandbox relay --bridge\"*) kill -9 ${{p#/proc/}} && echo KILLED;;
+             \"{RELAY_COMMAND_LINE}\"*) kill -9 ${{p#/proc/}} && echo KILLED;;
            esac
          done
          curl -sS http://127.0.0.1:9000/still-there",
@@ -730,9 +762,9 @@ async fn a_bridged_command_writes_only_where_the_mounts_allow_and_cannot_kill_th
     }
 }
 
-#[tokio::test]
-async fn the_relay_comes_in_by_content_from_a_folder_the_sandbox_user_cannot_enter() {
-    let world = SandboxDirs::new();
+async fn the_relay_comes_in_by_content_from_a_folder_the_sandbox_user_cannot_enter(
+    world: SandboxDirs,
+) {
     // As `mktemp -d` makes it (0700, root's): a clone or `cargo install` root there.
     let private = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     std::fs::set_permissions(private.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
@@ -788,5 +820,47 @@ fn doctor_says_what_isolation_a_planwright_that_is_not_root_has() {
         "not used:",
     ] {
         assert!(stdout.contains(line), "{line}: {stdout}");
+    }
+}
+
+#[tokio::test]
+async fn the_model_proxy_bridge_works_in_images_with_no_libc_or_another_ones() {
+    for build in [roots::busybox, roots::foreign_libc] {
+        let world = SandboxDirs::new();
+        let dir = world.root.path().join("image");
+        std::fs::create_dir(&dir).unwrap();
+        let root = build(&dir);
+        let socket = world.socket("model.sock");
+        let server = Recorder::on_unix(&socket);
+        // busybox's wget: the image has no curl, and the host's is not there.
+        let mut cmd = world.command(
+            "cat /etc/ld.so.preload && echo PRELOAD
+             test -e /usr/bin/curl && echo HOST_CURL
+             wget -q -O - --header \"x-api-key: $ANTHROPIC_API_KEY\" \
+               \"$ANTHROPIC_BASE_URL/v1/messages\"",
+        );
+        cmd.root = Some(root);
+        cmd.bridge_model_proxy(&socket, SecretString::from(TOKEN));
+        let out = world.run(&cmd).await;
+        assert!(out.exit.success(), "{}", report(&out));
+        assert_eq!(out.stdout.text(), "pong /v1/messages", "{}", report(&out));
+        // The host's loader started the relay and loaded nothing the image named (it says
+        // "ERROR: ld.so: object … cannot be preloaded" when it sees a preload file).
+        assert!(
+            !out.stderr.text().contains("ERROR: ld.so"),
+            "{}",
+            report(&out)
+        );
+        assert!(!out.stdout.text().contains("PRELOAD"), "{}", report(&out));
+        let heads = server.heads();
+        assert_eq!(heads.len(), 1, "{}", report(&out));
+        assert!(
+            heads[0].starts_with("GET /v1/messages HTTP/1.1\r\n"),
+            "{heads:?}"
+        );
+        assert!(
+            heads[0].contains(&format!("x-api-key: {TOKEN}\r\n")),
+            "{heads:?}"
+        );
     }
 }

@@ -705,6 +705,73 @@ async fn retry_after_a_failed_run_carries_out_the_contract_again_with_fresh_atte
     world.server.stop().await;
 }
 
+async fn a_retry_on_the_same_base_reuses_the_kept_baseline(on: ForgeKind) {
+    // On the base, where `add` subtracts, the test command ends with a random code (20 to
+    // 119), so a base run twice would almost surely differ; on a result it runs the tests.
+    // The first run makes `add` multiply, fails verification and reports on the issue (so
+    // nothing is pushed and the retry starts from the base again); the retry makes it add.
+    let random_on_base = "sh -c 'if grep -q \\\"a - b\\\" calc.py; then exit $(( $(od -An -N2 -tu2 /dev/urandom) % 100 + 20 )); fi; exec python3 -m unittest -v'";
+    let edit = |id: &str, new: &str| {
+        Step::tool_call(
+            id,
+            "edit_file",
+            json!({"path": "calc.py", "old": "return a - b", "new": new}),
+        )
+        .when_tools(&["finish", "edit_file"])
+    };
+    let finish = |id: &str| {
+        Step::tool_call(id, "finish", json!({"summary": "changed add"})).when_tools(&["finish"])
+    };
+    let world = World::calc(
+        on,
+        vec![
+            submit_calc(1),
+            edit("e1", "return a * b"),
+            finish("e2"),
+            verdict(false, "Still wrong."),
+            edit("e3", "return a + b"),
+            finish("e4"),
+            verdict(true, "Fixed."),
+        ],
+        &format!("test: \"{random_on_base}\"\non_failure: comment\n"),
+    )
+    .await;
+    world.approve_calc().await;
+    world.wait_for_state("failed").await;
+    world
+        .comment(&world.maintainer, "/retry", "retry-run")
+        .await;
+    world.wait_for_state("pr_opened").await;
+    let runs = world.runs().await;
+    assert_eq!(runs.len(), 2, "{runs:#?}");
+    // What each run's verification says the base did, command by command.
+    let base_of = |run: &planwright::store::runs::RunRow| -> Vec<Value> {
+        let outcome: Value = serde_json::from_str(run.outcome.as_deref().unwrap()).unwrap();
+        outcome["verification"]["commands"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["baseline"].clone())
+            .collect()
+    };
+    let (first, second) = (base_of(&runs[0]), base_of(&runs[1]));
+    let random = first
+        .iter()
+        .find(|b| b["exit_code"].as_i64().is_some_and(|c| c > 1))
+        .unwrap_or_else(|| panic!("the base ran the random command: {first:?} {second:?}"));
+    assert!(random["duration_ms"].is_u64(), "{random}");
+    assert_eq!(second, first, "the retry ran the base again");
+    let mut conn = world.server.db.pool.acquire().await.unwrap();
+    let reused = audit::list(&mut conn)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.action == "baseline.reused")
+        .count();
+    assert_eq!(reused, 1);
+    world.server.stop().await;
+}
+
 async fn cancel_during_execution_stops_the_executor_and_pushes_nothing(on: ForgeKind) {
     let hanging = command_settings("sleep 600");
     let world = World::calc(on, vec![submit_calc(2)], &hanging).await;
@@ -770,5 +837,6 @@ on_both_forges!(
     an_executor_over_budget_ends_the_session_saying_so,
     a_contract_cannot_raise_the_repository_budget,
     retry_after_a_failed_run_carries_out_the_contract_again_with_fresh_attempts,
+    a_retry_on_the_same_base_reuses_the_kept_baseline,
     cancel_during_execution_stops_the_executor_and_pushes_nothing,
 );

@@ -4,8 +4,9 @@
 //! model server (`model_server`), a stateful fake GitHub (`fake_forge`), a stateful
 //! fake GitLab (`fake_gitlab`), the request log and failure injection both share
 //! (`fake_http`), git over smart HTTP for both (`git_http`), markdown read as a forge
-//! renders it (`markdown`), a session world on either forge (`world`), and the texts it
-//! posts with what varies replaced, for snapshots (`redact`).
+//! renders it (`markdown`), a session world on either forge (`world`), the texts it posts
+//! with what varies replaced, for snapshots (`redact`), and root folders shaped like
+//! images (`roots`).
 #![allow(dead_code)]
 
 pub mod calc;
@@ -17,6 +18,7 @@ pub mod markdown;
 pub mod model_server;
 pub mod redact;
 pub mod registry;
+pub mod roots;
 pub mod world;
 
 use std::future::Future;

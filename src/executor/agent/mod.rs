@@ -22,7 +22,7 @@ use super::{
     Executor, ExecutorError, ExecutorReport, ExecutorTask, ProxyAccess, StopReason, prepare_records,
 };
 use crate::distill;
-use crate::sandbox::{self, Command, Limits, Output, Sandbox, SandboxError};
+use crate::sandbox::{self, Command, Limits, Output, Root, Sandbox, SandboxError};
 
 /// Characters of the final message kept; the whole stream stays in the transcript.
 const FINAL_MESSAGE_LIMIT: usize = 16 * 1024;
@@ -32,6 +32,9 @@ const SUMMARY_LIMIT: usize = 1024;
 /// Where the prompt goes, relative to the run's `HOME`: outside the checkout, so it never
 /// shows in the diff.
 const PROMPT_FILE: &str = "contract.md";
+
+/// Debian's statically linked bash (the `bash-static` package).
+const STATIC_BASH: &str = "bash-static";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AgentCli {
@@ -66,28 +69,32 @@ impl AgentCli {
 
     /// The command line and environment for one run on `launch.prompt`. The command reads
     /// the prompt from [`Invocation::prompt_file`] on its stdin, so a long contract never
-    /// meets the argument length limit.
+    /// meets the argument length limit; no shell of the root's is needed for that.
     pub fn invocation(self, launch: &Launch<'_>) -> Invocation {
         let prompt_file = launch.home.join(PROMPT_FILE);
-        let program = launch.program.display().to_string();
-        let mut env = vec![(
-            "PLANWRIGHT_PROMPT_FILE".to_owned(),
-            prompt_file.display().to_string(),
-        )];
+        let mut env = Vec::new();
         let args = match self {
             AgentCli::ClaudeCode => claude_code::args(launch, &mut env),
             AgentCli::Codex => codex::args(launch, &mut env),
         };
-        let mut argv = vec![
-            "sh".to_owned(),
-            "-c".to_owned(),
-            "exec \"$0\" \"$@\" < \"$PLANWRIGHT_PROMPT_FILE\"".to_owned(),
-            program,
-        ];
+        let mut argv = vec![launch.program.display().to_string()];
         argv.extend(args);
+        let mut carry = Vec::new();
+        if self == AgentCli::ClaudeCode {
+            // Claude Code runs its Bash tool only in bash or zsh, which many images lack;
+            // the host's static bash runs in any of them.
+            if let Some(bash) = crate::sandbox::bwrap::find_on_path(STATIC_BASH) {
+                env.push((
+                    "CLAUDE_CODE_SHELL".into(),
+                    format!("{}/bin/{STATIC_BASH}", crate::sandbox::carry::PREFIX),
+                ));
+                carry.push(bash);
+            }
+        }
         Invocation {
             argv,
             env,
+            carry,
             prompt_file,
             prompt: launch.prompt.to_owned(),
         }
@@ -110,8 +117,8 @@ impl AgentCli {
 /// where it is on the host.
 #[derive(Debug, Clone, Copy)]
 pub struct Launch<'a> {
-    /// The CLI's executable; the sandbox shows the host's file system read-only, so an
-    /// installed CLI runs inside as it is.
+    /// The CLI's executable on the host; the sandbox brings it in with what it needs to
+    /// run in any root (`sandbox::carry`).
     pub program: &'a Path,
     /// The model id as its provider names it (`claude-sonnet-4-5`, `gpt-5`).
     pub model: &'a str,
@@ -121,12 +128,16 @@ pub struct Launch<'a> {
     pub home: &'a Path,
     /// Host folders shown read-only at the same path (the checkout's shared history).
     pub read_only: &'a [PathBuf],
+    /// The sandbox's `/`: the environment image's root, or `None` for the host's.
+    pub environment: Option<&'a Root>,
 }
 
 #[derive(Debug, Clone)]
 pub struct Invocation {
     pub argv: Vec<String>,
     pub env: Vec<(String, String)>,
+    /// Static host programs the CLI starts by path (see `sandbox::Command::carry`).
+    pub carry: Vec<PathBuf>,
     /// Where the prompt must be written before the command starts.
     pub prompt_file: PathBuf,
     pub prompt: String,
@@ -258,6 +269,10 @@ pub async fn run(
         )
     })?;
     let mut command = Command::new(root, invocation.argv);
+    command.from_host = true;
+    command.root = launch.environment.cloned();
+    command.stdin = Some(invocation.prompt_file.clone());
+    command.carry = invocation.carry;
     command.cwd = Some("repo".into());
     command.read_only = launch.read_only.to_vec();
     command
@@ -334,6 +349,7 @@ impl Executor for AgentExecutor {
             prompt: &prompt,
             home: &home,
             read_only: &task.read_only,
+            environment: task.environment.as_ref(),
         };
         let token = self.proxy.capabilities.issue(
             &self.proxy.run,
@@ -419,6 +435,7 @@ mod tests {
             prompt,
             home,
             read_only: &[],
+            environment: None,
         }
     }
 
@@ -437,9 +454,8 @@ mod tests {
         let inv = AgentCli::ClaudeCode.invocation(&launch(home, prompt));
         assert_eq!(inv.prompt_file, home.join("contract.md"));
         assert_eq!(inv.prompt, prompt);
-        assert_eq!(&inv.argv[..2], ["sh", "-c"]);
-        assert_eq!(inv.argv[3], "/opt/planwright-agents/bin/claude");
         assert!(inv.argv.iter().all(|a| !a.contains("far too secret")));
+        assert_eq!(inv.argv[0], "/opt/planwright-agents/bin/claude");
         let after = |flag: &str| {
             let i = inv.argv.iter().position(|a| a == flag).unwrap();
             inv.argv[i + 1].as_str()
@@ -453,7 +469,6 @@ mod tests {
         assert!(!after("--allowedTools").contains("Write"));
         assert!(!after("--tools").contains("Web"));
         let env: BTreeMap<_, _> = inv.env.iter().cloned().collect();
-        assert_eq!(env["PLANWRIGHT_PROMPT_FILE"], "/ws/home/contract.md");
         assert_eq!(env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"], "1");
         assert_eq!(env["ANTHROPIC_SMALL_FAST_MODEL"], "claude-sonnet-4-5");
         // The proxy's address and the token come from the sandbox's bridge, not from here.
@@ -469,7 +484,7 @@ mod tests {
         l.model = "gpt-5";
         let inv = AgentCli::Codex.invocation(&l);
         assert_eq!(
-            &inv.argv[3..6],
+            &inv.argv[..3],
             ["/opt/planwright-agents/bin/codex", "exec", "--json"]
         );
         assert_eq!(inv.argv.last().map(String::as_str), Some("-"));
