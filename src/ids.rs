@@ -3,6 +3,8 @@
 //! each other's place; each is stored and read by the store as itself (the sqlx traits),
 //! not as a bare string or number. A leaf: it imports nothing of the crate.
 
+pub mod image;
+
 use std::fmt;
 use std::str::FromStr;
 

@@ -77,8 +77,39 @@ pub fn record_sandbox_run(outcome: RunOutcome, elapsed: Duration) {
     SANDBOX_RUNS.sum_micros.fetch_add(micros, Ordering::Relaxed);
 }
 
+/// Image pulls of this process: served from the cache, downloaded, and bytes downloaded.
+static IMAGE_CACHE: [AtomicU64; 3] = [const { AtomicU64::new(0) }; 3];
+
+/// Counts one image pull: a cache hit, or a miss that downloaded `bytes` of layers.
+pub fn record_image_pull(hit: bool, bytes: u64) {
+    IMAGE_CACHE[usize::from(!hit)].fetch_add(1, Ordering::Relaxed);
+    IMAGE_CACHE[2].fetch_add(bytes, Ordering::Relaxed);
+}
+
 /// Appends this process's counters to `out`.
 pub fn render_process(out: &mut Exposition) {
+    out.family(
+        "planwright_image_cache_pulls_total",
+        "counter",
+        "Environment image pulls by this process: hit when the unpacked image was cached, miss when it was downloaded and unpacked.",
+    );
+    for (result, n) in ["hit", "miss"].iter().zip(&IMAGE_CACHE) {
+        out.sample(
+            "planwright_image_cache_pulls_total",
+            &[("result", result)],
+            n.load(Ordering::Relaxed),
+        );
+    }
+    out.family(
+        "planwright_image_cache_downloaded_bytes_total",
+        "counter",
+        "Bytes of image layers downloaded by this process's cache misses.",
+    );
+    out.sample(
+        "planwright_image_cache_downloaded_bytes_total",
+        &[],
+        IMAGE_CACHE[2].load(Ordering::Relaxed),
+    );
     out.family(
         "planwright_sandbox_runs_total",
         "counter",

@@ -16,6 +16,7 @@ mod contract;
 mod deliveries;
 mod distill;
 mod doctor;
+mod env;
 mod migrate;
 mod sandbox;
 mod serve;
@@ -122,6 +123,11 @@ enum Command {
     /// credentials, model provider keys, git, executors, the sandbox, free disk. One line
     /// per check (ok, warn, FAIL); exits non-zero when any check fails.
     Doctor,
+    /// Work with environment images (the root file systems runs use).
+    Env {
+        #[command(subcommand)]
+        command: env::EnvCommand,
+    },
     /// Run commands the way executors run them.
     Sandbox {
         #[command(subcommand)]
@@ -202,6 +208,7 @@ pub fn run(cli: Cli) -> ExitCode {
             deployment(config, |settings| setup::run(settings, org, listen))
         }
         Command::Migrate => deployment(config, migrate::run),
+        Command::Env { command } => deployment(config, |settings| env::run(settings, command)),
         Command::Sessions { json, limit } => {
             deployment(config, |settings| sessions::run(settings, json, limit))
         }

@@ -4,6 +4,7 @@
 
 pub mod environment;
 pub mod github_app;
+pub mod images;
 pub mod prices;
 pub mod repo;
 
@@ -65,6 +66,8 @@ pub struct Settings {
     pub metrics_token: Option<SecretString>,
     /// A listener of its own for `/metrics`, which the main one then does not serve.
     pub metrics_listen: Option<SocketAddr>,
+    /// Environment images: the default one, registry access, the cache's cap.
+    pub images: images::ImageSettings,
     /// Problems that did not stop loading (unknown environment variables), to be logged
     /// once logging is set up.
     pub warnings: Vec<String>,
@@ -224,6 +227,10 @@ const KEYS: &[&str] = &[
     "admin_token",
     "metrics_token",
     "metrics_listen",
+    "environment_image",
+    "registry_auth",
+    "registry_insecure",
+    "environment_cache_max",
 ];
 
 impl Settings {
@@ -520,6 +527,7 @@ impl Raw {
         let workspaces = self.workspaces()?;
         let github = self.github(private_key)?;
         let gitlab = self.gitlab()?;
+        let images = self.images()?;
         Ok(Settings {
             listen,
             database_url,
@@ -536,7 +544,7 @@ impl Raw {
             sandbox,
             unsafe_no_sandbox,
             sandbox_relay: self.text("sandbox_relay").map(PathBuf::from),
-            secret_files: ["github_private_key", "model_prices"]
+            secret_files: ["github_private_key", "model_prices", "registry_auth"]
                 .into_iter()
                 .filter_map(|key| self.text(key))
                 // Inline values (a PEM, TOML with `=`) are no file.
@@ -565,6 +573,7 @@ impl Raw {
                     )
                 })?),
             },
+            images,
             warnings: self.warnings,
         })
     }

@@ -17,6 +17,7 @@ pub mod git_http;
 pub mod markdown;
 pub mod model_server;
 pub mod redact;
+pub mod registry;
 pub mod roots;
 pub mod world;
 

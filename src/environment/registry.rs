@@ -1,0 +1,729 @@
+//! A pull-only client for the OCI distribution API: manifests and image indexes (Docker v2
+//! and OCI media types), the host's platform picked from an index, blobs streamed to disk
+//! and checked against their sha256 digest before anything uses them.
+//!
+//! Not the `oci-client` crate, although it uses the same reqwest 0.13: it brings `oci-spec`
+//! (derive_builder, getset, strum) and a second sha2, and its one error type does not tell a
+//! registry that timed out from one that refused us. This client is the few requests a pull
+//! needs, on the crate's one HTTP stack, with every answer sorted into a [`PullErrorKind`].
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use reqwest::{Response, StatusCode, Url};
+use secrecy::{ExposeSecret, SecretString};
+use serde::Deserialize;
+use sha2::Digest as _;
+use tokio::io::AsyncWriteExt as _;
+
+use super::auth::{self, Challenge};
+use super::unpack::Compression;
+use super::{PullError, PullErrorKind, RunConfig};
+use crate::config::images::ImageSettings;
+use crate::ids::image::{Digest, ImageRef};
+
+const MANIFEST_TYPES: &[&str] = &[OCI_MANIFEST, DOCKER_MANIFEST, OCI_INDEX, DOCKER_INDEX];
+const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
+const DOCKER_MANIFEST: &str = "application/vnd.docker.distribution.manifest.v2+json";
+const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
+const DOCKER_INDEX: &str = "application/vnd.docker.distribution.manifest.list.v2+json";
+/// Layers one image may have: Docker builds stay far below, and each layer costs a
+/// download and an unpack.
+const MAX_LAYERS: usize = 128;
+/// Manifests and configs are small; a registry sending more is not a registry.
+const MAX_DOCUMENT: usize = 8 << 20;
+/// Waiting for a connection, and for each read of a body: a big layer may take long in
+/// total, but a registry that stops sending for this long is not coming back.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+const READ_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The registries' shared HTTP client and what decides how to reach each one.
+pub(super) struct Client {
+    http: reqwest::Client,
+    plain_http: Arc<Vec<String>>,
+    credentials: crate::config::images::RegistryCredentials,
+}
+
+impl Client {
+    pub(super) fn new(settings: &ImageSettings) -> anyhow::Result<Self> {
+        let plain_http = Arc::new(settings.insecure.clone());
+        let allowed = plain_http.clone();
+        // A registry may send blobs elsewhere (a CDN); never down to plain HTTP unless that
+        // host may be reached so anyway.
+        let redirects = reqwest::redirect::Policy::custom(move |attempt| {
+            if attempt.previous().len() >= 10 {
+                attempt.error("too many redirects")
+            } else if attempt.url().scheme() == "https"
+                || may_use_http(&host_port(attempt.url()), &allowed)
+            {
+                attempt.follow()
+            } else {
+                attempt.error("a redirect from HTTPS to plain HTTP")
+            }
+        });
+        let http = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .read_timeout(READ_TIMEOUT)
+            .redirect(redirects)
+            .user_agent(concat!("planwright/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| anyhow::anyhow!("Could not set up the HTTP client for registries: {e}"))?;
+        Ok(Self {
+            http,
+            plain_http,
+            credentials: settings.credentials.clone(),
+        })
+    }
+
+    /// A connection to the image's repository, authenticated on first need.
+    pub(super) fn remote<'a>(&'a self, image: &'a ImageRef) -> Remote<'a> {
+        let host = image.api_host();
+        let scheme = if may_use_http(host, &self.plain_http) {
+            "http"
+        } else {
+            "https"
+        };
+        Remote {
+            client: self,
+            image,
+            base: format!("{scheme}://{host}/v2/{}", image.repository()),
+            authorization: Mutex::new(None),
+        }
+    }
+}
+
+/// Loopback registries may answer plain HTTP, as Docker allows, and the listed hosts.
+fn may_use_http(host_port: &str, listed: &[String]) -> bool {
+    let host_port = host_port.to_ascii_lowercase();
+    if listed.contains(&host_port) {
+        return true;
+    }
+    let host = match host_port.rsplit_once(':') {
+        Some((host, port)) if !port.contains(']') => host,
+        _ => host_port.as_str(),
+    };
+    if listed.iter().any(|h| h == host) {
+        return true;
+    }
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    host == "localhost"
+        || bare
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+fn host_port(url: &Url) -> String {
+    // IPv6 hosts come bracketed, as a reference spells them.
+    let host = url.host_str().unwrap_or("");
+    match url.port() {
+        Some(port) => format!("{host}:{port}"),
+        None => host.to_owned(),
+    }
+}
+
+/// One image's repository on its registry, with the authorization it has won so far.
+pub(super) struct Remote<'a> {
+    client: &'a Client,
+    image: &'a ImageRef,
+    base: String,
+    authorization: Mutex<Option<SecretString>>,
+}
+
+/// What a reference resolves to: the image for this host's platform.
+#[derive(Debug)]
+pub(super) struct Resolved {
+    pub digest: Digest,
+    pub layers: Vec<Layer>,
+    pub config: RunConfig,
+    /// The uncompressed digest of each layer, from the config.
+    pub diff_ids: Vec<Digest>,
+    pub manifest: Vec<u8>,
+    pub config_blob: Vec<u8>,
+}
+
+#[derive(Debug, Clone)]
+pub(super) struct Layer {
+    pub digest: Digest,
+    pub size: u64,
+    pub compression: Compression,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Document {
+    config: Option<Descriptor>,
+    layers: Option<Vec<Descriptor>>,
+    manifests: Option<Vec<Descriptor>>,
+}
+
+#[derive(Deserialize, Clone)]
+#[serde(rename_all = "camelCase")]
+struct Descriptor {
+    media_type: String,
+    digest: String,
+    size: u64,
+    platform: Option<Platform>,
+}
+
+#[derive(Deserialize, Clone)]
+struct Platform {
+    architecture: String,
+    os: String,
+    variant: Option<String>,
+}
+
+impl Platform {
+    fn name(&self) -> String {
+        match &self.variant {
+            Some(variant) => format!("{}/{}/{variant}", self.os, self.architecture),
+            None => format!("{}/{}", self.os, self.architecture),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct ConfigDocument {
+    #[serde(default)]
+    config: Option<RunConfig>,
+    rootfs: Option<RootFs>,
+}
+
+#[derive(Deserialize)]
+struct RootFs {
+    #[serde(default)]
+    diff_ids: Vec<String>,
+}
+
+/// The Go architecture name of this host, as image platforms spell it.
+pub(super) fn host_architecture() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        "x86" => "386",
+        "powerpc64" if cfg!(target_endian = "little") => "ppc64le",
+        other => other,
+    }
+}
+
+impl<'a> Remote<'a> {
+    pub(super) fn image(&self) -> &ImageRef {
+        self.image
+    }
+
+    pub(super) fn http(&self) -> &reqwest::Client {
+        &self.client.http
+    }
+
+    fn on_own_registry(&self, url: &Url) -> bool {
+        host_port(url).eq_ignore_ascii_case(self.image.api_host())
+    }
+
+    pub(super) fn credentials(&self) -> Option<(&str, &SecretString)> {
+        self.client.credentials.for_registry(self.image.registry())
+    }
+
+    /// The manifest for this host's platform, its config, and the layers to unpack.
+    pub(super) async fn resolve(&self) -> Result<Resolved, PullError> {
+        let reference = self.image.manifest_reference().to_owned();
+        let (mut digest, mut body, mut media_type) = self.manifest(&reference).await?;
+        if let Some(pinned) = self.image.digest()
+            && *pinned != digest
+        {
+            return Err(self.mismatch(&format!("the manifest {pinned}"), &digest));
+        }
+        let mut document = self.parse_document(&body, &media_type)?;
+        if media_type == OCI_INDEX || media_type == DOCKER_INDEX {
+            let chosen = self.choose_platform(document.manifests.unwrap_or_default())?;
+            let wanted = self.digest(&chosen.digest)?;
+            (digest, body, media_type) = self.manifest(wanted.as_str()).await?;
+            if digest != wanted {
+                return Err(self.mismatch(&format!("the manifest {wanted}"), &digest));
+            }
+            document = self.parse_document(&body, &media_type)?;
+            if media_type != OCI_MANIFEST && media_type != DOCKER_MANIFEST {
+                return Err(self.unsupported(&format!(
+                    "the index entry for {} is a {media_type}, not an image manifest",
+                    chosen.platform.map(|p| p.name()).unwrap_or_default()
+                )));
+            }
+        }
+        let (Some(config), Some(layer_descriptors)) = (document.config, document.layers) else {
+            return Err(self.unsupported("its manifest has no config or no layers"));
+        };
+        if layer_descriptors.len() > MAX_LAYERS {
+            return Err(self.unsupported(&format!(
+                "its manifest has {} layers, more than the {MAX_LAYERS} planwright unpacks; squash the image",
+                layer_descriptors.len()
+            )));
+        }
+        let config_digest = self.digest(&config.digest)?;
+        let config_blob = self.small_blob(&config_digest).await?;
+        let parsed: ConfigDocument = serde_json::from_slice(&config_blob)
+            .map_err(|e| self.unsupported(&format!("its config is not an image config: {e}")))?;
+        let mut layers = Vec::new();
+        for layer in layer_descriptors {
+            let compression = Compression::for_media_type(&layer.media_type).ok_or_else(|| {
+                self.unsupported(&format!(
+                    "its layer {} has the media type `{}`, which is not a tar, gzip or zstd image layer",
+                    layer.digest, layer.media_type
+                ))
+            })?;
+            layers.push(Layer {
+                digest: self.digest(&layer.digest)?,
+                size: layer.size,
+                compression,
+            });
+        }
+        let diff_ids = parsed
+            .rootfs
+            .map(|r| r.diff_ids)
+            .unwrap_or_default()
+            .iter()
+            .map(|d| self.digest(d))
+            .collect::<Result<Vec<_>, _>>()?;
+        if diff_ids.len() != layers.len() {
+            return Err(self.unsupported(&format!(
+                "its config lists {} layer digests for {} layers",
+                diff_ids.len(),
+                layers.len()
+            )));
+        }
+        Ok(Resolved {
+            digest,
+            layers,
+            config: parsed.config.unwrap_or_default(),
+            diff_ids,
+            manifest: body,
+            config_blob,
+        })
+    }
+
+    fn parse_document(&self, body: &[u8], media_type: &str) -> Result<Document, PullError> {
+        if !MANIFEST_TYPES.contains(&media_type) {
+            return Err(self.unsupported(&format!(
+                "its manifest has the media type `{media_type}`; planwright reads OCI and Docker v2 manifests and indexes (re-push the image with a current docker or skopeo)"
+            )));
+        }
+        serde_json::from_slice(body)
+            .map_err(|e| self.unsupported(&format!("its manifest is not valid JSON: {e}")))
+    }
+
+    fn choose_platform(&self, manifests: Vec<Descriptor>) -> Result<Descriptor, PullError> {
+        let architecture = host_architecture();
+        let matches = |p: &Platform| {
+            p.os == "linux"
+                && p.architecture == architecture
+                && (architecture != "arm64" || p.variant.as_deref().is_none_or(|v| v == "v8"))
+        };
+        if let Some(found) = manifests
+            .iter()
+            .find(|m| m.platform.as_ref().is_some_and(matches))
+        {
+            return Ok(found.clone());
+        }
+        let available: Vec<String> = manifests
+            .iter()
+            .filter_map(|m| m.platform.as_ref())
+            // Attestation manifests (buildx) carry this pseudo-platform.
+            .filter(|p| p.os != "unknown")
+            .map(Platform::name)
+            .collect();
+        Err(PullError::new(
+            PullErrorKind::Platform,
+            self.image,
+            format!(
+                "it has no linux/{architecture} image, only {}; publish one for linux/{architecture} (docker buildx build --platform linux/{architecture}) or choose another image",
+                if available.is_empty() {
+                    "entries without a platform".to_owned()
+                } else {
+                    available.join(", ")
+                }
+            ),
+        ))
+    }
+
+    /// The manifest's digest (computed, and checked against what the registry claims), its
+    /// bytes and its media type.
+    async fn manifest(&self, reference: &str) -> Result<(Digest, Vec<u8>, String), PullError> {
+        let url = format!("{}/manifests/{reference}", self.base);
+        let response = self.get(&url, Some(&MANIFEST_TYPES.join(", "))).await?;
+        let header = |name: &str| {
+            response
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        let claimed = header("docker-content-digest");
+        let content_type = header("content-type");
+        let body = read_limited(response, MAX_DOCUMENT, &url, self).await?;
+        let digest = Digest::of(&body);
+        if let Some(claimed) = claimed
+            && claimed != digest.as_str()
+        {
+            return Err(self.mismatch(&format!("the manifest {claimed}"), &digest));
+        }
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct MediaType {
+            media_type: Option<String>,
+        }
+        let inline = serde_json::from_slice::<MediaType>(&body)
+            .ok()
+            .and_then(|m| m.media_type);
+        let media_type = inline
+            .or(content_type.map(|c| c.split(';').next().unwrap_or("").trim().to_owned()))
+            .unwrap_or_default();
+        Ok((digest, body, media_type))
+    }
+
+    /// A blob small enough to hold in memory (the config), verified.
+    async fn small_blob(&self, digest: &Digest) -> Result<Vec<u8>, PullError> {
+        let url = format!("{}/blobs/{digest}", self.base);
+        let response = self.get(&url, None).await?;
+        let body = read_limited(response, MAX_DOCUMENT, &url, self).await?;
+        let actual = Digest::of(&body);
+        if actual != *digest {
+            return Err(self.mismatch(&format!("the config {digest}"), &actual));
+        }
+        Ok(body)
+    }
+
+    /// Streams a layer into `dest`, checking its size and digest; `dest` exists afterwards
+    /// only when both matched.
+    pub(super) async fn fetch_layer(&self, layer: &Layer, dest: &Path) -> Result<(), PullError> {
+        let url = format!("{}/blobs/{}", self.base, layer.digest);
+        let mut response = self.get(&url, None).await?;
+        let partial = dest.with_extension(format!("partial.{}", uuid::Uuid::new_v4().simple()));
+        let local = |e: std::io::Error| PullError::local(self.image, &partial, &e);
+        let result = async {
+            let mut file = tokio::fs::File::create(&partial).await.map_err(local)?;
+            let mut hasher = sha2::Sha256::new();
+            let mut received: u64 = 0;
+            while let Some(chunk) = response
+                .chunk()
+                .await
+                .map_err(|e| self.send_error(&url, &e))?
+            {
+                received += chunk.len() as u64;
+                if received > layer.size {
+                    return Err(self.corrupt(&format!(
+                        "the registry sent more than the {} bytes its manifest gives for the layer {}",
+                        layer.size, layer.digest
+                    )));
+                }
+                hasher.update(&chunk);
+                file.write_all(&chunk).await.map_err(local)?;
+            }
+            file.flush().await.map_err(local)?;
+            let actual = Digest::from_sha256(hasher.finalize().into());
+            if actual != layer.digest {
+                return Err(self.mismatch(&format!("the layer {}", layer.digest), &actual));
+            }
+            tokio::fs::rename(&partial, dest).await.map_err(local)
+        }
+        .await;
+        if result.is_err() {
+            let _ = tokio::fs::remove_file(&partial).await;
+        }
+        result
+    }
+
+    /// A GET with the authorization won so far; a 401 is answered once with its challenge.
+    async fn get(&self, url: &str, accept: Option<&str>) -> Result<Response, PullError> {
+        let response = self.send(url, accept).await?;
+        if response.status() != StatusCode::UNAUTHORIZED {
+            return self.check_status(response, url).await;
+        }
+        // After a redirect elsewhere, a challenge is that host's, and answering it would
+        // hand it this registry's credentials.
+        if !self.on_own_registry(response.url()) {
+            let elsewhere = host_port(response.url());
+            let answer = answer(response).await;
+            return Err(self.refused(&format!(
+                "{url} redirected to {elsewhere}, which answered {answer}; planwright answers only the image's own registry's challenges"
+            )));
+        }
+        let challenge = response
+            .headers()
+            .get(reqwest::header::WWW_AUTHENTICATE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(Challenge::parse);
+        let authorization = match challenge {
+            Some(Challenge::Basic) => match self.credentials() {
+                Some((user, password)) => auth::basic(user, password),
+                None => return Err(self.refused(&self.missing_credentials())),
+            },
+            Some(Challenge::Bearer {
+                realm,
+                service,
+                scope,
+            }) => auth::bearer_token(self, &realm, service.as_deref(), scope.as_deref()).await?,
+            None => {
+                let answer = answer(response).await;
+                return Err(self.refused(&format!(
+                    "it answered {answer} without a challenge planwright can answer (Basic or Bearer)"
+                )));
+            }
+        };
+        *self.authorization.lock().unwrap_or_else(|e| e.into_inner()) = Some(authorization);
+        let response = self.send(url, accept).await?;
+        self.check_status(response, url).await
+    }
+
+    async fn send(&self, url: &str, accept: Option<&str>) -> Result<Response, PullError> {
+        let url = self.checked_url(url, "registry")?;
+        let mut request = self.client.http.get(url.clone());
+        if let Some(accept) = accept {
+            request = request.header(reqwest::header::ACCEPT, accept);
+        }
+        let authorization = self
+            .authorization
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some(authorization) = authorization {
+            let mut value = reqwest::header::HeaderValue::from_str(authorization.expose_secret())
+                .map_err(|_| self.refused("its token is not a valid header value"))?;
+            value.set_sensitive(true);
+            request = request.header(reqwest::header::AUTHORIZATION, value);
+        }
+        request
+            .send()
+            .await
+            .map_err(|e| self.send_error(url.as_str(), &e))
+    }
+
+    /// `url` parsed, and refused when it would use plain HTTP where only HTTPS may be used.
+    pub(super) fn checked_url(&self, url: &str, what: &str) -> Result<Url, PullError> {
+        let parsed = Url::parse(url)
+            .map_err(|_| self.protocol(&format!("its {what} address `{url}` is not a URL")))?;
+        match parsed.scheme() {
+            "https" => Ok(parsed),
+            "http" if may_use_http(&host_port(&parsed), &self.client.plain_http) => Ok(parsed),
+            _ => Err(self.protocol(&format!(
+                "its {what} address {url} is not HTTPS; list the host in REGISTRY_INSECURE if it may be reached over plain HTTP"
+            ))),
+        }
+    }
+
+    /// Sorts an answer: success passes, the rest becomes the error its status means.
+    pub(super) async fn check_status(
+        &self,
+        response: Response,
+        url: &str,
+    ) -> Result<Response, PullError> {
+        let status = response.status();
+        if status.is_success() {
+            return Ok(response);
+        }
+        let answer = answer(response).await;
+        let host = self.image.api_host();
+        Err(match status {
+            StatusCode::NOT_FOUND => PullError::new(
+                PullErrorKind::NotFound,
+                self.image,
+                format!(
+                    "the registry {host} has no such image ({url} answered {answer}); check the name and tag, and that the image was pushed"
+                ),
+            ),
+            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
+                self.refused(&format!("it answered {answer}"))
+            }
+            StatusCode::TOO_MANY_REQUESTS | StatusCode::REQUEST_TIMEOUT => self.transient(&format!(
+                "the registry {host} answered {answer}; planwright tries again later"
+            )),
+            s if s.is_server_error() => self.transient(&format!(
+                "the registry {host} answered {answer}; planwright tries again later (if it lasts, check the registry)"
+            )),
+            _ => self.protocol(&format!("{url} answered {answer}")),
+        })
+    }
+
+    pub(super) fn send_error(&self, url: &str, error: &reqwest::Error) -> PullError {
+        let what = if error.is_timeout() {
+            "did not answer in time"
+        } else if error.is_connect() {
+            "could not be reached"
+        } else if error.is_redirect() {
+            return self.protocol(&format!(
+                "{url} sent a redirect planwright does not follow ({error})"
+            ));
+        } else {
+            "broke off the connection"
+        };
+        let mut cause = String::new();
+        let mut source = std::error::Error::source(error);
+        while let Some(inner) = source {
+            cause = inner.to_string();
+            source = inner.source();
+        }
+        self.transient(&format!(
+            "{url} {what} ({cause}); planwright tries again later (if it lasts, check the registry's address and the network)"
+        ))
+    }
+
+    fn missing_credentials(&self) -> String {
+        format!(
+            "it asks for credentials and REGISTRY_AUTH has none for {}; run `docker login {}` and name its config.json in REGISTRY_AUTH",
+            self.image.registry(),
+            self.image.registry()
+        )
+    }
+
+    pub(super) fn refused(&self, detail: &str) -> PullError {
+        let advice = if self.credentials().is_some() {
+            format!(
+                "check the credentials for {} in REGISTRY_AUTH and that they may pull {}",
+                self.image.registry(),
+                self.image.repository()
+            )
+        } else {
+            format!(
+                "if the image is private, put credentials for {} in the config.json that REGISTRY_AUTH names",
+                self.image.registry()
+            )
+        };
+        PullError::new(
+            PullErrorKind::Refused,
+            self.image,
+            format!(
+                "the registry {} refused access: {detail}; {advice}",
+                self.image.api_host()
+            ),
+        )
+    }
+
+    fn transient(&self, detail: &str) -> PullError {
+        PullError::new(PullErrorKind::Transient, self.image, detail.to_owned())
+    }
+
+    pub(super) fn protocol(&self, detail: &str) -> PullError {
+        PullError::new(
+            PullErrorKind::Protocol,
+            self.image,
+            format!(
+                "the registry {} gave an answer planwright cannot use: {detail}",
+                self.image.api_host()
+            ),
+        )
+    }
+
+    fn unsupported(&self, detail: &str) -> PullError {
+        PullError::new(PullErrorKind::Unsupported, self.image, detail.to_owned())
+    }
+
+    fn corrupt(&self, detail: &str) -> PullError {
+        PullError::new(
+            PullErrorKind::DigestMismatch,
+            self.image,
+            format!(
+                "{detail}; nothing of it was kept (the registry's storage may be damaged: push the image again)"
+            ),
+        )
+    }
+
+    fn mismatch(&self, what: &str, actual: &Digest) -> PullError {
+        self.corrupt(&format!(
+            "the registry sent {what} with the content digest {actual} instead"
+        ))
+    }
+
+    fn digest(&self, text: &str) -> Result<Digest, PullError> {
+        Digest::parse(text).map_err(|e| self.unsupported(&format!("its manifest names {e}")))
+    }
+}
+
+/// The status and, from a distribution-spec error body, its first code and message. Reads
+/// at most 64 KiB of the body: an error needs no more, and a registry may send no end.
+pub(super) async fn answer(mut response: Response) -> String {
+    #[derive(Deserialize)]
+    struct Errors {
+        errors: Vec<ErrorEntry>,
+    }
+    #[derive(Deserialize)]
+    struct ErrorEntry {
+        code: Option<String>,
+        message: Option<String>,
+    }
+    let status = response.status();
+    let mut body = Vec::new();
+    while body.len() < 64 << 10
+        && let Ok(Some(chunk)) = response.chunk().await
+    {
+        body.extend_from_slice(&chunk);
+    }
+    let detail = match serde_json::from_slice::<Errors>(&body) {
+        Ok(errors) => errors
+            .errors
+            .into_iter()
+            .next()
+            .map(|e| {
+                [e.code, e.message]
+                    .into_iter()
+                    .flatten()
+                    .collect::<Vec<_>>()
+                    .join(": ")
+            })
+            .unwrap_or_default(),
+        Err(_) => String::from_utf8_lossy(&body[..body.len().min(200)])
+            .trim()
+            .to_owned(),
+    };
+    if detail.is_empty() {
+        status.to_string()
+    } else {
+        format!("{status} ({detail})")
+    }
+}
+
+/// The body, refused once it grows past `limit` bytes.
+pub(super) async fn read_limited(
+    mut response: Response,
+    limit: usize,
+    url: &str,
+    remote: &Remote<'_>,
+) -> Result<Vec<u8>, PullError> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| remote.send_error(url, &e))?
+    {
+        if body.len() + chunk.len() > limit {
+            return Err(remote.protocol(&format!("{url} sent more than {limit} bytes")));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_http_only_for_loopback_and_listed_hosts() {
+        let listed = vec!["registry.internal:5000".to_owned(), "lab".to_owned()];
+        for host in [
+            "127.0.0.1:5000",
+            "127.8.9.1",
+            "localhost:80",
+            "[::1]:5000",
+            "registry.internal:5000",
+            "lab:443",
+        ] {
+            assert!(may_use_http(host, &listed), "{host}");
+        }
+        for host in [
+            "ghcr.io",
+            "registry.internal:6000",
+            "10.0.0.1:5000",
+            "localhost.evil.com",
+            "[::2]:5000",
+        ] {
+            assert!(!may_use_http(host, &listed), "{host}");
+        }
+    }
+}
