@@ -108,22 +108,15 @@ impl EnvironmentConfig {
     }
 }
 
-/// An image reference as far as the file can tell: one word of the characters references
-/// are made of. The registry client parses it fully when the image is pulled.
+/// The reference as written, when it parses as an image reference; the error says why not,
+/// with an example.
 pub fn check_reference(image: &str) -> Result<String, String> {
-    let image = image.trim();
-    let allowed = |c: char| c.is_ascii_alphanumeric() || "._-/:@".contains(c);
-    if image.is_empty() || image.len() > 512 || !image.chars().all(allowed) {
-        return Err(format!(
-            "`{image}` is not an image reference (e.g. `ghcr.io/acme/ci:1.4` or `registry.example.com/team/ci@sha256:…`)"
-        ));
+    match crate::ids::image::ImageRef::parse(image) {
+        Ok(_) => Ok(image.trim().to_owned()),
+        Err(e) => Err(format!(
+            "{e} (e.g. `ghcr.io/acme/ci:1.4` or `registry.example.com/team/ci@sha256:…`)"
+        )),
     }
-    if image.starts_with(['/', '.', '-', ':', '@']) {
-        return Err(format!(
-            "`{image}` is not an image reference: it must start with a registry or repository name"
-        ));
-    }
-    Ok(image.to_owned())
 }
 
 /// A path inside the workspace: relative, without `..`.
