@@ -1,7 +1,9 @@
 //! `planwright doctor`: whether this deployment can work — settings, database and
 //! migrations, forge credentials, model provider keys, git, executors, disk — plus the
-//! sandbox's own checks (`doctor::sandbox`), one line each saying what to do about it.
+//! sandbox's own checks (`doctor::sandbox`) and the default environment image
+//! (`doctor::environment`), one line each saying what to do about it.
 
+mod environment;
 pub mod sandbox;
 
 use std::path::{Path, PathBuf};
@@ -161,6 +163,7 @@ pub async fn run(settings: &Settings, relay: Option<PathBuf>) -> Vec<Check> {
                 detail: c.detail,
             }),
     );
+    out.push(environment::check(settings).await);
     out.push(disk(&settings.data_dir));
     out
 }

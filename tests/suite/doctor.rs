@@ -1,7 +1,8 @@
 //! `planwright doctor` against a fake world: a deployment whose every part answers passes,
 //! and each broken part (a setting that does not load, an unreachable database, a GitHub
-//! key or GitLab token the forge refuses, a model provider that cannot be reached) is
-//! reported on its own line, by name, with a non-zero exit.
+//! key or GitLab token the forge refuses, a model provider that cannot be reached, a
+//! default environment image the registry does not have) is reported on its own line, by
+//! name, with a non-zero exit.
 
 use crate::support;
 
@@ -10,6 +11,7 @@ use std::path::{Path, PathBuf};
 use support::fake_forge::{APP_SLUG, Credential, FakeGithub, app_key};
 use support::fake_gitlab::{BOT_USERNAME, FakeGitlab};
 use support::model_server::ModelServer;
+use support::registry::{Access, Registry, UmociImage};
 use support::{TestDb, planwright_command};
 
 const ANTHROPIC_KEY: &str = "sk-ant-doctor-test-key";
@@ -167,6 +169,14 @@ async fn a_deployment_whose_parts_all_answer_passes() {
     report.assert_line("executor claude", "ok", &["9.9.9 (Claude Code)"]);
     report.assert_line("executor codex", "warn", &["`codex` is not on PATH"]);
     report.assert_line("sandbox", "ok", &["bubblewrap started `true`"]);
+    report.assert_line(
+        "environment",
+        "warn",
+        &[
+            "ENVIRONMENT_IMAGE is not set",
+            "use the planwright host's tools",
+        ],
+    );
     report.assert_line("disk space", "ok", &["GiB free in"]);
 
     // The keys were really sent, each the way its provider reads it, and never printed.
@@ -335,4 +345,72 @@ async fn a_setting_that_does_not_load_is_the_one_failure_reported() {
     assert!(!report.success, "{}", report.stdout);
     report.assert_line("settings", "FAIL", &["PLANWRIGHT_LISTEN", "not-an-address"]);
     assert_eq!(report.stdout.lines().count(), 1, "{}", report.stdout);
+}
+
+/// The images unpacked in DATA_DIR's cache, by digest hex.
+fn cached_images(data: &Path) -> Vec<String> {
+    match std::fs::read_dir(data.join("environments/images")) {
+        Ok(entries) => entries
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+#[tokio::test]
+async fn the_default_environment_image_is_pulled_into_the_cache_or_its_refusal_named() {
+    let registry = Registry::start(Access::Anonymous).await;
+    let db = TestDb::new().await;
+    let mut image = UmociImage::new(db.dir.path(), "tools");
+    image.layer(|root| std::fs::write(root.join("hello"), "from the image\n").unwrap());
+    registry.push_layout(&image.layout, "tools", "doctor/tools:1");
+    let path = tools(db.dir.path());
+    let data = db.dir.path().join("data");
+    let env = |image: String| {
+        vec![
+            ("PLANWRIGHT_DATA_DIR", data.display().to_string()),
+            ("PLANWRIGHT_DATABASE_URL", db.url.clone()),
+            ("PLANWRIGHT_ENVIRONMENT_IMAGE", image),
+        ]
+    };
+
+    let pullable = registry.reference("doctor/tools:1");
+    let report = doctor(&env(pullable.clone()), &path).await;
+    assert!(report.success, "{}\n{}", report.stdout, report.stderr);
+    let cached = cached_images(&data);
+    assert_eq!(cached.len(), 1, "{cached:?}\n{}", report.stdout);
+    report.assert_line(
+        "environment",
+        "ok",
+        &[
+            &format!("ENVIRONMENT_IMAGE {pullable} is sha256:{}", cached[0]),
+            " MiB unpacked (pulled now)",
+        ],
+    );
+    let root = data
+        .join("environments/images")
+        .join(&cached[0])
+        .join("rootfs");
+    assert_eq!(
+        std::fs::read_to_string(root.join("hello")).unwrap(),
+        "from the image\n"
+    );
+    // A run, or the doctor again, finds it there.
+    let report = doctor(&env(pullable), &path).await;
+    report.assert_line("environment", "ok", &["(already in the cache)"]);
+
+    let missing = registry.reference("doctor/absent:1");
+    let report = doctor(&env(missing.clone()), &path).await;
+    assert!(!report.success, "{}", report.stdout);
+    report.assert_line(
+        "environment",
+        "FAIL",
+        &[&format!("Could not pull the image {missing}"), "404"],
+    );
+    assert!(
+        report.stderr.contains("fix environment"),
+        "{}",
+        report.stderr
+    );
+    assert_eq!(cached_images(&data), cached, "nothing else was kept");
 }

@@ -1,0 +1,42 @@
+//! `planwright doctor`'s environment check: the deployment's `ENVIRONMENT_IMAGE` pulled into
+//! DATA_DIR's image cache as a run would pull it, or, without one, a warning that runs of
+//! repositories naming no image use the planwright host's tools.
+
+use super::Check;
+use crate::config::Settings;
+use crate::environment::Environments;
+
+const NAME: &str = "environment";
+
+pub(super) async fn check(settings: &Settings) -> Check {
+    let Some(image) = &settings.images.default_image else {
+        return Check::warn(
+            NAME,
+            "ENVIRONMENT_IMAGE is not set: runs of repositories that name no image \
+             (`environment.image` or a devcontainer) use the planwright host's tools; set it \
+             to the image with the toolchains they need",
+        );
+    };
+    let environments = match Environments::new(&settings.data_dir, &settings.images) {
+        Ok(environments) => environments,
+        Err(e) => return Check::fail(NAME, format!("ENVIRONMENT_IMAGE {image}: {e:#}")),
+    };
+    // Pulled for real, so the first run finds it unpacked and a refusal shows here first.
+    match environments.pull(image).await {
+        Ok(lease) => Check::ok(
+            NAME,
+            format!(
+                "ENVIRONMENT_IMAGE {image} is {}, {:.1} MiB unpacked ({}) in {}",
+                lease.digest,
+                lease.size as f64 / f64::from(1 << 20),
+                if lease.unpacked() {
+                    "pulled now"
+                } else {
+                    "already in the cache"
+                },
+                settings.data_dir.join("environments").display()
+            ),
+        ),
+        Err(e) => Check::fail(NAME, format!("ENVIRONMENT_IMAGE: {e}")),
+    }
+}
