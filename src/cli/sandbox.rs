@@ -8,6 +8,8 @@ use anyhow::Context as _;
 use clap::Subcommand;
 
 use crate::config::Settings;
+use crate::environment::{Environments, Image};
+use crate::ids::image::ImageRef;
 use crate::sandbox::{self, Exit, Sandbox, egress, relay};
 
 use super::ExitStatus;
@@ -58,12 +60,17 @@ pub(super) enum SandboxCommand {
 #[derive(clap::Args)]
 pub(super) struct Environment {
     /// A root folder (an unpacked image's file system) shown read-only as `/`.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", conflicts_with = "image")]
     root: Option<PathBuf>,
     /// A variable of the root's own environment, as an image's `Env` sets it; its `PATH`
     /// comes before the sandbox's.
     #[arg(long = "root-env", value_name = "NAME=VALUE", requires = "root", value_parser = parse_variable)]
     root_env: Vec<(String, String)>,
+    /// An environment image (`ghcr.io/acme/ci:1.4`, `debian:12`), pulled into
+    /// DATA_DIR/environments/ as a run pulls it; its root is shown read-only as `/` with
+    /// its `Env`.
+    #[arg(long, value_name = "REF")]
+    image: Option<ImageRef>,
 }
 
 impl Environment {
@@ -72,6 +79,20 @@ impl Environment {
             dir,
             env: self.root_env,
         })
+    }
+}
+
+/// The sandbox root of an unpacked image: its folder and the `NAME=value` entries of its
+/// `Env` (one without `=` sets nothing).
+fn image_root(image: &Image) -> sandbox::Root {
+    sandbox::Root {
+        dir: image.root.clone(),
+        env: image
+            .env
+            .iter()
+            .filter_map(|entry| entry.split_once('='))
+            .map(|(name, value)| (name.to_owned(), value.to_owned()))
+            .collect(),
     }
 }
 
@@ -112,15 +133,17 @@ pub(super) fn run(command: SandboxCommand, config: Option<&Path>) -> anyhow::Res
             command,
         } => {
             let mut cmd = sandbox::Command::new(workspace, command);
+            let image = environment.image.clone();
             cmd.root = environment.into_root();
             cmd.limits.wall = std::time::Duration::from_secs(timeout);
-            run_command(cmd, network, &allow, hide, config)
+            run_command(cmd, image, network, &allow, hide, config)
         }
     }
 }
 
 fn run_command(
     mut cmd: sandbox::Command,
+    image: Option<ImageRef>,
     network: Network,
     allow: &[String],
     mut hide: Vec<PathBuf>,
@@ -147,6 +170,17 @@ fn run_command(
         .build()
         .context("Could not start the async runtime")?;
     let out = runtime.block_on(async {
+        // Held until the command ends: the cache evicts no image a lease is held on.
+        let _lease = match image {
+            Some(image) => {
+                let lease = Environments::new(&settings.data_dir, &settings.images)?
+                    .pull(&image)
+                    .await?;
+                cmd.root = Some(image_root(&lease));
+                Some(lease)
+            }
+            None => None,
+        };
         let Some(allowlist) = allowlist else {
             return bwrap.run(&cmd).await.map_err(anyhow::Error::from);
         };

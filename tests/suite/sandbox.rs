@@ -1,8 +1,8 @@
 //! Escape attempts against the real bubblewrap sandbox: each test does what a hostile
 //! executor would try and fails if it gets anywhere, on the host's root and again on an
-//! image root; then what an image root itself must show and keep. bubblewrap and
-//! busybox-static must be installed (CI installs them); without them these tests fail
-//! rather than skip.
+//! image root; then what an image root itself must show and keep, and `sandbox run` in a
+//! root folder or a pulled image. bubblewrap and busybox-static must be installed (CI
+//! installs them); without them these tests fail rather than skip.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -1219,4 +1219,77 @@ fn sandbox_run_tries_a_command_in_a_root_folder_as_a_run_would() {
     let out = sandbox_run(&["--root-env", "A=b"], &["true"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--root"));
+}
+
+#[tokio::test]
+async fn sandbox_run_pulls_an_image_and_runs_the_command_in_it_as_a_run_would() {
+    use crate::support::registry::{Access, Registry, UmociImage};
+    let registry = Registry::start(Access::Anonymous).await;
+    let world = DataDir::new();
+    let mut image = UmociImage::new(world.root.path(), "busybox");
+    image
+        .layer(|rootfs| {
+            roots::busybox(rootfs);
+        })
+        .config(&[
+            "--config.env",
+            &format!("PATH={IMAGE_PATH}"),
+            "--config.env",
+            "IMAGE_FLAVOUR=the pulled image",
+        ]);
+    registry.push_layout(&image.layout, "busybox", "tools/busybox:1");
+    let sandbox_run = |extra: &[&str], command: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_planwright"))
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("PLANWRIGHT_DATA_DIR", &world.data)
+            .args(["sandbox", "run", "--workspace"])
+            .arg(&world.workspace)
+            .args(extra)
+            .args(["--", "sh", "-c", command])
+            .output()
+            .unwrap()
+    };
+    let only_in_the_image = format!("cat {IMAGE_ONLY_FILE}; {IMAGE_ONLY_TOOL}");
+    assert!(!Path::new("/opt/image").exists(), "the host has the tool");
+
+    let reference = registry.reference("tools/busybox:1");
+    let out = sandbox_run(&["--image", &reference], &only_in_the_image);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("{IMAGE_RELEASE}image tool in the pulled image\n"),
+        "{stderr}"
+    );
+    // Unpacked into DATA_DIR's cache, where a run finds it.
+    let cached = std::fs::read_dir(world.data.join("environments/images"))
+        .unwrap()
+        .count();
+    assert_eq!(cached, 1);
+    // On the host's root, the same command finds neither.
+    let out = sandbox_run(&[], &only_in_the_image);
+    assert_eq!(
+        out.status.code(),
+        Some(127),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let missing = registry.reference("tools/absent:1");
+    let out = sandbox_run(&["--image", &missing], "true");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("Could not pull the image {missing}")) && stderr.contains("404"),
+        "{stderr}"
+    );
+    let root = world.root.path().display().to_string();
+    let out = sandbox_run(&["--image", &reference, "--root", &root], "true");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("cannot be used with"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
