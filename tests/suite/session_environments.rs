@@ -81,8 +81,19 @@ fn contract_checking_with(command: &str) -> Value {
     })
 }
 
+/// The planner sends a scout, which runs the image's tool, then submits; the builtin
+/// executor fixes `add`; the reviewer accepts.
 fn fixing_script() -> Vec<Step> {
     vec![
+        Step::tool_call("p0", "investigate", json!({"question": "Does calc-test pass?"}))
+            .when_tools(&["submit_contract"]),
+        Step::tool_call("s1", "run", json!({"command": "calc-test"})).when_tools(&["report"]),
+        Step::tool_call(
+            "s2",
+            "report",
+            json!({"findings": "calc-test fails: add subtracts", "evidence": ["calc.py:2"], "confidence": "high"}),
+        )
+        .when_tools(&["report"]),
         Step::tool_call("p1", "submit_contract", contract_checking_with("calc-test"))
             .when_tools(&["submit_contract"]),
         Step::tool_call(
@@ -129,6 +140,12 @@ async fn runs_in_the_image(world: World, registry: &Registry, source: &str) {
     let digest = served_digest(registry, "tools/calc", "1").await;
     let reference = registry.reference("tools/calc:1");
 
+    // The scout's command ran in the image too: what it was shown is the tool's output.
+    let scouted = world.models.requests().iter().any(|r| {
+        let body = r.body.to_string();
+        body.contains("exit: Code(1)\\ntap: FAILED") && body.contains("- add adds")
+    });
+    assert!(scouted, "no scout saw calc-test's output");
     let contract = world.contract_comments().pop().expect("a contract comment");
     assert!(
         contract.contains(&format!("- environment: `{reference}`, from {source}")),
@@ -217,8 +234,43 @@ async fn an_image_that_cannot_be_pulled_stops_the_session_before_any_model_is_pa
     world.server.stop().await;
 }
 
+async fn an_image_gone_by_approval_stops_the_run_before_the_executor_is_paid(on: ForgeKind) {
+    let registry = Registry::start(Access::Anonymous).await;
+    let dir = tempfile::tempdir().unwrap();
+    push_tools_image(&registry, dir.path());
+    let reference = registry.reference("tools/calc:1");
+    let settings = format!("test: calc-test\nenvironment:\n  image: {reference}\n");
+    let world = calc_world(on, &settings, &[]).await;
+    world.label(&world.maintainer, "label-image-gone").await;
+    world.wait_for_state("awaiting_approval").await;
+    // The tag is deleted from the registry's own storage after planning pulled it.
+    let tag = registry
+        .storage
+        .join("docker/registry/v2/repositories/tools/calc/_manifests/tags/1");
+    std::fs::remove_dir_all(&tag).unwrap();
+    world
+        .comment(&world.maintainer, "/approve", "approve-image-gone")
+        .await;
+    let failed = world.wait_for_state("failed").await;
+    let reason = failed.failure.unwrap_or_default();
+    assert!(
+        reason.contains(&format!("The environment image `{reference}`"))
+            && reason.contains("Check the name and the tag"),
+        "{reason}"
+    );
+    let executor_called = world.models.requests().iter().any(|r| {
+        let body = r.body.to_string();
+        body.contains("\"finish\"") && body.contains("\"edit_file\"")
+    });
+    assert!(!executor_called, "the executor's model was called");
+    assert!(world.runs().await.is_empty(), "an attempt was started");
+    world.all_jobs_settled().await;
+    world.server.stop().await;
+}
+
 crate::on_both_forges!(
     a_tool_only_the_repositorys_image_has_checks_the_change,
     the_devcontainers_image_is_used_when_the_repository_file_names_none,
     an_image_that_cannot_be_pulled_stops_the_session_before_any_model_is_paid,
+    an_image_gone_by_approval_stops_the_run_before_the_executor_is_paid,
 );
