@@ -8,7 +8,7 @@ use anyhow::Context as _;
 use clap::Subcommand;
 
 use crate::config::Settings;
-use crate::environment::{Environments, Image};
+use crate::environment::Environments;
 use crate::ids::image::ImageRef;
 use crate::sandbox::{self, Exit, Sandbox, egress, relay};
 
@@ -79,20 +79,6 @@ impl Environment {
             dir,
             env: self.root_env,
         })
-    }
-}
-
-/// The sandbox root of an unpacked image: its folder and the `NAME=value` entries of its
-/// `Env` (one without `=` sets nothing).
-fn image_root(image: &Image) -> sandbox::Root {
-    sandbox::Root {
-        dir: image.root.clone(),
-        env: image
-            .env
-            .iter()
-            .filter_map(|entry| entry.split_once('='))
-            .map(|(name, value)| (name.to_owned(), value.to_owned()))
-            .collect(),
     }
 }
 
@@ -176,7 +162,7 @@ fn run_command(
                 let lease = Environments::new(&settings.data_dir, &settings.images)?
                     .pull(&image)
                     .await?;
-                cmd.root = Some(image_root(&lease));
+                cmd.root = Some(lease.sandbox_root());
                 Some(lease)
             }
             None => None,
