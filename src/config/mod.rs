@@ -2,6 +2,7 @@
 //! variables (DESIGN §10). Every value is checked here, once, with the key named in the
 //! error, so the rest of the program reads typed settings only.
 
+pub mod checkout_file;
 pub mod environment;
 pub mod github_app;
 pub mod images;

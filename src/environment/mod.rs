@@ -140,6 +140,13 @@ impl Environments {
     /// reference resolves to, else downloaded, verified and unpacked, once however many
     /// pulls of it run at the same time.
     pub async fn pull(&self, image: &ImageRef) -> Result<cache::Lease, PullError> {
+        // A reference pinned to a digest the cache holds needs no registry at all.
+        if let Some(digest) = image.digest()
+            && let Some(lease) = self.cache.lease(image, digest)?
+        {
+            crate::metrics::record_image_pull(true, 0);
+            return Ok(lease);
+        }
         let remote = self.client.remote(image);
         let resolved = remote.resolve().await?;
         if let Some(lease) = self.cache.lease(image, &resolved.digest)? {

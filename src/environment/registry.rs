@@ -7,7 +7,7 @@
 //! registry that timed out from one that refused us. This client is the few requests a pull
 //! needs, on the crate's one HTTP stack, with every answer sorted into a [`PullErrorKind`].
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -119,6 +119,17 @@ fn host_port(url: &Url) -> String {
     match url.port() {
         Some(port) => format!("{host}:{port}"),
         None => host.to_owned(),
+    }
+}
+
+/// A file removed when this is dropped, unless it was taken back.
+struct RemoveOnDrop(Option<PathBuf>);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        if let Some(path) = self.0.take() {
+            let _ = std::fs::remove_file(path);
+        }
     }
 }
 
@@ -397,6 +408,9 @@ impl<'a> Remote<'a> {
         let mut response = self.get(&url, None).await?;
         let partial = dest.with_extension(format!("partial.{}", uuid::Uuid::new_v4().simple()));
         let local = |e: std::io::Error| PullError::local(self.image, &partial, &e);
+        // Removed however this ends, a pull dropped mid-download (another layer failed,
+        // the job was cancelled) included, unless it became the blob.
+        let mut leftover = RemoveOnDrop(Some(partial.clone()));
         let result = async {
             let mut file = tokio::fs::File::create(&partial).await.map_err(local)?;
             let mut hasher = sha2::Sha256::new();
@@ -424,8 +438,8 @@ impl<'a> Remote<'a> {
             tokio::fs::rename(&partial, dest).await.map_err(local)
         }
         .await;
-        if result.is_err() {
-            let _ = tokio::fs::remove_file(&partial).await;
+        if result.is_ok() {
+            leftover.0 = None;
         }
         result
     }
