@@ -22,6 +22,9 @@ pub struct ImageSettings {
     /// `host` or `host:port` entries that may be reached over plain HTTP
     /// (`REGISTRY_INSECURE`), beside loopback registries, which always may.
     pub insecure: Vec<String>,
+    /// Registries whose names may resolve to loopback or private addresses
+    /// (`REGISTRY_PRIVATE`); those in `insecure` may too.
+    pub private: Vec<String>,
     /// Bytes the unpacked images may take (`ENVIRONMENT_CACHE_MAX`).
     pub cache_max: u64,
 }
@@ -32,6 +35,7 @@ impl Default for ImageSettings {
             default_image: None,
             credentials: RegistryCredentials::default(),
             insecure: Vec::new(),
+            private: Vec::new(),
             cache_max: DEFAULT_CACHE_MAX,
         }
     }
@@ -151,21 +155,8 @@ impl super::Raw {
                 RegistryCredentials::from_docker_config(&text, path)?
             }
         };
-        let mut insecure = Vec::new();
-        for host in self.text("registry_insecure").unwrap_or("").split(',') {
-            let host = host.trim();
-            if host.is_empty() {
-                continue;
-            }
-            let valid = crate::ids::image::is_registry_host(host);
-            if !valid {
-                bail!(
-                    "Cannot use {}: `{host}` is not a registry host (give `host` or `host:port`, comma-separated, without `http://`)",
-                    self.source("registry_insecure")
-                );
-            }
-            insecure.push(host.to_ascii_lowercase());
-        }
+        let insecure = self.registry_hosts("registry_insecure")?;
+        let private = self.registry_hosts("registry_private")?;
         let cache_max = match self.text("environment_cache_max") {
             None => DEFAULT_CACHE_MAX,
             Some(text) => match parse_size(text) {
@@ -180,8 +171,28 @@ impl super::Raw {
             default_image,
             credentials,
             insecure,
+            private,
             cache_max,
         })
+    }
+
+    /// A comma-separated list of `host` or `host:port` entries, lower-cased.
+    fn registry_hosts(&self, key: &str) -> Result<Vec<String>> {
+        let mut hosts = Vec::new();
+        for host in self.text(key).unwrap_or("").split(',') {
+            let host = host.trim();
+            if host.is_empty() {
+                continue;
+            }
+            if !crate::ids::image::is_registry_host(host) {
+                bail!(
+                    "Cannot use {}: `{host}` is not a registry host (give `host` or `host:port`, comma-separated, without `http://`)",
+                    self.source(key)
+                );
+            }
+            hosts.push(host.to_ascii_lowercase());
+        }
+        Ok(hosts)
     }
 }
 
@@ -216,6 +227,7 @@ mod tests {
             ("ENVIRONMENT_IMAGE", "ghcr.io/acme/ci:1.4"),
             ("REGISTRY_AUTH", &auth_path),
             ("REGISTRY_INSECURE", "registry.lan:5000, lab"),
+            ("REGISTRY_PRIVATE", "Registry.Corp"),
             ("ENVIRONMENT_CACHE_MAX", "512M"),
         ])
         .unwrap();
@@ -226,6 +238,7 @@ mod tests {
         );
         assert!(images.credentials.for_registry("ghcr.io").is_some());
         assert_eq!(images.insecure, ["registry.lan:5000", "lab"]);
+        assert_eq!(images.private, ["registry.corp"]);
         assert_eq!(images.cache_max, 512 << 20);
         assert!(
             settings.secret_files.contains(&auth),
@@ -241,6 +254,11 @@ mod tests {
                 "PLANWRIGHT_ENVIRONMENT_IMAGE",
             ),
             ("REGISTRY_INSECURE", "http://lab", "without `http://`"),
+            (
+                "REGISTRY_PRIVATE",
+                "https://corp/",
+                "PLANWRIGHT_REGISTRY_PRIVATE",
+            ),
             ("ENVIRONMENT_CACHE_MAX", "big", "such as `20G`"),
             ("ENVIRONMENT_CACHE_MAX", "0", "such as `20G`"),
             ("REGISTRY_AUTH", &missing, "docker login"),

@@ -230,6 +230,7 @@ const KEYS: &[&str] = &[
     "environment_image",
     "registry_auth",
     "registry_insecure",
+    "registry_private",
     "environment_cache_max",
 ];
 

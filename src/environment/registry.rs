@@ -11,6 +11,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use reqwest::dns::Resolve;
 use reqwest::{Response, StatusCode, Url};
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
@@ -18,6 +19,7 @@ use sha2::Digest as _;
 use tokio::io::AsyncWriteExt as _;
 
 use super::auth::{self, Challenge};
+use super::reach::{self, Reach};
 use super::unpack::Compression;
 use super::{PullError, PullErrorKind, RunConfig};
 use crate::config::images::ImageSettings;
@@ -38,80 +40,88 @@ const MAX_DOCUMENT: usize = 8 << 20;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 const READ_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// The registries' shared HTTP client and what decides how to reach each one.
+/// What decides how to reach each registry; each pull gets its own HTTP client, whose
+/// name lookup and redirects follow that pull's [`Reach`].
 pub(super) struct Client {
-    http: reqwest::Client,
-    plain_http: Arc<Vec<String>>,
+    insecure: Vec<String>,
+    private: Vec<String>,
     credentials: crate::config::images::RegistryCredentials,
+    lookup: Option<Arc<dyn Resolve>>,
 }
 
 impl Client {
-    pub(super) fn new(settings: &ImageSettings) -> anyhow::Result<Self> {
-        let plain_http = Arc::new(settings.insecure.clone());
-        let allowed = plain_http.clone();
-        // A registry may send blobs elsewhere (a CDN); never down to plain HTTP unless that
-        // host may be reached so anyway.
+    pub(super) fn new(settings: &ImageSettings) -> Self {
+        Self {
+            insecure: settings.insecure.clone(),
+            private: settings.private.clone(),
+            credentials: settings.credentials.clone(),
+            lookup: None,
+        }
+    }
+
+    /// Names are looked up by `lookup` instead of the system resolver; what it answers is
+    /// checked all the same.
+    pub(super) fn set_lookup(&mut self, lookup: Arc<dyn Resolve>) {
+        self.lookup = Some(lookup);
+    }
+
+    /// A connection to the image's repository, authenticated on first need.
+    pub(super) fn remote<'a>(&'a self, image: &'a ImageRef) -> Result<Remote<'a>, PullError> {
+        let host = image.api_host();
+        let reach = Arc::new(Reach::new(host, &self.insecure, &self.private));
+        let scheme = if reach.own_http() { "http" } else { "https" };
+        let policy = reach.clone();
+        // A registry may send blobs elsewhere (a CDN), but not inward and not down to plain
+        // HTTP; names it redirects to are checked when they are resolved.
         let redirects = reqwest::redirect::Policy::custom(move |attempt| {
+            let target = host_port(attempt.url());
             if attempt.previous().len() >= 10 {
-                attempt.error("too many redirects")
-            } else if attempt.url().scheme() == "https"
-                || may_use_http(&host_port(attempt.url()), &allowed)
-            {
-                attempt.follow()
-            } else {
-                attempt.error("a redirect from HTTPS to plain HTTP")
+                return attempt.error("it redirected more than 10 times");
+            }
+            let plain = attempt.url().scheme() != "https";
+            if plain && !(attempt.url().scheme() == "http" && policy.plain_http(&target)) {
+                return attempt.error(PlainRedirect(target));
+            }
+            match policy.check_literal(&target) {
+                Ok(()) => attempt.follow(),
+                Err(blocked) => attempt.error(blocked),
             }
         });
+        // The address rules cannot hold through a proxy, which resolves names itself.
         let http = reqwest::Client::builder()
+            .no_proxy()
+            .dns_resolver(reach::Guarded {
+                reach: reach.clone(),
+                lookup: self.lookup.clone(),
+            })
             .connect_timeout(CONNECT_TIMEOUT)
             .read_timeout(READ_TIMEOUT)
             .redirect(redirects)
             .user_agent(concat!("planwright/", env!("CARGO_PKG_VERSION")))
             .build()
-            .map_err(|e| anyhow::anyhow!("Could not set up the HTTP client for registries: {e}"))?;
-        Ok(Self {
-            http,
-            plain_http,
-            credentials: settings.credentials.clone(),
-        })
-    }
-
-    /// A connection to the image's repository, authenticated on first need.
-    pub(super) fn remote<'a>(&'a self, image: &'a ImageRef) -> Remote<'a> {
-        let host = image.api_host();
-        let scheme = if may_use_http(host, &self.plain_http) {
-            "http"
-        } else {
-            "https"
-        };
-        Remote {
+            .map_err(|e| {
+                PullError::new(
+                    PullErrorKind::Local,
+                    image,
+                    format!("could not set up an HTTP client for the registry: {e}"),
+                )
+            })?;
+        Ok(Remote {
             client: self,
+            http,
+            reach,
             image,
             base: format!("{scheme}://{host}/v2/{}", image.repository()),
             authorization: Mutex::new(None),
-        }
+        })
     }
 }
 
-/// Loopback registries may answer plain HTTP, as Docker allows, and the listed hosts.
-fn may_use_http(host_port: &str, listed: &[String]) -> bool {
-    let host_port = host_port.to_ascii_lowercase();
-    if listed.contains(&host_port) {
-        return true;
-    }
-    let host = match host_port.rsplit_once(':') {
-        Some((host, port)) if !port.contains(']') => host,
-        _ => host_port.as_str(),
-    };
-    if listed.iter().any(|h| h == host) {
-        return true;
-    }
-    let bare = host.trim_start_matches('[').trim_end_matches(']');
-    host == "localhost"
-        || bare
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
-}
+#[derive(Debug, thiserror::Error)]
+#[error("a redirect to plain HTTP at {0}; {PLAIN_HTTP_RULE}")]
+struct PlainRedirect(String);
+
+const PLAIN_HTTP_RULE: &str = "planwright uses plain HTTP only to the image's own registry, when that is on loopback or listed in REGISTRY_INSECURE";
 
 fn host_port(url: &Url) -> String {
     // IPv6 hosts come bracketed, as a reference spells them.
@@ -125,6 +135,8 @@ fn host_port(url: &Url) -> String {
 /// One image's repository on its registry, with the authorization it has won so far.
 pub(super) struct Remote<'a> {
     client: &'a Client,
+    http: reqwest::Client,
+    reach: Arc<Reach>,
     image: &'a ImageRef,
     base: String,
     authorization: Mutex<Option<SecretString>>,
@@ -212,7 +224,7 @@ impl<'a> Remote<'a> {
     }
 
     pub(super) fn http(&self) -> &reqwest::Client {
-        &self.client.http
+        &self.http
     }
 
     fn on_own_registry(&self, url: &Url) -> bool {
@@ -474,7 +486,7 @@ impl<'a> Remote<'a> {
 
     async fn send(&self, url: &str, accept: Option<&str>) -> Result<Response, PullError> {
         let url = self.checked_url(url, "registry")?;
-        let mut request = self.client.http.get(url.clone());
+        let mut request = self.http.get(url.clone());
         if let Some(accept) = accept {
             request = request.header(reqwest::header::ACCEPT, accept);
         }
@@ -495,17 +507,25 @@ impl<'a> Remote<'a> {
             .map_err(|e| self.send_error(url.as_str(), &e))
     }
 
-    /// `url` parsed, and refused when it would use plain HTTP where only HTTPS may be used.
+    /// `url` parsed, and refused when it would use plain HTTP where only HTTPS may be used
+    /// or names an address the pull may not reach.
     pub(super) fn checked_url(&self, url: &str, what: &str) -> Result<Url, PullError> {
         let parsed = Url::parse(url)
             .map_err(|_| self.protocol(&format!("its {what} address `{url}` is not a URL")))?;
+        let host = host_port(&parsed);
         match parsed.scheme() {
-            "https" => Ok(parsed),
-            "http" if may_use_http(&host_port(&parsed), &self.client.plain_http) => Ok(parsed),
-            _ => Err(self.protocol(&format!(
-                "its {what} address {url} is not HTTPS; list the host in REGISTRY_INSECURE if it may be reached over plain HTTP"
-            ))),
+            "https" => {}
+            "http" if self.reach.plain_http(&host) => {}
+            _ => {
+                return Err(self.blocked(&format!(
+                    "its {what} address {url} is not HTTPS; {PLAIN_HTTP_RULE}"
+                )));
+            }
         }
+        self.reach
+            .check_literal(&host)
+            .map_err(|b| self.blocked(&b.explain(&format!("its {what} is at"))))?;
+        Ok(parsed)
     }
 
     /// Sorts an answer: success passes, the rest becomes the error its status means.
@@ -542,23 +562,36 @@ impl<'a> Remote<'a> {
     }
 
     pub(super) fn send_error(&self, url: &str, error: &reqwest::Error) -> PullError {
-        let what = if error.is_timeout() {
-            "did not answer in time"
-        } else if error.is_connect() {
-            "could not be reached"
-        } else if error.is_redirect() {
-            return self.protocol(&format!(
-                "{url} sent a redirect planwright does not follow ({error})"
-            ));
-        } else {
-            "broke off the connection"
-        };
+        if let Some(blocked) = reach::cause::<reach::Blocked>(error) {
+            let what = if error.is_redirect() {
+                format!("{url} redirected to")
+            } else if blocked.host == reach::bare_host(self.image.api_host()) {
+                "its address".to_owned()
+            } else {
+                format!("{url} led to")
+            };
+            return self.blocked(&blocked.explain(&what));
+        }
         let mut cause = String::new();
         let mut source = std::error::Error::source(error);
         while let Some(inner) = source {
             cause = inner.to_string();
             source = inner.source();
         }
+        let what = if error.is_timeout() {
+            "did not answer in time"
+        } else if error.is_connect() {
+            "could not be reached"
+        } else if error.is_redirect() {
+            if let Some(plain) = reach::cause::<PlainRedirect>(error) {
+                return self.blocked(&format!("{url} sent {plain}"));
+            }
+            return self.protocol(&format!(
+                "{url} sent a redirect planwright does not follow: {cause}"
+            ));
+        } else {
+            "broke off the connection"
+        };
         self.transient(&format!(
             "{url} {what} ({cause}); planwright tries again later (if it lasts, check the registry's address and the network)"
         ))
@@ -593,6 +626,10 @@ impl<'a> Remote<'a> {
                 self.image.api_host()
             ),
         )
+    }
+
+    fn blocked(&self, detail: &str) -> PullError {
+        PullError::new(PullErrorKind::Blocked, self.image, detail.to_owned())
     }
 
     fn transient(&self, detail: &str) -> PullError {
@@ -697,33 +734,4 @@ pub(super) async fn read_limited(
         body.extend_from_slice(&chunk);
     }
     Ok(body)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn plain_http_only_for_loopback_and_listed_hosts() {
-        let listed = vec!["registry.internal:5000".to_owned(), "lab".to_owned()];
-        for host in [
-            "127.0.0.1:5000",
-            "127.8.9.1",
-            "localhost:80",
-            "[::1]:5000",
-            "registry.internal:5000",
-            "lab:443",
-        ] {
-            assert!(may_use_http(host, &listed), "{host}");
-        }
-        for host in [
-            "ghcr.io",
-            "registry.internal:6000",
-            "10.0.0.1:5000",
-            "localhost.evil.com",
-            "[::2]:5000",
-        ] {
-            assert!(!may_use_http(host, &listed), "{host}");
-        }
-    }
 }

@@ -16,10 +16,9 @@ use crate::support::registry::{
 
 fn settings(cache_max: u64, credentials: RegistryCredentials) -> ImageSettings {
     ImageSettings {
-        default_image: None,
         credentials,
-        insecure: Vec::new(),
         cache_max,
+        ..ImageSettings::default()
     }
 }
 
@@ -927,6 +926,167 @@ async fn credentials_never_reach_a_host_other_than_the_registry() {
         seen.iter()
             .all(|(_, authorization)| authorization.is_none()),
         "credentials reached another host: {seen:?}"
+    );
+}
+
+/// Answers registry names from a table, as a deployment's DNS might: the pull checks what
+/// it answers like any lookup.
+struct Lookup(Vec<(&'static str, std::net::IpAddr)>);
+
+impl reqwest::dns::Resolve for Lookup {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let found: Vec<std::net::SocketAddr> = self
+            .0
+            .iter()
+            .filter(|(host, _)| *host == name.as_str())
+            .map(|(_, ip)| std::net::SocketAddr::new(*ip, 0))
+            .collect();
+        Box::pin(async move { Ok(Box::new(found.into_iter()) as reqwest::dns::Addrs) })
+    }
+}
+
+fn looked_up(environments: Environments, table: Lookup) -> Environments {
+    environments.with_lookup(std::sync::Arc::new(table))
+}
+
+/// A listener that only counts the connections it accepts.
+async fn counting_listener() -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = accepted.clone();
+    tokio::spawn(async move {
+        while let Ok((socket, _)) = listener.accept().await {
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            drop(socket);
+        }
+    });
+    (port, accepted)
+}
+
+/// An image naming a registry whose name resolves to loopback is not reached at all; the
+/// same name listed by the operator in REGISTRY_INSECURE is pulled.
+#[tokio::test]
+async fn a_registry_name_resolving_inward_is_not_reached_unless_listed() {
+    let loopback: std::net::IpAddr = "127.0.0.1".parse().unwrap();
+    let (port, accepted) = counting_listener().await;
+    let dir = tempfile::tempdir().unwrap();
+    let environments = looked_up(
+        environments(dir.path()),
+        Lookup(vec![("registry.example", loopback)]),
+    );
+    let image = ImageRef::parse(&format!("registry.example:{port}/x/y:1")).unwrap();
+    let error = pull_error(&environments, &image).await;
+    assert_eq!(error.kind, PullErrorKind::Blocked, "{error}");
+    let text = error.to_string();
+    assert!(
+        text.contains("registry.example (which resolves to 127.0.0.1), a loopback address")
+            && text.contains("planwright follows a registry only to public addresses")
+            && text.contains("REGISTRY_PRIVATE"),
+        "{text}"
+    );
+    assert!(!error.is_transient());
+    assert_eq!(
+        accepted.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "the pull connected to the loopback address"
+    );
+
+    let registry = Registry::start(Access::Anonymous).await;
+    push_one(
+        &registry,
+        "listed/image",
+        "1",
+        TarLayer::default().file("f", 0o644, b"listed").finish(),
+    )
+    .await;
+    let registry_port = registry.addr.rsplit_once(':').unwrap().1;
+    let listed = format!("registry.example:{registry_port}");
+    let settings = ImageSettings {
+        insecure: vec![listed.clone()],
+        ..settings(1 << 30, RegistryCredentials::default())
+    };
+    let environments = looked_up(
+        Environments::new(dir.path(), &settings).unwrap(),
+        Lookup(vec![("registry.example", loopback)]),
+    );
+    let lease = environments
+        .pull(&ImageRef::parse(&format!("{listed}/listed/image:1")).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(std::fs::read(lease.root.join("f")).unwrap(), b"listed");
+}
+
+/// A registry on loopback (its own address, so it may use plain HTTP) tries to send the
+/// pull to the cloud metadata service, a private address, a name resolving inward, or
+/// another loopback host over plain HTTP, by redirect and by bearer realm: each is refused
+/// before any connection, saying what and why.
+#[tokio::test]
+async fn redirects_and_realms_never_lead_inward_or_to_plain_http_elsewhere() {
+    let (bystander, bystander_seen) = hostile_server(|_| {
+        "HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}".to_owned()
+    })
+    .await;
+    let (registry, _) = hostile_server(move |path| {
+        let target = match path.split('/').nth(2).unwrap_or("") {
+            "metadata" => "https://169.254.169.254/latest/meta-data/".to_owned(),
+            "private" => "https://10.0.0.5/v2/".to_owned(),
+            "named" => "https://inward.example/v2/".to_owned(),
+            "plain" => format!("http://localhost:{bystander}/v2/"),
+            realm => {
+                let realm = match realm {
+                    "realm-metadata" => "https://169.254.169.254/token".to_owned(),
+                    "realm-named" => "https://inward.example/token".to_owned(),
+                    _ => format!("http://localhost:{bystander}/token"),
+                };
+                return format!("HTTP/1.1 401 Unauthorized\r\nwww-authenticate: Bearer realm=\"{realm}\"\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+            }
+        };
+        format!("HTTP/1.1 307 Temporary Redirect\r\nlocation: {target}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let environments = looked_up(
+        environments(dir.path()),
+        Lookup(vec![("inward.example", "10.0.0.5".parse().unwrap())]),
+    );
+    for (name, expected) in [
+        (
+            "metadata",
+            "redirected to 169.254.169.254, a link-local address",
+        ),
+        ("private", "redirected to 10.0.0.5, a private address"),
+        (
+            "named",
+            "led to inward.example (which resolves to 10.0.0.5), a private address",
+        ),
+        (
+            "plain",
+            &format!("a redirect to plain HTTP at localhost:{bystander}"),
+        ),
+        (
+            "realm-metadata",
+            "its token service is at 169.254.169.254, a link-local address",
+        ),
+        (
+            "realm-named",
+            "led to inward.example (which resolves to 10.0.0.5), a private address",
+        ),
+        (
+            "realm-plain",
+            &format!("its token service address http://localhost:{bystander}/token is not HTTPS"),
+        ),
+    ] {
+        let image = ImageRef::parse(&format!("127.0.0.1:{registry}/{name}/image:1")).unwrap();
+        let error = pull_error(&environments, &image).await;
+        assert_eq!(error.kind, PullErrorKind::Blocked, "{name}: {error}");
+        let text = error.to_string();
+        assert!(text.contains(expected), "{name}: {text}");
+        assert!(!error.is_transient(), "{name}");
+    }
+    assert!(
+        bystander_seen.lock().unwrap().is_empty(),
+        "another loopback host was reached over plain HTTP"
     );
 }
 
