@@ -111,6 +111,9 @@ pub struct Environments {
 
 impl Environments {
     pub fn new(data_dir: &Path, settings: &ImageSettings) -> anyhow::Result<Self> {
+        for warning in settings.credentials.host_wide_warnings() {
+            tracing::warn!("{warning}");
+        }
         Ok(Self {
             client: registry::Client::new(settings),
             cache: cache::Cache::open(&data_dir.join("environments"), settings.cache_max)?,

@@ -232,7 +232,7 @@ impl<'a> Remote<'a> {
     }
 
     pub(super) fn credentials(&self) -> Option<(&str, &SecretString)> {
-        self.client.credentials.for_registry(self.image.registry())
+        self.client.credentials.for_image(self.image)
     }
 
     /// The manifest for this host's platform, its config, and the layers to unpack.
@@ -598,24 +598,25 @@ impl<'a> Remote<'a> {
     }
 
     fn missing_credentials(&self) -> String {
+        let (registry, repository) = (self.image.registry(), self.image.repository());
+        let owner = repository.split('/').next().unwrap_or(repository);
         format!(
-            "it asks for credentials and REGISTRY_AUTH has none for {}; run `docker login {}` and name its config.json in REGISTRY_AUTH",
-            self.image.registry(),
-            self.image.registry()
+            "it asks for credentials and REGISTRY_AUTH has none for {registry}/{repository}; run `docker login {registry}` and name its config.json in REGISTRY_AUTH, keying the entry by repository prefix (`{registry}/{owner}`)"
         )
     }
 
     pub(super) fn refused(&self, detail: &str) -> PullError {
         let advice = if self.credentials().is_some() {
             format!(
-                "check the credentials for {} in REGISTRY_AUTH and that they may pull {}",
+                "check the credentials REGISTRY_AUTH gives {}/{} and that they may pull it",
                 self.image.registry(),
                 self.image.repository()
             )
         } else {
             format!(
-                "if the image is private, put credentials for {} in the config.json that REGISTRY_AUTH names",
-                self.image.registry()
+                "if the image is private, put credentials for {}/{} in the config.json that REGISTRY_AUTH names",
+                self.image.registry(),
+                self.image.repository()
             )
         };
         PullError::new(

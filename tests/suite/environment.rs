@@ -304,6 +304,68 @@ async fn bearer_token_challenge_takes_right_credentials_only() {
     authenticated_pulls(Access::Token).await;
 }
 
+/// Credentials keyed by repository prefix go to images under that prefix only (by whole
+/// path segments), the most specific key winning over a host-wide one.
+#[tokio::test]
+async fn credentials_keyed_by_repository_prefix_are_lent_to_that_prefix_only() {
+    use base64::Engine as _;
+    let registry = Registry::start(Access::Htpasswd).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut image = UmociImage::new(dir.path(), "bb");
+    image.layer(busybox_root);
+    for name in ["acme/ci:1", "acmeevil/loot:1", "other/loot:1"] {
+        registry.push_layout(&image.layout, "bb", name);
+    }
+    let auth = |password: &str| {
+        let pair = base64::engine::general_purpose::STANDARD.encode(format!("{USER}:{password}"));
+        serde_json::json!({ "auth": pair })
+    };
+    let file = dir.path().join("scoped.json");
+    let scoped = serde_json::json!({"auths": {format!("{}/acme", registry.addr): auth(PASSWORD)}});
+    std::fs::write(&file, scoped.to_string()).unwrap();
+    let scoped =
+        RegistryCredentials::from_docker_config(&std::fs::read_to_string(&file).unwrap(), &file)
+            .unwrap();
+    assert!(scoped.host_wide_warnings().is_empty());
+    let data = dir.path().join("data");
+    let lease = pull_with(&data, &registry, scoped.clone(), "acme/ci:1")
+        .await
+        .unwrap();
+    assert!(lease.root.join("bin/busybox").is_file());
+    let error = pull_with(&data, &registry, scoped, "acmeevil/loot:1")
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind, PullErrorKind::Refused, "{error}");
+    assert!(
+        error.to_string().contains(&format!(
+            "REGISTRY_AUTH has none for {}/acmeevil/loot",
+            registry.addr
+        )),
+        "the sibling got the scoped credentials: {error}"
+    );
+
+    // A host-wide key with a wrong password: the scoped key still wins for its prefix,
+    // and the host-wide one is what other repositories get (and are refused with).
+    let both = serde_json::json!({"auths": {
+        registry.addr.clone(): auth("wrong"),
+        format!("{}/acme", registry.addr): auth(PASSWORD),
+    }});
+    std::fs::write(&file, both.to_string()).unwrap();
+    let both =
+        RegistryCredentials::from_docker_config(&std::fs::read_to_string(&file).unwrap(), &file)
+            .unwrap();
+    assert_eq!(both.host_wide_warnings().len(), 1);
+    let other = dir.path().join("other-data");
+    pull_with(&other, &registry, both.clone(), "acme/ci:1")
+        .await
+        .unwrap();
+    let error = pull_with(&other, &registry, both, "other/loot:1")
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind, PullErrorKind::Refused, "{error}");
+    assert!(error.to_string().contains("401"), "{error}");
+}
+
 /// Pushes an image made of one handcrafted layer, returning its manifest digest and size.
 async fn push_one(registry: &Registry, name: &str, tag: &str, tar: Vec<u8>) -> (String, usize) {
     registry
@@ -1046,8 +1108,10 @@ async fn redirects_and_realms_never_lead_inward_or_to_plain_http_elsewhere() {
     })
     .await;
     let dir = tempfile::tempdir().unwrap();
+    // With credentials for the registry: none may reach the token services it names.
+    let credentials = credentials_for(dir.path(), &format!("127.0.0.1:{registry}"));
     let environments = looked_up(
-        environments(dir.path()),
+        Environments::new(dir.path(), &settings(1 << 30, credentials)).unwrap(),
         Lookup(vec![("inward.example", "10.0.0.5".parse().unwrap())]),
     );
     for (name, expected) in [
