@@ -3,6 +3,7 @@
 //! HTTP, and the image cache's size cap.
 
 use std::path::Path;
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use base64::Engine as _;
@@ -13,6 +14,9 @@ use crate::ids::image::ImageRef;
 /// What an operator gets without setting `ENVIRONMENT_CACHE_MAX`: room for a handful of
 /// toolchain images.
 const DEFAULT_CACHE_MAX: u64 = 20 << 30;
+/// How long one pull may talk to registries (`ENVIRONMENT_PULL_TIMEOUT`): a few GiB over a
+/// slow link, not a registry that sends one byte a minute.
+const DEFAULT_PULL_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 
 #[derive(Debug, Clone)]
 pub struct ImageSettings {
@@ -27,6 +31,8 @@ pub struct ImageSettings {
     pub private: Vec<String>,
     /// Bytes the unpacked images may take (`ENVIRONMENT_CACHE_MAX`).
     pub cache_max: u64,
+    /// How long one pull's requests may take in all, however steadily a registry sends.
+    pub pull_timeout: Duration,
 }
 
 impl Default for ImageSettings {
@@ -37,6 +43,7 @@ impl Default for ImageSettings {
             insecure: Vec::new(),
             private: Vec::new(),
             cache_max: DEFAULT_CACHE_MAX,
+            pull_timeout: DEFAULT_PULL_TIMEOUT,
         }
     }
 }
@@ -232,6 +239,9 @@ impl super::Raw {
             insecure,
             private,
             cache_max,
+            pull_timeout: self
+                .positive("environment_pull_timeout")?
+                .map_or(DEFAULT_PULL_TIMEOUT, Duration::from_secs),
         })
     }
 
@@ -288,6 +298,7 @@ mod tests {
             ("REGISTRY_INSECURE", "registry.lan:5000, lab"),
             ("REGISTRY_PRIVATE", "Registry.Corp"),
             ("ENVIRONMENT_CACHE_MAX", "512M"),
+            ("ENVIRONMENT_PULL_TIMEOUT", "600"),
         ])
         .unwrap();
         let images = &settings.images;
@@ -300,11 +311,14 @@ mod tests {
         assert_eq!(images.insecure, ["registry.lan:5000", "lab"]);
         assert_eq!(images.private, ["registry.corp"]);
         assert_eq!(images.cache_max, 512 << 20);
+        assert_eq!(images.pull_timeout, Duration::from_secs(600));
         assert!(
             settings.secret_files.contains(&auth),
             "hidden from sandboxes"
         );
-        assert_eq!(load(&[]).unwrap().images.cache_max, 20 << 30);
+        let defaults = load(&[]).unwrap().images;
+        assert_eq!(defaults.cache_max, 20 << 30);
+        assert_eq!(defaults.pull_timeout, Duration::from_secs(1800));
 
         let missing = dir.path().join("absent.json").display().to_string();
         for (key, value, needle) in [
@@ -321,6 +335,12 @@ mod tests {
             ),
             ("ENVIRONMENT_CACHE_MAX", "big", "such as `20G`"),
             ("ENVIRONMENT_CACHE_MAX", "0", "such as `20G`"),
+            ("ENVIRONMENT_PULL_TIMEOUT", "0", "positive integer"),
+            (
+                "ENVIRONMENT_PULL_TIMEOUT",
+                "soon",
+                "PLANWRIGHT_ENVIRONMENT_PULL_TIMEOUT",
+            ),
             ("REGISTRY_AUTH", &missing, "docker login"),
         ] {
             let error = format!("{:#}", load(&[(key, value)]).unwrap_err());

@@ -47,6 +47,7 @@ pub(super) struct Client {
     private: Vec<String>,
     credentials: crate::config::images::RegistryCredentials,
     lookup: Option<Arc<dyn Resolve>>,
+    pull_timeout: Duration,
 }
 
 impl Client {
@@ -56,6 +57,7 @@ impl Client {
             private: settings.private.clone(),
             credentials: settings.credentials.clone(),
             lookup: None,
+            pull_timeout: settings.pull_timeout,
         }
     }
 
@@ -110,6 +112,7 @@ impl Client {
             client: self,
             http,
             reach,
+            deadline: tokio::time::Instant::now() + self.pull_timeout,
             image,
             base: format!("{scheme}://{host}/v2/{}", image.repository()),
             authorization: Mutex::new(None),
@@ -137,6 +140,9 @@ pub(super) struct Remote<'a> {
     client: &'a Client,
     http: reqwest::Client,
     reach: Arc<Reach>,
+    /// When every request of the pull must be done: a registry sending one byte per read
+    /// timeout would otherwise hold the image's lock for as long as it likes.
+    deadline: tokio::time::Instant,
     image: &'a ImageRef,
     base: String,
     authorization: Mutex<Option<SecretString>>,
@@ -221,6 +227,10 @@ pub(super) fn host_architecture() -> &'static str {
 impl<'a> Remote<'a> {
     pub(super) fn image(&self) -> &ImageRef {
         self.image
+    }
+
+    pub(super) fn deadline(&self) -> tokio::time::Instant {
+        self.deadline
     }
 
     pub(super) fn http(&self) -> &reqwest::Client {
@@ -413,11 +423,7 @@ impl<'a> Remote<'a> {
             let mut file = tokio::fs::File::create(&partial).await.map_err(local)?;
             let mut hasher = sha2::Sha256::new();
             let mut received: u64 = 0;
-            while let Some(chunk) = response
-                .chunk()
-                .await
-                .map_err(|e| self.send_error(&url, &e))?
-            {
+            while let Some(chunk) = self.in_time(&url, response.chunk()).await? {
                 received += chunk.len() as u64;
                 if received > layer.size {
                     return Err(self.corrupt(&format!(
@@ -452,7 +458,7 @@ impl<'a> Remote<'a> {
         // hand it this registry's credentials.
         if !self.on_own_registry(response.url()) {
             let elsewhere = host_port(response.url());
-            let answer = answer(response).await;
+            let answer = answer(response, self.deadline).await;
             return Err(self.refused(&format!(
                 "{url} redirected to {elsewhere}, which answered {answer}; planwright answers only the image's own registry's challenges"
             )));
@@ -473,7 +479,7 @@ impl<'a> Remote<'a> {
                 scope,
             }) => auth::bearer_token(self, &realm, service.as_deref(), scope.as_deref()).await?,
             None => {
-                let answer = answer(response).await;
+                let answer = answer(response, self.deadline).await;
                 return Err(self.refused(&format!(
                     "it answered {answer} without a challenge planwright can answer (Basic or Bearer)"
                 )));
@@ -501,10 +507,22 @@ impl<'a> Remote<'a> {
             value.set_sensitive(true);
             request = request.header(reqwest::header::AUTHORIZATION, value);
         }
-        request
-            .send()
-            .await
-            .map_err(|e| self.send_error(url.as_str(), &e))
+        self.in_time(url.as_str(), request.send()).await
+    }
+
+    /// A request's step, failed as transient once the pull's deadline has passed.
+    pub(super) async fn in_time<T>(
+        &self,
+        url: &str,
+        step: impl Future<Output = Result<T, reqwest::Error>>,
+    ) -> Result<T, PullError> {
+        match tokio::time::timeout_at(self.deadline, step).await {
+            Ok(done) => done.map_err(|e| self.send_error(url, &e)),
+            Err(_) => Err(self.transient(&format!(
+                "the pull took longer than its {} seconds (ENVIRONMENT_PULL_TIMEOUT) while {url} was still sending; the registry is too slow or stalled, nothing of it was kept and planwright tries again later",
+                self.client.pull_timeout.as_secs()
+            ))),
+        }
     }
 
     /// `url` parsed, and refused when it would use plain HTTP where only HTTPS may be used
@@ -538,7 +556,7 @@ impl<'a> Remote<'a> {
         if status.is_success() {
             return Ok(response);
         }
-        let answer = answer(response).await;
+        let answer = answer(response, self.deadline).await;
         let host = self.image.api_host();
         Err(match status {
             StatusCode::NOT_FOUND => PullError::new(
@@ -674,8 +692,9 @@ impl<'a> Remote<'a> {
 }
 
 /// The status and, from a distribution-spec error body, its first code and message. Reads
-/// at most 64 KiB of the body: an error needs no more, and a registry may send no end.
-pub(super) async fn answer(mut response: Response) -> String {
+/// at most 64 KiB of the body, and none past the deadline: an error needs no more, and a
+/// registry may send no end.
+pub(super) async fn answer(mut response: Response, deadline: tokio::time::Instant) -> String {
     #[derive(Deserialize)]
     struct Errors {
         errors: Vec<ErrorEntry>,
@@ -688,7 +707,7 @@ pub(super) async fn answer(mut response: Response) -> String {
     let status = response.status();
     let mut body = Vec::new();
     while body.len() < 64 << 10
-        && let Ok(Some(chunk)) = response.chunk().await
+        && let Ok(Ok(Some(chunk))) = tokio::time::timeout_at(deadline, response.chunk()).await
     {
         body.extend_from_slice(&chunk);
     }
@@ -724,11 +743,7 @@ pub(super) async fn read_limited(
     remote: &Remote<'_>,
 ) -> Result<Vec<u8>, PullError> {
     let mut body = Vec::new();
-    while let Some(chunk) = response
-        .chunk()
-        .await
-        .map_err(|e| remote.send_error(url, &e))?
-    {
+    while let Some(chunk) = remote.in_time(url, response.chunk()).await? {
         if body.len() + chunk.len() > limit {
             return Err(remote.protocol(&format!("{url} sent more than {limit} bytes")));
         }

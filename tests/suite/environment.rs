@@ -864,6 +864,103 @@ async fn an_endless_error_body_is_read_only_in_part() {
     assert!(error.to_string().contains("404"), "{error}");
 }
 
+/// A registry that answers the manifest and config at once, then sends the layer one
+/// byte at a time, each well within the read timeout: only the pull's deadline ends it.
+#[tokio::test]
+async fn a_registry_dripping_a_layer_is_cut_off_at_the_pull_deadline() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let tar = TarLayer::default()
+        .file("big", 0o644, &vec![1u8; 1 << 20])
+        .finish();
+    let layer = LayerBlob::new(tar, Packing::Tar);
+    let config = serde_json::to_vec(&serde_json::json!({
+        "architecture": "amd64", "os": "linux",
+        "rootfs": {"type": "layers", "diff_ids": [layer.diff_id]},
+    }))
+    .unwrap();
+    let (config_digest, layer_digest) = (sha256(&config), sha256(&layer.blob));
+    let expected_layer = layer_digest.clone();
+    let manifest = serde_json::to_vec(&serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": config_digest, "size": config.len()},
+        "layers": [{"mediaType": layer.media_type, "digest": layer_digest, "size": layer.blob.len()}],
+    }))
+    .unwrap();
+    let blob = std::sync::Arc::new(layer.blob);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let (manifest, config, blob) = (manifest.clone(), config.clone(), blob.clone());
+            let layer_path = format!("/v2/drip/layer/blobs/{layer_digest}");
+            tokio::spawn(async move {
+                let mut request = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match socket.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => request.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let text = String::from_utf8_lossy(&request).into_owned();
+                let path = text.split(' ').nth(1).unwrap_or("").to_owned();
+                let (body, media_type): (&[u8], _) = if path.contains("/manifests/") {
+                    (&manifest, "application/vnd.oci.image.manifest.v1+json")
+                } else if path == layer_path {
+                    (&blob, "application/octet-stream")
+                } else {
+                    (&config, "application/octet-stream")
+                };
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: {media_type}\r\ncontent-length: {}\r\n\r\n",
+                    body.len()
+                );
+                if socket.write_all(head.as_bytes()).await.is_err() {
+                    return;
+                }
+                if path != layer_path {
+                    let _ = socket.write_all(body).await;
+                    return;
+                }
+                for byte in body {
+                    if socket.write_all(&[*byte]).await.is_err() {
+                        return;
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+            });
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let settings = ImageSettings {
+        pull_timeout: std::time::Duration::from_secs(3),
+        ..settings(1 << 30, RegistryCredentials::default())
+    };
+    let environments = Environments::new(dir.path(), &settings).unwrap();
+    let image = ImageRef::parse(&format!("{addr}/drip/layer:1")).unwrap();
+    // Bounds the test, not the code: without a deadline the layer takes a day.
+    let error = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        pull_error(&environments, &image),
+    )
+    .await
+    .expect("the pull outlived its deadline");
+    assert!(error.is_transient(), "{error}");
+    let text = error.to_string();
+    assert!(
+        text.contains("took longer than its 3 seconds (ENVIRONMENT_PULL_TIMEOUT)")
+            && text.contains(&format!("/v2/drip/layer/blobs/{expected_layer}")),
+        "{text}"
+    );
+    assert_eq!(images(dir.path()), 0);
+    assert!(
+        leftovers(dir.path()).is_empty(),
+        "{:?}",
+        leftovers(dir.path())
+    );
+}
+
 /// Entries without content still cost: a layer of many empty folders (tiny once
 /// compressed) is refused at the size cap instead of exhausting inodes.
 #[tokio::test]
