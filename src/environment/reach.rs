@@ -111,14 +111,16 @@ impl Blocked {
     /// What was refused and why, for an error message: `what` says how the pull got there
     /// ("redirected to", "its token service is at").
     pub fn explain(&self, what: &str) -> String {
+        // A resolved address is not repeated: the message may be posted where whoever
+        // named the image reads it, and it would answer their lookups of inside names.
         let at = if self.host == self.addr.to_string() {
-            self.host.clone()
+            format!("{}, {}", self.host, self.class.describe())
         } else {
-            format!("{} (which resolves to {})", self.host, self.addr)
+            tracing::warn!(host = %self.host, address = %self.addr, "a pull was refused a host resolving to {}", self.class.describe());
+            format!("{}, which resolves to {}", self.host, self.class.describe())
         };
         format!(
-            "{what} {at}, {}; planwright follows a registry only to public addresses (an internal registry may be listed in REGISTRY_PRIVATE)",
-            self.class.describe()
+            "{what} {at}; planwright follows a registry only to public addresses (an internal registry may be listed in REGISTRY_PRIVATE)"
         )
     }
 }
@@ -387,7 +389,7 @@ mod tests {
         assert!(
             blocked
                 .explain("its token service is at")
-                .contains("metadata.example (which resolves to 169.254.169.254), a link-local"),
+                .contains("metadata.example, which resolves to a link-local"),
             "{blocked}"
         );
     }

@@ -1139,7 +1139,7 @@ async fn a_registry_name_resolving_inward_is_not_reached_unless_listed() {
     assert_eq!(error.kind, PullErrorKind::Blocked, "{error}");
     let text = error.to_string();
     assert!(
-        text.contains("registry.example (which resolves to 127.0.0.1), a loopback address")
+        text.contains("its address registry.example, which resolves to a loopback address")
             && text.contains("planwright follows a registry only to public addresses")
             && text.contains("REGISTRY_PRIVATE"),
         "{text}"
@@ -1219,7 +1219,7 @@ async fn redirects_and_realms_never_lead_inward_or_to_plain_http_elsewhere() {
         ("private", "redirected to 10.0.0.5, a private address"),
         (
             "named",
-            "led to inward.example (which resolves to 10.0.0.5), a private address",
+            "led to inward.example, which resolves to a private address",
         ),
         (
             "plain",
@@ -1231,7 +1231,7 @@ async fn redirects_and_realms_never_lead_inward_or_to_plain_http_elsewhere() {
         ),
         (
             "realm-named",
-            "led to inward.example (which resolves to 10.0.0.5), a private address",
+            "led to inward.example, which resolves to a private address",
         ),
         (
             "realm-plain",
@@ -1243,6 +1243,12 @@ async fn redirects_and_realms_never_lead_inward_or_to_plain_http_elsewhere() {
         assert_eq!(error.kind, PullErrorKind::Blocked, "{name}: {error}");
         let text = error.to_string();
         assert!(text.contains(expected), "{name}: {text}");
+        if name.ends_with("named") {
+            assert!(
+                !text.contains("10.0.0.5"),
+                "an inside lookup answered: {text}"
+            );
+        }
         assert!(!error.is_transient(), "{name}");
     }
     assert!(
