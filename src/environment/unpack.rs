@@ -7,10 +7,11 @@
 //! be a real directory; nothing but this unpacker writes in the folder while it works, so
 //! that check cannot go stale except by our own removals, which forget what they touch.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::ffi::OsStr;
 use std::fs;
 use std::io::{self, BufReader, Read};
+use std::ops::Bound;
 use std::os::unix::ffi::OsStrExt as _;
 use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Component, Path, PathBuf};
@@ -90,7 +91,7 @@ pub(super) fn unpack(
         limit,
         layer: "",
         entries: 0,
-        dirs: HashSet::new(),
+        dirs: BTreeSet::new(),
         this_layer: HashSet::new(),
         opaque_done: HashSet::new(),
         done: Unpacked::default(),
@@ -110,8 +111,9 @@ struct Unpacker<'a> {
     limit: u64,
     layer: &'a str,
     entries: u64,
-    /// Relative paths seen, without following links, to be real directories.
-    dirs: HashSet<PathBuf>,
+    /// Relative paths seen, without following links, to be real directories; ordered so
+    /// that a folder's descendants lie together after it, to be forgotten with it.
+    dirs: BTreeSet<PathBuf>,
     /// What the current layer wrote: its own whiteouts do not remove these.
     this_layer: HashSet<PathBuf>,
     /// Folders the current layer made opaque already: a layer repeating the marker must
@@ -544,7 +546,17 @@ impl<'a> Unpacker<'a> {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
             Err(e) => Err(e),
             Ok(meta) if meta.file_type().is_dir() => {
-                self.dirs.retain(|d| !d.starts_with(path));
+                // Not a scan of every folder seen: a layer of many folder whiteouts would
+                // make that quadratic.
+                let below: Vec<PathBuf> = self
+                    .dirs
+                    .range::<Path, _>((Bound::Included(path), Bound::Unbounded))
+                    .take_while(|d| d.starts_with(path))
+                    .cloned()
+                    .collect();
+                for dir in below {
+                    self.dirs.remove(&dir);
+                }
                 // Does not follow symlinks inside (std's fix for CVE-2022-21658).
                 fs::remove_dir_all(&full)
             }
@@ -695,6 +707,43 @@ mod tests {
             .collect();
         names.sort();
         assert_eq!(names, ["after", "new"]);
+    }
+
+    /// Removing a folder forgets that its subfolders were checked, and only theirs: a
+    /// later layer putting a symlink where one was cannot be written through.
+    #[test]
+    fn a_removed_folder_is_forgotten_with_its_subfolders_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let root = dir.path().join("rootfs");
+        fs::create_dir(&root).unwrap();
+        let mut unpacker = Unpacker {
+            image: &ImageRef::parse("registry.example/forget/dirs:1").unwrap(),
+            root: &root,
+            limit: u64::MAX,
+            layer: "test",
+            entries: 0,
+            dirs: BTreeSet::new(),
+            this_layer: HashSet::new(),
+            opaque_done: HashSet::new(),
+            done: Unpacked::default(),
+        };
+        for folder in ["a", "a/b", "a/b/c", "a.b", "a/bc", "ab"] {
+            unpacker.directory(Path::new(folder), 0o755).unwrap();
+        }
+        unpacker.clear(Path::new("a/b")).unwrap();
+        let left: Vec<_> = unpacker
+            .dirs
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect();
+        assert_eq!(left, ["a", "a/bc", "a.b", "ab"]);
+        std::os::unix::fs::symlink(outside.path(), root.join("a/b")).unwrap();
+        let error = unpacker
+            .parents(Path::new("a/b/c"), b"a/b/c/x", true)
+            .unwrap_err();
+        assert_eq!(error.kind, PullErrorKind::HostileLayer, "{error}");
+        assert!(fs::read_dir(outside.path()).unwrap().next().is_none());
     }
 
     #[test]
