@@ -231,7 +231,9 @@ const KEYS: &[&str] = &[
     "environment_image",
     "registry_auth",
     "registry_insecure",
+    "registry_private",
     "environment_cache_max",
+    "environment_pull_timeout",
 ];
 
 impl Settings {

@@ -245,6 +245,7 @@ pub(super) fn image_unusable(choice: &Choice, error: &PullError) -> String {
         PullErrorKind::DigestMismatch | PullErrorKind::HostileLayer | PullErrorKind::Protocol => {
             "planwright does not use an image it cannot verify or unpack safely: rebuild and publish it, or name another.".to_owned()
         }
+        PullErrorKind::Blocked => "Name an image on a public registry; the planwright operator can list an internal one in REGISTRY_PRIVATE.".to_owned(),
         PullErrorKind::TooLarge => "Use a smaller image, or the operator raises ENVIRONMENT_CACHE_MAX.".to_owned(),
         _ => "`planwright env pull` on the planwright host tries it the same way; use `/retry` when it works.".to_owned(),
     };
