@@ -4,6 +4,7 @@
 
 use crate::app::App;
 use crate::config::environment::{Choice, HOST_NOTE};
+use crate::environment::PullErrorKind;
 use crate::environment::cache::Lease;
 use crate::ids::image::ImageRef;
 
@@ -18,10 +19,10 @@ pub(super) async fn pull(
     choice: &Choice,
     last_try: bool,
 ) -> Result<Option<Lease>, Stop> {
-    let Some(reference) = choice.image.as_deref() else {
+    let Some(reference) = choice.pinned() else {
         return Ok(None);
     };
-    let image = ImageRef::parse(reference).map_err(|e| {
+    let image = ImageRef::parse(&reference).map_err(|e| {
         Stop::fail(format!(
             "The environment image `{}` cannot be used: {e}.",
             reference.replace('`', "'")
@@ -30,6 +31,9 @@ pub(super) async fn pull(
     match app.environments.pull(&image).await {
         Ok(lease) => Ok(Some(lease)),
         Err(e) if e.is_transient() && !last_try => Err(Stop::retryable(e)),
+        Err(e) if e.kind == PullErrorKind::Local => {
+            Err(Stop::hidden(comments::image_cache_failed(), e))
+        }
         Err(e) => Err(Stop::fail(comments::image_unusable(choice, &e))),
     }
 }

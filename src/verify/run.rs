@@ -42,6 +42,11 @@ pub struct RunSummary {
     pub failed: u64,
     pub skipped: u64,
     pub errors: u64,
+    /// Why this run says nothing about the tests, when it does not: the command could
+    /// not start, or a limit or signal ended it. Such a run is never a pass and never
+    /// "pre-existing".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_result: Option<String>,
 }
 
 impl RunSummary {
@@ -201,7 +206,7 @@ impl Verifier {
             let base = baseline.find(run_after.phase, &run_after.command);
             if classify(base, run_after, None)
                 .iter()
-                .any(|f| f.class == Class::Introduced)
+                .any(|f| matches!(f.class, Class::Introduced | Class::NoResult))
             {
                 let spill = self.scratch.join(format!("{}-rerun-{i}", safe_name(run)));
                 reruns.push(
@@ -331,6 +336,14 @@ fn command_run(
         Exit::Code(c) => (Some(c), None),
         Exit::Signal(s) => (None, Some(s)),
     };
+    // A command ended from outside says nothing about the tests it did not get to.
+    let no_result = output.not_started().or_else(|| {
+        if output.timed_out {
+            Some("the wall-clock limit ended it".to_owned())
+        } else {
+            signal.map(|s| format!("it was killed by signal {s}"))
+        }
+    });
     CommandRun {
         command: command.to_owned(),
         phase,
@@ -344,6 +357,7 @@ fn command_run(
             failed: report.failed,
             skipped: report.skipped,
             errors: report.errors,
+            no_result,
         },
         failures: report
             .failures
