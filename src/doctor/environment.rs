@@ -1,6 +1,7 @@
-//! `planwright doctor`'s environment check: the deployment's `ENVIRONMENT_IMAGE` pulled into
-//! DATA_DIR's image cache as a run would pull it, or, without one, a warning that runs of
-//! repositories naming no image use the planwright host's tools.
+//! `planwright doctor`'s environment checks: the deployment's `ENVIRONMENT_IMAGE` pulled
+//! into DATA_DIR's image cache as a run would pull it, or, without one, a warning that runs
+//! of repositories naming no image use the planwright host's tools; and a warning for each
+//! registry credential that lends itself to every image on its host.
 
 use super::Check;
 use crate::config::Settings;
@@ -8,7 +9,20 @@ use crate::environment::Environments;
 
 const NAME: &str = "environment";
 
-pub(super) async fn check(settings: &Settings) -> Check {
+pub(super) async fn checks(settings: &Settings) -> Vec<Check> {
+    let mut out = vec![default_image(settings).await];
+    out.extend(
+        settings
+            .images
+            .credentials
+            .host_wide_warnings()
+            .into_iter()
+            .map(|warning| Check::warn("registry auth", warning)),
+    );
+    out
+}
+
+async fn default_image(settings: &Settings) -> Check {
     let Some(image) = &settings.images.default_image else {
         return Check::warn(
             NAME,

@@ -163,7 +163,7 @@ pub async fn run(settings: &Settings, relay: Option<PathBuf>) -> Vec<Check> {
                 detail: c.detail,
             }),
     );
-    out.push(environment::check(settings).await);
+    out.extend(environment::checks(settings).await);
     out.push(disk(&settings.data_dir));
     out
 }

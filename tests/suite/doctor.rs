@@ -414,3 +414,41 @@ async fn the_default_environment_image_is_pulled_into_the_cache_or_its_refusal_n
     );
     assert_eq!(cached_images(&data), cached, "nothing else was kept");
 }
+
+#[tokio::test]
+async fn registry_credentials_keyed_by_host_alone_are_warned_about_and_prefixed_ones_not() {
+    let db = TestDb::new().await;
+    let path = tools(db.dir.path());
+    let auth = db.dir.path().join("config.json");
+    std::fs::write(
+        &auth,
+        r#"{"auths": {
+            "ghcr.io": {"username": "bot", "password": "host-wide-secret"},
+            "registry.example.com/acme": {"username": "bot", "password": "prefixed-secret"}
+        }}"#,
+    )
+    .unwrap();
+    let env = vec![
+        (
+            "PLANWRIGHT_DATA_DIR",
+            db.dir.path().join("data").display().to_string(),
+        ),
+        ("PLANWRIGHT_DATABASE_URL", db.url.clone()),
+        ("PLANWRIGHT_REGISTRY_AUTH", auth.display().to_string()),
+    ];
+    let report = doctor(&env, &path).await;
+    assert!(report.success, "{}\n{}", report.stdout, report.stderr);
+    let warnings: Vec<&str> = report
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with(&format!("warn {:<16} ", "registry auth")))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{}", report.stdout);
+    assert!(
+        warnings[0].contains("`ghcr.io`") && warnings[0].contains("key it by repository prefix"),
+        "{}",
+        warnings[0]
+    );
+    report.assert_hides("host-wide-secret");
+    report.assert_hides("prefixed-secret");
+}
