@@ -351,28 +351,29 @@ impl Bwrap {
     /// command's own program when it is a host one, the static programs it starts, and
     /// the relay's loader and libraries.
     fn carried(&self, command: &Command, relay: Option<&Path>) -> Result<Brought, SandboxError> {
-        let mut mounts = BTreeMap::new();
+        let invalid = |e: anyhow::Error| SandboxError::InvalidCommand(format!("{e:#}"));
+        let mut brought = carry::Carried::default();
         let mut argv = command.argv.clone();
         if command.from_host {
-            let program = carry::program(Path::new(&command.argv[0]))
-                .map_err(|e| SandboxError::InvalidCommand(format!("{e:#}")))?;
-            argv.splice(..1, program.argv);
-            mounts.extend(program.mounts);
+            let program = carry::program(Path::new(&command.argv[0])).map_err(invalid)?;
+            argv.splice(..1, program.argv.iter().cloned());
+            brought.merge_mounts(program).map_err(invalid)?;
         }
         for path in &command.carry {
-            let (inside, host) = carry::static_program(path)
-                .map_err(|e| SandboxError::InvalidCommand(format!("{e:#}")))?;
-            mounts.insert(inside, host);
+            let (inside, host) = carry::static_program(path).map_err(invalid)?;
+            brought.mount(inside, host).map_err(invalid)?;
         }
         let relay_launch = match relay {
             Some(path) => {
                 let relay = carry::executable(path, &format!("{INSIDE_RUN}/relay"))
                     .map_err(|e| SandboxError::Unavailable(format!("{e:#}")))?;
-                mounts.extend(relay.mounts);
-                Some(relay.argv)
+                let launch = relay.argv.clone();
+                brought.merge_mounts(relay).map_err(invalid)?;
+                Some(launch)
             }
             None => None,
         };
+        let mounts = brought.mounts;
         let hidden: Vec<PathBuf> = self
             .hidden
             .iter()
@@ -384,7 +385,8 @@ impl Bwrap {
                 .any(|h| h.starts_with(host) || host.starts_with(h))
             {
                 return Err(SandboxError::InvalidCommand(format!(
-                    "cannot bring {} into the sandbox: it is or holds a path that must stay                      hidden",
+                    "cannot bring {} into the sandbox: it is or holds a path that must stay \
+                     hidden",
                     host.display()
                 )));
             }

@@ -4,9 +4,12 @@
 //!
 //! Why the loader and not the image's libraries or a rewritten binary: an image may carry
 //! another glibc, musl, or no libc at all, and the host's programs are built against the
-//! host's. Running `ld-linux… --library-path /.planwright/lib PROGRAM` loads the host's own
-//! libraries whatever the image has, needs no copy or patch of the program, and gives the
-//! image's programs nothing (no `LD_LIBRARY_PATH` reaches what the command starts). What is
+//! host's. Running `ld-linux… --library-path /.planwright/lib/NAME PROGRAM` loads the host's
+//! own libraries whatever the image has, needs no copy or patch of the program, and gives
+//! the image's programs nothing (no `LD_LIBRARY_PATH` reaches what the command starts).
+//! Each program has a library folder of its own (NAME is its file name): the relay and a
+//! CLI may need two different host files of one soname, and each gets the one it was
+//! linked against. What is
 //! brought in is files only: the programs (an npm-installed CLI's own package folder), the
 //! loader and the libraries, never a host configuration folder.
 
@@ -19,7 +22,7 @@ use anyhow::{Context, Result, bail};
 /// Where the host's pieces appear inside a sandbox.
 pub const PREFIX: &str = "/.planwright";
 
-/// Where the loader and the libraries appear.
+/// Where each program's loader and libraries appear, in a folder named after the program.
 const LIB: &str = "/.planwright/lib";
 
 /// The files a program needs shown read-only, each by its path inside (the key) and on
@@ -41,7 +44,7 @@ pub fn program(path: &Path) -> Result<Carried> {
     let mut carried = Carried::default();
     match Kind::of(&real)? {
         Kind::Elf => {
-            let inside = carried.show(&real, "bin");
+            let inside = carried.show(&real, "bin")?;
             carried.launch(&real, &inside)?;
         }
         Kind::Script(interpreter) => {
@@ -56,8 +59,8 @@ pub fn program(path: &Path) -> Result<Carried> {
                     interpreter.display()
                 );
             }
-            let script = carried.show(&real, "bin");
-            let inside = carried.show(&interpreter_real, "bin");
+            let script = carried.show(&real, "bin")?;
+            let inside = carried.show(&interpreter_real, "bin")?;
             carried.launch(&interpreter_real, &inside)?;
             carried.argv.push(script);
         }
@@ -98,14 +101,35 @@ pub fn executable(elf: &Path, inside: &str) -> Result<Carried> {
 }
 
 impl Carried {
-    /// Adds `other`'s mounts; its command line is not this one's.
-    pub fn merge_mounts(&mut self, other: Carried) {
-        self.mounts.extend(other.mounts);
+    /// Adds `other`'s mounts; its command line is not this one's. One path inside for two
+    /// host files is refused: either program would get the other's file.
+    pub fn merge_mounts(&mut self, other: Carried) -> Result<()> {
+        for (inside, host) in other.mounts {
+            self.mount(inside, host)?;
+        }
+        Ok(())
+    }
+
+    /// Shows the host file `host` at `inside`, unless another one is shown there already.
+    pub fn mount(&mut self, inside: PathBuf, host: PathBuf) -> Result<()> {
+        if let Some(already) = self.mounts.get(&inside)
+            && *already != host
+        {
+            bail!(
+                "Cannot bring both {} and {} into the sandbox: they would both be {}; give \
+                 one of the programs another file name",
+                already.display(),
+                host.display(),
+                inside.display()
+            );
+        }
+        self.mounts.insert(inside, host);
+        Ok(())
     }
 
     /// Shows `real` (or the npm package folder holding it) under `PREFIX/section`; returns
     /// the file's path inside.
-    fn show(&mut self, real: &Path, section: &str) -> String {
+    fn show(&mut self, real: &Path, section: &str) -> Result<String> {
         let (host, inside) = match npm_package(real) {
             Some(package) => {
                 let name = package.file_name().unwrap_or_default();
@@ -120,8 +144,8 @@ impl Carried {
                 (real.to_path_buf(), (inside.clone(), inside))
             }
         };
-        self.mounts.insert(inside.0, host);
-        inside.1.display().to_string()
+        self.mount(inside.0, host)?;
+        Ok(inside.1.display().to_string())
     }
 
     /// Sets the command line that starts `elf`, seen inside at `inside`, and shows its
@@ -145,10 +169,15 @@ impl Carried {
             .file_name()
             .context("The loader has no file name")?
             .to_owned();
-        let loader_inside = Path::new(LIB).join(&loader_name);
-        self.mounts.insert(loader_inside.clone(), loader);
+        let lib = Path::new(LIB).join(
+            Path::new(inside)
+                .file_name()
+                .context("A program inside the sandbox has no file name")?,
+        );
+        let loader_inside = lib.join(&loader_name);
+        self.mount(loader_inside.clone(), loader)?;
         for (soname, host) in libraries(elf, &head)? {
-            self.mounts.insert(Path::new(LIB).join(soname), host);
+            self.mount(lib.join(soname), host)?;
         }
         self.argv = vec![loader_inside.display().to_string()];
         // glibc's loader would otherwise consult the image's /etc/ld.so.cache for what the
@@ -156,8 +185,11 @@ impl Carried {
         if loader_name.to_string_lossy().starts_with("ld-linux") {
             self.argv.push("--inhibit-cache".into());
         }
-        self.argv
-            .extend(["--library-path".into(), LIB.into(), inside.to_owned()]);
+        self.argv.extend([
+            "--library-path".into(),
+            lib.display().to_string(),
+            inside.to_owned(),
+        ]);
         Ok(())
     }
 }
@@ -476,7 +508,7 @@ mod tests {
     fn a_dynamic_program_brings_its_loader_and_every_library_it_needs() {
         let carried = executable(Path::new("/usr/bin/git"), "/.planwright/bin/git").unwrap();
         assert!(
-            carried.argv[0].starts_with("/.planwright/lib/ld-linux"),
+            carried.argv[0].starts_with("/.planwright/lib/git/ld-linux"),
             "{carried:?}"
         );
         assert_eq!(carried.argv.last().unwrap(), "/.planwright/bin/git");
@@ -487,11 +519,11 @@ mod tests {
             .collect();
         // libc through git's own needs, and what libc itself needs in turn.
         assert!(
-            inside.contains(&"/.planwright/lib/libc.so.6".to_owned()),
+            inside.contains(&"/.planwright/lib/git/libc.so.6".to_owned()),
             "{inside:?}"
         );
         assert!(
-            inside.contains(&"/.planwright/lib/libz.so.1".to_owned()),
+            inside.contains(&"/.planwright/lib/git/libz.so.1".to_owned()),
             "{inside:?}"
         );
         for host in carried.mounts.values() {
@@ -556,5 +588,81 @@ mod tests {
             carried.mounts.get(Path::new("/.planwright/pkg/cli")),
             Some(&package.canonicalize().unwrap())
         );
+    }
+
+    /// Compiles `source` with the host's C compiler into `out`.
+    fn cc(args: &[&str], source: &str, out: &Path) {
+        let c = out.with_extension("c");
+        std::fs::write(&c, source).unwrap();
+        let status = std::process::Command::new("cc")
+            .arg("-o")
+            .arg(out)
+            .arg(&c)
+            .args(args)
+            .status()
+            .expect("cc (gcc) is needed to build the test programs: apt-get install gcc");
+        assert!(status.success(), "cc failed for {}", out.display());
+    }
+
+    /// Two programs, each linked against its own library of one soname (as the relay and
+    /// a CLI can be): each gets its own file, in a folder of its own.
+    #[test]
+    fn two_programs_needing_two_libraries_of_one_soname_each_get_their_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut carried = Carried::default();
+        let mut launches = Vec::new();
+        for (name, value) in [("one", 1), ("two", 2)] {
+            let folder = dir.path().join(name);
+            std::fs::create_dir(&folder).unwrap();
+            let lib = folder.join("libtwin.so.1");
+            cc(
+                &["-shared", "-fPIC", "-Wl,-soname,libtwin.so.1"],
+                &format!("int twin(void) {{ return {value}; }}\n"),
+                &lib,
+            );
+            let program = folder.join(name);
+            let link = folder.display().to_string();
+            cc(
+                &[
+                    &format!("-L{link}"),
+                    &format!("-Wl,-rpath,{link}"),
+                    "-l:libtwin.so.1",
+                ],
+                "int twin(void); int main(void) { return twin(); }\n",
+                &program,
+            );
+            let one = executable(&program, &format!("/.planwright/bin/{name}")).unwrap();
+            launches.push((one.argv.clone(), lib.canonicalize().unwrap()));
+            carried.merge_mounts(one).unwrap();
+        }
+        for (argv, lib) in launches {
+            let at = argv.iter().position(|a| a == "--library-path").unwrap();
+            let folder = Path::new(&argv[at + 1]);
+            assert_eq!(
+                carried.mounts.get(&folder.join("libtwin.so.1")),
+                Some(&lib),
+                "{argv:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn two_host_files_at_one_path_inside_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut carried = Carried::default();
+        for name in ["a", "b"] {
+            let folder = dir.path().join(name);
+            std::fs::create_dir(&folder).unwrap();
+            std::fs::write(folder.join("tool"), "#!/bin/sh\n").unwrap();
+            let one = program(&folder.join("tool")).unwrap();
+            let merged = carried.merge_mounts(one);
+            if name == "b" {
+                let err = merged.unwrap_err().to_string();
+                assert!(
+                    err.contains("they would both be /.planwright/bin/tool"),
+                    "{err}"
+                );
+            }
+        }
     }
 }
