@@ -125,6 +125,8 @@ struct Layout<'a> {
     /// The relay program's descriptor and the command line that starts it.
     relay: Option<(RawFd, &'a [String])>,
     seccomp_fd: Option<RawFd>,
+    /// planwright's `/etc/nsswitch.conf` for an image root (see `carry::NSSWITCH_CONF`).
+    nsswitch_fd: Option<RawFd>,
     tmp_bytes: u64,
 }
 
@@ -241,7 +243,19 @@ impl Bwrap {
                 // Kept out by its path inside, which `check_root` made sure goes through a
                 // real /etc of the image's (or none).
                 keep_out.push(Path::new("/etc/ld.so.preload"));
+                // Its sources are libraries the carried programs would load by name.
+                keep_out.push(Path::new("/etc/nsswitch.conf"));
                 image_root(dir, &keep_out, &mut args)?;
+                let fd = layout
+                    .nsswitch_fd
+                    .context("An image root needs planwright's nsswitch.conf")?;
+                args.extend([
+                    "--perms".into(),
+                    "0444".into(),
+                    "--ro-bind-data".into(),
+                    fd.to_string().into(),
+                    "/etc/nsswitch.conf".into(),
+                ]);
                 Vec::new()
             }
         };
@@ -558,9 +572,14 @@ impl Bwrap {
             })
             .transpose()?;
         let seccomp = super::seccomp::descriptor()?;
+        let nsswitch = root
+            .as_ref()
+            .map(|_| memory_file(c"planwright-nsswitch", carry::NSSWITCH_CONF.as_bytes()))
+            .transpose()?;
         let mut keep = vec![dir.as_raw_fd()];
         keep.extend(relay_file.as_ref().map(AsRawFd::as_raw_fd));
         keep.extend(seccomp.as_ref().map(AsRawFd::as_raw_fd));
+        keep.extend(nsswitch.as_ref().map(AsRawFd::as_raw_fd));
 
         let relay_fd = relay_file.as_ref().map(AsRawFd::as_raw_fd);
         let layout = Layout {
@@ -573,6 +592,7 @@ impl Bwrap {
             bridges: &command.bridges,
             relay: relay_fd.zip(relay_launch.as_deref()),
             seccomp_fd: seccomp.as_ref().map(AsRawFd::as_raw_fd),
+            nsswitch_fd: nsswitch.as_ref().map(AsRawFd::as_raw_fd),
             tmp_bytes: command.limits.tmp_bytes,
         };
         let mut cmd = tokio::process::Command::new(&self.program);
@@ -613,9 +633,27 @@ impl Bwrap {
             group.remove().await;
         }
         let finished = finished?;
-        drop((dir, relay_file, seccomp, lease));
+        drop((dir, relay_file, seccomp, nsswitch, lease));
         Ok(finished.into_output(true))
     }
+}
+
+/// A file in memory holding `bytes`, read from its start, for bubblewrap to copy into the
+/// sandbox.
+fn memory_file(name: &std::ffi::CStr, bytes: &[u8]) -> anyhow::Result<std::fs::File> {
+    use std::io::{Seek, Write};
+    use std::os::fd::FromRawFd;
+    // SAFETY: a NUL-terminated name and valid flags; the result is checked below.
+    let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error()).context("Could not create a memory file");
+    }
+    // SAFETY: `fd` was just created and nothing else owns it.
+    let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
+    file.write_all(bytes)
+        .and_then(|()| file.rewind())
+        .context("Could not write a memory file")?;
+    Ok(file)
 }
 
 /// Every place a command can write that is memory, not disk, has a size: /tmp and

@@ -12,6 +12,28 @@
 //! linked against. What is
 //! brought in is files only: the programs (an npm-installed CLI's own package folder), the
 //! loader and the libraries, never a host configuration folder.
+//!
+//! What such a program opens later is another matter: glibc's loader looks for a soname in
+//! the library folder and then, whatever `--inhibit-cache` and `--library-path` say, in the
+//! image's `/lib/ARCH-linux-gnu`, `/usr/lib/ARCH-linux-gnu`, `/lib` and `/usr/lib` (the
+//! image's `/etc/ld.so.conf` plays no part; only `ldconfig` reads it). So the image must
+//! not choose what is opened. The name services: every image root gets planwright's
+//! [`NSSWITCH_CONF`] (`bwrap.rs`), naming only the two sources glibc has built in since
+//! 2.34, and the host's `libnss_files`/`libnss_dns` come along for an older glibc; the
+//! unwinder glibc opens (`libgcc_s`) comes along too; `SHELL` is set (`base_env`) so that
+//! bash need not look it up. node is told to read an empty OpenSSL configuration
+//! (`--openssl-config`), not the image's, whose providers are libraries. What remains:
+//! - locales and gconv: a glibc program that calls `setlocale` (the static bash, `getent`)
+//!   reads the image's locale files for `LANG=C.UTF-8`, and glibc opens character
+//!   conversion modules from the image's `gconv` folder by what its locale's charset and
+//!   `gconv-modules` say (planwright's `GCONV_PATH` would break the image's own programs);
+//!   not shown to load code here, not ruled out either.
+//! - what a program opens by soname itself (Claude Code names `libsecret-1.so.0` and
+//!   `libasound.so.2`) is looked for in the image's folders when the host has no such
+//!   library in the program's folder. An audit module (`--audit`, whose `la_objsearch`
+//!   sees every candidate path) could refuse those; none is built.
+//! - a static glibc program (the bash) opens whatever it opens from the image's folders:
+//!   with built-in name services and `SHELL` set it opens nothing for users and hosts.
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::FileExt;
@@ -24,6 +46,34 @@ pub const PREFIX: &str = "/.planwright";
 
 /// Where each program's loader and libraries appear, in a folder named after the program.
 const LIB: &str = "/.planwright/lib";
+
+/// What glibc itself opens by soname while a program runs: the unwinder (thread
+/// cancellation, `backtrace`) and, before glibc 2.34 built them in, the name services
+/// [`NSSWITCH_CONF`] names. Found first in the program's library folder, they are the
+/// host's (one the host lacks would be looked for in the image's folders).
+const GLIBC_OPENS: &[&str] = &["libgcc_s.so.1", "libnss_files.so.2", "libnss_dns.so.2"];
+
+/// The `/etc/nsswitch.conf` of every image root, in place of the image's: each source a
+/// line names is a library `libnss_NAME.so.2` that every glibc program, planwright's carried
+/// ones included, would load (found in the image's folders, or by a name with a `/` in the
+/// workspace). Only the two built into glibc, which load nothing.
+pub const NSSWITCH_CONF: &str = "\
+# planwright's: only the sources built into glibc.
+passwd: files
+group: files
+shadow: files
+gshadow: files
+initgroups: files
+hosts: files dns
+networks: files
+protocols: files
+services: files
+ethers: files
+rpc: files
+netgroup: files
+aliases: files
+publickey: files
+";
 
 /// The files a program needs shown read-only, each by its path inside (the key) and on
 /// the host, and the command line that starts it.
@@ -62,6 +112,13 @@ pub fn program(path: &Path) -> Result<Carried> {
             let script = carried.show(&real, "bin")?;
             let inside = carried.show(&interpreter_real, "bin")?;
             carried.launch(&interpreter_real, &inside)?;
+            // node reads the `nodejs_conf` section of OpenSSL's configuration file, the
+            // image's /etc/ssl/openssl.cnf, whose providers are libraries it loads: an empty
+            // configuration instead (the flag also outweighs `OPENSSL_CONF`).
+            let name = interpreter_real.file_name().unwrap_or_default();
+            if name == "node" || name == "nodejs" {
+                carried.argv.push("--openssl-config=/dev/null".into());
+            }
             carried.argv.push(script);
         }
     }
@@ -176,13 +233,15 @@ impl Carried {
         );
         let loader_inside = lib.join(&loader_name);
         self.mount(loader_inside.clone(), loader)?;
-        for (soname, host) in libraries(elf, &head)? {
+        let glibc = loader_name.to_string_lossy().starts_with("ld-linux");
+        let opens = if glibc { GLIBC_OPENS } else { &[] };
+        for (soname, host) in libraries(elf, &head, opens)? {
             self.mount(lib.join(soname), host)?;
         }
         self.argv = vec![loader_inside.display().to_string()];
         // glibc's loader would otherwise consult the image's /etc/ld.so.cache for what the
         // program opens later; musl's has no such option (and no cache).
-        if loader_name.to_string_lossy().starts_with("ld-linux") {
+        if glibc {
             self.argv.push("--inhibit-cache".into());
         }
         self.argv.extend([
@@ -355,8 +414,9 @@ fn read_elf(path: &Path) -> Result<Option<ElfHead>> {
 }
 
 /// The shared libraries `elf` loads, directly or through others, as (soname, host path),
-/// found the way the host's dynamic linker finds them.
-fn libraries(elf: &Path, head: &ElfHead) -> Result<BTreeMap<String, PathBuf>> {
+/// found the way the host's dynamic linker finds them; and those of `optional` the host has,
+/// with what they need.
+fn libraries(elf: &Path, head: &ElfHead, optional: &[&str]) -> Result<BTreeMap<String, PathBuf>> {
     let cache = ld_so_cache();
     let mut found = BTreeMap::new();
     let mut pending: Vec<(String, PathBuf, Vec<String>)> = head
@@ -364,7 +424,19 @@ fn libraries(elf: &Path, head: &ElfHead) -> Result<BTreeMap<String, PathBuf>> {
         .iter()
         .map(|n| (n.clone(), elf.to_path_buf(), head.runpath.clone()))
         .collect();
-    while let Some((soname, needed_by, runpath)) = pending.pop() {
+    let mut optional: Vec<&str> = optional.to_vec();
+    loop {
+        let Some((soname, needed_by, runpath)) = pending.pop() else {
+            // The optional ones once every needed one is found; each the host has comes
+            // with what it needs in turn.
+            let Some(soname) = optional.pop() else { break };
+            if !found.contains_key(soname)
+                && locate(soname, elf, &head.runpath, head.machine, &cache)?.is_some()
+            {
+                pending.push((soname.to_owned(), elf.to_path_buf(), head.runpath.clone()));
+            }
+            continue;
+        };
         if found.contains_key(&soname) {
             continue;
         }
