@@ -9,9 +9,8 @@
 //! the image's programs nothing (no `LD_LIBRARY_PATH` reaches what the command starts).
 //! Each program has a library folder of its own (NAME is its file name): the relay and a
 //! CLI may need two different host files of one soname, and each gets the one it was
-//! linked against. What is
-//! brought in is files only: the programs (an npm-installed CLI's own package folder), the
-//! loader and the libraries, never a host configuration folder.
+//! linked against. What is brought in is files only: the programs (an npm-installed CLI's
+//! own package folder), the loader and the libraries, never a host configuration folder.
 //!
 //! What such a program opens later is another matter: glibc's loader looks for a soname in
 //! the library folder and then, whatever `--inhibit-cache` and `--library-path` say, in the
@@ -23,16 +22,18 @@
 //! unwinder glibc opens (`libgcc_s`) comes along too; `SHELL` is set (`base_env`) so that
 //! bash need not look it up. node is told to read an empty OpenSSL configuration
 //! (`--openssl-config`), not the image's, whose providers are libraries. What remains:
-//! - locales and gconv: a glibc program that calls `setlocale` (the static bash, `getent`)
-//!   reads the image's locale files for `LANG=C.UTF-8`, and glibc opens character
-//!   conversion modules from the image's `gconv` folder by what its locale's charset and
-//!   `gconv-modules` say (planwright's `GCONV_PATH` would break the image's own programs);
-//!   not shown to load code here, not ruled out either.
+//! - locales and gconv: a glibc program that calls `setlocale` (the static bash does as it
+//!   starts; the relay, Claude Code and node do not) reads the image's locale for
+//!   `LANG=C.UTF-8`, and glibc then opens the conversion module the image's `gconv-modules`
+//!   names for that charset: one line of cost 0 for UTF-8 gets the image's code into the
+//!   bash. That bash holds nothing the image's programs it starts do not (one user, one
+//!   environment, one sandbox), so it is left so; a `GCONV_PATH` or gconv folder of
+//!   planwright's would break the image's own `iconv`.
 //! - what a program opens by soname itself (Claude Code names `libsecret-1.so.0` and
-//!   `libasound.so.2`) is looked for in the image's folders when the host has no such
-//!   library in the program's folder. An audit module (`--audit`, whose `la_objsearch`
-//!   sees every candidate path) could refuse those; none is built.
-//! - a static glibc program (the bash) opens whatever it opens from the image's folders:
+//!   `libasound.so.2`, and opens neither in a run) is looked for in the image's folders
+//!   when the host has none in the program's folder. An audit module (`--audit`, whose
+//!   `la_objsearch` sees every candidate path) could refuse those; none is built.
+//! - a static glibc program (the bash) looks for what it opens in the image's folders:
 //!   with built-in name services and `SHELL` set it opens nothing for users and hosts.
 
 use std::collections::BTreeMap;
