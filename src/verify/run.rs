@@ -19,7 +19,7 @@ use crate::contract::Contract;
 use crate::distill::{self, Failure, TestReport, clip};
 use crate::git::Workspace;
 use crate::sandbox::egress::{Allowlist, EgressProxy};
-use crate::sandbox::{Exit, Limits, Output, Sandbox};
+use crate::sandbox::{Exit, Limits, Output, Root, Sandbox};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -137,6 +137,8 @@ pub struct Verifier {
     sandbox: Arc<dyn Sandbox>,
     scratch: PathBuf,
     limits: Limits,
+    /// The environment's root every command runs in; `None`: the host's own tools.
+    root: Option<Root>,
 }
 
 impl Verifier {
@@ -145,7 +147,14 @@ impl Verifier {
             sandbox,
             scratch: scratch.into(),
             limits: Limits::default(),
+            root: None,
         }
+    }
+
+    /// Runs every command in `root` (an image's), as the executor and scouts do.
+    pub fn with_root(mut self, root: Option<Root>) -> Self {
+        self.root = root;
+        self
     }
 
     pub fn with_limits(mut self, limits: Limits) -> Self {
@@ -258,6 +267,7 @@ impl Verifier {
     ) -> Result<CommandRun, VerifyError> {
         let mut cmd = workspace.command(vec!["sh".into(), "-c".into(), command.to_owned()]);
         cmd.limits = self.limits;
+        cmd.root = self.root.clone();
         cmd.spill_dir = Some(spill_dir);
         if let Some(socket) = egress {
             cmd.bridge_egress_proxy(socket);
