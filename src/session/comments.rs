@@ -260,6 +260,14 @@ pub(super) fn image_unusable(choice: &Choice, error: &PullError) -> String {
     )
 }
 
+pub(super) fn image_needs_bwrap(choice: &Choice) -> String {
+    format!(
+        "The environment image `{}` (from {}) cannot be used: this planwright runs without the bwrap sandbox, which is what shows an image as a run's root. The operator can enable it (`planwright doctor` says what is missing).",
+        choice.image.as_deref().unwrap_or("").replace('`', "'"),
+        choice.from_where()
+    )
+}
+
 /// The image cache itself failed (a full or unwritable DATA_DIR): the operator's to
 /// fix, and its paths are not for a public issue.
 pub(super) fn image_cache_failed() -> String {

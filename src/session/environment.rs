@@ -22,6 +22,10 @@ pub(super) async fn pull(
     let Some(reference) = choice.pinned() else {
         return Ok(None);
     };
+    // Said before anything is pulled or paid: only bubblewrap can show an image as `/`.
+    if app.sandbox.as_ref().is_none_or(|s| s.name() != "bwrap") {
+        return Err(Stop::fail(comments::image_needs_bwrap(choice)));
+    }
     let image = ImageRef::parse(&reference).map_err(|e| {
         Stop::fail(format!(
             "The environment image `{}` cannot be used: {e}.",

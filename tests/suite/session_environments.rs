@@ -236,6 +236,37 @@ async fn an_image_that_cannot_be_pulled_stops_the_session_before_any_model_is_pa
     world.server.stop().await;
 }
 
+async fn an_image_without_the_bwrap_sandbox_is_refused_before_any_model_is_paid(on: ForgeKind) {
+    let registry = Registry::start(Access::Anonymous).await;
+    let dir = tempfile::tempdir().unwrap();
+    push_tools_image(&registry, dir.path());
+    let reference = registry.reference("tools/calc:1");
+    let settings = format!("test: calc-test\nenvironment:\n  image: {reference}\n");
+    let mut all = vec![
+        ("calc.py", CALC),
+        (World::settings_path(on), settings.as_str()),
+    ];
+    all.truncate(2);
+    let extra = [
+        ("PLANWRIGHT_SANDBOX", "none"),
+        ("PLANWRIGHT_UNSAFE_NO_SANDBOX", "true"),
+    ];
+    let world = World::start_with(on, fixing_script(), &all, &extra).await;
+    world.label(&world.maintainer, "label-no-bwrap").await;
+    let failed = world.wait_for_state("failed").await;
+    let reason = failed.failure.unwrap_or_default();
+    assert!(
+        reason.contains(&format!("The environment image `{reference}`"))
+            && reason.contains("without the bwrap sandbox"),
+        "{reason}"
+    );
+    assert!(world.models.requests().is_empty(), "a model was called");
+    // planwright's requests carry its user agent; skopeo's push does not.
+    let log = registry.log();
+    assert!(!log.contains("planwright/"), "the image was pulled: {log}");
+    world.server.stop().await;
+}
+
 /// `tools/calc:1` moved to an image whose `calc-test` passes whatever the code says.
 fn push_lenient_image_under_the_same_tag(registry: &Registry, dir: &std::path::Path) {
     let mut image = UmociImage::new(dir, "lenient");
@@ -340,5 +371,6 @@ crate::on_both_forges!(
     the_devcontainers_image_is_used_when_the_repository_file_names_none,
     an_image_that_cannot_be_pulled_stops_the_session_before_any_model_is_paid,
     a_tag_moved_after_planning_does_not_change_what_the_approval_runs,
+    an_image_without_the_bwrap_sandbox_is_refused_before_any_model_is_paid,
     an_image_gone_by_approval_stops_the_run_before_the_executor_is_paid,
 );
