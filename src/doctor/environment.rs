@@ -31,6 +31,18 @@ async fn default_image(settings: &Settings) -> Check {
              to the image with the toolchains they need",
         );
     };
+    // Runs refuse every image then, before pulling it.
+    if settings.sandbox != "bwrap" {
+        return Check::fail(
+            NAME,
+            format!(
+                "ENVIRONMENT_IMAGE {image} cannot be used with SANDBOX={}: only the bwrap \
+                 sandbox shows an image as a run's root, so every run that uses it is \
+                 refused; set SANDBOX=bwrap, or unset ENVIRONMENT_IMAGE",
+                settings.sandbox
+            ),
+        );
+    }
     let environments = match Environments::new(&settings.data_dir, &settings.images) {
         Ok(environments) => environments,
         Err(e) => return Check::fail(NAME, format!("ENVIRONMENT_IMAGE {image}: {e:#}")),

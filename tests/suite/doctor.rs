@@ -413,6 +413,18 @@ async fn the_default_environment_image_is_pulled_into_the_cache_or_its_refusal_n
         report.stderr
     );
     assert_eq!(cached_images(&data), cached, "nothing else was kept");
+
+    // Without bwrap no run can use an image: said before anything is pulled.
+    let mut unsandboxed = env(registry.reference("doctor/other:1"));
+    unsandboxed.push(("PLANWRIGHT_SANDBOX", "none".into()));
+    unsandboxed.push(("PLANWRIGHT_UNSAFE_NO_SANDBOX", "1".into()));
+    let report = doctor(&unsandboxed, &path).await;
+    assert!(!report.success, "{}", report.stdout);
+    report.assert_line(
+        "environment",
+        "FAIL",
+        &["cannot be used with SANDBOX=none", "set SANDBOX=bwrap"],
+    );
 }
 
 #[tokio::test]
