@@ -46,6 +46,7 @@ fn planwright_pull(runtime: &tokio::runtime::Runtime, image: &ImageRef, data: &P
         credentials: RegistryCredentials::default(),
         insecure: Vec::new(),
         cache_max: 20 << 30,
+        ..ImageSettings::default()
     };
     let started = Instant::now();
     let environments = Environments::new(data, &settings).unwrap();

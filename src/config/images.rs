@@ -1,6 +1,6 @@
 //! The settings for environment images: the default image, registry credentials (the
 //! Docker `config.json` that `docker login` writes), the registries that may answer plain
-//! HTTP, and the image cache's size cap.
+//! HTTP, and the size caps of the image cache and the setup cache.
 
 use std::path::Path;
 
@@ -14,6 +14,9 @@ use crate::ids::image::ImageRef;
 /// toolchain images.
 const DEFAULT_CACHE_MAX: u64 = 20 << 30;
 
+/// Without `SETUP_CACHE_MAX`: room for the dependencies of a few repositories.
+const DEFAULT_SETUP_CACHE_MAX: u64 = 10 << 30;
+
 #[derive(Debug, Clone)]
 pub struct ImageSettings {
     /// The deployment's default environment (`ENVIRONMENT_IMAGE`).
@@ -24,6 +27,8 @@ pub struct ImageSettings {
     pub insecure: Vec<String>,
     /// Bytes the unpacked images may take (`ENVIRONMENT_CACHE_MAX`).
     pub cache_max: u64,
+    /// Bytes the setup cache under `DATA_DIR/setup-cache` may take (`SETUP_CACHE_MAX`).
+    pub setup_cache_max: u64,
 }
 
 impl Default for ImageSettings {
@@ -33,6 +38,7 @@ impl Default for ImageSettings {
             credentials: RegistryCredentials::default(),
             insecure: Vec::new(),
             cache_max: DEFAULT_CACHE_MAX,
+            setup_cache_max: DEFAULT_SETUP_CACHE_MAX,
         }
     }
 }
@@ -166,21 +172,24 @@ impl super::Raw {
             }
             insecure.push(host.to_ascii_lowercase());
         }
-        let cache_max = match self.text("environment_cache_max") {
-            None => DEFAULT_CACHE_MAX,
+        let size = |key: &str, default: u64| match self.text(key) {
+            None => Ok(default),
             Some(text) => match parse_size(text) {
-                Some(size) if size > 0 => size,
-                _ => bail!(
+                Some(size) if size > 0 => Ok(size),
+                _ => Err(anyhow::anyhow!(
                     "Cannot use {}: expected a size such as `20G`, `512M` or a number of bytes, got `{text}`",
-                    self.source("environment_cache_max")
-                ),
+                    self.source(key)
+                )),
             },
         };
+        let cache_max = size("environment_cache_max", DEFAULT_CACHE_MAX)?;
+        let setup_cache_max = size("setup_cache_max", DEFAULT_SETUP_CACHE_MAX)?;
         Ok(ImageSettings {
             default_image,
             credentials,
             insecure,
             cache_max,
+            setup_cache_max,
         })
     }
 }
@@ -217,6 +226,7 @@ mod tests {
             ("REGISTRY_AUTH", &auth_path),
             ("REGISTRY_INSECURE", "registry.lan:5000, lab"),
             ("ENVIRONMENT_CACHE_MAX", "512M"),
+            ("SETUP_CACHE_MAX", "2G"),
         ])
         .unwrap();
         let images = &settings.images;
@@ -227,11 +237,13 @@ mod tests {
         assert!(images.credentials.for_registry("ghcr.io").is_some());
         assert_eq!(images.insecure, ["registry.lan:5000", "lab"]);
         assert_eq!(images.cache_max, 512 << 20);
+        assert_eq!(images.setup_cache_max, 2 << 30);
         assert!(
             settings.secret_files.contains(&auth),
             "hidden from sandboxes"
         );
         assert_eq!(load(&[]).unwrap().images.cache_max, 20 << 30);
+        assert_eq!(load(&[]).unwrap().images.setup_cache_max, 10 << 30);
 
         let missing = dir.path().join("absent.json").display().to_string();
         for (key, value, needle) in [
@@ -243,6 +255,7 @@ mod tests {
             ("REGISTRY_INSECURE", "http://lab", "without `http://`"),
             ("ENVIRONMENT_CACHE_MAX", "big", "such as `20G`"),
             ("ENVIRONMENT_CACHE_MAX", "0", "such as `20G`"),
+            ("SETUP_CACHE_MAX", "ten", "PLANWRIGHT_SETUP_CACHE_MAX"),
             ("REGISTRY_AUTH", &missing, "docker login"),
         ] {
             let error = format!("{:#}", load(&[(key, value)]).unwrap_err());

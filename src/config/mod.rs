@@ -231,6 +231,7 @@ const KEYS: &[&str] = &[
     "registry_auth",
     "registry_insecure",
     "environment_cache_max",
+    "setup_cache_max",
 ];
 
 impl Settings {

@@ -20,6 +20,7 @@ fn settings(cache_max: u64, credentials: RegistryCredentials) -> ImageSettings {
         credentials,
         insecure: Vec::new(),
         cache_max,
+        ..ImageSettings::default()
     }
 }
 

@@ -13,6 +13,7 @@ use tracing::{info, warn};
 use super::{Execution, RunOutcome, Timings, create_open_dir};
 use crate::config::repo::{ExecutorKind, RepoConfig};
 use crate::contract::Contract;
+use crate::environment::setup::SetupCache;
 use crate::executor::{self, Executor, ExecutorError, ExecutorTask, Feedback, StopReason};
 use crate::git::{Author, Outcome, RESULT_MAX_BYTES, Workspace};
 use crate::ids::RunId;
@@ -267,7 +268,7 @@ impl Execution<'_> {
             number,
             run,
             records,
-            verifier: Verifier::new(sandbox.clone(), scratch),
+            verifier: setup_cached(Verifier::new(sandbox.clone(), scratch), self, config),
             executor,
             limits: executor::Limits {
                 budget: left,
@@ -541,6 +542,21 @@ impl Execution<'_> {
         let detail = serde_json::json!({ "run": run, "attempts": outcome.attempts, "stages_ms": timings.json() });
         self.audit("execution.timed", detail).await?;
         published
+    }
+}
+
+/// The verifier with the deployment's setup cache; without one (an unwritable DATA_DIR)
+/// setup runs every time.
+fn setup_cached(verifier: Verifier, execution: &Execution<'_>, config: &RepoConfig) -> Verifier {
+    let settings = &execution.app.settings;
+    match SetupCache::open(&settings.data_dir, settings.images.setup_cache_max) {
+        // Runs use the planwright host's tools until the run's image decides: the key's
+        // environment is the image digest then.
+        Ok(cache) => verifier.with_setup_cache(Arc::new(cache), "host", &config.environment),
+        Err(e) => {
+            warn!(error = %format!("{e:#}"), "setup runs without the setup cache");
+            verifier
+        }
     }
 }
 
