@@ -594,6 +594,8 @@ mod tests {
         let from = workspace();
         fs::create_dir_all(from.repo.join("deps/lib")).unwrap();
         fs::write(from.repo.join("deps/lib/a.py"), "print(1)").unwrap();
+        let setuid = fs::Permissions::from_mode(0o4755);
+        fs::set_permissions(from.repo.join("deps/lib/a.py"), setuid).unwrap();
         symlink("lib/a.py", from.repo.join("deps/link")).unwrap();
         fs::write(from.home.join(".tool"), "configured").unwrap();
         let stored = cache.store(KEY, &paths(&["./deps", "absent"]), &from.repo, &from.home);
@@ -626,6 +628,7 @@ mod tests {
         let restored = fs::metadata(to.repo.join("deps/lib/a.py")).unwrap();
         let kept = fs::metadata(cache.entry_dir(KEY).join("repo/deps/lib/a.py")).unwrap();
         assert_ne!(restored.ino(), kept.ino());
+        assert_eq!(restored.mode() & 0o7777, 0o755, "no setuid bit");
         let other = "cd".repeat(32);
         assert_eq!(cache.restore(&other, &to.repo, &to.home).unwrap(), None);
     }
