@@ -1,5 +1,5 @@
 //! The parts every job handler shares, built once from the settings: the database, the
-//! forges, the models and the sandbox.
+//! forges, the models, the sandbox and the environment images.
 
 use std::sync::{Arc, RwLock};
 
@@ -8,6 +8,7 @@ use secrecy::SecretString;
 use tokio::sync::OnceCell;
 
 use crate::config::Settings;
+use crate::environment::Environments;
 use crate::event::{self, Actor};
 use crate::forge::github::GithubApp;
 use crate::forge::gitlab::GitlabForge;
@@ -35,6 +36,8 @@ pub struct App {
     /// The model proxy coding agents reach through the sandbox; `None` in roles that run
     /// no executors.
     pub model_proxy: Option<ModelProxy>,
+    /// The registries and the image cache runs take their environments from.
+    pub environments: Arc<Environments>,
     http: HttpOptions,
 }
 
@@ -59,6 +62,7 @@ impl App {
             cache,
             Workspaces::default_owner(),
         ));
+        let environments = Arc::new(Environments::new(&settings.data_dir, &settings.images)?);
         Ok(App {
             db,
             settings,
@@ -66,6 +70,7 @@ impl App {
             sandbox,
             workspaces,
             model_proxy: None,
+            environments,
             http,
         })
     }

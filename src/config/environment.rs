@@ -39,6 +39,65 @@ pub struct EnvironmentConfig {
     pub cache_key: Option<Vec<String>>,
 }
 
+/// Which source named a run's image (see `environment::source::choose`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case", tag = "from", content = "path")]
+pub enum Source {
+    /// The repository file's `environment.image`.
+    Repository,
+    /// A devcontainer file's `image`, at this path.
+    Devcontainer(String),
+    /// The deployment's `ENVIRONMENT_IMAGE`.
+    Deployment,
+    /// No image anywhere: the planwright host's own tools.
+    Host,
+}
+
+/// The environment chosen for a contract at planning, bound with it: the reference (a
+/// tag is resolved to a digest once per run), where it came from, and what the maintainer
+/// should know about how it was chosen.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Choice {
+    /// The image reference; `None` on the host.
+    pub image: Option<String>,
+    pub source: Source,
+    /// Sources passed over (a devcontainer planwright cannot build) and the host fallback,
+    /// in words for the status comment and the pull request.
+    #[serde(default)]
+    pub notes: Vec<String>,
+}
+
+impl Choice {
+    /// The planwright host's own tools, with the note that says so.
+    pub fn host(mut notes: Vec<String>) -> Self {
+        notes.push(
+            "Runs on the planwright host's tools: no image is named by the repository's \
+             `environment.image`, a devcontainer, or the deployment's ENVIRONMENT_IMAGE."
+                .to_owned(),
+        );
+        Choice {
+            image: None,
+            source: Source::Host,
+            notes,
+        }
+    }
+
+    /// Where the image came from, in words (`the repository's devcontainer
+    /// `.devcontainer.json``).
+    pub fn from_where(&self) -> String {
+        match &self.source {
+            Source::Repository => "the repository file's `environment.image`".to_owned(),
+            Source::Devcontainer(path) => format!("the devcontainer `{path}`"),
+            Source::Deployment => "the deployment's ENVIRONMENT_IMAGE".to_owned(),
+            Source::Host => "no image: the planwright host's tools".to_owned(),
+        }
+    }
+}
+
+/// What a pull request says of a run that used the host's own programs, not an image.
+pub const HOST_NOTE: &str = "Ran on the planwright host's tools: no image is named by the \
+     repository's `environment.image`, a devcontainer, or the deployment's ENVIRONMENT_IMAGE.";
+
 /// The section as written; unknown keys are refused with their line.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Deserializer};
 
-use super::environment::{EnvironmentConfig, FileEnvironment};
+use super::environment::{Choice, EnvironmentConfig, FileEnvironment};
 use crate::ids::ModelName;
 use crate::ids::Permission;
 
@@ -277,6 +277,7 @@ impl RepoConfig {
             }
             .to_owned(),
             environment: self.environment.clone(),
+            chosen: None,
             models: BoundModels {
                 planner: name(&self.models.planner),
                 scout: name(&self.models.scout),
@@ -364,6 +365,10 @@ pub struct BoundSettings {
     /// Absent from settings recorded before environments: those ran on the host.
     #[serde(default)]
     pub environment: EnvironmentConfig,
+    /// The environment chosen at planning from `environment`, the base's devcontainer and
+    /// the deployment's default; `None` in settings recorded before it was: the host.
+    #[serde(default)]
+    pub chosen: Option<Choice>,
 }
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]

@@ -344,17 +344,28 @@ impl Cache {
         resolved: &Resolved,
         blobs: &Path,
     ) -> Result<Vec<fs::File>, PullError> {
+        use futures_util::FutureExt as _;
         use futures_util::StreamExt as _;
-        let fetches = resolved.layers.iter().map(|layer| async move {
-            let path = blobs.join(layer.digest.hex());
-            match fs::File::open(&path) {
-                Ok(file) => return Ok(file),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => return Err(PullError::local(image, &path, &e)),
-            }
-            remote.fetch_layer(layer, &path).await?;
-            fs::File::open(&path).map_err(|e| PullError::local(image, &path, &e))
-        });
+        // Collected boxed futures, not a lazy map: a closure's future held across the
+        // await makes every caller's future fail `Send` for all lifetimes, which a spawned
+        // job needs.
+        let fetches: Vec<futures_util::future::BoxFuture<'_, _>> = resolved
+            .layers
+            .iter()
+            .map(|layer| {
+                async move {
+                    let path = blobs.join(layer.digest.hex());
+                    match fs::File::open(&path) {
+                        Ok(file) => return Ok(file),
+                        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                        Err(e) => return Err(PullError::local(image, &path, &e)),
+                    }
+                    remote.fetch_layer(layer, &path).await?;
+                    fs::File::open(&path).map_err(|e| PullError::local(image, &path, &e))
+                }
+                .boxed()
+            })
+            .collect();
         futures_util::stream::iter(fetches)
             .buffered(PARALLEL_LAYERS)
             .collect::<Vec<_>>()

@@ -33,6 +33,23 @@ pub struct Image {
     pub size: u64,
 }
 
+impl Image {
+    /// What a sandbox shows as `/` for a run in this image: its root, read-only, with the
+    /// variables its config sets (an entry without `=` means nothing and is left out).
+    pub fn sandbox_root(&self) -> crate::sandbox::Root {
+        let env = self
+            .env
+            .iter()
+            .filter_map(|entry| entry.split_once('='))
+            .map(|(name, value)| (name.to_owned(), value.to_owned()))
+            .collect();
+        crate::sandbox::Root {
+            dir: self.root.clone(),
+            env,
+        }
+    }
+}
+
 /// The part of an image config's `config` object a run needs.
 #[derive(Debug, Clone, Default, serde::Deserialize)]
 #[serde(rename_all = "PascalCase")]
@@ -99,6 +116,12 @@ impl PullError {
     pub fn is_transient(&self) -> bool {
         self.kind == PullErrorKind::Transient
     }
+}
+
+/// The platform images are picked for on this host, as registries spell it
+/// (`linux/amd64`).
+pub fn host_platform() -> String {
+    format!("linux/{}", registry::host_architecture())
 }
 
 /// The registries and the image cache of one DATA_DIR.

@@ -32,7 +32,7 @@ const BLOCK: u64 = 4096;
 /// The key of a setup phase: sha256 over the environment it runs in (`environment`: the
 /// image digest, or `host`), its commands, its allowlist, the cache paths, and each key
 /// file's path and content as the checkout at `repo` holds it. A key file that is a symlink
-/// counts by its target's name; it is never followed.
+/// counts by its target's name; it is never followed, nor a folder symlink above it.
 pub fn key(
     environment: &str,
     setup: &[String],
@@ -43,6 +43,10 @@ pub fn key(
 ) -> anyhow::Result<String> {
     let mut files = Vec::new();
     for name in key_files {
+        // Under a symlink, the file would be the host's (`/proc/kcore`), read as root.
+        if !under_real_dirs(repo, &inside(name)?) {
+            return Err(anyhow!("The cache key file {name} is under a symlink"));
+        }
         let path = repo.join(name);
         let meta = fs::symlink_metadata(&path)
             .with_context(|| format!("Could not read the cache key file {name}"))?;
@@ -585,6 +589,16 @@ mod tests {
             )
             .is_err()
         );
+        symlink("/proc", ws.repo.join("sub")).unwrap();
+        let under_link = key(
+            "host",
+            &setup,
+            &allow,
+            &cache,
+            &ws.repo,
+            &paths(&["sub/kcore"]),
+        );
+        assert!(under_link.is_err());
     }
 
     #[test]

@@ -7,35 +7,10 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use crate::config::environment::{EnvironmentConfig, check_reference};
+use crate::config::environment::{Choice, EnvironmentConfig, Source, check_reference};
 
 /// Where the devcontainer may be, first found wins (the specification's two places).
 pub const DEVCONTAINER_PATHS: &[&str] = &[".devcontainer/devcontainer.json", ".devcontainer.json"];
-
-/// Which source named the image.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case", tag = "from", content = "path")]
-pub enum Source {
-    /// The repository file's `environment.image`.
-    Repository,
-    /// A devcontainer file's `image`, at this path.
-    Devcontainer(String),
-    /// The deployment's `ENVIRONMENT_IMAGE`.
-    Deployment,
-    /// No image anywhere: the planwright host's own tools.
-    Host,
-}
-
-/// The environment a run uses, and what the maintainer should know about how it was chosen.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Choice {
-    /// The image reference; `None` on the host.
-    pub image: Option<String>,
-    pub source: Source,
-    /// Sources passed over (a devcontainer planwright cannot build) and the host fallback,
-    /// in words for the status comment and the pull request.
-    pub notes: Vec<String>,
-}
 
 /// The devcontainer fields that decide whether planwright can use it.
 #[derive(Debug, Deserialize)]
@@ -82,16 +57,7 @@ pub fn choose(env: &EnvironmentConfig, checkout: &Path, deployment: Option<&str>
             notes,
         };
     }
-    notes.push(
-        "Ran on the planwright host's tools: no image is named by the repository's \
-         `environment.image`, a devcontainer, or the deployment's ENVIRONMENT_IMAGE."
-            .to_owned(),
-    );
-    Choice {
-        image: None,
-        source: Source::Host,
-        notes,
-    }
+    Choice::host(notes)
 }
 
 /// The image a devcontainer file names, or a note saying why planwright cannot use it.

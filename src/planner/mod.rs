@@ -18,7 +18,7 @@ use crate::contract::{Base, Contract};
 use crate::forge::Issue;
 use crate::ids::RepoName;
 use crate::llm::{ChatModel, ChatRequest, ContentBlock, Message, ModelError, Role, Tool};
-use crate::sandbox::Sandbox;
+use crate::sandbox::{Root, Sandbox};
 
 use crate::repo_tools::RepoTools;
 pub use dossier::Dossier;
@@ -104,6 +104,8 @@ pub struct Planner<'a> {
     pub scout_model: &'a dyn ChatModel,
     pub tools: &'a RepoTools,
     pub sandbox: Option<&'a dyn Sandbox>,
+    /// The environment's root scouts run commands in; `None`: the host's own tools.
+    pub root: Option<&'a Root>,
     pub options: PlannerOptions,
 }
 
@@ -233,6 +235,7 @@ impl Planner<'_> {
             model: self.scout_model,
             tools: self.tools,
             sandbox: self.sandbox,
+            root: self.root,
             max_turns: self.options.scout_turns,
         };
         let found = scout.investigate(question, &hints).await?;

@@ -28,6 +28,8 @@ pub struct Scout<'a> {
     pub tools: &'a RepoTools,
     /// `None`: the scout cannot run commands (it is told so when it tries).
     pub sandbox: Option<&'a dyn Sandbox>,
+    /// The environment's root, as verification will use it; `None`: the host's tools.
+    pub root: Option<&'a sandbox::Root>,
     pub max_turns: u32,
 }
 
@@ -134,6 +136,7 @@ impl Scout<'_> {
             vec!["sh".into(), "-c".into(), command.to_owned()],
         );
         cmd.limits.wall = Duration::from_secs(timeout);
+        cmd.root = self.root.cloned();
         let output = sandbox
             .run(&cmd)
             .await

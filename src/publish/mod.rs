@@ -83,6 +83,9 @@ pub struct Publication<'a> {
     /// The branch the pull request asks to merge into.
     pub base_branch: &'a str,
     pub verification: &'a VerificationReport,
+    /// Where the checks ran (an image by digest, or the planwright host's tools), in one
+    /// line of markdown; the verification section opens with it.
+    pub environment: &'a str,
     pub review: Option<&'a Review>,
     /// Executor attempts used, and allowed.
     pub attempts: u32,
@@ -363,6 +366,9 @@ fn what_and_why(p: &Publication<'_>) -> String {
 
 fn verification_section(p: &Publication<'_>, failing: &str) -> String {
     let mut out = String::from("### Verification\n\n");
+    if !p.environment.is_empty() {
+        let _ = writeln!(out, "{}\n", p.environment.trim());
+    }
     let v = p.verification;
     if v.rows.is_empty() {
         out.push_str("No verification commands ran.\n\n");
@@ -592,6 +598,7 @@ mod tests {
                 approved_by: "octocat",
                 base_branch: "main",
                 verification: &verification,
+                environment: "",
                 review: None,
                 attempts: 3,
                 max_attempts: 3,

@@ -4,8 +4,10 @@
 
 use std::fmt::Display;
 
+use crate::config::environment::Choice;
 use crate::config::repo::BoundSettings;
 use crate::contract::ContractVersion;
+use crate::environment::{PullError, PullErrorKind};
 use crate::ids::{Permission, SessionId};
 use crate::store::model_usage::Budget;
 use crate::store::state::SessionState;
@@ -204,7 +206,7 @@ pub(super) fn investigating_edited() -> String {
     )
 }
 
-pub(super) fn contract_posted(version: ContractVersion, edited: bool) -> String {
+pub(super) fn contract_posted(version: ContractVersion, edited: bool, notes: &[String]) -> String {
     let note = if edited {
         format!(
             "\n\n{EDITED}: this contract is planned from the text as it was then. Use `/plan` to plan from the current text."
@@ -213,7 +215,44 @@ pub(super) fn contract_posted(version: ContractVersion, edited: bool) -> String 
         String::new()
     };
     format!(
-        "Build contract v{version} is posted below. A maintainer can `/approve` it, ask for `/revise <changes>`, or `/cancel`.{note}"
+        "Build contract v{version} is posted below. A maintainer can `/approve` it, ask for `/revise <changes>`, or `/cancel`.{note}{}",
+        environment_notes(notes)
+    )
+}
+
+/// How an environment was chosen, where the maintainer should know it (a devcontainer
+/// passed over, the host's own tools): empty when there is nothing to say.
+pub(super) fn environment_notes(notes: &[String]) -> String {
+    notes
+        .iter()
+        .map(|n| format!("\n\n**Environment:** {n}"))
+        .collect()
+}
+
+/// Why an environment image could not be used; nothing was run in it, and no executor
+/// model was paid for.
+pub(super) fn image_unusable(choice: &Choice, error: &PullError) -> String {
+    let image = choice.image.as_deref().unwrap_or("");
+    let advice = match error.kind {
+        PullErrorKind::NotFound => {
+            "Check the name and the tag, or publish the image, then use `/retry`.".to_owned()
+        }
+        PullErrorKind::Refused => "If the image is private, the planwright operator adds credentials for its registry to the Docker config.json named by REGISTRY_AUTH; then use `/retry`.".to_owned(),
+        PullErrorKind::Platform => format!(
+            "Publish the image for {}, or name another, then use `/retry`.",
+            crate::environment::host_platform()
+        ),
+        PullErrorKind::DigestMismatch | PullErrorKind::HostileLayer | PullErrorKind::Protocol => {
+            "planwright does not use an image it cannot verify or unpack safely: rebuild and publish it, or name another.".to_owned()
+        }
+        PullErrorKind::TooLarge => "Use a smaller image, or the operator raises ENVIRONMENT_CACHE_MAX.".to_owned(),
+        _ => "`planwright env pull` on the planwright host tries it the same way; use `/retry` when it works.".to_owned(),
+    };
+    format!(
+        "The environment image `{}` (from {}) could not be used, so nothing ran in it.\n\n> {}\n\n{advice}",
+        image.replace('`', "'"),
+        choice.from_where(),
+        error.to_string().replace('\n', "\n> "),
     )
 }
 
@@ -265,8 +304,23 @@ pub(super) fn settings_section(b: &BoundSettings, json: &str) -> String {
         list(&b.test),
     );
     let env = &b.environment;
-    if let Some(image) = &env.image {
-        out.push_str(&format!("- environment image: `{}`\n", code(image)));
+    match &b.chosen {
+        Some(Choice {
+            image: Some(image), ..
+        }) => {
+            let from = b
+                .chosen
+                .as_ref()
+                .map(Choice::from_where)
+                .unwrap_or_default();
+            out.push_str(&format!("- environment: `{}`, from {from}\n", code(image)));
+        }
+        Some(_) => out.push_str("- environment: the planwright host's tools (no image named)\n"),
+        None => {
+            if let Some(image) = &env.image {
+                out.push_str(&format!("- environment image: `{}`\n", code(image)));
+            }
+        }
     }
     if !env.cache.is_empty() {
         out.push_str(&format!(

@@ -101,7 +101,7 @@ pub fn handler(app: Arc<App>) -> Handler {
 async fn run(app: Arc<App>, job: Job) -> Result<(), JobError> {
     match JobKind::parse(&job.kind, &job.payload)? {
         JobKind::Event(event) => on_event(&app, &job, &event).await,
-        JobKind::Plan(plan) => plan::plan_job(app, plan).await,
+        JobKind::Plan(plan) => plan::plan_job(app, plan, job.attempt).await,
         JobKind::Execute(execute) => execute::execute_job(app, execute, job.attempt).await,
     }
 }

@@ -12,6 +12,7 @@ mod command;
 pub mod commands;
 mod comments;
 pub mod dispatch;
+mod environment;
 mod error;
 pub mod events;
 pub mod execute;

@@ -13,8 +13,10 @@ use super::dispatch::PlanJob;
 use super::error::{Stop, UserError};
 use super::status::{find_own_comment, update_status, update_status_of};
 use crate::app::App;
+use crate::config::environment::Choice;
 use crate::config::repo::{BoundSettings, RepoConfig};
 use crate::contract::{Base, Contract, ContractMarker, ContractVersion, RenderContext};
+use crate::environment::source;
 use crate::event::ForgeKind;
 use crate::forge::repo_config;
 use crate::forge::{Forge, ForgeError, Issue};
@@ -30,7 +32,7 @@ use crate::store::sessions::{self, ContractRow, SessionRow};
 use crate::store::state::SessionState;
 
 /// The plan job: runs the planner (or resumes it) and posts the contract.
-pub async fn plan_job(app: Arc<App>, plan: PlanJob) -> Result<(), JobError> {
+pub async fn plan_job(app: Arc<App>, plan: PlanJob, attempt: i64) -> Result<(), JobError> {
     let mut conn = app.db.pool.acquire().await?;
     let Some(session) = sessions::get(&mut conn, &plan.session).await? else {
         return Err(JobError::Permanent(anyhow::anyhow!(
@@ -50,6 +52,7 @@ pub async fn plan_job(app: Arc<App>, plan: PlanJob) -> Result<(), JobError> {
         forge: forge.as_ref(),
         session: &session,
         plan: &plan,
+        last_try: attempt >= super::dispatch::JOB_ATTEMPTS,
     };
     // Instrumented, not entered: a guard held across an await puts other tasks' log
     // lines under this span.
@@ -75,6 +78,8 @@ struct Planning<'a> {
     forge: &'a dyn Forge,
     session: &'a SessionRow,
     plan: &'a PlanJob,
+    /// The job queue will not run this job again.
+    last_try: bool,
 }
 
 impl Planning<'_> {
@@ -113,7 +118,7 @@ impl Planning<'_> {
             Some(row) => (row, false),
             None => self.write_contract().await?,
         };
-        let (body, version) = self.render(&row).await?;
+        let (body, version, notes) = self.render(&row).await?;
         // Cancelled while the planner worked: the contract stays on record, unposted.
         let mut conn = self.app.db.pool.acquire().await?;
         let still_planning = sessions::get(&mut conn, self.id())
@@ -124,7 +129,7 @@ impl Planning<'_> {
             info!(session = %self.id(), "session ended while planning; contract not posted");
             return Ok(());
         }
-        self.post(&row, &body, version, edited).await
+        self.post(&row, &body, version, edited, &notes).await
     }
 
     /// The issue as planwright was asked to plan it: an edit since (after the maintainer
@@ -187,10 +192,12 @@ impl Planning<'_> {
         let revision = previous_contract
             .as_ref()
             .zip(self.plan.feedback.as_deref());
-        let (contract, config) = self.run_planner(&issue, &base, revision).await?;
+        let (contract, config, choice) = self.run_planner(&issue, &base, revision).await?;
         let sha256 = contract.hash(&base);
         let body = serde_json::to_string(&contract)?;
-        let settings = config.bound().to_json();
+        let mut bound = config.bound();
+        bound.chosen = Some(choice);
+        let settings = bound.to_json();
         let (id, version) = (self.id(), self.plan.version);
         let mut tx = self.app.db.writer.begin().await?;
         let new = sessions::NewContract {
@@ -218,7 +225,10 @@ impl Planning<'_> {
     }
 
     /// The contract comment's text, with the settings the approval binds.
-    async fn render(&self, row: &ContractRow) -> Result<(String, ContractVersion), Stop> {
+    async fn render(
+        &self,
+        row: &ContractRow,
+    ) -> Result<(String, ContractVersion, Vec<String>), Stop> {
         let contract = stored_contract(row)?;
         let base = Base {
             branch: row.base_branch.clone(),
@@ -251,7 +261,11 @@ impl Planning<'_> {
         if let (Some(b), Some(json)) = (&bound, row.settings.as_deref()) {
             insert_settings(&mut body, &comments::settings_section(b, json));
         }
-        Ok((body, version))
+        let notes = bound
+            .and_then(|b| b.chosen)
+            .map(|c| c.notes)
+            .unwrap_or_default();
+        Ok((body, version, notes))
     }
 
     /// Posts the contract (once: a retry finds its comment by marker), moves the session
@@ -262,6 +276,7 @@ impl Planning<'_> {
         body: &str,
         version: ContractVersion,
         edited: bool,
+        notes: &[String],
     ) -> Result<(), Stop> {
         let (forge, repo, issue, id) = (self.forge, self.repo(), self.issue(), self.id());
         let ours = |b: &str| {
@@ -291,7 +306,7 @@ impl Planning<'_> {
             };
             mark_superseded(forge, repo, issue, CommentId(comment), &old, version).await?;
         }
-        let text = comments::contract_posted(version, edited);
+        let text = comments::contract_posted(version, edited, notes);
         update_status_of(self.app, forge, id, to, &text).await?;
         Ok(())
     }
@@ -303,7 +318,7 @@ impl Planning<'_> {
         issue: &Issue,
         base: &Base,
         revision: Option<(&Contract, &str)>,
-    ) -> Result<(Contract, RepoConfig), Stop> {
+    ) -> Result<(Contract, RepoConfig, Choice), Stop> {
         let (app, forge, kind) = (self.app, self.forge, self.kind());
         let checkout = crate::session::checkout::for_planning(
             app,
@@ -322,6 +337,23 @@ impl Planning<'_> {
                 return Err(Stop::fail(comments::settings_invalid(&e)));
             }
         };
+        let deployment = app
+            .settings
+            .images
+            .default_image
+            .as_ref()
+            .map(ToString::to_string);
+        let choice = source::choose(&config.environment, &checkout.path(), deployment.as_deref());
+        // Pulled before any model is paid: scouts run their commands in it, and an image
+        // that cannot be used is said now rather than after approval.
+        let image = match super::environment::pull(app, &choice, self.last_try).await {
+            Ok(image) => image,
+            Err(stop) => {
+                checkout.done().await;
+                return Err(stop);
+            }
+        };
+        let root = image.as_ref().map(|lease| lease.sandbox_root());
         let budget = Budget::usd(config.budget_usd);
         let model = |role, choice| {
             app.model(role, self.id(), budget, choice)
@@ -341,6 +373,7 @@ impl Planning<'_> {
             scout_model: scout_model.as_ref(),
             tools: &tools,
             sandbox: app.sandbox.as_deref(),
+            root: root.as_ref(),
             options: PlannerOptions::default(),
         };
         let request = PlanRequest {
@@ -364,9 +397,10 @@ impl Planning<'_> {
                 as std::pin::Pin<Box<dyn std::future::Future<Output = anyhow::Result<()>> + Send>>
         };
         let result = planner.plan(&request, &mut dossier, &mut checkpoint).await;
+        drop(image);
         checkout.done().await;
         let contract = self.planned(result, dossier).await?;
-        Ok((contract, config))
+        Ok((contract, config, choice))
     }
 
     /// What the planner's end means for the session; what it learned is kept for the next

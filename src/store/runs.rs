@@ -92,6 +92,9 @@ pub struct RunRow {
     pub workspace: Option<String>,
     /// Verification and review as JSON, once the run got that far.
     pub outcome: Option<String>,
+    /// `reference@digest` of the image the run used, or `host`; `None` for runs from
+    /// before it was recorded.
+    pub environment: Option<String>,
     /// 1 once `/retry` granted fresh attempts: it no longer counts against the limit.
     pub retired: i64,
     pub started_at: i64,
@@ -100,7 +103,7 @@ pub struct RunRow {
 
 const COLUMNS: &str = "id, session_id, contract_version, attempt, executor, state, branch, \
     head_sha, input_tokens, output_tokens, cost_microusd, report, workspace, outcome, \
-    retired, started_at, finished_at";
+    environment, retired, started_at, finished_at";
 
 pub struct NewRun<'a> {
     pub id: &'a RunId,
@@ -110,12 +113,15 @@ pub struct NewRun<'a> {
     pub executor: &'a str,
     pub branch: &'a str,
     pub workspace: &'a str,
+    /// `reference@digest` of the run's image, or `host`.
+    pub environment: &'a str,
 }
 
 pub async fn insert(conn: &mut AnyConnection, new: &NewRun<'_>) -> Result<()> {
     sqlx::query(
         "INSERT INTO runs (id, session_id, contract_version, attempt, executor, state, \
-         branch, workspace, started_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+         branch, workspace, environment, started_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
     )
     .bind(new.id)
     .bind(new.session)
@@ -125,6 +131,7 @@ pub async fn insert(conn: &mut AnyConnection, new: &NewRun<'_>) -> Result<()> {
     .bind(RunState::Running)
     .bind(new.branch)
     .bind(new.workspace)
+    .bind(new.environment)
     .bind(now_ms())
     .execute(conn)
     .await?;

@@ -22,7 +22,7 @@ use crate::distill::{self, Failure, TestReport, clip};
 use crate::environment::setup::SetupCache;
 use crate::git::Workspace;
 use crate::sandbox::egress::{Allowlist, EgressProxy};
-use crate::sandbox::{Exit, Limits, Output, Sandbox};
+use crate::sandbox::{Exit, Limits, Output, Root, Sandbox};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -145,6 +145,8 @@ pub struct Verifier {
     sandbox: Arc<dyn Sandbox>,
     scratch: PathBuf,
     limits: Limits,
+    /// The environment's root every command runs in; `None`: the host's own tools.
+    root: Option<Root>,
     setup_cache: Option<SetupCaching>,
 }
 
@@ -154,8 +156,15 @@ impl Verifier {
             sandbox,
             scratch: scratch.into(),
             limits: Limits::default(),
+            root: None,
             setup_cache: None,
         }
+    }
+
+    /// Runs every command in `root` (an image's), as the executor and scouts do.
+    pub fn with_root(mut self, root: Option<Root>) -> Self {
+        self.root = root;
+        self
     }
 
     pub fn with_limits(mut self, limits: Limits) -> Self {
@@ -298,6 +307,7 @@ impl Verifier {
     ) -> Result<CommandRun, VerifyError> {
         let mut cmd = workspace.command(vec!["sh".into(), "-c".into(), command.to_owned()]);
         cmd.limits = self.limits;
+        cmd.root = self.root.clone();
         cmd.spill_dir = Some(spill_dir);
         if let Some(socket) = egress {
             cmd.bridge_egress_proxy(socket);

@@ -26,6 +26,7 @@ mod publish;
 mod queue;
 mod sandbox;
 mod sandbox_network;
+mod session_environments;
 mod sessions;
 mod sessions_github;
 mod sessions_gitlab;

@@ -211,6 +211,7 @@ async fn run(context: Context, steps: Vec<Step>, options: PlannerOptions) -> Out
         scout_model: scout_model.as_ref(),
         tools: &tools,
         sandbox: None,
+        root: None,
         options: PlannerOptions { context, ..options },
     };
     let repo = RepoName::parse("acme/demo").unwrap();

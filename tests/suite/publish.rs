@@ -157,6 +157,7 @@ impl Run {
             approved_by: "octocat",
             base_branch: "main",
             verification: &self.verification,
+            environment: "Ran in the image `ghcr.io/acme/ci:1.4` (`sha256:0d3c`), from the repository file's `environment.image`.",
             review: Some(&self.review),
             attempts: 1,
             max_attempts: 3,

@@ -326,6 +326,8 @@ async fn an_approved_contract_becomes_a_pull_request_with_the_real_test_results(
 
         ### Verification
 
+        Ran on the planwright host's tools: no image is named by the repository's `environment.image`, a devcontainer, or the deployment's ENVIRONMENT_IMAGE.
+
         | command | baseline | after |
         |---|---|---|
         | `python3 -m unittest -v` | ❌ 1 passed, 1 failed · exit 1 · [duration] | ✅ 2 passed, 0 failed · exit 0 · [duration] |
@@ -362,6 +364,8 @@ async fn an_approved_contract_becomes_a_pull_request_with_the_real_test_results(
         Implements the approved [build contract v1 (`[hash]`)](http://[loopback]/acme/tools/widgets/-/issues/12#note_[id]), approved by @maria.
 
         ### Verification
+
+        Ran on the planwright host's tools: no image is named by the repository's `environment.image`, a devcontainer, or the deployment's ENVIRONMENT_IMAGE.
 
         | command | baseline | after |
         |---|---|---|
@@ -863,27 +867,7 @@ async fn cancel_during_execution_stops_the_executor_and_pushes_nothing(on: Forge
     world.server.stop().await;
 }
 
-/// One test per scenario and forge, `scenario::github` and `scenario::gitlab`, so that
-/// each shows by name and none can be skipped by a loop that ran zero times.
-macro_rules! on_both_forges {
-    ($($scenario:ident),* $(,)?) => {$(
-        mod $scenario {
-            use planwright::event::ForgeKind;
-
-            #[tokio::test]
-            async fn github() {
-                super::$scenario(ForgeKind::Github).await;
-            }
-
-            #[tokio::test]
-            async fn gitlab() {
-                super::$scenario(ForgeKind::Gitlab).await;
-            }
-        }
-    )*};
-}
-
-on_both_forges!(
+crate::on_both_forges!(
     a_label_by_a_reader_is_refused_and_nothing_is_planned,
     approval_binds_to_the_posted_version_and_only_maintainers_may_give_it,
     a_readers_comment_dressed_as_a_maintainers_approves_nothing,

@@ -104,6 +104,7 @@ async fn a_label_by_a_maintainer_gets_a_contract_with_a_valid_marker() {
     - protected paths: `.github/workflows/**`, `.gitlab-ci.yml`
     - setup: `cargo fetch`
     - tests: `cargo test`
+    - environment: the planwright host's tools (no image named)
 
     ---
     Reply `/approve` to build exactly this version, `/revise <what to change>` for a new version, or `/cancel` to stop. (`@planwright-test approve` works too.) Only the version shown here is approved; edits to this comment change nothing.
@@ -154,6 +155,8 @@ async fn a_label_by_a_maintainer_gets_a_contract_with_a_valid_marker() {
     **planwright** · awaiting approval
 
     Build contract v1 is posted below. A maintainer can `/approve` it, ask for `/revise <changes>`, or `/cancel`.
+
+    **Environment:** Runs on the planwright host's tools: no image is named by the repository's `environment.image`, a devcontainer, or the deployment's ENVIRONMENT_IMAGE.
 
     <!-- planwright:status {"session":"[uuid]"} -->
     "#);

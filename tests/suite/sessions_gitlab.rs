@@ -253,6 +253,7 @@ async fn a_contract_links_its_evidence_with_gitlabs_blob_urls() {
     - protected paths: `.github/workflows/**`, `.gitlab-ci.yml`
     - setup: `cargo fetch`
     - tests: `cargo test`
+    - environment: the planwright host's tools (no image named)
 
     ---
     Reply `/approve` to build exactly this version, `/revise <what to change>` for a new version, or `/cancel` to stop. (`@planwright-bot approve` works too.) Only the version shown here is approved; edits to this comment change nothing.
@@ -386,6 +387,8 @@ async fn a_failed_run_with_on_failure_comment_reports_on_the_issue_and_pushes_no
     Implements the approved [build contract v1 (`[hash]`)](http://[loopback]/acme/tools/widgets/-/issues/12#note_[id]), approved by @maria.
 
     ### Verification
+
+    Ran on the planwright host's tools: no image is named by the repository's `environment.image`, a devcontainer, or the deployment's ENVIRONMENT_IMAGE.
 
     | command | baseline | after |
     |---|---|---|

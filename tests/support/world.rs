@@ -695,3 +695,24 @@ impl World {
         super::git_http::git(&dir, args)
     }
 }
+
+/// One test per scenario and forge, `scenario::github` and `scenario::gitlab`, so that
+/// each shows by name and none can be skipped by a loop that ran zero times.
+#[macro_export]
+macro_rules! on_both_forges {
+    ($($scenario:ident),* $(,)?) => {$(
+        mod $scenario {
+            use planwright::event::ForgeKind;
+
+            #[tokio::test]
+            async fn github() {
+                super::$scenario(ForgeKind::Github).await;
+            }
+
+            #[tokio::test]
+            async fn gitlab() {
+                super::$scenario(ForgeKind::Gitlab).await;
+            }
+        }
+    )*};
+}

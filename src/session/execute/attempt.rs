@@ -11,6 +11,7 @@ use std::time::Instant;
 use tracing::{info, warn};
 
 use super::{Execution, RunOutcome, Timings, create_open_dir};
+use crate::config::environment::Choice;
 use crate::config::repo::{ExecutorKind, RepoConfig};
 use crate::contract::Contract;
 use crate::environment::setup::SetupCache;
@@ -21,9 +22,9 @@ use crate::llm::ModelError;
 use crate::metering::ModelRole;
 use crate::planner::reviewer::{self as review, ReviewRequest};
 use crate::publish;
-use crate::sandbox::Sandbox;
-use crate::session::comments;
+use crate::sandbox::{Root, Sandbox};
 use crate::session::error::Stop;
+use crate::session::{comments, environment};
 use crate::store::baselines;
 use crate::store::model_usage::Budget;
 use crate::store::runs::{self, RunState};
@@ -39,6 +40,14 @@ struct Prepared {
     /// What the base's runs are kept under (`verify::Plan::baseline_key`).
     baseline_key: String,
     plan: verify::Plan,
+    /// The environment chosen at planning, and its root for every command of the run
+    /// (`None`: the host's own tools).
+    choice: Choice,
+    root: Option<Root>,
+    /// `reference@digest` of the image, or `host`, as the run's records keep it.
+    environment: String,
+    /// The image's digest, or `host`: what keys the base's runs and the setup cache.
+    environment_id: String,
     /// The contract's whole budget; each attempt gets what is left of it.
     budget: Budget,
     limits: executor::Limits,
@@ -46,6 +55,17 @@ struct Prepared {
     author: Author,
     message: String,
     max_attempts: u32,
+}
+
+/// What the run's environment decides for every attempt.
+struct RunEnvironment {
+    choice: Choice,
+    root: Option<Root>,
+    recorded: String,
+    /// The image's digest, or `host`.
+    id: String,
+    /// The base's runs are kept per environment: another image may give other results.
+    baseline_key: String,
 }
 
 /// What one attempt hands to the next.
@@ -93,25 +113,41 @@ impl Execution<'_> {
     pub(super) async fn attempts(
         &self,
         config: &RepoConfig,
+        choice: &Choice,
         sandbox: Arc<dyn Sandbox>,
         used: u32,
         max_attempts: u32,
     ) -> Result<(), Stop> {
         let mut timings = Timings::default();
+        // Resolved and pulled once for the whole run, before any executor model is paid;
+        // the lease keeps the cache from evicting it until the run is published.
+        let stage = Instant::now();
+        let image = environment::pull(&self.app, choice, self.last_try).await?;
+        timings.record("environment", stage);
+        let recorded = environment::recorded(choice, image.as_ref());
         let plan = verify::Plan::new(&self.contract, config);
         let repo = format!("{}:{}", self.forge_kind, self.repo);
-        // Runs use the planwright host's tools until the run's image decides.
-        let baseline_key = plan.baseline_key(&repo, &self.row.base_sha, "host");
+        let env_id = image
+            .as_ref()
+            .map_or("host".to_owned(), |l| l.digest.to_string());
+        let baseline_key = plan.baseline_key(&repo, &self.row.base_sha, &env_id);
         let mut carried = Carried::default();
         if let Some(kept) = self.kept_baseline(&baseline_key).await? {
             carried.baseline = Some(kept);
             carried.baseline_kept = true;
         }
+        let environment = RunEnvironment {
+            choice: choice.clone(),
+            root: image.as_ref().map(|lease| lease.sandbox_root()),
+            recorded,
+            id: env_id,
+            baseline_key,
+        };
         let ready = self
             .prepare(
                 config,
                 plan,
-                baseline_key,
+                environment,
                 &carried,
                 max_attempts,
                 &mut timings,
@@ -149,6 +185,7 @@ impl Execution<'_> {
                         failure,
                         attempts: number,
                         max_attempts,
+                        environment: Some(ready.environment.clone()),
                     };
                     return self
                         .record(config, ready, &attempt.run, outcome, timings)
@@ -163,7 +200,7 @@ impl Execution<'_> {
         &self,
         config: &RepoConfig,
         plan: verify::Plan,
-        baseline_key: String,
+        environment: RunEnvironment,
         carried: &Carried,
         max_attempts: u32,
         timings: &mut Timings,
@@ -211,8 +248,12 @@ impl Execution<'_> {
             branch,
             result,
             baseline_ws,
-            baseline_key,
+            baseline_key: environment.baseline_key,
             plan,
+            choice: environment.choice,
+            root: environment.root,
+            environment: environment.recorded,
+            environment_id: environment.id,
             budget,
             limits: executor::Limits {
                 budget,
@@ -254,21 +295,28 @@ impl Execution<'_> {
             executor: executor.name(),
             branch: &ready.branch,
             workspace: &ready.result.location().display().to_string(),
+            environment: &ready.environment,
         };
         runs::insert(&mut conn, &new).await?;
         drop(conn);
-        let text = comments::executing(
+        let mut text = comments::executing(
             self.row.version,
             executor.name(),
             number,
             ready.max_attempts,
         );
+        text.push_str(&comments::environment_notes(&ready.choice.notes));
         self.status(SessionState::Executing, &text).await?;
         Ok(Attempt {
             number,
             run,
             records,
-            verifier: setup_cached(Verifier::new(sandbox.clone(), scratch), self, config),
+            verifier: setup_cached(
+                Verifier::new(sandbox.clone(), scratch).with_root(ready.root.clone()),
+                self,
+                &ready.environment_id,
+                config,
+            ),
             executor,
             limits: executor::Limits {
                 budget: left,
@@ -290,6 +338,7 @@ impl Execution<'_> {
         let records = attempt.records.join("executor");
         let mut task = ExecutorTask::new(&ready.result, &self.contract, records, attempt.limits);
         task.feedback = carried.feedback.take();
+        task.environment = ready.root.clone();
         let stage = Instant::now();
         let base = match (carried.baseline.take(), &ready.baseline_ws) {
             (Some(b), _) => Ok(b),
@@ -534,7 +583,9 @@ impl Execution<'_> {
             warn!(error = %e, "could not remove the baseline's workspace");
         }
         let stage = Instant::now();
-        let published = self.publish(config, run, ready.result, &outcome).await;
+        let published = self
+            .publish(config, &ready.choice, run, ready.result, &outcome)
+            .await;
         timings.record("publish", stage);
         timings.log(&self.id);
         // Kept whatever publishing came to: how long each stage took is for the operator
@@ -545,14 +596,17 @@ impl Execution<'_> {
     }
 }
 
-/// The verifier with the deployment's setup cache; without one (an unwritable DATA_DIR)
-/// setup runs every time.
-fn setup_cached(verifier: Verifier, execution: &Execution<'_>, config: &RepoConfig) -> Verifier {
+/// The verifier with the deployment's setup cache, keyed by `environment` (the image
+/// digest, or `host`); without one (an unwritable DATA_DIR) setup runs every time.
+fn setup_cached(
+    verifier: Verifier,
+    execution: &Execution<'_>,
+    environment: &str,
+    config: &RepoConfig,
+) -> Verifier {
     let settings = &execution.app.settings;
     match SetupCache::open(&settings.data_dir, settings.images.setup_cache_max) {
-        // Runs use the planwright host's tools until the run's image decides: the key's
-        // environment is the image digest then.
-        Ok(cache) => verifier.with_setup_cache(Arc::new(cache), "host", &config.environment),
+        Ok(cache) => verifier.with_setup_cache(Arc::new(cache), environment, &config.environment),
         Err(e) => {
             warn!(error = %format!("{e:#}"), "setup runs without the setup cache");
             verifier

@@ -23,6 +23,7 @@ use super::dispatch::{ExecuteJob, JOB_ATTEMPTS};
 use super::error::{Stop, UserError};
 use super::status::update_status;
 use crate::app::App;
+use crate::config::environment::Choice;
 use crate::config::repo::{BoundSettings, RepoConfig};
 use crate::contract::{Contract, ContractHash, ContractVersion};
 use crate::event::ForgeKind;
@@ -49,6 +50,10 @@ struct RunOutcome {
     failure: Option<String>,
     attempts: u32,
     max_attempts: u32,
+    /// `reference@digest` of the image it ran in, or `host`; absent from outcomes kept
+    /// before it was recorded.
+    #[serde(default)]
+    environment: Option<String>,
 }
 
 /// How long each stage took, for the log and the overhead benchmark.
@@ -133,6 +138,7 @@ pub async fn execute_job(app: Arc<App>, execute: ExecuteJob, attempt: i64) -> Re
                     ))
                 })?;
                 Execution {
+                    last_try: attempt >= JOB_ATTEMPTS,
                     app: app.clone(),
                     forge: forge.as_ref(),
                     forge_kind,
@@ -183,6 +189,8 @@ struct Execution<'a> {
     contract: Contract,
     hash: ContractHash,
     row: sessions::ContractRow,
+    /// The job queue will not run this job again.
+    last_try: bool,
 }
 
 impl Execution<'_> {
@@ -198,25 +206,28 @@ impl Execution<'_> {
         ContractVersion(u32::try_from(self.row.version).unwrap_or(u32::MAX))
     }
 
-    /// The settings the approval bound (the base commit's, recorded at planning); a
-    /// contract planned before they were recorded reads them now.
-    async fn config(&self) -> Result<RepoConfig, Stop> {
+    /// The settings the approval bound (the base commit's, recorded at planning) and the
+    /// environment chosen with them; a contract planned before they were recorded reads
+    /// them now, and one planned before environments runs on the host.
+    async fn settings(&self) -> Result<(RepoConfig, Choice), Stop> {
         if let Some(json) = self.row.settings.as_deref() {
             let bound: BoundSettings = serde_json::from_str(json).map_err(|e| {
                 Stop::fail(comments::bound_settings_unreadable(self.row.version, &e))
             })?;
-            return RepoConfig::from_bound(&bound)
-                .map_err(|e| Stop::fail(comments::bound_settings_unusable(self.row.version, &e)));
+            let config = RepoConfig::from_bound(&bound)
+                .map_err(|e| Stop::fail(comments::bound_settings_unusable(self.row.version, &e)))?;
+            let choice = bound.chosen.unwrap_or_else(|| Choice::host(Vec::new()));
+            return Ok((config, choice));
         }
         match crate::forge::repo_config::load(self.forge, &self.repo).await {
-            Ok(c) => Ok(c),
+            Ok(c) => Ok((c, Choice::host(Vec::new()))),
             Err(LoadError::Config(e)) => Err(Stop::fail(comments::settings_invalid(&e))),
             Err(LoadError::Forge(e)) => Err(e.into()),
         }
     }
 
     async fn run(&self, state: SessionState) -> Result<(), Stop> {
-        let config = self.config().await?;
+        let (config, choice) = self.settings().await?;
         let max_attempts = self
             .contract
             .routing
@@ -234,7 +245,7 @@ impl Execution<'_> {
             );
         }
         if state == SessionState::Publishing {
-            return self.resume_publishing(&config, &earlier).await;
+            return self.resume_publishing(&config, &choice, &earlier).await;
         }
         // Verified and recorded, then stopped before the move: publish that result.
         if state == SessionState::Verifying
@@ -244,7 +255,7 @@ impl Execution<'_> {
         {
             self.move_to(SessionState::Verifying, SessionState::Publishing, None)
                 .await?;
-            return self.resume_publishing(&config, &earlier).await;
+            return self.resume_publishing(&config, &choice, &earlier).await;
         }
         if state == SessionState::Verifying {
             self.move_to(SessionState::Verifying, SessionState::Executing, None)
@@ -263,7 +274,8 @@ impl Execution<'_> {
         let Some(sandbox) = self.app.sandbox.clone() else {
             return Err(Stop::fail(comments::no_sandbox()));
         };
-        self.attempts(&config, sandbox, used, max_attempts).await
+        self.attempts(&config, &choice, sandbox, used, max_attempts)
+            .await
     }
 
     /// The branch of the session's first run, or a new one named after the issue.

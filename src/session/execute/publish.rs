@@ -8,14 +8,15 @@ use anyhow::Context as _;
 use tracing::{info, warn};
 
 use super::{Execution, RunOutcome};
+use crate::config::environment::Choice;
 use crate::config::repo::RepoConfig;
 use crate::git::push::{PushError, PushFailure};
 use crate::git::{Author, Outcome, Workspace};
 use crate::ids::{CommitSha, RunId};
 use crate::publish::{self, Publication, PublishError, Published, RunResult};
-use crate::session::comments;
 use crate::session::error::Stop;
 use crate::session::status::comment_url;
+use crate::session::{comments, environment};
 use crate::store::runs::{self, RunState};
 use crate::store::sessions;
 use crate::store::state::SessionState;
@@ -25,6 +26,7 @@ impl Execution<'_> {
     pub(super) async fn resume_publishing(
         &self,
         config: &RepoConfig,
+        choice: &Choice,
         earlier: &[runs::RunRow],
     ) -> Result<(), Stop> {
         let lost = || Stop::fail(comments::result_lost());
@@ -73,12 +75,14 @@ impl Execution<'_> {
             return Err(lost());
         };
         info!(run = %run.id, "publishing the verified result after a restart");
-        self.publish(config, &run.id, workspace, &outcome).await
+        self.publish(config, choice, &run.id, workspace, &outcome)
+            .await
     }
 
     pub(super) async fn publish(
         &self,
         config: &RepoConfig,
+        choice: &Choice,
         run: &RunId,
         workspace: Workspace,
         outcome: &RunOutcome,
@@ -111,6 +115,7 @@ impl Execution<'_> {
             findings: outcome.findings.clone(),
         };
         let approved_by = self.row.approved_by.clone().unwrap_or_default();
+        let ran_in = environment::ran_in(choice, outcome.environment.as_deref());
         let publication = Publication {
             body_limit: self.forge.pull_body_limit(),
             check_carries_report: self.forge.check_carries_report(),
@@ -124,6 +129,7 @@ impl Execution<'_> {
             approved_by: &approved_by,
             base_branch: &self.row.base_branch,
             verification: &verification,
+            environment: &ran_in,
             review: Some(&review),
             attempts: outcome.attempts,
             max_attempts: outcome.max_attempts,
