@@ -6,7 +6,8 @@
 //! each round on fresh checkouts.
 //!
 //! The wheels are made here (pure Python, as many as `PLANWRIGHT_BENCH_SETUP_PACKAGES`,
-//! default 40, of 50 modules each), so nothing needs the network.
+//! default 40, of 50 modules each) and vendored in the repository (`wheels/`: the sandbox
+//! shows no host folder of the bench's), so nothing needs the network.
 //!
 //! `cargo bench --bench setup_cache` (needs bubblewrap and python3-venv);
 //! `PLANWRIGHT_BENCH_SETUP_RUNS` sets the rounds (default 3).
@@ -72,10 +73,16 @@ fn open_dir(path: &Path) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
-/// A bare upstream whose one commit holds `requirements.txt` naming every package.
+/// A bare upstream whose one commit holds the wheels and `requirements.txt` naming every
+/// package.
 fn upstream(root: &Path, packages: usize) -> (PathBuf, String) {
     let work = root.join("work");
     std::fs::create_dir_all(&work).unwrap();
+    let (wheels, count) = (
+        work.join("wheels").display().to_string(),
+        packages.to_string(),
+    );
+    run(root, PYTHON, &["-c", MAKE_WHEELS, &wheels, &count, "50"]);
     let requirements: String = (0..packages)
         .map(|i| format!("benchpkg{i}==1.0\n"))
         .collect();
@@ -173,20 +180,9 @@ fn main() {
         .build()
         .unwrap();
     let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let (data, wheels) = (root.path().join("data"), root.path().join("wheels"));
-    for dir in [root.path(), &data, &wheels, &root.path().join("scratch")] {
+    let data = root.path().join("data");
+    for dir in [root.path(), &data, &root.path().join("scratch")] {
         open_dir(dir);
-    }
-    let count = packages.to_string();
-    let wheels_arg = wheels.display().to_string();
-    run(
-        root.path(),
-        PYTHON,
-        &["-c", MAKE_WHEELS, &wheels_arg, &count, "50"],
-    );
-    for wheel in std::fs::read_dir(&wheels).unwrap() {
-        let path = wheel.unwrap().path();
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644)).unwrap();
     }
     let (upstream, base) = upstream(root.path(), packages);
 
@@ -208,8 +204,7 @@ fn main() {
     };
     let plan = Plan {
         setup: vec![format!(
-            "{PYTHON} -m venv .venv && .venv/bin/python -m pip install -q --disable-pip-version-check --no-index --find-links {} -r requirements.txt",
-            wheels.display()
+            "{PYTHON} -m venv .venv && .venv/bin/python -m pip install -q --disable-pip-version-check --no-index --find-links wheels -r requirements.txt"
         )],
         checks: vec![format!(
             ".venv/bin/python -c 'import benchpkg0.mod0, benchpkg{}.mod49'",
