@@ -42,9 +42,7 @@ fn copy_tree(from: &Path, to: &Path) {
 
 fn planwright_pull(runtime: &tokio::runtime::Runtime, image: &ImageRef, data: &Path) -> f64 {
     let settings = ImageSettings {
-        default_image: None,
         credentials: RegistryCredentials::default(),
-        insecure: Vec::new(),
         cache_max: 20 << 30,
         ..ImageSettings::default()
     };

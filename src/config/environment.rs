@@ -60,6 +60,11 @@ pub enum Source {
 pub struct Choice {
     /// The image reference; `None` on the host.
     pub image: Option<String>,
+    /// The digest `image` resolved to when planning pulled it: what the approval binds,
+    /// so a tag moved since cannot change what runs. `None` on the host, and in choices
+    /// recorded before digests were bound.
+    #[serde(default)]
+    pub digest: Option<String>,
     pub source: Source,
     /// Sources passed over (a devcontainer planwright cannot build) and the host fallback,
     /// in words for the status comment and the pull request.
@@ -77,9 +82,23 @@ impl Choice {
         );
         Choice {
             image: None,
+            digest: None,
             source: Source::Host,
             notes,
         }
+    }
+
+    /// The reference to pull: pinned to the bound digest when there is one (the tag kept
+    /// for the reader; a registry resolves the digest).
+    pub fn pinned(&self) -> Option<String> {
+        let image = self.image.as_deref()?;
+        Some(match &self.digest {
+            Some(digest) => {
+                let name = image.split_once('@').map_or(image, |(name, _)| name);
+                format!("{name}@{digest}")
+            }
+            None => image.to_owned(),
+        })
     }
 
     /// Where the image came from, in words (`the repository's devcontainer

@@ -3,6 +3,7 @@
 //! HTTP, and the size caps of the image cache and the setup cache.
 
 use std::path::Path;
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use base64::Engine as _;
@@ -13,6 +14,9 @@ use crate::ids::image::ImageRef;
 /// What an operator gets without setting `ENVIRONMENT_CACHE_MAX`: room for a handful of
 /// toolchain images.
 const DEFAULT_CACHE_MAX: u64 = 20 << 30;
+/// How long one pull may talk to registries (`ENVIRONMENT_PULL_TIMEOUT`): a few GiB over a
+/// slow link, not a registry that sends one byte a minute.
+const DEFAULT_PULL_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 
 /// Without `SETUP_CACHE_MAX`: room for the dependencies of a few repositories.
 const DEFAULT_SETUP_CACHE_MAX: u64 = 10 << 30;
@@ -25,10 +29,15 @@ pub struct ImageSettings {
     /// `host` or `host:port` entries that may be reached over plain HTTP
     /// (`REGISTRY_INSECURE`), beside loopback registries, which always may.
     pub insecure: Vec<String>,
+    /// Registries whose names may resolve to loopback or private addresses
+    /// (`REGISTRY_PRIVATE`); those in `insecure` may too.
+    pub private: Vec<String>,
     /// Bytes the unpacked images may take (`ENVIRONMENT_CACHE_MAX`).
     pub cache_max: u64,
     /// Bytes the setup cache under `DATA_DIR/setup-cache` may take (`SETUP_CACHE_MAX`).
     pub setup_cache_max: u64,
+    /// How long one pull's requests may take in all, however steadily a registry sends.
+    pub pull_timeout: Duration,
 }
 
 impl Default for ImageSettings {
@@ -37,27 +46,65 @@ impl Default for ImageSettings {
             default_image: None,
             credentials: RegistryCredentials::default(),
             insecure: Vec::new(),
+            private: Vec::new(),
             cache_max: DEFAULT_CACHE_MAX,
             setup_cache_max: DEFAULT_SETUP_CACHE_MAX,
+            pull_timeout: DEFAULT_PULL_TIMEOUT,
         }
     }
 }
 
-/// A user name and password per registry host, from a Docker `config.json`.
+/// A user name and password per registry host or repository prefix, from a Docker
+/// `config.json`. As containers-auth.json(5) allows, a key may name a repository prefix
+/// (`ghcr.io/acme`, `ghcr.io/acme/ci`); the most specific key matching an image wins.
 #[derive(Debug, Clone, Default)]
 pub struct RegistryCredentials {
-    entries: Vec<(String, String, SecretString)>,
+    entries: Vec<Credential>,
+}
+
+#[derive(Debug, Clone)]
+struct Credential {
+    /// The key as the file spells it, for messages.
+    key: String,
+    host: String,
+    /// Repository path segments the key is limited to; none for a host-wide key.
+    prefix: Vec<String>,
+    user: String,
+    password: SecretString,
 }
 
 impl RegistryCredentials {
-    /// The credentials for a registry as a reference names it (`ghcr.io`,
-    /// `127.0.0.1:5000`, `docker.io`).
-    pub fn for_registry(&self, registry: &str) -> Option<(&str, &SecretString)> {
-        let wanted = normalise_host(registry);
+    /// The credentials for an image: the entry of its registry whose repository prefix is
+    /// the longest that the image's repository starts with, matched by whole segments
+    /// (`ghcr.io/acme` is not used for `ghcr.io/acmeevil/x`); a host-wide entry last.
+    pub fn for_image(&self, image: &ImageRef) -> Option<(&str, &SecretString)> {
+        let host = normalise_host(image.registry());
+        let repository: Vec<&str> = image.repository().split('/').collect();
         self.entries
             .iter()
-            .find(|(host, _, _)| *host == wanted)
-            .map(|(_, user, password)| (user.as_str(), password))
+            .filter(|e| {
+                e.host == host
+                    && e.prefix.len() <= repository.len()
+                    && e.prefix.iter().zip(&repository).all(|(a, b)| a == b)
+            })
+            .max_by_key(|e| e.prefix.len())
+            .map(|e| (e.user.as_str(), &e.password))
+    }
+
+    /// The entries keyed by a registry host alone, as warnings: each lends its
+    /// credentials to whatever image any repository names on that host. For startup
+    /// logs and `planwright doctor`.
+    pub fn host_wide_warnings(&self) -> Vec<String> {
+        self.entries
+            .iter()
+            .filter(|e| e.prefix.is_empty())
+            .map(|e| {
+                format!(
+                    "REGISTRY_AUTH's entry `{}` lends its credentials to any image a repository names on {}; key it by repository prefix (`{}/ORGANISATION`) so that only those images are pulled with them",
+                    e.key, e.host, e.host
+                )
+            })
+            .collect()
     }
 
     /// Reads the `auths` of a Docker `config.json`: each entry's `auth` (base64 of
@@ -102,20 +149,43 @@ impl RegistryCredentials {
                     path.display()
                 ),
             };
-            entries.push((normalise_host(&host), user, SecretString::from(password)));
+            let (registry, prefix) = split_key(&host);
+            entries.push(Credential {
+                key: host,
+                host: registry,
+                prefix,
+                user,
+                password: SecretString::from(password),
+            });
         }
         Ok(Self { entries })
     }
 }
 
-/// `https://index.docker.io/v1/` and `docker.io` are one registry; keys may be URLs.
-fn normalise_host(key: &str) -> String {
+/// A key's registry and repository prefix. Keys with a scheme are Docker's URLs
+/// (`https://index.docker.io/v1/`), whose path is an API version, never a repository.
+fn split_key(key: &str) -> (String, Vec<String>) {
     let key = key.trim();
-    let key = key
+    let (rest, url) = match key
         .strip_prefix("https://")
         .or_else(|| key.strip_prefix("http://"))
-        .unwrap_or(key);
-    let host = key.split('/').next().unwrap_or(key).to_ascii_lowercase();
+    {
+        Some(rest) => (rest, true),
+        None => (key, false),
+    };
+    let mut parts = rest.split('/').filter(|p| !p.is_empty());
+    let host = normalise_host(parts.next().unwrap_or(""));
+    let prefix = if url {
+        Vec::new()
+    } else {
+        parts.map(str::to_owned).collect()
+    };
+    (host, prefix)
+}
+
+/// `index.docker.io`, `registry-1.docker.io` and `docker.io` are one registry.
+fn normalise_host(host: &str) -> String {
+    let host = host.to_ascii_lowercase();
     match host.as_str() {
         "index.docker.io" | "registry-1.docker.io" => "docker.io".to_owned(),
         _ => host,
@@ -157,21 +227,8 @@ impl super::Raw {
                 RegistryCredentials::from_docker_config(&text, path)?
             }
         };
-        let mut insecure = Vec::new();
-        for host in self.text("registry_insecure").unwrap_or("").split(',') {
-            let host = host.trim();
-            if host.is_empty() {
-                continue;
-            }
-            let valid = crate::ids::image::is_registry_host(host);
-            if !valid {
-                bail!(
-                    "Cannot use {}: `{host}` is not a registry host (give `host` or `host:port`, comma-separated, without `http://`)",
-                    self.source("registry_insecure")
-                );
-            }
-            insecure.push(host.to_ascii_lowercase());
-        }
+        let insecure = self.registry_hosts("registry_insecure")?;
+        let private = self.registry_hosts("registry_private")?;
         let size = |key: &str, default: u64| match self.text(key) {
             None => Ok(default),
             Some(text) => match parse_size(text) {
@@ -188,9 +245,32 @@ impl super::Raw {
             default_image,
             credentials,
             insecure,
+            private,
             cache_max,
             setup_cache_max,
+            pull_timeout: self
+                .positive("environment_pull_timeout")?
+                .map_or(DEFAULT_PULL_TIMEOUT, Duration::from_secs),
         })
+    }
+
+    /// A comma-separated list of `host` or `host:port` entries, lower-cased.
+    fn registry_hosts(&self, key: &str) -> Result<Vec<String>> {
+        let mut hosts = Vec::new();
+        for host in self.text(key).unwrap_or("").split(',') {
+            let host = host.trim();
+            if host.is_empty() {
+                continue;
+            }
+            if !crate::ids::image::is_registry_host(host) {
+                bail!(
+                    "Cannot use {}: `{host}` is not a registry host (give `host` or `host:port`, comma-separated, without `http://`)",
+                    self.source(key)
+                );
+            }
+            hosts.push(host.to_ascii_lowercase());
+        }
+        Ok(hosts)
     }
 }
 
@@ -225,8 +305,10 @@ mod tests {
             ("ENVIRONMENT_IMAGE", "ghcr.io/acme/ci:1.4"),
             ("REGISTRY_AUTH", &auth_path),
             ("REGISTRY_INSECURE", "registry.lan:5000, lab"),
+            ("REGISTRY_PRIVATE", "Registry.Corp"),
             ("ENVIRONMENT_CACHE_MAX", "512M"),
             ("SETUP_CACHE_MAX", "2G"),
+            ("ENVIRONMENT_PULL_TIMEOUT", "600"),
         ])
         .unwrap();
         let images = &settings.images;
@@ -234,16 +316,21 @@ mod tests {
             images.default_image.as_ref().unwrap().to_string(),
             "ghcr.io/acme/ci:1.4"
         );
-        assert!(images.credentials.for_registry("ghcr.io").is_some());
+        let ci = ImageRef::parse("ghcr.io/acme/ci:1").unwrap();
+        assert!(images.credentials.for_image(&ci).is_some());
         assert_eq!(images.insecure, ["registry.lan:5000", "lab"]);
+        assert_eq!(images.private, ["registry.corp"]);
         assert_eq!(images.cache_max, 512 << 20);
         assert_eq!(images.setup_cache_max, 2 << 30);
+        assert_eq!(images.pull_timeout, Duration::from_secs(600));
         assert!(
             settings.secret_files.contains(&auth),
             "hidden from sandboxes"
         );
-        assert_eq!(load(&[]).unwrap().images.cache_max, 20 << 30);
-        assert_eq!(load(&[]).unwrap().images.setup_cache_max, 10 << 30);
+        let defaults = load(&[]).unwrap().images;
+        assert_eq!(defaults.cache_max, 20 << 30);
+        assert_eq!(defaults.setup_cache_max, 10 << 30);
+        assert_eq!(defaults.pull_timeout, Duration::from_secs(1800));
 
         let missing = dir.path().join("absent.json").display().to_string();
         for (key, value, needle) in [
@@ -253,9 +340,20 @@ mod tests {
                 "PLANWRIGHT_ENVIRONMENT_IMAGE",
             ),
             ("REGISTRY_INSECURE", "http://lab", "without `http://`"),
+            (
+                "REGISTRY_PRIVATE",
+                "https://corp/",
+                "PLANWRIGHT_REGISTRY_PRIVATE",
+            ),
             ("ENVIRONMENT_CACHE_MAX", "big", "such as `20G`"),
             ("ENVIRONMENT_CACHE_MAX", "0", "such as `20G`"),
             ("SETUP_CACHE_MAX", "ten", "PLANWRIGHT_SETUP_CACHE_MAX"),
+            ("ENVIRONMENT_PULL_TIMEOUT", "0", "positive integer"),
+            (
+                "ENVIRONMENT_PULL_TIMEOUT",
+                "soon",
+                "PLANWRIGHT_ENVIRONMENT_PULL_TIMEOUT",
+            ),
             ("REGISTRY_AUTH", &missing, "docker login"),
         ] {
             let error = format!("{:#}", load(&[(key, value)]).unwrap_err());
@@ -274,6 +372,12 @@ mod tests {
         assert_eq!(parse_size("99999999999T"), None);
     }
 
+    fn user_for<'c>(creds: &'c RegistryCredentials, image: &str) -> Option<&'c str> {
+        creds
+            .for_image(&ImageRef::parse(image).unwrap())
+            .map(|(user, _)| user)
+    }
+
     #[test]
     fn docker_config_entries_are_found_by_host() {
         let text = r#"{"auths": {
@@ -281,11 +385,57 @@ mod tests {
             "127.0.0.1:5000": {"username": "alice", "password": "pw"}
         }, "credsStore": "desktop"}"#;
         let creds = RegistryCredentials::from_docker_config(text, Path::new("c.json")).unwrap();
-        let (user, password) = creds.for_registry("docker.io").unwrap();
+        let (user, password) = creds
+            .for_image(&ImageRef::parse("debian:12").unwrap())
+            .unwrap();
         assert_eq!((user, password.expose_secret()), ("hub", "secret"));
-        let (user, _) = creds.for_registry("127.0.0.1:5000").unwrap();
-        assert_eq!(user, "alice");
-        assert!(creds.for_registry("ghcr.io").is_none());
+        assert_eq!(user_for(&creds, "127.0.0.1:5000/any/thing"), Some("alice"));
+        assert_eq!(user_for(&creds, "ghcr.io/acme/ci"), None);
+        assert_eq!(user_for(&creds, "127.0.0.1:5001/any/thing"), None);
+    }
+
+    #[test]
+    fn repository_prefixes_match_whole_segments_and_the_most_specific_wins() {
+        let entry = |user: &str| serde_json::json!({"username": user, "password": "p"});
+        let text = serde_json::json!({"auths": {
+            "ghcr.io": entry("host"),
+            "ghcr.io/acme": entry("acme"),
+            "ghcr.io/acme/ci": entry("acme-ci"),
+            "quay.io/team/": entry("team"),
+            "docker.io/library": entry("official"),
+            "https://registry.example/v2/": entry("url"),
+        }})
+        .to_string();
+        let creds = RegistryCredentials::from_docker_config(&text, Path::new("c.json")).unwrap();
+        for (image, user) in [
+            ("ghcr.io/acme/ci:1", Some("acme-ci")),
+            ("ghcr.io/acme/ci/sub:1", Some("acme-ci")),
+            ("ghcr.io/acme/cd:1", Some("acme")),
+            ("ghcr.io/acme/cidr:1", Some("acme")),
+            ("ghcr.io/acmeevil/ci:1", Some("host")),
+            ("ghcr.io/other/x:1", Some("host")),
+            ("quay.io/team/x:1", Some("team")),
+            ("quay.io/teams/x:1", None),
+            ("quay.io/team:1", Some("team")),
+            ("debian:12", Some("official")),
+            ("someone/image:1", None),
+            ("registry.example/v2/x:1", Some("url")),
+            ("registry.example/any:1", Some("url")),
+        ] {
+            assert_eq!(user_for(&creds, image), user, "{image}");
+        }
+        let warnings = creds.host_wide_warnings();
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(
+            warnings[0].contains(
+                "`ghcr.io` lends its credentials to any image a repository names on ghcr.io; key it by repository prefix"
+            ),
+            "{warnings:?}"
+        );
+        assert!(
+            warnings[1].contains("`https://registry.example/v2/`"),
+            "{warnings:?}"
+        );
     }
 
     #[test]

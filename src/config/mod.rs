@@ -2,6 +2,7 @@
 //! variables (DESIGN §10). Every value is checked here, once, with the key named in the
 //! error, so the rest of the program reads typed settings only.
 
+pub mod checkout_file;
 pub mod environment;
 pub mod github_app;
 pub mod images;
@@ -230,8 +231,10 @@ const KEYS: &[&str] = &[
     "environment_image",
     "registry_auth",
     "registry_insecure",
+    "registry_private",
     "environment_cache_max",
     "setup_cache_max",
+    "environment_pull_timeout",
 ];
 
 impl Settings {

@@ -230,8 +230,8 @@ impl RepoConfig {
     pub fn from_checkout(dir: &Path, paths: &[&str]) -> Result<RepoConfig, ConfigError> {
         let root = RootFiles::from_dir(dir);
         for path in paths {
-            match std::fs::read_to_string(dir.join(path)) {
-                Ok(text) => {
+            match super::checkout_file::read(dir, path) {
+                Ok(Some(text)) => {
                     let config = RepoConfig::parse(&text, path, &root)?;
                     // Only a checkout can tell whether the files keying the cache exist.
                     if let Err(message) = config.environment.key_files(dir) {
@@ -243,12 +243,12 @@ impl RepoConfig {
                     }
                     return Ok(config);
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => {
+                Ok(None) => {}
+                Err(message) => {
                     return Err(ConfigError {
                         path: (*path).to_owned(),
                         line: None,
-                        message: format!("cannot be read as text ({e}); make it a UTF-8 text file"),
+                        message,
                     });
                 }
             }
@@ -635,7 +635,7 @@ impl RootFiles {
     pub fn from_dir(dir: &Path) -> RootFiles {
         let mut root = RootFiles::default();
         for name in PROBED_FILES {
-            if let Ok(text) = std::fs::read_to_string(dir.join(name)) {
+            if let Ok(Some(text)) = super::checkout_file::read(dir, name) {
                 root.insert(name, text);
             }
         }

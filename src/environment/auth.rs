@@ -120,13 +120,10 @@ pub(super) async fn bearer_token(
             basic(user, password).expose_secret(),
         );
     }
-    let response = request
-        .send()
-        .await
-        .map_err(|e| remote.send_error(realm, &e))?;
+    let response = remote.in_time(realm, request.send()).await?;
     let status = response.status();
     if status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN {
-        let answer = super::registry::answer(response).await;
+        let answer = super::registry::answer(response, remote.deadline()).await;
         return Err(remote.refused(&format!("its token service {realm} answered {answer}")));
     }
     let response = remote.check_status(response, realm).await?;

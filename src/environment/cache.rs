@@ -345,7 +345,7 @@ impl Cache {
         blobs: &Path,
     ) -> Result<Vec<fs::File>, PullError> {
         use futures_util::FutureExt as _;
-        use futures_util::StreamExt as _;
+        use futures_util::{StreamExt as _, TryStreamExt as _};
         // Collected boxed futures, not a lazy map: a closure's future held across the
         // await makes every caller's future fail `Send` for all lifetimes, which a spawned
         // job needs.
@@ -366,12 +366,12 @@ impl Cache {
                 .boxed()
             })
             .collect();
+        // The first failure ends the pull: the downloads still under way are dropped
+        // rather than finished for nothing.
         futures_util::stream::iter(fetches)
             .buffered(PARALLEL_LAYERS)
-            .collect::<Vec<_>>()
+            .try_collect()
             .await
-            .into_iter()
-            .collect()
     }
 
     /// Evicts least recently used images that no one leases until `incoming` more bytes

@@ -6,6 +6,7 @@
 
 mod auth;
 pub mod cache;
+mod reach;
 mod registry;
 pub mod setup;
 pub mod source;
@@ -70,6 +71,9 @@ pub enum PullErrorKind {
     Refused,
     /// A blob or manifest whose content does not match its digest.
     DigestMismatch,
+    /// A registry, redirect or token service at an address or over a scheme planwright
+    /// does not reach: plain HTTP, or a loopback, private or link-local address.
+    Blocked,
     /// The image has no variant for this host's platform.
     Platform,
     /// A layer tried to leave the root or otherwise break the unpacking rules.
@@ -132,17 +136,34 @@ pub struct Environments {
 
 impl Environments {
     pub fn new(data_dir: &Path, settings: &ImageSettings) -> anyhow::Result<Self> {
+        for warning in settings.credentials.host_wide_warnings() {
+            tracing::warn!("{warning}");
+        }
         Ok(Self {
-            client: registry::Client::new(settings)?,
+            client: registry::Client::new(settings),
             cache: cache::Cache::open(&data_dir.join("environments"), settings.cache_max)?,
         })
+    }
+
+    /// Registry names are looked up by `lookup` instead of the system resolver (a
+    /// deployment's own DNS, or a test's); the addresses it answers are checked as any.
+    pub fn with_lookup(mut self, lookup: std::sync::Arc<dyn reqwest::dns::Resolve>) -> Self {
+        self.client.set_lookup(lookup);
+        self
     }
 
     /// The image unpacked and leased: from the cache when it holds the digest the
     /// reference resolves to, else downloaded, verified and unpacked, once however many
     /// pulls of it run at the same time.
     pub async fn pull(&self, image: &ImageRef) -> Result<cache::Lease, PullError> {
-        let remote = self.client.remote(image);
+        // A reference pinned to a digest the cache holds needs no registry at all.
+        if let Some(digest) = image.digest()
+            && let Some(lease) = self.cache.lease(image, digest)?
+        {
+            crate::metrics::record_image_pull(true, 0);
+            return Ok(lease);
+        }
+        let remote = self.client.remote(image)?;
         let resolved = remote.resolve().await?;
         if let Some(lease) = self.cache.lease(image, &resolved.digest)? {
             crate::metrics::record_image_pull(true, 0);

@@ -7,10 +7,11 @@
 //! registry that timed out from one that refused us. This client is the few requests a pull
 //! needs, on the crate's one HTTP stack, with every answer sorted into a [`PullErrorKind`].
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use reqwest::dns::Resolve;
 use reqwest::{Response, StatusCode, Url};
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
@@ -18,6 +19,7 @@ use sha2::Digest as _;
 use tokio::io::AsyncWriteExt as _;
 
 use super::auth::{self, Challenge};
+use super::reach::{self, Reach};
 use super::unpack::Compression;
 use super::{PullError, PullErrorKind, RunConfig};
 use crate::config::images::ImageSettings;
@@ -38,80 +40,91 @@ const MAX_DOCUMENT: usize = 8 << 20;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 const READ_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// The registries' shared HTTP client and what decides how to reach each one.
+/// What decides how to reach each registry; each pull gets its own HTTP client, whose
+/// name lookup and redirects follow that pull's [`Reach`].
 pub(super) struct Client {
-    http: reqwest::Client,
-    plain_http: Arc<Vec<String>>,
+    insecure: Vec<String>,
+    private: Vec<String>,
     credentials: crate::config::images::RegistryCredentials,
+    lookup: Option<Arc<dyn Resolve>>,
+    pull_timeout: Duration,
 }
 
 impl Client {
-    pub(super) fn new(settings: &ImageSettings) -> anyhow::Result<Self> {
-        let plain_http = Arc::new(settings.insecure.clone());
-        let allowed = plain_http.clone();
-        // A registry may send blobs elsewhere (a CDN); never down to plain HTTP unless that
-        // host may be reached so anyway.
+    pub(super) fn new(settings: &ImageSettings) -> Self {
+        Self {
+            insecure: settings.insecure.clone(),
+            private: settings.private.clone(),
+            credentials: settings.credentials.clone(),
+            lookup: None,
+            pull_timeout: settings.pull_timeout,
+        }
+    }
+
+    /// Names are looked up by `lookup` instead of the system resolver; what it answers is
+    /// checked all the same.
+    pub(super) fn set_lookup(&mut self, lookup: Arc<dyn Resolve>) {
+        self.lookup = Some(lookup);
+    }
+
+    /// A connection to the image's repository, authenticated on first need.
+    pub(super) fn remote<'a>(&'a self, image: &'a ImageRef) -> Result<Remote<'a>, PullError> {
+        let host = image.api_host();
+        let reach = Arc::new(Reach::new(host, &self.insecure, &self.private));
+        let scheme = if reach.own_http() { "http" } else { "https" };
+        let policy = reach.clone();
+        // A registry may send blobs elsewhere (a CDN), but not inward and not down to plain
+        // HTTP; names it redirects to are checked when they are resolved.
         let redirects = reqwest::redirect::Policy::custom(move |attempt| {
+            let target = host_port(attempt.url());
             if attempt.previous().len() >= 10 {
-                attempt.error("too many redirects")
-            } else if attempt.url().scheme() == "https"
-                || may_use_http(&host_port(attempt.url()), &allowed)
-            {
-                attempt.follow()
-            } else {
-                attempt.error("a redirect from HTTPS to plain HTTP")
+                return attempt.error("it redirected more than 10 times");
+            }
+            let plain = attempt.url().scheme() != "https";
+            if plain && !(attempt.url().scheme() == "http" && policy.plain_http(&target)) {
+                return attempt.error(PlainRedirect(target));
+            }
+            match policy.check_literal(&target) {
+                Ok(()) => attempt.follow(),
+                Err(blocked) => attempt.error(blocked),
             }
         });
+        // The address rules cannot hold through a proxy, which resolves names itself.
         let http = reqwest::Client::builder()
+            .no_proxy()
+            .dns_resolver(reach::Guarded {
+                reach: reach.clone(),
+                lookup: self.lookup.clone(),
+            })
             .connect_timeout(CONNECT_TIMEOUT)
             .read_timeout(READ_TIMEOUT)
             .redirect(redirects)
             .user_agent(concat!("planwright/", env!("CARGO_PKG_VERSION")))
             .build()
-            .map_err(|e| anyhow::anyhow!("Could not set up the HTTP client for registries: {e}"))?;
-        Ok(Self {
-            http,
-            plain_http,
-            credentials: settings.credentials.clone(),
-        })
-    }
-
-    /// A connection to the image's repository, authenticated on first need.
-    pub(super) fn remote<'a>(&'a self, image: &'a ImageRef) -> Remote<'a> {
-        let host = image.api_host();
-        let scheme = if may_use_http(host, &self.plain_http) {
-            "http"
-        } else {
-            "https"
-        };
-        Remote {
+            .map_err(|e| {
+                PullError::new(
+                    PullErrorKind::Local,
+                    image,
+                    format!("could not set up an HTTP client for the registry: {e}"),
+                )
+            })?;
+        Ok(Remote {
             client: self,
+            http,
+            reach,
+            deadline: tokio::time::Instant::now() + self.pull_timeout,
             image,
             base: format!("{scheme}://{host}/v2/{}", image.repository()),
             authorization: Mutex::new(None),
-        }
+        })
     }
 }
 
-/// Loopback registries may answer plain HTTP, as Docker allows, and the listed hosts.
-fn may_use_http(host_port: &str, listed: &[String]) -> bool {
-    let host_port = host_port.to_ascii_lowercase();
-    if listed.contains(&host_port) {
-        return true;
-    }
-    let host = match host_port.rsplit_once(':') {
-        Some((host, port)) if !port.contains(']') => host,
-        _ => host_port.as_str(),
-    };
-    if listed.iter().any(|h| h == host) {
-        return true;
-    }
-    let bare = host.trim_start_matches('[').trim_end_matches(']');
-    host == "localhost"
-        || bare
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
-}
+#[derive(Debug, thiserror::Error)]
+#[error("a redirect to plain HTTP at {0}; {PLAIN_HTTP_RULE}")]
+struct PlainRedirect(String);
+
+const PLAIN_HTTP_RULE: &str = "planwright uses plain HTTP only to the image's own registry, when that is on loopback or listed in REGISTRY_INSECURE";
 
 fn host_port(url: &Url) -> String {
     // IPv6 hosts come bracketed, as a reference spells them.
@@ -122,9 +135,25 @@ fn host_port(url: &Url) -> String {
     }
 }
 
+/// A file removed when this is dropped, unless it was taken back.
+struct RemoveOnDrop(Option<PathBuf>);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        if let Some(path) = self.0.take() {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
 /// One image's repository on its registry, with the authorization it has won so far.
 pub(super) struct Remote<'a> {
     client: &'a Client,
+    http: reqwest::Client,
+    reach: Arc<Reach>,
+    /// When every request of the pull must be done: a registry sending one byte per read
+    /// timeout would otherwise hold the image's lock for as long as it likes.
+    deadline: tokio::time::Instant,
     image: &'a ImageRef,
     base: String,
     authorization: Mutex<Option<SecretString>>,
@@ -211,8 +240,12 @@ impl<'a> Remote<'a> {
         self.image
     }
 
+    pub(super) fn deadline(&self) -> tokio::time::Instant {
+        self.deadline
+    }
+
     pub(super) fn http(&self) -> &reqwest::Client {
-        &self.client.http
+        &self.http
     }
 
     fn on_own_registry(&self, url: &Url) -> bool {
@@ -220,7 +253,7 @@ impl<'a> Remote<'a> {
     }
 
     pub(super) fn credentials(&self) -> Option<(&str, &SecretString)> {
-        self.client.credentials.for_registry(self.image.registry())
+        self.client.credentials.for_image(self.image)
     }
 
     /// The manifest for this host's platform, its config, and the layers to unpack.
@@ -397,15 +430,14 @@ impl<'a> Remote<'a> {
         let mut response = self.get(&url, None).await?;
         let partial = dest.with_extension(format!("partial.{}", uuid::Uuid::new_v4().simple()));
         let local = |e: std::io::Error| PullError::local(self.image, &partial, &e);
+        // Removed however this ends, a pull dropped mid-download (another layer failed,
+        // the job was cancelled) included, unless it became the blob.
+        let mut leftover = RemoveOnDrop(Some(partial.clone()));
         let result = async {
             let mut file = tokio::fs::File::create(&partial).await.map_err(local)?;
             let mut hasher = sha2::Sha256::new();
             let mut received: u64 = 0;
-            while let Some(chunk) = response
-                .chunk()
-                .await
-                .map_err(|e| self.send_error(&url, &e))?
-            {
+            while let Some(chunk) = self.in_time(&url, response.chunk()).await? {
                 received += chunk.len() as u64;
                 if received > layer.size {
                     return Err(self.corrupt(&format!(
@@ -424,8 +456,8 @@ impl<'a> Remote<'a> {
             tokio::fs::rename(&partial, dest).await.map_err(local)
         }
         .await;
-        if result.is_err() {
-            let _ = tokio::fs::remove_file(&partial).await;
+        if result.is_ok() {
+            leftover.0 = None;
         }
         result
     }
@@ -440,7 +472,7 @@ impl<'a> Remote<'a> {
         // hand it this registry's credentials.
         if !self.on_own_registry(response.url()) {
             let elsewhere = host_port(response.url());
-            let answer = answer(response).await;
+            let answer = answer(response, self.deadline).await;
             return Err(self.refused(&format!(
                 "{url} redirected to {elsewhere}, which answered {answer}; planwright answers only the image's own registry's challenges"
             )));
@@ -461,7 +493,7 @@ impl<'a> Remote<'a> {
                 scope,
             }) => auth::bearer_token(self, &realm, service.as_deref(), scope.as_deref()).await?,
             None => {
-                let answer = answer(response).await;
+                let answer = answer(response, self.deadline).await;
                 return Err(self.refused(&format!(
                     "it answered {answer} without a challenge planwright can answer (Basic or Bearer)"
                 )));
@@ -474,7 +506,7 @@ impl<'a> Remote<'a> {
 
     async fn send(&self, url: &str, accept: Option<&str>) -> Result<Response, PullError> {
         let url = self.checked_url(url, "registry")?;
-        let mut request = self.client.http.get(url.clone());
+        let mut request = self.http.get(url.clone());
         if let Some(accept) = accept {
             request = request.header(reqwest::header::ACCEPT, accept);
         }
@@ -489,23 +521,43 @@ impl<'a> Remote<'a> {
             value.set_sensitive(true);
             request = request.header(reqwest::header::AUTHORIZATION, value);
         }
-        request
-            .send()
-            .await
-            .map_err(|e| self.send_error(url.as_str(), &e))
+        self.in_time(url.as_str(), request.send()).await
     }
 
-    /// `url` parsed, and refused when it would use plain HTTP where only HTTPS may be used.
+    /// A request's step, failed as transient once the pull's deadline has passed.
+    pub(super) async fn in_time<T>(
+        &self,
+        url: &str,
+        step: impl Future<Output = Result<T, reqwest::Error>>,
+    ) -> Result<T, PullError> {
+        match tokio::time::timeout_at(self.deadline, step).await {
+            Ok(done) => done.map_err(|e| self.send_error(url, &e)),
+            Err(_) => Err(self.transient(&format!(
+                "the pull took longer than its {} seconds (ENVIRONMENT_PULL_TIMEOUT) while {url} was still sending; the registry is too slow or stalled, nothing of it was kept and planwright tries again later",
+                self.client.pull_timeout.as_secs()
+            ))),
+        }
+    }
+
+    /// `url` parsed, and refused when it would use plain HTTP where only HTTPS may be used
+    /// or names an address the pull may not reach.
     pub(super) fn checked_url(&self, url: &str, what: &str) -> Result<Url, PullError> {
         let parsed = Url::parse(url)
             .map_err(|_| self.protocol(&format!("its {what} address `{url}` is not a URL")))?;
+        let host = host_port(&parsed);
         match parsed.scheme() {
-            "https" => Ok(parsed),
-            "http" if may_use_http(&host_port(&parsed), &self.client.plain_http) => Ok(parsed),
-            _ => Err(self.protocol(&format!(
-                "its {what} address {url} is not HTTPS; list the host in REGISTRY_INSECURE if it may be reached over plain HTTP"
-            ))),
+            "https" => {}
+            "http" if self.reach.plain_http(&host) => {}
+            _ => {
+                return Err(self.blocked(&format!(
+                    "its {what} address {url} is not HTTPS; {PLAIN_HTTP_RULE}"
+                )));
+            }
         }
+        self.reach
+            .check_literal(&host)
+            .map_err(|b| self.blocked(&b.explain(&format!("its {what} is at"))))?;
+        Ok(parsed)
     }
 
     /// Sorts an answer: success passes, the rest becomes the error its status means.
@@ -518,7 +570,7 @@ impl<'a> Remote<'a> {
         if status.is_success() {
             return Ok(response);
         }
-        let answer = answer(response).await;
+        let answer = answer(response, self.deadline).await;
         let host = self.image.api_host();
         Err(match status {
             StatusCode::NOT_FOUND => PullError::new(
@@ -542,47 +594,61 @@ impl<'a> Remote<'a> {
     }
 
     pub(super) fn send_error(&self, url: &str, error: &reqwest::Error) -> PullError {
-        let what = if error.is_timeout() {
-            "did not answer in time"
-        } else if error.is_connect() {
-            "could not be reached"
-        } else if error.is_redirect() {
-            return self.protocol(&format!(
-                "{url} sent a redirect planwright does not follow ({error})"
-            ));
-        } else {
-            "broke off the connection"
-        };
+        if let Some(blocked) = reach::cause::<reach::Blocked>(error) {
+            let what = if error.is_redirect() {
+                format!("{url} redirected to")
+            } else if blocked.host == reach::bare_host(self.image.api_host()) {
+                "its address".to_owned()
+            } else {
+                format!("{url} led to")
+            };
+            return self.blocked(&blocked.explain(&what));
+        }
         let mut cause = String::new();
         let mut source = std::error::Error::source(error);
         while let Some(inner) = source {
             cause = inner.to_string();
             source = inner.source();
         }
+        let what = if error.is_timeout() {
+            "did not answer in time"
+        } else if error.is_connect() {
+            "could not be reached"
+        } else if error.is_redirect() {
+            if let Some(plain) = reach::cause::<PlainRedirect>(error) {
+                return self.blocked(&format!("{url} sent {plain}"));
+            }
+            return self.protocol(&format!(
+                "{url} sent a redirect planwright does not follow: {cause}"
+            ));
+        } else {
+            "broke off the connection"
+        };
         self.transient(&format!(
             "{url} {what} ({cause}); planwright tries again later (if it lasts, check the registry's address and the network)"
         ))
     }
 
     fn missing_credentials(&self) -> String {
+        let (registry, repository) = (self.image.registry(), self.image.repository());
+        let owner = repository.split('/').next().unwrap_or(repository);
         format!(
-            "it asks for credentials and REGISTRY_AUTH has none for {}; run `docker login {}` and name its config.json in REGISTRY_AUTH",
-            self.image.registry(),
-            self.image.registry()
+            "it asks for credentials and REGISTRY_AUTH has none for {registry}/{repository}; run `docker login {registry}` and name its config.json in REGISTRY_AUTH, keying the entry by repository prefix (`{registry}/{owner}`)"
         )
     }
 
     pub(super) fn refused(&self, detail: &str) -> PullError {
         let advice = if self.credentials().is_some() {
             format!(
-                "check the credentials for {} in REGISTRY_AUTH and that they may pull {}",
+                "check the credentials REGISTRY_AUTH gives {}/{} and that they may pull it",
                 self.image.registry(),
                 self.image.repository()
             )
         } else {
             format!(
-                "if the image is private, put credentials for {} in the config.json that REGISTRY_AUTH names",
-                self.image.registry()
+                "if the image is private, put credentials for {}/{} in the config.json that REGISTRY_AUTH names",
+                self.image.registry(),
+                self.image.repository()
             )
         };
         PullError::new(
@@ -593,6 +659,10 @@ impl<'a> Remote<'a> {
                 self.image.api_host()
             ),
         )
+    }
+
+    fn blocked(&self, detail: &str) -> PullError {
+        PullError::new(PullErrorKind::Blocked, self.image, detail.to_owned())
     }
 
     fn transient(&self, detail: &str) -> PullError {
@@ -636,8 +706,9 @@ impl<'a> Remote<'a> {
 }
 
 /// The status and, from a distribution-spec error body, its first code and message. Reads
-/// at most 64 KiB of the body: an error needs no more, and a registry may send no end.
-pub(super) async fn answer(mut response: Response) -> String {
+/// at most 64 KiB of the body, and none past the deadline: an error needs no more, and a
+/// registry may send no end.
+pub(super) async fn answer(mut response: Response, deadline: tokio::time::Instant) -> String {
     #[derive(Deserialize)]
     struct Errors {
         errors: Vec<ErrorEntry>,
@@ -650,7 +721,7 @@ pub(super) async fn answer(mut response: Response) -> String {
     let status = response.status();
     let mut body = Vec::new();
     while body.len() < 64 << 10
-        && let Ok(Some(chunk)) = response.chunk().await
+        && let Ok(Ok(Some(chunk))) = tokio::time::timeout_at(deadline, response.chunk()).await
     {
         body.extend_from_slice(&chunk);
     }
@@ -686,44 +757,11 @@ pub(super) async fn read_limited(
     remote: &Remote<'_>,
 ) -> Result<Vec<u8>, PullError> {
     let mut body = Vec::new();
-    while let Some(chunk) = response
-        .chunk()
-        .await
-        .map_err(|e| remote.send_error(url, &e))?
-    {
+    while let Some(chunk) = remote.in_time(url, response.chunk()).await? {
         if body.len() + chunk.len() > limit {
             return Err(remote.protocol(&format!("{url} sent more than {limit} bytes")));
         }
         body.extend_from_slice(&chunk);
     }
     Ok(body)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn plain_http_only_for_loopback_and_listed_hosts() {
-        let listed = vec!["registry.internal:5000".to_owned(), "lab".to_owned()];
-        for host in [
-            "127.0.0.1:5000",
-            "127.8.9.1",
-            "localhost:80",
-            "[::1]:5000",
-            "registry.internal:5000",
-            "lab:443",
-        ] {
-            assert!(may_use_http(host, &listed), "{host}");
-        }
-        for host in [
-            "ghcr.io",
-            "registry.internal:6000",
-            "10.0.0.1:5000",
-            "localhost.evil.com",
-            "[::2]:5000",
-        ] {
-            assert!(!may_use_http(host, &listed), "{host}");
-        }
-    }
 }

@@ -7,6 +7,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+use crate::config::checkout_file;
 use crate::config::environment::{Choice, EnvironmentConfig, Source, check_reference};
 
 /// Where the devcontainer may be, first found wins (the specification's two places).
@@ -29,18 +30,25 @@ pub fn choose(env: &EnvironmentConfig, checkout: &Path, deployment: Option<&str>
     if let Some(image) = &env.image {
         return Choice {
             image: Some(image.clone()),
+            digest: None,
             source: Source::Repository,
             notes,
         };
     }
     for path in DEVCONTAINER_PATHS {
-        let Ok(text) = std::fs::read_to_string(checkout.join(path)) else {
-            continue;
+        let text = match checkout_file::read(checkout, path) {
+            Ok(Some(text)) => text,
+            Ok(None) => continue,
+            Err(e) => {
+                notes.push(format!("{e}, so its image was not used."));
+                break;
+            }
         };
         match devcontainer_image(path, &text) {
             Ok(image) => {
                 return Choice {
                     image: Some(image),
+                    digest: None,
                     source: Source::Devcontainer((*path).to_owned()),
                     notes,
                 };
@@ -53,6 +61,7 @@ pub fn choose(env: &EnvironmentConfig, checkout: &Path, deployment: Option<&str>
     if let Some(image) = deployment {
         return Choice {
             image: Some(image.to_owned()),
+            digest: None,
             source: Source::Deployment,
             notes,
         };

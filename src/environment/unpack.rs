@@ -7,10 +7,11 @@
 //! be a real directory; nothing but this unpacker writes in the folder while it works, so
 //! that check cannot go stale except by our own removals, which forget what they touch.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::ffi::OsStr;
 use std::fs;
 use std::io::{self, BufReader, Read};
+use std::ops::Bound;
 use std::os::unix::ffi::OsStrExt as _;
 use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Component, Path, PathBuf};
@@ -72,6 +73,8 @@ pub(super) struct Unpacked {
     pub bytes: u64,
     /// Device nodes and FIFOs left out.
     pub skipped: usize,
+    /// Folders emptied by opaque whiteouts, each at most once per layer.
+    pub opaque: usize,
 }
 
 /// Unpacks the layers, lowest first, into `root` (an empty folder); stops with an error
@@ -88,13 +91,15 @@ pub(super) fn unpack(
         limit,
         layer: "",
         entries: 0,
-        dirs: HashSet::new(),
+        dirs: BTreeSet::new(),
         this_layer: HashSet::new(),
+        opaque_done: HashSet::new(),
         done: Unpacked::default(),
     };
     for layer in layers {
         unpacker.layer = layer.digest.as_str();
         unpacker.this_layer.clear();
+        unpacker.opaque_done.clear();
         unpacker.layer_file(layer)?;
     }
     Ok(unpacker.done)
@@ -106,10 +111,14 @@ struct Unpacker<'a> {
     limit: u64,
     layer: &'a str,
     entries: u64,
-    /// Relative paths seen, without following links, to be real directories.
-    dirs: HashSet<PathBuf>,
+    /// Relative paths seen, without following links, to be real directories; ordered so
+    /// that a folder's descendants lie together after it, to be forgotten with it.
+    dirs: BTreeSet<PathBuf>,
     /// What the current layer wrote: its own whiteouts do not remove these.
     this_layer: HashSet<PathBuf>,
+    /// Folders the current layer made opaque already: a layer repeating the marker must
+    /// not cost a folder listing per copy.
+    opaque_done: HashSet<PathBuf>,
     done: Unpacked,
 }
 
@@ -492,8 +501,10 @@ impl<'a> Unpacker<'a> {
         let parent = path.parent().unwrap_or(Path::new("")).to_path_buf();
         let name = path.file_name().unwrap_or_default().as_bytes();
         if name == OPAQUE.as_bytes() {
-            if self.parents(&parent, raw, true)? {
+            if !self.opaque_done.contains(&parent) && self.parents(&parent, raw, true)? {
                 self.clear_lower(&parent)?;
+                self.done.opaque += 1;
+                self.opaque_done.insert(parent);
             }
             return Ok(());
         }
@@ -535,7 +546,17 @@ impl<'a> Unpacker<'a> {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
             Err(e) => Err(e),
             Ok(meta) if meta.file_type().is_dir() => {
-                self.dirs.retain(|d| !d.starts_with(path));
+                // Not a scan of every folder seen: a layer of many folder whiteouts would
+                // make that quadratic.
+                let below: Vec<PathBuf> = self
+                    .dirs
+                    .range::<Path, _>((Bound::Included(path), Bound::Unbounded))
+                    .take_while(|d| d.starts_with(path))
+                    .cloned()
+                    .collect();
+                for dir in below {
+                    self.dirs.remove(&dir);
+                }
                 // Does not follow symlinks inside (std's fix for CVE-2022-21658).
                 fs::remove_dir_all(&full)
             }
@@ -622,6 +643,107 @@ mod tests {
         assert_eq!(clean_mode(0o666, false), 0o644);
         assert_eq!(clean_mode(0o777, false), 0o755);
         assert_eq!(clean_mode(0o500, true), 0o705);
+    }
+
+    /// One layer as a file, with its digest as both blob and diff id (it is stored raw).
+    fn layer_file(dir: &Path, name: &str, tar: &[u8]) -> (fs::File, Digest) {
+        let path = dir.join(name);
+        fs::write(&path, tar).unwrap();
+        (fs::File::open(&path).unwrap(), Digest::of(tar))
+    }
+
+    #[test]
+    fn a_layer_repeating_an_opaque_marker_empties_the_folder_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("rootfs");
+        fs::create_dir(&root).unwrap();
+        let entry = |builder: &mut tar::Builder<Vec<u8>>, name: &str, kind, data: &[u8]| {
+            let mut header = tar::Header::new_gnu();
+            header.set_entry_type(kind);
+            header.set_mode(0o755);
+            header.set_size(data.len() as u64);
+            builder.append_data(&mut header, name, data).unwrap();
+        };
+        let mut lower = tar::Builder::new(Vec::new());
+        entry(&mut lower, "d", tar::EntryType::Directory, b"");
+        for i in 0..100 {
+            entry(
+                &mut lower,
+                &format!("d/old{i}"),
+                tar::EntryType::Regular,
+                b"old",
+            );
+        }
+        let mut upper = tar::Builder::new(Vec::new());
+        entry(&mut upper, "d/new", tar::EntryType::Regular, b"new");
+        for _ in 0..10_000 {
+            entry(&mut upper, "d/.wh..wh..opq", tar::EntryType::Regular, b"");
+        }
+        entry(&mut upper, "d/after", tar::EntryType::Regular, b"after");
+        let (lower_file, lower_digest) =
+            layer_file(dir.path(), "lower", &lower.into_inner().unwrap());
+        let (upper_file, upper_digest) =
+            layer_file(dir.path(), "upper", &upper.into_inner().unwrap());
+        let image = ImageRef::parse("registry.example/opaque/markers:1").unwrap();
+        let layers = vec![
+            LayerFile {
+                file: lower_file,
+                digest: &lower_digest,
+                compression: Compression::None,
+                diff_id: &lower_digest,
+            },
+            LayerFile {
+                file: upper_file,
+                digest: &upper_digest,
+                compression: Compression::None,
+                diff_id: &upper_digest,
+            },
+        ];
+        let done = unpack(&image, &root, layers, u64::MAX / 2).unwrap();
+        assert_eq!(done.opaque, 1, "one folder listing for 10 000 markers");
+        let mut names: Vec<_> = fs::read_dir(root.join("d"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["after", "new"]);
+    }
+
+    /// Removing a folder forgets that its subfolders were checked, and only theirs: a
+    /// later layer putting a symlink where one was cannot be written through.
+    #[test]
+    fn a_removed_folder_is_forgotten_with_its_subfolders_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let root = dir.path().join("rootfs");
+        fs::create_dir(&root).unwrap();
+        let mut unpacker = Unpacker {
+            image: &ImageRef::parse("registry.example/forget/dirs:1").unwrap(),
+            root: &root,
+            limit: u64::MAX,
+            layer: "test",
+            entries: 0,
+            dirs: BTreeSet::new(),
+            this_layer: HashSet::new(),
+            opaque_done: HashSet::new(),
+            done: Unpacked::default(),
+        };
+        for folder in ["a", "a/b", "a/b/c", "a.b", "a/bc", "ab"] {
+            unpacker.directory(Path::new(folder), 0o755).unwrap();
+        }
+        unpacker.clear(Path::new("a/b")).unwrap();
+        let left: Vec<_> = unpacker
+            .dirs
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect();
+        assert_eq!(left, ["a", "a/bc", "a.b", "ab"]);
+        std::os::unix::fs::symlink(outside.path(), root.join("a/b")).unwrap();
+        let error = unpacker
+            .parents(Path::new("a/b/c"), b"a/b/c/x", true)
+            .unwrap_err();
+        assert_eq!(error.kind, PullErrorKind::HostileLayer, "{error}");
+        assert!(fs::read_dir(outside.path()).unwrap().next().is_none());
     }
 
     #[test]

@@ -262,6 +262,25 @@ pub struct Output {
     pub duration: Duration,
 }
 
+impl Output {
+    /// Why the command never ran, if it did not: bubblewrap prints `bwrap: …` and exits
+    /// 1 when it cannot set the sandbox up (a folder it cannot reach, a namespace the
+    /// host refuses), and a shell exits 126 or 127 when the program cannot be executed
+    /// or is not there.
+    pub fn not_started(&self) -> Option<String> {
+        let stderr = self.stderr.text();
+        let first = stderr.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+        match self.exit {
+            Exit::Code(1) if self.stdout.total == 0 && first.starts_with("bwrap: ") => {
+                Some(format!("the sandbox could not start it ({})", first.trim()))
+            }
+            Exit::Code(126) => Some("its program could not be executed (exit 126)".to_owned()),
+            Exit::Code(127) => Some("its program was not found (exit 127)".to_owned()),
+            _ => None,
+        }
+    }
+}
+
 /// Failures a caller branches on: a missing sandbox is the operator's to fix, a bad
 /// command is the caller's; anything else is internal.
 #[derive(Debug, thiserror::Error)]

@@ -245,15 +245,33 @@ pub(super) fn image_unusable(choice: &Choice, error: &PullError) -> String {
         PullErrorKind::DigestMismatch | PullErrorKind::HostileLayer | PullErrorKind::Protocol => {
             "planwright does not use an image it cannot verify or unpack safely: rebuild and publish it, or name another.".to_owned()
         }
+        PullErrorKind::Blocked => "Name an image on a public registry; the planwright operator can list an internal one in REGISTRY_PRIVATE.".to_owned(),
         PullErrorKind::TooLarge => "Use a smaller image, or the operator raises ENVIRONMENT_CACHE_MAX.".to_owned(),
         _ => "`planwright env pull` on the planwright host tries it the same way; use `/retry` when it works.".to_owned(),
     };
+    // The registry's answer is untrusted text: fenced, so it can neither mention anyone
+    // nor link, and cut, so the comment stays within the forge's limit.
+    let answer = crate::distill::clip(&error.to_string(), 1_500);
     format!(
-        "The environment image `{}` (from {}) could not be used, so nothing ran in it.\n\n> {}\n\n{advice}",
+        "The environment image `{}` (from {}) could not be used, so nothing ran in it.\n\n{}\n{advice}",
         image.replace('`', "'"),
         choice.from_where(),
-        error.to_string().replace('\n', "\n> "),
+        crate::markdown::fenced(&answer, ""),
     )
+}
+
+pub(super) fn image_needs_bwrap(choice: &Choice) -> String {
+    format!(
+        "The environment image `{}` (from {}) cannot be used: this planwright runs without the bwrap sandbox, which is what shows an image as a run's root. The operator can enable it (`planwright doctor` says what is missing).",
+        choice.image.as_deref().unwrap_or("").replace('`', "'"),
+        choice.from_where()
+    )
+}
+
+/// The image cache itself failed (a full or unwritable DATA_DIR): the operator's to
+/// fix, and its paths are not for a public issue.
+pub(super) fn image_cache_failed() -> String {
+    format!("planwright could not store the environment image in its cache: {SEE_AUDIT}.")
 }
 
 pub(super) fn issue_unreadable() -> String {
@@ -305,15 +323,20 @@ pub(super) fn settings_section(b: &BoundSettings, json: &str) -> String {
     );
     let env = &b.environment;
     match &b.chosen {
-        Some(Choice {
-            image: Some(image), ..
-        }) => {
-            let from = b
-                .chosen
-                .as_ref()
-                .map(Choice::from_where)
-                .unwrap_or_default();
-            out.push_str(&format!("- environment: `{}`, from {from}\n", code(image)));
+        Some(
+            chosen @ Choice {
+                image: Some(image), ..
+            },
+        ) => {
+            let pinned = match &chosen.digest {
+                Some(digest) => format!(" (`{}`)", code(digest)),
+                None => String::new(),
+            };
+            out.push_str(&format!(
+                "- environment: `{}`{pinned}, from {}\n",
+                code(image),
+                chosen.from_where()
+            ));
         }
         Some(_) => out.push_str("- environment: the planwright host's tools (no image named)\n"),
         None => {
@@ -347,6 +370,13 @@ pub(super) fn could_not_continue() -> String {
 /// How a failed execution ends on the status comment.
 pub(super) fn execution_failed(reason: &str) -> String {
     format!("{reason}\n\nUse `/retry` to carry out the contract again, or `/plan` to start over.")
+}
+
+pub(super) fn planned_before_environments(version: i64, image: &str) -> String {
+    format!(
+        "Contract v{version} was planned before planwright ran checks in environment images, so the image `{}` it names was never bound to it; use `/plan` to plan it again.",
+        image.replace('`', "'")
+    )
 }
 
 pub(super) fn bound_settings_unreadable(version: i64, e: &impl Display) -> String {

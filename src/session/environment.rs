@@ -4,6 +4,7 @@
 
 use crate::app::App;
 use crate::config::environment::{Choice, HOST_NOTE};
+use crate::environment::PullErrorKind;
 use crate::environment::cache::Lease;
 use crate::ids::image::ImageRef;
 
@@ -18,10 +19,14 @@ pub(super) async fn pull(
     choice: &Choice,
     last_try: bool,
 ) -> Result<Option<Lease>, Stop> {
-    let Some(reference) = choice.image.as_deref() else {
+    let Some(reference) = choice.pinned() else {
         return Ok(None);
     };
-    let image = ImageRef::parse(reference).map_err(|e| {
+    // Said before anything is pulled or paid: only bubblewrap can show an image as `/`.
+    if app.sandbox.as_ref().is_none_or(|s| s.name() != "bwrap") {
+        return Err(Stop::fail(comments::image_needs_bwrap(choice)));
+    }
+    let image = ImageRef::parse(&reference).map_err(|e| {
         Stop::fail(format!(
             "The environment image `{}` cannot be used: {e}.",
             reference.replace('`', "'")
@@ -30,6 +35,9 @@ pub(super) async fn pull(
     match app.environments.pull(&image).await {
         Ok(lease) => Ok(Some(lease)),
         Err(e) if e.is_transient() && !last_try => Err(Stop::retryable(e)),
+        Err(e) if e.kind == PullErrorKind::Local => {
+            Err(Stop::hidden(comments::image_cache_failed(), e))
+        }
         Err(e) => Err(Stop::fail(comments::image_unusable(choice, &e))),
     }
 }

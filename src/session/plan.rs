@@ -343,7 +343,8 @@ impl Planning<'_> {
             .default_image
             .as_ref()
             .map(ToString::to_string);
-        let choice = source::choose(&config.environment, &checkout.path(), deployment.as_deref());
+        let mut choice =
+            source::choose(&config.environment, &checkout.path(), deployment.as_deref());
         // Pulled before any model is paid: scouts run their commands in it, and an image
         // that cannot be used is said now rather than after approval.
         let image = match super::environment::pull(app, &choice, self.last_try).await {
@@ -353,6 +354,8 @@ impl Planning<'_> {
                 return Err(stop);
             }
         };
+        // The approval binds what the scouts saw, not a tag that may move by then.
+        choice.digest = image.as_ref().map(|lease| lease.digest.to_string());
         let root = image.as_ref().map(|lease| lease.sandbox_root());
         let budget = Budget::usd(config.budget_usd);
         let model = |role, choice| {

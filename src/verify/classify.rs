@@ -14,6 +14,9 @@ use crate::distill::clip;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Class {
+    /// The result's run of the command says nothing about its tests (see
+    /// `RunSummary::no_result`): blocking, as an introduced failure is.
+    NoResult,
     /// Passes (or is absent) on the base, fails on the result.
     Introduced,
     /// Failed on one run of the result and passed on the other: not counted as introduced.
@@ -25,7 +28,8 @@ pub enum Class {
 }
 
 impl Class {
-    pub(super) const ALL: [Class; 4] = [
+    pub(super) const ALL: [Class; 5] = [
+        Class::NoResult,
         Class::Introduced,
         Class::Flaky,
         Class::PreExisting,
@@ -34,6 +38,7 @@ impl Class {
 
     pub(super) fn title(self) -> &'static str {
         match self {
+            Class::NoResult => "Could not run",
             Class::Introduced => "Introduced failures",
             Class::Flaky => "Flaky",
             Class::PreExisting => "Pre-existing failures",
@@ -43,6 +48,7 @@ impl Class {
 
     pub(super) fn meaning(self) -> &'static str {
         match self {
+            Class::NoResult => "could not start, or a limit ended them: no result either way",
             Class::Introduced => "pass or are absent on the base, fail now",
             Class::Flaky => "failed, then passed on a re-run; not counted as introduced",
             Class::PreExisting => "fail on the base too",
@@ -52,6 +58,7 @@ impl Class {
 
     pub(super) fn label(self) -> &'static str {
         match self {
+            Class::NoResult => "could not run",
             Class::Introduced => "introduced",
             Class::Flaky => "flaky",
             Class::PreExisting => "pre-existing",
@@ -73,6 +80,9 @@ pub struct ClassifiedFailure {
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClassCounts {
+    /// Absent from reports kept before it was counted.
+    #[serde(default)]
+    pub no_result: u64,
     pub introduced: u64,
     pub flaky: u64,
     pub pre_existing: u64,
@@ -82,6 +92,7 @@ pub struct ClassCounts {
 impl ClassCounts {
     pub(super) fn get(&self, class: Class) -> u64 {
         match class {
+            Class::NoResult => self.no_result,
             Class::Introduced => self.introduced,
             Class::Flaky => self.flaky,
             Class::PreExisting => self.pre_existing,
@@ -91,6 +102,7 @@ impl ClassCounts {
 
     pub(super) fn add(&mut self, class: Class) {
         match class {
+            Class::NoResult => self.no_result += 1,
             Class::Introduced => self.introduced += 1,
             Class::Flaky => self.flaky += 1,
             Class::PreExisting => self.pre_existing += 1,
@@ -166,16 +178,24 @@ pub(super) fn classify(
         }
     }
 
-    // Without test ids, the exit code is all there is.
+    // Without test ids, the exit code is all there is, unless the run is no result at
+    // all: a base that could not run either does not make it "pre-existing".
     if !after.summary.succeeded() && after_ids.is_empty() {
-        let class = if base_failed && base_ids.is_empty() {
+        let base_judged = base.is_some_and(|b| b.summary.no_result.is_none());
+        let class = if after.summary.no_result.is_some() {
+            Class::NoResult
+        } else if base_failed && base_ids.is_empty() && base_judged {
             Class::PreExisting
         } else if rerun.is_some_and(|r| r.summary.succeeded()) {
             Class::Flaky
         } else {
             Class::Introduced
         };
-        push(class, None, after.failure_message(), None);
+        let message = match &after.summary.no_result {
+            Some(why) => format!("{why}: {}", after.failure_message()),
+            None => after.failure_message(),
+        };
+        push(class, None, message, None);
     } else if let Some(base) = base
         && after.summary.succeeded()
         && after.tests_counted() == 0

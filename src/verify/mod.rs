@@ -73,6 +73,7 @@ mod tests {
             skipped: 0,
             errors: 0,
             restored: false,
+            no_result: None,
         }
     }
 
@@ -171,6 +172,51 @@ mod tests {
         let found = classify(Some(&base), &after, None);
         assert_eq!(classes(&found), vec![(Class::Introduced, None)]);
         assert_eq!(found[0].message, "ran no tests; the base ran 2");
+    }
+
+    fn no_result(command: &str, exit: i32, why: &str) -> CommandRun {
+        let mut r = generic(command, exit, "");
+        r.summary.no_result = Some(why.into());
+        r
+    }
+
+    #[test]
+    fn a_command_that_could_not_run_is_no_result_on_either_side() {
+        // The sandbox failed to start both runs: not "pre-existing", and not a pass.
+        let broken = no_result(
+            "t",
+            1,
+            "the sandbox could not start it (bwrap: Can't find source path)",
+        );
+        let found = classify(Some(&broken), &broken, None);
+        assert_eq!(classes(&found), vec![(Class::NoResult, None)]);
+        assert!(
+            found[0]
+                .message
+                .starts_with("the sandbox could not start it"),
+            "{:?}",
+            found[0]
+        );
+        let empty = RunSet::default();
+        let set = RunSet {
+            runs: vec![broken.clone()],
+        };
+        let report = VerificationReport::compare(&set, &set, &[], Vec::new());
+        assert_eq!(report.verdict, Verdict::Failed);
+        assert_eq!(report.headline(), "Verification failed: 1 could not run");
+        assert!(
+            report
+                .for_publication()
+                .failing
+                .contains("**Could not run (1)**")
+        );
+        drop(empty);
+        // A base that could not run makes the result's failure its own.
+        let bad = generic("t", 1, "E501");
+        assert_eq!(
+            classes(&classify(Some(&broken), &bad, None)),
+            vec![(Class::Introduced, None)]
+        );
     }
 
     #[test]

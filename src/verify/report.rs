@@ -107,7 +107,7 @@ impl VerificationReport {
         scope.truncate(MAX_FINDINGS);
         let verdict = if scope.iter().any(|f| f.severity == Severity::Refused) {
             Verdict::Refused
-        } else if counts.introduced > 0 {
+        } else if counts.introduced > 0 || counts.no_result > 0 {
             Verdict::Failed
         } else {
             Verdict::Passed
@@ -277,7 +277,7 @@ impl VerificationReport {
             })
             .collect();
         let mut failing = String::new();
-        for class in [Class::Introduced, Class::PreExisting] {
+        for class in [Class::NoResult, Class::Introduced, Class::PreExisting] {
             let total = self.counts.get(class);
             if total == 0 {
                 continue;

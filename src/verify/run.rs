@@ -48,6 +48,11 @@ pub struct RunSummary {
     /// A setup command not run: the setup cache held what it leaves.
     #[serde(default)]
     pub restored: bool,
+    /// Why this run says nothing about the tests, when it does not: the command could
+    /// not start, or a limit or signal ended it. Such a run is never a pass and never
+    /// "pre-existing".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_result: Option<String>,
 }
 
 impl RunSummary {
@@ -228,7 +233,7 @@ impl Verifier {
             let base = baseline.find(run_after.phase, &run_after.command);
             if classify(base, run_after, None)
                 .iter()
-                .any(|f| f.class == Class::Introduced)
+                .any(|f| matches!(f.class, Class::Introduced | Class::NoResult))
             {
                 let spill = self.scratch.join(format!("{}-rerun-{i}", safe_name(run)));
                 reruns.push(
@@ -371,6 +376,14 @@ fn command_run(
         Exit::Code(c) => (Some(c), None),
         Exit::Signal(s) => (None, Some(s)),
     };
+    // A command ended from outside says nothing about the tests it did not get to.
+    let no_result = output.not_started().or_else(|| {
+        if output.timed_out {
+            Some("the wall-clock limit ended it".to_owned())
+        } else {
+            signal.map(|s| format!("it was killed by signal {s}"))
+        }
+    });
     CommandRun {
         command: command.to_owned(),
         phase,
@@ -385,6 +398,7 @@ fn command_run(
             skipped: report.skipped,
             errors: report.errors,
             restored: false,
+            no_result,
         },
         failures: report
             .failures

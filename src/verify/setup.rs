@@ -113,6 +113,7 @@ impl Lookup {
                         skipped: 0,
                         errors: 0,
                         restored: true,
+                        no_result: None,
                     },
                     failures: Vec::new(),
                     build_errors: Vec::new(),

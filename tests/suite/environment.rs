@@ -16,9 +16,7 @@ use crate::support::registry::{
 
 fn settings(cache_max: u64, credentials: RegistryCredentials) -> ImageSettings {
     ImageSettings {
-        default_image: None,
         credentials,
-        insecure: Vec::new(),
         cache_max,
         ..ImageSettings::default()
     }
@@ -304,6 +302,68 @@ async fn htpasswd_basic_auth_takes_right_credentials_only() {
 #[tokio::test]
 async fn bearer_token_challenge_takes_right_credentials_only() {
     authenticated_pulls(Access::Token).await;
+}
+
+/// Credentials keyed by repository prefix go to images under that prefix only (by whole
+/// path segments), the most specific key winning over a host-wide one.
+#[tokio::test]
+async fn credentials_keyed_by_repository_prefix_are_lent_to_that_prefix_only() {
+    use base64::Engine as _;
+    let registry = Registry::start(Access::Htpasswd).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut image = UmociImage::new(dir.path(), "bb");
+    image.layer(busybox_root);
+    for name in ["acme/ci:1", "acmeevil/loot:1", "other/loot:1"] {
+        registry.push_layout(&image.layout, "bb", name);
+    }
+    let auth = |password: &str| {
+        let pair = base64::engine::general_purpose::STANDARD.encode(format!("{USER}:{password}"));
+        serde_json::json!({ "auth": pair })
+    };
+    let file = dir.path().join("scoped.json");
+    let scoped = serde_json::json!({"auths": {format!("{}/acme", registry.addr): auth(PASSWORD)}});
+    std::fs::write(&file, scoped.to_string()).unwrap();
+    let scoped =
+        RegistryCredentials::from_docker_config(&std::fs::read_to_string(&file).unwrap(), &file)
+            .unwrap();
+    assert!(scoped.host_wide_warnings().is_empty());
+    let data = dir.path().join("data");
+    let lease = pull_with(&data, &registry, scoped.clone(), "acme/ci:1")
+        .await
+        .unwrap();
+    assert!(lease.root.join("bin/busybox").is_file());
+    let error = pull_with(&data, &registry, scoped, "acmeevil/loot:1")
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind, PullErrorKind::Refused, "{error}");
+    assert!(
+        error.to_string().contains(&format!(
+            "REGISTRY_AUTH has none for {}/acmeevil/loot",
+            registry.addr
+        )),
+        "the sibling got the scoped credentials: {error}"
+    );
+
+    // A host-wide key with a wrong password: the scoped key still wins for its prefix,
+    // and the host-wide one is what other repositories get (and are refused with).
+    let both = serde_json::json!({"auths": {
+        registry.addr.clone(): auth("wrong"),
+        format!("{}/acme", registry.addr): auth(PASSWORD),
+    }});
+    std::fs::write(&file, both.to_string()).unwrap();
+    let both =
+        RegistryCredentials::from_docker_config(&std::fs::read_to_string(&file).unwrap(), &file)
+            .unwrap();
+    assert_eq!(both.host_wide_warnings().len(), 1);
+    let other = dir.path().join("other-data");
+    pull_with(&other, &registry, both.clone(), "acme/ci:1")
+        .await
+        .unwrap();
+    let error = pull_with(&other, &registry, both, "other/loot:1")
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind, PullErrorKind::Refused, "{error}");
+    assert!(error.to_string().contains("401"), "{error}");
 }
 
 /// Pushes an image made of one handcrafted layer, returning its manifest digest and size.
@@ -804,6 +864,103 @@ async fn an_endless_error_body_is_read_only_in_part() {
     assert!(error.to_string().contains("404"), "{error}");
 }
 
+/// A registry that answers the manifest and config at once, then sends the layer one
+/// byte at a time, each well within the read timeout: only the pull's deadline ends it.
+#[tokio::test]
+async fn a_registry_dripping_a_layer_is_cut_off_at_the_pull_deadline() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let tar = TarLayer::default()
+        .file("big", 0o644, &vec![1u8; 1 << 20])
+        .finish();
+    let layer = LayerBlob::new(tar, Packing::Tar);
+    let config = serde_json::to_vec(&serde_json::json!({
+        "architecture": "amd64", "os": "linux",
+        "rootfs": {"type": "layers", "diff_ids": [layer.diff_id]},
+    }))
+    .unwrap();
+    let (config_digest, layer_digest) = (sha256(&config), sha256(&layer.blob));
+    let expected_layer = layer_digest.clone();
+    let manifest = serde_json::to_vec(&serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": config_digest, "size": config.len()},
+        "layers": [{"mediaType": layer.media_type, "digest": layer_digest, "size": layer.blob.len()}],
+    }))
+    .unwrap();
+    let blob = std::sync::Arc::new(layer.blob);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let (manifest, config, blob) = (manifest.clone(), config.clone(), blob.clone());
+            let layer_path = format!("/v2/drip/layer/blobs/{layer_digest}");
+            tokio::spawn(async move {
+                let mut request = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match socket.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => request.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let text = String::from_utf8_lossy(&request).into_owned();
+                let path = text.split(' ').nth(1).unwrap_or("").to_owned();
+                let (body, media_type): (&[u8], _) = if path.contains("/manifests/") {
+                    (&manifest, "application/vnd.oci.image.manifest.v1+json")
+                } else if path == layer_path {
+                    (&blob, "application/octet-stream")
+                } else {
+                    (&config, "application/octet-stream")
+                };
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: {media_type}\r\ncontent-length: {}\r\n\r\n",
+                    body.len()
+                );
+                if socket.write_all(head.as_bytes()).await.is_err() {
+                    return;
+                }
+                if path != layer_path {
+                    let _ = socket.write_all(body).await;
+                    return;
+                }
+                for byte in body {
+                    if socket.write_all(&[*byte]).await.is_err() {
+                        return;
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+            });
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let settings = ImageSettings {
+        pull_timeout: std::time::Duration::from_secs(3),
+        ..settings(1 << 30, RegistryCredentials::default())
+    };
+    let environments = Environments::new(dir.path(), &settings).unwrap();
+    let image = ImageRef::parse(&format!("{addr}/drip/layer:1")).unwrap();
+    // Bounds the test, not the code: without a deadline the layer takes a day.
+    let error = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        pull_error(&environments, &image),
+    )
+    .await
+    .expect("the pull outlived its deadline");
+    assert!(error.is_transient(), "{error}");
+    let text = error.to_string();
+    assert!(
+        text.contains("took longer than its 3 seconds (ENVIRONMENT_PULL_TIMEOUT)")
+            && text.contains(&format!("/v2/drip/layer/blobs/{expected_layer}")),
+        "{text}"
+    );
+    assert_eq!(images(dir.path()), 0);
+    assert!(
+        leftovers(dir.path()).is_empty(),
+        "{:?}",
+        leftovers(dir.path())
+    );
+}
+
 /// Entries without content still cost: a layer of many empty folders (tiny once
 /// compressed) is refused at the size cap instead of exhausting inodes.
 #[tokio::test]
@@ -928,6 +1085,175 @@ async fn credentials_never_reach_a_host_other_than_the_registry() {
         seen.iter()
             .all(|(_, authorization)| authorization.is_none()),
         "credentials reached another host: {seen:?}"
+    );
+}
+
+/// Answers registry names from a table, as a deployment's DNS might: the pull checks what
+/// it answers like any lookup.
+struct Lookup(Vec<(&'static str, std::net::IpAddr)>);
+
+impl reqwest::dns::Resolve for Lookup {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let found: Vec<std::net::SocketAddr> = self
+            .0
+            .iter()
+            .filter(|(host, _)| *host == name.as_str())
+            .map(|(_, ip)| std::net::SocketAddr::new(*ip, 0))
+            .collect();
+        Box::pin(async move { Ok(Box::new(found.into_iter()) as reqwest::dns::Addrs) })
+    }
+}
+
+fn looked_up(environments: Environments, table: Lookup) -> Environments {
+    environments.with_lookup(std::sync::Arc::new(table))
+}
+
+/// A listener that only counts the connections it accepts.
+async fn counting_listener() -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = accepted.clone();
+    tokio::spawn(async move {
+        while let Ok((socket, _)) = listener.accept().await {
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            drop(socket);
+        }
+    });
+    (port, accepted)
+}
+
+/// An image naming a registry whose name resolves to loopback is not reached at all; the
+/// same name listed by the operator in REGISTRY_INSECURE is pulled.
+#[tokio::test]
+async fn a_registry_name_resolving_inward_is_not_reached_unless_listed() {
+    let loopback: std::net::IpAddr = "127.0.0.1".parse().unwrap();
+    let (port, accepted) = counting_listener().await;
+    let dir = tempfile::tempdir().unwrap();
+    let environments = looked_up(
+        environments(dir.path()),
+        Lookup(vec![("registry.example", loopback)]),
+    );
+    let image = ImageRef::parse(&format!("registry.example:{port}/x/y:1")).unwrap();
+    let error = pull_error(&environments, &image).await;
+    assert_eq!(error.kind, PullErrorKind::Blocked, "{error}");
+    let text = error.to_string();
+    assert!(
+        text.contains("its address registry.example, which resolves to a loopback address")
+            && text.contains("planwright follows a registry only to public addresses")
+            && text.contains("REGISTRY_PRIVATE"),
+        "{text}"
+    );
+    assert!(!error.is_transient());
+    assert_eq!(
+        accepted.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "the pull connected to the loopback address"
+    );
+
+    let registry = Registry::start(Access::Anonymous).await;
+    push_one(
+        &registry,
+        "listed/image",
+        "1",
+        TarLayer::default().file("f", 0o644, b"listed").finish(),
+    )
+    .await;
+    let registry_port = registry.addr.rsplit_once(':').unwrap().1;
+    let listed = format!("registry.example:{registry_port}");
+    let settings = ImageSettings {
+        insecure: vec![listed.clone()],
+        ..settings(1 << 30, RegistryCredentials::default())
+    };
+    let environments = looked_up(
+        Environments::new(dir.path(), &settings).unwrap(),
+        Lookup(vec![("registry.example", loopback)]),
+    );
+    let lease = environments
+        .pull(&ImageRef::parse(&format!("{listed}/listed/image:1")).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(std::fs::read(lease.root.join("f")).unwrap(), b"listed");
+}
+
+/// A registry on loopback (its own address, so it may use plain HTTP) tries to send the
+/// pull to the cloud metadata service, a private address, a name resolving inward, or
+/// another loopback host over plain HTTP, by redirect and by bearer realm: each is refused
+/// before any connection, saying what and why.
+#[tokio::test]
+async fn redirects_and_realms_never_lead_inward_or_to_plain_http_elsewhere() {
+    let (bystander, bystander_seen) = hostile_server(|_| {
+        "HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}".to_owned()
+    })
+    .await;
+    let (registry, _) = hostile_server(move |path| {
+        let target = match path.split('/').nth(2).unwrap_or("") {
+            "metadata" => "https://169.254.169.254/latest/meta-data/".to_owned(),
+            "private" => "https://10.0.0.5/v2/".to_owned(),
+            "named" => "https://inward.example/v2/".to_owned(),
+            "plain" => format!("http://localhost:{bystander}/v2/"),
+            realm => {
+                let realm = match realm {
+                    "realm-metadata" => "https://169.254.169.254/token".to_owned(),
+                    "realm-named" => "https://inward.example/token".to_owned(),
+                    _ => format!("http://localhost:{bystander}/token"),
+                };
+                return format!("HTTP/1.1 401 Unauthorized\r\nwww-authenticate: Bearer realm=\"{realm}\"\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+            }
+        };
+        format!("HTTP/1.1 307 Temporary Redirect\r\nlocation: {target}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    // With credentials for the registry: none may reach the token services it names.
+    let credentials = credentials_for(dir.path(), &format!("127.0.0.1:{registry}"));
+    let environments = looked_up(
+        Environments::new(dir.path(), &settings(1 << 30, credentials)).unwrap(),
+        Lookup(vec![("inward.example", "10.0.0.5".parse().unwrap())]),
+    );
+    for (name, expected) in [
+        (
+            "metadata",
+            "redirected to 169.254.169.254, a link-local address",
+        ),
+        ("private", "redirected to 10.0.0.5, a private address"),
+        (
+            "named",
+            "led to inward.example, which resolves to a private address",
+        ),
+        (
+            "plain",
+            &format!("a redirect to plain HTTP at localhost:{bystander}"),
+        ),
+        (
+            "realm-metadata",
+            "its token service is at 169.254.169.254, a link-local address",
+        ),
+        (
+            "realm-named",
+            "led to inward.example, which resolves to a private address",
+        ),
+        (
+            "realm-plain",
+            &format!("its token service address http://localhost:{bystander}/token is not HTTPS"),
+        ),
+    ] {
+        let image = ImageRef::parse(&format!("127.0.0.1:{registry}/{name}/image:1")).unwrap();
+        let error = pull_error(&environments, &image).await;
+        assert_eq!(error.kind, PullErrorKind::Blocked, "{name}: {error}");
+        let text = error.to_string();
+        assert!(text.contains(expected), "{name}: {text}");
+        if name.ends_with("named") {
+            assert!(
+                !text.contains("10.0.0.5"),
+                "an inside lookup answered: {text}"
+            );
+        }
+        assert!(!error.is_transient(), "{name}");
+    }
+    assert!(
+        bystander_seen.lock().unwrap().is_empty(),
+        "another loopback host was reached over plain HTTP"
     );
 }
 

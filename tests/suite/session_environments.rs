@@ -148,7 +148,9 @@ async fn runs_in_the_image(world: World, registry: &Registry, source: &str) {
     assert!(scouted, "no scout saw calc-test's output");
     let contract = world.contract_comments().pop().expect("a contract comment");
     assert!(
-        contract.contains(&format!("- environment: `{reference}`, from {source}")),
+        contract.contains(&format!(
+            "- environment: `{reference}` (`{digest}`), from {source}"
+        )),
         "{contract}"
     );
     let pulls = world.pulls();
@@ -234,20 +236,116 @@ async fn an_image_that_cannot_be_pulled_stops_the_session_before_any_model_is_pa
     world.server.stop().await;
 }
 
-async fn an_image_gone_by_approval_stops_the_run_before_the_executor_is_paid(on: ForgeKind) {
+async fn an_image_without_the_bwrap_sandbox_is_refused_before_any_model_is_paid(on: ForgeKind) {
     let registry = Registry::start(Access::Anonymous).await;
     let dir = tempfile::tempdir().unwrap();
     push_tools_image(&registry, dir.path());
     let reference = registry.reference("tools/calc:1");
     let settings = format!("test: calc-test\nenvironment:\n  image: {reference}\n");
+    let mut all = vec![
+        ("calc.py", CALC),
+        (World::settings_path(on), settings.as_str()),
+    ];
+    all.truncate(2);
+    let extra = [
+        ("PLANWRIGHT_SANDBOX", "none"),
+        ("PLANWRIGHT_UNSAFE_NO_SANDBOX", "true"),
+    ];
+    let world = World::start_with(on, fixing_script(), &all, &extra).await;
+    world.label(&world.maintainer, "label-no-bwrap").await;
+    let failed = world.wait_for_state("failed").await;
+    let reason = failed.failure.unwrap_or_default();
+    assert!(
+        reason.contains(&format!("The environment image `{reference}`"))
+            && reason.contains("without the bwrap sandbox"),
+        "{reason}"
+    );
+    assert!(world.models.requests().is_empty(), "a model was called");
+    // planwright's requests carry its user agent; skopeo's push does not.
+    let log = registry.log();
+    assert!(!log.contains("planwright/"), "the image was pulled: {log}");
+    world.server.stop().await;
+}
+
+/// `tools/calc:1` moved to an image whose `calc-test` passes whatever the code says.
+fn push_lenient_image_under_the_same_tag(registry: &Registry, dir: &std::path::Path) {
+    let mut image = UmociImage::new(dir, "lenient");
+    image
+        .layer(|root| {
+            busybox_root(root);
+            let bin = root.join("opt/calc/bin");
+            std::fs::create_dir_all(&bin).unwrap();
+            std::fs::write(
+                bin.join("calc-test"),
+                "#!/bin/sh\necho 'ok 1 - add adds'\necho '1..1'\n",
+            )
+            .unwrap();
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::set_permissions(
+                bin.join("calc-test"),
+                std::fs::Permissions::from_mode(0o755),
+            )
+            .unwrap();
+        })
+        .config(&["--config.env", "PATH=/opt/calc/bin:/bin"]);
+    registry.push_layout(&image.layout, "lenient", "tools/calc:1");
+}
+
+async fn a_tag_moved_after_planning_does_not_change_what_the_approval_runs(on: ForgeKind) {
+    let registry = Registry::start(Access::Anonymous).await;
+    let dir = tempfile::tempdir().unwrap();
+    push_tools_image(&registry, dir.path());
+    let planned = served_digest(&registry, "tools/calc", "1").await;
+    let reference = registry.reference("tools/calc:1");
+    let settings = format!("test: calc-test\nenvironment:\n  image: {reference}\n");
+    let world = calc_world(on, &settings, &[]).await;
+    world.label(&world.maintainer, "label-tag-moves").await;
+    world.wait_for_state("awaiting_approval").await;
+    let contract = world.contract_comments().pop().expect("a contract comment");
+    assert!(
+        contract.contains(&format!("- environment: `{reference}` (`{planned}`)")),
+        "the approval shows the digest it binds: {contract}"
+    );
+    // The registry is not trusted: between planning and approval it moves the tag.
+    push_lenient_image_under_the_same_tag(&registry, dir.path());
+    assert_ne!(served_digest(&registry, "tools/calc", "1").await, planned);
+    world
+        .comment(&world.maintainer, "/approve", "approve-tag-moved")
+        .await;
+    world.wait_for_state("pr_opened").await;
+    let body = &world.pulls()[0].body;
+    assert!(body.contains(&format!("(`{planned}`)")), "{body}");
+    // The approved image's tool still fails the base: the lenient one would pass it.
+    assert!(
+        body.contains("| `calc-test` | ❌ 0 passed, 1 failed · exit 1"),
+        "{body}"
+    );
+    world.server.stop().await;
+}
+
+async fn an_image_gone_by_approval_stops_the_run_before_the_executor_is_paid(on: ForgeKind) {
+    let registry = Registry::start(Access::Anonymous).await;
+    let dir = tempfile::tempdir().unwrap();
+    push_tools_image(&registry, dir.path());
+    let digest = served_digest(&registry, "tools/calc", "1").await;
+    let reference = registry.reference("tools/calc:1");
+    let settings = format!("test: calc-test\nenvironment:\n  image: {reference}\n");
     let world = calc_world(on, &settings, &[]).await;
     world.label(&world.maintainer, "label-image-gone").await;
     world.wait_for_state("awaiting_approval").await;
-    // The tag is deleted from the registry's own storage after planning pulled it.
-    let tag = registry
+    // Evicted from planwright's cache, and deleted from the registry's own storage.
+    let hex = digest.trim_start_matches("sha256:");
+    let cached = world
+        .settings
+        .data_dir
+        .join("environments/images")
+        .join(hex);
+    std::fs::remove_dir_all(&cached).unwrap();
+    let manifests = registry
         .storage
-        .join("docker/registry/v2/repositories/tools/calc/_manifests/tags/1");
-    std::fs::remove_dir_all(&tag).unwrap();
+        .join("docker/registry/v2/repositories/tools/calc/_manifests");
+    std::fs::remove_dir_all(manifests.join("tags/1")).unwrap();
+    std::fs::remove_dir_all(manifests.join("revisions/sha256").join(hex)).unwrap();
     world
         .comment(&world.maintainer, "/approve", "approve-image-gone")
         .await;
@@ -272,5 +370,7 @@ crate::on_both_forges!(
     a_tool_only_the_repositorys_image_has_checks_the_change,
     the_devcontainers_image_is_used_when_the_repository_file_names_none,
     an_image_that_cannot_be_pulled_stops_the_session_before_any_model_is_paid,
+    a_tag_moved_after_planning_does_not_change_what_the_approval_runs,
+    an_image_without_the_bwrap_sandbox_is_refused_before_any_model_is_paid,
     an_image_gone_by_approval_stops_the_run_before_the_executor_is_paid,
 );

@@ -56,7 +56,7 @@ pub struct World {
     pub models: ModelServer,
     pub server: TestServer,
     /// What the server was started with, to start it again.
-    settings: planwright::config::Settings,
+    pub settings: planwright::config::Settings,
     _db: TestDb,
     /// May plan and approve: `maintain` on GitHub, a developer on GitLab.
     pub maintainer: Person,

@@ -216,7 +216,16 @@ impl Execution<'_> {
             })?;
             let config = RepoConfig::from_bound(&bound)
                 .map_err(|e| Stop::fail(comments::bound_settings_unusable(self.row.version, &e)))?;
-            let choice = bound.chosen.unwrap_or_else(|| Choice::host(Vec::new()));
+            let choice = match (bound.chosen, &bound.environment.image) {
+                (Some(choice), _) => choice,
+                // Planned before environments were chosen, with an image named: running it
+                // on the host would not be what the contract showed.
+                (None, Some(image)) => {
+                    let text = comments::planned_before_environments(self.row.version, image);
+                    return Err(Stop::fail(text));
+                }
+                (None, None) => Choice::host(Vec::new()),
+            };
             return Ok((config, choice));
         }
         match crate::forge::repo_config::load(self.forge, &self.repo).await {
