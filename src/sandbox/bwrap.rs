@@ -125,6 +125,8 @@ struct Layout<'a> {
     /// The relay program's descriptor and the command line that starts it.
     relay: Option<(RawFd, &'a [String])>,
     seccomp_fd: Option<RawFd>,
+    /// planwright's `/etc/nsswitch.conf` for an image root (see `carry::NSSWITCH_CONF`).
+    nsswitch_fd: Option<RawFd>,
     tmp_bytes: u64,
 }
 
@@ -241,7 +243,19 @@ impl Bwrap {
                 // Kept out by its path inside, which `check_root` made sure goes through a
                 // real /etc of the image's (or none).
                 keep_out.push(Path::new("/etc/ld.so.preload"));
+                // Its sources are libraries the carried programs would load by name.
+                keep_out.push(Path::new("/etc/nsswitch.conf"));
                 image_root(dir, &keep_out, &mut args)?;
+                let fd = layout
+                    .nsswitch_fd
+                    .context("An image root needs planwright's nsswitch.conf")?;
+                args.extend([
+                    "--perms".into(),
+                    "0444".into(),
+                    "--ro-bind-data".into(),
+                    fd.to_string().into(),
+                    "/etc/nsswitch.conf".into(),
+                ]);
                 Vec::new()
             }
         };
@@ -351,28 +365,29 @@ impl Bwrap {
     /// command's own program when it is a host one, the static programs it starts, and
     /// the relay's loader and libraries.
     fn carried(&self, command: &Command, relay: Option<&Path>) -> Result<Brought, SandboxError> {
-        let mut mounts = BTreeMap::new();
+        let invalid = |e: anyhow::Error| SandboxError::InvalidCommand(format!("{e:#}"));
+        let mut brought = carry::Carried::default();
         let mut argv = command.argv.clone();
         if command.from_host {
-            let program = carry::program(Path::new(&command.argv[0]))
-                .map_err(|e| SandboxError::InvalidCommand(format!("{e:#}")))?;
-            argv.splice(..1, program.argv);
-            mounts.extend(program.mounts);
+            let program = carry::program(Path::new(&command.argv[0])).map_err(invalid)?;
+            argv.splice(..1, program.argv.iter().cloned());
+            brought.merge_mounts(program).map_err(invalid)?;
         }
         for path in &command.carry {
-            let (inside, host) = carry::static_program(path)
-                .map_err(|e| SandboxError::InvalidCommand(format!("{e:#}")))?;
-            mounts.insert(inside, host);
+            let (inside, host) = carry::static_program(path).map_err(invalid)?;
+            brought.mount(inside, host).map_err(invalid)?;
         }
         let relay_launch = match relay {
             Some(path) => {
                 let relay = carry::executable(path, &format!("{INSIDE_RUN}/relay"))
                     .map_err(|e| SandboxError::Unavailable(format!("{e:#}")))?;
-                mounts.extend(relay.mounts);
-                Some(relay.argv)
+                let launch = relay.argv.clone();
+                brought.merge_mounts(relay).map_err(invalid)?;
+                Some(launch)
             }
             None => None,
         };
+        let mounts = brought.mounts;
         let hidden: Vec<PathBuf> = self
             .hidden
             .iter()
@@ -384,7 +399,8 @@ impl Bwrap {
                 .any(|h| h.starts_with(host) || host.starts_with(h))
             {
                 return Err(SandboxError::InvalidCommand(format!(
-                    "cannot bring {} into the sandbox: it is or holds a path that must stay                      hidden",
+                    "cannot bring {} into the sandbox: it is or holds a path that must stay \
+                     hidden",
                     host.display()
                 )));
             }
@@ -556,9 +572,14 @@ impl Bwrap {
             })
             .transpose()?;
         let seccomp = super::seccomp::descriptor()?;
+        let nsswitch = root
+            .as_ref()
+            .map(|_| memory_file(c"planwright-nsswitch", carry::NSSWITCH_CONF.as_bytes()))
+            .transpose()?;
         let mut keep = vec![dir.as_raw_fd()];
         keep.extend(relay_file.as_ref().map(AsRawFd::as_raw_fd));
         keep.extend(seccomp.as_ref().map(AsRawFd::as_raw_fd));
+        keep.extend(nsswitch.as_ref().map(AsRawFd::as_raw_fd));
 
         let relay_fd = relay_file.as_ref().map(AsRawFd::as_raw_fd);
         let layout = Layout {
@@ -571,6 +592,7 @@ impl Bwrap {
             bridges: &command.bridges,
             relay: relay_fd.zip(relay_launch.as_deref()),
             seccomp_fd: seccomp.as_ref().map(AsRawFd::as_raw_fd),
+            nsswitch_fd: nsswitch.as_ref().map(AsRawFd::as_raw_fd),
             tmp_bytes: command.limits.tmp_bytes,
         };
         let mut cmd = tokio::process::Command::new(&self.program);
@@ -611,9 +633,27 @@ impl Bwrap {
             group.remove().await;
         }
         let finished = finished?;
-        drop((dir, relay_file, seccomp, lease));
+        drop((dir, relay_file, seccomp, nsswitch, lease));
         Ok(finished.into_output(true))
     }
+}
+
+/// A file in memory holding `bytes`, read from its start, for bubblewrap to copy into the
+/// sandbox.
+fn memory_file(name: &std::ffi::CStr, bytes: &[u8]) -> anyhow::Result<std::fs::File> {
+    use std::io::{Seek, Write};
+    use std::os::fd::FromRawFd;
+    // SAFETY: a NUL-terminated name and valid flags; the result is checked below.
+    let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error()).context("Could not create a memory file");
+    }
+    // SAFETY: `fd` was just created and nothing else owns it.
+    let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
+    file.write_all(bytes)
+        .and_then(|()| file.rewind())
+        .context("Could not write a memory file")?;
+    Ok(file)
 }
 
 /// Every place a command can write that is memory, not disk, has a size: /tmp and

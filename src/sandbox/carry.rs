@@ -4,11 +4,37 @@
 //!
 //! Why the loader and not the image's libraries or a rewritten binary: an image may carry
 //! another glibc, musl, or no libc at all, and the host's programs are built against the
-//! host's. Running `ld-linux… --library-path /.planwright/lib PROGRAM` loads the host's own
-//! libraries whatever the image has, needs no copy or patch of the program, and gives the
-//! image's programs nothing (no `LD_LIBRARY_PATH` reaches what the command starts). What is
-//! brought in is files only: the programs (an npm-installed CLI's own package folder), the
-//! loader and the libraries, never a host configuration folder.
+//! host's. Running `ld-linux… --library-path /.planwright/lib/NAME PROGRAM` loads the host's
+//! own libraries whatever the image has, needs no copy or patch of the program, and gives
+//! the image's programs nothing (no `LD_LIBRARY_PATH` reaches what the command starts).
+//! Each program has a library folder of its own (NAME is its file name): the relay and a
+//! CLI may need two different host files of one soname, and each gets the one it was
+//! linked against. What is brought in is files only: the programs (an npm-installed CLI's
+//! own package folder), the loader and the libraries, never a host configuration folder.
+//!
+//! What such a program opens later is another matter: glibc's loader looks for a soname in
+//! the library folder and then, whatever `--inhibit-cache` and `--library-path` say, in the
+//! image's `/lib/ARCH-linux-gnu`, `/usr/lib/ARCH-linux-gnu`, `/lib` and `/usr/lib` (the
+//! image's `/etc/ld.so.conf` plays no part; only `ldconfig` reads it). So the image must
+//! not choose what is opened. The name services: every image root gets planwright's
+//! [`NSSWITCH_CONF`] (`bwrap.rs`), naming only the two sources glibc has built in since
+//! 2.34, and the host's `libnss_files`/`libnss_dns` come along for an older glibc; the
+//! unwinder glibc opens (`libgcc_s`) comes along too; `SHELL` is set (`base_env`) so that
+//! bash need not look it up. node is told to read an empty OpenSSL configuration
+//! (`--openssl-config`), not the image's, whose providers are libraries. What remains:
+//! - locales and gconv: a glibc program that calls `setlocale` (the static bash does as it
+//!   starts; the relay, Claude Code and node do not) reads the image's locale for
+//!   `LANG=C.UTF-8`, and glibc then opens the conversion module the image's `gconv-modules`
+//!   names for that charset: one line of cost 0 for UTF-8 gets the image's code into the
+//!   bash. That bash holds nothing the image's programs it starts do not (one user, one
+//!   environment, one sandbox), so it is left so; a `GCONV_PATH` or gconv folder of
+//!   planwright's would break the image's own `iconv`.
+//! - what a program opens by soname itself (Claude Code names `libsecret-1.so.0` and
+//!   `libasound.so.2`, and opens neither in a run) is looked for in the image's folders
+//!   when the host has none in the program's folder. An audit module (`--audit`, whose
+//!   `la_objsearch` sees every candidate path) could refuse those; none is built.
+//! - a static glibc program (the bash) looks for what it opens in the image's folders:
+//!   with built-in name services and `SHELL` set it opens nothing for users and hosts.
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::FileExt;
@@ -19,8 +45,36 @@ use anyhow::{Context, Result, bail};
 /// Where the host's pieces appear inside a sandbox.
 pub const PREFIX: &str = "/.planwright";
 
-/// Where the loader and the libraries appear.
+/// Where each program's loader and libraries appear, in a folder named after the program.
 const LIB: &str = "/.planwright/lib";
+
+/// What glibc itself opens by soname while a program runs: the unwinder (thread
+/// cancellation, `backtrace`) and, before glibc 2.34 built them in, the name services
+/// [`NSSWITCH_CONF`] names. Found first in the program's library folder, they are the
+/// host's (one the host lacks would be looked for in the image's folders).
+const GLIBC_OPENS: &[&str] = &["libgcc_s.so.1", "libnss_files.so.2", "libnss_dns.so.2"];
+
+/// The `/etc/nsswitch.conf` of every image root, in place of the image's: each source a
+/// line names is a library `libnss_NAME.so.2` that every glibc program, planwright's carried
+/// ones included, would load (found in the image's folders, or by a name with a `/` in the
+/// workspace). Only the two built into glibc, which load nothing.
+pub const NSSWITCH_CONF: &str = "\
+# planwright's: only the sources built into glibc.
+passwd: files
+group: files
+shadow: files
+gshadow: files
+initgroups: files
+hosts: files dns
+networks: files
+protocols: files
+services: files
+ethers: files
+rpc: files
+netgroup: files
+aliases: files
+publickey: files
+";
 
 /// The files a program needs shown read-only, each by its path inside (the key) and on
 /// the host, and the command line that starts it.
@@ -41,7 +95,7 @@ pub fn program(path: &Path) -> Result<Carried> {
     let mut carried = Carried::default();
     match Kind::of(&real)? {
         Kind::Elf => {
-            let inside = carried.show(&real, "bin");
+            let inside = carried.show(&real, "bin")?;
             carried.launch(&real, &inside)?;
         }
         Kind::Script(interpreter) => {
@@ -56,9 +110,16 @@ pub fn program(path: &Path) -> Result<Carried> {
                     interpreter.display()
                 );
             }
-            let script = carried.show(&real, "bin");
-            let inside = carried.show(&interpreter_real, "bin");
+            let script = carried.show(&real, "bin")?;
+            let inside = carried.show(&interpreter_real, "bin")?;
             carried.launch(&interpreter_real, &inside)?;
+            // node reads the `nodejs_conf` section of OpenSSL's configuration file, the
+            // image's /etc/ssl/openssl.cnf, whose providers are libraries it loads: an empty
+            // configuration instead (the flag also outweighs `OPENSSL_CONF`).
+            let name = interpreter_real.file_name().unwrap_or_default();
+            if name == "node" || name == "nodejs" {
+                carried.argv.push("--openssl-config=/dev/null".into());
+            }
             carried.argv.push(script);
         }
     }
@@ -98,14 +159,35 @@ pub fn executable(elf: &Path, inside: &str) -> Result<Carried> {
 }
 
 impl Carried {
-    /// Adds `other`'s mounts; its command line is not this one's.
-    pub fn merge_mounts(&mut self, other: Carried) {
-        self.mounts.extend(other.mounts);
+    /// Adds `other`'s mounts; its command line is not this one's. One path inside for two
+    /// host files is refused: either program would get the other's file.
+    pub fn merge_mounts(&mut self, other: Carried) -> Result<()> {
+        for (inside, host) in other.mounts {
+            self.mount(inside, host)?;
+        }
+        Ok(())
+    }
+
+    /// Shows the host file `host` at `inside`, unless another one is shown there already.
+    pub fn mount(&mut self, inside: PathBuf, host: PathBuf) -> Result<()> {
+        if let Some(already) = self.mounts.get(&inside)
+            && *already != host
+        {
+            bail!(
+                "Cannot bring both {} and {} into the sandbox: they would both be {}; give \
+                 one of the programs another file name",
+                already.display(),
+                host.display(),
+                inside.display()
+            );
+        }
+        self.mounts.insert(inside, host);
+        Ok(())
     }
 
     /// Shows `real` (or the npm package folder holding it) under `PREFIX/section`; returns
     /// the file's path inside.
-    fn show(&mut self, real: &Path, section: &str) -> String {
+    fn show(&mut self, real: &Path, section: &str) -> Result<String> {
         let (host, inside) = match npm_package(real) {
             Some(package) => {
                 let name = package.file_name().unwrap_or_default();
@@ -120,8 +202,8 @@ impl Carried {
                 (real.to_path_buf(), (inside.clone(), inside))
             }
         };
-        self.mounts.insert(inside.0, host);
-        inside.1.display().to_string()
+        self.mount(inside.0, host)?;
+        Ok(inside.1.display().to_string())
     }
 
     /// Sets the command line that starts `elf`, seen inside at `inside`, and shows its
@@ -145,19 +227,29 @@ impl Carried {
             .file_name()
             .context("The loader has no file name")?
             .to_owned();
-        let loader_inside = Path::new(LIB).join(&loader_name);
-        self.mounts.insert(loader_inside.clone(), loader);
-        for (soname, host) in libraries(elf, &head)? {
-            self.mounts.insert(Path::new(LIB).join(soname), host);
+        let lib = Path::new(LIB).join(
+            Path::new(inside)
+                .file_name()
+                .context("A program inside the sandbox has no file name")?,
+        );
+        let loader_inside = lib.join(&loader_name);
+        self.mount(loader_inside.clone(), loader)?;
+        let glibc = loader_name.to_string_lossy().starts_with("ld-linux");
+        let opens = if glibc { GLIBC_OPENS } else { &[] };
+        for (soname, host) in libraries(elf, &head, opens)? {
+            self.mount(lib.join(soname), host)?;
         }
         self.argv = vec![loader_inside.display().to_string()];
         // glibc's loader would otherwise consult the image's /etc/ld.so.cache for what the
         // program opens later; musl's has no such option (and no cache).
-        if loader_name.to_string_lossy().starts_with("ld-linux") {
+        if glibc {
             self.argv.push("--inhibit-cache".into());
         }
-        self.argv
-            .extend(["--library-path".into(), LIB.into(), inside.to_owned()]);
+        self.argv.extend([
+            "--library-path".into(),
+            lib.display().to_string(),
+            inside.to_owned(),
+        ]);
         Ok(())
     }
 }
@@ -323,8 +415,9 @@ fn read_elf(path: &Path) -> Result<Option<ElfHead>> {
 }
 
 /// The shared libraries `elf` loads, directly or through others, as (soname, host path),
-/// found the way the host's dynamic linker finds them.
-fn libraries(elf: &Path, head: &ElfHead) -> Result<BTreeMap<String, PathBuf>> {
+/// found the way the host's dynamic linker finds them; and those of `optional` the host has,
+/// with what they need.
+fn libraries(elf: &Path, head: &ElfHead, optional: &[&str]) -> Result<BTreeMap<String, PathBuf>> {
     let cache = ld_so_cache();
     let mut found = BTreeMap::new();
     let mut pending: Vec<(String, PathBuf, Vec<String>)> = head
@@ -332,7 +425,19 @@ fn libraries(elf: &Path, head: &ElfHead) -> Result<BTreeMap<String, PathBuf>> {
         .iter()
         .map(|n| (n.clone(), elf.to_path_buf(), head.runpath.clone()))
         .collect();
-    while let Some((soname, needed_by, runpath)) = pending.pop() {
+    let mut optional: Vec<&str> = optional.to_vec();
+    loop {
+        let Some((soname, needed_by, runpath)) = pending.pop() else {
+            // The optional ones once every needed one is found; each the host has comes
+            // with what it needs in turn.
+            let Some(soname) = optional.pop() else { break };
+            if !found.contains_key(soname)
+                && locate(soname, elf, &head.runpath, head.machine, &cache)?.is_some()
+            {
+                pending.push((soname.to_owned(), elf.to_path_buf(), head.runpath.clone()));
+            }
+            continue;
+        };
         if found.contains_key(&soname) {
             continue;
         }
@@ -476,7 +581,7 @@ mod tests {
     fn a_dynamic_program_brings_its_loader_and_every_library_it_needs() {
         let carried = executable(Path::new("/usr/bin/git"), "/.planwright/bin/git").unwrap();
         assert!(
-            carried.argv[0].starts_with("/.planwright/lib/ld-linux"),
+            carried.argv[0].starts_with("/.planwright/lib/git/ld-linux"),
             "{carried:?}"
         );
         assert_eq!(carried.argv.last().unwrap(), "/.planwright/bin/git");
@@ -487,11 +592,11 @@ mod tests {
             .collect();
         // libc through git's own needs, and what libc itself needs in turn.
         assert!(
-            inside.contains(&"/.planwright/lib/libc.so.6".to_owned()),
+            inside.contains(&"/.planwright/lib/git/libc.so.6".to_owned()),
             "{inside:?}"
         );
         assert!(
-            inside.contains(&"/.planwright/lib/libz.so.1".to_owned()),
+            inside.contains(&"/.planwright/lib/git/libz.so.1".to_owned()),
             "{inside:?}"
         );
         for host in carried.mounts.values() {
@@ -556,5 +661,81 @@ mod tests {
             carried.mounts.get(Path::new("/.planwright/pkg/cli")),
             Some(&package.canonicalize().unwrap())
         );
+    }
+
+    /// Compiles `source` with the host's C compiler into `out`.
+    fn cc(args: &[&str], source: &str, out: &Path) {
+        let c = out.with_extension("c");
+        std::fs::write(&c, source).unwrap();
+        let status = std::process::Command::new("cc")
+            .arg("-o")
+            .arg(out)
+            .arg(&c)
+            .args(args)
+            .status()
+            .expect("cc (gcc) is needed to build the test programs: apt-get install gcc");
+        assert!(status.success(), "cc failed for {}", out.display());
+    }
+
+    /// Two programs, each linked against its own library of one soname (as the relay and
+    /// a CLI can be): each gets its own file, in a folder of its own.
+    #[test]
+    fn two_programs_needing_two_libraries_of_one_soname_each_get_their_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut carried = Carried::default();
+        let mut launches = Vec::new();
+        for (name, value) in [("one", 1), ("two", 2)] {
+            let folder = dir.path().join(name);
+            std::fs::create_dir(&folder).unwrap();
+            let lib = folder.join("libtwin.so.1");
+            cc(
+                &["-shared", "-fPIC", "-Wl,-soname,libtwin.so.1"],
+                &format!("int twin(void) {{ return {value}; }}\n"),
+                &lib,
+            );
+            let program = folder.join(name);
+            let link = folder.display().to_string();
+            cc(
+                &[
+                    &format!("-L{link}"),
+                    &format!("-Wl,-rpath,{link}"),
+                    "-l:libtwin.so.1",
+                ],
+                "int twin(void); int main(void) { return twin(); }\n",
+                &program,
+            );
+            let one = executable(&program, &format!("/.planwright/bin/{name}")).unwrap();
+            launches.push((one.argv.clone(), lib.canonicalize().unwrap()));
+            carried.merge_mounts(one).unwrap();
+        }
+        for (argv, lib) in launches {
+            let at = argv.iter().position(|a| a == "--library-path").unwrap();
+            let folder = Path::new(&argv[at + 1]);
+            assert_eq!(
+                carried.mounts.get(&folder.join("libtwin.so.1")),
+                Some(&lib),
+                "{argv:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn two_host_files_at_one_path_inside_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut carried = Carried::default();
+        for name in ["a", "b"] {
+            let folder = dir.path().join(name);
+            std::fs::create_dir(&folder).unwrap();
+            std::fs::write(folder.join("tool"), "#!/bin/sh\n").unwrap();
+            let one = program(&folder.join("tool")).unwrap();
+            let merged = carried.merge_mounts(one);
+            if name == "b" {
+                let err = merged.unwrap_err().to_string();
+                assert!(
+                    err.contains("they would both be /.planwright/bin/tool"),
+                    "{err}"
+                );
+            }
+        }
     }
 }

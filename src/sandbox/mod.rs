@@ -386,6 +386,8 @@ pub fn base_env(workspace: &Path) -> Vec<(String, String)> {
         ("HOME".into(), workspace.display().to_string()),
         ("LANG".into(), "C.UTF-8".into()),
         ("TERM".into(), "dumb".into()),
+        // Without it, bash looks the user's shell up in the user database.
+        ("SHELL".into(), "/bin/sh".into()),
     ]
 }
 

@@ -239,6 +239,7 @@ async fn nothing_of_the_parents_environment_gets_in(world: DataDir) {
                 "HOME",
                 "LANG",
                 "TERM",
+                "SHELL",
                 "GIVEN_BY_CALLER",
                 "PWD",
                 "SHLVL",
@@ -1160,6 +1161,102 @@ async fn an_image_env_that_would_steer_carried_programs_is_dropped() {
         "{}",
         report(&out)
     );
+}
+
+/// An image that names a name service of its own in `nsswitch.conf`, by soname from its
+/// library folder and by a name with a `/` from the workspace: the host programs carried
+/// in (a glibc one through the host's loader, the static bash the Claude Code executor
+/// starts) look users, groups and hosts up without loading either.
+#[tokio::test]
+async fn an_images_name_services_never_load_into_carried_programs() {
+    let world = DataDir::new();
+    let marker = world.workspace.join("loaded");
+    let dir = world.root.path().join("image");
+    std::fs::create_dir(&dir).unwrap();
+    let root = roots::hostile_libraries(&dir, &world.workspace, &marker);
+    let bash = Path::new("/bin/bash-static");
+    assert!(
+        bash.is_file(),
+        "{} is missing: install bash-static (.ci/run does)",
+        bash.display()
+    );
+    let sandbox = world.sandbox();
+    let run = |argv: &[&str], from_host: bool| {
+        let mut cmd = Command::new(
+            &world.workspace,
+            argv.iter().map(|a| (*a).to_owned()).collect(),
+        );
+        cmd.from_host = from_host;
+        if !from_host {
+            cmd.carry = vec![bash.to_path_buf()];
+        }
+        cmd.root = Some(root.clone());
+        world.run(&sandbox, cmd)
+    };
+    for (argv, from_host, says) in [
+        (
+            &["/usr/bin/getent", "passwd", "root"][..],
+            true,
+            "root:x:0:0:root:/root:/bin/sh\n",
+        ),
+        (
+            &["/usr/bin/getent", "hosts", "image-host"],
+            true,
+            "image-host",
+        ),
+        (&["/usr/bin/id"], true, "uid=1000"),
+        (
+            &[
+                "/.planwright/bin/bash-static",
+                "-c",
+                "echo ~root; env -u SHELL /.planwright/bin/bash-static -c 'echo $SHELL'",
+            ],
+            false,
+            "/root\n/bin/sh\n",
+        ),
+    ] {
+        let out = run(argv, from_host).await;
+        assert!(out.exit.success(), "{argv:?}: {}", report(&out));
+        assert!(
+            out.stdout.text().contains(says),
+            "{argv:?}: {}",
+            report(&out)
+        );
+        assert!(!marker.exists(), "{argv:?} loaded the image's library");
+    }
+    // The library does run its code once loaded: a program that asks for it by path.
+    let loader = world.root.path().join("open-library");
+    let source = world.root.path().join("open-library.c");
+    std::fs::write(
+        &source,
+        "#include <dlfcn.h>\nint main(int c, char **v) { return dlopen(v[1], RTLD_NOW) ? 0 : 1; }\n",
+    )
+    .unwrap();
+    roots::cc(&[], &source, &loader);
+    let library = format!("/lib/{}-linux-gnu/libnss_evil.so.2", std::env::consts::ARCH);
+    let out = run(&[loader.to_str().unwrap(), &library], true).await;
+    assert!(out.exit.success(), "{}", report(&out));
+    assert!(marker.exists(), "the marker library wrote nothing");
+}
+
+/// node, which starts Codex, would load the OpenSSL providers that the image's
+/// `openssl.cnf` or its `OPENSSL_CONF` names: carried in, it loads none and runs.
+#[tokio::test]
+async fn node_loads_no_openssl_provider_the_image_names() {
+    let world = DataDir::new();
+    let marker = world.workspace.join("loaded");
+    let dir = world.root.path().join("image");
+    std::fs::create_dir(&dir).unwrap();
+    let root = roots::hostile_libraries(&dir, &world.workspace, &marker);
+    let script = world.root.path().join("hello.js");
+    std::fs::write(&script, "#!/usr/bin/env node\nconsole.log('node ran');\n").unwrap();
+    let mut cmd = Command::new(&world.workspace, vec![script.display().to_string()]);
+    cmd.from_host = true;
+    cmd.root = Some(root);
+    let out = world.run(&world.sandbox(), cmd).await;
+    assert!(out.exit.success(), "{}", report(&out));
+    assert_eq!(out.stdout.text(), "node ran\n", "{}", report(&out));
+    assert!(!marker.exists(), "node loaded the image's provider");
 }
 
 #[test]

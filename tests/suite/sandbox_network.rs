@@ -304,6 +304,7 @@ async fn the_environment_has_the_base_urls_and_the_token_and_nothing_else_secret
                 "HOME",
                 "LANG",
                 "TERM",
+                "SHELL",
                 "PWD",
                 "SHLVL",
                 "_",
@@ -518,8 +519,9 @@ async fn no_resolver_is_reachable_inside(world: SandboxDirs) {
 /// Host processes of `uid` whose command line starts with `prefix`.
 /// How the relay's processes show in `/proc/PID/cmdline`: started through the host's
 /// loader brought in under `/.planwright` (see `carry.rs`).
-const RELAY_COMMAND_LINE: &str = "/.planwright/lib/ld-linux-x86-64.so.2 --inhibit-cache \
-    --library-path /.planwright/lib /run/planwright/relay sandbox relay --bridge";
+const RELAY_COMMAND_LINE: &str = "/.planwright/lib/relay/ld-linux-x86-64.so.2 \
+    --inhibit-cache --library-path /.planwright/lib/relay /run/planwright/relay sandbox relay \
+    --bridge";
 
 fn processes_of(uid: u32, prefix: &str) -> Vec<u32> {
     use std::os::unix::fs::MetadataExt;

@@ -83,6 +83,81 @@ pub fn foreign_libc(dir: &Path) -> Root {
     root
 }
 
+/// Builds, with the host's C compiler, a shared library that writes `marker` (a path as
+/// the sandbox sees it) as soon as it is loaded, before anything calls into it, as a
+/// hostile image's library would run its code.
+pub fn marker_library(out: &Path, marker: &Path) {
+    let source = out.with_extension("c");
+    std::fs::write(
+        &source,
+        format!(
+            "#include <fcntl.h>\n#include <unistd.h>\n\
+             __attribute__((constructor)) static void loaded(void) {{\n\
+               int fd = open({marker:?}, O_WRONLY | O_CREAT | O_APPEND, 0644);\n\
+               if (fd >= 0) {{ write(fd, \"loaded\\n\", 7); close(fd); }}\n\
+             }}\n\
+             int OSSL_provider_init(void) {{ return 0; }}\n"
+        ),
+    )
+    .unwrap();
+    cc(&["-shared", "-fPIC"], &source, out);
+    std::fs::remove_file(&source).unwrap();
+}
+
+/// Compiles `source` into `out` with the host's C compiler.
+pub fn cc(args: &[&str], source: &Path, out: &Path) {
+    let status = std::process::Command::new("cc")
+        .args(args)
+        .arg("-o")
+        .arg(out)
+        .arg(source)
+        .status()
+        .expect("cc is missing: install gcc (.ci/run and scripts/test do)");
+    assert!(status.success(), "cc could not build {}", out.display());
+}
+
+/// The busybox root with what a hostile image could ship to get code into a glibc program:
+/// a name service of its own (`evil`) in its `nsswitch.conf` and its library folder, one
+/// named with a `/` (which glibc opens relative to the working directory, the workspace
+/// `cwd`, where a repository could put it), an OpenSSL configuration that loads a provider
+/// into node, and a glibc of the host's version, so that a static program's loading of a
+/// library would succeed too. Each library writes `marker` when loaded.
+pub fn hostile_libraries(dir: &Path, cwd: &Path, marker: &Path) -> Root {
+    let mut root = busybox(dir);
+    let arch = format!("{}-linux-gnu", std::env::consts::ARCH);
+    let lib = dir.join("lib").join(&arch);
+    std::fs::create_dir_all(&lib).unwrap();
+    marker_library(&lib.join("libnss_evil.so.2"), marker);
+    std::fs::create_dir_all(cwd.join("libnss_")).unwrap();
+    marker_library(&cwd.join("workspace-evil.so.2"), marker);
+    marker_library(&dir.join("evil-provider.so"), marker);
+    for host in ["libc.so.6", "ld-linux-x86-64.so.2"] {
+        std::fs::copy(Path::new("/lib").join(&arch).join(host), lib.join(host)).unwrap();
+    }
+    std::fs::write(
+        dir.join("etc/nsswitch.conf"),
+        "passwd: evil /../workspace-evil files\ngroup: evil files\nhosts: evil files\n\
+         initgroups: evil files\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("etc/hosts"),
+        "127.0.0.1 localhost\n10.1.2.3 image-host\n",
+    )
+    .unwrap();
+    let openssl = "nodejs_conf = nodejs_init\nopenssl_conf = nodejs_init\n\
+                   [nodejs_init]\nproviders = providers\n\
+                   [providers]\nevil = evil\n\
+                   [evil]\nmodule = /evil-provider.so\nactivate = 1\n";
+    for conf in ["etc/ssl/openssl.cnf", "usr/lib/ssl/openssl.cnf"] {
+        std::fs::create_dir_all(dir.join(conf).parent().unwrap()).unwrap();
+        std::fs::write(dir.join(conf), openssl).unwrap();
+    }
+    root.env
+        .push(("OPENSSL_CONF".into(), "/etc/ssl/openssl.cnf".into()));
+    root
+}
+
 /// A root with the host's own programs and libraries (`/usr` hard-linked, so building it
 /// is quick, and the merged-/usr links), an `/etc` of its own with a root-only file, and
 /// the image-only files: the escape suite's tools (curl, bash, python3) run in it.
