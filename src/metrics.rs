@@ -86,6 +86,16 @@ pub fn record_image_pull(hit: bool, bytes: u64) {
     IMAGE_CACHE[2].fetch_add(bytes, Ordering::Relaxed);
 }
 
+/// Setup phases of this process: restored from the setup cache, run, and bytes restored.
+static SETUP_CACHE: [AtomicU64; 3] = [const { AtomicU64::new(0) }; 3];
+
+/// Counts one setup phase that could use the setup cache: a hit that restored `bytes`, or
+/// a miss that ran the commands.
+pub fn record_setup_cache(hit: bool, bytes: u64) {
+    SETUP_CACHE[usize::from(!hit)].fetch_add(1, Ordering::Relaxed);
+    SETUP_CACHE[2].fetch_add(bytes, Ordering::Relaxed);
+}
+
 /// Appends this process's counters to `out`.
 pub fn render_process(out: &mut Exposition) {
     out.family(
@@ -109,6 +119,28 @@ pub fn render_process(out: &mut Exposition) {
         "planwright_image_cache_downloaded_bytes_total",
         &[],
         IMAGE_CACHE[2].load(Ordering::Relaxed),
+    );
+    out.family(
+        "planwright_setup_cache_lookups_total",
+        "counter",
+        "Setup phases by this process that could use the setup cache: hit when it was restored from the cache, miss when its commands ran.",
+    );
+    for (result, n) in ["hit", "miss"].iter().zip(&SETUP_CACHE) {
+        out.sample(
+            "planwright_setup_cache_lookups_total",
+            &[("result", result)],
+            n.load(Ordering::Relaxed),
+        );
+    }
+    out.family(
+        "planwright_setup_cache_restored_bytes_total",
+        "counter",
+        "Bytes copied out of the setup cache by this process's hits.",
+    );
+    out.sample(
+        "planwright_setup_cache_restored_bytes_total",
+        &[],
+        SETUP_CACHE[2].load(Ordering::Relaxed),
     );
     out.family(
         "planwright_sandbox_runs_total",

@@ -1,6 +1,6 @@
 //! The settings for environment images: the default image, registry credentials (the
 //! Docker `config.json` that `docker login` writes), the registries that may answer plain
-//! HTTP, and the image cache's size cap.
+//! HTTP, and the size caps of the image cache and the setup cache.
 
 use std::path::Path;
 use std::time::Duration;
@@ -18,6 +18,9 @@ const DEFAULT_CACHE_MAX: u64 = 20 << 30;
 /// slow link, not a registry that sends one byte a minute.
 const DEFAULT_PULL_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 
+/// Without `SETUP_CACHE_MAX`: room for the dependencies of a few repositories.
+const DEFAULT_SETUP_CACHE_MAX: u64 = 10 << 30;
+
 #[derive(Debug, Clone)]
 pub struct ImageSettings {
     /// The deployment's default environment (`ENVIRONMENT_IMAGE`).
@@ -31,6 +34,8 @@ pub struct ImageSettings {
     pub private: Vec<String>,
     /// Bytes the unpacked images may take (`ENVIRONMENT_CACHE_MAX`).
     pub cache_max: u64,
+    /// Bytes the setup cache under `DATA_DIR/setup-cache` may take (`SETUP_CACHE_MAX`).
+    pub setup_cache_max: u64,
     /// How long one pull's requests may take in all, however steadily a registry sends.
     pub pull_timeout: Duration,
 }
@@ -43,6 +48,7 @@ impl Default for ImageSettings {
             insecure: Vec::new(),
             private: Vec::new(),
             cache_max: DEFAULT_CACHE_MAX,
+            setup_cache_max: DEFAULT_SETUP_CACHE_MAX,
             pull_timeout: DEFAULT_PULL_TIMEOUT,
         }
     }
@@ -223,22 +229,25 @@ impl super::Raw {
         };
         let insecure = self.registry_hosts("registry_insecure")?;
         let private = self.registry_hosts("registry_private")?;
-        let cache_max = match self.text("environment_cache_max") {
-            None => DEFAULT_CACHE_MAX,
+        let size = |key: &str, default: u64| match self.text(key) {
+            None => Ok(default),
             Some(text) => match parse_size(text) {
-                Some(size) if size > 0 => size,
-                _ => bail!(
+                Some(size) if size > 0 => Ok(size),
+                _ => Err(anyhow::anyhow!(
                     "Cannot use {}: expected a size such as `20G`, `512M` or a number of bytes, got `{text}`",
-                    self.source("environment_cache_max")
-                ),
+                    self.source(key)
+                )),
             },
         };
+        let cache_max = size("environment_cache_max", DEFAULT_CACHE_MAX)?;
+        let setup_cache_max = size("setup_cache_max", DEFAULT_SETUP_CACHE_MAX)?;
         Ok(ImageSettings {
             default_image,
             credentials,
             insecure,
             private,
             cache_max,
+            setup_cache_max,
             pull_timeout: self
                 .positive("environment_pull_timeout")?
                 .map_or(DEFAULT_PULL_TIMEOUT, Duration::from_secs),
@@ -298,6 +307,7 @@ mod tests {
             ("REGISTRY_INSECURE", "registry.lan:5000, lab"),
             ("REGISTRY_PRIVATE", "Registry.Corp"),
             ("ENVIRONMENT_CACHE_MAX", "512M"),
+            ("SETUP_CACHE_MAX", "2G"),
             ("ENVIRONMENT_PULL_TIMEOUT", "600"),
         ])
         .unwrap();
@@ -311,6 +321,7 @@ mod tests {
         assert_eq!(images.insecure, ["registry.lan:5000", "lab"]);
         assert_eq!(images.private, ["registry.corp"]);
         assert_eq!(images.cache_max, 512 << 20);
+        assert_eq!(images.setup_cache_max, 2 << 30);
         assert_eq!(images.pull_timeout, Duration::from_secs(600));
         assert!(
             settings.secret_files.contains(&auth),
@@ -318,6 +329,7 @@ mod tests {
         );
         let defaults = load(&[]).unwrap().images;
         assert_eq!(defaults.cache_max, 20 << 30);
+        assert_eq!(defaults.setup_cache_max, 10 << 30);
         assert_eq!(defaults.pull_timeout, Duration::from_secs(1800));
 
         let missing = dir.path().join("absent.json").display().to_string();
@@ -335,6 +347,7 @@ mod tests {
             ),
             ("ENVIRONMENT_CACHE_MAX", "big", "such as `20G`"),
             ("ENVIRONMENT_CACHE_MAX", "0", "such as `20G`"),
+            ("SETUP_CACHE_MAX", "ten", "PLANWRIGHT_SETUP_CACHE_MAX"),
             ("ENVIRONMENT_PULL_TIMEOUT", "0", "positive integer"),
             (
                 "ENVIRONMENT_PULL_TIMEOUT",

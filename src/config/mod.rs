@@ -233,6 +233,7 @@ const KEYS: &[&str] = &[
     "registry_insecure",
     "registry_private",
     "environment_cache_max",
+    "setup_cache_max",
     "environment_pull_timeout",
 ];
 

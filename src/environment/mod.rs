@@ -1,12 +1,14 @@
 //! A run's environment: which OCI image it uses and where that choice came from
 //! ([`source`]), and the image itself: pulled from its registry, verified, unpacked once
 //! into a read-only root folder under `DATA_DIR/environments/` and handed out under a
-//! [`cache::Lease`] that keeps the cache from evicting it while a run uses it.
+//! [`cache::Lease`] that keeps the cache from evicting it while a run uses it; and what a
+//! setup phase leaves, kept for later runs on the same lock files ([`setup`]).
 
 mod auth;
 pub mod cache;
 mod reach;
 mod registry;
+pub mod setup;
 pub mod source;
 mod unpack;
 

@@ -11,6 +11,7 @@ mod plan;
 mod report;
 mod run;
 mod scope;
+mod setup;
 
 pub use classify::{Class, ClassCounts, ClassifiedFailure};
 pub use plan::Plan;
@@ -71,6 +72,7 @@ mod tests {
             failed,
             skipped: 0,
             errors: 0,
+            restored: false,
             no_result: None,
         }
     }

@@ -13,10 +13,13 @@ use super::classify::{Class, classify};
 use super::plan::Plan;
 use super::report::VerificationReport;
 use super::scope::{check_scope, links_in};
+use super::setup::SetupCaching;
 use super::{EXCERPT_CHARS, MESSAGE_CHARS, VerifyError};
 
+use crate::config::environment::EnvironmentConfig;
 use crate::contract::Contract;
 use crate::distill::{self, Failure, TestReport, clip};
+use crate::environment::setup::SetupCache;
 use crate::git::Workspace;
 use crate::sandbox::egress::{Allowlist, EgressProxy};
 use crate::sandbox::{Exit, Limits, Output, Root, Sandbox};
@@ -42,6 +45,9 @@ pub struct RunSummary {
     pub failed: u64,
     pub skipped: u64,
     pub errors: u64,
+    /// A setup command not run: the setup cache held what it leaves.
+    #[serde(default)]
+    pub restored: bool,
     /// Why this run says nothing about the tests, when it does not: the command could
     /// not start, or a limit or signal ended it. Such a run is never a pass and never
     /// "pre-existing".
@@ -59,7 +65,9 @@ impl RunSummary {
     }
 
     pub(super) fn ending(&self) -> String {
-        if self.timed_out {
+        if self.restored {
+            "restored from the setup cache".to_owned()
+        } else if self.timed_out {
             "timed out".to_owned()
         } else if let Some(code) = self.exit_code {
             format!("exit {code}")
@@ -144,6 +152,7 @@ pub struct Verifier {
     limits: Limits,
     /// The environment's root every command runs in; `None`: the host's own tools.
     root: Option<Root>,
+    setup_cache: Option<SetupCaching>,
 }
 
 impl Verifier {
@@ -153,6 +162,7 @@ impl Verifier {
             scratch: scratch.into(),
             limits: Limits::default(),
             root: None,
+            setup_cache: None,
         }
     }
 
@@ -167,6 +177,23 @@ impl Verifier {
         self
     }
 
+    /// Restores setup phases from `cache` when it holds their key, and keeps those the
+    /// base's checkout ran; `environment` is the image digest runs use, or `host`, and
+    /// `config` names the paths kept and the files keying them.
+    pub fn with_setup_cache(
+        mut self,
+        cache: Arc<SetupCache>,
+        environment: &str,
+        config: &EnvironmentConfig,
+    ) -> Self {
+        self.setup_cache = Some(SetupCaching {
+            cache,
+            environment: environment.to_owned(),
+            config: config.clone(),
+        });
+        self
+    }
+
     /// Runs the plan on a checkout of the base commit. It needs no result, so it can run
     /// while the executor works in its own workspace.
     pub async fn baseline(
@@ -175,7 +202,7 @@ impl Verifier {
         workspace: &Workspace,
         run: &str,
     ) -> Result<RunSet, VerifyError> {
-        self.run_plan(plan, workspace, &format!("{run}-baseline"))
+        self.run_plan(plan, workspace, &format!("{run}-baseline"), true)
             .await
     }
 
@@ -196,7 +223,7 @@ impl Verifier {
         let links = links_in(&workspace.repo(), &changed);
         let scope = check_scope(contract, &plan.protected, &changed, &links, baseline);
         let after = self
-            .run_plan(plan, workspace, &format!("{run}-after"))
+            .run_plan(plan, workspace, &format!("{run}-after"), false)
             .await?;
         let mut reruns = Vec::new();
         for (i, run_after) in after.runs.iter().enumerate() {
@@ -220,17 +247,27 @@ impl Verifier {
         ))
     }
 
+    /// `keep_setup`: whether a setup phase that succeeded goes into the setup cache. Only
+    /// the base's checkout qualifies: the result's was in the executor's hands, and what
+    /// it left in a cached path would be restored into later runs.
     async fn run_plan(
         &self,
         plan: &Plan,
         workspace: &Workspace,
         run: &str,
+        keep_setup: bool,
     ) -> Result<RunSet, VerifyError> {
         let name = safe_name(run);
         std::fs::create_dir_all(&self.scratch)
             .with_context(|| format!("Could not create {}", self.scratch.display()))?;
         let mut runs = Vec::new();
-        if !plan.setup.is_empty() {
+        let cached = match &self.setup_cache {
+            Some(caching) => caching.look_up(plan, workspace).await,
+            None => None,
+        };
+        if let Some(restored) = cached.as_ref().and_then(|c| c.restored_runs(plan)) {
+            runs.extend(restored);
+        } else if !plan.setup.is_empty() {
             let allowlist = Allowlist::parse(&plan.network_allow)
                 .context("Cannot use the repository's network_allow for the setup commands")?;
             let id = uuid::Uuid::new_v4().simple().to_string();
@@ -250,6 +287,9 @@ impl Verifier {
                     )
                     .await?,
                 );
+            }
+            if let Some(lookup) = cached.filter(|_| keep_setup) {
+                lookup.keep(&runs).await;
             }
         }
         for (i, command) in plan.checks.iter().enumerate() {
@@ -357,6 +397,7 @@ fn command_run(
             failed: report.failed,
             skipped: report.skipped,
             errors: report.errors,
+            restored: false,
             no_result,
         },
         failures: report

@@ -776,6 +776,69 @@ async fn a_retry_on_the_same_base_reuses_the_kept_baseline(on: ForgeKind) {
     world.server.stop().await;
 }
 
+async fn the_setup_phase_is_restored_from_the_cache_for_results_and_a_retry(on: ForgeKind) {
+    // The first run fails review and reports on the issue; the retry starts again from the
+    // base, with the kept baseline. Setup runs once, on the first base: both results get
+    // what it left from the setup cache.
+    let edit = |id: &str, new: &str| {
+        Step::tool_call(
+            id,
+            "edit_file",
+            json!({"path": "calc.py", "old": "return a - b", "new": new}),
+        )
+        .when_tools(&["finish", "edit_file"])
+    };
+    let finish = |id: &str| {
+        Step::tool_call(id, "finish", json!({"summary": "changed add"})).when_tools(&["finish"])
+    };
+    let settings = "setup: [\"mkdir -p .venv && echo ok > .venv/ready\"]\n\
+                    test: [\"test -f .venv/ready\", \"python3 -m unittest\"]\n\
+                    on_failure: comment\n\
+                    environment:\n  cache: [.venv]\n  cache_key: [test_calc.py]\n";
+    let world = World::calc(
+        on,
+        vec![
+            submit_calc(1),
+            edit("e1", "return a * b"),
+            finish("e2"),
+            verdict(false, "Still wrong."),
+            edit("e3", "return a + b"),
+            finish("e4"),
+            verdict(true, "Fixed."),
+        ],
+        settings,
+    )
+    .await;
+    world.approve_calc().await;
+    world.wait_for_state("failed").await;
+    world
+        .comment(&world.maintainer, "/retry", "retry-run")
+        .await;
+    world.wait_for_state("pr_opened").await;
+    let runs = world.runs().await;
+    assert_eq!(runs.len(), 2, "{runs:#?}");
+    let setup_of = |run: &planwright::store::runs::RunRow| -> Value {
+        let outcome: Value = serde_json::from_str(run.outcome.as_deref().unwrap()).unwrap();
+        outcome["verification"]["commands"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["phase"] == "setup")
+            .cloned()
+            .unwrap_or_else(|| panic!("no setup row: {outcome}"))
+    };
+    let (first, second) = (setup_of(&runs[0]), setup_of(&runs[1]));
+    assert_eq!(first["baseline"]["restored"], false, "{first}");
+    assert_eq!(first["baseline"]["exit_code"], 0, "{first}");
+    for setup in [&first, &second] {
+        assert_eq!(setup["after"]["restored"], true, "{setup}");
+    }
+    assert_eq!(second["baseline"], first["baseline"], "the kept baseline");
+    let body = &world.pulls()[0].body;
+    assert!(body.contains("restored from the setup cache"), "{body}");
+    world.server.stop().await;
+}
+
 async fn cancel_during_execution_stops_the_executor_and_pushes_nothing(on: ForgeKind) {
     let hanging = command_settings("sleep 600");
     let world = World::calc(on, vec![submit_calc(2)], &hanging).await;
@@ -822,5 +885,6 @@ crate::on_both_forges!(
     a_contract_cannot_raise_the_repository_budget,
     retry_after_a_failed_run_carries_out_the_contract_again_with_fresh_attempts,
     a_retry_on_the_same_base_reuses_the_kept_baseline,
+    the_setup_phase_is_restored_from_the_cache_for_results_and_a_retry,
     cancel_during_execution_stops_the_executor_and_pushes_nothing,
 );

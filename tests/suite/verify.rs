@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use planwright::config::repo::{RepoConfig, RootFiles};
 use planwright::contract::{Contract, FileAction, FileChange};
+use planwright::environment::setup::SetupCache;
 use planwright::forge::GitRemote;
 use planwright::git::{MirrorCache, MirrorKey, Outcome, Workspace, WorkspaceRequest, Workspaces};
 use planwright::ids::{CommitSha, IssueNumber, RepoName};
@@ -784,4 +785,240 @@ async fn setup_reaches_the_allowlisted_registry_only_and_checks_have_no_network(
         )),
         "{table}"
     );
+}
+
+impl Project {
+    /// The verifier with a setup cache under the project's DATA_DIR.
+    fn with_setup_cache(mut self, config: &RepoConfig) -> Self {
+        let cache = SetupCache::open(&self.root.path().join("data"), 1 << 30).unwrap();
+        self.verifier =
+            self.verifier
+                .clone()
+                .with_setup_cache(Arc::new(cache), "host", &config.environment);
+        self
+    }
+
+    fn cache_entries(&self) -> Vec<PathBuf> {
+        let dir = self.root.path().join("data/setup-cache/entries");
+        let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        found.sort();
+        found
+    }
+}
+
+/// Setup fetches from the stand-in registry into `.venv` and configures a tool in HOME;
+/// the checks need both. The cache keeps `.venv` keyed by README.md.
+fn cached_setup(port: u16) -> RepoConfig {
+    settings(&format!(
+        "setup:\n  - mkdir -p .venv && curl -fsS http://127.0.0.1:{port}/simple/calc-deps -o .venv/deps.txt\n  \
+         - echo configured > ../home/tool.cfg\n\
+         network_allow: [\"127.0.0.1:{port}\"]\n\
+         test:\n  - grep -q calc-deps .venv/deps.txt\n  - grep -q configured ../home/tool.cfg\n\
+         environment:\n  cache: [.venv]\n  cache_key: [README.md]\n"
+    ))
+}
+
+fn settings(text: &str) -> RepoConfig {
+    RepoConfig::parse(text, ".github/planwright.yml", &RootFiles::default())
+        .expect("valid settings")
+}
+
+fn setup_rows(report: &VerificationReport) -> Vec<&planwright::verify::CommandComparison> {
+    report
+        .commands
+        .iter()
+        .filter(|c| c.phase == Phase::Setup)
+        .collect()
+}
+
+fn setup_cache_count(result: &str) -> u64 {
+    let mut out = planwright::metrics::Exposition::default();
+    planwright::metrics::render_process(&mut out);
+    let line = format!("planwright_setup_cache_lookups_total{{result=\"{result}\"}} ");
+    out.into_text()
+        .lines()
+        .find_map(|l| l.strip_prefix(&line))
+        .expect("the setup cache counter is exposed")
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn setup_runs_once_over_two_verifications_on_the_same_key_files() {
+    let (registry_log, port) = registry().await;
+    let contract = contract();
+    let config = cached_setup(port);
+    let plan = Plan::new(&contract, &config);
+    let world = Project::new().with_setup_cache(&config);
+    let (hits, misses) = (setup_cache_count("hit"), setup_cache_count("miss"));
+
+    let first = world
+        .verify(&contract, &plan, |repo| write(repo, "calc.py", CALC_FIXED))
+        .await;
+    let second = world
+        .verify(&contract, &plan, |repo| write(repo, "calc.py", CALC_FIXED))
+        .await;
+
+    assert_eq!(
+        registry_log.lock().unwrap().len(),
+        1,
+        "setup ran on the first base only"
+    );
+    for report in [&first, &second] {
+        assert_eq!(report.verdict, Verdict::Passed, "{}", report.compact());
+        // What the checks need came back: `.venv` into the checkout, the tool's settings
+        // into HOME.
+        for check in report.commands.iter().filter(|c| c.phase == Phase::Check) {
+            assert!(check.after.succeeded(), "{}", report.compact());
+        }
+        let rows = setup_rows(report);
+        assert_eq!(rows.len(), 2);
+        assert!(rows.iter().all(|r| r.after.restored && r.after.succeeded()));
+    }
+    assert!(
+        setup_rows(&first)
+            .iter()
+            .all(|r| !r.baseline.as_ref().unwrap().restored)
+    );
+    assert!(
+        setup_rows(&second)
+            .iter()
+            .all(|r| r.baseline.as_ref().unwrap().restored)
+    );
+    let table = second.pr_markdown();
+    assert!(
+        table.contains("| ✅ restored from the setup cache · "),
+        "{table}"
+    );
+    assert_eq!(world.cache_entries().len(), 1);
+    assert!(setup_cache_count("hit") >= hits + 3);
+    assert!(setup_cache_count("miss") > misses);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_changed_key_file_misses_and_a_results_setup_is_not_kept() {
+    let (registry_log, port) = registry().await;
+    let contract = contract();
+    let config = cached_setup(port);
+    let plan = Plan::new(&contract, &config);
+    let world = Project::new().with_setup_cache(&config);
+    world
+        .verify(&contract, &plan, |repo| write(repo, "calc.py", CALC_FIXED))
+        .await;
+    assert_eq!(registry_log.lock().unwrap().len(), 1);
+
+    // The result changed the file keying the cache: its setup runs.
+    let changed = world
+        .verify(&contract, &plan, |repo| {
+            write(repo, "README.md", "# calc 2\n")
+        })
+        .await;
+    let rows = setup_rows(&changed);
+    assert!(
+        rows.iter()
+            .all(|r| !r.after.restored && r.after.succeeded())
+    );
+    assert!(rows.iter().all(|r| r.baseline.as_ref().unwrap().restored));
+    assert_eq!(registry_log.lock().unwrap().len(), 2);
+
+    // What ran on that result was not kept: the executor had its hands on the checkout.
+    // The same change verified again runs setup again.
+    let result = world.workspace().await;
+    write(&result.repo(), "README.md", "# calc 2\n");
+    let again = world
+        .verifier
+        .verify(&plan, &contract, &RunSet::default(), &result, "run-4")
+        .await
+        .unwrap();
+    result.finish(Outcome::Succeeded).await.unwrap();
+    assert!(setup_rows(&again).iter().all(|r| !r.after.restored));
+    assert_eq!(registry_log.lock().unwrap().len(), 3);
+    assert_eq!(world.cache_entries().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn symlinks_setup_plants_are_kept_as_links_and_never_followed() {
+    let world = Project::new();
+    let outside = world.root.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    let secret = world.root.path().join("secret.txt");
+    std::fs::write(&secret, "host secret\n").unwrap();
+    let contract = contract();
+    let config = settings(&format!(
+        "setup:\n  - mkdir -p .venv && ln -s {secret} .venv/leak && ln -s {outside} .venv/out && ln -s {outside} ../home/out\n\
+         test:\n  - test -L .venv/leak\n\
+         environment:\n  cache: [.venv]\n  cache_key: [README.md]\n",
+        secret = secret.display(),
+        outside = outside.display(),
+    ));
+    let plan = Plan::new(&contract, &config);
+    let world = world.with_setup_cache(&config);
+    // The executor plants a link where the cache restores: into the host folder. (Not
+    // `Project::verify`: the commands name host paths, which it checks reports never do.)
+    let baseline = world.baseline(&plan).await;
+    let result = world.workspace().await;
+    std::os::unix::fs::symlink(&outside, result.repo().join(".venv")).unwrap();
+    let report = world
+        .verifier
+        .verify(&plan, &contract, &baseline, &result, "run-5")
+        .await
+        .unwrap();
+    result.finish(Outcome::Succeeded).await.unwrap();
+    assert!(
+        setup_rows(&report)[0].after.restored,
+        "{}",
+        report.compact()
+    );
+
+    let entry = &world.cache_entries()[0];
+    for link in ["repo/.venv/leak", "repo/.venv/out", "home/out"] {
+        let meta = std::fs::symlink_metadata(entry.join(link)).unwrap();
+        assert!(meta.file_type().is_symlink(), "{link} is kept as a link");
+    }
+    assert_eq!(
+        std::fs::read_link(entry.join("repo/.venv/leak")).unwrap(),
+        secret
+    );
+    // Nothing of the host came into the cache, and nothing was written through a link.
+    let mut stack = vec![entry.clone()];
+    while let Some(dir) = stack.pop() {
+        for item in std::fs::read_dir(&dir).unwrap() {
+            let path = item.unwrap().path();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            if meta.is_dir() {
+                stack.push(path);
+            } else if meta.is_file() {
+                let text = std::fs::read(&path).unwrap();
+                assert!(!String::from_utf8_lossy(&text).contains("host secret"));
+            }
+        }
+    }
+    assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "host secret\n");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_setup_is_not_kept() {
+    let contract = contract();
+    let config = settings(
+        "setup:\n  - mkdir -p .venv && echo half > .venv/a\n  - exit 3\n\
+         environment:\n  cache: [.venv]\n  cache_key: [README.md]\n",
+    );
+    let plan = Plan::new(&contract, &config);
+    let world = Project::new().with_setup_cache(&config);
+    for _ in 0..2 {
+        let runs = world.baseline(&plan).await;
+        let setup: Vec<_> = runs
+            .runs
+            .iter()
+            .filter(|r| r.phase == Phase::Setup)
+            .collect();
+        assert_eq!(setup.len(), 2);
+        assert!(setup.iter().all(|r| !r.summary.restored));
+        assert_eq!(setup[1].summary.exit_code, Some(3));
+    }
+    assert!(world.cache_entries().is_empty());
 }

@@ -14,6 +14,7 @@ use super::{Execution, RunOutcome, Timings, create_open_dir};
 use crate::config::environment::Choice;
 use crate::config::repo::{ExecutorKind, RepoConfig};
 use crate::contract::Contract;
+use crate::environment::setup::SetupCache;
 use crate::executor::{self, Executor, ExecutorError, ExecutorTask, Feedback, StopReason};
 use crate::git::{Author, Outcome, RESULT_MAX_BYTES, Workspace};
 use crate::ids::RunId;
@@ -45,6 +46,8 @@ struct Prepared {
     root: Option<Root>,
     /// `reference@digest` of the image, or `host`, as the run's records keep it.
     environment: String,
+    /// The image's digest, or `host`: what keys the base's runs and the setup cache.
+    environment_id: String,
     /// The contract's whole budget; each attempt gets what is left of it.
     budget: Budget,
     limits: executor::Limits,
@@ -59,6 +62,8 @@ struct RunEnvironment {
     choice: Choice,
     root: Option<Root>,
     recorded: String,
+    /// The image's digest, or `host`.
+    id: String,
     /// The base's runs are kept per environment: another image may give other results.
     baseline_key: String,
 }
@@ -135,6 +140,7 @@ impl Execution<'_> {
             choice: choice.clone(),
             root: image.as_ref().map(|lease| lease.sandbox_root()),
             recorded,
+            id: env_id,
             baseline_key,
         };
         let ready = self
@@ -247,6 +253,7 @@ impl Execution<'_> {
             choice: environment.choice,
             root: environment.root,
             environment: environment.recorded,
+            environment_id: environment.id,
             budget,
             limits: executor::Limits {
                 budget,
@@ -304,7 +311,12 @@ impl Execution<'_> {
             number,
             run,
             records,
-            verifier: Verifier::new(sandbox.clone(), scratch).with_root(ready.root.clone()),
+            verifier: setup_cached(
+                Verifier::new(sandbox.clone(), scratch).with_root(ready.root.clone()),
+                self,
+                &ready.environment_id,
+                config,
+            ),
             executor,
             limits: executor::Limits {
                 budget: left,
@@ -581,6 +593,24 @@ impl Execution<'_> {
         let detail = serde_json::json!({ "run": run, "attempts": outcome.attempts, "stages_ms": timings.json() });
         self.audit("execution.timed", detail).await?;
         published
+    }
+}
+
+/// The verifier with the deployment's setup cache, keyed by `environment` (the image
+/// digest, or `host`); without one (an unwritable DATA_DIR) setup runs every time.
+fn setup_cached(
+    verifier: Verifier,
+    execution: &Execution<'_>,
+    environment: &str,
+    config: &RepoConfig,
+) -> Verifier {
+    let settings = &execution.app.settings;
+    match SetupCache::open(&settings.data_dir, settings.images.setup_cache_max) {
+        Ok(cache) => verifier.with_setup_cache(Arc::new(cache), environment, &config.environment),
+        Err(e) => {
+            warn!(error = %format!("{e:#}"), "setup runs without the setup cache");
+            verifier
+        }
     }
 }
 

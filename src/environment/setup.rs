@@ -1,0 +1,729 @@
+//! The setup cache under `DATA_DIR/setup-cache/`: what a setup phase left in the checkout's
+//! `environment.cache` paths and in HOME, kept under a key of everything that decides it
+//! (environment, setup commands, allowlist, cache paths, key files), and copied back into
+//! later workspaces instead of running setup again. Layout as the image cache's:
+//! `entries/<key>/` (`entry.json`, `lease`, `repo/`, `home/`), `tmp/` where an entry is
+//! copied before one rename publishes it, `locks/<key>.lock` held while it is.
+//!
+//! Everything copied in was written by sandboxed code: symlinks are copied as symlinks and
+//! never followed, special files are left out, names come from directory listings only,
+//! and the whole is capped. The workspaces copied from and into run nothing meanwhile (a
+//! setup phase stores after its commands ended, a restore precedes them), so the checks
+//! below are not raced.
+
+use std::fs;
+use std::io;
+use std::os::fd::AsRawFd as _;
+use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
+use std::os::unix::fs::{PermissionsExt as _, symlink};
+use std::path::{Component, Path, PathBuf};
+use std::time::SystemTime;
+
+use anyhow::{Context as _, anyhow};
+use sha2::{Digest as _, Sha256};
+
+/// Changes when the layout of an entry does, so old entries are never read as new ones.
+const LAYOUT: u32 = 1;
+
+/// What each file, folder or link counts at least: the block it takes on disk, so that a
+/// million empty files weigh what they cost.
+const BLOCK: u64 = 4096;
+
+/// The key of a setup phase: sha256 over the environment it runs in (`environment`: the
+/// image digest, or `host`), its commands, its allowlist, the cache paths, and each key
+/// file's path and content as the checkout at `repo` holds it. A key file that is a symlink
+/// counts by its target's name; it is never followed, nor a folder symlink above it.
+pub fn key(
+    environment: &str,
+    setup: &[String],
+    network_allow: &[String],
+    cache: &[String],
+    repo: &Path,
+    key_files: &[String],
+) -> anyhow::Result<String> {
+    let mut files = Vec::new();
+    for name in key_files {
+        // Under a symlink, the file would be the host's (`/proc/kcore`), read as root.
+        if !under_real_dirs(repo, &inside(name)?) {
+            return Err(anyhow!("The cache key file {name} is under a symlink"));
+        }
+        let path = repo.join(name);
+        let meta = fs::symlink_metadata(&path)
+            .with_context(|| format!("Could not read the cache key file {name}"))?;
+        let content = if meta.file_type().is_symlink() {
+            let target = fs::read_link(&path)?;
+            format!("symlink:{}", target.display()).into_bytes()
+        } else if meta.is_file() {
+            fs::read(&path).with_context(|| format!("Could not read the cache key file {name}"))?
+        } else {
+            return Err(anyhow!("The cache key file {name} is not a file"));
+        };
+        files.push((name, hex::encode(Sha256::digest(&content))));
+    }
+    let decided = serde_json::json!({
+        "layout": LAYOUT,
+        "environment": environment,
+        "setup": setup,
+        "network_allow": network_allow,
+        "cache": cache,
+        "key_files": files,
+    });
+    Ok(hex::encode(Sha256::digest(decided.to_string().as_bytes())))
+}
+
+/// What an entry holds, written last before it is published.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct Entry {
+    /// The cache paths setup left (those it did not are not restored either).
+    paths: Vec<String>,
+    /// Bytes as [`BLOCK`] counts them.
+    bytes: u64,
+}
+
+/// How a store ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stored {
+    /// Kept, with this many bytes.
+    Kept(u64),
+    /// Another run stored the key first.
+    AlreadyThere,
+    /// More than the cap: not kept.
+    TooLarge,
+}
+
+pub struct SetupCache {
+    dir: PathBuf,
+    max: u64,
+}
+
+impl SetupCache {
+    /// Opens (making) `DATA_DIR/setup-cache` with a cap of `max` bytes and removes what
+    /// crashed stores and evictions left in `tmp/`.
+    pub fn open(data_dir: &Path, max: u64) -> anyhow::Result<Self> {
+        let dir = data_dir.join("setup-cache");
+        for sub in ["entries", "tmp", "locks"] {
+            let path = dir.join(sub);
+            fs::create_dir_all(&path).with_context(|| {
+                format!(
+                    "Could not make the setup cache folder {}; check that DATA_DIR is writable",
+                    path.display()
+                )
+            })?;
+        }
+        let cache = Self { dir, max };
+        cache.sweep_tmp();
+        Ok(cache)
+    }
+
+    fn sweep_tmp(&self) {
+        let Ok(entries) = fs::read_dir(self.dir.join("tmp")) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let key = name.trim_start_matches("evict-");
+            let key = key.split(['.', '-']).next().unwrap_or("");
+            let free = fs::File::create(self.lock_path(key))
+                .is_ok_and(|lock| flock(&lock, libc::LOCK_EX | libc::LOCK_NB).is_ok());
+            if free {
+                let _ = fs::remove_dir_all(entry.path());
+            }
+        }
+    }
+
+    fn lock_path(&self, key: &str) -> PathBuf {
+        self.dir.join("locks").join(format!("{key}.lock"))
+    }
+
+    fn entry_dir(&self, key: &str) -> PathBuf {
+        self.dir.join("entries").join(key)
+    }
+
+    /// Copies the entry under `key` into the checkout `repo` and the `home` beside it,
+    /// each cached path replacing what is there; `None` when the cache has no such entry.
+    /// Returns the bytes restored. An error may leave the workspace partly restored: the
+    /// caller runs setup then, as on a miss.
+    pub fn restore(&self, key: &str, repo: &Path, home: &Path) -> anyhow::Result<Option<u64>> {
+        check_key(key)?;
+        let dir = self.entry_dir(key);
+        let lease_path = dir.join("lease");
+        let lease = match fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&lease_path)
+        {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e).context("Could not open a setup cache entry"),
+        };
+        // Waits only while an eviction moves the entry away.
+        flock(&lease, libc::LOCK_SH)?;
+        let still_there = match (lease.metadata(), fs::metadata(&lease_path)) {
+            (Ok(held), Ok(now)) => held.ino() == now.ino() && held.dev() == now.dev(),
+            _ => false,
+        };
+        if !still_there {
+            return Ok(None);
+        }
+        let entry: Entry = serde_json::from_slice(&fs::read(dir.join("entry.json"))?)
+            .context("A setup cache entry is damaged")?;
+        for top in [repo, home] {
+            real_dir(top)?;
+        }
+        let mut targets = Vec::new();
+        for path in &entry.paths {
+            let relative = inside(path)?;
+            targets.push((dir.join("repo").join(&relative), prepare(repo, &relative)?));
+        }
+        for item in fs::read_dir(dir.join("home"))? {
+            let name = item?.file_name();
+            targets.push((
+                dir.join("home").join(&name),
+                prepare(home, Path::new(&name))?,
+            ));
+        }
+        let mut counted = Counted::unbounded();
+        for (from, to) in &targets {
+            copy_tree(from, to, &mut counted)?;
+        }
+        let _ = lease.set_modified(SystemTime::now());
+        Ok(Some(counted.bytes))
+    }
+
+    /// Keeps the checkout's `cache` paths and `home` under `key`: copied into `tmp/` and
+    /// published by one rename, after evicting least recently used entries to make room.
+    /// An entry larger than the cap is not kept.
+    pub fn store(
+        &self,
+        key: &str,
+        cache: &[String],
+        repo: &Path,
+        home: &Path,
+    ) -> anyhow::Result<Stored> {
+        check_key(key)?;
+        let lock = fs::File::create(self.lock_path(key))?;
+        // Two runs storing one key: the second waits, then finds the first's entry.
+        flock(&lock, libc::LOCK_EX)?;
+        let target = self.entry_dir(key);
+        if target.exists() {
+            return Ok(Stored::AlreadyThere);
+        }
+        let staging = self
+            .dir
+            .join("tmp")
+            .join(format!("{key}.{}", uuid::Uuid::new_v4().simple()));
+        let result = self.fill(&staging, cache, repo, home);
+        let stored = match result {
+            Ok(Some(bytes)) => {
+                self.evict(bytes, key);
+                fs::rename(&staging, &target)
+                    .with_context(|| format!("Could not publish {}", target.display()))
+                    .map(|()| Stored::Kept(bytes))
+            }
+            Ok(None) => Ok(Stored::TooLarge),
+            Err(e) => Err(e),
+        };
+        if !matches!(stored, Ok(Stored::Kept(_))) {
+            let _ = fs::remove_dir_all(&staging);
+        }
+        stored
+    }
+
+    /// The entry's files in `staging`; `None` when they pass the cap.
+    fn fill(
+        &self,
+        staging: &Path,
+        cache: &[String],
+        repo: &Path,
+        home: &Path,
+    ) -> anyhow::Result<Option<u64>> {
+        for top in [repo, home] {
+            real_dir(top)?;
+        }
+        fs::create_dir_all(staging.join("repo"))?;
+        let mut counted = Counted {
+            bytes: 0,
+            max: self.max,
+        };
+        let mut paths = Vec::new();
+        for path in cache {
+            let relative = inside(path)?;
+            // A path setup did not make, or one under a symlink it made, is not kept.
+            if !under_real_dirs(repo, &relative) {
+                continue;
+            }
+            let from = repo.join(&relative);
+            if fs::symlink_metadata(&from).is_err() {
+                continue;
+            }
+            let to = staging.join("repo").join(&relative);
+            if let Some(parent) = to.parent() {
+                fs::create_dir_all(parent)?;
+            }
+            match copy_tree(&from, &to, &mut counted) {
+                Err(e) if e.kind() == io::ErrorKind::FileTooLarge => return Ok(None),
+                other => other?,
+            }
+            paths.push(path.clone());
+        }
+        match copy_tree(home, &staging.join("home"), &mut counted) {
+            Err(e) if e.kind() == io::ErrorKind::FileTooLarge => return Ok(None),
+            other => other?,
+        }
+        let entry = Entry {
+            paths,
+            bytes: counted.bytes,
+        };
+        fs::write(staging.join("entry.json"), serde_json::to_vec(&entry)?)?;
+        fs::write(staging.join("lease"), b"")?;
+        Ok(Some(counted.bytes))
+    }
+
+    /// Evicts least recently used entries nobody restores until `incoming` more bytes fit
+    /// under the cap; never `keep`.
+    fn evict(&self, incoming: u64, keep: &str) {
+        let Ok(listing) = fs::read_dir(self.dir.join("entries")) else {
+            return;
+        };
+        let mut entries: Vec<(SystemTime, u64, PathBuf)> = Vec::new();
+        for item in listing.flatten() {
+            let dir = item.path();
+            let bytes = fs::read(dir.join("entry.json"))
+                .ok()
+                .and_then(|t| serde_json::from_slice::<Entry>(&t).ok())
+                .map_or(0, |e| e.bytes);
+            let used = fs::metadata(dir.join("lease"))
+                .and_then(|m| m.modified())
+                .unwrap_or(SystemTime::UNIX_EPOCH);
+            entries.push((used, bytes, dir));
+        }
+        let mut total: u64 = entries.iter().map(|(_, bytes, _)| bytes).sum();
+        entries.sort();
+        for (_, bytes, dir) in entries {
+            if total.saturating_add(incoming) <= self.max {
+                return;
+            }
+            if dir.ends_with(keep) {
+                continue;
+            }
+            if self.evict_one(&dir) {
+                total = total.saturating_sub(bytes);
+            }
+        }
+    }
+
+    /// Moves an entry nobody restores out of `entries/`, then removes it.
+    fn evict_one(&self, dir: &Path) -> bool {
+        let Ok(lease) = fs::File::open(dir.join("lease")) else {
+            return false;
+        };
+        if flock(&lease, libc::LOCK_EX | libc::LOCK_NB).is_err() {
+            return false;
+        }
+        let name = dir.file_name().unwrap_or_default().to_string_lossy();
+        let away = self
+            .dir
+            .join("tmp")
+            .join(format!("evict-{name}-{}", uuid::Uuid::new_v4().simple()));
+        if fs::rename(dir, &away).is_err() {
+            return false;
+        }
+        drop(lease);
+        tracing::info!(key = %name, "evicted from the setup cache");
+        let _ = fs::remove_dir_all(&away);
+        true
+    }
+}
+
+fn flock(file: &fs::File, operation: libc::c_int) -> io::Result<()> {
+    // SAFETY: flock on a descriptor this function borrows for the call.
+    let status = unsafe { libc::flock(file.as_raw_fd(), operation) };
+    if status == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Keys are hex digests; anything else must not become a path.
+fn check_key(key: &str) -> anyhow::Result<()> {
+    if key.len() == 64 && key.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Ok(())
+    } else {
+        Err(anyhow!("`{key}` is not a setup cache key"))
+    }
+}
+
+/// A cache path as a relative path of normal components (the settings check it too).
+fn inside(path: &str) -> anyhow::Result<PathBuf> {
+    let relative: PathBuf = Path::new(path)
+        .components()
+        .filter(|c| !matches!(c, Component::CurDir))
+        .collect();
+    let normal = relative
+        .components()
+        .all(|c| matches!(c, Component::Normal(_)));
+    if normal && relative.components().next().is_some() {
+        Ok(relative)
+    } else {
+        Err(anyhow!("`{path}` is not a path inside the repository"))
+    }
+}
+
+fn real_dir(path: &Path) -> anyhow::Result<()> {
+    let meta = fs::symlink_metadata(path)?;
+    if meta.is_dir() {
+        Ok(())
+    } else {
+        Err(anyhow!("{} is not a folder", path.display()))
+    }
+}
+
+/// Every folder from `top` down to `relative`'s parent is a real folder, not a symlink.
+fn under_real_dirs(top: &Path, relative: &Path) -> bool {
+    let mut at = top.to_path_buf();
+    let Some(parent) = relative.parent() else {
+        return true;
+    };
+    for part in parent.components() {
+        at.push(part);
+        if !fs::symlink_metadata(&at).is_ok_and(|m| m.is_dir()) {
+            return false;
+        }
+    }
+    true
+}
+
+/// Where `relative` goes under `top`: its parents made real folders (whatever a run left
+/// in their place is removed, never followed) and whatever is at the spot removed.
+fn prepare(top: &Path, relative: &Path) -> anyhow::Result<PathBuf> {
+    let mut at = top.to_path_buf();
+    let parts: Vec<_> = relative.components().collect();
+    for (i, part) in parts.iter().enumerate() {
+        at.push(part);
+        let last = i + 1 == parts.len();
+        match fs::symlink_metadata(&at) {
+            Ok(meta) if meta.is_dir() && !last => continue,
+            Ok(meta) if meta.is_dir() => fs::remove_dir_all(&at)?,
+            Ok(_) => fs::remove_file(&at)?,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e.into()),
+        }
+        if !last {
+            fs::create_dir(&at)?;
+        }
+    }
+    Ok(at)
+}
+
+/// Bytes copied so far against a cap; passing it is `FileTooLarge`.
+struct Counted {
+    bytes: u64,
+    max: u64,
+}
+
+impl Counted {
+    fn unbounded() -> Self {
+        Counted {
+            bytes: 0,
+            max: u64::MAX,
+        }
+    }
+
+    fn add(&mut self, bytes: u64) -> io::Result<()> {
+        self.bytes = self
+            .bytes
+            .saturating_add(bytes.div_ceil(BLOCK).max(1) * BLOCK);
+        if self.bytes > self.max {
+            return Err(io::Error::new(
+                io::ErrorKind::FileTooLarge,
+                "more than SETUP_CACHE_MAX",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Copies `from` to `to` (which must not exist) without following a symlink anywhere:
+/// folders, regular files (their content copied, never linked, so no inode is shared) and
+/// symlinks as symlinks; sockets, pipes and devices are left out. Modes lose setuid,
+/// setgid and sticky bits; modification times are kept.
+fn copy_tree(from: &Path, to: &Path, counted: &mut Counted) -> io::Result<()> {
+    let mut stack = vec![(from.to_path_buf(), to.to_path_buf())];
+    // Folders get their mode and time once their content is in.
+    let mut folders: Vec<(PathBuf, fs::Metadata)> = Vec::new();
+    while let Some((from, to)) = stack.pop() {
+        let meta = fs::symlink_metadata(&from)?;
+        let kind = meta.file_type();
+        if kind.is_symlink() {
+            let target = fs::read_link(&from)?;
+            counted.add(target.as_os_str().len() as u64)?;
+            symlink(&target, &to)?;
+        } else if kind.is_dir() {
+            counted.add(0)?;
+            fs::create_dir(&to)?;
+            for item in fs::read_dir(&from)? {
+                let name = item?.file_name();
+                stack.push((from.join(&name), to.join(&name)));
+            }
+            folders.push((to, meta));
+        } else if kind.is_file() {
+            counted.add(meta.len())?;
+            copy_file(&from, &to, &meta)?;
+        }
+    }
+    for (dir, meta) in folders.iter().rev() {
+        fs::set_permissions(dir, fs::Permissions::from_mode(meta.mode() & 0o777 | 0o700))?;
+        if let Ok(modified) = meta.modified() {
+            let _ = fs::File::open(dir).and_then(|d| d.set_modified(modified));
+        }
+    }
+    Ok(())
+}
+
+fn copy_file(from: &Path, to: &Path, meta: &fs::Metadata) -> io::Result<()> {
+    let mut source = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(from)?;
+    if !source.metadata()?.is_file() {
+        return Err(io::Error::other(format!(
+            "{} changed while it was copied",
+            from.display()
+        )));
+    }
+    let mut target = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(meta.mode() & 0o777)
+        .open(to)?;
+    // File to file: copy_file_range, a reflink where the file system has them.
+    io::copy(&mut source, &mut target)?;
+    target.set_permissions(fs::Permissions::from_mode(meta.mode() & 0o777))?;
+    if let Ok(modified) = meta.modified() {
+        target.set_modified(modified)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEY: &str = "ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12";
+
+    struct Workspace {
+        _dir: tempfile::TempDir,
+        repo: PathBuf,
+        home: PathBuf,
+    }
+
+    fn workspace() -> Workspace {
+        let dir = tempfile::tempdir().unwrap();
+        let (repo, home) = (dir.path().join("repo"), dir.path().join("home"));
+        fs::create_dir_all(&repo).unwrap();
+        fs::create_dir_all(&home).unwrap();
+        Workspace {
+            _dir: dir,
+            repo,
+            home,
+        }
+    }
+
+    fn paths(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn the_key_changes_with_everything_that_decides_setup() {
+        let ws = workspace();
+        fs::write(ws.repo.join("Cargo.lock"), "a").unwrap();
+        let (setup, allow, cache) = (
+            paths(&["cargo fetch"]),
+            paths(&["crates.io"]),
+            paths(&["target"]),
+        );
+        let files = paths(&["Cargo.lock"]);
+        let base = key("host", &setup, &allow, &cache, &ws.repo, &files).unwrap();
+        assert_eq!(
+            base,
+            key("host", &setup, &allow, &cache, &ws.repo, &files).unwrap()
+        );
+        let others = [
+            key("sha256:00", &setup, &allow, &cache, &ws.repo, &files),
+            key(
+                "host",
+                &paths(&["cargo build"]),
+                &allow,
+                &cache,
+                &ws.repo,
+                &files,
+            ),
+            key("host", &setup, &[], &cache, &ws.repo, &files),
+            key(
+                "host",
+                &setup,
+                &allow,
+                &paths(&["target", ".venv"]),
+                &ws.repo,
+                &files,
+            ),
+            key("host", &setup, &allow, &cache, &ws.repo, &[]),
+        ];
+        for other in others {
+            assert_ne!(other.unwrap(), base);
+        }
+        fs::write(ws.repo.join("Cargo.lock"), "b").unwrap();
+        assert_ne!(
+            key("host", &setup, &allow, &cache, &ws.repo, &files).unwrap(),
+            base
+        );
+        assert!(
+            key(
+                "host",
+                &setup,
+                &allow,
+                &cache,
+                &ws.repo,
+                &paths(&["absent.lock"])
+            )
+            .is_err()
+        );
+        symlink("/proc", ws.repo.join("sub")).unwrap();
+        let under_link = key(
+            "host",
+            &setup,
+            &allow,
+            &cache,
+            &ws.repo,
+            &paths(&["sub/kcore"]),
+        );
+        assert!(under_link.is_err());
+    }
+
+    #[test]
+    fn a_stored_entry_restores_as_copies_of_its_own() {
+        let data = tempfile::tempdir().unwrap();
+        let cache = SetupCache::open(data.path(), 1 << 30).unwrap();
+        let from = workspace();
+        fs::create_dir_all(from.repo.join("deps/lib")).unwrap();
+        fs::write(from.repo.join("deps/lib/a.py"), "print(1)").unwrap();
+        let setuid = fs::Permissions::from_mode(0o4755);
+        fs::set_permissions(from.repo.join("deps/lib/a.py"), setuid).unwrap();
+        symlink("lib/a.py", from.repo.join("deps/link")).unwrap();
+        fs::write(from.home.join(".tool"), "configured").unwrap();
+        let stored = cache.store(KEY, &paths(&["./deps", "absent"]), &from.repo, &from.home);
+        assert!(matches!(stored.unwrap(), Stored::Kept(_)));
+        assert_eq!(
+            cache
+                .store(KEY, &paths(&["deps"]), &from.repo, &from.home)
+                .unwrap(),
+            Stored::AlreadyThere
+        );
+
+        let to = workspace();
+        fs::create_dir_all(to.repo.join("deps/stale")).unwrap();
+        let bytes = cache.restore(KEY, &to.repo, &to.home).unwrap().unwrap();
+        assert!(bytes > 0);
+        assert!(!to.repo.join("deps/stale").exists(), "replaced, not merged");
+        assert_eq!(
+            fs::read_to_string(to.repo.join("deps/lib/a.py")).unwrap(),
+            "print(1)"
+        );
+        assert_eq!(
+            fs::read_link(to.repo.join("deps/link")).unwrap(),
+            Path::new("lib/a.py")
+        );
+        assert_eq!(
+            fs::read_to_string(to.home.join(".tool")).unwrap(),
+            "configured"
+        );
+        // A later run writing into its copy leaves the cache as it was.
+        let restored = fs::metadata(to.repo.join("deps/lib/a.py")).unwrap();
+        let kept = fs::metadata(cache.entry_dir(KEY).join("repo/deps/lib/a.py")).unwrap();
+        assert_ne!(restored.ino(), kept.ino());
+        assert_eq!(restored.mode() & 0o7777, 0o755, "no setuid bit");
+        let other = "cd".repeat(32);
+        assert_eq!(cache.restore(&other, &to.repo, &to.home).unwrap(), None);
+    }
+
+    #[test]
+    fn symlinks_are_kept_as_links_and_never_followed() {
+        let data = tempfile::tempdir().unwrap();
+        let cache = SetupCache::open(data.path(), 1 << 30).unwrap();
+        let secret = data.path().join("secret");
+        fs::write(&secret, "host secret").unwrap();
+        let from = workspace();
+        fs::create_dir_all(from.repo.join("deps")).unwrap();
+        symlink(&secret, from.repo.join("deps/leak")).unwrap();
+        // A cache path that is itself a link to a host folder.
+        symlink(data.path(), from.repo.join("venv")).unwrap();
+        cache
+            .store(KEY, &paths(&["deps", "venv"]), &from.repo, &from.home)
+            .unwrap();
+        let kept = cache.entry_dir(KEY).join("repo");
+        assert!(
+            fs::symlink_metadata(kept.join("deps/leak"))
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        assert!(
+            fs::symlink_metadata(kept.join("venv"))
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+
+        // The checkout restored into holds links where the cache writes: they are
+        // replaced, nothing is written through them.
+        let to = workspace();
+        let outside = tempfile::tempdir().unwrap();
+        symlink(outside.path(), to.repo.join("deps")).unwrap();
+        cache.restore(KEY, &to.repo, &to.home).unwrap().unwrap();
+        assert_eq!(fs::read_dir(outside.path()).unwrap().count(), 0);
+        assert_eq!(fs::read_link(to.repo.join("deps/leak")).unwrap(), secret);
+        assert_eq!(fs::read_to_string(&secret).unwrap(), "host secret");
+    }
+
+    #[test]
+    fn an_entry_over_the_cap_is_not_kept_and_old_ones_make_room() {
+        let data = tempfile::tempdir().unwrap();
+        let cache = SetupCache::open(data.path(), 64 * BLOCK).unwrap();
+        let ws = workspace();
+        fs::create_dir_all(ws.repo.join("deps")).unwrap();
+        fs::write(ws.repo.join("deps/big"), vec![0u8; 80 * BLOCK as usize]).unwrap();
+        let stored = cache
+            .store(KEY, &paths(&["deps"]), &ws.repo, &ws.home)
+            .unwrap();
+        assert_eq!(stored, Stored::TooLarge);
+        assert_eq!(
+            fs::read_dir(data.path().join("setup-cache/tmp"))
+                .unwrap()
+                .count(),
+            0
+        );
+        assert_eq!(cache.restore(KEY, &ws.repo, &ws.home).unwrap(), None);
+
+        fs::write(ws.repo.join("deps/big"), vec![0u8; 40 * BLOCK as usize]).unwrap();
+        let first = "01".repeat(32);
+        let second = "02".repeat(32);
+        assert!(matches!(
+            cache
+                .store(&first, &paths(&["deps"]), &ws.repo, &ws.home)
+                .unwrap(),
+            Stored::Kept(_)
+        ));
+        assert!(matches!(
+            cache
+                .store(&second, &paths(&["deps"]), &ws.repo, &ws.home)
+                .unwrap(),
+            Stored::Kept(_)
+        ));
+        assert!(
+            !cache.entry_dir(&first).exists(),
+            "the least recently used went"
+        );
+        assert!(cache.entry_dir(&second).exists());
+    }
+}
