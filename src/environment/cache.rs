@@ -9,12 +9,12 @@
 use std::collections::HashMap;
 use std::fs;
 use std::io;
-use std::os::fd::AsRawFd as _;
 use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
+use super::lease::flock;
 use super::registry::{Remote, Resolved};
 use super::unpack::{self, LayerFile};
 use super::{Image, PullError, PullErrorKind};
@@ -54,16 +54,6 @@ impl std::ops::Deref for Lease {
     type Target = Image;
     fn deref(&self) -> &Image {
         &self.image
-    }
-}
-
-fn flock(file: &fs::File, operation: libc::c_int) -> io::Result<()> {
-    // SAFETY: flock on a descriptor this function borrows for the call.
-    let status = unsafe { libc::flock(file.as_raw_fd(), operation) };
-    if status == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
     }
 }
 
@@ -402,7 +392,7 @@ impl Cache {
             if keep.is_some_and(|k| dir.ends_with(k.hex())) {
                 continue;
             }
-            if self.evict_one(&dir) {
+            if super::lease::evict(&dir, &self.dir.join("tmp"), "image cache") {
                 total = total.saturating_sub(size);
             }
         }
@@ -413,27 +403,5 @@ impl Cache {
                 self.max
             );
         }
-    }
-
-    /// Moves an unleased image out of `images/` (so no one finds half of it), then removes it.
-    fn evict_one(&self, dir: &Path) -> bool {
-        let Ok(lease) = fs::File::open(dir.join("lease")) else {
-            return false;
-        };
-        if flock(&lease, libc::LOCK_EX | libc::LOCK_NB).is_err() {
-            return false;
-        }
-        let name = dir.file_name().unwrap_or_default().to_string_lossy();
-        let away = self
-            .dir
-            .join("tmp")
-            .join(format!("evict-{name}-{}", uuid::Uuid::new_v4().simple()));
-        if fs::rename(dir, &away).is_err() {
-            return false;
-        }
-        drop(lease);
-        tracing::info!(image = %name, "evicted from the image cache");
-        let _ = fs::remove_dir_all(&away);
-        true
     }
 }

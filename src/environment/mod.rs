@@ -6,6 +6,7 @@
 
 mod auth;
 pub mod cache;
+mod lease;
 mod reach;
 mod registry;
 pub mod setup;

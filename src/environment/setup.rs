@@ -13,12 +13,12 @@
 
 use std::fs;
 use std::io;
-use std::os::fd::AsRawFd as _;
 use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
 use std::os::unix::fs::{PermissionsExt as _, symlink};
 use std::path::{Component, Path, PathBuf};
 use std::time::SystemTime;
 
+use super::lease::flock;
 use anyhow::{Context as _, anyhow};
 use sha2::{Digest as _, Sha256};
 
@@ -306,42 +306,10 @@ impl SetupCache {
             if dir.ends_with(keep) {
                 continue;
             }
-            if self.evict_one(&dir) {
+            if super::lease::evict(&dir, &self.dir.join("tmp"), "setup cache") {
                 total = total.saturating_sub(bytes);
             }
         }
-    }
-
-    /// Moves an entry nobody restores out of `entries/`, then removes it.
-    fn evict_one(&self, dir: &Path) -> bool {
-        let Ok(lease) = fs::File::open(dir.join("lease")) else {
-            return false;
-        };
-        if flock(&lease, libc::LOCK_EX | libc::LOCK_NB).is_err() {
-            return false;
-        }
-        let name = dir.file_name().unwrap_or_default().to_string_lossy();
-        let away = self
-            .dir
-            .join("tmp")
-            .join(format!("evict-{name}-{}", uuid::Uuid::new_v4().simple()));
-        if fs::rename(dir, &away).is_err() {
-            return false;
-        }
-        drop(lease);
-        tracing::info!(key = %name, "evicted from the setup cache");
-        let _ = fs::remove_dir_all(&away);
-        true
-    }
-}
-
-fn flock(file: &fs::File, operation: libc::c_int) -> io::Result<()> {
-    // SAFETY: flock on a descriptor this function borrows for the call.
-    let status = unsafe { libc::flock(file.as_raw_fd(), operation) };
-    if status == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
     }
 }
 

@@ -1,0 +1,38 @@
+//! The file locks both caches under `DATA_DIR` share: a `lease` file in each entry that
+//! every user holds a shared lock on, so that eviction, which needs the exclusive lock,
+//! never removes an entry some run (in any process) is using.
+
+use std::fs;
+use std::io;
+use std::os::fd::AsRawFd as _;
+use std::path::Path;
+
+pub(super) fn flock(file: &fs::File, operation: libc::c_int) -> io::Result<()> {
+    // SAFETY: flock on a descriptor this function borrows for the call.
+    let status = unsafe { libc::flock(file.as_raw_fd(), operation) };
+    if status == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Moves the entry at `dir`, if nobody leases it, into `tmp` (so nobody finds half of it)
+/// and removes it there. `true` when it was evicted.
+pub(super) fn evict(dir: &Path, tmp: &Path, what: &str) -> bool {
+    let Ok(lease) = fs::File::open(dir.join("lease")) else {
+        return false;
+    };
+    if flock(&lease, libc::LOCK_EX | libc::LOCK_NB).is_err() {
+        return false;
+    }
+    let name = dir.file_name().unwrap_or_default().to_string_lossy();
+    let away = tmp.join(format!("evict-{name}-{}", uuid::Uuid::new_v4().simple()));
+    if fs::rename(dir, &away).is_err() {
+        return false;
+    }
+    drop(lease);
+    tracing::info!(entry = %name, "evicted from the {what}");
+    let _ = fs::remove_dir_all(&away);
+    true
+}
