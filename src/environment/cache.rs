@@ -368,34 +368,20 @@ impl Cache {
     /// fit under the cap, never `keep`. What is leased stays even when that leaves the
     /// cache over its cap: a run in progress matters more than the cap.
     fn evict(&self, incoming: u64, keep: Option<&Digest>) {
-        let mut images: Vec<(SystemTime, u64, PathBuf)> = Vec::new();
-        let Ok(entries) = fs::read_dir(self.dir.join("images")) else {
-            return;
-        };
-        for entry in entries.flatten() {
-            let dir = entry.path();
-            let size = fs::read(dir.join("image.json"))
+        let size = |dir: &Path| {
+            fs::read(dir.join("image.json"))
                 .ok()
                 .and_then(|t| serde_json::from_slice::<Image>(&t).ok())
-                .map_or(0, |i| i.size);
-            let used = fs::metadata(dir.join("lease"))
-                .and_then(|m| m.modified())
-                .unwrap_or(SystemTime::UNIX_EPOCH);
-            images.push((used, size, dir));
-        }
-        let mut total: u64 = images.iter().map(|(_, size, _)| size).sum();
-        images.sort();
-        for (_, size, dir) in images {
-            if total.saturating_add(incoming) <= self.max {
-                return;
-            }
-            if keep.is_some_and(|k| dir.ends_with(k.hex())) {
-                continue;
-            }
-            if super::lease::evict(&dir, &self.dir.join("tmp"), "image cache") {
-                total = total.saturating_sub(size);
-            }
-        }
+                .map_or(0, |i| i.size)
+        };
+        let total = super::lease::evict_least_recent(
+            &self.dir.join("images"),
+            &self.dir.join("tmp"),
+            "image cache",
+            (self.max, incoming),
+            keep.map(Digest::hex),
+            size,
+        );
         if total.saturating_add(incoming) > self.max {
             tracing::warn!(
                 cache = %self.dir.display(),

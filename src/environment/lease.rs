@@ -5,7 +5,8 @@
 use std::fs;
 use std::io;
 use std::os::fd::AsRawFd as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 pub(super) fn flock(file: &fs::File, operation: libc::c_int) -> io::Result<()> {
     // SAFETY: flock on a descriptor this function borrows for the call.
@@ -35,4 +36,43 @@ pub(super) fn evict(dir: &Path, tmp: &Path, what: &str) -> bool {
     tracing::info!(entry = %name, "evicted from the {what}");
     let _ = fs::remove_dir_all(&away);
     true
+}
+
+/// Evicts the least recently used entries of `folder` (by their lease's mtime) that nobody
+/// leases, never `keep`, until `incoming` more bytes fit under `max`; `size` reads an
+/// entry's bytes from its record. Returns the bytes left: what is leased stays even when
+/// that is over the cap, since a run in progress matters more than the cap.
+pub(super) fn evict_least_recent(
+    folder: &Path,
+    tmp: &Path,
+    what: &str,
+    (max, incoming): (u64, u64),
+    keep: Option<&str>,
+    size: impl Fn(&Path) -> u64,
+) -> u64 {
+    let Ok(listing) = fs::read_dir(folder) else {
+        return 0;
+    };
+    let mut entries: Vec<(SystemTime, u64, PathBuf)> = Vec::new();
+    for item in listing.flatten() {
+        let dir = item.path();
+        let used = fs::metadata(dir.join("lease"))
+            .and_then(|m| m.modified())
+            .unwrap_or(SystemTime::UNIX_EPOCH);
+        entries.push((used, size(&dir), dir));
+    }
+    let mut total: u64 = entries.iter().map(|(_, bytes, _)| bytes).sum();
+    entries.sort();
+    for (_, bytes, dir) in entries {
+        if total.saturating_add(incoming) <= max {
+            break;
+        }
+        if keep.is_some_and(|k| dir.ends_with(k)) {
+            continue;
+        }
+        if evict(&dir, tmp, what) {
+            total = total.saturating_sub(bytes);
+        }
+    }
+    total
 }

@@ -282,34 +282,20 @@ impl SetupCache {
     /// Evicts least recently used entries nobody restores until `incoming` more bytes fit
     /// under the cap; never `keep`.
     fn evict(&self, incoming: u64, keep: &str) {
-        let Ok(listing) = fs::read_dir(self.dir.join("entries")) else {
-            return;
-        };
-        let mut entries: Vec<(SystemTime, u64, PathBuf)> = Vec::new();
-        for item in listing.flatten() {
-            let dir = item.path();
-            let bytes = fs::read(dir.join("entry.json"))
+        let size = |dir: &Path| {
+            fs::read(dir.join("entry.json"))
                 .ok()
                 .and_then(|t| serde_json::from_slice::<Entry>(&t).ok())
-                .map_or(0, |e| e.bytes);
-            let used = fs::metadata(dir.join("lease"))
-                .and_then(|m| m.modified())
-                .unwrap_or(SystemTime::UNIX_EPOCH);
-            entries.push((used, bytes, dir));
-        }
-        let mut total: u64 = entries.iter().map(|(_, bytes, _)| bytes).sum();
-        entries.sort();
-        for (_, bytes, dir) in entries {
-            if total.saturating_add(incoming) <= self.max {
-                return;
-            }
-            if dir.ends_with(keep) {
-                continue;
-            }
-            if super::lease::evict(&dir, &self.dir.join("tmp"), "setup cache") {
-                total = total.saturating_sub(bytes);
-            }
-        }
+                .map_or(0, |e| e.bytes)
+        };
+        super::lease::evict_least_recent(
+            &self.dir.join("entries"),
+            &self.dir.join("tmp"),
+            "setup cache",
+            (self.max, incoming),
+            Some(keep),
+            size,
+        );
     }
 }
 

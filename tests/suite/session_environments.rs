@@ -3,9 +3,9 @@
 //! tool that can check the change, so the pull request's results can only have come from
 //! inside it; an image that cannot be pulled stops the session before any model is paid.
 
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::support::calc::CALC;
+use crate::support::calc::{CALC, contract_checked_by};
 use crate::support::model_server::Step;
 use crate::support::registry::{Access, Registry, UmociImage, busybox_root};
 use crate::support::world::{World, verdict};
@@ -65,22 +65,6 @@ async fn served_digest(registry: &Registry, name: &str, tag: &str) -> String {
         .to_owned()
 }
 
-fn contract_checking_with(command: &str) -> Value {
-    json!({
-        "summary": "add subtracts instead of adding.",
-        "diagnosis": {
-            "hypothesis": "calc.add returns a - b.",
-            "evidence": [{"path": "calc.py", "lines": "1-2", "note": "a - b"}]
-        },
-        "change": {
-            "goal": "Make add return the sum.",
-            "files": [{"path": "calc.py", "action": "modify", "why": "use +"}]
-        },
-        "verification": {"commands": [command]},
-        "routing": {"risk": "low", "max_attempts": 1}
-    })
-}
-
 /// The planner sends a scout, which runs the image's tool, then submits; the builtin
 /// executor fixes `add`; the reviewer accepts.
 fn fixing_script() -> Vec<Step> {
@@ -94,7 +78,7 @@ fn fixing_script() -> Vec<Step> {
             json!({"findings": "calc-test fails: add subtracts", "evidence": ["calc.py:2"], "confidence": "high"}),
         )
         .when_tools(&["report"]),
-        Step::tool_call("p1", "submit_contract", contract_checking_with("calc-test"))
+        Step::tool_call("p1", "submit_contract", contract_checked_by("calc-test", 1))
             .when_tools(&["submit_contract"]),
         Step::tool_call(
             "e1",

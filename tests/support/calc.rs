@@ -11,6 +11,11 @@ pub const UNITTEST: &str = "python3 -m unittest -v";
 
 /// The contract a planner would write for the bug, allowing `max_attempts`.
 pub fn contract(max_attempts: u32) -> Value {
+    contract_checked_by(UNITTEST, max_attempts)
+}
+
+/// The same contract, verified by `command`.
+pub fn contract_checked_by(command: &str, max_attempts: u32) -> Value {
     json!({
         "summary": "add subtracts instead of adding.",
         "diagnosis": {
@@ -21,7 +26,7 @@ pub fn contract(max_attempts: u32) -> Value {
             "goal": "Make add return the sum.",
             "files": [{"path": "calc.py", "action": "modify", "why": "use +"}]
         },
-        "verification": {"commands": [UNITTEST]},
+        "verification": {"commands": [command]},
         "routing": {"risk": "low", "max_attempts": max_attempts}
     })
 }
