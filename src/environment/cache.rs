@@ -80,25 +80,8 @@ impl Cache {
             max,
             filling: Mutex::new(HashMap::new()),
         };
-        cache.sweep_tmp();
+        super::lease::sweep_tmp(&cache.dir);
         Ok(cache)
-    }
-
-    /// Leftovers whose unpack lock nobody holds are from a process that died mid-way.
-    fn sweep_tmp(&self) {
-        let Ok(entries) = fs::read_dir(self.dir.join("tmp")) else {
-            return;
-        };
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let hex = name.trim_start_matches("evict-");
-            let hex = hex.split(['.', '-']).next().unwrap_or("");
-            let free = fs::File::create(self.dir.join("locks").join(format!("{hex}.lock")))
-                .is_ok_and(|lock| flock(&lock, libc::LOCK_EX | libc::LOCK_NB).is_ok());
-            if free {
-                let _ = fs::remove_dir_all(entry.path());
-            }
-        }
     }
 
     fn image_dir(&self, digest: &Digest) -> PathBuf {

@@ -1,6 +1,7 @@
 //! The file locks both caches under `DATA_DIR` share: a `lease` file in each entry that
 //! every user holds a shared lock on, so that eviction, which needs the exclusive lock,
-//! never removes an entry some run (in any process) is using.
+//! never removes an entry some run (in any process) is using; and the sweep of what a
+//! process that died mid-way left in a cache's `tmp/`.
 
 use std::fs;
 use std::io;
@@ -15,6 +16,26 @@ pub(super) fn flock(file: &fs::File, operation: libc::c_int) -> io::Result<()> {
         Ok(())
     } else {
         Err(io::Error::last_os_error())
+    }
+}
+
+/// Removes what a process that died mid-way left in `cache/tmp/`: each leftover is named
+/// after its entry's key (`<key>.<uuid>`, `evict-<key>-<uuid>`), and one whose
+/// `cache/locks/<key>.lock` nobody holds is no one's work in progress.
+pub(super) fn sweep_tmp(cache: &Path) {
+    let Ok(entries) = fs::read_dir(cache.join("tmp")) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let key = name.trim_start_matches("evict-");
+        let key = key.split(['.', '-']).next().unwrap_or("");
+        let lock = cache.join("locks").join(format!("{key}.lock"));
+        let free = fs::File::create(lock)
+            .is_ok_and(|lock| flock(&lock, libc::LOCK_EX | libc::LOCK_NB).is_ok());
+        if free {
+            let _ = fs::remove_dir_all(entry.path());
+        }
     }
 }
 

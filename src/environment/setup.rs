@@ -111,24 +111,8 @@ impl SetupCache {
             })?;
         }
         let cache = Self { dir, max };
-        cache.sweep_tmp();
+        super::lease::sweep_tmp(&cache.dir);
         Ok(cache)
-    }
-
-    fn sweep_tmp(&self) {
-        let Ok(entries) = fs::read_dir(self.dir.join("tmp")) else {
-            return;
-        };
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let key = name.trim_start_matches("evict-");
-            let key = key.split(['.', '-']).next().unwrap_or("");
-            let free = fs::File::create(self.lock_path(key))
-                .is_ok_and(|lock| flock(&lock, libc::LOCK_EX | libc::LOCK_NB).is_ok());
-            if free {
-                let _ = fs::remove_dir_all(entry.path());
-            }
-        }
     }
 
     fn lock_path(&self, key: &str) -> PathBuf {
