@@ -3,43 +3,19 @@
 
 use insta::assert_snapshot;
 use planwright::event::ForgeKind;
-use serde_json::{Value, json};
 
-use crate::support::calc::{TEST_CALC, UNITTEST, contract as calc_contract};
+use crate::support::calc::{UNITTEST, contract_with_new_test, fix_and_test, proving_script};
 use crate::support::model_server::Step;
 use crate::support::redact::redact;
 use crate::support::world::{World, verdict};
 
-/// The calc contract naming `new_test` as the test the executor adds.
 fn submit_with_new_test(new_test: &str, max_attempts: u32) -> Step {
-    let mut contract: Value = calc_contract(max_attempts);
-    contract["verification"]["new_tests"] = json!([new_test]);
-    contract["change"]["files"]
-        .as_array_mut()
-        .unwrap()
-        .push(json!({"path": "test_calc.py", "action": "modify", "why": "a regression test"}));
-    Step::tool_call("p1", "submit_contract", contract).when_tools(&["submit_contract"])
-}
-
-/// The executor fixes `add` and adds `method` to the tests.
-fn fix_and_test(method: &str) -> Vec<Step> {
-    let tests = TEST_CALC.replace("\n\nif __name__", &format!("\n{method}\n\nif __name__"));
-    vec![
-        Step::tool_call(
-            "e1",
-            "edit_file",
-            json!({"path": "calc.py", "old": "return a - b", "new": "return a + b"}),
-        )
-        .when_tools(&["finish", "edit_file"]),
-        Step::tool_call(
-            "e2",
-            "write_file",
-            json!({"path": "test_calc.py", "content": tests}),
-        )
-        .when_tools(&["finish", "write_file"]),
-        Step::tool_call("e3", "finish", json!({"summary": "add adds, with a test."}))
-            .when_tools(&["finish"]),
-    ]
+    Step::tool_call(
+        "p1",
+        "submit_contract",
+        contract_with_new_test(new_test, max_attempts),
+    )
+    .when_tools(&["submit_contract"])
 }
 
 /// The body's verification section, up to the review.
@@ -54,14 +30,7 @@ fn verification_section(body: &str) -> &str {
 }
 
 async fn a_regression_test_failing_on_the_base_code_is_shown_as_proof(on: ForgeKind) {
-    let mut script = vec![submit_with_new_test(
-        "test_calc.py::TestCalc::test_add_negative",
-        2,
-    )];
-    script.extend(fix_and_test(
-        "    def test_add_negative(self):\n        self.assertEqual(add(-2, -3), -5)\n",
-    ));
-    script.push(verdict(true, "Fixed, and the new test pins it."));
+    let script = proving_script(2);
     let world = World::calc(on, script, &format!("test: {UNITTEST}\n")).await;
     world.approve_calc().await;
     world.wait_for_state("pr_opened").await;
