@@ -396,5 +396,10 @@ mod tests {
         assert!(!names_file("test_calc.py::TestCalc::test_add", "calc.py"));
         assert!(!names_file("tests.test_calc.TestCalc", "calc.py"));
         assert!(names_file("calc.py::test_add", "calc.py"));
+        assert!(names_file("`tests/x.py::t`", "tests/x.py"));
+        assert!(names_file(
+            "test_sum (tests.test_calc.TestCalc)",
+            "tests/test_calc.py"
+        ));
     }
 }

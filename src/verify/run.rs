@@ -243,14 +243,23 @@ impl Verifier {
         let links = links_in(&workspace.repo(), &changed);
         let scope = check_scope(contract, &plan.protected, &changed, &links, baseline);
         let tests = test_changes(contract, &changed);
+        // The proof is an account beside the result's run: when it cannot be made, the
+        // report says so and verification goes on.
+        let mut failed: Option<String> = None;
         let proof = match proof.filter(|_| !tests.is_empty()) {
             Some(ws) => {
                 let (from, to, files) = (workspace.repo(), ws.repo(), tests.clone());
-                let notes = tokio::task::spawn_blocking(move || copy_tests(&from, &to, &files))
-                    .await
-                    .map_err(|e| anyhow!("Copying the test files failed: {e}"))?
-                    .context("Could not put the result's test files into the base's checkout")?;
-                Some((ws, notes))
+                match tokio::task::spawn_blocking(move || copy_tests(&from, &to, &files)).await {
+                    Ok(Ok(notes)) => Some((ws, notes)),
+                    Ok(Err(e)) => {
+                        failed = Some(format!("the test files could not be put in: {e:#}"));
+                        None
+                    }
+                    Err(e) => {
+                        failed = Some(format!("copying the test files failed: {e}"));
+                        None
+                    }
+                }
             }
             None => None,
         };
@@ -262,19 +271,37 @@ impl Verifier {
                     self.run_plan(plan, workspace, &after_name, false),
                     self.run_plan(plan, ws, &proof_name, false)
                 );
-                (after?, Some((before?, notes)))
+                let before = match before {
+                    Ok(runs) => Some((runs, notes)),
+                    Err(e) => {
+                        failed = Some(format!("its run failed: {e}"));
+                        None
+                    }
+                };
+                (after?, before)
             }
             None => (
                 self.run_plan(plan, workspace, &after_name, false).await?,
                 None,
             ),
         };
-        let proof = match before {
-            Some((before, notes)) => prove(contract, &tests, &before, &after, true, notes),
-            None if tests.is_empty() => {
-                prove(contract, &tests, baseline, &after, false, Vec::new())
+        let proof = match (before, failed) {
+            (Some((before, notes)), _) => {
+                prove(contract, &tests, baseline, &before, &after, true, notes)
             }
-            None => ProofReport::not_run(
+            (None, Some(why)) => ProofReport::not_run(&format!(
+                "The result's test files were not run on the base code: {why}."
+            )),
+            (None, None) if tests.is_empty() => prove(
+                contract,
+                &tests,
+                baseline,
+                baseline,
+                &after,
+                false,
+                Vec::new(),
+            ),
+            (None, None) => ProofReport::not_run(
                 "The result's test files were not run on the base code: no proof was made.",
             ),
         };
