@@ -253,6 +253,8 @@ async fn a_contract_links_its_evidence_with_gitlabs_blob_urls() {
     - protected paths: `.github/workflows/**`, `.gitlab-ci.yml`
     - setup: `cargo fetch`
     - tests: `cargo test`
+    - re-runs of a failing test: 2
+    - quarantined tests: none
     - environment: the planwright host's tools (no image named)
 
     ---
