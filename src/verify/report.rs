@@ -445,10 +445,13 @@ impl VerificationReport {
                 Phase::Setup => "setup ",
                 Phase::Check => "",
             };
-            let base = c
+            let mut base = c
                 .baseline
                 .as_ref()
                 .map_or_else(|| "not run".to_owned(), plain);
+            for rerun in &c.base_reruns {
+                let _ = write!(base, "; {} {}", rerun.how(), plain(&rerun.summary));
+            }
             let _ = write!(
                 out,
                 "- {phase}`{}`: baseline {base}; after {}",
