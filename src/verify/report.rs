@@ -579,23 +579,36 @@ fn base_cell(c: &CommandComparison) -> String {
     }
 }
 
+/// The re-runs after a run's cell, each by its mark and counts (a cell stays short).
 fn reruns_text(reruns: &[Rerun]) -> String {
-    let mut out = String::new();
-    for rerun in reruns {
-        let _ = write!(out, "; {}: {}", rerun.how(), cell(&rerun.summary));
-    }
-    out
+    let Some(first) = reruns.first() else {
+        return String::new();
+    };
+    let outcomes: Vec<String> = reruns
+        .iter()
+        .map(|r| {
+            let s = &r.summary;
+            let counts = counts_text(s);
+            let what = if counts.is_empty() { s.ending() } else { counts };
+            format!("{} {what}", mark(s))
+        })
+        .collect();
+    format!("; {}: {}", first.how(), outcomes.join(", then "))
 }
 
-/// A table cell: a mark, the counts when a runner was recognised, how it ended, how long.
-fn cell(s: &RunSummary) -> String {
-    let mark = if s.succeeded() {
+fn mark(s: &RunSummary) -> &'static str {
+    if s.succeeded() {
         "✅"
     } else if s.timed_out {
         "⏱️"
     } else {
         "❌"
-    };
+    }
+}
+
+/// A table cell: a mark, the counts when a runner was recognised, how it ended, how long.
+fn cell(s: &RunSummary) -> String {
+    let mark = mark(s);
     let counts = counts_text(s);
     let seconds = s.duration_ms as f64 / 1000.0;
     if counts.is_empty() {
