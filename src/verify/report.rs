@@ -589,7 +589,11 @@ fn reruns_text(reruns: &[Rerun]) -> String {
         .map(|r| {
             let s = &r.summary;
             let counts = counts_text(s);
-            let what = if counts.is_empty() { s.ending() } else { counts };
+            let what = if counts.is_empty() {
+                s.ending()
+            } else {
+                counts
+            };
             format!("{} {what}", mark(s))
         })
         .collect();

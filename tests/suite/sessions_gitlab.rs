@@ -394,7 +394,7 @@ async fn a_failed_run_with_on_failure_comment_reports_on_the_issue_and_pushes_no
 
     | command | baseline | after |
     |---|---|---|
-    | `python3 -m unittest -v` | ❌ 1 passed, 1 failed · exit 1 · [duration] | ❌ 1 passed, 1 failed · exit 1 · [duration] |
+    | `python3 -m unittest -v` | ❌ 1 passed, 1 failed · exit 1 · [duration]; re-run of the failing tests: ❌ 0 passed, 1 failed, then ❌ 0 passed, 1 failed | ❌ 1 passed, 1 failed · exit 1 · [duration] |
 
     **Pre-existing failures (1)**: fail on the base too.
 
@@ -406,7 +406,7 @@ async fn a_failed_run_with_on_failure_comment_reports_on_the_issue_and_pushes_no
 
     | command | baseline | after |
     |---|---|---|
-    | `python3 -m unittest -v` | ❌ 1 passed, 1 failed · exit 1 · [duration] | ❌ 1 passed, 1 failed · exit 1 · [duration] |
+    | `python3 -m unittest -v` | ❌ 1 passed, 1 failed · exit 1 · [duration]; re-run of the failing tests: ❌ 0 passed, 1 failed, then ❌ 0 passed, 1 failed | ❌ 1 passed, 1 failed · exit 1 · [duration] |
 
     ### Pre-existing failures (1)
 
