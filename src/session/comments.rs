@@ -313,13 +313,15 @@ pub(super) fn settings_section(b: &BoundSettings, json: &str) -> String {
     };
     let short = BoundSettings::sha256_of(json);
     let mut out = format!(
-        "### Repository settings\nAs the base commit holds them (`{}`, settings `{}`); approving binds these too.\n\n- executor: {executor}\n- network allowed during setup: {}\n- protected paths: {}\n- setup: {}\n- tests: {}\n",
+        "### Repository settings\nAs the base commit holds them (`{}`, settings `{}`); approving binds these too.\n\n- executor: {executor}\n- network allowed during setup: {}\n- protected paths: {}\n- setup: {}\n- tests: {}\n- re-runs of a failing test: {}\n- quarantined tests: {}\n",
         code(b.source.as_deref().unwrap_or("defaults")),
         &short[..12],
         list(&b.network_allow),
         list(&b.protected_paths),
         list(&b.setup),
         list(&b.test),
+        b.flaky_reruns,
+        list(&b.quarantine),
     );
     let env = &b.environment;
     match &b.chosen {

@@ -782,11 +782,16 @@ mod tests {
                 .collect(),
             build_errors: Vec::new(),
             excerpt: String::new(),
+            selected: None,
+            could_not_select: false,
         }
     }
 
     fn set(run: CommandRun) -> RunSet {
-        RunSet { runs: vec![run] }
+        RunSet {
+            runs: vec![run],
+            reruns: Vec::new(),
+        }
     }
 
     fn added(path: &str) -> ChangedFile {

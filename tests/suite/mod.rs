@@ -33,6 +33,7 @@ mod sessions_github;
 mod sessions_gitlab;
 mod solve;
 mod verify;
+mod verify_runners;
 mod webhooks_github;
 mod webhooks_gitlab;
 mod workspace;

@@ -580,7 +580,12 @@ impl Execution<'_> {
         carried: &mut Carried,
         checked: &Checked,
     ) -> Result<(), Stop> {
-        let flaky = checked.verification.counts.flaky > 0;
+        // Base-side flakes too: a kept baseline would carry one run's luck.
+        let flaky = checked.verification.counts.flaky > 0
+            || carried
+                .baseline
+                .as_ref()
+                .is_some_and(verify::RunSet::met_flaky);
         let key = ready.baseline_key.as_str();
         match (carried.baseline_kept, flaky) {
             (true, false) => {}
