@@ -4,8 +4,10 @@
 //! the base, on GitHub and on GitLab alike.
 
 use planwright::event::ForgeKind;
+use planwright::store::jobs;
 
 use crate::support::calc::UNITTEST;
+use crate::support::eventually;
 use crate::support::model_server::Step;
 use crate::support::world::{Pull, World, submit_calc, verdict};
 
@@ -125,9 +127,7 @@ async fn retry_continue_finishes_the_draft_from_its_unfinished_change(on: ForgeK
 }
 
 async fn plain_retry_starts_again_from_the_base_on_the_same_draft(on: ForgeKind) {
-    // The command asks the model whether to go on: the first run is told to wait, makes a
-    // start and hangs; the retry is told to proceed and only fixes the bug.
-    let ask = "curl -s \"$ANTHROPIC_BASE_URL/v1/messages\" -H \"x-api-key: $ANTHROPIC_API_KEY\" -H 'anthropic-version: 2023-06-01' -H 'content-type: application/json' -d '{\"model\":\"claude-sonnet-4-5\",\"max_tokens\":16,\"messages\":[{\"role\":\"user\",\"content\":\"go on?\"}]}' | grep -q proceed || { echo '# started' >> calc.py; sleep 600; }; sed -i 's/a - b/a + b/' calc.py";
+    // The first run is told to wait, makes a start and hangs; the retry is told to proceed.
     let world = approved(
         on,
         vec![
@@ -136,7 +136,7 @@ async fn plain_retry_starts_again_from_the_base_on_the_same_draft(on: ForgeKind)
             Step::text("proceed").when_last_contains("go on?"),
             verdict(true, "Fixed."),
         ],
-        &settings(ask, ""),
+        &settings(ASKS_THEN_FIXES, ""),
     )
     .await;
     world.wait_for_state("failed").await;
@@ -163,16 +163,70 @@ async fn plain_retry_starts_again_from_the_base_on_the_same_draft(on: ForgeKind)
     world.server.stop().await;
 }
 
-async fn with_on_failure_comment_the_change_is_kept_on_a_branch_of_its_own(on: ForgeKind) {
-    let world = approved(
-        on,
-        vec![submit_calc(1), verdict(true, "Finished.")],
-        &settings(CONTINUES_OR_HANGS, "on_failure: comment\n"),
-    )
+/// Asks the model (through the model proxy) whether to go on: told to wait, it makes a
+/// start and hangs; told to proceed, it only fixes the bug.
+const ASKS_THEN_FIXES: &str = "curl -s \"$ANTHROPIC_BASE_URL/v1/messages\" -H \"x-api-key: $ANTHROPIC_API_KEY\" -H 'anthropic-version: 2023-06-01' -H 'content-type: application/json' -d '{\"model\":\"claude-sonnet-4-5\",\"max_tokens\":16,\"messages\":[{\"role\":\"user\",\"content\":\"go on?\"}]}' | grep -q proceed || { echo '# started' >> calc.py; sleep 600; }; sed -i 's/a - b/a + b/' calc.py";
+
+async fn a_restart_keeps_the_interrupted_change_and_a_fresh_attempt_moves_the_draft_on(
+    on: ForgeKind,
+) {
+    let script = vec![
+        submit_calc(2),
+        Step::text("wait").when_last_contains("go on?"),
+        Step::text("proceed").when_last_contains("go on?"),
+        verdict(true, "Fixed."),
+    ];
+    let settings = settings(ASKS_THEN_FIXES, "");
+    let grace = [("PLANWRIGHT_SHUTDOWN_GRACE_SECS", "0")];
+    let world = World::calc_with(on, script, &settings, &grace).await;
+    world.approve_calc().await;
+    eventually("the first attempt to make a start", || async {
+        let runs = world.runs().await;
+        let run = runs.iter().find(|r| r.state.as_str() == "running")?;
+        let calc = std::path::Path::new(run.workspace.as_deref()?).join("run/repo/calc.py");
+        std::fs::read_to_string(calc)
+            .ok()
+            .filter(|c| c.contains("# started"))
+    })
     .await;
+    let world = world.restarted().await;
+    world.wait_for_state("pr_opened").await;
+    let runs = world.runs().await;
+    let states: Vec<&str> = runs.iter().map(|r| r.state.as_str()).collect();
+    assert_eq!(states, ["abandoned", "published"], "{runs:#?}");
+    // Kept, the interrupted start is the draft's first commit; the fresh attempt started
+    // from the base and went on top of it, in the same pull request.
+    let kept = runs[0]
+        .head_sha
+        .clone()
+        .expect("the interrupted change was pushed");
+    let kept_calc = world.upstream(&["show", &format!("{kept}:calc.py")]);
+    assert!(kept_calc.contains("# started"), "{kept_calc}");
+    let pull = only_pull(&world);
+    let head = world.upstream(&["rev-parse", &pull.head]);
+    assert_eq!(world.upstream(&["rev-parse", &format!("{head}^")]), kept);
+    let calc = world.upstream(&["show", &format!("{head}:calc.py")]);
+    assert!(
+        calc.contains("a + b") && !calc.contains("# started"),
+        "{calc}"
+    );
+    world.server.stop().await;
+}
+
+async fn with_on_failure_comment_the_change_is_kept_on_a_branch_of_its_own(on: ForgeKind) {
+    let limit = [("PLANWRIGHT_EXECUTOR_TIMEOUT_SECS", WALL)];
+    let script = vec![submit_calc(1), verdict(true, "Finished.")];
+    let settings = settings(CONTINUES_OR_HANGS, "on_failure: comment\n");
+    let world = World::calc_with(on, script, &settings, &limit).await;
+    // Someone else's branch holds the first name: it is never moved.
+    let taken = format!("planwright/{}-partial-1", world.issue);
+    world.upstream(&["branch", &taken, "main"]);
+    let main = world.upstream(&["rev-parse", "main"]);
+    world.approve_calc().await;
     world.wait_for_state("failed").await;
     assert!(world.pulls().is_empty());
-    let branch = format!("planwright/{}-partial-1", world.issue);
+    assert_eq!(world.upstream(&["rev-parse", &taken]), main);
+    let branch = format!("planwright/{}-partial-2", world.issue);
     let kept = world.upstream(&["rev-parse", &branch]);
     assert_eq!(
         world.upstream(&["rev-list", "--count", &format!("main..{kept}")]),
@@ -227,10 +281,50 @@ async fn retry_continue_without_unfinished_work_is_refused(on: ForgeKind) {
     world.server.stop().await;
 }
 
+#[tokio::test]
+async fn keeping_the_change_again_after_a_lost_answer_pushes_and_opens_it_once() {
+    let limit = [
+        ("PLANWRIGHT_EXECUTOR_TIMEOUT_SECS", WALL),
+        ("PLANWRIGHT_JOB_RETRY_BASE_MS", "50"),
+    ];
+    let settings = settings(CONTINUES_OR_HANGS, "");
+    let world = World::calc_with(ForgeKind::Github, vec![submit_calc(2)], &settings, &limit).await;
+    // The check is made but its answer lost: the job goes back to the queue, and its next
+    // try keeps the same commit from the same workspace without running the executor again.
+    world
+        .github()
+        .perform_then_fail_on("POST", "/repos/acme/widgets/check-runs", 502);
+    world.approve_calc().await;
+    let session = world.wait_for_state("failed").await;
+    let failure = session.failure.unwrap_or_default();
+    assert!(failure.contains("draft pull request"), "{failure}");
+    let runs = world.runs().await;
+    assert_eq!(runs.len(), 1, "the executor ran once: {runs:#?}");
+    let pull = only_pull(&world);
+    let head = world.upstream(&["rev-parse", &pull.head]);
+    assert_eq!(runs[0].head_sha.as_deref(), Some(head.as_str()));
+    assert_eq!(
+        world.upstream(&["rev-list", "--count", &format!("main..{head}")]),
+        "1"
+    );
+    let checks = world.github().check_runs(world.repo);
+    assert_eq!(checks.len(), 1, "{checks:#?}");
+    assert_eq!(checks[0].conclusion.as_deref(), Some("failure"));
+    let execute = jobs::list(&world.server.db, None)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|j| j.kind == "execute")
+        .unwrap();
+    assert_eq!(execute.attempts, 2, "the job ran again");
+    world.server.stop().await;
+}
+
 crate::on_both_forges!(
     an_executor_stopped_at_its_time_limit_leaves_a_draft_with_its_change,
     retry_continue_finishes_the_draft_from_its_unfinished_change,
     plain_retry_starts_again_from_the_base_on_the_same_draft,
     with_on_failure_comment_the_change_is_kept_on_a_branch_of_its_own,
     retry_continue_without_unfinished_work_is_refused,
+    a_restart_keeps_the_interrupted_change_and_a_fresh_attempt_moves_the_draft_on,
 );

@@ -499,6 +499,7 @@ impl Execution<'_> {
     ) -> Result<String, Stop> {
         let unfinished = partial::Unfinished {
             run: &attempt.run,
+            state: RunState::Failed,
             workspace: &ready.result,
             reason,
             committed,

@@ -11,6 +11,8 @@ mod choose;
 mod partial;
 mod publish;
 
+use partial::LeftBehind;
+
 pub(super) use partial::continuation_of;
 
 use std::path::PathBuf;
@@ -272,16 +274,24 @@ impl Execution<'_> {
                 .await?;
             return self.resume_publishing(&config, &choice, &earlier).await;
         }
-        // A job that stopped while keeping unfinished work: keep it, as that job would have.
-        if let Some(last) = earlier.iter().rfind(|r| r.retired == 0) {
-            let protected = verify::Plan::new(&self.contract, &config).protected;
-            let on_failure = config.on_failure;
-            if let Some(done) = self
-                .resume_unfinished(last, &protected, &choice, on_failure, max_attempts)
-                .await
-            {
-                return done;
+        // Unfinished work a stopped job or process left is kept before anything runs
+        // again: a failed attempt's ends the session as its job would have; an attempt a
+        // restart interrupted is kept, and a fresh one starts.
+        let protected = verify::Plan::new(&self.contract, &config).protected;
+        for run in earlier.iter().filter(|r| r.retired == 0) {
+            let left = LeftBehind {
+                protected: &protected,
+                choice: &choice,
+                on_failure: config.on_failure,
+                max_attempts,
+            };
+            let Some(text) = self.keep_left_behind(run, &left).await? else {
+                continue;
+            };
+            if run.state == RunState::Failed {
+                return Err(Stop::fail(text));
             }
+            info!(run = %run.id, outcome = %text, "what an interrupted attempt changed was looked after");
         }
         if state == SessionState::Verifying {
             self.move_to(SessionState::Verifying, SessionState::Executing, None)

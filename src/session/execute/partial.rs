@@ -78,9 +78,20 @@ pub(super) fn unpushable<'f>(
     findings.iter().find(|f| set_off_by_push(f, protected))
 }
 
+/// What keeping left-behind work needs of the execution's settings.
+pub(super) struct LeftBehind<'a> {
+    pub protected: &'a [String],
+    pub choice: &'a Choice,
+    pub on_failure: OnFailure,
+    pub max_attempts: u32,
+}
+
 /// An attempt that ended without a result to publish, with what it changed.
 pub(super) struct Unfinished<'a> {
     pub run: &'a RunId,
+    /// What the run stays: failed, or abandoned when a restart interrupted it (it does
+    /// not count against the attempts).
+    pub state: RunState,
     pub workspace: &'a Workspace,
     /// Why it ended, as the issue is told.
     pub reason: String,
@@ -141,7 +152,7 @@ impl Execution<'_> {
             pull: None,
             published: false,
         };
-        self.record_kept(u.run, &kept).await?;
+        self.record_kept(&u, &kept).await?;
         self.push_kept(&u, kept).await
     }
 
@@ -187,7 +198,7 @@ impl Execution<'_> {
             }
         };
         kept.published = true;
-        self.record_kept(u.run, &kept).await?;
+        self.record_kept(u, &kept).await?;
         info!(run = %u.run, branch = ?kept.branch, "kept the unfinished change");
         self.audit(
             "partial.kept",
@@ -197,67 +208,82 @@ impl Execution<'_> {
         Ok(text)
     }
 
-    async fn record_kept(&self, run: &RunId, kept: &Kept) -> Result<(), Stop> {
+    async fn record_kept(&self, u: &Unfinished<'_>, kept: &Kept) -> Result<(), Stop> {
         let outcome = serde_json::to_string(&PartialOutcome {
             partial: kept.clone(),
         })?;
-        self.finish_run(run, RunState::Failed, None, Some(&outcome))
-            .await
+        self.finish_run(u.run, u.state, None, Some(&outcome)).await
     }
 
-    /// A job run again after keeping unfinished work began (a push or the forge failed
-    /// on the way): pushes that same commit again from its workspace, if it is still there,
-    /// and ends the session as the first try would have.
-    pub(super) async fn resume_unfinished(
+    /// Unfinished work `run` left behind: the change of an attempt a restart interrupted
+    /// (committed now), or one whose keeping a stopped job began (pushed again, the same
+    /// commit). Returns what became of it; `None` when there is nothing to look after.
+    pub(super) async fn keep_left_behind(
         &self,
-        last: &RunRow,
-        protected: &[String],
-        choice: &Choice,
-        on_failure: OnFailure,
-        max_attempts: u32,
-    ) -> Option<Result<(), Stop>> {
-        let outcome: PartialOutcome = serde_json::from_str(last.outcome.as_deref()?).ok()?;
-        if outcome.partial.published {
-            return None;
-        }
-        let (dir, branch) = (last.workspace.as_deref()?, last.branch.as_deref()?);
-        let mirror = self.mirror().ok()?;
+        run: &RunRow,
+        left: &LeftBehind<'_>,
+    ) -> Result<Option<String>, Stop> {
+        let kept = match (run.state, run.outcome.as_deref()) {
+            (RunState::Abandoned, None) => None,
+            (RunState::Abandoned | RunState::Failed, Some(text)) => {
+                match serde_json::from_str::<PartialOutcome>(text) {
+                    Ok(outcome) if !outcome.partial.published => Some(outcome.partial),
+                    _ => return Ok(None),
+                }
+            }
+            _ => return Ok(None),
+        };
+        let (Some(dir), Some(branch)) = (run.workspace.as_deref(), run.branch.as_deref()) else {
+            return Ok(None);
+        };
         let base = CommitSha(self.row.base_sha.clone());
-        let workspace = self
+        let reopened = self
             .app
             .workspaces
-            .reopen(Path::new(dir), &mirror, branch, &base)
-            .ok()??;
-        let tip = workspace.tip().await.ok()?;
-        if tip.as_str() != outcome.partial.commit {
-            return None;
-        }
-        info!(run = %last.id, "keeping the unfinished change after the job stopped");
-        let names = match self.app.forges.bot_names(self.forge_kind).await {
-            Ok(names) => names,
-            Err(e) => return Some(Err(e.into())),
+            .reopen(Path::new(dir), &self.mirror()?, branch, &base)
+            .map_err(Stop::permanent)?;
+        let Some(workspace) = reopened else {
+            return Ok(None);
         };
+        let names = self.app.forges.bot_names(self.forge_kind).await?;
         let author = self.author(names.first().map_or("planwright", String::as_str));
+        let approved_by = self.row.approved_by.clone().unwrap_or_default();
+        let (issue, version) = (self.issue, self.version());
+        let message =
+            publish::result_message(issue, &self.contract, version, &self.hash, &approved_by);
+        let committed = match &kept {
+            Some(kept) => {
+                let tip = workspace.tip().await.map_err(Stop::permanent)?;
+                if tip.as_str() != kept.commit {
+                    return Ok(None);
+                }
+                Some(tip)
+            }
+            None => None,
+        };
         let unfinished = Unfinished {
-            run: &last.id,
+            run: &run.id,
+            state: run.state,
             workspace: &workspace,
-            reason: outcome.partial.reason.clone(),
-            committed: Some(tip),
-            message: "",
+            reason: kept
+                .as_ref()
+                .map_or_else(comments::process_stopped, |k| k.reason.clone()),
+            committed,
+            message: &message,
             author: &author,
             artifacts: &HashSet::new(),
-            protected,
-            choice,
-            on_failure,
-            environment: last.environment.as_deref().unwrap_or("host"),
-            attempts: u32::try_from(last.attempt).unwrap_or(1),
-            max_attempts,
+            protected: left.protected,
+            choice: left.choice,
+            on_failure: left.on_failure,
+            environment: run.environment.as_deref().unwrap_or("host"),
+            attempts: u32::try_from(run.attempt).unwrap_or(1),
+            max_attempts: left.max_attempts,
         };
-        Some(
-            match self.push_kept(&unfinished, outcome.partial.clone()).await {
-                Ok(text) => Err(Stop::fail(text)),
-                Err(e) => Err(e),
-            },
-        )
+        info!(run = %run.id, "keeping what an attempt left unfinished");
+        let text = match kept {
+            Some(kept) => self.push_kept(&unfinished, kept).await?,
+            None => self.keep_unfinished(unfinished).await?,
+        };
+        Ok(Some(text))
     }
 }
