@@ -287,3 +287,84 @@ impl Execution<'_> {
         Ok(Some(text))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::SessionId;
+
+    fn finding(path: &str, severity: Severity) -> ScopeFinding {
+        ScopeFinding {
+            path: path.into(),
+            change: "added".into(),
+            severity,
+            reason: "r".into(),
+        }
+    }
+
+    #[test]
+    fn only_protected_paths_and_files_ci_runs_keep_a_change_from_being_pushed() {
+        let protected = vec!["secrets/**".to_owned()];
+        let link = [finding("docs/elsewhere", Severity::Refused)];
+        assert!(unpushable(&link, &protected).is_none());
+        let flagged = [finding(".github/workflows/ci.yml", Severity::Flagged)];
+        assert!(unpushable(&flagged, &protected).is_none());
+        for path in [
+            "secrets/key.pem",
+            ".gitlab-ci.yml",
+            ".github/workflows/ci.yml",
+        ] {
+            let refused = [link[0].clone(), finding(path, Severity::Refused)];
+            let found = unpushable(&refused, &protected).map(|f| f.path.as_str());
+            assert_eq!(found, Some(path));
+        }
+    }
+
+    fn run(state: RunState, outcome: Option<String>) -> RunRow {
+        RunRow {
+            id: RunId::generate(),
+            session_id: SessionId::generate(),
+            contract_version: 1,
+            attempt: 1,
+            executor: "command".into(),
+            state,
+            branch: Some("planwright/7-fix".into()),
+            head_sha: None,
+            input_tokens: 0,
+            output_tokens: 0,
+            cost_microusd: 0,
+            report: None,
+            workspace: None,
+            outcome,
+            environment: None,
+            retired: 0,
+            started_at: 0,
+            finished_at: None,
+        }
+    }
+
+    #[test]
+    fn only_kept_and_pushed_work_can_be_continued() {
+        let kept = |published: bool| {
+            serde_json::to_string(&PartialOutcome {
+                partial: Kept {
+                    reason: "The executor ran out of time.".into(),
+                    commit: "ab".repeat(20),
+                    branch: Some("planwright/7-partial-1".into()),
+                    url: None,
+                    pull: None,
+                    published,
+                },
+            })
+            .unwrap()
+        };
+        let from = continuation_of(&run(RunState::Failed, Some(kept(true)))).unwrap();
+        assert_eq!(from.commit, "ab".repeat(20));
+        assert_eq!(from.reason, "The executor ran out of time.");
+        // Not pushed yet, a verification report, or nothing kept at all.
+        assert!(continuation_of(&run(RunState::Failed, Some(kept(false)))).is_none());
+        let report = r#"{"verdict":"failed","commands":[]}"#.to_owned();
+        assert!(continuation_of(&run(RunState::Failed, Some(report))).is_none());
+        assert!(continuation_of(&run(RunState::Failed, None)).is_none());
+    }
+}
