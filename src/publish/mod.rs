@@ -398,10 +398,11 @@ fn pull_body(p: &Publication<'_>, cost: &str) -> String {
                 );
             }
             RunResult::Unfinished { reason } => {
+                let quoted: Vec<String> = reason.trim().lines().map(|l| format!("> {l}")).collect();
                 let _ = writeln!(
                     out,
-                    "> [!WARNING]\n> This is unfinished work: {} It was not verified. It is a draft for a maintainer to look at, or for `/retry continue` on the issue to carry on from.\n",
-                    first_line(reason)
+                    "> [!WARNING]\n> This is unfinished work, a draft for a maintainer to look at or for `/retry continue` on the issue to carry on from. It stopped because:\n>\n{}\n",
+                    quoted.join("\n")
                 );
             }
         }

@@ -587,7 +587,10 @@ pub(super) fn result_refused(lines: &[String]) -> String {
 }
 
 pub(super) fn result_refused_kept(lines: &[String]) -> String {
-    format!("The result was refused:\n\n{}", lines.join("\n"))
+    format!(
+        "The result was refused for these paths:\n\n{}",
+        lines.join("\n")
+    )
 }
 
 pub(super) fn refused_path(path: &str, change: &impl Display, reason: &str) -> String {

@@ -255,6 +255,40 @@ async fn with_on_failure_comment_the_change_is_kept_on_a_branch_of_its_own(on: F
     world.server.stop().await;
 }
 
+async fn a_result_refused_for_a_deleted_test_is_kept_as_a_draft(on: ForgeKind) {
+    // Deleting the test the contract is meant to make pass is refused, but pushing the
+    // deletion sets nothing off: the change is kept for a maintainer to see.
+    let world = approved(
+        on,
+        vec![submit_calc(1)],
+        &settings("rm test_calc.py; sed -i 's/a - b/a + b/' calc.py", ""),
+    )
+    .await;
+    let session = world.wait_for_state("failed").await;
+    let failure = session.failure.unwrap_or_default();
+    assert!(
+        failure.contains("refused")
+            && failure.contains("test_calc.py")
+            && failure.contains("draft pull request"),
+        "{failure}"
+    );
+    let pull = only_pull(&world);
+    assert!(pull.draft, "{pull:#?}");
+    assert!(
+        pull.body.contains("This is unfinished work") && pull.body.contains("test_calc.py"),
+        "{}",
+        pull.body
+    );
+    let head = world.upstream(&["rev-parse", &pull.head]);
+    let changed = world.upstream(&["diff", "--name-status", "main", &head]);
+    assert!(
+        changed.contains("D\ttest_calc.py") && changed.contains("M\tcalc.py"),
+        "{changed}"
+    );
+    assert_eq!(world.checks(&head), ["failure"]);
+    world.server.stop().await;
+}
+
 async fn retry_continue_without_unfinished_work_is_refused(on: ForgeKind) {
     // The executor finishes without changing anything: there is nothing to carry on from.
     let world = approved(
@@ -327,4 +361,5 @@ crate::on_both_forges!(
     with_on_failure_comment_the_change_is_kept_on_a_branch_of_its_own,
     retry_continue_without_unfinished_work_is_refused,
     a_restart_keeps_the_interrupted_change_and_a_fresh_attempt_moves_the_draft_on,
+    a_result_refused_for_a_deleted_test_is_kept_as_a_draft,
 );
