@@ -390,7 +390,9 @@ impl Execution<'_> {
             Err(e) => {
                 self.finish_run(run, RunState::Failed, Some(&e.to_string()), None)
                     .await?;
-                if e.is_retryable() {
+                // The job runs again with a fresh attempt; on its last try the change is
+                // kept like any other failure's.
+                if e.is_retryable() && !self.last_try {
                     return Err(Stop::retryable(e));
                 }
                 let reason = executor_failure(&e);
