@@ -21,6 +21,7 @@ mod llm;
 mod metrics;
 mod model_proxy;
 mod onboarding;
+mod partial;
 mod planner;
 mod publish;
 mod queue;

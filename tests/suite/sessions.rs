@@ -193,7 +193,7 @@ async fn an_unknown_command_is_answered_only_to_those_who_may_command(on: ForgeK
             b.starts_with("@maria") && b.contains("merge")
         })
         .await;
-    assert_snapshot!(redact(&answer), @"@maria: `merge` is not a planwright command. Commands: `/approve`, `/revise <feedback>`, `/cancel`, `/retry`, `/plan`.");
+    assert_snapshot!(redact(&answer), @"@maria: `merge` is not a planwright command. Commands: `/approve`, `/revise <feedback>`, `/cancel`, `/retry`, `/retry continue`, `/plan`.");
     world.all_jobs_settled().await;
     let to_reader: Vec<String> = world
         .bot_comments()
