@@ -12,9 +12,11 @@
 //! The baseline, run round-robin with it: `git clone --no-local` of the same repository
 //! twice (result and base checkouts) and the check (`python3 -m unittest -v`) on the base
 //! and on the edited result, once as plain processes and once more through planwright's
-//! own `Bwrap`, so the sandbox's share and planwright's share can be told apart. A third
-//! run each round has the executor add a regression test the contract names, so the
-//! fail-to-pass proof runs: its execution time against the fix alone is what the proof adds.
+//! own `Bwrap`, so the sandbox's share and planwright's share can be told apart. The main
+//! run has `flaky_reruns: 0` and a fix that changes no test file; a third run each round
+//! has the executor add a regression test the contract names, with the default re-runs, so
+//! the fail-to-pass proof and the re-runs of the base's failing test happen: its execution
+//! time against the main run's is what they add.
 //!
 //! `cargo bench --bench overhead` (as root, like CI; needs bubblewrap, git and python3).
 //! `PLANWRIGHT_BENCH_OVERHEAD_RUNS` sets the number of measured rounds (default 10);
@@ -44,6 +46,9 @@ const REPO: &str = "acme/widgets";
 const INSTALLATION: i64 = 77;
 const ISSUE: i64 = 7;
 const SETTINGS: &str = "test: python3 -m unittest -v\n";
+/// The same without re-running failing tests: the run the proof and re-runs are weighed
+/// against.
+const SETTINGS_NO_RERUNS: &str = "test: python3 -m unittest -v\nflaky_reruns: 0\n";
 /// What planwright runs in the sandbox for this contract: the check on the base, then on
 /// the result (the contract's command and the repository's `test` are the same one, run
 /// once). The baseline runs it as often; a run that differs stops the benchmark.
@@ -51,22 +56,24 @@ const CHECK_RUNS: u64 = 2;
 /// Longest wait for any step of a run before the benchmark gives up.
 const STEP_TIMEOUT: Duration = Duration::from_secs(120);
 
-fn files() -> [(&'static str, &'static str); 4] {
+fn files(settings: &'static str) -> [(&'static str, &'static str); 4] {
     [
         ("calc.py", CALC),
         ("test_calc.py", TEST_CALC),
         (".github/workflows/ci.yml", "on: push\n"),
-        (".github/planwright.yml", SETTINGS),
+        (".github/planwright.yml", settings),
     ]
 }
 
-/// What the executor's result holds.
+/// What the executor's result holds and what verification does with it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Variant {
-    /// The one-line fix: no test file changes, so no proof runs on the base code.
+    /// The one-line fix with `flaky_reruns: 0`: no test file changes, so no proof runs on
+    /// the base code, and no failing test is run again.
     Fix,
-    /// The fix and a regression test the contract names: the fail-to-pass proof runs the
-    /// tests once more, on the base code.
+    /// The fix and a regression test the contract names, with the default re-runs: the
+    /// fail-to-pass proof runs the tests once more on the base code, and the base's
+    /// failing test is run again alone, twice.
     Proving,
 }
 
@@ -79,12 +86,20 @@ impl Variant {
         }
     }
 
-    /// Sandboxed commands a run makes: the check on the base and on the result, and on
-    /// the base code with the result's tests when there is a proof to make.
+    fn settings(self) -> &'static str {
+        match self {
+            Variant::Fix => SETTINGS_NO_RERUNS,
+            Variant::Proving => SETTINGS,
+        }
+    }
+
+    /// Sandboxed commands a run makes: the check on the base and on the result; with the
+    /// proof, once more on the base code with the result's tests, and the base's failing
+    /// test twice more alone.
     fn check_runs(self) -> u64 {
         match self {
             Variant::Fix => CHECK_RUNS,
-            Variant::Proving => CHECK_RUNS + 1,
+            Variant::Proving => CHECK_RUNS + 1 + 2,
         }
     }
 }
@@ -111,8 +126,8 @@ impl World {
         let github = FakeGithub::start().await;
         github.add_repo(REPO, "main", &"0".repeat(40));
         github.add_installation(INSTALLATION, &[REPO]);
-        github.create_git_repo(REPO, &files());
-        github.put_file(REPO, ".github/planwright.yml", SETTINGS);
+        github.create_git_repo(REPO, &files(variant.settings()));
+        github.put_file(REPO, ".github/planwright.yml", variant.settings());
         let maintainer = FakeUser::new("maria", 101);
         github.set_permission(REPO, "maria", "write", "maintain");
         github.add_issue(
@@ -632,7 +647,7 @@ fn main() {
     let scratch = tempfile::tempdir().unwrap();
     open_to_all(scratch.path());
     let bare = scratch.path().join("upstream.git");
-    support::git_http::init_bare_repo(&bare, "main", &files());
+    support::git_http::init_bare_repo(&bare, "main", &files(SETTINGS));
 
     eprintln!("overhead: one warm-up round, then {rounds} measured");
     rt.block_on(planwright_run("warmup", Variant::Fix));
@@ -804,8 +819,9 @@ fn main() {
     }
     let proving_execution = median(proving.iter().map(|f| f.execution).collect());
     println!(
-        "with the fail-to-pass proof (the fix and a regression test): execution {:.1} ms \
-         against {:.1} ms for the fix alone, +{:.1} ms; median of per-round ratios {:.2}",
+        "with the fail-to-pass proof and the re-runs (the fix and a regression test, default \
+         flaky_reruns): execution {:.1} ms against {:.1} ms for the fix alone without re-runs, \
+         +{:.1} ms; median of per-round ratios {:.2}",
         proving_execution,
         flow(|f| f.execution),
         median(
