@@ -10,6 +10,7 @@ use super::run::{CommandRun, Phase, RunSet, RunSummary};
 use super::scope::{ScopeFinding, Severity};
 use super::{COMPACT_DETAILED, COMPACT_LISTED, LISTED_PER_CLASS, MAX_FINDINGS};
 
+use crate::config::repo::PathTests;
 use crate::distill::clip;
 use crate::forge::truncate_with_note;
 use crate::markdown::GITHUB_TEXT_LIMIT;
@@ -60,6 +61,10 @@ pub struct VerificationReport {
     pub scope: Vec<ScopeFinding>,
     /// Scope findings beyond those listed.
     pub scope_omitted: u64,
+    /// The globs of the repository's `test` whose commands ran because the result
+    /// changed files under them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub chosen: Vec<PathTests>,
 }
 
 impl VerificationReport {
@@ -119,6 +124,7 @@ impl VerificationReport {
             failures,
             scope,
             scope_omitted,
+            chosen: Vec::new(),
         }
     }
 
@@ -322,7 +328,27 @@ impl VerificationReport {
             rows,
             failing: failing.trim_end().to_owned(),
             details: self.check_markdown(),
+            chosen: self.chosen_markdown(),
         }
+    }
+
+    /// Which of the repository's path globs chose which commands; empty without globs.
+    fn chosen_markdown(&self) -> String {
+        if self.chosen.is_empty() {
+            return String::new();
+        }
+        let globs: Vec<String> = self
+            .chosen
+            .iter()
+            .map(|p| {
+                let commands: Vec<String> = p.commands.iter().map(|c| code(c)).collect();
+                format!("{} chose {}", code(&p.glob), commands.join(", "))
+            })
+            .collect();
+        format!(
+            "Chosen by the paths the result changed: {}.",
+            globs.join("; ")
+        )
     }
 
     /// Plain text for the reviewer model: the verdict, each command's two runs, the

@@ -505,7 +505,7 @@ async fn an_executor_that_claims_success_gets_a_draft_showing_the_failing_test(o
             .failure
             .as_deref()
             .unwrap_or_default()
-            .contains("verification still fails"),
+            .contains("Contract check still fails: `"),
         "{:?}",
         session.failure
     );
