@@ -1272,26 +1272,37 @@ impl Workspace {
                 .and_then(|c| c.tree())
                 .with_context(|| format!("Could not read the base commit {base}"))?;
             let diff = diff_from_base(&repo, tip.id())?;
-            let mut created = Artifacts::default();
+            let (mut new, mut changed) = (Vec::new(), Vec::new());
             for delta in diff.deltas() {
                 let Some(path) = delta.new_file().path().or(delta.old_file().path()) else {
                     continue;
                 };
                 match delta.status() {
-                    git2::Delta::Untracked | git2::Delta::Added => {
-                        if base_tree.get_path(path).is_ok() {
-                            remove_path(&work, path)?;
-                        } else if let Some(id) = content_id(&work.join(path)) {
-                            created.0.insert(path.to_string_lossy().into_owned(), id);
-                        }
-                    }
+                    git2::Delta::Untracked | git2::Delta::Added => new.push(path.to_owned()),
                     git2::Delta::Modified | git2::Delta::Deleted | git2::Delta::Typechange => {
-                        let entry = tip_tree.get_path(path).with_context(|| {
-                            format!("Could not find {} in the result", path.display())
-                        })?;
-                        put_back(&repo, &work, path, &entry)?;
+                        changed.push(path.to_owned());
                     }
                     _ => {}
+                }
+            }
+            // Put back first: a link the checks left where a folder was gives way to the
+            // folder, and is no file of theirs to keep.
+            for path in &changed {
+                let entry = tip_tree
+                    .get_path(path)
+                    .with_context(|| format!("Could not find {} in the result", path.display()))?;
+                put_back(&repo, &work, path, &entry)?;
+            }
+            let mut created = Artifacts::default();
+            let file_in = |tree: &git2::Tree<'_>, path: &Path| {
+                tree.get_path(path)
+                    .is_ok_and(|e| e.kind() == Some(git2::ObjectType::Blob))
+            };
+            for path in &new {
+                if file_in(&base_tree, path) && tip_tree.get_path(path).is_err() {
+                    remove_path(&work, path)?;
+                } else if let Some(id) = content_id(&work.join(path)) {
+                    created.0.insert(path.to_string_lossy().into_owned(), id);
                 }
             }
             Ok(created)

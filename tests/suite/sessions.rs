@@ -526,6 +526,13 @@ async fn an_executor_that_claims_success_gets_a_draft_showing_the_failing_test(o
     assert!(body.contains("test_add"), "{body}");
     let head = world.upstream(&["rev-parse", &pulls[0].head]);
     assert_eq!(world.checks(&head), ["failure"]);
+    // What failed is the contract's own command, and the check says so.
+    let title = format!("Contract check still fails: `{UNITTEST}`");
+    assert_eq!(world.check_titles(&head), [title.clone()]);
+    assert!(
+        body.contains(&format!("This run did not pass: {title}.")),
+        "{body}"
+    );
     world.server.stop().await;
 }
 
@@ -867,6 +874,104 @@ async fn cancel_during_execution_stops_the_executor_and_pushes_nothing(on: Forge
     world.server.stop().await;
 }
 
+async fn path_globs_choose_the_test_commands_a_result_runs(on: ForgeKind) {
+    let settings = format!(
+        "test:\n  \"*.py\": [\"{UNITTEST}\"]\n  \"docs/**\": [\"exit 3\"]\n  \"**\": [\"test -f calc.py\"]\n"
+    );
+    let world = World::calc(on, support::calc::fixing_script(2), &settings).await;
+    world.label(&world.maintainer, "calc-label").await;
+    let posted = world
+        .wait_for_comment("the contract", |b| b.contains("### Repository settings"))
+        .await;
+    // The approver sees every glob and what it runs.
+    assert!(
+        posted.contains(&format!(
+            "- tests: by the paths a result changes:\n  - `*.py`: `{UNITTEST}`\n  - `docs/**`: `exit 3`\n  - `**`: `test -f calc.py`\n"
+        )),
+        "{posted}"
+    );
+    world.wait_for_state("awaiting_approval").await;
+    world
+        .comment(&world.maintainer, "/approve", "calc-approve")
+        .await;
+    world.wait_for_state("pr_opened").await;
+    let body = &world.pulls()[0].body;
+    assert!(
+        body.contains(&format!(
+            "Chosen by the paths the result changed: `*.py` chose `{UNITTEST}`; `**` chose `test -f calc.py`."
+        )),
+        "{body}"
+    );
+    assert!(body.contains("| `test -f calc.py` |"), "{body}");
+    // Nothing under `docs/` changed: its command ran on neither tree.
+    assert!(!body.contains("exit 3"), "{body}");
+    let runs = world.runs().await;
+    let outcome: Value = serde_json::from_str(runs[0].outcome.as_deref().unwrap()).unwrap();
+    let ran: Vec<&str> = outcome["verification"]["commands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["command"].as_str().unwrap())
+        .collect();
+    assert_eq!(ran, [UNITTEST, "test -f calc.py"]);
+    world.server.stop().await;
+}
+
+async fn a_check_that_rewrites_a_file_is_not_blamed_on_the_executor(on: ForgeKind) {
+    // The first attempt swaps the operands and is sent back; the formatter among the checks
+    // rewrites calc.py and leaves a log each time. The second attempt edits calc.py again.
+    let edit = |id: &str, old: &str, new: &str| {
+        Step::tool_call(
+            id,
+            "edit_file",
+            json!({"path": "calc.py", "old": old, "new": new}),
+        )
+        .when_tools(&["finish", "edit_file"])
+    };
+    let finish = |id: &str| {
+        Step::tool_call(id, "finish", json!({"summary": "changed add"})).when_tools(&["finish"])
+    };
+    let world = World::calc(
+        on,
+        vec![
+            submit_calc(2),
+            edit("e1", "return a - b", "return b - a"),
+            finish("e2"),
+            verdict(false, "Still wrong."),
+            edit("e3", "return b - a", "return a + b"),
+            finish("e4"),
+            verdict(false, "Not what was asked."),
+        ],
+        &format!(
+            "test:\n  - \"echo '# formatted' >> calc.py; echo tidy > tidy.log\"\n  - {UNITTEST}\n"
+        ),
+    )
+    .await;
+    world.approve_calc().await;
+    world.wait_for_state("failed").await;
+    let pulls = world.pulls();
+    assert_eq!(pulls.len(), 1, "{pulls:#?}");
+    let head = world.upstream(&["rev-parse", &pulls[0].head]);
+    // The executor's calc.py, as it left it, and nothing the checks wrote.
+    assert_eq!(
+        world.upstream(&["show", &format!("{head}:calc.py")]),
+        support::calc::CALC.replace("a - b", "a + b").trim_end()
+    );
+    let tree = world.upstream(&["ls-tree", "-r", "--name-only", &head]);
+    assert!(!tree.contains("tidy.log"), "{tree}");
+    // Verification passed; the reviewer is what failed, and the check says so.
+    let title = "Not accepted by the reviewer: Not what was asked.";
+    assert_eq!(world.check_titles(&head), [title]);
+    assert!(
+        pulls[0]
+            .body
+            .contains(&format!("This run did not pass: {title}.")),
+        "{}",
+        pulls[0].body
+    );
+    world.server.stop().await;
+}
+
 crate::on_both_forges!(
     a_label_by_a_reader_is_refused_and_nothing_is_planned,
     approval_binds_to_the_posted_version_and_only_maintainers_may_give_it,
@@ -887,4 +992,6 @@ crate::on_both_forges!(
     a_retry_on_the_same_base_reuses_the_kept_baseline,
     the_setup_phase_is_restored_from_the_cache_for_results_and_a_retry,
     cancel_during_execution_stops_the_executor_and_pushes_nothing,
+    path_globs_choose_the_test_commands_a_result_runs,
+    a_check_that_rewrites_a_file_is_not_blamed_on_the_executor,
 );
