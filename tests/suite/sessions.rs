@@ -917,6 +917,91 @@ async fn path_globs_choose_the_test_commands_a_result_runs(on: ForgeKind) {
     world.server.stop().await;
 }
 
+async fn a_kept_baseline_lacking_a_command_the_diff_chose_runs_it_on_a_new_base_checkout(
+    on: ForgeKind,
+) {
+    // The first run swaps add's operands, fails review and reports on the issue; the
+    // retry, on the kept baseline, also touches the tests, whose glob's command the kept
+    // runs do not hold (and which fails on the base as after).
+    let edit = |id: &str, path: &str, old: &str, new: &str| {
+        Step::tool_call(
+            id,
+            "edit_file",
+            json!({"path": path, "old": old, "new": new}),
+        )
+        .when_tools(&["finish", "edit_file"])
+    };
+    let finish = |id: &str| {
+        Step::tool_call(id, "finish", json!({"summary": "changed add"})).when_tools(&["finish"])
+    };
+    let settings = format!(
+        "test:\n  \"calc.py\": [\"{UNITTEST}\"]\n  \"test_*.py\": [\"grep -c nothing-like-this test_calc.py\"]\non_failure: comment\n"
+    );
+    let world = World::calc(
+        on,
+        vec![
+            submit_calc(1),
+            edit("e1", "calc.py", "return a - b", "return b - a"),
+            finish("e2"),
+            verdict(false, "Still wrong."),
+            edit("e3", "calc.py", "return a - b", "return a + b"),
+            edit(
+                "e4",
+                "test_calc.py",
+                "import unittest",
+                "import unittest  # add",
+            ),
+            finish("e5"),
+            verdict(true, "Fixed."),
+        ],
+        &settings,
+    )
+    .await;
+    world.approve_calc().await;
+    world.wait_for_state("failed").await;
+    world
+        .comment(&world.maintainer, "/retry", "retry-run")
+        .await;
+    world.wait_for_state("pr_opened").await;
+    let runs = world.runs().await;
+    assert_eq!(runs.len(), 2, "{runs:#?}");
+    let commands = |run: &planwright::store::runs::RunRow| -> Vec<(String, Value)> {
+        let outcome: Value = serde_json::from_str(run.outcome.as_deref().unwrap()).unwrap();
+        outcome["verification"]["commands"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["command"].as_str().unwrap().to_owned(),
+                    c["baseline"].clone(),
+                )
+            })
+            .collect()
+    };
+    let (first, second) = (commands(&runs[0]), commands(&runs[1]));
+    assert_eq!(first.len(), 1, "{first:?}");
+    assert_eq!(second.len(), 2, "{second:?}");
+    assert_eq!(second[0], first[0], "the kept baseline");
+    let grep = &second[1];
+    assert_eq!(grep.0, "grep -c nothing-like-this test_calc.py");
+    assert_eq!(grep.1["exit_code"], 1, "the base ran it: {grep:?}");
+    let body = &world.pulls()[0].body;
+    assert!(
+        body.contains("`test_*.py` chose `grep -c nothing-like-this test_calc.py`"),
+        "{body}"
+    );
+    let mut conn = world.server.db.pool.acquire().await.unwrap();
+    let reused = audit::list(&mut conn)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.action == "baseline.reused")
+        .count();
+    assert_eq!(reused, 1);
+    world.server.stop().await;
+}
+
 async fn a_check_that_rewrites_a_file_is_not_blamed_on_the_executor(on: ForgeKind) {
     // The first attempt swaps the operands and is sent back; the formatter among the checks
     // rewrites calc.py and leaves a log each time. The second attempt edits calc.py again.
@@ -994,4 +1079,5 @@ crate::on_both_forges!(
     cancel_during_execution_stops_the_executor_and_pushes_nothing,
     path_globs_choose_the_test_commands_a_result_runs,
     a_check_that_rewrites_a_file_is_not_blamed_on_the_executor,
+    a_kept_baseline_lacking_a_command_the_diff_chose_runs_it_on_a_new_base_checkout,
 );
