@@ -6,6 +6,7 @@ use std::fmt::Write;
 use serde::{Deserialize, Serialize};
 
 use super::classify::{Class, ClassCounts, ClassifiedFailure, classify};
+use super::proof::ProofReport;
 use super::run::{CommandRun, Phase, RunSet, RunSummary};
 use super::scope::{ScopeFinding, Severity};
 use super::{COMPACT_DETAILED, COMPACT_LISTED, LISTED_PER_CLASS, MAX_FINDINGS};
@@ -14,6 +15,9 @@ use crate::config::repo::PathTests;
 use crate::distill::clip;
 use crate::forge::truncate_with_note;
 use crate::markdown::GITHUB_TEXT_LIMIT;
+
+/// Bytes of the proof table a pull request body holds; the check run has all of it.
+const PROOF_CHARS: usize = 16_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -65,6 +69,10 @@ pub struct VerificationReport {
     /// changed files under them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub chosen: Vec<PathTests>,
+    /// What the added and changed tests prove, run on the base code (absent from reports
+    /// kept before it was made).
+    #[serde(default, skip_serializing_if = "ProofReport::is_empty")]
+    pub proof: ProofReport,
 }
 
 impl VerificationReport {
@@ -125,7 +133,18 @@ impl VerificationReport {
             scope,
             scope_omitted,
             chosen: Vec::new(),
+            proof: ProofReport::default(),
         }
+    }
+
+    /// Adds the fail-to-pass proof: a contract whose new tests all pass on the base code
+    /// too does not pass.
+    pub fn with_proof(mut self, proof: ProofReport) -> VerificationReport {
+        if self.verdict == Verdict::Passed && proof.blocking().is_some() {
+            self.verdict = Verdict::Failed;
+        }
+        self.proof = proof;
+        self
     }
 
     /// One line for a check run's title or a status comment.
@@ -145,6 +164,9 @@ impl VerificationReport {
             .count();
         if refused > 0 {
             parts.insert(0, format!("{refused} refused path(s)"));
+        }
+        if let Some(why) = self.proof.blocking() {
+            parts.push(why);
         }
         if self.commands.is_empty() {
             parts.push("no verification commands".into());
@@ -179,6 +201,10 @@ impl VerificationReport {
             let base = c.baseline.as_ref().map_or_else(|| "—".to_owned(), cell);
             let after = after_cell(c);
             let _ = writeln!(out, "| {name} | {base} | {after} |");
+        }
+        let proof = self.proof.markdown();
+        if !proof.is_empty() {
+            let _ = write!(out, "\n{proof}");
         }
         let flaky: Vec<String> = self
             .failures
@@ -326,6 +352,7 @@ impl VerificationReport {
         }
         crate::publish::VerificationReport {
             rows,
+            proof: truncate_with_note(&self.proof.markdown(), PROOF_CHARS).into_owned(),
             failing: failing.trim_end().to_owned(),
             details: self.check_markdown(),
             chosen: self.chosen_markdown(),
@@ -378,6 +405,7 @@ impl VerificationReport {
             }
             out.push('\n');
         }
+        out.push_str(&self.proof.compact());
         for class in Class::ALL {
             let total = self.counts.get(class);
             if total == 0 {

@@ -445,11 +445,24 @@ impl Execution<'_> {
             )));
         };
         let run = attempt.run.as_str();
+        let proof = self.proof_workspace(ready, result).await?;
         let verification = attempt
             .verifier
-            .verify(&plan, &self.contract, base_runs, result, run)
+            .verify_proving(
+                &plan,
+                &self.contract,
+                base_runs,
+                result,
+                proof.as_ref(),
+                run,
+            )
             .await
             .map_err(|e| verify_stop(e, "the result"))?;
+        if let Some(ws) = proof
+            && let Err(e) = ws.finish(Outcome::Succeeded).await
+        {
+            warn!(error = %e, "could not remove the proof's workspace");
+        }
         timings.record("verify", stage);
         // What the checks wrote is theirs: a rewrite of the result is undone before the
         // executor sees the checkout again, and what they created stays out of its commits.
@@ -512,6 +525,21 @@ impl Execution<'_> {
             &ready.environment_id,
         );
         Ok(())
+    }
+
+    /// A fresh checkout of the base commit for the fail-to-pass proof, when the result
+    /// changed test files to run there.
+    async fn proof_workspace(
+        &self,
+        ready: &Prepared,
+        result: &Workspace,
+    ) -> Result<Option<Workspace>, Stop> {
+        let changed = result.changed_files().await.map_err(Stop::permanent)?;
+        if verify::test_changes(&self.contract, &changed).is_empty() {
+            return Ok(None);
+        }
+        let branch = format!("{}-proof", ready.branch);
+        self.workspace(&branch, &self.row.base_sha).await.map(Some)
     }
 
     /// The reviewer's verdict on the verified result.
@@ -776,6 +804,7 @@ mod tests {
             scope: Vec::new(),
             scope_omitted: 0,
             chosen: Vec::new(),
+            proof: Default::default(),
         }
     }
 
