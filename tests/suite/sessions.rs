@@ -528,7 +528,7 @@ async fn an_executor_that_claims_success_gets_a_draft_showing_the_failing_test(o
     assert_eq!(world.checks(&head), ["failure"]);
     // What failed is the contract's own command, and the check says so.
     let title = format!("Contract check still fails: `{UNITTEST}`");
-    assert_eq!(world.check_titles(&head), [title.clone()]);
+    assert_eq!(world.check_titles(&head), std::slice::from_ref(&title));
     assert!(
         body.contains(&format!("This run did not pass: {title}.")),
         "{body}"
