@@ -235,6 +235,13 @@ pub fn copy_tests(from: &Path, to: &Path, tests: &[ChangedFile]) -> anyhow::Resu
         match change.change {
             Change::Deleted => remove_entry(&target)?,
             Change::Added | Change::Modified | Change::TypeChanged => {
+                if !plain_parents(from, relative) {
+                    notes.push(format!(
+                        "`{}` is under a link in the result: left out",
+                        change.path
+                    ));
+                    continue;
+                }
                 let source = from.join(relative);
                 let meta = match std::fs::symlink_metadata(&source) {
                     Ok(m) => m,
@@ -288,6 +295,19 @@ fn safe_parents(root: &Path, relative: &Path) -> anyhow::Result<bool> {
         }
     }
     Ok(true)
+}
+
+/// Every folder above `relative` under `root` is a folder, not a link: what is read is
+/// in the checkout.
+fn plain_parents(root: &Path, relative: &Path) -> bool {
+    let mut at = root.to_path_buf();
+    let Some(parent) = relative.parent() else {
+        return true;
+    };
+    parent.components().all(|part| {
+        at.push(part);
+        std::fs::symlink_metadata(&at).is_ok_and(|m| m.is_dir())
+    })
 }
 
 fn remove_entry(path: &Path) -> anyhow::Result<()> {
@@ -820,5 +840,15 @@ mod tests {
             vec!["`spec/a_spec.rb` is under a link in the base's tree: left out"]
         );
         assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+
+        // A folder of the result that is a link to elsewhere is never read through.
+        std::fs::write(outside.path().join("secret_test.py"), "host secret").unwrap();
+        std::os::unix::fs::symlink(outside.path(), from.path().join("test")).unwrap();
+        let notes = copy_tests(from.path(), to.path(), &[added("test/secret_test.py")]).unwrap();
+        assert_eq!(
+            notes,
+            vec!["`test/secret_test.py` is under a link in the result: left out"]
+        );
+        assert!(!to.path().join("test/secret_test.py").exists());
     }
 }
