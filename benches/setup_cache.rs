@@ -202,19 +202,23 @@ fn main() {
         issue: IssueNumber(1),
         title: "bench".into(),
     };
+    let checks = vec![format!(
+        ".venv/bin/python -c 'import benchpkg0.mod0, benchpkg{}.mod49'",
+        packages - 1
+    )];
     let plan = Plan {
         setup: vec![format!(
             "{PYTHON} -m venv .venv && .venv/bin/python -m pip install -q --disable-pip-version-check --no-index --find-links wheels -r requirements.txt"
         )],
-        checks: vec![format!(
-            ".venv/bin/python -c 'import benchpkg0.mod0, benchpkg{}.mod49'",
-            packages - 1
-        )],
+        checks: checks.clone(),
         network_allow: Vec::new(),
         protected: Vec::new(),
         flaky_reruns: 0,
         quarantine: Vec::new(),
         expects_tests: false,
+        always: checks,
+        by_path: Vec::new(),
+        chosen: Vec::new(),
     };
     let environment = EnvironmentConfig {
         cache: vec![".venv".into()],

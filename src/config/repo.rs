@@ -65,7 +65,7 @@ pub struct RepoConfig {
     pub label: String,
     pub min_permission: Permission,
     pub setup: Vec<String>,
-    pub test: Vec<String>,
+    pub test: TestCommands,
     pub network_allow: Vec<String>,
     pub executor: ExecutorKind,
     /// The command line the `command` executor runs (`executor_command`).
@@ -94,6 +94,66 @@ pub const MAX_FLAKY_RERUNS: u32 = 5;
 const MAX_QUARANTINED: usize = 1_000;
 const MAX_TEST_ID: usize = 1_000;
 
+/// The repository's `test` commands: one list every result runs, or lists keyed by path
+/// globs (a monorepo's folders), each run when a result changes a file its glob matches.
+/// Stored as the file writes it: a list as a list, globs as `{"by_path": [...]}`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(untagged)]
+pub enum TestCommands {
+    Always(Vec<String>),
+    ByPath { by_path: Vec<PathTests> },
+}
+
+/// One glob of `test` and the commands a change under it runs, in the file's order.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PathTests {
+    pub glob: String,
+    pub commands: Vec<String>,
+}
+
+impl Default for TestCommands {
+    fn default() -> Self {
+        TestCommands::Always(Vec::new())
+    }
+}
+
+impl TestCommands {
+    pub fn is_empty(&self) -> bool {
+        match self {
+            TestCommands::Always(list) => list.is_empty(),
+            TestCommands::ByPath { by_path } => by_path.iter().all(|p| p.commands.is_empty()),
+        }
+    }
+
+    /// The commands every result runs, whatever it changes.
+    pub fn always(&self) -> &[String] {
+        match self {
+            TestCommands::Always(list) => list,
+            TestCommands::ByPath { .. } => &[],
+        }
+    }
+
+    /// The globs and their commands; none for the list form.
+    pub fn by_path(&self) -> &[PathTests] {
+        match self {
+            TestCommands::Always(_) => &[],
+            TestCommands::ByPath { by_path } => by_path,
+        }
+    }
+
+    /// One line for a person or a model: `a; b`, or `` `glob`: a; b `` for each glob.
+    pub fn describe(&self) -> String {
+        match self {
+            TestCommands::Always(list) => list.join("; "),
+            TestCommands::ByPath { by_path } => by_path
+                .iter()
+                .map(|p| format!("changes under `{}`: {}", p.glob, p.commands.join("; ")))
+                .collect::<Vec<_>>()
+                .join(" — "),
+        }
+    }
+}
+
 impl RepoConfig {
     /// The settings when the repository has no file, with the commands guessed from `root`.
     pub fn defaults(root: &RootFiles) -> RepoConfig {
@@ -102,7 +162,7 @@ impl RepoConfig {
             label: DEFAULT_LABEL.to_owned(),
             min_permission: Permission::Write,
             setup: guess.setup,
-            test: guess.test,
+            test: TestCommands::Always(guess.test),
             network_allow: guess.network_allow,
             executor: ExecutorKind::Builtin,
             executor_command: None,
@@ -162,8 +222,10 @@ impl RepoConfig {
         if let Some(setup) = file.setup {
             config.setup = commands(setup, "setup", &at)?;
         }
-        if let Some(test) = file.test {
-            config.test = commands(test, "test", &at)?;
+        if let Some(test) = file.test
+            && !test.is_null()
+        {
+            config.test = test_commands(test, &at)?;
         }
         if let Some(hosts) = file.network_allow {
             for h in &hosts {
@@ -383,7 +445,8 @@ pub struct BoundSettings {
     pub executor: String,
     pub executor_command: Option<String>,
     pub setup: Vec<String>,
-    pub test: Vec<String>,
+    /// Recorded as a list before path globs were: that form still reads as it was.
+    pub test: TestCommands,
     pub network_allow: Vec<String>,
     pub protected_paths: Vec<String>,
     pub budget_usd: f64,
@@ -510,6 +573,92 @@ fn commands(
     Ok(list)
 }
 
+/// `test` as written: one command, a list, or a mapping of path globs to a command or a
+/// list; every problem names the glob.
+fn test_commands(
+    value: serde_norway::Value,
+    at: &impl Fn(&str, String) -> ConfigError,
+) -> Result<TestCommands, ConfigError> {
+    use serde_norway::Value;
+    let list = |value: Value, what: &str| -> Result<Vec<String>, ConfigError> {
+        let items = match value {
+            Value::String(one) => vec![Value::String(one)],
+            Value::Sequence(items) => items,
+            _ => {
+                return Err(at(
+                    "test",
+                    format!("{what} must be a command or a list of commands"),
+                ));
+            }
+        };
+        let mut commands = Vec::new();
+        for item in items {
+            match item {
+                Value::String(c) => commands.push(c),
+                _ => {
+                    return Err(at(
+                        "test",
+                        format!("{what} holds a value that is not a command"),
+                    ));
+                }
+            }
+        }
+        self::commands(commands, "test", at)
+    };
+    let Value::Mapping(globs) = value else {
+        return Ok(TestCommands::Always(list(value, "the list")?));
+    };
+    let mut by_path = Vec::new();
+    for (glob, commands) in globs {
+        let Value::String(glob) = glob else {
+            return Err(at("test", "a key that is not a path glob".into()));
+        };
+        if let Err(why) = valid_glob(&glob) {
+            return Err(at("test", format!("`{glob}` is not a path glob: {why}")));
+        }
+        let commands = list(commands, &format!("`{glob}`"))?;
+        if commands.is_empty() {
+            return Err(at("test", format!("`{glob}` has no commands")));
+        }
+        by_path.push(PathTests { glob, commands });
+    }
+    if by_path.is_empty() {
+        return Err(at(
+            "test",
+            "names no globs (write `[]` for no test commands)".into(),
+        ));
+    }
+    Ok(TestCommands::ByPath { by_path })
+}
+
+/// A glob matched against paths relative to the repository's root (`services/api/**`,
+/// `**/*.py`): relative, without empty, `.` or `..` segments, on one line.
+fn valid_glob(glob: &str) -> Result<(), &'static str> {
+    if glob.trim().is_empty() {
+        return Err("it is empty");
+    }
+    if glob != glob.trim() {
+        return Err("it starts or ends with spaces");
+    }
+    if glob.chars().any(char::is_control) {
+        return Err("it holds a control character");
+    }
+    if glob.starts_with('/') {
+        return Err("paths are relative to the repository's root");
+    }
+    if glob.contains('\\') {
+        return Err("paths are written with `/`");
+    }
+    let segments: Vec<&str> = glob.trim_end_matches('/').split('/').collect();
+    if segments
+        .iter()
+        .any(|s| s.is_empty() || *s == "." || *s == "..")
+    {
+        return Err("it has an empty, `.` or `..` segment");
+    }
+    Ok(())
+}
+
 /// `crates.io`, `*.npmjs.org`, `localhost:4873`: letters, digits, dots, dashes, an optional
 /// leading `*.` and an optional port.
 fn valid_host_rule(rule: &str) -> bool {
@@ -536,8 +685,8 @@ struct File {
     min_permission: Option<MinPermission>,
     #[serde(default, deserialize_with = "one_or_many")]
     setup: Option<Vec<String>>,
-    #[serde(default, deserialize_with = "one_or_many")]
-    test: Option<Vec<String>>,
+    /// A command, a list, or globs each with theirs: read by [`test_commands`].
+    test: Option<serde_norway::Value>,
     network_allow: Option<Vec<String>>,
     executor: Option<Executor>,
     executor_command: Option<String>,
@@ -838,7 +987,7 @@ on_failure: comment
         let c = RepoConfig::parse(FULL, ".github/planwright.yml", &RootFiles::default()).unwrap();
         assert_eq!(c.label, "ai-fix");
         assert_eq!(c.min_permission, Permission::Maintain);
-        assert_eq!(c.test, ["cargo test --workspace"]);
+        assert_eq!(c.test.always(), ["cargo test --workspace"]);
         assert_eq!(c.executor, ExecutorKind::ClaudeCode);
         assert_eq!(c.models.planner.as_ref().unwrap().model, "claude-opus-4");
         assert_eq!(c.models.executor_medium, None);
@@ -1010,11 +1159,11 @@ on_failure: comment
     fn keys_left_out_keep_the_guessed_defaults() {
         let cargo = root(&[("Cargo.toml", "[package]")]);
         let c = RepoConfig::parse("label: fix-me\ntest: make check\n", "f", &cargo).unwrap();
-        assert_eq!(c.test, ["make check"]);
+        assert_eq!(c.test.always(), ["make check"]);
         assert_eq!(c.setup, ["cargo fetch"]);
         assert!(c.network_allow.contains(&"crates.io".to_owned()));
         let empty = RepoConfig::parse("", "f", &cargo).unwrap();
-        assert_eq!(empty.test, ["cargo test"]);
+        assert_eq!(empty.test.always(), ["cargo test"]);
         assert_eq!(empty.label, DEFAULT_LABEL);
     }
 
@@ -1064,8 +1213,108 @@ on_failure: comment
         ];
         for (files, expected) in cases {
             let c = RepoConfig::defaults(&root(files));
-            assert_eq!(c.test, *expected, "{files:?}");
+            assert_eq!(c.test.always(), *expected, "{files:?}");
         }
+    }
+
+    const MONOREPO: &str = r#"
+label: x
+test:
+  "services/api/**": ["cd services/api && npm test"]
+  web/**: cd web && npm test
+  "**": ["make test"]
+"#;
+
+    #[test]
+    fn test_commands_may_be_keyed_by_path_globs() {
+        let c = RepoConfig::parse(MONOREPO, ".planwright.yml", &RootFiles::default()).unwrap();
+        let rule = |glob: &str, commands: &[&str]| PathTests {
+            glob: glob.into(),
+            commands: commands.iter().map(|c| (*c).to_owned()).collect(),
+        };
+        assert_eq!(
+            c.test,
+            TestCommands::ByPath {
+                by_path: vec![
+                    rule("services/api/**", &["cd services/api && npm test"]),
+                    rule("web/**", &["cd web && npm test"]),
+                    rule("**", &["make test"]),
+                ]
+            }
+        );
+        assert!(c.test.always().is_empty());
+        // The list and the single command read as they always did.
+        for text in ["test: [\"make test\"]\n", "test: make test\n"] {
+            let c = RepoConfig::parse(text, "f", &RootFiles::default()).unwrap();
+            assert_eq!(c.test, TestCommands::Always(vec!["make test".into()]));
+        }
+    }
+
+    #[test]
+    fn a_bad_test_glob_or_command_names_the_line_and_the_glob() {
+        for (text, says) in [
+            (
+                "label: x\ntest:\n  \"/abs/**\": [make]\n",
+                "`/abs/**` is not a path glob",
+            ),
+            (
+                "label: x\ntest:\n  \"a/../b\": [make]\n",
+                "`a/../b` is not a path glob",
+            ),
+            ("label: x\ntest:\n  \"\": [make]\n", "`` is not a path glob"),
+            (
+                "label: x\ntest:\n  \"a/**\": []\n",
+                "`a/**` has no commands",
+            ),
+            (
+                "label: x\ntest:\n  \"a/**\": [\"  \"]\n",
+                "holds an empty command",
+            ),
+            (
+                "label: x\ntest:\n  \"a/**\": [3]\n",
+                "`a/**` holds a value that is not a command",
+            ),
+            (
+                "label: x\ntest:\n  \"a/**\": {x: y}\n",
+                "`a/**` must be a command or a list",
+            ),
+            (
+                "label: x\ntest:\n  3: [make]\n",
+                "a key that is not a path glob",
+            ),
+            (
+                "label: x\ntest: [make, [nested]]\n",
+                "holds a value that is not a command",
+            ),
+            ("label: x\ntest: {}\n", "names no globs"),
+        ] {
+            let e =
+                RepoConfig::parse(text, ".planwright.yml", &RootFiles::default()).expect_err(text);
+            assert_eq!(e.line, Some(2), "{text}: {e}");
+            assert!(e.message.starts_with("`test`: "), "{text}: {e}");
+            assert!(e.message.contains(says), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn bound_test_globs_are_kept_and_a_bound_list_still_reads() {
+        let c = RepoConfig::parse(MONOREPO, ".planwright.yml", &RootFiles::default()).unwrap();
+        let json = c.bound().to_json();
+        assert!(
+            json.contains(r#""test":{"by_path":[{"glob":"services/api/**","commands":["cd services/api && npm test"]}"#),
+            "{json}"
+        );
+        let back: BoundSettings = serde_json::from_str(&json).unwrap();
+        assert_eq!(RepoConfig::from_bound(&back).unwrap().test, c.test);
+        // A row recorded when `test` was only a list: it reads, and writes back unchanged.
+        let listed = RepoConfig::parse("test: [cargo test]\n", "f", &RootFiles::default())
+            .unwrap()
+            .bound()
+            .to_json();
+        assert!(listed.contains(r#""test":["cargo test"]"#), "{listed}");
+        let old: BoundSettings = serde_json::from_str(&listed).unwrap();
+        assert_eq!(old.test, TestCommands::Always(vec!["cargo test".into()]));
+        assert_eq!(old.to_json(), listed);
     }
 
     #[test]

@@ -1200,14 +1200,14 @@ impl Workspace {
 
     /// Commits the checkout as the run's one result commit on the base (or the parent it
     /// is stacked on), replacing what an earlier attempt committed, and leaving out
-    /// `exclude` (files an earlier attempt's verification wrote). Taken before
-    /// verification runs, so nothing the checks write joins the result. Returns the base
-    /// when the result changes nothing.
+    /// `exclude` (files an earlier attempt's verification created, while they hold what it
+    /// left). Taken before verification runs, so nothing the checks write joins the
+    /// result. Returns the base when the result changes nothing.
     pub async fn commit_result(
         &self,
         message: &str,
         author: &Author,
-        exclude: &HashSet<String>,
+        exclude: &Artifacts,
     ) -> Result<CommitSha, WorkspaceError> {
         let (git_dir, work, branch, base) =
             (self.git_dir(), self.repo(), self.branch.clone(), self.base);
@@ -1226,9 +1226,8 @@ impl Workspace {
             index
                 .read_tree(&base_tree)
                 .context("Could not start the run's index from the base")?;
-            let mut skip = |path: &Path, _: &[u8]| -> i32 {
-                i32::from(exclude.contains(path.to_string_lossy().as_ref()))
-            };
+            let mut skip =
+                |path: &Path, _: &[u8]| -> i32 { i32::from(exclude.unchanged(&work, path)) };
             index
                 .add_all(["*"], git2::IndexAddOption::DEFAULT, Some(&mut skip))
                 .context("Could not stage the run's files")?;
@@ -1282,29 +1281,63 @@ impl Workspace {
         .await
     }
 
-    /// Files in the checkout that the run branch's tip does not hold: after
-    /// verification, what the checks created. (Files they rewrote are not told apart
-    /// from the executor's edits and stay part of the result.)
-    pub async fn changed_since_tip(&self) -> Result<Vec<String>, WorkspaceError> {
-        let (git_dir, work, branch) = (self.git_dir(), self.repo(), self.branch.clone());
+    /// Undoes what verification's commands did to the committed result in the checkout,
+    /// so that no later attempt's commit takes it for the executor's: tracked files they
+    /// rewrote, deleted or turned into another kind are put back as the run branch's tip
+    /// holds them (a formatter's rewrite, a snapshot update), and a file the result
+    /// deleted that they made again is removed. Files they created stay (caches, a
+    /// setup's `node_modules`: deleting them would only cost the next run) and are
+    /// returned with the id of their content, which a later commit leaves out while the
+    /// content is unchanged.
+    pub async fn undo_checks_writes(&self) -> Result<Artifacts, WorkspaceError> {
+        let (git_dir, work, branch, base) =
+            (self.git_dir(), self.repo(), self.branch.clone(), self.base);
         blocking(move || {
             let repo = open_results(&git_dir, &work)?;
             let tip = repo
                 .find_reference(&format!("refs/heads/{branch}"))
                 .and_then(|r| r.peel_to_commit())
-                .context("Could not read the run branch")?
-                .id();
-            let diff = diff_from_base(&repo, tip)?;
-            Ok(diff
-                .deltas()
-                .filter(|d| matches!(d.status(), git2::Delta::Untracked | git2::Delta::Added))
-                .filter_map(|d| {
-                    d.new_file()
-                        .path()
-                        .or(d.old_file().path())
-                        .map(|p| p.to_string_lossy().into_owned())
-                })
-                .collect())
+                .context("Could not read the run branch")?;
+            let tip_tree = tip.tree().context("Could not read the result's tree")?;
+            let base_tree = repo
+                .find_commit(base)
+                .and_then(|c| c.tree())
+                .with_context(|| format!("Could not read the base commit {base}"))?;
+            let diff = diff_from_base(&repo, tip.id())?;
+            let (mut new, mut changed) = (Vec::new(), Vec::new());
+            for delta in diff.deltas() {
+                let Some(path) = delta.new_file().path().or(delta.old_file().path()) else {
+                    continue;
+                };
+                match delta.status() {
+                    git2::Delta::Untracked | git2::Delta::Added => new.push(path.to_owned()),
+                    git2::Delta::Modified | git2::Delta::Deleted | git2::Delta::Typechange => {
+                        changed.push(path.to_owned());
+                    }
+                    _ => {}
+                }
+            }
+            // Put back first: a link the checks left where a folder was gives way to the
+            // folder, and is no file of theirs to keep.
+            for path in &changed {
+                let entry = tip_tree
+                    .get_path(path)
+                    .with_context(|| format!("Could not find {} in the result", path.display()))?;
+                put_back(&repo, &work, path, &entry)?;
+            }
+            let mut created = Artifacts::default();
+            let file_in = |tree: &git2::Tree<'_>, path: &Path| {
+                tree.get_path(path)
+                    .is_ok_and(|e| e.kind() == Some(git2::ObjectType::Blob))
+            };
+            for path in &new {
+                if file_in(&base_tree, path) && tip_tree.get_path(path).is_err() {
+                    remove_path(&work, path)?;
+                } else if let Some(id) = content_id(&work.join(path)) {
+                    created.0.insert(path.to_string_lossy().into_owned(), id);
+                }
+            }
+            Ok(created)
         })
         .await
     }
@@ -1328,6 +1361,111 @@ impl Drop for Workspace {
             let _ = touch(&self.dir.join(FAILED_MARK));
         }
     }
+}
+
+/// Files verification's commands created in a result's checkout, each with the id of the
+/// content they left: the checks' own, never the executor's, until the executor changes
+/// them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Artifacts(HashMap<String, Oid>);
+
+impl Artifacts {
+    /// Adds `later`'s files; a file both hold keeps what the later checks left.
+    pub fn extend(&mut self, later: Artifacts) {
+        self.0.extend(later.0);
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Whether `path` (relative to `work`) is one of these files, holding what the checks
+    /// left in it.
+    fn unchanged(&self, work: &Path, path: &Path) -> bool {
+        self.0
+            .get(path.to_string_lossy().as_ref())
+            .is_some_and(|id| content_id(&work.join(path)).as_ref() == Some(id))
+    }
+}
+
+/// The blob id of what `path` holds: a file's bytes, or a symbolic link's target (never
+/// what it points to); `None` for a folder or nothing.
+fn content_id(path: &Path) -> Option<Oid> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    if meta.file_type().is_symlink() {
+        let target = std::fs::read_link(path).ok()?;
+        Oid::hash_object(
+            git2::ObjectType::Blob,
+            target.as_os_str().as_encoded_bytes(),
+        )
+        .ok()
+    } else if meta.is_file() {
+        Oid::hash_file(git2::ObjectType::Blob, path).ok()
+    } else {
+        None
+    }
+}
+
+/// Removes `relative` from `work`, if it is there, without following links.
+fn remove_path(work: &Path, relative: &Path) -> anyhow::Result<()> {
+    let target = work.join(relative);
+    match std::fs::symlink_metadata(&target) {
+        Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(&target),
+        Ok(_) => std::fs::remove_file(&target),
+        Err(_) => return Ok(()),
+    }
+    .with_context(|| format!("Could not remove {}", target.display()))
+}
+
+/// Writes `entry` (a file or a link of the result's tree) back at `relative` in `work`.
+/// The folders on the way are made real ones first: a check may have left a link in the
+/// place of one, and writing through it would reach outside the checkout.
+fn put_back(
+    repo: &Repository,
+    work: &Path,
+    relative: &Path,
+    entry: &git2::TreeEntry<'_>,
+) -> anyhow::Result<()> {
+    if entry.kind() != Some(git2::ObjectType::Blob) {
+        return Ok(());
+    }
+    let mut dir = work.to_path_buf();
+    let parts: Vec<_> = relative.components().collect();
+    for part in &parts[..parts.len().saturating_sub(1)] {
+        dir.push(part);
+        match std::fs::symlink_metadata(&dir) {
+            Ok(meta) if meta.is_dir() => continue,
+            Ok(_) => std::fs::remove_file(&dir)
+                .with_context(|| format!("Could not remove {}", dir.display()))?,
+            Err(_) => {}
+        }
+        std::fs::create_dir(&dir).with_context(|| format!("Could not create {}", dir.display()))?;
+    }
+    remove_path(work, relative)?;
+    let target = work.join(relative);
+    let blob = repo
+        .find_blob(entry.id())
+        .with_context(|| format!("Could not read {} in the result", relative.display()))?;
+    if entry.filemode() == i32::from(git2::FileMode::Link) {
+        use std::os::unix::ffi::OsStrExt as _;
+        let link = std::ffi::OsStr::from_bytes(blob.content());
+        std::os::unix::fs::symlink(link, &target)
+    } else {
+        std::fs::write(&target, blob.content()).and_then(|()| {
+            use std::os::unix::fs::PermissionsExt as _;
+            let mode = if entry.filemode() == i32::from(git2::FileMode::BlobExecutable) {
+                0o755
+            } else {
+                0o644
+            };
+            std::fs::set_permissions(&target, std::fs::Permissions::from_mode(mode))
+        })
+    }
+    .with_context(|| format!("Could not write {} back", target.display()))
 }
 
 fn signature(author: &Author) -> anyhow::Result<git2::Signature<'static>> {

@@ -281,7 +281,7 @@ impl Planner<'_> {
             if request.config.test.is_empty() {
                 "none configured or detected".to_owned()
             } else {
-                request.config.test.join("; ")
+                request.config.test.describe()
             }
         );
         let _ = write!(out, "\nRepository map:\n{}", self.tools.map());

@@ -49,6 +49,9 @@ pub struct VerificationReport {
     /// The full distilled report (markdown): the check's text, and on GitLab, where a
     /// commit status holds one line, part of the merge request description.
     pub details: String,
+    /// Which of the repository's path globs chose which commands (markdown); empty when
+    /// its `test` is a plain list.
+    pub chosen: String,
 }
 
 /// The reviewer's verdict on the run.
@@ -63,6 +66,8 @@ pub struct Review {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RunResult {
     Succeeded,
+    /// `reason` names what failed in its first line ("Verification failed: …", "Not
+    /// accepted by the reviewer: …"): it is the check's title as it is.
     Failed {
         reason: String,
     },
@@ -256,18 +261,12 @@ async fn publish_in_span(
         forge.update_pull_body(p.repo, pull.number, &body).await?
     };
 
-    let (state, check_title) = match p.result {
-        RunResult::Succeeded => (CheckState::Success, "Verification passed".to_owned()),
-        RunResult::Failed { reason } => (
-            CheckState::Failure,
-            format!("Verification failed: {}", first_line(reason)),
-        ),
-        // Never green: the change is unfinished and was not verified.
-        RunResult::Unfinished { reason } => (
-            CheckState::Failure,
-            format!("Did not finish: {}", first_line(reason)),
-        ),
+    let state = match p.result {
+        RunResult::Succeeded => CheckState::Success,
+        // Never green: a failed run, or an unfinished change that was not verified.
+        RunResult::Failed { .. } | RunResult::Unfinished { .. } => CheckState::Failure,
     };
+    let check_title = check_title(p.result);
     let summary = check_summary(p);
     forge
         .set_check(
@@ -325,6 +324,17 @@ async fn keep_on_own_branch(
         partial_branch(p.issue, 1),
         partial_branch(p.issue, PARTIAL_BRANCHES_MAX)
     )))
+}
+
+/// The check's title (a GitLab commit status's description): a failed run's reason names
+/// what failed (verification, a contract command, the reviewer), so it is the title as it
+/// is, and the summary and the pull request say the same.
+pub fn check_title(result: &RunResult) -> String {
+    match result {
+        RunResult::Succeeded => "Verification passed".to_owned(),
+        RunResult::Failed { reason } => first_line(reason).to_owned(),
+        RunResult::Unfinished { reason } => format!("Did not finish: {}", first_line(reason)),
+    }
 }
 
 /// `Fix #7: <the contract's summary>`, cut to one short line.
@@ -467,6 +477,9 @@ fn verification_section(p: &Publication<'_>, failing: &str) -> String {
         let _ = writeln!(out, "{}\n", p.environment.trim());
     }
     let v = p.verification;
+    if !v.chosen.trim().is_empty() {
+        let _ = writeln!(out, "{}\n", v.chosen.trim());
+    }
     if v.rows.is_empty() {
         out.push_str("No verification commands ran.\n\n");
     } else {
@@ -683,6 +696,7 @@ mod tests {
             proof: String::new(),
             failing: "é failing test\n".repeat(20_000),
             details: "x".repeat(2_000_000),
+            chosen: String::new(),
         };
         let result = RunResult::Failed {
             reason: "tests fail".into(),

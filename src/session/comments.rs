@@ -5,7 +5,7 @@
 use std::fmt::Display;
 
 use crate::config::environment::Choice;
-use crate::config::repo::BoundSettings;
+use crate::config::repo::{BoundSettings, TestCommands};
 use crate::contract::ContractVersion;
 use crate::environment::{PullError, PullErrorKind};
 use crate::ids::{Permission, SessionId};
@@ -319,7 +319,16 @@ pub(super) fn settings_section(b: &BoundSettings, json: &str) -> String {
         list(&b.network_allow),
         list(&b.protected_paths),
         list(&b.setup),
-        list(&b.test),
+        match &b.test {
+            TestCommands::Always(commands) => list(commands),
+            TestCommands::ByPath { by_path } => {
+                let mut globs = String::from("by the paths a result changes:");
+                for p in by_path {
+                    globs.push_str(&format!("\n  - `{}`: {}", code(&p.glob), list(&p.commands)));
+                }
+                globs
+            }
+        },
         b.flaky_reruns,
         list(&b.quarantine),
     );
@@ -612,9 +621,10 @@ pub(super) fn reviewer_model_failed() -> String {
     format!("Could not review the result: the reviewer's model call failed; {SEE_AUDIT}.")
 }
 
+/// Why a run failed, as its check's title and every report of it say: what failed first.
 pub(super) fn checks_still_fail(commands: &[String]) -> String {
     format!(
-        "the contract's verification still fails: {}",
+        "Contract check still fails: {}",
         commands
             .iter()
             .map(|c| format!("`{c}`"))
@@ -624,10 +634,7 @@ pub(super) fn checks_still_fail(commands: &[String]) -> String {
 }
 
 pub(super) fn reviewer_rejected(findings: &str) -> String {
-    format!(
-        "the reviewer did not accept the result: {}",
-        first_line(findings)
-    )
+    format!("Not accepted by the reviewer: {}", first_line(findings))
 }
 
 pub(super) fn result_lost() -> String {

@@ -12,6 +12,7 @@ use super::run::{CommandRun, Phase, RunSet, RunSummary};
 use super::scope::{ScopeFinding, Severity};
 use super::{COMPACT_DETAILED, COMPACT_LISTED, LISTED_PER_CLASS, MAX_FINDINGS};
 
+use crate::config::repo::PathTests;
 use crate::distill::clip;
 use crate::forge::truncate_with_note;
 use crate::markdown::GITHUB_TEXT_LIMIT;
@@ -140,6 +141,10 @@ pub struct VerificationReport {
     pub scope: Vec<ScopeFinding>,
     /// Scope findings beyond those listed.
     pub scope_omitted: u64,
+    /// The globs of the repository's `test` whose commands ran because the result
+    /// changed files under them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub chosen: Vec<PathTests>,
     /// What the added and changed tests prove, run on the base code (absent from reports
     /// kept before it was made).
     #[serde(default, skip_serializing_if = "ProofReport::is_empty")]
@@ -226,6 +231,7 @@ impl VerificationReport {
             failures,
             scope,
             scope_omitted,
+            chosen: Vec::new(),
             proof: ProofReport::default(),
         }
     }
@@ -457,7 +463,27 @@ impl VerificationReport {
             proof: truncate_with_note(&self.proof.markdown(), PROOF_CHARS).into_owned(),
             failing: failing.trim_end().to_owned(),
             details: self.check_markdown(),
+            chosen: self.chosen_markdown(),
         }
+    }
+
+    /// Which of the repository's path globs chose which commands; empty without globs.
+    fn chosen_markdown(&self) -> String {
+        if self.chosen.is_empty() {
+            return String::new();
+        }
+        let globs: Vec<String> = self
+            .chosen
+            .iter()
+            .map(|p| {
+                let commands: Vec<String> = p.commands.iter().map(|c| code(c)).collect();
+                format!("{} chose {}", code(&p.glob), commands.join(", "))
+            })
+            .collect();
+        format!(
+            "Chosen by the paths the result changed: {}.",
+            globs.join("; ")
+        )
     }
 
     /// Plain text for the reviewer model: the verdict, each command's two runs, the

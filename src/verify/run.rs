@@ -181,6 +181,25 @@ impl RunSet {
                     .any(|r| r.failures.iter().any(|f| !ids.contains(f.id.as_str())))
         })
     }
+
+    /// Adds the check runs of `more` (the base's runs of commands chosen after it first
+    /// ran) that this set does not hold yet.
+    pub fn extend_checks(&mut self, more: RunSet) {
+        for run in more.runs {
+            if run.phase == Phase::Check && self.find(Phase::Check, &run.command).is_none() {
+                self.runs.push(run);
+            }
+        }
+    }
+
+    /// The check commands this set holds runs of, in the order they ran.
+    pub fn checks(&self) -> Vec<String> {
+        self.runs
+            .iter()
+            .filter(|r| r.phase == Phase::Check)
+            .map(|r| r.command.clone())
+            .collect()
+    }
 }
 
 /// Runs verification in the sandbox. `scratch` holds the setup phase's egress sockets and
@@ -232,6 +251,32 @@ impl Verifier {
             config: config.clone(),
         });
         self
+    }
+
+    /// Runs on the base the checks of `plan` that `baseline` lacks (chosen by the paths the
+    /// result changed, which the contract did not declare) and adds them to it.
+    /// `set_up`: whether `workspace` already ran the setup phase; a new checkout runs it.
+    pub async fn complete_baseline(
+        &self,
+        plan: &Plan,
+        baseline: &mut RunSet,
+        workspace: &Workspace,
+        set_up: bool,
+        run: &str,
+    ) -> Result<(), VerifyError> {
+        let missing = plan.missing_from(baseline);
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let mut more = plan.with_checks(missing);
+        if set_up {
+            more.setup.clear();
+        }
+        let runs = self
+            .run_plan(&more, workspace, &format!("{run}-more-baseline"), true)
+            .await?;
+        baseline.extend_checks(runs);
+        Ok(())
     }
 
     /// Runs the plan on a checkout of the base commit, re-running the tests that fail
@@ -438,10 +483,11 @@ impl Verifier {
                     .await?,
             );
         }
-        Ok(
+        let mut report =
             VerificationReport::judge(baseline, &after, &reruns, scope, &Rules::of(plan))
-                .with_proof(proof),
-        )
+                .with_proof(proof);
+        report.chosen = plan.chosen.clone();
+        Ok(report)
     }
 
     /// `keep_setup`: whether a setup phase that succeeded goes into the setup cache. Only

@@ -92,6 +92,7 @@ fn report() -> VerificationReport {
         failing: String::new(),
         details: "#### Tests (cargo): passed\n\n| passed | failed |\n|---:|---:|\n| 11 | 0 |\n"
             .into(),
+        chosen: String::new(),
     }
 }
 
@@ -507,7 +508,10 @@ async fn the_pull_request_shows_all_of_the_planners_and_the_reviewers_text() {
 #[tokio::test]
 async fn github_a_lost_answer_to_the_pull_request_is_repeated_without_a_second_one() {
     let gh = github().await;
-    let run = Run::new(REPO, &gh.base).failed("1 test still fails", OnFailure::DraftPr);
+    let run = Run::new(REPO, &gh.base).failed(
+        "Verification failed: 1 test still fails",
+        OnFailure::DraftPr,
+    );
     let db = db_with_usage(&run.session).await;
     let (_workspaces, workspace) = changed_workspace(
         db.dir.path(),
@@ -561,7 +565,7 @@ async fn github_a_lost_answer_to_the_pull_request_is_repeated_without_a_second_o
     );
     let body = pulls[0].body.clone().unwrap();
     assert!(
-        body.contains("This run did not pass: 1 test still fails."),
+        body.contains("This run did not pass: Verification failed: 1 test still fails."),
         "{body}"
     );
     assert!(body.contains("**Not accepted** by the reviewer."), "{body}");
@@ -768,7 +772,10 @@ async fn on_failure_comment_reports_on_the_issue_once_and_pushes_nothing() {
 #[tokio::test]
 async fn gitlab_gets_one_draft_merge_request_with_the_report_and_a_status() {
     let gl = gitlab().await;
-    let run = Run::new(PROJECT, &gl.base).failed("1 test still fails", OnFailure::DraftPr);
+    let run = Run::new(PROJECT, &gl.base).failed(
+        "Verification failed: 1 test still fails",
+        OnFailure::DraftPr,
+    );
     let db = db_with_usage(&run.session).await;
     let (_workspaces, workspace) = changed_workspace(
         db.dir.path(),

@@ -505,7 +505,7 @@ async fn an_executor_that_claims_success_gets_a_draft_showing_the_failing_test(o
             .failure
             .as_deref()
             .unwrap_or_default()
-            .contains("verification still fails"),
+            .contains("Contract check still fails: `"),
         "{:?}",
         session.failure
     );
@@ -526,6 +526,13 @@ async fn an_executor_that_claims_success_gets_a_draft_showing_the_failing_test(o
     assert!(body.contains("test_add"), "{body}");
     let head = world.upstream(&["rev-parse", &pulls[0].head]);
     assert_eq!(world.checks(&head), ["failure"]);
+    // What failed is the contract's own command, and the check says so.
+    let title = format!("Contract check still fails: `{UNITTEST}`");
+    assert_eq!(world.check_titles(&head), std::slice::from_ref(&title));
+    assert!(
+        body.contains(&format!("This run did not pass: {title}.")),
+        "{body}"
+    );
     world.server.stop().await;
 }
 
@@ -935,6 +942,191 @@ async fn cancel_during_execution_stops_the_executor_and_pushes_nothing(on: Forge
     world.server.stop().await;
 }
 
+async fn path_globs_choose_the_test_commands_a_result_runs(on: ForgeKind) {
+    let settings = format!(
+        "test:\n  \"*.py\": [\"{UNITTEST}\"]\n  \"docs/**\": [\"exit 3\"]\n  \"**\": [\"test -f calc.py\"]\n"
+    );
+    let world = World::calc(on, support::calc::fixing_script(2), &settings).await;
+    world.label(&world.maintainer, "calc-label").await;
+    let posted = world
+        .wait_for_comment("the contract", |b| b.contains("### Repository settings"))
+        .await;
+    // The approver sees every glob and what it runs.
+    assert!(
+        posted.contains(&format!(
+            "- tests: by the paths a result changes:\n  - `*.py`: `{UNITTEST}`\n  - `docs/**`: `exit 3`\n  - `**`: `test -f calc.py`\n"
+        )),
+        "{posted}"
+    );
+    world.wait_for_state("awaiting_approval").await;
+    world
+        .comment(&world.maintainer, "/approve", "calc-approve")
+        .await;
+    world.wait_for_state("pr_opened").await;
+    let body = &world.pulls()[0].body;
+    assert!(
+        body.contains(&format!(
+            "Chosen by the paths the result changed: `*.py` chose `{UNITTEST}`; `**` chose `test -f calc.py`."
+        )),
+        "{body}"
+    );
+    assert!(body.contains("| `test -f calc.py` |"), "{body}");
+    // Nothing under `docs/` changed: its command ran on neither tree.
+    assert!(!body.contains("exit 3"), "{body}");
+    let runs = world.runs().await;
+    let outcome: Value = serde_json::from_str(runs[0].outcome.as_deref().unwrap()).unwrap();
+    let ran: Vec<&str> = outcome["verification"]["commands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["command"].as_str().unwrap())
+        .collect();
+    assert_eq!(ran, [UNITTEST, "test -f calc.py"]);
+    world.server.stop().await;
+}
+
+async fn a_kept_baseline_lacking_a_command_the_diff_chose_runs_it_on_a_new_base_checkout(
+    on: ForgeKind,
+) {
+    // The first run swaps add's operands, fails review and reports on the issue; the
+    // retry, on the kept baseline, also touches the tests, whose glob's command the kept
+    // runs do not hold (and which fails on the base as after).
+    let edit = |id: &str, path: &str, old: &str, new: &str| {
+        Step::tool_call(
+            id,
+            "edit_file",
+            json!({"path": path, "old": old, "new": new}),
+        )
+        .when_tools(&["finish", "edit_file"])
+    };
+    let finish = |id: &str| {
+        Step::tool_call(id, "finish", json!({"summary": "changed add"})).when_tools(&["finish"])
+    };
+    let settings = format!(
+        "test:\n  \"calc.py\": [\"{UNITTEST}\"]\n  \"test_*.py\": [\"grep -c nothing-like-this test_calc.py\"]\non_failure: comment\n"
+    );
+    let world = World::calc(
+        on,
+        vec![
+            submit_calc(1),
+            edit("e1", "calc.py", "return a - b", "return b - a"),
+            finish("e2"),
+            verdict(false, "Still wrong."),
+            edit("e3", "calc.py", "return a - b", "return a + b"),
+            edit(
+                "e4",
+                "test_calc.py",
+                "import unittest",
+                "import unittest  # add",
+            ),
+            finish("e5"),
+            verdict(true, "Fixed."),
+        ],
+        &settings,
+    )
+    .await;
+    world.approve_calc().await;
+    world.wait_for_state("failed").await;
+    world
+        .comment(&world.maintainer, "/retry", "retry-run")
+        .await;
+    world.wait_for_state("pr_opened").await;
+    let runs = world.runs().await;
+    assert_eq!(runs.len(), 2, "{runs:#?}");
+    let commands = |run: &planwright::store::runs::RunRow| -> Vec<(String, Value)> {
+        let outcome: Value = serde_json::from_str(run.outcome.as_deref().unwrap()).unwrap();
+        outcome["verification"]["commands"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["command"].as_str().unwrap().to_owned(),
+                    c["baseline"].clone(),
+                )
+            })
+            .collect()
+    };
+    let (first, second) = (commands(&runs[0]), commands(&runs[1]));
+    assert_eq!(first.len(), 1, "{first:?}");
+    assert_eq!(second.len(), 2, "{second:?}");
+    assert_eq!(second[0], first[0], "the kept baseline");
+    let grep = &second[1];
+    assert_eq!(grep.0, "grep -c nothing-like-this test_calc.py");
+    assert_eq!(grep.1["exit_code"], 1, "the base ran it: {grep:?}");
+    let body = &world.pulls()[0].body;
+    assert!(
+        body.contains("`test_*.py` chose `grep -c nothing-like-this test_calc.py`"),
+        "{body}"
+    );
+    let mut conn = world.server.db.pool.acquire().await.unwrap();
+    let reused = audit::list(&mut conn)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.action == "baseline.reused")
+        .count();
+    assert_eq!(reused, 1);
+    world.server.stop().await;
+}
+
+async fn a_check_that_rewrites_a_file_is_not_blamed_on_the_executor(on: ForgeKind) {
+    // The first attempt swaps the operands and is sent back; the formatter among the checks
+    // rewrites calc.py and leaves a log each time. The second attempt edits calc.py again.
+    let edit = |id: &str, old: &str, new: &str| {
+        Step::tool_call(
+            id,
+            "edit_file",
+            json!({"path": "calc.py", "old": old, "new": new}),
+        )
+        .when_tools(&["finish", "edit_file"])
+    };
+    let finish = |id: &str| {
+        Step::tool_call(id, "finish", json!({"summary": "changed add"})).when_tools(&["finish"])
+    };
+    let world = World::calc(
+        on,
+        vec![
+            submit_calc(2),
+            edit("e1", "return a - b", "return b - a"),
+            finish("e2"),
+            verdict(false, "Still wrong."),
+            // Not the first edit's size: Python would take the bytecode the first
+            // verification left for this source when both edits fall in one second.
+            edit("e3", "return b - a", "return (a + b)"),
+            finish("e4"),
+            verdict(false, "Not what was asked."),
+        ],
+        &format!(
+            "test:\n  - \"echo '# formatted' >> calc.py; echo tidy > tidy.log\"\n  - {UNITTEST}\n"
+        ),
+    )
+    .await;
+    world.approve_calc().await;
+    world.wait_for_state("failed").await;
+    let pulls = world.pulls();
+    assert_eq!(pulls.len(), 1, "{pulls:#?}");
+    let head = world.upstream(&["rev-parse", &pulls[0].head]);
+    // The executor's calc.py, as it left it, and nothing the checks wrote.
+    assert_eq!(
+        world.upstream(&["show", &format!("{head}:calc.py")]),
+        support::calc::CALC.replace("a - b", "(a + b)").trim_end()
+    );
+    let tree = world.upstream(&["ls-tree", "-r", "--name-only", &head]);
+    assert!(!tree.contains("tidy.log"), "{tree}");
+    // Verification passed; the reviewer is what failed, and the check says so.
+    let title = "Not accepted by the reviewer: Not what was asked.";
+    assert_eq!(world.check_titles(&head), [title]);
+    assert!(
+        pulls[0]
+            .body
+            .contains(&format!("This run did not pass: {title}.")),
+        "{}",
+        pulls[0].body
+    );
+    world.server.stop().await;
+}
+
 crate::on_both_forges!(
     a_label_by_a_reader_is_refused_and_nothing_is_planned,
     approval_binds_to_the_posted_version_and_only_maintainers_may_give_it,
@@ -956,4 +1148,7 @@ crate::on_both_forges!(
     a_baseline_that_met_a_flaky_failure_is_not_reused,
     the_setup_phase_is_restored_from_the_cache_for_results_and_a_retry,
     cancel_during_execution_stops_the_executor_and_pushes_nothing,
+    path_globs_choose_the_test_commands_a_result_runs,
+    a_check_that_rewrites_a_file_is_not_blamed_on_the_executor,
+    a_kept_baseline_lacking_a_command_the_diff_chose_runs_it_on_a_new_base_checkout,
 );

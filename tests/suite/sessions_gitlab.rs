@@ -378,7 +378,7 @@ async fn a_failed_run_with_on_failure_comment_reports_on_the_issue_and_pushes_no
         .await;
     assert_snapshot!(redact(&report), @r#"
     <!-- planwright:report {"session":"[uuid]","sha256":"[sha256]","version":1} -->
-    The run did not pass: the contract's verification still fails: `python3 -m unittest -v`. Nothing was pushed.
+    The run did not pass: Contract check still fails: `python3 -m unittest -v`. Nothing was pushed.
 
     ### What and why
 

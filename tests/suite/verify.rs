@@ -74,6 +74,16 @@ struct Project {
 
 impl Project {
     fn new() -> Self {
+        Project::with_files(&[
+            ("calc.py", CALC),
+            ("test_calc.py", TESTS),
+            ("README.md", "# calc\n"),
+            (".github/workflows/ci.yml", "on: push\n"),
+        ])
+    }
+
+    /// A project whose base commit holds `files`.
+    fn with_files(files: &[(&str, &str)]) -> Self {
         let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("a temporary folder");
         let (data, scratch) = (root.path().join("data"), root.path().join("s"));
         for dir in [root.path(), &data, &scratch] {
@@ -88,12 +98,7 @@ impl Project {
             &["init", "-q", "--bare", "-b", "main", "up.git"],
         );
         git(&work, &["init", "-q", "-b", "main"]);
-        for (path, text) in [
-            ("calc.py", CALC),
-            ("test_calc.py", TESTS),
-            ("README.md", "# calc\n"),
-            (".github/workflows/ci.yml", "on: push\n"),
-        ] {
+        for (path, text) in files {
             let full = work.join(path);
             std::fs::create_dir_all(full.parent().unwrap()).unwrap();
             std::fs::write(full, text).unwrap();
@@ -1044,6 +1049,240 @@ async fn a_failed_setup_is_not_kept() {
         assert_eq!(setup[1].summary.exit_code, Some(3));
     }
     assert!(world.cache_entries().is_empty());
+}
+
+/// Two services and a root: a service's check passes once its `lib.txt` says `good`.
+const MONOREPO: &[(&str, &str)] = &[
+    ("api/lib.txt", "bad\n"),
+    ("api/check.sh", "grep -q good api/lib.txt\n"),
+    ("web/lib.txt", "bad\n"),
+    ("web/check.sh", "grep -q good web/lib.txt\n"),
+    ("check-all.sh", "echo all good\n"),
+];
+
+/// Each service's command for changes under it, and the catch-all for every change.
+fn monorepo_settings() -> RepoConfig {
+    settings(
+        "test:\n  \"api/**\": [\"sh api/check.sh\"]\n  \"web/**\": [\"sh web/check.sh\"]\n  \"**\": [\"sh check-all.sh\"]\n",
+    )
+}
+
+/// A contract that changes the API's `lib.txt` and checks that it is still there.
+fn api_contract() -> Contract {
+    Contract::from_json(
+        r#"{
+          "summary": "the API is bad",
+          "diagnosis": {"hypothesis": "api/lib.txt says bad"},
+          "change": {
+            "goal": "the API is good",
+            "files": [{"path": "api/lib.txt", "action": "modify", "why": "say good"}]
+          },
+          "verification": {"commands": ["test -f api/lib.txt"], "new_tests": []},
+          "routing": {"risk": "low"}
+        }"#,
+    )
+    .expect("a valid contract")
+}
+
+fn commands(report: &VerificationReport) -> Vec<&str> {
+    report.commands.iter().map(|c| c.command.as_str()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_diff_in_one_folder_runs_that_folders_commands_and_the_catch_all() {
+    let world = Project::with_files(MONOREPO);
+    let contract = api_contract();
+    let plan = Plan::new(&contract, &monorepo_settings());
+    assert_eq!(
+        plan.checks,
+        ["test -f api/lib.txt", "sh api/check.sh", "sh check-all.sh"]
+    );
+    let baseline = world.baseline(&plan).await;
+    let result = world.workspace().await;
+    write(&result.repo(), "api/lib.txt", "good\n");
+    let for_result = plan.for_result(&result.changed_files().await.unwrap());
+    assert!(for_result.missing_from(&baseline).is_empty());
+    let report = world
+        .verifier
+        .verify(&for_result, &contract, &baseline, &result, "run-3")
+        .await
+        .expect("verification runs");
+    result.finish(Outcome::Succeeded).await.unwrap();
+    // The web's command never ran: nothing under `web/` changed.
+    assert_eq!(
+        commands(&report),
+        ["test -f api/lib.txt", "sh api/check.sh", "sh check-all.sh"]
+    );
+    assert_eq!(ids(&report, Class::Fixed), ["<sh api/check.sh>"]);
+    assert_eq!(report.verdict, Verdict::Passed);
+    let published = report.for_publication();
+    assert_eq!(
+        published.chosen,
+        "Chosen by the paths the result changed: `api/**` chose `sh api/check.sh`; `**` chose `sh check-all.sh`."
+    );
+    // The stored form carries the globs back.
+    let back: VerificationReport =
+        serde_json::from_str(&serde_json::to_string(&report).unwrap()).unwrap();
+    assert_eq!(back, report);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn commands_a_diff_chose_beyond_the_contract_run_on_the_base_before_comparing() {
+    let world = Project::with_files(MONOREPO);
+    let contract = api_contract();
+    let plan = Plan::new(&contract, &monorepo_settings());
+    // The base's checkout is gone once its runs are in, as when a kept baseline stood for
+    // running it.
+    let mut baseline = world.baseline(&plan).await;
+    let result = world.workspace().await;
+    write(&result.repo(), "api/lib.txt", "good\n");
+    write(&result.repo(), "web/lib.txt", "still bad\n");
+    let for_result = plan.for_result(&result.changed_files().await.unwrap());
+    assert_eq!(for_result.missing_from(&baseline), ["sh web/check.sh"]);
+    // Compared with nothing, the web's failure would be the result's.
+    let unfair = world
+        .verifier
+        .verify(&for_result, &contract, &baseline, &result, "run-3")
+        .await
+        .unwrap();
+    assert_eq!(ids(&unfair, Class::Introduced), ["<sh web/check.sh>"]);
+
+    let base = world.workspace().await;
+    world
+        .verifier
+        .complete_baseline(&for_result, &mut baseline, &base, false, "run-3")
+        .await
+        .expect("the base runs what it lacked");
+    base.finish(Outcome::Succeeded).await.unwrap();
+    let ran: Vec<&str> = baseline.runs.iter().map(|r| r.command.as_str()).collect();
+    assert_eq!(
+        ran,
+        [
+            "test -f api/lib.txt",
+            "sh api/check.sh",
+            "sh check-all.sh",
+            "sh web/check.sh"
+        ]
+    );
+    assert!(for_result.missing_from(&baseline).is_empty());
+    let report = world
+        .verifier
+        .verify(&for_result, &contract, &baseline, &result, "run-3")
+        .await
+        .unwrap();
+    result.finish(Outcome::Succeeded).await.unwrap();
+    assert_eq!(
+        commands(&report),
+        [
+            "test -f api/lib.txt",
+            "sh api/check.sh",
+            "sh web/check.sh",
+            "sh check-all.sh"
+        ]
+    );
+    assert_eq!(ids(&report, Class::PreExisting), ["<sh web/check.sh>"]);
+    assert!(ids(&report, Class::Introduced).is_empty());
+    assert_eq!(ids(&report, Class::Fixed), ["<sh api/check.sh>"]);
+    let globs: Vec<&str> = report.chosen.iter().map(|c| c.glob.as_str()).collect();
+    assert_eq!(globs, ["api/**", "web/**", "**"]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn what_the_checks_rewrote_is_put_back_and_a_link_they_left_is_not_followed() {
+    let world = Project::with_files(&[
+        ("calc.py", CALC),
+        ("test_calc.py", TESTS),
+        ("docs/guide.md", "# guide\n"),
+        ("notes.txt", "old notes\n"),
+    ]);
+    let outside = world.root.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let contract = contract();
+    // A formatter that rewrites the result's file, deletes another, makes again one the
+    // result deleted, leaves a log, and turns a tracked folder into a link to a folder
+    // outside the checkout.
+    let formatter = format!(
+        "echo '# formatted' >> calc.py; rm test_calc.py; echo again > notes.txt; \
+         echo log > format.log; rm -r docs && ln -s {} docs",
+        outside.display()
+    );
+    let config = settings(&format!("test: [{formatter:?}]\n"));
+    let plan = Plan::new(&contract, &config);
+    let baseline = RunSet::default();
+    let result = world.workspace().await;
+    write(&result.repo(), "calc.py", CALC_FIXED);
+    std::fs::remove_file(result.repo().join("notes.txt")).unwrap();
+    let author = planwright::git::Author {
+        name: "planwright".into(),
+        email: "planwright@example.com".into(),
+    };
+    let none = planwright::git::Artifacts::default();
+    result
+        .commit_result("fix add", &author, &none)
+        .await
+        .unwrap();
+    world
+        .verifier
+        .verify(&plan, &contract, &baseline, &result, "run-3")
+        .await
+        .unwrap();
+    let repo = result.repo();
+    assert!(
+        std::fs::read_to_string(repo.join("calc.py"))
+            .unwrap()
+            .ends_with("# formatted\n"),
+        "the check ran"
+    );
+    let created = result.undo_checks_writes().await.unwrap();
+    assert_eq!(
+        std::fs::read_to_string(repo.join("calc.py")).unwrap(),
+        CALC_FIXED
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.join("test_calc.py")).unwrap(),
+        TESTS
+    );
+    assert!(
+        !repo.join("notes.txt").exists(),
+        "the result's deletion stands"
+    );
+    let docs = std::fs::symlink_metadata(repo.join("docs")).unwrap();
+    assert!(docs.is_dir() && !docs.file_type().is_symlink());
+    assert_eq!(
+        std::fs::read_to_string(repo.join("docs/guide.md")).unwrap(),
+        "# guide\n"
+    );
+    assert_eq!(
+        std::fs::read_dir(&outside).unwrap().count(),
+        0,
+        "nothing written outside"
+    );
+    // What the checks created stays, and stays out of the result while unchanged.
+    // The contract's unittest left bytecode; the formatter its log.
+    assert_eq!(created.len(), 3, "{created:?}");
+    assert!(repo.join("format.log").exists());
+    let again = result
+        .commit_result("fix add", &author, &created)
+        .await
+        .unwrap();
+    let tree = git(
+        &result.git_dir(),
+        &["ls-tree", "-r", "--name-only", again.as_str()],
+    );
+    assert!(!tree.contains("format.log"), "{tree}");
+    // An executor that writes to it makes it its own.
+    write(&repo, "format.log", "kept on purpose\n");
+    let mine = result
+        .commit_result("fix add", &author, &created)
+        .await
+        .unwrap();
+    let tree = git(
+        &result.git_dir(),
+        &["ls-tree", "-r", "--name-only", mine.as_str()],
+    );
+    assert!(tree.contains("format.log"), "{tree}");
+    result.finish(Outcome::Succeeded).await.unwrap();
 }
 
 impl Project {

@@ -600,6 +600,24 @@ impl World {
         }
     }
 
+    /// The titles of planwright's checks on commit `sha`, oldest first: a check run's
+    /// title on GitHub, a commit status's description on GitLab.
+    pub fn check_titles(&self, sha: &str) -> Vec<String> {
+        match &self.fake {
+            Fake::Github(github) => github
+                .check_runs(self.repo)
+                .into_iter()
+                .filter(|r| r.head_sha == sha)
+                .map(|r| r.title.unwrap_or_default())
+                .collect(),
+            Fake::Gitlab(gitlab) => gitlab
+                .commit_statuses(self.repo, sha, "planwright")
+                .into_iter()
+                .map(|s| s.description.unwrap_or_default())
+                .collect(),
+        }
+    }
+
     pub async fn find_session(&self) -> Option<sessions::SessionRow> {
         let mut conn = self.server.db.pool.acquire().await.unwrap();
         sessions::latest_for_issue(

@@ -3,7 +3,6 @@
 //! the baseline on the first), `verify` (scope and checks), `review`, and `judge`, a pure
 //! decision: publish the result, or send it back with instructions while attempts remain.
 
-use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
@@ -16,7 +15,7 @@ use crate::config::repo::{ExecutorKind, OnFailure, RepoConfig};
 use crate::contract::Contract;
 use crate::environment::setup::SetupCache;
 use crate::executor::{self, Executor, ExecutorError, ExecutorTask, Feedback, StopReason};
-use crate::git::{Author, Outcome, RESULT_MAX_BYTES, Workspace};
+use crate::git::{Artifacts, Author, Outcome, RESULT_MAX_BYTES, Workspace};
 use crate::ids::{CommitSha, RunId};
 use crate::llm::ModelError;
 use crate::metering::ModelRole;
@@ -37,8 +36,6 @@ struct Prepared {
     result: Workspace,
     /// The base's checkout; `None` when a kept baseline stands for running it.
     baseline_ws: Option<Workspace>,
-    /// What the base's runs are kept under (`verify::Plan::baseline_key`).
-    baseline_key: String,
     plan: verify::Plan,
     /// The environment chosen at planning, and its root for every command of the run
     /// (`None`: the host's own tools).
@@ -63,21 +60,29 @@ struct RunEnvironment {
     choice: Choice,
     root: Option<Root>,
     recorded: String,
-    /// The image's digest, or `host`.
+    /// The image's digest, or `host`: the base's runs are kept per environment, since
+    /// another image may give other results.
     id: String,
-    /// The base's runs are kept per environment: another image may give other results.
-    baseline_key: String,
 }
 
 /// What one attempt hands to the next.
 #[derive(Default)]
 struct Carried {
     baseline: Option<verify::RunSet>,
-    /// Whether `baseline` was kept from an earlier execution rather than run in this one.
-    baseline_kept: bool,
+    /// The key of the commands `baseline` holds runs of (`verify::Plan::baseline_key`):
+    /// it grows when a result's diff chooses commands the contract did not declare.
+    baseline_key: String,
+    /// The keys `baseline`, or the part of it run first, is kept under.
+    kept_under: Vec<String>,
+    /// A verification met flaky tests: this execution keeps no baseline.
+    met_flaky: bool,
+    /// The base's checkout made after a kept baseline stood for running it, when a
+    /// result's diff chose commands the kept runs do not hold.
+    late_base: Option<Workspace>,
     feedback: Option<Feedback>,
-    /// What verification wrote into the checkout: never part of a later result.
-    artifacts: HashSet<String>,
+    /// What verification created in the checkout: never part of a later result while
+    /// it holds what the checks left.
+    artifacts: Artifacts,
 }
 
 /// One attempt under way.
@@ -132,17 +137,19 @@ impl Execution<'_> {
             .as_ref()
             .map_or("host".to_owned(), |l| l.digest.to_string());
         let baseline_key = plan.baseline_key(&repo, &self.row.base_sha, &env_id);
-        let mut carried = Carried::default();
+        let mut carried = Carried {
+            baseline_key: baseline_key.clone(),
+            ..Carried::default()
+        };
         if let Some(kept) = self.kept_baseline(&baseline_key).await? {
             carried.baseline = Some(kept);
-            carried.baseline_kept = true;
+            carried.kept_under.push(baseline_key.clone());
         }
         let environment = RunEnvironment {
             choice: choice.clone(),
             root: image.as_ref().map(|lease| lease.sandbox_root()),
             recorded,
             id: env_id,
-            baseline_key,
         };
         let ready = self
             .prepare(
@@ -163,7 +170,7 @@ impl Execution<'_> {
             let checked = self
                 .verify(&ready, &attempt, &mut carried, claim, &mut timings)
                 .await?;
-            self.keep_baseline(&ready, &mut carried, &checked).await?;
+            self.keep_baseline(&mut carried, &checked).await?;
             let verdict = self.review(config, &ready, &checked, &mut timings).await?;
             let unmet = unmet_commands(&self.contract, &checked.verification);
             match judge(
@@ -179,6 +186,11 @@ impl Execution<'_> {
                     number += 1;
                 }
                 Judgement::Final { failure } => {
+                    if let Some(ws) = carried.late_base.take()
+                        && let Err(e) = ws.finish(Outcome::Succeeded).await
+                    {
+                        warn!(error = %e, "could not remove the base's late workspace");
+                    }
                     let outcome = RunOutcome {
                         verification: checked.verification,
                         accepted: verdict.accept,
@@ -260,7 +272,6 @@ impl Execution<'_> {
             branch,
             result,
             baseline_ws,
-            baseline_key: environment.baseline_key,
             plan,
             choice: environment.choice,
             root: environment.root,
@@ -440,12 +451,17 @@ impl Execution<'_> {
     ) -> Result<Checked, Stop> {
         self.move_to(SessionState::Executing, SessionState::Verifying, None)
             .await?;
-        let commands = ready.plan.checks.len() + ready.plan.setup.len();
+        let result = &ready.result;
+        // The repository's path-keyed commands are chosen again by what the result changed.
+        let changed = result.changed_files().await.map_err(Stop::permanent)?;
+        let plan = ready.plan.for_result(&changed);
+        let commands = plan.checks.len() + plan.setup.len();
         let text = comments::verifying(attempt.number, commands);
         self.status(SessionState::Verifying, &text).await?;
-        let result = &ready.result;
         let diff = result.diff().await.map_err(Stop::permanent)?;
         let stage = Instant::now();
+        self.complete_baseline(ready, attempt, carried, &plan)
+            .await?;
         let Some(base_runs) = carried.baseline.as_ref() else {
             return Err(Stop::permanent(anyhow::anyhow!(
                 "The baseline was not run with the first attempt"
@@ -456,7 +472,7 @@ impl Execution<'_> {
         let verification = attempt
             .verifier
             .verify_proving(
-                &ready.plan,
+                &plan,
                 &self.contract,
                 base_runs,
                 result,
@@ -471,7 +487,9 @@ impl Execution<'_> {
             warn!(error = %e, "could not remove the proof's workspace");
         }
         timings.record("verify", stage);
-        let written = result.changed_since_tip().await.map_err(Stop::permanent)?;
+        // What the checks wrote is theirs: a rewrite of the result is undone before the
+        // executor sees the checkout again, and what they created stays out of its commits.
+        let written = result.undo_checks_writes().await.map_err(Stop::permanent)?;
         carried.artifacts.extend(written);
         if verification.verdict == verify::Verdict::Refused {
             let outcome = serde_json::to_string(&verification)?;
@@ -529,6 +547,45 @@ impl Execution<'_> {
             max_attempts: ready.max_attempts,
         };
         self.keep_unfinished(unfinished).await
+    }
+
+    /// Runs on the base the commands the result's diff chose that the baseline lacks, in
+    /// the base's checkout (made now when a kept baseline stood for it), and keys the
+    /// baseline by every command it then holds.
+    async fn complete_baseline(
+        &self,
+        ready: &Prepared,
+        attempt: &Attempt,
+        carried: &mut Carried,
+        plan: &verify::Plan,
+    ) -> Result<(), Stop> {
+        let Some(base) = carried.baseline.as_mut() else {
+            return Err(Stop::permanent(anyhow::anyhow!(
+                "The baseline was not run with the first attempt"
+            )));
+        };
+        if plan.missing_from(base).is_empty() {
+            return Ok(());
+        }
+        let (ws, set_up) = match (&ready.baseline_ws, &carried.late_base) {
+            (Some(ws), _) | (None, Some(ws)) => (ws, true),
+            (None, None) => {
+                let ws = self.workspace(&ready.branch, &self.row.base_sha).await?;
+                (&*carried.late_base.insert(ws), false)
+            }
+        };
+        attempt
+            .verifier
+            .complete_baseline(plan, base, ws, set_up, attempt.run.as_str())
+            .await
+            .map_err(|e| verify_stop(e, "the base commit"))?;
+        let repo = format!("{}:{}", self.forge_kind, self.repo);
+        carried.baseline_key = ready.plan.with_checks(base.checks()).baseline_key(
+            &repo,
+            &self.row.base_sha,
+            &ready.environment_id,
+        );
+        Ok(())
     }
 
     /// A fresh checkout of the base commit for the fail-to-pass proof, when the result
@@ -633,34 +690,32 @@ impl Execution<'_> {
         }
     }
 
-    /// Keeps a baseline this execution ran for later runs on the same base, unless its
-    /// verification met flaky tests; a kept one that met them is forgotten.
-    async fn keep_baseline(
-        &self,
-        ready: &Prepared,
-        carried: &mut Carried,
-        checked: &Checked,
-    ) -> Result<(), Stop> {
+    /// Keeps the baseline for later runs on the same base under the key of the commands
+    /// it holds, unless a verification met flaky tests (on the result, or among the base's
+    /// own re-runs); kept ones that met them are forgotten.
+    async fn keep_baseline(&self, carried: &mut Carried, checked: &Checked) -> Result<(), Stop> {
         // Base-side flakes too: a kept baseline would carry one run's luck.
         let flaky = checked.verification.counts.flaky > 0
             || carried
                 .baseline
                 .as_ref()
                 .is_some_and(verify::RunSet::met_flaky);
-        let key = ready.baseline_key.as_str();
-        match (carried.baseline_kept, flaky) {
-            (true, false) => {}
-            (true, true) => baselines::forget(&self.app.db, key).await?,
-            (false, true) => {}
-            (false, false) => {
-                let Some(runs) = &carried.baseline else {
-                    return Ok(());
-                };
-                baselines::keep(&self.app.db, key, &serde_json::to_string(runs)?).await?;
-                // Kept once: the later attempts of this execution already have it.
-                carried.baseline_kept = true;
+        if flaky {
+            carried.met_flaky = true;
+            for key in carried.kept_under.drain(..) {
+                baselines::forget(&self.app.db, &key).await?;
             }
         }
+        if carried.met_flaky || carried.kept_under.contains(&carried.baseline_key) {
+            return Ok(());
+        }
+        let Some(runs) = &carried.baseline else {
+            return Ok(());
+        };
+        let key = carried.baseline_key.clone();
+        baselines::keep(&self.app.db, &key, &serde_json::to_string(runs)?).await?;
+        // Kept once: the later attempts of this execution already have it.
+        carried.kept_under.push(key);
         Ok(())
     }
 
@@ -766,7 +821,7 @@ fn judge(
     match failure {
         Some(failure) if attempt < max_attempts => {
             let instructions = if verdict.instructions.trim().is_empty() {
-                format!("Make verification pass: {failure}")
+                format!("Fix what kept the result from passing. {failure}")
             } else {
                 verdict.instructions.clone()
             };
@@ -833,6 +888,7 @@ mod tests {
             failures: Vec::new(),
             scope: Vec::new(),
             scope_omitted: 0,
+            chosen: Vec::new(),
             proof: Default::default(),
         }
     }
@@ -870,7 +926,7 @@ mod tests {
         };
         assert_eq!(
             instructions,
-            "Make verification pass: the contract's verification still fails: `cargo test`"
+            "Fix what kept the result from passing. Contract check still fails: `cargo test`"
         );
     }
 
@@ -886,13 +942,51 @@ mod tests {
         assert_eq!(why, failed.headline());
         let passed = report(verify::Verdict::Passed);
         let judged = judge(&passed, &unmet, &review(false, ""), 3, 3);
-        let failure = Some("the contract's verification still fails: `make check`".to_owned());
+        let failure = Some("Contract check still fails: `make check`".to_owned());
         assert_eq!(judged, Judgement::Final { failure });
         let judged = judge(&passed, &[], &review(false, ""), 3, 3);
-        let failure = Some(
-            "the reviewer did not accept the result: The change misses the empty case.".into(),
-        );
+        let failure =
+            Some("Not accepted by the reviewer: The change misses the empty case.".into());
         assert_eq!(judged, Judgement::Final { failure });
+    }
+
+    #[test]
+    fn a_failed_runs_check_title_says_what_failed() {
+        let title = |failure: Option<String>| {
+            publish::check_title(&publish::RunResult::Failed {
+                reason: failure.expect("a failure"),
+            })
+        };
+        let mut failed = report(verify::Verdict::Failed);
+        failed.counts.introduced = 1;
+        let passed = report(verify::Verdict::Passed);
+        let unmet = vec!["make check".to_owned()];
+        let final_failure = |v: &verify::VerificationReport, unmet: &[String], accept| match judge(
+            v,
+            unmet,
+            &review(accept, ""),
+            3,
+            3,
+        ) {
+            Judgement::Final { failure } => failure,
+            other => panic!("the last attempt was not final: {other:?}"),
+        };
+        assert_eq!(
+            title(final_failure(&failed, &unmet, false)),
+            "Verification failed: 1 introduced, no verification commands"
+        );
+        assert_eq!(
+            title(final_failure(&passed, &unmet, false)),
+            "Contract check still fails: `make check`"
+        );
+        assert_eq!(
+            title(final_failure(&passed, &[], false)),
+            "Not accepted by the reviewer: The change misses the empty case."
+        );
+        assert_eq!(
+            publish::check_title(&publish::RunResult::Succeeded),
+            "Verification passed"
+        );
     }
 
     #[test]

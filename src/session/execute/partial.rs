@@ -5,7 +5,6 @@
 //! branch, and `/retry continue` carries on from it. Nothing is pushed for a change that
 //! is empty, too large, or touches a protected path or a file CI runs on push.
 
-use std::collections::HashSet;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -15,7 +14,7 @@ use super::Execution;
 use super::publish::Shown;
 use crate::config::environment::Choice;
 use crate::config::repo::OnFailure;
-use crate::git::{Author, RESULT_MAX_BYTES, Workspace};
+use crate::git::{Artifacts, Author, RESULT_MAX_BYTES, Workspace};
 use crate::ids::{CommitSha, RunId};
 use crate::publish::{self, Published, RunResult};
 use crate::repo_tools::glob_matches;
@@ -100,7 +99,7 @@ pub(super) struct Unfinished<'a> {
     pub message: &'a str,
     pub author: &'a Author,
     /// Files an earlier attempt's verification wrote: never part of the change.
-    pub artifacts: &'a HashSet<String>,
+    pub artifacts: &'a Artifacts,
     pub protected: &'a [String],
     pub choice: &'a Choice,
     pub on_failure: OnFailure,
@@ -271,7 +270,7 @@ impl Execution<'_> {
             committed,
             message: &message,
             author: &author,
-            artifacts: &HashSet::new(),
+            artifacts: &Artifacts::default(),
             protected: left.protected,
             choice: left.choice,
             on_failure: left.on_failure,
