@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::classify::{Class, ClassCounts, ClassifiedFailure, classify};
 use super::run::{CommandRun, Phase, RunSet, RunSummary};
 use super::scope::{ScopeFinding, Severity};
+use super::weaken::Weakening;
 use super::{COMPACT_DETAILED, COMPACT_LISTED, LISTED_PER_CLASS, MAX_FINDINGS};
 
 use crate::distill::clip;
@@ -19,7 +20,7 @@ use crate::markdown::GITHUB_TEXT_LIMIT;
 pub enum Verdict {
     /// Nothing introduced and nothing refused.
     Passed,
-    /// A failure was introduced.
+    /// A failure was introduced, or a test weakened to pass.
     Failed,
     /// The result touches what it may not; its tests do not matter.
     Refused,
@@ -60,6 +61,10 @@ pub struct VerificationReport {
     pub scope: Vec<ScopeFinding>,
     /// Scope findings beyond those listed.
     pub scope_omitted: u64,
+    /// Tests the result skips, empties, removes or deselects; absent from reports kept
+    /// before they were read.
+    #[serde(default, skip_serializing_if = "Weakening::is_empty")]
+    pub weakening: Weakening,
 }
 
 impl VerificationReport {
@@ -119,6 +124,7 @@ impl VerificationReport {
             failures,
             scope,
             scope_omitted,
+            weakening: Weakening::default(),
         }
     }
 
@@ -137,6 +143,9 @@ impl VerificationReport {
             .iter()
             .filter(|f| f.severity == Severity::Refused)
             .count();
+        if let Some(weakened) = self.weakening.headline_part() {
+            parts.insert(0, weakened);
+        }
         if refused > 0 {
             parts.insert(0, format!("{refused} refused path(s)"));
         }
@@ -200,6 +209,10 @@ impl VerificationReport {
     /// message and location, and the scope findings; cut to what GitHub accepts.
     pub fn check_markdown(&self) -> String {
         let mut out = self.pr_markdown();
+        if !self.weakening.is_empty() {
+            out.push('\n');
+            out.push_str(&self.weakening.markdown());
+        }
         for class in Class::ALL {
             let total = self.counts.get(class);
             if total == 0 {
@@ -276,7 +289,8 @@ impl VerificationReport {
                 }
             })
             .collect();
-        let mut failing = String::new();
+        // Weakened tests first: they explain a pass that is not one.
+        let mut failing = self.weakening.markdown();
         for class in [Class::NoResult, Class::Introduced, Class::PreExisting] {
             let total = self.counts.get(class);
             if total == 0 {
@@ -329,6 +343,7 @@ impl VerificationReport {
     /// classified failures (the first of each class with their messages) and the scope.
     pub fn compact(&self) -> String {
         let mut out = format!("{}\n", self.headline());
+        out.push_str(&self.weakening.compact());
         if !self.commands.is_empty() {
             out.push_str("commands:\n");
         }

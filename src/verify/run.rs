@@ -14,6 +14,7 @@ use super::plan::Plan;
 use super::report::VerificationReport;
 use super::scope::{check_scope, links_in};
 use super::setup::SetupCaching;
+use super::weaken;
 use super::{EXCERPT_CHARS, MESSAGE_CHARS, VerifyError};
 
 use crate::config::environment::EnvironmentConfig;
@@ -207,7 +208,7 @@ impl Verifier {
     }
 
     /// Verifies the result left in `workspace` against `baseline`: the scope of its
-    /// changes, then the plan's commands, re-running once each command with an introduced
+    /// changes and the tests it weakens, then the plan's commands, re-running once each command with an introduced
     /// failure.
     pub async fn verify(
         &self,
@@ -222,6 +223,7 @@ impl Verifier {
         let changed = workspace.changed_files().await?;
         let links = links_in(&workspace.repo(), &changed);
         let scope = check_scope(contract, &plan.protected, &changed, &links, baseline);
+        let weakening = weaken::read(workspace, contract, &changed).await?;
         let after = self
             .run_plan(plan, workspace, &format!("{run}-after"), false)
             .await?;
@@ -242,9 +244,7 @@ impl Verifier {
                 );
             }
         }
-        Ok(VerificationReport::compare(
-            baseline, &after, &reruns, scope,
-        ))
+        Ok(VerificationReport::compare(baseline, &after, &reruns, scope).with_weakening(weakening))
     }
 
     /// `keep_setup`: whether a setup phase that succeeded goes into the setup cache. Only
