@@ -2,9 +2,12 @@
 //! by line with each language's usual patterns. Strings and comments are blanked first,
 //! so a marker quoted in a string or left in a comment is never one.
 
+use std::collections::HashSet;
 use std::sync::LazyLock;
 
 use regex::Regex;
+
+use super::super::scope::is_test_path;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(super) enum Lang {
@@ -16,14 +19,27 @@ pub(super) enum Lang {
 }
 
 impl Lang {
-    /// The language whose tests `path` may hold; Go keeps tests in `_test.go` files only.
+    /// The language whose tests `path` may hold. Where tests live by convention, only
+    /// such files are read, so an application's own `test_connection()` or `test(x)` is
+    /// not taken for a test: Go's `_test.go`, Python's and JavaScript's test files and
+    /// folders. Rust and Java tests are told by their attributes wherever they are.
     pub(super) fn of(path: &str) -> Option<Lang> {
         let name = path.rsplit('/').next().unwrap_or(path);
         let (_, ext) = name.rsplit_once('.')?;
+        let folders = || path.split('/').rev().skip(1);
         match ext {
             "rs" => Some(Lang::Rust),
-            "py" => Some(Lang::Python),
-            "js" | "jsx" | "ts" | "tsx" | "mjs" | "cjs" | "mts" | "cts" => Some(Lang::Js),
+            "py" if is_test_path(path)
+                || name.starts_with("test")
+                || name.ends_with("tests.py") =>
+            {
+                Some(Lang::Python)
+            }
+            "js" | "jsx" | "ts" | "tsx" | "mjs" | "cjs" | "mts" | "cts"
+                if is_test_path(path) || folders().any(|d| d == "__tests__" || d == "spec") =>
+            {
+                Some(Lang::Js)
+            }
             "go" if name.ends_with("_test.go") => Some(Lang::Go),
             "java" => Some(Lang::Java),
             _ => None,
@@ -398,11 +414,12 @@ fn rust(src: &Source<'_>) -> Parsed {
     static IGNORE: LazyLock<Regex> = LazyLock::new(|| pattern(r"#\[\s*ignore\b[^\]]*\]"));
     static ASSERT: LazyLock<Regex> = LazyLock::new(|| pattern(r"\b\w*assert\w*!"));
     let mut parsed = Parsed::default();
+    let mut seen = HashSet::new();
     for attr in TEST.find_iter(src.code) {
         let Some((name, after)) = next_fn(src, attr.end()) else {
             continue;
         };
-        if parsed.tests.iter().any(|t| t.name == name) {
+        if !seen.insert(after) {
             // `#[rstest]` beside `#[test_case]`: one function.
             continue;
         }
@@ -582,18 +599,18 @@ fn js(src: &Source<'_>) -> Parsed {
             end: src.closing(open).unwrap_or(src.code.len()),
         });
     }
-    let name = |b: &Block| {
-        let mut parts: Vec<&str> = blocks
-            .iter()
-            .filter(|o| !o.test && o.start < b.start && b.start < o.end)
-            .map(|o| o.title.as_str())
-            .collect();
-        parts.push(&b.title);
-        parts.join(" > ")
-    };
     let mut parsed = Parsed::default();
+    // The `describe` blocks around the one at hand: found in order, each nests in those
+    // still open.
+    let mut open: Vec<&Block> = Vec::new();
     for b in &blocks {
-        let qualified = name(b);
+        open.retain(|o| b.start < o.end);
+        let mut parts: Vec<&str> = open.iter().map(|o| o.title.as_str()).collect();
+        parts.push(&b.title);
+        let qualified = parts.join(" > ");
+        if !b.test {
+            open.push(b);
+        }
         if let Some((text, focus)) = &b.marker {
             parsed.markers.push(Marker {
                 text: text.clone(),

@@ -26,6 +26,10 @@ use crate::git::{ChangedFile, FileText, Workspace, WorkspaceError};
 const MAX_FILES: usize = 200;
 /// Bytes read of each side of a file.
 const MAX_FILE_BYTES: u64 = 512 << 10;
+/// Bytes read in all; the files after are listed as not read.
+const MAX_TOTAL_BYTES: u64 = 32 << 20;
+/// Files read at a time: only their text is held at once, the rest is what they showed.
+const BATCH: usize = 16;
 /// Findings kept in a report, refused ones first.
 const MAX_FINDINGS: usize = 100;
 /// Files not read that a report names.
@@ -177,41 +181,73 @@ pub(super) async fn read(
     // Within the bound, what chooses tests first, then test files, then other sources.
     wanted.sort_by_key(|p| (Format::of(p).is_none(), !is_test_path(p)));
     let beyond = wanted.split_off(MAX_FILES.min(wanted.len()));
-    let paths: Vec<String> = wanted.iter().map(|p| (*p).to_owned()).collect();
-    let texts = workspace.file_texts(paths.clone(), MAX_FILE_BYTES).await?;
-    let files = paths
-        .into_iter()
-        .zip(texts)
-        .map(|(path, (base, result))| (path, base, result))
-        .collect();
-    let mut found = find(contract, files);
-    found.unread.extend(beyond.into_iter().map(|p| UnreadFile {
-        path: p.to_owned(),
-        why: format!("beyond the first {MAX_FILES} files read"),
-    }));
-    Ok(found.bounded())
+    let mut reading = Reading::default();
+    let mut total = 0u64;
+    for batch in wanted.chunks(BATCH) {
+        if total >= MAX_TOTAL_BYTES {
+            reading.unread.extend(batch.iter().map(|p| UnreadFile {
+                path: (*p).to_owned(),
+                why: format!("past the {} MiB read in all", MAX_TOTAL_BYTES >> 20),
+            }));
+            continue;
+        }
+        let paths: Vec<String> = batch.iter().map(|p| (*p).to_owned()).collect();
+        let texts = workspace.file_texts(paths.clone(), MAX_FILE_BYTES).await?;
+        for (path, (base, result)) in paths.into_iter().zip(texts) {
+            total += size(&base) + size(&result);
+            reading.add(path, base, result);
+        }
+    }
+    reading
+        .unread
+        .extend(beyond.into_iter().map(|p| UnreadFile {
+            path: p.to_owned(),
+            why: format!("beyond the first {MAX_FILES} files read"),
+        }));
+    Ok(reading.finish(contract).bounded())
+}
+
+fn size(side: &FileText) -> u64 {
+    match side {
+        FileText::Text(t) => t.len() as u64,
+        FileText::Absent | FileText::Unread(_) => 0,
+    }
 }
 
 /// Compares each `(path, base, result)` and rules on what weakens the tests.
-pub(super) fn find(contract: &Contract, files: Vec<(String, FileText, FileText)>) -> Weakening {
-    let mut drafts = Vec::new();
-    let mut unread = Vec::new();
-    let mut sources = Vec::new();
+#[cfg(test)]
+fn find(contract: &Contract, files: Vec<(String, FileText, FileText)>) -> Weakening {
+    let mut reading = Reading::default();
     for (path, base, result) in files {
+        reading.add(path, base, result);
+    }
+    reading.finish(contract)
+}
+
+/// The comparison under way: what the files read so far showed, without their text.
+#[derive(Default)]
+struct Reading {
+    drafts: Vec<Draft>,
+    unread: Vec<UnreadFile>,
+    sources: Vec<CodeFile>,
+}
+
+impl Reading {
+    fn add(&mut self, path: String, base: FileText, result: FileText) {
         let (base, result) = match (base, result) {
             (FileText::Unread(why), _) => {
-                unread.push(UnreadFile {
+                self.unread.push(UnreadFile {
                     path,
                     why: format!("on the base: {why}"),
                 });
-                continue;
+                return;
             }
             (_, FileText::Unread(why)) => {
-                unread.push(UnreadFile {
+                self.unread.push(UnreadFile {
                     path,
                     why: format!("in the result: {why}"),
                 });
-                continue;
+                return;
             }
             (base, result) => (text(base), text(result)),
         };
@@ -221,7 +257,7 @@ pub(super) fn find(contract: &Contract, files: Vec<(String, FileText, FileText)>
                 &path,
                 base.as_deref(),
                 result.as_deref(),
-                &mut drafts,
+                &mut self.drafts,
             );
         }
         if let Some(lang) = Lang::of(&path) {
@@ -230,7 +266,7 @@ pub(super) fn find(contract: &Contract, files: Vec<(String, FileText, FileText)>
                     .map(|t| code::parse(lang, t))
                     .unwrap_or_default()
             };
-            sources.push(CodeFile {
+            self.sources.push(CodeFile {
                 base: parse(&base),
                 result: parse(&result),
                 path,
@@ -238,11 +274,25 @@ pub(super) fn find(contract: &Contract, files: Vec<(String, FileText, FileText)>
             });
         }
     }
-    for file in &sources {
-        markers(file, &mut drafts);
-        build_tags(file, &mut drafts);
+
+    /// Every file's findings, with the contract's ruling on each.
+    fn finish(self, contract: &Contract) -> Weakening {
+        let Reading {
+            mut drafts,
+            unread,
+            sources,
+        } = self;
+        for file in &sources {
+            markers(file, &mut drafts);
+            build_tags(file, &mut drafts);
+        }
+        tests(&sources, &mut drafts);
+        ruled(contract, drafts, unread)
     }
-    tests(&sources, &mut drafts);
+}
+
+/// The findings, each with the contract's ruling.
+fn ruled(contract: &Contract, drafts: Vec<Draft>, unread: Vec<UnreadFile>) -> Weakening {
     let findings = drafts
         .into_iter()
         .map(|d| {
@@ -406,19 +456,21 @@ fn build_tags(file: &CodeFile, out: &mut Vec<Draft>) {
 /// another file for a move, or by its assertions under a new name for a rename) or
 /// reported removed; found, it must keep as many assertions.
 fn tests(files: &[CodeFile], out: &mut Vec<Draft>) {
+    let bases: Vec<HashMap<&str, &TestFn>> = files.iter().map(|f| names(&f.base.tests)).collect();
     // Tests of the result whose names their file did not have on the base.
     let mut new: Vec<(usize, &TestFn, bool)> = Vec::new();
     for (i, f) in files.iter().enumerate() {
         for t in &f.result.tests {
-            if !f.base.tests.iter().any(|b| b.name == t.name) {
+            if !bases[i].contains_key(t.name.as_str()) {
                 new.push((i, t, false));
             }
         }
     }
     let mut unmatched: Vec<(usize, &TestFn)> = Vec::new();
     for (i, f) in files.iter().enumerate() {
+        let results = names(&f.result.tests);
         for t in &f.base.tests {
-            if let Some(r) = f.result.tests.iter().find(|r| r.name == t.name) {
+            if let Some(r) = results.get(t.name.as_str()) {
                 fewer_assertions(&f.path, t, r, out);
                 continue;
             }
@@ -459,6 +511,11 @@ fn tests(files: &[CodeFile], out: &mut Vec<Draft>) {
             }
         }
     }
+}
+
+/// Tests by name (the first of a name, as a runner would report it).
+fn names(tests: &[TestFn]) -> HashMap<&str, &TestFn> {
+    tests.iter().rev().map(|t| (t.name.as_str(), t)).collect()
 }
 
 /// A test under a new name that still holds every assertion `old` had: a rename.

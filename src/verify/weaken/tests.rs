@@ -103,17 +103,25 @@ fn python_skip_markers_are_found_with_their_lines() {
             "{decorator}"
         );
     }
-    let in_body = PY.replace(
-        "        self.assertEqual(calc.add(2, 3), 5)",
-        "        self.skipTest(\"later\")\n        self.assertEqual(calc.add(2, 3), 5)",
-    );
-    assert_eq!(
-        one("test_calc.py", PY, &in_body),
-        [pair(
-            "adds `self.skipTest` to `TestCalc.test_add`",
-            "test_calc.py:7"
-        )]
-    );
+    for (call, shown) in [
+        ("self.skipTest(\"later\")", "self.skipTest"),
+        ("pytest.skip(\"later\")", "pytest.skip"),
+        ("pytest.xfail(\"later\")", "pytest.xfail"),
+        ("raise unittest.SkipTest(\"later\")", "unittest.SkipTest"),
+    ] {
+        let in_body = PY.replace(
+            "        self.assertEqual(calc.add(2, 3), 5)",
+            &format!("        {call}\n        self.assertEqual(calc.add(2, 3), 5)"),
+        );
+        assert_eq!(
+            one("test_calc.py", PY, &in_body),
+            [pair(
+                &format!("adds `{shown}` to `TestCalc.test_add`"),
+                "test_calc.py:7"
+            )],
+            "{call}"
+        );
+    }
     let on_class = PY.replace("class TestCalc", "@unittest.skip(\"all\")\nclass TestCalc");
     assert_eq!(
         one("test_calc.py", PY, &on_class),
@@ -421,6 +429,13 @@ fn go_skips_assertions_and_build_constraints() {
     );
     // Not a test file: Go keeps tests in `_test.go`.
     assert_eq!(one("calc.go", base, &skipped), []);
+    // Nor is an application's module, whatever its functions are called.
+    let app = "def test_connection(db):\n    assert db.ping()\n";
+    assert_eq!(one("src/db.py", app, ""), []);
+    assert_eq!(
+        one("src/app.js", "test('x', () => { expect(1) });\n", ""),
+        []
+    );
 }
 
 #[test]
