@@ -12,7 +12,9 @@
 //! The baseline, run round-robin with it: `git clone --no-local` of the same repository
 //! twice (result and base checkouts) and the check (`python3 -m unittest -v`) on the base
 //! and on the edited result, once as plain processes and once more through planwright's
-//! own `Bwrap`, so the sandbox's share and planwright's share can be told apart.
+//! own `Bwrap`, so the sandbox's share and planwright's share can be told apart. A third
+//! run each round has the executor add a regression test the contract names, so the
+//! fail-to-pass proof runs: its execution time against the fix alone is what the proof adds.
 //!
 //! `cargo bench --bench overhead` (as root, like CI; needs bubblewrap, git and python3).
 //! `PLANWRIGHT_BENCH_OVERHEAD_RUNS` sets the number of measured rounds (default 10);
@@ -57,9 +59,33 @@ fn files() -> [(&'static str, &'static str); 4] {
     ]
 }
 
-/// Planner, executor and reviewer, answered without delay.
-fn script() -> Vec<Step> {
-    support::calc::fixing_script(1)
+/// What the executor's result holds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Variant {
+    /// The one-line fix: no test file changes, so no proof runs on the base code.
+    Fix,
+    /// The fix and a regression test the contract names: the fail-to-pass proof runs the
+    /// tests once more, on the base code.
+    Proving,
+}
+
+impl Variant {
+    /// Planner, executor and reviewer, answered without delay.
+    fn script(self) -> Vec<Step> {
+        match self {
+            Variant::Fix => support::calc::fixing_script(1),
+            Variant::Proving => support::calc::proving_script(1),
+        }
+    }
+
+    /// Sandboxed commands a run makes: the check on the base and on the result, and on
+    /// the base code with the result's tests when there is a proof to make.
+    fn check_runs(self) -> u64 {
+        match self {
+            Variant::Fix => CHECK_RUNS,
+            Variant::Proving => CHECK_RUNS + 1,
+        }
+    }
 }
 
 fn now_ms() -> i64 {
@@ -79,7 +105,7 @@ struct World {
 }
 
 impl World {
-    async fn start() -> World {
+    async fn start(variant: Variant) -> World {
         let db = TestDb::new().await;
         let github = FakeGithub::start().await;
         github.add_repo(REPO, "main", &"0".repeat(40));
@@ -96,7 +122,7 @@ impl World {
             &["planwright"],
             maintainer.clone(),
         );
-        let models = ModelServer::start(script()).await;
+        let models = ModelServer::start(variant.script()).await;
         let key = app_key().private_pem.clone();
         let app_id = APP_ID.to_string();
         let anthropic = models.anthropic_base();
@@ -329,8 +355,8 @@ impl Flow {
     }
 }
 
-async fn planwright_run(round: &str) -> Flow {
-    let world = World::start().await;
+async fn planwright_run(round: &str, variant: Variant) -> Flow {
+    let world = World::start(variant).await;
     let (runs_before, seconds_before) = world.sandbox_runs().await;
     let label = world.label_payload();
 
@@ -572,29 +598,42 @@ fn main() {
     support::git_http::init_bare_repo(&bare, "main", &files());
 
     eprintln!("overhead: one warm-up round, then {rounds} measured");
-    rt.block_on(planwright_run("warmup"));
+    rt.block_on(planwright_run("warmup", Variant::Fix));
     baseline_run(&rt, &bare, scratch.path());
     let mut flows = Vec::new();
+    let mut proving = Vec::new();
     let mut baselines = Vec::new();
     for round in 0..rounds {
-        // Alternating which goes first spreads any drift of the machine over both.
-        if round % 2 == 0 {
-            flows.push(rt.block_on(planwright_run(&round.to_string())));
-            baselines.push(baseline_run(&rt, &bare, scratch.path()));
-        } else {
-            baselines.push(baseline_run(&rt, &bare, scratch.path()));
-            flows.push(rt.block_on(planwright_run(&round.to_string())));
+        // Alternating which goes first spreads any drift of the machine over all three.
+        let mut order = [0, 1, 2];
+        order.rotate_left(round % 3);
+        for which in order {
+            match which {
+                0 => flows.push(rt.block_on(planwright_run(&round.to_string(), Variant::Fix))),
+                1 => proving.push(rt.block_on(planwright_run(
+                    &format!("proving-{round}"),
+                    Variant::Proving,
+                ))),
+                _ => baselines.push(baseline_run(&rt, &bare, scratch.path())),
+            }
         }
-        let f = flows.last().unwrap();
-        assert_eq!(
-            f.sandbox_runs, CHECK_RUNS,
-            "planwright ran {} sandboxed commands where the baseline runs the check {CHECK_RUNS} \
-             times; the comparison no longer holds",
-            f.sandbox_runs
-        );
+        for (f, variant) in [
+            (flows.last().unwrap(), Variant::Fix),
+            (proving.last().unwrap(), Variant::Proving),
+        ] {
+            assert_eq!(
+                f.sandbox_runs,
+                variant.check_runs(),
+                "planwright ran {} sandboxed commands for {variant:?} where {} were expected; \
+                 the comparison no longer holds",
+                f.sandbox_runs,
+                variant.check_runs()
+            );
+        }
         eprintln!(
-            "round {round}: planwright {:.0} ms, baseline {:.0} ms plain, {:.0} ms bwrap",
-            f.total(),
+            "round {round}: planwright {:.0} ms (with the proof {:.0} ms), baseline {:.0} ms plain, {:.0} ms bwrap",
+            flows.last().unwrap().total(),
+            proving.last().unwrap().total(),
             baselines.last().unwrap().plain(),
             baselines.last().unwrap().sandboxed()
         );
@@ -714,6 +753,27 @@ fn main() {
         total / sandboxed,
         paired(Baseline::plain),
         paired(Baseline::sandboxed)
+    );
+    let proving_execution = median(proving.iter().map(|f| f.execution).collect());
+    println!(
+        "with the fail-to-pass proof (the fix and a regression test): execution {:.1} ms \
+         against {:.1} ms for the fix alone, +{:.1} ms; median of per-round ratios {:.2}",
+        proving_execution,
+        flow(|f| f.execution),
+        median(
+            proving
+                .iter()
+                .zip(&flows)
+                .map(|(p, f)| p.execution - f.execution)
+                .collect()
+        ),
+        median(
+            proving
+                .iter()
+                .zip(&flows)
+                .map(|(p, f)| p.execution / f.execution)
+                .collect()
+        )
     );
     println!(
         "sandbox cost of the checks: {:.1} ms; planwright on top of the sandboxed baseline: {:.1} ms",

@@ -11,6 +11,10 @@ use sha2::{Digest, Sha256};
 use crate::ids::{CommitSha, SessionId};
 use crate::markdown;
 
+mod diff;
+
+pub use diff::{ContractDiff, Line as DiffLine, Section as DiffSection};
+
 /// A contract's version within its session: 1 for the first, one more per `/revise`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(transparent)]

@@ -41,6 +41,9 @@ pub struct VerificationRow {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct VerificationReport {
     pub rows: Vec<VerificationRow>,
+    /// Markdown: what the added and changed tests prove on the base code; empty when
+    /// no proof was made.
+    pub proof: String,
     /// Markdown about the tests still failing after the change; empty when none are.
     pub failing: String,
     /// The full distilled report (markdown): the check's text, and on GitLab, where a
@@ -385,6 +388,9 @@ fn verification_section(p: &Publication<'_>, failing: &str) -> String {
         }
         out.push('\n');
     }
+    if !v.proof.trim().is_empty() {
+        let _ = writeln!(out, "{}\n", v.proof.trim_end());
+    }
     if !failing.trim().is_empty() {
         let _ = writeln!(out, "{}\n", failing.trim_end());
     }
@@ -574,6 +580,7 @@ mod tests {
         };
         let verification = VerificationReport {
             rows: vec![],
+            proof: String::new(),
             failing: "é failing test\n".repeat(20_000),
             details: "x".repeat(2_000_000),
         };

@@ -15,7 +15,9 @@ use super::status::{find_own_comment, update_status, update_status_of};
 use crate::app::App;
 use crate::config::environment::Choice;
 use crate::config::repo::{BoundSettings, RepoConfig};
-use crate::contract::{Base, Contract, ContractMarker, ContractVersion, RenderContext};
+use crate::contract::{
+    Base, Contract, ContractDiff, ContractMarker, ContractVersion, RenderContext,
+};
 use crate::environment::source;
 use crate::event::ForgeKind;
 use crate::forge::repo_config;
@@ -261,11 +263,42 @@ impl Planning<'_> {
         if let (Some(b), Some(json)) = (&bound, row.settings.as_deref()) {
             insert_settings(&mut body, &comments::settings_section(b, json));
         }
+        if row.version > 1 {
+            self.insert_changes(&mut body, &contract, row.version - 1)
+                .await?;
+        }
         let notes = bound
             .and_then(|b| b.chosen)
             .map(|c| c.notes)
             .unwrap_or_default();
         Ok((body, version, notes))
+    }
+
+    /// Puts what changed from version `previous` above the diagnosis, in the room the
+    /// comment has left.
+    async fn insert_changes(
+        &self,
+        body: &mut String,
+        contract: &Contract,
+        previous: i64,
+    ) -> Result<(), Stop> {
+        let mut conn = self.app.db.pool.acquire().await?;
+        let Some(old) = sessions::contract(&mut conn, self.id(), previous).await? else {
+            return Ok(());
+        };
+        drop(conn);
+        let old = stored_contract(&old)?;
+        let room = crate::markdown::GITHUB_TEXT_LIMIT
+            .saturating_sub(body.len())
+            .saturating_sub(500)
+            .min(CHANGES_CHARS);
+        let section = ContractDiff::between(&old, contract)
+            .markdown(u32::try_from(previous).unwrap_or(u32::MAX), room);
+        match body.find("### Diagnosis") {
+            Some(at) => body.insert_str(at, &section),
+            None => body.push_str(&section),
+        }
+        Ok(())
     }
 
     /// Posts the contract (once: a retry finds its comment by marker), moves the session
@@ -497,6 +530,9 @@ async fn mark_superseded(
 }
 
 /// Puts `section` before the rendered contract's closing rule (or at its end).
+/// Characters of a revision's comment given to what changed from the version before.
+const CHANGES_CHARS: usize = 8_000;
+
 fn insert_settings(body: &mut String, section: &str) {
     match body.rfind("\n---\n") {
         Some(at) => body.insert_str(at + 1, &format!("{section}\n")),

@@ -9,6 +9,7 @@ use crate::sandbox::SandboxError;
 
 mod classify;
 mod plan;
+mod proof;
 mod report;
 mod run;
 mod scope;
@@ -17,6 +18,7 @@ mod weaken;
 
 pub use classify::{Class, ClassCounts, ClassifiedFailure};
 pub use plan::Plan;
+pub use proof::{Proof, ProofReport, ProvenTest, test_changes};
 pub use report::{CommandComparison, Verdict, VerificationReport};
 pub use run::{CommandRun, Phase, RunSet, RunSummary, Verifier};
 pub use scope::{Link, RUN_BY_CI, ScopeFinding, Severity, check_scope, is_test_path, links_in};
@@ -394,5 +396,8 @@ mod tests {
         assert!(names_file("tests.test_x.TestY.test_y", "tests/test_x.py"));
         assert!(names_file("spec/parser_spec.rb", "spec/parser_spec.rb"));
         assert!(!names_file("test_other", "spec/parser_spec.rb"));
+        assert!(!names_file("test_calc.py::TestCalc::test_add", "calc.py"));
+        assert!(!names_file("tests.test_calc.TestCalc", "calc.py"));
+        assert!(names_file("calc.py::test_add", "calc.py"));
     }
 }

@@ -6,6 +6,7 @@ use std::fmt::Write;
 use serde::{Deserialize, Serialize};
 
 use super::classify::{Class, ClassCounts, ClassifiedFailure, classify};
+use super::proof::ProofReport;
 use super::run::{CommandRun, Phase, RunSet, RunSummary};
 use super::scope::{ScopeFinding, Severity};
 use super::weaken::Weakening;
@@ -14,6 +15,9 @@ use super::{COMPACT_DETAILED, COMPACT_LISTED, LISTED_PER_CLASS, MAX_FINDINGS};
 use crate::distill::clip;
 use crate::forge::truncate_with_note;
 use crate::markdown::GITHUB_TEXT_LIMIT;
+
+/// Bytes of the proof table a pull request body holds; the check run has all of it.
+const PROOF_CHARS: usize = 16_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -61,6 +65,10 @@ pub struct VerificationReport {
     pub scope: Vec<ScopeFinding>,
     /// Scope findings beyond those listed.
     pub scope_omitted: u64,
+    /// What the added and changed tests prove, run on the base code (absent from reports
+    /// kept before it was made).
+    #[serde(default, skip_serializing_if = "ProofReport::is_empty")]
+    pub proof: ProofReport,
     /// Tests the result skips, empties, removes or deselects; absent from reports kept
     /// before they were read.
     #[serde(default, skip_serializing_if = "Weakening::is_empty")]
@@ -124,8 +132,19 @@ impl VerificationReport {
             failures,
             scope,
             scope_omitted,
+            proof: ProofReport::default(),
             weakening: Weakening::default(),
         }
+    }
+
+    /// Adds the fail-to-pass proof: a contract whose new tests all pass on the base code
+    /// too does not pass.
+    pub fn with_proof(mut self, proof: ProofReport) -> VerificationReport {
+        if self.verdict == Verdict::Passed && proof.blocking().is_some() {
+            self.verdict = Verdict::Failed;
+        }
+        self.proof = proof;
+        self
     }
 
     /// One line for a check run's title or a status comment.
@@ -148,6 +167,9 @@ impl VerificationReport {
         }
         if refused > 0 {
             parts.insert(0, format!("{refused} refused path(s)"));
+        }
+        if let Some(why) = self.proof.blocking() {
+            parts.push(why);
         }
         if self.commands.is_empty() {
             parts.push("no verification commands".into());
@@ -182,6 +204,10 @@ impl VerificationReport {
             let base = c.baseline.as_ref().map_or_else(|| "—".to_owned(), cell);
             let after = after_cell(c);
             let _ = writeln!(out, "| {name} | {base} | {after} |");
+        }
+        let proof = self.proof.markdown();
+        if !proof.is_empty() {
+            let _ = write!(out, "\n{proof}");
         }
         let flaky: Vec<String> = self
             .failures
@@ -334,6 +360,7 @@ impl VerificationReport {
         }
         crate::publish::VerificationReport {
             rows,
+            proof: truncate_with_note(&self.proof.markdown(), PROOF_CHARS).into_owned(),
             failing: failing.trim_end().to_owned(),
             details: self.check_markdown(),
         }
@@ -367,6 +394,7 @@ impl VerificationReport {
             }
             out.push('\n');
         }
+        out.push_str(&self.proof.compact());
         for class in Class::ALL {
             let total = self.counts.get(class);
             if total == 0 {

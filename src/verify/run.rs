@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::classify::{Class, classify};
 use super::plan::Plan;
+use super::proof::{ProofReport, copy_tests, prove, test_changes};
 use super::report::VerificationReport;
 use super::scope::{check_scope, links_in};
 use super::setup::SetupCaching;
@@ -208,8 +209,9 @@ impl Verifier {
     }
 
     /// Verifies the result left in `workspace` against `baseline`: the scope of its
-    /// changes and the tests it weakens, then the plan's commands, re-running once each command with an introduced
-    /// failure.
+    /// changes and the tests it weakens, then the plan's commands, re-running once each
+    /// command with an introduced failure. Without a checkout for the proof, the result's
+    /// test files are not run on the base code (see [`Verifier::verify_proving`]).
     pub async fn verify(
         &self,
         plan: &Plan,
@@ -218,15 +220,66 @@ impl Verifier {
         workspace: &Workspace,
         run: &str,
     ) -> Result<VerificationReport, VerifyError> {
+        self.verify_proving(plan, contract, baseline, workspace, None, run)
+            .await
+    }
+
+    /// [`Verifier::verify`], with the fail-to-pass proof: the result's test files are put
+    /// into `proof` (a checkout of the base commit) and the plan runs there beside the
+    /// result's run, so each added or changed test is seen on the base code and on the
+    /// result. A result that changed no test file needs no checkout: the baseline is the
+    /// base code's run.
+    pub async fn verify_proving(
+        &self,
+        plan: &Plan,
+        contract: &Contract,
+        baseline: &RunSet,
+        workspace: &Workspace,
+        proof: Option<&Workspace>,
+        run: &str,
+    ) -> Result<VerificationReport, VerifyError> {
         // Read before anything runs: what the checks write (caches, bytecode) is not the
         // result's.
         let changed = workspace.changed_files().await?;
         let links = links_in(&workspace.repo(), &changed);
         let scope = check_scope(contract, &plan.protected, &changed, &links, baseline);
         let weakening = weaken::read(workspace, contract, &changed).await?;
-        let after = self
-            .run_plan(plan, workspace, &format!("{run}-after"), false)
-            .await?;
+        let tests = test_changes(contract, &changed);
+        let proof = match proof.filter(|_| !tests.is_empty()) {
+            Some(ws) => {
+                let (from, to, files) = (workspace.repo(), ws.repo(), tests.clone());
+                let notes = tokio::task::spawn_blocking(move || copy_tests(&from, &to, &files))
+                    .await
+                    .map_err(|e| anyhow!("Copying the test files failed: {e}"))?
+                    .context("Could not put the result's test files into the base's checkout")?;
+                Some((ws, notes))
+            }
+            None => None,
+        };
+        let after_name = format!("{run}-after");
+        let (after, before) = match proof {
+            Some((ws, notes)) => {
+                let proof_name = format!("{run}-proof");
+                let (after, before) = tokio::join!(
+                    self.run_plan(plan, workspace, &after_name, false),
+                    self.run_plan(plan, ws, &proof_name, false)
+                );
+                (after?, Some((before?, notes)))
+            }
+            None => (
+                self.run_plan(plan, workspace, &after_name, false).await?,
+                None,
+            ),
+        };
+        let proof = match before {
+            Some((before, notes)) => prove(contract, &tests, &before, &after, true, notes),
+            None if tests.is_empty() => {
+                prove(contract, &tests, baseline, &after, false, Vec::new())
+            }
+            None => ProofReport::not_run(
+                "The result's test files were not run on the base code: no proof was made.",
+            ),
+        };
         let mut reruns = Vec::new();
         for (i, run_after) in after.runs.iter().enumerate() {
             if run_after.phase != Phase::Check {
@@ -244,7 +297,11 @@ impl Verifier {
                 );
             }
         }
-        Ok(VerificationReport::compare(baseline, &after, &reruns, scope).with_weakening(weakening))
+        Ok(
+            VerificationReport::compare(baseline, &after, &reruns, scope)
+                .with_proof(proof)
+                .with_weakening(weakening),
+        )
     }
 
     /// `keep_setup`: whether a setup phase that succeeded goes into the setup cache. Only

@@ -54,12 +54,21 @@ pub(super) fn normalise(path: &str) -> String {
 /// its dotted module (`tests.test_x.TestY`), or is the file name or a glob matching it.
 pub(super) fn names_file(entry: &str, path: &str) -> bool {
     let entry = entry.trim();
-    if entry.contains(path) {
+    // Whole names only: `calc.py` is not named by `test_calc.py::test_add`.
+    let names = |part: &str, ends: &[char]| {
+        entry.match_indices(part).any(|(at, _)| {
+            let before = entry[..at].chars().next_back();
+            let after = entry[at + part.len()..].chars().next();
+            before.is_none_or(|c| c == '/' || c.is_whitespace() || ends.contains(&c))
+                && after.is_none_or(|c| c == ':' || c.is_whitespace() || ends.contains(&c))
+        })
+    };
+    if names(path, &[]) {
         return true;
     }
     if let Some((stem, _)) = path.rsplit_once('.') {
         let dotted = stem.replace('/', ".");
-        if dotted.len() >= 3 && entry.contains(&dotted) {
+        if dotted.len() >= 3 && names(&dotted, &['.']) {
             return true;
         }
     }

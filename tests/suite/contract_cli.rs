@@ -106,3 +106,47 @@ fn a_bidi_override_in_a_path_or_command_is_refused() {
         "{stderr}"
     );
 }
+
+fn diff(old: &serde_json::Value, new: &serde_json::Value) -> std::process::Output {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("v1.json"), dir.path().join("v2.json"));
+    std::fs::write(&a, old.to_string()).unwrap();
+    std::fs::write(&b, new.to_string()).unwrap();
+    planwright_command()
+        .args(["contract", "diff"])
+        .arg(&a)
+        .arg(&b)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn diff_says_what_a_revision_decides_differently() {
+    let v1 = contract();
+    let mut v2 = contract();
+    v2["change"]["files"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!({"path": "tests/parse.rs", "action": "create", "why": "a test"}));
+    v2["routing"]["max_attempts"] = 2.into();
+    let out = diff(&v1, &v2);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "Files:\n  + tests/parse.rs (create): a test\nRouting and budget:\n  ~ max attempts: not set → 2\n"
+    );
+    let same = diff(&v1, &v1);
+    assert_eq!(same.status.code(), Some(0), "{same:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&same.stdout),
+        "no change in what the contract decides\n"
+    );
+    let mut broken = contract();
+    broken["summary"] = "".into();
+    let bad = diff(&v1, &broken);
+    assert_eq!(bad.status.code(), Some(2), "{bad:?}");
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("summary: must not be empty"),
+        "{bad:?}"
+    );
+}

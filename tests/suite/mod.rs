@@ -27,6 +27,7 @@ mod queue;
 mod sandbox;
 mod sandbox_network;
 mod session_environments;
+mod session_proof;
 mod sessions;
 mod sessions_github;
 mod sessions_gitlab;

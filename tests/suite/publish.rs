@@ -88,6 +88,7 @@ fn report() -> VerificationReport {
                 after: "2 passed".into(),
             },
         ],
+        proof: String::new(),
         failing: String::new(),
         details: "#### Tests (cargo): passed\n\n| passed | failed |\n|---:|---:|\n| 11 | 0 |\n"
             .into(),

@@ -327,11 +327,20 @@ async fn revise_posts_version_two_and_the_superseded_one_cannot_be_approved() {
             "revise-1",
         )
         .await;
-    world
+    let v2 = world
         .wait_for_comment("contract v2", |b| {
             ContractMarker::find(b).is_some_and(|m| m.version.0 == 2)
         })
         .await;
+    // v2 says what it decides differently from v1, above its diagnosis.
+    let changes = &v2[v2.find("### Changes from v1").expect("a changes section")..];
+    let changes = &changes[..changes.find("### Diagnosis").unwrap()];
+    assert_snapshot!(changes, @r"
+    ### Changes from v1
+
+    **Summary**
+    - ✏️ parse\_array panics on a trailing comma. → parse\_array panics; keep the old name.
+    ");
     world.wait_for_state("awaiting_approval").await;
     // v1 says it is superseded and is folded away (just after v2 is posted).
     let v1 = world

@@ -20,7 +20,7 @@ use planwright::git::{MirrorCache, MirrorKey, Outcome, Workspace, WorkspaceReque
 use planwright::ids::{CommitSha, IssueNumber, RepoName};
 use planwright::sandbox::{Bwrap, Limits};
 use planwright::verify::{
-    Class, Phase, Plan, RunSet, Severity, Verdict, VerificationReport, Verifier,
+    Class, Phase, Plan, Proof, RunSet, Severity, Verdict, VerificationReport, Verifier,
 };
 use secrecy::SecretString;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -1105,4 +1105,161 @@ async fn a_failed_setup_is_not_kept() {
         assert_eq!(setup[1].summary.exit_code, Some(3));
     }
     assert!(world.cache_entries().is_empty());
+}
+
+impl Project {
+    /// [`Project::verify`] with the fail-to-pass proof: the result's test files also run on
+    /// a fresh checkout of the base.
+    async fn verify_proving(
+        &self,
+        contract: &Contract,
+        plan: &Plan,
+        edit: impl FnOnce(&Path),
+    ) -> VerificationReport {
+        let result = self.workspace().await;
+        let proof = self.workspace().await;
+        let (baseline, ()) = tokio::join!(self.baseline(plan), async { edit(&result.repo()) });
+        let report = self
+            .verifier
+            .verify_proving(plan, contract, &baseline, &result, Some(&proof), "run-3")
+            .await
+            .expect("verification runs");
+        // The proof ran on the base code: the result's fix is not in its checkout.
+        assert_eq!(
+            std::fs::read_to_string(proof.repo().join("calc.py")).unwrap(),
+            CALC
+        );
+        for ws in [result, proof] {
+            ws.finish(Outcome::Succeeded).await.unwrap();
+        }
+        let json = serde_json::to_string(&report).unwrap();
+        let back: VerificationReport = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, report);
+        report
+    }
+}
+
+fn contract_with_new_tests(new_tests: &[&str]) -> Contract {
+    let mut contract = contract();
+    contract.verification.new_tests = new_tests.iter().map(|t| (*t).to_owned()).collect();
+    contract
+}
+
+/// The calc tests with one more test method.
+fn tests_with(method: &str) -> String {
+    TESTS.replace("\n\nif __name__", &format!("\n{method}\n\nif __name__"))
+}
+
+fn proofs(report: &VerificationReport) -> Vec<(String, Proof, bool)> {
+    report
+        .proof
+        .tests
+        .iter()
+        .map(|t| (t.test.clone(), t.proof, t.in_contract))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_regression_test_that_fails_on_the_base_code_proves_the_fix() {
+    let world = Project::new();
+    let contract = contract_with_new_tests(&["test_calc.py::TestCalc::test_add_negative"]);
+    let plan = Plan::new(&contract, &config(""));
+    let report = world
+        .verify_proving(&contract, &plan, |repo| {
+            write(repo, "calc.py", CALC_FIXED);
+            write(
+                repo,
+                "test_calc.py",
+                &tests_with(
+                    "    def test_add_negative(self):\n        self.assertEqual(calc.add(-2, -3), -5)\n",
+                ),
+            );
+        })
+        .await;
+    assert_eq!(report.verdict, Verdict::Passed, "{}", report.compact());
+    assert_eq!(
+        proofs(&report),
+        vec![
+            (
+                "test_calc.TestCalc.test_add_negative".to_owned(),
+                Proof::Proven,
+                true
+            ),
+            (ADD_ID.to_owned(), Proof::Proven, false),
+        ]
+    );
+    assert!(report.proof.ran_on_base);
+    let table = report.pr_markdown();
+    assert!(
+        table.contains(
+            "| `test_calc.TestCalc.test_add_negative` (contract) | failed | passed | ✅ proves the change |"
+        ),
+        "{table}"
+    );
+    let published = report.for_publication();
+    assert!(published.proof.contains("**Proof**"), "{}", published.proof);
+    assert!(
+        report.compact().contains(
+            "- test_calc.TestCalc.test_add_negative (contract) [python3 -m unittest]: base code failed; after passed: proves the change"
+        ),
+        "{}",
+        report.compact()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_regression_test_that_passes_on_the_base_code_gets_no_green_check() {
+    let world = Project::new();
+    let contract = contract_with_new_tests(&["test_mul_zero"]);
+    let plan = Plan::new(&contract, &config(""));
+    let report = world
+        .verify_proving(&contract, &plan, |repo| {
+            write(repo, "calc.py", CALC_FIXED);
+            write(
+                repo,
+                "test_calc.py",
+                &tests_with(
+                    "    def test_mul_zero(self):\n        self.assertEqual(calc.mul(0, 3), 0)\n",
+                ),
+            );
+        })
+        .await;
+    assert_eq!(report.verdict, Verdict::Failed, "{}", report.compact());
+    assert!(ids(&report, Class::Introduced).is_empty());
+    let nothing: Vec<_> = proofs(&report)
+        .into_iter()
+        .filter(|(_, p, _)| *p == Proof::ProvesNothing)
+        .collect();
+    assert_eq!(
+        nothing,
+        vec![("test_mul_zero".to_owned(), Proof::ProvesNothing, true)]
+    );
+    assert_eq!(
+        report.headline(),
+        "Verification failed: 1 fixed, the contract's new tests do not fail on the base code"
+    );
+    assert!(
+        report
+            .pr_markdown()
+            .contains("| `test_mul_zero` (contract) | did not fail | passed | ⚠️ proves nothing: it does not fail on the base code |"),
+        "{}",
+        report.pr_markdown()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_test_changes_the_baseline_stands_for_the_base_code() {
+    let world = Project::new();
+    // The contract names the existing failing test: the baseline shows it failing.
+    let contract = contract_with_new_tests(&[ADD_ID]);
+    let plan = Plan::new(&contract, &config(""));
+    let report = world
+        .verify_proving(&contract, &plan, |repo| write(repo, "calc.py", CALC_FIXED))
+        .await;
+    assert_eq!(report.verdict, Verdict::Passed, "{}", report.compact());
+    assert_eq!(
+        proofs(&report),
+        vec![(ADD_ID.to_owned(), Proof::Proven, true)]
+    );
+    assert!(!report.proof.ran_on_base);
 }

@@ -54,3 +54,62 @@ pub fn fixing_script(max_attempts: u32) -> Vec<Step> {
         .when_tools(&["verdict"]),
     ]
 }
+
+/// A regression test for the bug: it fails on the base code and passes with the fix.
+pub const TEST_ADD_NEGATIVE: &str =
+    "    def test_add_negative(self):\n        self.assertEqual(add(-2, -3), -5)\n";
+
+/// The calc tests with one more test method.
+pub fn tests_with(method: &str) -> String {
+    TEST_CALC.replace("\n\nif __name__", &format!("\n{method}\n\nif __name__"))
+}
+
+/// The calc contract naming `new_test` as the test the executor adds to `test_calc.py`.
+pub fn contract_with_new_test(new_test: &str, max_attempts: u32) -> Value {
+    let mut contract = contract(max_attempts);
+    contract["verification"]["new_tests"] = json!([new_test]);
+    contract["change"]["files"]
+        .as_array_mut()
+        .expect("the contract lists files")
+        .push(json!({"path": "test_calc.py", "action": "modify", "why": "a regression test"}));
+    contract
+}
+
+/// The executor's steps that fix `add` and add `method` to the tests.
+pub fn fix_and_test(method: &str) -> Vec<Step> {
+    vec![
+        Step::tool_call(
+            "e1",
+            "edit_file",
+            json!({"path": "calc.py", "old": "return a - b", "new": "return a + b"}),
+        )
+        .when_tools(&["finish", "edit_file"]),
+        Step::tool_call(
+            "e2",
+            "write_file",
+            json!({"path": "test_calc.py", "content": tests_with(method)}),
+        )
+        .when_tools(&["finish", "write_file"]),
+        Step::tool_call("e3", "finish", json!({"summary": "add adds, with a test."}))
+            .when_tools(&["finish"]),
+    ]
+}
+
+/// [`fixing_script`] with a regression test the contract names: the run's proof has a
+/// test to run on the base code.
+pub fn proving_script(max_attempts: u32) -> Vec<Step> {
+    let contract =
+        contract_with_new_test("test_calc.py::TestCalc::test_add_negative", max_attempts);
+    let mut script =
+        vec![Step::tool_call("p1", "submit_contract", contract).when_tools(&["submit_contract"])];
+    script.extend(fix_and_test(TEST_ADD_NEGATIVE));
+    script.push(
+        Step::tool_call(
+            "r1",
+            "verdict",
+            json!({"accept": true, "findings": "Fixed, and the new test pins it.", "instructions": ""}),
+        )
+        .when_tools(&["verdict"]),
+    );
+    script
+}

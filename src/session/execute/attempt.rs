@@ -429,11 +429,24 @@ impl Execution<'_> {
             )));
         };
         let run = attempt.run.as_str();
+        let proof = self.proof_workspace(ready, result).await?;
         let verification = attempt
             .verifier
-            .verify(&ready.plan, &self.contract, base_runs, result, run)
+            .verify_proving(
+                &ready.plan,
+                &self.contract,
+                base_runs,
+                result,
+                proof.as_ref(),
+                run,
+            )
             .await
             .map_err(|e| verify_stop(e, "the result"))?;
+        if let Some(ws) = proof
+            && let Err(e) = ws.finish(Outcome::Succeeded).await
+        {
+            warn!(error = %e, "could not remove the proof's workspace");
+        }
         timings.record("verify", stage);
         let written = result.changed_since_tip().await.map_err(Stop::permanent)?;
         carried.artifacts.extend(written);
@@ -455,6 +468,21 @@ impl Execution<'_> {
             diff,
             claim,
         })
+    }
+
+    /// A fresh checkout of the base commit for the fail-to-pass proof, when the result
+    /// changed test files to run there.
+    async fn proof_workspace(
+        &self,
+        ready: &Prepared,
+        result: &Workspace,
+    ) -> Result<Option<Workspace>, Stop> {
+        let changed = result.changed_files().await.map_err(Stop::permanent)?;
+        if verify::test_changes(&self.contract, &changed).is_empty() {
+            return Ok(None);
+        }
+        let branch = format!("{}-proof", ready.branch);
+        self.workspace(&branch, &self.row.base_sha).await.map(Some)
     }
 
     /// The reviewer's verdict on the verified result.
@@ -725,6 +753,7 @@ mod tests {
             failures: Vec::new(),
             scope: Vec::new(),
             scope_omitted: 0,
+            proof: Default::default(),
             weakening: Default::default(),
         }
     }

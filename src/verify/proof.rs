@@ -1,0 +1,824 @@
+//! Fail-to-pass proof: the tests a result adds or changes, run against the base code (the
+//! base commit's checkout with only the result's test files put in), and what each one
+//! proves. A test that fails on the base code and passes on the result shows the change
+//! does what it is for; one that did not fail before proves nothing about it.
+
+use std::collections::HashSet;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::{Component, Path};
+
+use anyhow::{Context, bail};
+use serde::{Deserialize, Serialize};
+
+use super::report::code;
+use super::run::{CommandRun, Phase, RunSet};
+use super::scope::{is_test_path, names_file};
+
+use crate::contract::Contract;
+use crate::git::{Change, ChangedFile};
+
+/// Tests listed in a proof; the counts go on past it.
+const LISTED: usize = 100;
+
+/// Bytes of test files put into the base's checkout for one proof.
+const COPIED_MAX: u64 = 64 * 1024 * 1024;
+
+/// What one test proves about the change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Proof {
+    /// Fails on the base code, passes on the result: it proves the change.
+    Proven,
+    /// Did not fail on the base code, passes on the result: it proves nothing about the
+    /// change.
+    ProvesNothing,
+    /// Fails on the result.
+    FailsAfter,
+    /// The runs do not say: the base code did not build for a reason outside the test
+    /// files, or a run could not run tests at all.
+    Unknown,
+}
+
+impl Proof {
+    fn label(self) -> &'static str {
+        match self {
+            Proof::Proven => "✅ proves the change",
+            Proof::ProvesNothing => "⚠️ proves nothing: it does not fail on the base code",
+            Proof::FailsAfter => "❌ fails after the change",
+            Proof::Unknown => "❔ unknown",
+        }
+    }
+
+    fn plain(self) -> &'static str {
+        match self {
+            Proof::Proven => "proves the change",
+            Proof::ProvesNothing => "PROVES NOTHING (does not fail on the base code)",
+            Proof::FailsAfter => "fails after the change",
+            Proof::Unknown => "unknown",
+        }
+    }
+}
+
+/// One added or changed test, before and after the change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProvenTest {
+    /// The test's id as its runner prints it, or the contract's `new_tests` entry.
+    pub test: String,
+    pub command: String,
+    /// On the base code, in a few words ("failed", "did not fail", "did not compile: …").
+    pub before: String,
+    /// On the result ("passed", "failed", …).
+    pub after: String,
+    pub proof: Proof,
+    /// The contract's `new_tests` names it.
+    pub in_contract: bool,
+}
+
+/// The proof for one result.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProofReport {
+    /// At most [`LISTED`], the contract's tests first.
+    pub tests: Vec<ProvenTest>,
+    /// Tests beyond those listed.
+    pub omitted: u64,
+    /// The base code ran with the result's test files (otherwise the result changed no
+    /// test file, and the baseline stood for the base code).
+    pub ran_on_base: bool,
+    /// Said of the proof as a whole: test files that could not be put into the base's
+    /// checkout, or why no proof was run.
+    pub notes: Vec<String>,
+}
+
+impl ProofReport {
+    /// No proof could be made: `why` says so.
+    pub fn not_run(why: &str) -> ProofReport {
+        ProofReport {
+            notes: vec![why.to_owned()],
+            ..ProofReport::default()
+        }
+    }
+
+    /// Why the result does not get a green check on the proof's account, if it does not:
+    /// the contract names new tests, none of them proves the change, and at least one
+    /// passed on the base code too.
+    pub fn blocking(&self) -> Option<String> {
+        let named: Vec<&ProvenTest> = self.tests.iter().filter(|t| t.in_contract).collect();
+        let nothing = named.iter().any(|t| t.proof == Proof::ProvesNothing);
+        let proven = named.iter().any(|t| t.proof == Proof::Proven);
+        let failing = named.iter().any(|t| t.proof == Proof::FailsAfter);
+        (nothing && !proven && !failing)
+            .then(|| "the contract's new tests do not fail on the base code".to_owned())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tests.is_empty() && self.notes.is_empty()
+    }
+
+    /// The proof table for the pull request and the check run.
+    pub fn markdown(&self) -> String {
+        let mut out = String::new();
+        if self.tests.is_empty() && self.notes.is_empty() {
+            return out;
+        }
+        out.push_str(
+            "**Proof** (the new and changed tests on the base code, then on the result):\n\n",
+        );
+        if !self.tests.is_empty() {
+            out.push_str("| test | on the base code | after | proof |\n|---|---|---|---|\n");
+            for t in &self.tests {
+                let name = if t.in_contract {
+                    format!("{} (contract)", code(&t.test))
+                } else {
+                    code(&t.test)
+                };
+                let _ = writeln!(
+                    out,
+                    "| {name} | {} | {} | {} |",
+                    cell(&t.before),
+                    cell(&t.after),
+                    t.proof.label()
+                );
+            }
+            if self.omitted > 0 {
+                let _ = writeln!(out, "\n… and {} more not listed.", self.omitted);
+            }
+        }
+        for note in &self.notes {
+            let _ = writeln!(out, "\n_{}_", note.replace('_', "\\_"));
+        }
+        if !self.ran_on_base && !self.tests.is_empty() {
+            out.push_str(
+                "\n_The result changed no test file: the baseline is the base code's run._\n",
+            );
+        }
+        out
+    }
+
+    /// Plain text for the reviewer and a next attempt.
+    pub fn compact(&self) -> String {
+        let mut out = String::new();
+        if self.tests.is_empty() && self.notes.is_empty() {
+            return out;
+        }
+        out.push_str("proof (new and changed tests on the base code, then on the result):\n");
+        for t in &self.tests {
+            let contract = if t.in_contract { " (contract)" } else { "" };
+            let _ = writeln!(
+                out,
+                "- {}{contract} [{}]: base code {}; after {}: {}",
+                t.test,
+                t.command,
+                t.before,
+                t.after,
+                t.proof.plain()
+            );
+        }
+        if self.omitted > 0 {
+            let _ = writeln!(out, "- … {} more", self.omitted);
+        }
+        for note in &self.notes {
+            let _ = writeln!(out, "- {note}");
+        }
+        out
+    }
+}
+
+fn cell(text: &str) -> String {
+    text.replace('\n', " ").replace('|', "\\|")
+}
+
+/// The result's changes that a proof runs on the base code: its test files (by path, or
+/// named by the contract's `new_tests`).
+pub fn test_changes(contract: &Contract, changed: &[ChangedFile]) -> Vec<ChangedFile> {
+    changed
+        .iter()
+        .filter(|c| {
+            is_test_path(&c.path)
+                || contract
+                    .verification
+                    .new_tests
+                    .iter()
+                    .any(|entry| names_file(entry, &c.path))
+        })
+        .cloned()
+        .collect()
+}
+
+/// Puts the result's `tests` (read from `from`, the result's checkout) into `to`, the
+/// base's checkout: written, or removed where the result deleted them. Never follows a
+/// link the base's tree holds. Returns what could not be put in, said for the report.
+pub fn copy_tests(from: &Path, to: &Path, tests: &[ChangedFile]) -> anyhow::Result<Vec<String>> {
+    let mut notes = Vec::new();
+    let mut copied = 0u64;
+    for change in tests {
+        let relative = Path::new(&change.path);
+        if relative
+            .components()
+            .any(|c| !matches!(c, Component::Normal(_)))
+        {
+            notes.push(format!(
+                "`{}` is not a plain relative path: left out",
+                change.path
+            ));
+            continue;
+        }
+        let target = to.join(relative);
+        let parent_ok = safe_parents(to, relative)?;
+        if !parent_ok {
+            notes.push(format!(
+                "`{}` is under a link in the base's tree: left out",
+                change.path
+            ));
+            continue;
+        }
+        match change.change {
+            Change::Deleted => remove_entry(&target)?,
+            Change::Added | Change::Modified | Change::TypeChanged => {
+                let source = from.join(relative);
+                let meta = match std::fs::symlink_metadata(&source) {
+                    Ok(m) => m,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                        remove_entry(&target)?;
+                        continue;
+                    }
+                    Err(e) => {
+                        return Err(e)
+                            .with_context(|| format!("Could not read {}", source.display()));
+                    }
+                };
+                if !meta.is_file() {
+                    notes.push(format!("`{}` is not a regular file: left out", change.path));
+                    continue;
+                }
+                copied += meta.len();
+                if copied > COPIED_MAX {
+                    notes.push(format!(
+                        "the test files past {} MiB were left out",
+                        COPIED_MAX / 1024 / 1024
+                    ));
+                    break;
+                }
+                let bytes = read_plain(&source)?;
+                remove_entry(&target)?;
+                write_new(&target, &bytes, meta.permissions())?;
+            }
+        }
+    }
+    Ok(notes)
+}
+
+/// Creates the folders above `relative` under `root` where missing; false when one of
+/// them is something other than a folder (a link the base's tree holds).
+fn safe_parents(root: &Path, relative: &Path) -> anyhow::Result<bool> {
+    let mut at = root.to_path_buf();
+    let Some(parent) = relative.parent() else {
+        return Ok(true);
+    };
+    for part in parent.components() {
+        at.push(part);
+        match std::fs::symlink_metadata(&at) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => return Ok(false),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                std::fs::create_dir(&at)
+                    .with_context(|| format!("Could not create {}", at.display()))?;
+            }
+            Err(e) => return Err(e).with_context(|| format!("Could not read {}", at.display())),
+        }
+    }
+    Ok(true)
+}
+
+fn remove_entry(path: &Path) -> anyhow::Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(path)
+            .with_context(|| format!("Could not remove {}", path.display())),
+        Ok(_) => std::fs::remove_file(path)
+            .with_context(|| format!("Could not remove {}", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("Could not read {}", path.display())),
+    }
+}
+
+fn read_plain(path: &Path) -> anyhow::Result<Vec<u8>> {
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .with_context(|| format!("Could not open {}", path.display()))?;
+    if !file.metadata()?.is_file() {
+        bail!("{} is not a regular file", path.display());
+    }
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)
+        .with_context(|| format!("Could not read {}", path.display()))?;
+    Ok(bytes)
+}
+
+fn write_new(path: &Path, bytes: &[u8], permissions: std::fs::Permissions) -> anyhow::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = permissions.mode() & 0o777;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .with_context(|| format!("Could not create {}", path.display()))?;
+    file.write_all(bytes)
+        .with_context(|| format!("Could not write {}", path.display()))
+}
+
+/// Compares the base code's runs (`before`: the base with the result's test files) with
+/// the result's (`after`), for the tests that failed on the base code in `tests` and the
+/// contract's `new_tests`.
+pub fn prove(
+    contract: &Contract,
+    tests: &[ChangedFile],
+    before: &RunSet,
+    after: &RunSet,
+    ran_on_base: bool,
+    notes: Vec<String>,
+) -> ProofReport {
+    let mut listed: Vec<ProvenTest> = Vec::new();
+    let mut seen: HashSet<(String, String)> = HashSet::new();
+    let files: Vec<&str> = tests
+        .iter()
+        .filter(|c| c.change != Change::Deleted)
+        .map(|c| c.path.as_str())
+        .collect();
+    let entries = &contract.verification.new_tests;
+    let checks = after.runs.iter().filter(|r| r.phase == Phase::Check);
+
+    // Tests of the changed files that fail on the base code, by id.
+    for run_after in checks.clone() {
+        let Some(base) = before.find(Phase::Check, &run_after.command) else {
+            continue;
+        };
+        for f in &base.failures {
+            let in_files = files.iter().any(|path| {
+                names_file(&f.id, path)
+                    || f.location.as_deref().is_some_and(|l| location_in(l, path))
+            });
+            let named = entries.iter().any(|e| test_matches(e, &f.id));
+            if !(in_files || named) || !seen.insert((run_after.command.clone(), f.id.clone())) {
+                continue;
+            }
+            let (after, proof) = after_state(run_after, &f.id);
+            listed.push(ProvenTest {
+                test: f.id.clone(),
+                command: run_after.command.clone(),
+                before: "failed".into(),
+                after,
+                proof: match proof {
+                    Proof::Proven | Proof::ProvesNothing => Proof::Proven,
+                    other => other,
+                },
+                in_contract: named,
+            });
+        }
+    }
+
+    // The contract's tests no failure on the base code named.
+    for entry in entries {
+        if listed
+            .iter()
+            .any(|t| t.in_contract && test_matches(entry, &t.test))
+        {
+            continue;
+        }
+        listed.push(entry_proof(entry, &files, before, checks.clone()));
+    }
+
+    listed.sort_by_key(|t| !t.in_contract);
+    let omitted = listed.len().saturating_sub(LISTED) as u64;
+    listed.truncate(LISTED);
+    ProofReport {
+        tests: listed,
+        omitted,
+        ran_on_base,
+        notes,
+    }
+}
+
+/// A contract entry that no failure on the base code named: failing after, not shown by
+/// the runs, a build of the base code broken by the test files themselves (it fails
+/// before), or passing before.
+fn entry_proof<'a>(
+    entry: &str,
+    files: &[&str],
+    before: &RunSet,
+    checks: impl Iterator<Item = &'a CommandRun> + Clone,
+) -> ProvenTest {
+    let failing_after = checks
+        .clone()
+        .find(|r| r.failures.iter().any(|f| test_matches(entry, &f.id)));
+    if let Some(run) = failing_after {
+        return ProvenTest {
+            test: entry.to_owned(),
+            command: run.command.clone(),
+            before: before_words(before, run),
+            after: "failed".into(),
+            proof: Proof::FailsAfter,
+            in_contract: true,
+        };
+    }
+    // The command that ran tests on the result is the entry's; none did: the first.
+    let Some(run) = checks
+        .clone()
+        .find(|r| r.ran_tests())
+        .or(checks.clone().next())
+    else {
+        return ProvenTest {
+            test: entry.to_owned(),
+            command: String::new(),
+            before: "—".into(),
+            after: "no verification command".into(),
+            proof: Proof::Unknown,
+            in_contract: true,
+        };
+    };
+    // Its failures are all listed and the entry is not among them: it passed.
+    let ran_after = run.ran_tests()
+        && !run.summary.timed_out
+        && run.failures.len() < crate::distill::MAX_FAILURES;
+    let after = if ran_after {
+        "passed".to_owned()
+    } else {
+        format!("no tests ran ({})", run.summary.ending())
+    };
+    let base = before.find(Phase::Check, &run.command);
+    let (before_text, proof) = match base {
+        None => ("not run".to_owned(), Proof::Unknown),
+        Some(b) if b.summary.no_result.is_some() => (
+            format!(
+                "could not run: {}",
+                b.summary.no_result.as_deref().unwrap_or_default()
+            ),
+            Proof::Unknown,
+        ),
+        Some(b) if !b.ran_tests() && !b.summary.succeeded() => match broken_by_tests(b, files) {
+            Some(at) => (format!("did not build: {at}"), Proof::Proven),
+            None => (
+                format!("the base code did not build: {}", first_problem(b)),
+                Proof::Unknown,
+            ),
+        },
+        Some(b) if !b.ran_tests() => ("ran no tests".into(), Proof::Unknown),
+        Some(_) => ("did not fail".into(), Proof::ProvesNothing),
+    };
+    let proof = if ran_after { proof } else { Proof::Unknown };
+    ProvenTest {
+        test: entry.to_owned(),
+        command: run.command.clone(),
+        before: before_text,
+        after,
+        proof,
+        in_contract: true,
+    }
+}
+
+/// How `id` did on the result's run, and what that makes of a test that failed before.
+fn after_state(run: &CommandRun, id: &str) -> (String, Proof) {
+    if run.failures.iter().any(|f| f.id == id) {
+        ("failed".into(), Proof::FailsAfter)
+    } else if run.passed(id) {
+        ("passed".into(), Proof::Proven)
+    } else {
+        (
+            format!("no tests ran ({})", run.summary.ending()),
+            Proof::Unknown,
+        )
+    }
+}
+
+fn before_words(before: &RunSet, after: &CommandRun) -> String {
+    match before.find(Phase::Check, &after.command) {
+        None => "not run".into(),
+        Some(b) if b.failures.is_empty() && b.summary.succeeded() => "did not fail".into(),
+        Some(b) if !b.ran_tests() => format!("did not build: {}", first_problem(b)),
+        Some(_) => "ran".into(),
+    }
+}
+
+/// Where the base code's build broke, when every error it names is in one of the test
+/// files: the new test itself does not compile without the change, which is how a test of
+/// new code fails before it.
+fn broken_by_tests(run: &CommandRun, files: &[&str]) -> Option<String> {
+    let located: Vec<&str> = run
+        .build_errors
+        .iter()
+        .filter_map(|p| p.location.as_deref())
+        .chain(run.failures.iter().filter_map(|f| f.location.as_deref()))
+        .collect();
+    if located.is_empty() {
+        return None;
+    }
+    located
+        .iter()
+        .all(|l| files.iter().any(|path| location_in(l, path)))
+        .then(|| located[0].to_owned())
+}
+
+fn first_problem(run: &CommandRun) -> String {
+    run.build_errors
+        .first()
+        .map(|p| match &p.location {
+            Some(l) => l.clone(),
+            None => p.message.lines().next().unwrap_or_default().to_owned(),
+        })
+        .unwrap_or_else(|| run.summary.ending())
+}
+
+/// `location` (`path:line[:col]`, relative to the checkout) is in `path`.
+fn location_in(location: &str, path: &str) -> bool {
+    let file = location
+        .trim()
+        .trim_start_matches("./")
+        .split(':')
+        .next()
+        .unwrap_or_default();
+    !file.is_empty() && (file == path || file.ends_with(&format!("/{path}")))
+}
+
+/// A contract's `new_tests` entry names the runner's test `id`: the entry's last name
+/// (`tests/test_calc.py::test_sum` → `test_sum`) is one of the id's names, and a file the
+/// entry names, if any, is the id's too.
+pub(super) fn test_matches(entry: &str, id: &str) -> bool {
+    let entry = entry.trim();
+    if entry.is_empty() {
+        return false;
+    }
+    if entry == id.trim() {
+        return true;
+    }
+    let names = |s: &str| -> Vec<String> {
+        s.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-'))
+            .filter(|w| !w.is_empty())
+            .map(str::to_owned)
+            .collect()
+    };
+    let id_names = names(id);
+    let entry_names = names(entry);
+    let Some(last) = entry_names.last() else {
+        return false;
+    };
+    if FILE_SUFFIXES.contains(&last.as_str()) {
+        // The entry is a whole file: its tests are those the id places there.
+        return names_file(id, entry);
+    }
+    id_names.iter().any(|n| n == last)
+}
+
+/// The last name of a path that is a file's extension, not a test's name.
+const FILE_SUFFIXES: &[&str] = &[
+    "py", "rs", "go", "js", "ts", "jsx", "tsx", "mjs", "cjs", "java", "kt", "rb", "php", "cs", "c",
+    "cc", "cpp", "swift", "scala", "ex", "exs",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::distill::{Failure, Problem};
+    use crate::verify::run::RunSummary;
+
+    fn contract(new_tests: &[&str]) -> Contract {
+        let tests: Vec<String> = new_tests.iter().map(|t| format!("{t:?}")).collect();
+        Contract::from_json(&format!(
+            r#"{{
+              "summary": "s",
+              "diagnosis": {{"hypothesis": "h"}},
+              "change": {{"goal": "g", "files": [{{"path": "calc.py", "action": "modify", "why": "w"}}]}},
+              "verification": {{"commands": ["t"], "new_tests": [{}]}},
+              "routing": {{"risk": "low"}}
+            }}"#,
+            tests.join(",")
+        ))
+        .unwrap()
+    }
+
+    fn run(exit: i32, passed: u64, failing: &[(&str, &str)]) -> CommandRun {
+        CommandRun {
+            command: "t".into(),
+            phase: Phase::Check,
+            summary: RunSummary {
+                exit_code: Some(exit),
+                signal: None,
+                timed_out: false,
+                duration_ms: 10,
+                runner: "pytest".into(),
+                passed,
+                failed: failing.len() as u64,
+                skipped: 0,
+                errors: 0,
+                restored: false,
+                no_result: None,
+            },
+            failures: failing
+                .iter()
+                .map(|(id, at)| Failure {
+                    id: (*id).into(),
+                    message: "assert".into(),
+                    location: Some((*at).into()),
+                })
+                .collect(),
+            build_errors: Vec::new(),
+            excerpt: String::new(),
+        }
+    }
+
+    fn set(run: CommandRun) -> RunSet {
+        RunSet { runs: vec![run] }
+    }
+
+    fn added(path: &str) -> ChangedFile {
+        ChangedFile {
+            path: path.into(),
+            change: Change::Added,
+        }
+    }
+
+    fn proofs(report: &ProofReport) -> Vec<(&str, Proof, bool)> {
+        report
+            .tests
+            .iter()
+            .map(|t| (t.test.as_str(), t.proof, t.in_contract))
+            .collect()
+    }
+
+    #[test]
+    fn a_test_failing_on_the_base_code_and_passing_after_proves_the_change() {
+        let c = contract(&["tests/test_calc.py::test_sum"]);
+        let files = [added("tests/test_calc.py")];
+        let before = set(run(
+            1,
+            3,
+            &[
+                ("tests/test_calc.py::test_sum", "tests/test_calc.py:4"),
+                ("tests/test_calc.py::test_big", "tests/test_calc.py:9"),
+                ("tests/test_other.py::test_old", "tests/test_other.py:2"),
+            ],
+        ));
+        let after = set(run(
+            1,
+            4,
+            &[("tests/test_other.py::test_old", "tests/test_other.py:2")],
+        ));
+        let report = prove(&c, &files, &before, &after, true, Vec::new());
+        assert_eq!(
+            proofs(&report),
+            vec![
+                ("tests/test_calc.py::test_sum", Proof::Proven, true),
+                ("tests/test_calc.py::test_big", Proof::Proven, false),
+            ]
+        );
+        assert_eq!(report.blocking(), None);
+        let table = report.markdown();
+        assert!(
+            table.contains("| `tests/test_calc.py::test_sum` (contract) | failed | passed | ✅ proves the change |"),
+            "{table}"
+        );
+    }
+
+    #[test]
+    fn a_contract_test_that_passes_on_the_base_code_proves_nothing_and_blocks() {
+        let c = contract(&["test_sum"]);
+        let files = [added("tests/test_calc.py")];
+        let before = set(run(0, 4, &[]));
+        let after = set(run(0, 4, &[]));
+        let report = prove(&c, &files, &before, &after, true, Vec::new());
+        assert_eq!(
+            proofs(&report),
+            vec![("test_sum", Proof::ProvesNothing, true)]
+        );
+        assert_eq!(
+            report.blocking().as_deref(),
+            Some("the contract's new tests do not fail on the base code")
+        );
+        // One proven test among them is enough.
+        let c = contract(&["test_sum", "test_big"]);
+        let before = set(run(
+            1,
+            4,
+            &[("test_calc.py::test_big", "tests/test_calc.py:9")],
+        ));
+        let report = prove(&c, &files, &before, &after, true, Vec::new());
+        assert_eq!(report.blocking(), None, "{:?}", report.tests);
+    }
+
+    #[test]
+    fn a_new_test_failing_after_is_said_and_does_not_count_as_proof() {
+        let c = contract(&["test_sum"]);
+        let before = set(run(1, 1, &[("t::test_sum", "tests/t.py:1")]));
+        let after = set(run(1, 1, &[("t::test_sum", "tests/t.py:1")]));
+        let report = prove(
+            &c,
+            &[added("tests/t.py")],
+            &before,
+            &after,
+            true,
+            Vec::new(),
+        );
+        assert_eq!(
+            proofs(&report),
+            vec![("t::test_sum", Proof::FailsAfter, true)]
+        );
+    }
+
+    #[test]
+    fn a_test_that_does_not_compile_on_the_base_code_fails_before_unless_other_code_broke() {
+        let c = contract(&["adds_large_numbers"]);
+        let files = [added("tests/big.rs")];
+        let mut broken = run(101, 0, &[]);
+        broken.build_errors = vec![Problem {
+            message: "error[E0425]: cannot find function `add_big`".into(),
+            location: Some("tests/big.rs:3:5".into()),
+        }];
+        let after = set(run(0, 5, &[]));
+        let report = prove(&c, &files, &set(broken.clone()), &after, true, Vec::new());
+        assert_eq!(
+            proofs(&report),
+            vec![("adds_large_numbers", Proof::Proven, true)]
+        );
+        assert_eq!(report.tests[0].before, "did not build: tests/big.rs:3:5");
+        // A build broken in code the result did not add says nothing about the test.
+        broken.build_errors[0].location = Some("src/lib.rs:10:1".into());
+        let report = prove(&c, &files, &set(broken), &after, true, Vec::new());
+        assert_eq!(
+            proofs(&report),
+            vec![("adds_large_numbers", Proof::Unknown, true)]
+        );
+        assert_eq!(
+            report.tests[0].before,
+            "the base code did not build: src/lib.rs:10:1"
+        );
+        assert_eq!(report.blocking(), None);
+    }
+
+    #[test]
+    fn entries_match_ids_by_their_last_name_or_file() {
+        assert!(test_matches(
+            "tests/test_calc.py::test_sum",
+            "test_sum (test_calc.TestCalc)"
+        ));
+        assert!(test_matches(
+            "test_sum",
+            "tests/test_calc.py::TestCalc::test_sum"
+        ));
+        assert!(test_matches(
+            "parse::tests::trailing_comma",
+            "tests::trailing_comma"
+        ));
+        assert!(test_matches(
+            "tests/test_calc.py",
+            "tests/test_calc.py::test_sum"
+        ));
+        assert!(!test_matches(
+            "tests/test_calc.py",
+            "tests/test_other.py::test_sum"
+        ));
+        assert!(!test_matches("test_sum", "test_summary"));
+        assert!(!test_matches("", "x"));
+    }
+
+    #[test]
+    fn test_files_go_into_the_base_checkout_without_following_its_links() {
+        let from = tempfile::tempdir().unwrap();
+        let to = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(from.path().join("tests/deep")).unwrap();
+        std::fs::write(from.path().join("tests/deep/test_a.py"), "new").unwrap();
+        std::fs::create_dir_all(from.path().join("spec")).unwrap();
+        std::fs::write(from.path().join("spec/a_spec.rb"), "x").unwrap();
+        std::fs::write(to.path().join("test_gone.py"), "old").unwrap();
+        // The base's tree holds `spec` as a link out of the checkout.
+        std::os::unix::fs::symlink(outside.path(), to.path().join("spec")).unwrap();
+        let notes = copy_tests(
+            from.path(),
+            to.path(),
+            &[
+                added("tests/deep/test_a.py"),
+                added("spec/a_spec.rb"),
+                ChangedFile {
+                    path: "test_gone.py".into(),
+                    change: Change::Deleted,
+                },
+            ],
+        )
+        .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(to.path().join("tests/deep/test_a.py")).unwrap(),
+            "new"
+        );
+        assert!(!to.path().join("test_gone.py").exists());
+        assert_eq!(
+            notes,
+            vec!["`spec/a_spec.rb` is under a link in the base's tree: left out"]
+        );
+        assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+    }
+}
