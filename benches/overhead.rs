@@ -23,6 +23,7 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -289,10 +290,8 @@ impl World {
         }
     }
 
-    /// Sandbox runs of this process so far, and their summed time, from `/metrics`.
-    async fn sandbox_runs(&self) -> (u64, f64) {
-        let text = self
-            .server
+    async fn metrics(&self) -> String {
+        self.server
             .client
             .get(format!("{}/metrics", self.server.base))
             .send()
@@ -300,7 +299,34 @@ impl World {
             .unwrap()
             .text()
             .await
-            .unwrap();
+            .unwrap()
+    }
+
+    /// This process's forge requests so far by route (status left out), from `/metrics`.
+    async fn forge_requests(&self) -> BTreeMap<String, u64> {
+        let mut routes = BTreeMap::new();
+        for line in self.metrics().await.lines() {
+            let Some(rest) = line.strip_prefix("planwright_forge_requests_total{") else {
+                continue;
+            };
+            let route = rest
+                .split("route=\"")
+                .nth(1)
+                .and_then(|r| r.split('"').next())
+                .unwrap_or_else(|| panic!("an unreadable metrics line: {line}"));
+            let n: u64 = line
+                .rsplit(' ')
+                .next()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("an unreadable metrics line: {line}"));
+            *routes.entry(route.to_owned()).or_default() += n;
+        }
+        routes
+    }
+
+    /// Sandbox runs of this process so far, and their summed time, from `/metrics`.
+    async fn sandbox_runs(&self) -> (u64, f64) {
+        let text = self.metrics().await;
         let value = |line: &str| -> f64 {
             line.rsplit(' ')
                 .next()
@@ -334,6 +360,8 @@ struct Flow {
     execution: f64,
     sandbox_runs: u64,
     sandbox_ms: f64,
+    /// The flow's forge API requests by route.
+    forge_requests: BTreeMap<String, u64>,
 }
 
 impl Flow {
@@ -358,6 +386,7 @@ impl Flow {
 async fn planwright_run(round: &str, variant: Variant) -> Flow {
     let world = World::start(variant).await;
     let (runs_before, seconds_before) = world.sandbox_runs().await;
+    let requests_before = world.forge_requests().await;
     let label = world.label_payload();
 
     let sent_ms = now_ms();
@@ -414,6 +443,13 @@ async fn planwright_run(round: &str, variant: Variant) -> Flow {
         .map(|(name, ms)| (name.clone(), ms.as_f64().unwrap()))
         .collect();
     let (runs_after, seconds_after) = world.sandbox_runs().await;
+    let mut forge_requests = world.forge_requests().await;
+    for (route, n) in &requests_before {
+        if let Some(after) = forge_requests.get_mut(route) {
+            *after -= n;
+        }
+    }
+    forge_requests.retain(|_, n| *n > 0);
     world.server.stop().await;
 
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
@@ -428,6 +464,7 @@ async fn planwright_run(round: &str, variant: Variant) -> Flow {
         execution: ms(execution),
         sandbox_runs: runs_after - runs_before,
         sandbox_ms: (seconds_after - seconds_before) * 1000.0,
+        forge_requests,
     }
 }
 
@@ -754,6 +791,17 @@ fn main() {
         paired(Baseline::plain),
         paired(Baseline::sandboxed)
     );
+    // The forge calls of one flow (the same every round: the flow is scripted).
+    let calls = &flows.last().unwrap().forge_requests;
+    println!(
+        "forge API calls per flow (label → PR): {} (installation tokens octocrab renews inside its client not included)",
+        calls.values().sum::<u64>()
+    );
+    let mut by_count: Vec<(&String, &u64)> = calls.iter().collect();
+    by_count.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    for (route, n) in by_count {
+        println!("  {n:>3}  {route}");
+    }
     let proving_execution = median(proving.iter().map(|f| f.execution).collect());
     println!(
         "with the fail-to-pass proof (the fix and a regression test): execution {:.1} ms \

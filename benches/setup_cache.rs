@@ -212,6 +212,9 @@ fn main() {
         )],
         network_allow: Vec::new(),
         protected: Vec::new(),
+        flaky_reruns: 0,
+        quarantine: Vec::new(),
+        expects_tests: false,
     };
     let environment = EnvironmentConfig {
         cache: vec![".venv".into()],

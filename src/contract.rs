@@ -677,6 +677,23 @@ pub enum SourceLinks {
 }
 
 impl SourceLinks {
+    /// The forge's page comparing `branch` with `base`: the change the branch holds.
+    pub fn compare(&self, base: &str, branch: &str) -> Option<String> {
+        let branch = percent_encoding::utf8_percent_encode(branch, PATH_SET).to_string();
+        let base = percent_encoding::utf8_percent_encode(base, PATH_SET).to_string();
+        match self {
+            SourceLinks::GitHub { repo_url } => Some(format!(
+                "{}/compare/{base}...{branch}",
+                repo_url.trim_end_matches('/')
+            )),
+            SourceLinks::GitLab { project_url } => Some(format!(
+                "{}/-/compare/{base}...{branch}",
+                project_url.trim_end_matches('/')
+            )),
+            SourceLinks::None => None,
+        }
+    }
+
     fn link(&self, sha: &CommitSha, path: &str, lines: Option<LineRange>) -> Option<String> {
         let path = normalise_path(path);
         let path = percent_encoding::utf8_percent_encode(&path, PATH_SET).to_string();

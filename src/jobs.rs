@@ -18,6 +18,7 @@ use crate::config::QueueSettings;
 use crate::forge::ForgeError;
 use crate::ids::JobId;
 use crate::llm::ModelError;
+use crate::metrics::{RequestTally, counting_forge_requests};
 use crate::store::{self, Db, jobs, now_ms};
 
 /// Why a job did not finish, and whether trying again can help.
@@ -262,7 +263,21 @@ async fn run_one(
             attempt: job.attempts,
             db: db.clone(),
         });
-        supervise(&db, &settings, &job, task, &abort).await
+        let tally = Arc::new(RequestTally::default());
+        let task = Box::pin(counting_forge_requests(tally.clone(), task));
+        let outcome = supervise(&db, &settings, &job, task, &abort).await;
+        // What each job costs in forge calls, for the operator weighing rate limits.
+        let calls = tally.total();
+        if calls > 0 {
+            info!(
+                job = %job.id,
+                kind = %job.kind,
+                forge_requests = calls,
+                routes = %tally.summary(),
+                "the job's forge requests"
+            );
+        }
+        outcome
     };
     let Some(result) = outcome else { return };
     let recorded = match &result {

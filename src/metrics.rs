@@ -4,8 +4,11 @@
 //! Not prometheus-client: it writes OpenMetrics only, where a counter's `# TYPE` loses
 //! `_total` and families with no series vanish.
 
+use std::collections::BTreeMap;
 use std::fmt::{Display, Write};
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Upper bounds (seconds) of the sandbox run duration buckets: from a quick `git status`
@@ -96,8 +99,81 @@ pub fn record_setup_cache(hit: bool, bytes: u64) {
     SETUP_CACHE[2].fetch_add(bytes, Ordering::Relaxed);
 }
 
+/// Forge requests of this process by forge, route and status (`error`: no answer).
+static FORGE_REQUESTS: Mutex<BTreeMap<(&'static str, String, String), u64>> =
+    Mutex::new(BTreeMap::new());
+
+tokio::task_local! {
+    /// The forge requests of the job being run, where the job runner counts them.
+    static JOB_REQUESTS: Arc<RequestTally>;
+}
+
+/// One job's forge requests by route, for the line logged when it ends.
+#[derive(Debug, Default)]
+pub struct RequestTally {
+    by_route: Mutex<BTreeMap<String, u64>>,
+}
+
+impl RequestTally {
+    pub fn total(&self) -> u64 {
+        self.by_route.lock().map_or(0, |m| m.values().sum())
+    }
+
+    /// `GET /repos/{owner}/{repo}/issues/{n}: 2, …`, most frequent first.
+    pub fn summary(&self) -> String {
+        let Ok(map) = self.by_route.lock() else {
+            return String::new();
+        };
+        let mut routes: Vec<(&String, &u64)> = map.iter().collect();
+        routes.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        routes
+            .iter()
+            .map(|(route, n)| format!("{route}: {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    pub fn by_route(&self) -> BTreeMap<String, u64> {
+        self.by_route.lock().map(|m| m.clone()).unwrap_or_default()
+    }
+}
+
+/// Runs `work` with its forge requests counted into `tally` (not those of tasks it
+/// spawns, which the process-wide count still holds).
+pub async fn counting_forge_requests<F: Future>(tally: Arc<RequestTally>, work: F) -> F::Output {
+    JOB_REQUESTS.scope(tally, work).await
+}
+
+/// Counts one forge request: `route` as `forge::route` makes it, `status` the answer's
+/// code or `error`.
+pub fn record_forge_request(forge: &'static str, route: &str, status: &str) {
+    if let Ok(mut map) = FORGE_REQUESTS.lock() {
+        *map.entry((forge, route.to_owned(), status.to_owned()))
+            .or_default() += 1;
+    }
+    let _ = JOB_REQUESTS.try_with(|tally| {
+        if let Ok(mut map) = tally.by_route.lock() {
+            *map.entry(format!("{forge} {route}")).or_default() += 1;
+        }
+    });
+}
+
 /// Appends this process's counters to `out`.
 pub fn render_process(out: &mut Exposition) {
+    out.family(
+        "planwright_forge_requests_total",
+        "counter",
+        "Requests this process made to a forge's API, by forge, route (method and path with names and numbers taken out) and answer status (error: none came).",
+    );
+    if let Ok(map) = FORGE_REQUESTS.lock() {
+        for ((forge, route, status), n) in map.iter() {
+            out.sample(
+                "planwright_forge_requests_total",
+                &[("forge", forge), ("route", route), ("status", status)],
+                n,
+            );
+        }
+    }
     out.family(
         "planwright_image_cache_pulls_total",
         "counter",

@@ -58,6 +58,9 @@ pub struct Settings {
     /// Where the model proxy for executors listens.
     pub model_proxy: ProxyListen,
     pub workspaces: WorkspaceSettings,
+    /// How long one executor attempt may run, its commands included, before it is
+    /// stopped (its unfinished change is kept).
+    pub executor_timeout: Duration,
     /// The operator's secret for registering the GitHub App; without it, one is made at
     /// every start while no app is configured, and printed in the log.
     pub setup_token: Option<SecretString>,
@@ -175,6 +178,9 @@ impl Default for WorkspaceSettings {
     }
 }
 
+/// How long an executor attempt runs at most, unless `EXECUTOR_TIMEOUT_SECS` says otherwise.
+const EXECUTOR_TIMEOUT: Duration = Duration::from_secs(45 * 60);
+
 /// Keys that may also be given without the `PLANWRIGHT_` prefix, as model tools expect.
 const UNPREFIXED: &[&str] = &[
     "ANTHROPIC_API_KEY",
@@ -224,6 +230,7 @@ const KEYS: &[&str] = &[
     "shutdown_grace_secs",
     "workspace_keep_failed_secs",
     "mirror_unused_days",
+    "executor_timeout_secs",
     "setup_token",
     "admin_token",
     "metrics_token",
@@ -565,6 +572,9 @@ impl Raw {
             queue,
             model_proxy,
             workspaces,
+            executor_timeout: self
+                .positive("executor_timeout_secs")?
+                .map_or(EXECUTOR_TIMEOUT, Duration::from_secs),
             setup_token: self.token("setup_token")?,
             admin_token: self.token("admin_token")?,
             metrics_token: self.token("metrics_token")?,

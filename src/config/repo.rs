@@ -76,6 +76,10 @@ pub struct RepoConfig {
     pub protected_paths: Vec<String>,
     pub on_failure: OnFailure,
     pub environment: EnvironmentConfig,
+    /// Re-runs of a failing test before it is called flaky (0: none).
+    pub flaky_reruns: u32,
+    /// Tests known to be flaky: their failures neither block nor count as fixed.
+    pub quarantine: Vec<String>,
     /// The file it was read from; `None` when every value is a default.
     pub source: Option<String>,
 }
@@ -83,6 +87,12 @@ pub struct RepoConfig {
 pub const DEFAULT_LABEL: &str = "planwright";
 pub const DEFAULT_BUDGET_USD: f64 = 5.0;
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
+pub const DEFAULT_FLAKY_RERUNS: u32 = 2;
+/// Each re-run costs a run of the failing tests; past this a test is flaky anyway.
+pub const MAX_FLAKY_RERUNS: u32 = 5;
+/// Entries of `quarantine`, and characters of one.
+const MAX_QUARANTINED: usize = 1_000;
+const MAX_TEST_ID: usize = 1_000;
 
 impl RepoConfig {
     /// The settings when the repository has no file, with the commands guessed from `root`.
@@ -105,6 +115,8 @@ impl RepoConfig {
             ],
             on_failure: OnFailure::DraftPr,
             environment: EnvironmentConfig::default(),
+            flaky_reruns: DEFAULT_FLAKY_RERUNS,
+            quarantine: Vec::new(),
             source: None,
         }
     }
@@ -220,6 +232,18 @@ impl RepoConfig {
         if let Some(env) = file.environment {
             config.environment = env.check().map_err(|(key, message)| at(key, message))?;
         }
+        if let Some(n) = file.flaky_reruns {
+            if n > MAX_FLAKY_RERUNS {
+                return Err(at(
+                    "flaky_reruns",
+                    format!("must be between 0 and {MAX_FLAKY_RERUNS}"),
+                ));
+            }
+            config.flaky_reruns = n;
+        }
+        if let Some(ids) = file.quarantine {
+            config.quarantine = quarantine(ids).map_err(|m| at("quarantine", m))?;
+        }
         config.source = Some(path.to_owned());
         Ok(config)
     }
@@ -278,6 +302,8 @@ impl RepoConfig {
             .to_owned(),
             environment: self.environment.clone(),
             chosen: None,
+            flaky_reruns: self.flaky_reruns,
+            quarantine: self.quarantine.clone(),
             models: BoundModels {
                 planner: name(&self.models.planner),
                 scout: name(&self.models.scout),
@@ -330,6 +356,8 @@ impl RepoConfig {
                 other => return Err(format!("`{other}` is not an on_failure value")),
             },
             environment: b.environment.clone(),
+            flaky_reruns: b.flaky_reruns,
+            quarantine: b.quarantine.clone(),
             source: b.source.clone(),
         })
     }
@@ -369,6 +397,15 @@ pub struct BoundSettings {
     /// the deployment's default; `None` in settings recorded before it was: the host.
     #[serde(default)]
     pub chosen: Option<Choice>,
+    /// Absent from settings recorded before flaky re-runs were a setting: the default.
+    #[serde(default = "default_flaky_reruns")]
+    pub flaky_reruns: u32,
+    #[serde(default)]
+    pub quarantine: Vec<String>,
+}
+
+fn default_flaky_reruns() -> u32 {
+    DEFAULT_FLAKY_RERUNS
 }
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -438,6 +475,25 @@ fn line_of(text: &str, key: &str) -> Option<usize> {
         .map(|i| i + 1)
 }
 
+/// The test ids of `quarantine`, as the runners print them.
+fn quarantine(ids: Vec<String>) -> Result<Vec<String>, String> {
+    if ids.len() > MAX_QUARANTINED {
+        return Err(format!("holds more than {MAX_QUARANTINED} tests"));
+    }
+    for id in &ids {
+        if id.trim().is_empty() {
+            return Err("holds an empty test id".into());
+        }
+        if id.chars().any(char::is_control) || id.chars().count() > MAX_TEST_ID {
+            return Err(format!(
+                "`{}` is not a test id (one line of at most {MAX_TEST_ID} characters)",
+                crate::distill::clip(&id.replace(char::is_control, " "), 80)
+            ));
+        }
+    }
+    Ok(ids)
+}
+
 fn commands(
     list: Vec<String>,
     key: &str,
@@ -491,6 +547,8 @@ struct File {
     protected_paths: Option<Vec<String>>,
     on_failure: Option<Failure>,
     environment: Option<FileEnvironment>,
+    flaky_reruns: Option<u32>,
+    quarantine: Option<Vec<String>>,
 }
 
 #[derive(Deserialize)]
@@ -838,6 +896,52 @@ on_failure: comment
         let text = "label: [unclosed\n";
         let e = RepoConfig::parse(text, ".planwright.yml", &RootFiles::default()).unwrap_err();
         assert_eq!(e.line, Some(1), "{e}");
+    }
+
+    #[test]
+    fn flaky_reruns_and_quarantine_are_read_bounded_and_bound() {
+        let defaults =
+            RepoConfig::parse("label: x\n", ".planwright.yml", &RootFiles::default()).unwrap();
+        assert_eq!((defaults.flaky_reruns, defaults.quarantine.len()), (2, 0));
+        let text =
+            "flaky_reruns: 0\nquarantine: [\"tests/test_net.py::test_timeout[a b]\", \"pkg::t\"]\n";
+        let c = RepoConfig::parse(text, ".planwright.yml", &RootFiles::default()).unwrap();
+        assert_eq!(c.flaky_reruns, 0);
+        assert_eq!(
+            c.quarantine,
+            ["tests/test_net.py::test_timeout[a b]", "pkg::t"]
+        );
+        let back = RepoConfig::from_bound(&c.bound()).unwrap();
+        assert_eq!((back.flaky_reruns, &back.quarantine), (0, &c.quarantine));
+
+        for (text, line, says) in [
+            (
+                "label: x\nflaky_reruns: 6\n",
+                2,
+                "`flaky_reruns`: must be between 0 and 5",
+            ),
+            ("flaky_reruns: -1\n", 1, "flaky_reruns"),
+            ("flaky_reruns: often\n", 1, "flaky_reruns"),
+            (
+                "label: x\nquarantine:\n  - a\n  - \"  \"\n",
+                2,
+                "`quarantine`: holds an empty test id",
+            ),
+            ("quarantine: [\"a\\nb\"]\n", 1, "is not a test id"),
+            ("quarantine: tests/x.py\n", 1, "quarantine"),
+        ] {
+            let e = RepoConfig::parse(text, ".planwright.yml", &RootFiles::default()).unwrap_err();
+            assert_eq!(e.line, Some(line), "{text}: {e}");
+            assert!(e.message.contains(says), "{text}: {e}");
+        }
+
+        // Settings recorded before these keys existed read as the defaults.
+        let mut old: serde_json::Value = serde_json::from_str(&defaults.bound().to_json()).unwrap();
+        let object = old.as_object_mut().unwrap();
+        object.remove("flaky_reruns");
+        object.remove("quarantine");
+        let read: BoundSettings = serde_json::from_value(old).unwrap();
+        assert_eq!((read.flaky_reruns, read.quarantine.len()), (2, 0));
     }
 
     #[test]

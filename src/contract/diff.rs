@@ -11,6 +11,9 @@ use crate::markdown;
 /// Characters of a changed text shown on each side.
 const TEXT_CHARS: usize = 400;
 
+/// Bytes kept for the line naming the sections that did not fit: every title, once.
+const ROOM_LINE: usize = 300;
+
 /// One change within a section.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Line {
@@ -75,10 +78,41 @@ impl ContractDiff {
         self.sections.is_empty()
     }
 
+    /// Adds what the versions were planned against and with, when that changed: the base
+    /// commit, and the repository settings bound with the approval.
+    pub fn with_base(mut self, old_sha: &str, new_sha: &str, settings_changed: bool) -> Self {
+        let short = |sha: &str| sha.chars().take(12).collect::<String>();
+        let mut lines = Vec::new();
+        if old_sha != new_sha {
+            lines.push(Line::Changed {
+                what: "base commit".into(),
+                from: short(old_sha),
+                to: short(new_sha),
+            });
+        }
+        if settings_changed {
+            lines.push(Line::Added(
+                "the repository settings changed (listed below)".into(),
+            ));
+        }
+        if !lines.is_empty() {
+            self.sections.push(Section {
+                title: "Base and settings",
+                lines,
+            });
+        }
+        self
+    }
+
     /// The section of a revision's comment, escaped like the contract itself; at most
     /// `max` characters, the rest named by section.
     pub fn markdown(&self, from: u32, max: usize) -> String {
         let mut out = format!("### Changes from v{from}\n\n");
+        // Room for the heading and the line naming what did not fit, or nothing at all.
+        if max < out.len() + ROOM_LINE {
+            return String::new();
+        }
+        let max = max - ROOM_LINE;
         if self.sections.is_empty() {
             out.push_str("Nothing the contract decides changed; only its wording did.\n\n");
             return out;
@@ -117,6 +151,7 @@ impl ContractDiff {
                 left_out.join(", ")
             );
         }
+        debug_assert!(out.len() <= max + ROOM_LINE);
         out
     }
 
@@ -337,6 +372,8 @@ mod tests {
         assert!(!md.contains("@admin"), "{md}");
         // Room for all but the last section.
         let short = diff.markdown(1, md.len() - 40);
+        assert!(short.len() <= md.len() - 40, "{short}");
+        assert_eq!(diff.markdown(1, 100), "", "no room, no section");
         assert!(
             short.contains("Also changed, not shown for room: Out of scope"),
             "{short}"

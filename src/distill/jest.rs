@@ -236,6 +236,14 @@ impl JestParser {
     }
 
     fn summary_line(&mut self, t: &str) -> bool {
+        // jest's own words when it finds no test file: a run of nothing, not unknown
+        // output.
+        if t.starts_with("No tests found, exiting with code ")
+            || t.starts_with("Run with `--passWithNoTests`")
+        {
+            self.score = CONFIDENT;
+            return true;
+        }
         if let Some(rest) = t.strip_prefix("Test Suites:") {
             if rest.contains("total") {
                 self.score = CONFIDENT;

@@ -499,4 +499,88 @@ mod tests {
         }
         assert!(problems.is_empty(), "{problems:#?}");
     }
+
+    /// Each runner's account of finding no tests is read as that runner with nothing
+    /// counted, whatever its exit code, so a run of no tests is told from output that
+    /// names no runner (judged by its exit code alone).
+    #[test]
+    fn every_runner_saying_it_ran_no_tests_is_recognised() {
+        let cases: &[(&str, Format, &str)] = &[
+            (
+                "cargo test",
+                Format::Cargo,
+                "   Compiling z v0.1.0 (/w)\n    Finished `test` profile [unoptimized + debuginfo] target(s) in 0.31s\n     Running unittests src/lib.rs (target/debug/deps/z-1)\n\nrunning 0 tests\n\ntest result: ok. 0 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s\n",
+            ),
+            (
+                "cargo nextest run",
+                Format::Nextest,
+                "    Starting 0 tests across 1 binary\n────────────\n     Summary [   0.000s] 0 tests run: 0 passed, 0 skipped\nerror: no tests to run\n(hint: use `--no-tests` to customize)\n",
+            ),
+            (
+                "python3 -m pytest",
+                Format::Pytest,
+                "============================= test session starts ==============================\nplatform linux -- Python 3.11.2, pytest-7.2.1, pluggy-1.0.0+repack\nrootdir: /w\ncollected 0 items\n\n============================ no tests ran in 0.03s =============================\n",
+            ),
+            (
+                "python3 -m unittest",
+                Format::Unittest,
+                "\n----------------------------------------------------------------------\nRan 0 tests in 0.000s\n\nOK\n",
+            ),
+            (
+                "python3 -m unittest",
+                Format::Unittest,
+                "\n----------------------------------------------------------------------\nRan 0 tests in 0.000s\n\nNO TESTS RAN\n",
+            ),
+            (
+                "jest --ci",
+                Format::Jest,
+                "No tests found, exiting with code 1\nRun with `--passWithNoTests` to exit with code 0\nIn /w\n  1 file checked.\n  testMatch: **/__tests__/**/*.?([mc])[jt]s?(x), **/?(*.)+(spec|test).?([mc])[jt]s?(x) - 0 matches\n  testPathIgnorePatterns: /node_modules/ - 1 match\n  testRegex:  - 0 matches\nPattern:  - 0 matches\n",
+            ),
+            (
+                "vitest run",
+                Format::Vitest,
+                "\n RUN  v1.6.0 /w\n\ninclude: **/*.{test,spec}.?(c|m)[jt]s?(x)\nexclude:  **/node_modules/**, **/dist/**\nwatch exclude:  **/node_modules/**, **/dist/**\n\nNo test files found, exiting with code 1\n",
+            ),
+            (
+                "node --test",
+                Format::Node,
+                "TAP version 13\n1..0\n# tests 0\n# suites 0\n# pass 0\n# fail 0\n# cancelled 0\n# skipped 0\n# todo 0\n# duration_ms 3.112142\n",
+            ),
+            (
+                "node --test",
+                Format::Node,
+                "ℹ tests 0\nℹ suites 0\nℹ pass 0\nℹ fail 0\nℹ cancelled 0\nℹ skipped 0\nℹ todo 0\nℹ duration_ms 4.2\n",
+            ),
+            (
+                "go test ./...",
+                Format::Go,
+                "?   \texample.com/z\t[no test files]\n",
+            ),
+            (
+                "go test -v ./...",
+                Format::Go,
+                "testing: warning: no tests to run\nPASS\nok  \texample.com/z\t0.068s [no tests to run]\n",
+            ),
+            (
+                "mvn -B test",
+                Format::Maven,
+                "[INFO] -------------------------------------------------------\n[INFO]  T E S T S\n[INFO] -------------------------------------------------------\n[INFO] \n[INFO] Results:\n[INFO] \n[INFO] Tests run: 0, Failures: 0, Errors: 0, Skipped: 0\n[INFO] \n[INFO] BUILD SUCCESS\n",
+            ),
+        ];
+        let mut problems = Vec::new();
+        for (command, format, text) in cases {
+            for hint in [Some(*command), None] {
+                let report = super::distill_str(text, None, hint);
+                let counted = report.passed + report.failed + report.skipped;
+                if report.runner != format.runner() || counted != 0 || !report.failures.is_empty() {
+                    problems.push(format!(
+                        "{command} (hinted: {}): read as {} with {counted} tests",
+                        hint.is_some(),
+                        report.runner
+                    ));
+                }
+            }
+        }
+        assert!(problems.is_empty(), "{problems:#?}");
+    }
 }

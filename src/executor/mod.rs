@@ -53,6 +53,9 @@ pub struct ExecutorTask {
     pub instructions: Option<String>,
     /// On a later attempt: what the reviewer asks for and how the last attempt verified.
     pub feedback: Option<Feedback>,
+    /// Carrying on from unfinished work the checkout already holds: why the run that
+    /// made it stopped.
+    pub continues: Option<String>,
     pub limits: Limits,
     /// The run's folder for the operator's records (transcript, spilled output). It must
     /// lie outside `root`: nothing the executor writes may pose as planwright's records,
@@ -110,6 +113,7 @@ impl ExecutorTask {
             environment: None,
             brief: brief(contract),
             feedback: None,
+            continues: None,
             limits,
             records,
         }
@@ -125,6 +129,16 @@ impl ExecutorTask {
             if !instructions.ends_with('\n') {
                 out.push('\n');
             }
+        }
+        if let Some(reason) = &self.continues {
+            out.push_str("\n# This continues earlier unfinished work\n\n");
+            out.push_str(
+                "An earlier run on this contract stopped before it finished, and the \
+                 checkout already holds what it changed. Carry on from there: keep what \
+                 is right, finish the rest. It stopped because:\n\n",
+            );
+            out.push_str(reason.trim_end());
+            out.push('\n');
         }
         if let Some(feedback) = &self.feedback {
             out.push_str("\n# The previous attempt was not accepted\n\n");

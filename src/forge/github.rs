@@ -673,7 +673,8 @@ impl GithubForge {
         payload: &Value,
         what: &str,
     ) -> Result<reqwest::Response, ForgeError> {
-        self.shared
+        let sent = self
+            .shared
             .http
             .post(&self.shared.graphql_url)
             .bearer_auth(token.expose_secret())
@@ -681,11 +682,15 @@ impl GithubForge {
             .header("user-agent", "planwright")
             .json(payload)
             .send()
-            .await
-            .map_err(|e| ForgeError::Transport {
-                what: what.to_owned(),
-                message: e.without_url().to_string(),
-            })
+            .await;
+        let status = sent
+            .as_ref()
+            .map_or_else(|_| "error".to_owned(), |r| r.status().as_str().to_owned());
+        crate::metrics::record_forge_request("github", "POST /graphql", &status);
+        sent.map_err(|e| ForgeError::Transport {
+            what: what.to_owned(),
+            message: e.without_url().to_string(),
+        })
     }
 
     /// The open pull request whose head is `branch` in `repo` itself (not a fork).
@@ -780,9 +785,14 @@ async fn attempt<T: DeserializeOwned>(
                 message: format!("unsupported method {method}"),
             });
         }
-    }
-    .map_err(|e| classify_octocrab(what.to_owned(), e))?;
+    };
+    let route = super::route(method.as_str(), path);
+    let response = response.map_err(|e| {
+        crate::metrics::record_forge_request("github", &route, "error");
+        classify_octocrab(what.to_owned(), e)
+    })?;
     let status = response.status();
+    crate::metrics::record_forge_request("github", &route, status.as_str());
     let headers = response.headers().clone();
     let text = client
         .body_to_string(response)

@@ -143,9 +143,10 @@ impl GitlabForge {
     ) -> Result<(HeaderMap, String), ForgeError> {
         let what = what(&method, path);
         let url = format!("{}{path}", self.api);
+        let route = super::route(method.as_str(), path);
         self.retry
             .run(|| async {
-                self.attempt(&method, &url, body, &what)
+                self.attempt(&method, &url, &route, body, &what)
                     .await
                     .map_err(|e| self.scrub(e))
             })
@@ -156,6 +157,7 @@ impl GitlabForge {
         &self,
         method: &Method,
         url: &str,
+        route: &str,
         body: Option<&Value>,
         what: &str,
     ) -> Result<(HeaderMap, String), ForgeError> {
@@ -168,8 +170,12 @@ impl GitlabForge {
             what: what.to_owned(),
             message: error_chain(&e.without_url()),
         };
-        let response = request.send().await.map_err(transport)?;
+        let response = request.send().await.map_err(|e| {
+            crate::metrics::record_forge_request("gitlab", route, "error");
+            transport(e)
+        })?;
         let status = response.status();
+        crate::metrics::record_forge_request("gitlab", route, status.as_str());
         let headers = response.headers().clone();
         let text = response.text().await.map_err(transport)?;
         if !status.is_success() {
@@ -387,10 +393,11 @@ impl Forge for GitlabForge {
         let what = what(&method, &path);
         let url = format!("{}{path}", self.api);
         let payload = json!({ "body": body });
+        let route = super::route(method.as_str(), &path);
         let (_, text) = self
             .retry
             .run_create(|| async {
-                self.attempt(&method, &url, Some(&payload), &what)
+                self.attempt(&method, &url, &route, Some(&payload), &what)
                     .await
                     .map_err(|e| self.scrub(e))
             })

@@ -6,6 +6,9 @@ pub mod github;
 pub mod gitlab;
 pub mod local;
 pub mod repo_config;
+mod route;
+
+pub use route::route;
 
 use std::future::Future;
 use std::time::Duration;

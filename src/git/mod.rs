@@ -575,6 +575,7 @@ impl Workspaces {
                 dir,
                 branch,
                 base: oid,
+                parent: None,
                 shared_objects,
                 finished: false,
             }),
@@ -623,9 +624,33 @@ impl Workspaces {
             dir: dir.to_path_buf(),
             branch: branch.to_owned(),
             base,
+            parent: None,
             shared_objects,
             finished: false,
         }))
+    }
+
+    /// Puts the result of `workspace` on top of `parent`: a commit the run branch holds
+    /// upstream that the checkout did not start from (unfinished work kept there), so the
+    /// result's push moves the branch forward rather than being refused. The result's
+    /// content is still the checkout's, whatever `parent` held.
+    pub async fn stack_on(
+        &self,
+        workspace: &mut Workspace,
+        mirror: &MirrorKey,
+        remote: &GitRemote,
+        parent: &CommitSha,
+    ) -> Result<(), WorkspaceError> {
+        let oid = Oid::from_str(parent.as_str()).map_err(|_| WorkspaceError::BadCommit {
+            repo: mirror.repo.to_string(),
+            sha: parent.as_str().to_owned(),
+            reason: "not a commit SHA".into(),
+        })?;
+        if oid != workspace.base {
+            self.cache.ensure_commit(mirror, remote, oid).await?;
+            workspace.parent = Some(oid);
+        }
+        Ok(())
     }
 
     /// Removes workspaces of failed runs kept longer than `keep_failed`; returns how many.
@@ -976,6 +1001,9 @@ pub struct Workspace {
     dir: PathBuf,
     branch: String,
     base: Oid,
+    /// What the result commit goes on top of when that is not `base`
+    /// ([`Workspaces::stack_on`]).
+    parent: Option<Oid>,
     shared_objects: PathBuf,
     finished: bool,
 }
@@ -1207,10 +1235,11 @@ impl Workspace {
         .await
     }
 
-    /// Commits the checkout as the run's one result commit on the base, replacing what an
-    /// earlier attempt committed, and leaving out `exclude` (files an earlier attempt's
-    /// verification wrote). Taken before verification runs, so nothing the checks write
-    /// joins the result. Returns the base when the result changes nothing.
+    /// Commits the checkout as the run's one result commit on the base (or the parent it
+    /// is stacked on), replacing what an earlier attempt committed, and leaving out
+    /// `exclude` (files an earlier attempt's verification wrote). Taken before
+    /// verification runs, so nothing the checks write joins the result. Returns the base
+    /// when the result changes nothing.
     pub async fn commit_result(
         &self,
         message: &str,
@@ -1219,12 +1248,16 @@ impl Workspace {
     ) -> Result<CommitSha, WorkspaceError> {
         let (git_dir, work, branch, base) =
             (self.git_dir(), self.repo(), self.branch.clone(), self.base);
+        let parent = self.parent.unwrap_or(base);
         let (message, author, exclude) = (message.to_owned(), author.clone(), exclude.clone());
         blocking(move || {
             let repo = open_results(&git_dir, &work)?;
             let base_commit = repo
                 .find_commit(base)
                 .with_context(|| format!("Could not read the base commit {base}"))?;
+            let parent_commit = repo
+                .find_commit(parent)
+                .with_context(|| format!("Could not read the commit {parent} to build on"))?;
             let base_tree = base_commit.tree().context("Could not read the base tree")?;
             let mut index = repo.index().context("Could not read the run's index")?;
             index
@@ -1260,7 +1293,7 @@ impl Workspace {
                     &signature,
                     &message,
                     &tree,
-                    &[&base_commit],
+                    &[&parent_commit],
                 )
                 .context("Could not commit the run's result")?;
             repo.reference(&branch_ref, id, true, "planwright: the run's result")

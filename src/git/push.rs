@@ -6,6 +6,7 @@ use std::path::Path;
 use git2::{ErrorClass, ErrorCode, PushOptions, RemoteCallbacks, Repository};
 
 use crate::forge::GitRemote;
+use crate::ids::CommitSha;
 
 /// Why a push failed, classified once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,6 +55,50 @@ pub async fn push(git_dir: &Path, remote: &GitRemote, branch: &str) -> Result<()
             message: format!("the push task failed: {e}"),
             failure: PushFailure::Local,
         })?
+}
+
+/// Pushes `commit` (held in `git_dir`) to `refs/heads/<branch>` on the remote, under the
+/// same rule as [`push`]: the run's own branch is left where it is.
+pub async fn push_commit(
+    git_dir: &Path,
+    remote: &GitRemote,
+    commit: &CommitSha,
+    branch: &str,
+) -> Result<(), PushError> {
+    let (git_dir, remote, branch) = (git_dir.to_owned(), remote.clone(), branch.to_owned());
+    let commit = commit.clone();
+    let (branch_name, url) = (branch.clone(), remote.url.clone());
+    tokio::task::spawn_blocking(move || {
+        let local = |message: String| PushError {
+            branch: branch.clone(),
+            url: remote.url.clone(),
+            message,
+            failure: PushFailure::Local,
+        };
+        let repo = Repository::open_bare(&git_dir).map_err(|e| {
+            local(format!(
+                "cannot open {}: {}",
+                git_dir.display(),
+                e.message()
+            ))
+        })?;
+        let oid = git2::Oid::from_str(commit.as_str()).map_err(|e| local(e.message().into()))?;
+        repo.reference(
+            &format!("refs/heads/{branch}"),
+            oid,
+            true,
+            "planwright: kept",
+        )
+        .map_err(|e| local(e.message().into()))?;
+        push_blocking(&git_dir, &remote, &branch)
+    })
+    .await
+    .map_err(|e| PushError {
+        branch: branch_name,
+        url,
+        message: format!("the push task failed: {e}"),
+        failure: PushFailure::Local,
+    })?
 }
 
 fn push_blocking(git_dir: &Path, remote: &GitRemote, branch: &str) -> Result<(), PushError> {
@@ -121,6 +166,84 @@ fn push_blocking(git_dir: &Path, remote: &GitRemote, branch: &str) -> Result<(),
         Some(message) => Err(fail(message, PushFailure::Rejected)),
         None => Ok(()),
     }
+}
+
+/// The commit `refs/heads/<branch>` holds on the remote, or `None` when there is no such
+/// branch: what a push must not overwrite, looked up before choosing a branch to push to.
+pub async fn remote_head(
+    git_dir: &Path,
+    remote: &GitRemote,
+    branch: &str,
+) -> Result<Option<CommitSha>, PushError> {
+    let (git_dir, remote, branch) = (git_dir.to_owned(), remote.clone(), branch.to_owned());
+    let (branch_name, url) = (branch.clone(), remote.url.clone());
+    tokio::task::spawn_blocking(move || remote_head_blocking(&git_dir, &remote, &branch))
+        .await
+        .map_err(|e| PushError {
+            branch: branch_name,
+            url,
+            message: format!("the lookup task failed: {e}"),
+            failure: PushFailure::Local,
+        })?
+}
+
+fn remote_head_blocking(
+    git_dir: &Path,
+    remote: &GitRemote,
+    branch: &str,
+) -> Result<Option<CommitSha>, PushError> {
+    let fail = |message: String, failure: PushFailure| PushError {
+        branch: branch.to_owned(),
+        url: remote.url.clone(),
+        message,
+        failure,
+    };
+    let name = format!("refs/heads/{branch}");
+    // The local forge's remote is the user's own checkout: its refs are read directly.
+    if Path::new(&remote.url).is_absolute()
+        && let Ok(target) = Repository::open(&remote.url)
+        && !target.is_bare()
+    {
+        return match target.refname_to_id(&name) {
+            Ok(id) => Ok(Some(CommitSha(id.to_string()))),
+            Err(e) if e.code() == ErrorCode::NotFound => Ok(None),
+            Err(e) => Err(fail(e.message().to_owned(), PushFailure::Local)),
+        };
+    }
+    let repo = Repository::open_bare(git_dir).map_err(|e| {
+        fail(
+            format!("cannot open {}: {}", git_dir.display(), e.message()),
+            PushFailure::Local,
+        )
+    })?;
+    let refused = std::cell::Cell::new(false);
+    let mut ask = super::credentials(remote.username.clone(), remote.password.clone());
+    let mut callbacks = RemoteCallbacks::new();
+    callbacks.credentials(|url, user, allowed| {
+        ask(url, user, allowed).inspect_err(|_| refused.set(true))
+    });
+    let mut anonymous = repo
+        .remote_anonymous(&remote.url)
+        .map_err(|e| fail(e.message().to_owned(), PushFailure::Local))?;
+    let connected = anonymous.connect_auth(git2::Direction::Fetch, Some(callbacks), None);
+    let connection = match connected {
+        Ok(c) => c,
+        Err(e) => {
+            let failure = if refused.get() {
+                PushFailure::Refused
+            } else {
+                classify(&e)
+            };
+            return Err(fail(e.message().to_owned(), failure));
+        }
+    };
+    let heads = connection
+        .list()
+        .map_err(|e| fail(e.message().to_owned(), classify(&e)))?;
+    Ok(heads
+        .iter()
+        .find(|h| h.name() == name)
+        .map(|h| CommitSha(h.oid().to_string())))
 }
 
 /// The push into a repository with a work tree, as a fetch into it, under the same rule:

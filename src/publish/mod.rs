@@ -63,8 +63,33 @@ pub struct Review {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RunResult {
     Succeeded,
-    Failed { reason: String },
+    Failed {
+        reason: String,
+    },
+    /// The executor stopped before finishing (`reason` says why): its unfinished change,
+    /// never verified, is kept as a draft or on a branch of its own.
+    Unfinished {
+        reason: String,
+    },
 }
+
+impl RunResult {
+    fn passed(&self) -> bool {
+        match self {
+            RunResult::Succeeded => true,
+            RunResult::Failed { .. } | RunResult::Unfinished { .. } => false,
+        }
+    }
+}
+
+/// The branches unfinished work is kept on with `on_failure: comment`:
+/// `planwright/<issue>-partial-<n>`.
+pub fn partial_branch(issue: IssueNumber, n: u32) -> String {
+    format!("planwright/{issue}-partial-{n}")
+}
+
+/// How many `-partial-<n>` branches are tried before giving up: each one holds other work.
+const PARTIAL_BRANCHES_MAX: u32 = 100;
 
 /// Everything a publication says about a run.
 #[derive(Debug, Clone)]
@@ -108,6 +133,13 @@ pub enum Published {
     },
     /// A failed run with `on_failure: comment`: the report is on the issue, nothing pushed.
     Comment { comment: CommentId },
+    /// Unfinished work with `on_failure: comment`: pushed to a branch of its own, with
+    /// the forge's page comparing it to the base branch when the forge has one.
+    Branch {
+        branch: String,
+        commit: CommitSha,
+        url: Option<String>,
+    },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -175,9 +207,15 @@ async fn publish_in_span(
 ) -> Result<Published, PublishError> {
     let usage = model_usage::list_by_session(db, p.session).await?;
     let cost = cost_table(&usage);
-    let failed = matches!(p.result, RunResult::Failed { .. });
-    if failed && p.on_failure == OnFailure::Comment {
-        return report_on_issue(forge, p, &cost).await;
+    let failed = !p.result.passed();
+    match (p.result, p.on_failure) {
+        (RunResult::Failed { .. }, OnFailure::Comment) => {
+            return report_on_issue(forge, p, &cost).await;
+        }
+        (RunResult::Unfinished { .. }, OnFailure::Comment) => {
+            return keep_on_own_branch(forge, workspace, p).await;
+        }
+        (RunResult::Succeeded, _) | (_, OnFailure::DraftPr) => {}
     }
 
     // A result committed before verification is published as it is: committing again
@@ -224,6 +262,11 @@ async fn publish_in_span(
             CheckState::Failure,
             format!("Verification failed: {}", first_line(reason)),
         ),
+        // Never green: the change is unfinished and was not verified.
+        RunResult::Unfinished { reason } => (
+            CheckState::Failure,
+            format!("Did not finish: {}", first_line(reason)),
+        ),
     };
     let summary = check_summary(p);
     forge
@@ -242,6 +285,46 @@ async fn publish_in_span(
         .await?;
     tracing::info!(pull = %pull.number, "published");
     Ok(Published::Pull { commit, pull })
+}
+
+/// Pushes the unfinished result to the first `planwright/<issue>-partial-<n>` branch that
+/// does not exist yet or already holds exactly this commit (a repeated job), so a branch
+/// holding other work is never moved.
+async fn keep_on_own_branch(
+    forge: &dyn Forge,
+    workspace: &Workspace,
+    p: &Publication<'_>,
+) -> Result<Published, PublishError> {
+    let commit = workspace.tip().await?;
+    if commit == workspace.base() {
+        return Err(PublishError::NothingChanged {
+            branch: workspace.branch().to_owned(),
+        });
+    }
+    let remote = forge.git_remote(p.repo).await?;
+    let git_dir = workspace.git_dir();
+    for n in 1..=PARTIAL_BRANCHES_MAX {
+        let branch = partial_branch(p.issue, n);
+        match push::remote_head(&git_dir, &remote, &branch).await? {
+            Some(there) if there != commit => continue,
+            Some(_) => {}
+            None => {
+                push::push_commit(&git_dir, &remote, &commit, &branch).await?;
+            }
+        }
+        tracing::info!(branch, commit = %commit, "kept the unfinished change");
+        let url = forge.web_links(p.repo).compare(p.base_branch, &branch);
+        return Ok(Published::Branch {
+            branch,
+            commit,
+            url,
+        });
+    }
+    Err(PublishError::Internal(anyhow::anyhow!(
+        "Cannot keep the unfinished change: the branches {} to {} all hold other work",
+        partial_branch(p.issue, 1),
+        partial_branch(p.issue, PARTIAL_BRANCHES_MAX)
+    )))
 }
 
 /// `Fix #7: <the contract's summary>`, cut to one short line.
@@ -305,12 +388,23 @@ fn pull_body(p: &Publication<'_>, cost: &str) -> String {
                 "sha256": p.hash.as_str(),
             })
         );
-        if let RunResult::Failed { reason } = p.result {
-            let _ = writeln!(
-                out,
-                "> [!WARNING]\n> This run did not pass: {}. It is a draft for a maintainer to look at.\n",
-                first_line(reason)
-            );
+        match p.result {
+            RunResult::Succeeded => {}
+            RunResult::Failed { reason } => {
+                let _ = writeln!(
+                    out,
+                    "> [!WARNING]\n> This run did not pass: {}. It is a draft for a maintainer to look at.\n",
+                    first_line(reason)
+                );
+            }
+            RunResult::Unfinished { reason } => {
+                let quoted: Vec<String> = reason.trim().lines().map(|l| format!("> {l}")).collect();
+                let _ = writeln!(
+                    out,
+                    "> [!WARNING]\n> This is unfinished work, a draft for a maintainer to look at or for `/retry continue` on the issue to carry on from. It stopped because:\n>\n{}\n",
+                    quoted.join("\n")
+                );
+            }
         }
         out.push_str(&what_and_why(p));
         out.push_str(&verification_section(p, failing));
@@ -420,8 +514,14 @@ fn review_section(p: &Publication<'_>) -> String {
 /// the check's text.
 fn check_summary(p: &Publication<'_>) -> String {
     let mut out = String::new();
-    if let RunResult::Failed { reason } = p.result {
-        let _ = writeln!(out, "**Failed:** {}\n", reason.trim());
+    match p.result {
+        RunResult::Succeeded => {}
+        RunResult::Failed { reason } => {
+            let _ = writeln!(out, "**Failed:** {}\n", reason.trim());
+        }
+        RunResult::Unfinished { reason } => {
+            let _ = writeln!(out, "**Did not finish:** {}\n", reason.trim());
+        }
     }
     out.push_str(&verification_section(p, ""));
     out.push_str(&review_section(p));
@@ -515,7 +615,7 @@ async fn report_on_issue(
         })
     );
     let reason = match p.result {
-        RunResult::Failed { reason } => first_line(reason),
+        RunResult::Failed { reason } | RunResult::Unfinished { reason } => first_line(reason),
         RunResult::Succeeded => "",
     };
     let mut body = format!("{marker}\nThe run did not pass: {reason}. Nothing was pushed.\n\n");

@@ -59,7 +59,7 @@ pub(super) async fn apply(
     }
     let (from, to) = (SessionState::AwaitingApproval, SessionState::Executing);
     move_or_refuse(tx, id, from, to, comments::raced_approval()).await?;
-    enqueue_execute(tx, id, &contract).await?;
+    enqueue_execute(tx, id, &contract, None).await?;
     Ok(Done {
         action: "contract.approved",
         detail: serde_json::json!({

@@ -100,7 +100,9 @@ impl CommandContext<'_> {
                 revise::apply(self, &mut tx, &session, latest, feedback).await?
             }
             Command::Plan => replan::apply(self, &mut tx, &session, latest, issue_now).await?,
-            Command::Retry => retry::apply(self, &mut tx, &session, latest).await?,
+            Command::Retry { continues } => {
+                retry::apply(self, &mut tx, &session, latest, *continues).await?
+            }
             Command::Cancel => cancel::apply(self, &mut tx, &session).await?,
         };
         let handled = serde_json::json!({ "command": command.name() });

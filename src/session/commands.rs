@@ -1,5 +1,5 @@
-//! The comment command parser: `/approve`, `/revise <feedback>`, `/cancel`, `/retry`,
-//! `/plan`, also written `@<bot> approve`. Pure text in, a command (or a user error) out;
+//! The comment command parser: `/approve`, `/revise <feedback>`, `/cancel`, `/retry`
+//! (or `/retry continue`), `/plan`, also written `@<bot> approve`. Pure text in, a command (or a user error) out;
 //! permissions and state are checked by the caller.
 
 use std::fmt;
@@ -16,7 +16,11 @@ pub enum Command {
         feedback: String,
     },
     Cancel,
-    Retry,
+    /// `continues`: `/retry continue`, carrying on from the unfinished change a stopped
+    /// run kept, rather than starting again from the base.
+    Retry {
+        continues: bool,
+    },
     Plan,
 }
 
@@ -26,7 +30,7 @@ impl Command {
             Command::Approve { .. } => "approve",
             Command::Revise { .. } => "revise",
             Command::Cancel => "cancel",
-            Command::Retry => "retry",
+            Command::Retry { .. } => "retry",
             Command::Plan => "plan",
         }
     }
@@ -39,9 +43,13 @@ pub enum CommandError {
     #[error("`/revise` needs to say what to change, e.g. `/revise keep the old function name`.")]
     EmptyFeedback,
     #[error(
-        "`{0}` is not a planwright command. Commands: `/approve`, `/revise <feedback>`, `/cancel`, `/retry`, `/plan`."
+        "`{0}` is not a planwright command. Commands: `/approve`, `/revise <feedback>`, `/cancel`, `/retry`, `/retry continue`, `/plan`."
     )]
     Unknown(String),
+    #[error(
+        "`/retry` takes `continue` (carry on from the unfinished change) or nothing (start again from the base), not `{0}`."
+    )]
+    RetryArgument(String),
     #[error("This comment holds more than one command (`/{0}` and `/{1}`); send one per comment.")]
     Several(&'static str, &'static str),
 }
@@ -84,7 +92,9 @@ pub fn parse(body: &str, bot_names: &[&str]) -> Result<Option<Command>, CommandE
                 return Ok(Some(command));
             }
             "cancel" => Command::Cancel,
-            "retry" => Command::Retry,
+            "retry" => Command::Retry {
+                continues: retry_continues(rest)?,
+            },
             "plan" | "replan" => Command::Plan,
             other if addressed => return Err(CommandError::Unknown(other.to_owned())),
             _ => continue,
@@ -193,6 +203,22 @@ fn is_word(word: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
+/// Whether `/retry` was followed by `continue`; any other word is refused, so a mistyped
+/// `/retry contineu` does not quietly throw the unfinished change away.
+fn retry_continues(rest: &str) -> Result<bool, CommandError> {
+    let mut words = rest.split_whitespace();
+    let Some(first) = words.next() else {
+        return Ok(false);
+    };
+    let word = first.trim_end_matches(['.', '!']);
+    if word.eq_ignore_ascii_case("continue") && words.next().is_none() {
+        return Ok(true);
+    }
+    Err(CommandError::RetryArgument(
+        rest.trim().chars().take(80).collect(),
+    ))
+}
+
 /// `v2`, `version 2` or `2` right after `/approve`; anything else ("lgtm!") is not a version.
 fn version_in(rest: &str) -> Option<ContractVersion> {
     let mut words = rest.split_whitespace();
@@ -228,11 +254,32 @@ mod tests {
             Ok(Some(Command::Approve { version: None }))
         );
         assert_eq!(p("/cancel"), Ok(Some(Command::Cancel)));
-        assert_eq!(p("/retry"), Ok(Some(Command::Retry)));
+        assert_eq!(p("/retry"), Ok(Some(Command::Retry { continues: false })));
         assert_eq!(p("/plan"), Ok(Some(Command::Plan)));
         assert_eq!(
             p("Looks good.\n\n/approve\n"),
             Ok(Some(Command::Approve { version: None }))
+        );
+    }
+
+    #[test]
+    fn retry_may_continue_and_refuses_other_words() {
+        let continues = Ok(Some(Command::Retry { continues: true }));
+        assert_eq!(p("/retry continue"), continues);
+        assert_eq!(p("/RETRY Continue."), continues);
+        assert_eq!(p("@planwright retry continue"), continues);
+        assert_eq!(
+            p("/retry contineu"),
+            Err(CommandError::RetryArgument("contineu".into()))
+        );
+        assert_eq!(
+            p("/retry continue now"),
+            Err(CommandError::RetryArgument("continue now".into()))
+        );
+        let text = CommandError::RetryArgument("from scratch".into()).to_string();
+        assert!(
+            text.contains("`continue`") && text.contains("`from scratch`"),
+            "{text}"
         );
     }
 

@@ -313,13 +313,15 @@ pub(super) fn settings_section(b: &BoundSettings, json: &str) -> String {
     };
     let short = BoundSettings::sha256_of(json);
     let mut out = format!(
-        "### Repository settings\nAs the base commit holds them (`{}`, settings `{}`); approving binds these too.\n\n- executor: {executor}\n- network allowed during setup: {}\n- protected paths: {}\n- setup: {}\n- tests: {}\n",
+        "### Repository settings\nAs the base commit holds them (`{}`, settings `{}`); approving binds these too.\n\n- executor: {executor}\n- network allowed during setup: {}\n- protected paths: {}\n- setup: {}\n- tests: {}\n- re-runs of a failing test: {}\n- quarantined tests: {}\n",
         code(b.source.as_deref().unwrap_or("defaults")),
         &short[..12],
         list(&b.network_allow),
         list(&b.protected_paths),
         list(&b.setup),
         list(&b.test),
+        b.flaky_reruns,
+        list(&b.quarantine),
     );
     let env = &b.environment;
     match &b.chosen {
@@ -369,7 +371,79 @@ pub(super) fn could_not_continue() -> String {
 
 /// How a failed execution ends on the status comment.
 pub(super) fn execution_failed(reason: &str) -> String {
+    // A failure that kept unfinished work already says how to go on from it.
+    if reason.ends_with(CONTINUE_HINT) {
+        return reason.to_owned();
+    }
     format!("{reason}\n\nUse `/retry` to carry out the contract again, or `/plan` to start over.")
+}
+
+/// How a failure that kept unfinished work ends: the ways to go on.
+const CONTINUE_HINT: &str = "Use `/retry continue` to carry on from the unfinished change, \
+     `/retry` to start again from the base, or `/plan` to start over.";
+
+pub(super) fn partial_in_draft(reason: &str, number: impl Display, url: &str) -> String {
+    format!(
+        "{}The unfinished change is kept in the draft pull request [#{number}]({url}).\n\n{CONTINUE_HINT}",
+        lead(reason)
+    )
+}
+
+pub(super) fn partial_on_branch(reason: &str, branch: &str, url: Option<&str>) -> String {
+    let shown = crate::markdown::code(branch, false);
+    let branch = match url {
+        Some(url) => format!("[{shown}]({url})"),
+        None => shown,
+    };
+    format!(
+        "{}The unfinished change is kept on the branch {branch}.\n\n{CONTINUE_HINT}",
+        lead(reason)
+    )
+}
+
+/// `reason` followed by more: on the same line, or after a blank line when it is a list.
+fn lead(reason: &str) -> String {
+    let reason = reason.trim_end();
+    if reason.contains('\n') {
+        format!("{reason}\n\n")
+    } else {
+        format!("{reason} ")
+    }
+}
+
+pub(super) fn partial_too_large(reason: &str, bytes: u64, max: u64) -> String {
+    format!(
+        "{}Its unfinished change holds {} MiB, over the {} MiB a result may hold, so \
+         nothing was pushed.",
+        lead(reason),
+        bytes >> 20,
+        max >> 20
+    )
+}
+
+pub(super) fn partial_touches(reason: &str, path: &str, why: &str) -> String {
+    format!(
+        "{}Its unfinished change touches {} ({why}), so nothing was pushed.",
+        lead(reason),
+        crate::markdown::code(path, false)
+    )
+}
+
+pub(super) fn process_stopped() -> String {
+    "planwright stopped while the executor was running.".into()
+}
+
+pub(super) fn nothing_to_continue() -> String {
+    "there is no unfinished change to continue from; use `/retry` to carry out the contract \
+     again from the base."
+        .into()
+}
+
+pub(super) fn continuing(version: i64, commit: &str, login: &str) -> String {
+    let short = commit.get(..12).unwrap_or(commit);
+    format!(
+        "Carrying out contract v{version} again from the unfinished change `{short}`, as @{login} asked."
+    )
 }
 
 pub(super) fn planned_before_environments(version: i64, image: &str) -> String {
@@ -452,8 +526,14 @@ pub(super) fn executor_over_budget(budget: Budget) -> String {
     )
 }
 
-pub(super) fn executor_timed_out(minutes: u64) -> String {
-    format!("The executor did not finish within {minutes} minutes and was stopped.")
+pub(super) fn executor_timed_out(limit: std::time::Duration) -> String {
+    let secs = limit.as_secs();
+    let within = match secs {
+        s if s % 60 == 0 && s > 0 => format!("{} minutes", s / 60),
+        1 => "1 second".to_owned(),
+        s => format!("{s} seconds"),
+    };
+    format!("The executor did not finish within {within} and was stopped.")
 }
 
 pub(super) fn executor_turn_limit(turns: impl Display) -> String {
@@ -472,11 +552,11 @@ pub(super) fn nothing_pushed(reason: &str) -> String {
 }
 
 pub(super) fn executor_model_failed() -> String {
-    format!("The executor's model call failed; {SEE_AUDIT}. Nothing was pushed.")
+    format!("The executor's model call failed; {SEE_AUDIT}.")
 }
 
 pub(super) fn executor_error(e: &impl Display) -> String {
-    format!("{e}. Nothing was pushed.")
+    format!("{e}.")
 }
 
 pub(super) fn result_too_large(bytes: u64, max: u64) -> String {
@@ -504,6 +584,13 @@ pub(super) fn could_not_verify(on: &str, e: &impl Display) -> String {
 pub(super) fn result_refused(lines: &[String]) -> String {
     format!(
         "The result was refused, and nothing was pushed:\n\n{}",
+        lines.join("\n")
+    )
+}
+
+pub(super) fn result_refused_kept(lines: &[String]) -> String {
+    format!(
+        "The result was refused for these paths:\n\n{}",
         lines.join("\n")
     )
 }

@@ -42,6 +42,19 @@ pub struct ExecuteJob {
     /// contract planned before settings were recorded.
     #[serde(default)]
     pub settings_sha256: Option<String>,
+    /// `/retry continue`: the execution carries on from the unfinished change a stopped
+    /// run kept, instead of starting from the base.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub continues: Option<Continuation>,
+}
+
+/// Unfinished work an execution carries on from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Continuation {
+    /// The commit holding the unfinished change, as it was pushed.
+    pub commit: String,
+    /// Why the run that made it stopped, for the executor to read.
+    pub reason: String,
 }
 
 /// A job as the session layer knows it. The stored kind names (`event`, `plan`,
@@ -209,11 +222,13 @@ pub(crate) async fn enqueue_plan(
     Ok(())
 }
 
-/// Queues the execute job bound to exactly this contract row.
+/// Queues the execute job bound to exactly this contract row; with `continues`, it carries
+/// on from that unfinished work.
 pub(crate) async fn enqueue_execute(
     conn: &mut sqlx::AnyConnection,
     session: &SessionId,
     contract: &sessions::ContractRow,
+    continues: Option<Continuation>,
 ) -> anyhow::Result<()> {
     let mut job = JobKind::Execute(ExecuteJob {
         session: session.clone(),
@@ -221,6 +236,7 @@ pub(crate) async fn enqueue_execute(
         sha256: contract.sha256.clone(),
         base_sha: contract.base_sha.clone(),
         settings_sha256: contract.settings.as_deref().map(BoundSettings::sha256_of),
+        continues,
     })
     .to_new_job(JOB_ATTEMPTS)?;
     job.session = Some(session.clone());

@@ -264,7 +264,7 @@ impl Planning<'_> {
             insert_settings(&mut body, &comments::settings_section(b, json));
         }
         if row.version > 1 {
-            self.insert_changes(&mut body, &contract, row.version - 1)
+            self.insert_changes(&mut body, &contract, row, row.version - 1)
                 .await?;
         }
         let notes = bound
@@ -280,6 +280,7 @@ impl Planning<'_> {
         &self,
         body: &mut String,
         contract: &Contract,
+        row: &ContractRow,
         previous: i64,
     ) -> Result<(), Stop> {
         let mut conn = self.app.db.pool.acquire().await?;
@@ -287,12 +288,16 @@ impl Planning<'_> {
             return Ok(());
         };
         drop(conn);
+        let settings_changed = old.settings != row.settings;
+        let old_sha = old.base_sha.clone();
         let old = stored_contract(&old)?;
-        let room = crate::markdown::GITHUB_TEXT_LIMIT
-            .saturating_sub(body.len())
-            .saturating_sub(500)
+        // GitHub counts characters; the margin keeps room for the banner a superseded
+        // version gets. The section's own size is counted in bytes, never less.
+        let room = (crate::markdown::GITHUB_TEXT_LIMIT - SUPERSEDED_ROOM)
+            .saturating_sub(body.chars().count())
             .min(CHANGES_CHARS);
         let section = ContractDiff::between(&old, contract)
+            .with_base(&old_sha, &row.base_sha, settings_changed)
             .markdown(u32::try_from(previous).unwrap_or(u32::MAX), room);
         match body.find("### Diagnosis") {
             Some(at) => body.insert_str(at, &section),
@@ -529,10 +534,13 @@ async fn mark_superseded(
     }
 }
 
-/// Puts `section` before the rendered contract's closing rule (or at its end).
 /// Characters of a revision's comment given to what changed from the version before.
 const CHANGES_CHARS: usize = 8_000;
 
+/// Characters of a comment left for the banner put above it when it is superseded.
+const SUPERSEDED_ROOM: usize = 1_000;
+
+/// Puts `section` before the rendered contract's closing rule (or at its end).
 fn insert_settings(body: &mut String, section: &str) {
     match body.rfind("\n---\n") {
         Some(at) => body.insert_str(at + 1, &format!("{section}\n")),

@@ -1,11 +1,13 @@
 //! `/retry`: resumes a failed session at the stage that failed: planning again, carrying
 //! out the approved contract again from the base, or publishing a verified result that was
-//! never published.
+//! never published. `/retry continue` carries the contract out from the unfinished change
+//! a stopped run kept instead.
 
 use super::command::{CommandContext, Done, move_or_refuse};
 use super::comments;
-use super::dispatch::{enqueue_execute, enqueue_plan};
+use super::dispatch::{Continuation, enqueue_execute, enqueue_plan};
 use super::error::{Stop, UserError};
+use super::execute;
 use crate::store::runs::{self, RunState};
 use crate::store::sessions::{ContractRow, SessionRow};
 use crate::store::state::SessionState;
@@ -31,14 +33,25 @@ fn execution_stage(failed_at: SessionState, last_run: Option<RunState>) -> Sessi
     }
 }
 
+/// The unfinished work `/retry continue` carries on from: what the version's last run kept.
+fn continuation(last_run: Option<&runs::RunRow>) -> Result<Continuation, UserError> {
+    last_run
+        .and_then(execute::continuation_of)
+        .ok_or_else(|| UserError::Refused(comments::nothing_to_continue()))
+}
+
 pub(super) async fn apply(
     ctx: &CommandContext<'_>,
     tx: &mut sqlx::AnyConnection,
     session: &SessionRow,
     latest: Option<ContractRow>,
+    continues: bool,
 ) -> Result<Done, Stop> {
     let (id, state) = (&session.id, session.state);
     let resume = resume_stage(state, session.resume_state)?;
+    if continues && resume == SessionState::Planning {
+        return Err(UserError::Refused(comments::nothing_to_continue()).into());
+    }
     if resume == SessionState::Planning {
         move_or_refuse(tx, id, state, resume, comments::raced()).await?;
         let version = latest.map_or(1, |c| c.version + 1);
@@ -55,19 +68,31 @@ pub(super) async fn apply(
     let Some(contract) = latest.filter(|c| c.approved_by.is_some()) else {
         return Err(UserError::Refused(comments::no_approved_contract()).into());
     };
-    let last_run = runs::for_version(tx, id, contract.version)
-        .await?
-        .last()
-        .map(|r| r.state);
-    let to = execution_stage(resume, last_run);
+    let earlier = runs::for_version(tx, id, contract.version).await?;
+    let last_run = earlier.last();
+    // The same approval carries the work on: the contract version and its binding stay.
+    let (to, continues, status) = if continues {
+        let from = continuation(last_run)?;
+        let status = comments::continuing(contract.version, &from.commit, ctx.login());
+        (SessionState::Executing, Some(from), status)
+    } else {
+        let to = execution_stage(resume, last_run.map(|r| r.state));
+        let status = comments::carrying_out_again(contract.version, ctx.login());
+        (to, None, status)
+    };
     move_or_refuse(tx, id, state, to, comments::raced()).await?;
     runs::retire(tx, id, contract.version).await?;
-    enqueue_execute(tx, id, &contract).await?;
+    let detail = serde_json::json!({
+        "resume": to.as_str(),
+        "version": contract.version,
+        "continues": continues.as_ref().map(|c| &c.commit),
+    });
+    enqueue_execute(tx, id, &contract, continues).await?;
     Ok(Done {
         action: "session.retried",
-        detail: serde_json::json!({ "resume": to.as_str(), "version": contract.version }),
+        detail,
         state: to,
-        status: comments::carrying_out_again(contract.version, ctx.login()),
+        status,
     })
 }
 

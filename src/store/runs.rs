@@ -244,6 +244,20 @@ pub async fn published_head(
     Ok(row.and_then(|(h,)| h))
 }
 
+/// The commit planwright last pushed to the session's branch, of any run and contract
+/// version: a published result, or unfinished work kept there as a draft. A later result
+/// goes on top of it, so its push moves the branch forward.
+pub async fn branch_head(conn: &mut AnyConnection, session: &SessionId) -> Result<Option<String>> {
+    let row: Option<(Option<String>,)> = sqlx::query_as(
+        "SELECT head_sha FROM runs WHERE session_id = $1 AND head_sha IS NOT NULL \
+         ORDER BY started_at DESC LIMIT 1",
+    )
+    .bind(session)
+    .fetch_optional(conn)
+    .await?;
+    Ok(row.and_then(|(h,)| h))
+}
+
 /// How many runs there are of each executor and state, for `/metrics`.
 pub async fn counts(db: &Db) -> Result<Vec<(String, String, i64)>> {
     Ok(sqlx::query_as(

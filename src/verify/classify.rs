@@ -1,12 +1,13 @@
 //! Test by test, what the result did: a failure introduced, one already there, one
-//! fixed, or one that flips between runs (flaky).
+//! fixed, one that flips between runs (flaky, on the base or on the result), or one the
+//! repository quarantined; and a run that found no tests where tests were expected.
 
 use std::collections::HashSet;
 
 use serde::{Deserialize, Serialize};
 
 use super::MESSAGE_CHARS;
-use super::run::CommandRun;
+use super::run::{CommandRun, Phase};
 
 use crate::distill::clip;
 
@@ -19,8 +20,11 @@ pub enum Class {
     NoResult,
     /// Passes (or is absent) on the base, fails on the result.
     Introduced,
-    /// Failed on one run of the result and passed on the other: not counted as introduced.
+    /// Its outcome changed between runs of the same tree (the base's or the result's):
+    /// neither blocking nor counted as fixed.
     Flaky,
+    /// Named in the repository's `quarantine`: neither blocking nor counted as fixed.
+    Quarantined,
     /// Fails on both.
     PreExisting,
     /// Fails on the base, passes on the result.
@@ -28,10 +32,11 @@ pub enum Class {
 }
 
 impl Class {
-    pub(super) const ALL: [Class; 5] = [
+    pub(super) const ALL: [Class; 6] = [
         Class::NoResult,
         Class::Introduced,
         Class::Flaky,
+        Class::Quarantined,
         Class::PreExisting,
         Class::Fixed,
     ];
@@ -41,6 +46,7 @@ impl Class {
             Class::NoResult => "Could not run",
             Class::Introduced => "Introduced failures",
             Class::Flaky => "Flaky",
+            Class::Quarantined => "Quarantined",
             Class::PreExisting => "Pre-existing failures",
             Class::Fixed => "Fixed",
         }
@@ -50,7 +56,12 @@ impl Class {
         match self {
             Class::NoResult => "could not start, or a limit ended them: no result either way",
             Class::Introduced => "pass or are absent on the base, fail now",
-            Class::Flaky => "failed, then passed on a re-run; not counted as introduced",
+            Class::Flaky => {
+                "passed and failed in runs of the same tree; neither blocking nor counted as fixed"
+            }
+            Class::Quarantined => {
+                "in the repository's `quarantine`; neither blocking nor counted as fixed"
+            }
             Class::PreExisting => "fail on the base too",
             Class::Fixed => "failed on the base, pass now",
         }
@@ -61,6 +72,7 @@ impl Class {
             Class::NoResult => "could not run",
             Class::Introduced => "introduced",
             Class::Flaky => "flaky",
+            Class::Quarantined => "quarantined",
             Class::PreExisting => "pre-existing",
             Class::Fixed => "fixed",
         }
@@ -85,6 +97,9 @@ pub struct ClassCounts {
     pub no_result: u64,
     pub introduced: u64,
     pub flaky: u64,
+    /// Absent from reports kept before quarantines.
+    #[serde(default)]
+    pub quarantined: u64,
     pub pre_existing: u64,
     pub fixed: u64,
 }
@@ -95,6 +110,7 @@ impl ClassCounts {
             Class::NoResult => self.no_result,
             Class::Introduced => self.introduced,
             Class::Flaky => self.flaky,
+            Class::Quarantined => self.quarantined,
             Class::PreExisting => self.pre_existing,
             Class::Fixed => self.fixed,
         }
@@ -105,19 +121,76 @@ impl ClassCounts {
             Class::NoResult => self.no_result += 1,
             Class::Introduced => self.introduced += 1,
             Class::Flaky => self.flaky += 1,
+            Class::Quarantined => self.quarantined += 1,
             Class::PreExisting => self.pre_existing += 1,
             Class::Fixed => self.fixed += 1,
         }
     }
 }
 
-/// Compares one command's runs: per test when the output names tests, by exit code when
-/// it does not. `rerun` is the second run of the result, when there was one.
+/// Everything known of one command: its runs on both trees, each with the re-runs of its
+/// failing tests, and what the repository and the contract say about its tests.
+pub(super) struct Runs<'a> {
+    pub base: Option<&'a CommandRun>,
+    pub base_reruns: Vec<&'a CommandRun>,
+    pub after: &'a CommandRun,
+    pub reruns: Vec<&'a CommandRun>,
+    pub quarantine: &'a [String],
+    /// The contract names new tests, so every test runner has tests to run.
+    pub expects_tests: bool,
+}
+
+/// Compares one command's runs with nothing quarantined or expected; `rerun` is a second
+/// run of the result.
+#[cfg(test)]
 pub(super) fn classify(
     base: Option<&CommandRun>,
     after: &CommandRun,
     rerun: Option<&CommandRun>,
 ) -> Vec<ClassifiedFailure> {
+    classify_runs(&Runs {
+        base,
+        base_reruns: Vec::new(),
+        after,
+        reruns: rerun.into_iter().collect(),
+        quarantine: &[],
+        expects_tests: false,
+    })
+}
+
+/// Why `after` fails for running no tests: its runner's output says it ran none while
+/// the contract expects tests or the base ran some with the same command.
+pub(super) fn ran_nothing(runs: &Runs) -> Option<String> {
+    let after = runs.after;
+    let nothing = after.phase == Phase::Check
+        && after.summary.recognised()
+        && after.summary.no_result.is_none()
+        && after.tests_counted() == 0
+        && after.failures.is_empty()
+        // A build that failed is its own account of why nothing ran.
+        && after.build_errors.is_empty()
+        && after.summary.errors == 0;
+    if !nothing {
+        return None;
+    }
+    let base_ran = runs.base.map_or(0, CommandRun::tests_counted);
+    let expected = if base_ran > 0 {
+        format!("the base ran {base_ran} with it")
+    } else if runs.expects_tests {
+        "the contract expects new tests".to_owned()
+    } else {
+        return None;
+    };
+    Some(format!(
+        "`{}` ran no tests ({} found none); {expected}",
+        after.command, after.summary.runner
+    ))
+}
+
+/// Compares one command's runs: per test when the output names tests, by exit code when
+/// it does not.
+pub(super) fn classify_runs(runs: &Runs) -> Vec<ClassifiedFailure> {
+    let (base, after) = (runs.base, runs.after);
     let mut out = Vec::new();
     let mut push = |class: Class, test: Option<&str>, message: String, location: Option<&str>| {
         out.push(ClassifiedFailure {
@@ -128,8 +201,18 @@ pub(super) fn classify(
             location: location.map(str::to_owned),
         })
     };
+    let quarantined = |id: &str| runs.quarantine.iter().any(|q| q == id);
     let base_ids = base.map(CommandRun::failing_ids).unwrap_or_default();
     let base_failed = base.is_some_and(|b| !b.summary.succeeded());
+    // Failed on the base, then passed on one of its re-runs.
+    let base_flaky: HashSet<&str> = base_ids
+        .iter()
+        .copied()
+        .filter(|id| runs.base_reruns.iter().any(|r| r.passed(id)))
+        .collect();
+    let base_whole_flaky = base_failed
+        && base_ids.is_empty()
+        && runs.base_reruns.iter().any(|r| r.summary.succeeded());
     let after_ids = after.failing_ids();
 
     let mut seen = HashSet::new();
@@ -137,28 +220,33 @@ pub(super) fn classify(
         if !seen.insert(f.id.as_str()) {
             continue;
         }
-        let class = if base_ids.contains(f.id.as_str()) {
+        let class = if quarantined(&f.id) {
+            Class::Quarantined
+        } else if base_flaky.contains(f.id.as_str()) {
+            Class::Flaky
+        } else if base_ids.contains(f.id.as_str()) {
             Class::PreExisting
-        } else if rerun.is_some_and(|r| r.passed(&f.id)) {
+        } else if runs.reruns.iter().any(|r| r.passed(&f.id)) {
             Class::Flaky
         } else {
             Class::Introduced
         };
         push(class, Some(&f.id), f.message.clone(), f.location.as_deref());
     }
-    if let Some(rerun) = rerun {
-        // Passed the first time, failed on the re-run: flaky the other way round.
+    // Passed the first time, failed on a re-run of the whole command: flaky the other way
+    // round (a re-run of selected tests runs none that passed).
+    for rerun in runs.reruns.iter().filter(|r| r.selected.is_none()) {
         for f in &rerun.failures {
             if !after_ids.contains(f.id.as_str())
                 && !base_ids.contains(f.id.as_str())
                 && seen.insert(f.id.as_str())
             {
-                push(
-                    Class::Flaky,
-                    Some(&f.id),
-                    f.message.clone(),
-                    f.location.as_deref(),
-                );
+                let class = if quarantined(&f.id) {
+                    Class::Quarantined
+                } else {
+                    Class::Flaky
+                };
+                push(class, Some(&f.id), f.message.clone(), f.location.as_deref());
             }
         }
     }
@@ -168,25 +256,35 @@ pub(super) fn classify(
         let mut fixed = HashSet::new();
         for f in &base.failures {
             if !after_ids.contains(f.id.as_str()) && fixed.insert(f.id.as_str()) {
-                push(
-                    Class::Fixed,
-                    Some(&f.id),
-                    f.message.clone(),
-                    f.location.as_deref(),
-                );
+                let class = if quarantined(&f.id) {
+                    Class::Quarantined
+                } else if base_flaky.contains(f.id.as_str()) {
+                    Class::Flaky
+                } else {
+                    Class::Fixed
+                };
+                push(class, Some(&f.id), f.message.clone(), f.location.as_deref());
             }
         }
     }
 
-    // Without test ids, the exit code is all there is, unless the run is no result at
-    // all: a base that could not run either does not make it "pre-existing".
-    if !after.summary.succeeded() && after_ids.is_empty() {
+    if let Some(why) = ran_nothing(runs) {
+        // Passing (or failing) by running nothing: the tests were deleted, are no longer
+        // found, or the new ones were never written where the runner looks.
+        push(Class::Introduced, None, why, None);
+    } else if !after.summary.succeeded() && after_ids.is_empty() {
+        // Without test ids, the exit code is all there is, unless the run is no result at
+        // all: a base that could not run either does not make it "pre-existing".
         let base_judged = base.is_some_and(|b| b.summary.no_result.is_none());
         let class = if after.summary.no_result.is_some() {
             Class::NoResult
         } else if base_failed && base_ids.is_empty() && base_judged {
-            Class::PreExisting
-        } else if rerun.is_some_and(|r| r.summary.succeeded()) {
+            if base_whole_flaky {
+                Class::Flaky
+            } else {
+                Class::PreExisting
+            }
+        } else if runs.reruns.iter().any(|r| r.summary.succeeded()) {
             Class::Flaky
         } else {
             Class::Introduced
@@ -196,27 +294,17 @@ pub(super) fn classify(
             None => after.failure_message(),
         };
         push(class, None, message, None);
-    } else if let Some(base) = base
-        && after.summary.succeeded()
-        && after.tests_counted() == 0
-        && base.tests_counted() > 0
-    {
-        // Passing by running nothing: the tests were deleted or are no longer found.
-        push(
-            Class::Introduced,
-            None,
-            format!(
-                "ran no tests; the base ran {}",
-                base.summary.passed + base.summary.failed
-            ),
-            None,
-        );
     } else if after.summary.succeeded()
         && base_failed
         && base_ids.is_empty()
         && let Some(base) = base
     {
-        push(Class::Fixed, None, base.failure_message(), None);
+        let class = if base_whole_flaky {
+            Class::Flaky
+        } else {
+            Class::Fixed
+        };
+        push(class, None, base.failure_message(), None);
     }
     out
 }

@@ -11,6 +11,7 @@ mod classify;
 mod plan;
 mod proof;
 mod report;
+mod rerun;
 mod run;
 mod scope;
 mod setup;
@@ -19,7 +20,7 @@ mod weaken;
 pub use classify::{Class, ClassCounts, ClassifiedFailure};
 pub use plan::Plan;
 pub use proof::{Proof, ProofReport, ProvenTest, test_changes};
-pub use report::{CommandComparison, Verdict, VerificationReport};
+pub use report::{CommandComparison, Rerun, Rules, Verdict, VerificationReport};
 pub use run::{CommandRun, Phase, RunSet, RunSummary, Verifier};
 pub use scope::{Link, RUN_BY_CI, ScopeFinding, Severity, check_scope, is_test_path, links_in};
 pub use weaken::{Ruling, UnreadFile, Weakening, WeakeningFinding, WeakeningKind};
@@ -97,6 +98,8 @@ mod tests {
                 .collect(),
             build_errors: Vec::new(),
             excerpt: String::new(),
+            selected: None,
+            could_not_select: false,
         }
     }
 
@@ -108,6 +111,8 @@ mod tests {
             failures: Vec::new(),
             build_errors: Vec::new(),
             excerpt: excerpt.into(),
+            selected: None,
+            could_not_select: false,
         }
     }
 
@@ -140,6 +145,10 @@ mod tests {
             "error[E0308]: mismatched types\n --> src/lib.rs:3",
         );
         after.summary.runner = "cargo test".into();
+        after.build_errors.push(crate::distill::Problem {
+            message: "error[E0308]: mismatched types".into(),
+            location: Some("src/lib.rs:3".into()),
+        });
         let found = classify(Some(&base), &after, None);
         assert_eq!(classes(&found), vec![(Class::Introduced, None)]);
         assert!(found[0].message.starts_with("exit 101:\n"), "{found:?}");
@@ -176,7 +185,10 @@ mod tests {
         let after = run("t", 0, 0, &[]);
         let found = classify(Some(&base), &after, None);
         assert_eq!(classes(&found), vec![(Class::Introduced, None)]);
-        assert_eq!(found[0].message, "ran no tests; the base ran 2");
+        assert_eq!(
+            found[0].message,
+            "`t` ran no tests (unittest found none); the base ran 2 with it"
+        );
     }
 
     fn no_result(command: &str, exit: i32, why: &str) -> CommandRun {
@@ -205,6 +217,7 @@ mod tests {
         let empty = RunSet::default();
         let set = RunSet {
             runs: vec![broken.clone()],
+            ..RunSet::default()
         };
         let report = VerificationReport::compare(&set, &set, &[], Vec::new());
         assert_eq!(report.verdict, Verdict::Failed);
@@ -251,6 +264,168 @@ mod tests {
         assert!(classify(Some(&ok), &ok, None).is_empty());
     }
 
+    fn rules(quarantine: &[&str], expects_tests: bool) -> Rules {
+        Rules {
+            quarantine: quarantine.iter().map(|q| (*q).to_owned()).collect(),
+            expects_tests,
+        }
+    }
+
+    fn set(runs: Vec<CommandRun>, reruns: Vec<CommandRun>) -> RunSet {
+        RunSet { runs, reruns }
+    }
+
+    fn selected(mut r: CommandRun, line: &str) -> CommandRun {
+        r.selected = Some(line.into());
+        r
+    }
+
+    #[test]
+    fn a_test_flaky_on_the_base_neither_blocks_nor_counts_as_fixed() {
+        // `a` failed on the base and passed on its re-run; `b` failed on every base run.
+        let base = set(
+            vec![run("t", 1, 1, &["a", "b"])],
+            vec![selected(run("t", 1, 1, &["b"]), "t a b")],
+        );
+        assert!(base.met_flaky());
+        let fixed_both = set(vec![run("t", 0, 3, &[])], Vec::new());
+        let report = VerificationReport::compare(&base, &fixed_both, &[], Vec::new());
+        assert_eq!(
+            report
+                .failures
+                .iter()
+                .map(|f| (f.class, f.test.as_deref().unwrap()))
+                .collect::<Vec<_>>(),
+            vec![(Class::Flaky, "a"), (Class::Fixed, "b")]
+        );
+        assert_eq!(report.verdict, Verdict::Passed);
+        let failing_a = set(vec![run("t", 1, 2, &["a"])], Vec::new());
+        let report = VerificationReport::compare(&base, &failing_a, &[], Vec::new());
+        assert_eq!((report.counts.flaky, report.counts.fixed), (1, 1));
+        assert_eq!(report.verdict, Verdict::Passed, "{}", report.compact());
+        let table = report.pr_markdown();
+        assert!(
+            table.contains("❌ 1 passed, 2 failed · exit 1 · 0.1 s; re-run of the failing tests: ❌ 1 passed, 1 failed"),
+            "{table}"
+        );
+        assert!(
+            table.contains("Flaky: `a` passed and failed in runs of the same tree"),
+            "{table}"
+        );
+        // A base whose failures failed again met no flakes.
+        let steady = set(
+            vec![run("t", 1, 1, &["b"])],
+            vec![selected(run("t", 1, 0, &["b"]), "t b")],
+        );
+        assert!(!steady.met_flaky());
+        // A whole command that failed, then passed.
+        assert!(
+            set(
+                vec![generic("lint", 1, "E501")],
+                vec![generic("lint", 0, "")]
+            )
+            .met_flaky()
+        );
+    }
+
+    #[test]
+    fn a_result_failure_that_passes_on_a_selected_re_run_is_flaky() {
+        let base = set(vec![run("t", 0, 3, &[])], Vec::new());
+        let after = set(vec![run("t", 1, 2, &["x", "y"])], Vec::new());
+        let reruns = vec![
+            selected(run("t", 1, 1, &["y"]), "t x y"),
+            selected(run("t", 1, 0, &["y"]), "t y"),
+        ];
+        let report = VerificationReport::compare(&base, &after, &reruns, Vec::new());
+        assert_eq!((report.counts.flaky, report.counts.introduced), (1, 1));
+        assert_eq!(report.commands[0].reruns.len(), 2);
+        let compact = report.compact();
+        assert!(
+            compact.contains("; re-run of the failing tests exit 1 (unittest: 1 passed, 1 failed); re-run of the failing tests exit 1"),
+            "{compact}"
+        );
+        // A whole re-run of a runner that could not select says so.
+        let mut whole = run("t", 0, 3, &[]);
+        whole.could_not_select = true;
+        let report = VerificationReport::compare(&base, &after, &[whole], Vec::new());
+        assert_eq!(report.counts.flaky, 2);
+        assert!(
+            report
+                .pr_markdown()
+                .contains("re-run of the whole command (the runner could not select single tests): ✅ 3 passed"),
+            "{}",
+            report.pr_markdown()
+        );
+    }
+
+    #[test]
+    fn quarantined_tests_neither_block_nor_count_as_fixed() {
+        let base = set(vec![run("t", 1, 1, &["q1", "a"])], Vec::new());
+        let after = set(vec![run("t", 1, 1, &["q2"])], Vec::new());
+        let report =
+            VerificationReport::judge(&base, &after, &[], Vec::new(), &rules(&["q1", "q2"], false));
+        assert_eq!(
+            classes(&report.failures),
+            vec![
+                (Class::Fixed, Some("a")),
+                (Class::Quarantined, Some("q1")),
+                (Class::Quarantined, Some("q2")),
+            ]
+        );
+        assert_eq!(report.verdict, Verdict::Passed);
+        assert_eq!(
+            report.headline(),
+            "Verification passed: 2 quarantined, 1 fixed"
+        );
+        assert!(
+            report
+                .pr_markdown()
+                .contains("Quarantined by the repository's settings: `q2`, `q1`; neither blocking"),
+            "{}",
+            report.pr_markdown()
+        );
+    }
+
+    #[test]
+    fn zero_tests_where_tests_are_expected_fails_naming_the_command() {
+        let after = set(vec![run("pytest -q", 5, 0, &[])], Vec::new());
+        // The base ran none either, but the contract names new tests.
+        let base = set(vec![run("pytest -q", 5, 0, &[])], Vec::new());
+        let report = VerificationReport::judge(&base, &after, &[], Vec::new(), &rules(&[], true));
+        assert_eq!(report.verdict, Verdict::Failed);
+        assert_eq!(
+            report.failures[0].message,
+            "`pytest -q` ran no tests (unittest found none); the contract expects new tests"
+        );
+        // Nothing expected and nothing ran on either side: the exit codes decide.
+        let report = VerificationReport::compare(&base, &after, &[], Vec::new());
+        assert_eq!(classes(&report.failures), vec![(Class::PreExisting, None)]);
+        // Output no runner recognised is judged by its exit code, and the table says so.
+        let lint = set(vec![generic("make lint", 0, "")], Vec::new());
+        let report = VerificationReport::judge(&lint, &lint, &[], Vec::new(), &rules(&[], true));
+        assert_eq!(report.verdict, Verdict::Passed);
+        assert!(
+            report
+                .pr_markdown()
+                .contains("✅ exit 0 · 0.1 s · judged by exit code: no test output recognised |"),
+            "{}",
+            report.pr_markdown()
+        );
+        let row = &report.for_publication().rows[0];
+        assert!(
+            row.after
+                .ends_with("judged by exit code: no test output recognised")
+        );
+    }
+
+    #[test]
+    fn runs_kept_before_re_runs_read_back() {
+        let old = r#"{"runs":[{"command":"t","phase":"check","summary":{"exit_code":0,"signal":null,"timed_out":false,"duration_ms":5,"runner":"unittest","passed":1,"failed":0,"skipped":0,"errors":0},"failures":[],"build_errors":[],"excerpt":""}]}"#;
+        let set: RunSet = serde_json::from_str(old).unwrap();
+        assert!(set.reruns.is_empty() && set.runs[0].selected.is_none());
+        assert!(!set.met_flaky());
+    }
+
     #[test]
     fn reports_are_bounded_and_count_everything() {
         let ids: Vec<String> = (0..300).map(|i| format!("t{i}")).collect();
@@ -261,8 +436,12 @@ mod tests {
         }
         let base = RunSet {
             runs: vec![run("t", 0, 300, &[])],
+            ..RunSet::default()
         };
-        let after = RunSet { runs: vec![after] };
+        let after = RunSet {
+            runs: vec![after],
+            ..RunSet::default()
+        };
         let report = VerificationReport::compare(&base, &after, &[], Vec::new());
         assert_eq!(report.counts.introduced, 300);
         assert_eq!(report.failures.len(), LISTED_PER_CLASS);
@@ -314,6 +493,7 @@ mod tests {
                 }],
                 ..run("cargo test", 101, 3, &[])
             }],
+            ..RunSet::default()
         };
         let protected = vec![
             ".github/workflows/**".to_owned(),
@@ -399,5 +579,10 @@ mod tests {
         assert!(!names_file("test_calc.py::TestCalc::test_add", "calc.py"));
         assert!(!names_file("tests.test_calc.TestCalc", "calc.py"));
         assert!(names_file("calc.py::test_add", "calc.py"));
+        assert!(names_file("`tests/x.py::t`", "tests/x.py"));
+        assert!(names_file(
+            "test_sum (tests.test_calc.TestCalc)",
+            "tests/test_calc.py"
+        ));
     }
 }

@@ -19,6 +19,12 @@ pub struct Plan {
     /// Globs no result may touch: the repository's `protected_paths` and planwright's own
     /// settings files, which are protected whatever `protected_paths` says.
     pub protected: Vec<String>,
+    /// Re-runs of a failing test, on the base and on the result, before it is flaky.
+    pub flaky_reruns: u32,
+    /// Tests whose failures neither block nor count as fixed; never re-run.
+    pub quarantine: Vec<String>,
+    /// The contract names new tests: a test runner that finds none fails.
+    pub expects_tests: bool,
 }
 
 impl Plan {
@@ -53,6 +59,9 @@ impl Plan {
             checks,
             network_allow: config.network_allow.clone(),
             protected,
+            flaky_reruns: config.flaky_reruns,
+            quarantine: config.quarantine.clone(),
+            expects_tests: !contract.verification.new_tests.is_empty(),
         }
     }
 
@@ -69,6 +78,9 @@ impl Plan {
             "setup": self.setup,
             "checks": self.checks,
             "network_allow": self.network_allow,
+            // The base's failing tests are re-run as these say.
+            "flaky_reruns": self.flaky_reruns,
+            "quarantine": self.quarantine,
         });
         hex::encode(sha2::Sha256::digest(decided.to_string().as_bytes()))
     }
@@ -85,6 +97,9 @@ mod tests {
             checks: vec!["npm test".into()],
             network_allow: vec!["registry.npmjs.org".into()],
             protected: vec![],
+            flaky_reruns: 2,
+            quarantine: vec![],
+            expects_tests: false,
         };
         let key = plan.baseline_key("github:o/r", "abc", "host");
         assert_eq!(key, plan.baseline_key("github:o/r", "abc", "host"));
@@ -97,6 +112,8 @@ mod tests {
             |p: &mut Plan| p.setup.push("npm run build".into()),
             |p: &mut Plan| p.checks[0] = "npm run lint".into(),
             |p: &mut Plan| p.network_allow.clear(),
+            |p: &mut Plan| p.flaky_reruns = 0,
+            |p: &mut Plan| p.quarantine.push("t::flaky".into()),
         ] {
             let mut changed = plan.clone();
             change(&mut changed);

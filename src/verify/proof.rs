@@ -24,6 +24,9 @@ const LISTED: usize = 100;
 /// Bytes of test files put into the base's checkout for one proof.
 const COPIED_MAX: u64 = 64 * 1024 * 1024;
 
+/// Test files put into the base's checkout for one proof.
+const COPIED_FILES: usize = 5_000;
+
 /// What one test proves about the change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -145,7 +148,7 @@ impl ProofReport {
             }
         }
         for note in &self.notes {
-            let _ = writeln!(out, "\n_{}_", note.replace('_', "\\_"));
+            let _ = writeln!(out, "\n_{}_", crate::markdown::inline(note));
         }
         if !self.ran_on_base && !self.tests.is_empty() {
             out.push_str(
@@ -184,8 +187,10 @@ impl ProofReport {
     }
 }
 
+/// Text from the runs (a build error's location, why a run ended) in a table cell: shown
+/// as written, nothing in it read as markdown.
 fn cell(text: &str) -> String {
-    text.replace('\n', " ").replace('|', "\\|")
+    crate::markdown::inline(text)
 }
 
 /// The result's changes that a proof runs on the base code: its test files (by path, or
@@ -209,8 +214,17 @@ pub fn test_changes(contract: &Contract, changed: &[ChangedFile]) -> Vec<Changed
 /// base's checkout: written, or removed where the result deleted them. Never follows a
 /// link the base's tree holds. Returns what could not be put in, said for the report.
 pub fn copy_tests(from: &Path, to: &Path, tests: &[ChangedFile]) -> anyhow::Result<Vec<String>> {
+    use std::os::unix::fs::MetadataExt as _;
     let mut notes = Vec::new();
     let mut copied = 0u64;
+    let mut files = 0usize;
+    // What is written belongs to the checkout's owner (the user sandboxes run as), with
+    // the modes git gives: the base code must read and write it as the result's run does.
+    let root = std::fs::metadata(to).with_context(|| format!("Could not read {}", to.display()))?;
+    let owner = Owner {
+        uid: root.uid(),
+        gid: root.gid(),
+    };
     for change in tests {
         let relative = Path::new(&change.path);
         if relative
@@ -224,7 +238,7 @@ pub fn copy_tests(from: &Path, to: &Path, tests: &[ChangedFile]) -> anyhow::Resu
             continue;
         }
         let target = to.join(relative);
-        let parent_ok = safe_parents(to, relative)?;
+        let parent_ok = safe_parents(to, relative, owner)?;
         if !parent_ok {
             notes.push(format!(
                 "`{}` is under a link in the base's tree: left out",
@@ -235,6 +249,13 @@ pub fn copy_tests(from: &Path, to: &Path, tests: &[ChangedFile]) -> anyhow::Resu
         match change.change {
             Change::Deleted => remove_entry(&target)?,
             Change::Added | Change::Modified | Change::TypeChanged => {
+                if !plain_parents(from, relative) {
+                    notes.push(format!(
+                        "`{}` is under a link in the result: left out",
+                        change.path
+                    ));
+                    continue;
+                }
                 let source = from.join(relative);
                 let meta = match std::fs::symlink_metadata(&source) {
                     Ok(m) => m,
@@ -251,26 +272,47 @@ pub fn copy_tests(from: &Path, to: &Path, tests: &[ChangedFile]) -> anyhow::Resu
                     notes.push(format!("`{}` is not a regular file: left out", change.path));
                     continue;
                 }
+                files += 1;
                 copied += meta.len();
-                if copied > COPIED_MAX {
+                if copied > COPIED_MAX || files > COPIED_FILES {
+                    // Deletions still apply; only copies stop.
                     notes.push(format!(
-                        "the test files past {} MiB were left out",
+                        "`{}` was left out: past {COPIED_FILES} files or {} MiB of test files",
+                        change.path,
                         COPIED_MAX / 1024 / 1024
                     ));
-                    break;
+                    continue;
                 }
                 let bytes = read_plain(&source)?;
                 remove_entry(&target)?;
-                write_new(&target, &bytes, meta.permissions())?;
+                let executable = meta.mode() & 0o111 != 0;
+                write_new(&target, &bytes, executable, owner)?;
             }
         }
     }
     Ok(notes)
 }
 
+#[derive(Clone, Copy)]
+struct Owner {
+    uid: u32,
+    gid: u32,
+}
+
+impl Owner {
+    fn give(self, path: &Path) -> anyhow::Result<()> {
+        // Only root may give a file away; as anyone else it is already ours.
+        if unsafe { libc::geteuid() } != 0 {
+            return Ok(());
+        }
+        std::os::unix::fs::lchown(path, Some(self.uid), Some(self.gid))
+            .with_context(|| format!("Could not give {} to the checkout's owner", path.display()))
+    }
+}
+
 /// Creates the folders above `relative` under `root` where missing; false when one of
 /// them is something other than a folder (a link the base's tree holds).
-fn safe_parents(root: &Path, relative: &Path) -> anyhow::Result<bool> {
+fn safe_parents(root: &Path, relative: &Path, owner: Owner) -> anyhow::Result<bool> {
     let mut at = root.to_path_buf();
     let Some(parent) = relative.parent() else {
         return Ok(true);
@@ -283,11 +325,25 @@ fn safe_parents(root: &Path, relative: &Path) -> anyhow::Result<bool> {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 std::fs::create_dir(&at)
                     .with_context(|| format!("Could not create {}", at.display()))?;
+                owner.give(&at)?;
             }
             Err(e) => return Err(e).with_context(|| format!("Could not read {}", at.display())),
         }
     }
     Ok(true)
+}
+
+/// Every folder above `relative` under `root` is a folder, not a link: what is read is
+/// in the checkout.
+fn plain_parents(root: &Path, relative: &Path) -> bool {
+    let mut at = root.to_path_buf();
+    let Some(parent) = relative.parent() else {
+        return true;
+    };
+    parent.components().all(|part| {
+        at.push(part);
+        std::fs::symlink_metadata(&at).is_ok_and(|m| m.is_dir())
+    })
 }
 
 fn remove_entry(path: &Path) -> anyhow::Result<()> {
@@ -318,10 +374,9 @@ fn read_plain(path: &Path) -> anyhow::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-fn write_new(path: &Path, bytes: &[u8], permissions: std::fs::Permissions) -> anyhow::Result<()> {
+fn write_new(path: &Path, bytes: &[u8], executable: bool, owner: Owner) -> anyhow::Result<()> {
     use std::os::unix::fs::OpenOptionsExt as _;
-    use std::os::unix::fs::PermissionsExt as _;
-    let mode = permissions.mode() & 0o777;
+    let mode = if executable { 0o755 } else { 0o644 };
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -330,15 +385,19 @@ fn write_new(path: &Path, bytes: &[u8], permissions: std::fs::Permissions) -> an
         .open(path)
         .with_context(|| format!("Could not create {}", path.display()))?;
     file.write_all(bytes)
-        .with_context(|| format!("Could not write {}", path.display()))
+        .with_context(|| format!("Could not write {}", path.display()))?;
+    owner.give(path)
 }
 
-/// Compares the base code's runs (`before`: the base with the result's test files) with
-/// the result's (`after`), for the tests that failed on the base code in `tests` and the
-/// contract's `new_tests`.
+/// Compares the base code's runs (`before`: the base with the result's test files, or
+/// the baseline when `ran_on_base` is false) with the result's (`after`), for the tests
+/// that failed on the base code in `tests` and the contract's `new_tests`. `baseline`
+/// tells the tests the result added from those already failing; `notes` say what could not
+/// be put into the base's checkout, which makes a failure there no proof.
 pub fn prove(
     contract: &Contract,
     tests: &[ChangedFile],
+    baseline: &RunSet,
     before: &RunSet,
     after: &RunSet,
     ran_on_base: bool,
@@ -353,21 +412,29 @@ pub fn prove(
         .collect();
     let entries = &contract.verification.new_tests;
     let checks = after.runs.iter().filter(|r| r.phase == Phase::Check);
+    // A test file left out can make the others fail on the base code for its absence.
+    let whole = notes.is_empty();
+    let mut new_failure = false;
 
     // Tests of the changed files that fail on the base code, by id.
     for run_after in checks.clone() {
         let Some(base) = before.find(Phase::Check, &run_after.command) else {
             continue;
         };
+        let failing_already = baseline
+            .find(Phase::Check, &run_after.command)
+            .map(CommandRun::failing_ids)
+            .unwrap_or_default();
         for f in &base.failures {
+            let location = f.location.as_deref();
             let in_files = files.iter().any(|path| {
-                names_file(&f.id, path)
-                    || f.location.as_deref().is_some_and(|l| location_in(l, path))
+                names_file(&f.id, path) || location.is_some_and(|l| location_in(l, path))
             });
-            let named = entries.iter().any(|e| test_matches(e, &f.id));
+            let named = entries.iter().any(|e| test_matches(e, &f.id, location));
             if !(in_files || named) || !seen.insert((run_after.command.clone(), f.id.clone())) {
                 continue;
             }
+            new_failure |= in_files && !failing_already.contains(f.id.as_str());
             let (after, proof) = after_state(run_after, &f.id);
             listed.push(ProvenTest {
                 test: f.id.clone(),
@@ -375,7 +442,8 @@ pub fn prove(
                 before: "failed".into(),
                 after,
                 proof: match proof {
-                    Proof::Proven | Proof::ProvesNothing => Proof::Proven,
+                    Proof::Proven | Proof::ProvesNothing if whole => Proof::Proven,
+                    Proof::Proven | Proof::ProvesNothing => Proof::Unknown,
                     other => other,
                 },
                 in_contract: named,
@@ -384,14 +452,21 @@ pub fn prove(
     }
 
     // The contract's tests no failure on the base code named.
+    let seen_on_base = Seen {
+        files: &files,
+        before,
+        ran_on_base,
+        whole,
+        new_failure,
+    };
     for entry in entries {
         if listed
             .iter()
-            .any(|t| t.in_contract && test_matches(entry, &t.test))
+            .any(|t| t.in_contract && test_matches(entry, &t.test, None))
         {
             continue;
         }
-        listed.push(entry_proof(entry, &files, before, checks.clone()));
+        listed.push(entry_proof(entry, &seen_on_base, checks.clone()));
     }
 
     listed.sort_by_key(|t| !t.in_contract);
@@ -405,23 +480,37 @@ pub fn prove(
     }
 }
 
-/// A contract entry that no failure on the base code named: failing after, not shown by
-/// the runs, a build of the base code broken by the test files themselves (it fails
-/// before), or passing before.
+/// What the base code's runs can say about a test none of their failures names.
+struct Seen<'a> {
+    /// The result's test files put into the base's checkout.
+    files: &'a [&'a str],
+    before: &'a RunSet,
+    ran_on_base: bool,
+    /// Every test file went in.
+    whole: bool,
+    /// A test the result added failed on the base code: an entry no failure names may
+    /// only be named otherwise than its runner names it.
+    new_failure: bool,
+}
+
+/// A contract entry that no failure on the base code named: failing after, a build of the
+/// base code broken by the test files themselves (it fails before), passing before — only
+/// when the base code's run was whole and nothing else explains the silence — or unknown.
 fn entry_proof<'a>(
     entry: &str,
-    files: &[&str],
-    before: &RunSet,
+    seen: &Seen<'_>,
     checks: impl Iterator<Item = &'a CommandRun> + Clone,
 ) -> ProvenTest {
-    let failing_after = checks
-        .clone()
-        .find(|r| r.failures.iter().any(|f| test_matches(entry, &f.id)));
+    let failing_after = checks.clone().find(|r| {
+        r.failures
+            .iter()
+            .any(|f| test_matches(entry, &f.id, f.location.as_deref()))
+    });
     if let Some(run) = failing_after {
         return ProvenTest {
             test: entry.to_owned(),
             command: run.command.clone(),
-            before: before_words(before, run),
+            before: before_words(seen.before, run),
             after: "failed".into(),
             proof: Proof::FailsAfter,
             in_contract: true,
@@ -443,15 +532,14 @@ fn entry_proof<'a>(
         };
     };
     // Its failures are all listed and the entry is not among them: it passed.
-    let ran_after = run.ran_tests()
-        && !run.summary.timed_out
-        && run.failures.len() < crate::distill::MAX_FAILURES;
+    let ran_after = whole_run(run);
     let after = if ran_after {
         "passed".to_owned()
     } else {
         format!("no tests ran ({})", run.summary.ending())
     };
-    let base = before.find(Phase::Check, &run.command);
+    let base = seen.before.find(Phase::Check, &run.command);
+    let named_file = entry_file(entry);
     let (before_text, proof) = match base {
         None => ("not run".to_owned(), Proof::Unknown),
         Some(b) if b.summary.no_result.is_some() => (
@@ -461,14 +549,48 @@ fn entry_proof<'a>(
             ),
             Proof::Unknown,
         ),
-        Some(b) if !b.ran_tests() && !b.summary.succeeded() => match broken_by_tests(b, files) {
-            Some(at) => (format!("did not build: {at}"), Proof::Proven),
-            None => (
-                format!("the base code did not build: {}", first_problem(b)),
-                Proof::Unknown,
-            ),
-        },
+        Some(b) if !b.ran_tests() && !b.summary.succeeded() => {
+            match broken_by_tests(b, seen.files) {
+                Some(at) if seen.ran_on_base && seen.whole => {
+                    (format!("did not build: {at}"), Proof::Proven)
+                }
+                _ => (
+                    format!("the base code did not build: {}", first_problem(b)),
+                    Proof::Unknown,
+                ),
+            }
+        }
         Some(b) if !b.ran_tests() => ("ran no tests".into(), Proof::Unknown),
+        // A collection or import error of the entry's own file (pytest names the file):
+        // its tests failed before, as a new test of new code does.
+        Some(b)
+            if named_file
+                .is_some_and(|file| b.failures.iter().any(|f| location_in(&f.id, file))) =>
+        {
+            let proof = if seen.ran_on_base && seen.whole {
+                Proof::Proven
+            } else {
+                Proof::Unknown
+            };
+            ("its file failed to load".into(), proof)
+        }
+        Some(b) if !whole_run(b) => (
+            format!("its run did not finish ({})", b.summary.ending()),
+            Proof::Unknown,
+        ),
+        Some(_) if !seen.ran_on_base => (
+            "not run with the result's tests: the result changed no test file".into(),
+            Proof::Unknown,
+        ),
+        Some(_) if !seen.whole => ("not all test files could be put in".into(), Proof::Unknown),
+        Some(_) if named_file.is_some_and(|f| !seen.files.iter().any(|p| location_in(f, p))) => (
+            "its file is not among the result's test files".into(),
+            Proof::Unknown,
+        ),
+        Some(_) if seen.new_failure => (
+            "not failing under this name (other new tests failed)".into(),
+            Proof::Unknown,
+        ),
         Some(_) => ("did not fail".into(), Proof::ProvesNothing),
     };
     let proof = if ran_after { proof } else { Proof::Unknown };
@@ -480,6 +602,15 @@ fn entry_proof<'a>(
         proof,
         in_contract: true,
     }
+}
+
+/// The run went to its end and lists every failure: a test it does not list did not fail.
+fn whole_run(run: &CommandRun) -> bool {
+    run.ran_tests()
+        && run.summary.no_result.is_none()
+        && !run.summary.timed_out
+        && run.summary.signal.is_none()
+        && run.failures.len() < crate::distill::MAX_FAILURES
 }
 
 /// How `id` did on the result's run, and what that makes of a test that failed before.
@@ -545,10 +676,12 @@ fn location_in(location: &str, path: &str) -> bool {
     !file.is_empty() && (file == path || file.ends_with(&format!("/{path}")))
 }
 
-/// A contract's `new_tests` entry names the runner's test `id`: the entry's last name
-/// (`tests/test_calc.py::test_sum` → `test_sum`) is one of the id's names, and a file the
-/// entry names, if any, is the id's too.
-pub(super) fn test_matches(entry: &str, id: &str) -> bool {
+/// A contract's `new_tests` entry names the runner's test `id` (found at `location`):
+/// the same text; or the entry's last name (`tests/test_calc.py::test_sum` → `test_sum`)
+/// is one of the id's names and the file the entry names, if any, is the id's; or, for an
+/// entry written as words (`adds big numbers`), the id has them as one name
+/// (`test_adds_big_numbers`).
+pub(super) fn test_matches(entry: &str, id: &str, location: Option<&str>) -> bool {
     let entry = entry.trim();
     if entry.is_empty() {
         return false;
@@ -563,15 +696,36 @@ pub(super) fn test_matches(entry: &str, id: &str) -> bool {
             .collect()
     };
     let id_names = names(id);
+    if entry.contains(char::is_whitespace) {
+        let joined = names(&entry.to_lowercase()).join("_");
+        return id_names
+            .iter()
+            .map(|n| n.to_lowercase())
+            .any(|n| n == joined || n == format!("test_{joined}"));
+    }
     let entry_names = names(entry);
     let Some(last) = entry_names.last() else {
         return false;
     };
     if FILE_SUFFIXES.contains(&last.as_str()) {
         // The entry is a whole file: its tests are those the id places there.
-        return names_file(id, entry);
+        return names_file(id, entry) || location.is_some_and(|l| location_in(l, entry));
     }
-    id_names.iter().any(|n| n == last)
+    if !id_names.iter().any(|n| n == last) {
+        return false;
+    }
+    match entry_file(entry) {
+        Some(file) => names_file(id, file) || location.is_some_and(|l| location_in(l, file)),
+        None => true,
+    }
+}
+
+/// The file an entry names before its test (`tests/test_calc.py` of
+/// `tests/test_calc.py::test_sum`), if it names one.
+fn entry_file(entry: &str) -> Option<&str> {
+    let (file, _) = entry.trim().split_once("::")?;
+    let extension = file.rsplit_once('.').map(|(_, e)| e)?;
+    FILE_SUFFIXES.contains(&extension).then_some(file)
 }
 
 /// The last name of a path that is a file's extension, not a test's name.
@@ -628,11 +782,16 @@ mod tests {
                 .collect(),
             build_errors: Vec::new(),
             excerpt: String::new(),
+            selected: None,
+            could_not_select: false,
         }
     }
 
     fn set(run: CommandRun) -> RunSet {
-        RunSet { runs: vec![run] }
+        RunSet {
+            runs: vec![run],
+            reruns: Vec::new(),
+        }
     }
 
     fn added(path: &str) -> ChangedFile {
@@ -668,7 +827,15 @@ mod tests {
             4,
             &[("tests/test_other.py::test_old", "tests/test_other.py:2")],
         ));
-        let report = prove(&c, &files, &before, &after, true, Vec::new());
+        let report = prove(
+            &c,
+            &files,
+            &RunSet::default(),
+            &before,
+            &after,
+            true,
+            Vec::new(),
+        );
         assert_eq!(
             proofs(&report),
             vec![
@@ -690,7 +857,15 @@ mod tests {
         let files = [added("tests/test_calc.py")];
         let before = set(run(0, 4, &[]));
         let after = set(run(0, 4, &[]));
-        let report = prove(&c, &files, &before, &after, true, Vec::new());
+        let report = prove(
+            &c,
+            &files,
+            &RunSet::default(),
+            &before,
+            &after,
+            true,
+            Vec::new(),
+        );
         assert_eq!(
             proofs(&report),
             vec![("test_sum", Proof::ProvesNothing, true)]
@@ -706,7 +881,15 @@ mod tests {
             4,
             &[("test_calc.py::test_big", "tests/test_calc.py:9")],
         ));
-        let report = prove(&c, &files, &before, &after, true, Vec::new());
+        let report = prove(
+            &c,
+            &files,
+            &RunSet::default(),
+            &before,
+            &after,
+            true,
+            Vec::new(),
+        );
         assert_eq!(report.blocking(), None, "{:?}", report.tests);
     }
 
@@ -718,6 +901,7 @@ mod tests {
         let report = prove(
             &c,
             &[added("tests/t.py")],
+            &RunSet::default(),
             &before,
             &after,
             true,
@@ -739,7 +923,16 @@ mod tests {
             location: Some("tests/big.rs:3:5".into()),
         }];
         let after = set(run(0, 5, &[]));
-        let report = prove(&c, &files, &set(broken.clone()), &after, true, Vec::new());
+        let none = RunSet::default();
+        let report = prove(
+            &c,
+            &files,
+            &none,
+            &set(broken.clone()),
+            &after,
+            true,
+            Vec::new(),
+        );
         assert_eq!(
             proofs(&report),
             vec![("adds_large_numbers", Proof::Proven, true)]
@@ -747,7 +940,7 @@ mod tests {
         assert_eq!(report.tests[0].before, "did not build: tests/big.rs:3:5");
         // A build broken in code the result did not add says nothing about the test.
         broken.build_errors[0].location = Some("src/lib.rs:10:1".into());
-        let report = prove(&c, &files, &set(broken), &after, true, Vec::new());
+        let report = prove(&c, &files, &none, &set(broken), &after, true, Vec::new());
         assert_eq!(
             proofs(&report),
             vec![("adds_large_numbers", Proof::Unknown, true)]
@@ -761,28 +954,144 @@ mod tests {
 
     #[test]
     fn entries_match_ids_by_their_last_name_or_file() {
-        assert!(test_matches(
-            "tests/test_calc.py::test_sum",
-            "test_sum (test_calc.TestCalc)"
+        let yes = [
+            (
+                "tests/test_calc.py::test_sum",
+                "test_sum (tests.test_calc.TestCalc)",
+                None,
+            ),
+            ("test_sum", "tests/test_calc.py::TestCalc::test_sum", None),
+            (
+                "parse::tests::trailing_comma",
+                "tests::trailing_comma",
+                None,
+            ),
+            ("tests/test_calc.py", "tests/test_calc.py::test_sum", None),
+            ("tests/a.py::test_sum", "test_sum", Some("tests/a.py:3")),
+            ("adds big numbers", "tests::test_adds_big_numbers", None),
+        ];
+        for (entry, id, location) in yes {
+            assert!(test_matches(entry, id, location), "{entry} / {id}");
+        }
+        let no = [
+            ("tests/test_calc.py", "tests/test_other.py::test_sum", None),
+            ("tests/a.py::test_sum", "tests/b.py::test_sum", None),
+            ("tests/a.py::test_sum", "test_sum", Some("tests/b.py:3")),
+            ("test_sum", "test_summary", None),
+            ("adds big numbers", "test_add[big]", None),
+            ("", "x", None),
+        ];
+        for (entry, id, location) in no {
+            assert!(!test_matches(entry, id, location), "{entry} / {id}");
+        }
+    }
+
+    #[test]
+    fn a_silent_base_run_proves_nothing_only_when_it_was_whole() {
+        let c = contract(&["tests/test_calc.py::test_sum"]);
+        let files = [added("tests/test_calc.py")];
+        let after = set(run(0, 5, &[]));
+        let none = RunSet::default();
+        let verdict = |before: CommandRun, ran_on_base: bool, notes: Vec<String>| {
+            let report = prove(&c, &files, &none, &set(before), &after, ran_on_base, notes);
+            (report.tests[0].proof, report.tests[0].before.clone())
+        };
+        assert_eq!(
+            verdict(run(0, 4, &[]), true, Vec::new()),
+            (Proof::ProvesNothing, "did not fail".into())
+        );
+        // A base run that a limit ended, or whose failures were not all listed.
+        let mut timed_out = run(1, 4, &[]);
+        timed_out.summary.timed_out = true;
+        assert_eq!(verdict(timed_out, true, Vec::new()).0, Proof::Unknown);
+        // The test files did not all go in, or none went in at all.
+        let left_out = vec!["`tests/helpers.py` is not a regular file: left out".to_owned()];
+        assert_eq!(verdict(run(0, 4, &[]), true, left_out).0, Proof::Unknown);
+        assert_eq!(verdict(run(0, 4, &[]), false, Vec::new()).0, Proof::Unknown);
+        // A collection error names the file, not the test: the file failed before.
+        let collected = run(2, 0, &[("tests/test_calc.py", "tests/test_calc.py:1")]);
+        let report = prove(&c, &files, &none, &set(collected), &after, true, Vec::new());
+        assert_eq!(
+            proofs(&report),
+            vec![
+                ("tests/test_calc.py::test_sum", Proof::Proven, true),
+                ("tests/test_calc.py", Proof::Proven, false),
+            ],
+            "{:?}",
+            report.tests
+        );
+        assert_eq!(report.tests[0].before, "its file failed to load");
+        // Another new test failed before: the entry may only be named otherwise.
+        let c = contract(&["adds large sums"]);
+        let other = run(
+            1,
+            4,
+            &[("tests/test_calc.py::test_big", "tests/test_calc.py:9")],
+        );
+        let report = prove(&c, &files, &none, &set(other), &after, true, Vec::new());
+        assert_eq!(report.tests[0].proof, Proof::Unknown, "{:?}", report.tests);
+        assert_eq!(report.tests[1].proof, Proof::Proven, "{:?}", report.tests);
+        assert_eq!(report.blocking(), None);
+    }
+
+    #[test]
+    fn copied_tests_belong_to_the_checkouts_owner_with_the_modes_git_gives() {
+        use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+        let from = tempfile::tempdir().unwrap();
+        let to = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(from.path().join("tests/new")).unwrap();
+        let hidden = from.path().join("tests/new/test_a.py");
+        std::fs::write(&hidden, "x").unwrap();
+        // Unreadable to anyone else: on the base code it would fail for that alone.
+        std::fs::set_permissions(&hidden, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let tool = from.path().join("tests/new/run.sh");
+        std::fs::write(&tool, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o700)).unwrap();
+        if unsafe { libc::geteuid() } == 0 {
+            std::os::unix::fs::chown(to.path(), Some(65534), Some(65534)).unwrap();
+        }
+        let owner = std::fs::metadata(to.path()).unwrap();
+        let notes = copy_tests(
+            from.path(),
+            to.path(),
+            &[added("tests/new/test_a.py"), added("tests/new/run.sh")],
+        )
+        .unwrap();
+        assert!(notes.is_empty(), "{notes:?}");
+        for (path, mode) in [
+            ("tests", 0o755),
+            ("tests/new", 0o755),
+            ("tests/new/test_a.py", 0o644),
+            ("tests/new/run.sh", 0o755),
+        ] {
+            let meta = std::fs::metadata(to.path().join(path)).unwrap();
+            assert_eq!(
+                (meta.uid(), meta.gid()),
+                (owner.uid(), owner.gid()),
+                "{path}"
+            );
+            if path.ends_with(".py") || path.ends_with(".sh") {
+                assert_eq!(meta.mode() & 0o777, mode, "{path}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_test_failing_before_only_for_a_left_out_file_is_no_proof() {
+        let c = contract(&[]);
+        let files = [added("tests/test_calc.py")];
+        let before = set(run(
+            1,
+            0,
+            &[("tests/test_calc.py::test_sum", "tests/test_calc.py:4")],
         ));
-        assert!(test_matches(
-            "test_sum",
-            "tests/test_calc.py::TestCalc::test_sum"
-        ));
-        assert!(test_matches(
-            "parse::tests::trailing_comma",
-            "tests::trailing_comma"
-        ));
-        assert!(test_matches(
-            "tests/test_calc.py",
-            "tests/test_calc.py::test_sum"
-        ));
-        assert!(!test_matches(
-            "tests/test_calc.py",
-            "tests/test_other.py::test_sum"
-        ));
-        assert!(!test_matches("test_sum", "test_summary"));
-        assert!(!test_matches("", "x"));
+        let after = set(run(0, 5, &[]));
+        let notes = vec!["`tests/conftest.py` is under a link in the result: left out".to_owned()];
+        let report = prove(&c, &files, &RunSet::default(), &before, &after, true, notes);
+        assert_eq!(
+            proofs(&report),
+            vec![("tests/test_calc.py::test_sum", Proof::Unknown, false)]
+        );
     }
 
     #[test]
@@ -820,5 +1129,15 @@ mod tests {
             vec!["`spec/a_spec.rb` is under a link in the base's tree: left out"]
         );
         assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+
+        // A folder of the result that is a link to elsewhere is never read through.
+        std::fs::write(outside.path().join("secret_test.py"), "host secret").unwrap();
+        std::os::unix::fs::symlink(outside.path(), from.path().join("test")).unwrap();
+        let notes = copy_tests(from.path(), to.path(), &[added("test/secret_test.py")]).unwrap();
+        assert_eq!(
+            notes,
+            vec!["`test/secret_test.py` is under a link in the result: left out"]
+        );
+        assert!(!to.path().join("test/secret_test.py").exists());
     }
 }

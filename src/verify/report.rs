@@ -5,7 +5,8 @@ use std::fmt::Write;
 
 use serde::{Deserialize, Serialize};
 
-use super::classify::{Class, ClassCounts, ClassifiedFailure, classify};
+use super::classify::{Class, ClassCounts, ClassifiedFailure, Runs, classify_runs};
+use super::plan::Plan;
 use super::proof::ProofReport;
 use super::run::{CommandRun, Phase, RunSet, RunSummary};
 use super::scope::{ScopeFinding, Severity};
@@ -48,8 +49,83 @@ pub struct CommandComparison {
     /// `None` when the baseline did not run this command.
     pub baseline: Option<RunSummary>,
     pub after: RunSummary,
-    /// The re-run that tells an introduced failure from a flaky one.
+    /// The first re-run of the result's failures (as reports kept before there could be
+    /// more hold it).
     pub rerun: Option<RunSummary>,
+    /// Every re-run of the result's failing tests, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reruns: Vec<Rerun>,
+    /// The base's re-runs of its failing tests.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub base_reruns: Vec<Rerun>,
+}
+
+/// One re-run of a command's failing tests.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rerun {
+    pub summary: RunSummary,
+    /// The command line that ran only the failing tests; `None`: the runner could not
+    /// select single tests, so the whole command ran again.
+    pub selected: Option<String>,
+    /// The run named its failing tests but the runner could not select them.
+    #[serde(default)]
+    pub could_not_select: bool,
+}
+
+impl Rerun {
+    fn of(run: &CommandRun) -> Rerun {
+        Rerun {
+            summary: run.summary.clone(),
+            selected: run.selected.clone(),
+            could_not_select: run.could_not_select,
+        }
+    }
+
+    fn how(&self) -> &'static str {
+        if self.selected.is_some() {
+            "re-run of the failing tests"
+        } else if self.could_not_select {
+            "re-run of the whole command (the runner could not select single tests)"
+        } else {
+            "re-run"
+        }
+    }
+}
+
+impl CommandComparison {
+    /// The result's re-runs, also from a report kept when there was one at most.
+    fn result_reruns(&self) -> Vec<Rerun> {
+        if self.reruns.is_empty() {
+            self.rerun
+                .iter()
+                .map(|summary| Rerun {
+                    summary: summary.clone(),
+                    selected: None,
+                    could_not_select: false,
+                })
+                .collect()
+        } else {
+            self.reruns.clone()
+        }
+    }
+}
+
+/// What the repository and the contract say about the tests, beside the runs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Rules {
+    /// Test ids whose failures neither block nor count as fixed.
+    pub quarantine: Vec<String>,
+    /// The contract names new tests: a test runner that finds none fails.
+    pub expects_tests: bool,
+}
+
+impl Rules {
+    pub fn of(plan: &Plan) -> Rules {
+        Rules {
+            quarantine: plan.quarantine.clone(),
+            expects_tests: plan.expects_tests,
+        }
+    }
 }
 
 /// What verification found, stored as JSON with the session and rendered for the pull
@@ -76,24 +152,45 @@ pub struct VerificationReport {
 }
 
 impl VerificationReport {
-    /// Builds the report from the runs (also from stored ones).
+    /// Builds the report from the runs (also from stored ones), with nothing quarantined
+    /// or expected.
     pub fn compare(
         baseline: &RunSet,
         after: &RunSet,
         reruns: &[CommandRun],
+        scope: Vec<ScopeFinding>,
+    ) -> VerificationReport {
+        Self::judge(baseline, after, reruns, scope, &Rules::default())
+    }
+
+    /// Builds the report from the runs and the re-runs of failing tests on both trees,
+    /// under `rules`.
+    pub fn judge(
+        baseline: &RunSet,
+        after: &RunSet,
+        reruns: &[CommandRun],
         mut scope: Vec<ScopeFinding>,
+        rules: &Rules,
     ) -> VerificationReport {
         let mut commands = Vec::new();
         let mut counts = ClassCounts::default();
         let mut all = Vec::new();
         for run in &after.runs {
             let base = baseline.find(run.phase, &run.command);
-            let rerun = reruns
-                .iter()
-                .find(|r| r.phase == run.phase && r.command == run.command);
             // Setup commands are not re-run: they change the workspace.
-            let rerun = rerun.filter(|_| run.phase == Phase::Check);
-            for failure in classify(base, run, rerun) {
+            let check = run.phase == Phase::Check;
+            let of = |r: &&CommandRun| check && r.phase == run.phase && r.command == run.command;
+            let reruns: Vec<&CommandRun> = reruns.iter().filter(of).collect();
+            let base_reruns: Vec<&CommandRun> = baseline.reruns.iter().filter(of).collect();
+            let runs = Runs {
+                base,
+                base_reruns: base_reruns.clone(),
+                after: run,
+                reruns: reruns.clone(),
+                quarantine: &rules.quarantine,
+                expects_tests: rules.expects_tests,
+            };
+            for failure in classify_runs(&runs) {
                 counts.add(failure.class);
                 all.push(failure);
             }
@@ -102,7 +199,9 @@ impl VerificationReport {
                 phase: run.phase,
                 baseline: base.map(|b| b.summary.clone()),
                 after: run.summary.clone(),
-                rerun: rerun.map(|r| r.summary.clone()),
+                rerun: reruns.first().map(|r| r.summary.clone()),
+                reruns: reruns.iter().map(|r| Rerun::of(r)).collect(),
+                base_reruns: base_reruns.iter().map(|r| Rerun::of(r)).collect(),
             });
         }
         let mut failures = Vec::new();
@@ -201,7 +300,7 @@ impl VerificationReport {
                 Phase::Setup => format!("setup: {}", code(&c.command)),
                 Phase::Check => code(&c.command),
             };
-            let base = c.baseline.as_ref().map_or_else(|| "—".to_owned(), cell);
+            let base = base_cell(c);
             let after = after_cell(c);
             let _ = writeln!(out, "| {name} | {base} | {after} |");
         }
@@ -209,18 +308,27 @@ impl VerificationReport {
         if !proof.is_empty() {
             let _ = write!(out, "\n{proof}");
         }
-        let flaky: Vec<String> = self
-            .failures
-            .iter()
-            .filter(|f| f.class == Class::Flaky)
-            .map(|f| code(f.test.as_deref().unwrap_or(&f.command)))
-            .collect();
+        let named = |class: Class| -> Vec<String> {
+            self.of_class(class)
+                .map(|f| code(f.test.as_deref().unwrap_or(&f.command)))
+                .collect()
+        };
+        let flaky = named(Class::Flaky);
         if !flaky.is_empty() {
             let _ = writeln!(
                 out,
-                "\nFlaky: {} failed on one run and passed on a re-run; not counted as \
-                 introduced.",
+                "\nFlaky: {} passed and failed in runs of the same tree; neither blocking \
+                 nor counted as fixed.",
                 flaky.join(", ")
+            );
+        }
+        let quarantined = named(Class::Quarantined);
+        if !quarantined.is_empty() {
+            let _ = writeln!(
+                out,
+                "\nQuarantined by the repository's settings: {}; neither blocking nor \
+                 counted as fixed.",
+                quarantined.join(", ")
             );
         }
         out
@@ -310,7 +418,7 @@ impl VerificationReport {
                         Phase::Setup => format!("setup: {}", c.command),
                         Phase::Check => c.command.clone(),
                     },
-                    baseline: c.baseline.as_ref().map(cell),
+                    baseline: c.baseline.as_ref().map(|_| base_cell(c)),
                     after,
                 }
             })
@@ -379,18 +487,24 @@ impl VerificationReport {
                 Phase::Setup => "setup ",
                 Phase::Check => "",
             };
-            let base = c
+            let mut base = c
                 .baseline
                 .as_ref()
                 .map_or_else(|| "not run".to_owned(), plain);
+            for rerun in &c.base_reruns {
+                let _ = write!(base, "; {} {}", rerun.how(), plain(&rerun.summary));
+            }
             let _ = write!(
                 out,
                 "- {phase}`{}`: baseline {base}; after {}",
                 c.command,
                 plain(&c.after)
             );
-            if let Some(rerun) = &c.rerun {
-                let _ = write!(out, "; re-run {}", plain(rerun));
+            for rerun in c.result_reruns() {
+                let _ = write!(out, "; {} {}", rerun.how(), plain(&rerun.summary));
+            }
+            if c.phase == Phase::Check && !c.after.recognised() {
+                out.push_str("; judged by exit code: no test output recognised");
             }
             out.push('\n');
         }
@@ -461,24 +575,59 @@ fn counts_text(s: &RunSummary) -> String {
     parts.join(", ")
 }
 
-/// The "after" cell of a command: its run on the result, and the re-run when there was one.
+/// The "after" cell of a command: its run on the result, its re-runs, and how it was
+/// judged when its output named no tests.
 fn after_cell(c: &CommandComparison) -> String {
     let mut after = cell(&c.after);
-    if let Some(rerun) = &c.rerun {
-        let _ = write!(after, "; re-run: {}", cell(rerun));
+    after.push_str(&reruns_text(&c.result_reruns()));
+    if c.phase == Phase::Check && !c.after.recognised() {
+        after.push_str(" · judged by exit code: no test output recognised");
     }
     after
 }
 
-/// A table cell: a mark, the counts when a runner was recognised, how it ended, how long.
-fn cell(s: &RunSummary) -> String {
-    let mark = if s.succeeded() {
+/// The "baseline" cell: its run on the base and its re-runs.
+fn base_cell(c: &CommandComparison) -> String {
+    match &c.baseline {
+        Some(base) => format!("{}{}", cell(base), reruns_text(&c.base_reruns)),
+        None => "—".to_owned(),
+    }
+}
+
+/// The re-runs after a run's cell, each by its mark and counts (a cell stays short).
+fn reruns_text(reruns: &[Rerun]) -> String {
+    let Some(first) = reruns.first() else {
+        return String::new();
+    };
+    let outcomes: Vec<String> = reruns
+        .iter()
+        .map(|r| {
+            let s = &r.summary;
+            let counts = counts_text(s);
+            let what = if counts.is_empty() {
+                s.ending()
+            } else {
+                counts
+            };
+            format!("{} {what}", mark(s))
+        })
+        .collect();
+    format!("; {}: {}", first.how(), outcomes.join(", then "))
+}
+
+fn mark(s: &RunSummary) -> &'static str {
+    if s.succeeded() {
         "✅"
     } else if s.timed_out {
         "⏱️"
     } else {
         "❌"
-    };
+    }
+}
+
+/// A table cell: a mark, the counts when a runner was recognised, how it ended, how long.
+fn cell(s: &RunSummary) -> String {
+    let mark = mark(s);
     let counts = counts_text(s);
     let seconds = s.duration_ms as f64 / 1000.0;
     if counts.is_empty() {

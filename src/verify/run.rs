@@ -1,5 +1,6 @@
 //! Running the plan in the sandbox: the setup phase behind the egress allowlist, then
-//! each command on the base and on the result, its output distilled into a test report.
+//! each command on the base and on the result, its output distilled into a test report,
+//! and the failing tests of each re-run to tell flaky ones apart.
 
 use std::collections::HashSet;
 use std::io::Read;
@@ -9,10 +10,11 @@ use std::sync::Arc;
 use anyhow::{Context, anyhow};
 use serde::{Deserialize, Serialize};
 
-use super::classify::{Class, classify};
+use super::classify::{Class, Runs, classify_runs, ran_nothing};
 use super::plan::Plan;
 use super::proof::{ProofReport, copy_tests, prove, test_changes};
-use super::report::VerificationReport;
+use super::report::{Rules, VerificationReport};
+use super::rerun;
 use super::scope::{check_scope, links_in};
 use super::setup::SetupCaching;
 use super::weaken;
@@ -90,6 +92,14 @@ pub struct CommandRun {
     pub failures: Vec<Failure>,
     pub build_errors: Vec<distill::Problem>,
     pub excerpt: String,
+    /// For a re-run that selected the failing tests, the command line that did; `None`
+    /// for a run of the command as written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selected: Option<String>,
+    /// A re-run of the whole command although the run named its failing tests: the
+    /// runner (or the command's shape) allows no selecting.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub could_not_select: bool,
 }
 
 impl CommandRun {
@@ -135,6 +145,10 @@ impl CommandRun {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunSet {
     pub runs: Vec<CommandRun>,
+    /// The re-runs of failing tests, each under its command's name (absent from
+    /// baselines kept before there were any).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reruns: Vec<CommandRun>,
 }
 
 impl RunSet {
@@ -142,6 +156,31 @@ impl RunSet {
         self.runs
             .iter()
             .find(|r| r.phase == phase && r.command == command)
+    }
+
+    /// The re-runs of `command`'s failing tests, in order.
+    pub(super) fn reruns_of(&self, command: &str) -> Vec<&CommandRun> {
+        self.reruns
+            .iter()
+            .filter(|r| r.command == command)
+            .collect()
+    }
+
+    /// A test (or a command named no test) changed its outcome between this tree's runs:
+    /// the runs are not to be reused as they are.
+    pub fn met_flaky(&self) -> bool {
+        self.runs.iter().any(|run| {
+            let reruns = self.reruns_of(&run.command);
+            let ids = run.failing_ids();
+            ids.iter().any(|id| reruns.iter().any(|r| r.passed(id)))
+                || (ids.is_empty()
+                    && !run.summary.succeeded()
+                    && reruns.iter().any(|r| r.summary.succeeded()))
+                || reruns
+                    .iter()
+                    .filter(|r| r.selected.is_none())
+                    .any(|r| r.failures.iter().any(|f| !ids.contains(f.id.as_str())))
+        })
     }
 }
 
@@ -196,22 +235,85 @@ impl Verifier {
         self
     }
 
-    /// Runs the plan on a checkout of the base commit. It needs no result, so it can run
-    /// while the executor works in its own workspace.
+    /// Runs the plan on a checkout of the base commit, re-running the tests that fail
+    /// there. It needs no result, so it can run while the executor works in its own
+    /// workspace.
     pub async fn baseline(
         &self,
         plan: &Plan,
         workspace: &Workspace,
         run: &str,
     ) -> Result<RunSet, VerifyError> {
-        self.run_plan(plan, workspace, &format!("{run}-baseline"), true)
-            .await
+        let name = format!("{run}-baseline");
+        let mut set = self.run_plan(plan, workspace, &name, true).await?;
+        let mut reruns = Vec::new();
+        for (i, base) in set.runs.iter().enumerate() {
+            if base.phase != Phase::Check {
+                continue;
+            }
+            let mut ids: Vec<String> = Vec::new();
+            for f in &base.failures {
+                if !plan.quarantine.contains(&f.id) && !ids.contains(&f.id) {
+                    ids.push(f.id.clone());
+                }
+            }
+            // A command that failed naming no test runs again whole, unless a limit ended
+            // it: that would only repeat.
+            let whole = base.failures.is_empty()
+                && !base.summary.succeeded()
+                && base.summary.no_result.is_none();
+            let spill = format!("{name}-rerun-{i}");
+            reruns.extend(
+                self.rerun_failures(workspace, base, ids, whole, plan.flaky_reruns, &spill)
+                    .await?,
+            );
+        }
+        set.reruns = reruns;
+        Ok(set)
+    }
+
+    /// Runs `run`'s failing tests `ids` again, at most `rounds` times and until each has
+    /// passed once; only those tests where the runner can select them, the whole command
+    /// otherwise. `whole`: the command failed naming no test, so it runs again whole until
+    /// it passes. Fail-to-pass and flaky checks alike call this on their own runs.
+    pub async fn rerun_failures(
+        &self,
+        workspace: &Workspace,
+        run: &CommandRun,
+        mut ids: Vec<String>,
+        whole: bool,
+        rounds: u32,
+        name: &str,
+    ) -> Result<Vec<CommandRun>, VerifyError> {
+        let mut reruns = Vec::new();
+        for round in 0..rounds {
+            if ids.is_empty() && !whole {
+                break;
+            }
+            let wanted: Vec<&str> = ids.iter().map(String::as_str).collect();
+            let selected = rerun::select(&run.command, &wanted);
+            let line = selected.as_deref().unwrap_or(&run.command);
+            let spill = self.scratch.join(format!("{}-{round}", safe_name(name)));
+            let mut again = self
+                .run_one(workspace, line, Phase::Check, None, spill)
+                .await?;
+            again.command = run.command.clone();
+            again.could_not_select = selected.is_none() && !ids.is_empty();
+            again.selected = selected;
+            ids.retain(|id| !again.passed(id));
+            let passed_whole = whole && again.summary.succeeded();
+            reruns.push(again);
+            if passed_whole {
+                break;
+            }
+        }
+        Ok(reruns)
     }
 
     /// Verifies the result left in `workspace` against `baseline`: the scope of its
-    /// changes and the tests it weakens, then the plan's commands, re-running once each
-    /// command with an introduced failure. Without a checkout for the proof, the result's
-    /// test files are not run on the base code (see [`Verifier::verify_proving`]).
+    /// changes and the tests it weakens, then the plan's commands, re-running the
+    /// failures each introduced. Without a checkout for the proof, the result's test files
+    /// are not run on the base code (see [`Verifier::verify_proving`]).
     pub async fn verify(
         &self,
         plan: &Plan,
@@ -245,14 +347,23 @@ impl Verifier {
         let scope = check_scope(contract, &plan.protected, &changed, &links, baseline);
         let weakening = weaken::read(workspace, contract, &changed).await?;
         let tests = test_changes(contract, &changed);
+        // The proof is an account beside the result's run: when it cannot be made, the
+        // report says so and verification goes on.
+        let mut failed: Option<String> = None;
         let proof = match proof.filter(|_| !tests.is_empty()) {
             Some(ws) => {
                 let (from, to, files) = (workspace.repo(), ws.repo(), tests.clone());
-                let notes = tokio::task::spawn_blocking(move || copy_tests(&from, &to, &files))
-                    .await
-                    .map_err(|e| anyhow!("Copying the test files failed: {e}"))?
-                    .context("Could not put the result's test files into the base's checkout")?;
-                Some((ws, notes))
+                match tokio::task::spawn_blocking(move || copy_tests(&from, &to, &files)).await {
+                    Ok(Ok(notes)) => Some((ws, notes)),
+                    Ok(Err(e)) => {
+                        failed = Some(format!("the test files could not be put in: {e:#}"));
+                        None
+                    }
+                    Err(e) => {
+                        failed = Some(format!("copying the test files failed: {e}"));
+                        None
+                    }
+                }
             }
             None => None,
         };
@@ -264,19 +375,37 @@ impl Verifier {
                     self.run_plan(plan, workspace, &after_name, false),
                     self.run_plan(plan, ws, &proof_name, false)
                 );
-                (after?, Some((before?, notes)))
+                let before = match before {
+                    Ok(runs) => Some((runs, notes)),
+                    Err(e) => {
+                        failed = Some(format!("its run failed: {e}"));
+                        None
+                    }
+                };
+                (after?, before)
             }
             None => (
                 self.run_plan(plan, workspace, &after_name, false).await?,
                 None,
             ),
         };
-        let proof = match before {
-            Some((before, notes)) => prove(contract, &tests, &before, &after, true, notes),
-            None if tests.is_empty() => {
-                prove(contract, &tests, baseline, &after, false, Vec::new())
+        let proof = match (before, failed) {
+            (Some((before, notes)), _) => {
+                prove(contract, &tests, baseline, &before, &after, true, notes)
             }
-            None => ProofReport::not_run(
+            (None, Some(why)) => ProofReport::not_run(&format!(
+                "The result's test files were not run on the base code: {why}."
+            )),
+            (None, None) if tests.is_empty() => prove(
+                contract,
+                &tests,
+                baseline,
+                baseline,
+                &after,
+                false,
+                Vec::new(),
+            ),
+            (None, None) => ProofReport::not_run(
                 "The result's test files were not run on the base code: no proof was made.",
             ),
         };
@@ -285,20 +414,34 @@ impl Verifier {
             if run_after.phase != Phase::Check {
                 continue;
             }
-            let base = baseline.find(run_after.phase, &run_after.command);
-            if classify(base, run_after, None)
+            let runs = Runs {
+                base: baseline.find(run_after.phase, &run_after.command),
+                base_reruns: baseline.reruns_of(&run_after.command),
+                after: run_after,
+                reruns: Vec::new(),
+                quarantine: &plan.quarantine,
+                expects_tests: plan.expects_tests,
+            };
+            let found = classify_runs(&runs);
+            let introduced = |f: &&super::ClassifiedFailure| {
+                matches!(f.class, Class::Introduced | Class::NoResult)
+            };
+            let ids: Vec<String> = found
                 .iter()
-                .any(|f| matches!(f.class, Class::Introduced | Class::NoResult))
-            {
-                let spill = self.scratch.join(format!("{}-rerun-{i}", safe_name(run)));
-                reruns.push(
-                    self.run_one(workspace, &run_after.command, Phase::Check, None, spill)
-                        .await?,
-                );
-            }
+                .filter(introduced)
+                .filter_map(|f| f.test.clone())
+                .collect();
+            // Running no tests is not a matter of luck: running again would find none.
+            let whole = ran_nothing(&runs).is_none()
+                && found.iter().filter(introduced).any(|f| f.test.is_none());
+            let spill = format!("{run}-rerun-{i}");
+            reruns.extend(
+                self.rerun_failures(workspace, run_after, ids, whole, plan.flaky_reruns, &spill)
+                    .await?,
+            );
         }
         Ok(
-            VerificationReport::compare(baseline, &after, &reruns, scope)
+            VerificationReport::judge(baseline, &after, &reruns, scope, &Rules::of(plan))
                 .with_proof(proof)
                 .with_weakening(weakening),
         )
@@ -356,7 +499,10 @@ impl Verifier {
                     .await?,
             );
         }
-        Ok(RunSet { runs })
+        Ok(RunSet {
+            runs,
+            reruns: Vec::new(),
+        })
     }
 
     async fn run_one(
@@ -475,6 +621,8 @@ fn command_run(
             })
             .collect(),
         excerpt: clip(&relative(&report.excerpt), EXCERPT_CHARS),
+        selected: None,
+        could_not_select: false,
     }
 }
 

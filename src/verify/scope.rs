@@ -55,20 +55,20 @@ pub(super) fn normalise(path: &str) -> String {
 pub(super) fn names_file(entry: &str, path: &str) -> bool {
     let entry = entry.trim();
     // Whole names only: `calc.py` is not named by `test_calc.py::test_add`.
-    let names = |part: &str, ends: &[char]| {
+    let name_char = |c: char| c.is_alphanumeric() || c == '_' || c == '-';
+    let names = |part: &str| {
         entry.match_indices(part).any(|(at, _)| {
             let before = entry[..at].chars().next_back();
             let after = entry[at + part.len()..].chars().next();
-            before.is_none_or(|c| c == '/' || c.is_whitespace() || ends.contains(&c))
-                && after.is_none_or(|c| c == ':' || c.is_whitespace() || ends.contains(&c))
+            before.is_none_or(|c| !name_char(c)) && after.is_none_or(|c| !name_char(c))
         })
     };
-    if names(path, &[]) {
+    if names(path) {
         return true;
     }
     if let Some((stem, _)) = path.rsplit_once('.') {
         let dotted = stem.replace('/', ".");
-        if dotted.len() >= 3 && names(&dotted, &['.']) {
+        if dotted.len() >= 3 && names(&dotted) {
             return true;
         }
     }

@@ -118,6 +118,8 @@ impl Lookup {
                     failures: Vec::new(),
                     build_errors: Vec::new(),
                     excerpt: String::new(),
+                    selected: None,
+                    could_not_select: false,
                 })
                 .collect(),
         )

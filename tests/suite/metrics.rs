@@ -450,3 +450,78 @@ async fn metrics_on_a_listener_of_their_own_are_served_only_there() {
     }
     server.stop().await;
 }
+
+/// The fake's requests by (route, status) as planwright names routes: the API's only
+/// (git over smart HTTP is not an API call), and without installation tokens, which
+/// octocrab also asks for inside its own client.
+fn fake_routes(
+    requests: &[(String, String, u16)],
+    forge: ForgeKind,
+) -> BTreeMap<(String, String), u64> {
+    let mut routes = BTreeMap::new();
+    for (method, path, status) in requests {
+        if path.contains(".git/") {
+            continue;
+        }
+        let path = match forge {
+            ForgeKind::Gitlab => path.strip_prefix("/api/v4").unwrap_or(path),
+            _ => path.as_str(),
+        };
+        let route = planwright::forge::route(method, path);
+        if route.ends_with("/access_tokens") {
+            continue;
+        }
+        *routes.entry((route, status.to_string())).or_default() += 1;
+    }
+    routes
+}
+
+async fn every_forge_request_is_counted_by_route_and_status(on: ForgeKind) {
+    use support::world::World;
+    let world = World::calc(
+        on,
+        support::calc::fixing_script(2),
+        &format!("test: {}\n", support::calc::UNITTEST),
+    )
+    .await;
+    world.approve_calc().await;
+    world.wait_for_state("pr_opened").await;
+    world.all_jobs_settled().await;
+    let requests: Vec<(String, String, u16)> = match &world.fake {
+        support::world::Fake::Github(f) => f
+            .requests()
+            .into_iter()
+            .map(|r| (r.method, r.path, r.status))
+            .collect(),
+        support::world::Fake::Gitlab(f) => f
+            .requests()
+            .into_iter()
+            .map(|r| (r.method, r.path, r.status))
+            .collect(),
+    };
+    let seen = fake_routes(&requests, on);
+    let forge = match on {
+        ForgeKind::Gitlab => "gitlab",
+        _ => "github",
+    };
+    let scrape = scrape(&world.server).await;
+    let prefix = format!("planwright_forge_requests_total{{forge=\"{forge}\",route=\"");
+    let mut counted = BTreeMap::new();
+    for (series, n) in &scrape.samples {
+        let Some(rest) = series.strip_prefix(&prefix) else {
+            continue;
+        };
+        let (route, status) = rest
+            .trim_end_matches("\"}")
+            .split_once("\",status=\"")
+            .unwrap_or_else(|| panic!("an unreadable series: {series}"));
+        if !route.ends_with("/access_tokens") {
+            counted.insert((route.to_owned(), status.to_owned()), *n as u64);
+        }
+    }
+    assert!(seen.len() > 5, "the flow made few requests: {seen:#?}");
+    assert_eq!(counted, seen, "{}", scrape.text);
+    world.server.stop().await;
+}
+
+crate::on_both_forges!(every_forge_request_is_counted_by_route_and_status,);

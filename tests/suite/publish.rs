@@ -313,7 +313,9 @@ async fn gitlab() -> Gitlab {
 fn pull_of(published: &Published) -> (&CommitSha, &planwright::forge::PullRequest) {
     match published {
         Published::Pull { commit, pull } => (commit, pull),
-        Published::Comment { .. } => panic!("expected a pull request, got {published:?}"),
+        Published::Comment { .. } | Published::Branch { .. } => {
+            panic!("expected a pull request, got {published:?}")
+        }
     }
 }
 

@@ -193,7 +193,7 @@ async fn an_unknown_command_is_answered_only_to_those_who_may_command(on: ForgeK
             b.starts_with("@maria") && b.contains("merge")
         })
         .await;
-    assert_snapshot!(redact(&answer), @"@maria: `merge` is not a planwright command. Commands: `/approve`, `/revise <feedback>`, `/cancel`, `/retry`, `/plan`.");
+    assert_snapshot!(redact(&answer), @"@maria: `merge` is not a planwright command. Commands: `/approve`, `/revise <feedback>`, `/cancel`, `/retry`, `/retry continue`, `/plan`.");
     world.all_jobs_settled().await;
     let to_reader: Vec<String> = world
         .bot_comments()
@@ -330,7 +330,7 @@ async fn an_approved_contract_becomes_a_pull_request_with_the_real_test_results(
 
         | command | baseline | after |
         |---|---|---|
-        | `python3 -m unittest -v` | ❌ 1 passed, 1 failed · exit 1 · [duration] | ✅ 2 passed, 0 failed · exit 0 · [duration] |
+        | `python3 -m unittest -v` | ❌ 1 passed, 1 failed · exit 1 · [duration]; re-run of the failing tests: ❌ 0 passed, 1 failed, then ❌ 0 passed, 1 failed | ✅ 2 passed, 0 failed · exit 0 · [duration] |
 
         ### Review
 
@@ -369,7 +369,7 @@ async fn an_approved_contract_becomes_a_pull_request_with_the_real_test_results(
 
         | command | baseline | after |
         |---|---|---|
-        | `python3 -m unittest -v` | ❌ 1 passed, 1 failed · exit 1 · [duration] | ✅ 2 passed, 0 failed · exit 0 · [duration] |
+        | `python3 -m unittest -v` | ❌ 1 passed, 1 failed · exit 1 · [duration]; re-run of the failing tests: ❌ 0 passed, 1 failed, then ❌ 0 passed, 1 failed | ✅ 2 passed, 0 failed · exit 0 · [duration] |
 
         <details><summary>Full test report</summary>
 
@@ -377,7 +377,7 @@ async fn an_approved_contract_becomes_a_pull_request_with_the_real_test_results(
 
         | command | baseline | after |
         |---|---|---|
-        | `python3 -m unittest -v` | ❌ 1 passed, 1 failed · exit 1 · [duration] | ✅ 2 passed, 0 failed · exit 0 · [duration] |
+        | `python3 -m unittest -v` | ❌ 1 passed, 1 failed · exit 1 · [duration]; re-run of the failing tests: ❌ 0 passed, 1 failed, then ❌ 0 passed, 1 failed | ✅ 2 passed, 0 failed · exit 0 · [duration] |
 
         ### Fixed (1)
 
@@ -815,6 +815,74 @@ async fn a_retry_on_the_same_base_reuses_the_kept_baseline(on: ForgeKind) {
     world.server.stop().await;
 }
 
+async fn a_baseline_that_met_a_flaky_failure_is_not_reused(on: ForgeKind) {
+    // On the base, where `add` subtracts, the test command fails every other run (its
+    // count is kept in the checkout): the base fails, passes on its re-run, and is flaky.
+    let flaky_on_base = "sh -c 'if grep -q \\\"a - b\\\" calc.py; then n=$(( $(cat .runs 2>/dev/null || echo 0) + 1 )); echo $n > .runs; [ $(( n % 2 )) = 0 ] && exit 0 || exit 3; fi; exec python3 -m unittest -v'";
+    let edit = |id: &str, new: &str| {
+        Step::tool_call(
+            id,
+            "edit_file",
+            json!({"path": "calc.py", "old": "return a - b", "new": new}),
+        )
+        .when_tools(&["finish", "edit_file"])
+    };
+    let finish = |id: &str| {
+        Step::tool_call(id, "finish", json!({"summary": "changed add"})).when_tools(&["finish"])
+    };
+    let world = World::calc(
+        on,
+        vec![
+            submit_calc(1),
+            edit("e1", "return a * b"),
+            finish("e2"),
+            verdict(false, "Still wrong."),
+            edit("e3", "return a + b"),
+            finish("e4"),
+            verdict(true, "Fixed."),
+        ],
+        &format!("test: \"{flaky_on_base}\"\non_failure: comment\n"),
+    )
+    .await;
+    world.approve_calc().await;
+    world.wait_for_state("failed").await;
+    world
+        .comment(&world.maintainer, "/retry", "retry-run")
+        .await;
+    world.wait_for_state("pr_opened").await;
+    let runs = world.runs().await;
+    assert_eq!(runs.len(), 2, "{runs:#?}");
+    for run in &runs {
+        let outcome: Value = serde_json::from_str(run.outcome.as_deref().unwrap()).unwrap();
+        let command = outcome["verification"]["commands"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| {
+                c["command"]
+                    .as_str()
+                    .is_some_and(|c| c.starts_with("sh -c"))
+            })
+            .cloned()
+            .unwrap_or_else(|| panic!("{outcome}"));
+        // Each run ran the base anew: it failed, then passed when run again.
+        assert_eq!(command["baseline"]["exit_code"], 3, "{command}");
+        assert_eq!(
+            command["base_reruns"][0]["summary"]["exit_code"], 0,
+            "{command}"
+        );
+    }
+    let mut conn = world.server.db.pool.acquire().await.unwrap();
+    let reused = audit::list(&mut conn)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.action == "baseline.reused")
+        .count();
+    assert_eq!(reused, 0, "a baseline that met a flaky failure is not kept");
+    world.server.stop().await;
+}
+
 async fn the_setup_phase_is_restored_from_the_cache_for_results_and_a_retry(on: ForgeKind) {
     // The first run fails review and reports on the issue; the retry starts again from the
     // base, with the kept baseline. Setup runs once, on the first base: both results get
@@ -925,6 +993,7 @@ crate::on_both_forges!(
     a_contract_cannot_raise_the_repository_budget,
     retry_after_a_failed_run_carries_out_the_contract_again_with_fresh_attempts,
     a_retry_on_the_same_base_reuses_the_kept_baseline,
+    a_baseline_that_met_a_flaky_failure_is_not_reused,
     the_setup_phase_is_restored_from_the_cache_for_results_and_a_retry,
     cancel_during_execution_stops_the_executor_and_pushes_nothing,
 );

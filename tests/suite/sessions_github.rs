@@ -104,6 +104,8 @@ async fn a_label_by_a_maintainer_gets_a_contract_with_a_valid_marker() {
     - protected paths: `.github/workflows/**`, `.gitlab-ci.yml`
     - setup: `cargo fetch`
     - tests: `cargo test`
+    - re-runs of a failing test: 2
+    - quarantined tests: none
     - environment: the planwright host's tools (no image named)
 
     ---

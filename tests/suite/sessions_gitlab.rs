@@ -253,6 +253,8 @@ async fn a_contract_links_its_evidence_with_gitlabs_blob_urls() {
     - protected paths: `.github/workflows/**`, `.gitlab-ci.yml`
     - setup: `cargo fetch`
     - tests: `cargo test`
+    - re-runs of a failing test: 2
+    - quarantined tests: none
     - environment: the planwright host's tools (no image named)
 
     ---
@@ -392,7 +394,7 @@ async fn a_failed_run_with_on_failure_comment_reports_on_the_issue_and_pushes_no
 
     | command | baseline | after |
     |---|---|---|
-    | `python3 -m unittest -v` | ❌ 1 passed, 1 failed · exit 1 · [duration] | ❌ 1 passed, 1 failed · exit 1 · [duration] |
+    | `python3 -m unittest -v` | ❌ 1 passed, 1 failed · exit 1 · [duration]; re-run of the failing tests: ❌ 0 passed, 1 failed, then ❌ 0 passed, 1 failed | ❌ 1 passed, 1 failed · exit 1 · [duration] |
 
     **Pre-existing failures (1)**: fail on the base too.
 
@@ -404,7 +406,7 @@ async fn a_failed_run_with_on_failure_comment_reports_on_the_issue_and_pushes_no
 
     | command | baseline | after |
     |---|---|---|
-    | `python3 -m unittest -v` | ❌ 1 passed, 1 failed · exit 1 · [duration] | ❌ 1 passed, 1 failed · exit 1 · [duration] |
+    | `python3 -m unittest -v` | ❌ 1 passed, 1 failed · exit 1 · [duration]; re-run of the failing tests: ❌ 0 passed, 1 failed, then ❌ 0 passed, 1 failed | ❌ 1 passed, 1 failed · exit 1 · [duration] |
 
     ### Pre-existing failures (1)
 

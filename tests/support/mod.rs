@@ -4,7 +4,8 @@
 //! model server (`model_server`), a stateful fake GitHub (`fake_forge`), a stateful
 //! fake GitLab (`fake_gitlab`), the request log and failure injection both share
 //! (`fake_http`), git over smart HTTP for both (`git_http`), markdown read as a forge
-//! renders it (`markdown`), a session world on either forge (`world`), the texts it posts
+//! renders it (`markdown`), a session world on either forge (`world`), small real
+//! projects per test runner (`projects`), the texts it posts
 //! with what varies replaced, for snapshots (`redact`), and root folders shaped like
 //! images (`roots`).
 #![allow(dead_code)]
@@ -16,6 +17,7 @@ pub mod fake_http;
 pub mod git_http;
 pub mod markdown;
 pub mod model_server;
+pub mod projects;
 pub mod redact;
 pub mod registry;
 pub mod roots;

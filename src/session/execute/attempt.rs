@@ -10,14 +10,14 @@ use std::time::Instant;
 
 use tracing::{info, warn};
 
-use super::{Execution, RunOutcome, Timings, create_open_dir};
+use super::{Execution, RunOutcome, Timings, create_open_dir, partial};
 use crate::config::environment::Choice;
-use crate::config::repo::{ExecutorKind, RepoConfig};
+use crate::config::repo::{ExecutorKind, OnFailure, RepoConfig};
 use crate::contract::Contract;
 use crate::environment::setup::SetupCache;
 use crate::executor::{self, Executor, ExecutorError, ExecutorTask, Feedback, StopReason};
 use crate::git::{Author, Outcome, RESULT_MAX_BYTES, Workspace};
-use crate::ids::RunId;
+use crate::ids::{CommitSha, RunId};
 use crate::llm::ModelError;
 use crate::metering::ModelRole;
 use crate::planner::reviewer::{self as review, ReviewRequest};
@@ -55,6 +55,7 @@ struct Prepared {
     author: Author,
     message: String,
     max_attempts: u32,
+    on_failure: OnFailure,
 }
 
 /// What the run's environment decides for every attempt.
@@ -208,12 +209,16 @@ impl Execution<'_> {
         let started = Instant::now();
         let branch = self.branch().await?;
         // A later round (`/revise` on the pull request) continues from what the session
-        // pushed, so the branch only moves forward; the baseline is always the base.
+        // pushed, and `/retry continue` from the unfinished work it kept, so the branch
+        // only moves forward; the baseline is always the base.
         let mut conn = self.reader().await?;
-        let start = runs::published_head(&mut conn, &self.id)
-            .await?
-            .unwrap_or_else(|| self.row.base_sha.clone());
+        let published = runs::published_head(&mut conn, &self.id).await?;
+        let branch_head = runs::branch_head(&mut conn, &self.id).await?;
         drop(conn);
+        let start = match &self.continues {
+            Some(from) => from.commit.clone(),
+            None => published.unwrap_or_else(|| self.row.base_sha.clone()),
+        };
         let base = async {
             match carried.baseline {
                 Some(_) => Ok(None),
@@ -221,7 +226,14 @@ impl Execution<'_> {
             }
         };
         let (result, baseline_ws) = tokio::join!(self.workspace(&branch, &start), base);
-        let (result, baseline_ws) = (result?, baseline_ws?);
+        let (mut result, baseline_ws) = (result?, baseline_ws?);
+        // Starting clean after unfinished work was kept on the branch as a draft: the
+        // result goes on top of it, so the same pull request moves forward.
+        if self.continues.is_none()
+            && let Some(head) = branch_head.filter(|h| *h != start)
+        {
+            self.stack_on(&mut result, &head).await?;
+        }
         timings.record("workspaces", started);
         let routing = &self.contract.routing;
         // The planner writes the contract: its budget may lower the repository's, never
@@ -257,12 +269,14 @@ impl Execution<'_> {
             budget,
             limits: executor::Limits {
                 budget,
+                wall: self.app.settings.executor_timeout,
                 ..executor::Limits::default()
             },
             kind,
             author,
             message,
             max_attempts,
+            on_failure: config.on_failure,
         })
     }
 
@@ -339,6 +353,7 @@ impl Execution<'_> {
         let mut task = ExecutorTask::new(&ready.result, &self.contract, records, attempt.limits);
         task.feedback = carried.feedback.take();
         task.environment = ready.root.clone();
+        task.continues = self.continues.as_ref().map(|from| from.reason.clone());
         let stage = Instant::now();
         let base = match (carried.baseline.take(), &ready.baseline_ws) {
             (Some(b), _) => Ok(b),
@@ -375,7 +390,14 @@ impl Execution<'_> {
             Err(e) => {
                 self.finish_run(run, RunState::Failed, Some(&e.to_string()), None)
                     .await?;
-                return Err(executor_stop(e));
+                // The job runs again with a fresh attempt; on its last try the change is
+                // kept like any other failure's.
+                if e.is_retryable() && !self.last_try {
+                    return Err(Stop::retryable(e));
+                }
+                let reason = executor_failure(&e);
+                let text = self.keep(ready, attempt, carried, reason, None).await?;
+                return Err(executor_stop(e, text));
             }
         };
         self.finish_run(run, RunState::Running, Some(&report.summary), None)
@@ -383,7 +405,8 @@ impl Execution<'_> {
         let limits = &attempt.limits;
         if let Some(reason) = unfinished(report.stop, ready.budget, limits, &report.summary) {
             self.finish_run(run, RunState::Failed, None, None).await?;
-            return Err(Stop::fail(comments::nothing_pushed(&reason)));
+            let text = self.keep(ready, attempt, carried, reason, None).await?;
+            return Err(Stop::fail(text));
         }
         let result = &ready.result;
         let size = result.changed_bytes().await.map_err(Stop::permanent)?;
@@ -460,7 +483,17 @@ impl Execution<'_> {
                 .filter(|f| f.severity == verify::Severity::Refused)
                 .map(|f| comments::refused_path(&f.path, &f.change, &f.reason))
                 .collect();
-            return Err(Stop::fail(comments::result_refused(&refused)));
+            // A protected path or a file CI runs is never pushed; other refusals keep
+            // the change, as committed before the checks ran.
+            if partial::unpushable(&verification.scope, &ready.plan.protected).is_some() {
+                return Err(Stop::fail(comments::result_refused(&refused)));
+            }
+            let reason = comments::result_refused_kept(&refused);
+            let committed = Some(result.tip().await.map_err(Stop::permanent)?);
+            let text = self
+                .keep(ready, attempt, carried, reason, committed)
+                .await?;
+            return Err(Stop::fail(text));
         }
         Ok(Checked {
             compact: verification.compact(),
@@ -468,6 +501,34 @@ impl Execution<'_> {
             diff,
             claim,
         })
+    }
+
+    /// Keeps what the attempt changed before it ended without a result to publish.
+    async fn keep(
+        &self,
+        ready: &Prepared,
+        attempt: &Attempt,
+        carried: &Carried,
+        reason: String,
+        committed: Option<CommitSha>,
+    ) -> Result<String, Stop> {
+        let unfinished = partial::Unfinished {
+            run: &attempt.run,
+            state: RunState::Failed,
+            workspace: &ready.result,
+            reason,
+            committed,
+            message: &ready.message,
+            author: &ready.author,
+            artifacts: &carried.artifacts,
+            protected: &ready.plan.protected,
+            choice: &ready.choice,
+            on_failure: ready.on_failure,
+            environment: &ready.environment,
+            attempts: attempt.number,
+            max_attempts: ready.max_attempts,
+        };
+        self.keep_unfinished(unfinished).await
     }
 
     /// A fresh checkout of the base commit for the fail-to-pass proof, when the result
@@ -482,7 +543,14 @@ impl Execution<'_> {
             return Ok(None);
         }
         let branch = format!("{}-proof", ready.branch);
-        self.workspace(&branch, &self.row.base_sha).await.map(Some)
+        // Without it the report says no proof was made; the result is still verified.
+        match self.workspace(&branch, &self.row.base_sha).await {
+            Ok(ws) => Ok(Some(ws)),
+            Err(e) => {
+                warn!(error = ?e, "no checkout for the proof; verifying without it");
+                Ok(None)
+            }
+        }
     }
 
     /// The reviewer's verdict on the verified result.
@@ -573,7 +641,12 @@ impl Execution<'_> {
         carried: &mut Carried,
         checked: &Checked,
     ) -> Result<(), Stop> {
-        let flaky = checked.verification.counts.flaky > 0;
+        // Base-side flakes too: a kept baseline would carry one run's luck.
+        let flaky = checked.verification.counts.flaky > 0
+            || carried
+                .baseline
+                .as_ref()
+                .is_some_and(verify::RunSet::met_flaky);
         let key = ready.baseline_key.as_str();
         match (carried.baseline_kept, flaky) {
             (true, false) => {}
@@ -665,7 +738,7 @@ fn unfinished(
     match stop {
         StopReason::Finished => None,
         StopReason::Budget => Some(comments::executor_over_budget(budget)),
-        StopReason::Timeout => Some(comments::executor_timed_out(limits.wall.as_secs() / 60)),
+        StopReason::Timeout => Some(comments::executor_timed_out(limits.wall)),
         StopReason::TurnLimit => Some(comments::executor_turn_limit(limits.max_turns)),
         StopReason::Crashed => Some(comments::executor_crashed(summary)),
     }
@@ -723,14 +796,25 @@ fn unmet_commands(contract: &Contract, report: &verify::VerificationReport) -> V
         .collect()
 }
 
-fn executor_stop(e: ExecutorError) -> Stop {
+/// Why a failed executor stopped, as the issue is told. The provider's answer is its own
+/// text and stays in the audit log; the budget is planwright's.
+fn executor_failure(e: &ExecutorError) -> String {
     match e {
-        e if e.is_retryable() => Stop::retryable(e),
-        // The provider's answer is its own text; the budget is planwright's.
-        ExecutorError::Model(ref m) if !matches!(m, ModelError::BudgetExceeded { .. }) => {
-            Stop::hidden(comments::executor_model_failed(), e)
+        ExecutorError::Model(m) if !matches!(m, ModelError::BudgetExceeded { .. }) => {
+            comments::executor_model_failed()
         }
-        e => Stop::fail(comments::executor_error(&e)),
+        e => comments::executor_error(e),
+    }
+}
+
+/// The session's stop for a failed executor, saying `text`; the provider's own answer is
+/// kept for the audit log only.
+fn executor_stop(e: ExecutorError, text: String) -> Stop {
+    match e {
+        ExecutorError::Model(ref m) if !matches!(m, ModelError::BudgetExceeded { .. }) => {
+            Stop::hidden(text, e)
+        }
+        _ => Stop::fail(text),
     }
 }
 

@@ -8,7 +8,12 @@
 
 mod attempt;
 mod choose;
+mod partial;
 mod publish;
+
+use partial::LeftBehind;
+
+pub(super) use partial::continuation_of;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -19,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use tracing::{Instrument as _, info, warn};
 
 use super::comments;
-use super::dispatch::{ExecuteJob, JOB_ATTEMPTS};
+use super::dispatch::{Continuation, ExecuteJob, JOB_ATTEMPTS};
 use super::error::{Stop, UserError};
 use super::status::update_status;
 use crate::app::App;
@@ -148,6 +153,7 @@ pub async fn execute_job(app: Arc<App>, execute: ExecuteJob, attempt: i64) -> Re
                     contract,
                     hash,
                     row,
+                    continues: execute.continues.clone(),
                 }
             }
             _ => {
@@ -191,6 +197,8 @@ struct Execution<'a> {
     row: sessions::ContractRow,
     /// The job queue will not run this job again.
     last_try: bool,
+    /// `/retry continue`: the unfinished work this execution carries on from.
+    continues: Option<Continuation>,
 }
 
 impl Execution<'_> {
@@ -266,6 +274,25 @@ impl Execution<'_> {
                 .await?;
             return self.resume_publishing(&config, &choice, &earlier).await;
         }
+        // Unfinished work a stopped job or process left is kept before anything runs
+        // again: a failed attempt's ends the session as its job would have; an attempt a
+        // restart interrupted is kept, and a fresh one starts.
+        let protected = verify::Plan::new(&self.contract, &config).protected;
+        for run in earlier.iter().filter(|r| r.retired == 0) {
+            let left = LeftBehind {
+                protected: &protected,
+                choice: &choice,
+                on_failure: config.on_failure,
+                max_attempts,
+            };
+            let Some(text) = self.keep_left_behind(run, &left).await? else {
+                continue;
+            };
+            if run.state == RunState::Failed {
+                return Err(Stop::fail(text));
+            }
+            info!(run = %run.id, outcome = %text, "what an interrupted attempt changed was looked after");
+        }
         if state == SessionState::Verifying {
             self.move_to(SessionState::Verifying, SessionState::Executing, None)
                 .await?;
@@ -321,6 +348,24 @@ impl Execution<'_> {
                 Err(Stop::retryable(e))
             }
             Err(e) => Err(Stop::fail(comments::checkout_failed(start, &e))),
+        }
+    }
+
+    /// Makes `workspace`'s result go on top of `head`, what the session's branch holds.
+    async fn stack_on(&self, workspace: &mut Workspace, head: &str) -> Result<(), Stop> {
+        let remote = self.forge.git_remote(&self.repo).await?;
+        let head = CommitSha(head.to_owned());
+        let stacked = self
+            .app
+            .workspaces
+            .stack_on(workspace, &self.mirror()?, &remote, &head)
+            .await;
+        match stacked {
+            Ok(()) => Ok(()),
+            Err(e @ crate::git::WorkspaceError::Fetch { refused: false, .. }) => {
+                Err(Stop::retryable(e))
+            }
+            Err(e) => Err(Stop::fail(comments::checkout_failed(head.as_str(), &e))),
         }
     }
 

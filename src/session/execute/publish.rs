@@ -8,8 +8,19 @@ use anyhow::Context as _;
 use tracing::{info, warn};
 
 use super::{Execution, RunOutcome};
+
+/// What a publication shows besides the contract: how the run ended and what it found.
+pub(super) struct Shown<'a> {
+    pub result: &'a RunResult,
+    pub verification: &'a publish::VerificationReport,
+    pub review: Option<&'a publish::Review>,
+    /// `reference@digest` of the image it ran in, or `host`.
+    pub environment: Option<&'a str>,
+    pub attempts: u32,
+    pub max_attempts: u32,
+}
 use crate::config::environment::Choice;
-use crate::config::repo::RepoConfig;
+use crate::config::repo::{OnFailure, RepoConfig};
 use crate::git::push::{PushError, PushFailure};
 use crate::git::{Author, Outcome, Workspace};
 use crate::ids::{CommitSha, RunId};
@@ -97,10 +108,40 @@ impl Execution<'_> {
             SessionState::Publishing,
             match result {
                 RunResult::Succeeded => comments::opening_pull(),
-                RunResult::Failed { .. } => comments::publishing_report(),
+                RunResult::Failed { .. } | RunResult::Unfinished { .. } => {
+                    comments::publishing_report()
+                }
             },
         )
         .await?;
+        let verification = outcome.verification.for_publication();
+        let review = publish::Review {
+            accepted: outcome.accepted,
+            findings: outcome.findings.clone(),
+        };
+        let shown = Shown {
+            result: &result,
+            verification: &verification,
+            review: Some(&review),
+            environment: outcome.environment.as_deref(),
+            attempts: outcome.attempts,
+            max_attempts: outcome.max_attempts,
+        };
+        let published = self
+            .publish_shown(config.on_failure, choice, &workspace, &shown)
+            .await?;
+        self.published(run, workspace, &result, published).await
+    }
+
+    /// Publishes `workspace`'s commit as `shown` says, as `on_failure` asks for one that
+    /// did not pass; a failure to publish becomes the session's stop.
+    pub(super) async fn publish_shown(
+        &self,
+        on_failure: OnFailure,
+        choice: &Choice,
+        workspace: &Workspace,
+        shown: &Shown<'_>,
+    ) -> Result<Published, Stop> {
         let names = self.app.forges.bot_names(self.forge_kind).await?;
         let author = self.author(names.first().map_or("planwright", String::as_str));
         let links = self.forge.web_links(&self.repo);
@@ -109,13 +150,8 @@ impl Execution<'_> {
             .comment_url
             .clone()
             .or_else(|| comment_url(&links, self.issue, self.row.comment_id.as_deref()));
-        let verification = outcome.verification.for_publication();
-        let review = publish::Review {
-            accepted: outcome.accepted,
-            findings: outcome.findings.clone(),
-        };
         let approved_by = self.row.approved_by.clone().unwrap_or_default();
-        let ran_in = environment::ran_in(choice, outcome.environment.as_deref());
+        let ran_in = environment::ran_in(choice, shown.environment);
         let publication = Publication {
             body_limit: self.forge.pull_body_limit(),
             check_carries_report: self.forge.check_carries_report(),
@@ -128,35 +164,27 @@ impl Execution<'_> {
             contract_url: contract_url.as_deref(),
             approved_by: &approved_by,
             base_branch: &self.row.base_branch,
-            verification: &verification,
+            verification: shown.verification,
             environment: &ran_in,
-            review: Some(&review),
-            attempts: outcome.attempts,
-            max_attempts: outcome.max_attempts,
-            result: &result,
-            on_failure: config.on_failure,
+            review: shown.review,
+            attempts: shown.attempts,
+            max_attempts: shown.max_attempts,
+            result: shown.result,
+            on_failure,
             author: &author,
         };
-        let published =
-            match publish::publish(self.forge, &self.app.db, &workspace, &publication).await {
-                Ok(p) => p,
-                Err(e) if e.is_retryable() => {
-                    // The workspace stays (dropped unfinished) for the job's next attempt.
-                    return Err(Stop::retryable(e));
-                }
-                Err(PublishError::Push(PushError {
-                    branch,
-                    failure: PushFailure::Rejected,
-                    message,
-                    ..
-                })) => {
-                    return Err(Stop::fail(comments::push_rejected(&branch, &message)));
-                }
-                Err(e) => {
-                    return Err(Stop::hidden(comments::could_not_publish(), e));
-                }
-            };
-        self.published(run, workspace, &result, published).await
+        match publish::publish(self.forge, &self.app.db, workspace, &publication).await {
+            Ok(p) => Ok(p),
+            // The workspace stays (dropped unfinished) for the job's next attempt.
+            Err(e) if e.is_retryable() => Err(Stop::retryable(e)),
+            Err(PublishError::Push(PushError {
+                branch,
+                failure: PushFailure::Rejected,
+                message,
+                ..
+            })) => Err(Stop::fail(comments::push_rejected(&branch, &message))),
+            Err(e) => Err(Stop::hidden(comments::could_not_publish(), e)),
+        }
     }
 
     /// Records what publishing came to and moves the session to its end.
@@ -196,9 +224,11 @@ impl Execution<'_> {
             (RunResult::Failed { reason }, Published::Comment { .. }) => {
                 Err(Stop::fail(comments::failed_with_report(reason)))
             }
-            (RunResult::Succeeded, Published::Comment { .. }) => Err(Stop::permanent(
-                anyhow::anyhow!("A passing run was published as a comment"),
-            )),
+            (RunResult::Succeeded, Published::Comment { .. } | Published::Branch { .. })
+            | (RunResult::Failed { .. }, Published::Branch { .. })
+            | (RunResult::Unfinished { .. }, _) => Err(Stop::permanent(anyhow::anyhow!(
+                "A verified run was published as {published:?}"
+            ))),
         }
     }
 
