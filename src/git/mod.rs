@@ -977,6 +977,16 @@ pub enum Change {
     TypeChanged,
 }
 
+/// One side of a changed file, read as text for comparing it line by line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileText {
+    /// Not there on this side.
+    Absent,
+    Text(String),
+    /// Not read, and why: over the size cap, not UTF-8, or not a regular file.
+    Unread(String),
+}
+
 /// Who a run's commit is by.
 #[derive(Debug, Clone)]
 pub struct Author {
@@ -1122,6 +1132,33 @@ impl Workspace {
                 ));
             }
             Ok(text)
+        })
+        .await
+    }
+
+    /// `paths` as the base commit and the checkout hold them, each side at most
+    /// `max_bytes`. A path under a symbolic link in the checkout is not followed: what
+    /// it points at is not the result's.
+    pub async fn file_texts(
+        &self,
+        paths: Vec<String>,
+        max_bytes: u64,
+    ) -> Result<Vec<(FileText, FileText)>, WorkspaceError> {
+        let (git_dir, work, base) = (self.git_dir(), self.repo(), self.base);
+        blocking(move || {
+            let repo = open_results(&git_dir, &work)?;
+            let tree = repo
+                .find_commit(base)
+                .and_then(|c| c.tree())
+                .with_context(|| format!("Could not read the base commit {base}"))?;
+            let odb = repo.odb().context("Could not open the object database")?;
+            paths
+                .iter()
+                .map(|path| {
+                    let old = base_text(&repo, &odb, &tree, path, max_bytes)?;
+                    Ok((old, checkout_text(&work, path, max_bytes)))
+                })
+                .collect()
         })
         .await
     }
@@ -1504,6 +1541,60 @@ fn open_results(git_dir: &Path, work: &Path) -> anyhow::Result<Repository> {
     repo.set_workdir(work, false)
         .with_context(|| format!("Could not use {} as the checkout", work.display()))?;
     Ok(repo)
+}
+
+fn base_text(
+    repo: &Repository,
+    odb: &git2::Odb<'_>,
+    tree: &git2::Tree<'_>,
+    path: &str,
+    max_bytes: u64,
+) -> anyhow::Result<FileText> {
+    let Ok(entry) = tree.get_path(Path::new(path)) else {
+        return Ok(FileText::Absent);
+    };
+    if entry.kind() != Some(git2::ObjectType::Blob) || entry.filemode() == 0o120000 {
+        return Ok(FileText::Unread("not a regular file".into()));
+    }
+    let (size, _) = odb
+        .read_header(entry.id())
+        .with_context(|| format!("Could not read {path} in the base commit"))?;
+    if size as u64 > max_bytes {
+        return Ok(FileText::Unread(format!("larger than {max_bytes} bytes")));
+    }
+    let blob = repo
+        .find_blob(entry.id())
+        .with_context(|| format!("Could not read {path} in the base commit"))?;
+    Ok(text_of(blob.content().to_vec()))
+}
+
+fn checkout_text(work: &Path, path: &str, max_bytes: u64) -> FileText {
+    let mut at = work.to_path_buf();
+    let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
+    for (i, part) in parts.iter().enumerate() {
+        at.push(part);
+        let Ok(meta) = std::fs::symlink_metadata(&at) else {
+            return FileText::Absent;
+        };
+        let last = i + 1 == parts.len();
+        if meta.file_type().is_symlink() || (last && !meta.is_file()) || (!last && !meta.is_dir()) {
+            return FileText::Unread("not a regular file".into());
+        }
+        if last && meta.len() > max_bytes {
+            return FileText::Unread(format!("larger than {max_bytes} bytes"));
+        }
+    }
+    match std::fs::read(&at) {
+        Ok(bytes) => text_of(bytes),
+        Err(e) => FileText::Unread(format!("could not be read: {e}")),
+    }
+}
+
+fn text_of(bytes: Vec<u8>) -> FileText {
+    match String::from_utf8(bytes) {
+        Ok(text) => FileText::Text(text),
+        Err(_) => FileText::Unread("not UTF-8 text".into()),
+    }
 }
 
 fn diff_from_base(repo: &Repository, base: Oid) -> anyhow::Result<git2::Diff<'_>> {

@@ -1,6 +1,7 @@
 //! Verification: planwright runs the checks itself, in the sandbox, on the base commit and on
 //! the result, and compares them test by test (introduced, pre-existing, fixed, flaky); it
-//! also checks the result's files against the contract's scope. What an executor claims
+//! also checks the result's files against the contract's scope and reads them for tests
+//! weakened to pass (skipped, emptied, removed, deselected). What an executor claims
 //! never enters: the [`VerificationReport`] comes from the runs alone.
 
 use crate::git::WorkspaceError;
@@ -14,6 +15,7 @@ mod rerun;
 mod run;
 mod scope;
 mod setup;
+mod weaken;
 
 pub use classify::{Class, ClassCounts, ClassifiedFailure};
 pub use plan::Plan;
@@ -21,6 +23,7 @@ pub use proof::{Proof, ProofReport, ProvenTest, test_changes};
 pub use report::{CommandComparison, Rerun, Rules, Verdict, VerificationReport};
 pub use run::{CommandRun, Phase, RunSet, RunSummary, Verifier};
 pub use scope::{Link, RUN_BY_CI, ScopeFinding, Severity, check_scope, is_test_path, links_in};
+pub use weaken::{Ruling, UnreadFile, Weakening, WeakeningFinding, WeakeningKind};
 
 /// Failures of one class kept in a report (the counts go on past it).
 const LISTED_PER_CLASS: usize = 50;

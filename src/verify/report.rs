@@ -10,6 +10,7 @@ use super::plan::Plan;
 use super::proof::ProofReport;
 use super::run::{CommandRun, Phase, RunSet, RunSummary};
 use super::scope::{ScopeFinding, Severity};
+use super::weaken::Weakening;
 use super::{COMPACT_DETAILED, COMPACT_LISTED, LISTED_PER_CLASS, MAX_FINDINGS};
 
 use crate::config::repo::PathTests;
@@ -25,7 +26,7 @@ const PROOF_CHARS: usize = 16_000;
 pub enum Verdict {
     /// Nothing introduced and nothing refused.
     Passed,
-    /// A failure was introduced.
+    /// A failure was introduced, or a test weakened to pass.
     Failed,
     /// The result touches what it may not; its tests do not matter.
     Refused,
@@ -149,6 +150,10 @@ pub struct VerificationReport {
     /// kept before it was made).
     #[serde(default, skip_serializing_if = "ProofReport::is_empty")]
     pub proof: ProofReport,
+    /// Tests the result skips, empties, removes or deselects; absent from reports kept
+    /// before they were read.
+    #[serde(default, skip_serializing_if = "Weakening::is_empty")]
+    pub weakening: Weakening,
 }
 
 impl VerificationReport {
@@ -233,6 +238,7 @@ impl VerificationReport {
             scope_omitted,
             chosen: Vec::new(),
             proof: ProofReport::default(),
+            weakening: Weakening::default(),
         }
     }
 
@@ -261,6 +267,9 @@ impl VerificationReport {
             .iter()
             .filter(|f| f.severity == Severity::Refused)
             .count();
+        if let Some(weakened) = self.weakening.headline_part() {
+            parts.insert(0, weakened);
+        }
         if refused > 0 {
             parts.insert(0, format!("{refused} refused path(s)"));
         }
@@ -340,6 +349,10 @@ impl VerificationReport {
     /// message and location, and the scope findings; cut to what GitHub accepts.
     pub fn check_markdown(&self) -> String {
         let mut out = self.pr_markdown();
+        if !self.weakening.is_empty() {
+            out.push('\n');
+            out.push_str(&self.weakening.markdown());
+        }
         for class in Class::ALL {
             let total = self.counts.get(class);
             if total == 0 {
@@ -416,7 +429,8 @@ impl VerificationReport {
                 }
             })
             .collect();
-        let mut failing = String::new();
+        // Weakened tests first: they explain a pass that is not one.
+        let mut failing = self.weakening.markdown();
         for class in [Class::NoResult, Class::Introduced, Class::PreExisting] {
             let total = self.counts.get(class);
             if total == 0 {
@@ -490,6 +504,7 @@ impl VerificationReport {
     /// classified failures (the first of each class with their messages) and the scope.
     pub fn compact(&self) -> String {
         let mut out = format!("{}\n", self.headline());
+        out.push_str(&self.weakening.compact());
         if !self.commands.is_empty() {
             out.push_str("commands:\n");
         }

@@ -17,6 +17,7 @@ use super::report::{Rules, VerificationReport};
 use super::rerun;
 use super::scope::{check_scope, links_in};
 use super::setup::SetupCaching;
+use super::weaken;
 use super::{EXCERPT_CHARS, MESSAGE_CHARS, VerifyError};
 
 use crate::config::environment::EnvironmentConfig;
@@ -355,9 +356,9 @@ impl Verifier {
     }
 
     /// Verifies the result left in `workspace` against `baseline`: the scope of its
-    /// changes, then the plan's commands, re-running the failures each introduced.
-    /// Without a checkout for the proof, the result's test files are not run on the base
-    /// code (see [`Verifier::verify_proving`]).
+    /// changes and the tests it weakens, then the plan's commands, re-running the
+    /// failures each introduced. Without a checkout for the proof, the result's test files
+    /// are not run on the base code (see [`Verifier::verify_proving`]).
     pub async fn verify(
         &self,
         plan: &Plan,
@@ -389,6 +390,7 @@ impl Verifier {
         let changed = workspace.changed_files().await?;
         let links = links_in(&workspace.repo(), &changed);
         let scope = check_scope(contract, &plan.protected, &changed, &links, baseline);
+        let weakening = weaken::read(workspace, contract, &changed).await?;
         let tests = test_changes(contract, &changed);
         // The proof is an account beside the result's run: when it cannot be made, the
         // report says so and verification goes on.
@@ -485,7 +487,8 @@ impl Verifier {
         }
         let mut report =
             VerificationReport::judge(baseline, &after, &reruns, scope, &Rules::of(plan))
-                .with_proof(proof);
+                .with_proof(proof)
+                .with_weakening(weakening);
         report.chosen = plan.chosen.clone();
         Ok(report)
     }

@@ -41,7 +41,7 @@ pub fn is_test_path(path: &str) -> bool {
             .any(|p| glob_matches(p, name))
 }
 
-fn normalise(path: &str) -> String {
+pub(super) fn normalise(path: &str) -> String {
     path.trim()
         .trim_start_matches("./")
         .split('/')

@@ -536,6 +536,45 @@ async fn an_executor_that_claims_success_gets_a_draft_showing_the_failing_test(o
     world.server.stop().await;
 }
 
+async fn an_executor_that_skips_the_failing_test_gets_a_draft_listing_the_skip(on: ForgeKind) {
+    // Green by not running the test: the run itself passes.
+    let settings = command_settings(
+        r#"sed -i 's/^    def test_add/    @unittest.skip(\"later\")\\n&/' test_calc.py"#,
+    );
+    let world = World::calc(
+        on,
+        vec![submit_calc(1), verdict(true, "The suite passes.")],
+        &settings,
+    )
+    .await;
+    world.approve_calc().await;
+    let session = world.wait_for_state("failed").await;
+    let failure = session.failure.unwrap_or_default();
+    assert!(failure.contains("1 weakened test"), "{failure}");
+    let pulls = world.pulls();
+    assert_eq!(pulls.len(), 1, "{pulls:#?}");
+    assert!(
+        pulls[0].draft,
+        "a weakened result is never a ready pull request"
+    );
+    let body = &pulls[0].body;
+    assert!(
+        body.contains(
+            "- **refused**: adds `@unittest.skip` to `TestCalc.test_add` (`test_calc.py:7`): \
+             the contract's files do not include `test_calc.py`"
+        ),
+        "{body}"
+    );
+    let row = body
+        .lines()
+        .find(|l| l.starts_with(&format!("| `{UNITTEST}` |")))
+        .unwrap_or_else(|| panic!("no verification row in:\n{body}"));
+    assert!(row.contains("1 passed, 0 failed, 1 skipped"), "{row}");
+    let head = world.upstream(&["rev-parse", &pulls[0].head]);
+    assert_eq!(world.checks(&head), ["failure"]);
+    world.server.stop().await;
+}
+
 async fn a_settings_commit_after_planning_changes_nothing_that_runs(on: ForgeKind) {
     let original = "sed -i 's/a - b/a + b/' calc.py";
     let world = World::calc(
@@ -1137,6 +1176,7 @@ crate::on_both_forges!(
     concurrent_approve_and_revise_one_wins_and_the_other_is_told,
     an_approved_contract_becomes_a_pull_request_with_the_real_test_results,
     an_executor_that_claims_success_gets_a_draft_showing_the_failing_test,
+    an_executor_that_skips_the_failing_test_gets_a_draft_listing_the_skip,
     a_settings_commit_after_planning_changes_nothing_that_runs,
     a_result_touching_a_protected_path_is_refused_and_nothing_is_pushed,
     an_executor_that_crashes_ends_the_session_saying_so,

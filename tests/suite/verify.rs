@@ -711,6 +711,90 @@ async fn deleting_the_test_to_be_fixed_is_refused() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_result_that_skips_the_failing_test_fails_naming_the_line() {
+    let world = Project::new();
+    let contract = contract();
+    let plan = Plan::new(&contract, &config(""));
+    let report = world
+        .verify(&contract, &plan, |repo| {
+            let skipped = TESTS.replace(
+                "    def test_add",
+                "    @unittest.skip(\"fails for now\")\n    def test_add",
+            );
+            write(repo, "test_calc.py", &skipped);
+        })
+        .await;
+
+    // The run alone passes: the failing test no longer runs.
+    let c = &report.commands[0];
+    assert_eq!(
+        (c.after.exit_code, c.after.passed, c.after.skipped),
+        (Some(0), 1, 1)
+    );
+    assert_eq!(report.verdict, Verdict::Failed, "{}", report.compact());
+    assert!(
+        report
+            .headline()
+            .starts_with("Verification failed: 1 weakened test"),
+        "{}",
+        report.headline()
+    );
+    let found: Vec<(String, String, bool)> = report
+        .weakening
+        .findings
+        .iter()
+        .map(|f| (f.what.clone(), f.location(), f.refused()))
+        .collect();
+    assert_eq!(
+        found,
+        [(
+            "adds `@unittest.skip` to `TestCalc.test_add`".to_owned(),
+            "test_calc.py:6".to_owned(),
+            true
+        )]
+    );
+    assert!(report.scope.is_empty(), "{:?}", report.scope);
+    let failing = report.for_publication().failing;
+    assert!(
+        failing.contains("(`test_calc.py:6`): the contract's files do not include `test_calc.py`"),
+        "{failing}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_result_that_drops_the_failing_assertion_fails_naming_the_base_line() {
+    let world = Project::new();
+    let contract = contract();
+    let plan = Plan::new(&contract, &config(""));
+    let report = world
+        .verify(&contract, &plan, |repo| {
+            let emptied = TESTS.replace(
+                "        self.assertEqual(calc.add(2, 3), 5)",
+                "        calc.add(2, 3)",
+            );
+            write(repo, "test_calc.py", &emptied);
+        })
+        .await;
+
+    assert_eq!(ids(&report, Class::Fixed), vec![ADD_ID]);
+    assert_eq!(report.verdict, Verdict::Failed, "{}", report.compact());
+    let finding = &report.weakening.findings[..];
+    assert_eq!(finding.len(), 1, "{finding:?}");
+    assert_eq!(
+        finding[0].what,
+        "removes the assertion `self.assertEqual(calc.add(2, 3), 5)` from `TestCalc.test_add`"
+    );
+    assert_eq!(finding[0].location(), "test_calc.py:7 in the base");
+    assert!(
+        report.compact().contains(
+            "to do: restore the assertion of `TestCalc.test_add` at test_calc.py:7 in the base"
+        ),
+        "{}",
+        report.compact()
+    );
+}
+
 /// A loopback HTTP server standing in for a package registry; records each request line.
 async fn registry() -> (Arc<Mutex<Vec<String>>>, u16) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -820,11 +820,15 @@ fn judge(
     };
     match failure {
         Some(failure) if attempt < max_attempts => {
-            let instructions = if verdict.instructions.trim().is_empty() {
+            let mut instructions = if verdict.instructions.trim().is_empty() {
                 format!("Fix what kept the result from passing. {failure}")
             } else {
                 verdict.instructions.clone()
             };
+            // A weakened test is undone, not worked around: said first, whatever else.
+            if let Some(undo) = verification.weakening.instructions() {
+                instructions = format!("{undo}\n{instructions}");
+            }
             Judgement::Again { instructions }
         }
         failure => Judgement::Final { failure },
@@ -890,6 +894,7 @@ mod tests {
             scope_omitted: 0,
             chosen: Vec::new(),
             proof: Default::default(),
+            weakening: Default::default(),
         }
     }
 
@@ -987,6 +992,43 @@ mod tests {
             publish::check_title(&publish::RunResult::Succeeded),
             "Verification passed"
         );
+    }
+
+    #[test]
+    fn a_weakened_test_is_undone_first_whatever_the_reviewer_asks() {
+        let mut weakened = report(verify::Verdict::Failed);
+        weakened.weakening.findings.push(verify::WeakeningFinding {
+            kind: verify::WeakeningKind::Skip,
+            path: "test_calc.py".into(),
+            lines: vec![7],
+            in_base: false,
+            test: Some("TestCalc.test_add".into()),
+            what: "adds `@unittest.skip` to `TestCalc.test_add`".into(),
+            instruction: "remove `@unittest.skip` at test_calc.py:7".into(),
+            ruling: verify::Ruling::Refused("not declared".into()),
+        });
+        let Judgement::Again { instructions } = judge(
+            &weakened,
+            &[],
+            &review(true, "Handle the empty case."),
+            1,
+            2,
+        ) else {
+            panic!("a weakened result was published with attempts left");
+        };
+        assert_eq!(
+            instructions,
+            "Verification refused these changes to the tests; undo them and fix the code \
+             instead:\n- remove `@unittest.skip` at test_calc.py:7\n\nHandle the empty case."
+        );
+        let judged = judge(&weakened, &[], &review(true, ""), 2, 2);
+        assert_eq!(
+            judged,
+            Judgement::Final {
+                failure: Some(weakened.headline())
+            }
+        );
+        assert!(weakened.headline().contains("1 weakened test"));
     }
 
     #[test]

@@ -1,0 +1,763 @@
+use super::*;
+
+use crate::verify::run::RunSet;
+
+const PY: &str = "import unittest
+import calc
+
+
+class TestCalc(unittest.TestCase):
+    def test_add(self):
+        self.assertEqual(calc.add(2, 3), 5)
+
+    def test_mul(self):
+        self.assertEqual(calc.mul(2, 3), 6)
+        self.assertEqual(calc.mul(0, 3), 0)
+
+
+if __name__ == \"__main__\":
+    unittest.main()
+";
+
+fn contract_naming(files: &[(&str, &str)]) -> Contract {
+    let files: Vec<serde_json::Value> = files
+        .iter()
+        .map(|(path, why)| serde_json::json!({"path": path, "action": "modify", "why": why}))
+        .collect();
+    Contract::from_json(
+        &serde_json::json!({
+            "summary": "s",
+            "diagnosis": {"hypothesis": "h"},
+            "change": {"goal": "add adds", "files": files},
+            "verification": {"commands": ["python3 -m unittest"]},
+            "routing": {"risk": "low"}
+        })
+        .to_string(),
+    )
+    .unwrap()
+}
+
+fn side(text: Option<&str>) -> FileText {
+    text.map_or(FileText::Absent, |t| FileText::Text(t.to_owned()))
+}
+
+/// Each finding as `(kind, what, location, refused)`.
+fn weakened(
+    contract: &Contract,
+    files: &[(&str, Option<&str>, Option<&str>)],
+) -> Vec<(WeakeningKind, String, String, bool)> {
+    let files = files
+        .iter()
+        .map(|(path, base, result)| ((*path).to_owned(), side(*base), side(*result)))
+        .collect();
+    find(contract, files)
+        .findings
+        .into_iter()
+        .map(|f| (f.kind, f.what.clone(), f.location(), f.refused()))
+        .collect()
+}
+
+/// What changing `path` from `base` to `result` weakens, under a contract naming only
+/// `calc.py`: `(what, location)` each.
+fn one(path: &str, base: &str, result: &str) -> Vec<(String, String)> {
+    weakened(
+        &contract_naming(&[("calc.py", "use +")]),
+        &[(path, Some(base), Some(result))],
+    )
+    .into_iter()
+    .map(|(_, what, at, refused)| {
+        assert!(refused, "{what}");
+        (what, at)
+    })
+    .collect()
+}
+
+fn pair(what: &str, at: &str) -> (String, String) {
+    (what.to_owned(), at.to_owned())
+}
+
+#[test]
+fn python_skip_markers_are_found_with_their_lines() {
+    for (decorator, shown) in [
+        ("@unittest.skip(\"later\")", "@unittest.skip"),
+        ("@unittest.skipIf(True, \"x\")", "@unittest.skipIf"),
+        ("@unittest.skipUnless(False, \"x\")", "@unittest.skipUnless"),
+        ("@pytest.mark.skip(reason=\"x\")", "@pytest.mark.skip"),
+        (
+            "@pytest.mark.skipif(sys.platform == \"linux\", reason=\"x\")",
+            "@pytest.mark.skipif",
+        ),
+        ("@pytest.mark.xfail", "@pytest.mark.xfail"),
+        ("@unittest.expectedFailure", "@unittest.expectedFailure"),
+    ] {
+        let result = PY.replace(
+            "    def test_add",
+            &format!("    {decorator}\n    def test_add"),
+        );
+        assert_eq!(
+            one("test_calc.py", PY, &result),
+            [pair(
+                &format!("adds `{shown}` to `TestCalc.test_add`"),
+                "test_calc.py:6"
+            )],
+            "{decorator}"
+        );
+    }
+    for (call, shown) in [
+        ("self.skipTest(\"later\")", "self.skipTest"),
+        ("pytest.skip(\"later\")", "pytest.skip"),
+        ("pytest.xfail(\"later\")", "pytest.xfail"),
+        ("raise unittest.SkipTest(\"later\")", "unittest.SkipTest"),
+    ] {
+        let in_body = PY.replace(
+            "        self.assertEqual(calc.add(2, 3), 5)",
+            &format!("        {call}\n        self.assertEqual(calc.add(2, 3), 5)"),
+        );
+        assert_eq!(
+            one("test_calc.py", PY, &in_body),
+            [pair(
+                &format!("adds `{shown}` to `TestCalc.test_add`"),
+                "test_calc.py:7"
+            )],
+            "{call}"
+        );
+    }
+    let on_class = PY.replace("class TestCalc", "@unittest.skip(\"all\")\nclass TestCalc");
+    assert_eq!(
+        one("test_calc.py", PY, &on_class),
+        [pair(
+            "adds `@unittest.skip` to `TestCalc`",
+            "test_calc.py:5"
+        )]
+    );
+    let module = "import pytest\n\ndef test_a():\n    assert 1\n";
+    let marked = "import pytest\npytestmark = pytest.mark.skip(reason=\"x\")\n\ndef test_a():\n    assert 1\n";
+    assert_eq!(
+        one("tests/test_a.py", module, marked),
+        [pair(
+            "adds `pytestmark = pytest.mark.skip` to the whole file",
+            "tests/test_a.py:2"
+        )]
+    );
+}
+
+#[test]
+fn a_skip_in_a_string_or_a_comment_is_not_one() {
+    let result = PY.replace(
+        "    def test_add(self):\n",
+        "    # @unittest.skip(\"maybe later\")\n    def test_add(self):\n        \"\"\"\n        @pytest.mark.skip\n        \"\"\"\n        note = \"self.skipTest('x') @unittest.skip\"  # pytest.skip(\n",
+    );
+    assert_eq!(one("test_calc.py", PY, &result), []);
+    let rust = "#[test]\nfn parses() {\n    assert!(parse(\"\"));\n}\n";
+    let quoted = "#[test]\nfn parses() {\n    // #[ignore]\n    let s = \"#[ignore]\";\n    let r = r#\"#[ignore] assert!(\"#;\n    assert!(parse(\"\"));\n}\n";
+    assert_eq!(one("src/parse.rs", rust, quoted), []);
+    let js = "it('adds', () => {\n  expect(add(2, 3)).toBe(5);\n});\n";
+    let quoted = "it('adds', () => {\n  // it.skip('adds')\n  const s = 'it.only(\"x\")';\n  expect(add(2, 3)).toBe(5);\n  expect(/a/.test('a')).toBe(true);\n});\n";
+    assert_eq!(one("calc.test.js", js, quoted), []);
+}
+
+#[test]
+fn a_new_skipped_test_beside_new_passing_ones_is_still_found() {
+    let result = PY.replace(
+        "\n\nif __name__",
+        "\n    def test_sub(self):\n        self.assertEqual(calc.sub(3, 2), 1)\n\n    @unittest.skip(\"flaky\")\n    def test_div(self):\n        self.assertEqual(calc.div(6, 3), 2)\n\n\nif __name__",
+    );
+    assert_eq!(
+        one("test_calc.py", PY, &result),
+        [pair(
+            "adds `@unittest.skip` to `TestCalc.test_div`",
+            "test_calc.py:16"
+        )]
+    );
+}
+
+#[test]
+fn removed_assertions_and_falling_counts_name_the_base_lines() {
+    let removed = PY.replace("        self.assertEqual(calc.mul(0, 3), 0)\n", "");
+    assert_eq!(
+        one("test_calc.py", PY, &removed),
+        [pair(
+            "removes the assertion `self.assertEqual(calc.mul(0, 3), 0)` from `TestCalc.test_mul`",
+            "test_calc.py:11 in the base"
+        )]
+    );
+    // Commented out is removed.
+    let commented = PY.replace(
+        "        self.assertEqual(calc.add(2, 3), 5)",
+        "        # self.assertEqual(calc.add(2, 3), 5)\n        pass",
+    );
+    assert_eq!(
+        one("test_calc.py", PY, &commented),
+        [pair(
+            "removes the assertion `self.assertEqual(calc.add(2, 3), 5)` from `TestCalc.test_add`",
+            "test_calc.py:7 in the base"
+        )]
+    );
+    let both = PY.replace(
+        "        self.assertEqual(calc.mul(2, 3), 6)\n        self.assertEqual(calc.mul(0, 3), 0)\n",
+        "        self.assertTrue(calc.mul(2, 3))\n",
+    );
+    assert_eq!(
+        one("test_calc.py", PY, &both),
+        [pair(
+            "lowers the assertions of `TestCalc.test_mul` from 2 to 1",
+            "test_calc.py:10, 11 in the base"
+        )]
+    );
+    // Rewording an assertion keeps the count: not a weakening by count.
+    let reworded = PY.replace("calc.mul(0, 3), 0)", "calc.mul(3, 0), 0)");
+    assert_eq!(one("test_calc.py", PY, &reworded), []);
+    let pytest = "def test_raises():\n    with pytest.raises(ValueError):\n        parse('')\n    assert parse('1') == 1\n";
+    let emptied = "def test_raises():\n    parse('1')\n";
+    assert_eq!(
+        one("tests/test_p.py", pytest, emptied),
+        [pair(
+            "lowers the assertions of `test_raises` from 2 to 0",
+            "tests/test_p.py:2, 4 in the base"
+        )]
+    );
+}
+
+#[test]
+fn a_removed_test_is_found_and_a_moved_or_renamed_one_is_not() {
+    let removed = PY.replace(
+        "    def test_mul(self):\n        self.assertEqual(calc.mul(2, 3), 6)\n        self.assertEqual(calc.mul(0, 3), 0)\n",
+        "",
+    );
+    assert_eq!(
+        one("test_calc.py", PY, &removed),
+        [pair(
+            "removes the test `TestCalc.test_mul`",
+            "test_calc.py:9 in the base"
+        )]
+    );
+    // No longer a test by its name: removed.
+    let demoted = PY.replace("def test_mul", "def check_mul");
+    assert_eq!(
+        one("test_calc.py", PY, &demoted),
+        [pair(
+            "removes the test `TestCalc.test_mul`",
+            "test_calc.py:9 in the base"
+        )]
+    );
+    let contract = contract_naming(&[("calc.py", "use +")]);
+    // Renamed, assertions kept.
+    let renamed = PY.replace("def test_mul", "def test_multiplies");
+    assert_eq!(
+        weakened(&contract, &[("test_calc.py", Some(PY), Some(&renamed))]),
+        []
+    );
+    // The file moved: its tests are still there.
+    assert_eq!(
+        weakened(
+            &contract,
+            &[
+                ("test_calc.py", Some(PY), None),
+                ("tests/test_calc.py", None, Some(PY)),
+            ]
+        ),
+        []
+    );
+    // The file deleted: every test it held is removed.
+    let gone: Vec<(WeakeningKind, String)> =
+        weakened(&contract, &[("test_calc.py", Some(PY), None)])
+            .into_iter()
+            .map(|(kind, what, _, _)| (kind, what))
+            .collect();
+    assert_eq!(
+        gone,
+        [
+            (
+                WeakeningKind::RemovedTest,
+                "removes the test `TestCalc.test_add`".to_owned()
+            ),
+            (
+                WeakeningKind::RemovedTest,
+                "removes the test `TestCalc.test_mul`".to_owned()
+            ),
+        ]
+    );
+}
+
+#[test]
+fn rust_tests_ignore_and_assertions() {
+    let base = "fn helper() {}\n\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn adds() {\n        assert_eq!(add(2, 3), 5);\n        assert!(add(0, 0) == 0);\n    }\n\n    #[tokio::test(flavor = \"multi_thread\")]\n    async fn lives<'a>() {\n        let c = '{';\n        assert_ne!(c, '}');\n    }\n}\n";
+    let ignored = base.replace(
+        "    #[test]\n    fn adds",
+        "    #[test]\n    #[ignore = \"later\"]\n    fn adds",
+    );
+    assert_eq!(
+        one("src/calc.rs", base, &ignored),
+        [pair("adds `#[ignore]` to `adds`", "src/calc.rs:6")]
+    );
+    let fewer = base.replace("        assert!(add(0, 0) == 0);\n", "");
+    assert_eq!(
+        one("src/calc.rs", base, &fewer),
+        [pair(
+            "removes the assertion `assert!(add(0, 0) == 0);` from `adds`",
+            "src/calc.rs:8 in the base"
+        )]
+    );
+    let async_fewer = base.replace("        assert_ne!(c, '}');\n", "");
+    assert_eq!(
+        one("src/calc.rs", base, &async_fewer),
+        [pair(
+            "removes the assertion `assert_ne!(c, '}');` from `lives`",
+            "src/calc.rs:14 in the base"
+        )]
+    );
+    let untested = base.replace("    #[test]\n", "");
+    assert_eq!(
+        one("src/calc.rs", base, &untested),
+        [pair("removes the test `adds`", "src/calc.rs:6 in the base")]
+    );
+}
+
+#[test]
+fn javascript_skip_and_focus_markers() {
+    let base = "describe('calc', () => {\n  it('adds', () => {\n    expect(add(2, 3)).toBe(5);\n  });\n  test('muls', async () => {\n    assert.equal(mul(2, 3), 6);\n  });\n});\n";
+    let cases = [
+        (
+            "  it('adds'",
+            "  it.skip('adds'",
+            "adds `it.skip` to `calc > adds`",
+            2,
+        ),
+        (
+            "  it('adds'",
+            "  xit('adds'",
+            "adds `xit` to `calc > adds`",
+            2,
+        ),
+        (
+            "  test('muls'",
+            "  test.skip('muls'",
+            "adds `test.skip` to `calc > muls`",
+            5,
+        ),
+        (
+            "describe('calc'",
+            "describe.skip('calc'",
+            "adds `describe.skip` to `calc`",
+            1,
+        ),
+        (
+            "describe('calc'",
+            "xdescribe('calc'",
+            "adds `xdescribe` to `calc`",
+            1,
+        ),
+        (
+            "  it('adds'",
+            "  it.only('adds'",
+            "adds `it.only` to `calc > adds`",
+            2,
+        ),
+        (
+            "  it('adds'",
+            "  fit('adds'",
+            "adds `fit` to `calc > adds`",
+            2,
+        ),
+        (
+            "describe('calc'",
+            "describe.only('calc'",
+            "adds `describe.only` to `calc`",
+            1,
+        ),
+        (
+            "describe('calc'",
+            "fdescribe('calc'",
+            "adds `fdescribe` to `calc`",
+            1,
+        ),
+    ];
+    for (old, new, what, line) in cases {
+        let result = base.replace(old, new);
+        assert_eq!(
+            one("src/calc.test.ts", base, &result),
+            [pair(what, &format!("src/calc.test.ts:{line}"))],
+            "{new}"
+        );
+    }
+    let contract = contract_naming(&[("calc.py", "use +")]);
+    let focused = weakened(
+        &contract,
+        &[(
+            "src/calc.test.ts",
+            Some(base),
+            Some(&base.replace("it('adds'", "it.only('adds'")),
+        )],
+    );
+    assert_eq!(focused[0].0, WeakeningKind::Focus);
+    let fewer = base.replace("    expect(add(2, 3)).toBe(5);\n", "");
+    assert_eq!(
+        one("src/calc.test.ts", base, &fewer),
+        [pair(
+            "removes the assertion `expect(add(2, 3)).toBe(5);` from `calc > adds`",
+            "src/calc.test.ts:3 in the base"
+        )]
+    );
+}
+
+#[test]
+fn go_skips_assertions_and_build_constraints() {
+    let base = "package calc\n\nimport \"testing\"\n\nfunc TestMain(m *testing.M) { m.Run() }\n\nfunc TestAdd(t *testing.T) {\n\tif Add(2, 3) != 5 {\n\t\tt.Errorf(\"want 5\")\n\t}\n\trequire.Equal(t, 0, Add(0, 0))\n}\n";
+    let skipped = base.replace(
+        "func TestAdd(t *testing.T) {\n",
+        "func TestAdd(t *testing.T) {\n\tt.Skip(\"later\")\n",
+    );
+    assert_eq!(
+        one("calc_test.go", base, &skipped),
+        [pair("adds `t.Skip` to `TestAdd`", "calc_test.go:8")]
+    );
+    let fewer = base.replace("\trequire.Equal(t, 0, Add(0, 0))\n", "");
+    assert_eq!(
+        one("calc_test.go", base, &fewer),
+        [pair(
+            "removes the assertion `require.Equal(t, 0, Add(0, 0))` from `TestAdd`",
+            "calc_test.go:11 in the base"
+        )]
+    );
+    let tagged = format!("//go:build integration\n\n{base}");
+    assert_eq!(
+        one("calc_test.go", base, &tagged),
+        [pair(
+            "adds the build constraint `//go:build integration`",
+            "calc_test.go:1"
+        )]
+    );
+    // Not a test file: Go keeps tests in `_test.go`.
+    assert_eq!(one("calc.go", base, &skipped), []);
+    // Nor is an application's module, whatever its functions are called.
+    let app = "def test_connection(db):\n    assert db.ping()\n";
+    assert_eq!(one("src/db.py", app, ""), []);
+    assert_eq!(
+        one("src/app.js", "test('x', () => { expect(1) });\n", ""),
+        []
+    );
+}
+
+#[test]
+fn java_disabled_and_assertions() {
+    let base = "class CalcTest {\n    @Test\n    void adds() {\n        assertEquals(5, Calc.add(2, 3));\n        Assertions.assertTrue(Calc.add(0, 0) == 0);\n    }\n}\n";
+    let disabled = base.replace("    @Test\n", "    @Test\n    @Disabled(\"later\")\n");
+    assert_eq!(
+        one("src/test/java/CalcTest.java", base, &disabled),
+        [pair(
+            "adds `@Disabled` to `adds`",
+            "src/test/java/CalcTest.java:3"
+        )]
+    );
+    let ignored = base.replace("class CalcTest", "@Ignore\nclass CalcTest");
+    assert_eq!(
+        one("CalcTest.java", base, &ignored),
+        [pair("adds `@Ignore` to `CalcTest`", "CalcTest.java:1")]
+    );
+    let fewer = base.replace("        Assertions.assertTrue(Calc.add(0, 0) == 0);\n", "");
+    assert_eq!(
+        one("CalcTest.java", base, &fewer),
+        [pair(
+            "removes the assertion `Assertions.assertTrue(Calc.add(0, 0) == 0);` from `adds`",
+            "CalcTest.java:5 in the base"
+        )]
+    );
+}
+
+#[test]
+fn edits_to_the_test_selection() {
+    let cases: &[(&str, &str, &str, &str, &str)] = &[
+        (
+            "pytest.ini",
+            "[pytest]\naddopts = -q\n",
+            "[pytest]\naddopts = -q\n    -k 'not add'\n",
+            "changes `addopts` in `[pytest]` to `-q-k'notadd'`",
+            "pytest.ini:2",
+        ),
+        (
+            "setup.cfg",
+            "[metadata]\nname = calc\n",
+            "[metadata]\nname = calc\n\n[tool:pytest]\nnorecursedirs = tests\n",
+            "adds `norecursedirs` in `[tool:pytest]` = `tests`",
+            "setup.cfg:5",
+        ),
+        (
+            "tox.ini",
+            "[pytest]\ntestpaths = tests\n",
+            "[pytest]\n",
+            "removes `testpaths` in `[pytest]`",
+            "tox.ini:2 in the base",
+        ),
+        (
+            "pyproject.toml",
+            "[tool.pytest.ini_options]\ntestpaths = [\n  \"tests\",\n]\n",
+            "[tool.pytest.ini_options]\ntestpaths = [\n  \"tests/unit\",\n]\n",
+            "changes `testpaths` in `[tool.pytest.ini_options]` to `[\"tests/unit\",]`",
+            "pyproject.toml:2",
+        ),
+        (
+            "jest.config.js",
+            "module.exports = {\n  // testMatch: ['x'],\n  verbose: true,\n};\n",
+            "module.exports = {\n  // testMatch: ['x'],\n  testPathIgnorePatterns: ['/calc/'],\n  verbose: true,\n};\n",
+            "adds `testPathIgnorePatterns` = `['/calc/']`",
+            "jest.config.js:3",
+        ),
+        (
+            "package.json",
+            "{\n  \"name\": \"calc\",\n  \"jest\": {\n    \"testMatch\": [\"**/*.test.js\"]\n  }\n}\n",
+            "{\n  \"name\": \"calc\",\n  \"jest\": {\n    \"testMatch\": [\"**/add.test.js\"]\n  }\n}\n",
+            "changes `testMatch` to `[\"**/add.test.js\"]`",
+            "package.json:4",
+        ),
+        (
+            "vitest.config.ts",
+            "export default defineConfig({ test: { include: ['src/**/*.test.ts'] } })\n",
+            "export default defineConfig({ test: { include: ['src/**/*.test.ts'], exclude: ['src/calc.test.ts'] } })\n",
+            "adds `exclude` = `['src/calc.test.ts']`",
+            "vitest.config.ts:1",
+        ),
+        (
+            "Cargo.toml",
+            "[package]\nname = \"calc\"\n\n[lib]\npath = \"src/lib.rs\"\n",
+            "[package]\nname = \"calc\"\n\n[lib]\npath = \"src/lib.rs\"\ntest = false\n",
+            "adds `test` in `[lib]` = `false`",
+            "Cargo.toml:6",
+        ),
+        (
+            "Cargo.toml",
+            "[package]\nname = \"calc\"\n\n[[test]]\nname = \"api\"\npath = \"tests/api.rs\"\n",
+            "[package]\nname = \"calc\"\n",
+            "removes the `[[test]]` target `api`",
+            "Cargo.toml:4 in the base",
+        ),
+        (
+            "pom.xml",
+            "<project>\n  <build>\n  </build>\n</project>\n",
+            "<project>\n  <properties>\n    <skipTests>true</skipTests>\n  </properties>\n  <build>\n  </build>\n</project>\n",
+            "adds `<skipTests>true</skipTests>`",
+            "pom.xml:3",
+        ),
+        (
+            ".github/workflows/ci.yml",
+            "jobs:\n  test:\n    steps:\n      - run: python -m pytest\n",
+            "jobs:\n  test:\n    continue-on-error: true\n    steps:\n      - run: python -m pytest tests/unit\n",
+            "removes or changes `- run: python -m pytest`",
+            ".github/workflows/ci.yml:4 in the base",
+        ),
+    ];
+    for (path, base, result, what, at) in cases {
+        let found = one(path, base, result);
+        assert!(
+            found.contains(&pair(what, at)),
+            "{path}: {found:#?} lacks {what} at {at}"
+        );
+    }
+    let ci = one(
+        ".github/workflows/ci.yml",
+        "jobs:\n  test:\n    steps:\n      - run: python -m pytest\n",
+        "jobs:\n  test:\n    continue-on-error: true\n    steps:\n      - run: python -m pytest\n",
+    );
+    assert_eq!(
+        ci,
+        [pair(
+            "adds `continue-on-error: true`",
+            ".github/workflows/ci.yml:3"
+        )]
+    );
+    // A test target that only names its file runs more tests, not fewer; a commented
+    // key is no key.
+    let more = one(
+        "Cargo.toml",
+        "[package]\nname = \"calc\"\n",
+        "[package]\nname = \"calc\"\n\n[[test]]\nname = \"api\"\npath = \"tests/api.rs\"\n",
+    );
+    assert_eq!(more, []);
+    let commented = one(
+        "jest.config.js",
+        "module.exports = {};\n",
+        "module.exports = {\n  // testMatch: ['x'],\n};\n",
+    );
+    assert_eq!(commented, []);
+}
+
+#[test]
+fn the_contract_declares_a_weakening_only_by_naming_the_file_and_saying_so() {
+    let skipped = PY.replace(
+        "    def test_add",
+        "    @unittest.skip(\"upstream\")\n    def test_add",
+    );
+    let files = [("test_calc.py", Some(PY), Some(skipped.as_str()))];
+    let rulings = |contract: &Contract| {
+        let found = find(
+            contract,
+            files
+                .iter()
+                .map(|(p, b, r)| ((*p).to_owned(), side(*b), side(*r)))
+                .collect(),
+        );
+        found
+            .findings
+            .into_iter()
+            .map(|f| f.ruling)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        rulings(&contract_naming(&[("calc.py", "use +")])),
+        [Ruling::Refused(
+            "the contract's files do not include `test_calc.py`".into()
+        )]
+    );
+    // Naming the file, and even the test, to make it pass says nothing of skipping it.
+    assert_eq!(
+        rulings(&contract_naming(&[(
+            "test_calc.py",
+            "make test_add check 5"
+        )])),
+        [Ruling::Refused(
+            "the contract names `test_calc.py` but does not say to skip or disable tests".into()
+        )]
+    );
+    assert_eq!(
+        rulings(&contract_naming(&[(
+            "test_calc.py",
+            "Skip test_add until the upstream fix lands"
+        )])),
+        [Ruling::Declared(
+            "the contract names `test_calc.py` and its `why` for `test_calc.py` says \"skip\""
+                .into()
+        )]
+    );
+    // A folder named covers its files; the checkout's root names nothing.
+    let under = [("tests/test_calc.py", Some(PY), Some(skipped.as_str()))];
+    let folder = weakened(
+        &contract_naming(&[("./", "skip"), ("tests/", "ignore the slow tests")]),
+        &under,
+    );
+    assert!(!folder[0].3, "{folder:?}");
+    let root = weakened(&contract_naming(&[("./", "skip it")]), &files);
+    assert!(root[0].3, "{root:?}");
+    let selection = [(
+        "pytest.ini",
+        Some("[pytest]\naddopts = -q\n"),
+        Some("[pytest]\naddopts = -q -m 'not slow'\n"),
+    )];
+    let declared = weakened(
+        &contract_naming(&[("pytest.ini", "pass -m 'not slow' in addopts")]),
+        &selection,
+    );
+    assert!(!declared[0].3, "{declared:?}");
+}
+
+#[test]
+fn a_refused_weakening_fails_a_passing_report_and_says_what_to_undo() {
+    let skipped = PY.replace(
+        "    def test_add",
+        "    @unittest.skip(\"later\")\n    def test_add",
+    );
+    let weakening = find(
+        &contract_naming(&[("calc.py", "use +")]),
+        vec![(
+            "test_calc.py".into(),
+            FileText::Text(PY.into()),
+            FileText::Text(skipped),
+        )],
+    );
+    let passed = VerificationReport::compare(&RunSet::default(), &RunSet::default(), &[], vec![]);
+    assert_eq!(passed.verdict, Verdict::Passed);
+    let stored = serde_json::to_string(&passed).unwrap();
+    assert!(!stored.contains("weakening"), "{stored}");
+    let report = passed.with_weakening(weakening.clone());
+    assert_eq!(report.verdict, Verdict::Failed);
+    assert!(
+        report
+            .headline()
+            .starts_with("Verification failed: 1 weakened test"),
+        "{}",
+        report.headline()
+    );
+    let failing = report.for_publication().failing;
+    assert!(
+        failing.contains(
+            "- **refused**: adds `@unittest.skip` to `TestCalc.test_add` (`test_calc.py:6`): \
+             the contract's files do not include `test_calc.py`"
+        ),
+        "{failing}"
+    );
+    assert!(report.check_markdown().contains("**Weakened tests (1)**"));
+    let compact = report.compact();
+    assert!(
+        compact.contains(
+            "to do: remove `@unittest.skip` at test_calc.py:6 and make `TestCalc.test_add` pass instead"
+        ),
+        "{compact}"
+    );
+    let instructions = report.weakening.instructions().unwrap();
+    assert!(instructions.starts_with("Verification refused these changes to the tests"));
+    let back: VerificationReport =
+        serde_json::from_str(&serde_json::to_string(&report).unwrap()).unwrap();
+    assert_eq!(back, report);
+
+    // A refused scope stays refused; a declared weakening alone fails nothing.
+    let mut refused =
+        VerificationReport::compare(&RunSet::default(), &RunSet::default(), &[], vec![]);
+    refused.verdict = Verdict::Refused;
+    assert_eq!(
+        refused.with_weakening(weakening.clone()).verdict,
+        Verdict::Refused
+    );
+    let mut declared = weakening;
+    declared.findings[0].ruling = Ruling::Declared("x".into());
+    let report = VerificationReport::compare(&RunSet::default(), &RunSet::default(), &[], vec![])
+        .with_weakening(declared);
+    assert_eq!(report.verdict, Verdict::Passed);
+    assert!(report.weakening.instructions().is_none());
+    assert!(
+        report
+            .for_publication()
+            .failing
+            .contains("- declared: adds")
+    );
+}
+
+#[test]
+fn findings_are_bounded_refused_first_and_unread_files_are_named() {
+    let mut base = String::from("import unittest\n\n\nclass T(unittest.TestCase):\n");
+    for i in 0..150 {
+        base.push_str(&format!("    def test_{i}(self):\n        assert {i}\n"));
+    }
+    let mut found = find(
+        &contract_naming(&[("tests/test_t.py", "remove the old tests")]),
+        vec![
+            (
+                "tests/test_t.py".into(),
+                FileText::Text(base.clone()),
+                FileText::Absent,
+            ),
+            (
+                "test_other.py".into(),
+                FileText::Text(base),
+                FileText::Absent,
+            ),
+            (
+                "test_big.py".into(),
+                FileText::Text(String::new()),
+                FileText::Unread("larger than 524288 bytes".into()),
+            ),
+        ],
+    );
+    assert_eq!(found.unread.len(), 1);
+    assert_eq!(
+        found.unread[0].why,
+        "in the result: larger than 524288 bytes"
+    );
+    found = found.bounded();
+    assert_eq!(found.findings.len(), MAX_FINDINGS);
+    assert_eq!(found.findings_omitted, 200);
+    assert!(found.findings.iter().all(|f| f.refused()));
+    assert!(found.findings.iter().all(|f| f.path == "test_other.py"));
+    assert!(
+        found
+            .markdown()
+            .contains("Not read for weakened tests: `test_big.py`")
+    );
+}
