@@ -576,6 +576,7 @@ impl Workspaces {
                 branch,
                 base: oid,
                 parent: None,
+                compared: None,
                 shared_objects,
                 finished: false,
             }),
@@ -625,6 +626,7 @@ impl Workspaces {
             branch: branch.to_owned(),
             base,
             parent: None,
+            compared: None,
             shared_objects,
             finished: false,
         }))
@@ -1004,6 +1006,10 @@ pub struct Workspace {
     /// What the result commit goes on top of when that is not `base`
     /// ([`Workspaces::stack_on`]).
     parent: Option<Oid>,
+    /// What the result is read against when that is not `base`
+    /// ([`Workspace::compare_from`]): the session's base when a run starts from work
+    /// pushed or kept before.
+    compared: Option<Oid>,
     shared_objects: PathBuf,
     finished: bool,
 }
@@ -1065,10 +1071,29 @@ impl Workspace {
         CommitSha(self.base.to_string())
     }
 
+    /// Reads the result (its changed files, texts and diff) against `commit` rather than
+    /// the commit the checkout started from: a run that carries on earlier work is
+    /// checked as the whole change the branch will hold, so nothing the earlier work did
+    /// escapes the checks. The result is still committed on top of where it started.
+    pub fn compare_from(&mut self, commit: &CommitSha) -> Result<(), WorkspaceError> {
+        let oid = Oid::from_str(commit.as_str()).map_err(|_| WorkspaceError::BadCommit {
+            repo: String::new(),
+            sha: commit.as_str().to_owned(),
+            reason: "not a commit SHA".into(),
+        })?;
+        self.compared = (oid != self.base).then_some(oid);
+        Ok(())
+    }
+
+    /// The commit the result is read against.
+    fn compared(&self) -> Oid {
+        self.compared.unwrap_or(self.base)
+    }
+
     /// Files that differ between the base and the checkout (untracked files included,
     /// ignored ones not).
     pub async fn changed_files(&self) -> Result<Vec<ChangedFile>, WorkspaceError> {
-        let (git_dir, work, base) = (self.git_dir(), self.repo(), self.base);
+        let (git_dir, work, base) = (self.git_dir(), self.repo(), self.compared());
         blocking(move || {
             let repo = open_results(&git_dir, &work)?;
             let diff = diff_from_base(&repo, base)?;
@@ -1104,7 +1129,7 @@ impl Workspace {
     /// The unified diff from the base to the checkout, cut after `max` bytes with a last
     /// line saying so. Printed file by file, so only the kept part is ever held.
     pub async fn diff_within(&self, max: usize) -> Result<String, WorkspaceError> {
-        let (git_dir, work, base) = (self.git_dir(), self.repo(), self.base);
+        let (git_dir, work, base) = (self.git_dir(), self.repo(), self.compared());
         blocking(move || {
             let repo = open_results(&git_dir, &work)?;
             let diff = diff_from_base(&repo, base)?;
@@ -1144,7 +1169,7 @@ impl Workspace {
         paths: Vec<String>,
         max_bytes: u64,
     ) -> Result<Vec<(FileText, FileText)>, WorkspaceError> {
-        let (git_dir, work, base) = (self.git_dir(), self.repo(), self.base);
+        let (git_dir, work, base) = (self.git_dir(), self.repo(), self.compared());
         blocking(move || {
             let repo = open_results(&git_dir, &work)?;
             let tree = repo
@@ -1166,7 +1191,7 @@ impl Workspace {
     /// Bytes the result's added and changed files hold in the checkout (symbolic links
     /// count as their own size, not their target's).
     pub async fn changed_bytes(&self) -> Result<u64, WorkspaceError> {
-        let (git_dir, work, base) = (self.git_dir(), self.repo(), self.base);
+        let (git_dir, work, base) = (self.git_dir(), self.repo(), self.compared());
         blocking(move || {
             let repo = open_results(&git_dir, &work)?;
             let diff = diff_from_base(&repo, base)?;

@@ -575,6 +575,51 @@ async fn an_executor_that_skips_the_failing_test_gets_a_draft_listing_the_skip(o
     world.server.stop().await;
 }
 
+async fn a_retry_from_a_weakened_draft_is_checked_as_the_whole_change(on: ForgeKind) {
+    // The first run skips the failing test (a weakened draft); `/retry` starts from that
+    // draft, and the executor then only fixes the code: the skip is still in the branch.
+    let settings = command_settings(
+        r#"if grep -q unittest.skip test_calc.py; then sed -i 's/a - b/a + b/' calc.py; else sed -i 's/^    def test_add/    @unittest.skip(\"later\")\\n&/' test_calc.py; fi"#,
+    );
+    let world = World::calc(
+        on,
+        vec![
+            submit_calc(1),
+            verdict(true, "The suite passes."),
+            verdict(true, "The suite passes."),
+        ],
+        &settings,
+    )
+    .await;
+    world.approve_calc().await;
+    world.wait_for_state("failed").await;
+    world
+        .comment(&world.maintainer, "/retry", "retry-weakened")
+        .await;
+    let runs = eventually("the retry's run to end", || async {
+        let runs = world.runs().await;
+        (runs.len() == 2 && runs.iter().all(|r| r.state.as_str() != "running")).then_some(runs)
+    })
+    .await;
+    let session = world.wait_for_state("failed").await;
+    let failure = session.failure.unwrap_or_default();
+    assert!(failure.contains("1 weakened test"), "{failure} {runs:#?}");
+    let pulls = world.pulls();
+    assert_eq!(pulls.len(), 1, "{pulls:#?}");
+    let head = world.upstream(&["rev-parse", &pulls[0].head]);
+    // The draft's commit had its failing check; the retry's commit gets one too.
+    let checks = world.checks(&head);
+    assert!(
+        checks.last().is_some_and(|c| c == "failure")
+            && !checks.iter().any(|c| c.starts_with("success")),
+        "the retry's result is not green: {checks:?}"
+    );
+    // The retry did carry on from the draft: its commit holds the fix.
+    let calc = world.upstream(&["show", &format!("{head}:calc.py")]);
+    assert!(calc.contains("a + b"), "{calc}");
+    world.server.stop().await;
+}
+
 async fn a_settings_commit_after_planning_changes_nothing_that_runs(on: ForgeKind) {
     let original = "sed -i 's/a - b/a + b/' calc.py";
     let world = World::calc(
@@ -1177,6 +1222,7 @@ crate::on_both_forges!(
     an_approved_contract_becomes_a_pull_request_with_the_real_test_results,
     an_executor_that_claims_success_gets_a_draft_showing_the_failing_test,
     an_executor_that_skips_the_failing_test_gets_a_draft_listing_the_skip,
+    a_retry_from_a_weakened_draft_is_checked_as_the_whole_change,
     a_settings_commit_after_planning_changes_nothing_that_runs,
     a_result_touching_a_protected_path_is_refused_and_nothing_is_pushed,
     an_executor_that_crashes_ends_the_session_saying_so,

@@ -246,6 +246,13 @@ impl Execution<'_> {
         {
             self.stack_on(&mut result, &head).await?;
         }
+        // Whatever it starts from, the result is checked as the whole change from the
+        // base: scope, weakened tests and the proof see what earlier work did too.
+        if start.as_str() != self.row.base_sha {
+            result
+                .compare_from(&CommitSha(self.row.base_sha.clone()))
+                .map_err(Stop::permanent)?;
+        }
         timings.record("workspaces", started);
         let routing = &self.contract.routing;
         // The planner writes the contract: its budget may lower the repository's, never
