@@ -388,6 +388,9 @@ pub fn base_env(workspace: &Path) -> Vec<(String, String)> {
         ("TERM".into(), "dumb".into()),
         // Without it, bash looks the user's shell up in the user database.
         ("SHELL".into(), "/bin/sh".into()),
+        // Python reuses a cached `.pyc` whose source has the same size and mtime second:
+        // an edit made soon after a run could then be tested as the code before it.
+        ("PYTHONDONTWRITEBYTECODE".into(), "1".into()),
     ]
 }
 

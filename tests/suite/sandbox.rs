@@ -105,6 +105,7 @@ fn report(out: &Output) -> String {
 crate::on_both_roots!(
     DataDir:
     the_network_is_unreachable,
+    python_leaves_no_bytecode_to_be_reused_after_an_edit,
     writes_land_in_the_workspace_only,
     data_dir_is_hidden_under_every_name,
     nothing_of_the_parents_environment_gets_in,
@@ -146,6 +147,32 @@ async fn the_network_is_unreachable(world: DataDir) {
     assert!(
         listener.accept().is_err(),
         "the host listener accepted a connection from inside"
+    );
+}
+
+async fn python_leaves_no_bytecode_to_be_reused_after_an_edit(world: DataDir) {
+    std::fs::write(
+        world.workspace.join("calc.py"),
+        "def add(a, b):\n    return a - b\n",
+    )
+    .unwrap();
+    let out = world
+        .sh("python3 -c 'import calc; print(calc.add(2, 3))'")
+        .await;
+    assert_eq!(out.stdout.text().trim(), "-1", "{}", report(&out));
+    // The same size, the same second: a cached `.pyc` would still say -1.
+    std::fs::write(
+        world.workspace.join("calc.py"),
+        "def add(a, b):\n    return a + b\n",
+    )
+    .unwrap();
+    let out = world
+        .sh("python3 -c 'import calc; print(calc.add(2, 3))'")
+        .await;
+    assert_eq!(out.stdout.text().trim(), "5", "{}", report(&out));
+    assert!(
+        !world.workspace.join("__pycache__").exists(),
+        "bytecode was written into the workspace"
     );
 }
 
