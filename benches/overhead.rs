@@ -309,6 +309,7 @@ impl World {
         self.server
             .client
             .get(format!("{}/metrics", self.server.base))
+            .bearer_auth(support::ADMIN_TOKEN)
             .send()
             .await
             .unwrap()
