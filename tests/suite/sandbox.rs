@@ -267,6 +267,7 @@ async fn nothing_of_the_parents_environment_gets_in(world: DataDir) {
                 "LANG",
                 "TERM",
                 "SHELL",
+                "PYTHONDONTWRITEBYTECODE",
                 "GIVEN_BY_CALLER",
                 "PWD",
                 "SHLVL",

@@ -305,6 +305,7 @@ async fn the_environment_has_the_base_urls_and_the_token_and_nothing_else_secret
                 "LANG",
                 "TERM",
                 "SHELL",
+                "PYTHONDONTWRITEBYTECODE",
                 "PWD",
                 "SHLVL",
                 "_",

@@ -1343,8 +1343,8 @@ async fn what_the_checks_rewrote_is_put_back_and_a_link_they_left_is_not_followe
         "nothing written outside"
     );
     // What the checks created stays, and stays out of the result while unchanged.
-    // The contract's unittest left bytecode; the formatter its log.
-    assert_eq!(created.len(), 3, "{created:?}");
+    // The formatter left its log (sandboxed Python writes no bytecode).
+    assert_eq!(created.len(), 1, "{created:?}");
     assert!(repo.join("format.log").exists());
     let again = result
         .commit_result("fix add", &author, &created)
