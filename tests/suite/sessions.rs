@@ -800,12 +800,10 @@ async fn retry_after_a_failed_run_carries_out_the_contract_again_with_fresh_atte
     world.server.stop().await;
 }
 
-async fn a_retry_on_the_same_base_reuses_the_kept_baseline(on: ForgeKind) {
-    // On the base, where `add` subtracts, the test command ends with a random code (20 to
-    // 119), so a base run twice would almost surely differ; on a result it runs the tests.
-    // The first run makes `add` multiply, fails verification and reports on the issue (so
-    // nothing is pushed and the retry starts from the base again); the retry makes it add.
-    let random_on_base = "sh -c 'if grep -q \\\"a - b\\\" calc.py; then exit $(( $(od -An -N2 -tu2 /dev/urandom) % 100 + 20 )); fi; exec python3 -m unittest -v'";
+/// The calc project tested by `test`: the first execution makes `add` multiply and fails
+/// (reported on the issue, nothing pushed, so the retry starts from the base again); the
+/// `/retry` makes it add and opens the pull request.
+async fn failed_then_retried(on: ForgeKind, test: &str) -> World {
     let edit = |id: &str, new: &str| {
         Step::tool_call(
             id,
@@ -828,7 +826,7 @@ async fn a_retry_on_the_same_base_reuses_the_kept_baseline(on: ForgeKind) {
             finish("e4"),
             verdict(true, "Fixed."),
         ],
-        &format!("test: \"{random_on_base}\"\non_failure: comment\n"),
+        &format!("test: \"{test}\"\non_failure: comment\n"),
     )
     .await;
     world.approve_calc().await;
@@ -837,6 +835,16 @@ async fn a_retry_on_the_same_base_reuses_the_kept_baseline(on: ForgeKind) {
         .comment(&world.maintainer, "/retry", "retry-run")
         .await;
     world.wait_for_state("pr_opened").await;
+    world
+}
+
+async fn a_retry_on_the_same_base_reuses_the_kept_baseline(on: ForgeKind) {
+    // On the base, where `add` subtracts, the test command ends with a random code (20 to
+    // 119), so a base run twice would almost surely differ; on a result it runs the tests.
+    // The first run makes `add` multiply, fails verification and reports on the issue (so
+    // nothing is pushed and the retry starts from the base again); the retry makes it add.
+    let random_on_base = "sh -c 'if grep -q \\\"a - b\\\" calc.py; then exit $(( $(od -An -N2 -tu2 /dev/urandom) % 100 + 20 )); fi; exec python3 -m unittest -v'";
+    let world = failed_then_retried(on, random_on_base).await;
     let runs = world.runs().await;
     assert_eq!(runs.len(), 2, "{runs:#?}");
     // What each run's verification says the base did, command by command.
@@ -871,37 +879,7 @@ async fn a_baseline_that_met_a_flaky_failure_is_not_reused(on: ForgeKind) {
     // On the base, where `add` subtracts, the test command fails every other run (its
     // count is kept in the checkout): the base fails, passes on its re-run, and is flaky.
     let flaky_on_base = "sh -c 'if grep -q \\\"a - b\\\" calc.py; then n=$(( $(cat .runs 2>/dev/null || echo 0) + 1 )); echo $n > .runs; [ $(( n % 2 )) = 0 ] && exit 0 || exit 3; fi; exec python3 -m unittest -v'";
-    let edit = |id: &str, new: &str| {
-        Step::tool_call(
-            id,
-            "edit_file",
-            json!({"path": "calc.py", "old": "return a - b", "new": new}),
-        )
-        .when_tools(&["finish", "edit_file"])
-    };
-    let finish = |id: &str| {
-        Step::tool_call(id, "finish", json!({"summary": "changed add"})).when_tools(&["finish"])
-    };
-    let world = World::calc(
-        on,
-        vec![
-            submit_calc(1),
-            edit("e1", "return a * b"),
-            finish("e2"),
-            verdict(false, "Still wrong."),
-            edit("e3", "return a + b"),
-            finish("e4"),
-            verdict(true, "Fixed."),
-        ],
-        &format!("test: \"{flaky_on_base}\"\non_failure: comment\n"),
-    )
-    .await;
-    world.approve_calc().await;
-    world.wait_for_state("failed").await;
-    world
-        .comment(&world.maintainer, "/retry", "retry-run")
-        .await;
-    world.wait_for_state("pr_opened").await;
+    let world = failed_then_retried(on, flaky_on_base).await;
     let runs = world.runs().await;
     assert_eq!(runs.len(), 2, "{runs:#?}");
     for run in &runs {
