@@ -20,8 +20,8 @@ use tokio::sync::OnceCell;
 
 use super::{
     Check, CheckState, Comment, Forge, ForgeError, GITHUB_TEXT_LIMIT, GitRemote, Issue,
-    LabelChange, NewPullRequest, Permission, PullRequest, Reaction, Repository, RetryPolicy,
-    header, truncate_with_note,
+    LabelChange, NewPullRequest, Permission, PullRequest, REVIEW_COMMENTS_MAX, Reaction,
+    Repository, RetryPolicy, Review, ReviewComment, ReviewState, header, truncate_with_note,
 };
 use crate::config::GithubSettings;
 use crate::contract::SourceLinks;
@@ -597,6 +597,68 @@ impl Forge for GithubForge {
             password,
         })
     }
+
+    async fn review(
+        &self,
+        repo: &RepoName,
+        pull: PullNumber,
+        review: i64,
+    ) -> Result<Review, ForgeError> {
+        let base = format!("{}/pulls/{pull}/reviews/{review}", repo_path(repo));
+        let found: GhReview = self.get(&base).await?;
+        let mut comments = Vec::new();
+        let mut more_comments = false;
+        for page in 1..=REVIEW_COMMENTS_MAX.div_ceil(PER_PAGE) {
+            let batch: Vec<GhReviewComment> = self
+                .get(&format!("{base}/comments?per_page={PER_PAGE}&page={page}"))
+                .await?;
+            let full = batch.len() == PER_PAGE;
+            comments.extend(batch.into_iter().map(ReviewComment::from));
+            if !full {
+                break;
+            }
+            more_comments = comments.len() >= REVIEW_COMMENTS_MAX;
+        }
+        comments.truncate(REVIEW_COMMENTS_MAX);
+        Ok(Review {
+            id: found.id,
+            author: found.user.map_or_else(ghost, Actor::from),
+            state: ReviewState::parse(&found.state),
+            body: found.body.unwrap_or_default(),
+            comments,
+            more_comments,
+        })
+    }
+
+    async fn comment_on_pull(
+        &self,
+        repo: &RepoName,
+        pull: PullNumber,
+        body: &str,
+    ) -> Result<Comment, ForgeError> {
+        // A pull request's conversation is its issue's.
+        self.create_comment(repo, IssueNumber(pull.0), body).await
+    }
+
+    async fn reply_to_review_comment(
+        &self,
+        repo: &RepoName,
+        pull: PullNumber,
+        comment: CommentId,
+        _thread: Option<&str>,
+        body: &str,
+    ) -> Result<(), ForgeError> {
+        // GitHub offers apps no `/replies` route: a reply is a review comment `in_reply_to`.
+        let path = format!("{}/pulls/{pull}/comments", repo_path(repo));
+        let what = format!("POST {path}");
+        let payload = json!({ "body": body, "in_reply_to": comment.0 });
+        let _: GhReviewComment = self
+            .shared
+            .retry
+            .run_create(|| attempt(&self.client, &Method::POST, &path, Some(&payload), &what))
+            .await?;
+        Ok(())
+    }
 }
 
 impl GithubForge {
@@ -1032,6 +1094,43 @@ impl From<GhUser> for Actor {
             login: user.login,
             id: user.id,
             bot,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct GhReview {
+    id: i64,
+    user: Option<GhUser>,
+    body: Option<String>,
+    state: String,
+}
+
+#[derive(Deserialize)]
+struct GhReviewComment {
+    id: i64,
+    path: String,
+    #[serde(default)]
+    line: Option<i64>,
+    #[serde(default)]
+    start_line: Option<i64>,
+    #[serde(default)]
+    diff_hunk: Option<String>,
+    #[serde(default)]
+    body: Option<String>,
+    user: Option<GhUser>,
+}
+
+impl From<GhReviewComment> for ReviewComment {
+    fn from(c: GhReviewComment) -> Self {
+        ReviewComment {
+            id: CommentId(c.id),
+            thread: None,
+            path: c.path,
+            lines: c.line.map(|end| (c.start_line.unwrap_or(end), end)),
+            diff_hunk: c.diff_hunk.unwrap_or_default(),
+            body: c.body.unwrap_or_default(),
+            author: c.user.map_or_else(ghost, Actor::from),
         }
     }
 }

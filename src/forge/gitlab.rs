@@ -189,6 +189,27 @@ impl GitlabForge {
         Ok((headers, text))
     }
 
+    /// Posts a note at `path` (an issue's, a merge request's or a discussion's notes).
+    /// Not repeated after a failure GitLab may have stored anyway (a 502, a timeout): the
+    /// session layer posts with a marker and looks for it before posting again.
+    async fn create_note(&self, path: &str, body: &str) -> Result<Comment, ForgeError> {
+        let method = Method::POST;
+        let what = what(&method, path);
+        let url = format!("{}{path}", self.api);
+        let payload = json!({ "body": body });
+        let route = super::route(method.as_str(), path);
+        let (_, text) = self
+            .retry
+            .run_create(|| async {
+                self.attempt(&method, &url, &route, Some(&payload), &what)
+                    .await
+                    .map_err(|e| self.scrub(e))
+            })
+            .await?;
+        let created: GlNote = decode(&what, &text)?;
+        Ok(created.into())
+    }
+
     /// Removes the token from error text, in case a proxy or the server echoes a header.
     fn scrub(&self, error: ForgeError) -> ForgeError {
         let token = self.token.expose_secret();
@@ -386,24 +407,40 @@ impl Forge for GitlabForge {
         issue: IssueNumber,
         body: &str,
     ) -> Result<Comment, ForgeError> {
-        // Not repeated after a failure GitLab may have stored anyway (a 502, a timeout):
-        // the session layer posts with a marker and looks for it before posting again.
         let path = format!("{}/issues/{issue}/notes", project_path(repo));
-        let method = Method::POST;
-        let what = what(&method, &path);
-        let url = format!("{}{path}", self.api);
-        let payload = json!({ "body": body });
-        let route = super::route(method.as_str(), &path);
-        let (_, text) = self
-            .retry
-            .run_create(|| async {
-                self.attempt(&method, &url, &route, Some(&payload), &what)
-                    .await
-                    .map_err(|e| self.scrub(e))
-            })
-            .await?;
-        let created: GlNote = decode(&what, &text)?;
-        Ok(created.into())
+        self.create_note(&path, body).await
+    }
+
+    async fn comment_on_pull(
+        &self,
+        repo: &RepoName,
+        pull: PullNumber,
+        body: &str,
+    ) -> Result<Comment, ForgeError> {
+        let path = format!("{}/merge_requests/{pull}/notes", project_path(repo));
+        self.create_note(&path, body).await
+    }
+
+    async fn reply_to_review_comment(
+        &self,
+        repo: &RepoName,
+        pull: PullNumber,
+        comment: CommentId,
+        thread: Option<&str>,
+        body: &str,
+    ) -> Result<(), ForgeError> {
+        let Some(discussion) = thread else {
+            return Err(ForgeError::Client {
+                what: format!("reply to note {comment} of merge request {pull}"),
+                message: "the note's discussion is not known".into(),
+            });
+        };
+        let path = format!(
+            "{}/merge_requests/{pull}/discussions/{}/notes",
+            project_path(repo),
+            utf8_percent_encode(discussion, NON_ALPHANUMERIC)
+        );
+        self.create_note(&path, body).await.map(drop)
     }
 
     async fn edit_comment(

@@ -174,6 +174,63 @@ pub fn truncate_with_note(text: &str, limit: usize) -> std::borrow::Cow<'_, str>
     std::borrow::Cow::Owned(out)
 }
 
+/// What a review says of a pull request, in the forge's terms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReviewState {
+    ChangesRequested,
+    Commented,
+    Approved,
+    Dismissed,
+    /// Started but not submitted, or a state planwright does not know.
+    Other,
+}
+
+impl ReviewState {
+    /// GitHub's names: `changes_requested` in webhooks, `CHANGES_REQUESTED` over REST.
+    pub fn parse(name: &str) -> Self {
+        match name.to_ascii_lowercase().as_str() {
+            "changes_requested" => ReviewState::ChangesRequested,
+            "commented" => ReviewState::Commented,
+            "approved" => ReviewState::Approved,
+            "dismissed" => ReviewState::Dismissed,
+            _ => ReviewState::Other,
+        }
+    }
+}
+
+/// A comment on a line range of a pull request's diff.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReviewComment {
+    pub id: CommentId,
+    /// The thread it sits in where the forge addresses replies by thread (a GitLab
+    /// discussion); `None` on GitHub, which replies to the comment itself.
+    pub thread: Option<String>,
+    pub path: String,
+    /// First and last line of the new file it is on; `None` for a comment on a removed
+    /// line or a whole file.
+    pub lines: Option<(i64, i64)>,
+    /// The diff hunk it was written on, as the forge shows it.
+    pub diff_hunk: String,
+    pub body: String,
+    pub author: Actor,
+}
+
+/// A submitted review as the forge has it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Review {
+    pub id: i64,
+    pub author: Actor,
+    pub state: ReviewState,
+    pub body: String,
+    /// Its inline comments, at most [`REVIEW_COMMENTS_MAX`] of them.
+    pub comments: Vec<ReviewComment>,
+    /// The review had more inline comments than were read.
+    pub more_comments: bool,
+}
+
+/// The most inline comments of one review planwright reads.
+pub const REVIEW_COMMENTS_MAX: usize = 500;
+
 /// A label put on an issue or taken off it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LabelChange {
@@ -299,6 +356,52 @@ pub trait Forge: Send + Sync {
 
     /// Where to fetch and push the repository, with credentials valid for about an hour.
     async fn git_remote(&self, repo: &RepoName) -> Result<GitRemote, ForgeError>;
+
+    /// Review `review` of pull request `pull` as the forge has it, with its inline
+    /// comments. `NotFound` when the pull request has no such review, or the forge has no
+    /// reviews to address.
+    async fn review(
+        &self,
+        repo: &RepoName,
+        pull: PullNumber,
+        review: i64,
+    ) -> Result<Review, ForgeError> {
+        let _ = (repo, review);
+        Err(ForgeError::NotFound {
+            what: format!("find a review of pull request {pull}: this forge has none"),
+        })
+    }
+
+    /// Writes `body` in the pull request's conversation.
+    async fn comment_on_pull(
+        &self,
+        repo: &RepoName,
+        pull: PullNumber,
+        body: &str,
+    ) -> Result<Comment, ForgeError> {
+        let _ = (repo, body);
+        Err(ForgeError::Client {
+            what: format!("comment on pull request {pull}"),
+            message: "this forge has no pull request conversations".into(),
+        })
+    }
+
+    /// Answers inline comment `comment` in its own thread (`thread`: the comment's
+    /// [`ReviewComment::thread`]).
+    async fn reply_to_review_comment(
+        &self,
+        repo: &RepoName,
+        pull: PullNumber,
+        comment: CommentId,
+        thread: Option<&str>,
+        body: &str,
+    ) -> Result<(), ForgeError> {
+        let _ = (repo, thread, body);
+        Err(ForgeError::Client {
+            what: format!("reply to comment {comment} on pull request {pull}"),
+            message: "this forge has no review threads".into(),
+        })
+    }
 }
 
 /// Why a forge call failed, classified once so callers and the retry helper only branch on

@@ -1121,6 +1121,26 @@ impl Workspace {
         .await
     }
 
+    /// The paths this run itself changed: from the commit the checkout started from,
+    /// whatever the result is read against (a round on top of earlier work names only
+    /// what it did).
+    pub async fn paths_changed_since_start(&self) -> Result<Vec<String>, WorkspaceError> {
+        let (git_dir, work, start) = (self.git_dir(), self.repo(), self.base);
+        blocking(move || {
+            let repo = open_results(&git_dir, &work)?;
+            let diff = diff_from_base(&repo, start)?;
+            Ok(diff
+                .deltas()
+                .flat_map(|d| [d.old_file().path(), d.new_file().path()])
+                .flatten()
+                .map(|p| p.to_string_lossy().into_owned())
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect())
+        })
+        .await
+    }
+
     /// The unified diff from the base to the checkout, at most [`DIFF_MAX_BYTES`].
     pub async fn diff(&self) -> Result<String, WorkspaceError> {
         self.diff_within(DIFF_MAX_BYTES).await

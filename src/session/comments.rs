@@ -8,7 +8,7 @@ use crate::config::environment::Choice;
 use crate::config::repo::{BoundSettings, TestCommands};
 use crate::contract::ContractVersion;
 use crate::environment::{PullError, PullErrorKind};
-use crate::ids::{Permission, SessionId};
+use crate::ids::{IssueNumber, Permission, SessionId};
 use crate::store::model_usage::Budget;
 use crate::store::state::SessionState;
 
@@ -174,6 +174,47 @@ pub(super) fn revising_from_pull(version: i64, login: &str) -> String {
     format!(
         "Revising the contract (v{version}) with feedback from @{login} on the pull request; the next round continues on the same branch."
     )
+}
+
+pub(super) fn revising_from_review(version: i64, login: &str) -> String {
+    format!(
+        "Revising the contract (v{version}) with @{login}'s review of the pull request; the next round continues on the same branch."
+    )
+}
+
+// Reviews of the pull request.
+
+/// Said once, on the pull request, to a reviewer who may not start a round.
+pub(super) fn review_not_permitted(login: &str, needed: Permission, have: Permission) -> String {
+    format!(
+        "@{login}, thank you for the review. Only people with **{needed}** access or more can ask planwright for another round (you have **{have}**), so this review starts nothing; a maintainer can write `/revise <what to change>` here."
+    )
+}
+
+/// Said on the pull request when a review cannot start a round now.
+pub(super) fn review_not_now(login: &str, reason: &str) -> String {
+    format!("@{login}: this review starts no new round: {reason}")
+}
+
+/// The pointer on the pull request to a revised contract waiting on the issue.
+pub(super) fn revision_waiting(
+    version: ContractVersion,
+    issue: IssueNumber,
+    url: Option<&str>,
+) -> String {
+    let place = match url {
+        Some(url) => format!("[in #{issue}]({url})"),
+        None => format!("in #{issue}"),
+    };
+    format!(
+        "Revision v{version} of the build contract is waiting for approval {place}. Nothing changes on this branch until a maintainer approves it there."
+    )
+}
+
+/// The reply in an inline comment's thread once a round touched its file.
+pub(super) fn review_comment_answered(commit: &str, version: ContractVersion) -> String {
+    let short: String = commit.chars().take(12).collect();
+    format!("Addressed in {short} (build contract v{version}).")
 }
 
 pub(super) fn replanning(login: &str) -> String {

@@ -7,7 +7,7 @@ use tracing::{info, warn};
 
 use super::command::CommandContext;
 use super::commands::{self, Command};
-use super::{comments, label, revise};
+use super::{comments, label, review, revise};
 use crate::app::App;
 use crate::config::repo::RepoConfig;
 use crate::event::{Actor, RepoEvent, RepoEventKind, Thread};
@@ -50,7 +50,14 @@ pub async fn on_repo_event(
             body,
             ..
         } => on_pull_comment(app, event, *pull, *comment, body, delivery).await,
-        RepoEventKind::ReviewSubmitted { .. } | RepoEventKind::MergeRequestChanged { .. } => {
+        RepoEventKind::ReviewSubmitted {
+            pull,
+            review: id,
+            state,
+            body,
+            author,
+        } => review::on_review(app, event, *pull, *id, state, body, author, delivery).await,
+        RepoEventKind::MergeRequestChanged { .. } => {
             info!(repo = %event.repo, kind = ?event.kind, "repository event needs no action");
             Ok(())
         }
@@ -128,7 +135,7 @@ async fn already_handled(app: &App, delivery: Option<&str>) -> Result<bool, JobE
 }
 
 /// The repository's policy, or `None` after telling `reply` why it is not valid.
-async fn policy_or_say(
+pub(super) async fn policy_or_say(
     forge: &dyn Forge,
     event: &RepoEvent,
     reply: impl AsyncFnOnce(String) -> Result<(), ForgeError>,

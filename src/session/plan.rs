@@ -11,7 +11,7 @@ use tracing::{Instrument as _, info, warn};
 use super::comments;
 use super::dispatch::PlanJob;
 use super::error::{Stop, UserError};
-use super::status::{find_own_comment, update_status, update_status_of};
+use super::status::{comment_url, find_own_comment, update_status, update_status_of};
 use crate::app::App;
 use crate::config::environment::Choice;
 use crate::config::repo::{BoundSettings, RepoConfig};
@@ -346,6 +346,15 @@ impl Planning<'_> {
         }
         let text = comments::contract_posted(version, edited, notes);
         update_status_of(self.app, forge, id, to, &text).await?;
+        if let Some(pull) = self.session.pull_number {
+            // A round asked for on the pull request: its readers learn where it waits.
+            // Said once (the move above happens once); a courtesy, so not worth failing for.
+            let url = comment_url(&forge.web_links(repo), issue, Some(&comment));
+            let text = comments::revision_waiting(version, issue, url.as_deref());
+            if let Err(e) = forge.comment_on_pull(repo, pull, &text).await {
+                warn!(error = %e, pull = pull.0, "could not point the pull request to the revised contract");
+            }
+        }
         Ok(())
     }
 

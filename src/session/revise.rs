@@ -10,6 +10,7 @@ use super::dispatch::enqueue_plan;
 use super::error::{Stop, UserError};
 use crate::ids::PullNumber;
 use crate::jobs::JobError;
+use crate::store::reviews::{self, Owed};
 use crate::store::sessions::{self, ContractRow, SessionRow};
 use crate::store::state::SessionState;
 
@@ -57,6 +58,13 @@ pub(super) async fn apply(
     })
 }
 
+/// A round asked for on the pull request: what the planner is told and, for a review,
+/// the review to claim and the inline comments its round owes an answer.
+pub(super) struct PullRound<'a> {
+    pub feedback: &'a str,
+    pub review: Option<(i64, &'a [Owed])>,
+}
+
 /// `/revise` written on the session's pull request.
 pub(super) async fn on_pull(
     ctx: &CommandContext<'_>,
@@ -64,36 +72,57 @@ pub(super) async fn on_pull(
     pull: PullNumber,
     feedback: &str,
 ) -> Result<(), JobError> {
-    match start_round(ctx, session, pull, feedback).await {
+    let round = PullRound {
+        feedback,
+        review: None,
+    };
+    match start_round(ctx, session, pull, &round).await {
         Ok(()) | Err(Stop::Gone) => Ok(()),
         Err(Stop::User(e)) => ctx.reply(e).await,
         Err(Stop::Job(e)) => Err(e),
     }
 }
 
-async fn start_round(
+/// Starts another round on the pull request's branch: contract v(n+1) is planned with the
+/// feedback. `Stop::Gone` when the round's review was claimed before (a redelivery).
+pub(super) async fn start_round(
     ctx: &CommandContext<'_>,
     session: &SessionRow,
     pull: PullNumber,
-    feedback: &str,
+    round: &PullRound<'_>,
 ) -> Result<(), Stop> {
     let (id, event) = (&session.id, ctx.event);
     let mut tx = ctx.app.db.writer.begin().await?;
     let other = sessions::find_active(&mut tx, event.forge, &event.repo, ctx.issue).await?;
     decide_on_pull(session.state, other.is_some_and(|o| o.id != *id))?;
     let version = next_version(sessions::latest_contract(&mut tx, id).await?.as_ref());
+    if let Some((review, owed)) = round.review {
+        let claimed =
+            reviews::claim(&mut tx, event.forge, &event.repo, review, id, Some(version)).await?;
+        if !claimed {
+            return Err(Stop::Gone);
+        }
+        reviews::owe_answers(&mut tx, id, version, owed).await?;
+    }
     let to = SessionState::Planning;
     move_or_refuse(&mut tx, id, session.state, to, comments::raced_revision()).await?;
-    enqueue_plan(&mut tx, id, version, Some(feedback.to_owned())).await?;
+    enqueue_plan(&mut tx, id, version, Some(round.feedback.to_owned())).await?;
+    let review = round.review.map(|(review, _)| review);
     let done = Done {
         action: "contract.revision_requested",
-        detail: serde_json::json!({ "version": version, "feedback": feedback, "pull": pull.0 }),
+        detail: serde_json::json!({
+            "version": version, "feedback": round.feedback, "pull": pull.0, "review": review,
+        }),
         state: to,
-        status: comments::revising_from_pull(version, ctx.login()),
+        status: match review {
+            Some(_) => comments::revising_from_review(version, ctx.login()),
+            None => comments::revising_from_pull(version, ctx.login()),
+        },
     };
-    let handled = serde_json::json!({ "command": "revise", "pull": pull.0 });
+    let command = if review.is_some() { "review" } else { "revise" };
+    let handled = serde_json::json!({ "command": command, "pull": pull.0, "review": review });
     ctx.record(tx, id, done, handled).await?;
-    info!(session = %id, pull = pull.0, by = %ctx.login(), "revision asked for on the pull request");
+    info!(session = %id, pull = pull.0, ?review, by = %ctx.login(), "revision asked for on the pull request");
     Ok(())
 }
 

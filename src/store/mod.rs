@@ -8,6 +8,7 @@ pub mod deliveries;
 pub mod installations;
 pub mod jobs;
 pub mod model_usage;
+pub mod reviews;
 pub mod runs;
 pub mod sessions;
 pub mod state;

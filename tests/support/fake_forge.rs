@@ -160,6 +160,33 @@ pub struct FakeCheckRun {
     pub updates: usize,
 }
 
+/// A submitted pull request review.
+#[derive(Debug, Clone)]
+pub struct FakeReview {
+    pub id: i64,
+    pub repo: String,
+    pub pull: i64,
+    /// As GitHub's REST API spells it: `CHANGES_REQUESTED`, `COMMENTED`, `APPROVED`.
+    pub state: String,
+    pub body: Option<String>,
+    pub author: FakeUser,
+}
+
+/// A comment on a line of a pull request's diff, or a reply in its thread.
+#[derive(Debug, Clone)]
+pub struct FakeReviewComment {
+    pub id: i64,
+    pub repo: String,
+    pub pull: i64,
+    pub review: Option<i64>,
+    pub path: String,
+    pub line: Option<i64>,
+    pub diff_hunk: String,
+    pub body: String,
+    pub author: FakeUser,
+    pub in_reply_to: Option<i64>,
+}
+
 struct FakeIssue {
     title: String,
     body: Option<String>,
@@ -195,6 +222,8 @@ struct GithubState {
     repos: HashMap<String, FakeRepo>,
     comments: BTreeMap<i64, FakeComment>,
     check_runs: BTreeMap<i64, FakeCheckRun>,
+    reviews: BTreeMap<i64, FakeReview>,
+    review_comments: BTreeMap<i64, FakeReviewComment>,
     next_id: i64,
     log: RequestLog<Credential>,
     faults: Faults,
@@ -448,6 +477,69 @@ impl FakeGithub {
                 },
             );
             number
+        })
+    }
+
+    /// A review of pull request `pull` by `author`, in `state` (REST spelling), with inline
+    /// comments `(path, line, diff hunk, text)`. Returns the review's id and its comments'.
+    pub fn add_review(
+        &self,
+        repo: &str,
+        pull: i64,
+        author: FakeUser,
+        state: &str,
+        body: Option<&str>,
+        comments: &[(&str, i64, &str, &str)],
+    ) -> (i64, Vec<i64>) {
+        let repo = repo.to_ascii_lowercase();
+        self.with(|w| {
+            let id = w.next_id();
+            w.reviews.insert(
+                id,
+                FakeReview {
+                    id,
+                    repo: repo.clone(),
+                    pull,
+                    state: state.to_owned(),
+                    body: body.map(str::to_owned),
+                    author: author.clone(),
+                },
+            );
+            let ids = comments
+                .iter()
+                .map(|(path, line, hunk, text)| {
+                    let comment = w.next_id();
+                    w.review_comments.insert(
+                        comment,
+                        FakeReviewComment {
+                            id: comment,
+                            repo: repo.clone(),
+                            pull,
+                            review: Some(id),
+                            path: (*path).to_owned(),
+                            line: Some(*line),
+                            diff_hunk: (*hunk).to_owned(),
+                            body: (*text).to_owned(),
+                            author: author.clone(),
+                            in_reply_to: None,
+                        },
+                    );
+                    comment
+                })
+                .collect();
+            (id, ids)
+        })
+    }
+
+    /// Every review comment (replies included) on pull request `pull`, oldest first.
+    pub fn review_comments(&self, repo: &str, pull: i64) -> Vec<FakeReviewComment> {
+        let repo = repo.to_ascii_lowercase();
+        self.with(|w| {
+            w.review_comments
+                .values()
+                .filter(|c| c.repo == repo && c.pull == pull)
+                .cloned()
+                .collect()
         })
     }
 
@@ -1094,7 +1186,7 @@ fn answer_now(
             let Ok(number) = number.parse::<i64>() else {
                 return not_found();
             };
-            if !w.repos[&key].issues.contains_key(&number) {
+            if !has_thread(&w.repos[&key], number) {
                 return not_found();
             }
             let per_page: usize = query
@@ -1121,7 +1213,7 @@ fn answer_now(
             let Ok(number) = number.parse::<i64>() else {
                 return not_found();
             };
-            if !w.repos[&key].issues.contains_key(&number) {
+            if !has_thread(&w.repos[&key], number) {
                 return not_found();
             }
             let Some(text) = json_body.get("body").and_then(Value::as_str) else {
@@ -1229,6 +1321,67 @@ fn answer_now(
             };
             let answer = pull_json(w, &key, &pull);
             w.repos.get_mut(&key).unwrap().pulls.insert(number, pull);
+            (StatusCode::CREATED, axum::Json(answer)).into_response()
+        }
+        (Method::GET, ["pulls", number, "reviews", id]) => match review_of(w, &key, number, id) {
+            Some(r) => axum::Json(review_json(w, r)).into_response(),
+            None => not_found(),
+        },
+        (Method::GET, ["pulls", number, "reviews", id, "comments"]) => {
+            let Some(review) = review_of(w, &key, number, id) else {
+                return not_found();
+            };
+            let (per_page, page) = paging(&query);
+            let items: Vec<Value> = w
+                .review_comments
+                .values()
+                .filter(|c| c.review == Some(review.id))
+                .skip((page - 1) * per_page)
+                .take(per_page)
+                .map(|c| review_comment_json(w, c))
+                .collect();
+            axum::Json(items).into_response()
+        }
+        (Method::POST, ["pulls", number, "comments"]) => {
+            let Some(pull) = number
+                .parse::<i64>()
+                .ok()
+                .filter(|n| w.repos[&key].pulls.contains_key(n))
+            else {
+                return not_found();
+            };
+            let Some(text) = json_body.get("body").and_then(Value::as_str) else {
+                return error(StatusCode::UNPROCESSABLE_ENTITY, "Invalid request.");
+            };
+            // This fake takes only replies; a new comment needs a commit, path and line.
+            let Some(parent) = json_body.get("in_reply_to").and_then(Value::as_i64) else {
+                return error(StatusCode::UNPROCESSABLE_ENTITY, "Invalid request.");
+            };
+            let Some(parent) = w
+                .review_comments
+                .get(&parent)
+                .filter(|c| c.repo == key && c.pull == pull)
+                .cloned()
+            else {
+                return not_found();
+            };
+            if parent.in_reply_to.is_some() {
+                return error(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "Replies to replies are not supported.",
+                );
+            }
+            let id = w.next_id();
+            let reply = FakeReviewComment {
+                id,
+                review: None,
+                body: text.to_owned(),
+                author: bot,
+                in_reply_to: Some(parent.id),
+                ..parent
+            };
+            let answer = review_comment_json(w, &reply);
+            w.review_comments.insert(id, reply);
             (StatusCode::CREATED, axum::Json(answer)).into_response()
         }
         (Method::GET, ["pulls", number]) => {
@@ -1757,6 +1910,77 @@ fn graphql(w: &mut GithubState, token: &str, body: &Value) -> Response {
         } } },
     }))
     .into_response()
+}
+
+fn has_thread(repo: &FakeRepo, number: i64) -> bool {
+    // Every pull request is an issue too, with the issue's conversation.
+    repo.issues.contains_key(&number) || repo.pulls.contains_key(&number)
+}
+
+fn paging(query: &HashMap<String, String>) -> (usize, usize) {
+    let per_page = query
+        .get("per_page")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(30usize)
+        .clamp(1, 100);
+    let page = query
+        .get("page")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1usize)
+        .max(1);
+    (per_page, page)
+}
+
+fn review_of<'w>(w: &'w GithubState, repo: &str, pull: &str, id: &str) -> Option<&'w FakeReview> {
+    let (pull, id) = (pull.parse::<i64>().ok()?, id.parse::<i64>().ok()?);
+    w.reviews
+        .get(&id)
+        .filter(|r| r.repo == repo && r.pull == pull)
+}
+
+fn review_json(w: &GithubState, r: &FakeReview) -> Value {
+    let full_name = &w.repos[&r.repo].full_name;
+    json!({
+        "id": r.id,
+        "node_id": format!("PRR_{}", r.id),
+        "user": r.author.json(),
+        "body": r.body,
+        "state": r.state,
+        "html_url": format!("https://github.com/{full_name}/pull/{}#pullrequestreview-{}", r.pull, r.id),
+        "pull_request_url": format!("https://api.github.com/repos/{full_name}/pulls/{}", r.pull),
+        "submitted_at": rfc3339(now()),
+        "commit_id": "0000000000000000000000000000000000000000",
+        "author_association": "MEMBER",
+    })
+}
+
+fn review_comment_json(w: &GithubState, c: &FakeReviewComment) -> Value {
+    let full_name = &w.repos[&c.repo].full_name;
+    json!({
+        "id": c.id,
+        "node_id": format!("PRRC_{}", c.id),
+        "pull_request_review_id": c.review,
+        "diff_hunk": c.diff_hunk,
+        "path": c.path,
+        "position": 1,
+        "original_position": 1,
+        "commit_id": "0000000000000000000000000000000000000000",
+        "original_commit_id": "0000000000000000000000000000000000000000",
+        "in_reply_to_id": c.in_reply_to,
+        "user": c.author.json(),
+        "body": c.body,
+        "created_at": rfc3339(now()),
+        "updated_at": rfc3339(now()),
+        "html_url": format!("https://github.com/{full_name}/pull/{}#discussion_r{}", c.pull, c.id),
+        "pull_request_url": format!("https://api.github.com/repos/{full_name}/pulls/{}", c.pull),
+        "author_association": "MEMBER",
+        "start_line": null,
+        "original_start_line": null,
+        "start_side": null,
+        "line": c.line,
+        "original_line": c.line,
+        "side": "RIGHT",
+    })
 }
 
 fn comment_of<'w>(w: &'w GithubState, repo: &str, id: &str) -> Option<&'w FakeComment> {

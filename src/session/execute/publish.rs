@@ -21,13 +21,15 @@ pub(super) struct Shown<'a> {
 }
 use crate::config::environment::Choice;
 use crate::config::repo::{OnFailure, RepoConfig};
+use crate::forge::ForgeError;
 use crate::git::push::{PushError, PushFailure};
 use crate::git::{Author, Outcome, Workspace};
-use crate::ids::{CommitSha, RunId};
+use crate::ids::{CommitSha, PullNumber, RunId};
 use crate::publish::{self, Publication, PublishError, Published, RunResult};
 use crate::session::error::Stop;
 use crate::session::status::comment_url;
 use crate::session::{comments, environment};
+use crate::store::reviews;
 use crate::store::runs::{self, RunState};
 use crate::store::sessions;
 use crate::store::state::SessionState;
@@ -202,6 +204,16 @@ impl Execution<'_> {
         }
         runs::update(&mut conn, run, RunState::Published, None, None).await?;
         drop(conn);
+        let round_changed = match (result, &published) {
+            (RunResult::Succeeded, Published::Pull { .. }) => workspace
+                .paths_changed_since_start()
+                .await
+                .unwrap_or_else(|e| {
+                    warn!(error = %e, "could not list what the round changed");
+                    Vec::new()
+                }),
+            _ => Vec::new(),
+        };
         if let Err(e) = workspace.finish(Outcome::Succeeded).await {
             warn!(error = %e, "could not remove the run's workspace");
         }
@@ -216,7 +228,11 @@ impl Execution<'_> {
                 .await?;
                 let text = comments::pull_opened(pull.number, &pull.url);
                 self.status(SessionState::PrOpened, &text).await?;
-                Ok(())
+                let Published::Pull { commit, .. } = &published else {
+                    return Ok(());
+                };
+                self.answer_review_comments(pull.number, commit, &round_changed)
+                    .await
             }
             (RunResult::Failed { reason }, Published::Pull { pull, .. }) => Err(Stop::fail(
                 comments::failed_with_draft(reason, pull.number, &pull.url),
@@ -230,6 +246,40 @@ impl Execution<'_> {
                 "A verified run was published as {published:?}"
             ))),
         }
+    }
+
+    /// Answers, each in its own thread, the inline review comments this round was asked to
+    /// address whose files it changed; each once. A comment deleted since is let go; a
+    /// forge that fails leaves the rest for nobody to wait on: the round is published.
+    async fn answer_review_comments(
+        &self,
+        pull: PullNumber,
+        commit: &CommitSha,
+        changed: &[String],
+    ) -> Result<(), Stop> {
+        let version = i64::from(self.version().0);
+        let mut conn = self.reader().await?;
+        let owed = reviews::unanswered(&mut conn, &self.id, version).await?;
+        drop(conn);
+        let text = comments::review_comment_answered(commit.as_str(), self.version());
+        for comment in owed.iter().filter(|c| changed.contains(&c.path)) {
+            let thread = comment.thread.as_deref();
+            let id = comment.comment_id;
+            match self
+                .forge
+                .reply_to_review_comment(&self.repo, pull, id, thread, &text)
+                .await
+            {
+                Ok(()) | Err(ForgeError::NotFound { .. }) => {}
+                Err(e) => {
+                    warn!(error = %e, comment = %id, "could not answer a review comment");
+                    continue;
+                }
+            }
+            let mut conn = self.writer().await?;
+            reviews::answered(&mut conn, &self.id, version, id).await?;
+        }
+        Ok(())
     }
 
     pub(super) fn author(&self, login: &str) -> Author {

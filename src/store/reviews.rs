@@ -1,0 +1,101 @@
+//! Pull request reviews planwright acted on (claimed once each) and the inline comments a
+//! revision round owes an answer.
+
+use anyhow::Result;
+
+use super::now_ms;
+use crate::event::ForgeKind;
+use crate::ids::{CommentId, RepoName, SessionId};
+
+/// Claims review `review` of `repo` for `session`, starting the round for `version` (or
+/// none). `false` when it was claimed before: a redelivery, which must do nothing.
+pub async fn claim(
+    conn: &mut sqlx::AnyConnection,
+    forge: ForgeKind,
+    repo: &RepoName,
+    review: i64,
+    session: &SessionId,
+    version: Option<i64>,
+) -> Result<bool> {
+    let inserted = sqlx::query(
+        "INSERT INTO reviews (forge, repo, review_id, session_id, version, claimed_at) \
+         VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (forge, repo, review_id) DO NOTHING",
+    )
+    .bind(forge)
+    .bind(repo)
+    .bind(review)
+    .bind(session)
+    .bind(version)
+    .bind(now_ms())
+    .execute(&mut *conn)
+    .await?;
+    Ok(inserted.rows_affected() == 1)
+}
+
+/// An inline comment a round was asked to address.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct Owed {
+    pub comment_id: CommentId,
+    pub thread: Option<String>,
+    pub path: String,
+}
+
+/// Records the inline comments the round for `version` is asked to address.
+pub async fn owe_answers(
+    conn: &mut sqlx::AnyConnection,
+    session: &SessionId,
+    version: i64,
+    comments: &[Owed],
+) -> Result<()> {
+    for c in comments {
+        sqlx::query(
+            "INSERT INTO review_comments (session_id, version, comment_id, thread, path) \
+             VALUES ($1, $2, $3, $4, $5) \
+             ON CONFLICT (session_id, version, comment_id) DO NOTHING",
+        )
+        .bind(session)
+        .bind(version)
+        .bind(c.comment_id)
+        .bind(c.thread.as_deref())
+        .bind(&c.path)
+        .execute(&mut *conn)
+        .await?;
+    }
+    Ok(())
+}
+
+/// The inline comments the round for `version` has not answered yet, oldest first.
+pub async fn unanswered(
+    conn: &mut sqlx::AnyConnection,
+    session: &SessionId,
+    version: i64,
+) -> Result<Vec<Owed>> {
+    Ok(sqlx::query_as::<_, Owed>(
+        "SELECT comment_id, thread, path FROM review_comments \
+         WHERE session_id = $1 AND version = $2 AND answered_at IS NULL ORDER BY comment_id",
+    )
+    .bind(session)
+    .bind(version)
+    .fetch_all(&mut *conn)
+    .await?)
+}
+
+/// Marks an inline comment answered (or given up on), so it is answered once.
+pub async fn answered(
+    conn: &mut sqlx::AnyConnection,
+    session: &SessionId,
+    version: i64,
+    comment: CommentId,
+) -> Result<()> {
+    sqlx::query(
+        "UPDATE review_comments SET answered_at = $4 \
+         WHERE session_id = $1 AND version = $2 AND comment_id = $3",
+    )
+    .bind(session)
+    .bind(version)
+    .bind(comment)
+    .bind(now_ms())
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
