@@ -20,7 +20,8 @@ use tokio::sync::OnceCell;
 
 use super::{
     Check, CheckState, Comment, Forge, ForgeError, GitRemote, Issue, LabelChange, NewPullRequest,
-    Permission, PullRequest, Reaction, Repository, RetryPolicy, header, truncate_with_note,
+    Permission, PullRequest, REVIEW_COMMENTS_MAX, Reaction, Repository, RetryPolicy, ReviewComment,
+    header, truncate_with_note,
 };
 use crate::config::GitlabSettings;
 use crate::contract::SourceLinks;
@@ -409,6 +410,40 @@ impl Forge for GitlabForge {
     ) -> Result<Comment, ForgeError> {
         let path = format!("{}/issues/{issue}/notes", project_path(repo));
         self.create_note(&path, body).await
+    }
+
+    async fn open_review_comments(
+        &self,
+        repo: &RepoName,
+        pull: PullNumber,
+        author: &Actor,
+    ) -> Result<(Vec<ReviewComment>, bool), ForgeError> {
+        let mut found = Vec::new();
+        let mut page = 1;
+        for _ in 0..MAX_PAGES {
+            let path = format!(
+                "{}/merge_requests/{pull}/discussions?per_page={PER_PAGE}&page={page}",
+                project_path(repo)
+            );
+            let (headers, text) = self.send(Method::GET, &path, None).await?;
+            let batch: Vec<GlDiscussion> = decode(&what(&Method::GET, &path), &text)?;
+            let count = batch.len();
+            found.extend(
+                batch
+                    .into_iter()
+                    .filter_map(GlDiscussion::open_diff_comment)
+                    .filter(|c| c.author.id == author.id),
+            );
+            if found.len() > REVIEW_COMMENTS_MAX {
+                found.truncate(REVIEW_COMMENTS_MAX);
+                return Ok((found, true));
+            }
+            match next_page(&headers, page, count) {
+                Some(next) if next > page => page = next,
+                _ => break,
+            }
+        }
+        Ok((found, false))
     }
 
     async fn comment_on_pull(
@@ -981,6 +1016,83 @@ impl From<GlNote> for Comment {
             author: n.author.into(),
             created_at: n.created_at.as_deref().and_then(super::unix_seconds),
         }
+    }
+}
+
+/// A merge request discussion; one that starts with a note on a diff line is an inline
+/// comment's thread.
+#[derive(Deserialize)]
+struct GlDiscussion {
+    id: String,
+    #[serde(default)]
+    notes: Vec<GlDiffNote>,
+}
+
+#[derive(Deserialize)]
+struct GlDiffNote {
+    id: i64,
+    body: Option<String>,
+    author: GlUser,
+    #[serde(default)]
+    system: bool,
+    #[serde(default)]
+    resolvable: bool,
+    #[serde(default)]
+    resolved: bool,
+    #[serde(default)]
+    position: Option<GlPosition>,
+}
+
+#[derive(Deserialize)]
+struct GlPosition {
+    #[serde(default)]
+    new_path: Option<String>,
+    #[serde(default)]
+    old_path: Option<String>,
+    #[serde(default)]
+    new_line: Option<i64>,
+    #[serde(default)]
+    line_range: Option<GlLineRange>,
+}
+
+#[derive(Deserialize)]
+struct GlLineRange {
+    start: GlLine,
+    end: GlLine,
+}
+
+#[derive(Deserialize)]
+struct GlLine {
+    #[serde(default)]
+    new_line: Option<i64>,
+}
+
+impl GlDiscussion {
+    /// The discussion's first note, when it is an unresolved note on a diff line.
+    fn open_diff_comment(self) -> Option<ReviewComment> {
+        let first = self.notes.into_iter().next()?;
+        let position = first.position?;
+        if first.system || (first.resolvable && first.resolved) {
+            return None;
+        }
+        let path = position.new_path.or(position.old_path)?;
+        let lines = match position.line_range {
+            Some(GlLineRange {
+                start: GlLine { new_line: Some(a) },
+                end: GlLine { new_line: Some(b) },
+            }) => Some((a, b)),
+            _ => position.new_line.map(|n| (n, n)),
+        };
+        Some(ReviewComment {
+            id: CommentId(first.id),
+            thread: Some(self.id),
+            path,
+            lines,
+            // GitLab keeps the diff beside the note, not in it; the planner reads the file.
+            diff_hunk: String::new(),
+            body: first.body.unwrap_or_default(),
+            author: first.author.into(),
+        })
     }
 }
 

@@ -372,6 +372,20 @@ pub trait Forge: Send + Sync {
         })
     }
 
+    /// The inline comments `author` opened on the pull request's diff that are still
+    /// unresolved, oldest first, at most [`REVIEW_COMMENTS_MAX`] (the flag: there were
+    /// more). Where a forge gathers them into reviews (GitHub), the review is read
+    /// instead and this finds none.
+    async fn open_review_comments(
+        &self,
+        repo: &RepoName,
+        pull: PullNumber,
+        author: &Actor,
+    ) -> Result<(Vec<ReviewComment>, bool), ForgeError> {
+        let _ = (repo, pull, author);
+        Ok((Vec::new(), false))
+    }
+
     /// Writes `body` in the pull request's conversation.
     async fn comment_on_pull(
         &self,

@@ -290,5 +290,9 @@ async fn on_pull_comment(
         delivery,
         config: &config,
     };
-    revise::on_pull(&ctx, &session, pull, &feedback).await
+    // The writer's open comments on the diff are part of what they ask for.
+    let inline = forge
+        .open_review_comments(&event.repo, pull, author)
+        .await?;
+    revise::on_pull(&ctx, &session, pull, &feedback, (&inline.0, inline.1)).await
 }

@@ -5,9 +5,10 @@
 use tracing::info;
 
 use super::command::{CommandContext, Done, move_or_refuse};
-use super::comments;
 use super::dispatch::enqueue_plan;
 use super::error::{Stop, UserError};
+use super::{comments, review};
+use crate::forge::ReviewComment;
 use crate::ids::PullNumber;
 use crate::jobs::JobError;
 use crate::store::reviews::{self, Owed};
@@ -62,19 +63,25 @@ pub(super) async fn apply(
 /// the review to claim and the inline comments its round owes an answer.
 pub(super) struct PullRound<'a> {
     pub feedback: &'a str,
-    pub review: Option<(i64, &'a [Owed])>,
+    pub review: Option<i64>,
+    pub owed: &'a [Owed],
 }
 
-/// `/revise` written on the session's pull request.
+/// `/revise` written on the session's pull request, after `inline`: the writer's open
+/// comments on its diff (`more`: there were more than were read).
 pub(super) async fn on_pull(
     ctx: &CommandContext<'_>,
     session: &SessionRow,
     pull: PullNumber,
-    feedback: &str,
+    asked: &str,
+    (inline, more): (&[ReviewComment], bool),
 ) -> Result<(), JobError> {
+    let feedback = review::feedback(asked, inline, more);
+    let owed = review::owed(inline);
     let round = PullRound {
-        feedback,
+        feedback: &feedback,
         review: None,
+        owed: &owed,
     };
     match start_round(ctx, session, pull, &round).await {
         Ok(()) | Err(Stop::Gone) => Ok(()),
@@ -96,22 +103,23 @@ pub(super) async fn start_round(
     let other = sessions::find_active(&mut tx, event.forge, &event.repo, ctx.issue).await?;
     decide_on_pull(session.state, other.is_some_and(|o| o.id != *id))?;
     let version = next_version(sessions::latest_contract(&mut tx, id).await?.as_ref());
-    if let Some((review, owed)) = round.review {
+    if let Some(review) = round.review {
         let claimed =
             reviews::claim(&mut tx, event.forge, &event.repo, review, id, Some(version)).await?;
         if !claimed {
             return Err(Stop::Gone);
         }
-        reviews::owe_answers(&mut tx, id, version, owed).await?;
     }
+    reviews::owe_answers(&mut tx, id, version, round.owed).await?;
     let to = SessionState::Planning;
     move_or_refuse(&mut tx, id, session.state, to, comments::raced_revision()).await?;
     enqueue_plan(&mut tx, id, version, Some(round.feedback.to_owned())).await?;
-    let review = round.review.map(|(review, _)| review);
+    let review = round.review;
     let done = Done {
         action: "contract.revision_requested",
         detail: serde_json::json!({
             "version": version, "feedback": round.feedback, "pull": pull.0, "review": review,
+            "inline_comments": round.owed.len(),
         }),
         state: to,
         status: match review {

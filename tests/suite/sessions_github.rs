@@ -715,31 +715,12 @@ async fn deliver_review(
         .await;
 }
 
-/// The calc world with its first round published; `later` are the steps after it.
-async fn published_calc(later: Vec<Step>) -> (World, fake_forge::FakePull) {
-    let fix = Step::tool_call(
-        "e1",
-        "edit_file",
-        json!({"path": "calc.py", "old": "return a - b", "new": "return a + b"}),
-    )
-    .when_tools(&["finish", "edit_file"]);
-    let finish =
-        Step::tool_call("e2", "finish", json!({"summary": "done"})).when_tools(&["finish"]);
-    let mut script = vec![submit_calc(2), fix, finish, verdict(true, "Round one.")];
-    script.extend(later);
-    let world = World::calc(GITHUB, script, &format!("test: {UNITTEST}\n")).await;
-    world.approve_calc().await;
-    world.wait_for_state("pr_opened").await;
-    let pull = world.github().pulls(REPO)[0].clone();
-    (world, pull)
-}
-
 #[tokio::test]
 async fn a_review_requesting_changes_becomes_a_revised_contract_and_its_threads_are_answered() {
     let mut second = calc_contract(2);
     second["summary"] = json!("add subtracts; mul needs a docstring.");
     second["change"]["expected_behaviour"] = json!(["mul says what it returns"]);
-    let (world, pull) = published_calc(vec![
+    let (world, pull) = World::published_calc(GITHUB, vec![
         Step::tool_call("p2", "submit_contract", second).when_tools(&["submit_contract"]),
         Step::tool_call(
             "e3",
@@ -901,7 +882,7 @@ async fn a_review_requesting_changes_becomes_a_revised_contract_and_its_threads_
 
 #[tokio::test]
 async fn a_review_from_a_reader_is_answered_once_and_starts_nothing() {
-    let (world, pull) = published_calc(Vec::new()).await;
+    let (world, pull) = World::published_calc(GITHUB, Vec::new()).await;
     let github = world.github();
     let model_calls = world.models.requests().len();
     let (review, _) = github.add_review(
@@ -941,7 +922,7 @@ async fn a_review_from_a_reader_is_answered_once_and_starts_nothing() {
 
 #[tokio::test]
 async fn reviews_that_ask_nothing_or_claim_what_github_does_not_hold_start_nothing() {
-    let (world, pull) = published_calc(Vec::new()).await;
+    let (world, pull) = World::published_calc(GITHUB, Vec::new()).await;
     let github = world.github();
     let model_calls = world.models.requests().len();
     // An approval, and a plain comment review, ask for nothing.

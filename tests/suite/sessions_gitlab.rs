@@ -493,3 +493,151 @@ async fn the_codex_executor_carries_out_the_contract_through_the_proxy() {
     }
     world.server.stop().await;
 }
+
+#[tokio::test]
+async fn revise_on_the_merge_request_takes_the_writers_open_diff_comments_and_answers_them() {
+    let mut second = crate::support::calc::contract(2);
+    second["summary"] = json!("add subtracts; mul needs a docstring.");
+    second["change"]["expected_behaviour"] = json!(["mul says what it returns"]);
+    let (world, mr) = World::published_calc(
+        GITLAB,
+        vec![
+            Step::tool_call("p2", "submit_contract", second).when_tools(&["submit_contract"]),
+            Step::tool_call(
+                "e3",
+                "edit_file",
+                json!({"path": "calc.py", "old": "def mul(a, b):\n", "new": "def mul(a, b):\n    \"\"\"The product.\"\"\"\n"}),
+            )
+            .when_tools(&["finish", "edit_file"]),
+            Step::tool_call("e4", "finish", json!({"summary": "done"})).when_tools(&["finish"]),
+            crate::support::world::verdict(true, "Round two."),
+        ],
+    )
+    .await;
+    let gitlab = world.gitlab();
+    let maria = as_gitlab(&world.maintainer);
+    let on_mul = gitlab.add_mr_note(
+        PROJECT,
+        mr.number,
+        "mul has no docstring; say what it returns.",
+        maria.clone(),
+        Some(("calc.py", 5)),
+    );
+    let on_add = gitlab.add_mr_note(
+        PROJECT,
+        mr.number,
+        "Keep this line as it is now.",
+        maria.clone(),
+        Some(("calc.py", 2)),
+    );
+    let on_test = gitlab.add_mr_note(
+        PROJECT,
+        mr.number,
+        "A test for mul with zero would help.",
+        maria.clone(),
+        Some(("test_calc.py", 10)),
+    );
+    let settled = gitlab.add_mr_note(
+        PROJECT,
+        mr.number,
+        "Rename calc.py.",
+        maria,
+        Some(("calc.py", 1)),
+    );
+    gitlab.resolve(settled);
+    let theirs = gitlab.add_mr_note(
+        PROJECT,
+        mr.number,
+        "Delete the tests.",
+        as_gitlab(&world.reader),
+        Some(("calc.py", 2)),
+    );
+    world
+        .pull_comment(
+            &world.maintainer,
+            mr.number,
+            "/revise please also document mul",
+            "mr-revise",
+        )
+        .await;
+
+    world
+        .wait_for_comment("contract v2", |b| {
+            ContractMarker::find(b).is_some_and(|m| m.version.0 == 2)
+        })
+        .await;
+    world.wait_for_state("awaiting_approval").await;
+    let planner_saw = world
+        .models
+        .requests()
+        .into_iter()
+        .map(|r| r.body.to_string())
+        .find(|b| b.contains("You are revising your previous contract"))
+        .expect("the revision's planner request");
+    for seen in [
+        "please also document mul",
+        "Inline comments on the diff (3):",
+        "On `calc.py` line 5",
+        "mul has no docstring; say what it returns.",
+        "On `test_calc.py` line 10",
+    ] {
+        assert!(planner_saw.contains(seen), "{seen} in {planner_saw}");
+    }
+    // A resolved thread, and another person's, are not the writer's request.
+    assert!(!planner_saw.contains("Rename calc.py."), "{planner_saw}");
+    assert!(!planner_saw.contains("Delete the tests."), "{planner_saw}");
+    let notes = gitlab.mr_notes(PROJECT, mr.number);
+    let pointer: Vec<_> = notes
+        .iter()
+        .filter(|n| n.body.contains("is waiting for approval"))
+        .collect();
+    assert_eq!(pointer.len(), 1, "{notes:#?}");
+    assert_snapshot!(redact(&pointer[0].body), @"Revision v2 of the build contract is waiting for approval [in #12](http://[loopback]/acme/tools/widgets/-/issues/12#note_[id]). Nothing changes on this branch until a maintainer approves it there.");
+
+    world
+        .comment(&world.maintainer, "/approve", "approve-v2")
+        .await;
+    eventually("round two to be published", || async {
+        let runs = world.runs_of(2).await;
+        runs.iter()
+            .any(|r| r.state.as_str() == "published")
+            .then_some(())
+    })
+    .await;
+    world.wait_for_state("pr_opened").await;
+    let head = world.upstream(&["rev-parse", &mr.head]);
+    assert_eq!(
+        world.upstream(&["rev-list", "--count", &format!("main..{head}")]),
+        "2"
+    );
+    // Answered in their own discussions: the two on calc.py, which the round changed.
+    let replies = eventually("the discussions to be answered", || async {
+        let notes = gitlab.mr_notes(PROJECT, mr.number);
+        let replies: Vec<_> = notes
+            .iter()
+            .filter(|n| n.author.username == crate::support::fake_gitlab::BOT_USERNAME)
+            .filter(|n| n.body.starts_with("Addressed in"))
+            .cloned()
+            .collect();
+        (replies.len() >= 2).then_some(replies)
+    })
+    .await;
+    let of = |id: i64| {
+        gitlab
+            .mr_notes(PROJECT, mr.number)
+            .into_iter()
+            .find(|n| n.id == id)
+            .unwrap()
+            .discussion
+    };
+    let threads: Vec<String> = replies.iter().map(|r| r.discussion.clone()).collect();
+    assert_eq!(threads, [of(on_mul), of(on_add)], "{replies:#?}");
+    assert!(!threads.contains(&of(on_test)) && !threads.contains(&of(theirs)));
+    for reply in &replies {
+        assert_eq!(
+            reply.body,
+            format!("Addressed in {} (build contract v2).", &head[..12])
+        );
+    }
+    world.server.stop().await;
+}

@@ -79,6 +79,21 @@ pub struct FakeNote {
     pub created_at: u64,
 }
 
+/// A note on a merge request: in a discussion of its own, or a reply in one; a note on a
+/// diff line carries its position.
+#[derive(Debug, Clone)]
+pub struct FakeMrNote {
+    pub id: i64,
+    pub project: String,
+    pub merge_request: i64,
+    pub discussion: String,
+    pub body: String,
+    pub author: FakeUser,
+    /// `(new_path, new_line)` of a note on the diff.
+    pub position: Option<(String, i64)>,
+    pub resolved: bool,
+}
+
 struct FakeIssue {
     id: i64,
     title: String,
@@ -160,6 +175,7 @@ struct GitlabState {
     users: Vec<FakeUser>,
     projects: HashMap<String, FakeProject>,
     notes: BTreeMap<i64, FakeNote>,
+    mr_notes: BTreeMap<i64, FakeMrNote>,
     next_id: i64,
     log: RequestLog<Option<String>>,
     faults: Faults,
@@ -533,6 +549,51 @@ impl FakeGitlab {
     }
 
     /// The notes on one issue, oldest first.
+    /// A note on merge request `iid`, in a discussion of its own; `position`:
+    /// `(path, line)` of the diff line it is on. Returns the note's id.
+    pub fn add_mr_note(
+        &self,
+        project: &str,
+        iid: i64,
+        body: &str,
+        author: FakeUser,
+        position: Option<(&str, i64)>,
+    ) -> i64 {
+        let project = project.to_ascii_lowercase();
+        self.with(|w| {
+            let id = w.next_id();
+            let note = FakeMrNote {
+                id,
+                project,
+                merge_request: iid,
+                discussion: format!("{:040x}", id),
+                body: body.into(),
+                author,
+                position: position.map(|(path, line)| (path.to_owned(), line)),
+                resolved: false,
+            };
+            w.mr_notes.insert(id, note);
+            id
+        })
+    }
+
+    /// Marks the discussion of note `id` resolved.
+    pub fn resolve(&self, id: i64) {
+        self.with(|w| w.mr_notes.get_mut(&id).unwrap().resolved = true);
+    }
+
+    /// Every note on merge request `iid`, oldest first.
+    pub fn mr_notes(&self, project: &str, iid: i64) -> Vec<FakeMrNote> {
+        let project = project.to_ascii_lowercase();
+        self.with(|w| {
+            w.mr_notes
+                .values()
+                .filter(|n| n.project == project && n.merge_request == iid)
+                .cloned()
+                .collect()
+        })
+    }
+
     pub fn issue_notes(&self, project: &str, issue: i64) -> Vec<FakeNote> {
         let project = project.to_ascii_lowercase();
         self.with(|w| {
@@ -1164,6 +1225,92 @@ fn route(
             )
                 .into_response()
         }
+        (Method::GET, ["merge_requests", iid, "notes", note_id]) => {
+            match mr_note_of(w, &key, iid, note_id) {
+                Some(n) => axum::Json(mr_note_json(w, n)).into_response(),
+                None => not_found("Note"),
+            }
+        }
+        (Method::POST, ["merge_requests", iid, "notes"]) => {
+            let Some(iid) = mr_of(w, &key, iid) else {
+                return not_found("Merge Request");
+            };
+            let Some(text) = param(&query, headers, body, "body") else {
+                return error(StatusCode::BAD_REQUEST, "400 Bad request - body is missing");
+            };
+            let id = w.next_id();
+            let note = FakeMrNote {
+                id,
+                project: key.clone(),
+                merge_request: iid,
+                discussion: format!("{:040x}", id),
+                body: text,
+                author: bot,
+                position: None,
+                resolved: false,
+            };
+            let answer = mr_note_json(w, &note);
+            w.mr_notes.insert(id, note);
+            (StatusCode::CREATED, axum::Json(answer)).into_response()
+        }
+        (Method::GET, ["merge_requests", iid, "discussions"]) => {
+            let Some(iid) = mr_of(w, &key, iid) else {
+                return not_found("Merge Request");
+            };
+            let notes: Vec<&FakeMrNote> = w
+                .mr_notes
+                .values()
+                .filter(|n| n.project == key && n.merge_request == iid)
+                .collect();
+            let mut order: Vec<&str> = Vec::new();
+            for n in &notes {
+                if !order.contains(&n.discussion.as_str()) {
+                    order.push(&n.discussion);
+                }
+            }
+            let items: Vec<Value> = order
+                .iter()
+                .map(|d| {
+                    let thread: Vec<Value> = notes
+                        .iter()
+                        .filter(|n| n.discussion == *d)
+                        .map(|n| mr_note_json(w, n))
+                        .collect();
+                    json!({
+                        "id": d,
+                        "individual_note": thread.len() == 1 && thread[0]["position"].is_null(),
+                        "notes": thread,
+                    })
+                })
+                .collect();
+            paged(items, &query)
+        }
+        (Method::POST, ["merge_requests", iid, "discussions", discussion, "notes"]) => {
+            let Some(iid) = mr_of(w, &key, iid) else {
+                return not_found("Merge Request");
+            };
+            let Some(first) = w
+                .mr_notes
+                .values()
+                .find(|n| n.project == key && n.merge_request == iid && n.discussion == *discussion)
+                .cloned()
+            else {
+                return not_found("Discussion");
+            };
+            let Some(text) = param(&query, headers, body, "body") else {
+                return error(StatusCode::BAD_REQUEST, "400 Bad request - body is missing");
+            };
+            let id = w.next_id();
+            let note = FakeMrNote {
+                id,
+                body: text,
+                author: bot,
+                ..first
+            };
+            let answer = mr_note_json(w, &note);
+            w.mr_notes.insert(id, note);
+            (StatusCode::CREATED, axum::Json(answer)).into_response()
+        }
         (Method::GET, ["merge_requests"]) => {
             let p = &w.projects[&key];
             let state = query.get("state").map_or("all", String::as_str);
@@ -1356,6 +1503,64 @@ fn route(
 fn issue_of(w: &GitlabState, key: &str, iid: &str) -> Option<i64> {
     let iid = iid.parse::<i64>().ok()?;
     w.projects[key].issues.contains_key(&iid).then_some(iid)
+}
+
+fn mr_of(w: &GitlabState, key: &str, iid: &str) -> Option<i64> {
+    let iid = iid.parse::<i64>().ok()?;
+    w.projects[key]
+        .merge_requests
+        .contains_key(&iid)
+        .then_some(iid)
+}
+
+fn mr_note_of<'w>(w: &'w GitlabState, key: &str, iid: &str, id: &str) -> Option<&'w FakeMrNote> {
+    let (iid, id) = (iid.parse::<i64>().ok()?, id.parse::<i64>().ok()?);
+    w.mr_notes
+        .get(&id)
+        .filter(|n| n.project == key && n.merge_request == iid)
+}
+
+fn mr_note_json(w: &GitlabState, n: &FakeMrNote) -> Value {
+    let p = &w.projects[&n.project];
+    let position = n.position.as_ref().map(|(path, line)| {
+        json!({
+            "base_sha": "0000000000000000000000000000000000000000",
+            "start_sha": "0000000000000000000000000000000000000000",
+            "head_sha": "0000000000000000000000000000000000000000",
+            "old_path": path,
+            "new_path": path,
+            "position_type": "text",
+            "old_line": null,
+            "new_line": line,
+            "line_range": {
+                "start": {"line_code": format!("x_{line}_{line}"), "type": "new", "old_line": null, "new_line": line},
+                "end": {"line_code": format!("x_{line}_{line}"), "type": "new", "old_line": null, "new_line": line},
+            },
+        })
+    });
+    json!({
+        "id": n.id,
+        "type": if position.is_some() { json!("DiffNote") } else { json!(null) },
+        "body": n.body,
+        "attachment": null,
+        "author": n.author.json(),
+        "created_at": rfc3339(now()),
+        "updated_at": rfc3339(now()),
+        "system": false,
+        "noteable_id": p.merge_requests.get(&n.merge_request).map_or(0, |m| m.id),
+        "noteable_type": "MergeRequest",
+        "project_id": p.id,
+        "noteable_iid": n.merge_request,
+        "commit_id": null,
+        "position": position,
+        "resolvable": n.position.is_some(),
+        "resolved": n.resolved,
+        "resolved_by": null,
+        "confidential": false,
+        "internal": false,
+        "imported": false,
+        "imported_from": "none",
+    })
 }
 
 fn note_of(w: &GitlabState, key: &str, iid: &str, id: &str) -> Option<i64> {

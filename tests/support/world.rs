@@ -447,6 +447,35 @@ impl World {
         }
     }
 
+    /// `by` writes `body` in the conversation of pull (merge) request `pull`, and the
+    /// forge says so. Returns the comment's id.
+    pub async fn pull_comment(&self, by: &Person, pull: i64, body: &str, delivery: &str) -> i64 {
+        match &self.fake {
+            Fake::Github(github) => {
+                let id = github.add_comment(self.repo, pull, body, Self::github_user(by));
+                let mut payload = self.payload("issue_comment.created.1.json", by);
+                payload["issue"]["number"] = json!(pull);
+                payload["issue"]["pull_request"] = json!({"url": format!("https://api.github.com/repos/{}/pulls/{pull}", self.repo)});
+                payload["comment"]["id"] = json!(id);
+                payload["comment"]["body"] = json!(body);
+                payload["comment"]["user"]["login"] = json!(by.login);
+                payload["comment"]["user"]["id"] = json!(by.id);
+                payload["comment"]["user"]["type"] = json!("User");
+                self.send_github("issue_comment", delivery, &payload).await;
+                id
+            }
+            Fake::Gitlab(gitlab) => {
+                let id = gitlab.add_mr_note(self.repo, pull, body, Self::gitlab_user(by), None);
+                let mut payload = self.payload("note-hook.merge_request.json", by);
+                payload["object_attributes"]["id"] = json!(id);
+                payload["object_attributes"]["note"] = json!(body);
+                payload["merge_request"]["iid"] = json!(pull);
+                self.send_gitlab("Note Hook", &payload).await;
+                id
+            }
+        }
+    }
+
     pub async fn send_github(&self, event: &str, delivery: &str, payload: &Value) {
         let body = serde_json::to_vec(payload).unwrap();
         let response = self
@@ -651,6 +680,26 @@ impl World {
                 .then_some(())
         })
         .await;
+    }
+
+    /// The calc project whose first round (`add` fixed) is published as a pull request;
+    /// `later` are the model's steps after it. The pull request with the world.
+    pub async fn published_calc(on: ForgeKind, later: Vec<Step>) -> (World, Pull) {
+        let fix = Step::tool_call(
+            "e1",
+            "edit_file",
+            json!({"path": "calc.py", "old": "return a - b", "new": "return a + b"}),
+        )
+        .when_tools(&["finish", "edit_file"]);
+        let finish =
+            Step::tool_call("e2", "finish", json!({"summary": "done"})).when_tools(&["finish"]);
+        let mut script = vec![submit_calc(2), fix, finish, verdict(true, "Round one.")];
+        script.extend(later);
+        let world = World::calc(on, script, &format!("test: {UNITTEST}\n")).await;
+        world.approve_calc().await;
+        world.wait_for_state("pr_opened").await;
+        let pull = world.pulls().remove(0);
+        (world, pull)
     }
 
     /// Label, wait for the contract, approve it.
