@@ -68,6 +68,54 @@ pub struct Contract {
     pub out_of_scope: Vec<String>,
     pub verification: Verification,
     pub routing: Routing,
+    /// What the planner could not settle. A blocking one refuses `/approve`: a revision
+    /// that settles it is needed first. Left out of the JSON when empty, so contracts
+    /// without any keep their hash.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub open_questions: Vec<OpenQuestion>,
+}
+
+/// A question the contract leaves open. Written as a plain string (not blocking) or as
+/// `{"question": …, "blocking": true}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "OpenQuestionForm")]
+pub struct OpenQuestion {
+    pub question: String,
+    pub blocking: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum OpenQuestionForm {
+    Text(String),
+    Full {
+        question: String,
+        #[serde(default)]
+        blocking: bool,
+    },
+}
+
+impl From<OpenQuestionForm> for OpenQuestion {
+    fn from(form: OpenQuestionForm) -> Self {
+        match form {
+            OpenQuestionForm::Text(question) => OpenQuestion {
+                question,
+                blocking: false,
+            },
+            OpenQuestionForm::Full { question, blocking } => OpenQuestion { question, blocking },
+        }
+    }
+}
+
+impl Contract {
+    /// The questions that must be settled before the contract can be approved.
+    pub fn blocking_questions(&self) -> Vec<&str> {
+        self.open_questions
+            .iter()
+            .filter(|q| q.blocking)
+            .map(|q| q.question.as_str())
+            .collect()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -350,6 +398,11 @@ impl Contract {
             &self.verification.new_tests,
         );
         self.routing.validate(&mut problem);
+        list(&mut problem, "open_questions", self.open_questions.len());
+        for (i, q) in self.open_questions.iter().enumerate() {
+            let at = format!("open_questions[{i}].question");
+            text(&mut problem, &at, &q.question, MAX_TEXT_CHARS);
+        }
 
         // Every string, whatever field it is in: what the maintainer reads must be what
         // the executor gets, and these render as nothing or reorder what is around them.
@@ -780,6 +833,11 @@ impl Contract {
             bullets(&mut md, "### Out of scope", &self.out_of_scope);
             push(&mut md, "");
         }
+        if !self.open_questions.is_empty() {
+            let shown: Vec<String> = self.open_questions.iter().map(open_question).collect();
+            bullets(&mut md, "### Open questions", &shown);
+            push(&mut md, "");
+        }
         self.render_verification(&mut md);
         self.render_routing(&mut md, ctx);
         push(
@@ -950,6 +1008,15 @@ fn bullets(md: &mut String, heading: &str, items: &[String]) {
     }
 }
 
+/// One open question as its line reads, saying when it blocks approval.
+pub fn open_question(q: &OpenQuestion) -> String {
+    if q.blocking {
+        format!("Blocks approval: {}", q.question)
+    } else {
+        q.question.clone()
+    }
+}
+
 /// Contract text in a comment: see [`crate::markdown`] for why nothing in it can hide.
 fn inline(text: &str) -> String {
     markdown::inline(text)
@@ -960,7 +1027,7 @@ fn code(text: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     pub(crate) fn sample_json() -> serde_json::Value {

@@ -80,6 +80,8 @@ pub struct RepoConfig {
     pub flaky_reruns: u32,
     /// Tests known to be flaky: their failures neither block nor count as fixed.
     pub quarantine: Vec<String>,
+    /// Rounds of questions the planner may ask before it plans (0: it never asks).
+    pub max_questions: u32,
     /// The file it was read from; `None` when every value is a default.
     pub source: Option<String>,
 }
@@ -88,6 +90,9 @@ pub const DEFAULT_LABEL: &str = "planwright";
 pub const DEFAULT_BUDGET_USD: f64 = 5.0;
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
 pub const DEFAULT_FLAKY_RERUNS: u32 = 2;
+pub const DEFAULT_MAX_QUESTIONS: u32 = 1;
+/// Each round waits on a person; past this the issue needs rewriting, not more questions.
+pub const MAX_QUESTIONS: u32 = 5;
 /// Each re-run costs a run of the failing tests; past this a test is flaky anyway.
 pub const MAX_FLAKY_RERUNS: u32 = 5;
 /// Entries of `quarantine`, and characters of one.
@@ -177,6 +182,7 @@ impl RepoConfig {
             environment: EnvironmentConfig::default(),
             flaky_reruns: DEFAULT_FLAKY_RERUNS,
             quarantine: Vec::new(),
+            max_questions: DEFAULT_MAX_QUESTIONS,
             source: None,
         }
     }
@@ -306,6 +312,15 @@ impl RepoConfig {
         if let Some(ids) = file.quarantine {
             config.quarantine = quarantine(ids).map_err(|m| at("quarantine", m))?;
         }
+        if let Some(n) = file.max_questions {
+            if n > MAX_QUESTIONS {
+                return Err(at(
+                    "max_questions",
+                    format!("must be between 0 and {MAX_QUESTIONS}"),
+                ));
+            }
+            config.max_questions = n;
+        }
         config.source = Some(path.to_owned());
         Ok(config)
     }
@@ -420,6 +435,8 @@ impl RepoConfig {
             environment: b.environment.clone(),
             flaky_reruns: b.flaky_reruns,
             quarantine: b.quarantine.clone(),
+            // Planning's alone: an approved contract has no questions left to ask.
+            max_questions: DEFAULT_MAX_QUESTIONS,
             source: b.source.clone(),
         })
     }
@@ -698,6 +715,7 @@ struct File {
     environment: Option<FileEnvironment>,
     flaky_reruns: Option<u32>,
     quarantine: Option<Vec<String>>,
+    max_questions: Option<u32>,
 }
 
 #[derive(Deserialize)]

@@ -71,6 +71,10 @@ impl ContractDiff {
         }
         section("Verification", verification);
         section("Routing and budget", routing(&old.routing, &new.routing));
+        let questions = |c: &Contract| -> Vec<String> {
+            c.open_questions.iter().map(super::open_question).collect()
+        };
+        section("Open questions", items(&questions(old), &questions(new)));
         ContractDiff { sections }
     }
 

@@ -24,7 +24,28 @@ pub struct Dossier {
     /// Planner turns taken so far (across restarts).
     pub turns: u32,
     pub invalid_submissions: u32,
+    /// The rounds of questions the planner asked the maintainers, with their answers.
+    #[serde(default)]
+    pub asked: Vec<Asked>,
 }
+
+/// One round of questions the planner asked before planning.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Asked {
+    pub questions: Vec<String>,
+    /// `None` until someone allowed to answer did.
+    pub answer: Option<Answer>,
+}
+
+/// A person's answer, kept as they wrote it: it is quoted as data whenever it is shown.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Answer {
+    pub by: String,
+    pub text: String,
+}
+
+/// The most of one answer the planner reads, in characters.
+const MAX_ANSWER_CHARS: usize = 6_000;
 
 /// One thing the planner looked at: where, and what it saw (already bounded by the tool).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -97,11 +118,38 @@ impl Dossier {
         }
     }
 
+    /// Gives the last unanswered round of questions its answer; `false` when none waits.
+    pub fn answer(&mut self, answer: Answer) -> bool {
+        match self.asked.last_mut() {
+            Some(round) if round.answer.is_none() => {
+                round.answer = Some(answer);
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// The dossier as the planner reads it at the start of a turn.
     pub fn render(&self) -> String {
         let mut out = String::from("## Dossier\n");
         section(&mut out, "Beliefs", &self.beliefs);
         section(&mut out, "Open questions", &self.open_questions);
+        if !self.asked.is_empty() {
+            out.push_str("\n### Your questions to the maintainers\n");
+            for round in &self.asked {
+                for q in &round.questions {
+                    let _ = writeln!(out, "- {q}");
+                }
+                match &round.answer {
+                    Some(a) => {
+                        let (text, _) = super::untrusted::clean_capped(&a.text, MAX_ANSWER_CHARS);
+                        let label = format!("The answer from @{}", a.by);
+                        let _ = writeln!(out, "{}", super::untrusted::quote(&label, &text));
+                    }
+                    None => out.push_str("(not answered)\n"),
+                }
+            }
+        }
         if !self.scout_reports.is_empty() {
             out.push_str("\n### Scout reports\n");
             for r in &self.scout_reports {

@@ -6,12 +6,40 @@ use super::comments;
 use super::dispatch::enqueue_execute;
 use super::error::{Stop, UserError};
 use crate::config::repo::BoundSettings;
-use crate::contract::ContractVersion;
+use crate::contract::{Contract, ContractVersion};
 use crate::store::sessions::{self, ContractRow, SessionRow};
 use crate::store::state::SessionState;
 
 /// The contract an `/approve` written at `written_at` binds to, or why it binds none.
 fn decide(
+    state: SessionState,
+    latest: Option<ContractRow>,
+    asked: Option<ContractVersion>,
+    written_at: Option<i64>,
+) -> Result<ContractRow, UserError> {
+    let contract = decide_version(state, latest, asked, written_at)?;
+    let blocking = blocking_questions(&contract);
+    if !blocking.is_empty() {
+        let text = comments::approval_blocked_by_questions(contract.version, &blocking);
+        return Err(UserError::Refused(text));
+    }
+    Ok(contract)
+}
+
+/// The contract's questions that block its approval (none in one that does not parse:
+/// the execute job says that).
+fn blocking_questions(contract: &ContractRow) -> Vec<String> {
+    Contract::from_json(&contract.body)
+        .map(|c| {
+            c.blocking_questions()
+                .into_iter()
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn decide_version(
     state: SessionState,
     latest: Option<ContractRow>,
     asked: Option<ContractVersion>,
@@ -120,6 +148,38 @@ pub(super) mod tests {
             None,
         );
         assert_eq!(named.unwrap().version, 2);
+    }
+
+    #[test]
+    fn a_contract_with_a_blocking_question_is_not_approved_and_the_refusal_names_it() {
+        let mut contract = crate::contract::tests::sample_json();
+        contract["open_questions"] = serde_json::json!([
+            "Is Python 3.8 still supported?",
+            {"question": "Should an empty element be an error or skipped?", "blocking": true}
+        ]);
+        let mut row = posted(3);
+        row.body = contract.to_string();
+        let text = refusal(decide(
+            SessionState::AwaitingApproval,
+            Some(row.clone()),
+            None,
+            None,
+        ));
+        assert!(
+            text.contains("Should an empty element be an error or skipped?"),
+            "{text}"
+        );
+        assert!(!text.contains("Python 3.8"), "{text}");
+        assert!(text.contains("/revise"), "{text}");
+        // Questions that do not block leave the approval as it was.
+        contract["open_questions"] = serde_json::json!(["Is Python 3.8 still supported?"]);
+        row.body = contract.to_string();
+        assert_eq!(
+            decide(SessionState::AwaitingApproval, Some(row), None, None)
+                .unwrap()
+                .version,
+            3
+        );
     }
 
     #[test]

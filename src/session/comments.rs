@@ -137,7 +137,7 @@ pub(super) fn pull_revise_other_session() -> String {
 
 pub(super) fn replan_not_now(state: SessionState) -> String {
     format!(
-        "planning can start over while a contract awaits approval or after a failure; the session is {}.",
+        "planning can start over while the planner waits for an answer or a contract awaits approval, or after a failure; the session is {}.",
         state.describe()
     )
 }
@@ -160,6 +160,45 @@ pub(super) fn cannot_cancel(state: SessionState) -> String {
     )
 }
 
+// Questions before the plan.
+
+/// What finds a round of questions again; trusted only in planwright's own comments.
+pub(super) fn questions_marker(session: &SessionId, round: usize) -> String {
+    format!("<!-- planwright:questions {{\"session\":\"{session}\",\"round\":{round}}} -->")
+}
+
+pub(super) fn questions(questions: &[String], marker: &str) -> String {
+    let list: String = questions
+        .iter()
+        .enumerate()
+        .map(|(i, q)| format!("{}. {}\n", i + 1, crate::markdown::inline(q)))
+        .collect();
+    format!(
+        "### planwright has questions before it plans\n\nThe planner could not settle these from the issue and the code:\n\n{list}\nReply in a comment: the next comment here from someone with **triage** access or more is taken as the answer, and planning goes on from it. (`/plan` starts planning over; `/cancel` stops.)\n\n{marker}"
+    )
+}
+
+pub(super) fn waiting_for_answer(count: usize) -> String {
+    let what = if count == 1 {
+        "a question"
+    } else {
+        "questions"
+    };
+    format!(
+        "The planner asked {what} before planning (below); it waits, at no cost, for an answer from someone with triage access or more."
+    )
+}
+
+pub(super) fn answer_not_permitted(login: &str, have: Permission) -> String {
+    format!(
+        "@{login}, thank you. Only people with **triage** access or more can answer planwright's questions (you have **{have}**), so the planner still waits for an answer."
+    )
+}
+
+pub(super) fn planning_with_answer(login: &str) -> String {
+    format!("Planning goes on with @{login}'s answer.")
+}
+
 // What the status comment says after a command.
 
 pub(super) fn approved(version: i64, login: &str) -> String {
@@ -173,6 +212,16 @@ pub(super) fn revising(version: i64, login: &str) -> String {
 pub(super) fn revising_from_pull(version: i64, login: &str) -> String {
     format!(
         "Revising the contract (v{version}) with feedback from @{login} on the pull request; the next round continues on the same branch."
+    )
+}
+
+pub(super) fn approval_blocked_by_questions(version: i64, questions: &[String]) -> String {
+    let list: String = questions
+        .iter()
+        .map(|q| format!("\n- {}", crate::markdown::inline(q)))
+        .collect();
+    format!(
+        "contract v{version} cannot be approved while it has open questions that block it:{list}\n\nAnswer them with `/revise <your answers>` for a version that settles them."
     )
 }
 

@@ -7,7 +7,7 @@ use tracing::{info, warn};
 
 use super::command::CommandContext;
 use super::commands::{self, Command};
-use super::{comments, label, review, revise};
+use super::{answer, comments, label, review, revise};
 use crate::app::App;
 use crate::config::repo::RepoConfig;
 use crate::event::{Actor, RepoEvent, RepoEventKind, Thread};
@@ -92,7 +92,7 @@ pub(super) async fn permitted(
 /// webhook's author and body are only what its sender claims, and its delivery id is the
 /// sender's to choose. `None` when there is nothing to act on: the forge has no such
 /// comment on the thread, or another delivery already carried this one.
-async fn command_comment(
+pub(super) async fn command_comment(
     app: &App,
     forge: &dyn Forge,
     event: &RepoEvent,
@@ -167,9 +167,10 @@ async fn on_comment(
     }
     let names = app.forges.bot_names(event.forge).await?;
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    // Only what looks like a command is worth reading back from the forge.
+    // Only what looks like a command is worth reading back from the forge, or an answer
+    // to the planner's questions when it waits for one.
     if matches!(commands::parse(claimed_body, &names), Ok(None)) {
-        return Ok(());
+        return answer::on_comment(app, event, issue, comment, delivery).await;
     }
     let thread = Thread::Issue(issue);
     let Some(written) = command_comment(app, forge, event, thread, comment, delivery).await? else {

@@ -113,12 +113,21 @@ impl Planning<'_> {
         .await?;
         let mut conn = self.app.db.pool.acquire().await?;
         let existing = sessions::contract(&mut conn, self.id(), self.plan.version).await?;
+        let dossier = load_dossier(&mut conn, self.id()).await?;
         drop(conn);
+        // Questions asked and not yet posted (the job died before posting) are posted as
+        // they are; asking again would cost money and might differ.
+        if let Some(round) = dossier.asked.last().filter(|r| r.answer.is_none()) {
+            return self.ask(&round.questions, dossier.asked.len()).await;
+        }
         // A contract already stored for this version (the job died before posting) is
         // posted as it is: planning again would cost money and might differ.
         let (row, edited) = match existing {
             Some(row) => (row, false),
-            None => self.write_contract().await?,
+            None => match self.write_contract().await? {
+                Written::Contract(row, edited) => (*row, edited),
+                Written::Asked { questions, round } => return self.ask(&questions, round).await,
+            },
         };
         let (body, version, notes) = self.render(&row).await?;
         // Cancelled while the planner worked: the contract stays on record, unposted.
@@ -166,8 +175,37 @@ impl Planning<'_> {
         Ok((issue, true))
     }
 
-    /// Plans the version and stores it with the settings of its base.
-    async fn write_contract(&self) -> Result<(ContractRow, bool), Stop> {
+    /// Posts the planner's questions (once: a retry finds its comment by marker) and
+    /// waits, at no cost, for an answer.
+    async fn ask(&self, questions: &[String], round: usize) -> Result<(), Stop> {
+        let (forge, repo, issue, id) = (self.forge, self.repo(), self.issue(), self.id());
+        let marker = comments::questions_marker(id, round);
+        let posted = match find_own_comment(forge, repo, issue, |b| b.contains(&marker)).await? {
+            Some(c) => c,
+            None => {
+                let text = comments::questions(questions, &marker);
+                forge.create_comment(repo, issue, &text).await?
+            }
+        };
+        let mut tx = self.app.db.writer.begin().await?;
+        let (from, to) = (SessionState::Planning, SessionState::AwaitingAnswer);
+        if !sessions::move_state(&mut tx, id, from, to, None).await? {
+            // Cancelled (or planned over) meanwhile: the questions stay unanswered.
+            tx.commit().await?;
+            return Ok(());
+        }
+        let detail =
+            serde_json::json!({ "round": round, "questions": questions, "comment": posted.id });
+        audit_planwright(&mut tx, id, "questions.asked", detail).await?;
+        tx.commit().await?;
+        let text = comments::waiting_for_answer(questions.len());
+        update_status_of(self.app, forge, id, to, &text).await?;
+        Ok(())
+    }
+
+    /// Plans the version and stores it with the settings of its base, or says what the
+    /// planner asked instead.
+    async fn write_contract(&self) -> Result<Written, Stop> {
         let (issue, edited) = self.issue_as_asked().await?;
         let previous = match self.plan.version {
             1 => None,
@@ -194,7 +232,13 @@ impl Planning<'_> {
         let revision = previous_contract
             .as_ref()
             .zip(self.plan.feedback.as_deref());
-        let (contract, config, choice) = self.run_planner(&issue, &base, revision).await?;
+        let (planned, config, choice) = self.run_planner(&issue, &base, revision).await?;
+        let contract = match planned {
+            Planned::Contract(contract) => contract,
+            Planned::Questions { questions, round } => {
+                return Ok(Written::Asked { questions, round });
+            }
+        };
         let sha256 = contract.hash(&base);
         let body = serde_json::to_string(&contract)?;
         let mut bound = config.bound();
@@ -223,7 +267,7 @@ impl Planning<'_> {
         let row = sessions::contract(&mut conn, id, version)
             .await?
             .context("The contract just stored cannot be read back")?;
-        Ok((row, edited))
+        Ok(Written::Contract(Box::new(row), edited))
     }
 
     /// The contract comment's text, with the settings the approval binds.
@@ -365,7 +409,7 @@ impl Planning<'_> {
         issue: &Issue,
         base: &Base,
         revision: Option<(&Contract, &str)>,
-    ) -> Result<(Contract, RepoConfig, Choice), Stop> {
+    ) -> Result<(Planned, RepoConfig, Choice), Stop> {
         let (app, forge, kind) = (self.app, self.forge, self.kind());
         let checkout = crate::session::checkout::for_planning(
             app,
@@ -413,10 +457,7 @@ impl Planning<'_> {
         let scout_model = model(ModelRole::Scout, config.models.scout.as_ref())?;
         let tools = RepoTools::new(&checkout.path()).map_err(Stop::from)?;
         let mut conn = app.db.pool.acquire().await?;
-        let mut dossier: Dossier = match sessions::load_dossier(&mut conn, self.id()).await? {
-            Some(text) => serde_json::from_str(&text).unwrap_or_default(),
-            None => Dossier::default(),
-        };
+        let mut dossier = load_dossier(&mut conn, self.id()).await?;
         drop(conn);
         let planner = Planner {
             model: planner_model.as_ref(),
@@ -449,17 +490,17 @@ impl Planning<'_> {
         let result = planner.plan(&request, &mut dossier, &mut checkpoint).await;
         drop(image);
         checkout.done().await;
-        let contract = self.planned(result, dossier).await?;
-        Ok((contract, config, choice))
+        let planned = self.planned(result, dossier).await?;
+        Ok((planned, config, choice))
     }
 
     /// What the planner's end means for the session; what it learned is kept for the next
     /// version, which starts its turn count afresh.
     async fn planned(
         &self,
-        result: Result<Contract, PlanError>,
+        result: Result<crate::planner::Planned, PlanError>,
         mut dossier: Dossier,
-    ) -> Result<Contract, Stop> {
+    ) -> Result<Planned, Stop> {
         dossier.turns = 0;
         dossier.invalid_submissions = 0;
         let keep = async || -> Result<(), Stop> {
@@ -468,10 +509,16 @@ impl Planning<'_> {
             sessions::save_dossier(&mut conn, self.id(), Some(&text)).await?;
             Ok(())
         };
+        let round = dossier.asked.len();
         match result {
-            Ok(contract) => {
+            Ok(crate::planner::Planned::Contract(contract)) => {
                 keep().await?;
-                Ok(contract)
+                Ok(Planned::Contract(contract))
+            }
+            // Planning goes on from the answer with a fresh count of turns.
+            Ok(crate::planner::Planned::Questions(questions)) => {
+                keep().await?;
+                Ok(Planned::Questions { questions, round })
             }
             Err(PlanError::Model(e)) if e.is_retryable() => Err(Stop::retryable(e)),
             Err(PlanError::Model(ModelError::BudgetExceeded { spent, limit, .. })) => {
@@ -485,6 +532,33 @@ impl Planning<'_> {
             Err(PlanError::Checkpoint(e)) => Err(Stop::retryable(e)),
         }
     }
+}
+
+/// What the planner came to, with the round its questions are.
+enum Planned {
+    Contract(Box<Contract>),
+    Questions {
+        questions: Vec<String>,
+        round: usize,
+    },
+}
+
+/// What a plan job wrote: a contract (and whether the issue was edited since it was
+/// asked), or questions.
+enum Written {
+    Contract(Box<ContractRow>, bool),
+    Asked {
+        questions: Vec<String>,
+        round: usize,
+    },
+}
+
+/// The session's dossier; a new one when it has none (or one this version cannot read).
+async fn load_dossier(conn: &mut sqlx::AnyConnection, id: &SessionId) -> Result<Dossier, Stop> {
+    Ok(match sessions::load_dossier(conn, id).await? {
+        Some(text) => serde_json::from_str(&text).unwrap_or_default(),
+        None => Dossier::default(),
+    })
 }
 
 fn stored_contract(row: &ContractRow) -> Result<Contract, Stop> {

@@ -11,7 +11,10 @@ use crate::store::sessions::{self, ContractRow, SessionRow};
 use crate::store::state::SessionState;
 
 fn decide(state: SessionState) -> Result<(), UserError> {
-    if matches!(state, SessionState::AwaitingApproval | SessionState::Failed) {
+    if matches!(
+        state,
+        SessionState::AwaitingAnswer | SessionState::AwaitingApproval | SessionState::Failed
+    ) {
         Ok(())
     } else {
         Err(UserError::Refused(comments::replan_not_now(state)))
@@ -50,6 +53,7 @@ mod tests {
 
     #[test]
     fn planning_starts_over_only_when_nothing_is_running() {
+        assert_eq!(decide(AwaitingAnswer), Ok(()));
         assert_eq!(decide(AwaitingApproval), Ok(()));
         assert_eq!(decide(Failed), Ok(()));
         for state in [

@@ -8,6 +8,9 @@ use std::str::FromStr;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SessionState {
     Planning,
+    /// The planner asked the maintainers questions before planning; the next answer from
+    /// someone allowed to give one resumes it.
+    AwaitingAnswer,
     AwaitingApproval,
     Executing,
     Verifying,
@@ -18,8 +21,9 @@ pub enum SessionState {
 }
 
 impl SessionState {
-    pub const ALL: [SessionState; 8] = [
+    pub const ALL: [SessionState; 9] = [
         SessionState::Planning,
+        SessionState::AwaitingAnswer,
         SessionState::AwaitingApproval,
         SessionState::Executing,
         SessionState::Verifying,
@@ -32,6 +36,7 @@ impl SessionState {
     pub fn as_str(self) -> &'static str {
         match self {
             SessionState::Planning => "planning",
+            SessionState::AwaitingAnswer => "awaiting_answer",
             SessionState::AwaitingApproval => "awaiting_approval",
             SessionState::Executing => "executing",
             SessionState::Verifying => "verifying",
@@ -46,6 +51,7 @@ impl SessionState {
     pub fn describe(self) -> &'static str {
         match self {
             SessionState::Planning => "planning",
+            SessionState::AwaitingAnswer => "waiting for an answer",
             SessionState::AwaitingApproval => "awaiting approval",
             SessionState::Executing => "executing",
             SessionState::Verifying => "verifying",
@@ -61,6 +67,7 @@ impl SessionState {
     pub fn is_active(self) -> bool {
         match self {
             SessionState::Planning
+            | SessionState::AwaitingAnswer
             | SessionState::AwaitingApproval
             | SessionState::Executing
             | SessionState::Verifying
@@ -74,7 +81,9 @@ impl SessionState {
     pub fn can_become(self, next: SessionState) -> bool {
         use SessionState::*;
         match self {
-            Planning => matches!(next, AwaitingApproval | Failed | Cancelled),
+            Planning => matches!(next, AwaitingAnswer | AwaitingApproval | Failed | Cancelled),
+            // An answer resumes planning (so does `/plan`); `/cancel`.
+            AwaitingAnswer => matches!(next, Planning | Cancelled),
             // `/approve`, `/revise` or `/plan`, `/cancel`.
             AwaitingApproval => matches!(next, Executing | Planning | Cancelled),
             Executing => matches!(next, Verifying | Failed | Cancelled),

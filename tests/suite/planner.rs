@@ -16,7 +16,9 @@ use planwright::forge::Issue;
 use planwright::ids::ModelName;
 use planwright::ids::{CommitSha, IssueNumber, RepoName};
 use planwright::llm::{ChatModel, HttpOptions, RetryPolicy};
-use planwright::planner::{Context, Dossier, PlanError, PlanRequest, Planner, PlannerOptions};
+use planwright::planner::{
+    Context, Dossier, PlanError, PlanRequest, Planned, Planner, PlannerOptions,
+};
 use planwright::repo_tools::RepoTools;
 use secrecy::SecretString;
 use serde_json::{Value, json};
@@ -235,7 +237,13 @@ async fn run(context: Context, steps: Vec<Step>, options: PlannerOptions) -> Out
         Box::pin(async { Ok(()) })
             as std::pin::Pin<Box<dyn std::future::Future<Output = anyhow::Result<()>> + Send>>
     };
-    let result = planner.plan(&request, &mut dossier, &mut checkpoint).await;
+    let result = planner
+        .plan(&request, &mut dossier, &mut checkpoint)
+        .await
+        .map(|planned| match planned {
+            Planned::Contract(contract) => *contract,
+            Planned::Questions(asked) => panic!("the planner asked {asked:?}"),
+        });
     let requests = server.requests();
     let (planner_requests, scout_requests) = requests
         .into_iter()

@@ -352,6 +352,22 @@ impl World {
         payload
     }
 
+    /// Someone who may read the repository and nothing more: `read` on GitHub, a guest on
+    /// GitLab (whose reporters may triage).
+    pub fn add_guest(&self, login: &str, id: i64) -> Person {
+        match &self.fake {
+            Fake::Github(github) => github.set_permission(self.repo, login, "read", "read"),
+            Fake::Gitlab(gitlab) => {
+                let user = gitlab.add_user(login, id);
+                gitlab.add_member(self.repo, &user, 10);
+            }
+        }
+        Person {
+            login: login.into(),
+            id,
+        }
+    }
+
     /// `by` puts the label on the issue, and the forge says so.
     pub async fn label(&self, by: &Person, delivery: &str) {
         match &self.fake {

@@ -1,0 +1,98 @@
+//! An answer to the planner's questions. While a session waits for one, the next comment
+//! on the issue that is not a command, from someone with `triage` access or more, is given
+//! to the planner (quoted as untrusted data, like every human text) and planning goes on.
+//! Anyone else is told once per comment that their words were not taken.
+
+use tracing::info;
+
+use super::comments;
+use super::dispatch::enqueue_plan;
+use super::events::{command_comment, is_bot};
+use super::status::update_status_of;
+use crate::app::App;
+use crate::event::{RepoEvent, Thread};
+use crate::forge::Reaction;
+use crate::ids::{CommentId, IssueNumber, Permission};
+use crate::jobs::JobError;
+use crate::planner::Dossier;
+use crate::planner::dossier::Answer;
+use crate::store::audit;
+use crate::store::sessions;
+use crate::store::state::SessionState;
+
+/// Who may answer: people who may already triage the issue.
+const MAY_ANSWER: Permission = Permission::Triage;
+
+/// A comment that is not a command was written on `issue`.
+pub(super) async fn on_comment(
+    app: &App,
+    event: &RepoEvent,
+    issue: IssueNumber,
+    comment: CommentId,
+    delivery: Option<&str>,
+) -> Result<(), JobError> {
+    // Most comments answer nothing: the database says so before the forge is asked.
+    let mut conn = app.db.pool.acquire().await?;
+    let session = sessions::find_active(&mut conn, event.forge, &event.repo, issue).await?;
+    drop(conn);
+    let Some(session) = session.filter(|s| s.state == SessionState::AwaitingAnswer) else {
+        return Ok(());
+    };
+    let forge = app.forges.get(event.forge, event.installation)?;
+    let forge = forge.as_ref();
+    let thread = Thread::Issue(issue);
+    let Some(written) = command_comment(app, forge, event, thread, comment, delivery).await? else {
+        return Ok(());
+    };
+    let author = &written.author;
+    if is_bot(forge, author).await? {
+        return Ok(());
+    }
+    let permission = forge.permission(&event.repo, &author.login).await?;
+    if permission < MAY_ANSWER {
+        let text = comments::answer_not_permitted(&author.login, permission);
+        forge.create_comment(&event.repo, issue, &text).await?;
+        return Ok(());
+    }
+    let id = &session.id;
+    let mut tx = app.db.writer.begin().await?;
+    let mut dossier: Dossier = match sessions::load_dossier(&mut tx, id).await? {
+        Some(text) => serde_json::from_str(&text).unwrap_or_default(),
+        None => Dossier::default(),
+    };
+    let answer = Answer {
+        by: author.login.clone(),
+        text: written.body.clone(),
+    };
+    let (from, to) = (SessionState::AwaitingAnswer, SessionState::Planning);
+    // Nothing waits (the session moved on since it was read): the comment is just a comment.
+    if !dossier.answer(answer) || !sessions::move_state(&mut tx, id, from, to, None).await? {
+        return Ok(());
+    }
+    let text = serde_json::to_string(&dossier).map_err(anyhow::Error::from)?;
+    sessions::save_dossier(&mut tx, id, Some(&text)).await?;
+    let version = sessions::latest_contract(&mut tx, id)
+        .await?
+        .map_or(1, |c| c.version + 1);
+    enqueue_plan(&mut tx, id, version, None).await?;
+    let round = dossier.asked.len();
+    audit::append(
+        &mut tx,
+        &audit::Entry {
+            actor: &format!("{}:{}", event.forge.as_str(), author.login),
+            action: "questions.answered",
+            session: Some(id.as_str()),
+            delivery,
+            detail: serde_json::json!({ "round": round, "comment": comment, "version": version }),
+        },
+    )
+    .await?;
+    tx.commit().await?;
+    info!(session = %id, by = %author.login, round, "the planner's questions were answered");
+    forge
+        .react(&event.repo, issue, comment, Reaction::Eyes)
+        .await?;
+    let text = comments::planning_with_answer(&author.login);
+    update_status_of(app, forge, id, to, &text).await?;
+    Ok(())
+}
