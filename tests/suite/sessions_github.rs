@@ -798,11 +798,16 @@ async fn a_review_requesting_changes_becomes_a_revised_contract_and_its_threads_
     assert!(!planner_saw.contains("push to main"), "{planner_saw}");
     // The pull request points to where the revision waits.
     let pointers: Vec<String> = github
-        .issue_comments(REPO, pull.number)
-        .into_iter()
-        .map(|c| c.body)
-        .filter(|b| b.contains("is waiting for approval"))
-        .collect();
+        .wait_for("the pointer on the pull request", |g| {
+            let found: Vec<String> = g
+                .issue_comments(REPO, pull.number)
+                .into_iter()
+                .map(|c| c.body)
+                .filter(|b| b.contains("is waiting for approval"))
+                .collect();
+            (!found.is_empty()).then_some(found)
+        })
+        .await;
     assert_eq!(pointers.len(), 1, "{pointers:#?}");
     assert_snapshot!(redact(&pointers[0]), @"Revision v2 of the build contract is waiting for approval [in #7](http://[loopback]/acme/widgets/issues/7#issuecomment-[id]). Nothing changes on this branch until a maintainer approves it there.");
 

@@ -586,12 +586,17 @@ async fn revise_on_the_merge_request_takes_the_writers_open_diff_comments_and_an
     // A resolved thread, and another person's, are not the writer's request.
     assert!(!planner_saw.contains("Rename calc.py."), "{planner_saw}");
     assert!(!planner_saw.contains("Delete the tests."), "{planner_saw}");
-    let notes = gitlab.mr_notes(PROJECT, mr.number);
-    let pointer: Vec<_> = notes
-        .iter()
-        .filter(|n| n.body.contains("is waiting for approval"))
-        .collect();
-    assert_eq!(pointer.len(), 1, "{notes:#?}");
+    let pointer = gitlab
+        .wait_for("the pointer on the merge request", |g| {
+            let found: Vec<_> = g
+                .mr_notes(PROJECT, mr.number)
+                .into_iter()
+                .filter(|n| n.body.contains("is waiting for approval"))
+                .collect();
+            (!found.is_empty()).then_some(found)
+        })
+        .await;
+    assert_eq!(pointer.len(), 1, "{pointer:#?}");
     assert_snapshot!(redact(&pointer[0].body), @"Revision v2 of the build contract is waiting for approval [in #12](http://[loopback]/acme/tools/widgets/-/issues/12#note_[id]). Nothing changes on this branch until a maintainer approves it there.");
 
     world
