@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::ids::{CommentId, InstallationId, IssueNumber, PullNumber, RepoName};
+use crate::ids::{CommentId, CommitSha, InstallationId, IssueNumber, PullNumber, RepoName};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -131,6 +131,9 @@ pub enum RepoEventKind {
         body: String,
         author: Actor,
     },
+    /// Checks of another app or service ended in failure on a commit: a GitHub check
+    /// suite or commit status, a GitLab pipeline. What failed is read from the forge.
+    ChecksFailed { sha: CommitSha, source: CiSource },
     /// A merge request was opened, updated, merged or closed (GitLab).
     MergeRequestChanged {
         pull: PullNumber,
@@ -138,4 +141,27 @@ pub enum RepoEventKind {
         state: String,
         actor: Actor,
     },
+}
+
+/// Where a failing check was reported.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum CiSource {
+    /// A GitHub check suite (one app's check runs on the commit).
+    CheckSuite { id: i64 },
+    /// A GitHub commit status, by its context.
+    Status { context: String },
+    /// A GitLab pipeline.
+    Pipeline { id: i64 },
+}
+
+impl CiSource {
+    /// What names it among the commit's reports: one comment each.
+    pub fn key(&self) -> String {
+        match self {
+            CiSource::CheckSuite { id } => format!("check_suite:{id}"),
+            CiSource::Status { context } => format!("status:{context}"),
+            CiSource::Pipeline { id } => format!("pipeline:{id}"),
+        }
+    }
 }

@@ -82,6 +82,9 @@ pub struct RepoConfig {
     pub quarantine: Vec<String>,
     /// Rounds of questions the planner may ask before it plans (0: it never asks).
     pub max_questions: u32,
+    /// Globs of the names of other checks whose failures on planwright's pull requests
+    /// are not reported (`codecov/*`).
+    pub ignore_checks: Vec<String>,
     /// The file it was read from; `None` when every value is a default.
     pub source: Option<String>,
 }
@@ -93,6 +96,7 @@ pub const DEFAULT_FLAKY_RERUNS: u32 = 2;
 pub const DEFAULT_MAX_QUESTIONS: u32 = 1;
 /// Each round waits on a person; past this the issue needs rewriting, not more questions.
 pub const MAX_QUESTIONS: u32 = 5;
+const MAX_IGNORED_CHECKS: usize = 100;
 /// Each re-run costs a run of the failing tests; past this a test is flaky anyway.
 pub const MAX_FLAKY_RERUNS: u32 = 5;
 /// Entries of `quarantine`, and characters of one.
@@ -183,6 +187,7 @@ impl RepoConfig {
             flaky_reruns: DEFAULT_FLAKY_RERUNS,
             quarantine: Vec::new(),
             max_questions: DEFAULT_MAX_QUESTIONS,
+            ignore_checks: Vec::new(),
             source: None,
         }
     }
@@ -312,6 +317,15 @@ impl RepoConfig {
         if let Some(ids) = file.quarantine {
             config.quarantine = quarantine(ids).map_err(|m| at("quarantine", m))?;
         }
+        if let Some(globs) = file.ignore_checks {
+            if globs.len() > MAX_IGNORED_CHECKS || globs.iter().any(|g| g.trim().is_empty()) {
+                return Err(at(
+                    "ignore_checks",
+                    format!("must be at most {MAX_IGNORED_CHECKS} non-empty check name globs"),
+                ));
+            }
+            config.ignore_checks = globs;
+        }
         if let Some(n) = file.max_questions {
             if n > MAX_QUESTIONS {
                 return Err(at(
@@ -435,8 +449,9 @@ impl RepoConfig {
             environment: b.environment.clone(),
             flaky_reruns: b.flaky_reruns,
             quarantine: b.quarantine.clone(),
-            // Planning's alone: an approved contract has no questions left to ask.
+            // Planning's and the pull request's alone, never what a run does.
             max_questions: DEFAULT_MAX_QUESTIONS,
+            ignore_checks: Vec::new(),
             source: b.source.clone(),
         })
     }
@@ -716,6 +731,7 @@ struct File {
     flaky_reruns: Option<u32>,
     quarantine: Option<Vec<String>>,
     max_questions: Option<u32>,
+    ignore_checks: Option<Vec<String>>,
 }
 
 #[derive(Deserialize)]

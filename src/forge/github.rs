@@ -19,13 +19,14 @@ use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 
 use super::{
-    Check, CheckState, Comment, Forge, ForgeError, GITHUB_TEXT_LIMIT, GitRemote, Issue,
-    LabelChange, NewPullRequest, Permission, PullRequest, REVIEW_COMMENTS_MAX, Reaction,
-    Repository, RetryPolicy, Review, ReviewComment, ReviewState, header, truncate_with_note,
+    CI_CHECKS_MAX, CI_LOG_MAX, Check, CheckState, Comment, FailedCheck, Forge, ForgeError,
+    GITHUB_TEXT_LIMIT, GitRemote, Issue, LabelChange, NewPullRequest, Permission, PullRequest,
+    REVIEW_COMMENTS_MAX, Reaction, Repository, RetryPolicy, Review, ReviewComment, ReviewState,
+    header, tail, truncate_with_note,
 };
 use crate::config::GithubSettings;
 use crate::contract::SourceLinks;
-use crate::event::{Actor, Thread};
+use crate::event::{Actor, CiSource, Thread};
 use crate::ids::{CommentId, CommitSha, InstallationId, IssueNumber, PullNumber, RepoName};
 
 /// Comments fetched per page: GitHub's maximum, so long threads take few requests.
@@ -630,6 +631,64 @@ impl Forge for GithubForge {
         })
     }
 
+    async fn failed_checks(
+        &self,
+        repo: &RepoName,
+        sha: &CommitSha,
+        source: &CiSource,
+    ) -> Result<Vec<FailedCheck>, ForgeError> {
+        let base = repo_path(repo);
+        match source {
+            CiSource::CheckSuite { id } => {
+                let suite: GhCheckSuite = self.get(&format!("{base}/check-suites/{id}")).await?;
+                let own = suite.app.is_some_and(|a| a.id == self.shared.app_id);
+                if suite.head_sha != sha.as_str() || own {
+                    return Ok(Vec::new());
+                }
+                let runs: GhCheckRuns = self
+                    .get(&format!(
+                        "{base}/check-suites/{id}/check-runs?filter=latest&per_page={PER_PAGE}"
+                    ))
+                    .await?;
+                let mut failed = Vec::new();
+                for run in runs
+                    .check_runs
+                    .into_iter()
+                    .filter(|r| r.conclusion.as_deref().is_some_and(failed_conclusion))
+                    .take(CI_CHECKS_MAX)
+                {
+                    let annotations: Vec<GhAnnotation> = self
+                        .get(&format!(
+                            "{base}/check-runs/{}/annotations?per_page=50",
+                            run.id
+                        ))
+                        .await?;
+                    failed.push(run.into_failed(&annotations));
+                }
+                Ok(failed)
+            }
+            CiSource::Status { context } => {
+                let combined: GhCombinedStatus =
+                    self.get(&format!("{base}/commits/{sha}/status")).await?;
+                Ok(combined
+                    .statuses
+                    .into_iter()
+                    .filter(|s| {
+                        s.context == *context && matches!(s.state.as_str(), "failure" | "error")
+                    })
+                    .take(1)
+                    .map(|s| FailedCheck {
+                        name: s.context,
+                        conclusion: s.state,
+                        url: s.target_url,
+                        log: s.description.unwrap_or_default(),
+                    })
+                    .collect())
+            }
+            CiSource::Pipeline { .. } => Ok(Vec::new()),
+        }
+    }
+
     async fn comment_on_pull(
         &self,
         repo: &RepoName,
@@ -1067,6 +1126,14 @@ struct GhCheckRun {
     id: i64,
     name: String,
     app: Option<GhCheckApp>,
+    #[serde(default)]
+    conclusion: Option<String>,
+    #[serde(default)]
+    details_url: Option<String>,
+    #[serde(default)]
+    html_url: Option<String>,
+    #[serde(default)]
+    output: Option<GhCheckOutput>,
 }
 
 #[derive(Deserialize)]
@@ -1096,6 +1163,90 @@ impl From<GhUser> for Actor {
             bot,
         }
     }
+}
+
+/// Conclusions of a finished check run that mean it failed.
+fn failed_conclusion(conclusion: &str) -> bool {
+    matches!(
+        conclusion,
+        "failure" | "timed_out" | "action_required" | "startup_failure"
+    )
+}
+
+#[derive(Deserialize)]
+struct GhCheckSuite {
+    head_sha: String,
+    #[serde(default)]
+    app: Option<GhCheckApp>,
+}
+
+#[derive(Deserialize)]
+struct GhCheckOutput {
+    #[serde(default)]
+    title: Option<String>,
+    #[serde(default)]
+    summary: Option<String>,
+    #[serde(default)]
+    text: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct GhAnnotation {
+    path: String,
+    #[serde(default)]
+    start_line: Option<i64>,
+    #[serde(default)]
+    annotation_level: Option<String>,
+    #[serde(default)]
+    message: Option<String>,
+}
+
+impl GhCheckRun {
+    /// The run as a failed check: its output's parts one after another, then its
+    /// annotations as `path:line: level: message` lines.
+    fn into_failed(self, annotations: &[GhAnnotation]) -> FailedCheck {
+        let mut log = String::new();
+        if let Some(output) = self.output {
+            for part in [output.title, output.summary, output.text]
+                .into_iter()
+                .flatten()
+            {
+                log.push_str(part.trim_end());
+                log.push('\n');
+            }
+        }
+        for a in annotations {
+            let line = a.start_line.map(|l| format!(":{l}")).unwrap_or_default();
+            log.push_str(&format!(
+                "{}{line}: {}: {}\n",
+                a.path,
+                a.annotation_level.as_deref().unwrap_or("failure"),
+                a.message.as_deref().unwrap_or_default().trim()
+            ));
+        }
+        FailedCheck {
+            name: self.name,
+            conclusion: self.conclusion.unwrap_or_default(),
+            url: self.details_url.or(self.html_url),
+            log: tail(&log, CI_LOG_MAX).into_owned(),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct GhCombinedStatus {
+    #[serde(default)]
+    statuses: Vec<GhStatus>,
+}
+
+#[derive(Deserialize)]
+struct GhStatus {
+    context: String,
+    state: String,
+    #[serde(default)]
+    description: Option<String>,
+    #[serde(default)]
+    target_url: Option<String>,
 }
 
 #[derive(Deserialize)]

@@ -19,13 +19,13 @@ use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 
 use super::{
-    Check, CheckState, Comment, Forge, ForgeError, GitRemote, Issue, LabelChange, NewPullRequest,
-    Permission, PullRequest, REVIEW_COMMENTS_MAX, Reaction, Repository, RetryPolicy, ReviewComment,
-    header, truncate_with_note,
+    CI_CHECKS_MAX, CI_LOG_MAX, Check, CheckState, Comment, FailedCheck, Forge, ForgeError,
+    GitRemote, Issue, LabelChange, NewPullRequest, Permission, PullRequest, REVIEW_COMMENTS_MAX,
+    Reaction, Repository, RetryPolicy, ReviewComment, header, truncate_with_note,
 };
 use crate::config::GitlabSettings;
 use crate::contract::SourceLinks;
-use crate::event::{Actor, Thread};
+use crate::event::{Actor, CiSource, Thread};
 use crate::ids::{CommentId, CommitSha, IssueNumber, PullNumber, RepoName};
 
 /// The longest merge request title GitLab accepts, in characters.
@@ -162,24 +162,35 @@ impl GitlabForge {
         body: Option<&Value>,
         what: &str,
     ) -> Result<(HeaderMap, String), ForgeError> {
+        let response = self.answered(method, url, route, body, what).await?;
+        let headers = response.headers().clone();
+        let text = response.text().await.map_err(|e| transport(what, e))?;
+        Ok((headers, text))
+    }
+
+    /// One request, counted; a successful answer, or the failure classified.
+    async fn answered(
+        &self,
+        method: &Method,
+        url: &str,
+        route: &str,
+        body: Option<&Value>,
+        what: &str,
+    ) -> Result<reqwest::Response, ForgeError> {
         tracing::debug!(call = what, "forge request");
         let mut request = self.http.request(method.clone(), url);
         if let Some(body) = body {
             request = request.json(body);
         }
-        let transport = |e: reqwest::Error| ForgeError::Transport {
-            what: what.to_owned(),
-            message: error_chain(&e.without_url()),
-        };
         let response = request.send().await.map_err(|e| {
             crate::metrics::record_forge_request("gitlab", route, "error");
-            transport(e)
+            transport(what, e)
         })?;
         let status = response.status();
         crate::metrics::record_forge_request("gitlab", route, status.as_str());
-        let headers = response.headers().clone();
-        let text = response.text().await.map_err(transport)?;
         if !status.is_success() {
+            let headers = response.headers().clone();
+            let text = response.text().await.map_err(|e| transport(what, e))?;
             return Err(classify_status(
                 what.to_owned(),
                 status,
@@ -187,7 +198,46 @@ impl GitlabForge {
                 error_message(&text),
             ));
         }
-        Ok((headers, text))
+        Ok(response)
+    }
+
+    /// The end of a text answer (a job's log), at most [`CI_LOG_MAX`] bytes, read in
+    /// bounded memory however long the log is.
+    async fn log_tail(&self, path: &str) -> Result<String, ForgeError> {
+        let method = Method::GET;
+        let what = what(&method, path);
+        let url = format!("{}{path}", self.api);
+        let route = super::route(method.as_str(), path);
+        self.retry
+            .run(|| async {
+                let mut response = self
+                    .answered(&method, &url, &route, None, &what)
+                    .await
+                    .map_err(|e| self.scrub(e))?;
+                let mut kept: Vec<u8> = Vec::new();
+                let mut before = 0usize;
+                while let Some(chunk) = response.chunk().await.map_err(|e| transport(&what, e))? {
+                    kept.extend_from_slice(&chunk);
+                    // Drained in halves, so each byte moves at most twice.
+                    if kept.len() > 2 * CI_LOG_MAX {
+                        let cut = kept.len() - CI_LOG_MAX;
+                        kept.drain(..cut);
+                        before += cut;
+                    }
+                }
+                if kept.len() > CI_LOG_MAX {
+                    let cut = kept.len() - CI_LOG_MAX;
+                    kept.drain(..cut);
+                    before += cut;
+                }
+                let text = String::from_utf8_lossy(&kept);
+                Ok(if before > 0 {
+                    format!("[… the first {before} bytes of the log are not shown]\n{text}")
+                } else {
+                    text.into_owned()
+                })
+            })
+            .await
     }
 
     /// Posts a note at `path` (an issue's, a merge request's or a discussion's notes).
@@ -444,6 +494,45 @@ impl Forge for GitlabForge {
             }
         }
         Ok((found, false))
+    }
+
+    async fn failed_checks(
+        &self,
+        repo: &RepoName,
+        sha: &CommitSha,
+        source: &CiSource,
+    ) -> Result<Vec<FailedCheck>, ForgeError> {
+        let CiSource::Pipeline { id } = source else {
+            return Ok(Vec::new());
+        };
+        let base = project_path(repo);
+        let pipeline: GlPipeline = self.get(&format!("{base}/pipelines/{id}")).await?;
+        if pipeline.sha != sha.as_str() || pipeline.status != "failed" {
+            return Ok(Vec::new());
+        }
+        let jobs: Vec<GlJob> = self
+            .get(&format!(
+                "{base}/pipelines/{id}/jobs?scope[]=failed&per_page={PER_PAGE}"
+            ))
+            .await?;
+        let mut failed = Vec::new();
+        // A job allowed to fail does not fail the pipeline.
+        for job in jobs
+            .into_iter()
+            .filter(|j| j.status == "failed" && !j.allow_failure)
+            .take(CI_CHECKS_MAX)
+        {
+            let log = self
+                .log_tail(&format!("{base}/jobs/{}/trace", job.id))
+                .await?;
+            failed.push(FailedCheck {
+                name: job.name,
+                conclusion: job.failure_reason.unwrap_or(job.status),
+                url: job.web_url,
+                log,
+            });
+        }
+        Ok(failed)
     }
 
     async fn comment_on_pull(
@@ -853,6 +942,13 @@ fn decode<T: DeserializeOwned>(what: &str, text: &str) -> Result<T, ForgeError> 
     })
 }
 
+fn transport(what: &str, e: reqwest::Error) -> ForgeError {
+    ForgeError::Transport {
+        what: what.to_owned(),
+        message: error_chain(&e.without_url()),
+    }
+}
+
 /// The page after this one: GitLab's `x-next-page` (empty on the last page), else a
 /// `Link: <…page=N…>; rel="next"`, else — when a proxy stripped both — another page
 /// exactly when this one was full.
@@ -1017,6 +1113,25 @@ impl From<GlNote> for Comment {
             created_at: n.created_at.as_deref().and_then(super::unix_seconds),
         }
     }
+}
+
+#[derive(Deserialize)]
+struct GlPipeline {
+    sha: String,
+    status: String,
+}
+
+#[derive(Deserialize)]
+struct GlJob {
+    id: i64,
+    name: String,
+    status: String,
+    #[serde(default)]
+    allow_failure: bool,
+    #[serde(default)]
+    failure_reason: Option<String>,
+    #[serde(default)]
+    web_url: Option<String>,
 }
 
 /// A merge request discussion; one that starts with a note on a diff line is an inline

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::event::{Actor, Thread};
+use crate::event::{Actor, CiSource, Thread};
 use secrecy::SecretString;
 
 use crate::ids::{CommentId, CommitSha, IssueNumber, PullNumber, RepoName};
@@ -155,6 +155,21 @@ pub struct GitRemote {
 
 use crate::markdown::GITHUB_TEXT_LIMIT;
 
+/// The last `max` bytes of `text` (on a character boundary), saying how much came before.
+pub fn tail(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    if text.len() <= max {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut start = text.len() - max;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    std::borrow::Cow::Owned(format!(
+        "[… the first {start} bytes of the log are not shown]\n{}",
+        &text[start..]
+    ))
+}
+
 /// `text` cut to at most `limit` bytes on a character boundary, ending with a note that
 /// says how much was left out, so a reader never mistakes a cut report for a whole one.
 pub fn truncate_with_note(text: &str, limit: usize) -> std::borrow::Cow<'_, str> {
@@ -173,6 +188,26 @@ pub fn truncate_with_note(text: &str, limit: usize) -> std::borrow::Cow<'_, str>
     out.push_str(&note_for(text.len() - cut));
     std::borrow::Cow::Owned(out)
 }
+
+/// One failed check of another app or service on a commit, with what it printed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailedCheck {
+    /// The check run's name, the status's context, the pipeline job's name.
+    pub name: String,
+    /// `failure`, `timed_out`, `error`, `failed`, … as the forge says.
+    pub conclusion: String,
+    /// Where a person reads all of it.
+    pub url: Option<String>,
+    /// Its output to distill: a check run's title, summary, text and annotations, a
+    /// status's description, the end of a job's log (at most [`CI_LOG_MAX`] bytes).
+    pub log: String,
+}
+
+/// The most of one failed check's output planwright reads, in bytes (the end is kept:
+/// logs end with the summary).
+pub const CI_LOG_MAX: usize = 1 << 20;
+/// The most failed checks of one report planwright reads.
+pub const CI_CHECKS_MAX: usize = 10;
 
 /// What a review says of a pull request, in the forge's terms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -384,6 +419,19 @@ pub trait Forge: Send + Sync {
     ) -> Result<(Vec<ReviewComment>, bool), ForgeError> {
         let _ = (repo, pull, author);
         Ok((Vec::new(), false))
+    }
+
+    /// The failed checks `source` reported on commit `sha`, as the forge has them now
+    /// (none when it reports none there, or only planwright's own), at most
+    /// [`CI_CHECKS_MAX`].
+    async fn failed_checks(
+        &self,
+        repo: &RepoName,
+        sha: &CommitSha,
+        source: &CiSource,
+    ) -> Result<Vec<FailedCheck>, ForgeError> {
+        let _ = (repo, sha, source);
+        Ok(Vec::new())
     }
 
     /// Writes `body` in the pull request's conversation.

@@ -138,8 +138,10 @@ mod tests {
         assert_eq!(m["public"], false);
         assert_eq!(m["default_permissions"]["checks"], "write");
         assert_eq!(m["default_permissions"]["members"], "read");
+        assert_eq!(m["default_permissions"]["statuses"], "read");
         let events = m["default_events"].as_array().unwrap();
         assert!(events.contains(&json!("pull_request_review_comment")));
+        assert!(events.contains(&json!("check_suite")) && events.contains(&json!("status")));
         assert!(!events.contains(&json!("installation")));
     }
 

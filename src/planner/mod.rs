@@ -93,6 +93,10 @@ pub enum Planned {
     Questions(Vec<String>),
 }
 
+/// The most of a revision's feedback (a review, its inline comments, distilled failures of
+/// other checks) the planner reads, in characters.
+const MAX_FEEDBACK_CHARS: usize = 12_000;
+
 /// Questions one `ask` may hold, and characters of one.
 const MAX_ASKED: usize = 5;
 const MAX_QUESTION_CHARS: usize = 500;
@@ -347,7 +351,7 @@ impl Planner<'_> {
         );
         let _ = write!(out, "\nRepository map:\n{}", self.tools.map());
         if let Some((previous, feedback)) = request.revision {
-            let (feedback, _) = untrusted::clean_capped(feedback, 8_000);
+            let (feedback, _) = untrusted::clean_capped(feedback, MAX_FEEDBACK_CHARS);
             let _ = write!(
                 out,
                 "\n\nYou are revising your previous contract:\n```json\n{}\n```\n",

@@ -160,6 +160,15 @@ pub(super) fn cannot_cancel(state: SessionState) -> String {
     )
 }
 
+// Other checks on the pull request.
+
+pub(super) fn checks_failed(sha: &str, shown: &str) -> String {
+    let short: String = sha.chars().take(12).collect();
+    format!(
+        "### Checks failed on {short}\n\n{shown}\nA maintainer can ask for another round with `/revise <what to change>` here; it gets these failures as evidence."
+    )
+}
+
 // Questions before the plan.
 
 /// What finds a round of questions again; trusted only in planwright's own comments.

@@ -7,7 +7,7 @@ use tracing::{info, warn};
 
 use super::command::CommandContext;
 use super::commands::{self, Command};
-use super::{answer, comments, label, review, revise};
+use super::{answer, ci, comments, label, review, revise};
 use crate::app::App;
 use crate::config::repo::RepoConfig;
 use crate::event::{Actor, RepoEvent, RepoEventKind, Thread};
@@ -57,6 +57,9 @@ pub async fn on_repo_event(
             body,
             author,
         } => review::on_review(app, event, *pull, *id, state, body, author, delivery).await,
+        RepoEventKind::ChecksFailed { sha, source } => {
+            ci::on_checks_failed(app, event, sha, source).await
+        }
         RepoEventKind::MergeRequestChanged { .. } => {
             info!(repo = %event.repo, kind = ?event.kind, "repository event needs no action");
             Ok(())

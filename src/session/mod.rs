@@ -2,7 +2,7 @@
 //! the forge reports, `label` starts and cancels sessions, `command` carries out what
 //! maintainers write (one file per command: `approve`, `revise`, `replan`, `retry`,
 //! `cancel`; `commands` parses them), `review` turns a pull request review into a round, `answer` gives the planner the
-//! answer to its questions, `plan` and `execute` are the two jobs, `dispatch`
+//! answer to its questions, `ci` reports other checks that failed on a pull request, `plan` and `execute` are the two jobs, `dispatch`
 //! runs each kind of job, `status` keeps the status comment, `comments` holds every text
 //! posted, and `error` says how a step ends early.
 
@@ -10,6 +10,7 @@ mod answer;
 mod approve;
 mod cancel;
 pub mod checkout;
+mod ci;
 mod command;
 pub mod commands;
 mod comments;

@@ -11,6 +11,7 @@ use super::{comments, review};
 use crate::forge::ReviewComment;
 use crate::ids::PullNumber;
 use crate::jobs::JobError;
+use crate::store::ci_reports;
 use crate::store::reviews::{self, Owed};
 use crate::store::sessions::{self, ContractRow, SessionRow};
 use crate::store::state::SessionState;
@@ -111,15 +112,17 @@ pub(super) async fn start_round(
         }
     }
     reviews::owe_answers(&mut tx, id, version, round.owed).await?;
+    let failures = ci_reports::take(&mut tx, id, version).await?;
+    let feedback = with_ci_failures(round.feedback, &failures);
     let to = SessionState::Planning;
     move_or_refuse(&mut tx, id, session.state, to, comments::raced_revision()).await?;
-    enqueue_plan(&mut tx, id, version, Some(round.feedback.to_owned())).await?;
+    enqueue_plan(&mut tx, id, version, Some(feedback)).await?;
     let review = round.review;
     let done = Done {
         action: "contract.revision_requested",
         detail: serde_json::json!({
             "version": version, "feedback": round.feedback, "pull": pull.0, "review": review,
-            "inline_comments": round.owed.len(),
+            "inline_comments": round.owed.len(), "ci_failures": failures.len(),
         }),
         state: to,
         status: match review {
@@ -132,6 +135,20 @@ pub(super) async fn start_round(
     ctx.record(tx, id, done, handled).await?;
     info!(session = %id, pull = pull.0, ?review, by = %ctx.login(), "revision asked for on the pull request");
     Ok(())
+}
+
+/// The round's feedback with the failures other checks reported on the pull request
+/// since the last round, already distilled.
+fn with_ci_failures(feedback: &str, failures: &[String]) -> String {
+    if failures.is_empty() {
+        return feedback.to_owned();
+    }
+    let mut out = format!("{feedback}\n\nChecks that failed on the pull request (distilled):");
+    for f in failures {
+        out.push_str("\n\n");
+        out.push_str(f);
+    }
+    out
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 
 pub mod audit;
 pub mod baselines;
+pub mod ci_reports;
 pub mod deliveries;
 pub mod installations;
 pub mod jobs;

@@ -38,6 +38,24 @@ const COLUMNS: &str = "id, forge, repo, issue_number, installation_id, state, ac
     updated_at, pull_number, (SELECT MAX(c.version) FROM contracts c WHERE c.session_id = sessions.id) \
     AS contract_version";
 
+/// The session whose run pushed `sha` to its pull request, if any.
+pub async fn find_by_head(
+    conn: &mut AnyConnection,
+    forge: ForgeKind,
+    repo: &RepoName,
+    sha: &str,
+) -> Result<Option<SessionRow>> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM sessions WHERE forge = $1 AND repo = $2          AND pull_number IS NOT NULL AND id IN (SELECT session_id FROM runs WHERE head_sha = $3)          ORDER BY created_at DESC LIMIT 1"
+    );
+    Ok(sqlx::query_as::<_, SessionRow>(sqlx::AssertSqlSafe(sql))
+        .bind(forge)
+        .bind(repo)
+        .bind(sha)
+        .fetch_optional(conn)
+        .await?)
+}
+
 /// The newest sessions first, with the latest contract version.
 pub async fn list(db: &Db, limit: i64) -> Result<Vec<SessionRow>> {
     let sql = format!("SELECT {COLUMNS} FROM sessions ORDER BY created_at DESC, id DESC LIMIT $1");

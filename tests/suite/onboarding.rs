@@ -225,7 +225,9 @@ async fn before_configuration_the_page_offers_the_manifest_with_this_deployments
             "issues",
             "issue_comment",
             "pull_request_review",
-            "pull_request_review_comment"
+            "pull_request_review_comment",
+            "check_suite",
+            "status"
         ]
     );
 

@@ -1005,3 +1005,138 @@ async fn reviews_that_ask_nothing_or_claim_what_github_does_not_hold_start_nothi
     assert!(github.issue_comments(REPO, other).is_empty());
     world.server.stop().await;
 }
+
+/// The failing test ids of a real log's ground truth.
+fn truth_failing(name: &str) -> Vec<String> {
+    let path = crate::support::fixtures().join("test-logs").join(name);
+    let truth: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    truth["failing"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Another GitHub App, one that runs CI.
+const FOREIGN_APP: u64 = 9_911;
+
+#[tokio::test]
+async fn failed_checks_of_others_are_reported_once_and_the_next_round_gets_them() {
+    let log =
+        std::fs::read_to_string(crate::support::fixtures().join("test-logs/pytest_q_mixed.log"))
+            .unwrap();
+    let failing = truth_failing("pytest_q_mixed.truth.json");
+    let mut second = calc_contract(2);
+    second["summary"] = json!("add subtracts; the storage tests fail on CI.");
+    let (world, pull) = World::published_calc_with(
+        GITHUB,
+        vec![Step::tool_call("p2", "submit_contract", second).when_tools(&["submit_contract"])],
+        "ignore_checks: [\"codecov/*\"]\n",
+    )
+    .await;
+    let github = world.github();
+    let head = world.upstream(&["rev-parse", &pull.head]);
+    let suite = github.add_failed_suite(
+        REPO,
+        &head,
+        FOREIGN_APP,
+        &[(
+            "pytest",
+            log.as_str(),
+            &[("tests/test_storage.py", 12, "the database is not open")],
+        )],
+    );
+    let deliver_suite = async |id: i64, app: u64, delivery: &str| {
+        let mut payload = world.payload("check_suite.completed.1.json", &world.maintainer);
+        payload["check_suite"]["id"] = json!(id);
+        payload["check_suite"]["head_sha"] = json!(head);
+        payload["check_suite"]["conclusion"] = json!("failure");
+        payload["check_suite"]["app"]["id"] = json!(app);
+        payload["check_suite"]["pull_requests"][0]["number"] = json!(pull.number);
+        world.send_github("check_suite", delivery, &payload).await;
+    };
+    deliver_suite(suite, FOREIGN_APP, "suite-1").await;
+    let reported = github
+        .wait_for("the report of the failed checks", |g| {
+            g.issue_comments(REPO, pull.number)
+                .into_iter()
+                .map(|c| c.body)
+                .find(|b| b.contains("Checks failed on"))
+        })
+        .await;
+    assert!(
+        reported.starts_with(&format!("### Checks failed on {}", &head[..12])),
+        "{reported}"
+    );
+    assert!(
+        reported.contains("**pytest (failure)** · [details](https://ci.example.com/runs/"),
+        "{reported}"
+    );
+    for id in &failing {
+        assert!(reported.contains(id.as_str()), "{id} in {reported}");
+    }
+    assert!(reported.contains("/revise <what to change>"), "{reported}");
+
+    // A redelivery, planwright's own suite, an ignored status and a passing one say nothing
+    // more; a failing status of another service is reported too.
+    deliver_suite(suite, FOREIGN_APP, "suite-1-again").await;
+    let own = github.add_failed_suite(REPO, &head, fake_forge::APP_ID, &[("planwright", "x", &[])]);
+    deliver_suite(own, fake_forge::APP_ID, "own-suite").await;
+    let deliver_status = async |context: &str, state: &str, delivery: &str| {
+        let mut payload = world.payload("status._.1.json", &world.maintainer);
+        payload["sha"] = json!(head);
+        payload["context"] = json!(context);
+        payload["state"] = json!(state);
+        world.send_github("status", delivery, &payload).await;
+    };
+    github.add_status(REPO, &head, "codecov/patch", "failure", "coverage fell 2%");
+    deliver_status("codecov/patch", "failure", "codecov").await;
+    github.add_status(REPO, &head, "ci/docs", "success", "built");
+    deliver_status("ci/docs", "success", "docs").await;
+    github.add_status(
+        REPO,
+        &head,
+        "ci/lint",
+        "error",
+        "eslint: 3 problems (3 errors)",
+    );
+    deliver_status("ci/lint", "error", "lint").await;
+    world.all_jobs_settled().await;
+    let reports: Vec<String> = github
+        .issue_comments(REPO, pull.number)
+        .into_iter()
+        .map(|c| c.body)
+        .filter(|b| b.contains("Checks failed on"))
+        .collect();
+    assert_eq!(reports.len(), 2, "{reports:#?}");
+    assert!(reports[1].contains("**ci/lint (error)**"), "{}", reports[1]);
+    assert!(reports[1].contains("eslint: 3 problems"), "{}", reports[1]);
+    assert!(!reports.iter().any(|r| r.contains("codecov")));
+
+    // The next round's planner gets the failures as evidence.
+    world
+        .pull_comment(
+            &world.maintainer,
+            pull.number,
+            "/revise make CI pass",
+            "revise-ci",
+        )
+        .await;
+    world
+        .wait_for_comment("contract v2", |b| {
+            ContractMarker::find(b).is_some_and(|m| m.version.0 == 2)
+        })
+        .await;
+    let planner_saw = world
+        .models
+        .requests()
+        .into_iter()
+        .map(|r| r.body.to_string())
+        .find(|b| b.contains("You are revising your previous contract"))
+        .expect("the revision's planner request");
+    assert!(planner_saw.contains("Checks that failed on the pull request (distilled)"));
+    assert!(planner_saw.contains(&failing[0]), "{planner_saw}");
+    assert!(planner_saw.contains("ci/lint (error)"), "{planner_saw}");
+    world.server.stop().await;
+}

@@ -160,6 +160,28 @@ pub struct FakeCheckRun {
     pub updates: usize,
 }
 
+/// Another app's check suite on a commit, with its runs (ids into the check runs).
+#[derive(Debug, Clone)]
+pub struct FakeCheckSuite {
+    pub id: i64,
+    pub repo: String,
+    pub head_sha: String,
+    pub app_id: u64,
+    pub conclusion: String,
+    pub runs: Vec<i64>,
+}
+
+/// A commit status another service set.
+#[derive(Debug, Clone)]
+pub struct FakeStatus {
+    pub repo: String,
+    pub sha: String,
+    pub context: String,
+    pub state: String,
+    pub description: Option<String>,
+    pub target_url: Option<String>,
+}
+
 /// A submitted pull request review.
 #[derive(Debug, Clone)]
 pub struct FakeReview {
@@ -224,6 +246,12 @@ struct GithubState {
     check_runs: BTreeMap<i64, FakeCheckRun>,
     reviews: BTreeMap<i64, FakeReview>,
     review_comments: BTreeMap<i64, FakeReviewComment>,
+    /// Check suites of other apps: suite id → (repo, head sha, app id, conclusion, runs).
+    check_suites: BTreeMap<i64, FakeCheckSuite>,
+    /// Annotations of check runs, in GitHub's shape.
+    annotations: HashMap<i64, Vec<Value>>,
+    /// Commit statuses, oldest first.
+    statuses: Vec<FakeStatus>,
     next_id: i64,
     log: RequestLog<Credential>,
     faults: Faults,
@@ -597,6 +625,82 @@ impl FakeGithub {
             );
             id
         })
+    }
+
+    /// A finished check suite of app `app_id` on `head_sha` whose runs `(name, output
+    /// text, annotations as (path, line, message))` all failed. Returns the suite's id.
+    pub fn add_failed_suite(
+        &self,
+        repo: &str,
+        head_sha: &str,
+        app_id: u64,
+        runs: &[(&str, &str, &[(&str, i64, &str)])],
+    ) -> i64 {
+        let repo = repo.to_ascii_lowercase();
+        self.with(|w| {
+            let suite = w.next_id();
+            let mut ids = Vec::new();
+            for (name, text, annotations) in runs {
+                let id = w.next_id();
+                w.check_runs.insert(
+                    id,
+                    FakeCheckRun {
+                        id,
+                        repo: repo.clone(),
+                        head_sha: head_sha.into(),
+                        name: (*name).into(),
+                        app_id,
+                        status: "completed".into(),
+                        conclusion: Some("failure".into()),
+                        title: Some(format!("{name} failed")),
+                        summary: Some("Some tests failed.".into()),
+                        text: Some((*text).into()),
+                        details_url: Some(format!("https://ci.example.com/runs/{id}")),
+                        updates: 0,
+                    },
+                );
+                let found: Vec<Value> = annotations
+                    .iter()
+                    .map(|(path, line, message)| {
+                        json!({
+                            "path": path, "blob_href": "", "start_line": line, "end_line": line,
+                            "start_column": null, "end_column": null,
+                            "annotation_level": "failure", "title": "", "message": message,
+                            "raw_details": null,
+                        })
+                    })
+                    .collect();
+                w.annotations.insert(id, found);
+                ids.push(id);
+            }
+            w.check_suites.insert(
+                suite,
+                FakeCheckSuite {
+                    id: suite,
+                    repo: repo.clone(),
+                    head_sha: head_sha.into(),
+                    app_id,
+                    conclusion: "failure".into(),
+                    runs: ids,
+                },
+            );
+            suite
+        })
+    }
+
+    /// A commit status `context` in `state` on `sha`.
+    pub fn add_status(&self, repo: &str, sha: &str, context: &str, state: &str, description: &str) {
+        let repo = repo.to_ascii_lowercase();
+        self.with(|w| {
+            w.statuses.push(FakeStatus {
+                repo,
+                sha: sha.into(),
+                context: context.into(),
+                state: state.into(),
+                description: Some(description.into()),
+                target_url: Some(format!("https://ci.example.com/{context}")),
+            })
+        });
     }
 
     /// `permission` is GitHub's legacy field (admin/write/read/none), `role_name` the
@@ -1423,6 +1527,85 @@ fn answer_now(
             }
             let pull = pull.clone();
             axum::Json(pull_json(w, &key, &pull)).into_response()
+        }
+        (Method::GET, ["check-suites", id]) => {
+            match id.parse::<i64>().ok().and_then(|id| w.check_suites.get(&id)).filter(|c| c.repo == key) {
+                Some(suite) => axum::Json(json!({
+                    "id": suite.id,
+                    "node_id": format!("CS_{}", suite.id),
+                    "head_branch": "planwright",
+                    "head_sha": suite.head_sha,
+                    "status": "completed",
+                    "conclusion": suite.conclusion,
+                    "app": {"id": suite.app_id, "slug": format!("app-{}", suite.app_id), "name": "an app"},
+                    "pull_requests": [],
+                    "latest_check_runs_count": suite.runs.len(),
+                }))
+                .into_response(),
+                None => not_found(),
+            }
+        }
+        (Method::GET, ["check-suites", id, "check-runs"]) => {
+            let Some(suite) = id
+                .parse::<i64>()
+                .ok()
+                .and_then(|id| w.check_suites.get(&id))
+                .filter(|c| c.repo == key)
+            else {
+                return not_found();
+            };
+            let runs: Vec<Value> = suite
+                .runs
+                .iter()
+                .filter_map(|r| w.check_runs.get(r))
+                .map(check_run_json)
+                .collect();
+            axum::Json(json!({ "total_count": runs.len(), "check_runs": runs })).into_response()
+        }
+        (Method::GET, ["check-runs", id, "annotations"]) => {
+            match id
+                .parse::<i64>()
+                .ok()
+                .filter(|id| w.check_runs.get(id).is_some_and(|r| r.repo == key))
+            {
+                Some(id) => {
+                    axum::Json(w.annotations.get(&id).cloned().unwrap_or_default()).into_response()
+                }
+                None => not_found(),
+            }
+        }
+        (Method::GET, ["commits", sha, "status"]) => {
+            // The newest status of each context, as GitHub combines them.
+            let mut latest: Vec<&FakeStatus> = Vec::new();
+            for st in w
+                .statuses
+                .iter()
+                .rev()
+                .filter(|st| st.repo == key && st.sha == *sha)
+            {
+                if !latest.iter().any(|l| l.context == st.context) {
+                    latest.push(st);
+                }
+            }
+            let statuses: Vec<Value> = latest
+                .iter()
+                .map(|st| {
+                    json!({
+                        "context": st.context, "state": st.state, "description": st.description,
+                        "target_url": st.target_url, "id": 1, "node_id": "SC_1",
+                        "created_at": rfc3339(now()), "updated_at": rfc3339(now()),
+                    })
+                })
+                .collect();
+            let state = if latest.iter().any(|st| st.state != "success") {
+                "failure"
+            } else {
+                "success"
+            };
+            axum::Json(json!({
+                "state": state, "sha": sha, "total_count": statuses.len(), "statuses": statuses,
+            }))
+            .into_response()
         }
         (Method::GET, ["commits", sha, "check-runs"]) => {
             let runs: Vec<Value> = w

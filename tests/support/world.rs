@@ -701,6 +701,15 @@ impl World {
     /// The calc project whose first round (`add` fixed) is published as a pull request;
     /// `later` are the model's steps after it. The pull request with the world.
     pub async fn published_calc(on: ForgeKind, later: Vec<Step>) -> (World, Pull) {
+        Self::published_calc_with(on, later, "").await
+    }
+
+    /// The same, with `settings` added to the repository's planwright file.
+    pub async fn published_calc_with(
+        on: ForgeKind,
+        later: Vec<Step>,
+        settings: &str,
+    ) -> (World, Pull) {
         let fix = Step::tool_call(
             "e1",
             "edit_file",
@@ -711,7 +720,7 @@ impl World {
             Step::tool_call("e2", "finish", json!({"summary": "done"})).when_tools(&["finish"]);
         let mut script = vec![submit_calc(2), fix, finish, verdict(true, "Round one.")];
         script.extend(later);
-        let world = World::calc(on, script, &format!("test: {UNITTEST}\n")).await;
+        let world = World::calc(on, script, &format!("test: {UNITTEST}\n{settings}")).await;
         world.approve_calc().await;
         world.wait_for_state("pr_opened").await;
         let pull = world.pulls().remove(0);

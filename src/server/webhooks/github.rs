@@ -10,8 +10,8 @@ use serde::Deserialize;
 use sha2::Sha256;
 
 use super::{Lenient, Parsed, Refusal, Verified, accept, header, parse_object, read_streamed};
-use crate::event::{Actor, Event, ForgeKind, RepoEvent, RepoEventKind, Thread};
-use crate::ids::{CommentId, InstallationId, IssueNumber, PullNumber, RepoName};
+use crate::event::{Actor, CiSource, Event, ForgeKind, RepoEvent, RepoEventKind, Thread};
+use crate::ids::{CommentId, CommitSha, InstallationId, IssueNumber, PullNumber, RepoName};
 use crate::server::AppState;
 
 pub async fn receive(State(state): State<AppState>, delivery: GithubDelivery) -> Response {
@@ -155,7 +155,23 @@ struct Payload {
     repositories: Lenient<Vec<Repository>>,
     repositories_added: Lenient<Vec<Repository>>,
     repositories_removed: Lenient<Vec<Repository>>,
+    check_suite: Lenient<CheckSuite>,
+    /// A `status` event's fields sit at the top level.
+    sha: Lenient<String>,
+    state: Lenient<String>,
+    context: Lenient<String>,
 }
+
+#[derive(Debug, Deserialize)]
+struct CheckSuite {
+    id: i64,
+    head_sha: String,
+    #[serde(default)]
+    conclusion: Option<String>,
+}
+
+/// Conclusions of a finished check that mean it failed.
+const FAILED: [&str; 4] = ["failure", "timed_out", "action_required", "startup_failure"];
 
 #[derive(Debug, Deserialize)]
 struct Repository {
@@ -332,6 +348,34 @@ fn domain_events(
                 state: review.state.clone(),
                 body: review.body.clone().unwrap_or_default(),
                 author: Actor::from(&review.user),
+            })
+        }
+        ("check_suite", Some("completed")) => {
+            let suite = p.check_suite.get().ok_or_else(|| need("check_suite"))?;
+            if !suite
+                .conclusion
+                .as_deref()
+                .is_some_and(|c| FAILED.contains(&c))
+            {
+                return Ok(Vec::new());
+            }
+            in_repo(RepoEventKind::ChecksFailed {
+                sha: CommitSha(suite.head_sha.clone()),
+                source: CiSource::CheckSuite { id: suite.id },
+            })
+        }
+        ("status", _) => {
+            let state = p.state.get().ok_or_else(|| need("state"))?;
+            if !matches!(state.as_str(), "failure" | "error") {
+                return Ok(Vec::new());
+            }
+            let sha = p.sha.get().ok_or_else(|| need("sha"))?;
+            let context = p.context.get().ok_or_else(|| need("context"))?;
+            in_repo(RepoEventKind::ChecksFailed {
+                sha: CommitSha(sha.clone()),
+                source: CiSource::Status {
+                    context: context.clone(),
+                },
             })
         }
         ("installation", Some(action)) => {

@@ -9,8 +9,8 @@ use serde::Deserialize;
 use super::{
     Lenient, Parsed, Refusal, Verified, accept, header, parse_object, read_body, token_matches,
 };
-use crate::event::{Actor, Event, ForgeKind, RepoEvent, RepoEventKind, Thread};
-use crate::ids::{CommentId, IssueNumber, PullNumber, RepoName};
+use crate::event::{Actor, CiSource, Event, ForgeKind, RepoEvent, RepoEventKind, Thread};
+use crate::ids::{CommentId, CommitSha, IssueNumber, PullNumber, RepoName};
 use crate::server::AppState;
 
 pub async fn receive(State(state): State<AppState>, delivery: GitlabDelivery) -> Response {
@@ -138,6 +138,9 @@ struct Attributes {
     note: Lenient<String>,
     noteable_type: Lenient<String>,
     system: Lenient<bool>,
+    /// A pipeline's outcome and commit.
+    status: Lenient<String>,
+    sha: Lenient<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -277,6 +280,25 @@ fn repo_event(event: &str, p: &Payload) -> Result<Option<RepoEventKind>, String>
                 ),
                 body: attrs.note.get().cloned().unwrap_or_default(),
                 author: actor()?,
+            }))
+        }
+        "Pipeline Hook" => {
+            let attrs = attrs.ok_or_else(|| need("object_attributes"))?;
+            if attrs.status.get().map(String::as_str) != Some("failed") {
+                return Ok(None);
+            }
+            let id = attrs
+                .id
+                .get()
+                .copied()
+                .ok_or_else(|| need("object_attributes.id"))?;
+            let sha = attrs
+                .sha
+                .get()
+                .ok_or_else(|| need("object_attributes.sha"))?;
+            Ok(Some(RepoEventKind::ChecksFailed {
+                sha: CommitSha(sha.clone()),
+                source: CiSource::Pipeline { id },
             }))
         }
         "Merge Request Hook" => {
