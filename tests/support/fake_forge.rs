@@ -160,6 +160,10 @@ pub struct FakeCheckRun {
     pub updates: usize,
 }
 
+/// A failed check run to add: its name, output text, and annotations as
+/// `(path, line, message)`.
+pub type FailedRun<'a> = (&'a str, &'a str, &'a [(&'a str, i64, &'a str)]);
+
 /// Another app's check suite on a commit, with its runs (ids into the check runs).
 #[derive(Debug, Clone)]
 pub struct FakeCheckSuite {
@@ -634,7 +638,7 @@ impl FakeGithub {
         repo: &str,
         head_sha: &str,
         app_id: u64,
-        runs: &[(&str, &str, &[(&str, i64, &str)])],
+        runs: &[FailedRun<'_>],
     ) -> i64 {
         let repo = repo.to_ascii_lowercase();
         self.with(|w| {
