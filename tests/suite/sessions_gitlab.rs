@@ -646,3 +646,102 @@ async fn revise_on_the_merge_request_takes_the_writers_open_diff_comments_and_an
     }
     world.server.stop().await;
 }
+
+#[tokio::test]
+async fn a_failed_pipeline_on_the_merge_request_is_reported_once_and_the_next_round_gets_it() {
+    let fixtures = crate::support::fixtures().join("test-logs");
+    let log = std::fs::read_to_string(fixtures.join("go_test_v_mixed.log")).unwrap();
+    let truth: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(fixtures.join("go_test_v_mixed.truth.json")).unwrap(),
+    )
+    .unwrap();
+    let failing: Vec<&str> = truth["failing"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    let mut second = crate::support::calc::contract(2);
+    second["summary"] = json!("add subtracts; the Go tests fail in the pipeline.");
+    let (world, mr) = World::published_calc(
+        GITLAB,
+        vec![Step::tool_call("p2", "submit_contract", second).when_tools(&["submit_contract"])],
+    )
+    .await;
+    let gitlab = world.gitlab();
+    let head = world.upstream(&["rev-parse", &mr.head]);
+    // A long log: only its end is read, and that is where the runner's summary is.
+    let long = format!("{}{log}", "downloading dependencies…\n".repeat(60_000));
+    let pipeline = gitlab.add_pipeline(
+        PROJECT,
+        &head,
+        "failed",
+        &[
+            ("build", "success", false, "ok"),
+            ("go-test", "failed", false, long.as_str()),
+            ("lint", "failed", true, "golint: 99 warnings"),
+        ],
+    );
+    let deliver = async |id: i64, sha: &str| {
+        let mut payload = world.payload("pipeline-hook.1.json", &world.maintainer);
+        payload["object_attributes"]["id"] = json!(id);
+        payload["object_attributes"]["sha"] = json!(sha);
+        payload["object_attributes"]["status"] = json!("failed");
+        payload["merge_request"]["iid"] = json!(mr.number);
+        world.send_gitlab("Pipeline Hook", &payload).await;
+    };
+    deliver(pipeline, &head).await;
+    let reported = gitlab
+        .wait_for("the pipeline's report", |g| {
+            g.mr_notes(PROJECT, mr.number)
+                .into_iter()
+                .map(|n| n.body)
+                .find(|b| b.contains("Checks failed on"))
+        })
+        .await;
+    assert!(
+        reported.contains("**go-test (script\\_failure)**"),
+        "{reported}"
+    );
+    for id in &failing {
+        assert!(reported.contains(id), "{id} in {reported}");
+    }
+    // A job allowed to fail does not fail the pipeline, and is not reported.
+    assert!(!reported.contains("golint"), "{reported}");
+    // Sent again, and a failed pipeline on a commit planwright did not push: nothing more.
+    deliver(pipeline, &head).await;
+    let elsewhere = "1111111111111111111111111111111111111111";
+    let other = gitlab.add_pipeline(PROJECT, elsewhere, "failed", &[("t", "failed", false, "x")]);
+    deliver(other, elsewhere).await;
+    world.all_jobs_settled().await;
+    let reports = gitlab
+        .mr_notes(PROJECT, mr.number)
+        .into_iter()
+        .filter(|n| n.body.contains("Checks failed on"))
+        .count();
+    assert_eq!(reports, 1);
+
+    world
+        .pull_comment(
+            &world.maintainer,
+            mr.number,
+            "/revise make the pipeline pass",
+            "mr-ci",
+        )
+        .await;
+    world
+        .wait_for_comment("contract v2", |b| {
+            ContractMarker::find(b).is_some_and(|m| m.version.0 == 2)
+        })
+        .await;
+    let planner_saw = world
+        .models
+        .requests()
+        .into_iter()
+        .map(|r| r.body.to_string())
+        .find(|b| b.contains("You are revising your previous contract"))
+        .expect("the revision's planner request");
+    assert!(planner_saw.contains("Checks that failed on the pull request (distilled)"));
+    assert!(planner_saw.contains(failing[0]), "{planner_saw}");
+    world.server.stop().await;
+}

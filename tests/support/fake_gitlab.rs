@@ -94,6 +94,25 @@ pub struct FakeMrNote {
     pub resolved: bool,
 }
 
+/// A CI pipeline on a commit, with its jobs.
+#[derive(Debug, Clone)]
+pub struct FakePipeline {
+    pub id: i64,
+    pub project: String,
+    pub sha: String,
+    pub status: String,
+    pub jobs: Vec<FakeJob>,
+}
+
+#[derive(Debug, Clone)]
+pub struct FakeJob {
+    pub id: i64,
+    pub name: String,
+    pub status: String,
+    pub allow_failure: bool,
+    pub trace: String,
+}
+
 struct FakeIssue {
     id: i64,
     title: String,
@@ -176,6 +195,7 @@ struct GitlabState {
     projects: HashMap<String, FakeProject>,
     notes: BTreeMap<i64, FakeNote>,
     mr_notes: BTreeMap<i64, FakeMrNote>,
+    pipelines: BTreeMap<i64, FakePipeline>,
     next_id: i64,
     log: RequestLog<Option<String>>,
     faults: Faults,
@@ -573,6 +593,42 @@ impl FakeGitlab {
                 resolved: false,
             };
             w.mr_notes.insert(id, note);
+            id
+        })
+    }
+
+    /// A pipeline on `sha` in `status`, with jobs `(name, status, allowed to fail, log)`.
+    /// Returns its id.
+    pub fn add_pipeline(
+        &self,
+        project: &str,
+        sha: &str,
+        status: &str,
+        jobs: &[(&str, &str, bool, &str)],
+    ) -> i64 {
+        let project = project.to_ascii_lowercase();
+        self.with(|w| {
+            let id = w.next_id();
+            let jobs = jobs
+                .iter()
+                .map(|(name, status, allow_failure, trace)| FakeJob {
+                    id: w.next_id(),
+                    name: (*name).into(),
+                    status: (*status).into(),
+                    allow_failure: *allow_failure,
+                    trace: (*trace).into(),
+                })
+                .collect();
+            w.pipelines.insert(
+                id,
+                FakePipeline {
+                    id,
+                    project,
+                    sha: sha.into(),
+                    status: status.into(),
+                    jobs,
+                },
+            );
             id
         })
     }
@@ -1224,6 +1280,67 @@ fn route(
                 axum::Json(award_json(w, id, index, &name, BOT_USERNAME)),
             )
                 .into_response()
+        }
+        (Method::GET, ["pipelines", id]) => {
+            match id
+                .parse::<i64>()
+                .ok()
+                .and_then(|id| w.pipelines.get(&id))
+                .filter(|p| p.project == key)
+            {
+                Some(p) => axum::Json(json!({
+                    "id": p.id, "iid": p.id, "project_id": w.projects[&key].id,
+                    "sha": p.sha, "ref": "planwright", "status": p.status,
+                    "source": "merge_request_event",
+                    "web_url": format!("https://gitlab.example.com/{key}/-/pipelines/{}", p.id),
+                }))
+                .into_response(),
+                None => not_found("404 Not found"),
+            }
+        }
+        (Method::GET, ["pipelines", id, "jobs"]) => {
+            let Some(p) = id
+                .parse::<i64>()
+                .ok()
+                .and_then(|id| w.pipelines.get(&id))
+                .filter(|p| p.project == key)
+            else {
+                return not_found("404 Not found");
+            };
+            let scope = query.get("scope[]").or_else(|| query.get("scope"));
+            let jobs: Vec<Value> = p
+                .jobs
+                .iter()
+                .filter(|j| scope.is_none_or(|s| *s == j.status))
+                .map(|j| json!({
+                    "id": j.id, "name": j.name, "status": j.status, "stage": "test",
+                    "allow_failure": j.allow_failure,
+                    "failure_reason": if j.status == "failed" { json!("script_failure") } else { json!(null) },
+                    "web_url": format!("https://gitlab.example.com/{key}/-/jobs/{}", j.id),
+                    "pipeline": {"id": p.id, "sha": p.sha, "status": p.status},
+                }))
+                .collect();
+            paged(jobs, &query)
+        }
+        (Method::GET, ["jobs", id, "trace"]) => {
+            let trace = id.parse::<i64>().ok().and_then(|id| {
+                w.pipelines
+                    .values()
+                    .filter(|p| p.project == key)
+                    .flat_map(|p| &p.jobs)
+                    .find(|j| j.id == id)
+            });
+            match trace {
+                Some(j) => (
+                    [(
+                        axum::http::header::CONTENT_TYPE,
+                        "text/plain; charset=utf-8",
+                    )],
+                    j.trace.clone(),
+                )
+                    .into_response(),
+                None => not_found("404 Not found"),
+            }
         }
         (Method::GET, ["merge_requests", iid, "notes", note_id]) => {
             match mr_note_of(w, &key, iid, note_id) {
