@@ -141,6 +141,7 @@ pub async fn run(settings: &Settings, relay: Option<PathBuf>) -> Vec<Check> {
     let mut out = vec![
         database(&settings.database_url).await,
         github(settings).await,
+        github_installations(settings).await,
         gitlab(settings).await,
         anthropic(settings).await,
         openai(settings).await,
@@ -376,6 +377,92 @@ async fn github(settings: &Settings) -> Check {
             github.api_url
         ),
     )
+}
+
+/// Whether every installation accepted what the app asks for now: one made before the app
+/// asked for more (check suites and statuses, say) keeps its old grant, and the events it
+/// lacks never arrive.
+async fn github_installations(settings: &Settings) -> Check {
+    const NAME: &str = "github installations";
+    let github = &settings.github;
+    if github.app_id.is_none() || github.private_key.is_none() {
+        return Check::ok(NAME, "no GitHub App configured");
+    }
+    let Ok(app) = GithubApp::from_settings(github) else {
+        return Check::warn(NAME, "not checked: the GitHub App settings are not usable");
+    };
+    let app = app.with_retry(single_attempt());
+    let installations = match once(app.installations()).await {
+        Ok(found) => found,
+        Err(Some(e)) => return Check::warn(NAME, format!("not checked: {e}")),
+        Err(None) => return Check::warn(NAME, "not checked: GitHub did not answer in time"),
+    };
+    let wanted = match crate::onboarding::manifest("http://localhost", "http://localhost") {
+        Ok(manifest) => manifest,
+        Err(e) => return Check::fail(NAME, format!("{e:#}")),
+    };
+    let lacking: Vec<String> = installations
+        .iter()
+        .filter_map(|i| {
+            let missing = missing_grants(&wanted, &i.permissions, &i.events);
+            (!missing.is_empty()).then(|| {
+                format!(
+                    "installation {} ({}) has not accepted {}",
+                    i.id,
+                    i.account,
+                    missing.join(", ")
+                )
+            })
+        })
+        .collect();
+    if lacking.is_empty() {
+        return Check::ok(
+            NAME,
+            format!(
+                "{} installation(s), each with every permission and event the app asks for",
+                installations.len()
+            ),
+        );
+    }
+    Check::warn(
+        NAME,
+        format!(
+            "{}: an owner of each accepts the app's new permissions on GitHub (Settings →              Applications → planwright → review the request); until then those events never              arrive",
+            lacking.join("; ")
+        ),
+    )
+}
+
+/// What `manifest` asks for that an installation lacks: `permission: level` and `event`
+/// entries.
+fn missing_grants(
+    manifest: &serde_json::Value,
+    permissions: &std::collections::BTreeMap<String, String>,
+    events: &[String],
+) -> Vec<String> {
+    let rank = |level: &str| match level {
+        "read" => 1,
+        "write" => 2,
+        "admin" => 3,
+        _ => 0,
+    };
+    let mut missing = Vec::new();
+    if let Some(wanted) = manifest["default_permissions"].as_object() {
+        for (name, level) in wanted {
+            let level = level.as_str().unwrap_or_default();
+            let granted = permissions.get(name).map_or(0, |g| rank(g));
+            if granted < rank(level) {
+                missing.push(format!("the permission {name}: {level}"));
+            }
+        }
+    }
+    for event in manifest["default_events"].as_array().into_iter().flatten() {
+        let event = event.as_str().unwrap_or_default();
+        if !events.iter().any(|e| e == event) {
+            missing.push(format!("the event {event}"));
+        }
+    }
+    missing
 }
 
 async fn gitlab(settings: &Settings) -> Check {
@@ -749,6 +836,46 @@ mod tests {
             "{}",
             listener.line()
         );
+    }
+
+    #[test]
+    fn an_installation_lacking_new_permissions_or_events_is_told_which() {
+        let manifest = crate::onboarding::manifest("http://x", "http://x").unwrap();
+        let granted: std::collections::BTreeMap<String, String> = [
+            ("issues", "write"),
+            ("pull_requests", "write"),
+            ("contents", "write"),
+            ("checks", "read"),
+            ("metadata", "read"),
+            ("members", "read"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        let events: Vec<String> = [
+            "issues",
+            "issue_comment",
+            "pull_request_review",
+            "pull_request_review_comment",
+        ]
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+        assert_eq!(
+            missing_grants(&manifest, &granted, &events),
+            [
+                "the permission checks: write",
+                "the permission statuses: read",
+                "the event check_suite",
+                "the event status"
+            ]
+        );
+        let mut all = granted.clone();
+        all.insert("checks".into(), "write".into());
+        all.insert("statuses".into(), "write".into());
+        let mut every = events.clone();
+        every.extend(["check_suite".to_owned(), "status".to_owned()]);
+        assert!(missing_grants(&manifest, &all, &every).is_empty());
     }
 
     #[test]

@@ -153,6 +153,35 @@ impl GithubApp {
         })
     }
 
+    /// Every installation of the app, with the permissions and events it has accepted
+    /// (an installation made before the app asked for more keeps its old grant until an
+    /// owner accepts the new one).
+    pub async fn installations(&self) -> Result<Vec<InstallationGrant>, ForgeError> {
+        let mut all = Vec::new();
+        for page in 1..=MAX_PAGES {
+            let batch: Vec<GhInstallation> = self
+                .shared
+                .request(
+                    &self.shared.app,
+                    Method::GET,
+                    &format!("/app/installations?per_page={PER_PAGE}&page={page}"),
+                    None,
+                )
+                .await?;
+            let last = batch.len() < PER_PAGE;
+            all.extend(batch.into_iter().map(|i| InstallationGrant {
+                id: InstallationId(i.id),
+                account: i.account.map(|a| a.login).unwrap_or_default(),
+                permissions: i.permissions,
+                events: i.events,
+            }));
+            if last {
+                break;
+            }
+        }
+        Ok(all)
+    }
+
     /// The app's bot login (`<slug>[bot]`), fetched once.
     pub async fn bot_login(&self) -> Result<String, ForgeError> {
         let slug = self
@@ -168,6 +197,33 @@ impl GithubApp {
             .await?;
         Ok(format!("{slug}[bot]"))
     }
+}
+
+/// What one installation of the app has accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InstallationGrant {
+    pub id: InstallationId,
+    /// The user or organisation it is installed on.
+    pub account: String,
+    /// Permission name → `read`, `write` or `admin`.
+    pub permissions: std::collections::BTreeMap<String, String>,
+    pub events: Vec<String>,
+}
+
+#[derive(Deserialize)]
+struct GhInstallation {
+    id: i64,
+    #[serde(default)]
+    account: Option<GhAccount>,
+    #[serde(default)]
+    permissions: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    events: Vec<String>,
+}
+
+#[derive(Deserialize)]
+struct GhAccount {
+    login: String,
 }
 
 /// One installation's view of GitHub.

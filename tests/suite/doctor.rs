@@ -151,6 +151,11 @@ async fn a_deployment_whose_parts_all_answer_passes() {
     );
     report.assert_line("database", "ok", &["migrations applied"]);
     report.assert_line(
+        "github installations",
+        "ok",
+        &["0 installation(s), each with every permission and event"],
+    );
+    report.assert_line(
         "github app",
         "ok",
         &[
@@ -209,6 +214,56 @@ async fn a_deployment_whose_parts_all_answer_passes() {
     report.assert_hides(OPENAI_KEY);
     report.assert_hides(support::fake_gitlab::TOKEN);
     report.assert_hides("PRIVATE KEY");
+}
+
+#[tokio::test]
+async fn an_installation_that_has_not_accepted_the_new_events_is_told_which() {
+    let db = TestDb::new().await;
+    let github = FakeGithub::start().await;
+    github.add_installation(77, &[]);
+    github.add_installation(78, &[]);
+    // Installed before the app asked for check suites and statuses.
+    github.set_grant(
+        78,
+        &[
+            ("issues", "write"),
+            ("pull_requests", "write"),
+            ("contents", "write"),
+            ("checks", "write"),
+            ("metadata", "read"),
+            ("members", "read"),
+        ],
+        &[
+            "issues",
+            "issue_comment",
+            "pull_request_review",
+            "pull_request_review_comment",
+        ],
+    );
+    let gitlab = FakeGitlab::start().await;
+    let models = ModelServer::start(Vec::new()).await;
+    let path = tools(db.dir.path());
+    let report = doctor(&env_for(&db, &github, &gitlab, &models), &path).await;
+    report.assert_line(
+        "github installations",
+        "warn",
+        &[
+            "installation 78 (org-78) has not accepted the permission statuses: read, the event check_suite, the event status",
+            "review the request",
+        ],
+    );
+    assert!(
+        !report.stdout.contains("installation 77"),
+        "{}",
+        report.stdout
+    );
+    github.set_grant(78, &[], &[]);
+    let report = doctor(&env_for(&db, &github, &gitlab, &models), &path).await;
+    report.assert_line(
+        "github installations",
+        "warn",
+        &["installation 78 (org-78) has not accepted the permission checks: write"],
+    );
 }
 
 /// Another RSA key: well-formed, but not the one the fake GitHub knows the app by.

@@ -252,6 +252,9 @@ struct GithubState {
     review_comments: BTreeMap<i64, FakeReviewComment>,
     /// Check suites of other apps: suite id → (repo, head sha, app id, conclusion, runs).
     check_suites: BTreeMap<i64, FakeCheckSuite>,
+    /// What an installation accepted, where it is not everything the app asks for:
+    /// installation → (permissions, events).
+    grants: HashMap<i64, (Value, Vec<String>)>,
     /// Annotations of check runs, in GitHub's shape.
     annotations: HashMap<i64, Vec<Value>>,
     /// Commit statuses, oldest first.
@@ -707,6 +710,17 @@ impl FakeGithub {
         });
     }
 
+    /// Installation `id` accepted only `permissions` and `events` (one made before the app
+    /// asked for more).
+    pub fn set_grant(&self, id: i64, permissions: &[(&str, &str)], events: &[&str]) {
+        let permissions: serde_json::Map<String, Value> = permissions
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), json!(v)))
+            .collect();
+        let events = events.iter().map(|e| (*e).to_owned()).collect();
+        self.with(|w| w.grants.insert(id, (Value::Object(permissions), events)));
+    }
+
     /// `permission` is GitHub's legacy field (admin/write/read/none), `role_name` the
     /// fine-grained role; GitHub reports both.
     pub fn set_permission(&self, repo: &str, login: &str, permission: &str, role_name: &str) {
@@ -1091,6 +1105,39 @@ fn answer_now(
                 "events": ["issues", "issue_comment"],
             }))
             .into_response(),
+            (Method::GET, ["app", "installations"]) => {
+                let manifest: Value =
+                    serde_norway::from_str(planwright::onboarding::MANIFEST_YAML).unwrap();
+                let mut ids: Vec<&i64> = w.installations.keys().collect();
+                ids.sort();
+                let items: Vec<Value> = ids
+                    .into_iter()
+                    .map(|id| {
+                        // An installation accepted everything the app asks for, unless told.
+                        let (permissions, events) =
+                            w.grants.get(id).cloned().unwrap_or_else(|| {
+                                let events = manifest["default_events"]
+                                    .as_array()
+                                    .unwrap()
+                                    .iter()
+                                    .map(|e| e.as_str().unwrap().to_owned())
+                                    .collect();
+                                (manifest["default_permissions"].clone(), events)
+                            });
+                        json!({
+                            "id": id,
+                            "account": FakeUser::new(&format!("org-{id}"), *id).json(),
+                            "app_id": APP_ID,
+                            "app_slug": APP_SLUG,
+                            "target_type": "Organization",
+                            "permissions": permissions,
+                            "events": events,
+                            "repository_selection": "selected",
+                        })
+                    })
+                    .collect();
+                axum::Json(items).into_response()
+            }
             (Method::POST, ["app", "installations", id, "access_tokens"]) => {
                 let Ok(id) = id.parse::<i64>() else {
                     return not_found();
@@ -1784,6 +1831,7 @@ fn register_from_manifest(
                 &["pull_requests"]
             }
             "check_run" | "check_suite" => &["checks"],
+            "status" => &["statuses"],
             "push" => &["contents"],
             _ => return invalid(&format!("Default events unsupported: {event}")),
         };
