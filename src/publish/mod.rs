@@ -211,7 +211,10 @@ async fn publish_in_span(
     p: &Publication<'_>,
 ) -> Result<Published, PublishError> {
     let usage = model_usage::list_by_session(db, p.session).await?;
-    let cost = cost_table(&usage);
+    let mut cost = cost_table(&usage);
+    cost.push_str(&rounds_table(
+        &model_usage::cost_by_round(db, p.session).await?,
+    ));
     let failed = !p.result.passed();
     match (p.result, p.on_failure) {
         (RunResult::Failed { .. }, OnFailure::Comment) => {
@@ -583,6 +586,40 @@ fn cost_table(rows: &[model_usage::UsageRow]) -> String {
     out
 }
 
+/// What each round cost, when there was more than one: planning a version, then carrying
+/// it out and reviewing it.
+fn rounds_table(rows: &[model_usage::RoundCost]) -> String {
+    let mut rounds: BTreeMap<Option<i64>, (i64, i64)> = BTreeMap::new();
+    for row in rows {
+        let round = rounds.entry(row.version).or_default();
+        if row.planning {
+            round.0 += row.cost_microusd;
+        } else {
+            round.1 += row.cost_microusd;
+        }
+    }
+    if rounds.len() < 2 {
+        return String::new();
+    }
+    let mut out = String::from(
+        "
+| round | planning | carrying out and review | total |
+|---|---:|---:|---:|
+",
+    );
+    for (version, (planning, running)) in &rounds {
+        let name = version.map_or_else(|| "not yet a contract".to_owned(), |v| format!("v{v}"));
+        let _ = writeln!(
+            out,
+            "| {name} | {} | {} | {} |",
+            dollars(*planning),
+            dollars(*running),
+            dollars(planning + running)
+        );
+    }
+    out
+}
+
 /// Micro-dollars as `$0.0123`, rounded to the nearest hundredth of a cent.
 fn dollars(microusd: i64) -> String {
     let units = (microusd.max(0) + 50) / 100;
@@ -665,6 +702,36 @@ async fn report_on_issue(
     Ok(Published::Comment {
         comment: comment.id,
     })
+}
+
+#[cfg(test)]
+mod round_tests {
+    use super::*;
+    use model_usage::RoundCost;
+
+    #[test]
+    fn each_round_shows_its_planning_and_its_run_once_there_are_two() {
+        let row = |version, planning, cost| RoundCost {
+            version: Some(version),
+            planning,
+            cost_microusd: cost,
+        };
+        assert_eq!(
+            rounds_table(&[row(1, true, 10_000), row(1, false, 5_000)]),
+            ""
+        );
+        let table = rounds_table(&[
+            row(1, true, 10_000),
+            row(1, false, 5_000),
+            row(2, true, 20_000),
+            row(2, false, 1_000),
+        ]);
+        assert_eq!(
+            table,
+            "\n| round | planning | carrying out and review | total |\n|---|---:|---:|---:|\n\
+             | v1 | $0.0100 | $0.0050 | $0.0150 |\n| v2 | $0.0200 | $0.0010 | $0.0210 |\n"
+        );
+    }
 }
 
 #[cfg(test)]

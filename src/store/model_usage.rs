@@ -301,6 +301,52 @@ pub struct UsageRow {
     pub cost_microusd: i64,
 }
 
+/// One call's cost with the contract version it belongs to: a run's calls (and the
+/// reviewer's) to the version being carried out, planning's to the version it led to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RoundCost {
+    /// `None` for planning that has not led to a contract yet.
+    pub version: Option<i64>,
+    /// Planning (planner and scouts) rather than carrying out and reviewing.
+    pub planning: bool,
+    pub cost_microusd: i64,
+}
+
+/// A call's role, its run's version, the versions stored before and after it, its cost.
+type CallRound = (String, Option<i64>, Option<i64>, Option<i64>, i64);
+
+/// A session's calls by the round they belong to.
+pub async fn cost_by_round(db: &Db, session: &SessionId) -> Result<Vec<RoundCost>> {
+    let rows: Vec<CallRound> = sqlx::query_as(
+        "SELECT u.role, \
+         (SELECT r.contract_version FROM runs r WHERE r.id = u.run_id), \
+         (SELECT MAX(c.version) FROM contracts c WHERE c.session_id = u.session_id \
+          AND c.created_at <= u.at), \
+         (SELECT MIN(c.version) FROM contracts c WHERE c.session_id = u.session_id \
+          AND c.created_at >= u.at), \
+         u.cost_microusd FROM model_usage u WHERE u.session_id = $1 ORDER BY u.at, u.id",
+    )
+    .bind(session)
+    .fetch_all(&db.pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(role, run, before, after, cost_microusd)| {
+            let planning = run.is_none() && role != "reviewer";
+            let version = match (run, planning) {
+                (Some(v), _) => Some(v),
+                (None, true) => after,
+                (None, false) => before,
+            };
+            RoundCost {
+                version,
+                planning,
+                cost_microusd,
+            }
+        })
+        .collect())
+}
+
 /// A session's calls, oldest first.
 pub async fn list_by_session(db: &Db, session: &SessionId) -> Result<Vec<UsageRow>> {
     Ok(sqlx::query_as::<_, UsageRow>(

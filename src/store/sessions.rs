@@ -46,7 +46,9 @@ pub async fn find_by_head(
     sha: &str,
 ) -> Result<Option<SessionRow>> {
     let sql = format!(
-        "SELECT {COLUMNS} FROM sessions WHERE forge = $1 AND repo = $2          AND pull_number IS NOT NULL AND id IN (SELECT session_id FROM runs WHERE head_sha = $3)          ORDER BY created_at DESC LIMIT 1"
+        "SELECT {COLUMNS} FROM sessions WHERE forge = $1 AND repo = $2 \
+         AND pull_number IS NOT NULL AND id IN (SELECT session_id FROM runs WHERE head_sha = $3) \
+         ORDER BY created_at DESC LIMIT 1"
     );
     Ok(sqlx::query_as::<_, SessionRow>(sqlx::AssertSqlSafe(sql))
         .bind(forge)

@@ -832,6 +832,15 @@ async fn a_review_requesting_changes_becomes_a_revised_contract_and_its_threads_
     );
     let body = pulls[0].body.clone().unwrap();
     assert!(body.contains("build contract v2"), "{body}");
+    // What each round cost, planning and carrying out.
+    assert!(
+        body.contains("| round | planning | carrying out and review | total |"),
+        "{body}"
+    );
+    assert!(
+        body.contains("\n| v1 | $") && body.contains("\n| v2 | $"),
+        "{body}"
+    );
 
     // The round changed calc.py: both of its threads are answered with the commit; the
     // test file's thread, which the round did not touch, is not.
