@@ -7,6 +7,9 @@ CREATE TABLE reviews (
     session_id TEXT NOT NULL,
     -- The contract version the review's round plans; NULL when it started none.
     version BIGINT,
+    -- A review that arrived while a round was running waits here (its feedback, the
+    -- inline comments it owes answers and its author, as JSON) until the run ends.
+    queued TEXT,
     claimed_at BIGINT NOT NULL,
     PRIMARY KEY (forge, repo, review_id)
 );

@@ -249,6 +249,13 @@ pub(super) fn review_not_permitted(login: &str, needed: Permission, have: Permis
     )
 }
 
+/// Said on the pull request when a review waits for the running round to end.
+pub(super) fn review_queued(login: &str) -> String {
+    format!(
+        "@{login}: a round is already running on this pull request; this review starts the next one when it ends."
+    )
+}
+
 /// Said on the pull request when a review cannot start a round now.
 pub(super) fn review_not_now(login: &str, reason: &str) -> String {
     format!("@{login}: this review starts no new round: {reason}")

@@ -62,10 +62,13 @@ pub async fn plan_job(app: Arc<App>, plan: PlanJob, attempt: i64) -> Result<(), 
         match job.plan_and_post().await {
             Ok(()) | Err(Stop::Gone) => Ok(()),
             Err(Stop::User(UserError::Refused(reason) | UserError::Failed(reason))) => {
-                fail(&app, job.forge, &session, &reason, None).await
+                fail(&app, job.forge, &session, &reason, None).await?;
+                // A round that failed in planning has ended: a review waiting for it starts.
+                super::review::start_queued(&app, job.forge, &session.id).await
             }
             Err(Stop::User(UserError::Hidden { public, detail })) => {
-                fail(&app, job.forge, &session, &public, Some(&detail)).await
+                fail(&app, job.forge, &session, &public, Some(&detail)).await?;
+                super::review::start_queued(&app, job.forge, &session.id).await
             }
             Err(Stop::Job(e)) => Err(e),
         }

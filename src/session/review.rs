@@ -5,6 +5,7 @@
 
 use std::fmt::Write as _;
 
+use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 
 use super::command::CommandContext;
@@ -15,11 +16,12 @@ use super::{comments, revise};
 use crate::app::App;
 use crate::event::{Actor, RepoEvent};
 use crate::forge::{Forge, ForgeError, Review, ReviewComment, ReviewState};
-use crate::ids::PullNumber;
+use crate::ids::{PullNumber, SessionId};
 use crate::jobs::JobError;
 use crate::planner::untrusted;
 use crate::store::reviews::{self, Owed};
 use crate::store::sessions::{self, SessionRow};
+use crate::store::state::SessionState;
 
 /// The most of a review's feedback the planner is given, in characters.
 const FEEDBACK_MAX: usize = 7_500;
@@ -216,6 +218,14 @@ impl Reviewed<'_> {
         match revise::start_round(&ctx, self.session, self.pull, &round).await {
             Ok(()) | Err(Stop::Gone) => Ok(()),
             Err(Stop::User(e)) => {
+                let queued = Queued {
+                    feedback,
+                    owed,
+                    author: author.clone(),
+                };
+                if self.queue_while_running(&queued).await? {
+                    return Ok(());
+                }
                 let reason = match e {
                     UserError::Refused(text) | UserError::Failed(text) => text,
                     UserError::Hidden { public, .. } => public,
@@ -225,6 +235,36 @@ impl Reviewed<'_> {
             }
             Err(Stop::Job(e)) => Err(e),
         }
+    }
+
+    /// Keeps the review for when the session's running round ends, saying so once.
+    /// `false` when no round is running (the session was cancelled, or another holds
+    /// the issue): the review cannot wait for anything.
+    async fn queue_while_running(&self, queued: &Queued) -> Result<bool, JobError> {
+        let event = self.event;
+        let mut conn = self.app.db.writer.acquire().await?;
+        let now = sessions::get(&mut conn, &self.session.id).await?;
+        let running =
+            now.is_some_and(|s| s.state.is_active() && !matches!(s.state, SessionState::Failed));
+        if !running {
+            return Ok(false);
+        }
+        let round = serde_json::to_string(queued).map_err(anyhow::Error::from)?;
+        let first = reviews::queue(
+            &mut conn,
+            event.forge,
+            &event.repo,
+            self.review.id,
+            &self.session.id,
+            &round,
+        )
+        .await?;
+        drop(conn);
+        if first {
+            let text = comments::review_queued(&queued.author.login);
+            self.say(&text).await?;
+        }
+        Ok(true)
     }
 
     /// Answers a review that starts nothing, once: the review is claimed first, so a
@@ -253,6 +293,75 @@ impl Reviewed<'_> {
             .comment_on_pull(&self.event.repo, self.pull, text)
             .await
             .map(drop)
+    }
+}
+
+/// A review's round waiting for the session's running round to end.
+#[derive(Debug, Serialize, Deserialize)]
+struct Queued {
+    feedback: String,
+    owed: Vec<Owed>,
+    author: Actor,
+}
+
+/// Starts the round of the review that has waited longest for `id`'s round to end, once
+/// it has (the pull request is open again, or the run failed).
+pub(crate) async fn start_queued(
+    app: &App,
+    forge: &dyn Forge,
+    id: &SessionId,
+) -> Result<(), JobError> {
+    let mut conn = app.db.pool.acquire().await?;
+    let Some(session) = sessions::get(&mut conn, id).await? else {
+        return Ok(());
+    };
+    let ended = matches!(session.state, SessionState::PrOpened | SessionState::Failed);
+    let (Some(pull), true) = (session.pull_number, ended) else {
+        return Ok(());
+    };
+    let Some((review, round)) = reviews::oldest_queued(&mut conn, id).await? else {
+        return Ok(());
+    };
+    drop(conn);
+    let queued: Queued = serde_json::from_str(&round).map_err(anyhow::Error::from)?;
+    let event = RepoEvent {
+        forge: session.forge,
+        repo: session.repo.clone(),
+        installation: session.installation_id,
+        kind: crate::event::RepoEventKind::ReviewSubmitted {
+            pull,
+            review,
+            state: "changes_requested".into(),
+            body: String::new(),
+            author: queued.author.clone(),
+        },
+    };
+    let Some(config) = policy_or_say(forge, &event, async |_| Ok(())).await? else {
+        return Ok(());
+    };
+    let ctx = CommandContext {
+        app,
+        forge,
+        event: &event,
+        issue: session.issue_number,
+        author: &queued.author,
+        written_at: None,
+        delivery: None,
+        config: &config,
+    };
+    let round = revise::PullRound {
+        feedback: &queued.feedback,
+        review: Some(review),
+        owed: &queued.owed,
+    };
+    info!(session = %id, review, "starting the round of a review that waited for the last one");
+    match revise::start_round(&ctx, &session, pull, &round).await {
+        Ok(()) | Err(Stop::Gone) => Ok(()),
+        Err(Stop::User(e)) => {
+            warn!(session = %id, review, error = ?e, "a queued review could not start its round");
+            Ok(())
+        }
+        Err(Stop::Job(e)) => Err(e),
     }
 }
 

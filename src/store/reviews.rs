@@ -8,7 +8,8 @@ use crate::event::ForgeKind;
 use crate::ids::{CommentId, RepoName, SessionId};
 
 /// Claims review `review` of `repo` for `session`, starting the round for `version` (or
-/// none). `false` when it was claimed before: a redelivery, which must do nothing.
+/// none): a new review, or one that waited in the queue. `false` when it was claimed
+/// before: a redelivery, which must do nothing.
 pub async fn claim(
     conn: &mut sqlx::AnyConnection,
     forge: ForgeKind,
@@ -29,11 +30,66 @@ pub async fn claim(
     .bind(now_ms())
     .execute(&mut *conn)
     .await?;
+    if inserted.rows_affected() == 1 {
+        return Ok(true);
+    }
+    let Some(version) = version else {
+        return Ok(false);
+    };
+    let dequeued = sqlx::query(
+        "UPDATE reviews SET version = $4, queued = NULL \
+         WHERE forge = $1 AND repo = $2 AND review_id = $3 AND queued IS NOT NULL",
+    )
+    .bind(forge)
+    .bind(repo)
+    .bind(review)
+    .bind(version)
+    .execute(&mut *conn)
+    .await?;
+    Ok(dequeued.rows_affected() == 1)
+}
+
+/// Queues review `review` for the end of `session`'s running round, with `round` (JSON)
+/// to start then. `false` when it was claimed before.
+pub async fn queue(
+    conn: &mut sqlx::AnyConnection,
+    forge: ForgeKind,
+    repo: &RepoName,
+    review: i64,
+    session: &SessionId,
+    round: &str,
+) -> Result<bool> {
+    let inserted = sqlx::query(
+        "INSERT INTO reviews (forge, repo, review_id, session_id, queued, claimed_at) \
+         VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (forge, repo, review_id) DO NOTHING",
+    )
+    .bind(forge)
+    .bind(repo)
+    .bind(review)
+    .bind(session)
+    .bind(round)
+    .bind(now_ms())
+    .execute(&mut *conn)
+    .await?;
     Ok(inserted.rows_affected() == 1)
 }
 
+/// The review that has waited longest for `session`'s round to end: its id and round.
+pub async fn oldest_queued(
+    conn: &mut sqlx::AnyConnection,
+    session: &SessionId,
+) -> Result<Option<(i64, String)>> {
+    Ok(sqlx::query_as(
+        "SELECT review_id, queued FROM reviews WHERE session_id = $1 AND queued IS NOT NULL \
+         ORDER BY claimed_at, review_id LIMIT 1",
+    )
+    .bind(session)
+    .fetch_optional(&mut *conn)
+    .await?)
+}
+
 /// An inline comment a round was asked to address.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, serde::Serialize, serde::Deserialize)]
 pub struct Owed {
     pub comment_id: CommentId,
     pub thread: Option<String>,

@@ -1149,3 +1149,142 @@ async fn failed_checks_of_others_are_reported_once_and_the_next_round_gets_them(
     assert!(planner_saw.contains("ci/lint (error)"), "{planner_saw}");
     world.server.stop().await;
 }
+
+#[tokio::test]
+async fn a_review_during_a_running_round_waits_for_it_and_then_starts_the_next() {
+    let fix = |id: &str, old: &str, new: &str| {
+        Step::tool_call(
+            id,
+            "edit_file",
+            json!({"path": "calc.py", "old": old, "new": new}),
+        )
+        .when_tools(&["finish", "edit_file"])
+    };
+    let finish = |id: &str| {
+        Step::tool_call(id, "finish", json!({"summary": "done"})).when_tools(&["finish"])
+    };
+    let mut second = calc_contract(2);
+    second["summary"] = json!("mul needs a docstring.");
+    let mut third = calc_contract(2);
+    third["summary"] = json!("add needs a docstring too.");
+    let (world, pull) = World::published_calc(
+        GITHUB,
+        vec![
+            Step::tool_call("p2", "submit_contract", second).when_tools(&["submit_contract"]),
+            fix(
+                "e3",
+                "def mul(a, b):\n",
+                "def mul(a, b):\n    \"\"\"The product.\"\"\"\n",
+            ),
+            finish("e4"),
+            verdict(true, "Round two."),
+            Step::tool_call("p3", "submit_contract", third)
+                .when_tools(&["submit_contract"])
+                .when_last_contains("Document add as well."),
+        ],
+    )
+    .await;
+    let github = world.github();
+    let review = |body: &str| {
+        github.add_review(
+            REPO,
+            pull.number,
+            as_github(&world.maintainer),
+            "CHANGES_REQUESTED",
+            Some(body),
+            &[],
+        )
+    };
+    let (first, _) = review("Document mul.");
+    deliver_review(
+        &world,
+        pull.number,
+        first,
+        &world.maintainer,
+        "changes_requested",
+        Some("Document mul."),
+        "first",
+    )
+    .await;
+    world.wait_for_state("awaiting_approval").await;
+
+    // A second review while round two waits for approval: kept, said once, run once.
+    let (second_review, _) = review("Document add as well.");
+    for delivery in ["second", "second-again"] {
+        deliver_review(
+            &world,
+            pull.number,
+            second_review,
+            &world.maintainer,
+            "changes_requested",
+            Some("Document add as well."),
+            delivery,
+        )
+        .await;
+    }
+    world.all_jobs_settled().await;
+    let queued: Vec<String> = github
+        .issue_comments(REPO, pull.number)
+        .into_iter()
+        .map(|c| c.body)
+        .filter(|b| b.contains("starts the next one when it ends"))
+        .collect();
+    assert_eq!(queued.len(), 1, "{queued:#?}");
+    assert_eq!(world.session().await.state.as_str(), "awaiting_approval");
+    assert!(
+        world
+            .contract_comments()
+            .iter()
+            .all(|b| ContractMarker::find(b).is_some_and(|m| m.version.0 <= 2))
+    );
+
+    // Round two runs; once it is published the waiting review plans round three.
+    world
+        .comment(&world.maintainer, "/approve", "approve-v2")
+        .await;
+    world
+        .wait_for_comment("contract v3", |b| {
+            ContractMarker::find(b).is_some_and(|m| m.version.0 == 3)
+        })
+        .await;
+    world.wait_for_state("awaiting_approval").await;
+    assert_eq!(
+        world
+            .runs_of(2)
+            .await
+            .iter()
+            .filter(|r| r.state.as_str() == "published")
+            .count(),
+        1
+    );
+    let planner_saw = world
+        .models
+        .requests()
+        .into_iter()
+        .map(|r| r.body.to_string())
+        .rfind(|b| b.contains("You are revising your previous contract"))
+        .expect("round three's planner request");
+    assert!(
+        planner_saw.contains("Document add as well."),
+        "{planner_saw}"
+    );
+    // Delivered once more after its round started: nothing more.
+    deliver_review(
+        &world,
+        pull.number,
+        second_review,
+        &world.maintainer,
+        "changes_requested",
+        Some("Document add as well."),
+        "second-late",
+    )
+    .await;
+    world.all_jobs_settled().await;
+    assert!(
+        world
+            .contract_comments()
+            .iter()
+            .all(|b| ContractMarker::find(b).is_some_and(|m| m.version.0 <= 3))
+    );
+    world.server.stop().await;
+}

@@ -162,24 +162,25 @@ pub async fn execute_job(app: Arc<App>, execute: ExecuteJob, attempt: i64) -> Re
                 return Ok(());
             }
         };
-        match ctx.run(state).await {
+        let ended = match ctx.run(state).await {
             Ok(()) | Err(Stop::Gone) => Ok(()),
             Err(Stop::User(UserError::Refused(reason) | UserError::Failed(reason))) => {
-                fail(&app, forge.as_ref(), &ctx.id, &reason).await?;
-                Ok(())
+                fail(&app, forge.as_ref(), &ctx.id, &reason).await
             }
             Err(Stop::User(UserError::Hidden { public, detail })) => {
-                fail_detailed(&app, forge.as_ref(), &ctx.id, &public, Some(&detail)).await?;
-                Ok(())
+                fail_detailed(&app, forge.as_ref(), &ctx.id, &public, Some(&detail)).await
             }
             // A job that will not run again must not leave the session waiting for it.
             Err(Stop::Job(e)) if attempt >= JOB_ATTEMPTS || !e.is_retryable() => {
                 let reason = comments::could_not_continue();
                 fail_detailed(&app, forge.as_ref(), &ctx.id, &reason, Some(&e.message())).await?;
-                Err(e)
+                return Err(e);
             }
-            Err(Stop::Job(e)) => Err(e),
-        }
+            Err(Stop::Job(e)) => return Err(e),
+        };
+        ended?;
+        // The run has ended: a review that waited for it starts the next round.
+        super::review::start_queued(&app, forge.as_ref(), &ctx.id).await
     }
     .instrument(span)
     .await
