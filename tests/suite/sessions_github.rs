@@ -659,17 +659,7 @@ async fn revise_on_the_pull_request_runs_another_round_on_the_same_branch() {
         })
         .await;
     world.wait_for_state("awaiting_approval").await;
-    world
-        .comment(&world.maintainer, "/approve", "approve-v2")
-        .await;
-    eventually("round two to be published", || async {
-        let runs = world.runs_of(2).await;
-        runs.iter()
-            .any(|r| r.state.as_str() == "published")
-            .then_some(())
-    })
-    .await;
-    world.wait_for_state("pr_opened").await;
+    world.approve_round(2, "approve-v2").await;
 
     let pulls = world.github().pulls(REPO);
     assert_eq!(pulls.len(), 1, "{pulls:#?}");
@@ -778,13 +768,7 @@ async fn a_review_requesting_changes_becomes_a_revised_contract_and_its_threads_
     world.wait_for_state("awaiting_approval").await;
     // The planner saw the review as quoted data: its text, each comment's file, line and
     // hunk, and none of the hidden text.
-    let planner_saw = world
-        .models
-        .requests()
-        .into_iter()
-        .map(|r| r.body.to_string())
-        .find(|b| b.contains("You are revising your previous contract"))
-        .expect("the revision's planner request");
+    let planner_saw = world.revision_request();
     for seen in [
         "Good fix. Please also document mul.",
         "On `calc.py` line 5, at the end of this diff hunk",
@@ -811,17 +795,7 @@ async fn a_review_requesting_changes_becomes_a_revised_contract_and_its_threads_
     assert_eq!(pointers.len(), 1, "{pointers:#?}");
     assert_snapshot!(redact(&pointers[0]), @"Revision v2 of the build contract is waiting for approval [in #7](http://[loopback]/acme/widgets/issues/7#issuecomment-[id]). Nothing changes on this branch until a maintainer approves it there.");
 
-    world
-        .comment(&world.maintainer, "/approve", "approve-v2")
-        .await;
-    eventually("round two to be published", || async {
-        let runs = world.runs_of(2).await;
-        runs.iter()
-            .any(|r| r.state.as_str() == "published")
-            .then_some(())
-    })
-    .await;
-    world.wait_for_state("pr_opened").await;
+    world.approve_round(2, "approve-v2").await;
     let pulls = github.pulls(REPO);
     assert_eq!(pulls.len(), 1, "{pulls:#?}");
     let head = world.upstream(&["rev-parse", &pull.head]);
@@ -1137,13 +1111,7 @@ async fn failed_checks_of_others_are_reported_once_and_the_next_round_gets_them(
             ContractMarker::find(b).is_some_and(|m| m.version.0 == 2)
         })
         .await;
-    let planner_saw = world
-        .models
-        .requests()
-        .into_iter()
-        .map(|r| r.body.to_string())
-        .find(|b| b.contains("You are revising your previous contract"))
-        .expect("the revision's planner request");
+    let planner_saw = world.revision_request();
     assert!(planner_saw.contains("Checks that failed on the pull request (distilled)"));
     assert!(planner_saw.contains(&failing[0]), "{planner_saw}");
     assert!(planner_saw.contains("ci/lint (error)"), "{planner_saw}");
@@ -1257,13 +1225,7 @@ async fn a_review_during_a_running_round_waits_for_it_and_then_starts_the_next()
             .count(),
         1
     );
-    let planner_saw = world
-        .models
-        .requests()
-        .into_iter()
-        .map(|r| r.body.to_string())
-        .rfind(|b| b.contains("You are revising your previous contract"))
-        .expect("round three's planner request");
+    let planner_saw = world.revision_request();
     assert!(
         planner_saw.contains("Document add as well."),
         "{planner_saw}"

@@ -567,13 +567,7 @@ async fn revise_on_the_merge_request_takes_the_writers_open_diff_comments_and_an
         })
         .await;
     world.wait_for_state("awaiting_approval").await;
-    let planner_saw = world
-        .models
-        .requests()
-        .into_iter()
-        .map(|r| r.body.to_string())
-        .find(|b| b.contains("You are revising your previous contract"))
-        .expect("the revision's planner request");
+    let planner_saw = world.revision_request();
     for seen in [
         "please also document mul",
         "Inline comments on the diff (3):",
@@ -599,17 +593,7 @@ async fn revise_on_the_merge_request_takes_the_writers_open_diff_comments_and_an
     assert_eq!(pointer.len(), 1, "{pointer:#?}");
     assert_snapshot!(redact(&pointer[0].body), @"Revision v2 of the build contract is waiting for approval [in #12](http://[loopback]/acme/tools/widgets/-/issues/12#note_[id]). Nothing changes on this branch until a maintainer approves it there.");
 
-    world
-        .comment(&world.maintainer, "/approve", "approve-v2")
-        .await;
-    eventually("round two to be published", || async {
-        let runs = world.runs_of(2).await;
-        runs.iter()
-            .any(|r| r.state.as_str() == "published")
-            .then_some(())
-    })
-    .await;
-    world.wait_for_state("pr_opened").await;
+    world.approve_round(2, "approve-v2").await;
     let head = world.upstream(&["rev-parse", &mr.head]);
     assert_eq!(
         world.upstream(&["rev-list", "--count", &format!("main..{head}")]),
@@ -734,13 +718,7 @@ async fn a_failed_pipeline_on_the_merge_request_is_reported_once_and_the_next_ro
             ContractMarker::find(b).is_some_and(|m| m.version.0 == 2)
         })
         .await;
-    let planner_saw = world
-        .models
-        .requests()
-        .into_iter()
-        .map(|r| r.body.to_string())
-        .find(|b| b.contains("You are revising your previous contract"))
-        .expect("the revision's planner request");
+    let planner_saw = world.revision_request();
     assert!(planner_saw.contains("Checks that failed on the pull request (distilled)"));
     assert!(planner_saw.contains(failing[0]), "{planner_saw}");
     world.server.stop().await;

@@ -727,6 +727,29 @@ impl World {
         (world, pull)
     }
 
+    /// The newest request the planner got while revising a contract, with its feedback.
+    pub fn revision_request(&self) -> String {
+        self.models
+            .requests()
+            .into_iter()
+            .map(|r| r.body.to_string())
+            .rfind(|b| b.contains("You are revising your previous contract"))
+            .expect("a revision's planner request")
+    }
+
+    /// The maintainer approves the contract waiting now, and its round is published.
+    pub async fn approve_round(&self, version: i64, delivery: &str) {
+        self.comment(&self.maintainer, "/approve", delivery).await;
+        eventually(&format!("round {version} to be published"), || async {
+            let runs = self.runs_of(version).await;
+            runs.iter()
+                .any(|r| r.state.as_str() == "published")
+                .then_some(())
+        })
+        .await;
+        self.wait_for_state("pr_opened").await;
+    }
+
     /// Label, wait for the contract, approve it.
     pub async fn approve_calc(&self) {
         self.label(&self.maintainer, "calc-label").await;
