@@ -21,8 +21,8 @@ use tokio::sync::OnceCell;
 use super::{
     CI_CHECKS_MAX, CI_LOG_MAX, Check, CheckState, Comment, FailedCheck, Forge, ForgeError,
     GITHUB_TEXT_LIMIT, GitRemote, Issue, LabelChange, NewPullRequest, Permission, PullRequest,
-    REVIEW_COMMENTS_MAX, Reaction, Repository, RetryPolicy, Review, ReviewComment, ReviewState,
-    header, tail, truncate_with_note,
+    PullState, REVIEW_COMMENTS_MAX, Reaction, Repository, RetryPolicy, Review, ReviewComment,
+    ReviewState, header, tail, truncate_with_note,
 };
 use crate::config::GithubSettings;
 use crate::contract::SourceLinks;
@@ -745,6 +745,17 @@ impl Forge for GithubForge {
         }
     }
 
+    async fn pull_state(&self, repo: &RepoName, pull: PullNumber) -> Result<PullState, ForgeError> {
+        let found: GhPullState = self
+            .get(&format!("{}/pulls/{pull}", repo_path(repo)))
+            .await?;
+        Ok(match (found.state.as_str(), found.merged) {
+            (_, true) => PullState::Merged,
+            ("open", _) => PullState::Open,
+            _ => PullState::Closed,
+        })
+    }
+
     async fn comment_on_pull(
         &self,
         repo: &RepoName,
@@ -1143,6 +1154,13 @@ struct GhPull {
     body: Option<String>,
     head: GhPullEnd,
     base: GhPullEnd,
+}
+
+#[derive(Deserialize)]
+struct GhPullState {
+    state: String,
+    #[serde(default)]
+    merged: bool,
 }
 
 #[derive(Deserialize)]

@@ -20,8 +20,9 @@ use tokio::sync::OnceCell;
 
 use super::{
     CI_CHECKS_MAX, CI_LOG_MAX, Check, CheckState, Comment, FailedCheck, Forge, ForgeError,
-    GitRemote, Issue, LabelChange, NewPullRequest, Permission, PullRequest, REVIEW_COMMENTS_MAX,
-    Reaction, Repository, RetryPolicy, ReviewComment, header, truncate_with_note,
+    GitRemote, Issue, LabelChange, NewPullRequest, Permission, PullRequest, PullState,
+    REVIEW_COMMENTS_MAX, Reaction, Repository, RetryPolicy, ReviewComment, header,
+    truncate_with_note,
 };
 use crate::config::GitlabSettings;
 use crate::contract::SourceLinks;
@@ -533,6 +534,18 @@ impl Forge for GitlabForge {
             });
         }
         Ok(failed)
+    }
+
+    async fn pull_state(&self, repo: &RepoName, pull: PullNumber) -> Result<PullState, ForgeError> {
+        let found: GlMergeRequestState = self
+            .get(&format!("{}/merge_requests/{pull}", project_path(repo)))
+            .await?;
+        Ok(match found.state.as_str() {
+            "merged" => PullState::Merged,
+            "opened" => PullState::Open,
+            // `closed`, and `locked` (a merge request GitLab keeps from changing).
+            _ => PullState::Closed,
+        })
     }
 
     async fn comment_on_pull(
@@ -1113,6 +1126,11 @@ impl From<GlNote> for Comment {
             created_at: n.created_at.as_deref().and_then(super::unix_seconds),
         }
     }
+}
+
+#[derive(Deserialize)]
+struct GlMergeRequestState {
+    state: String,
 }
 
 #[derive(Deserialize)]

@@ -105,6 +105,14 @@ pub struct PullRequest {
     pub body: String,
 }
 
+/// Whether a pull request can still take another round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PullState {
+    Open,
+    Closed,
+    Merged,
+}
+
 /// What `find_or_create_pull` opens when no open pull request has `head_branch` yet.
 #[derive(Debug, Clone, Copy)]
 pub struct NewPullRequest<'a> {
@@ -432,6 +440,12 @@ pub trait Forge: Send + Sync {
     ) -> Result<Vec<FailedCheck>, ForgeError> {
         let _ = (repo, sha, source);
         Ok(Vec::new())
+    }
+
+    /// Whether pull request `pull` is open, closed or merged, as the forge says now.
+    async fn pull_state(&self, repo: &RepoName, pull: PullNumber) -> Result<PullState, ForgeError> {
+        let _ = (repo, pull);
+        Ok(PullState::Open)
     }
 
     /// Writes `body` in the pull request's conversation.

@@ -249,6 +249,13 @@ pub(super) fn review_not_permitted(login: &str, needed: Permission, have: Permis
     )
 }
 
+/// Why a closed or merged pull request takes no other round (`how`: `closed`, `merged`).
+pub(super) fn pull_not_open(how: &str) -> String {
+    format!(
+        "the pull request is {how}, so another round on its branch would have nowhere to go; to change the code again, label the issue (or a new one) for planwright."
+    )
+}
+
 /// Said on the pull request when a review waits for the running round to end.
 pub(super) fn review_queued(login: &str) -> String {
     format!(

@@ -45,8 +45,9 @@ fn asked_for(state: ReviewState, body: &str, names: &[&str]) -> Option<String> {
     }
 }
 
-/// The planner's feedback: a review's (or a `/revise` command's) request, then its inline comments (file, lines,
-/// the end of the hunk they sit on, text), within [`FEEDBACK_MAX`], saying what was left out.
+/// The planner's feedback: a review's (or a `/revise` command's) request, then its inline
+/// comments (file, lines, the end of the hunk they sit on, text), within [`FEEDBACK_MAX`]
+/// characters, saying what was left out.
 pub(super) fn feedback(asked: &str, comments: &[ReviewComment], more: bool) -> String {
     let (summary, _) = untrusted::clean_capped(asked.trim(), SUMMARY_MAX);
     let mut out = if summary.trim().is_empty() {
@@ -63,10 +64,12 @@ pub(super) fn feedback(asked: &str, comments: &[ReviewComment], more: bool) -> S
         out.push_str(" read; the review has more");
     }
     out.push_str("):");
+    let mut length = out.chars().count();
     let mut shown = 0;
     for comment in comments {
         let entry = inline(comment);
-        if out.chars().count() + entry.chars().count() > FEEDBACK_MAX {
+        length += entry.chars().count();
+        if length > FEEDBACK_MAX {
             break;
         }
         out.push_str(&entry);
@@ -197,6 +200,11 @@ impl Reviewed<'_> {
                 comments::review_not_permitted(&author.login, config.min_permission, permission);
             return self.refuse(&text).await;
         }
+        if let Some(refusal) = revise::closed(forge, &event.repo, self.pull).await? {
+            return self
+                .refuse(&comments::review_not_now(&author.login, &refusal))
+                .await;
+        }
         let review = self.review;
         let feedback = feedback(asked, &review.comments, review.more_comments);
         let owed = owed(&review.comments);
@@ -324,6 +332,10 @@ pub(crate) async fn start_queued(
     };
     drop(conn);
     let queued: Queued = serde_json::from_str(&round).map_err(anyhow::Error::from)?;
+    if revise::closed(forge, &session.repo, pull).await?.is_some() {
+        info!(session = %id, review, "a queued review's pull request was closed meanwhile");
+        return Ok(());
+    }
     let event = RepoEvent {
         forge: session.forge,
         repo: session.repo.clone(),

@@ -8,8 +8,8 @@ use super::command::{CommandContext, Done, move_or_refuse};
 use super::dispatch::enqueue_plan;
 use super::error::{Stop, UserError};
 use super::{comments, review};
-use crate::forge::ReviewComment;
-use crate::ids::PullNumber;
+use crate::forge::{Forge, ForgeError, PullState, ReviewComment};
+use crate::ids::{PullNumber, RepoName};
 use crate::jobs::JobError;
 use crate::store::ci_reports;
 use crate::store::reviews::{self, Owed};
@@ -77,6 +77,9 @@ pub(super) async fn on_pull(
     asked: &str,
     (inline, more): (&[ReviewComment], bool),
 ) -> Result<(), JobError> {
+    if let Some(refusal) = closed(ctx.forge, &ctx.event.repo, pull).await? {
+        return ctx.reply(UserError::Refused(refusal)).await;
+    }
     let feedback = review::feedback(asked, inline, more);
     let owed = review::owed(inline);
     let round = PullRound {
@@ -89,6 +92,21 @@ pub(super) async fn on_pull(
         Err(Stop::User(e)) => ctx.reply(e).await,
         Err(Stop::Job(e)) => Err(e),
     }
+}
+
+/// Why no round can start on pull request `pull`, when it is closed or merged: the
+/// branch has nowhere to go. Asked before a round's transaction, which must not wait on
+/// the forge.
+pub(super) async fn closed(
+    forge: &dyn Forge,
+    repo: &RepoName,
+    pull: PullNumber,
+) -> Result<Option<String>, ForgeError> {
+    Ok(match forge.pull_state(repo, pull).await? {
+        PullState::Open => None,
+        PullState::Closed => Some(comments::pull_not_open("closed")),
+        PullState::Merged => Some(comments::pull_not_open("merged")),
+    })
 }
 
 /// Starts another round on the pull request's branch: contract v(n+1) is planned with the

@@ -1250,3 +1250,58 @@ async fn a_review_during_a_running_round_waits_for_it_and_then_starts_the_next()
     );
     world.server.stop().await;
 }
+
+#[tokio::test]
+async fn a_merged_pull_request_takes_no_other_round_and_says_why() {
+    let (world, pull) = World::published_calc(GITHUB, Vec::new()).await;
+    let github = world.github();
+    github.close_pull(REPO, pull.number, true);
+    let calls = world.models.requests().len();
+    let (review, _) = github.add_review(
+        REPO,
+        pull.number,
+        as_github(&world.maintainer),
+        "CHANGES_REQUESTED",
+        Some("One more thing."),
+        &[],
+    );
+    for delivery in ["merged-review", "merged-review-again"] {
+        deliver_review(
+            &world,
+            pull.number,
+            review,
+            &world.maintainer,
+            "changes_requested",
+            Some("One more thing."),
+            delivery,
+        )
+        .await;
+    }
+    world
+        .pull_comment(
+            &world.maintainer,
+            pull.number,
+            "/revise one more thing",
+            "merged-revise",
+        )
+        .await;
+    world.all_jobs_settled().await;
+    let said: Vec<String> = github
+        .issue_comments(REPO, pull.number)
+        .into_iter()
+        .map(|c| c.body)
+        .filter(|b| b.contains("is merged"))
+        .collect();
+    assert_eq!(said.len(), 1, "{said:#?}");
+    assert_snapshot!(said[0], @"@maria: this review starts no new round: the pull request is merged, so another round on its branch would have nowhere to go; to change the code again, label the issue (or a new one) for planwright.");
+    let on_issue = world
+        .wait_for_comment("the answer to /revise", |b| b.contains("is merged"))
+        .await;
+    assert!(
+        on_issue.starts_with("@maria: the pull request is merged"),
+        "{on_issue}"
+    );
+    assert_eq!(world.models.requests().len(), calls, "no model call");
+    assert_eq!(world.session().await.state.as_str(), "pr_opened");
+    world.server.stop().await;
+}

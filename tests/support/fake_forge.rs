@@ -578,6 +578,20 @@ impl FakeGithub {
         })
     }
 
+    /// Closes pull request `number`, merged or not.
+    pub fn close_pull(&self, repo: &str, number: i64, merged: bool) {
+        self.with(|w| {
+            let pull = w
+                .repos
+                .get_mut(&repo.to_ascii_lowercase())
+                .unwrap()
+                .pulls
+                .get_mut(&number)
+                .unwrap();
+            pull.state = if merged { "merged" } else { "closed" }.into();
+        });
+    }
+
     pub fn ignore_head_filter(&self) {
         self.with(|w| w.ignore_head_filter = true);
     }
@@ -1401,7 +1415,7 @@ fn answer_now(
             let items: Vec<Value> = repo
                 .pulls
                 .values()
-                .filter(|p| state == "all" || p.state == state)
+                .filter(|p| state == "all" || p.state.replace("merged", "closed") == state)
                 // GitHub wants `user:ref`; a bare ref matches nothing.
                 .filter(|p| {
                     let head_owner = p
@@ -1950,7 +1964,8 @@ fn pull_json(w: &GithubState, key: &str, p: &FakePull) -> Value {
         "id": repo.id * 100_000 + p.number,
         "node_id": format!("PR_{}", p.number),
         "number": p.number,
-        "state": p.state,
+        // A merged pull request is closed, with `merged` set.
+        "state": if p.state == "merged" { "closed" } else { p.state.as_str() },
         "locked": false,
         "title": p.title,
         "body": p.body,
@@ -1958,7 +1973,7 @@ fn pull_json(w: &GithubState, key: &str, p: &FakePull) -> Value {
         "head": end(&p.head, p.head_repo.as_deref()),
         "base": end(&p.base, None),
         "draft": p.draft,
-        "merged": false,
+        "merged": p.state == "merged",
         "html_url": format!("https://github.com/{}/pull/{}", repo.full_name, p.number),
         "url": format!("https://api.github.com/repos/{}/pulls/{}", repo.full_name, p.number),
         "created_at": rfc3339(0),

@@ -1508,6 +1508,17 @@ fn route(
             let answer = merge_request_json(p, &p.merge_requests[&iid]);
             (StatusCode::CREATED, axum::Json(answer)).into_response()
         }
+        (Method::GET, ["merge_requests", iid]) => {
+            let p = &w.projects[&key];
+            match iid
+                .parse::<i64>()
+                .ok()
+                .and_then(|n| p.merge_requests.get(&n))
+            {
+                Some(mr) => axum::Json(merge_request_json(p, mr)).into_response(),
+                None => not_found("Merge Request"),
+            }
+        }
         (Method::PUT, ["merge_requests", iid]) => {
             let description = param(&query, headers, body, "description");
             let title = param(&query, headers, body, "title");
