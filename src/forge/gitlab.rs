@@ -41,6 +41,8 @@ const PER_PAGE: usize = 100;
 /// A thread longer than this many pages is not a thread planwright can act on anyway;
 /// the bound keeps a misbehaving server from looping us forever.
 const MAX_PAGES: usize = 100;
+/// Pages of a merge request's discussions read for `/revise`.
+const DISCUSSION_PAGES: usize = 10;
 
 /// The longest merge request description GitLab keeps, in characters.
 pub const BODY_LIMIT: usize = 1_048_576;
@@ -471,7 +473,8 @@ impl Forge for GitlabForge {
     ) -> Result<(Vec<ReviewComment>, bool), ForgeError> {
         let mut found = Vec::new();
         let mut page = 1;
-        for _ in 0..MAX_PAGES {
+        // Anyone who may comment adds discussions: a thousand is past any real review.
+        for _ in 0..DISCUSSION_PAGES {
             let path = format!(
                 "{}/merge_requests/{pull}/discussions?per_page={PER_PAGE}&page={page}",
                 project_path(repo)

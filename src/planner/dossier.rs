@@ -35,6 +35,12 @@ pub struct Asked {
     pub questions: Vec<String>,
     /// `None` until someone allowed to answer did.
     pub answer: Option<Answer>,
+    /// When the forge says the questions were posted (seconds): an answer is written after.
+    #[serde(default)]
+    pub asked_at: Option<i64>,
+    /// Who was told they may not answer this round (each once).
+    #[serde(default)]
+    pub refused: Vec<String>,
 }
 
 /// A person's answer, kept as they wrote it: it is quoted as data whenever it is shown.
@@ -42,6 +48,9 @@ pub struct Asked {
 pub struct Answer {
     pub by: String,
     pub text: String,
+    /// The comment it was written in: one comment answers one round.
+    #[serde(default)]
+    pub comment: Option<i64>,
 }
 
 /// The most of one answer the planner reads, in characters.
@@ -116,6 +125,20 @@ impl Dossier {
             questions.truncate(MAX_QUESTIONS);
             self.open_questions = questions;
         }
+    }
+
+    /// The round of questions waiting for an answer, if one is.
+    pub fn waiting(&self) -> Option<&Asked> {
+        self.asked.last().filter(|r| r.answer.is_none())
+    }
+
+    /// Whether comment `comment` answered a round already.
+    pub fn answered_by(&self, comment: i64) -> bool {
+        self.asked.iter().any(|r| {
+            r.answer
+                .as_ref()
+                .is_some_and(|a| a.comment == Some(comment))
+        })
     }
 
     /// Gives the last unanswered round of questions its answer; `false` when none waits.

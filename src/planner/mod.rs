@@ -83,6 +83,9 @@ pub struct PlanRequest<'a> {
     pub config: &'a RepoConfig,
     /// The contract being revised and the maintainer's feedback.
     pub revision: Option<(&'a Contract, &'a str)>,
+    /// What other checks reported on the pull request, distilled: written by CI and test
+    /// code, never a maintainer's words.
+    pub evidence: Option<&'a str>,
 }
 
 /// How a planning step ended.
@@ -109,9 +112,15 @@ fn questions(input: &Value) -> Result<Vec<String>, String> {
     let questions: Vec<String> = items
         .iter()
         .filter_map(Value::as_str)
-        .map(str::trim)
+        .map(|q| {
+            // Posted on the issue as planwright's words: nothing in them may hide or reorder.
+            q.chars()
+                .filter(|c| !crate::markdown::is_invisible(*c) && *c != '\r')
+                .take(MAX_QUESTION_CHARS)
+                .collect::<String>()
+        })
+        .map(|q| q.trim().to_owned())
         .filter(|q| !q.is_empty())
-        .map(|q| q.chars().take(MAX_QUESTION_CHARS).collect())
         .collect();
     if questions.is_empty() || questions.len() != items.len() {
         return Err("ask needs `questions`: a list of non-empty strings".into());
@@ -254,6 +263,8 @@ impl Planner<'_> {
                 dossier.asked.push(dossier::Asked {
                     questions: questions.clone(),
                     answer: None,
+                    asked_at: None,
+                    refused: Vec::new(),
                 });
                 checkpoint(dossier).await.map_err(PlanError::Checkpoint)?;
                 return Ok(Planned::Questions(questions));
@@ -361,6 +372,14 @@ impl Planner<'_> {
                 "A maintainer's feedback on it",
                 &feedback,
             ));
+            if let Some(evidence) = request.evidence {
+                let (evidence, _) = untrusted::clean_capped(evidence, MAX_FEEDBACK_CHARS);
+                out.push_str("\n\n");
+                out.push_str(&untrusted::quote(
+                    "Output of other checks that failed on the pull request, distilled (written by CI and test code, not by a maintainer)",
+                    &evidence,
+                ));
+            }
             out.push_str("\nSubmit a revised contract that addresses the feedback.");
         }
         out
@@ -494,4 +513,22 @@ pub fn contract_schema() -> Value {
         },
         "required": ["summary", "diagnosis", "change", "verification", "routing"]
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn asked_questions_are_bounded_and_keep_nothing_invisible() {
+        let asked =
+            questions(&json!({"questions": ["  Error\u{202e}rorre or skip?\r ", "x".repeat(900)]}))
+                .unwrap();
+        assert_eq!(asked[0], "Errorrorre or skip?");
+        assert_eq!(asked[1].chars().count(), MAX_QUESTION_CHARS);
+        assert!(questions(&json!({"questions": []})).is_err());
+        assert!(questions(&json!({"questions": ["ok", 3]})).is_err());
+        assert!(questions(&json!({"questions": ["\u{200b}"]})).is_err());
+        assert!(questions(&json!({"questions": ["a", "b", "c", "d", "e", "f"]})).is_err());
+    }
 }

@@ -1,7 +1,8 @@
 //! An answer to the planner's questions. While a session waits for one, the next comment
-//! on the issue that is not a command, from someone with `triage` access or more, is given
-//! to the planner (quoted as untrusted data, like every human text) and planning goes on.
-//! Anyone else is told once per comment that their words were not taken.
+//! on the issue that is not a command, written after the questions, from someone with
+//! `triage` access or more, is given to the planner (quoted as untrusted data, like every
+//! human text) and planning goes on. Anyone else is told once per round that their words
+//! were not taken.
 
 use tracing::info;
 
@@ -12,7 +13,7 @@ use super::status::update_status_of;
 use crate::app::App;
 use crate::event::{RepoEvent, Thread};
 use crate::forge::Reaction;
-use crate::ids::{CommentId, IssueNumber, Permission};
+use crate::ids::{CommentId, IssueNumber, Permission, SessionId};
 use crate::jobs::JobError;
 use crate::planner::Dossier;
 use crate::planner::dossier::Answer;
@@ -34,10 +35,17 @@ pub(super) async fn on_comment(
     // Most comments answer nothing: the database says so before the forge is asked.
     let mut conn = app.db.pool.acquire().await?;
     let session = sessions::find_active(&mut conn, event.forge, &event.repo, issue).await?;
-    drop(conn);
     let Some(session) = session.filter(|s| s.state == SessionState::AwaitingAnswer) else {
         return Ok(());
     };
+    let dossier = dossier_of(&mut conn, &session.id).await?;
+    drop(conn);
+    let Some(asked_at) = dossier.waiting().map(|r| r.asked_at) else {
+        return Ok(());
+    };
+    if dossier.answered_by(comment.0) {
+        return Ok(());
+    }
     let forge = app.forges.get(event.forge, event.installation)?;
     let forge = forge.as_ref();
     let thread = Thread::Issue(issue);
@@ -45,28 +53,37 @@ pub(super) async fn on_comment(
         return Ok(());
     };
     let author = &written.author;
+    // Written before the questions were posted (a late delivery): it answers nothing.
+    if let (Some(written), Some(asked)) = (written.created_at, asked_at)
+        && written < asked
+    {
+        return Ok(());
+    }
     if is_bot(forge, author).await? {
         return Ok(());
     }
     let permission = forge.permission(&event.repo, &author.login).await?;
     if permission < MAY_ANSWER {
-        let text = comments::answer_not_permitted(&author.login, permission);
-        forge.create_comment(&event.repo, issue, &text).await?;
+        if refused_once(app, &session.id, &author.login).await? {
+            let text = comments::answer_not_permitted(&author.login, permission);
+            forge.create_comment(&event.repo, issue, &text).await?;
+        }
         return Ok(());
     }
     let id = &session.id;
     let mut tx = app.db.writer.begin().await?;
-    let mut dossier: Dossier = match sessions::load_dossier(&mut tx, id).await? {
-        Some(text) => serde_json::from_str(&text).unwrap_or_default(),
-        None => Dossier::default(),
-    };
+    let mut dossier = dossier_of(&mut tx, id).await?;
     let answer = Answer {
         by: author.login.clone(),
         text: written.body.clone(),
+        comment: Some(comment.0),
     };
     let (from, to) = (SessionState::AwaitingAnswer, SessionState::Planning);
     // Nothing waits (the session moved on since it was read): the comment is just a comment.
-    if !dossier.answer(answer) || !sessions::move_state(&mut tx, id, from, to, None).await? {
+    if dossier.answered_by(comment.0)
+        || !dossier.answer(answer)
+        || !sessions::move_state(&mut tx, id, from, to, None).await?
+    {
         return Ok(());
     }
     let text = serde_json::to_string(&dossier).map_err(anyhow::Error::from)?;
@@ -95,4 +112,29 @@ pub(super) async fn on_comment(
     let text = comments::planning_with_answer(&author.login);
     update_status_of(app, forge, id, to, &text).await?;
     Ok(())
+}
+
+async fn dossier_of(conn: &mut sqlx::AnyConnection, id: &SessionId) -> Result<Dossier, JobError> {
+    Ok(match sessions::load_dossier(conn, id).await? {
+        Some(text) => serde_json::from_str(&text).unwrap_or_default(),
+        None => Dossier::default(),
+    })
+}
+
+/// Records that `login` was told they may not answer the waiting round; `false` when
+/// they were told before (nobody is answered twice for the same round).
+async fn refused_once(app: &App, id: &SessionId, login: &str) -> Result<bool, JobError> {
+    let mut tx = app.db.writer.begin().await?;
+    let mut dossier = dossier_of(&mut tx, id).await?;
+    let Some(round) = dossier.asked.last_mut().filter(|r| r.answer.is_none()) else {
+        return Ok(false);
+    };
+    if round.refused.iter().any(|r| r.eq_ignore_ascii_case(login)) {
+        return Ok(false);
+    }
+    round.refused.push(login.to_owned());
+    let text = serde_json::to_string(&dossier).map_err(anyhow::Error::from)?;
+    sessions::save_dossier(&mut tx, id, Some(&text)).await?;
+    tx.commit().await?;
+    Ok(true)
 }

@@ -20,6 +20,8 @@ use crate::store::sessions;
 
 /// The most of one report's evidence a round is given, in characters.
 const EVIDENCE_MAX: usize = 2_500;
+/// Reports (and comments) on one commit: anyone who may set statuses could add hundreds.
+const REPORTS_PER_COMMIT: i64 = 5;
 
 pub(super) async fn on_checks_failed(
     app: &App,
@@ -53,6 +55,10 @@ pub(super) async fn on_checks_failed(
     let distilled: Vec<Distilled> = failed.iter().map(Distilled::of).collect();
     let evidence = evidence(sha, &distilled);
     let mut conn = app.db.writer.acquire().await?;
+    if ci_reports::count_on(&mut conn, &session.id, sha.as_str()).await? >= REPORTS_PER_COMMIT {
+        info!(session = %session.id, %sha, "enough failed checks are reported on this commit");
+        return Ok(());
+    }
     let report = NewReport {
         forge: event.forge,
         repo: &event.repo,
@@ -88,8 +94,13 @@ impl Distilled<'_> {
         }
     }
 
+    /// The check's name and conclusion, as another app or service set them: shown with
+    /// nothing invisible or direction-changing left in.
     fn heading(&self) -> String {
         format!("{} ({})", self.check.name, self.check.conclusion)
+            .chars()
+            .filter(|c| !crate::markdown::is_invisible(*c))
+            .collect()
     }
 }
 

@@ -29,6 +29,10 @@ pub struct PlanJob {
     pub version: i64,
     /// `/revise` feedback: the new version builds on the previous one.
     pub feedback: Option<String>,
+    /// What other checks reported on the pull request since the last round, distilled:
+    /// written by CI and test code, so shown to the planner apart from the feedback.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<String>,
 }
 
 /// What an approval binds to: exactly this version, hash and base.
@@ -211,13 +215,26 @@ pub(crate) async fn enqueue_plan(
     version: i64,
     feedback: Option<String>,
 ) -> anyhow::Result<()> {
-    let mut job = JobKind::Plan(PlanJob {
-        session: session.clone(),
-        version,
-        feedback,
-    })
-    .to_new_job(JOB_ATTEMPTS)?;
-    job.session = Some(session.clone());
+    enqueue_plan_job(
+        conn,
+        PlanJob {
+            session: session.clone(),
+            version,
+            feedback,
+            evidence: None,
+        },
+    )
+    .await
+}
+
+/// Queues `plan`.
+pub(crate) async fn enqueue_plan_job(
+    conn: &mut sqlx::AnyConnection,
+    plan: PlanJob,
+) -> anyhow::Result<()> {
+    let session = plan.session.clone();
+    let mut job = JobKind::Plan(plan).to_new_job(JOB_ATTEMPTS)?;
+    job.session = Some(session);
     jobs::enqueue(conn, &job).await?;
     Ok(())
 }

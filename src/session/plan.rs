@@ -197,6 +197,13 @@ impl Planning<'_> {
             tx.commit().await?;
             return Ok(());
         }
+        // An answer is a comment written after the questions.
+        let mut dossier = load_dossier(&mut tx, id).await?;
+        if let Some(waiting) = dossier.asked.last_mut() {
+            waiting.asked_at = posted.created_at;
+        }
+        let text = serde_json::to_string(&dossier)?;
+        sessions::save_dossier(&mut tx, id, Some(&text)).await?;
         let detail =
             serde_json::json!({ "round": round, "questions": questions, "comment": posted.id });
         audit_planwright(&mut tx, id, "questions.asked", detail).await?;
@@ -476,6 +483,7 @@ impl Planning<'_> {
             base,
             config: &config,
             revision,
+            evidence: self.plan.evidence.as_deref(),
         };
         let db = app.db.clone();
         let id = self.id().clone();

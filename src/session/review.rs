@@ -334,7 +334,7 @@ pub(crate) async fn start_queued(
     let queued: Queued = serde_json::from_str(&round).map_err(anyhow::Error::from)?;
     if revise::closed(forge, &session.repo, pull).await?.is_some() {
         info!(session = %id, review, "a queued review's pull request was closed meanwhile");
-        return Ok(());
+        return drop_queued(app, &session, review).await;
     }
     let event = RepoEvent {
         forge: session.forge,
@@ -351,6 +351,13 @@ pub(crate) async fn start_queued(
     let Some(config) = policy_or_say(forge, &event, async |_| Ok(())).await? else {
         return Ok(());
     };
+    // Its writer may have lost the permission while it waited.
+    let permission = forge
+        .permission(&session.repo, &queued.author.login)
+        .await?;
+    if permission < config.min_permission {
+        return drop_queued(app, &session, review).await;
+    }
     let ctx = CommandContext {
         app,
         forge,
@@ -371,10 +378,17 @@ pub(crate) async fn start_queued(
         Ok(()) | Err(Stop::Gone) => Ok(()),
         Err(Stop::User(e)) => {
             warn!(session = %id, review, error = ?e, "a queued review could not start its round");
-            Ok(())
+            drop_queued(app, &session, review).await
         }
         Err(Stop::Job(e)) => Err(e),
     }
+}
+
+/// Takes a queued review out of the queue without a round, so it blocks no other.
+async fn drop_queued(app: &App, session: &SessionRow, review: i64) -> Result<(), JobError> {
+    let mut conn = app.db.writer.acquire().await?;
+    reviews::unqueue(&mut conn, session.forge, &session.repo, review).await?;
+    Ok(())
 }
 
 #[cfg(test)]

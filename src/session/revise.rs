@@ -5,7 +5,7 @@
 use tracing::info;
 
 use super::command::{CommandContext, Done, move_or_refuse};
-use super::dispatch::enqueue_plan;
+use super::dispatch::{PlanJob, enqueue_plan, enqueue_plan_job};
 use super::error::{Stop, UserError};
 use super::{comments, review};
 use crate::forge::{Forge, ForgeError, PullState, ReviewComment};
@@ -131,10 +131,15 @@ pub(super) async fn start_round(
     }
     reviews::owe_answers(&mut tx, id, version, round.owed).await?;
     let failures = ci_reports::take(&mut tx, id, version).await?;
-    let feedback = with_ci_failures(round.feedback, &failures);
     let to = SessionState::Planning;
     move_or_refuse(&mut tx, id, session.state, to, comments::raced_revision()).await?;
-    enqueue_plan(&mut tx, id, version, Some(feedback)).await?;
+    let plan = PlanJob {
+        session: id.clone(),
+        version,
+        feedback: Some(round.feedback.to_owned()),
+        evidence: ci_evidence(&failures),
+    };
+    enqueue_plan_job(&mut tx, plan).await?;
     let review = round.review;
     let done = Done {
         action: "contract.revision_requested",
@@ -155,18 +160,19 @@ pub(super) async fn start_round(
     Ok(())
 }
 
-/// The round's feedback with the failures other checks reported on the pull request
-/// since the last round, already distilled.
-fn with_ci_failures(feedback: &str, failures: &[String]) -> String {
+/// The reports of other checks no round had yet, the newest few (each already distilled
+/// and bounded), saying how many were left out.
+fn ci_evidence(failures: &[String]) -> Option<String> {
+    const SHOWN: usize = 4;
     if failures.is_empty() {
-        return feedback.to_owned();
+        return None;
     }
-    let mut out = format!("{feedback}\n\nChecks that failed on the pull request (distilled):");
-    for f in failures {
-        out.push_str("\n\n");
-        out.push_str(f);
+    let skip = failures.len().saturating_sub(SHOWN);
+    let mut out = failures[skip..].join("\n\n");
+    if skip > 0 {
+        out.push_str(&format!("\n\n({skip} older reports are not shown.)"));
     }
-    out
+    Some(out)
 }
 
 #[cfg(test)]

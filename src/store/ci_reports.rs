@@ -38,6 +38,21 @@ pub async fn claim(conn: &mut sqlx::AnyConnection, r: &NewReport<'_>) -> Result<
     Ok(inserted.rows_affected() == 1)
 }
 
+/// How many reports the session has on commit `sha`.
+pub async fn count_on(
+    conn: &mut sqlx::AnyConnection,
+    session: &SessionId,
+    sha: &str,
+) -> Result<i64> {
+    let (n,): (i64,) =
+        sqlx::query_as("SELECT COUNT(*) FROM ci_reports WHERE session_id = $1 AND sha = $2")
+            .bind(session)
+            .bind(sha)
+            .fetch_one(&mut *conn)
+            .await?;
+    Ok(n)
+}
+
 /// Gives the session's reports no round has had yet to the round for `version`; their
 /// evidence, oldest first.
 pub async fn take(

@@ -74,6 +74,24 @@ pub async fn queue(
     Ok(inserted.rows_affected() == 1)
 }
 
+/// Takes review `review` out of the queue, starting nothing.
+pub async fn unqueue(
+    conn: &mut sqlx::AnyConnection,
+    forge: ForgeKind,
+    repo: &RepoName,
+    review: i64,
+) -> Result<()> {
+    sqlx::query(
+        "UPDATE reviews SET queued = NULL WHERE forge = $1 AND repo = $2 AND review_id = $3",
+    )
+    .bind(forge)
+    .bind(repo)
+    .bind(review)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
 /// The review that has waited longest for `session`'s round to end: its id and round.
 pub async fn oldest_queued(
     conn: &mut sqlx::AnyConnection,

@@ -229,6 +229,7 @@ async fn run(context: Context, steps: Vec<Step>, options: PlannerOptions) -> Out
         base: &base,
         config: &config,
         revision: None,
+        evidence: None,
     };
     let mut dossier = Dossier::default();
     let mut checkpoints = 0usize;

@@ -1256,7 +1256,15 @@ async fn an_ambiguous_issue_gets_questions_and_the_answer_is_planned_from(on: Fo
         .wait_for_comment("the guest's refusal", |b| b.contains("@gus, thank you"))
         .await;
     assert!(refusal.contains("you have **read**"), "{refusal}");
+    // Told once a round, however often they write.
+    world.comment(&guest, "Please?", "guest-again").await;
     world.all_jobs_settled().await;
+    let told = world
+        .bot_comments()
+        .iter()
+        .filter(|b| b.contains("@gus, thank you"))
+        .count();
+    assert_eq!(told, 1);
     assert_eq!(world.session().await.state.as_str(), "awaiting_answer");
     assert_eq!(
         world.models.requests().len(),

@@ -1112,7 +1112,7 @@ async fn failed_checks_of_others_are_reported_once_and_the_next_round_gets_them(
         })
         .await;
     let planner_saw = world.revision_request();
-    assert!(planner_saw.contains("Checks that failed on the pull request (distilled)"));
+    assert!(planner_saw.contains("Output of other checks that failed on the pull request, distilled (written by CI and test code, not by a maintainer)"));
     assert!(planner_saw.contains(&failing[0]), "{planner_saw}");
     assert!(planner_saw.contains("ci/lint (error)"), "{planner_saw}");
     world.server.stop().await;
@@ -1303,5 +1303,47 @@ async fn a_merged_pull_request_takes_no_other_round_and_says_why() {
     );
     assert_eq!(world.models.requests().len(), calls, "no model call");
     assert_eq!(world.session().await.state.as_str(), "pr_opened");
+    world.server.stop().await;
+}
+
+#[tokio::test]
+async fn a_comment_written_before_the_questions_does_not_answer_them() {
+    let world = World::start(
+        GITHUB,
+        vec![
+            Step::tool_call("p1", "ask", json!({"questions": ["Error or skip?"]}))
+                .when_tools(&["ask"]),
+            Step::tool_call("p2", "submit_contract", contract("Skip it."))
+                .when_tools(&["submit_contract"]),
+        ],
+    )
+    .await;
+    world.label(&world.maintainer, "early-label").await;
+    world.wait_for_state("awaiting_answer").await;
+    let calls = world.models.requests().len();
+    // Written an hour before the questions, delivered only now.
+    let early = world.github().add_comment_at(
+        REPO,
+        ISSUE,
+        "Skip it, I think.",
+        as_github(&world.maintainer),
+        fake_forge::now() - 3_600,
+    );
+    world
+        .deliver_comment(
+            early,
+            &world.maintainer,
+            "Skip it, I think.",
+            "early-comment",
+        )
+        .await;
+    world.all_jobs_settled().await;
+    assert_eq!(world.session().await.state.as_str(), "awaiting_answer");
+    assert_eq!(world.models.requests().len(), calls);
+    // The same words written now answer.
+    world
+        .comment(&world.maintainer, "Skip it.", "the-answer")
+        .await;
+    world.wait_for_state("awaiting_approval").await;
     world.server.stop().await;
 }

@@ -719,7 +719,7 @@ async fn a_failed_pipeline_on_the_merge_request_is_reported_once_and_the_next_ro
         })
         .await;
     let planner_saw = world.revision_request();
-    assert!(planner_saw.contains("Checks that failed on the pull request (distilled)"));
+    assert!(planner_saw.contains("Output of other checks that failed on the pull request, distilled (written by CI and test code, not by a maintainer)"));
     assert!(planner_saw.contains(failing[0]), "{planner_saw}");
     world.server.stop().await;
 }
