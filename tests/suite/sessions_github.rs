@@ -17,7 +17,7 @@ use crate::support::model_server::Step;
 use crate::support::redact::redact;
 use crate::support::world::{
     GITHUB_ISSUE as ISSUE, GITHUB_REPO as REPO, Person, SCOUT_ONLY, World, command_settings,
-    contract, first_plan, submit_calc, verdict,
+    contract, edit_calc, finish, first_plan, submit_calc, verdict,
 };
 
 const GITHUB: ForgeKind = ForgeKind::Github;
@@ -598,28 +598,17 @@ async fn the_claude_code_executor_carries_out_the_contract_through_the_proxy() {
 
 #[tokio::test]
 async fn revise_on_the_pull_request_runs_another_round_on_the_same_branch() {
-    let fix = |id: &str, old: &str, new: &str| {
-        Step::tool_call(
-            id,
-            "edit_file",
-            json!({"path": "calc.py", "old": old, "new": new}),
-        )
-        .when_tools(&["finish", "edit_file"])
-    };
-    let finish = |id: &str| {
-        Step::tool_call(id, "finish", json!({"summary": "done"})).when_tools(&["finish"])
-    };
     let mut second = calc_contract(2);
     second["summary"] = json!("add subtracts; mul needs a docstring.");
     let world = World::calc(
         GITHUB,
         vec![
             submit_calc(2),
-            fix("e1", "return a - b", "return a + b"),
+            edit_calc("e1", "return a - b", "return a + b"),
             finish("e2"),
             verdict(true, "Round one."),
             Step::tool_call("p2", "submit_contract", second).when_tools(&["submit_contract"]),
-            fix(
+            edit_calc(
                 "e3",
                 "def mul(a, b):\n",
                 "def mul(a, b):\n    \"\"\"The product.\"\"\"\n",
@@ -1120,17 +1109,6 @@ async fn failed_checks_of_others_are_reported_once_and_the_next_round_gets_them(
 
 #[tokio::test]
 async fn a_review_during_a_running_round_waits_for_it_and_then_starts_the_next() {
-    let fix = |id: &str, old: &str, new: &str| {
-        Step::tool_call(
-            id,
-            "edit_file",
-            json!({"path": "calc.py", "old": old, "new": new}),
-        )
-        .when_tools(&["finish", "edit_file"])
-    };
-    let finish = |id: &str| {
-        Step::tool_call(id, "finish", json!({"summary": "done"})).when_tools(&["finish"])
-    };
     let mut second = calc_contract(2);
     second["summary"] = json!("mul needs a docstring.");
     let mut third = calc_contract(2);
@@ -1139,7 +1117,7 @@ async fn a_review_during_a_running_round_waits_for_it_and_then_starts_the_next()
         GITHUB,
         vec![
             Step::tool_call("p2", "submit_contract", second).when_tools(&["submit_contract"]),
-            fix(
+            edit_calc(
                 "e3",
                 "def mul(a, b):\n",
                 "def mul(a, b):\n    \"\"\"The product.\"\"\"\n",

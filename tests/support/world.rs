@@ -114,6 +114,21 @@ pub fn submit_calc(max_attempts: u32) -> Step {
         .when_tools(&["submit_contract"])
 }
 
+/// The builtin executor edits `calc.py`, replacing `old` with `new`.
+pub fn edit_calc(id: &str, old: &str, new: &str) -> Step {
+    Step::tool_call(
+        id,
+        "edit_file",
+        json!({"path": "calc.py", "old": old, "new": new}),
+    )
+    .when_tools(&["finish", "edit_file"])
+}
+
+/// The builtin executor says it is done.
+pub fn finish(id: &str) -> Step {
+    Step::tool_call(id, "finish", json!({"summary": "done"})).when_tools(&["finish"])
+}
+
 /// The reviewer's verdict.
 pub fn verdict(accept: bool, findings: &str) -> Step {
     Step::tool_call(
@@ -710,15 +725,12 @@ impl World {
         later: Vec<Step>,
         settings: &str,
     ) -> (World, Pull) {
-        let fix = Step::tool_call(
-            "e1",
-            "edit_file",
-            json!({"path": "calc.py", "old": "return a - b", "new": "return a + b"}),
-        )
-        .when_tools(&["finish", "edit_file"]);
-        let finish =
-            Step::tool_call("e2", "finish", json!({"summary": "done"})).when_tools(&["finish"]);
-        let mut script = vec![submit_calc(2), fix, finish, verdict(true, "Round one.")];
+        let mut script = vec![
+            submit_calc(2),
+            edit_calc("e1", "return a - b", "return a + b"),
+            finish("e2"),
+            verdict(true, "Round one."),
+        ];
         script.extend(later);
         let world = World::calc(on, script, &format!("test: {UNITTEST}\n{settings}")).await;
         world.approve_calc().await;
