@@ -16,3 +16,5 @@ CREATE TABLE ci_reports (
     PRIMARY KEY (forge, repo, sha, source)
 );
 CREATE INDEX ci_reports_by_session ON ci_reports (session_id);
+-- A failed check names a commit: finding the session that pushed it must not scan runs.
+CREATE INDEX runs_by_head ON runs (head_sha);
