@@ -883,12 +883,7 @@ async fn a_review_from_a_reader_is_answered_once_and_starts_nothing() {
         .await;
     }
     world.all_jobs_settled().await;
-    let answers: Vec<String> = github
-        .issue_comments(REPO, pull.number)
-        .into_iter()
-        .map(|c| c.body)
-        .filter(|b| b.contains("thank you for the review"))
-        .collect();
+    let answers: Vec<String> = world.pull_comments_with(pull.number, "thank you for the review");
     assert_eq!(answers.len(), 1, "{answers:#?}");
     assert_snapshot!(answers[0], @"@rita, thank you for the review. Only people with **write** access or more can ask planwright for another round (you have **read**), so this review starts nothing; a maintainer can write `/revise <what to change>` here.");
     assert_eq!(world.models.requests().len(), model_calls, "no model call");
@@ -1075,12 +1070,7 @@ async fn failed_checks_of_others_are_reported_once_and_the_next_round_gets_them(
     );
     deliver_status("ci/lint", "error", "lint").await;
     world.all_jobs_settled().await;
-    let reports: Vec<String> = github
-        .issue_comments(REPO, pull.number)
-        .into_iter()
-        .map(|c| c.body)
-        .filter(|b| b.contains("Checks failed on"))
-        .collect();
+    let reports: Vec<String> = world.pull_comments_with(pull.number, "Checks failed on");
     assert_eq!(reports.len(), 2, "{reports:#?}");
     assert!(reports[1].contains("**ci/lint (error)**"), "{}", reports[1]);
     assert!(reports[1].contains("eslint: 3 problems"), "{}", reports[1]);
@@ -1169,12 +1159,8 @@ async fn a_review_during_a_running_round_waits_for_it_and_then_starts_the_next()
         .await;
     }
     world.all_jobs_settled().await;
-    let queued: Vec<String> = github
-        .issue_comments(REPO, pull.number)
-        .into_iter()
-        .map(|c| c.body)
-        .filter(|b| b.contains("starts the next one when it ends"))
-        .collect();
+    let queued: Vec<String> =
+        world.pull_comments_with(pull.number, "starts the next one when it ends");
     assert_eq!(queued.len(), 1, "{queued:#?}");
     assert_eq!(world.session().await.state.as_str(), "awaiting_approval");
     assert!(
@@ -1264,12 +1250,7 @@ async fn a_merged_pull_request_takes_no_other_round_and_says_why() {
         )
         .await;
     world.all_jobs_settled().await;
-    let said: Vec<String> = github
-        .issue_comments(REPO, pull.number)
-        .into_iter()
-        .map(|c| c.body)
-        .filter(|b| b.contains("is merged"))
-        .collect();
+    let said: Vec<String> = world.pull_comments_with(pull.number, "is merged");
     assert_eq!(said.len(), 1, "{said:#?}");
     assert_snapshot!(said[0], @"@maria: this review starts no new round: the pull request is merged, so another round on its branch would have nowhere to go; to change the code again, label the issue (or a new one) for planwright.");
     let on_issue = world

@@ -698,11 +698,9 @@ async fn a_failed_pipeline_on_the_merge_request_is_reported_once_and_the_next_ro
     let other = gitlab.add_pipeline(PROJECT, elsewhere, "failed", &[("t", "failed", false, "x")]);
     deliver(other, elsewhere).await;
     world.all_jobs_settled().await;
-    let reports = gitlab
-        .mr_notes(PROJECT, mr.number)
-        .into_iter()
-        .filter(|n| n.body.contains("Checks failed on"))
-        .count();
+    let reports = world
+        .pull_comments_with(mr.number, "Checks failed on")
+        .len();
     assert_eq!(reports, 1);
 
     world

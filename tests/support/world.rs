@@ -507,6 +507,24 @@ impl World {
         }
     }
 
+    /// The comments in the conversation of pull (merge) request `pull` that contain `text`,
+    /// oldest first.
+    pub fn pull_comments_with(&self, pull: i64, text: &str) -> Vec<String> {
+        let all: Vec<String> = match &self.fake {
+            Fake::Github(github) => github
+                .issue_comments(self.repo, pull)
+                .into_iter()
+                .map(|c| c.body)
+                .collect(),
+            Fake::Gitlab(gitlab) => gitlab
+                .mr_notes(self.repo, pull)
+                .into_iter()
+                .map(|n| n.body)
+                .collect(),
+        };
+        all.into_iter().filter(|b| b.contains(text)).collect()
+    }
+
     pub async fn send_github(&self, event: &str, delivery: &str, payload: &Value) {
         let body = serde_json::to_vec(payload).unwrap();
         let response = self
