@@ -29,6 +29,9 @@ use crate::contract::SourceLinks;
 use crate::event::{Actor, CiSource, Thread};
 use crate::ids::{CommentId, CommitSha, InstallationId, IssueNumber, PullNumber, RepoName};
 
+/// A token handed to git has at least this long left: enough for the fetch or push it is
+/// for (installation tokens live an hour).
+const GIT_TOKEN_MARGIN: Duration = Duration::from_secs(10 * 60);
 /// Comments fetched per page: GitHub's maximum, so long threads take few requests.
 const PER_PAGE: usize = 100;
 /// A thread longer than this many pages is not a thread planwright can act on anyway;
@@ -278,18 +281,47 @@ impl Forge for GithubForge {
     }
 
     async fn repository(&self, repo: &RepoName) -> Result<Repository, ForgeError> {
-        let base = repo_path(repo);
-        let info: GhRepo = self.get(&base).await?;
-        let branch: GhBranch = self
-            .get(&format!(
-                "{base}/branches/{}",
-                encode_path(&info.default_branch)
-            ))
-            .await?;
+        // One GraphQL query for what REST answers in two (the repository, then its
+        // default branch).
+        let (owner, name) = repo.as_str().split_once('/').unwrap_or((repo.as_str(), ""));
+        let payload = json!({
+            "query": "query($owner: String!, $name: String!) { repository(owner: $owner, name: $name) { defaultBranchRef { name target { oid } } } }",
+            "variables": { "owner": owner, "name": name },
+        });
+        let what = format!(
+            "read {repo}'s default branch (POST {})",
+            self.shared.graphql_url
+        );
+        let data = match self
+            .shared
+            .retry
+            .run(|| self.graphql_attempt(&what, &payload))
+            .await
+        {
+            Ok(data) => data,
+            Err(ForgeError::Refused { message, .. }) if message.contains("Could not resolve") => {
+                return Err(ForgeError::NotFound { what });
+            }
+            Err(e) => return Err(e),
+        };
+        let found: GhRepoQuery =
+            serde_json::from_value(data).map_err(|e| ForgeError::Malformed {
+                what: what.clone(),
+                message: e.to_string(),
+            })?;
+        let branch = found
+            .repository
+            .ok_or_else(|| ForgeError::NotFound { what: what.clone() })?
+            .default_branch_ref
+            .ok_or_else(|| ForgeError::Refused {
+                what,
+                status: 409,
+                message: "the repository is empty: it has no default branch".into(),
+            })?;
         Ok(Repository {
             name: repo.clone(),
-            default_branch: info.default_branch,
-            head_sha: CommitSha(branch.commit.sha),
+            default_branch: branch.name,
+            head_sha: CommitSha(branch.target.oid),
         })
     }
 
@@ -483,9 +515,8 @@ impl Forge for GithubForge {
         repo: &RepoName,
         new: &NewPullRequest<'_>,
     ) -> Result<PullRequest, ForgeError> {
-        if let Some(found) = self.open_pull(repo, new.head_branch).await? {
-            return Ok(found);
-        }
+        // Created first and looked up only when GitHub says one is open already: a
+        // session's first publication takes one request, a repeated one two.
         let created: Result<GhPull, _> = self
             .shared
             .request(
@@ -551,12 +582,15 @@ impl Forge for GithubForge {
             what: format!("find check `{}`", check.name),
             message: e.to_string(),
         })?;
-        let found: GhCheckRuns = self
-            .get(&format!(
+        let found: GhCheckRuns = if check.new_commit {
+            GhCheckRuns::default()
+        } else {
+            self.get(&format!(
                 "{base}/commits/{}/check-runs?{query}",
                 encode_path(check.head_sha.as_str())
             ))
-            .await?;
+            .await?
+        };
         // Another app's check of the same name is not ours to overwrite.
         let ours = found.check_runs.into_iter().find(|run| {
             run.name == check.name && run.app.as_ref().is_some_and(|a| a.id == self.shared.app_id)
@@ -637,21 +671,39 @@ impl Forge for GithubForge {
     }
 
     async fn git_remote(&self, repo: &RepoName) -> Result<GitRemote, ForgeError> {
-        let info: GhRepo = self.get(&repo_path(repo)).await?;
-        let name = repo.as_str().rsplit('/').next().unwrap_or(repo.as_str());
-        // A token of its own rather than the client's cached one: it is fresh (an hour
-        // left, where the cached one may be about to expire) and limited to this
-        // repository's contents, which is all git needs.
+        // GitHub serves every repository's git at `{web}/{owner}/{repo}.git` (renamed ones
+        // redirect), so no request is needed to learn where.
+        let url = format!("{}/{repo}.git", self.shared.web_url);
+        // The installation's one token, shared with the REST client: minted again only
+        // when it has less than `GIT_TOKEN_MARGIN` left, so a fetch or push started now
+        // does not outlive it. octocrab drops it at a 401, so a revoked one is renewed.
+        let what = || format!("use installation {}'s token for git", self.installation);
+        let margin = chrono::Duration::from_std(GIT_TOKEN_MARGIN).unwrap_or_default();
         let password = self
-            .mint_token(&json!({
-                "repositories": [name],
-                "permissions": { "contents": "write" },
-            }))
-            .await?;
+            .client
+            .installation_token_with_buffer(margin)
+            .await
+            .map_err(|e| classify_octocrab(what(), e))?;
         Ok(GitRemote {
-            url: info.clone_url,
+            url,
             username: "x-access-token".to_owned(),
             password,
+        })
+    }
+
+    async fn renewed_git_remote(&self, repo: &RepoName) -> Result<GitRemote, ForgeError> {
+        // A margin longer than any token lives: octocrab mints a new one and keeps it,
+        // so REST renews with it too.
+        let what = || format!("renew installation {}'s token", self.installation);
+        let longer = chrono::Duration::hours(2);
+        let password = self
+            .client
+            .installation_token_with_buffer(longer)
+            .await
+            .map_err(|e| classify_octocrab(what(), e))?;
+        Ok(GitRemote {
+            password,
+            ..self.git_remote(repo).await?
         })
     }
 
@@ -1190,7 +1242,7 @@ impl From<GhPull> for PullRequest {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
 struct GhCheckRuns {
     check_runs: Vec<GhCheckRun>,
 }
@@ -1426,19 +1478,25 @@ impl From<GhComment> for Comment {
 }
 
 #[derive(Deserialize)]
-struct GhRepo {
-    default_branch: String,
-    clone_url: String,
+struct GhRepoQuery {
+    repository: Option<GhRepoNode>,
 }
 
 #[derive(Deserialize)]
-struct GhBranch {
-    commit: GhCommitRef,
+#[serde(rename_all = "camelCase")]
+struct GhRepoNode {
+    default_branch_ref: Option<GhRefNode>,
 }
 
 #[derive(Deserialize)]
-struct GhCommitRef {
-    sha: String,
+struct GhRefNode {
+    name: String,
+    target: GhOid,
+}
+
+#[derive(Deserialize)]
+struct GhOid {
+    oid: String,
 }
 
 #[derive(Deserialize)]

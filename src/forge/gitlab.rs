@@ -4,8 +4,9 @@
 //! checks, the git remote. Wire shapes stay in this file as small local structs.
 
 use std::borrow::Cow;
-use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use async_trait::async_trait;
@@ -58,7 +59,14 @@ pub struct GitlabForge {
     retry: RetryPolicy,
     /// The token's own user: never changes for a token, so it is fetched once.
     me: Arc<OnceCell<Actor>>,
+    /// Each project's `http_url_to_repo` as last read, and when: reused by `git_remote`
+    /// for `CLONE_URL_KEPT`, so a session's fetches and pushes ask for it once.
+    clone_urls: Arc<Mutex<HashMap<RepoName, (String, Instant)>>>,
 }
+
+/// How long a project's clone URL is reused before it is read again (it changes only
+/// when the project moves, and GitLab redirects git from the old path meanwhile).
+const CLONE_URL_KEPT: Duration = Duration::from_secs(10 * 60);
 
 impl GitlabForge {
     /// Builds the client from the settings; a missing URL or token, or a token that cannot
@@ -103,6 +111,7 @@ impl GitlabForge {
             token,
             retry: RetryPolicy::default(),
             me: Arc::new(OnceCell::new()),
+            clone_urls: Arc::default(),
         })
     }
 
@@ -317,9 +326,78 @@ impl GitlabForge {
             .map(PullRequest::from))
     }
 
-    async fn default_branch(&self, repo: &RepoName) -> Result<Option<String>, ForgeError> {
-        let project: GlProject = self.get(&project_path(repo)).await?;
-        Ok(project.default_branch)
+    /// The access a user (by id) has to the project, direct or inherited.
+    async fn member_permission(
+        &self,
+        repo: &RepoName,
+        user: i64,
+    ) -> Result<Permission, ForgeError> {
+        // `members/all` includes memberships inherited from parent groups and shared groups.
+        let path = format!("{}/members/all/{user}", project_path(repo));
+        let member: GlMember = match self.get(&path).await {
+            Ok(member) => member,
+            Err(ForgeError::NotFound { .. }) => return Ok(Permission::None),
+            Err(e) => return Err(e),
+        };
+        let active = |state: &Option<String>| state.as_deref().is_none_or(|s| s == "active");
+        if !active(&member.state) || !active(&member.membership_state) {
+            return Ok(Permission::None);
+        }
+        Ok(access_level_permission(member.access_level))
+    }
+
+    /// The project as GitLab has it now; its clone URL, if the token may go there, is
+    /// kept for `git_remote`.
+    async fn project(&self, repo: &RepoName) -> Result<GlProject, ForgeError> {
+        let path = project_path(repo);
+        let project: GlProject = self.get(&path).await?;
+        if let Some(url) = &project.http_url_to_repo
+            && self.check_clone_url(url, &path).is_ok()
+            && let Ok(mut kept) = self.clone_urls.lock()
+        {
+            kept.insert(repo.clone(), (url.clone(), Instant::now()));
+        }
+        Ok(project)
+    }
+
+    /// Whether the token may be handed to git at `url` (read from `path`): the URL must
+    /// be on the host the token was configured for, over https if the API is, since the
+    /// token goes to whatever host the project reports.
+    fn check_clone_url(&self, url: &str, path: &str) -> Result<(), ForgeError> {
+        let parsed = reqwest::Url::parse(url).map_err(|e| ForgeError::Malformed {
+            what: format!("GET {path}"),
+            message: format!("http_url_to_repo `{url}` is not a URL: {e}"),
+        })?;
+        let api = reqwest::Url::parse(&self.api).map_err(|e| ForgeError::Client {
+            what: "read the GitLab URL".into(),
+            message: e.to_string(),
+        })?;
+        let same_host = parsed.host_str() == api.host_str();
+        let downgraded = api.scheme() == "https" && parsed.scheme() != "https";
+        if !same_host || downgraded || !parsed.username().is_empty() {
+            return Err(ForgeError::Client {
+                what: format!("push to `{}`", parsed.as_str()),
+                message: format!(
+                    "it is not on {}://{}, where the GitLab token belongs (check GitLab's external_url)",
+                    api.scheme(),
+                    api.host_str().unwrap_or_default()
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// The project's clone URL: as read within `CLONE_URL_KEPT`, or read now.
+    async fn clone_url(&self, repo: &RepoName) -> Result<Option<String>, ForgeError> {
+        let kept = self.clone_urls.lock().ok().and_then(|kept| {
+            kept.get(repo)
+                .filter(|(_, at)| at.elapsed() < CLONE_URL_KEPT)
+                .map(|(url, _)| url.clone())
+        });
+        match kept {
+            Some(url) => Ok(Some(url)),
+            None => Ok(self.project(repo).await?.http_url_to_repo),
+        }
     }
 }
 
@@ -369,7 +447,7 @@ impl Forge for GitlabForge {
 
     async fn repository(&self, repo: &RepoName) -> Result<Repository, ForgeError> {
         let base = project_path(repo);
-        let Some(default_branch) = self.default_branch(repo).await? else {
+        let Some(default_branch) = self.project(repo).await?.default_branch else {
             return Err(ForgeError::Malformed {
                 what: format!("GET {base}"),
                 message: "the project has no default branch (is its repository empty?)".into(),
@@ -655,18 +733,16 @@ impl Forge for GitlabForge {
         else {
             return Ok(Permission::None);
         };
-        // `members/all` includes memberships inherited from parent groups and shared groups.
-        let path = format!("{}/members/all/{}", project_path(repo), user.id);
-        let member: GlMember = match self.get(&path).await {
-            Ok(member) => member,
-            Err(ForgeError::NotFound { .. }) => return Ok(Permission::None),
-            Err(e) => return Err(e),
-        };
-        let active = |state: &Option<String>| state.as_deref().is_none_or(|s| s == "active");
-        if !active(&member.state) || !active(&member.membership_state) {
-            return Ok(Permission::None);
+        self.member_permission(repo, user.id).await
+    }
+
+    /// By the id GitLab gave the user: no lookup of the name (and a renamed user is
+    /// still the same one).
+    async fn permission_of(&self, repo: &RepoName, who: &Actor) -> Result<Permission, ForgeError> {
+        match who.id {
+            0 => self.permission(repo, &who.login).await,
+            id => self.member_permission(repo, id).await,
         }
-        Ok(access_level_permission(member.access_level))
     }
 
     /// From the label events: one webhook secret may serve many projects, so a
@@ -713,16 +789,13 @@ impl Forge for GitlabForge {
     }
 
     async fn read_file(&self, repo: &RepoName, path: &str) -> Result<Option<String>, ForgeError> {
-        // Repository configuration may only come from the default branch, so the branch
-        // is named explicitly rather than left to the endpoint's default.
-        let Some(branch) = self.default_branch(repo).await? else {
-            return Ok(None);
-        };
+        // Repository configuration may only come from the default branch: `HEAD` names
+        // it, without a request to learn its name. An empty repository has no `HEAD`
+        // and so no file.
         let route = format!(
-            "{}/repository/files/{}?ref={}",
+            "{}/repository/files/{}?ref=HEAD",
             project_path(repo),
             encode(path.trim_matches('/')),
-            encode(&branch)
         );
         let file: GlFile = match self.get(&route).await {
             Ok(file) => file,
@@ -748,9 +821,8 @@ impl Forge for GitlabForge {
         repo: &RepoName,
         new: &NewPullRequest<'_>,
     ) -> Result<PullRequest, ForgeError> {
-        if let Some(found) = self.open_merge_request(repo, new.head_branch).await? {
-            return Ok(found);
-        }
+        // Created first and looked up only when GitLab says one is open already: a
+        // session's first publication takes one request, a repeated one two.
         // GitLab has no draft flag on create: the title prefix is how it is asked for.
         let title = match new.draft {
             true if !new.title.starts_with("Draft:") => Cow::Owned(format!("Draft: {}", new.title)),
@@ -768,9 +840,9 @@ impl Forge for GitlabForge {
             .await
         {
             Ok(created) => Ok(created.into()),
-            // "Another open merge request already exists for this source branch": after a
-            // create GitLab stored but answered with a 502 or a timeout, the retry lands
-            // here, and the stored one is the answer. GitLab gives the same status to a
+            // "Another open merge request already exists for this source branch": from an
+            // earlier attempt, or a create GitLab stored but answered with a 502 or a
+            // timeout, whose retry lands here; the stored one is the answer. GitLab gives the same status to a
             // missing branch, so with nothing to find the refusal stands.
             Err(conflict @ ForgeError::Refused { status: 409, .. }) => {
                 match self.open_merge_request(repo, new.head_branch).await? {
@@ -865,32 +937,15 @@ impl Forge for GitlabForge {
     /// handed to whatever host the project reports.
     async fn git_remote(&self, repo: &RepoName) -> Result<GitRemote, ForgeError> {
         let path = project_path(repo);
-        let project: GlProject = self.get(&path).await?;
         let malformed = |message: String| ForgeError::Malformed {
             what: format!("GET {path}"),
             message,
         };
-        let url = project
-            .http_url_to_repo
+        let url = self
+            .clone_url(repo)
+            .await?
             .ok_or_else(|| malformed("the project has no http_url_to_repo".into()))?;
-        let parsed = reqwest::Url::parse(&url)
-            .map_err(|e| malformed(format!("http_url_to_repo `{url}` is not a URL: {e}")))?;
-        let api = reqwest::Url::parse(&self.api).map_err(|e| ForgeError::Client {
-            what: "read the GitLab URL".into(),
-            message: e.to_string(),
-        })?;
-        let same_host = parsed.host_str() == api.host_str();
-        let downgraded = api.scheme() == "https" && parsed.scheme() != "https";
-        if !same_host || downgraded || !parsed.username().is_empty() {
-            return Err(ForgeError::Client {
-                what: format!("push to `{}`", parsed.as_str()),
-                message: format!(
-                    "it is not on {}://{}, where the GitLab token belongs (check GitLab's external_url)",
-                    api.scheme(),
-                    api.host_str().unwrap_or_default()
-                ),
-            });
-        }
+        self.check_clone_url(&url, &path)?;
         Ok(GitRemote {
             url,
             username: "oauth2".into(),

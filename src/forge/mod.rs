@@ -150,6 +150,10 @@ pub struct Check<'a> {
     /// Markdown details (test report); truncated likewise.
     pub text: &'a str,
     pub details_url: Option<&'a str>,
+    /// The caller has just pushed `head_sha` to a branch that did not hold it, so no
+    /// check of this name can be on it yet: the forge may create one without looking
+    /// for one to update.
+    pub new_commit: bool,
 }
 
 /// How git reaches a repository: the URL holds no credentials, they are handed to git
@@ -354,6 +358,12 @@ pub trait Forge: Send + Sync {
 
     async fn permission(&self, repo: &RepoName, login: &str) -> Result<Permission, ForgeError>;
 
+    /// [`Forge::permission`] of someone the forge described (a comment's author, a label
+    /// event's user): a forge that keys permissions by user id uses the id it gave.
+    async fn permission_of(&self, repo: &RepoName, who: &Actor) -> Result<Permission, ForgeError> {
+        self.permission(repo, &who.login).await
+    }
+
     /// Who last made `change` to `label` on the issue, as the forge records it: a
     /// webhook's actor is only what its sender claims. `claimed` is that actor, the answer
     /// where the forge alone signs its webhooks. `None` when the forge has no record of
@@ -399,6 +409,12 @@ pub trait Forge: Send + Sync {
 
     /// Where to fetch and push the repository, with credentials valid for about an hour.
     async fn git_remote(&self, repo: &RepoName) -> Result<GitRemote, ForgeError>;
+
+    /// [`Forge::git_remote`] with credentials renewed: for one more try after git refused
+    /// the ones it was given (a token revoked since it was handed out).
+    async fn renewed_git_remote(&self, repo: &RepoName) -> Result<GitRemote, ForgeError> {
+        self.git_remote(repo).await
+    }
 
     /// Review `review` of pull request `pull` as the forge has it, with its inline
     /// comments. `NotFound` when the pull request has no such review, or the forge has no

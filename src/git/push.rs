@@ -41,10 +41,20 @@ pub struct PushError {
     pub failure: PushFailure,
 }
 
+/// What a successful push did to the remote branch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pushed {
+    /// The branch was created or moved to the commit by this push.
+    Moved,
+    /// The branch already held the commit (an earlier attempt pushed it), or git did not
+    /// say: whatever an earlier attempt attached to the commit may be there.
+    Already,
+}
+
 /// Pushes `refs/heads/<branch>` from `git_dir` to the remote, without force: a branch
 /// that already holds exactly this commit (a repeated push after a lost answer) is a
 /// success; one holding other commits is refused rather than overwritten.
-pub async fn push(git_dir: &Path, remote: &GitRemote, branch: &str) -> Result<(), PushError> {
+pub async fn push(git_dir: &Path, remote: &GitRemote, branch: &str) -> Result<Pushed, PushError> {
     let (branch_name, url) = (branch.to_owned(), remote.url.clone());
     let (git_dir, remote, branch) = (git_dir.to_owned(), remote.clone(), branch.to_owned());
     tokio::task::spawn_blocking(move || push_blocking(&git_dir, &remote, &branch))
@@ -90,7 +100,7 @@ pub async fn push_commit(
             "planwright: kept",
         )
         .map_err(|e| local(e.message().into()))?;
-        push_blocking(&git_dir, &remote, &branch)
+        push_blocking(&git_dir, &remote, &branch).map(|_| ())
     })
     .await
     .map_err(|e| PushError {
@@ -101,7 +111,7 @@ pub async fn push_commit(
     })?
 }
 
-fn push_blocking(git_dir: &Path, remote: &GitRemote, branch: &str) -> Result<(), PushError> {
+fn push_blocking(git_dir: &Path, remote: &GitRemote, branch: &str) -> Result<Pushed, PushError> {
     let fail = |message: String, failure: PushFailure| PushError {
         branch: branch.to_owned(),
         url: remote.url.clone(),
@@ -131,10 +141,16 @@ fn push_blocking(git_dir: &Path, remote: &GitRemote, branch: &str) -> Result<(),
         && let Ok(target) = Repository::open(&remote.url)
         && !target.is_bare()
     {
-        return fetch_into(&repo, git_dir, &target, branch).map_err(|(m, f)| fail(m, f));
+        return fetch_into(&repo, git_dir, &target, branch)
+            .map(|()| Pushed::Already)
+            .map_err(|(m, f)| fail(m, f));
     }
     let refused = std::cell::Cell::new(false);
     let rejected = std::cell::RefCell::new(None::<String>);
+    // Whether the update git sends moves our branch: the remote's commit before it
+    // against ours.
+    let moved = std::cell::Cell::new(false);
+    let target = format!("refs/heads/{branch}");
     let mut ask = super::credentials(remote.username.clone(), remote.password.clone());
     let mut callbacks = RemoteCallbacks::new();
     callbacks.credentials(|url, user, allowed| {
@@ -143,6 +159,14 @@ fn push_blocking(git_dir: &Path, remote: &GitRemote, branch: &str) -> Result<(),
     callbacks.push_update_reference(|reference, status| {
         if let Some(status) = status {
             *rejected.borrow_mut() = Some(format!("the forge refused {reference}: {status}"));
+        }
+        Ok(())
+    });
+    callbacks.push_negotiation(|updates| {
+        for update in updates {
+            if update.dst_refname().is_ok_and(|r| r == target) && update.src() != update.dst() {
+                moved.set(true);
+            }
         }
         Ok(())
     });
@@ -164,7 +188,8 @@ fn push_blocking(git_dir: &Path, remote: &GitRemote, branch: &str) -> Result<(),
     }
     match rejected.into_inner() {
         Some(message) => Err(fail(message, PushFailure::Rejected)),
-        None => Ok(()),
+        None if moved.get() => Ok(Pushed::Moved),
+        None => Ok(Pushed::Already),
     }
 }
 

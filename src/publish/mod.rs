@@ -240,7 +240,15 @@ async fn publish_in_span(
         });
     }
     let remote = forge.git_remote(p.repo).await?;
-    push::push(&workspace.git_dir(), &remote, workspace.branch()).await?;
+    let pushed = match push::push(&workspace.git_dir(), &remote, workspace.branch()).await {
+        // The token may have been revoked since it was handed out: renewed once.
+        Err(e) if e.failure == push::PushFailure::Refused => {
+            tracing::warn!(error = %e, "git refused the credentials; pushing once more with renewed ones");
+            let renewed = forge.renewed_git_remote(p.repo).await?;
+            push::push(&workspace.git_dir(), &renewed, workspace.branch()).await?
+        }
+        pushed => pushed?,
+    };
     tracing::info!(branch = workspace.branch(), commit = %commit, "pushed");
 
     let body = pull_body(p, &cost);
@@ -282,6 +290,8 @@ async fn publish_in_span(
                 summary: &summary,
                 text: &p.verification.details,
                 details_url: Some(&pull.url),
+                // Pushed just now, so no check of ours can be on it yet.
+                new_commit: pushed == push::Pushed::Moved,
             },
         )
         .await?;

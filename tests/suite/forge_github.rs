@@ -417,14 +417,22 @@ async fn pull_requests_are_numbered_beside_issues_and_looked_up_by_branch() {
         .find_or_create_pull(&repo(), &new_pull("planwright/issue-3", "second"))
         .await
         .unwrap();
-    assert_eq!(fake.count("POST", "/repos/octo-org/hello-world/pulls"), 1);
+    // Created at once; the second is refused as a duplicate and only then looked up.
+    let creates: Vec<u16> = fake
+        .requests()
+        .iter()
+        .filter(|r| r.method == "POST" && r.path == "/repos/octo-org/hello-world/pulls")
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(creates, [201, 422]);
+    assert_eq!(fake.pulls(REPO).len(), 1);
     let lookups: Vec<String> = fake
         .requests()
         .into_iter()
         .filter(|r| r.method == "GET" && r.path.contains("/pulls?"))
         .map(|r| r.path)
         .collect();
-    assert_eq!(lookups.len(), 2);
+    assert_eq!(lookups.len(), 1);
     assert!(
         lookups[0].contains("head=octo-org%3Aplanwright%2Fissue-3")
             && lookups[0].contains("state=open"),
@@ -474,13 +482,15 @@ async fn a_create_carried_out_then_lost_to_a_bad_gateway_opens_one_pull_request(
         .collect();
     assert_eq!(creates, [502, 422], "retried once, refused as a duplicate");
 
-    // And a later call (a retried job) finds the same one without creating.
+    // And a later call (a retried job) finds the same one: its create is refused as a
+    // duplicate, nothing new is opened.
     let again = forge
         .find_or_create_pull(&repo(), &new_pull("planwright/issue-3", "body"))
         .await
         .unwrap();
     assert_eq!(again, pull);
-    assert_eq!(fake.count("POST", "/repos/octo-org/hello-world/pulls"), 2);
+    assert_eq!(fake.pulls(REPO).len(), 1);
+    assert_eq!(fake.count("POST", "/repos/octo-org/hello-world/pulls"), 3);
 }
 
 #[tokio::test]
@@ -518,6 +528,7 @@ fn check<'a>(sha: &'a CommitSha, state: CheckState, summary: &'a str, text: &'a 
         summary,
         text,
         details_url: Some("https://planwright.example.com/sessions/1"),
+        new_commit: false,
     }
 }
 
@@ -831,7 +842,8 @@ async fn git_clones_and_pushes_with_the_remote_credentials() {
     );
 
     let remote = forge.git_remote(&repo()).await.unwrap();
-    assert_eq!(remote.url, format!("{}/Octo-Org/Hello-World.git", fake.url));
+    // GitHub serves git at the web address, names in any case: nothing is asked for it.
+    assert_eq!(remote.url, format!("{}/octo-org/hello-world.git", fake.url));
     assert_eq!(remote.username, "x-access-token");
     let token = remote.password.expose_secret().to_owned();
     assert!(token.starts_with("ghs_"));
@@ -899,9 +911,11 @@ async fn git_clones_and_pushes_with_the_remote_credentials() {
         "{error:?}"
     );
 
-    // Each remote carries a fresh token of its own.
+    // The installation's one token serves every remote and the REST calls until it is
+    // near its end: nothing more was minted.
     let second = forge.git_remote(&repo()).await.unwrap();
-    assert_ne!(second.password.expose_secret(), token);
+    assert_eq!(second.password.expose_secret(), token);
+    assert_eq!(fake.count("POST", "/app/installations/"), 1);
 
     for r in fake.requests() {
         assert!(!r.path.contains(&token), "token in a URL: {}", r.path);
@@ -909,7 +923,11 @@ async fn git_clones_and_pushes_with_the_remote_credentials() {
     let git_requests: Vec<_> = fake
         .requests()
         .into_iter()
-        .filter(|r| r.path.starts_with("/Octo-Org/Hello-World.git/"))
+        .filter(|r| {
+            r.path
+                .to_ascii_lowercase()
+                .starts_with("/octo-org/hello-world.git/")
+        })
         .collect();
     assert!(
         git_requests
@@ -967,15 +985,20 @@ async fn git_refuses_a_wrong_a_revoked_or_another_repositorys_token() {
     .await;
     assert!(!refused.status.success(), "{}", output_text(&refused));
 
-    // The token is limited to the repository it was asked for.
-    let other_url = format!("{}/Octo-Org/Other.git", fake.url);
+    // The token is the installation's (shared with its REST calls): a repository outside
+    // the installation is refused.
+    const OUTSIDE: &str = "Octo-Org/Outside";
+    fake.add_repo(OUTSIDE, "main", HEAD_SHA);
+    fake.create_git_repo(OUTSIDE, &[("README.md", "outside\n")]);
+    let outside_url = format!("{}/Octo-Org/Outside.git", fake.url);
     let refused = git_with(
         &remote,
         work.path(),
-        &["clone", "--quiet", &other_url, "other"],
+        &["clone", "--quiet", &outside_url, "outside"],
     )
     .await;
     assert!(!refused.status.success(), "{}", output_text(&refused));
+    let other_url = format!("{}/Octo-Org/Other.git", fake.url);
     let other_remote = forge
         .git_remote(&RepoName::parse(OTHER).unwrap())
         .await

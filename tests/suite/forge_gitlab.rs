@@ -265,14 +265,16 @@ async fn files_are_asked_for_at_the_default_branch() {
         .filter(|r| r.path.contains("/repository/files/"))
         .map(|r| r.path)
         .collect();
+    // `HEAD` is GitLab's name for the default branch: no request to learn what it is.
     assert_eq!(
         asked,
         [
-            format!("{API}/repository/files/.gitlab%2Fplanwright.yml?ref=main"),
+            format!("{API}/repository/files/.gitlab%2Fplanwright.yml?ref=HEAD"),
             // A missing file is an answer, not a failure: asked once.
-            format!("{API}/repository/files/.planwright.yml?ref=main"),
+            format!("{API}/repository/files/.planwright.yml?ref=HEAD"),
         ]
     );
+    assert_eq!(fake.requests().len(), 2, "nothing but the files");
 }
 
 #[tokio::test]
@@ -462,6 +464,7 @@ fn check<'a>(sha: &'a CommitSha, state: CheckState, title: &'a str) -> Check<'a>
         summary: "## Verification\n\n12 passed",
         text: "full report",
         details_url: Some("https://planwright.example.com/sessions/1"),
+        new_commit: false,
     }
 }
 
@@ -487,9 +490,10 @@ async fn opens_a_merge_request_once_and_finds_it_after() {
         .unwrap();
     assert_eq!(again, opened, "the open one is returned as it is");
     assert_eq!(fake.merge_requests(PROJECT).len(), 1);
+    // Created at once; the second create is refused as a duplicate, then looked up.
     assert_eq!(
         fake.statuses("POST", &format!("{API}/merge_requests")),
-        [201]
+        [201, 409]
     );
     let lookups: Vec<String> = fake
         .requests()
@@ -497,7 +501,7 @@ async fn opens_a_merge_request_once_and_finds_it_after() {
         .filter(|r| r.method == "GET" && r.path.starts_with(&format!("{API}/merge_requests")))
         .map(|r| r.path)
         .collect();
-    assert_eq!(lookups.len(), 2);
+    assert_eq!(lookups.len(), 1);
     assert!(
         lookups[0].contains("state=opened")
             && lookups[0].contains("source_branch=planwright%2Fissue-3"),

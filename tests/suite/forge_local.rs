@@ -463,6 +463,7 @@ async fn checks_are_written_whole_and_echoed() {
                     summary: "| test | before | after |",
                     text: &long_text,
                     details_url: None,
+                    new_commit: false,
                 },
             )
             .await
@@ -500,6 +501,7 @@ async fn checks_are_written_whole_and_echoed() {
                 summary: "",
                 text: "",
                 details_url: None,
+                new_commit: false,
             },
         )
         .await

@@ -447,9 +447,10 @@ async fn github_gets_one_commit_one_pull_request_and_a_check_however_often_it_is
     assert_eq!(again_pull.number, pull.number);
     assert_eq!(commits_ahead(&bare, &branch), [commit.as_str()]);
     assert_eq!(gh.fake.pulls(REPO).len(), 1);
+    // The second create is refused as a duplicate and the open one is used.
     assert_eq!(
         gh.fake.count("POST", "/repos/octo-org/hello-world/pulls"),
-        1
+        2
     );
     assert_eq!(
         gh.fake.count("PATCH", "/repos/octo-org/hello-world/pulls"),
@@ -559,9 +560,10 @@ async fn github_a_lost_answer_to_the_pull_request_is_repeated_without_a_second_o
     assert_eq!(pulls.len(), 1);
     assert_eq!(pulls[0].number, pull.number.0);
     assert!(pulls[0].draft, "a failed run opens a draft");
+    // Three lost answers, then a create refused as a duplicate and looked up.
     assert_eq!(
         gh.fake.count("POST", "/repos/octo-org/hello-world/pulls"),
-        3
+        4
     );
     let body = pulls[0].body.clone().unwrap();
     assert!(
@@ -594,9 +596,9 @@ async fn github_a_refused_token_fails_for_good_and_pushes_nothing() {
     )
     .await;
     let branch = workspace.branch().to_owned();
-    // The token publish gets is revoked before git uses it.
+    // Every token publish gets, renewed or not, is revoked before git uses it.
     gh.fake
-        .revoke_tokens_before("GET", &format!("/{REPO}.git/info/refs"));
+        .revoke_tokens_before_each("GET", &format!("/{REPO}.git/info/refs"));
 
     let error = publish::publish(
         gh.forge.as_ref(),
@@ -637,12 +639,55 @@ async fn github_a_refused_token_fails_for_good_and_pushes_nothing() {
         .filter(|r| r.path.contains(".git/") && r.status == 401)
         .count();
     assert!(
-        refusals <= 3,
-        "the refused token is not offered forever: {refusals}"
+        refusals <= 6,
+        "the refused tokens are not offered forever: {refusals}"
     );
+    let tokens: std::collections::BTreeSet<&String> = presented.iter().collect();
+    assert_eq!(tokens.len(), 2, "renewed once: {tokens:?}");
     assert!(!has_branch(&gh.fake.git_dir(REPO), &branch));
     assert!(gh.fake.pulls(REPO).is_empty());
     assert!(gh.fake.check_runs(REPO).is_empty());
+}
+
+#[tokio::test]
+async fn github_a_token_revoked_before_the_push_is_renewed_once() {
+    let gh = github().await;
+    let run = Run::new(REPO, &gh.base);
+    let db = db_with_usage(&run.session).await;
+    let (_workspaces, workspace) = changed_workspace(
+        db.dir.path(),
+        gh.forge.as_ref(),
+        "github",
+        &run.repo,
+        &gh.base,
+    )
+    .await;
+    let branch = workspace.branch().to_owned();
+    let mints = || gh.fake.count("POST", "/app/installations/");
+    let minted = mints();
+    // The installation's token, which the workspace's fetch used, is revoked.
+    gh.fake
+        .revoke_tokens_before("GET", &format!("/{REPO}.git/info/refs"));
+
+    let published = publish::publish(
+        gh.forge.as_ref(),
+        &db.db,
+        &workspace,
+        &run.publication(gh.forge.as_ref()),
+    )
+    .await
+    .unwrap();
+    let (commit, _pull) = pull_of(&published);
+    assert_eq!(
+        commits_ahead(&gh.fake.git_dir(REPO), &branch),
+        [commit.as_str()]
+    );
+    assert_eq!(
+        mints(),
+        minted + 1,
+        "one renewal, shared by git and the REST calls after it"
+    );
+    assert_eq!(gh.fake.pulls(REPO).len(), 1);
 }
 
 #[tokio::test]
@@ -982,7 +1027,8 @@ async fn no_log_line_carries_a_token() {
     assert!(logs.contains("publish failed"), "the capture works: {logs}");
     let mut tokens = gh.fake.issued_tokens();
     tokens.push(fake_gitlab::TOKEN.to_owned());
-    assert!(tokens.len() >= 3, "{tokens:?}");
+    // The installation's one token (shared by REST and git) and GitLab's.
+    assert!(tokens.len() >= 2, "{tokens:?}");
     for token in tokens {
         assert!(!logs.contains(&token), "token in the logs:\n{logs}");
     }

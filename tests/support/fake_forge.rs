@@ -263,7 +263,7 @@ struct GithubState {
     log: RequestLog<Credential>,
     faults: Faults,
     /// `(method, path prefix)`: every token is revoked just before the next such request.
-    revoke_before: Option<(String, String)>,
+    revoke_before: Option<(String, String, bool)>,
     /// The `head` filter of the pull request list is ignored, as GitHub does with one it
     /// cannot apply: every open pull request is listed.
     ignore_head_filter: bool,
@@ -829,7 +829,12 @@ impl FakeGithub {
     /// Revokes every token just before the next request with `method` whose path starts
     /// with `prefix`, so that request meets a token the client believes valid.
     pub fn revoke_tokens_before(&self, method: &str, prefix: &str) {
-        self.with(|w| w.revoke_before = Some((method.to_owned(), prefix.to_owned())));
+        self.with(|w| w.revoke_before = Some((method.to_owned(), prefix.to_owned(), false)));
+    }
+
+    /// As [`FakeGithub::revoke_tokens_before`], before every such request.
+    pub fn revoke_tokens_before_each(&self, method: &str, prefix: &str) {
+        self.with(|w| w.revoke_before = Some((method.to_owned(), prefix.to_owned(), true)));
     }
 
     /// The next GraphQL call answers 200 with this error, as GitHub reports failures.
@@ -948,11 +953,17 @@ async fn handle(
     if let Some((key, path_info)) = git_route(uri.path()) {
         {
             let mut w = world.lock().unwrap();
-            if let Some((m, prefix)) = &w.revoke_before
+            // GitHub's paths take names in any case.
+            if let Some((m, prefix, always)) = &w.revoke_before
                 && m == method.as_str()
-                && uri.path().starts_with(prefix.as_str())
+                && uri
+                    .path()
+                    .to_ascii_lowercase()
+                    .starts_with(&prefix.to_ascii_lowercase())
             {
-                w.revoke_before = None;
+                if !always {
+                    w.revoke_before = None;
+                }
                 w.tokens.clear();
             }
         }
@@ -964,11 +975,13 @@ async fn handle(
         p => p.strip_prefix("/api/v3").unwrap_or(p),
     };
     let mut w = world.lock().unwrap();
-    if let Some((m, prefix)) = &w.revoke_before
+    if let Some((m, prefix, always)) = &w.revoke_before
         && m == method.as_str()
         && path.starts_with(prefix.as_str())
     {
-        w.revoke_before = None;
+        if !always {
+            w.revoke_before = None;
+        }
         w.tokens.clear();
     }
     let credential = credential(&w, &headers);
@@ -2109,8 +2122,14 @@ fn graphql(w: &mut GithubState, token: &str, body: &Value) -> Response {
         .get("query")
         .and_then(Value::as_str)
         .unwrap_or_default();
+    if query.contains("defaultBranchRef") {
+        return graphql_repository(w, token, body);
+    }
     if !query.contains("minimizeComment") {
-        return graphql_error("UNSUPPORTED", "the fake only knows minimizeComment".into());
+        return graphql_error(
+            "UNSUPPORTED",
+            "the fake only knows minimizeComment and a repository's defaultBranchRef".into(),
+        );
     }
     // `name: value` in the mutation's input, a `$variable` looked up in `variables`.
     let argument = |name: &str| -> Option<String> {
@@ -2160,6 +2179,32 @@ fn graphql(w: &mut GithubState, token: &str, body: &Value) -> Response {
         } } },
     }))
     .into_response()
+}
+
+/// `repository(owner:, name:) { defaultBranchRef { name target { oid } } }`, answered
+/// as GitHub does: `null` with a NOT_FOUND error for a repository the token cannot see.
+fn graphql_repository(w: &GithubState, token: &str, body: &Value) -> Response {
+    let variable = |name: &str| body["variables"][name].as_str().unwrap_or_default();
+    let key = format!("{}/{}", variable("owner"), variable("name"));
+    match w.repos.get(&key).filter(|_| w.token_sees(token, &key)) {
+        Some(repo) => axum::Json(json!({
+            "data": { "repository": { "defaultBranchRef": {
+                "name": repo.default_branch,
+                "target": { "oid": repo.head_sha },
+            } } },
+        }))
+        .into_response(),
+        None => axum::Json(json!({
+            "data": { "repository": null },
+            "errors": [{
+                "type": "NOT_FOUND",
+                "path": ["repository"],
+                "locations": [{ "line": 1, "column": 47 }],
+                "message": format!("Could not resolve to a Repository with the name '{key}'."),
+            }],
+        }))
+        .into_response(),
+    }
 }
 
 fn has_thread(repo: &FakeRepo, number: i64) -> bool {

@@ -1017,7 +1017,12 @@ fn route(
             let Some(reference) = query.get("ref") else {
                 return error(StatusCode::BAD_REQUEST, "ref is missing");
             };
-            let Some(sha) = p.branches.get(reference) else {
+            // `HEAD` is the default branch, as GitLab documents for `ref`.
+            let branch = match reference.as_str() {
+                "HEAD" => p.default_branch.as_deref().unwrap_or_default(),
+                other => other,
+            };
+            let Some(sha) = p.branches.get(branch) else {
                 return not_found("Commit");
             };
             let Some(bytes) = p.files.get(*path) else {
