@@ -62,7 +62,7 @@ pub(super) async fn on_comment(
     if is_bot(forge, author).await? {
         return Ok(());
     }
-    let permission = forge.permission(&event.repo, &author.login).await?;
+    let permission = forge.permission_of(&event.repo, author).await?;
     if permission < MAY_ANSWER {
         if refused_once(app, &session.id, &author.login).await? {
             let text = comments::answer_not_permitted(&author.login, permission);

@@ -757,14 +757,6 @@ pub(super) fn result_lost() -> String {
         .into()
 }
 
-pub(super) fn opening_pull() -> &'static str {
-    "Verification passed; opening the pull request."
-}
-
-pub(super) fn publishing_report() -> &'static str {
-    "The run did not pass; publishing its report."
-}
-
 pub(super) fn pull_opened(number: impl Display, url: &str) -> String {
     format!(
         "Pull request [#{number}]({url}) is open: verification passed and the reviewer accepted it."

@@ -82,7 +82,7 @@ pub(super) async fn permitted(
     config: &RepoConfig,
     doing: &str,
 ) -> Result<bool, JobError> {
-    let permission = forge.permission(&event.repo, &actor.login).await?;
+    let permission = forge.permission_of(&event.repo, actor).await?;
     if permission >= config.min_permission {
         return Ok(true);
     }
@@ -205,7 +205,7 @@ async fn on_comment(
         Err(e) => {
             // Only someone who may command planwright is told what went wrong: anyone
             // else's text gets no reply to spam the issue with.
-            if forge.permission(&event.repo, &author.login).await? >= config.min_permission {
+            if forge.permission_of(&event.repo, author).await? >= config.min_permission {
                 let text = comments::reply_to(&author.login, &e.to_string());
                 forge.create_comment(&event.repo, issue, &text).await?;
             }

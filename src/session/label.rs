@@ -146,7 +146,7 @@ pub(super) async fn on_unlabeled(
     if is_bot(forge, &by).await? {
         return Ok(());
     }
-    if forge.permission(&event.repo, &by.login).await? < config.min_permission {
+    if forge.permission_of(&event.repo, &by).await? < config.min_permission {
         info!(by = %by.login, "label removed by someone who may not cancel; session kept");
         return Ok(());
     }

@@ -374,7 +374,15 @@ impl Planning<'_> {
         let ours = |b: &str| {
             ContractMarker::find(b).is_some_and(|m| m.session == *id && m.version == version)
         };
-        let posted = match find_own_comment(forge, repo, issue, ours).await? {
+        let mut conn = self.app.db.writer.acquire().await?;
+        let first = sessions::claim_contract_post(&mut conn, id, row.version).await?;
+        drop(conn);
+        // Looked for only when an earlier attempt may have posted it.
+        let earlier = match first {
+            true => None,
+            false => find_own_comment(forge, repo, issue, ours).await?,
+        };
+        let posted = match earlier {
             Some(c) => c,
             None => forge.create_comment(repo, issue, body).await?,
         };

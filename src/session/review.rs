@@ -194,7 +194,7 @@ impl Reviewed<'_> {
         let Some(config) = policy_or_say(forge, event, say).await? else {
             return Ok(());
         };
-        let permission = forge.permission(&event.repo, &author.login).await?;
+        let permission = forge.permission_of(&event.repo, author).await?;
         if permission < config.min_permission {
             let text =
                 comments::review_not_permitted(&author.login, config.min_permission, permission);
@@ -352,9 +352,7 @@ pub(crate) async fn start_queued(
         return Ok(());
     };
     // Its writer may have lost the permission while it waited.
-    let permission = forge
-        .permission(&session.repo, &queued.author.login)
-        .await?;
+    let permission = forge.permission_of(&session.repo, &queued.author).await?;
     if permission < config.min_permission {
         return drop_queued(app, &session, review).await;
     }

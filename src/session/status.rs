@@ -31,9 +31,21 @@ pub(crate) async fn update_status(
         .map(CommentId);
     let comment = match known {
         Some(c) => Some(c),
-        None => find_own_comment(forge, &repo, issue, |b| b.contains(&marker))
-            .await?
-            .map(|c| c.id),
+        None => {
+            let mut conn = app.db.writer.acquire().await?;
+            let claim = sessions::claim_status_comment(&mut conn, &id).await?;
+            drop(conn);
+            match claim {
+                // Nobody posted one: no need to look.
+                sessions::StatusComment::First => None,
+                sessions::StatusComment::Posted(c) => c.parse::<i64>().ok().map(CommentId),
+                sessions::StatusComment::Unknown => {
+                    find_own_comment(forge, &repo, issue, |b| b.contains(&marker))
+                        .await?
+                        .map(|c| c.id)
+                }
+            }
+        }
     };
     let id_text = match comment {
         Some(c) => {

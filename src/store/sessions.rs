@@ -224,6 +224,46 @@ pub async fn set_status_comment(
     Ok(())
 }
 
+/// Where a session stands with its status comment before one is posted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StatusComment {
+    /// None was ever asked for: the caller now holds the first post (recorded, so a
+    /// retry after a crash knows a comment may exist).
+    First,
+    /// Posted, with this id.
+    Posted(String),
+    /// A post was started and its id not recorded: the comment may exist.
+    Unknown,
+}
+
+/// Claims the first post of the session's status comment, or says what an earlier
+/// one left: one conditional write, so a stale row or a concurrent job never posts a
+/// second comment.
+pub async fn claim_status_comment(
+    conn: &mut AnyConnection,
+    id: &SessionId,
+) -> Result<StatusComment> {
+    let claimed = sqlx::query(
+        "UPDATE sessions SET status_comment_id = '' WHERE id = $1 AND status_comment_id IS NULL",
+    )
+    .bind(id)
+    .execute(&mut *conn)
+    .await?
+    .rows_affected();
+    if claimed > 0 {
+        return Ok(StatusComment::First);
+    }
+    let row: Option<(Option<String>,)> =
+        sqlx::query_as("SELECT status_comment_id FROM sessions WHERE id = $1")
+            .bind(id)
+            .fetch_optional(conn)
+            .await?;
+    Ok(match row.and_then(|(c,)| c).filter(|c| !c.is_empty()) {
+        Some(c) => StatusComment::Posted(c),
+        None => StatusComment::Unknown,
+    })
+}
+
 /// Records the issue's title and text as they were when planwright was asked to start.
 pub async fn set_issue_snapshot(
     conn: &mut AnyConnection,
@@ -362,6 +402,25 @@ pub async fn contract(
         .bind(version)
         .fetch_optional(conn)
         .await?)
+}
+
+/// Claims the first post of a contract version's comment: `true` when no post of it was
+/// started before (so there is nothing to look for), `false` when one was.
+pub async fn claim_contract_post(
+    conn: &mut AnyConnection,
+    session: &SessionId,
+    version: i64,
+) -> Result<bool> {
+    let claimed = sqlx::query(
+        "UPDATE contracts SET posting = 1 \
+         WHERE session_id = $1 AND version = $2 AND posting = 0 AND comment_id IS NULL",
+    )
+    .bind(session)
+    .bind(version)
+    .execute(conn)
+    .await?
+    .rows_affected();
+    Ok(claimed > 0)
 }
 
 pub async fn set_contract_comment(

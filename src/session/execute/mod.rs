@@ -321,11 +321,17 @@ impl Execution<'_> {
         if let Some(branch) = runs::branch_of_session(&mut conn, &self.id).await? {
             return Ok(branch);
         }
+        // The title as the session recorded it at the start: no request, and the branch
+        // name does not follow later edits.
+        let recorded = sessions::issue_snapshot(&mut conn, &self.id).await?;
         drop(conn);
-        let title = match self.forge.issue(&self.repo, self.issue).await {
-            Ok(issue) => issue.title,
-            Err(e) if !e.is_retryable() => String::new(),
-            Err(e) => return Err(e.into()),
+        let title = match recorded {
+            Some((title, _)) => title,
+            None => match self.forge.issue(&self.repo, self.issue).await {
+                Ok(issue) => issue.title,
+                Err(e) if !e.is_retryable() => String::new(),
+                Err(e) => return Err(e.into()),
+            },
         };
         Ok(crate::git::branch_name(self.issue, &title))
     }

@@ -106,16 +106,8 @@ impl Execution<'_> {
                 reason: reason.clone(),
             },
         };
-        self.status(
-            SessionState::Publishing,
-            match result {
-                RunResult::Succeeded => comments::opening_pull(),
-                RunResult::Failed { .. } | RunResult::Unfinished { .. } => {
-                    comments::publishing_report()
-                }
-            },
-        )
-        .await?;
+        // No status edit of its own: publishing takes seconds, and the status says what
+        // came of it next.
         let verification = outcome.verification.for_publication();
         let review = publish::Review {
             accepted: outcome.accepted,
