@@ -10,6 +10,7 @@ mod dispatch;
 mod distill_cli;
 mod distill_fuzz;
 mod doctor;
+mod economy;
 mod environment;
 mod executor;
 mod forge_conformance;
