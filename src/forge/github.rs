@@ -552,6 +552,56 @@ impl Forge for GithubForge {
         }
     }
 
+    async fn set_draft(
+        &self,
+        repo: &RepoName,
+        pull: &PullRequest,
+        draft: bool,
+    ) -> Result<PullRequest, ForgeError> {
+        // REST cannot change it: GraphQL, by the pull request's node id.
+        let (owner, name) = repo.as_str().split_once('/').unwrap_or((repo.as_str(), ""));
+        let find = json!({
+            "query": "query($owner: String!, $name: String!, $number: Int!) { repository(owner: $owner, name: $name) { pullRequest(number: $number) { id } } }",
+            "variables": { "owner": owner, "name": name, "number": pull.number.0 },
+        });
+        let what = format!(
+            "find pull request #{} (POST {})",
+            pull.number, self.shared.graphql_url
+        );
+        let data = self
+            .shared
+            .retry
+            .run(|| self.graphql_attempt(&what, &find))
+            .await?;
+        let id = data["repository"]["pullRequest"]["id"]
+            .as_str()
+            .ok_or_else(|| ForgeError::NotFound { what: what.clone() })?
+            .to_owned();
+        let mutation = match draft {
+            true => {
+                "mutation($id: ID!) { convertPullRequestToDraft(input: {pullRequestId: $id}) { pullRequest { isDraft } } }"
+            }
+            false => {
+                "mutation($id: ID!) { markPullRequestReadyForReview(input: {pullRequestId: $id}) { pullRequest { isDraft } } }"
+            }
+        };
+        let change = json!({ "query": mutation, "variables": { "id": id } });
+        let what = format!(
+            "mark pull request #{} {} (POST {})",
+            pull.number,
+            if draft { "as a draft" } else { "ready" },
+            self.shared.graphql_url
+        );
+        self.shared
+            .retry
+            .run(|| self.graphql_attempt(&what, &change))
+            .await?;
+        Ok(PullRequest {
+            draft,
+            ..pull.clone()
+        })
+    }
+
     async fn update_pull_body(
         &self,
         repo: &RepoName,
@@ -1204,6 +1254,8 @@ struct GhPull {
     html_url: String,
     title: String,
     body: Option<String>,
+    #[serde(default)]
+    draft: bool,
     head: GhPullEnd,
     base: GhPullEnd,
 }
@@ -1238,6 +1290,7 @@ impl From<GhPull> for PullRequest {
             base_branch: p.base.branch,
             title: p.title,
             body: p.body.unwrap_or_default(),
+            draft: p.draft,
         }
     }
 }

@@ -854,6 +854,29 @@ impl Forge for GitlabForge {
         }
     }
 
+    /// GitLab keeps a merge request's draft state in its title: `Draft: ` in front of it,
+    /// or not.
+    async fn set_draft(
+        &self,
+        repo: &RepoName,
+        pull: &PullRequest,
+        draft: bool,
+    ) -> Result<PullRequest, ForgeError> {
+        let plain = undrafted(&pull.title);
+        let title = match draft {
+            true => format!("Draft: {plain}"),
+            false => plain.to_owned(),
+        };
+        let updated: GlMergeRequest = self
+            .request(
+                Method::PUT,
+                &format!("{}/merge_requests/{}", project_path(repo), pull.number),
+                Some(&json!({ "title": one_line(&title, TITLE_LIMIT) })),
+            )
+            .await?;
+        Ok(updated.into())
+    }
+
     async fn update_pull_body(
         &self,
         repo: &RepoName,
@@ -1336,10 +1359,16 @@ struct GlMergeRequest {
     source_project_id: i64,
     target_project_id: i64,
     web_url: String,
+    /// Missing before GitLab 13.2, whose `work_in_progress` came from the title alone.
+    #[serde(default)]
+    draft: Option<bool>,
 }
 
 impl From<GlMergeRequest> for PullRequest {
     fn from(m: GlMergeRequest) -> Self {
+        let draft = m
+            .draft
+            .unwrap_or_else(|| undrafted(&m.title).len() < m.title.len());
         PullRequest {
             number: PullNumber(m.iid),
             url: m.web_url,
@@ -1347,7 +1376,25 @@ impl From<GlMergeRequest> for PullRequest {
             base_branch: m.target_branch,
             title: m.title,
             body: m.description.unwrap_or_default(),
+            draft,
         }
+    }
+}
+
+/// `title` without the prefixes that make GitLab treat a merge request as a draft
+/// (`Draft:`, `[Draft]`, `(Draft)`, in any case, repeated or not).
+fn undrafted(title: &str) -> &str {
+    let mut rest = title.trim_start();
+    loop {
+        let lower = rest.to_ascii_lowercase();
+        let Some(len) = ["draft:", "[draft]", "(draft)"]
+            .iter()
+            .find(|p| lower.starts_with(*p))
+            .map(|p| p.len())
+        else {
+            return rest;
+        };
+        rest = rest[len..].trim_start();
     }
 }
 
@@ -1361,6 +1408,14 @@ mod tests {
             map.insert(*k, v.parse().unwrap());
         }
         map
+    }
+
+    #[test]
+    fn gitlabs_draft_prefixes_come_off_and_nothing_else() {
+        assert_eq!(undrafted("Draft: Fix it"), "Fix it");
+        assert_eq!(undrafted("[draft] (Draft)  DRAFT:Fix it"), "Fix it");
+        assert_eq!(undrafted("Drafting the fix"), "Drafting the fix");
+        assert_eq!(undrafted("Fix the draft: parser"), "Fix the draft: parser");
     }
 
     #[test]

@@ -409,6 +409,8 @@ impl LocalForge {
             base_branch: meta.base,
             title: meta.title,
             body,
+            // A local result is a file to read, never merged: nothing to mark.
+            draft: false,
         }
     }
 

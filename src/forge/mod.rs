@@ -103,6 +103,9 @@ pub struct PullRequest {
     pub base_branch: String,
     pub title: String,
     pub body: String,
+    /// A draft cannot be merged until someone (or planwright, for a passing round) marks
+    /// it ready.
+    pub draft: bool,
 }
 
 /// Whether a pull request can still take another round.
@@ -387,6 +390,17 @@ pub trait Forge: Send + Sync {
         repo: &RepoName,
         new: &NewPullRequest<'_>,
     ) -> Result<PullRequest, ForgeError>;
+
+    /// Marks an open pull request ready for review (`draft: false`) or back to draft.
+    /// A forge without drafts leaves it as it is.
+    async fn set_draft(
+        &self,
+        _repo: &RepoName,
+        pull: &PullRequest,
+        _draft: bool,
+    ) -> Result<PullRequest, ForgeError> {
+        Ok(pull.clone())
+    }
 
     async fn update_pull_body(
         &self,

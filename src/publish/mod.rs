@@ -271,6 +271,13 @@ async fn publish_in_span(
     } else {
         forge.update_pull_body(p.repo, pull.number, &body).await?
     };
+    // And that attempt's state: a draft of a failed round is ready once a round passes,
+    // and a round that fails makes it a draft again.
+    let pull = if pull.draft == failed {
+        pull
+    } else {
+        forge.set_draft(p.repo, &pull, failed).await?
+    };
 
     let state = match p.result {
         RunResult::Succeeded => CheckState::Success,

@@ -10,7 +10,7 @@ use std::time::Duration;
 use planwright::event::Actor;
 use planwright::forge::github::{GithubApp, GithubForge};
 use planwright::forge::{
-    Check, CheckState, Forge, ForgeError, GitRemote, NewPullRequest, RetryPolicy,
+    Check, CheckState, Forge, ForgeError, GitRemote, NewPullRequest, PullRequest, RetryPolicy,
 };
 use planwright::ids::Permission;
 use planwright::ids::{CommentId, CommitSha, InstallationId, IssueNumber, PullNumber, RepoName};
@@ -375,6 +375,37 @@ fn new_pull<'a>(head: &'a str, body: &'a str) -> NewPullRequest<'a> {
         body,
         draft: false,
     }
+}
+
+#[tokio::test]
+async fn a_draft_is_marked_ready_and_back_through_graphql() {
+    let (fake, _app, forge) = world().await;
+    let created = forge
+        .find_or_create_pull(
+            &repo(),
+            &NewPullRequest {
+                draft: true,
+                ..new_pull("planwright/issue-3", "failed")
+            },
+        )
+        .await
+        .unwrap();
+    assert!(created.draft && fake.pulls(REPO)[0].draft);
+
+    let ready = forge.set_draft(&repo(), &created, false).await.unwrap();
+    assert!(!ready.draft);
+    assert!(!fake.pulls(REPO)[0].draft, "GitHub has it ready");
+    let again = forge.set_draft(&repo(), &ready, true).await.unwrap();
+    assert!(again.draft);
+    assert!(fake.pulls(REPO)[0].draft, "and a draft again");
+
+    // A pull request GitHub does not have is a failure that names it.
+    let missing = PullRequest {
+        number: PullNumber(99),
+        ..created
+    };
+    let error = forge.set_draft(&repo(), &missing, false).await.unwrap_err();
+    assert!(error.to_string().contains("#99"), "{error}");
 }
 
 #[tokio::test]

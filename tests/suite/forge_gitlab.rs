@@ -10,7 +10,8 @@ use std::time::Duration;
 use planwright::event::Actor;
 use planwright::forge::gitlab::GitlabForge;
 use planwright::forge::{
-    Check, CheckState, Forge, ForgeError, LabelChange, NewPullRequest, Reaction, RetryPolicy,
+    Check, CheckState, Forge, ForgeError, LabelChange, NewPullRequest, PullRequest, Reaction,
+    RetryPolicy,
 };
 use planwright::ids::Permission;
 use planwright::ids::{CommentId, CommitSha, IssueNumber, PullNumber, RepoName};
@@ -466,6 +467,40 @@ fn check<'a>(sha: &'a CommitSha, state: CheckState, title: &'a str) -> Check<'a>
         details_url: Some("https://planwright.example.com/sessions/1"),
         new_commit: false,
     }
+}
+
+#[tokio::test]
+async fn a_draft_is_marked_ready_and_back_by_its_title() {
+    let (fake, forge) = world().await;
+    fake.set_branch(PROJECT, BRANCH, WORK);
+    let created = forge
+        .find_or_create_pull(
+            &repo(),
+            &NewPullRequest {
+                draft: true,
+                ..new_pull("Fix the crash", "failed")
+            },
+        )
+        .await
+        .unwrap();
+    assert!(created.draft, "{created:?}");
+
+    let ready = forge.set_draft(&repo(), &created, false).await.unwrap();
+    assert!(!ready.draft);
+    assert_eq!(fake.merge_requests(PROJECT)[0].title, "Fix the crash");
+    let again = forge.set_draft(&repo(), &ready, true).await.unwrap();
+    assert!(again.draft);
+    assert_eq!(
+        fake.merge_requests(PROJECT)[0].title,
+        "Draft: Fix the crash"
+    );
+    // Any of GitLab's draft prefixes is taken off, not stacked.
+    let marked = PullRequest {
+        title: "[Draft] (draft) Fix the crash".into(),
+        ..again
+    };
+    forge.set_draft(&repo(), &marked, false).await.unwrap();
+    assert_eq!(fake.merge_requests(PROJECT)[0].title, "Fix the crash");
 }
 
 #[tokio::test]

@@ -110,6 +110,10 @@ async fn retry_continue_finishes_the_draft_from_its_unfinished_change(on: ForgeK
         calc.contains("# started") && calc.contains("a + b"),
         "{calc}"
     );
+    assert!(
+        !pull.draft,
+        "the passing round marks the draft ready: {pull:#?}"
+    );
     assert!(pull.body.contains("Verification"), "{}", pull.body);
     assert!(
         !pull.body.contains("This is unfinished work"),

@@ -691,6 +691,50 @@ async fn github_a_token_revoked_before_the_push_is_renewed_once() {
 }
 
 #[tokio::test]
+async fn github_a_failing_round_makes_the_pull_request_a_draft_and_a_passing_one_ready() {
+    let gh = github().await;
+    let run = Run::new(REPO, &gh.base);
+    let db = db_with_usage(&run.session).await;
+    let (_workspaces, workspace) = changed_workspace(
+        db.dir.path(),
+        gh.forge.as_ref(),
+        "github",
+        &run.repo,
+        &gh.base,
+    )
+    .await;
+    let forge = gh.forge.as_ref();
+    let published = publish::publish(forge, &db.db, &workspace, &run.publication(forge))
+        .await
+        .unwrap();
+    let opened = pull_of(&published).1.clone();
+    assert!(!opened.draft && !gh.fake.pulls(REPO)[0].draft);
+
+    let mut run = run.failed("Verification failed: 1 test", OnFailure::DraftPr);
+    let published = publish::publish(forge, &db.db, &workspace, &run.publication(forge))
+        .await
+        .unwrap();
+    let again = pull_of(&published).1.clone();
+    assert_eq!(again.number, opened.number);
+    assert!(
+        again.draft && gh.fake.pulls(REPO)[0].draft,
+        "the failing round's is a draft"
+    );
+
+    run.result = RunResult::Succeeded;
+    run.review.accepted = true;
+    let published = publish::publish(forge, &db.db, &workspace, &run.publication(forge))
+        .await
+        .unwrap();
+    let passed = pull_of(&published).1.clone();
+    assert!(
+        !passed.draft && !gh.fake.pulls(REPO)[0].draft,
+        "ready once a round passes"
+    );
+    assert_eq!(gh.fake.pulls(REPO).len(), 1);
+}
+
+#[tokio::test]
 async fn github_a_protected_branch_is_rejected_not_retried() {
     let gh = github().await;
     let run = Run::new(REPO, &gh.base);

@@ -1975,7 +1975,7 @@ fn pull_json(w: &GithubState, key: &str, p: &FakePull) -> Value {
     };
     json!({
         "id": repo.id * 100_000 + p.number,
-        "node_id": format!("PR_{}", p.number),
+        "node_id": format!("PR_{}_{}", repo.id, p.number),
         "number": p.number,
         // A merged pull request is closed, with `merged` set.
         "state": if p.state == "merged" { "closed" } else { p.state.as_str() },
@@ -2125,11 +2125,19 @@ fn graphql(w: &mut GithubState, token: &str, body: &Value) -> Response {
     if query.contains("defaultBranchRef") {
         return graphql_repository(w, token, body);
     }
+    if query.contains("pullRequest(number") {
+        return graphql_pull_id(w, token, body);
+    }
+    for (mutation, draft) in [
+        ("markPullRequestReadyForReview", false),
+        ("convertPullRequestToDraft", true),
+    ] {
+        if query.contains(mutation) {
+            return graphql_set_draft(w, token, body, mutation, draft);
+        }
+    }
     if !query.contains("minimizeComment") {
-        return graphql_error(
-            "UNSUPPORTED",
-            "the fake only knows minimizeComment and a repository's defaultBranchRef".into(),
-        );
+        return graphql_error("UNSUPPORTED", "the fake does not know this query".into());
     }
     // `name: value` in the mutation's input, a `$variable` looked up in `variables`.
     let argument = |name: &str| -> Option<String> {
@@ -2205,6 +2213,86 @@ fn graphql_repository(w: &GithubState, token: &str, body: &Value) -> Response {
         }))
         .into_response(),
     }
+}
+
+fn graphql_not_found(path: &str, message: String) -> Response {
+    axum::Json(json!({
+        "data": { path: null },
+        "errors": [{
+            "type": "NOT_FOUND",
+            "path": [path],
+            "locations": [{ "line": 1, "column": 2 }],
+            "message": message,
+        }],
+    }))
+    .into_response()
+}
+
+/// `repository(owner:, name:) { pullRequest(number:) { id } }`.
+fn graphql_pull_id(w: &GithubState, token: &str, body: &Value) -> Response {
+    let variables = &body["variables"];
+    let key = format!(
+        "{}/{}",
+        variables["owner"].as_str().unwrap_or_default(),
+        variables["name"].as_str().unwrap_or_default()
+    )
+    .to_ascii_lowercase();
+    let number = variables["number"].as_i64().unwrap_or_default();
+    match w
+        .repos
+        .get(&key)
+        .filter(|_| w.token_sees(token, &key))
+        .and_then(|repo| repo.pulls.get(&number).map(|_| repo.id))
+    {
+        Some(id) => axum::Json(json!({
+            "data": { "repository": { "pullRequest": { "id": format!("PR_{id}_{number}") } } },
+        }))
+        .into_response(),
+        None => graphql_not_found(
+            "repository",
+            format!("Could not resolve to a PullRequest with the number of {number}."),
+        ),
+    }
+}
+
+/// `markPullRequestReadyForReview` / `convertPullRequestToDraft` by node id.
+fn graphql_set_draft(
+    w: &mut GithubState,
+    token: &str,
+    body: &Value,
+    mutation: &str,
+    draft: bool,
+) -> Response {
+    let id = body["variables"]["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let found = w.repos.iter().find_map(|(key, repo)| {
+        let number = id
+            .strip_prefix(&format!("PR_{}_", repo.id))?
+            .parse::<i64>()
+            .ok()?;
+        (repo.pulls.contains_key(&number) && w.token_sees(token, key))
+            .then(|| (key.clone(), number))
+    });
+    let Some((key, number)) = found else {
+        return graphql_not_found(
+            mutation,
+            format!("Could not resolve to a node with the global id of '{id}'"),
+        );
+    };
+    let pull = w
+        .repos
+        .get_mut(&key)
+        .unwrap()
+        .pulls
+        .get_mut(&number)
+        .unwrap();
+    pull.draft = draft;
+    axum::Json(json!({
+        "data": { mutation: { "pullRequest": { "isDraft": draft } } },
+    }))
+    .into_response()
 }
 
 fn has_thread(repo: &FakeRepo, number: i64) -> bool {
