@@ -21,6 +21,10 @@ use crate::llm::ModelError;
 use crate::metrics::{RequestTally, counting_forge_requests};
 use crate::store::{self, Db, jobs, now_ms};
 
+/// The longest a rate limit holds a job back at once (GitHub's and GitLab's windows are
+/// an hour or less; a longer answer is checked again then).
+const RATE_LIMIT_WAIT_MAX: Duration = Duration::from_secs(2 * 3600);
+
 /// Why a job did not finish, and whether trying again can help.
 #[derive(Debug)]
 pub enum JobError {
@@ -36,6 +40,23 @@ impl JobError {
             JobError::Retryable(_) => true,
             JobError::Permanent(_) => false,
         }
+    }
+
+    /// How long the forge asked to wait, when the job stopped at a rate limit: the job
+    /// waits that long without the wait counting as an attempt, so a reset hours away
+    /// delays the work but never ends it.
+    pub fn rate_limit_wait(&self) -> Option<Duration> {
+        let JobError::Retryable(e) = self else {
+            return None;
+        };
+        e.chain()
+            .find_map(|cause| match cause.downcast_ref::<ForgeError>() {
+                Some(ForgeError::RateLimited {
+                    retry_after: Some(wait),
+                    ..
+                }) => Some((*wait).min(RATE_LIMIT_WAIT_MAX)),
+                _ => None,
+            })
     }
 
     pub fn message(&self) -> String {
@@ -282,6 +303,10 @@ async fn run_one(
     let Some(result) = outcome else { return };
     let recorded = match &result {
         Ok(()) => jobs::complete(&db, &job).await,
+        Err(e) if let Some(wait) = e.rate_limit_wait() => {
+            warn!(error = %e.message(), wait_s = wait.as_secs(), "job waits for the forge's rate limit");
+            jobs::defer(&db, &job, now_ms() + wait.as_millis() as i64, &e.message()).await
+        }
         Err(e) if e.is_retryable() && job.attempts < job.max_attempts => {
             let delay = backoff(job.attempts, settings.retry_base, settings.retry_max);
             warn!(error = %e.message(), retry_in_ms = delay.as_millis() as u64, "job failed; will retry");

@@ -100,6 +100,17 @@ pub fn record_setup_cache(hit: bool, bytes: u64) {
 }
 
 /// Forge requests of this process by forge, route and status (`error`: no answer).
+/// Forge calls held back for a rate limit's reset, by forge.
+static FORGE_HELD: Mutex<BTreeMap<&'static str, u64>> = Mutex::new(BTreeMap::new());
+
+/// Counts one forge call held back because its identity's rate limit is down to the
+/// reserve.
+pub fn record_forge_request_held(forge: &'static str) {
+    if let Ok(mut map) = FORGE_HELD.lock() {
+        *map.entry(forge).or_default() += 1;
+    }
+}
+
 static FORGE_REQUESTS: Mutex<BTreeMap<(&'static str, String, String), u64>> =
     Mutex::new(BTreeMap::new());
 
@@ -170,6 +181,20 @@ pub fn render_process(out: &mut Exposition) {
             out.sample(
                 "planwright_forge_requests_total",
                 &[("forge", forge), ("route", route), ("status", status)],
+                n,
+            );
+        }
+    }
+    out.family(
+        "planwright_forge_requests_held_total",
+        "counter",
+        "Forge requests this process held back instead of sending, because the identity's rate limit was down to its reserve; the work waits for the reset.",
+    );
+    if let Ok(map) = FORGE_HELD.lock() {
+        for (forge, n) in map.iter() {
+            out.sample(
+                "planwright_forge_requests_held_total",
+                &[("forge", forge)],
                 n,
             );
         }

@@ -166,6 +166,7 @@ impl GithubApp {
                 .shared
                 .request(
                     &self.shared.app,
+                    None,
                     Method::GET,
                     &format!("/app/installations?per_page={PER_PAGE}&page={page}"),
                     None,
@@ -193,7 +194,7 @@ impl GithubApp {
             .get_or_try_init(|| async {
                 let app: GhApp = self
                     .shared
-                    .request(&self.shared.app, Method::GET, "/app", None)
+                    .request(&self.shared.app, None, Method::GET, "/app", None)
                     .await?;
                 Ok::<_, ForgeError>(app.slug)
             })
@@ -239,7 +240,13 @@ pub struct GithubForge {
 impl GithubForge {
     async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, ForgeError> {
         self.shared
-            .request(&self.client, Method::GET, path, None)
+            .request(
+                &self.client,
+                Some(self.installation),
+                Method::GET,
+                path,
+                None,
+            )
             .await
     }
 }
@@ -399,10 +406,20 @@ impl Forge for GithubForge {
         let path = format!("{}/issues/{issue}/comments", repo_path(repo));
         let what = format!("POST {path}");
         let payload = json!({ "body": body });
+        let budget = self.shared.budget_scope(Some(self.installation));
         let created: GhComment = self
             .shared
             .retry
-            .run_create(|| attempt(&self.client, &Method::POST, &path, Some(&payload), &what))
+            .run_create(|| {
+                attempt(
+                    &self.client,
+                    &budget,
+                    &Method::POST,
+                    &path,
+                    Some(&payload),
+                    &what,
+                )
+            })
             .await?;
         Ok(created.into())
     }
@@ -418,6 +435,7 @@ impl Forge for GithubForge {
             .shared
             .request(
                 &self.client,
+                Some(self.installation),
                 Method::PATCH,
                 &format!("{}/issues/comments/{comment}", repo_path(repo)),
                 Some(&json!({ "body": body })),
@@ -438,6 +456,7 @@ impl Forge for GithubForge {
             .shared
             .request(
                 &self.client,
+                Some(self.installation),
                 Method::POST,
                 &format!("{}/issues/comments/{comment}/reactions", repo_path(repo)),
                 Some(&json!({ "content": reaction.github_name() })),
@@ -521,6 +540,7 @@ impl Forge for GithubForge {
             .shared
             .request(
                 &self.client,
+                Some(self.installation),
                 Method::POST,
                 &format!("{}/pulls", repo_path(repo)),
                 Some(&json!({
@@ -612,6 +632,7 @@ impl Forge for GithubForge {
             .shared
             .request(
                 &self.client,
+                Some(self.installation),
                 Method::PATCH,
                 &format!("{}/pulls/{pull}", repo_path(repo)),
                 Some(&json!({ "body": body })),
@@ -673,6 +694,7 @@ impl Forge for GithubForge {
                 self.shared
                     .request(
                         &self.client,
+                        Some(self.installation),
                         Method::PATCH,
                         &format!("{base}/check-runs/{}", run.id),
                         Some(&payload),
@@ -685,10 +707,18 @@ impl Forge for GithubForge {
                 payload["head_sha"] = json!(check.head_sha.as_str());
                 let path = format!("{base}/check-runs");
                 let what = format!("POST {path}");
+                let budget = self.shared.budget_scope(Some(self.installation));
                 self.shared
                     .retry
                     .run_create(|| {
-                        attempt(&self.client, &Method::POST, &path, Some(&payload), &what)
+                        attempt(
+                            &self.client,
+                            &budget,
+                            &Method::POST,
+                            &path,
+                            Some(&payload),
+                            &what,
+                        )
                     })
                     .await?
             }
@@ -880,10 +910,20 @@ impl Forge for GithubForge {
         let path = format!("{}/pulls/{pull}/comments", repo_path(repo));
         let what = format!("POST {path}");
         let payload = json!({ "body": body, "in_reply_to": comment.0 });
+        let budget = self.shared.budget_scope(Some(self.installation));
         let _: GhReviewComment = self
             .shared
             .retry
-            .run_create(|| attempt(&self.client, &Method::POST, &path, Some(&payload), &what))
+            .run_create(|| {
+                attempt(
+                    &self.client,
+                    &budget,
+                    &Method::POST,
+                    &path,
+                    Some(&payload),
+                    &what,
+                )
+            })
             .await?;
         Ok(())
     }
@@ -896,6 +936,7 @@ impl GithubForge {
             .shared
             .request(
                 &self.shared.app,
+                None,
                 Method::POST,
                 &format!("/app/installations/{}/access_tokens", self.installation),
                 Some(scope),
@@ -1022,17 +1063,30 @@ impl GithubForge {
 impl Shared {
     /// One forge call through the retry policy. Paths are relative so octocrab attaches
     /// the credentials as a header (never in the URL) and only towards its base URI.
+    /// One call through the retry policy; `scope` is the installation whose rate limit
+    /// it spends (`None`: the app's own, as its JWT).
     async fn request<T: DeserializeOwned>(
         &self,
         client: &Octocrab,
+        scope: Option<InstallationId>,
         method: Method,
         path: &str,
         body: Option<&Value>,
     ) -> Result<T, ForgeError> {
         let what = format!("{method} {}", path.split('?').next().unwrap_or(path));
+        let budget = self.budget_scope(scope);
         self.retry
-            .run(|| attempt(client, &method, path, body, &what))
+            .run(|| attempt(client, &budget, &method, path, body, &what))
             .await
+    }
+
+    /// The rate-limit budget an installation (or the app itself, as its JWT) spends on
+    /// this GitHub.
+    fn budget_scope(&self, scope: Option<InstallationId>) -> String {
+        match scope {
+            Some(id) => format!("{} installation {id}", self.web_url),
+            None => format!("{} app", self.web_url),
+        }
     }
 }
 
@@ -1059,11 +1113,20 @@ fn web_url(api_url: &str) -> String {
 
 async fn attempt<T: DeserializeOwned>(
     client: &Octocrab,
+    budget: &str,
     method: &Method,
     path: &str,
     body: Option<&Value>,
     what: &str,
 ) -> Result<T, ForgeError> {
+    // Down to its reserve: the call waits for the reset instead of spending the rest.
+    if let Some(wait) = super::budget::held("github", budget) {
+        crate::metrics::record_forge_request_held("github");
+        return Err(ForgeError::RateLimited {
+            what: what.to_owned(),
+            retry_after: Some(wait),
+        });
+    }
     tracing::debug!(call = what, "forge request");
     let response = match *method {
         Method::GET => client._get(path).await,
@@ -1084,6 +1147,7 @@ async fn attempt<T: DeserializeOwned>(
     let status = response.status();
     crate::metrics::record_forge_request("github", &route, status.as_str());
     let headers = response.headers().clone();
+    super::budget::record("github", budget, &headers);
     let text = client
         .body_to_string(response)
         .await

@@ -189,6 +189,14 @@ impl GitlabForge {
         body: Option<&Value>,
         what: &str,
     ) -> Result<reqwest::Response, ForgeError> {
+        // Down to its reserve: the call waits for the reset instead of spending the rest.
+        if let Some(wait) = super::budget::held("gitlab", &self.api) {
+            crate::metrics::record_forge_request_held("gitlab");
+            return Err(ForgeError::RateLimited {
+                what: what.to_owned(),
+                retry_after: Some(wait),
+            });
+        }
         tracing::debug!(call = what, "forge request");
         let mut request = self.http.request(method.clone(), url);
         if let Some(body) = body {
@@ -199,6 +207,8 @@ impl GitlabForge {
             transport(what, e)
         })?;
         let status = response.status();
+        // Kept from every answer, a refusal too: a 429 says most about what is left.
+        super::budget::record("gitlab", &self.api, response.headers());
         crate::metrics::record_forge_request("gitlab", route, status.as_str());
         if !status.is_success() {
             let headers = response.headers().clone();

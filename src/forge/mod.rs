@@ -2,6 +2,7 @@
 //! speaks in (so no octocrab or GitLab model leaks out), the one error classification and
 //! the one retry helper every forge call goes through.
 
+pub mod budget;
 pub mod github;
 pub mod gitlab;
 pub mod local;

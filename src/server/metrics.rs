@@ -87,6 +87,7 @@ pub async fn render(db: &Db) -> Result<String> {
     work(db, &mut out).await?;
     usage(db, &mut out).await?;
     crate::metrics::render_process(&mut out);
+    crate::forge::budget::render(&mut out);
     Ok(out.into_text())
 }
 

@@ -209,6 +209,25 @@ pub async fn retry_at(db: &Db, job: &Claimed, run_at: i64, error: &str) -> Resul
     finish(db, job, JobState::Queued, Some(run_at), Some(error)).await
 }
 
+/// Runs the job again at `run_at` without counting this attempt: it was held back (a
+/// forge's rate limit), not failed.
+pub async fn defer(db: &Db, job: &Claimed, run_at: i64, error: &str) -> Result<bool> {
+    let now = now_ms();
+    let done = sqlx::query(
+        "UPDATE jobs SET state = 'queued', attempts = attempts - 1, run_at = $1, last_error = $2, \
+         lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, updated_at = $3 \
+         WHERE id = $4 AND lease_token = $5 AND state = 'running'",
+    )
+    .bind(run_at)
+    .bind(error)
+    .bind(now)
+    .bind(&job.id)
+    .bind(&job.lease_token)
+    .execute(&db.writer)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
 /// Gives up on the job, keeping the error for the operator.
 pub async fn dead_letter(db: &Db, job: &Claimed, error: &str) -> Result<bool> {
     finish(db, job, JobState::Dead, None, Some(error)).await

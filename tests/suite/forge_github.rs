@@ -202,6 +202,26 @@ async fn a_rate_limit_longer_than_we_wait_goes_back_to_the_queue() {
         planwright::jobs::JobError::Retryable(_)
     ));
     assert_eq!(fake.count("GET", "/repos/octo-org/hello-world/issues/3"), 2);
+
+    // The budget is spent until the reset: later calls wait without being sent, for
+    // about as long as GitHub said.
+    let held = forge.issue(&repo(), IssueNumber(3)).await.unwrap_err();
+    let ForgeError::RateLimited {
+        retry_after: Some(wait),
+        ..
+    } = held
+    else {
+        panic!("expected a held call, got {held:?}");
+    };
+    assert!(wait > Duration::from_secs(3500) && wait <= Duration::from_secs(3600));
+    assert_eq!(fake.count("GET", "/repos/octo-org/hello-world/issues/3"), 2);
+    let mut exposition = planwright::metrics::Exposition::default();
+    planwright::metrics::render_process(&mut exposition);
+    let text = exposition.into_text();
+    assert!(
+        text.contains("planwright_forge_requests_held_total{forge=\"github\"} 1"),
+        "{text}"
+    );
 }
 
 #[tokio::test]

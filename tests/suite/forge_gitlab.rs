@@ -402,6 +402,50 @@ async fn the_token_travels_only_in_its_header() {
     }
 }
 
+#[tokio::test]
+async fn a_spent_rate_limit_holds_later_calls_until_its_reset() {
+    let (fake, forge) = world().await;
+    forge.issue(&repo(), IssueNumber(3)).await.unwrap();
+    let reset = (std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 3600)
+        .to_string();
+    // GitLab's answer when the token's window is spent.
+    fake.fail_next(
+        1,
+        429,
+        &[
+            ("ratelimit-limit", "2000"),
+            ("ratelimit-remaining", "0"),
+            ("ratelimit-reset", &reset),
+            ("retry-after", "3600"),
+        ],
+    );
+    let error = forge.issue(&repo(), IssueNumber(3)).await.unwrap_err();
+    assert!(matches!(error, ForgeError::RateLimited { .. }), "{error:?}");
+    let sent = fake.requests().len();
+
+    let held = forge
+        .create_comment(&repo(), IssueNumber(3), "later")
+        .await
+        .unwrap_err();
+    let ForgeError::RateLimited {
+        retry_after: Some(wait),
+        ..
+    } = held
+    else {
+        panic!("expected a held call, got {held:?}");
+    };
+    assert!(wait > Duration::from_secs(3500) && wait <= Duration::from_secs(3600));
+    assert_eq!(fake.requests().len(), sent, "nothing was sent");
+    assert!(matches!(
+        planwright::jobs::JobError::from(held).rate_limit_wait(),
+        Some(w) if w == wait
+    ));
+}
+
 /// Collects every log line (all levels) of the test process.
 #[derive(Clone, Default)]
 struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);

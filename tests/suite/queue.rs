@@ -98,6 +98,43 @@ async fn retryable_failures_back_off_then_dead_letter_keeping_the_error() {
 }
 
 #[tokio::test]
+async fn a_rate_limited_job_waits_for_the_reset_without_spending_its_attempts() {
+    let t = TestDb::new().await;
+    let starts: Arc<Mutex<Vec<i64>>> = Arc::default();
+    let seen = starts.clone();
+    let handlers = Handler::new(move |_job: Job| {
+        let seen = seen.clone();
+        async move {
+            let runs = {
+                let mut seen = seen.lock().unwrap();
+                seen.push(now_ms());
+                seen.len()
+            };
+            if runs <= 4 {
+                // As the forge layer answers a call held for the budget's reset.
+                return Err(JobError::from(planwright::forge::ForgeError::RateLimited {
+                    what: "GET /repos/acme/widgets/issues/7".into(),
+                    retry_after: Some(Duration::from_millis(300)),
+                }));
+            }
+            Ok(())
+        }
+    });
+    // Two attempts only: four rate limits in a row would end it if they counted.
+    let id = enqueue(&t.db, "limited", "{}", 2).await;
+    let (stop, handle) = spawn_worker(&t.db, handlers, queue_settings(), "w1");
+    let done = job_in_state(&t.db, &id, JobState::Done).await;
+    stop.cancel();
+    handle.await.unwrap();
+    assert_eq!(done.attempts, 1, "the waits were not attempts");
+    let starts = starts.lock().unwrap().clone();
+    assert_eq!(starts.len(), 5);
+    for pair in starts.windows(2) {
+        assert!(pair[1] - pair[0] >= 300, "ran before the reset: {starts:?}");
+    }
+}
+
+#[tokio::test]
 async fn a_job_that_succeeds_on_retry_is_done() {
     let t = TestDb::new().await;
     let handlers = Handler::new(|job: Job| async move {
