@@ -238,6 +238,30 @@ pub struct GithubForge {
 }
 
 impl GithubForge {
+    /// A POST that creates something, not repeated after a failure GitHub may have
+    /// carried out anyway (`RetryPolicy::run_create`).
+    async fn create<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        payload: &Value,
+        what: &str,
+    ) -> Result<T, ForgeError> {
+        let budget = self.shared.budget_scope(Some(self.installation));
+        self.shared
+            .retry
+            .run_create(|| {
+                attempt(
+                    &self.client,
+                    &budget,
+                    &Method::POST,
+                    path,
+                    Some(payload),
+                    what,
+                )
+            })
+            .await
+    }
+
     async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, ForgeError> {
         self.shared
             .request(
@@ -406,21 +430,7 @@ impl Forge for GithubForge {
         let path = format!("{}/issues/{issue}/comments", repo_path(repo));
         let what = format!("POST {path}");
         let payload = json!({ "body": body });
-        let budget = self.shared.budget_scope(Some(self.installation));
-        let created: GhComment = self
-            .shared
-            .retry
-            .run_create(|| {
-                attempt(
-                    &self.client,
-                    &budget,
-                    &Method::POST,
-                    &path,
-                    Some(&payload),
-                    &what,
-                )
-            })
-            .await?;
+        let created: GhComment = self.create(&path, &payload, &what).await?;
         Ok(created.into())
     }
 
@@ -707,20 +717,7 @@ impl Forge for GithubForge {
                 payload["head_sha"] = json!(check.head_sha.as_str());
                 let path = format!("{base}/check-runs");
                 let what = format!("POST {path}");
-                let budget = self.shared.budget_scope(Some(self.installation));
-                self.shared
-                    .retry
-                    .run_create(|| {
-                        attempt(
-                            &self.client,
-                            &budget,
-                            &Method::POST,
-                            &path,
-                            Some(&payload),
-                            &what,
-                        )
-                    })
-                    .await?
+                self.create(&path, &payload, &what).await?
             }
         };
         Ok(())
@@ -910,21 +907,7 @@ impl Forge for GithubForge {
         let path = format!("{}/pulls/{pull}/comments", repo_path(repo));
         let what = format!("POST {path}");
         let payload = json!({ "body": body, "in_reply_to": comment.0 });
-        let budget = self.shared.budget_scope(Some(self.installation));
-        let _: GhReviewComment = self
-            .shared
-            .retry
-            .run_create(|| {
-                attempt(
-                    &self.client,
-                    &budget,
-                    &Method::POST,
-                    &path,
-                    Some(&payload),
-                    &what,
-                )
-            })
-            .await?;
+        let _: GhReviewComment = self.create(&path, &payload, &what).await?;
         Ok(())
     }
 }
