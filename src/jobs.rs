@@ -24,6 +24,8 @@ use crate::store::{self, Db, jobs, now_ms};
 /// The longest a rate limit holds a job back at once (GitHub's and GitLab's windows are
 /// an hour or less; a longer answer is checked again then).
 const RATE_LIMIT_WAIT_MAX: Duration = Duration::from_secs(2 * 3600);
+/// The shortest: a `Retry-After: 0` must not turn a held job into a loop on the forge.
+const RATE_LIMIT_WAIT_MIN: Duration = Duration::from_secs(1);
 
 /// Why a job did not finish, and whether trying again can help.
 #[derive(Debug)]
@@ -54,7 +56,7 @@ impl JobError {
                 Some(ForgeError::RateLimited {
                     retry_after: Some(wait),
                     ..
-                }) => Some((*wait).min(RATE_LIMIT_WAIT_MAX)),
+                }) => Some((*wait).clamp(RATE_LIMIT_WAIT_MIN, RATE_LIMIT_WAIT_MAX)),
                 _ => None,
             })
     }

@@ -177,6 +177,10 @@ impl PublishError {
 
 impl From<PublishError> for JobError {
     fn from(e: PublishError) -> Self {
+        // The forge's own error decides, a rate limit's wait included.
+        if let PublishError::Forge(e) = e {
+            return JobError::from(e);
+        }
         if e.is_retryable() {
             JobError::Retryable(e.into())
         } else {
@@ -273,10 +277,18 @@ async fn publish_in_span(
     };
     // And that attempt's state: a draft of a failed round is ready once a round passes,
     // and a round that fails makes it a draft again.
+    // A courtesy, not worth the publication: a repository without drafts (or a pull
+    // request closed meanwhile) keeps its state, and the check and report still land.
     let pull = if pull.draft == failed {
         pull
     } else {
-        forge.set_draft(p.repo, &pull, failed).await?
+        match forge.set_draft(p.repo, &pull, failed).await {
+            Ok(changed) => changed,
+            Err(e) => {
+                tracing::warn!(error = %e, pull = %pull.number, draft = failed, "could not change the pull request's draft state");
+                pull
+            }
+        }
     };
 
     let state = match p.result {
@@ -754,6 +766,18 @@ mod round_tests {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rate_limit_while_publishing_waits_for_the_reset() {
+        let limited = PublishError::Forge(ForgeError::RateLimited {
+            what: "POST /repos/acme/widgets/pulls".into(),
+            retry_after: Some(std::time::Duration::from_secs(1800)),
+        });
+        assert_eq!(
+            JobError::from(limited).rate_limit_wait(),
+            Some(std::time::Duration::from_secs(1800))
+        );
+    }
 
     fn contract() -> Contract {
         Contract::from_value(serde_json::json!({

@@ -732,6 +732,26 @@ async fn github_a_failing_round_makes_the_pull_request_a_draft_and_a_passing_one
         "ready once a round passes"
     );
     assert_eq!(gh.fake.pulls(REPO).len(), 1);
+
+    // A repository where GitHub refuses drafts still gets the failing round's report.
+    run = run.failed("Verification failed: 2 tests", OnFailure::DraftPr);
+    gh.fake.graphql_error_next(
+        "UNPROCESSABLE",
+        "Draft pull requests are not supported in this repository.",
+    );
+    let published = publish::publish(forge, &db.db, &workspace, &run.publication(forge))
+        .await
+        .unwrap();
+    let kept = pull_of(&published).1.clone();
+    assert!(!kept.draft && !gh.fake.pulls(REPO)[0].draft);
+    assert!(
+        gh.fake.pulls(REPO)[0]
+            .body
+            .as_deref()
+            .is_some_and(|b| b.contains("Verification failed: 2 tests")),
+        "{:?}",
+        gh.fake.pulls(REPO)[0].body
+    );
 }
 
 #[tokio::test]
