@@ -323,12 +323,7 @@ impl Forge for GithubForge {
             "read {repo}'s default branch (POST {})",
             self.shared.graphql_url
         );
-        let data = match self
-            .shared
-            .retry
-            .run(|| self.graphql_attempt(&what, &payload))
-            .await
-        {
+        let data = match self.graphql(&what, &payload).await {
             Ok(data) => data,
             Err(ForgeError::Refused { message, .. }) if message.contains("Could not resolve") => {
                 return Err(ForgeError::NotFound { what });
@@ -598,11 +593,7 @@ impl Forge for GithubForge {
             "find pull request #{} (POST {})",
             pull.number, self.shared.graphql_url
         );
-        let data = self
-            .shared
-            .retry
-            .run(|| self.graphql_attempt(&what, &find))
-            .await?;
+        let data = self.graphql(&what, &find).await?;
         let id = data["repository"]["pullRequest"]["id"]
             .as_str()
             .ok_or_else(|| ForgeError::NotFound { what: what.clone() })?
@@ -622,10 +613,7 @@ impl Forge for GithubForge {
             if draft { "as a draft" } else { "ready" },
             self.shared.graphql_url
         );
-        self.shared
-            .retry
-            .run(|| self.graphql_attempt(&what, &change))
-            .await?;
+        self.graphql(&what, &change).await?;
         Ok(PullRequest {
             draft,
             ..pull.clone()
@@ -740,10 +728,7 @@ impl Forge for GithubForge {
             "minimize comment {comment} (POST {})",
             self.shared.graphql_url
         );
-        self.shared
-            .retry
-            .run(|| self.graphql_attempt(&what, &payload))
-            .await?;
+        self.graphql(&what, &payload).await?;
         Ok(true)
     }
 
@@ -926,6 +911,14 @@ impl GithubForge {
             )
             .await?;
         Ok(minted.token)
+    }
+
+    /// A GraphQL call through the retry policy.
+    async fn graphql(&self, what: &str, payload: &Value) -> Result<Value, ForgeError> {
+        self.shared
+            .retry
+            .run(|| self.graphql_attempt(what, payload))
+            .await
     }
 
     /// One GraphQL call; its data, or its errors as a failure.

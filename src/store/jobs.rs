@@ -212,20 +212,7 @@ pub async fn retry_at(db: &Db, job: &Claimed, run_at: i64, error: &str) -> Resul
 /// Runs the job again at `run_at` without counting this attempt: it was held back (a
 /// forge's rate limit), not failed.
 pub async fn defer(db: &Db, job: &Claimed, run_at: i64, error: &str) -> Result<bool> {
-    let now = now_ms();
-    let done = sqlx::query(
-        "UPDATE jobs SET state = 'queued', attempts = attempts - 1, run_at = $1, last_error = $2, \
-         lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, updated_at = $3 \
-         WHERE id = $4 AND lease_token = $5 AND state = 'running'",
-    )
-    .bind(run_at)
-    .bind(error)
-    .bind(now)
-    .bind(&job.id)
-    .bind(&job.lease_token)
-    .execute(&db.writer)
-    .await?;
-    Ok(done.rows_affected() == 1)
+    hand_back(db, job, Some(run_at), Some(error)).await
 }
 
 /// Gives up on the job, keeping the error for the operator.
@@ -236,12 +223,26 @@ pub async fn dead_letter(db: &Db, job: &Claimed, error: &str) -> Result<bool> {
 /// Hands an unfinished job back without counting the attempt (a worker shutting down);
 /// it keeps its place in the queue.
 pub async fn release(db: &Db, job: &Claimed) -> Result<bool> {
+    hand_back(db, job, None, None).await
+}
+
+/// Queues a running job again without counting its attempt, at `run_at` (else where it
+/// was) and with `error` (else the last one kept).
+async fn hand_back(
+    db: &Db,
+    job: &Claimed,
+    run_at: Option<i64>,
+    error: Option<&str>,
+) -> Result<bool> {
     let now = now_ms();
     let done = sqlx::query(
         "UPDATE jobs SET state = 'queued', attempts = attempts - 1, \
-         lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, updated_at = $1 \
-         WHERE id = $2 AND lease_token = $3 AND state = 'running'",
+         run_at = COALESCE($1, run_at), last_error = COALESCE($2, last_error), \
+         lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, updated_at = $3 \
+         WHERE id = $4 AND lease_token = $5 AND state = 'running'",
     )
+    .bind(run_at)
+    .bind(error)
     .bind(now)
     .bind(&job.id)
     .bind(&job.lease_token)
