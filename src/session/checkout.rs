@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use crate::app::App;
 use crate::contract::Base;
 use crate::event;
-use crate::forge::Forge;
+use crate::forge::{Forge, ForgeError, GitRemote};
 use crate::git::{MirrorKey, Outcome, Workspace, WorkspaceError, WorkspaceRequest};
 use crate::ids::{IssueNumber, RepoName};
 use crate::jobs::JobError;
@@ -38,15 +38,22 @@ pub async fn for_planning(
     title: &str,
     base: &Base,
 ) -> Result<Checkout, JobError> {
-    let remote = forge.git_remote(repo).await?;
-    let request = WorkspaceRequest {
+    let mut request = WorkspaceRequest {
         mirror: MirrorKey::new(forge_kind.as_str(), repo.clone()).map_err(permanent)?,
-        remote,
+        remote: forge.git_remote(repo).await?,
         base: base.sha.clone(),
         issue,
         title: title.to_owned(),
     };
-    match app.workspaces.create(&request).await {
+    let mut renewal = Renewal::new(forge, repo);
+    let created = loop {
+        let created = app.workspaces.create(&request).await;
+        match renewal.after(&created).await? {
+            Some(renewed) => request.remote = renewed,
+            None => break created,
+        }
+    };
+    match created {
         Ok(workspace) => Ok(Checkout { workspace }),
         Err(e @ WorkspaceError::Fetch { refused: false, .. }) => Err(JobError::Retryable(e.into())),
         Err(e) => Err(permanent(e)),
@@ -55,4 +62,39 @@ pub async fn for_planning(
 
 fn permanent(e: WorkspaceError) -> JobError {
     JobError::Permanent(e.into())
+}
+
+/// Git credentials renewed once when the forge refuses them, as it does a cached token
+/// revoked since it was handed out; a second refusal stands.
+pub(crate) struct Renewal<'a> {
+    forge: &'a dyn Forge,
+    repo: &'a RepoName,
+    renewed: bool,
+}
+
+impl<'a> Renewal<'a> {
+    pub(crate) fn new(forge: &'a dyn Forge, repo: &'a RepoName) -> Self {
+        Self {
+            forge,
+            repo,
+            renewed: false,
+        }
+    }
+
+    /// The renewed remote to fetch with again, when `fetched` was refused and nothing
+    /// was renewed yet; `None` when `fetched` stands.
+    pub(crate) async fn after<T>(
+        &mut self,
+        fetched: &Result<T, WorkspaceError>,
+    ) -> Result<Option<GitRemote>, ForgeError> {
+        let Err(e @ WorkspaceError::Fetch { refused: true, .. }) = fetched else {
+            return Ok(None);
+        };
+        if self.renewed {
+            return Ok(None);
+        }
+        tracing::warn!(error = %e, "git refused the credentials; fetching once more with renewed ones");
+        self.renewed = true;
+        self.forge.renewed_git_remote(self.repo).await.map(Some)
+    }
 }

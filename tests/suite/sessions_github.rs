@@ -1306,3 +1306,48 @@ async fn a_comment_written_before_the_questions_does_not_answer_them() {
     world.wait_for_state("awaiting_approval").await;
     world.server.stop().await;
 }
+
+/// A token revoked after it was handed out (an app re-installed, a key rotated) is
+/// refused by git; the fetch for planning and the push each renew it once, and the
+/// session goes on.
+#[tokio::test]
+async fn git_credentials_revoked_while_cached_are_renewed_once_and_the_session_goes_on() {
+    let world = World::calc(
+        GITHUB,
+        crate::support::calc::fixing_script(2),
+        &format!("test: {UNITTEST}\n"),
+    )
+    .await;
+    let fake = world.github();
+    let refs = format!("/{REPO}.git/info/refs");
+    fake.revoke_tokens_before("GET", &refs);
+    world.label(&world.maintainer, "revoked-label").await;
+    world.wait_for_state("awaiting_approval").await;
+    let refused_while_planning = fake
+        .requests()
+        .iter()
+        .filter(|r| r.path.starts_with(&refs) && r.status == 401)
+        .count();
+    assert!(
+        refused_while_planning >= 1,
+        "the planning fetch met the revoked token"
+    );
+
+    fake.revoke_tokens_before("GET", &refs);
+    world
+        .comment(&world.maintainer, "/approve", "revoked-approve")
+        .await;
+    world.wait_for_state("pr_opened").await;
+    assert_eq!(world.pulls().len(), 1);
+    let git_tokens: std::collections::BTreeSet<String> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.starts_with(&refs))
+        .filter_map(|r| match r.credential {
+            fake_forge::Credential::Token(t) | fake_forge::Credential::Invalid(t) => Some(t),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(git_tokens.len(), 3, "renewed once each time: {git_tokens:?}");
+    world.server.stop().await;
+}

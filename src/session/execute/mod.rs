@@ -23,6 +23,7 @@ use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
 use tracing::{Instrument as _, info, warn};
 
+use super::checkout::Renewal;
 use super::comments;
 use super::dispatch::{Continuation, ExecuteJob, JOB_ATTEMPTS};
 use super::error::{Stop, UserError};
@@ -342,14 +343,22 @@ impl Execution<'_> {
 
     /// A checkout of `start` on `branch`.
     async fn workspace(&self, branch: &str, start: &str) -> Result<Workspace, Stop> {
-        let request = WorkspaceRequest {
+        let mut request = WorkspaceRequest {
             mirror: self.mirror()?,
             remote: self.forge.git_remote(&self.repo).await?,
             base: CommitSha(start.to_owned()),
             issue: self.issue,
             title: String::new(),
         };
-        match self.app.workspaces.create_on(&request, branch).await {
+        let mut renewal = Renewal::new(self.forge, &self.repo);
+        let created = loop {
+            let created = self.app.workspaces.create_on(&request, branch).await;
+            match renewal.after(&created).await? {
+                Some(renewed) => request.remote = renewed,
+                None => break created,
+            }
+        };
+        match created {
             Ok(w) => Ok(w),
             Err(e @ crate::git::WorkspaceError::Fetch { refused: false, .. }) => {
                 Err(Stop::retryable(e))
@@ -360,13 +369,21 @@ impl Execution<'_> {
 
     /// Makes `workspace`'s result go on top of `head`, what the session's branch holds.
     async fn stack_on(&self, workspace: &mut Workspace, head: &str) -> Result<(), Stop> {
-        let remote = self.forge.git_remote(&self.repo).await?;
+        let mut remote = self.forge.git_remote(&self.repo).await?;
         let head = CommitSha(head.to_owned());
-        let stacked = self
-            .app
-            .workspaces
-            .stack_on(workspace, &self.mirror()?, &remote, &head)
-            .await;
+        let mirror = self.mirror()?;
+        let mut renewal = Renewal::new(self.forge, &self.repo);
+        let stacked = loop {
+            let stacked = self
+                .app
+                .workspaces
+                .stack_on(workspace, &mirror, &remote, &head)
+                .await;
+            match renewal.after(&stacked).await? {
+                Some(renewed) => remote = renewed,
+                None => break stacked,
+            }
+        };
         match stacked {
             Ok(()) => Ok(()),
             Err(e @ crate::git::WorkspaceError::Fetch { refused: false, .. }) => {
