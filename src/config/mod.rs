@@ -84,6 +84,9 @@ pub struct GithubSettings {
     /// Every secret that is accepted; more than one while a secret is being rotated.
     pub webhook_secrets: Vec<SecretString>,
     pub api_url: String,
+    /// Where people and git see repositories (`GITHUB_URL`): github.com for its API, the
+    /// API host without `api.` on GHE.com, the instance for Enterprise Server's `/api/v3`.
+    pub web_url: String,
 }
 
 impl GithubSettings {
@@ -543,7 +546,7 @@ impl Raw {
             listen,
             database_url,
             data_dir,
-            github_url: self.github_url(&github.api_url),
+            github_url: github.web_url.clone(),
             public_url: self
                 .text("public_url")
                 .unwrap_or("http://localhost:3000")
@@ -808,29 +811,36 @@ impl Raw {
     }
 
     fn github(&self, private_key: Option<SecretString>) -> Result<GithubSettings> {
+        let api_url = self
+            .text("github_api_url")
+            .unwrap_or("https://api.github.com")
+            .trim_end_matches('/')
+            .to_owned();
         Ok(GithubSettings {
             app_id: self.parsed("github_app_id", "a numeric app id")?,
             private_key,
             webhook_secrets: self.secrets("github_webhook_secret"),
-            api_url: self
-                .text("github_api_url")
-                .unwrap_or("https://api.github.com")
-                .trim_end_matches('/')
-                .to_owned(),
+            web_url: self.github_url(&api_url),
+            api_url,
         })
     }
 
-    /// GitHub.com's web side is not its API host; Enterprise Server's API lives under the
-    /// instance at /api/v3.
+    /// GitHub.com's web side is not its API host, nor is a GHE.com subdomain's
+    /// (`api.SUB.ghe.com` serves `SUB.ghe.com`); Enterprise Server's API lives under the
+    /// instance at /api/v3. Any other layout is named with `GITHUB_URL`.
     fn github_url(&self, api_url: &str) -> String {
-        match self.text("github_url") {
-            Some(url) => url.trim_end_matches('/').to_owned(),
-            None if api_url == "https://api.github.com" => "https://github.com".to_owned(),
-            None => api_url
-                .strip_suffix("/api/v3")
-                .unwrap_or(api_url)
-                .to_owned(),
+        if let Some(url) = self.text("github_url") {
+            return url.trim_end_matches('/').to_owned();
         }
+        if let Some(host) = api_url.strip_prefix("https://api.")
+            && (host == "github.com" || host.ends_with(".ghe.com"))
+        {
+            return format!("https://{host}");
+        }
+        api_url
+            .strip_suffix("/api/v3")
+            .unwrap_or(api_url)
+            .to_owned()
     }
 
     fn gitlab(&self) -> Result<GitlabSettings> {
@@ -1124,6 +1134,13 @@ mod tests {
         )
         .unwrap();
         assert_eq!(s.github_url, "https://git.example.com");
+        let s = Settings::from_sources(
+            None,
+            &env(&[("PLANWRIGHT_GITHUB_API_URL", "https://api.octo.ghe.com")]),
+        )
+        .unwrap();
+        assert_eq!(s.github_url, "https://octo.ghe.com");
+        assert_eq!(s.github.web_url, s.github_url, "git is served there too");
     }
 
     #[test]

@@ -93,7 +93,7 @@ impl GithubApp {
                 app,
                 app_id,
                 graphql_url: graphql_url(&settings.api_url),
-                web_url: web_url(&settings.api_url),
+                web_url: settings.web_url.clone(),
                 http: reqwest::Client::builder()
                     // A redirect could carry the token to another host.
                     .redirect(reqwest::redirect::Policy::none())
@@ -1073,17 +1073,6 @@ fn graphql_url(api_url: &str) -> String {
     match base.strip_suffix("/api/v3") {
         Some(host) => format!("{host}/api/graphql"),
         None => format!("{base}/graphql"),
-    }
-}
-
-/// The web view for a REST base URL: github.com for its API, the host itself for GitHub
-/// Enterprise Server's `https://HOST/api/v3`.
-fn web_url(api_url: &str) -> String {
-    let api = api_url.trim_end_matches('/');
-    if api == "https://api.github.com" {
-        "https://github.com".to_owned()
-    } else {
-        api.strip_suffix("/api/v3").unwrap_or(api).to_owned()
     }
 }
 

@@ -360,6 +360,7 @@ impl FakeGithub {
             private_key: Some(SecretString::from(app_key().private_pem.clone())),
             webhook_secrets: Vec::new(),
             api_url: self.url.clone(),
+            web_url: self.url.clone(),
         }
     }
 
