@@ -957,15 +957,27 @@ impl GithubForge {
                     retry_after: Some(Duration::from_secs(60)),
                 });
             }
+            // An error without a type is GitHub failing on its side ("Something went
+            // wrong while executing your query", a timeout): that passes. A typed one
+            // (NOT_FOUND, FORBIDDEN, UNPROCESSABLE, …) is an answer about the request.
+            let passing = errors.iter().all(|e| e.kind.is_none());
             let message = errors
                 .into_iter()
                 .map(|e| e.message)
                 .collect::<Vec<_>>()
                 .join("; ");
-            return Err(ForgeError::Refused {
-                what: what.to_owned(),
-                status: status.as_u16(),
-                message,
+            return Err(if passing {
+                ForgeError::Unavailable {
+                    what: what.to_owned(),
+                    status: status.as_u16(),
+                    message,
+                }
+            } else {
+                ForgeError::Refused {
+                    what: what.to_owned(),
+                    status: status.as_u16(),
+                    message,
+                }
             });
         }
         answer.data.ok_or_else(|| ForgeError::Malformed {

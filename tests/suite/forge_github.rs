@@ -783,6 +783,25 @@ async fn a_graphql_error_in_a_200_answer_is_a_failure_with_its_message() {
         .unwrap_err();
     assert!(matches!(error, ForgeError::RateLimited { .. }), "{error:?}");
     assert!(error.is_retryable());
+
+    // GitHub failing on its side answers 200 with an untyped error: that is tried again.
+    let before = fake.count("POST", "/graphql");
+    fake.graphql_error_next(
+        "",
+        "Something went wrong while executing your query. This may be the result of a timeout, or it could be a GitHub bug.",
+    );
+    assert!(
+        forge
+            .minimize_comment(&repo(), IssueNumber(3), CommentId(old))
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        fake.count("POST", "/graphql") - before,
+        2,
+        "the failed call, then its retry"
+    );
+    assert!(fake.comment(old).unwrap().minimized.is_some());
 }
 
 #[tokio::test]

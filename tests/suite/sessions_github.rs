@@ -1348,6 +1348,10 @@ async fn git_credentials_revoked_while_cached_are_renewed_once_and_the_session_g
             _ => None,
         })
         .collect();
-    assert_eq!(git_tokens.len(), 3, "renewed once each time: {git_tokens:?}");
+    assert_eq!(
+        git_tokens.len(),
+        3,
+        "renewed once each time: {git_tokens:?}"
+    );
     world.server.stop().await;
 }

@@ -838,7 +838,8 @@ impl FakeGithub {
         self.with(|w| w.revoke_before = Some((method.to_owned(), prefix.to_owned(), true)));
     }
 
-    /// The next GraphQL call answers 200 with this error, as GitHub reports failures.
+    /// The next GraphQL call answers 200 with this error, as GitHub reports failures; an
+    /// empty `kind` sends the error without a type, as GitHub reports its own.
     pub fn graphql_error_next(&self, kind: &str, message: &str) {
         self.with(|w| {
             w.graphql_errors
@@ -2109,12 +2110,13 @@ fn check_run_json(r: &FakeCheckRun) -> Value {
 /// GraphQL's `minimizeComment` mutation, the only GraphQL planwright uses. Failures come
 /// back as GitHub sends them: 200 with an `errors` array.
 fn graphql(w: &mut GithubState, token: &str, body: &Value) -> Response {
+    // An empty kind leaves `type` out, as GitHub does for its own failures (timeouts).
     let graphql_error = |kind: &str, message: String| {
-        axum::Json(json!({
-            "data": null,
-            "errors": [{ "type": kind, "path": ["minimizeComment"], "locations": [{"line": 1, "column": 2}], "message": message }],
-        }))
-        .into_response()
+        let mut error = json!({ "path": ["minimizeComment"], "locations": [{"line": 1, "column": 2}], "message": message });
+        if !kind.is_empty() {
+            error["type"] = json!(kind);
+        }
+        axum::Json(json!({ "data": null, "errors": [error] })).into_response()
     };
     if let Some((kind, message)) = w.graphql_errors.pop_front() {
         return graphql_error(&kind, message);
