@@ -26,6 +26,10 @@ use crate::store::{self, Db, jobs, now_ms};
 const RATE_LIMIT_WAIT_MAX: Duration = Duration::from_secs(2 * 3600);
 /// The shortest: a `Retry-After: 0` must not turn a held job into a loop on the forge.
 const RATE_LIMIT_WAIT_MIN: Duration = Duration::from_secs(1);
+/// How long after it was queued a job may still wait for rate limits without spending
+/// attempts: past it, a forge that keeps refusing is a failure like any other, so a job
+/// cannot be put off for ever.
+const RATE_LIMIT_PATIENCE: Duration = Duration::from_secs(3 * 24 * 3600);
 
 /// Why a job did not finish, and whether trying again can help.
 #[derive(Debug)]
@@ -305,7 +309,10 @@ async fn run_one(
     let Some(result) = outcome else { return };
     let recorded = match &result {
         Ok(()) => jobs::complete(&db, &job).await,
-        Err(e) if let Some(wait) = e.rate_limit_wait() => {
+        Err(e)
+            if let Some(wait) = e.rate_limit_wait()
+                && now_ms() - job.created_at < RATE_LIMIT_PATIENCE.as_millis() as i64 =>
+        {
             warn!(error = %e.message(), wait_s = wait.as_secs(), "job waits for the forge's rate limit");
             jobs::defer(&db, &job, now_ms() + wait.as_millis() as i64, &e.message()).await
         }

@@ -93,6 +93,8 @@ pub struct Claimed {
     pub max_attempts: i64,
     pub lease_token: String,
     pub last_error: Option<String>,
+    /// When it was enqueued, epoch milliseconds.
+    pub created_at: i64,
 }
 
 /// A job as stored, for listings and tests.
@@ -135,7 +137,8 @@ macro_rules! claim_sql {
             "OR (state = 'running' AND lease_expires_at < $4) ",
             "ORDER BY run_at, id LIMIT 1 ",
             $lock,
-            ") RETURNING id, kind, payload, attempts, max_attempts, lease_token, last_error"
+            ") RETURNING id, kind, payload, attempts, max_attempts, lease_token, last_error, ",
+            "created_at"
         )
     };
 }

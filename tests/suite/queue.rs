@@ -139,6 +139,33 @@ async fn a_rate_limited_job_waits_for_the_reset_without_spending_its_attempts() 
     }
 }
 
+/// A forge that keeps answering "rate limited" for days is a failure like any other:
+/// the job does not wait for ever.
+#[tokio::test]
+async fn a_job_held_by_rate_limits_for_days_spends_its_attempts() {
+    let t = TestDb::new().await;
+    let handlers = Handler::new(|_job: Job| async move {
+        Err(JobError::from(planwright::forge::ForgeError::RateLimited {
+            what: "GET /repos/acme/widgets/issues/7".into(),
+            retry_after: Some(Duration::ZERO),
+        }))
+    });
+    let id = enqueue(&t.db, "limited", "{}", 2).await;
+    let four_days_ago = now_ms() - 4 * 24 * 3600 * 1000;
+    sqlx::query("UPDATE jobs SET created_at = $1 WHERE id = $2")
+        .bind(four_days_ago)
+        .bind(&id)
+        .execute(&t.db.writer)
+        .await
+        .unwrap();
+    let (stop, handle) = spawn_worker(&t.db, handlers, queue_settings(), "w1");
+    let dead = job_in_state(&t.db, &id, JobState::Dead).await;
+    stop.cancel();
+    handle.await.unwrap();
+    assert_eq!(dead.attempts, 2);
+    assert!(dead.last_error.unwrap().contains("rate limited"));
+}
+
 #[tokio::test]
 async fn a_job_that_succeeds_on_retry_is_done() {
     let t = TestDb::new().await;
