@@ -87,6 +87,9 @@ pub struct GithubSettings {
     /// Where people and git see repositories (`GITHUB_URL`): github.com for its API, the
     /// API host without `api.` on GHE.com, the instance for Enterprise Server's `/api/v3`.
     pub web_url: String,
+    /// The longest rate-limit wait a job waits out in place (`RATE_LIMIT_WAIT_SECS`);
+    /// longer ones hand the job back to the queue until the reset.
+    pub rate_limit_wait: Duration,
 }
 
 impl GithubSettings {
@@ -115,6 +118,8 @@ pub struct GitlabSettings {
     /// Each accepted only for the project it is paired with, so that whoever holds one
     /// project's secret cannot speak for another.
     pub project_secrets: Vec<(crate::ids::RepoName, SecretString)>,
+    /// As [`GithubSettings::rate_limit_wait`].
+    pub rate_limit_wait: Duration,
 }
 
 #[derive(Debug, Clone)]
@@ -231,6 +236,7 @@ const KEYS: &[&str] = &[
     "job_retry_max_secs",
     "job_poll_ms",
     "shutdown_grace_secs",
+    "rate_limit_wait_secs",
     "workspace_keep_failed_secs",
     "mirror_unused_days",
     "executor_timeout_secs",
@@ -822,6 +828,7 @@ impl Raw {
             webhook_secrets: self.secrets("github_webhook_secret"),
             web_url: self.github_url(&api_url),
             api_url,
+            rate_limit_wait: self.rate_limit_wait()?,
         })
     }
 
@@ -843,6 +850,15 @@ impl Raw {
             .to_owned()
     }
 
+    fn rate_limit_wait(&self) -> Result<Duration> {
+        Ok(self
+            .parsed::<u64>("rate_limit_wait_secs", "a number of seconds")?
+            .map_or(
+                crate::forge::RetryPolicy::default().max_rate_limit_wait,
+                Duration::from_secs,
+            ))
+    }
+
     fn gitlab(&self) -> Result<GitlabSettings> {
         Ok(GitlabSettings {
             url: self
@@ -851,6 +867,7 @@ impl Raw {
             token: self.secret("gitlab_token"),
             webhook_secrets: self.secrets("gitlab_webhook_secret"),
             project_secrets: self.project_secrets("gitlab_webhook_secrets")?,
+            rate_limit_wait: self.rate_limit_wait()?,
         })
     }
 }

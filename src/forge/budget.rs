@@ -62,8 +62,22 @@ pub fn held(forge: &'static str, scope: &str) -> Option<Duration> {
     let limits = LIMITS.lock().ok()?;
     let limit = limits.get(&(forge, scope.to_owned()))?;
     let now = now();
-    (limit.remaining <= limit.reserve() && limit.reset > now)
-        .then(|| Duration::from_secs(limit.reset - now))
+    let floor = if RESERVE.try_with(|_| ()).is_ok() {
+        0
+    } else {
+        limit.reserve()
+    };
+    (limit.remaining <= floor && limit.reset > now).then(|| Duration::from_secs(limit.reset - now))
+}
+
+tokio::task_local! {
+    static RESERVE: ();
+}
+
+/// Runs `work` with the reserve open to it: its calls are held only once the forge says
+/// nothing is left. For telling people their work waits, which is what the reserve is for.
+pub async fn from_reserve<F: std::future::Future>(work: F) -> F::Output {
+    RESERVE.scope((), work).await
 }
 
 /// Appends every identity's last known limit to a `/metrics` exposition.

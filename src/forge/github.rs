@@ -101,7 +101,10 @@ impl GithubApp {
                     .timeout(Duration::from_secs(30))
                     .build()
                     .context("Could not build the GitHub GraphQL client")?,
-                retry: RetryPolicy::default(),
+                retry: RetryPolicy {
+                    max_rate_limit_wait: settings.rate_limit_wait,
+                    ..RetryPolicy::default()
+                },
                 slug: OnceCell::new(),
                 installations: Mutex::new(HashMap::new()),
             }),

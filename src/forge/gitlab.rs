@@ -109,7 +109,10 @@ impl GitlabForge {
             http,
             api: format!("{base}/api/v4"),
             token,
-            retry: RetryPolicy::default(),
+            retry: RetryPolicy {
+                max_rate_limit_wait: settings.rate_limit_wait,
+                ..RetryPolicy::default()
+            },
             me: Arc::new(OnceCell::new()),
             clone_urls: Arc::default(),
         })

@@ -34,6 +34,25 @@ pub(super) fn status_marker(session: &SessionId) -> String {
     format!("<!-- planwright:status {{\"session\":\"{session}\"}} -->")
 }
 
+/// The status line of a session whose work waits for the forge's rate limit.
+pub(super) fn waiting_for_rate_limit(
+    forge: crate::event::ForgeKind,
+    until: chrono::DateTime<chrono::Utc>,
+    wait: std::time::Duration,
+) -> String {
+    let forge = match forge {
+        crate::event::ForgeKind::Github => "GitHub",
+        crate::event::ForgeKind::Gitlab => "GitLab",
+        crate::event::ForgeKind::Local => "the forge",
+    };
+    let minutes = wait.as_secs().div_ceil(60);
+    format!(
+        "Waiting for {forge}'s rate limit, which is nearly spent: this session continues at {} (in about {minutes} minute{}). Nothing is lost meanwhile.",
+        until.format("%H:%M UTC"),
+        if minutes == 1 { "" } else { "s" }
+    )
+}
+
 // Labels, permissions and settings.
 
 pub(super) fn settings_invalid_cannot_start(e: &impl Display) -> String {

@@ -116,11 +116,23 @@ pub fn handler(app: Arc<App>) -> Handler {
 }
 
 async fn run(app: Arc<App>, job: Job) -> Result<(), JobError> {
-    match JobKind::parse(&job.kind, &job.payload)? {
-        JobKind::Event(event) => on_event(&app, &job, &event).await,
-        JobKind::Plan(plan) => plan::plan_job(app, plan, job.attempt).await,
-        JobKind::Execute(execute) => execute::execute_job(app, execute, job.attempt).await,
+    let (session, result) = match JobKind::parse(&job.kind, &job.payload)? {
+        JobKind::Event(event) => return on_event(&app, &job, &event).await,
+        JobKind::Plan(plan) => (
+            plan.session.clone(),
+            plan::plan_job(app.clone(), plan, job.attempt).await,
+        ),
+        JobKind::Execute(execute) => (
+            execute.session.clone(),
+            execute::execute_job(app.clone(), execute, job.attempt).await,
+        ),
+    };
+    if let Err(e) = &result
+        && let Some(wait) = e.rate_limit_wait()
+    {
+        super::status::note_rate_limit(&app, &session, wait).await;
     }
+    result
 }
 
 async fn on_event(app: &App, job: &Job, event: &Event) -> Result<(), JobError> {

@@ -43,7 +43,8 @@ pub async fn plan_job(app: Arc<App>, plan: PlanJob, attempt: i64) -> Result<(), 
         )));
     };
     drop(conn);
-    if session.state != SessionState::Planning {
+    let again = session.state == SessionState::AwaitingApproval;
+    if session.state != SessionState::Planning && !again {
         info!(session = %plan.session, state = %session.state, "plan job no longer needed");
         return Ok(());
     }
@@ -59,7 +60,11 @@ pub async fn plan_job(app: Arc<App>, plan: PlanJob, attempt: i64) -> Result<(), 
     // Instrumented, not entered: a guard held across an await puts other tasks' log
     // lines under this span.
     async {
-        match job.plan_and_post().await {
+        let done = match again {
+            true => job.announce_again().await,
+            false => job.plan_and_post().await,
+        };
+        match done {
             Ok(()) | Err(Stop::Gone) => Ok(()),
             Err(Stop::User(UserError::Refused(reason) | UserError::Failed(reason))) => {
                 fail(&app, job.forge, &session, &reason, None).await?;
@@ -400,14 +405,7 @@ impl Planning<'_> {
         let detail = serde_json::json!({ "version": row.version, "sha256": row.sha256, "comment": posted.id });
         audit_planwright(&mut tx, id, "contract.posted", detail).await?;
         tx.commit().await?;
-        for old in superseded {
-            let Some(comment) = old.comment_id.as_deref().and_then(|c| c.parse().ok()) else {
-                continue;
-            };
-            mark_superseded(forge, repo, issue, CommentId(comment), &old, version).await?;
-        }
-        let text = comments::contract_posted(version, edited, notes);
-        update_status_of(self.app, forge, id, to, &text).await?;
+        self.announce(&superseded, version, edited, notes).await?;
         if let Some(pull) = self.session.pull_number {
             // A round asked for on the pull request: its readers learn where it waits.
             // Said once (the move above happens once); a courtesy, so not worth failing for.
@@ -418,6 +416,45 @@ impl Planning<'_> {
             }
         }
         Ok(())
+    }
+
+    /// What follows a posted contract on the forge: the versions it supersedes marked so,
+    /// and the status comment pointing to it.
+    async fn announce(
+        &self,
+        superseded: &[ContractRow],
+        version: ContractVersion,
+        edited: bool,
+        notes: &[String],
+    ) -> Result<(), Stop> {
+        let (forge, repo, issue) = (self.forge, self.repo(), self.issue());
+        for old in superseded {
+            let Some(comment) = old.comment_id.as_deref().and_then(|c| c.parse().ok()) else {
+                continue;
+            };
+            mark_superseded(forge, repo, issue, CommentId(comment), old, version).await?;
+        }
+        let text = comments::contract_posted(version, edited, notes);
+        let to = SessionState::AwaitingApproval;
+        update_status_of(self.app, forge, self.id(), to, &text).await?;
+        Ok(())
+    }
+
+    /// An earlier attempt posted this job's contract and stopped before announcing it (a
+    /// rate limit, an outage): the announcement is made again, so the status comment does
+    /// not stay at what it said meanwhile. Nothing happens when a later version exists.
+    async fn announce_again(&self) -> Result<(), Stop> {
+        let mut conn = self.app.db.pool.acquire().await?;
+        let latest = sessions::latest_contract(&mut conn, self.id()).await?;
+        let Some(row) = latest.filter(|r| r.version == self.plan.version && r.comment_id.is_some())
+        else {
+            return Ok(());
+        };
+        let before = sessions::contract(&mut conn, self.id(), row.version - 1).await?;
+        drop(conn);
+        let (_, version, notes) = self.render(&row).await?;
+        let superseded: Vec<ContractRow> = before.into_iter().collect();
+        self.announce(&superseded, version, false, &notes).await
     }
 
     /// Runs the planner on a checkout of the base, with the settings that checkout holds

@@ -86,6 +86,27 @@ pub(crate) async fn update_status_of(
     Ok(true)
 }
 
+/// Says on the session's status comment that its work waits `wait` for the forge's rate
+/// limit, and when it goes on; the job itself is deferred by the queue. Spends the
+/// budget's reserve, kept for this; a note that cannot be posted is only logged.
+pub(crate) async fn note_rate_limit(app: &App, id: &SessionId, wait: std::time::Duration) {
+    let noted = crate::forge::budget::from_reserve(async {
+        let mut conn = app.db.pool.acquire().await?;
+        let Some(row) = sessions::get(&mut conn, id).await? else {
+            return Ok(());
+        };
+        drop(conn);
+        let forge = app.forges.get(row.forge, row.installation_id)?;
+        let until = chrono::Utc::now() + wait;
+        let text = comments::waiting_for_rate_limit(row.forge, until, wait);
+        update_status(app, forge.as_ref(), &row, row.state, &text).await
+    })
+    .await;
+    if let Err(e) = noted {
+        tracing::warn!(session = %id, error = %e.message(), "could not say on the issue that the session waits for the rate limit");
+    }
+}
+
 async fn store_status(app: &App, id: &SessionId, comment: CommentId) -> Result<(), JobError> {
     let mut conn = app.db.writer.acquire().await?;
     sessions::set_status_comment(&mut conn, id, &comment.0.to_string()).await?;

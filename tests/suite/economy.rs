@@ -66,3 +66,100 @@ async fn a_whole_flow_stays_within_its_call_budget(on: ForgeKind) {
 }
 
 crate::on_both_forges!(a_whole_flow_stays_within_its_call_budget);
+
+/// The status comment's edits, oldest first, as the fake received them.
+fn status_edits(world: &World) -> Vec<String> {
+    let requests: Vec<(String, String, String)> = match &world.fake {
+        Fake::Github(f) => f
+            .requests()
+            .into_iter()
+            .map(|r| (r.method, r.path, r.body))
+            .collect(),
+        Fake::Gitlab(f) => f
+            .requests()
+            .into_iter()
+            .map(|r| (r.method, r.path, r.body))
+            .collect(),
+    };
+    requests
+        .into_iter()
+        .filter(|(method, path, body)| {
+            matches!(method.as_str(), "PATCH" | "PUT" | "POST")
+                && (path.contains("/comments") || path.contains("/notes"))
+                && body.contains("planwright:status")
+        })
+        .map(|(_, _, body)| body)
+        .collect()
+}
+
+/// An identity with less left than the reserve pauses the session at the reset, says so
+/// on the status comment (from the reserve), and goes on afterwards: one contract, one
+/// status comment, one pull request, and the forge never had to refuse a call.
+async fn a_nearly_spent_rate_limit_pauses_the_session_until_its_reset(on: ForgeKind) {
+    let world = World::calc_with(
+        on,
+        support::calc::fixing_script(2),
+        &format!("test: {}\n", support::calc::UNITTEST),
+        // Every wait goes back to the queue, as a reset an hour away would.
+        &[("PLANWRIGHT_RATE_LIMIT_WAIT_SECS", "0")],
+    )
+    .await;
+    // From the contract's post on, the identity is below its reserve (a hundredth of
+    // the window) until the reset.
+    let reset_in = std::time::Duration::from_secs(3);
+    match &world.fake {
+        Fake::Github(f) => f.rate_limit_from("POST", "planwright:contract", 5000, 45, reset_in),
+        Fake::Gitlab(f) => f.rate_limit_from("POST", "planwright:contract", 2000, 15, reset_in),
+    }
+    world.label(&world.maintainer, "limited-label").await;
+    world.wait_for_state("awaiting_approval").await;
+    // The contract was posted; what followed waited for the reset.
+    world.all_jobs_settled().await;
+    let edits = status_edits(&world);
+    let waiting: Vec<&String> = edits
+        .iter()
+        .filter(|b| b.contains("rate limit, which is nearly spent"))
+        .collect();
+    assert_eq!(waiting.len(), 1, "{edits:#?}");
+    let forge = match on {
+        ForgeKind::Gitlab => "GitLab",
+        _ => "GitHub",
+    };
+    assert!(
+        waiting[0].contains(&format!("Waiting for {forge}'s rate limit")),
+        "{}",
+        waiting[0]
+    );
+    assert!(
+        waiting[0].contains(" UTC (in about 1 minute)"),
+        "{}",
+        waiting[0]
+    );
+    let last = edits.last().unwrap();
+    assert!(!last.contains("rate limit"), "the session went on: {last}");
+
+    world
+        .comment(&world.maintainer, "/approve", "limited-approve")
+        .await;
+    world.wait_for_state("pr_opened").await;
+    world.all_jobs_settled().await;
+    assert_eq!(world.contract_comments().len(), 1);
+    let statuses = world
+        .bot_comments()
+        .into_iter()
+        .filter(|b| b.contains("planwright:status"))
+        .count();
+    assert_eq!(statuses, 1);
+    assert_eq!(world.pulls().len(), 1);
+    let refused = match &world.fake {
+        Fake::Github(f) => f.requests().iter().filter(|r| r.status == 403).count(),
+        Fake::Gitlab(f) => f.requests().iter().filter(|r| r.status == 429).count(),
+    };
+    assert_eq!(
+        refused, 0,
+        "planwright held its calls before the forge refused any"
+    );
+    world.server.stop().await;
+}
+
+crate::on_both_forges!(a_nearly_spent_rate_limit_pauses_the_session_until_its_reset);

@@ -22,7 +22,7 @@ use secrecy::SecretString;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::fake_http::{self, Fault, Faults, RequestLog};
+use super::fake_http::{self, Fault, Faults, Metered, RateLimits, RequestLog};
 use super::git_http::{self, GitHttp};
 
 pub const APP_ID: u64 = 4242;
@@ -262,6 +262,7 @@ struct GithubState {
     next_id: i64,
     log: RequestLog<Credential>,
     faults: Faults,
+    rate_limits: RateLimits,
     /// `(method, path prefix)`: every token is revoked just before the next such request.
     revoke_before: Option<(String, String, bool)>,
     /// The `head` filter of the pull request list is ignored, as GitHub does with one it
@@ -361,6 +362,7 @@ impl FakeGithub {
             webhook_secrets: Vec::new(),
             api_url: self.url.clone(),
             web_url: self.url.clone(),
+            rate_limit_wait: planwright::forge::RetryPolicy::default().max_rate_limit_wait,
         }
     }
 
@@ -808,6 +810,20 @@ impl FakeGithub {
         self.with(|w| w.tokens.clear());
     }
 
+    /// From the next `method` request whose body contains `text` on, the installation has
+    /// `remaining` of `limit` calls until `reset_in` from then, told in `x-ratelimit-*`
+    /// headers; a spent window is refused with GitHub's 403.
+    pub fn rate_limit_from(
+        &self,
+        method: &str,
+        text: &str,
+        limit: u64,
+        remaining: u64,
+        reset_in: std::time::Duration,
+    ) {
+        self.with(|w| w.rate_limits.arm(method, text, limit, remaining, reset_in));
+    }
+
     /// The next `n` requests, whatever they are, answer `status` with `headers` and a
     /// GitHub-shaped error body.
     pub fn fail_next(&self, n: usize, status: u16, headers: &[(&str, &str)]) {
@@ -1057,16 +1073,38 @@ fn answer(
     credential: &Credential,
     body: &[u8],
 ) -> Response {
-    match w.faults.take(method, path, body) {
-        Some(failure) => {
-            if failure.performed {
-                // Carried out, and the answer lost on the way back.
-                let _ = answer_now(w, method, path, uri, credential, body);
-            }
-            failure_response(failure)
+    if let Some(failure) = w.faults.take(method, path, body) {
+        if failure.performed {
+            // Carried out, and the answer lost on the way back.
+            let _ = answer_now(w, method, path, uri, credential, body);
         }
-        None => answer_now(w, method, path, uri, credential, body),
+        return failure_response(failure);
     }
+    // An installation's own window; the app's JWT calls have theirs, not kept here.
+    let metered = match credential {
+        Credential::Token(_) => w.rate_limits.meter(method, path, body),
+        _ => None,
+    };
+    let mut response = match &metered {
+        Some(Metered::Spent(_)) => error(
+            StatusCode::FORBIDDEN,
+            "API rate limit exceeded for installation. If you reach out to GitHub Support for help, please include the request ID.",
+        ),
+        _ => answer_now(w, method, path, uri, credential, body),
+    };
+    if let Some(Metered::Answered(window) | Metered::Spent(window)) = metered {
+        let headers = response.headers_mut();
+        for (name, value) in [
+            ("x-ratelimit-limit", window.limit),
+            ("x-ratelimit-remaining", window.remaining),
+            ("x-ratelimit-reset", window.reset),
+            ("x-ratelimit-used", window.limit - window.remaining),
+        ] {
+            headers.insert(name, value.into());
+        }
+        headers.insert("x-ratelimit-resource", "core".parse().unwrap());
+    }
+    response
 }
 
 /// A failure as GitHub words it: a JSON error, rate limits with their own message.

@@ -22,7 +22,7 @@ use secrecy::SecretString;
 use serde_json::{Value, json};
 
 use super::fake_forge::{now, rfc3339};
-use super::fake_http::{self, Faults, RequestLog};
+use super::fake_http::{self, Faults, Metered, RateLimits, RequestLog, unix_now};
 use super::git_http::{self, GitHttp};
 
 /// The token the fake accepts; shaped like a real personal access token.
@@ -199,6 +199,7 @@ struct GitlabState {
     next_id: i64,
     log: RequestLog<Option<String>>,
     faults: Faults,
+    rate_limits: RateLimits,
     /// Answer lists with a `Link` header only, as behind a proxy that drops `x-*` headers.
     link_only: bool,
     /// Holds the bare repositories served over git smart HTTP (`<path>.git`).
@@ -275,6 +276,7 @@ impl FakeGitlab {
             token: Some(SecretString::from(TOKEN.to_owned())),
             webhook_secrets: Vec::new(),
             project_secrets: Vec::new(),
+            rate_limit_wait: planwright::forge::RetryPolicy::default().max_rate_limit_wait,
         }
     }
 
@@ -695,6 +697,20 @@ impl FakeGitlab {
         self.with(|w| w.link_only = true);
     }
 
+    /// From the next `method` request whose body contains `text` on, the token has
+    /// `remaining` of `limit` calls until `reset_in` from then, told in `RateLimit-*`
+    /// headers; a spent window is refused with GitLab's 429.
+    pub fn rate_limit_from(
+        &self,
+        method: &str,
+        text: &str,
+        limit: u64,
+        remaining: u64,
+        reset_in: std::time::Duration,
+    ) {
+        self.with(|w| w.rate_limits.arm(method, text, limit, remaining, reset_in));
+    }
+
     /// The next `n` requests, whatever they are, answer `status` with `headers`.
     pub fn fail_next(&self, n: usize, status: u16, headers: &[(&str, &str)]) {
         self.with(|w| w.faults.next(n, status, headers));
@@ -909,7 +925,28 @@ fn answer(
         failure.add_headers(response.headers_mut());
         return response;
     }
-    route(w, method, uri, token, headers, body)
+    let metered = w.rate_limits.meter(method, uri.path(), body);
+    let mut response = match &metered {
+        Some(Metered::Spent(window)) => {
+            let mut spent = (StatusCode::TOO_MANY_REQUESTS, "Retry later\n").into_response();
+            let wait = window.reset.saturating_sub(unix_now());
+            spent.headers_mut().insert("retry-after", wait.into());
+            spent
+        }
+        _ => route(w, method, uri, token, headers, body),
+    };
+    if let Some(Metered::Answered(window) | Metered::Spent(window)) = metered {
+        let headers = response.headers_mut();
+        for (name, value) in [
+            ("ratelimit-limit", window.limit),
+            ("ratelimit-remaining", window.remaining),
+            ("ratelimit-reset", window.reset),
+            ("ratelimit-observed", window.limit - window.remaining),
+        ] {
+            headers.insert(name, value.into());
+        }
+    }
+    response
 }
 
 fn route(

@@ -115,6 +115,80 @@ pub struct Fault {
     applies: Applies,
 }
 
+/// An identity's rate limit window as a forge keeps it: every answer spends one call and
+/// says what is left; a spent window is refused until its reset, then starts full again.
+#[derive(Debug, Clone, Copy)]
+pub struct RateLimit {
+    pub limit: u64,
+    pub remaining: u64,
+    /// Unix seconds.
+    pub reset: u64,
+}
+
+/// What a request meets under a rate limit: answered (its headers say what is left), or
+/// refused because the window is spent.
+pub enum Metered {
+    Answered(RateLimit),
+    Spent(RateLimit),
+}
+
+/// A rate limit a test set, from the first request it applies to on.
+#[derive(Default)]
+pub struct RateLimits {
+    armed: Option<(Applies, RateLimit, Duration)>,
+    active: Option<RateLimit>,
+}
+
+impl RateLimits {
+    /// From the next `method` request whose body contains `text` on (that one included),
+    /// `remaining` of `limit` calls are left until `reset_in` from then.
+    pub fn arm(
+        &mut self,
+        method: &str,
+        text: &str,
+        limit: u64,
+        remaining: u64,
+        reset_in: Duration,
+    ) {
+        let applies = Applies::Body(method.to_owned(), text.to_owned());
+        let window = RateLimit {
+            limit,
+            remaining,
+            reset: 0,
+        };
+        self.armed = Some((applies, window, reset_in));
+    }
+
+    /// Spends one call of the window, when one is set.
+    pub fn meter(&mut self, method: &Method, path: &str, body: &[u8]) -> Option<Metered> {
+        let now = unix_now();
+        if let Some((applies, _, _)) = &self.armed
+            && applies.matches(method.as_str(), path, body)
+        {
+            let (_, mut window, reset_in) = self.armed.take().unwrap();
+            window.reset = now + reset_in.as_secs().max(1);
+            self.active = Some(window);
+        }
+        let window = self.active.as_mut()?;
+        if now >= window.reset {
+            window.remaining = window.limit;
+            window.reset = now + 3600;
+        }
+        if window.remaining == 0 {
+            return Some(Metered::Spent(*window));
+        }
+        window.remaining -= 1;
+        Some(Metered::Answered(*window))
+    }
+}
+
+pub fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
 /// Failures queued by a test; each is answered once, to the first request it applies to.
 #[derive(Default)]
 pub struct Faults(Vec<Fault>);
@@ -169,15 +243,24 @@ impl Faults {
     /// is the one the fake routes on (without the query).
     pub fn take(&mut self, method: &Method, path: &str, body: &[u8]) -> Option<Fault> {
         let method = method.as_str();
-        let i = self.0.iter().position(|f| match &f.applies {
+        let i = self
+            .0
+            .iter()
+            .position(|f| f.applies.matches(method, path, body))?;
+        Some(self.0.remove(i))
+    }
+}
+
+impl Applies {
+    fn matches(&self, method: &str, path: &str, body: &[u8]) -> bool {
+        match self {
             Applies::Any => true,
             Applies::Path(m, p) => m == method && p == path,
             Applies::Prefix(m, p) => m == method && path.starts_with(p.as_str()),
             Applies::Body(m, text) => {
                 m == method && String::from_utf8_lossy(body).contains(text.as_str())
             }
-        })?;
-        Some(self.0.remove(i))
+        }
     }
 }
 
