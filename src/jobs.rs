@@ -19,6 +19,7 @@ use crate::forge::ForgeError;
 use crate::ids::JobId;
 use crate::llm::ModelError;
 use crate::metrics::{RequestTally, counting_forge_requests};
+use crate::store::jobs::Room;
 use crate::store::{self, Db, jobs, now_ms};
 
 /// The longest a rate limit holds a job back at once (GitHub's and GitLab's windows are
@@ -185,24 +186,41 @@ impl Worker {
             owner,
             waker,
         } = self;
-        let permits = Arc::new(Semaphore::new(settings.workers.max(1)));
+        // Runs have their own slots, so hours of executions never hold up webhooks and
+        // planning; only this loop takes permits, so what it sees free stays free.
+        let others = Arc::new(Semaphore::new(settings.workers.max(1)));
+        let runs = Arc::new(Semaphore::new(settings.max_runs.max(1)));
         let abort = CancellationToken::new();
         let mut running = JoinSet::new();
         loop {
             while running.try_join_next().is_some() {}
-            let permit = tokio::select! {
-                biased;
-                _ = stop.cancelled() => break,
-                permit = permits.clone().acquire_owned() => match permit {
-                    Ok(p) => p,
-                    Err(_) => break,
-                },
-            };
             if stop.is_cancelled() {
                 break;
             }
-            match jobs::claim(&db, &owner, settings.lease).await {
+            let room = Room {
+                other: others.available_permits() > 0,
+                run: runs.available_permits() > 0,
+                per_lane: settings.max_runs_per_installation,
+            };
+            if !room.other && !room.run {
+                // Every job that ends wakes this loop.
+                tokio::select! {
+                    biased;
+                    _ = stop.cancelled() => break,
+                    _ = waker.0.notified() => continue,
+                }
+            }
+            match jobs::claim(&db, &owner, settings.lease, room).await {
                 Ok(Some(job)) => {
+                    let slots = if job.lane.is_some() { &runs } else { &others };
+                    let Ok(permit) = slots.clone().try_acquire_owned() else {
+                        // Not reachable while this loop alone takes permits; the job goes
+                        // back rather than running beyond its bound.
+                        if let Err(e) = jobs::release(&db, &job).await {
+                            warn!(error = %format!("{e:#}"), "Could not hand a job back; its lease will expire");
+                        }
+                        continue;
+                    };
                     let span =
                         info_span!("job", id = %job.id, kind = %job.kind, attempt = job.attempts);
                     let run = run_one(
@@ -218,14 +236,14 @@ impl Worker {
                             run.await;
                             drop(permit);
                             // Jobs enqueue the next step (an event its session's plan, an
-                            // approval the execution): look for it now, not a poll later.
+                            // approval the execution), and a slot is free: look now, not
+                            // a poll later.
                             waker.wake();
                         }
                         .instrument(span),
                     );
                 }
                 Ok(None) => {
-                    drop(permit);
                     tokio::select! {
                         _ = stop.cancelled() => break,
                         _ = waker.0.notified() => {}
@@ -233,7 +251,6 @@ impl Worker {
                     }
                 }
                 Err(e) => {
-                    drop(permit);
                     warn!(error = %format!("{e:#}"), "Could not claim a job");
                     tokio::select! {
                         _ = stop.cancelled() => break,

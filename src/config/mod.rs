@@ -139,8 +139,14 @@ pub struct ModelSettings {
 /// How the durable job queue behaves.
 #[derive(Debug, Clone)]
 pub struct QueueSettings {
-    /// Jobs run at once by one process.
+    /// Jobs other than runs at once in one process.
     pub workers: usize,
+    /// Runs (executions: sandboxes, executors, verification) at once in one process, on
+    /// top of `workers`, so long runs never hold up webhooks and planning.
+    pub max_runs: usize,
+    /// Runs of one installation (a GitHub installation, a GitLab top-level group) at once,
+    /// across every process; `None` for no bound. Installations take turns either way.
+    pub max_runs_per_installation: Option<usize>,
     /// How long a claimed job is held without a heartbeat before any worker may take it.
     pub lease: Duration,
     /// Attempts before a job is dead-lettered.
@@ -158,6 +164,8 @@ impl Default for QueueSettings {
     fn default() -> Self {
         Self {
             workers: 4,
+            max_runs: 2,
+            max_runs_per_installation: None,
             lease: Duration::from_secs(60),
             max_attempts: 5,
             retry_base: Duration::from_secs(5),
@@ -197,6 +205,9 @@ const UNPREFIXED: &[&str] = &[
     "OPENAI_BASE_URL",
 ];
 
+/// The longest rate-limit wait a job sits out in place unless `RATE_LIMIT_WAIT_SECS` says.
+pub const RATE_LIMIT_WAIT: Duration = Duration::from_secs(60);
+
 /// Every key the environment may set, in file spelling (upper-cased for the environment).
 const KEYS: &[&str] = &[
     "listen",
@@ -230,6 +241,8 @@ const KEYS: &[&str] = &[
     "webhook_body_limit",
     "webhook_body_reads",
     "workers",
+    "max_runs",
+    "max_runs_per_installation",
     "job_lease_secs",
     "job_max_attempts",
     "job_retry_base_ms",
@@ -772,6 +785,12 @@ impl Raw {
             workers: self
                 .positive("workers")?
                 .map_or(defaults.workers, |v| v as usize),
+            max_runs: self
+                .positive("max_runs")?
+                .map_or(defaults.max_runs, |v| v as usize),
+            max_runs_per_installation: self
+                .positive("max_runs_per_installation")?
+                .map(|v| v as usize),
             lease: self
                 .positive("job_lease_secs")?
                 .map_or(defaults.lease, Duration::from_secs),
@@ -853,10 +872,7 @@ impl Raw {
     fn rate_limit_wait(&self) -> Result<Duration> {
         Ok(self
             .parsed::<u64>("rate_limit_wait_secs", "a number of seconds")?
-            .map_or(
-                crate::forge::RetryPolicy::default().max_rate_limit_wait,
-                Duration::from_secs,
-            ))
+            .map_or(RATE_LIMIT_WAIT, Duration::from_secs))
     }
 
     fn gitlab(&self) -> Result<GitlabSettings> {

@@ -626,7 +626,7 @@ impl Default for RetryPolicy {
             attempts: 4,
             base_delay: Duration::from_millis(500),
             max_delay: Duration::from_secs(8),
-            max_rate_limit_wait: Duration::from_secs(60),
+            max_rate_limit_wait: crate::config::RATE_LIMIT_WAIT,
         }
     }
 }

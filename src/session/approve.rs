@@ -87,7 +87,7 @@ pub(super) async fn apply(
     }
     let (from, to) = (SessionState::AwaitingApproval, SessionState::Executing);
     move_or_refuse(tx, id, from, to, comments::raced_approval()).await?;
-    enqueue_execute(tx, id, &contract, None).await?;
+    let ahead = enqueue_execute(tx, id, &contract, None).await?;
     Ok(Done {
         action: "contract.approved",
         detail: serde_json::json!({
@@ -97,7 +97,11 @@ pub(super) async fn apply(
             "settings_sha256": contract.settings.as_deref().map(BoundSettings::sha256_of),
         }),
         state: to,
-        status: comments::approved(contract.version, ctx.login()),
+        status: format!(
+            "{}{}",
+            comments::approved(contract.version, ctx.login()),
+            comments::runs_ahead(ahead)
+        ),
     })
 }
 

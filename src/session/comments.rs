@@ -233,6 +233,16 @@ pub(super) fn approved(version: i64, login: &str) -> String {
     format!("Contract v{version} approved by @{login}; executing it.")
 }
 
+/// Said after a queued run's status when runs queued earlier wait before it: empty when
+/// none do. The place is as it stood at queueing; installations take turns from there.
+pub(super) fn runs_ahead(ahead: i64) -> String {
+    match ahead {
+        ..=0 => String::new(),
+        1 => "\n\nWaiting for a free run slot: 1 run was queued before it (installations take turns).".to_owned(),
+        n => format!("\n\nWaiting for a free run slot: {n} runs were queued before it (installations take turns)."),
+    }
+}
+
 pub(super) fn revising(version: i64, login: &str) -> String {
     format!("Revising the contract (v{version}) with feedback from @{login}.")
 }

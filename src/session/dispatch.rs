@@ -252,13 +252,16 @@ pub(crate) async fn enqueue_plan_job(
 }
 
 /// Queues the execute job bound to exactly this contract row; with `continues`, it carries
-/// on from that unfinished work.
+/// on from that unfinished work. Returns how many runs wait before it now.
 pub(crate) async fn enqueue_execute(
     conn: &mut sqlx::AnyConnection,
     session: &SessionId,
     contract: &sessions::ContractRow,
     continues: Option<Continuation>,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<i64> {
+    let row = sessions::get(conn, session)
+        .await?
+        .with_context(|| format!("Session {session} does not exist"))?;
     let mut job = JobKind::Execute(ExecuteJob {
         session: session.clone(),
         version: contract.version,
@@ -269,6 +272,20 @@ pub(crate) async fn enqueue_execute(
     })
     .to_new_job(JOB_ATTEMPTS)?;
     job.session = Some(session.clone());
-    jobs::enqueue(conn, &job).await?;
-    Ok(())
+    job.lane = Some(lane(&row));
+    let id = jobs::enqueue(conn, &job).await?;
+    jobs::runs_ahead(conn, &id).await
+}
+
+/// Whose turn a session's runs take: a GitHub installation, a GitLab top-level group (one
+/// organisation either way), or the local forge's one lane.
+pub(crate) fn lane(session: &sessions::SessionRow) -> String {
+    match (session.forge, session.installation_id) {
+        (ForgeKind::Github, Some(installation)) => format!("github:{installation}"),
+        (ForgeKind::Gitlab, _) | (ForgeKind::Github, None) => {
+            let owner = session.repo.as_str().split('/').next().unwrap_or_default();
+            format!("{}:{owner}", session.forge)
+        }
+        (ForgeKind::Local, _) => "local".to_owned(),
+    }
 }

@@ -87,12 +87,12 @@ pub(super) async fn apply(
         "version": contract.version,
         "continues": continues.as_ref().map(|c| &c.commit),
     });
-    enqueue_execute(tx, id, &contract, continues).await?;
+    let ahead = enqueue_execute(tx, id, &contract, continues).await?;
     Ok(Done {
         action: "session.retried",
         detail,
         state: to,
-        status,
+        status: format!("{status}{}", comments::runs_ahead(ahead)),
     })
 }
 

@@ -67,6 +67,9 @@ pub struct NewJob {
     pub run_at: Option<i64>,
     pub delivery: Option<DeliveryId>,
     pub session: Option<SessionId>,
+    /// For a run (an execution): whose it is, the installation or group, so that runs
+    /// take turns by lane and are bounded per lane. `None` for every other job.
+    pub lane: Option<String>,
 }
 
 impl NewJob {
@@ -78,6 +81,7 @@ impl NewJob {
             run_at: None,
             delivery: None,
             session: None,
+            lane: None,
         }
     }
 }
@@ -95,6 +99,7 @@ pub struct Claimed {
     pub last_error: Option<String>,
     /// When it was enqueued, epoch milliseconds.
     pub created_at: i64,
+    pub lane: Option<String>,
 }
 
 /// A job as stored, for listings and tests.
@@ -112,6 +117,7 @@ pub struct JobRow {
     pub last_error: Option<String>,
     pub delivery_id: Option<DeliveryId>,
     pub session_id: Option<SessionId>,
+    pub lane: Option<String>,
     pub created_at: i64,
     pub updated_at: i64,
     pub finished_at: Option<i64>,
@@ -120,26 +126,53 @@ pub struct JobRow {
 macro_rules! job_columns {
     () => {
         "id, kind, payload, state, attempts, max_attempts, run_at, lease_owner, \
-         lease_expires_at, last_error, delivery_id, session_id, created_at, updated_at, \
+         lease_expires_at, last_error, delivery_id, session_id, lane, created_at, updated_at, \
          finished_at"
     };
 }
 
-/// Claims the oldest due job or one whose lease ran out; `$lock` is the backend's
-/// row-locking clause for the candidate row.
-macro_rules! claim_sql {
+/// Finds the job to claim next: due (or its lease ran out), of a kind the worker has room
+/// for, and for a run, of a lane below its bound. Other jobs come first, in queue order;
+/// runs by lane, the one served least recently first, so lanes take turns. `$lock` is the
+/// backend's row-locking clause for the candidate row.
+macro_rules! candidate_sql {
     ($lock:literal) => {
         concat!(
-            "UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_token = $1, ",
-            "lease_owner = $2, lease_expires_at = $3, updated_at = $4 ",
-            "WHERE id = (SELECT id FROM jobs ",
-            "WHERE (state = 'queued' AND run_at <= $4) ",
-            "OR (state = 'running' AND lease_expires_at < $4) ",
-            "ORDER BY run_at, id LIMIT 1 ",
-            $lock,
-            ") RETURNING id, kind, payload, attempts, max_attempts, lease_token, last_error, ",
-            "created_at"
+            "SELECT j.id, j.lane FROM jobs j LEFT JOIN lanes l ON l.lane = j.lane ",
+            "WHERE ((j.state = 'queued' AND j.run_at <= $1) ",
+            "OR (j.state = 'running' AND j.lease_expires_at < $1)) ",
+            "AND ((j.lane IS NULL AND $2 = 1) OR (j.lane IS NOT NULL AND $3 = 1 AND ",
+            "($4 < 0 OR (SELECT COUNT(*) FROM jobs r WHERE r.lane = j.lane ",
+            "AND r.state = 'running' AND r.lease_expires_at >= $1) < $4))) ",
+            "ORDER BY CASE WHEN j.lane IS NULL THEN 0 ELSE 1 END, COALESCE(l.turn, 0), ",
+            "j.run_at, j.id LIMIT 1 ",
+            $lock
         )
+    };
+}
+
+const CLAIM_SQL: &str = "UPDATE jobs SET state = 'running', attempts = attempts + 1, \
+     lease_token = $1, lease_owner = $2, lease_expires_at = $3, updated_at = $4 \
+     WHERE id = $5 RETURNING id, kind, payload, attempts, max_attempts, lease_token, \
+     last_error, created_at, lane";
+
+/// What a worker has room for when it claims.
+#[derive(Debug, Clone, Copy)]
+pub struct Room {
+    /// A job that is not a run.
+    pub other: bool,
+    /// A run.
+    pub run: bool,
+    /// Runs of one lane at once, across every process; `None` for no bound.
+    pub per_lane: Option<usize>,
+}
+
+impl Room {
+    /// Room for any one job, with no bound per lane.
+    pub const ANY: Room = Room {
+        other: true,
+        run: true,
+        per_lane: None,
     };
 }
 
@@ -149,8 +182,8 @@ pub async fn enqueue(conn: &mut AnyConnection, job: &NewJob) -> Result<JobId> {
     let now = now_ms();
     sqlx::query(
         "INSERT INTO jobs (id, kind, payload, state, attempts, max_attempts, run_at, \
-         delivery_id, session_id, created_at, updated_at) \
-         VALUES ($1, $2, $3, $4, 0, $5, $6, $7, $8, $9, $9)",
+         delivery_id, session_id, lane, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, 0, $5, $6, $7, $8, $9, $10, $10)",
     )
     .bind(&id)
     .bind(&job.kind)
@@ -160,30 +193,119 @@ pub async fn enqueue(conn: &mut AnyConnection, job: &NewJob) -> Result<JobId> {
     .bind(job.run_at.unwrap_or(now))
     .bind(job.delivery.as_ref().map(|d| d.0.clone()))
     .bind(job.session.as_ref().map(|s| s.0.clone()))
+    .bind(job.lane.as_deref())
     .bind(now)
     .execute(conn)
     .await?;
     Ok(id)
 }
 
-/// Takes the next due job (or one whose lease ran out) for `owner`, holding it for `lease`.
-pub async fn claim(db: &Db, owner: &str, lease: Duration) -> Result<Option<Claimed>> {
+/// Takes the next due job (or one whose lease ran out) that fits `room` for `owner`,
+/// holding it for `lease`.
+pub async fn claim(db: &Db, owner: &str, lease: Duration, room: Room) -> Result<Option<Claimed>> {
+    // A claimer that loses the race for a lane's last slot looks again: by then the
+    // candidate query sees the lane full.
+    for _ in 0..4 {
+        if let Some(claimed) = try_claim(db, owner, lease, room).await? {
+            return Ok(claimed);
+        }
+    }
+    Ok(None)
+}
+
+/// One try: `Some(None)` when nothing fits, `None` when the lane filled meanwhile.
+async fn try_claim(
+    db: &Db,
+    owner: &str,
+    lease: Duration,
+    room: Room,
+) -> Result<Option<Option<Claimed>>> {
     let now = now_ms();
-    let token = uuid::Uuid::new_v4().to_string();
     // PostgreSQL: concurrent claimers skip each other's locked candidate rows instead of
-    // waiting on them. SQLite: the single writer lock makes the one statement atomic.
+    // waiting on them. SQLite: one transaction writes at a time.
     let sql = match db.backend {
-        Backend::Postgres => claim_sql!("FOR UPDATE SKIP LOCKED"),
-        Backend::Sqlite => claim_sql!(""),
+        Backend::Postgres => candidate_sql!("FOR UPDATE OF j SKIP LOCKED"),
+        Backend::Sqlite => candidate_sql!(""),
     };
-    let claimed = sqlx::query_as::<_, Claimed>(sql)
+    let per_lane = room.per_lane.map_or(-1, |n| n as i64);
+    // SQLite: the write lock is taken at the start, so another process's claim waits
+    // for it instead of failing to upgrade a read.
+    let mut tx = match db.backend {
+        Backend::Postgres => db.writer.begin().await?,
+        Backend::Sqlite => db.writer.begin_with("BEGIN IMMEDIATE").await?,
+    };
+    let candidate: Option<(String, Option<String>)> = sqlx::query_as(sql)
+        .bind(now)
+        .bind(i64::from(room.other))
+        .bind(i64::from(room.run))
+        .bind(per_lane)
+        .fetch_optional(&mut *tx)
+        .await?;
+    let Some((id, lane)) = candidate else {
+        return Ok(Some(None));
+    };
+    if let Some(lane) = &lane {
+        // Taking the lane's row serialises the claimers of one lane (PostgreSQL holds it
+        // to the commit), so the count after it sees every run they started.
+        sqlx::query(
+            "INSERT INTO lanes (lane, turn) \
+             SELECT $1, COALESCE(MAX(turn), 0) + 1 FROM lanes WHERE TRUE \
+             ON CONFLICT (lane) DO UPDATE SET turn = excluded.turn",
+        )
+        .bind(lane)
+        .execute(&mut *tx)
+        .await?;
+        if per_lane >= 0 {
+            let running: i64 = sqlx::query_scalar(
+                "SELECT COUNT(*) FROM jobs WHERE lane = $1 AND state = 'running' \
+                 AND lease_expires_at >= $2 AND id <> $3",
+            )
+            .bind(lane)
+            .bind(now)
+            .bind(&id)
+            .fetch_one(&mut *tx)
+            .await?;
+            if running >= per_lane {
+                tx.rollback().await?;
+                return Ok(None);
+            }
+        }
+    }
+    let token = uuid::Uuid::new_v4().to_string();
+    let claimed = sqlx::query_as::<_, Claimed>(CLAIM_SQL)
         .bind(&token)
         .bind(owner)
         .bind(now + lease.as_millis() as i64)
         .bind(now)
-        .fetch_optional(&db.writer)
+        .bind(&id)
+        .fetch_one(&mut *tx)
         .await?;
-    Ok(claimed)
+    tx.commit().await?;
+    Ok(Some(Some(claimed)))
+}
+
+/// Runs waiting in the queue that would start before the run `job`, as it stands now:
+/// those queued earlier, whatever their lane. For telling a waiting run its place.
+pub async fn runs_ahead(conn: &mut AnyConnection, job: &JobId) -> Result<i64> {
+    Ok(sqlx::query_scalar(
+        "SELECT COUNT(*) FROM jobs w, jobs me WHERE me.id = $1 AND w.lane IS NOT NULL \
+         AND w.state = 'queued' AND w.id <> me.id \
+         AND (w.run_at < me.run_at OR (w.run_at = me.run_at AND w.id < me.id))",
+    )
+    .bind(job)
+    .fetch_one(conn)
+    .await?)
+}
+
+/// Runs holding a live lease now, in every process.
+pub async fn runs_running(conn: &mut AnyConnection) -> Result<i64> {
+    Ok(sqlx::query_scalar(
+        "SELECT COUNT(*) FROM jobs WHERE lane IS NOT NULL AND state = 'running' \
+         AND lease_expires_at >= $1",
+    )
+    .bind(now_ms())
+    .fetch_one(conn)
+    .await?)
 }
 
 /// Extends the lease; `false` means it was lost (another worker took the job over).

@@ -19,6 +19,8 @@ use tokio_util::sync::CancellationToken;
 fn queue_settings() -> QueueSettings {
     QueueSettings {
         workers: 4,
+        max_runs: 2,
+        max_runs_per_installation: None,
         lease: Duration::from_secs(5),
         max_attempts: 3,
         retry_base: Duration::from_millis(100),
@@ -218,13 +220,23 @@ async fn an_expired_lease_is_reclaimed_and_the_old_holder_is_fenced_off() {
     let t = TestDb::new().await;
     let id = enqueue(&t.db, "any", "{}", 5).await;
     let lease = Duration::from_secs(2);
-    let first = jobs::claim(&t.db, "a", lease).await.unwrap().unwrap();
+    let first = jobs::claim(&t.db, "a", lease, jobs::Room::ANY)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(first.id, id);
     assert_eq!(first.attempts, 1);
     // While the lease holds, nobody else gets the job.
-    assert!(jobs::claim(&t.db, "b", lease).await.unwrap().is_none());
+    assert!(
+        jobs::claim(&t.db, "b", lease, jobs::Room::ANY)
+            .await
+            .unwrap()
+            .is_none()
+    );
     let second = eventually("the expired lease to be reclaimed", || async {
-        jobs::claim(&t.db, "b", lease).await.unwrap()
+        jobs::claim(&t.db, "b", lease, jobs::Room::ANY)
+            .await
+            .unwrap()
     })
     .await;
     assert_eq!(second.id, id);
@@ -262,7 +274,7 @@ async fn heartbeats_keep_a_long_job_from_being_reclaimed() {
     let until = Instant::now() + Duration::from_secs(3);
     while Instant::now() < until {
         assert!(
-            jobs::claim(&t.db, "thief", Duration::from_secs(5))
+            jobs::claim(&t.db, "thief", Duration::from_secs(5), jobs::Room::ANY)
                 .await
                 .unwrap()
                 .is_none()
@@ -343,9 +355,14 @@ async fn racing_claimers_never_take_the_same_job() {
         let db = Db::connect(&t.url).await.unwrap();
         tasks.push(tokio::spawn(async move {
             let mut mine = Vec::new();
-            while let Some(job) = jobs::claim(&db, &format!("c{c}"), Duration::from_secs(30))
-                .await
-                .unwrap()
+            while let Some(job) = jobs::claim(
+                &db,
+                &format!("c{c}"),
+                Duration::from_secs(30),
+                jobs::Room::ANY,
+            )
+            .await
+            .unwrap()
             {
                 mine.push(job.id);
             }
@@ -403,6 +420,8 @@ async fn shutdown_hands_back_jobs_that_outlast_the_grace_period() {
     let queued_later = enqueue(&t.db, "stuck", "{}", 3).await;
     let settings = QueueSettings {
         workers: 1,
+        max_runs: 2,
+        max_runs_per_installation: None,
         shutdown_grace: Duration::from_millis(100),
         ..queue_settings()
     };
@@ -418,7 +437,7 @@ async fn shutdown_hands_back_jobs_that_outlast_the_grace_period() {
     let later = jobs::get(&t.db, &queued_later).await.unwrap().unwrap();
     assert_eq!((later.state, later.attempts), (JobState::Queued, 0));
     // Another worker can take the handed-back job straight away.
-    let next = jobs::claim(&t.db, "w2", Duration::from_secs(5))
+    let next = jobs::claim(&t.db, "w2", Duration::from_secs(5), jobs::Room::ANY)
         .await
         .unwrap()
         .unwrap();
@@ -478,4 +497,117 @@ async fn a_job_enqueued_by_a_running_job_is_taken_without_waiting_for_the_poll()
     .await;
     stop.cancel();
     handle.await.unwrap();
+}
+
+async fn enqueue_run(db: &Db, lane: &str, n: usize) -> String {
+    let mut conn = db.pool.acquire().await.unwrap();
+    let mut job = jobs::NewJob::new("run", format!("{lane} {n}"), 3);
+    job.lane = Some(lane.to_owned());
+    jobs::enqueue(&mut conn, &job).await.unwrap().0
+}
+
+/// Two installations with five runs waiting each, one run at a time: they alternate,
+/// though all of the first one's were queued before any of the second's.
+#[tokio::test]
+async fn installations_take_turns_for_run_slots() {
+    let t = TestDb::new().await;
+    let order: Arc<Mutex<Vec<String>>> = Arc::default();
+    let seen = order.clone();
+    let handlers = Handler::new(move |job: Job| {
+        let seen = seen.clone();
+        async move {
+            seen.lock().unwrap().push(job.payload.clone());
+            Ok(())
+        }
+    });
+    let mut ids = Vec::new();
+    for lane in ["github:1", "github:2"] {
+        for n in 0..5 {
+            ids.push(enqueue_run(&t.db, lane, n).await);
+        }
+    }
+    // The place a waiting run is told: every run queued before it, whatever its lane.
+    let mut conn = t.db.pool.acquire().await.unwrap();
+    let last = planwright::ids::JobId(ids[9].clone());
+    assert_eq!(jobs::runs_ahead(&mut conn, &last).await.unwrap(), 9);
+    drop(conn);
+    let settings = QueueSettings {
+        max_runs: 1,
+        max_runs_per_installation: Some(1),
+        ..queue_settings()
+    };
+    let (stop, handle) = spawn_worker(&t.db, handlers, settings, "w1");
+    for id in &ids {
+        job_in_state(&t.db, id, JobState::Done).await;
+    }
+    stop.cancel();
+    handle.await.unwrap();
+    let order = order.lock().unwrap().clone();
+    let expected: Vec<String> = (0..5)
+        .flat_map(|n| [format!("github:1 {n}"), format!("github:2 {n}")])
+        .collect();
+    assert_eq!(order, expected);
+}
+
+/// Runs of one installation stay within MAX_RUNS_PER_INSTALLATION across two workers
+/// (two processes, as far as the queue knows), and full run slots hold up no other job.
+#[tokio::test]
+async fn an_installation_runs_no_more_than_its_bound_and_full_run_slots_block_nothing_else() {
+    let t = TestDb::new().await;
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let open = gate.clone();
+    let handlers = Handler::new(move |job: Job| {
+        let gate = open.clone();
+        async move {
+            if job.kind == "run" {
+                gate.acquire().await.unwrap().forget();
+            }
+            Ok(())
+        }
+    });
+    let mut runs = Vec::new();
+    for n in 0..3 {
+        runs.push(enqueue_run(&t.db, "gitlab:acme", n).await);
+    }
+    runs.push(enqueue_run(&t.db, "gitlab:other", 0).await);
+    let settings = QueueSettings {
+        max_runs: 4,
+        max_runs_per_installation: Some(2),
+        ..queue_settings()
+    };
+    let (stop1, handle1) = spawn_worker(&t.db, handlers.clone(), settings.clone(), "w1");
+    let (stop2, handle2) = spawn_worker(&t.db, handlers, settings, "w2");
+    let running_of = |lane: &'static str| {
+        let db = t.db.clone();
+        async move {
+            jobs::list(&db, None)
+                .await
+                .unwrap()
+                .into_iter()
+                .filter(|j| j.lane.as_deref() == Some(lane) && j.state == JobState::Running)
+                .count()
+        }
+    };
+    // The other installation's run starts although acme's waiting runs were queued first.
+    job_in_state(&t.db, &runs[3], JobState::Running).await;
+    eventually("acme's two runs to start", || async {
+        (running_of("gitlab:acme").await == 2).then_some(())
+    })
+    .await;
+    // An ordinary job is taken while runs hold their slots.
+    let event = enqueue(&t.db, "event", "{}", 3).await;
+    job_in_state(&t.db, &event, JobState::Done).await;
+    assert_eq!(running_of("gitlab:acme").await, 2, "the bound holds");
+    assert_eq!(
+        jobs::get(&t.db, &runs[2]).await.unwrap().unwrap().state,
+        JobState::Queued
+    );
+    gate.add_permits(4);
+    for id in &runs {
+        job_in_state(&t.db, id, JobState::Done).await;
+    }
+    stop1.cancel();
+    stop2.cancel();
+    handle1.await.unwrap();
+    handle2.await.unwrap();
 }
