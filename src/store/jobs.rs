@@ -131,14 +131,16 @@ macro_rules! job_columns {
     };
 }
 
-/// Finds the job to claim next: due (or its lease ran out), of a kind the worker has room
-/// for, and for a run, of a lane below its bound. Other jobs come first, in queue order;
-/// runs by lane, the one served least recently first, so lanes take turns. `$lock` is the
-/// backend's row-locking clause for the candidate row.
-macro_rules! candidate_sql {
+/// Claims the job to take next: due (or its lease ran out), of a kind the worker has
+/// room for, and for a run, of a lane below its bound. Other jobs come first, in queue
+/// order; runs by lane, the one served least recently first, so lanes take turns. `$lock`
+/// is the backend's row-locking clause for the candidate row.
+macro_rules! claim_sql {
     ($lock:literal) => {
         concat!(
-            "SELECT j.id, j.lane FROM jobs j LEFT JOIN lanes l ON l.lane = j.lane ",
+            "UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_token = $5, ",
+            "lease_owner = $6, lease_expires_at = $7, updated_at = $1 ",
+            "WHERE id = (SELECT j.id FROM jobs j LEFT JOIN lanes l ON l.lane = j.lane ",
             "WHERE ((j.state = 'queued' AND j.run_at <= $1) ",
             "OR (j.state = 'running' AND j.lease_expires_at < $1)) ",
             "AND ((j.lane IS NULL AND $2 = 1) OR (j.lane IS NOT NULL AND $3 = 1 AND ",
@@ -146,15 +148,12 @@ macro_rules! candidate_sql {
             "AND r.state = 'running' AND r.lease_expires_at >= $1) < $4))) ",
             "ORDER BY CASE WHEN j.lane IS NULL THEN 0 ELSE 1 END, COALESCE(l.turn, 0), ",
             "j.run_at, j.id LIMIT 1 ",
-            $lock
+            $lock,
+            ") RETURNING id, kind, payload, attempts, max_attempts, lease_token, last_error, ",
+            "created_at, lane"
         )
     };
 }
-
-const CLAIM_SQL: &str = "UPDATE jobs SET state = 'running', attempts = attempts + 1, \
-     lease_token = $1, lease_owner = $2, lease_expires_at = $3, updated_at = $4 \
-     WHERE id = $5 RETURNING id, kind, payload, attempts, max_attempts, lease_token, \
-     last_error, created_at, lane";
 
 /// What a worker has room for when it claims.
 #[derive(Debug, Clone, Copy)]
@@ -203,8 +202,8 @@ pub async fn enqueue(conn: &mut AnyConnection, job: &NewJob) -> Result<JobId> {
 /// Takes the next due job (or one whose lease ran out) that fits `room` for `owner`,
 /// holding it for `lease`.
 pub async fn claim(db: &Db, owner: &str, lease: Duration, room: Room) -> Result<Option<Claimed>> {
-    // A claimer that loses the race for a lane's last slot looks again: by then the
-    // candidate query sees the lane full.
+    // A claimer that lost the race for a lane's last slot looks again: by then the lane
+    // shows full.
     for _ in 0..4 {
         if let Some(claimed) = try_claim(db, owner, lease, room).await? {
             return Ok(claimed);
@@ -222,65 +221,55 @@ async fn try_claim(
 ) -> Result<Option<Option<Claimed>>> {
     let now = now_ms();
     // PostgreSQL: concurrent claimers skip each other's locked candidate rows instead of
-    // waiting on them. SQLite: one transaction writes at a time.
+    // waiting on them. SQLite: the single writer lock makes the one statement atomic,
+    // its count of the lane's runs included.
     let sql = match db.backend {
-        Backend::Postgres => candidate_sql!("FOR UPDATE OF j SKIP LOCKED"),
-        Backend::Sqlite => candidate_sql!(""),
+        Backend::Postgres => claim_sql!("FOR UPDATE OF j SKIP LOCKED"),
+        Backend::Sqlite => claim_sql!(""),
     };
     let per_lane = room.per_lane.map_or(-1, |n| n as i64);
-    // SQLite: the write lock is taken at the start, so another process's claim waits
-    // for it instead of failing to upgrade a read.
-    let mut tx = match db.backend {
-        Backend::Postgres => db.writer.begin().await?,
-        Backend::Sqlite => db.writer.begin_with("BEGIN IMMEDIATE").await?,
-    };
-    let candidate: Option<(String, Option<String>)> = sqlx::query_as(sql)
+    let token = uuid::Uuid::new_v4().to_string();
+    let claimed = sqlx::query_as::<_, Claimed>(sql)
         .bind(now)
         .bind(i64::from(room.other))
         .bind(i64::from(room.run))
         .bind(per_lane)
-        .fetch_optional(&mut *tx)
-        .await?;
-    let Some((id, lane)) = candidate else {
-        return Ok(Some(None));
-    };
-    if let Some(lane) = &lane {
-        // Taking the lane's row serialises the claimers of one lane (PostgreSQL holds it
-        // to the commit), so the count after it sees every run they started.
-        sqlx::query(
-            "INSERT INTO lanes (lane, turn) \
-             SELECT $1, COALESCE(MAX(turn), 0) + 1 FROM lanes WHERE TRUE \
-             ON CONFLICT (lane) DO UPDATE SET turn = excluded.turn",
-        )
-        .bind(lane)
-        .execute(&mut *tx)
-        .await?;
-        if per_lane >= 0 {
-            let running: i64 = sqlx::query_scalar(
-                "SELECT COUNT(*) FROM jobs WHERE lane = $1 AND state = 'running' \
-                 AND lease_expires_at >= $2 AND id <> $3",
-            )
-            .bind(lane)
-            .bind(now)
-            .bind(&id)
-            .fetch_one(&mut *tx)
-            .await?;
-            if running >= per_lane {
-                tx.rollback().await?;
-                return Ok(None);
-            }
-        }
-    }
-    let token = uuid::Uuid::new_v4().to_string();
-    let claimed = sqlx::query_as::<_, Claimed>(CLAIM_SQL)
         .bind(&token)
         .bind(owner)
         .bind(now + lease.as_millis() as i64)
-        .bind(now)
-        .bind(&id)
-        .fetch_one(&mut *tx)
+        .fetch_optional(&db.writer)
         .await?;
-    tx.commit().await?;
+    let Some(claimed) = claimed else {
+        return Ok(Some(None));
+    };
+    let Some(lane) = &claimed.lane else {
+        return Ok(Some(Some(claimed)));
+    };
+    // The lane was served now: it goes behind every lane that waits.
+    sqlx::query(
+        "INSERT INTO lanes (lane, turn) \
+         SELECT $1, COALESCE(MAX(turn), 0) + 1 FROM lanes WHERE TRUE \
+         ON CONFLICT (lane) DO UPDATE SET turn = excluded.turn",
+    )
+    .bind(lane)
+    .execute(&db.writer)
+    .await?;
+    if db.backend == Backend::Postgres && per_lane >= 0 {
+        // Claimers in other transactions may have counted the lane at the same moment:
+        // one past the bound hands its run back before starting it.
+        let running: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM jobs WHERE lane = $1 AND state = 'running' \
+             AND lease_expires_at >= $2",
+        )
+        .bind(lane)
+        .bind(now)
+        .fetch_one(&db.writer)
+        .await?;
+        if running > per_lane {
+            release(db, &claimed).await?;
+            return Ok(None);
+        }
+    }
     Ok(Some(Some(claimed)))
 }
 
