@@ -4,12 +4,16 @@
 //! Probot app (the baseline) receiving the same requests on the same machine.
 //!
 //! Prints latency (p50, p99), throughput, idle and peak RSS per target, and the ratios
-//! against the baseline. `scripts/bench` prepares PostgreSQL and Probot and runs this.
+//! against each baseline: Probot storing nothing, and Probot storing each delivery in
+//! SQLite (better-sqlite3, WAL and synchronous=NORMAL as planwright has it) before it
+//! answers, as planwright does. `scripts/bench` prepares PostgreSQL and Probot and runs
+//! this.
 //!
 //! Environment: `BENCH_REQUESTS` (default 20000), `BENCH_CONCURRENCY` (32),
 //! `PLANWRIGHT_BENCH_DATABASE_URL` (a PostgreSQL server URL whose user may create
 //! databases; without it PostgreSQL is left out), `PLANWRIGHT_BENCH_PROBOT_DIR` (a folder
-//! with `node_modules/probot`; without it the baseline is left out).
+//! with `node_modules/probot`, and `better-sqlite3` for the storing baseline; without it
+//! the baselines are left out).
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -101,10 +105,14 @@ fn start_planwright(name: &str, database_url: &str, data_dir: &std::path::Path) 
     }
 }
 
-fn start_probot(dir: &PathBuf) -> Target {
+/// A Probot baseline: `app` is `app.mjs` (stores nothing) or `app-sqlite.mjs` (stores
+/// each delivery in SQLite at `database`).
+fn start_probot(dir: &PathBuf, app: &str, name: &str, database: &std::path::Path) -> Target {
     std::fs::copy(
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("benches/probot/app.mjs"),
-        dir.join("app.mjs"),
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("benches/probot")
+            .join(app),
+        dir.join(app),
     )
     .expect("the baseline app is copied beside its node_modules");
     let key = Command::new("openssl")
@@ -113,8 +121,9 @@ fn start_probot(dir: &PathBuf) -> Target {
         .output()
         .expect("openssl makes a throwaway app key");
     let mut child = Command::new("node")
-        .arg("app.mjs")
+        .arg(app)
         .current_dir(dir)
+        .env("DATABASE_PATH", database)
         .env(
             "PRIVATE_KEY",
             String::from_utf8_lossy(&key.stdout).into_owned(),
@@ -127,7 +136,7 @@ fn start_probot(dir: &PathBuf) -> Target {
         .expect("node starts the Probot baseline");
     let addr = wait_listening(&mut child, false);
     Target {
-        name: "probot (baseline)".to_owned(),
+        name: name.to_owned(),
         child,
         addr,
     }
@@ -277,8 +286,15 @@ async fn main() {
 
     let mut results = Vec::new();
     if let Ok(dir) = std::env::var("PLANWRIGHT_BENCH_PROBOT_DIR") {
-        let target = start_probot(&PathBuf::from(dir));
+        let dir = PathBuf::from(dir);
+        let none = data.path().join("unused.db");
+        let target = start_probot(&dir, "app.mjs", "probot", &none);
         results.push(measure(target, body.clone(), requests, concurrency).await);
+        if dir.join("node_modules/better-sqlite3").is_dir() {
+            let db = data.path().join("probot.db");
+            let target = start_probot(&dir, "app-sqlite.mjs", "probot+sqlite", &db);
+            results.push(measure(target, body.clone(), requests, concurrency).await);
+        }
     }
     let sqlite = format!("sqlite://{}/planwright.db", data.path().display());
     let target = start_planwright("planwright sqlite", &sqlite, data.path());
@@ -299,7 +315,7 @@ async fn main() {
             m.name, m.p50_ms, m.p99_ms, m.per_sec, m.idle_rss_mib, m.peak_rss_mib, m.errors
         );
     }
-    if let Some(base) = results.iter().find(|m| m.name.starts_with("probot")) {
+    for base in results.iter().filter(|m| m.name.starts_with("probot")) {
         println!(
             "ratios against {} (below 1 is better for latency and memory, above 1 for req/s):",
             base.name
