@@ -10,3 +10,11 @@ CREATE TABLE lanes (
     -- turn of any lane, so the lane served longest ago goes next.
     turn BIGINT NOT NULL
 );
+
+-- The claim's search for the oldest due job reads this index in order instead of
+-- sorting every due job.
+CREATE INDEX jobs_due ON jobs (state, run_at, id);
+-- Runs are few among the jobs: their search reads only them.
+CREATE INDEX jobs_runs_due ON jobs (state, run_at) WHERE lane IS NOT NULL;
+-- jobs_due reads in the same order and more.
+DROP INDEX jobs_ready;

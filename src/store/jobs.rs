@@ -131,29 +131,62 @@ macro_rules! job_columns {
     };
 }
 
-/// Claims the job to take next: due (or its lease ran out), of a kind the worker has
-/// room for, and for a run, of a lane below its bound. Other jobs come first, in queue
-/// order; runs by lane, the one served least recently first, so lanes take turns. `$lock`
-/// is the backend's row-locking clause for the candidate row.
+/// Claims one job: `$pick` is the query that finds its id (with `$1` now, `$2`/`$3` 1 when
+/// the worker has room for other jobs / runs, `$4` the bound per lane or -1).
 macro_rules! claim_sql {
-    ($lock:literal) => {
+    ($pick:expr) => {
         concat!(
             "UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_token = $5, ",
-            "lease_owner = $6, lease_expires_at = $7, updated_at = $1 ",
-            "WHERE id = (SELECT j.id FROM jobs j LEFT JOIN lanes l ON l.lane = j.lane ",
-            "WHERE ((j.state = 'queued' AND j.run_at <= $1) ",
-            "OR (j.state = 'running' AND j.lease_expires_at < $1)) ",
-            "AND ((j.lane IS NULL AND $2 = 1) OR (j.lane IS NOT NULL AND $3 = 1 AND ",
-            "($4 < 0 OR (SELECT COUNT(*) FROM jobs r WHERE r.lane = j.lane ",
-            "AND r.state = 'running' AND r.lease_expires_at >= $1) < $4))) ",
-            "ORDER BY CASE WHEN j.lane IS NULL THEN 0 ELSE 1 END, COALESCE(l.turn, 0), ",
-            "j.run_at, j.id LIMIT 1 ",
-            $lock,
+            "lease_owner = $6, lease_expires_at = $7, updated_at = $1 WHERE id = (",
+            $pick,
             ") RETURNING id, kind, payload, attempts, max_attempts, lease_token, last_error, ",
             "created_at, lane"
         )
     };
 }
+
+/// A run's lane is below its bound (every process's live leases counted).
+macro_rules! lane_has_room {
+    () => {
+        "($4 < 0 OR (SELECT COUNT(*) FROM jobs r WHERE r.lane = j.lane \
+         AND r.state = 'running' AND r.lease_expires_at >= $1) < $4)"
+    };
+}
+
+/// The three places a claim looks, in order, each an indexed search that stays cheap
+/// however long the queue: a job whose worker vanished (its lease ran out); the oldest
+/// due job that is not a run; the due run of the lane served longest ago, so lanes take
+/// turns (runs are few, so sorting them is cheap). `$lock` is the backend's row-locking
+/// clause for the candidate row.
+macro_rules! claims {
+    ($lock:literal) => {
+        [
+            claim_sql!(concat!(
+                "SELECT j.id FROM jobs j WHERE j.state = 'running' AND j.lease_expires_at < $1 ",
+                "AND ((j.lane IS NULL AND $2 = 1) OR (j.lane IS NOT NULL AND $3 = 1 AND ",
+                lane_has_room!(),
+                ")) ORDER BY j.lease_expires_at LIMIT 1 ",
+                $lock
+            )),
+            claim_sql!(concat!(
+                "SELECT j.id FROM jobs j WHERE $2 = 1 AND j.state = 'queued' ",
+                "AND j.run_at <= $1 AND j.lane IS NULL ORDER BY j.run_at, j.id LIMIT 1 ",
+                $lock
+            )),
+            claim_sql!(concat!(
+                "SELECT j.id FROM jobs j LEFT JOIN lanes l ON l.lane = j.lane ",
+                "WHERE $3 = 1 AND j.state = 'queued' AND j.lane IS NOT NULL AND j.run_at <= $1 ",
+                "AND ",
+                lane_has_room!(),
+                " ORDER BY COALESCE(l.turn, 0), j.run_at, j.id LIMIT 1 ",
+                $lock
+            )),
+        ]
+    };
+}
+
+const CLAIMS_POSTGRES: [&str; 3] = claims!("FOR UPDATE OF j SKIP LOCKED");
+const CLAIMS_SQLITE: [&str; 3] = claims!("");
 
 /// What a worker has room for when it claims.
 #[derive(Debug, Clone, Copy)]
@@ -221,24 +254,30 @@ async fn try_claim(
 ) -> Result<Option<Option<Claimed>>> {
     let now = now_ms();
     // PostgreSQL: concurrent claimers skip each other's locked candidate rows instead of
-    // waiting on them. SQLite: the single writer lock makes the one statement atomic,
-    // its count of the lane's runs included.
-    let sql = match db.backend {
-        Backend::Postgres => claim_sql!("FOR UPDATE OF j SKIP LOCKED"),
-        Backend::Sqlite => claim_sql!(""),
+    // waiting on them. SQLite: the single writer lock makes each statement atomic, its
+    // count of the lane's runs included.
+    let claims = match db.backend {
+        Backend::Postgres => &CLAIMS_POSTGRES,
+        Backend::Sqlite => &CLAIMS_SQLITE,
     };
     let per_lane = room.per_lane.map_or(-1, |n| n as i64);
     let token = uuid::Uuid::new_v4().to_string();
-    let claimed = sqlx::query_as::<_, Claimed>(sql)
-        .bind(now)
-        .bind(i64::from(room.other))
-        .bind(i64::from(room.run))
-        .bind(per_lane)
-        .bind(&token)
-        .bind(owner)
-        .bind(now + lease.as_millis() as i64)
-        .fetch_optional(&db.writer)
-        .await?;
+    let mut claimed = None;
+    for sql in claims.iter().copied() {
+        claimed = sqlx::query_as::<_, Claimed>(sql)
+            .bind(now)
+            .bind(i64::from(room.other))
+            .bind(i64::from(room.run))
+            .bind(per_lane)
+            .bind(&token)
+            .bind(owner)
+            .bind(now + lease.as_millis() as i64)
+            .fetch_optional(&db.writer)
+            .await?;
+        if claimed.is_some() {
+            break;
+        }
+    }
     let Some(claimed) = claimed else {
         return Ok(Some(None));
     };
