@@ -9,7 +9,8 @@
 //! answers, as planwright does. `scripts/bench` prepares PostgreSQL and Probot and runs
 //! this.
 //!
-//! Environment: `BENCH_REQUESTS` (default 20000), `BENCH_CONCURRENCY` (32),
+//! Environment: `BENCH_REQUESTS` (default 20000), `BENCH_CONCURRENCY` (32), `BENCH_ROLE`
+//! (`all`: the process also runs the jobs; `web` measures ingest alone),
 //! `PLANWRIGHT_BENCH_DATABASE_URL` (a PostgreSQL server URL whose user may create
 //! databases; without it PostgreSQL is left out), `PLANWRIGHT_BENCH_PROBOT_DIR` (a folder
 //! with `node_modules/probot`, and `better-sqlite3` for the storing baseline; without it
@@ -86,8 +87,9 @@ fn wait_listening(child: &mut Child, from_stderr: bool) -> String {
 }
 
 fn start_planwright(name: &str, database_url: &str, data_dir: &std::path::Path) -> Target {
+    let role = std::env::var("BENCH_ROLE").unwrap_or_else(|_| "all".to_owned());
     let mut child = Command::new(env!("CARGO_BIN_EXE_planwright"))
-        .arg("serve")
+        .args(["serve", "--role", &role])
         .env("PLANWRIGHT_LISTEN", "127.0.0.1:0")
         .env("PLANWRIGHT_DATA_DIR", data_dir)
         .env("PLANWRIGHT_DATABASE_URL", database_url)

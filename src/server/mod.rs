@@ -36,6 +36,8 @@ pub struct AppState {
     pub onboarding: setup::Onboarding,
     /// Turns for reading GitHub bodies whose signature is not checked yet (WEBHOOK_BODY_READS).
     pub unverified_reads: Arc<tokio::sync::Semaphore>,
+    /// Where verified deliveries are written, several to a transaction.
+    pub inbox: crate::store::deliveries::Inbox,
 }
 
 /// Which parts of planwright this process runs (several processes can share PostgreSQL).
@@ -173,6 +175,7 @@ pub async fn start(
                 .min(tokio::sync::Semaphore::MAX_PERMITS),
         )),
         forges,
+        inbox: crate::store::deliveries::Inbox::start(db.clone()),
     };
     if role != Role::Worker && !state.forges.configured(crate::event::ForgeKind::Github) {
         state.onboarding.announce();

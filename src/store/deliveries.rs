@@ -2,6 +2,8 @@
 //! delivery id, together with the jobs it causes, in one transaction.
 
 use anyhow::Result;
+use sqlx::AnyConnection;
+use tokio::sync::{mpsc, oneshot};
 
 use super::{Db, jobs, now_ms};
 use crate::event::ForgeKind;
@@ -52,17 +54,17 @@ impl std::str::FromStr for Status {
 crate::ids::stored_as_text!(Status);
 
 #[derive(Debug)]
-pub struct NewDelivery<'a> {
+pub struct NewDelivery {
     pub forge: ForgeKind,
     /// The forge's id for this delivery; `None` when it sent none (no deduplication).
-    pub delivery_key: Option<&'a str>,
-    pub event: &'a str,
-    pub action: Option<&'a str>,
-    pub repo: Option<&'a RepoName>,
+    pub delivery_key: Option<String>,
+    pub event: String,
+    pub action: Option<String>,
+    pub repo: Option<RepoName>,
     pub installation: Option<InstallationId>,
     pub status: Status,
-    pub error: Option<&'a str>,
-    pub payload: &'a str,
+    pub error: Option<String>,
+    pub payload: String,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -77,14 +79,21 @@ pub enum Recorded {
 
 /// Records the delivery and enqueues `jobs` (each linked to it), unless a delivery with
 /// the same key was already recorded.
-pub async fn record(
-    db: &Db,
-    delivery: &NewDelivery<'_>,
-    jobs: Vec<jobs::NewJob>,
+pub async fn record(db: &Db, delivery: &NewDelivery, jobs: &[jobs::NewJob]) -> Result<Recorded> {
+    let mut tx = db.writer.begin().await?;
+    let recorded = insert(&mut tx, delivery, jobs).await?;
+    tx.commit().await?;
+    Ok(recorded)
+}
+
+/// Writes one delivery and its jobs inside the caller's transaction.
+async fn insert(
+    conn: &mut AnyConnection,
+    delivery: &NewDelivery,
+    jobs: &[jobs::NewJob],
 ) -> Result<Recorded> {
     let id = DeliveryId::generate();
-    let key = delivery.delivery_key.unwrap_or(id.as_str());
-    let mut tx = db.writer.begin().await?;
+    let key = delivery.delivery_key.as_deref().unwrap_or(id.as_str());
     let inserted = sqlx::query(
         "INSERT INTO deliveries (id, forge, delivery_key, event, action, repo, installation_id, \
          status, error, payload, received_at) \
@@ -94,27 +103,108 @@ pub async fn record(
     .bind(&id)
     .bind(delivery.forge)
     .bind(key)
-    .bind(delivery.event)
-    .bind(delivery.action)
-    .bind(delivery.repo.map(RepoName::as_str))
+    .bind(&delivery.event)
+    .bind(delivery.action.as_deref())
+    .bind(delivery.repo.as_ref().map(RepoName::as_str))
     .bind(delivery.installation)
     .bind(delivery.status.as_str())
-    .bind(delivery.error)
-    .bind(delivery.payload)
+    .bind(delivery.error.as_deref())
+    .bind(&delivery.payload)
     .bind(now_ms())
-    .execute(&mut *tx)
+    .execute(&mut *conn)
     .await?;
     if inserted.rows_affected() == 0 {
-        tx.rollback().await?;
         return Ok(Recorded::Duplicate);
     }
-    let count = jobs.len();
-    for mut job in jobs {
+    for job in jobs {
+        let mut job = job.clone();
         job.delivery = Some(id.clone());
-        jobs::enqueue(&mut tx, &job).await?;
+        jobs::enqueue(&mut *conn, &job).await?;
+    }
+    Ok(Recorded::New {
+        id,
+        jobs: jobs.len(),
+    })
+}
+
+/// Most deliveries written in one transaction.
+const BATCH_MAX: usize = 128;
+
+/// The webhook path's writer: deliveries that arrive together are written in one
+/// transaction (group commit), and each is answered only after that transaction
+/// committed, so nothing acknowledged is ever lost and a busy forge costs one commit per
+/// batch instead of one per delivery. A delivery whose batch fails is written alone, so
+/// one bad row fails only its own request.
+#[derive(Debug, Clone)]
+pub struct Inbox {
+    arrivals: mpsc::Sender<Arrival>,
+}
+
+struct Arrival {
+    delivery: NewDelivery,
+    jobs: Vec<jobs::NewJob>,
+    answer: oneshot::Sender<Result<Recorded>>,
+}
+
+impl Inbox {
+    /// Starts the writer; it ends when every `Inbox` handle is dropped.
+    pub fn start(db: Db) -> Inbox {
+        let (arrivals, waiting) = mpsc::channel(4 * BATCH_MAX);
+        tokio::spawn(write_batches(db, waiting));
+        Inbox { arrivals }
+    }
+
+    /// Records the delivery with its jobs, as [`record`] does, once its batch committed.
+    pub async fn record(&self, delivery: NewDelivery, jobs: Vec<jobs::NewJob>) -> Result<Recorded> {
+        let (answer, answered) = oneshot::channel();
+        let arrival = Arrival {
+            delivery,
+            jobs,
+            answer,
+        };
+        self.arrivals
+            .send(arrival)
+            .await
+            .map_err(|_| anyhow::anyhow!("The inbox writer has stopped"))?;
+        answered.await.map_err(|_| {
+            anyhow::anyhow!("The inbox writer stopped before the delivery was written")
+        })?
+    }
+}
+
+async fn write_batches(db: Db, mut waiting: mpsc::Receiver<Arrival>) {
+    let mut batch = Vec::with_capacity(BATCH_MAX);
+    // What arrived while the last batch was written is the next batch: no delivery waits
+    // for company.
+    while waiting.recv_many(&mut batch, BATCH_MAX).await > 0 {
+        let results = match write_batch(&db, &batch).await {
+            Ok(recorded) => recorded.into_iter().map(Ok).collect(),
+            Err(e) if batch.len() == 1 => vec![Err(e)],
+            Err(e) => {
+                tracing::warn!(error = %format!("{e:#}"), deliveries = batch.len(), "Could not write a batch of deliveries; writing them one by one");
+                let mut results = Vec::with_capacity(batch.len());
+                for arrival in &batch {
+                    results.push(record(&db, &arrival.delivery, &arrival.jobs).await);
+                }
+                results
+            }
+        };
+        for (arrival, result) in batch.drain(..).zip(results) {
+            // The request may have gone (the forge gave up waiting): it redelivers, and
+            // the key makes that a duplicate.
+            let _ = arrival.answer.send(result);
+        }
+    }
+}
+
+async fn write_batch(db: &Db, batch: &[Arrival]) -> Result<Vec<Recorded>> {
+    let mut tx = db.writer.begin().await?;
+    let mut recorded = Vec::with_capacity(batch.len());
+    for arrival in batch {
+        recorded.push(insert(&mut tx, &arrival.delivery, &arrival.jobs).await?);
     }
     tx.commit().await?;
-    Ok(Recorded::New { id, jobs: count })
+    Ok(recorded)
 }
 
 /// A delivery as listed for the operator (without its payload).

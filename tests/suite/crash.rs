@@ -126,3 +126,167 @@ async fn a_server_killed_mid_job_finishes_it_once_after_restart() {
     assert!(log.contains("finished on attempt 2"), "{log}");
     assert_ne!(running.lease_owner, None);
 }
+
+/// Reads the JSON log lines of a starting `serve` until it says where it listens.
+fn listening_address(child: &mut Child) -> String {
+    use std::io::{BufRead, BufReader};
+    let stderr = child.stderr.take().expect("stderr is piped");
+    let mut lines = BufReader::new(stderr).lines();
+    loop {
+        let line = lines
+            .next()
+            .expect("serve logs that it listens before its output ends")
+            .expect("log lines are text");
+        if let Ok(v) = serde_json::from_str::<serde_json::Value>(&line)
+            && v["fields"]["message"] == "listening"
+        {
+            let addr = v["fields"]["addr"].as_str().expect("an address").to_owned();
+            std::thread::spawn(move || for _ in lines {});
+            return addr;
+        }
+    }
+}
+
+fn spawn_serve(url: &str, data: &std::path::Path) -> (Child, String) {
+    let mut child = support::planwright_command()
+        .arg("serve")
+        .env("PLANWRIGHT_DATA_DIR", data)
+        .env("PLANWRIGHT_DATABASE_URL", url)
+        .env("PLANWRIGHT_GITHUB_WEBHOOK_SECRET", support::GITHUB_SECRET)
+        .env("PLANWRIGHT_LISTEN", "127.0.0.1:0")
+        .env("PLANWRIGHT_LOG_FORMAT", "json")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let addr = listening_address(&mut child);
+    (child, addr)
+}
+
+/// Sends every delivery of `keys` at concurrency 32; the keys answered 2xx, with the
+/// status each was answered. `after` runs once `at` deliveries were acknowledged.
+async fn deliver_all(
+    addr: &str,
+    body: &[u8],
+    keys: &[String],
+    at: usize,
+    after: impl FnOnce() + Send + 'static,
+) -> Vec<(String, String)> {
+    use std::sync::{Arc, Mutex};
+    let client = reqwest::Client::new();
+    let url = format!("http://{addr}/webhooks/github");
+    let signature = support::sign(support::GITHUB_SECRET, body);
+    let queue = Arc::new(Mutex::new(keys.to_vec()));
+    let acknowledged = Arc::new(Mutex::new(Vec::new()));
+    let after = Arc::new(Mutex::new(Some(after)));
+    let mut senders = Vec::new();
+    for _ in 0..32 {
+        let (client, url, signature, queue, acknowledged, after) = (
+            client.clone(),
+            url.clone(),
+            signature.clone(),
+            queue.clone(),
+            acknowledged.clone(),
+            after.clone(),
+        );
+        let body = body.to_vec();
+        senders.push(tokio::spawn(async move {
+            loop {
+                let Some(key) = queue.lock().unwrap().pop() else {
+                    return;
+                };
+                let answer = client
+                    .post(&url)
+                    .header("content-type", "application/json")
+                    .header("x-github-event", "issues")
+                    .header("x-github-delivery", &key)
+                    .header("x-hub-signature-256", &signature)
+                    .body(body.clone())
+                    .send()
+                    .await;
+                let Ok(answer) = answer else { continue };
+                if !answer.status().is_success() {
+                    continue;
+                }
+                let Ok(json) = answer.json::<serde_json::Value>().await else {
+                    continue;
+                };
+                let status = json["status"].as_str().unwrap_or_default().to_owned();
+                let count = {
+                    let mut acknowledged = acknowledged.lock().unwrap();
+                    acknowledged.push((key, status));
+                    acknowledged.len()
+                };
+                if count >= at
+                    && let Some(after) = after.lock().unwrap().take()
+                {
+                    after();
+                }
+            }
+        }));
+    }
+    for sender in senders {
+        sender.await.unwrap();
+    }
+    Arc::try_unwrap(acknowledged).unwrap().into_inner().unwrap()
+}
+
+/// Deliveries arriving together are written in one transaction and answered after its
+/// commit: a server killed with SIGKILL while batches are in flight has kept every
+/// delivery it acknowledged, and the forge's redelivery of the rest stores each once.
+#[tokio::test]
+async fn a_server_killed_mid_batch_keeps_every_delivery_it_acknowledged() {
+    let t = TestDb::new().await;
+    let body = std::fs::read(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../shared/fixtures/github-webhooks/issues.labeled.1.json"),
+    )
+    .unwrap();
+    let keys: Vec<String> = (0..600).map(|n| format!("kill-{n}")).collect();
+    let (child, addr) = spawn_serve(&t.url, &t.dir.path().join("data"));
+    let pid = child.id();
+    let acknowledged = deliver_all(&addr, &body, &keys, 150, move || {
+        support::signal(pid, "KILL");
+    })
+    .await;
+    let mut child = child;
+    child.wait().unwrap();
+    assert!(
+        acknowledged.len() >= 150 && acknowledged.len() < keys.len(),
+        "the server was killed mid-stream: {} acknowledged",
+        acknowledged.len()
+    );
+    let stored = || async {
+        let rows: Vec<String> = sqlx::query_scalar("SELECT delivery_key FROM deliveries")
+            .fetch_all(&t.db.pool)
+            .await
+            .unwrap();
+        rows
+    };
+    let kept: std::collections::HashSet<String> = stored().await.into_iter().collect();
+    for (key, status) in &acknowledged {
+        assert_eq!(status, "queued");
+        assert!(kept.contains(key), "{key} was acknowledged and lost");
+    }
+
+    // The forge redelivers everything it has no answer for, and more.
+    let (mut again, addr) = spawn_serve(&t.url, &t.dir.path().join("data"));
+    let answers = deliver_all(&addr, &body, &keys, usize::MAX, || {}).await;
+    support::signal(again.id(), "KILL");
+    again.wait().unwrap();
+    assert_eq!(answers.len(), keys.len());
+    for (key, status) in &answers {
+        let expected = if kept.contains(key) {
+            "duplicate"
+        } else {
+            "queued"
+        };
+        assert_eq!(status, expected, "{key}");
+    }
+    let mut all = stored().await;
+    all.sort();
+    let before = all.len();
+    all.dedup();
+    assert_eq!(before, all.len(), "no delivery is stored twice");
+    assert_eq!(all.len(), keys.len());
+}

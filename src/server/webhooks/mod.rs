@@ -22,7 +22,7 @@ use super::AppState;
 use crate::event::{Event, ForgeKind};
 use crate::ids::{InstallationId, RepoName};
 use crate::session::dispatch::JobKind;
-use crate::store::deliveries::{self, NewDelivery, Recorded, Status};
+use crate::store::deliveries::{NewDelivery, Recorded, Status};
 
 /// A webhook request refused before anything is stored.
 #[derive(Debug)]
@@ -200,16 +200,16 @@ pub async fn accept(state: &AppState, verified: Verified) -> Response {
     }
     let delivery = NewDelivery {
         forge: verified.forge,
-        delivery_key: verified.delivery_key.as_deref(),
-        event: &verified.event,
-        action,
-        repo,
+        delivery_key: verified.delivery_key.clone(),
+        event: verified.event.clone(),
+        action: action.map(str::to_owned),
+        repo: repo.cloned(),
         installation,
         status,
-        error,
-        payload: &verified.body,
+        error: error.map(str::to_owned),
+        payload: verified.body,
     };
-    match deliveries::record(&state.db, &delivery, jobs).await {
+    match state.inbox.record(delivery, jobs).await {
         Ok(Recorded::Duplicate) => {
             info!(forge = %verified.forge, event = %verified.event, key = ?verified.delivery_key, "duplicate delivery ignored");
             (StatusCode::OK, Json(json!({ "status": "duplicate" }))).into_response()
