@@ -132,6 +132,8 @@ pub struct Job {
     pub payload: String,
     /// This attempt's number, starting at 1.
     pub attempt: i64,
+    /// The delivery that caused it, for a job enqueued by a webhook.
+    pub delivery: Option<crate::ids::DeliveryId>,
     pub db: Db,
 }
 
@@ -305,6 +307,7 @@ async fn run_one(
             kind: job.kind.clone(),
             payload: job.payload.clone(),
             attempt: job.attempts,
+            delivery: job.delivery_id.clone(),
             db: db.clone(),
         });
         let tally = Arc::new(RequestTally::default());

@@ -138,10 +138,8 @@ async fn run(app: Arc<App>, job: Job) -> Result<(), JobError> {
 async fn on_event(app: &App, job: &Job, event: &Event) -> Result<(), JobError> {
     if let Event::Repository(repo_event) = event {
         // The delivery lets a retried job see what its first attempt already did.
-        let delivery = jobs::get(&job.db, job.id.as_str())
-            .await?
-            .and_then(|row| row.delivery_id);
-        return events::on_repo_event(app, repo_event, delivery.as_ref().map(|d| d.as_str())).await;
+        let delivery = job.delivery.as_ref().map(|d| d.as_str());
+        return events::on_repo_event(app, repo_event, delivery).await;
     }
     handle(&job.db, event).await.map_err(JobError::from)
 }

@@ -100,6 +100,7 @@ pub struct Claimed {
     /// When it was enqueued, epoch milliseconds.
     pub created_at: i64,
     pub lane: Option<String>,
+    pub delivery_id: Option<DeliveryId>,
 }
 
 /// A job as stored, for listings and tests.
@@ -140,7 +141,7 @@ macro_rules! claim_sql {
             "lease_owner = $6, lease_expires_at = $7, updated_at = $1 WHERE id = (",
             $pick,
             ") RETURNING id, kind, payload, attempts, max_attempts, lease_token, last_error, ",
-            "created_at, lane"
+            "created_at, lane, delivery_id"
         )
     };
 }
