@@ -20,6 +20,7 @@
 //!
 //! `cargo bench --bench overhead` (as root, like CI; needs bubblewrap, git and python3).
 //! `PLANWRIGHT_BENCH_OVERHEAD_RUNS` sets the number of measured rounds (default 10);
+//! `PLANWRIGHT_BENCH_FORGE_LATENCY_MS` makes every forge API call wait that long first;
 //! `RUST_LOG` (e.g. `planwright=debug`) prints the server's log to stderr.
 
 #[path = "../tests/support/mod.rs"]
@@ -124,6 +125,13 @@ impl World {
     async fn start(variant: Variant) -> World {
         let db = TestDb::new().await;
         let github = FakeGithub::start().await;
+        // A forge as far away as a real one: every API call waits this long.
+        if let Some(ms) = std::env::var("PLANWRIGHT_BENCH_FORGE_LATENCY_MS")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+        {
+            github.set_latency(Duration::from_millis(ms));
+        }
         github.add_repo(REPO, "main", &"0".repeat(40));
         github.add_installation(INSTALLATION, &[REPO]);
         github.create_git_repo(REPO, &files(variant.settings()));

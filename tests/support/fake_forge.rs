@@ -242,6 +242,8 @@ struct IssuedToken {
 #[derive(Default)]
 struct GithubState {
     url: String,
+    /// Added before every API answer (not git's), as a distant forge takes.
+    latency: std::time::Duration,
     git_root: PathBuf,
     installations: HashMap<i64, Vec<String>>,
     tokens: HashMap<String, IssuedToken>,
@@ -826,6 +828,10 @@ impl FakeGithub {
 
     /// The next `n` requests, whatever they are, answer `status` with `headers` and a
     /// GitHub-shaped error body.
+    pub fn set_latency(&self, latency: std::time::Duration) {
+        self.with(|w| w.latency = latency);
+    }
+
     pub fn fail_next(&self, n: usize, status: u16, headers: &[(&str, &str)]) {
         self.with(|w| w.faults.next(n, status, headers));
     }
@@ -986,6 +992,10 @@ async fn handle(
             }
         }
         return serve_git(world, key, path_info, &method, &uri, &headers, body).await;
+    }
+    let latency = world.lock().unwrap().latency;
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
     }
     // GitHub Enterprise Server serves the same API under `/api/v3`, GraphQL at `/api/graphql`.
     let path = match uri.path() {
