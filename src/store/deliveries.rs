@@ -3,7 +3,8 @@
 
 use anyhow::Result;
 use sqlx::AnyConnection;
-use tokio::sync::{mpsc, oneshot};
+use std::sync::Arc;
+use tokio::sync::{Mutex, mpsc, oneshot};
 
 use super::{Db, jobs, now_ms};
 use crate::event::ForgeKind;
@@ -129,6 +130,8 @@ async fn insert(
 
 /// Most deliveries written in one transaction.
 const BATCH_MAX: usize = 128;
+/// Batches written at once on PostgreSQL.
+const POSTGRES_WRITERS: usize = 4;
 
 /// The webhook path's writer: deliveries that arrive together are written in one
 /// transaction (group commit), and each is answered only after that transaction
@@ -147,10 +150,18 @@ struct Arrival {
 }
 
 impl Inbox {
-    /// Starts the writer; it ends when every `Inbox` handle is dropped.
+    /// Starts the writers; they end when every `Inbox` handle is dropped. SQLite takes
+    /// one writer at a time, so it gets one; PostgreSQL writes several batches at once.
     pub fn start(db: Db) -> Inbox {
         let (arrivals, waiting) = mpsc::channel(4 * BATCH_MAX);
-        tokio::spawn(write_batches(db, waiting));
+        let waiting = Arc::new(Mutex::new(waiting));
+        let writers = match db.backend {
+            super::Backend::Sqlite => 1,
+            super::Backend::Postgres => POSTGRES_WRITERS,
+        };
+        for _ in 0..writers {
+            tokio::spawn(write_batches(db.clone(), waiting.clone()));
+        }
         Inbox { arrivals }
     }
 
@@ -172,11 +183,15 @@ impl Inbox {
     }
 }
 
-async fn write_batches(db: Db, mut waiting: mpsc::Receiver<Arrival>) {
+async fn write_batches(db: Db, waiting: Arc<Mutex<mpsc::Receiver<Arrival>>>) {
     let mut batch = Vec::with_capacity(BATCH_MAX);
     // What arrived while the last batch was written is the next batch: no delivery waits
-    // for company.
-    while waiting.recv_many(&mut batch, BATCH_MAX).await > 0 {
+    // for company. One writer takes at a time; the others write meanwhile.
+    loop {
+        let taken = waiting.lock().await.recv_many(&mut batch, BATCH_MAX).await;
+        if taken == 0 {
+            return;
+        }
         let results = match write_batch(&db, &batch).await {
             Ok(recorded) => recorded.into_iter().map(Ok).collect(),
             Err(e) if batch.len() == 1 => vec![Err(e)],
