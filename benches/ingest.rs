@@ -287,7 +287,9 @@ async fn main() {
     );
 
     let mut results = Vec::new();
-    if let Ok(dir) = std::env::var("PLANWRIGHT_BENCH_PROBOT_DIR") {
+    if let Ok(dir) = std::env::var("PLANWRIGHT_BENCH_PROBOT_DIR")
+        && !dir.is_empty()
+    {
         let dir = PathBuf::from(dir);
         let none = data.path().join("unused.db");
         let target = start_probot(&dir, "app.mjs", "probot", &none);

@@ -7,27 +7,7 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use support::{GITHUB_SECRET, planwright_command, sign};
-
-/// Reads the JSON log lines of a starting `serve` until it says where it listens.
-fn listening_address(child: &mut Child) -> String {
-    let stderr = child.stderr.take().expect("stderr is piped");
-    let mut lines = BufReader::new(stderr).lines();
-    loop {
-        let line = lines
-            .next()
-            .expect("serve logs that it listens before its output ends")
-            .expect("log lines are text");
-        if let Ok(v) = serde_json::from_str::<Value>(&line)
-            && v["fields"]["message"] == "listening"
-        {
-            let addr = v["fields"]["addr"].as_str().expect("an address").to_owned();
-            // Keep draining the log so that serve never blocks on a full pipe.
-            std::thread::spawn(move || for _ in lines {});
-            return addr;
-        }
-    }
-}
+use support::{GITHUB_SECRET, listening_address, planwright_command, sign};
 
 fn wait_for_exit(child: &mut Child, within: Duration) -> std::process::ExitStatus {
     let deadline = Instant::now() + within;

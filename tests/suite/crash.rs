@@ -66,6 +66,8 @@ fn spawn_child(url: &str, effects: &std::path::Path) -> Child {
         .env(CHILD, "1")
         .env(EFFECTS, effects)
         .env("PLANWRIGHT_DATABASE_URL", url)
+        // Its own data folder: the default one is shared with every other test's server.
+        .env("PLANWRIGHT_DATA_DIR", effects.with_extension("data"))
         .env("PLANWRIGHT_LISTEN", "127.0.0.1:0")
         .env("PLANWRIGHT_JOB_LEASE_SECS", "3")
         .env("PLANWRIGHT_JOB_POLL_MS", "50")
@@ -127,26 +129,6 @@ async fn a_server_killed_mid_job_finishes_it_once_after_restart() {
     assert_ne!(running.lease_owner, None);
 }
 
-/// Reads the JSON log lines of a starting `serve` until it says where it listens.
-fn listening_address(child: &mut Child) -> String {
-    use std::io::{BufRead, BufReader};
-    let stderr = child.stderr.take().expect("stderr is piped");
-    let mut lines = BufReader::new(stderr).lines();
-    loop {
-        let line = lines
-            .next()
-            .expect("serve logs that it listens before its output ends")
-            .expect("log lines are text");
-        if let Ok(v) = serde_json::from_str::<serde_json::Value>(&line)
-            && v["fields"]["message"] == "listening"
-        {
-            let addr = v["fields"]["addr"].as_str().expect("an address").to_owned();
-            std::thread::spawn(move || for _ in lines {});
-            return addr;
-        }
-    }
-}
-
 fn spawn_serve(url: &str, data: &std::path::Path) -> (Child, String) {
     let mut child = support::planwright_command()
         .arg("serve")
@@ -159,7 +141,7 @@ fn spawn_serve(url: &str, data: &std::path::Path) -> (Child, String) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let addr = listening_address(&mut child);
+    let addr = support::listening_address(&mut child);
     (child, addr)
 }
 

@@ -287,6 +287,27 @@ pub fn planwright_command() -> std::process::Command {
     cmd
 }
 
+/// Reads the JSON log lines of a starting `serve` until it says where it listens; the
+/// rest of its log is drained so that it never blocks on a full pipe.
+pub fn listening_address(child: &mut std::process::Child) -> String {
+    use std::io::{BufRead, BufReader};
+    let stderr = child.stderr.take().expect("stderr is piped");
+    let mut lines = BufReader::new(stderr).lines();
+    loop {
+        let line = lines
+            .next()
+            .expect("serve logs that it listens before its output ends")
+            .expect("log lines are text");
+        if let Ok(v) = serde_json::from_str::<serde_json::Value>(&line)
+            && v["fields"]["message"] == "listening"
+        {
+            let addr = v["fields"]["addr"].as_str().expect("an address").to_owned();
+            std::thread::spawn(move || for _ in lines {});
+            return addr;
+        }
+    }
+}
+
 /// Sends SIGTERM (or another signal) to a child process.
 pub fn signal(pid: u32, signal: &str) {
     let status = std::process::Command::new("kill")
