@@ -110,13 +110,15 @@ fn start_planwright(name: &str, database_url: &str, data_dir: &std::path::Path) 
 /// A Probot baseline: `app` is `app.mjs` (stores nothing) or `app-sqlite.mjs` (stores
 /// each delivery in SQLite at `database`).
 fn start_probot(dir: &PathBuf, app: &str, name: &str, database: &std::path::Path) -> Target {
-    std::fs::copy(
-        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("benches/probot")
-            .join(app),
-        dir.join(app),
-    )
-    .expect("the baseline app is copied beside its node_modules");
+    for file in [app, "serve.mjs"] {
+        std::fs::copy(
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("benches/probot")
+                .join(file),
+            dir.join(file),
+        )
+        .expect("the baseline app is copied beside its node_modules");
+    }
     let key = Command::new("openssl")
         .args(["genrsa", "2048"])
         .stderr(Stdio::null())

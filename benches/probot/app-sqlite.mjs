@@ -2,9 +2,8 @@
 // delivery (its id, event, action and body) in SQLite before answering, with the same
 // durability settings planwright uses (WAL, synchronous=NORMAL). A redelivered id is
 // stored once.
-import { createServer } from "node:http";
 import Database from "better-sqlite3";
-import { createNodeMiddleware, createProbot } from "probot";
+import { serve } from "./serve.mjs";
 
 const db = new Database(process.env.DATABASE_PATH);
 db.pragma("journal_mode = WAL");
@@ -16,30 +15,8 @@ const insert = db.prepare(
   "INSERT INTO deliveries (id, event, action, payload, received_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
 );
 
-const probot = createProbot({
-  overrides: {
-    appId: 1,
-    privateKey: process.env.PRIVATE_KEY,
-    secret: process.env.WEBHOOK_SECRET,
-    logLevel: "warn",
-  },
-});
-const app = (app) => {
+await serve((app) => {
   app.on("issues.labeled", async (context) => {
     insert.run(context.id, context.name, context.payload.action, JSON.stringify(context.payload), Date.now());
   });
-};
-const middleware = await createNodeMiddleware(app, { probot, webhooksPath: "/webhooks/github" });
-const server = createServer((req, res) => {
-  if (req.url === "/healthz") {
-    res.end("ok");
-    return;
-  }
-  middleware(req, res, () => {
-    res.statusCode = 404;
-    res.end();
-  });
-});
-server.listen(0, "127.0.0.1", () => {
-  console.log(JSON.stringify({ listening: `127.0.0.1:${server.address().port}` }));
 });
