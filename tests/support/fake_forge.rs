@@ -1104,14 +1104,7 @@ fn answer(
     };
     if let Some(Metered::Answered(window) | Metered::Spent(window)) = metered {
         let headers = response.headers_mut();
-        for (name, value) in [
-            ("x-ratelimit-limit", window.limit),
-            ("x-ratelimit-remaining", window.remaining),
-            ("x-ratelimit-reset", window.reset),
-            ("x-ratelimit-used", window.limit - window.remaining),
-        ] {
-            headers.insert(name, value.into());
-        }
+        window.add_headers(headers, "x-ratelimit-", "used");
         headers.insert("x-ratelimit-resource", "core".parse().unwrap());
     }
     response

@@ -936,15 +936,7 @@ fn answer(
         _ => route(w, method, uri, token, headers, body),
     };
     if let Some(Metered::Answered(window) | Metered::Spent(window)) = metered {
-        let headers = response.headers_mut();
-        for (name, value) in [
-            ("ratelimit-limit", window.limit),
-            ("ratelimit-remaining", window.remaining),
-            ("ratelimit-reset", window.reset),
-            ("ratelimit-observed", window.limit - window.remaining),
-        ] {
-            headers.insert(name, value.into());
-        }
+        window.add_headers(response.headers_mut(), "ratelimit-", "observed");
     }
     response
 }

@@ -125,6 +125,23 @@ pub struct RateLimit {
     pub reset: u64,
 }
 
+impl RateLimit {
+    /// Says what is left in `headers`, named as the forge names them: `{prefix}limit`,
+    /// `{prefix}remaining`, `{prefix}reset`, and the calls spent as `{prefix}{used}`.
+    pub fn add_headers(&self, headers: &mut HeaderMap, prefix: &str, used: &str) {
+        for (name, value) in [
+            ("limit", self.limit),
+            ("remaining", self.remaining),
+            ("reset", self.reset),
+            (used, self.limit - self.remaining),
+        ] {
+            let name =
+                axum::http::HeaderName::from_bytes(format!("{prefix}{name}").as_bytes()).unwrap();
+            headers.insert(name, value.into());
+        }
+    }
+}
+
 /// What a request meets under a rate limit: answered (its headers say what is left), or
 /// refused because the window is spent.
 pub enum Metered {
