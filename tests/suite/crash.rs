@@ -219,11 +219,8 @@ async fn deliver_all(
 #[tokio::test]
 async fn a_server_killed_mid_batch_keeps_every_delivery_it_acknowledged() {
     let t = TestDb::new().await;
-    let body = std::fs::read(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../shared/fixtures/github-webhooks/issues.labeled.1.json"),
-    )
-    .unwrap();
+    let body =
+        std::fs::read(support::fixtures().join("github-webhooks/issues.labeled.1.json")).unwrap();
     let keys: Vec<String> = (0..600).map(|n| format!("kill-{n}")).collect();
     let (child, addr) = spawn_serve(&t.url, &t.dir.path().join("data"));
     let pid = child.id();
