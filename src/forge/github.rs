@@ -18,6 +18,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 
+use super::conditional::Answers;
 use super::{
     CI_CHECKS_MAX, CI_LOG_MAX, Check, CheckState, Comment, FailedCheck, Forge, ForgeError,
     GITHUB_TEXT_LIMIT, GitRemote, Issue, LabelChange, NewPullRequest, Permission, PullRequest,
@@ -55,6 +56,8 @@ struct Shared {
     /// Enterprise Server turns `/api/graphql` into `/api/v3/api/graphql`.
     http: reqwest::Client,
     retry: RetryPolicy,
+    /// GET answers kept for conditional requests, per installation.
+    answers: Answers,
     slug: OnceCell<String>,
     /// One client per installation, kept for the process's life: octocrab caches the
     /// installation token inside the client, and a clone of an `Octocrab` copies that
@@ -105,6 +108,7 @@ impl GithubApp {
                     max_rate_limit_wait: settings.rate_limit_wait,
                     ..RetryPolicy::default()
                 },
+                answers: Answers::default(),
                 slug: OnceCell::new(),
                 installations: Mutex::new(HashMap::new()),
             }),
@@ -122,6 +126,7 @@ impl GithubApp {
                 web_url: self.shared.web_url.clone(),
                 http: self.shared.http.clone(),
                 retry,
+                answers: Answers::default(),
                 slug: OnceCell::new(),
                 installations: Mutex::new(HashMap::new()),
             }),
@@ -255,6 +260,7 @@ impl GithubForge {
             .run_create(|| {
                 attempt(
                     &self.client,
+                    &self.shared.answers,
                     &budget,
                     &Method::POST,
                     path,
@@ -926,6 +932,18 @@ impl GithubForge {
 
     /// One GraphQL call; its data, or its errors as a failure.
     async fn graphql_attempt(&self, what: &str, payload: &Value) -> Result<Value, ForgeError> {
+        // GraphQL's points are a window of their own, apart from the REST calls'.
+        let budget = format!(
+            "{} (graphql)",
+            self.shared.budget_scope(Some(self.installation))
+        );
+        if let Some(wait) = super::budget::held("github", &budget) {
+            crate::metrics::record_forge_request_held("github");
+            return Err(ForgeError::RateLimited {
+                what: what.to_owned(),
+                retry_after: Some(wait),
+            });
+        }
         tracing::debug!(call = what, "forge request");
         let token = self
             .client
@@ -940,6 +958,7 @@ impl GithubForge {
         }
         let status = response.status();
         let headers = response.headers().clone();
+        super::budget::record("github", &budget, &headers);
         let text = response.text().await.map_err(|e| ForgeError::Transport {
             what: what.to_owned(),
             message: e.without_url().to_string(),
@@ -955,9 +974,10 @@ impl GithubForge {
                 .iter()
                 .any(|e| e.kind.as_deref() == Some("RATE_LIMITED"))
             {
+                // Points spent: the headers say when they come back.
                 return Err(ForgeError::RateLimited {
                     what: what.to_owned(),
-                    retry_after: Some(Duration::from_secs(60)),
+                    retry_after: rate_limit_wait(&headers),
                 });
             }
             // An error without a type is GitHub failing on its side ("Something went
@@ -1067,7 +1087,7 @@ impl Shared {
         let what = format!("{method} {}", path.split('?').next().unwrap_or(path));
         let budget = self.budget_scope(scope);
         self.retry
-            .run(|| attempt(client, &budget, &method, path, body, &what))
+            .run(|| attempt(client, &self.answers, &budget, &method, path, body, &what))
             .await
     }
 
@@ -1093,6 +1113,7 @@ fn graphql_url(api_url: &str) -> String {
 
 async fn attempt<T: DeserializeOwned>(
     client: &Octocrab,
+    answers: &Answers,
     budget: &str,
     method: &Method,
     path: &str,
@@ -1108,8 +1129,18 @@ async fn attempt<T: DeserializeOwned>(
         });
     }
     tracing::debug!(call = what, "forge request");
+    // A GET asked before goes conditional: a 304 is answered from what was kept.
+    let sent = (*method == Method::GET)
+        .then(|| answers.lookup(budget, path))
+        .flatten();
     let response = match *method {
-        Method::GET => client._get(path).await,
+        Method::GET => {
+            let mut headers = HeaderMap::new();
+            if let Some(sent) = &sent {
+                headers.insert(http::header::IF_NONE_MATCH, sent.etag.clone());
+            }
+            client._get_with_headers(path, Some(headers)).await
+        }
         Method::POST => client._post(path, body).await,
         Method::PATCH => client._patch(path, body).await,
         _ => {
@@ -1132,7 +1163,17 @@ async fn attempt<T: DeserializeOwned>(
         .body_to_string(response)
         .await
         .map_err(|e| classify_octocrab(what.to_owned(), e))?;
-    let text = check_answer(status, &headers, text, what)?;
+    let text = if status == StatusCode::NOT_MODIFIED {
+        super::conditional::not_modified(sent.as_ref(), "GitHub", what)?
+    } else {
+        let text = check_answer(status, &headers, text, what)?;
+        if *method == Method::GET
+            && let Some(etag) = headers.get(http::header::ETAG)
+        {
+            answers.keep(budget, path, etag, &text);
+        }
+        text
+    };
     serde_json::from_str(&text).map_err(|e| ForgeError::Malformed {
         what: what.to_owned(),
         message: e.to_string(),

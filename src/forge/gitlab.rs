@@ -213,6 +213,10 @@ impl GitlabForge {
         // Kept from every answer, a refusal too: a 429 says most about what is left.
         super::budget::record("gitlab", &self.api, response.headers());
         crate::metrics::record_forge_request("gitlab", route, status.as_str());
+        if status == reqwest::StatusCode::NOT_MODIFIED {
+            // Nothing planwright sends to GitLab is conditional.
+            return Err(super::conditional::unasked("GitLab", what));
+        }
         if !status.is_success() {
             let headers = response.headers().clone();
             let text = response.text().await.map_err(|e| transport(what, e))?;

@@ -3,6 +3,7 @@
 //! the one retry helper every forge call goes through.
 
 pub mod budget;
+mod conditional;
 pub mod github;
 pub mod gitlab;
 pub mod local;

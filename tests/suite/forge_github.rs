@@ -224,6 +224,87 @@ async fn a_rate_limit_longer_than_we_wait_goes_back_to_the_queue() {
     );
 }
 
+/// What the last answer said is left of `scope`'s window on this fake.
+fn remaining(fake: &FakeGithub, scope: &str) -> u64 {
+    let scope = format!("{} {scope}", fake.url);
+    planwright::forge::budget::all()
+        .into_iter()
+        .find(|(forge, s, _)| *forge == "github" && *s == scope)
+        .map(|(_, _, limit)| limit.remaining)
+        .unwrap_or_else(|| panic!("no limit kept for {scope}"))
+}
+
+#[tokio::test]
+async fn a_repeated_read_is_conditional_and_its_304_spends_nothing() {
+    let (fake, _app, forge) = world().await;
+    fake.rate_limit_from("GET", "", 5000, 4000, Duration::from_secs(3600));
+    let first = forge.issue(&repo(), IssueNumber(3)).await.unwrap();
+    assert_eq!(remaining(&fake, "installation 77"), 3999);
+    let again = forge.issue(&repo(), IssueNumber(3)).await.unwrap();
+    assert_eq!(again, first);
+    // Unchanged: GitHub answered 304, which it does not count.
+    assert_eq!(remaining(&fake, "installation 77"), 3999);
+    fake.set_issue_body(REPO, 3, "Steps, rewritten");
+    let changed = forge.issue(&repo(), IssueNumber(3)).await.unwrap();
+    assert_eq!(changed.body, "Steps, rewritten");
+    assert_eq!(remaining(&fake, "installation 77"), 3998);
+    let statuses: Vec<u16> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.path == "/repos/octo-org/hello-world/issues/3")
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(statuses, [200, 304, 200]);
+}
+
+#[tokio::test]
+async fn a_304_to_a_request_that_was_not_conditional_is_a_clear_error() {
+    let (fake, _app, forge) = world().await;
+    // The installation token first, so the 304 meets the read.
+    forge.repository(&repo()).await.unwrap();
+    fake.fail_next(1, 304, &[]);
+    let error = forge.issue(&repo(), IssueNumber(3)).await.unwrap_err();
+    assert!(matches!(error, ForgeError::Malformed { .. }), "{error:?}");
+    assert!(
+        error
+            .to_string()
+            .contains("answered 304 Not Modified to a request that was not conditional"),
+        "{error}"
+    );
+    // Not retried: a proxy that does this once does it again.
+    assert_eq!(fake.count("GET", "/repos/octo-org/hello-world/issues/3"), 1);
+}
+
+#[tokio::test]
+async fn graphql_points_are_a_budget_of_their_own() {
+    // GraphQL nearly spent: GraphQL waits for its reset, REST goes on.
+    let (fake, _app, forge) = world().await;
+    fake.graphql_rate_limit(5000, 40, Duration::from_secs(3600));
+    forge.repository(&repo()).await.unwrap();
+    assert_eq!(remaining(&fake, "installation 77 (graphql)"), 39);
+    let held = forge.repository(&repo()).await.unwrap_err();
+    let ForgeError::RateLimited {
+        retry_after: Some(wait),
+        ..
+    } = held
+    else {
+        panic!("expected a held call, got {held:?}");
+    };
+    assert!(wait > Duration::from_secs(3500), "{wait:?}");
+    assert_eq!(fake.count("POST", "/graphql"), 1);
+    forge.issue(&repo(), IssueNumber(3)).await.unwrap();
+
+    // REST nearly spent: REST waits, GraphQL goes on.
+    let (fake, _app, forge) = world().await;
+    fake.rate_limit_from("GET", "", 5000, 40, Duration::from_secs(3600));
+    forge.issue(&repo(), IssueNumber(3)).await.unwrap();
+    let held = forge.issue(&repo(), IssueNumber(3)).await.unwrap_err();
+    assert!(matches!(held, ForgeError::RateLimited { .. }), "{held:?}");
+    forge.repository(&repo()).await.unwrap();
+    forge.repository(&repo()).await.unwrap();
+    assert_eq!(fake.count("POST", "/graphql"), 2);
+}
+
 #[tokio::test]
 async fn a_missing_issue_is_asked_for_once_and_says_what_was_missing() {
     let (fake, _app, forge) = world().await;
@@ -273,7 +354,8 @@ async fn a_revoked_token_is_replaced_by_a_fresh_one() {
             (issue.clone(), 200),
             (issue.clone(), 401),
             (exchange, 201),
-            (issue, 200),
+            // Asked again conditionally: the issue is unchanged.
+            (issue, 304),
         ]
     );
 }

@@ -323,6 +323,22 @@ async fn recognises_its_own_user_and_asks_once() {
 }
 
 #[tokio::test]
+async fn a_304_to_a_request_that_was_not_conditional_is_a_clear_error() {
+    let (fake, forge) = world().await;
+    fake.fail_next(1, 304, &[]);
+    let error = forge.issue(&repo(), IssueNumber(3)).await.unwrap_err();
+    assert!(matches!(error, ForgeError::Malformed { .. }), "{error:?}");
+    assert!(
+        error
+            .to_string()
+            .contains("answered 304 Not Modified to a request that was not conditional"),
+        "{error}"
+    );
+    // Not retried: a proxy that does this once does it again.
+    assert_eq!(fake.count("GET", &format!("{API}/issues/3")), 1);
+}
+
+#[tokio::test]
 async fn a_missing_issue_is_asked_for_once_and_says_what_was_missing() {
     let (fake, forge) = world().await;
     for _ in 0..2 {

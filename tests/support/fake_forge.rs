@@ -264,7 +264,10 @@ struct GithubState {
     next_id: i64,
     log: RequestLog<Credential>,
     faults: Faults,
+    /// The installation's window for REST calls (`core`).
     rate_limits: RateLimits,
+    /// Its own window for GraphQL, counted apart as GitHub does.
+    graphql_limits: RateLimits,
     /// `(method, path prefix)`: every token is revoked just before the next such request.
     revoke_before: Option<(String, String, bool)>,
     /// The `head` filter of the pull request list is ignored, as GitHub does with one it
@@ -826,6 +829,12 @@ impl FakeGithub {
         self.with(|w| w.rate_limits.arm(method, text, limit, remaining, reset_in));
     }
 
+    /// The same for GraphQL's own window (`x-ratelimit-resource: graphql`), which GitHub
+    /// keeps apart from the REST calls': the first GraphQL call on spends from it.
+    pub fn graphql_rate_limit(&self, limit: u64, remaining: u64, reset_in: std::time::Duration) {
+        self.with(|w| w.graphql_limits.arm("POST", "", limit, remaining, reset_in));
+    }
+
     /// The next `n` requests, whatever they are, answer `status` with `headers` and a
     /// GitHub-shaped error body.
     pub fn set_latency(&self, latency: std::time::Duration) {
@@ -1002,21 +1011,44 @@ async fn handle(
         "/api/graphql" => "/graphql",
         p => p.strip_prefix("/api/v3").unwrap_or(p),
     };
-    let mut w = world.lock().unwrap();
-    if let Some((m, prefix, always)) = &w.revoke_before
-        && m == method.as_str()
-        && path.starts_with(prefix.as_str())
-    {
-        if !always {
-            w.revoke_before = None;
+    let (credential, response) = {
+        let mut w = world.lock().unwrap();
+        if let Some((m, prefix, always)) = &w.revoke_before
+            && m == method.as_str()
+            && path.starts_with(prefix.as_str())
+        {
+            if !always {
+                w.revoke_before = None;
+            }
+            w.tokens.clear();
         }
-        w.tokens.clear();
+        let credential = credential(&w, &headers);
+        let response = answer(&mut w, &method, path, &uri, &credential, &body);
+        (credential, response)
+    };
+    let response = fake_http::conditional(&method, &headers, response).await;
+    let mut w = world.lock().unwrap();
+    let status = response.status();
+    let mut response = response;
+    if status == StatusCode::NOT_MODIFIED
+        && matches!(credential, Credential::Token(_))
+        && let Some(window) = limits(&mut w, path).refund()
+    {
+        // GitHub does not count a 304 against the rate limit.
+        window.add_headers(response.headers_mut(), "x-ratelimit-", "used");
     }
-    let credential = credential(&w, &headers);
-    let response = answer(&mut w, &method, path, &uri, &credential, &body);
-    let status = response.status().as_u16();
-    w.log.record(&method, &uri, credential, &body, status);
+    w.log
+        .record(&method, &uri, credential, &body, status.as_u16());
     response
+}
+
+/// The rate-limit window a call on `path` spends from.
+fn limits<'a>(w: &'a mut GithubState, path: &str) -> &'a mut RateLimits {
+    if path == "/graphql" {
+        &mut w.graphql_limits
+    } else {
+        &mut w.rate_limits
+    }
 }
 
 /// `/{owner}/{repo}.git/...` → the repository's key and the path below the git root.
@@ -1092,7 +1124,7 @@ fn answer(
     }
     // An installation's own window; the app's JWT calls have theirs, not kept here.
     let metered = match credential {
-        Credential::Token(_) => w.rate_limits.meter(method, path, body),
+        Credential::Token(_) => limits(w, path).meter(method, path, body),
         _ => None,
     };
     let mut response = match &metered {
@@ -1105,7 +1137,12 @@ fn answer(
     if let Some(Metered::Answered(window) | Metered::Spent(window)) = metered {
         let headers = response.headers_mut();
         window.add_headers(headers, "x-ratelimit-", "used");
-        headers.insert("x-ratelimit-resource", "core".parse().unwrap());
+        let resource = if path == "/graphql" {
+            "graphql"
+        } else {
+            "core"
+        };
+        headers.insert("x-ratelimit-resource", resource.parse().unwrap());
     }
     response
 }

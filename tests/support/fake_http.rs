@@ -197,6 +197,48 @@ impl RateLimits {
         window.remaining -= 1;
         Some(Metered::Answered(*window))
     }
+
+    /// Gives back the call the last request spent (a `304`, which GitHub does not count),
+    /// saying what is left now.
+    pub fn refund(&mut self) -> Option<RateLimit> {
+        let window = self.active.as_mut()?;
+        window.remaining = (window.remaining + 1).min(window.limit);
+        Some(*window)
+    }
+}
+
+/// A GET's successful answer with an `ETag` (a hash of its body), or `304 Not Modified`
+/// without a body when the request's `If-None-Match` names that tag, as GitHub answers.
+pub async fn conditional(
+    method: &Method,
+    headers: &HeaderMap,
+    response: axum::response::Response,
+) -> axum::response::Response {
+    use std::hash::{Hash, Hasher};
+    if method != Method::GET || response.status() != axum::http::StatusCode::OK {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    bytes.hash(&mut hasher);
+    let etag = format!("W/\"{:016x}\"", hasher.finish());
+    let asked = headers
+        .get_all(axum::http::header::IF_NONE_MATCH)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|tag| tag.trim() == etag || tag.trim() == "*");
+    parts
+        .headers
+        .insert(axum::http::header::ETAG, etag.parse().unwrap());
+    if asked {
+        parts.status = axum::http::StatusCode::NOT_MODIFIED;
+        parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+        parts.headers.remove(axum::http::header::CONTENT_TYPE);
+        return axum::response::Response::from_parts(parts, axum::body::Body::empty());
+    }
+    axum::response::Response::from_parts(parts, axum::body::Body::from(bytes))
 }
 
 pub fn unix_now() -> u64 {
