@@ -64,7 +64,7 @@ pub struct Settings {
     /// The operator's secret for registering the GitHub App; without it, one is made at
     /// every start while no app is configured, and printed in the log.
     pub setup_token: Option<SecretString>,
-    /// Shows the status page and `/metrics` to whoever presents it.
+    /// Signs the operator in to the session pages, and reads `/metrics`.
     pub admin_token: Option<SecretString>,
     /// Shows `/metrics` only, for a scraper.
     pub metrics_token: Option<SecretString>,

@@ -102,9 +102,9 @@ pub fn settings(settings: &Settings) -> Vec<Check> {
 fn operator_pages(settings: &Settings) -> Check {
     const NAME: &str = "operator pages";
     let status = if settings.admin_token.is_some() {
-        "the status page for ADMIN_TOKEN"
+        "the operator signs in to the session pages with ADMIN_TOKEN"
     } else {
-        "no status page (no ADMIN_TOKEN)"
+        "the operator cannot sign in to the session pages (no ADMIN_TOKEN)"
     };
     let metrics = match (
         settings.metrics_listen,

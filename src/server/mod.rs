@@ -4,6 +4,7 @@
 pub mod health;
 pub mod metrics;
 pub mod operator;
+pub mod pages;
 pub mod setup;
 pub mod webhooks;
 
@@ -38,6 +39,8 @@ pub struct AppState {
     pub unverified_reads: Arc<tokio::sync::Semaphore>,
     /// Where verified deliveries are written, several to a transaction.
     pub inbox: crate::store::deliveries::Inbox,
+    /// The signed-in pages' cookie key.
+    pub pages: pages::Pages,
 }
 
 /// Which parts of planwright this process runs (several processes can share PostgreSQL).
@@ -69,7 +72,18 @@ pub fn router(state: AppState, role: Role) -> Router {
                     .post(setup::token_form)
                     .layer(DefaultBodyLimit::max(setup::FORM_LIMIT)),
             )
-            .route(setup::CALLBACK_PATH, get(setup::callback));
+            .route(setup::CALLBACK_PATH, get(setup::callback))
+            .route(
+                "/sign-in",
+                get(pages::sign_in_form)
+                    .post(pages::sign_in)
+                    .layer(DefaultBodyLimit::max(setup::FORM_LIMIT)),
+            )
+            .route(
+                "/sign-out",
+                post(pages::sign_out).layer(DefaultBodyLimit::max(setup::FORM_LIMIT)),
+            )
+            .route("/sessions/{id}", get(pages::session_page));
     }
     // Webhook bodies keep the handlers' own limit and timeout (JSON 413 and 408, the HMAC fed
     // as the body streams): tower-http's limit fails a chunked excess as a read error (400),
@@ -176,6 +190,9 @@ pub async fn start(
         )),
         forges,
         inbox: crate::store::deliveries::Inbox::start(db.clone()),
+        pages: pages::Pages {
+            key: pages::auth::cookie_key(&db).await?,
+        },
     };
     if role != Role::Worker && !state.forges.configured(crate::event::ForgeKind::Github) {
         state.onboarding.announce();

@@ -1,6 +1,5 @@
-//! The operator's pages (the status page, `/metrics`) are for whoever holds an operator
-//! token: `Authorization: Bearer <token>`, or HTTP Basic with the token as the password so
-//! that a browser can sign in through its own prompt.
+//! `/metrics` is for whoever holds an operator token: `Authorization: Bearer <token>`, or
+//! HTTP Basic with the token as the password, which scrapers are often set up to send.
 
 use axum::http::{HeaderMap, header};
 use base64::Engine as _;

@@ -30,7 +30,6 @@ use crate::config::github_app::{self, RegisteredApp};
 use crate::event::ForgeKind;
 use crate::forge::github::GithubApp;
 use crate::onboarding;
-use crate::store::{installations, now_ms, sessions};
 
 pub const CALLBACK_PATH: &str = "/setup/github/callback";
 /// Holds the browser's half of a manifest-flow `state`: the state alone, which travels in
@@ -42,8 +41,6 @@ const STATE_TTL: Duration = Duration::from_secs(30 * 60);
 const MAX_STATES: usize = 32;
 /// The token form is a few fields; nothing bigger is read from an unauthenticated sender.
 pub const FORM_LIMIT: usize = 4096;
-/// Sessions shown on the status page.
-const RECENT_SESSIONS: i64 = 50;
 
 /// What the registration pages need, shared by `serve` and `setup`.
 #[derive(Clone)]
@@ -231,6 +228,8 @@ pub fn terminal_router(onboarding: Onboarding) -> Router {
 pub struct IndexQuery {
     org: Option<String>,
     token: Option<String>,
+    #[serde(flatten)]
+    pages: super::pages::HomeQuery,
 }
 
 /// `GET /`: the registration page while no GitHub App is configured, the status page after
@@ -247,44 +246,7 @@ pub async fn index(
             query.token.as_deref(),
         );
     }
-    let Some(admin_token) = &state.settings.admin_token else {
-        return message_page(
-            StatusCode::FORBIDDEN,
-            "Status page off",
-            "This planwright shows no status page: it has no ADMIN_TOKEN. Set ADMIN_TOKEN \
-             and sign in with it to see installations and sessions.",
-        );
-    };
-    if !super::operator::authorized(&headers, [admin_token]) {
-        let mut response = message_page(
-            StatusCode::UNAUTHORIZED,
-            "Sign in",
-            "The status page is for the operator: sign in with ADMIN_TOKEN as the password \
-             (any user name), or send Authorization: Bearer <ADMIN_TOKEN>.",
-        );
-        let challenges = response.headers_mut();
-        for challenge in [
-            "Basic realm=\"planwright\", charset=\"UTF-8\"",
-            "Bearer realm=\"planwright\"",
-        ] {
-            challenges.append(
-                header::WWW_AUTHENTICATE,
-                HeaderValue::from_static(challenge),
-            );
-        }
-        return response;
-    }
-    match status_page(&state).await {
-        Ok(page) => page,
-        Err(e) => {
-            error!(error = %format!("{e:#}"), "Could not build the status page");
-            message_page(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "Status unavailable",
-                "Could not read the status from the database; the log has the details.",
-            )
-        }
-    }
+    super::pages::home(state, headers, query.pages).await
 }
 
 /// The setup token form's fields.
@@ -534,76 +496,6 @@ async fn register(onboarding: &Onboarding, code: &str) -> anyhow::Result<Registe
     Ok(app)
 }
 
-/// Installations and recent sessions: states, contract versions and costs. Nothing from
-/// issue bodies, comments, failures or dossiers is shown, and all text is escaped.
-async fn status_page(state: &AppState) -> anyhow::Result<Response> {
-    let mut conn = state.db.pool.acquire().await?;
-    let installs = installations::list(&mut conn).await?;
-    let settings = &state.settings;
-    let mut installation_rows = Vec::with_capacity(installs.len());
-    for i in &installs {
-        let repositories = installations::repositories(&mut conn, i.forge, i.installation_id)
-            .await?
-            .len();
-        installation_rows.push(InstallationRow {
-            forge: i.forge.as_str(),
-            id: i.installation_id.0,
-            account: &i.account,
-            state: i.state.as_str(),
-            repositories,
-        });
-    }
-    drop(conn);
-    let recent = sessions::list(&state.db, RECENT_SESSIONS).await?;
-    let now = now_ms();
-    let session_rows = recent
-        .iter()
-        .map(|s| SessionRow {
-            issue: format!("{}#{}", s.repo, s.issue_number),
-            url: issue_url(settings, s),
-            state: s.state.as_str(),
-            contract: s
-                .contract_version
-                .map_or_else(|| "—".to_owned(), |v| format!("v{v}")),
-            cost: format!("${:.2}", s.cost_microusd as f64 / 1_000_000.0),
-            updated: age(now - s.updated_at),
-        })
-        .collect();
-    let page = StatusPage {
-        public_url: &settings.public_url,
-        app_id: settings.github.app_id,
-        registered_while_running: state.forges.configured(ForgeKind::Github),
-        installations: installation_rows,
-        sessions: session_rows,
-    };
-    Ok(html(StatusCode::OK, &page, None))
-}
-
-fn issue_url(settings: &Settings, s: &sessions::SessionRow) -> Option<String> {
-    match s.forge {
-        ForgeKind::Github => Some(format!(
-            "{}/{}/issues/{}",
-            settings.github_url, s.repo, s.issue_number
-        )),
-        ForgeKind::Gitlab => settings
-            .gitlab
-            .url
-            .as_ref()
-            .map(|base| format!("{base}/{}/-/issues/{}", s.repo, s.issue_number)),
-        ForgeKind::Local => None,
-    }
-}
-
-fn age(ms: i64) -> String {
-    let secs = (ms / 1000).max(0);
-    match secs {
-        0..60 => format!("{secs} s ago"),
-        60..3600 => format!("{} min ago", secs / 60),
-        3600..86400 => format!("{} h ago", secs / 3600),
-        _ => format!("{} d ago", secs / 86400),
-    }
-}
-
 fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
     headers
         .get_all(header::COOKIE)
@@ -615,12 +507,16 @@ fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
         .map(|(_, v)| v.to_owned())
 }
 
-fn message_page(status: StatusCode, title: &str, message: &str) -> Response {
+pub(super) fn message_page(status: StatusCode, title: &str, message: &str) -> Response {
     html(status, &MessagePage { title, message }, None)
 }
 
 /// A complete page. Nothing here needs scripts; forms may post only to `form_target`.
-fn html(status: StatusCode, page: &impl Template, form_target: Option<&str>) -> Response {
+pub(super) fn html(
+    status: StatusCode,
+    page: &impl Template,
+    form_target: Option<&str>,
+) -> Response {
     let page = match page.render() {
         Ok(page) => page,
         Err(e) => {
@@ -681,33 +577,6 @@ struct RegisteredPage<'a> {
     slug: &'a str,
     id: u64,
     install: Option<&'a str>,
-}
-
-#[derive(Template)]
-#[template(path = "status.html")]
-struct StatusPage<'a> {
-    public_url: &'a str,
-    app_id: Option<u64>,
-    registered_while_running: bool,
-    installations: Vec<InstallationRow<'a>>,
-    sessions: Vec<SessionRow<'a>>,
-}
-
-struct InstallationRow<'a> {
-    forge: &'a str,
-    id: i64,
-    account: &'a str,
-    state: &'a str,
-    repositories: usize,
-}
-
-struct SessionRow<'a> {
-    issue: String,
-    url: Option<String>,
-    state: &'a str,
-    contract: String,
-    cost: String,
-    updated: String,
 }
 
 #[derive(Template)]
@@ -826,40 +695,6 @@ mod tests {
             "https://ghe.example.com"
         );
         assert_eq!(origin("http://127.0.0.1:9"), "http://127.0.0.1:9");
-    }
-
-    #[test]
-    fn what_the_status_page_shows_from_forges_is_escaped() {
-        let script = "<script>alert(\"x\")</script>";
-        let page = StatusPage {
-            public_url: "https://planwright.example.com",
-            app_id: Some(7),
-            registered_while_running: false,
-            installations: vec![InstallationRow {
-                forge: "github",
-                id: 957387,
-                account: script,
-                state: "active",
-                repositories: 1,
-            }],
-            sessions: vec![SessionRow {
-                issue: format!("{script}#1"),
-                url: Some(format!("https://github.com/{script}\"onmouseover=\"x")),
-                state: "planning",
-                contract: "v1".into(),
-                cost: "$0.00".into(),
-                updated: "1 s ago".into(),
-            }],
-        }
-        .render()
-        .unwrap();
-        assert!(!page.contains("<script"), "{page}");
-        assert!(!page.contains("\"onmouseover"), "{page}");
-        assert!(
-            page.contains("<td>&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;</td>"),
-            "{page}"
-        );
-        assert!(page.contains("<td>957387</td>"), "{page}");
     }
 
     #[test]

@@ -66,3 +66,17 @@ pub async fn list(conn: &mut AnyConnection) -> Result<Vec<AuditRow>> {
     .fetch_all(conn)
     .await?)
 }
+
+/// One session's entries, oldest first.
+pub async fn for_session(
+    conn: &mut AnyConnection,
+    session: &crate::ids::SessionId,
+) -> Result<Vec<AuditRow>> {
+    Ok(sqlx::query_as::<_, AuditRow>(
+        "SELECT id, at, actor, action, session_id, delivery_id, detail FROM audit_log \
+         WHERE session_id = $1 ORDER BY at, id",
+    )
+    .bind(session.as_str())
+    .fetch_all(conn)
+    .await?)
+}

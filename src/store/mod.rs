@@ -11,6 +11,7 @@ pub mod jobs;
 pub mod model_usage;
 pub mod reviews;
 pub mod runs;
+pub mod secrets;
 pub mod sessions;
 pub mod state;
 

@@ -138,6 +138,18 @@ pub async fn insert(conn: &mut AnyConnection, new: &NewRun<'_>) -> Result<()> {
     Ok(())
 }
 
+/// Every run of a session, by contract version then attempt.
+pub async fn for_session(conn: &mut AnyConnection, session: &SessionId) -> Result<Vec<RunRow>> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM runs WHERE session_id = $1 \
+         ORDER BY contract_version, attempt, started_at"
+    );
+    Ok(sqlx::query_as::<_, RunRow>(sqlx::AssertSqlSafe(sql))
+        .bind(session)
+        .fetch_all(conn)
+        .await?)
+}
+
 /// The runs of one contract version, oldest first.
 pub async fn for_version(
     conn: &mut AnyConnection,

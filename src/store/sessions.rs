@@ -67,6 +67,37 @@ pub async fn list(db: &Db, limit: i64) -> Result<Vec<SessionRow>> {
         .await?)
 }
 
+/// Sessions of one repository and/or in one state (both optional): failed ones first,
+/// then the newest first.
+pub async fn list_filtered(
+    db: &Db,
+    repo: Option<&RepoName>,
+    state: Option<SessionState>,
+    limit: i64,
+) -> Result<Vec<SessionRow>> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM sessions WHERE ($1 IS NULL OR repo = $1) \
+         AND ($2 IS NULL OR state = $2) \
+         ORDER BY CASE WHEN state = 'failed' THEN 0 ELSE 1 END, created_at DESC, id DESC \
+         LIMIT $3"
+    );
+    Ok(sqlx::query_as::<_, SessionRow>(sqlx::AssertSqlSafe(sql))
+        .bind(repo.map(|r| r.to_string()))
+        .bind(state.map(|s| s.as_str()))
+        .bind(limit)
+        .fetch_all(&db.pool)
+        .await?)
+}
+
+/// Every repository that has a session, in name order.
+pub async fn repositories(db: &Db) -> Result<Vec<RepoName>> {
+    Ok(
+        sqlx::query_scalar::<_, RepoName>("SELECT DISTINCT repo FROM sessions ORDER BY repo")
+            .fetch_all(&db.pool)
+            .await?,
+    )
+}
+
 /// How many sessions are in each stored state, for `/metrics`.
 pub async fn counts(db: &Db) -> Result<Vec<(String, i64)>> {
     Ok(
@@ -373,6 +404,16 @@ pub async fn insert_contract(conn: &mut AnyConnection, new: &NewContract<'_>) ->
     .execute(conn)
     .await?;
     Ok(())
+}
+
+/// Every version of a session's contract, oldest first.
+pub async fn contracts(conn: &mut AnyConnection, session: &SessionId) -> Result<Vec<ContractRow>> {
+    let sql =
+        format!("SELECT {CONTRACT_COLUMNS} FROM contracts WHERE session_id = $1 ORDER BY version");
+    Ok(sqlx::query_as::<_, ContractRow>(sqlx::AssertSqlSafe(sql))
+        .bind(session)
+        .fetch_all(conn)
+        .await?)
 }
 
 /// The newest version of a session's contract.

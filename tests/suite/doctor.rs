@@ -147,7 +147,10 @@ async fn a_deployment_whose_parts_all_answer_passes() {
     report.assert_line(
         "operator pages",
         "warn",
-        &["no status page (no ADMIN_TOKEN)", "/metrics refused"],
+        &[
+            "the operator cannot sign in to the session pages (no ADMIN_TOKEN)",
+            "/metrics refused",
+        ],
     );
     report.assert_line("database", "ok", &["migrations applied"]);
     report.assert_line(

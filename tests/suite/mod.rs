@@ -22,6 +22,7 @@ mod llm;
 mod metrics;
 mod model_proxy;
 mod onboarding;
+mod pages;
 mod partial;
 mod planner;
 mod publish;

@@ -37,7 +37,7 @@ use sqlx::Connection;
 
 pub const GITHUB_SECRET: &str = "github-test-secret";
 pub const GITLAB_SECRET: &str = "gitlab-test-token";
-/// The operator's ADMIN_TOKEN in test settings: the status page and `/metrics` need it.
+/// The operator's ADMIN_TOKEN in test settings: the session pages and `/metrics` need it.
 pub const ADMIN_TOKEN: &str = "admin-test-token-7f3e2b";
 
 /// The shared fixtures (real payloads and logs), beside the repository.

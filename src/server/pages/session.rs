@@ -1,0 +1,393 @@
+//! One session's page: its timeline, every contract version with the diff from the one
+//! before and who approved which hash, the dossier the planner reasoned from, each
+//! attempt with its verification and review, and what each role and model cost.
+
+use std::collections::BTreeMap;
+
+use askama::Template;
+use serde::{Deserialize, Serialize};
+
+use super::auth::Viewer;
+use super::{AppState, age, issue_url, markdown_html, pull_url};
+use crate::contract::{Base, Contract, ContractDiff, ContractVersion, RenderContext, SourceLinks};
+use crate::ids::{CommitSha, SessionId};
+use crate::planner::dossier::Dossier;
+use crate::store::{audit, model_usage, now_ms, runs, sessions};
+use crate::verify::VerificationReport;
+
+/// Longest contract diff shown, in characters.
+const DIFF_MAX: usize = 20_000;
+
+#[derive(Serialize)]
+pub struct SessionView {
+    pub id: String,
+    pub forge: &'static str,
+    pub repo: String,
+    pub issue: i64,
+    pub title: Option<String>,
+    pub state: &'static str,
+    pub stage: &'static str,
+    pub failure: Option<String>,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub age: String,
+    pub issue_url: Option<String>,
+    pub pull_url: Option<String>,
+    pub timeline: Vec<Moment>,
+    pub contracts: Vec<ContractView>,
+    pub dossier: Option<DossierView>,
+    pub attempts: Vec<AttemptView>,
+    pub costs: Vec<CostRow>,
+    pub total_cost: String,
+    /// Spend over time, for the chart: (ms since the session began, cumulative microdollars).
+    pub spend: Vec<(i64, i64)>,
+    #[serde(skip)]
+    pub chart: Option<Chart>,
+}
+
+#[derive(Serialize)]
+pub struct Moment {
+    pub at: i64,
+    pub when: String,
+    pub what: String,
+    pub actor: String,
+}
+
+#[derive(Serialize)]
+pub struct ContractView {
+    pub version: i64,
+    pub sha256: String,
+    pub base_branch: String,
+    pub base_sha: String,
+    pub created_at: i64,
+    pub approved_by: Option<String>,
+    pub approved_at: Option<i64>,
+    pub superseded: bool,
+    pub comment_url: Option<String>,
+    /// The contract as maintainers read it (Markdown).
+    pub markdown: String,
+    /// What changed from the version before (Markdown); `None` for the first.
+    pub diff: Option<String>,
+    #[serde(skip)]
+    pub html: String,
+    #[serde(skip)]
+    pub diff_html: Option<String>,
+}
+
+#[derive(Serialize)]
+pub struct DossierView {
+    pub beliefs: Vec<String>,
+    pub open_questions: Vec<String>,
+    pub observations: Vec<(String, String)>,
+    pub scout_reports: Vec<ScoutView>,
+}
+
+#[derive(Serialize)]
+pub struct ScoutView {
+    pub question: String,
+    pub findings: String,
+    pub evidence: Vec<String>,
+    pub confidence: String,
+}
+
+#[derive(Serialize)]
+pub struct AttemptView {
+    pub id: String,
+    pub contract_version: i64,
+    pub attempt: i64,
+    pub executor: String,
+    pub models: Vec<String>,
+    pub state: String,
+    pub environment: Option<String>,
+    pub started_at: i64,
+    pub finished_at: Option<i64>,
+    pub cost: String,
+    /// The executor's own account: a claim, not a result.
+    pub report: Option<String>,
+    pub verification: Option<VerificationReport>,
+    pub accepted: Option<bool>,
+    pub findings: Option<String>,
+    #[serde(skip)]
+    pub verification_html: Option<String>,
+}
+
+#[derive(Serialize)]
+pub struct CostRow {
+    pub role: String,
+    pub model: String,
+    pub calls: u64,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cost: String,
+    pub cost_microusd: i64,
+}
+
+/// The spend chart as SVG coordinates (drawn without scripts).
+pub struct Chart {
+    pub points: String,
+    pub total: String,
+    pub span: String,
+}
+
+#[derive(Template)]
+#[template(path = "session.html")]
+pub struct SessionPage<'a> {
+    pub s: &'a SessionView,
+    pub csrf: &'a str,
+}
+
+/// What a run's `outcome` holds: a final attempt's verification and review, or an
+/// earlier attempt's verification alone.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Outcome {
+    Final {
+        verification: Box<VerificationReport>,
+        accepted: bool,
+        findings: String,
+    },
+    Report(Box<VerificationReport>),
+    Other(serde::de::IgnoredAny),
+}
+
+/// The session as `viewer` may see it; `None` when there is none or it is not theirs.
+pub async fn load(
+    state: &AppState,
+    viewer: &Viewer,
+    id: &SessionId,
+) -> anyhow::Result<Option<SessionView>> {
+    let mut conn = state.db.pool.acquire().await?;
+    let Some(row) = sessions::get(&mut conn, id).await? else {
+        return Ok(None);
+    };
+    match viewer {
+        Viewer::Operator => {}
+    }
+    let title = sessions::issue_snapshot(&mut conn, id)
+        .await?
+        .map(|(title, _)| title);
+    let contract_rows = sessions::contracts(&mut conn, id).await?;
+    let run_rows = runs::for_session(&mut conn, id).await?;
+    let audit_rows = audit::for_session(&mut conn, id).await?;
+    let dossier = sessions::load_dossier(&mut conn, id)
+        .await?
+        .and_then(|text| serde_json::from_str::<Dossier>(&text).ok());
+    drop(conn);
+    let usage = model_usage::list_by_session(&state.db, id).await?;
+
+    let links = links_for(state, &row);
+    let mut contracts = Vec::with_capacity(contract_rows.len());
+    let mut previous: Option<(Contract, String, Option<String>)> = None;
+    for c in &contract_rows {
+        let parsed = Contract::from_json(&c.body).ok();
+        let base = Base {
+            branch: c.base_branch.clone(),
+            sha: CommitSha(c.base_sha.clone()),
+        };
+        let markdown = parsed.as_ref().map_or_else(
+            || "The stored contract does not parse.".to_owned(),
+            |contract| {
+                contract.render_markdown(&RenderContext {
+                    session: id,
+                    version: ContractVersion(c.version as u32),
+                    base: &base,
+                    links: &links,
+                    bot_mention: "planwright",
+                    default_budget_usd: None,
+                })
+            },
+        );
+        let diff = match (&previous, &parsed) {
+            (Some((old, old_sha, old_settings)), Some(new)) => Some(
+                ContractDiff::between(old, new)
+                    .with_base(old_sha, &c.base_sha, *old_settings != c.settings)
+                    .markdown((c.version - 1) as u32, DIFF_MAX),
+            ),
+            _ => None,
+        };
+        if let Some(contract) = parsed {
+            previous = Some((contract, c.base_sha.clone(), c.settings.clone()));
+        }
+        contracts.push(ContractView {
+            version: c.version,
+            sha256: c.sha256.clone(),
+            base_branch: c.base_branch.clone(),
+            base_sha: c.base_sha.clone(),
+            created_at: c.created_at,
+            approved_by: c.approved_by.clone(),
+            approved_at: c.approved_at,
+            superseded: c.superseded_at.is_some(),
+            comment_url: c.comment_url.clone(),
+            html: markdown_html(&markdown),
+            diff_html: diff.as_deref().map(markdown_html),
+            markdown,
+            diff,
+        });
+    }
+
+    let mut attempts = Vec::with_capacity(run_rows.len());
+    for r in &run_rows {
+        let mut models: Vec<String> = usage
+            .iter()
+            .filter(|u| u.run_id.as_deref() == Some(r.id.as_str()))
+            .map(|u| format!("{}:{}", u.provider, u.model))
+            .collect();
+        models.dedup();
+        let (verification, accepted, findings) =
+            match r.outcome.as_deref().map(serde_json::from_str::<Outcome>) {
+                Some(Ok(Outcome::Final {
+                    verification,
+                    accepted,
+                    findings,
+                })) => (Some(*verification), Some(accepted), Some(findings)),
+                Some(Ok(Outcome::Report(report))) => (Some(*report), None, None),
+                _ => (None, None, None),
+            };
+        attempts.push(AttemptView {
+            id: r.id.to_string(),
+            contract_version: r.contract_version,
+            attempt: r.attempt,
+            executor: r.executor.clone(),
+            models,
+            state: r.state.as_str().to_owned(),
+            environment: r.environment.clone(),
+            started_at: r.started_at,
+            finished_at: r.finished_at,
+            cost: model_usage::usd(r.cost_microusd),
+            report: r.report.clone(),
+            verification_html: verification
+                .as_ref()
+                .map(|v| markdown_html(&v.pr_markdown())),
+            verification,
+            accepted,
+            findings,
+        });
+    }
+
+    let mut by_role: BTreeMap<(String, String), CostRow> = BTreeMap::new();
+    let mut spend = Vec::with_capacity(usage.len());
+    let mut total = 0_i64;
+    for u in &usage {
+        let model = format!("{}:{}", u.provider, u.model);
+        let entry = by_role
+            .entry((u.role.clone(), model.clone()))
+            .or_insert_with(|| CostRow {
+                role: u.role.clone(),
+                model,
+                calls: 0,
+                input_tokens: 0,
+                output_tokens: 0,
+                cost: String::new(),
+                cost_microusd: 0,
+            });
+        entry.calls += 1;
+        entry.input_tokens += u.input_tokens;
+        entry.output_tokens += u.output_tokens;
+        entry.cost_microusd += u.cost_microusd;
+        total += u.cost_microusd;
+        spend.push(((u.at - row.created_at).max(0), total));
+    }
+    let costs = by_role
+        .into_values()
+        .map(|mut c| {
+            c.cost = model_usage::usd(c.cost_microusd);
+            c
+        })
+        .collect();
+
+    let now = now_ms();
+    let mut timeline = vec![Moment {
+        at: row.created_at,
+        when: age(now - row.created_at),
+        what: "session started".to_owned(),
+        actor: row.triggered_by.clone(),
+    }];
+    timeline.extend(
+        audit_rows
+            .iter()
+            .filter(|a| a.action != "session.started")
+            .map(|a| Moment {
+                at: a.at,
+                when: age(now - a.at),
+                what: a.action.replace(['.', '_'], " "),
+                actor: a.actor.clone(),
+            }),
+    );
+    timeline.sort_by_key(|m| m.at);
+
+    let chart = chart(&spend);
+    Ok(Some(SessionView {
+        id: row.id.as_str().to_owned(),
+        forge: row.forge.as_str(),
+        repo: row.repo.to_string(),
+        issue: row.issue_number.0,
+        title,
+        state: row.state.as_str(),
+        stage: row.state.describe(),
+        failure: row.failure.clone(),
+        created_at: row.created_at,
+        updated_at: row.updated_at,
+        age: age(now - row.created_at),
+        issue_url: issue_url(state, row.forge, &row.repo, row.issue_number.0),
+        pull_url: row
+            .pull_number
+            .and_then(|p| pull_url(state, row.forge, &row.repo, p.0)),
+        timeline,
+        contracts,
+        dossier: dossier.map(|d| DossierView {
+            beliefs: d.beliefs,
+            open_questions: d.open_questions,
+            observations: d
+                .observations
+                .into_iter()
+                .map(|o| (o.source, o.text))
+                .collect(),
+            scout_reports: d
+                .scout_reports
+                .into_iter()
+                .map(|r| ScoutView {
+                    question: r.question,
+                    findings: r.findings,
+                    evidence: r.evidence,
+                    confidence: r.confidence,
+                })
+                .collect(),
+        }),
+        attempts,
+        costs,
+        total_cost: model_usage::usd(total),
+        spend,
+        chart,
+    }))
+}
+
+/// Where the contract's source references link to.
+fn links_for(state: &AppState, row: &sessions::SessionRow) -> SourceLinks {
+    match super::forge_base(state, row.forge, &row.repo) {
+        Some(url) if row.forge == crate::event::ForgeKind::Gitlab => {
+            SourceLinks::GitLab { project_url: url }
+        }
+        Some(url) => SourceLinks::GitHub { repo_url: url },
+        None => SourceLinks::None,
+    }
+}
+
+/// Cumulative spend as a polyline in a 600×120 box; `None` without spend.
+fn chart(spend: &[(i64, i64)]) -> Option<Chart> {
+    let (&(last_at, total), _) = spend.split_last()?;
+    if total <= 0 {
+        return None;
+    }
+    let span = last_at.max(1);
+    let mut points = String::from("0,120");
+    for (at, cumulative) in spend {
+        let x = (*at as f64 / span as f64) * 600.0;
+        let y = 120.0 - (*cumulative as f64 / total as f64) * 110.0;
+        points.push_str(&format!(" {x:.1},{y:.1}"));
+    }
+    Some(Chart {
+        points,
+        total: model_usage::usd(total),
+        span: age(span).trim_end_matches(" ago").to_owned(),
+    })
+}

@@ -1,0 +1,515 @@
+//! The signed-in pages: who may see them (the operator's token, typed into the sign-in
+//! form or sent as a bearer token), what a forged cookie or a form from elsewhere gets,
+//! and what a finished session's page shows.
+
+use crate::support;
+
+use planwright::event::ForgeKind;
+use planwright::ids::{InstallationId, IssueNumber, RepoName, SessionId};
+use planwright::server::Role;
+use planwright::session::dispatch;
+use planwright::store::sessions::{self, NewSession};
+use serde_json::Value;
+use support::fake_forge::{APP_ID, FakeGithub, app_key};
+use support::world::World;
+use support::{GITHUB_SECRET, TestDb, TestServer};
+
+/// A token that sits in session failures, dossiers and contracts: no page an anonymous
+/// visitor gets may show it.
+const LEAKED_TOKEN: &str = "ghs_16C7e42F292c6912E7710c838347Ae178B4a";
+
+fn browser() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+/// A server with the GitHub App configured, ADMIN_TOKEN as `extra` leaves it, and two
+/// sessions: `acme/widgets#7`, awaiting approval at $1.25, and a failed one with markup in
+/// its repository's name.
+async fn status_world(extra: &[(&str, &str)]) -> (TestDb, FakeGithub, TestServer) {
+    let db = TestDb::new().await;
+    let github = FakeGithub::start().await;
+    let key = app_key().private_pem.clone();
+    let app_id = APP_ID.to_string();
+    let settings = support::settings(
+        &db,
+        &[
+            ("PLANWRIGHT_GITHUB_APP_ID", app_id.as_str()),
+            ("PLANWRIGHT_GITHUB_PRIVATE_KEY", key.as_str()),
+            ("PLANWRIGHT_GITHUB_API_URL", github.url.as_str()),
+        ]
+        .into_iter()
+        .chain(extra.iter().copied())
+        .collect::<Vec<_>>(),
+    );
+    let server = TestServer::start(settings, Role::Web, dispatch::handler).await;
+    let seed = [
+        ("acme/widgets", 7, "awaiting_approval", 1_250_000_i64),
+        ("acme/<script>alert(1)</script>", 8, "failed", 0),
+    ];
+    let mut conn = db.db.pool.acquire().await.unwrap();
+    for (i, (repo, issue, state, cost)) in seed.iter().enumerate() {
+        let id = SessionId(format!("s-{i}"));
+        sessions::insert(
+            &mut conn,
+            &NewSession {
+                id: &id,
+                forge: ForgeKind::Github,
+                repo: &RepoName::parse(repo).unwrap(),
+                issue: IssueNumber(*issue),
+                installation: Some(InstallationId(1)),
+                triggered_by: "maria",
+            },
+        )
+        .await
+        .unwrap();
+        sqlx::query(
+            "UPDATE sessions SET state = $1, cost_microusd = $2, failure = $3, dossier = $3, \
+             status_comment_id = $3 WHERE id = $4",
+        )
+        .bind(*state)
+        .bind(*cost)
+        .bind(format!("token {LEAKED_TOKEN} in the log"))
+        .bind(id.as_str())
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+        for version in 1..=2_i64 {
+            sqlx::query(
+                "INSERT INTO contracts (session_id, version, sha256, body, base_branch, \
+                 base_sha, created_at) VALUES ($1, $2, $3, $4, 'main', $5, 0)",
+            )
+            .bind(id.as_str())
+            .bind(version)
+            .bind("f".repeat(64))
+            .bind(format!(
+                "{{\"summary\":\"issue body with {LEAKED_TOKEN}\"}}"
+            ))
+            .bind("b".repeat(40))
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+        }
+    }
+    drop(conn);
+    (db, github, server)
+}
+
+/// The `name=value` pairs a response sets, as a `Cookie` header sends them back; cookies
+/// it removes are left out.
+fn cookies_set(response: &reqwest::Response) -> String {
+    response
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .filter(|v| !v.contains("Max-Age=0"))
+        .filter_map(|v| v.split(';').next())
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// The value of the hidden `csrf` field of a page's form.
+fn csrf_of(page: &str) -> String {
+    let at = page.find("name=\"csrf\" value=\"").expect("a CSRF field") + 19;
+    page[at..].split('"').next().unwrap().to_owned()
+}
+
+/// Signs in through the form, as a browser does; the session cookie.
+async fn sign_in(server: &TestServer, token: &str) -> reqwest::Response {
+    let form = browser()
+        .get(format!("{}/sign-in", server.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(form.status(), 200);
+    let cookie = cookies_set(&form);
+    let csrf = csrf_of(&form.text().await.unwrap());
+    browser()
+        .post(format!("{}/sign-in", server.base))
+        .header("cookie", cookie)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(form_body(&[("token", token), ("csrf", csrf.as_str())]))
+        .send()
+        .await
+        .unwrap()
+}
+
+async fn get(server: &TestServer, path: &str, cookie: Option<&str>) -> reqwest::Response {
+    let mut request = browser().get(format!("{}{path}", server.base));
+    if let Some(cookie) = cookie {
+        request = request.header("cookie", cookie);
+    }
+    request.send().await.unwrap()
+}
+
+/// What no one signed out may see: repositories, states, costs, sessions' text.
+const PRIVATE: &[&str] = &[
+    "acme/widgets",
+    "awaiting_approval",
+    "$1.25",
+    "Installations",
+    "v2",
+    LEAKED_TOKEN,
+];
+
+#[tokio::test]
+async fn anonymous_visitors_see_only_the_sign_in_page() {
+    let (_db, _github, server) = status_world(&[]).await;
+    for path in ["/", "/sessions/s-0", "/sessions/s-1", "/sessions/none"] {
+        for (authorization, why) in [
+            (None, "no credentials"),
+            (Some("Bearer admin-test-token-7f3e2c"), "a wrong token"),
+            (
+                Some(&*format!("Bearer {GITHUB_SECRET}")),
+                "the webhook secret",
+            ),
+            (
+                Some(&*format!(
+                    "Basic {}",
+                    base64_encode(&format!("operator:{}", support::ADMIN_TOKEN))
+                )),
+                "the token as a Basic password, which a browser would send on its own",
+            ),
+        ] {
+            let mut request = browser().get(format!("{}{path}", server.base));
+            if let Some(authorization) = authorization {
+                request = request.header("authorization", authorization);
+            }
+            let response = request.send().await.unwrap();
+            assert_eq!(response.status(), 401, "{path}: {why}");
+            let page = response.text().await.unwrap();
+            assert!(page.contains("Sign in"), "{path}: {why}: {page}");
+            for leak in PRIVATE {
+                assert!(!page.contains(leak), "{path}: {why}: shows {leak}:\n{page}");
+            }
+        }
+        // Scripts get JSON saying what to send.
+        let refused = browser()
+            .get(format!("{}{path}", server.base))
+            .header("accept", "application/json")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(refused.status(), 401);
+        assert_eq!(
+            refused.headers()["www-authenticate"],
+            "Bearer realm=\"planwright\""
+        );
+        let body: Value = refused.json().await.unwrap();
+        assert!(body["error"].as_str().unwrap().contains("Bearer"), "{body}");
+    }
+    server.stop().await;
+
+    // Without ADMIN_TOKEN the token form is not offered, and the token is nobody's.
+    let (_db, _github, server) = status_world(&[("PLANWRIGHT_ADMIN_TOKEN", "")]).await;
+    let page = get(&server, "/sign-in", None).await.text().await.unwrap();
+    assert!(page.contains("set ADMIN_TOKEN"), "{page}");
+    let refused = browser()
+        .get(format!("{}/", server.base))
+        .bearer_auth(support::ADMIN_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 401);
+    server.stop().await;
+}
+
+/// A form's fields, URL-encoded as a browser posts them.
+fn form_body(fields: &[(&str, &str)]) -> String {
+    use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
+    fields
+        .iter()
+        .map(|(k, v)| {
+            format!(
+                "{}={}",
+                utf8_percent_encode(k, NON_ALPHANUMERIC),
+                utf8_percent_encode(v, NON_ALPHANUMERIC)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+fn base64_encode(text: &str) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(text)
+}
+
+#[tokio::test]
+async fn the_operator_signs_in_with_the_token_form_sees_every_session_and_signs_out() {
+    let (_db, _github, server) = status_world(&[]).await;
+    let wrong = sign_in(&server, "not-the-admin-token-at-all").await;
+    assert_eq!(wrong.status(), 401);
+    assert!(cookies_set(&wrong).find("planwright_session=").is_none());
+    assert!(wrong.text().await.unwrap().contains("not the operator"));
+
+    let signed_in = sign_in(&server, support::ADMIN_TOKEN).await;
+    assert_eq!(signed_in.status(), 303);
+    assert_eq!(signed_in.headers()["location"], "/");
+    let set: Vec<&str> = signed_in
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .map(|v| v.to_str().unwrap())
+        .filter(|v| v.starts_with("planwright_session="))
+        .collect();
+    assert_eq!(set.len(), 1, "{set:?}");
+    for attribute in ["HttpOnly", "SameSite=Lax", "Path=/", "Max-Age="] {
+        assert!(set[0].contains(attribute), "{attribute} in {}", set[0]);
+    }
+    // The cookie says nothing readable about who it signs in.
+    assert!(!set[0].contains("operator"), "{}", set[0]);
+    let cookie = cookies_set(&signed_in);
+
+    let home = get(&server, "/", Some(&cookie)).await;
+    assert_eq!(home.status(), 200);
+    let csp = home.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(csp.contains("default-src 'none'"), "{csp}");
+    let page = home.text().await.unwrap();
+    assert!(
+        page.contains("acme/widgets#7") && page.contains("$1.25"),
+        "{page}"
+    );
+    assert!(
+        page.contains("acme/&lt;script&gt;alert(1)&lt;/script&gt;#8"),
+        "{page}"
+    );
+    assert!(!page.contains("<script>"), "{page}");
+    // Failures first.
+    assert!(
+        page.find("#8").unwrap() < page.find("#7").unwrap(),
+        "{page}"
+    );
+    assert!(
+        !page.contains(LEAKED_TOKEN),
+        "the home page shows a session's text"
+    );
+    // Filtered by repository and state.
+    let filtered = get(&server, "/?repo=acme/widgets&state=", Some(&cookie))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        filtered.contains("acme/widgets#7") && !filtered.contains("#8</a>"),
+        "{filtered}"
+    );
+    let failed = get(&server, "/?state=failed", Some(&cookie))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        !failed.contains("acme/widgets#7") && failed.contains("#8</a>"),
+        "{failed}"
+    );
+
+    let session = get(&server, "/sessions/s-0", Some(&cookie)).await;
+    assert_eq!(session.status(), 200);
+    let page = session.text().await.unwrap();
+    assert!(page.contains("acme/widgets#7"), "{page}");
+
+    // Signing out needs the page's CSRF token; then the cookie is gone.
+    let csrf = csrf_of(&page);
+    let forged = browser()
+        .post(format!("{}/sign-out", server.base))
+        .header("cookie", &cookie)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(form_body(&[("csrf", "0".repeat(48).as_str())]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), 403);
+    assert_eq!(get(&server, "/", Some(&cookie)).await.status(), 200);
+    let out = browser()
+        .post(format!("{}/sign-out", server.base))
+        .header("cookie", &cookie)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(form_body(&[("csrf", csrf.as_str())]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(out.status(), 303);
+    let removed = out.headers()["set-cookie"].to_str().unwrap();
+    assert!(
+        removed.starts_with("planwright_session=") && removed.contains("Max-Age=0"),
+        "{removed}"
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_sign_in_form_from_elsewhere_and_forged_cookies_are_refused() {
+    let (_db, _github, server) = status_world(&[]).await;
+    // A form posted from another site carries neither this browser's form cookie nor
+    // its token.
+    for (cookie, csrf) in [
+        (None, "x"),
+        (None, ""),
+        (Some("planwright_sign_in=forged"), "x"),
+    ] {
+        let mut request = browser().post(format!("{}/sign-in", server.base));
+        if let Some(cookie) = cookie {
+            request = request.header("cookie", cookie);
+        }
+        let refused = request
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(form_body(&[
+                ("token", support::ADMIN_TOKEN),
+                ("csrf", csrf),
+            ]))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(refused.status(), 403);
+        assert!(cookies_set(&refused).find("planwright_session=").is_none());
+    }
+    // Another form's cookie with this form's token: refused too.
+    let form = get(&server, "/sign-in", None).await;
+    let _ = form.text().await;
+    let other = get(&server, "/sign-in", None).await;
+    let other_cookie = cookies_set(&other);
+    let refused = browser()
+        .post(format!("{}/sign-in", server.base))
+        .header("cookie", other_cookie)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(form_body(&[
+            ("token", support::ADMIN_TOKEN),
+            ("csrf", &"a".repeat(48)),
+        ]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 403);
+
+    let signed_in = sign_in(&server, support::ADMIN_TOKEN).await;
+    let cookie = cookies_set(&signed_in);
+    let value = cookie
+        .split("; ")
+        .find_map(|c| c.strip_prefix("planwright_session="))
+        .unwrap()
+        .to_owned();
+    // One character changed, cut short, made up: each is no one.
+    let mut flipped: Vec<char> = value.chars().collect();
+    let middle = flipped.len() / 2;
+    flipped[middle] = if flipped[middle] == 'A' { 'B' } else { 'A' };
+    let flipped: String = flipped.into_iter().collect();
+    for forged in [
+        flipped,
+        value[..value.len() - 4].to_owned(),
+        "eyJ3aG8iOnsia2luZCI6Im9wZXJhdG9yIn19".to_owned(),
+    ] {
+        let response = get(&server, "/", Some(&format!("planwright_session={forged}"))).await;
+        assert_eq!(response.status(), 401, "{forged}");
+    }
+    // A cookie another deployment signed (its own key) is no one here either.
+    let (_db2, _github2, elsewhere) = status_world(&[]).await;
+    let foreign = cookies_set(&sign_in(&elsewhere, support::ADMIN_TOKEN).await);
+    assert_eq!(get(&elsewhere, "/", Some(&foreign)).await.status(), 200);
+    assert_eq!(get(&server, "/", Some(&foreign)).await.status(), 401);
+    elsewhere.stop().await;
+
+    // A session that does not exist is the same 404 for JSON and pages.
+    let missing = get(&server, "/sessions/no-such-session", Some(&cookie)).await;
+    assert_eq!(missing.status(), 404);
+    server.stop().await;
+}
+
+/// A whole session, label to pull request, as the operator's script reads it: the
+/// contract, the verification of its attempt, the cost by role, the timeline.
+async fn a_finished_session_shows_its_contract_verification_and_cost(on: ForgeKind) {
+    let world = World::calc(
+        on,
+        support::calc::fixing_script(2),
+        &format!("test: {}\n", support::calc::UNITTEST),
+    )
+    .await;
+    world.approve_calc().await;
+    let session = world.wait_for_state("pr_opened").await;
+    let base = &world.server.base;
+    let json: Value = world
+        .server
+        .client
+        .get(format!("{base}/sessions/{}", session.id.as_str()))
+        .bearer_auth(support::ADMIN_TOKEN)
+        .header("accept", "application/json")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(json["state"], "pr_opened");
+    let contract = &json["contracts"][0];
+    assert_eq!(contract["version"], 1);
+    assert_eq!(contract["approved_by"], world.maintainer.login.as_str());
+    assert!(
+        contract["markdown"]
+            .as_str()
+            .unwrap()
+            .contains("Build contract v1"),
+        "{json:#}"
+    );
+    let attempt = &json["attempts"][0];
+    assert_eq!(attempt["state"], "published");
+    assert_eq!(attempt["accepted"], true);
+    assert_eq!(attempt["verification"]["verdict"], "passed", "{attempt:#}");
+    let roles: Vec<&str> = json["costs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["role"].as_str().unwrap())
+        .collect();
+    assert!(
+        roles.contains(&"planner") && roles.contains(&"reviewer"),
+        "{roles:?}"
+    );
+    let timeline: Vec<&str> = json["timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["what"].as_str().unwrap())
+        .collect();
+    assert!(
+        timeline.contains(&"contract approved") && timeline.contains(&"pull opened"),
+        "{timeline:?}"
+    );
+    let pull = session.pull_number.expect("a pull request").0;
+    assert!(
+        json["pull_url"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("/{pull}")),
+        "{json:#}"
+    );
+
+    let page = world
+        .server
+        .client
+        .get(format!("{base}/sessions/{}", session.id.as_str()))
+        .bearer_auth(support::ADMIN_TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for part in [
+        "Build contract v1",
+        "<table>",
+        "spend-chart",
+        "reviewer",
+        "Timeline",
+    ] {
+        assert!(page.contains(part), "{part} is missing:\n{page}");
+    }
+    world.server.stop().await;
+}
+
+crate::on_both_forges!(a_finished_session_shows_its_contract_verification_and_cost);
