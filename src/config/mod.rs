@@ -66,6 +66,9 @@ pub struct Settings {
     pub setup_token: Option<SecretString>,
     /// Signs the operator in to the session pages, and reads `/metrics`.
     pub admin_token: Option<SecretString>,
+    /// How long the session pages trust a forge's answer about what a signed-in person
+    /// may read (`ACCESS_CHECK_SECS`).
+    pub access_check: Duration,
     /// Shows `/metrics` only, for a scraper.
     pub metrics_token: Option<SecretString>,
     /// A listener of its own for `/metrics`, which the main one then does not serve.
@@ -90,6 +93,10 @@ pub struct GithubSettings {
     /// The longest rate-limit wait a job waits out in place (`RATE_LIMIT_WAIT_SECS`);
     /// longer ones hand the job back to the queue until the reset.
     pub rate_limit_wait: Duration,
+    /// The App's OAuth client, which signs people in to the session pages
+    /// (`GITHUB_CLIENT_ID`, `GITHUB_CLIENT_SECRET`; else the registered app's).
+    pub client_id: Option<String>,
+    pub client_secret: Option<SecretString>,
 }
 
 impl GithubSettings {
@@ -104,6 +111,11 @@ impl GithubSettings {
         }
         if merged.webhook_secrets.is_empty() {
             merged.webhook_secrets = vec![app.webhook_secret.clone()];
+        }
+        // The client id and its secret go together too.
+        if merged.client_id.is_none() || merged.client_secret.is_none() {
+            merged.client_id = Some(app.client_id.clone());
+            merged.client_secret = Some(app.client_secret.clone());
         }
         merged
     }
@@ -120,6 +132,10 @@ pub struct GitlabSettings {
     pub project_secrets: Vec<(crate::ids::RepoName, SecretString)>,
     /// As [`GithubSettings::rate_limit_wait`].
     pub rate_limit_wait: Duration,
+    /// The OAuth application that signs people in to the session pages
+    /// (`GITLAB_CLIENT_ID`, `GITLAB_CLIENT_SECRET`).
+    pub client_id: Option<String>,
+    pub client_secret: Option<SecretString>,
 }
 
 #[derive(Debug, Clone)]
@@ -205,6 +221,10 @@ const UNPREFIXED: &[&str] = &[
     "OPENAI_BASE_URL",
 ];
 
+/// How long an answer about what a signed-in person may read is trusted, unless
+/// `ACCESS_CHECK_SECS` says.
+pub const ACCESS_CHECK: Duration = Duration::from_secs(5 * 60);
+
 /// The longest rate-limit wait a job sits out in place unless `RATE_LIMIT_WAIT_SECS` says.
 pub const RATE_LIMIT_WAIT: Duration = Duration::from_secs(60);
 
@@ -220,8 +240,12 @@ const KEYS: &[&str] = &[
     "github_webhook_secret",
     "github_api_url",
     "github_url",
+    "github_client_id",
+    "github_client_secret",
     "gitlab_url",
     "gitlab_token",
+    "gitlab_client_id",
+    "gitlab_client_secret",
     "gitlab_webhook_secret",
     "gitlab_webhook_secrets",
     "anthropic_api_key",
@@ -255,6 +279,7 @@ const KEYS: &[&str] = &[
     "executor_timeout_secs",
     "setup_token",
     "admin_token",
+    "access_check_secs",
     "metrics_token",
     "metrics_listen",
     "environment_image",
@@ -599,6 +624,9 @@ impl Raw {
                 .map_or(EXECUTOR_TIMEOUT, Duration::from_secs),
             setup_token: self.token("setup_token")?,
             admin_token: self.token("admin_token")?,
+            access_check: self
+                .parsed::<u64>("access_check_secs", "a number of seconds")?
+                .map_or(ACCESS_CHECK, Duration::from_secs),
             metrics_token: self.token("metrics_token")?,
             metrics_listen: match self.text("metrics_listen") {
                 None => None,
@@ -848,6 +876,8 @@ impl Raw {
             web_url: self.github_url(&api_url),
             api_url,
             rate_limit_wait: self.rate_limit_wait()?,
+            client_id: self.text("github_client_id").map(str::to_owned),
+            client_secret: self.secret("github_client_secret"),
         })
     }
 
@@ -884,6 +914,8 @@ impl Raw {
             webhook_secrets: self.secrets("gitlab_webhook_secret"),
             project_secrets: self.project_secrets("gitlab_webhook_secrets")?,
             rate_limit_wait: self.rate_limit_wait()?,
+            client_id: self.text("gitlab_client_id").map(str::to_owned),
+            client_secret: self.secret("gitlab_client_secret"),
         })
     }
 }

@@ -83,6 +83,8 @@ pub fn router(state: AppState, role: Role) -> Router {
                 "/sign-out",
                 post(pages::sign_out).layer(DefaultBodyLimit::max(setup::FORM_LIMIT)),
             )
+            .route("/sign-in/{forge}", get(pages::forge_sign_in))
+            .route("/sign-in/{forge}/callback", get(pages::forge_callback))
             .route("/sessions/{id}", get(pages::session_page));
     }
     // Webhook bodies keep the handlers' own limit and timeout (JSON 413 and 408, the HMAC fed
@@ -190,9 +192,7 @@ pub async fn start(
         )),
         forges,
         inbox: crate::store::deliveries::Inbox::start(db.clone()),
-        pages: pages::Pages {
-            key: pages::auth::cookie_key(&db).await?,
-        },
+        pages: pages::Pages::new(&db, &settings).await?,
     };
     if role != Role::Worker && !state.forges.configured(crate::event::ForgeKind::Github) {
         state.onboarding.announce();

@@ -1,5 +1,5 @@
-//! The pages a browser sees. `GET /` registers the GitHub App through GitHub's manifest
-//! flow until one is configured, and is the status page after that; GitHub sends the
+//! Registering the GitHub App. `GET /` registers it through GitHub's manifest flow until
+//! one is configured, and shows the session pages after that; GitHub sends the
 //! browser back to `GET /setup/github/callback` with the code for the new app's credentials.
 //! Registering needs the operator's setup token: a fresh public instance is otherwise
 //! anyone's to claim.
@@ -232,14 +232,19 @@ pub struct IndexQuery {
     pages: super::pages::HomeQuery,
 }
 
-/// `GET /`: the registration page while no GitHub App is configured, the status page after
-/// (for the holder of ADMIN_TOKEN: it names private repositories and what they cost).
+/// `GET /`: the registration page while no forge is configured (or, on a GitLab-only
+/// deployment, when the setup token is given), the session pages after.
 pub async fn index(
     State(state): State<AppState>,
     headers: HeaderMap,
     Query(query): Query<IndexQuery>,
 ) -> Response {
-    if !state.forges.configured(ForgeKind::Github) {
+    // A deployment that only has GitLab shows its pages; the GitHub App can still be
+    // registered there through `/?token=`, the address `serve` prints.
+    let registering = query.token.is_some() || query.org.is_some();
+    if !state.forges.configured(ForgeKind::Github)
+        && (registering || !state.forges.configured(ForgeKind::Gitlab))
+    {
         return registration_page(
             &state.onboarding,
             query.org.as_deref(),

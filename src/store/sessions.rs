@@ -67,35 +67,75 @@ pub async fn list(db: &Db, limit: i64) -> Result<Vec<SessionRow>> {
         .await?)
 }
 
-/// Sessions of one repository and/or in one state (both optional): failed ones first,
-/// then the newest first.
-pub async fn list_filtered(
-    db: &Db,
-    repo: Option<&RepoName>,
-    state: Option<SessionState>,
-    limit: i64,
-) -> Result<Vec<SessionRow>> {
-    let sql = format!(
-        "SELECT {COLUMNS} FROM sessions WHERE ($1 IS NULL OR repo = $1) \
-         AND ($2 IS NULL OR state = $2) \
-         ORDER BY CASE WHEN state = 'failed' THEN 0 ELSE 1 END, created_at DESC, id DESC \
-         LIMIT $3"
-    );
-    Ok(sqlx::query_as::<_, SessionRow>(sqlx::AssertSqlSafe(sql))
-        .bind(repo.map(|r| r.to_string()))
-        .bind(state.map(|s| s.as_str()))
-        .bind(limit)
-        .fetch_all(&db.pool)
-        .await?)
+/// Which sessions a listing shows; every part is optional.
+#[derive(Default)]
+pub struct Filter<'a> {
+    pub forge: Option<ForgeKind>,
+    /// Only these repositories (those a person may read); an empty set shows nothing.
+    pub among: Option<&'a [RepoName]>,
+    pub repo: Option<&'a RepoName>,
+    pub state: Option<SessionState>,
 }
 
-/// Every repository that has a session, in name order.
-pub async fn repositories(db: &Db) -> Result<Vec<RepoName>> {
-    Ok(
-        sqlx::query_scalar::<_, RepoName>("SELECT DISTINCT repo FROM sessions ORDER BY repo")
-            .fetch_all(&db.pool)
-            .await?,
+/// The sessions `filter` lets through: failed ones first, then the newest first.
+pub async fn list_filtered(db: &Db, filter: &Filter<'_>, limit: i64) -> Result<Vec<SessionRow>> {
+    if filter.among.is_some_and(<[RepoName]>::is_empty) {
+        return Ok(Vec::new());
+    }
+    let mut conditions = Vec::new();
+    let mut n = 0;
+    let mut next = || {
+        n += 1;
+        format!("${n}")
+    };
+    if filter.forge.is_some() {
+        conditions.push(format!("forge = {}", next()));
+    }
+    if filter.repo.is_some() {
+        conditions.push(format!("repo = {}", next()));
+    }
+    if filter.state.is_some() {
+        conditions.push(format!("state = {}", next()));
+    }
+    if let Some(among) = filter.among {
+        let places: Vec<String> = among.iter().map(|_| next()).collect();
+        conditions.push(format!("repo IN ({})", places.join(", ")));
+    }
+    let limit_place = next();
+    let conditions = if conditions.is_empty() {
+        String::new()
+    } else {
+        format!("WHERE {}", conditions.join(" AND "))
+    };
+    let sql = format!(
+        "SELECT {COLUMNS} FROM sessions {conditions} \
+         ORDER BY CASE WHEN state = 'failed' THEN 0 ELSE 1 END, created_at DESC, id DESC \
+         LIMIT {limit_place}"
+    );
+    let mut query = sqlx::query_as::<_, SessionRow>(sqlx::AssertSqlSafe(sql));
+    if let Some(forge) = filter.forge {
+        query = query.bind(forge);
+    }
+    if let Some(repo) = filter.repo {
+        query = query.bind(repo);
+    }
+    if let Some(state) = filter.state {
+        query = query.bind(state.as_str());
+    }
+    for repo in filter.among.unwrap_or_default() {
+        query = query.bind(repo);
+    }
+    Ok(query.bind(limit).fetch_all(&db.pool).await?)
+}
+
+/// Every repository that has a session (on `forge`, when given), in name order.
+pub async fn repositories(db: &Db, forge: Option<ForgeKind>) -> Result<Vec<RepoName>> {
+    Ok(sqlx::query_scalar::<_, RepoName>(
+        "SELECT DISTINCT repo FROM sessions WHERE ($1 IS NULL OR forge = $1) ORDER BY repo",
     )
+    .bind(forge.map(|f| f.as_str()))
+    .fetch_all(&db.pool)
+    .await?)
 }
 
 /// How many sessions are in each stored state, for `/metrics`.

@@ -10,7 +10,12 @@ use planwright::server::Role;
 use planwright::session::dispatch;
 use planwright::store::sessions::{self, NewSession};
 use serde_json::Value;
-use support::fake_forge::{APP_ID, FakeGithub, app_key};
+use support::fake_forge::{
+    APP_ID, FakeGithub, FakeUser, OAUTH_CLIENT_ID, OAUTH_CLIENT_SECRET, app_key,
+};
+use support::fake_gitlab::{
+    FakeGitlab, OAUTH_CLIENT_ID as GITLAB_CLIENT_ID, OAUTH_CLIENT_SECRET as GITLAB_CLIENT_SECRET,
+};
 use support::world::World;
 use support::{GITHUB_SECRET, TestDb, TestServer};
 
@@ -513,3 +518,230 @@ async fn a_finished_session_shows_its_contract_verification_and_cost(on: ForgeKi
 }
 
 crate::on_both_forges!(a_finished_session_shows_its_contract_verification_and_cost);
+
+/// A session on `forge` for `repo`, as `status_world` seeds them.
+async fn seed(db: &TestDb, id: &str, forge: ForgeKind, repo: &str, issue: i64, state: &str) {
+    let mut conn = db.db.pool.acquire().await.unwrap();
+    sessions::insert(
+        &mut conn,
+        &NewSession {
+            id: &SessionId(id.to_owned()),
+            forge,
+            repo: &RepoName::parse(repo).unwrap(),
+            issue: IssueNumber(issue),
+            installation: Some(InstallationId(1)),
+            triggered_by: "maria",
+        },
+    )
+    .await
+    .unwrap();
+    sqlx::query("UPDATE sessions SET state = $1 WHERE id = $2")
+        .bind(state)
+        .bind(id)
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+}
+
+/// The path and query of an absolute URL, to ask them of the server under test.
+fn path_of(url: &str) -> String {
+    let after_scheme = url.split_once("://").map_or(url, |(_, rest)| rest);
+    after_scheme
+        .find('/')
+        .map_or_else(|| "/".to_owned(), |at| after_scheme[at..].to_owned())
+}
+
+/// Signs in through the forge as a browser does: to the forge's consent page and back.
+/// The last answer (the callback's), whose cookies are the sign-in.
+async fn sign_in_through(server: &TestServer, forge: &str) -> reqwest::Response {
+    let page = get(server, "/sign-in", None).await.text().await.unwrap();
+    let start = format!("/sign-in/{forge}");
+    assert!(page.contains(&format!("href=\"{start}\"")), "{page}");
+    let started = get(server, &start, None).await;
+    assert_eq!(started.status(), 303);
+    let flow = cookies_set(&started);
+    let consent = started.headers()["location"].to_str().unwrap().to_owned();
+    for part in [
+        "client_id=",
+        "state=",
+        "code_challenge=",
+        "code_challenge_method=S256",
+    ] {
+        assert!(consent.contains(part), "{part} in {consent}");
+    }
+    let back = browser().get(&consent).send().await.unwrap();
+    assert_eq!(back.status(), 302, "{consent}");
+    let callback = back.headers()["location"].to_str().unwrap().to_owned();
+    get(server, &path_of(&callback), Some(&flow)).await
+}
+
+#[tokio::test]
+async fn people_sign_in_with_github_and_see_only_the_sessions_they_can_read() {
+    let (db, github, server) = status_world(&[
+        ("PLANWRIGHT_GITHUB_CLIENT_ID", OAUTH_CLIENT_ID),
+        ("PLANWRIGHT_GITHUB_CLIENT_SECRET", OAUTH_CLIENT_SECRET),
+        ("PLANWRIGHT_ACCESS_CHECK_SECS", "0"),
+    ])
+    .await;
+    seed(
+        &db,
+        "s-private",
+        ForgeKind::Github,
+        "acme/vault",
+        3,
+        "executing",
+    )
+    .await;
+    seed(
+        &db,
+        "s-gitlab",
+        ForgeKind::Gitlab,
+        "acme/widgets",
+        9,
+        "executing",
+    )
+    .await;
+    for repo in ["acme/widgets", "acme/vault"] {
+        github.add_repo(repo, "main", &"a".repeat(40));
+    }
+    github.add_installation(1, &["acme/widgets", "acme/vault"]);
+    let octocat = FakeUser::new("octocat", 583231);
+    github.set_permission("acme/widgets", "octocat", "read", "read");
+    github.sign_in_as(Some(&octocat));
+
+    let signed_in = sign_in_through(&server, "github").await;
+    assert_eq!(signed_in.status(), 303);
+    let cookie = cookies_set(&signed_in);
+    assert!(cookie.contains("planwright_session="), "{cookie}");
+    let page = get(&server, "/", Some(&cookie)).await.text().await.unwrap();
+    assert!(page.contains("acme/widgets#7"), "{page}");
+    for hidden in ["acme/vault", "#9", "Installations", "#8"] {
+        assert!(!page.contains(hidden), "shows {hidden}:\n{page}");
+    }
+    let readable = get(&server, "/sessions/s-0", Some(&cookie)).await;
+    assert_eq!(readable.status(), 200);
+    // Someone else's repository, another forge's session, and no session at all answer
+    // the same.
+    let mut answers = Vec::new();
+    for id in ["s-private", "s-gitlab", "no-such-session"] {
+        let response = get(&server, &format!("/sessions/{id}"), Some(&cookie)).await;
+        answers.push((response.status(), response.text().await.unwrap()));
+    }
+    assert!(
+        answers.iter().all(|a| a == &answers[2] && a.0 == 404),
+        "{answers:?}"
+    );
+
+    // Access lost on GitHub: gone at the next check.
+    github.set_permission("acme/widgets", "octocat", "none", "");
+    let page = get(&server, "/", Some(&cookie)).await.text().await.unwrap();
+    assert!(!page.contains("acme/widgets"), "{page}");
+    assert_eq!(
+        get(&server, "/sessions/s-0", Some(&cookie)).await.status(),
+        404
+    );
+
+    // The token revoked: signed out, and told to sign in again.
+    github.revoke_user_tokens();
+    let ended = get(&server, "/", Some(&cookie)).await;
+    assert_eq!(ended.status(), 401);
+    let removed: Vec<&str> = ended
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .map(|v| v.to_str().unwrap())
+        .collect();
+    assert!(
+        removed
+            .iter()
+            .any(|c| c.starts_with("planwright_session=") && c.contains("Max-Age=0")),
+        "{removed:?}"
+    );
+    assert!(ended.text().await.unwrap().contains("sign in again"));
+
+    // Someone who declines on GitHub is not signed in, and is told so.
+    github.sign_in_as(None);
+    let declined = sign_in_through(&server, "github").await;
+    assert_eq!(declined.status(), 401);
+    assert!(!cookies_set(&declined).contains("planwright_session="));
+    assert!(
+        declined
+            .text()
+            .await
+            .unwrap()
+            .contains("did not sign you in")
+    );
+
+    // A code brought back to a browser that did not start the sign-in is refused.
+    github.sign_in_as(Some(&octocat));
+    let started = get(&server, "/sign-in/github", None).await;
+    let consent = started.headers()["location"].to_str().unwrap().to_owned();
+    let back = browser().get(&consent).send().await.unwrap();
+    let callback = back.headers()["location"].to_str().unwrap().to_owned();
+    let elsewhere = get(&server, &path_of(&callback), None).await;
+    assert_eq!(elsewhere.status(), 403);
+    assert!(!cookies_set(&elsewhere).contains("planwright_session="));
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn people_sign_in_with_gitlab_and_see_only_their_projects() {
+    let db = TestDb::new().await;
+    let gitlab = FakeGitlab::start().await;
+    gitlab.add_project("acme/widgets", "main", &"a".repeat(40));
+    gitlab.add_project("acme/vault", "main", &"b".repeat(40));
+    let alice = gitlab.add_user("alice", 41);
+    gitlab.add_member("acme/widgets", &alice, 20);
+    let settings = support::settings(
+        &db,
+        &[
+            ("PLANWRIGHT_GITLAB_URL", gitlab.url.as_str()),
+            ("PLANWRIGHT_GITLAB_TOKEN", support::fake_gitlab::TOKEN),
+            ("PLANWRIGHT_GITLAB_CLIENT_ID", GITLAB_CLIENT_ID),
+            ("PLANWRIGHT_GITLAB_CLIENT_SECRET", GITLAB_CLIENT_SECRET),
+        ],
+    );
+    // A GitLab-only deployment: `/` is not the GitHub registration page.
+    let server = TestServer::start(settings, Role::Web, dispatch::handler).await;
+    seed(
+        &db,
+        "g-1",
+        ForgeKind::Gitlab,
+        "acme/widgets",
+        4,
+        "awaiting_approval",
+    )
+    .await;
+    seed(&db, "g-2", ForgeKind::Gitlab, "acme/vault", 5, "failed").await;
+    gitlab.sign_in_as(Some(&alice));
+    let signed_in = sign_in_through(&server, "gitlab").await;
+    assert_eq!(signed_in.status(), 303);
+    let cookie = cookies_set(&signed_in);
+    let home: Value = browser()
+        .get(format!("{}/", server.base))
+        .header("cookie", &cookie)
+        .header("accept", "application/json")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let listed: Vec<&str> = home["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["repo"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, ["acme/widgets"], "{home:#}");
+    assert_eq!(home["viewer"], "alice");
+    assert_eq!(
+        get(&server, "/sessions/g-2", Some(&cookie)).await.status(),
+        404
+    );
+    assert_eq!(
+        get(&server, "/sessions/g-1", Some(&cookie)).await.status(),
+        200
+    );
+    server.stop().await;
+}

@@ -22,7 +22,7 @@ use secrecy::SecretString;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::fake_http::{self, Fault, Faults, Metered, RateLimits, RequestLog};
+use super::fake_http::{self, Fault, Faults, Metered, Oauth, RateLimits, RequestLog};
 use super::git_http::{self, GitHttp};
 
 pub const APP_ID: u64 = 4242;
@@ -78,6 +78,10 @@ pub enum Credential {
 }
 
 pub type Recorded = fake_http::Recorded<Credential>;
+
+/// The App's OAuth client, as GitHub shows it on the App's settings page.
+pub const OAUTH_CLIENT_ID: &str = "Iv23liFakeClient0001";
+pub const OAUTH_CLIENT_SECRET: &str = "0f1e2d3c4b5a69788796a5b4c3d2e1f0a1b2c3d4";
 
 /// The longest output text GitHub takes in a check run, in characters.
 pub const CHECK_TEXT_LIMIT: usize = 65_535;
@@ -275,6 +279,8 @@ struct GithubState {
     ignore_head_filter: bool,
     /// `(type, message)` errors the next GraphQL calls answer with.
     graphql_errors: VecDeque<(String, String)>,
+    /// Sign-in through the App's user authorization.
+    oauth: Oauth,
     /// Manifest-flow codes not yet exchanged: code → (organisation, manifest).
     manifest_codes: HashMap<String, (Option<String>, Value)>,
     /// Every manifest an app was registered from, with its organisation.
@@ -368,6 +374,8 @@ impl FakeGithub {
             api_url: self.url.clone(),
             web_url: self.url.clone(),
             rate_limit_wait: planwright::forge::RetryPolicy::default().max_rate_limit_wait,
+            client_id: None,
+            client_secret: None,
         }
     }
 
@@ -810,6 +818,17 @@ impl FakeGithub {
         self.with(|w| w.tokens.keys().cloned().collect())
     }
 
+    /// The person the browser is signed in to GitHub as, who agrees to sign in to the App;
+    /// `None`: whoever comes declines.
+    pub fn sign_in_as(&self, person: Option<&FakeUser>) {
+        self.with(|w| w.oauth.person = person.map(|p| (p.login.clone(), p.id)));
+    }
+
+    /// Revokes every user token the App was given, as when people revoke it.
+    pub fn revoke_user_tokens(&self) {
+        self.with(|w| w.oauth.tokens.clear());
+    }
+
     /// Forgets every issued installation token, as when GitHub revokes them.
     pub fn revoke_tokens(&self) {
         self.with(|w| w.tokens.clear());
@@ -1176,6 +1195,9 @@ fn answer_now(
     let segs: Vec<&str> = segments.iter().map(String::as_str).collect();
     let json_body: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
 
+    if let Some(response) = user_authorization(w, method, &segs, uri, body, credential) {
+        return response;
+    }
     match (method.clone(), segs.as_slice()) {
         (Method::POST, ["settings", "apps", "new"]) => {
             return register_from_manifest(w, None, uri, body);
@@ -2004,6 +2026,154 @@ fn convert_manifest(w: &mut GithubState, code: &str) -> Response {
 
 fn rand_u128() -> u128 {
     rand::random()
+}
+
+/// The App's user authorization: the consent page, the code exchange, and what a user
+/// token reads (the user, the installations and repositories they can see through the
+/// App). `None` for every other request.
+fn user_authorization(
+    w: &mut GithubState,
+    method: &Method,
+    segs: &[&str],
+    uri: &Uri,
+    body: &[u8],
+    credential: &Credential,
+) -> Option<Response> {
+    match (method.clone(), segs) {
+        (Method::GET, ["login", "oauth", "authorize"]) => {
+            let query = fake_http::fields(uri.query().unwrap_or(""));
+            if query.get("client_id").map(String::as_str) != Some(OAUTH_CLIENT_ID) {
+                return Some((StatusCode::NOT_FOUND, "Not Found").into_response());
+            }
+            let location = w.oauth.authorize(
+                query.get("redirect_uri").map_or("", String::as_str),
+                query.get("state").map_or("", String::as_str),
+                query.get("code_challenge").map(String::as_str),
+            );
+            return Some((StatusCode::FOUND, [("location", location)]).into_response());
+        }
+        (Method::POST, ["login", "oauth", "access_token"]) => {
+            let form = fake_http::fields(&String::from_utf8_lossy(body));
+            let field = |k: &str| form.get(k).map_or("", String::as_str);
+            let refused = |error: &str, description: &str| {
+                // GitHub answers a refused exchange with 200.
+                axum::Json(json!({
+                    "error": error,
+                    "error_description": description,
+                    "error_uri": "https://docs.github.com/apps/managing-oauth-apps/troubleshooting-oauth-app-access-token-request-errors",
+                }))
+                .into_response()
+            };
+            if field("client_id") != OAUTH_CLIENT_ID
+                || field("client_secret") != OAUTH_CLIENT_SECRET
+            {
+                return Some(refused(
+                    "incorrect_client_credentials",
+                    "The client_id and/or client_secret passed are incorrect.",
+                ));
+            }
+            let verifier = form.get("code_verifier").map(String::as_str);
+            return Some(
+                match w
+                    .oauth
+                    .exchange(field("code"), field("redirect_uri"), verifier, "ghu_")
+                {
+                    Ok(token) => axum::Json(json!({
+                        "access_token": token,
+                        "expires_in": 28800,
+                        "refresh_token": format!("ghr_{:032x}", rand_u128()),
+                        "refresh_token_expires_in": 15_811_200,
+                        "token_type": "bearer",
+                        "scope": "",
+                    }))
+                    .into_response(),
+                    Err(fake_http::Refusal::BadCode) => refused(
+                        "bad_verification_code",
+                        "The code passed is incorrect or expired.",
+                    ),
+                    Err(fake_http::Refusal::BadVerifier) => refused(
+                        "invalid_grant",
+                        "The code_verifier does not match the code_challenge supplied in the authorization request for PKCE.",
+                    ),
+                },
+            );
+        }
+        _ => {}
+    }
+    if segs.first() != Some(&"user") {
+        return None;
+    }
+    let Credential::Invalid(secret) = credential else {
+        return None;
+    };
+    let Some((login, id)) = w.oauth.tokens.get(secret).cloned() else {
+        return Some(error(StatusCode::UNAUTHORIZED, "Bad credentials"));
+    };
+    let key_login = login.to_ascii_lowercase();
+    // A repository is the person's when the fake gives them any permission on it.
+    let sees = |w: &GithubState, repo: &str| {
+        w.repos
+            .get(repo)
+            .and_then(|r| r.permissions.get(&key_login))
+            .is_some_and(|(permission, _)| permission != "none")
+    };
+    let page = |query: Option<&str>| -> usize {
+        fake_http::fields(query.unwrap_or(""))
+            .get("page")
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(1)
+    };
+    Some(match (method.clone(), segs) {
+        (Method::GET, ["user"]) => axum::Json(json!({
+            "login": login,
+            "id": id,
+            "node_id": format!("U_kgDO{id:08}"),
+            "type": "User",
+            "site_admin": false,
+            "name": null,
+        }))
+        .into_response(),
+        (Method::GET, ["user", "installations"]) => {
+            let mut ids: Vec<i64> = w
+                .installations
+                .iter()
+                .filter(|(_, repos)| repos.iter().any(|r| sees(w, r)))
+                .map(|(id, _)| *id)
+                .collect();
+            ids.sort_unstable();
+            let listed: Vec<Value> = if page(uri.query()) == 1 {
+                ids.iter()
+                    .map(|id| json!({"id": id, "app_id": APP_ID, "target_type": "Organization"}))
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            axum::Json(json!({"total_count": ids.len(), "installations": listed})).into_response()
+        }
+        (Method::GET, ["user", "installations", installation, "repositories"]) => {
+            let Some(repos) = installation
+                .parse::<i64>()
+                .ok()
+                .and_then(|i| w.installations.get(&i))
+            else {
+                return Some(error(StatusCode::NOT_FOUND, "Not Found"));
+            };
+            let visible: Vec<Value> = repos
+                .iter()
+                .filter(|r| sees(w, r))
+                .filter_map(|r| w.repos.get(r))
+                .map(|r| json!({"id": r.id, "full_name": r.full_name, "private": true}))
+                .collect();
+            let listed = if page(uri.query()) == 1 {
+                visible.clone()
+            } else {
+                Vec::new()
+            };
+            axum::Json(json!({"total_count": visible.len(), "repositories": listed}))
+                .into_response()
+        }
+        _ => error(StatusCode::NOT_FOUND, "Not Found"),
+    })
 }
 
 fn validation_failed(detail: Value) -> Response {

@@ -22,11 +22,16 @@ use secrecy::SecretString;
 use serde_json::{Value, json};
 
 use super::fake_forge::{now, rfc3339};
-use super::fake_http::{self, Faults, Metered, RateLimits, RequestLog, unix_now};
+use super::fake_http::{self, Faults, Metered, Oauth, RateLimits, RequestLog, unix_now};
 use super::git_http::{self, GitHttp};
 
 /// The token the fake accepts; shaped like a real personal access token.
 pub const TOKEN: &str = "glpat-fAkEtOkEn0123456789";
+/// The OAuth application planwright signs people in with, as GitLab shows it.
+pub const OAUTH_CLIENT_ID: &str =
+    "a8f0c61b2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a";
+pub const OAUTH_CLIENT_SECRET: &str =
+    "gloas-0123456789abcdef0123456789abcdef0123456789abcdef0123456789ab";
 /// The user behind `TOKEN`: planwright itself.
 pub const BOT_USERNAME: &str = "planwright-bot";
 pub const BOT_ID: i64 = 4000;
@@ -193,6 +198,8 @@ struct GitlabState {
     base_url: String,
     users: Vec<FakeUser>,
     projects: HashMap<String, FakeProject>,
+    /// Sign-in through the OAuth application.
+    oauth: Oauth,
     notes: BTreeMap<i64, FakeNote>,
     mr_notes: BTreeMap<i64, FakeMrNote>,
     pipelines: BTreeMap<i64, FakePipeline>,
@@ -277,11 +284,24 @@ impl FakeGitlab {
             webhook_secrets: Vec::new(),
             project_secrets: Vec::new(),
             rate_limit_wait: planwright::forge::RetryPolicy::default().max_rate_limit_wait,
+            client_id: None,
+            client_secret: None,
         }
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut GitlabState) -> T) -> T {
         f(&mut self.world.lock().unwrap())
+    }
+
+    /// The person the browser is signed in to GitLab as, who authorizes the OAuth
+    /// application; `None`: whoever comes denies it.
+    pub fn sign_in_as(&self, person: Option<&FakeUser>) {
+        self.with(|w| w.oauth.person = person.map(|p| (p.username.clone(), p.id)));
+    }
+
+    /// Revokes every token the OAuth application was given.
+    pub fn revoke_user_tokens(&self) {
+        self.with(|w| w.oauth.tokens.clear());
     }
 
     pub fn add_user(&self, username: &str, id: i64) -> FakeUser {
@@ -843,6 +863,123 @@ fn insert_merge_request(
     iid
 }
 
+/// The OAuth application: the authorization page, the token exchange, and what a
+/// person's token reads (the person, a project they are a member of). `None` for every
+/// other request.
+fn oauth(
+    w: &mut GitlabState,
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Option<Response> {
+    match (method.clone(), uri.path()) {
+        (Method::GET, "/oauth/authorize") => {
+            let query = fake_http::fields(uri.query().unwrap_or(""));
+            let field = |k: &str| query.get(k).map_or("", String::as_str);
+            if field("client_id") != OAUTH_CLIENT_ID || field("response_type") != "code" {
+                return Some(
+                    (
+                        StatusCode::BAD_REQUEST,
+                        "The client identifier provided is invalid.",
+                    )
+                        .into_response(),
+                );
+            }
+            let location = w.oauth.authorize(
+                field("redirect_uri"),
+                field("state"),
+                query.get("code_challenge").map(String::as_str),
+            );
+            return Some((StatusCode::FOUND, [("location", location)]).into_response());
+        }
+        (Method::POST, "/oauth/token") => {
+            let form = fake_http::fields(&String::from_utf8_lossy(body));
+            let field = |k: &str| form.get(k).map_or("", String::as_str);
+            let refused = |status: StatusCode, error: &str, description: &str| {
+                (
+                    status,
+                    axum::Json(json!({"error": error, "error_description": description})),
+                )
+                    .into_response()
+            };
+            if field("client_id") != OAUTH_CLIENT_ID
+                || field("client_secret") != OAUTH_CLIENT_SECRET
+            {
+                return Some(refused(
+                    StatusCode::UNAUTHORIZED,
+                    "invalid_client",
+                    "Client authentication failed due to unknown client, no client authentication included, or unsupported authentication method.",
+                ));
+            }
+            if field("grant_type") != "authorization_code" {
+                return Some(refused(
+                    StatusCode::BAD_REQUEST,
+                    "unsupported_grant_type",
+                    "The authorization grant type is not supported by the authorization server.",
+                ));
+            }
+            let verifier = form.get("code_verifier").map(String::as_str);
+            return Some(
+                match w
+                    .oauth
+                    .exchange(field("code"), field("redirect_uri"), verifier, "")
+                {
+                    Ok(token) => axum::Json(json!({
+                        "access_token": token,
+                        "token_type": "Bearer",
+                        "expires_in": 7200,
+                        "refresh_token": format!("{:064x}", rand::random::<u128>()),
+                        "scope": "read_api",
+                        "created_at": unix_now(),
+                    }))
+                    .into_response(),
+                    Err(_) => refused(
+                        StatusCode::BAD_REQUEST,
+                        "invalid_grant",
+                        "The provided authorization grant is invalid, expired, revoked, does not match the redirection URI used in the authorization request, or was issued to another client.",
+                    ),
+                },
+            );
+        }
+        _ => {}
+    }
+    let bearer = fake_http::bearer(headers)?;
+    let Some((username, id)) = w.oauth.tokens.get(&bearer).cloned() else {
+        return Some(error(StatusCode::UNAUTHORIZED, "401 Unauthorized"));
+    };
+    let rest = uri.path().strip_prefix("/api/v4/")?;
+    let segments: Vec<String> = rest.split('/').map(decode_segment).collect();
+    let segs: Vec<&str> = segments.iter().map(String::as_str).collect();
+    Some(match (method.clone(), segs.as_slice()) {
+        (Method::GET, ["user"]) => axum::Json(json!({
+            "id": id,
+            "username": username,
+            "name": username,
+            "state": "active",
+            "locked": false,
+            "bot": false,
+        }))
+        .into_response(),
+        (Method::GET, ["projects", project]) => {
+            let member = w
+                .project_key(project)
+                .and_then(|key| w.projects.get(&key))
+                .filter(|p| p.members.get(&id).is_some_and(|m| m.state == "active"));
+            match member {
+                Some(p) => axum::Json(json!({
+                    "id": p.id,
+                    "path_with_namespace": p.path_with_namespace,
+                    "visibility": "private",
+                }))
+                .into_response(),
+                None => error(StatusCode::NOT_FOUND, "404 Project Not Found"),
+            }
+        }
+        _ => error(StatusCode::FORBIDDEN, "403 Forbidden"),
+    })
+}
+
 /// GitLab's error body: `{"message": "404 Issue Not Found"}`.
 fn error(status: StatusCode, message: &str) -> Response {
     (status, axum::Json(json!({ "message": message }))).into_response()
@@ -949,6 +1086,9 @@ fn route(
     headers: &HeaderMap,
     body: &[u8],
 ) -> Response {
+    if let Some(response) = oauth(w, method, uri, headers, body) {
+        return response;
+    }
     if token != Some(TOKEN) {
         return error(StatusCode::UNAUTHORIZED, "401 Unauthorized");
     }

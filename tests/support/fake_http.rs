@@ -241,6 +241,119 @@ pub async fn conditional(
     axum::response::Response::from_parts(parts, axum::body::Body::from(bytes))
 }
 
+/// OAuth as both fakes keep it: who the browser is signed in to the forge as, the codes
+/// handed out and the tokens they were exchanged for, each code once.
+#[derive(Default)]
+pub struct Oauth {
+    /// The person the forge's consent page sees: `None` declines.
+    pub person: Option<(String, i64)>,
+    /// code → what it was handed out for
+    codes: std::collections::HashMap<String, Grant>,
+    /// token → person
+    pub tokens: std::collections::HashMap<String, (String, i64)>,
+    issued: u64,
+}
+
+/// What a code was handed out for: the person, the redirect it must come back with, and
+/// the PKCE challenge its verifier must answer.
+struct Grant {
+    person: (String, i64),
+    redirect_uri: String,
+    challenge: Option<String>,
+}
+
+/// Why an exchange was refused.
+pub enum Refusal {
+    /// The code is unknown, used, or for another redirect.
+    BadCode,
+    /// The PKCE verifier does not answer the challenge.
+    BadVerifier,
+}
+
+impl Oauth {
+    /// The consent page's answer to `redirect_uri`: a code, or `access_denied`.
+    pub fn authorize(
+        &mut self,
+        redirect_uri: &str,
+        state: &str,
+        challenge: Option<&str>,
+    ) -> String {
+        let sep = if redirect_uri.contains('?') { '&' } else { '?' };
+        let state =
+            percent_encoding::utf8_percent_encode(state, percent_encoding::NON_ALPHANUMERIC);
+        match self.person.clone() {
+            Some(person) => {
+                self.issued += 1;
+                let code = format!("code{:04}{:032x}", self.issued, rand_u128());
+                self.codes.insert(
+                    code.clone(),
+                    Grant {
+                        person,
+                        redirect_uri: redirect_uri.to_owned(),
+                        challenge: challenge.map(str::to_owned),
+                    },
+                );
+                format!("{redirect_uri}{sep}code={code}&state={state}")
+            }
+            None => format!(
+                "{redirect_uri}{sep}error=access_denied&error_description=The+user+has+denied+your+application+access.&state={state}"
+            ),
+        }
+    }
+
+    /// Exchanges a code (once) for a token, as `prefix…`.
+    pub fn exchange(
+        &mut self,
+        code: &str,
+        redirect_uri: &str,
+        verifier: Option<&str>,
+        prefix: &str,
+    ) -> Result<String, Refusal> {
+        let Grant {
+            person,
+            redirect_uri: wanted_redirect,
+            challenge,
+        } = self.codes.remove(code).ok_or(Refusal::BadCode)?;
+        if wanted_redirect != redirect_uri {
+            return Err(Refusal::BadCode);
+        }
+        if let Some(challenge) = challenge {
+            use base64::Engine as _;
+            use sha2::Digest as _;
+            let answered = verifier.is_some_and(|v| {
+                base64::engine::general_purpose::URL_SAFE_NO_PAD
+                    .encode(sha2::Sha256::digest(v.as_bytes()))
+                    == challenge
+            });
+            if !answered {
+                return Err(Refusal::BadVerifier);
+            }
+        }
+        self.issued += 1;
+        let token = format!("{prefix}{:04}{:032x}", self.issued, rand_u128());
+        self.tokens.insert(token.clone(), person);
+        Ok(token)
+    }
+}
+
+fn rand_u128() -> u128 {
+    rand::random()
+}
+
+/// The bearer token of a request, if it sends one.
+pub fn bearer(headers: &HeaderMap) -> Option<String> {
+    let value = headers.get("authorization")?.to_str().ok()?;
+    value
+        .strip_prefix("Bearer ")
+        .or_else(|| value.strip_prefix("bearer "))
+        .map(str::to_owned)
+}
+
+/// A form body's or query's fields.
+pub fn fields(text: &str) -> std::collections::HashMap<String, String> {
+    serde_urlencoded::from_str(text).unwrap_or_default()
+}
+
 pub fn unix_now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

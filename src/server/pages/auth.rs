@@ -5,6 +5,9 @@
 //! `Authorization: Bearer <ADMIN_TOKEN>` instead; a browser never adds that header on its
 //! own, so such a request cannot be forged by another site, and needs no CSRF token.
 //!
+//! A person signed in through their forge carries their own forge token in the cookie
+//! (encrypted like the rest), which the pages use to see what they may read.
+//!
 //! Chosen over a server-side session store: nothing to keep or clean on SQLite and
 //! PostgreSQL alike, and a sign-in works on every process at once.
 
@@ -16,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 use subtle::ConstantTimeEq as _;
 
+use crate::event::ForgeKind;
 use crate::store::{Db, secrets};
 
 /// The signed-in browser's cookie.
@@ -30,10 +34,36 @@ const SIGN_IN_TTL_SECS: i64 = 30 * 60;
 const KEY_NAME: &str = "cookie_key";
 
 /// Who a request comes from.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum Viewer {
     /// The holder of ADMIN_TOKEN: sees every session.
     Operator,
+    /// Someone signed in through their forge: sees the sessions of repositories their
+    /// own token can read there.
+    Person(Person),
+}
+
+/// Someone signed in through their forge.
+#[derive(Debug, Clone)]
+pub struct Person {
+    pub forge: ForgeKind,
+    pub login: String,
+    pub id: i64,
+    pub token: SecretString,
+}
+
+impl Viewer {
+    pub fn is_operator(&self) -> bool {
+        matches!(self, Viewer::Operator)
+    }
+
+    /// How the pages name the viewer.
+    pub fn name(&self) -> String {
+        match self {
+            Viewer::Operator => "the operator".to_owned(),
+            Viewer::Person(p) => p.login.clone(),
+        }
+    }
 }
 
 /// What the session cookie holds.
@@ -50,6 +80,12 @@ struct Signed {
 #[serde(tag = "kind", rename_all = "snake_case")]
 enum Who {
     Operator,
+    Person {
+        forge: ForgeKind,
+        login: String,
+        id: i64,
+        token: String,
+    },
 }
 
 /// A request's viewer, and how it proved itself.
@@ -124,6 +160,17 @@ pub fn visit(headers: &HeaderMap, key: &Key, admin: Option<&SecretString>) -> Op
         // Signed in with a token that is no longer the operator's: no longer the operator.
         Who::Operator if admin.is_some() => Viewer::Operator,
         Who::Operator => return None,
+        Who::Person {
+            forge,
+            login,
+            id,
+            token,
+        } => Viewer::Person(Person {
+            forge,
+            login,
+            id,
+            token: SecretString::from(token),
+        }),
     };
     Some(Visit {
         viewer,
@@ -137,21 +184,75 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
-/// The jar that signs `viewer` in (and drops the sign-in form's cookie the request
-/// carried), for the response.
-pub fn sign_in(headers: &HeaderMap, key: &Key, viewer: &Viewer, secure: bool) -> PrivateCookieJar {
+/// The jar that signs `viewer` in for `ttl` seconds at most (and drops the sign-in
+/// cookies the request carried), for the response.
+pub fn sign_in(
+    headers: &HeaderMap,
+    key: &Key,
+    viewer: &Viewer,
+    ttl: i64,
+    secure: bool,
+) -> PrivateCookieJar {
     let who = match viewer {
         Viewer::Operator => Who::Operator,
+        Viewer::Person(p) => Who::Person {
+            forge: p.forge,
+            login: p.login.clone(),
+            id: p.id,
+            token: p.token.expose_secret().to_owned(),
+        },
     };
+    let ttl = ttl.clamp(60, SESSION_TTL_SECS);
     let signed = Signed {
         who,
         csrf: random_token(),
-        expires: now() + SESSION_TTL_SECS,
+        expires: now() + ttl,
     };
     let value = serde_json::to_string(&signed).unwrap_or_default();
     PrivateCookieJar::from_headers(headers, key.clone())
         .remove(Cookie::build(SIGN_IN_COOKIE).path("/"))
-        .add(cookie(SESSION_COOKIE, value, SESSION_TTL_SECS, secure))
+        .remove(Cookie::build(FLOW_COOKIE).path("/"))
+        .add(cookie(SESSION_COOKIE, value, ttl, secure))
+}
+
+/// A sign-in through a forge under way: the `state` and PKCE verifier only this browser
+/// can show when the forge sends it back.
+#[derive(Serialize, Deserialize)]
+pub struct Flow {
+    pub forge: ForgeKind,
+    pub state: String,
+    pub verifier: String,
+    expires: i64,
+}
+
+/// Holds a sign-in through a forge until the forge sends the browser back.
+pub const FLOW_COOKIE: &str = "planwright_oauth";
+
+/// The jar that keeps `flow` for the forge's answer.
+pub fn start_flow(
+    key: &Key,
+    forge: ForgeKind,
+    state: String,
+    verifier: String,
+    ttl: i64,
+    secure: bool,
+) -> PrivateCookieJar {
+    let flow = Flow {
+        forge,
+        state,
+        verifier,
+        expires: now() + ttl,
+    };
+    let value = serde_json::to_string(&flow).unwrap_or_default();
+    PrivateCookieJar::new(key.clone()).add(cookie(FLOW_COOKIE, value, ttl, secure))
+}
+
+/// The sign-in this browser started with `forge`, if it is the one the forge's `state`
+/// names and it has not expired.
+pub fn flow(headers: &HeaderMap, key: &Key, forge: ForgeKind, state: &str) -> Option<Flow> {
+    let jar = PrivateCookieJar::from_headers(headers, key.clone());
+    let flow: Flow = serde_json::from_str(jar.get(FLOW_COOKIE)?.value()).ok()?;
+    (flow.forge == forge && flow.expires > now() && same_token(&flow.state, state)).then_some(flow)
 }
 
 /// The jar that signs the browser out: the session cookie it sent is removed.
@@ -221,9 +322,15 @@ mod tests {
     fn a_cookie_signs_in_only_under_its_own_key_and_only_while_an_admin_token_is_set() {
         let key = Key::generate();
         let admin = SecretString::from("0123456789abcdef0123");
-        let headers = cookie_header(sign_in(&HeaderMap::new(), &key, &Viewer::Operator, false));
+        let headers = cookie_header(sign_in(
+            &HeaderMap::new(),
+            &key,
+            &Viewer::Operator,
+            SESSION_TTL_SECS,
+            false,
+        ));
         let visit = visit(&headers, &key, Some(&admin)).unwrap();
-        assert_eq!(visit.viewer, Viewer::Operator);
+        assert!(visit.viewer.is_operator());
         assert!(visit.csrf.is_some());
         assert!(super::visit(&headers, &Key::generate(), Some(&admin)).is_none());
         assert!(super::visit(&headers, &key, None).is_none());
@@ -238,9 +345,11 @@ mod tests {
             header::AUTHORIZATION,
             HeaderValue::from_static("Bearer 0123456789abcdef0123"),
         );
-        assert_eq!(
-            visit(&headers, &key, Some(&admin)).unwrap().viewer,
-            Viewer::Operator
+        assert!(
+            visit(&headers, &key, Some(&admin))
+                .unwrap()
+                .viewer
+                .is_operator()
         );
         headers.insert(
             header::AUTHORIZATION,

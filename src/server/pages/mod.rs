@@ -3,12 +3,16 @@
 //! same data. Nothing here is a source of truth: the pages read the database, and the
 //! issue thread stays the record of decisions.
 
+mod access;
 pub mod auth;
+mod oauth;
 mod session;
 
 use askama::Template;
 use axum::Form;
-use axum::extract::{Path, State};
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Json, Redirect, Response};
 use axum_extra::extract::cookie::Key;
@@ -20,15 +24,33 @@ use super::setup::html;
 use crate::event::ForgeKind;
 use crate::ids::{RepoName, SessionId};
 use crate::store::{installations, now_ms, sessions};
-use auth::{Viewer, Visit};
+use access::{AccessCache, AccessError};
+use auth::{Person, Viewer, Visit};
+use oauth::Provider;
 
 /// Sessions the home page lists at most.
 const HOME_SESSIONS: i64 = 200;
 
-/// What the pages share: the key of the session cookie.
+/// What the pages share: the key of the session cookie, the client they ask forges
+/// with on people's behalf, and what those forges said people may read.
 #[derive(Clone)]
 pub struct Pages {
     pub key: Key,
+    http: reqwest::Client,
+    access: Arc<AccessCache>,
+}
+
+impl Pages {
+    pub async fn new(
+        db: &crate::store::Db,
+        settings: &crate::config::Settings,
+    ) -> anyhow::Result<Pages> {
+        Ok(Pages {
+            key: auth::cookie_key(db).await?,
+            http: oauth::client()?,
+            access: Arc::new(AccessCache::new(settings.access_check)),
+        })
+    }
 }
 
 /// Whether the caller asked for JSON rather than a page.
@@ -66,7 +88,7 @@ fn sign_in_needed(state: &AppState, headers: &HeaderMap) -> Response {
         let mut response = (
             StatusCode::UNAUTHORIZED,
             Json(serde_json::json!({
-                "error": "sign in first: send Authorization: Bearer <ADMIN_TOKEN>"
+                "error": "sign in first: send Authorization: Bearer <ADMIN_TOKEN>, or sign in through the page with a browser"
             })),
         )
             .into_response();
@@ -86,6 +108,8 @@ struct SignInPage<'a> {
     error: Option<&'a str>,
     /// Whether the operator's token can sign in here at all.
     token_sign_in: bool,
+    /// `(name, path)` of each forge people can sign in with.
+    forges: Vec<(&'static str, String)>,
 }
 
 fn sign_in_page(state: &AppState, status: StatusCode, error: Option<&str>) -> Response {
@@ -94,6 +118,10 @@ fn sign_in_page(state: &AppState, status: StatusCode, error: Option<&str>) -> Re
         csrf: &csrf,
         error,
         token_sign_in: state.settings.admin_token.is_some(),
+        forges: Provider::configured(&state.settings)
+            .iter()
+            .map(|p| (p.name(), p.start_path()))
+            .collect(),
     };
     let mut response = html(status, &page, Some(&state.settings.public_url));
     if status == StatusCode::UNAUTHORIZED {
@@ -145,9 +173,174 @@ pub async fn sign_in(
         &headers,
         &state.pages.key,
         &Viewer::Operator,
+        auth::SESSION_TTL_SECS,
         secure(&state),
     );
     (jar, Redirect::to("/")).into_response()
+}
+
+fn provider(state: &AppState, forge: &str) -> Option<Provider> {
+    Provider::configured(&state.settings)
+        .into_iter()
+        .find(|p| p.forge.as_str() == forge)
+}
+
+/// `GET /sign-in/{forge}`: off to the forge's consent page, with a `state` and a PKCE
+/// verifier kept in this browser's cookie.
+pub async fn forge_sign_in(State(state): State<AppState>, Path(forge): Path<String>) -> Response {
+    let Some(provider) = provider(&state, &forge) else {
+        return super::setup::message_page(
+            StatusCode::NOT_FOUND,
+            "Not found",
+            "This planwright does not sign people in with that forge.",
+        );
+    };
+    let flow_state = oauth::random_value();
+    let verifier = oauth::random_value();
+    let location = provider.authorize(&state.settings.public_url, &flow_state, &verifier);
+    let jar = auth::start_flow(
+        &state.pages.key,
+        provider.forge,
+        flow_state,
+        verifier,
+        oauth::FLOW_TTL_SECS,
+        secure(&state),
+    );
+    (jar, Redirect::to(&location)).into_response()
+}
+
+#[derive(Deserialize)]
+pub struct CallbackQuery {
+    code: Option<String>,
+    state: Option<String>,
+    error: Option<String>,
+    error_description: Option<String>,
+}
+
+/// `GET /sign-in/{forge}/callback`: the forge sends the browser back with a code for the
+/// `state` this browser was given; the code becomes the person's token and their sign-in.
+pub async fn forge_callback(
+    State(state): State<AppState>,
+    Path(forge): Path<String>,
+    Query(query): Query<CallbackQuery>,
+    headers: HeaderMap,
+) -> Response {
+    let Some(provider) = provider(&state, &forge) else {
+        return sign_in_page(
+            &state,
+            StatusCode::NOT_FOUND,
+            Some("This planwright does not sign people in with that forge."),
+        );
+    };
+    let Some(flow) = query
+        .state
+        .as_deref()
+        .and_then(|s| auth::flow(&headers, &state.pages.key, provider.forge, s))
+    else {
+        return sign_in_page(
+            &state,
+            StatusCode::FORBIDDEN,
+            Some(
+                "That sign-in was not started from this browser, or took too long: sign in again.",
+            ),
+        );
+    };
+    if let Some(error) = query.error {
+        let said = query.error_description.unwrap_or(error);
+        let message = format!("{} did not sign you in: {said}", provider.name());
+        return sign_in_page(&state, StatusCode::UNAUTHORIZED, Some(&message));
+    }
+    let Some(code) = query.code.filter(|c| !c.is_empty()) else {
+        return sign_in_page(
+            &state,
+            StatusCode::BAD_REQUEST,
+            Some("The forge sent no code back: sign in again."),
+        );
+    };
+    match provider
+        .finish(
+            &state.pages.http,
+            &state.settings.public_url,
+            &code,
+            &flow.verifier,
+        )
+        .await
+    {
+        Ok(user) => {
+            let viewer = Viewer::Person(Person {
+                forge: provider.forge,
+                login: user.login,
+                id: user.id,
+                token: user.token,
+            });
+            // Not past the token's own life: after it, the forge would refuse it anyway.
+            let ttl = user.expires_in.map_or(auth::SESSION_TTL_SECS, |e| e - 60);
+            let jar = auth::sign_in(&headers, &state.pages.key, &viewer, ttl, secure(&state));
+            (jar, Redirect::to("/")).into_response()
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "A sign-in through the forge did not finish");
+            sign_in_page(&state, StatusCode::UNAUTHORIZED, Some(&e.to_string()))
+        }
+    }
+}
+
+/// The forge no longer takes the person's token: signed out, and told why.
+fn sign_in_again(state: &AppState, headers: &HeaderMap, forge: ForgeKind) -> Response {
+    let name = match forge {
+        ForgeKind::Gitlab => "GitLab",
+        _ => "GitHub",
+    };
+    let message = format!("{name} no longer accepts this sign-in: sign in again.");
+    let page = sign_in_page(state, StatusCode::UNAUTHORIZED, Some(&message));
+    (auth::sign_out(headers, &state.pages.key), page).into_response()
+}
+
+/// The forge's REST root people's tokens are used against.
+fn person_api(state: &AppState, forge: ForgeKind) -> String {
+    match forge {
+        ForgeKind::Gitlab => format!(
+            "{}/api/v4",
+            state
+                .settings
+                .gitlab
+                .url
+                .as_deref()
+                .unwrap_or("")
+                .trim_end_matches('/')
+        ),
+        _ => state
+            .settings
+            .github
+            .api_url
+            .trim_end_matches('/')
+            .to_owned(),
+    }
+}
+
+/// Which of `repos` the person may read, as their forge says (cached briefly).
+async fn readable(
+    state: &AppState,
+    person: &Person,
+    repos: &[RepoName],
+) -> Result<Vec<RepoName>, AccessError> {
+    let seen = state
+        .pages
+        .access
+        .readable(
+            &state.pages.http,
+            &person_api(state, person.forge),
+            person.forge,
+            person.id,
+            &person.token,
+            repos,
+        )
+        .await?;
+    Ok(repos
+        .iter()
+        .filter(|r| seen.contains(&r.to_string().to_ascii_lowercase()))
+        .cloned()
+        .collect())
 }
 
 #[derive(Deserialize)]
@@ -226,7 +419,7 @@ pub struct HomeQuery {
 
 #[derive(Serialize)]
 struct Home {
-    viewer: &'static str,
+    viewer: String,
     sessions: Vec<HomeRow>,
     installations: Vec<InstallationRow>,
     repositories: Vec<String>,
@@ -276,7 +469,14 @@ pub async fn home(state: AppState, headers: HeaderMap, query: HomeQuery) -> Resp
     };
     let home = match load_home(&state, &visit.viewer, &query).await {
         Ok(home) => home,
-        Err(e) => return unavailable("the home page", &e),
+        Err(e) => {
+            if let (Some(AccessError::SignInAgain), Viewer::Person(p)) =
+                (e.downcast_ref::<AccessError>(), &visit.viewer)
+            {
+                return sign_in_again(&state, &headers, p.forge);
+            }
+            return unavailable("the home page", &e);
+        }
     };
     if wants_json(&headers) {
         return Json(home).into_response();
@@ -303,8 +503,25 @@ async fn load_home(state: &AppState, viewer: &Viewer, query: &HomeQuery) -> anyh
         .as_deref()
         .filter(|s| !s.is_empty())
         .and_then(|s| s.parse::<crate::store::state::SessionState>().ok());
-    let rows =
-        sessions::list_filtered(&state.db, repo.as_ref(), wanted_state, HOME_SESSIONS).await?;
+    let (forge, among, repositories) = match viewer {
+        Viewer::Operator => (None, None, sessions::repositories(&state.db, None).await?),
+        Viewer::Person(p) => {
+            let candidates = sessions::repositories(&state.db, Some(p.forge)).await?;
+            let mine = readable(state, p, &candidates).await?;
+            (Some(p.forge), Some(mine.clone()), mine)
+        }
+    };
+    let rows = sessions::list_filtered(
+        &state.db,
+        &sessions::Filter {
+            forge,
+            among: among.as_deref(),
+            repo: repo.as_ref(),
+            state: wanted_state,
+        },
+        HOME_SESSIONS,
+    )
+    .await?;
     let now = now_ms();
     let sessions = rows
         .into_iter()
@@ -326,8 +543,8 @@ async fn load_home(state: &AppState, viewer: &Viewer, query: &HomeQuery) -> anyh
         .collect();
     let mut conn = state.db.pool.acquire().await?;
     let mut installation_rows = Vec::new();
-    match viewer {
-        Viewer::Operator => {
+    if viewer.is_operator() {
+        {
             for i in installations::list(&mut conn).await? {
                 let repositories =
                     installations::repositories(&mut conn, i.forge, i.installation_id)
@@ -344,15 +561,9 @@ async fn load_home(state: &AppState, viewer: &Viewer, query: &HomeQuery) -> anyh
         }
     }
     drop(conn);
-    let repositories = sessions::repositories(&state.db)
-        .await?
-        .into_iter()
-        .map(|r| r.to_string())
-        .collect();
+    let repositories = repositories.into_iter().map(|r| r.to_string()).collect();
     Ok(Home {
-        viewer: match viewer {
-            Viewer::Operator => "operator",
-        },
+        viewer: viewer.name(),
         sessions,
         installations: installation_rows,
         repositories,
@@ -378,7 +589,14 @@ pub async fn session_page(
     let view = match session::load(&state, &visit.viewer, &id).await {
         Ok(Some(view)) => view,
         Ok(None) => return not_found(&headers),
-        Err(e) => return unavailable("a session page", &e),
+        Err(e) => {
+            if let (Some(AccessError::SignInAgain), Viewer::Person(p)) =
+                (e.downcast_ref::<AccessError>(), &visit.viewer)
+            {
+                return sign_in_again(&state, &headers, p.forge);
+            }
+            return unavailable("a session page", &e);
+        }
     };
     if wants_json(&headers) {
         return Json(view).into_response();

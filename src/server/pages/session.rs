@@ -160,8 +160,16 @@ pub async fn load(
     let Some(row) = sessions::get(&mut conn, id).await? else {
         return Ok(None);
     };
-    match viewer {
-        Viewer::Operator => {}
+    if let Viewer::Person(person) = viewer {
+        // Another forge's session, or a repository the person cannot read: as if there
+        // were no such session.
+        if row.forge != person.forge
+            || super::readable(state, person, std::slice::from_ref(&row.repo))
+                .await?
+                .is_empty()
+        {
+            return Ok(None);
+        }
     }
     let title = sessions::issue_snapshot(&mut conn, id)
         .await?
