@@ -29,6 +29,10 @@ pub fn manifest(public_url: &str, return_url: &str) -> Result<Value> {
         json!({ "url": format!("{public_url}/webhooks/github"), "active": true }),
     );
     fields.insert(
+        "callback_urls".into(),
+        json!([format!("{public_url}/sign-in/github/callback")]),
+    );
+    fields.insert(
         "redirect_url".into(),
         json!(format!(
             "{}/setup/github/callback",

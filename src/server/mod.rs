@@ -66,26 +66,30 @@ pub fn router(state: AppState, role: Role) -> Router {
         router = router
             .route("/webhooks/github", post(webhooks::github::receive))
             .route("/webhooks/gitlab", post(webhooks::gitlab::receive))
-            .route(
-                "/",
-                get(setup::index)
-                    .post(setup::token_form)
-                    .layer(DefaultBodyLimit::max(setup::FORM_LIMIT)),
-            )
-            .route(setup::CALLBACK_PATH, get(setup::callback))
-            .route(
-                "/sign-in",
-                get(pages::sign_in_form)
-                    .post(pages::sign_in)
-                    .layer(DefaultBodyLimit::max(setup::FORM_LIMIT)),
-            )
-            .route(
-                "/sign-out",
-                post(pages::sign_out).layer(DefaultBodyLimit::max(setup::FORM_LIMIT)),
-            )
-            .route("/sign-in/{forge}", get(pages::forge_sign_in))
-            .route("/sign-in/{forge}/callback", get(pages::forge_callback))
-            .route("/sessions/{id}", get(pages::session_page));
+            .merge(
+                Router::new()
+                    .route(
+                        "/",
+                        get(setup::index)
+                            .post(setup::token_form)
+                            .layer(DefaultBodyLimit::max(setup::FORM_LIMIT)),
+                    )
+                    .route(setup::CALLBACK_PATH, get(setup::callback))
+                    .route(
+                        "/sign-in",
+                        get(pages::sign_in_form)
+                            .post(pages::sign_in)
+                            .layer(DefaultBodyLimit::max(setup::FORM_LIMIT)),
+                    )
+                    .route(
+                        "/sign-out",
+                        post(pages::sign_out).layer(DefaultBodyLimit::max(setup::FORM_LIMIT)),
+                    )
+                    .route("/sign-in/{forge}", get(pages::forge_sign_in))
+                    .route("/sign-in/{forge}/callback", get(pages::forge_callback))
+                    .route("/sessions/{id}", get(pages::session_page))
+                    .layer(axum::middleware::map_response(pages::private_headers)),
+            );
     }
     // Webhook bodies keep the handlers' own limit and timeout (JSON 413 and 408, the HMAC fed
     // as the body streams): tower-http's limit fails a chunked excess as a read error (400),

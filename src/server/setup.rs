@@ -516,6 +516,9 @@ pub(super) fn message_page(status: StatusCode, title: &str, message: &str) -> Re
     html(status, &MessagePage { title, message }, None)
 }
 
+/// A page's forms post to the address the page came from.
+pub(super) const SAME_ORIGIN: &str = "'self'";
+
 /// A complete page. Nothing here needs scripts; forms may post only to `form_target`.
 pub(super) fn html(
     status: StatusCode,
@@ -533,7 +536,11 @@ pub(super) fn html(
                 .into_response();
         }
     };
-    let form_action = form_target.map_or_else(|| "'none'".to_owned(), origin);
+    let form_action = match form_target {
+        None => "'none'".to_owned(),
+        Some(SAME_ORIGIN) => SAME_ORIGIN.to_owned(),
+        Some(url) => origin(url),
+    };
     let csp = format!(
         "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; \
          frame-ancestors 'none'; form-action {form_action}"

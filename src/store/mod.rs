@@ -13,6 +13,7 @@ pub mod reviews;
 pub mod runs;
 pub mod secrets;
 pub mod sessions;
+pub mod signed_out;
 pub mod state;
 
 use std::path::Path;

@@ -9,13 +9,15 @@ use planwright::ids::{InstallationId, IssueNumber, RepoName, SessionId};
 use planwright::server::Role;
 use planwright::session::dispatch;
 use planwright::store::sessions::{self, NewSession};
-use serde_json::Value;
+use serde_json::{Value, json};
+use support::browser::Browser;
 use support::fake_forge::{
     APP_ID, FakeGithub, FakeUser, OAUTH_CLIENT_ID, OAUTH_CLIENT_SECRET, app_key,
 };
 use support::fake_gitlab::{
     FakeGitlab, OAUTH_CLIENT_ID as GITLAB_CLIENT_ID, OAUTH_CLIENT_SECRET as GITLAB_CLIENT_SECRET,
 };
+use support::model_server::Step;
 use support::world::World;
 use support::{GITHUB_SECRET, TestDb, TestServer};
 
@@ -620,6 +622,7 @@ async fn people_sign_in_with_github_and_see_only_the_sessions_they_can_read() {
     }
     let readable = get(&server, "/sessions/s-0", Some(&cookie)).await;
     assert_eq!(readable.status(), 200);
+    let csrf = csrf_of(&readable.text().await.unwrap());
     // Someone else's repository, another forge's session, and no session at all answer
     // the same.
     let mut answers = Vec::new();
@@ -631,6 +634,22 @@ async fn people_sign_in_with_github_and_see_only_the_sessions_they_can_read() {
         answers.iter().all(|a| a == &answers[2] && a.0 == 404),
         "{answers:?}"
     );
+
+    // Signing out ends this sign-in everywhere (a copy of the cookie is refused) and
+    // hands the token back to GitHub.
+    assert_eq!(github.user_tokens(), 1);
+    let out = browser()
+        .post(format!("{}/sign-out", server.base))
+        .header("cookie", &cookie)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(form_body(&[("csrf", csrf.as_str())]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(out.status(), 303);
+    assert_eq!(get(&server, "/", Some(&cookie)).await.status(), 401);
+    assert_eq!(github.user_tokens(), 0);
+    let cookie = cookies_set(&sign_in_through(&server, "github").await);
 
     // Access lost on GitHub: gone at the next check.
     github.set_permission("acme/widgets", "octocat", "none", "");
@@ -692,6 +711,8 @@ async fn people_sign_in_with_gitlab_and_see_only_their_projects() {
     gitlab.add_project("acme/vault", "main", &"b".repeat(40));
     let alice = gitlab.add_user("alice", 41);
     gitlab.add_member("acme/widgets", &alice, 20);
+    // A guest may see a project, not its confidential issues: not enough.
+    gitlab.add_member("acme/vault", &alice, 10);
     let settings = support::settings(
         &db,
         &[
@@ -739,9 +760,164 @@ async fn people_sign_in_with_gitlab_and_see_only_their_projects() {
         get(&server, "/sessions/g-2", Some(&cookie)).await.status(),
         404
     );
+    let page = get(&server, "/sessions/g-1", Some(&cookie)).await;
+    assert_eq!(page.status(), 200);
+    let csrf = csrf_of(&page.text().await.unwrap());
+    let out = browser()
+        .post(format!("{}/sign-out", server.base))
+        .header("cookie", &cookie)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(form_body(&[("csrf", csrf.as_str())]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(out.status(), 303);
+    assert_eq!(gitlab.user_tokens(), 0, "the token was not revoked");
     assert_eq!(
         get(&server, "/sessions/g-1", Some(&cookie)).await.status(),
-        200
+        401
     );
     server.stop().await;
+}
+
+#[tokio::test]
+async fn a_new_admin_token_ends_the_operator_sign_ins_made_with_the_old_one() {
+    let (db, _github, server) = status_world(&[]).await;
+    let cookie = cookies_set(&sign_in(&server, support::ADMIN_TOKEN).await);
+    let home = get(&server, "/", Some(&cookie)).await;
+    assert_eq!(home.status(), 200);
+    for (name, value) in [
+        ("cache-control", "no-store"),
+        ("x-content-type-options", "nosniff"),
+        ("vary", "Accept, Cookie, Authorization"),
+    ] {
+        assert_eq!(home.headers()[name], value, "{name}");
+    }
+    let json = browser()
+        .get(format!("{}/sessions/s-0", server.base))
+        .header("cookie", &cookie)
+        .header("accept", "application/json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(json.headers()["cache-control"], "no-store");
+    server.stop().await;
+
+    // The same deployment (its database, so its cookie key) with another ADMIN_TOKEN.
+    let settings = support::settings(
+        &db,
+        &[
+            ("PLANWRIGHT_GITHUB_APP_ID", APP_ID.to_string().as_str()),
+            (
+                "PLANWRIGHT_GITHUB_PRIVATE_KEY",
+                app_key().private_pem.as_str(),
+            ),
+            ("PLANWRIGHT_ADMIN_TOKEN", "a-rotated-admin-token-0123456789"),
+        ],
+    );
+    let server = TestServer::start(settings, Role::Web, dispatch::handler).await;
+    assert_eq!(get(&server, "/", Some(&cookie)).await.status(), 401);
+    let fresh = cookies_set(&sign_in(&server, "a-rotated-admin-token-0123456789").await);
+    assert_eq!(get(&server, "/", Some(&fresh)).await.status(), 200);
+    server.stop().await;
+}
+
+/// Where the page tests leave their screenshots (the README's come from here).
+fn screenshots() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/screenshots")
+}
+
+/// In a real browser: the operator signs in through the form, finds a finished session
+/// (planned, revised, approved, carried out) on the home page, and its page shows the
+/// contract's diff from v1, the verification table and the spend chart.
+#[tokio::test]
+async fn in_a_browser_the_operator_signs_in_and_reads_a_finished_session() {
+    let mut v2 = support::calc::contract(2);
+    v2["summary"] = json!("add subtracts instead of adding; mul is left as it is.");
+    v2["constraints"] = json!(["Leave mul unchanged."]);
+    let mut script = support::calc::fixing_script(2);
+    script.insert(
+        1,
+        Step::tool_call("p2", "submit_contract", v2).when_tools(&["submit_contract"]),
+    );
+    let world = World::calc(
+        ForgeKind::Github,
+        script,
+        &format!("test: {}\n", support::calc::UNITTEST),
+    )
+    .await;
+    world.label(&world.maintainer, "browser-label").await;
+    world.wait_for_state("awaiting_approval").await;
+    world
+        .comment(
+            &world.maintainer,
+            "/revise say that mul stays",
+            "browser-revise",
+        )
+        .await;
+    support::eventually("contract v2 awaits approval", || async {
+        let s = world.session().await;
+        (s.contract_version == Some(2) && s.state.as_str() == "awaiting_approval").then_some(())
+    })
+    .await;
+    world
+        .comment(&world.maintainer, "/approve", "browser-approve")
+        .await;
+    let session = world.wait_for_state("pr_opened").await;
+    let base = world.server.base.clone();
+
+    let browser = Browser::start(1280, 2400).await;
+    browser.go(&format!("{base}/")).await;
+    assert!(browser.source().await.contains("Sign in to planwright"));
+    browser.type_into("#token", support::ADMIN_TOKEN).await;
+    browser
+        .click("form[action='/sign-in'] button[type=submit]")
+        .await;
+    support::eventually("the home page after signing in", || async {
+        browser
+            .source()
+            .await
+            .contains("Failures first")
+            .then_some(())
+    })
+    .await;
+    assert_eq!(browser.count("a[href^='/sessions/']").await, 1);
+    assert!(browser.text("main table").await.contains("acme/widgets#"));
+    browser.resize(1280, 420).await;
+    browser.screenshot(&screenshots().join("home.png")).await;
+    browser.resize(1280, 2400).await;
+
+    browser.click("a[href^='/sessions/']").await;
+    support::eventually("the session page", || async {
+        browser
+            .url()
+            .await
+            .ends_with(&format!("/sessions/{}", session.id.as_str()))
+            .then_some(())
+    })
+    .await;
+    assert_eq!(browser.count("details[id^='contract-v']").await, 2);
+    let diff = browser.text("#contract-v2 .diff").await;
+    assert!(
+        diff.contains("Changes from v1") && diff.contains("Leave mul unchanged"),
+        "{diff}"
+    );
+    assert!(browser.count(".verification table").await >= 1);
+    let verification = browser.text(".verification").await;
+    // Baseline against the result, as the pull request shows it.
+    assert!(
+        verification.contains("1 fixed")
+            && verification.contains("baseline")
+            && verification.contains("2 passed, 0 failed"),
+        "{verification}"
+    );
+    assert_eq!(browser.count("#spend-chart polyline").await, 1);
+    assert!(
+        browser
+            .text("section[aria-labelledby='cost'] table")
+            .await
+            .contains("planner")
+    );
+    browser.screenshot(&screenshots().join("session.png")).await;
+    world.server.stop().await;
 }

@@ -824,6 +824,11 @@ impl FakeGithub {
         self.with(|w| w.oauth.person = person.map(|p| (p.login.clone(), p.id)));
     }
 
+    /// How many user tokens the App holds that GitHub still takes.
+    pub fn user_tokens(&self) -> usize {
+        self.with(|w| w.oauth.tokens.len())
+    }
+
     /// Revokes every user token the App was given, as when people revoke it.
     pub fn revoke_user_tokens(&self) {
         self.with(|w| w.oauth.tokens.clear());
@@ -2097,6 +2102,27 @@ fn user_authorization(
                     ),
                 },
             );
+        }
+        (Method::DELETE, ["applications", client, "token"]) => {
+            // Authenticated as the App's client, with HTTP Basic.
+            use base64::Engine as _;
+            let basic = match credential {
+                Credential::Invalid(value) => value
+                    .strip_prefix("Basic ")
+                    .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok()),
+                _ => None,
+            };
+            let expected = format!("{OAUTH_CLIENT_ID}:{OAUTH_CLIENT_SECRET}");
+            if *client != OAUTH_CLIENT_ID || basic.as_deref() != Some(expected.as_bytes()) {
+                return Some(error(StatusCode::NOT_FOUND, "Not Found"));
+            }
+            let body: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+            let token = body["access_token"].as_str().unwrap_or_default();
+            return Some(if w.oauth.tokens.remove(token).is_some() {
+                StatusCode::NO_CONTENT.into_response()
+            } else {
+                error(StatusCode::NOT_FOUND, "Not Found")
+            });
         }
         _ => {}
     }

@@ -299,6 +299,11 @@ impl FakeGitlab {
         self.with(|w| w.oauth.person = person.map(|p| (p.username.clone(), p.id)));
     }
 
+    /// How many tokens of the OAuth application GitLab still takes.
+    pub fn user_tokens(&self) -> usize {
+        self.with(|w| w.oauth.tokens.len())
+    }
+
     /// Revokes every token the OAuth application was given.
     pub fn revoke_user_tokens(&self) {
         self.with(|w| w.oauth.tokens.clear());
@@ -942,6 +947,24 @@ fn oauth(
                 },
             );
         }
+        (Method::POST, "/oauth/revoke") => {
+            let form = fake_http::fields(&String::from_utf8_lossy(body));
+            let field = |k: &str| form.get(k).map_or("", String::as_str);
+            if field("client_id") != OAUTH_CLIENT_ID
+                || field("client_secret") != OAUTH_CLIENT_SECRET
+            {
+                return Some(
+                    (
+                        StatusCode::FORBIDDEN,
+                        axum::Json(json!({"error": "unauthorized_client", "error_description": "You are not authorized to revoke this token"})),
+                    )
+                        .into_response(),
+                );
+            }
+            // GitLab answers 200 whether or not the token existed.
+            w.oauth.tokens.remove(field("token"));
+            return Some(axum::Json(json!({})).into_response());
+        }
         _ => {}
     }
     let bearer = fake_http::bearer(headers)?;
@@ -961,19 +984,25 @@ fn oauth(
             "bot": false,
         }))
         .into_response(),
-        (Method::GET, ["projects", project]) => {
-            let member = w
-                .project_key(project)
-                .and_then(|key| w.projects.get(&key))
-                .filter(|p| p.members.get(&id).is_some_and(|m| m.state == "active"));
-            match member {
-                Some(p) => axum::Json(json!({
-                    "id": p.id,
-                    "path_with_namespace": p.path_with_namespace,
-                    "visibility": "private",
+        (Method::GET, ["projects", project, "members", "all", user]) => {
+            // Every project is public here: anyone may see it, only members are members.
+            let Some(p) = w.project_key(project).and_then(|key| w.projects.get(&key)) else {
+                return Some(error(StatusCode::NOT_FOUND, "404 Project Not Found"));
+            };
+            match user
+                .parse::<i64>()
+                .ok()
+                .and_then(|u| Some((u, p.members.get(&u)?)))
+            {
+                Some((user, member)) => axum::Json(json!({
+                    "id": user,
+                    "username": if user == id { username.clone() } else { format!("user{user}") },
+                    "access_level": member.access_level,
+                    "state": member.state,
+                    "membership_state": member.membership_state,
                 }))
                 .into_response(),
-                None => error(StatusCode::NOT_FOUND, "404 Project Not Found"),
+                None => error(StatusCode::NOT_FOUND, "404 Not found"),
             }
         }
         _ => error(StatusCode::FORBIDDEN, "403 Forbidden"),

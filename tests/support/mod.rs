@@ -10,6 +10,7 @@
 //! images (`roots`).
 #![allow(dead_code)]
 
+pub mod browser;
 pub mod calc;
 pub mod fake_forge;
 pub mod fake_gitlab;

@@ -1,11 +1,13 @@
 //! What a signed-in person may read, asked of the forge with their own token and kept
 //! for a few minutes: on GitHub, the repositories of the App's installations they can
-//! see (two listings, however many sessions there are); on GitLab, each project the pages
-//! are about to show, one by one. A person who lost access stops seeing its sessions at
+//! see (two listings, however many sessions there are; GitHub lists only repositories the
+//! person has been given access to, not every public one); on GitLab, the person's own
+//! membership of each project the pages are about to show, at least Reporter (who may
+//! read confidential issues): a public or internal project anyone can see is not enough. A person who lost access stops seeing its sessions at
 //! the next check; a token the forge no longer takes ends the sign-in.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use secrecy::{ExposeSecret as _, SecretString};
@@ -20,6 +22,8 @@ const MAX_PAGES: usize = 20;
 const MAX_INSTALLATIONS: usize = 50;
 /// Projects checked one by one for one page at most; the rest are not shown.
 pub const MAX_CHECKS: usize = 100;
+/// GitLab's Reporter access level: who may read a project's confidential issues.
+const REPORTER: i64 = 20;
 
 /// Why access could not be told.
 #[derive(Debug, thiserror::Error)]
@@ -45,6 +49,8 @@ pub struct AccessCache {
     listed: Mutex<HashMap<Person, (Instant, BTreeSet<String>)>>,
     /// GitLab: project by project.
     checked: Mutex<HashMap<(Person, String), (Instant, bool)>>,
+    /// One listing at a time per person: pages loaded together wait for the first.
+    listing: Mutex<HashMap<Person, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl AccessCache {
@@ -54,6 +60,7 @@ impl AccessCache {
             fresh,
             listed: Mutex::default(),
             checked: Mutex::default(),
+            listing: Mutex::default(),
         }
     }
 
@@ -102,6 +109,12 @@ impl AccessCache {
         person: &Person,
         token: &SecretString,
     ) -> Result<BTreeSet<String>, AccessError> {
+        let turn = self
+            .listing
+            .lock()
+            .map(|mut m| Arc::clone(m.entry(person.clone()).or_default()))
+            .unwrap_or_default();
+        let _turn = turn.lock().await;
         if let Some((at, listed)) = self.listed.lock().ok().and_then(|m| m.get(person).cloned())
             && at.elapsed() < self.fresh
         {
@@ -175,10 +188,13 @@ impl AccessCache {
             percent_encoding::NON_ALPHANUMERIC,
         )
         .to_string();
-        let readable =
-            get_json::<serde::de::IgnoredAny>(http, &format!("{api_url}/projects/{path}"), token)
-                .await?
-                .is_some();
+        let readable = get_json::<GlMember>(
+            http,
+            &format!("{api_url}/projects/{path}/members/all/{}", person.id),
+            token,
+        )
+        .await?
+        .is_some_and(|m| m.state == "active" && m.access_level >= REPORTER);
         if let Ok(mut cache) = self.checked.lock() {
             cache.retain(|_, (at, _)| at.elapsed() < self.fresh);
             cache.insert(key, (Instant::now(), readable));
@@ -214,6 +230,12 @@ async fn get_json<T: serde::de::DeserializeOwned>(
             "the forge answered {status}"
         ))),
     }
+}
+
+#[derive(Deserialize)]
+struct GlMember {
+    access_level: i64,
+    state: String,
 }
 
 #[derive(Deserialize)]

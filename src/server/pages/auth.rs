@@ -1,15 +1,21 @@
 //! Who is asking. A signed-in browser carries one cookie, encrypted and authenticated
 //! with a key every process of the deployment shares (kept in the database): what it
 //! holds cannot be read or altered on the way, and its expiry is inside it, so an old
-//! cookie replayed after its time is refused whatever its `Max-Age` said. Scripts send
-//! `Authorization: Bearer <ADMIN_TOKEN>` instead; a browser never adds that header on its
-//! own, so such a request cannot be forged by another site, and needs no CSRF token.
+//! cookie replayed after its time is refused whatever its `Max-Age` said. Signing out
+//! also records the cookie's id, so a copy kept elsewhere is refused too. An operator's
+//! cookie names the ADMIN_TOKEN it was signed in with (by a digest): a new token ends
+//! every operator sign-in made with the old one. Scripts send `Authorization: Bearer
+//! <ADMIN_TOKEN>` instead; a browser never adds that header on its own, so such a request
+//! cannot be forged by another site, and needs no CSRF token.
 //!
 //! A person signed in through their forge carries their own forge token in the cookie
 //! (encrypted like the rest), which the pages use to see what they may read.
 //!
-//! Chosen over a server-side session store: nothing to keep or clean on SQLite and
-//! PostgreSQL alike, and a sign-in works on every process at once.
+//! Over https the cookies are `Secure` and named `__Host-…`, which a browser accepts
+//! only from this host itself (no sibling subdomain can plant one).
+//!
+//! Chosen over a server-side session store: nothing to keep but the sign-outs, on SQLite
+//! and PostgreSQL alike, and a sign-in works on every process at once.
 
 use axum::http::{HeaderMap, header};
 use axum_extra::extract::cookie::{Cookie, Key, PrivateCookieJar, SameSite};
@@ -23,9 +29,11 @@ use crate::event::ForgeKind;
 use crate::store::{Db, secrets};
 
 /// The signed-in browser's cookie.
-pub const SESSION_COOKIE: &str = "planwright_session";
+const SESSION_COOKIE: &str = "planwright_session";
 /// Holds the sign-in form's CSRF token until the form comes back.
-pub const SIGN_IN_COOKIE: &str = "planwright_sign_in";
+const SIGN_IN_COOKIE: &str = "planwright_sign_in";
+/// Holds a sign-in through a forge until the forge sends the browser back.
+const FLOW_COOKIE: &str = "planwright_oauth";
 /// How long a sign-in lasts.
 pub const SESSION_TTL_SECS: i64 = 12 * 3600;
 /// How long a sign-in form may take to come back.
@@ -69,6 +77,8 @@ impl Viewer {
 /// What the session cookie holds.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Signed {
+    /// This sign-in's id, recorded when it ends.
+    id: String,
     who: Who,
     /// The token every form of this sign-in carries back.
     csrf: String,
@@ -79,7 +89,10 @@ struct Signed {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 enum Who {
-    Operator,
+    Operator {
+        /// A digest of the ADMIN_TOKEN signed in with.
+        admin: String,
+    },
     Person {
         forge: ForgeKind,
         login: String,
@@ -94,6 +107,18 @@ pub struct Visit {
     pub viewer: Viewer,
     /// The CSRF token a form must carry: `None` for a bearer token, which needs none.
     pub csrf: Option<String>,
+    /// The cookie's sign-in id and expiry: `None` for a bearer token.
+    pub sign_in: Option<(String, i64)>,
+}
+
+/// A sign-in through a forge under way: the `state` and PKCE verifier only this browser
+/// can show when the forge sends it back.
+#[derive(Serialize, Deserialize)]
+pub struct Flow {
+    pub forge: ForgeKind,
+    pub state: String,
+    pub verifier: String,
+    expires: i64,
 }
 
 /// The deployment's cookie key, made once and shared through the database.
@@ -115,7 +140,7 @@ fn now() -> i64 {
     crate::store::now_ms() / 1000
 }
 
-/// A fresh random token (CSRF values).
+/// A fresh random token (CSRF values, sign-in ids).
 fn random_token() -> String {
     let mut bytes = [0u8; 24];
     rand::rng().fill_bytes(&mut bytes);
@@ -133,49 +158,19 @@ pub fn is_admin_token(presented: &str, admin: Option<&SecretString>) -> bool {
         .into()
 }
 
-/// Whether two CSRF tokens are equal, in constant time.
+/// What an operator's cookie keeps of the ADMIN_TOKEN it was signed in with.
+fn admin_digest(admin: &SecretString) -> String {
+    let mut digest = Sha256::new();
+    digest.update(b"planwright operator sign-in\0");
+    digest.update(admin.expose_secret().as_bytes());
+    hex::encode(digest.finalize())
+}
+
+/// Whether two tokens are equal, in constant time.
 pub fn same_token(a: &str, b: &str) -> bool {
     Sha256::digest(a.as_bytes())
         .ct_eq(&Sha256::digest(b.as_bytes()))
         .into()
-}
-
-/// Who sent the request: the operator's bearer token first, then the session cookie. A
-/// cookie that does not decrypt, does not parse or has expired counts as none.
-pub fn visit(headers: &HeaderMap, key: &Key, admin: Option<&SecretString>) -> Option<Visit> {
-    if let Some(token) = bearer(headers) {
-        // A wrong bearer token is no one, whatever cookie comes with it.
-        return is_admin_token(token, admin).then_some(Visit {
-            viewer: Viewer::Operator,
-            csrf: None,
-        });
-    }
-    let jar = PrivateCookieJar::from_headers(headers, key.clone());
-    let cookie = jar.get(SESSION_COOKIE)?;
-    let signed: Signed = serde_json::from_str(cookie.value()).ok()?;
-    if signed.expires <= now() {
-        return None;
-    }
-    let viewer = match signed.who {
-        // Signed in with a token that is no longer the operator's: no longer the operator.
-        Who::Operator if admin.is_some() => Viewer::Operator,
-        Who::Operator => return None,
-        Who::Person {
-            forge,
-            login,
-            id,
-            token,
-        } => Viewer::Person(Person {
-            forge,
-            login,
-            id,
-            token: SecretString::from(token),
-        }),
-    };
-    Some(Visit {
-        viewer,
-        csrf: Some(signed.csrf),
-    })
 }
 
 fn bearer(headers: &HeaderMap) -> Option<&str> {
@@ -184,116 +179,186 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
-/// The jar that signs `viewer` in for `ttl` seconds at most (and drops the sign-in
-/// cookies the request carried), for the response.
-pub fn sign_in(
-    headers: &HeaderMap,
-    key: &Key,
-    viewer: &Viewer,
-    ttl: i64,
+/// The pages' cookies: sealed with the deployment's key, `Secure` and `__Host-` named
+/// over https.
+#[derive(Clone)]
+pub struct Cookies {
+    key: Key,
     secure: bool,
-) -> PrivateCookieJar {
-    let who = match viewer {
-        Viewer::Operator => Who::Operator,
-        Viewer::Person(p) => Who::Person {
-            forge: p.forge,
-            login: p.login.clone(),
-            id: p.id,
-            token: p.token.expose_secret().to_owned(),
-        },
-    };
-    let ttl = ttl.clamp(60, SESSION_TTL_SECS);
-    let signed = Signed {
-        who,
-        csrf: random_token(),
-        expires: now() + ttl,
-    };
-    let value = serde_json::to_string(&signed).unwrap_or_default();
-    PrivateCookieJar::from_headers(headers, key.clone())
-        .remove(Cookie::build(SIGN_IN_COOKIE).path("/"))
-        .remove(Cookie::build(FLOW_COOKIE).path("/"))
-        .add(cookie(SESSION_COOKIE, value, ttl, secure))
 }
 
-/// A sign-in through a forge under way: the `state` and PKCE verifier only this browser
-/// can show when the forge sends it back.
-#[derive(Serialize, Deserialize)]
-pub struct Flow {
-    pub forge: ForgeKind,
-    pub state: String,
-    pub verifier: String,
-    expires: i64,
-}
+impl Cookies {
+    pub fn new(key: Key, secure: bool) -> Cookies {
+        Cookies { key, secure }
+    }
 
-/// Holds a sign-in through a forge until the forge sends the browser back.
-pub const FLOW_COOKIE: &str = "planwright_oauth";
+    fn name(&self, base: &str) -> String {
+        if self.secure {
+            format!("__Host-{base}")
+        } else {
+            base.to_owned()
+        }
+    }
 
-/// The jar that keeps `flow` for the forge's answer.
-pub fn start_flow(
-    key: &Key,
-    forge: ForgeKind,
-    state: String,
-    verifier: String,
-    ttl: i64,
-    secure: bool,
-) -> PrivateCookieJar {
-    let flow = Flow {
-        forge,
-        state,
-        verifier,
-        expires: now() + ttl,
-    };
-    let value = serde_json::to_string(&flow).unwrap_or_default();
-    PrivateCookieJar::new(key.clone()).add(cookie(FLOW_COOKIE, value, ttl, secure))
-}
+    fn jar(&self, headers: &HeaderMap) -> PrivateCookieJar {
+        PrivateCookieJar::from_headers(headers, self.key.clone())
+    }
 
-/// The sign-in this browser started with `forge`, if it is the one the forge's `state`
-/// names and it has not expired.
-pub fn flow(headers: &HeaderMap, key: &Key, forge: ForgeKind, state: &str) -> Option<Flow> {
-    let jar = PrivateCookieJar::from_headers(headers, key.clone());
-    let flow: Flow = serde_json::from_str(jar.get(FLOW_COOKIE)?.value()).ok()?;
-    (flow.forge == forge && flow.expires > now() && same_token(&flow.state, state)).then_some(flow)
-}
+    fn cookie(&self, base: &str, value: String, ttl: i64) -> Cookie<'static> {
+        Cookie::build((self.name(base), value))
+            .path("/")
+            .http_only(true)
+            .secure(self.secure)
+            .same_site(SameSite::Lax)
+            .max_age(cookie::time::Duration::seconds(ttl))
+            .build()
+    }
 
-/// The jar that signs the browser out: the session cookie it sent is removed.
-pub fn sign_out(headers: &HeaderMap, key: &Key) -> PrivateCookieJar {
-    PrivateCookieJar::from_headers(headers, key.clone())
-        .remove(Cookie::build(SESSION_COOKIE).path("/"))
-}
+    fn removal(&self, base: &str) -> Cookie<'static> {
+        Cookie::build(self.name(base)).path("/").build()
+    }
 
-/// A sign-in form's CSRF token, and the jar that keeps it for the form's return.
-pub fn sign_in_form(key: &Key, secure: bool) -> (String, PrivateCookieJar) {
-    let token = random_token();
-    let value = format!("{}:{token}", now() + SIGN_IN_TTL_SECS);
-    let jar = PrivateCookieJar::new(key.clone()).add(cookie(
-        SIGN_IN_COOKIE,
-        value,
-        SIGN_IN_TTL_SECS,
-        secure,
-    ));
-    (token, jar)
-}
+    /// Who sent the request: the operator's bearer token first, then the session
+    /// cookie. A cookie that does not decrypt, does not parse, has expired, or names an
+    /// ADMIN_TOKEN that is no longer the one set counts as none. Whether it was signed
+    /// out is for the caller to ask the database ([`Visit::sign_in`]).
+    pub fn visit(&self, headers: &HeaderMap, admin: Option<&SecretString>) -> Option<Visit> {
+        if let Some(token) = bearer(headers) {
+            // A wrong bearer token is no one, whatever cookie comes with it.
+            return is_admin_token(token, admin).then_some(Visit {
+                viewer: Viewer::Operator,
+                csrf: None,
+                sign_in: None,
+            });
+        }
+        let cookie = self.jar(headers).get(&self.name(SESSION_COOKIE))?;
+        let signed: Signed = serde_json::from_str(cookie.value()).ok()?;
+        if signed.expires <= now() {
+            return None;
+        }
+        let viewer = match signed.who {
+            Who::Operator { admin: signed_with } => {
+                let current = admin.map(admin_digest)?;
+                if !same_token(&current, &signed_with) {
+                    return None;
+                }
+                Viewer::Operator
+            }
+            Who::Person {
+                forge,
+                login,
+                id,
+                token,
+            } => Viewer::Person(Person {
+                forge,
+                login,
+                id,
+                token: SecretString::from(token),
+            }),
+        };
+        Some(Visit {
+            viewer,
+            csrf: Some(signed.csrf),
+            sign_in: Some((signed.id, signed.expires)),
+        })
+    }
 
-/// Whether a returning sign-in form carries the token this browser was given, in time.
-pub fn sign_in_form_matches(headers: &HeaderMap, key: &Key, presented: &str) -> bool {
-    let jar = PrivateCookieJar::from_headers(headers, key.clone());
-    let Some(cookie) = jar.get(SIGN_IN_COOKIE) else {
-        return false;
-    };
-    let Some((expires, token)) = cookie.value().split_once(':') else {
-        return false;
-    };
-    expires.parse::<i64>().is_ok_and(|e| e > now()) && same_token(token, presented)
-}
+    /// The jar that signs `viewer` in for `ttl` seconds at most (and drops the sign-in
+    /// cookies the request carried), for the response. An operator is signed in with
+    /// `admin`, the ADMIN_TOKEN now set.
+    pub fn sign_in(
+        &self,
+        headers: &HeaderMap,
+        viewer: &Viewer,
+        admin: Option<&SecretString>,
+        ttl: i64,
+    ) -> PrivateCookieJar {
+        let who = match viewer {
+            Viewer::Operator => Who::Operator {
+                admin: admin.map(admin_digest).unwrap_or_default(),
+            },
+            Viewer::Person(p) => Who::Person {
+                forge: p.forge,
+                login: p.login.clone(),
+                id: p.id,
+                token: p.token.expose_secret().to_owned(),
+            },
+        };
+        let ttl = ttl.clamp(60, SESSION_TTL_SECS);
+        let signed = Signed {
+            id: random_token(),
+            who,
+            csrf: random_token(),
+            expires: now() + ttl,
+        };
+        let value = serde_json::to_string(&signed).unwrap_or_default();
+        self.jar(headers)
+            .remove(self.removal(SIGN_IN_COOKIE))
+            .remove(self.removal(FLOW_COOKIE))
+            .add(self.cookie(SESSION_COOKIE, value, ttl))
+    }
 
-fn cookie(name: &'static str, value: String, ttl: i64, secure: bool) -> Cookie<'static> {
-    Cookie::build((name, value))
-        .path("/")
-        .http_only(true)
-        .secure(secure)
-        .same_site(SameSite::Lax)
-        .max_age(cookie::time::Duration::seconds(ttl))
-        .build()
+    /// The jar that signs the browser out: the session cookie it sent is removed.
+    pub fn sign_out(&self, headers: &HeaderMap) -> PrivateCookieJar {
+        self.jar(headers).remove(self.removal(SESSION_COOKIE))
+    }
+
+    /// A sign-in form's CSRF token, and the jar that keeps it for the form's return.
+    pub fn sign_in_form(&self) -> (String, PrivateCookieJar) {
+        let token = random_token();
+        let value = format!("{}:{token}", now() + SIGN_IN_TTL_SECS);
+        let jar = PrivateCookieJar::new(self.key.clone()).add(self.cookie(
+            SIGN_IN_COOKIE,
+            value,
+            SIGN_IN_TTL_SECS,
+        ));
+        (token, jar)
+    }
+
+    /// Whether a returning sign-in form carries the token this browser was given, in
+    /// time.
+    pub fn sign_in_form_matches(&self, headers: &HeaderMap, presented: &str) -> bool {
+        let Some(cookie) = self.jar(headers).get(&self.name(SIGN_IN_COOKIE)) else {
+            return false;
+        };
+        let Some((expires, token)) = cookie.value().split_once(':') else {
+            return false;
+        };
+        expires.parse::<i64>().is_ok_and(|e| e > now()) && same_token(token, presented)
+    }
+
+    /// The jar that keeps a sign-in through `forge` for the forge's answer.
+    pub fn start_flow(
+        &self,
+        forge: ForgeKind,
+        state: String,
+        verifier: String,
+        ttl: i64,
+    ) -> PrivateCookieJar {
+        let flow = Flow {
+            forge,
+            state,
+            verifier,
+            expires: now() + ttl,
+        };
+        let value = serde_json::to_string(&flow).unwrap_or_default();
+        PrivateCookieJar::new(self.key.clone()).add(self.cookie(FLOW_COOKIE, value, ttl))
+    }
+
+    /// The sign-in this browser started with `forge`, if it is the one the forge's
+    /// `state` names and it has not expired.
+    pub fn flow(&self, headers: &HeaderMap, forge: ForgeKind, state: &str) -> Option<Flow> {
+        let cookie = self.jar(headers).get(&self.name(FLOW_COOKIE))?;
+        let flow: Flow = serde_json::from_str(cookie.value()).ok()?;
+        (flow.forge == forge && flow.expires > now() && same_token(&flow.state, state))
+            .then_some(flow)
+    }
+
+    /// The jar that drops a sign-in through a forge, whatever came of it: each is tried
+    /// once.
+    pub fn end_flow(&self, headers: &HeaderMap) -> PrivateCookieJar {
+        self.jar(headers).remove(self.removal(FLOW_COOKIE))
+    }
 }
 
 #[cfg(test)]
@@ -319,26 +384,31 @@ mod tests {
     }
 
     #[test]
-    fn a_cookie_signs_in_only_under_its_own_key_and_only_while_an_admin_token_is_set() {
-        let key = Key::generate();
+    fn an_operator_cookie_holds_only_under_its_key_and_the_admin_token_it_was_made_with() {
+        let cookies = Cookies::new(Key::generate(), false);
         let admin = SecretString::from("0123456789abcdef0123");
-        let headers = cookie_header(sign_in(
+        let headers = cookie_header(cookies.sign_in(
             &HeaderMap::new(),
-            &key,
             &Viewer::Operator,
+            Some(&admin),
             SESSION_TTL_SECS,
-            false,
         ));
-        let visit = visit(&headers, &key, Some(&admin)).unwrap();
+        let visit = cookies.visit(&headers, Some(&admin)).unwrap();
         assert!(visit.viewer.is_operator());
-        assert!(visit.csrf.is_some());
-        assert!(super::visit(&headers, &Key::generate(), Some(&admin)).is_none());
-        assert!(super::visit(&headers, &key, None).is_none());
+        assert!(visit.csrf.is_some() && visit.sign_in.is_some());
+        let elsewhere = Cookies::new(Key::generate(), false);
+        assert!(elsewhere.visit(&headers, Some(&admin)).is_none());
+        assert!(cookies.visit(&headers, None).is_none());
+        let rotated = SecretString::from("fedcba9876543210fedcba");
+        assert!(cookies.visit(&headers, Some(&rotated)).is_none());
+        // Over https the cookie has another name: a plain one is not taken for it.
+        let secure = Cookies::new(cookies.key.clone(), true);
+        assert!(secure.visit(&headers, Some(&admin)).is_none());
     }
 
     #[test]
     fn a_bearer_token_is_the_operator_only_when_it_is_the_admin_token() {
-        let key = Key::generate();
+        let cookies = Cookies::new(Key::generate(), false);
         let admin = SecretString::from("0123456789abcdef0123");
         let mut headers = HeaderMap::new();
         headers.insert(
@@ -346,7 +416,8 @@ mod tests {
             HeaderValue::from_static("Bearer 0123456789abcdef0123"),
         );
         assert!(
-            visit(&headers, &key, Some(&admin))
+            cookies
+                .visit(&headers, Some(&admin))
                 .unwrap()
                 .viewer
                 .is_operator()
@@ -355,7 +426,7 @@ mod tests {
             header::AUTHORIZATION,
             HeaderValue::from_static("Bearer 0123456789abcdef012"),
         );
-        assert!(visit(&headers, &key, Some(&admin)).is_none());
+        assert!(cookies.visit(&headers, Some(&admin)).is_none());
         assert!(!is_admin_token("", Some(&admin)));
     }
 }

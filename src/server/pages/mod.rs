@@ -15,7 +15,6 @@ use std::sync::Arc;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Json, Redirect, Response};
-use axum_extra::extract::cookie::Key;
 use serde::{Deserialize, Serialize};
 use tracing::error;
 
@@ -23,7 +22,7 @@ use super::AppState;
 use super::setup::html;
 use crate::event::ForgeKind;
 use crate::ids::{RepoName, SessionId};
-use crate::store::{installations, now_ms, sessions};
+use crate::store::{installations, now_ms, sessions, signed_out};
 use access::{AccessCache, AccessError};
 use auth::{Person, Viewer, Visit};
 use oauth::Provider;
@@ -31,11 +30,11 @@ use oauth::Provider;
 /// Sessions the home page lists at most.
 const HOME_SESSIONS: i64 = 200;
 
-/// What the pages share: the key of the session cookie, the client they ask forges
-/// with on people's behalf, and what those forges said people may read.
+/// What the pages share: their cookies, the client they ask forges with on people's
+/// behalf, and what those forges said people may read.
 #[derive(Clone)]
 pub struct Pages {
-    pub key: Key,
+    cookies: auth::Cookies,
     http: reqwest::Client,
     access: Arc<AccessCache>,
 }
@@ -46,7 +45,10 @@ impl Pages {
         settings: &crate::config::Settings,
     ) -> anyhow::Result<Pages> {
         Ok(Pages {
-            key: auth::cookie_key(db).await?,
+            cookies: auth::Cookies::new(
+                auth::cookie_key(db).await?,
+                settings.public_url.starts_with("https://"),
+            ),
             http: oauth::client()?,
             access: Arc::new(AccessCache::new(settings.access_check)),
         })
@@ -69,17 +71,39 @@ fn wants_json(headers: &HeaderMap) -> bool {
         })
 }
 
-/// Cookies are `Secure` when planwright is reached over https.
-fn secure(state: &AppState) -> bool {
-    state.settings.public_url.starts_with("https://")
+/// Who sent the request, unless their sign-in was ended (or that cannot be told).
+async fn who(state: &AppState, headers: &HeaderMap) -> Option<Visit> {
+    let visit = state
+        .pages
+        .cookies
+        .visit(headers, state.settings.admin_token.as_ref())?;
+    if let Some((id, _)) = &visit.sign_in {
+        match signed_out::is_signed_out(&state.db, id).await {
+            Ok(false) => {}
+            Ok(true) => return None,
+            Err(e) => {
+                error!(error = %format!("{e:#}"), "Could not tell whether a sign-in was ended");
+                return None;
+            }
+        }
+    }
+    Some(visit)
 }
 
-fn who(state: &AppState, headers: &HeaderMap) -> Option<Visit> {
-    auth::visit(
-        headers,
-        &state.pages.key,
-        state.settings.admin_token.as_ref(),
-    )
+/// What every page and its JSON carry: never cached (they are one viewer's), varying
+/// with who asks and how, and not to be sniffed into another type.
+pub async fn private_headers(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(
+        header::VARY,
+        HeaderValue::from_static("Accept, Cookie, Authorization"),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    response
 }
 
 /// What an anonymous request gets: the sign-in page, or a JSON refusal.
@@ -113,7 +137,7 @@ struct SignInPage<'a> {
 }
 
 fn sign_in_page(state: &AppState, status: StatusCode, error: Option<&str>) -> Response {
-    let (csrf, jar) = auth::sign_in_form(&state.pages.key, secure(state));
+    let (csrf, jar) = state.pages.cookies.sign_in_form();
     let page = SignInPage {
         csrf: &csrf,
         error,
@@ -123,7 +147,7 @@ fn sign_in_page(state: &AppState, status: StatusCode, error: Option<&str>) -> Re
             .map(|p| (p.name(), p.start_path()))
             .collect(),
     };
-    let mut response = html(status, &page, Some(&state.settings.public_url));
+    let mut response = html(status, &page, Some(super::setup::SAME_ORIGIN));
     if status == StatusCode::UNAUTHORIZED {
         response.headers_mut().insert(
             header::WWW_AUTHENTICATE,
@@ -135,7 +159,7 @@ fn sign_in_page(state: &AppState, status: StatusCode, error: Option<&str>) -> Re
 
 /// `GET /sign-in`.
 pub async fn sign_in_form(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    if who(&state, &headers).is_some() {
+    if who(&state, &headers).await.is_some() {
         return Redirect::to("/").into_response();
     }
     sign_in_page(&state, StatusCode::OK, None)
@@ -155,7 +179,11 @@ pub async fn sign_in(
     headers: HeaderMap,
     Form(form): Form<SignInForm>,
 ) -> Response {
-    if !auth::sign_in_form_matches(&headers, &state.pages.key, &form.csrf) {
+    if !state
+        .pages
+        .cookies
+        .sign_in_form_matches(&headers, &form.csrf)
+    {
         return sign_in_page(
             &state,
             StatusCode::FORBIDDEN,
@@ -169,12 +197,11 @@ pub async fn sign_in(
             Some("That is not the operator's token (ADMIN_TOKEN)."),
         );
     }
-    let jar = auth::sign_in(
+    let jar = state.pages.cookies.sign_in(
         &headers,
-        &state.pages.key,
         &Viewer::Operator,
+        state.settings.admin_token.as_ref(),
         auth::SESSION_TTL_SECS,
-        secure(&state),
     );
     (jar, Redirect::to("/")).into_response()
 }
@@ -198,14 +225,11 @@ pub async fn forge_sign_in(State(state): State<AppState>, Path(forge): Path<Stri
     let flow_state = oauth::random_value();
     let verifier = oauth::random_value();
     let location = provider.authorize(&state.settings.public_url, &flow_state, &verifier);
-    let jar = auth::start_flow(
-        &state.pages.key,
-        provider.forge,
-        flow_state,
-        verifier,
-        oauth::FLOW_TTL_SECS,
-        secure(&state),
-    );
+    let jar =
+        state
+            .pages
+            .cookies
+            .start_flow(provider.forge, flow_state, verifier, oauth::FLOW_TTL_SECS);
     (jar, Redirect::to(&location)).into_response()
 }
 
@@ -235,7 +259,7 @@ pub async fn forge_callback(
     let Some(flow) = query
         .state
         .as_deref()
-        .and_then(|s| auth::flow(&headers, &state.pages.key, provider.forge, s))
+        .and_then(|s| state.pages.cookies.flow(&headers, provider.forge, s))
     else {
         return sign_in_page(
             &state,
@@ -248,14 +272,22 @@ pub async fn forge_callback(
     if let Some(error) = query.error {
         let said = query.error_description.unwrap_or(error);
         let message = format!("{} did not sign you in: {said}", provider.name());
-        return sign_in_page(&state, StatusCode::UNAUTHORIZED, Some(&message));
+        return (
+            state.pages.cookies.end_flow(&headers),
+            sign_in_page(&state, StatusCode::UNAUTHORIZED, Some(&message)),
+        )
+            .into_response();
     }
     let Some(code) = query.code.filter(|c| !c.is_empty()) else {
-        return sign_in_page(
-            &state,
-            StatusCode::BAD_REQUEST,
-            Some("The forge sent no code back: sign in again."),
-        );
+        return (
+            state.pages.cookies.end_flow(&headers),
+            sign_in_page(
+                &state,
+                StatusCode::BAD_REQUEST,
+                Some("The forge sent no code back: sign in again."),
+            ),
+        )
+            .into_response();
     };
     match provider
         .finish(
@@ -275,12 +307,16 @@ pub async fn forge_callback(
             });
             // Not past the token's own life: after it, the forge would refuse it anyway.
             let ttl = user.expires_in.map_or(auth::SESSION_TTL_SECS, |e| e - 60);
-            let jar = auth::sign_in(&headers, &state.pages.key, &viewer, ttl, secure(&state));
+            let jar = state.pages.cookies.sign_in(&headers, &viewer, None, ttl);
             (jar, Redirect::to("/")).into_response()
         }
         Err(e) => {
             tracing::warn!(error = %e, "A sign-in through the forge did not finish");
-            sign_in_page(&state, StatusCode::UNAUTHORIZED, Some(&e.to_string()))
+            (
+                state.pages.cookies.end_flow(&headers),
+                sign_in_page(&state, StatusCode::UNAUTHORIZED, Some(&e.to_string())),
+            )
+                .into_response()
         }
     }
 }
@@ -293,7 +329,7 @@ fn sign_in_again(state: &AppState, headers: &HeaderMap, forge: ForgeKind) -> Res
     };
     let message = format!("{name} no longer accepts this sign-in: sign in again.");
     let page = sign_in_page(state, StatusCode::UNAUTHORIZED, Some(&message));
-    (auth::sign_out(headers, &state.pages.key), page).into_response()
+    (state.pages.cookies.sign_out(headers), page).into_response()
 }
 
 /// The forge's REST root people's tokens are used against.
@@ -355,7 +391,7 @@ pub async fn sign_out(
     headers: HeaderMap,
     Form(form): Form<SignOutForm>,
 ) -> Response {
-    let Some(visit) = who(&state, &headers) else {
+    let Some(visit) = who(&state, &headers).await else {
         return Redirect::to("/sign-in").into_response();
     };
     if visit
@@ -365,8 +401,21 @@ pub async fn sign_out(
     {
         return forbidden(&headers);
     }
+    if let Some((id, until)) = &visit.sign_in
+        && let Err(e) = signed_out::record(&state.db, id, *until).await
+    {
+        return unavailable("a sign-out", &e);
+    }
+    if let Viewer::Person(person) = &visit.viewer
+        && let Some(provider) = Provider::configured(&state.settings)
+            .into_iter()
+            .find(|p| p.forge == person.forge)
+        && let Err(e) = provider.revoke(&state.pages.http, &person.token).await
+    {
+        tracing::warn!(error = %e, "Could not hand a signed-out person's token back to the forge");
+    }
     (
-        auth::sign_out(&headers, &state.pages.key),
+        state.pages.cookies.sign_out(&headers),
         Redirect::to("/sign-in"),
     )
         .into_response()
@@ -464,7 +513,7 @@ struct HomePage<'a> {
 /// `GET /` for a configured deployment: the viewer's sessions, failures first, then
 /// newest first; filterable by repository and state.
 pub async fn home(state: AppState, headers: HeaderMap, query: HomeQuery) -> Response {
-    let Some(visit) = who(&state, &headers) else {
+    let Some(visit) = who(&state, &headers).await else {
         return sign_in_needed(&state, &headers);
     };
     let home = match load_home(&state, &visit.viewer, &query).await {
@@ -488,7 +537,7 @@ pub async fn home(state: AppState, headers: HeaderMap, query: HomeQuery) -> Resp
             home: &home,
             csrf: &csrf,
         },
-        Some(&state.settings.public_url),
+        Some(super::setup::SAME_ORIGIN),
     )
 }
 
@@ -582,7 +631,7 @@ pub async fn session_page(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    let Some(visit) = who(&state, &headers) else {
+    let Some(visit) = who(&state, &headers).await else {
         return sign_in_needed(&state, &headers);
     };
     let id = SessionId(id);
@@ -594,6 +643,12 @@ pub async fn session_page(
                 (e.downcast_ref::<AccessError>(), &visit.viewer)
             {
                 return sign_in_again(&state, &headers, p.forge);
+            }
+            if let (Some(AccessError::Unavailable(why)), Viewer::Person(_)) =
+                (e.downcast_ref::<AccessError>(), &visit.viewer)
+            {
+                tracing::warn!(error = %why, "Could not tell whether a person may read a session");
+                return not_found(&headers);
             }
             return unavailable("a session page", &e);
         }
@@ -608,7 +663,7 @@ pub async fn session_page(
             s: &view,
             csrf: &csrf,
         },
-        Some(&state.settings.public_url),
+        Some(super::setup::SAME_ORIGIN),
     )
 }
 

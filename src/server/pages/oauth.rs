@@ -236,6 +236,56 @@ impl Provider {
     }
 }
 
+impl Provider {
+    /// Hands a signed-out person's token back to the forge, so it cannot be used again
+    /// (GitHub: the App's token endpoint, authenticated as the App's client; GitLab: the
+    /// OAuth revocation endpoint).
+    pub async fn revoke(
+        &self,
+        http: &reqwest::Client,
+        token: &SecretString,
+    ) -> Result<(), OauthError> {
+        let name = self.name();
+        let unreachable =
+            |e: reqwest::Error| OauthError::Unreachable(name, e.without_url().to_string());
+        let response = match self.forge {
+            ForgeKind::Gitlab => {
+                let revoke_url = self.token_url.replace("/oauth/token", "/oauth/revoke");
+                http.post(revoke_url)
+                    .header("content-type", "application/x-www-form-urlencoded")
+                    .body(form_encode(&[
+                        ("client_id", self.client_id.as_str()),
+                        ("client_secret", self.client_secret.expose_secret()),
+                        ("token", token.expose_secret()),
+                    ]))
+                    .send()
+                    .await
+            }
+            _ => {
+                http.delete(format!(
+                    "{}/applications/{}/token",
+                    self.api_url, self.client_id
+                ))
+                .basic_auth(&self.client_id, Some(self.client_secret.expose_secret()))
+                .header("accept", "application/vnd.github+json")
+                .header("user-agent", "planwright")
+                .json(&serde_json::json!({"access_token": token.expose_secret()}))
+                .send()
+                .await
+            }
+        }
+        .map_err(unreachable)?;
+        // 404/422: the token was gone already, which is what was wanted.
+        match response.status().as_u16() {
+            200..=299 | 404 | 422 => Ok(()),
+            status => Err(OauthError::Refused(
+                name,
+                format!("the token was not revoked ({status})"),
+            )),
+        }
+    }
+}
+
 #[derive(Deserialize)]
 struct TokenAnswer {
     access_token: Option<String>,

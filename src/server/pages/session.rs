@@ -313,7 +313,8 @@ pub async fn load(
     timeline.extend(
         audit_rows
             .iter()
-            .filter(|a| a.action != "session.started")
+            // Its start is the row's own; how long stages took is for the log.
+            .filter(|a| a.action != "session.started" && a.action != "execution.timed")
             .map(|a| Moment {
                 at: a.at,
                 when: age(now - a.at),
@@ -342,25 +343,32 @@ pub async fn load(
             .and_then(|p| pull_url(state, row.forge, &row.repo, p.0)),
         timeline,
         contracts,
-        dossier: dossier.map(|d| DossierView {
-            beliefs: d.beliefs,
-            open_questions: d.open_questions,
-            observations: d
-                .observations
-                .into_iter()
-                .map(|o| (o.source, o.text))
-                .collect(),
-            scout_reports: d
-                .scout_reports
-                .into_iter()
-                .map(|r| ScoutView {
-                    question: r.question,
-                    findings: r.findings,
-                    evidence: r.evidence,
-                    confidence: r.confidence,
-                })
-                .collect(),
-        }),
+        dossier: dossier
+            .filter(|d| {
+                !(d.beliefs.is_empty()
+                    && d.open_questions.is_empty()
+                    && d.observations.is_empty()
+                    && d.scout_reports.is_empty())
+            })
+            .map(|d| DossierView {
+                beliefs: d.beliefs,
+                open_questions: d.open_questions,
+                observations: d
+                    .observations
+                    .into_iter()
+                    .map(|o| (o.source, o.text))
+                    .collect(),
+                scout_reports: d
+                    .scout_reports
+                    .into_iter()
+                    .map(|r| ScoutView {
+                        question: r.question,
+                        findings: r.findings,
+                        evidence: r.evidence,
+                        confidence: r.confidence,
+                    })
+                    .collect(),
+            }),
         attempts,
         costs,
         total_cost: model_usage::usd(total),
