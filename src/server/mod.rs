@@ -57,7 +57,8 @@ pub enum Role {
 pub fn router(state: AppState, role: Role) -> Router {
     let mut router = Router::new()
         .route("/healthz", get(health::healthz))
-        .route("/readyz", get(health::readyz));
+        .route("/readyz", get(health::readyz))
+        .route("/assets/live.js", get(pages::live_script));
     // Moved to a listener of its own, the main one (often public) does not serve it at all.
     if state.settings.metrics_listen.is_none() {
         router = router.route("/metrics", get(metrics::metrics));
@@ -88,6 +89,14 @@ pub fn router(state: AppState, role: Role) -> Router {
                     .route("/sign-in/{forge}", get(pages::forge_sign_in))
                     .route("/sign-in/{forge}/callback", get(pages::forge_callback))
                     .route("/sessions/{id}", get(pages::session_page))
+                    .route(
+                        "/sessions/{id}/attempts/{run}/transcript",
+                        get(pages::transcript_page),
+                    )
+                    .route(
+                        "/sessions/{id}/attempts/{run}/transcript/raw",
+                        get(pages::transcript_raw),
+                    )
                     .layer(axum::middleware::map_response(pages::private_headers)),
             );
     }

@@ -496,6 +496,46 @@ async fn a_finished_session_shows_its_contract_verification_and_cost(on: ForgeKi
         "{json:#}"
     );
 
+    assert_eq!(attempt["transcript"], true, "{attempt:#}");
+    let transcript = format!(
+        "{base}/sessions/{}/attempts/{}/transcript",
+        session.id.as_str(),
+        attempt["id"].as_str().unwrap()
+    );
+    let paged: Value = world
+        .server
+        .client
+        .get(&transcript)
+        .bearer_auth(support::ADMIN_TOKEN)
+        .header("accept", "application/json")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let entries = paged["entries"].as_array().unwrap();
+    assert!(!entries.is_empty(), "{paged:#}");
+    assert_eq!(entries[0]["line"], 1);
+    let raw = world
+        .server
+        .client
+        .get(format!("{transcript}/raw"))
+        .bearer_auth(support::ADMIN_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(raw.status(), 200);
+    assert!(
+        raw.headers()["content-disposition"]
+            .to_str()
+            .unwrap()
+            .starts_with("attachment;")
+    );
+    // One entry per line of the raw file, all of it on the first page here.
+    assert_eq!(paged["more"], false);
+    assert_eq!(raw.text().await.unwrap().lines().count(), entries.len());
+
     let page = world
         .server
         .client
@@ -633,6 +673,67 @@ async fn people_sign_in_with_github_and_see_only_the_sessions_they_can_read() {
     assert!(
         answers.iter().all(|a| a == &answers[2] && a.0 == 404),
         "{answers:?}"
+    );
+
+    let run = planwright::ids::RunId::generate();
+    {
+        let mut conn = db.db.pool.acquire().await.unwrap();
+        planwright::store::runs::insert(
+            &mut conn,
+            &planwright::store::runs::NewRun {
+                id: &run,
+                session: &SessionId("s-0".into()),
+                version: 2,
+                attempt: 1,
+                executor: "builtin",
+                branch: "planwright/7-x",
+                workspace: "",
+                environment: "host",
+            },
+        )
+        .await
+        .unwrap();
+    }
+    let records = db
+        .dir
+        .path()
+        .join("runs")
+        .join(run.as_str())
+        .join("executor");
+    std::fs::create_dir_all(&records).unwrap();
+    std::fs::write(
+        records.join("transcript.jsonl"),
+        "{\"type\":\"tool_call\",\"input\":\"<script>alert(1)</script>\"}\n",
+    )
+    .unwrap();
+    let transcript = format!("/sessions/s-0/attempts/{}/transcript", run.as_str());
+    let page = get(&server, &transcript, Some(&cookie)).await;
+    assert_eq!(page.status(), 200);
+    let page = page.text().await.unwrap();
+    assert!(
+        page.contains("tool_call") && !page.contains("<script>alert"),
+        "{page}"
+    );
+    assert!(
+        !page.contains("/raw"),
+        "a person is offered the raw file:\n{page}"
+    );
+    assert_eq!(
+        get(&server, &format!("{transcript}/raw"), Some(&cookie))
+            .await
+            .status(),
+        404
+    );
+    // Another session's transcript path with this run: no such thing.
+    assert_eq!(
+        get(
+            &server,
+            &format!("/sessions/s-private/attempts/{}/transcript", run.as_str()),
+            Some(&cookie)
+        )
+        .await
+        .status(),
+        404
     );
 
     // Signing out ends this sign-in everywhere (a copy of the cookie is refused) and
@@ -860,10 +961,7 @@ async fn in_a_browser_the_operator_signs_in_and_reads_a_finished_session() {
         (s.contract_version == Some(2) && s.state.as_str() == "awaiting_approval").then_some(())
     })
     .await;
-    world
-        .comment(&world.maintainer, "/approve", "browser-approve")
-        .await;
-    let session = world.wait_for_state("pr_opened").await;
+    let session = world.session().await;
     let base = world.server.base.clone();
 
     let browser = Browser::start(1280, 2400).await;
@@ -893,6 +991,21 @@ async fn in_a_browser_the_operator_signs_in_and_reads_a_finished_session() {
             .url()
             .await
             .ends_with(&format!("/sessions/{}", session.id.as_str()))
+            .then_some(())
+    })
+    .await;
+    // The page stays open while the contract is approved and carried out: it follows
+    // the session on its own, without anyone reloading it.
+    assert!(browser.source().await.contains("awaiting approval"));
+    world
+        .comment(&world.maintainer, "/approve", "browser-approve")
+        .await;
+    world.wait_for_state("pr_opened").await;
+    support::eventually("the open page to show the pull request", || async {
+        browser
+            .source()
+            .await
+            .contains("pull request opened")
             .then_some(())
     })
     .await;

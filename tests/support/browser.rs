@@ -24,7 +24,10 @@ pub struct Browser {
 
 impl Drop for Browser {
     fn drop(&mut self) {
-        let _ = self.driver.kill();
+        // chromedriver, and every browser process it started, which killing chromedriver
+        // alone would leave running.
+        let group = format!("-{}", self.driver.id());
+        let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
         let _ = self.driver.wait();
     }
 }
@@ -37,8 +40,11 @@ fn chromium() -> String {
 impl Browser {
     /// Starts chromedriver and a headless Chromium `width`×`height` pixels large.
     pub async fn start(width: u32, height: u32) -> Browser {
+        use std::os::unix::process::CommandExt as _;
         let mut driver = Command::new("chromedriver")
             .arg("--port=0")
+            // A group of its own, so the browser it starts goes with it.
+            .process_group(0)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()

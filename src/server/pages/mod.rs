@@ -7,6 +7,7 @@ mod access;
 pub mod auth;
 mod oauth;
 mod session;
+mod transcript;
 
 use askama::Template;
 use axum::Form;
@@ -657,14 +658,165 @@ pub async fn session_page(
         return Json(view).into_response();
     }
     let csrf = visit.csrf.unwrap_or_default();
-    html(
+    let mut page = html(
         StatusCode::OK,
         &session::SessionPage {
             s: &view,
             csrf: &csrf,
         },
         Some(super::setup::SAME_ORIGIN),
+    );
+    if view.live.is_some() {
+        allow_own_script(&mut page);
+    }
+    page
+}
+
+/// Lets a page run planwright's own scripts and ask its own address: for the live
+/// updates of a running session.
+fn allow_own_script(page: &mut Response) {
+    let headers = page.headers_mut();
+    let csp = headers
+        .get(header::CONTENT_SECURITY_POLICY)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("default-src 'none'")
+        .replacen(
+            "default-src 'none';",
+            "default-src 'none'; script-src 'self'; connect-src 'self';",
+            1,
+        );
+    if let Ok(value) = HeaderValue::from_str(&csp) {
+        headers.insert(header::CONTENT_SECURITY_POLICY, value);
+    }
+}
+
+/// `GET /assets/live.js`: reloads a running session's page when the session moves on.
+pub async fn live_script() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
+            (header::CACHE_CONTROL, "public, max-age=3600"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        ],
+        include_str!("../../../templates/live.js"),
     )
+        .into_response()
+}
+
+#[derive(Deserialize, Default)]
+pub struct TranscriptQuery {
+    #[serde(default)]
+    page: usize,
+}
+
+/// The run `run` of a session the viewer may see, and its transcript file.
+async fn transcript_of(
+    state: &AppState,
+    visit: &Visit,
+    id: &SessionId,
+    run: &str,
+) -> anyhow::Result<Option<std::path::PathBuf>> {
+    if session::visible(state, &visit.viewer, id).await?.is_none() {
+        return Ok(None);
+    }
+    let mut conn = state.db.pool.acquire().await?;
+    let runs = crate::store::runs::for_session(&mut conn, id).await?;
+    drop(conn);
+    // The path comes from the stored run, never from the request.
+    Ok(runs
+        .iter()
+        .find(|r| r.id.as_str() == run)
+        .and_then(|r| transcript::path(&state.settings.data_dir, r.id.as_str())))
+}
+
+/// `GET /sessions/{id}/attempts/{run}/transcript`: the transcript, distilled, a page at
+/// a time.
+pub async fn transcript_page(
+    State(state): State<AppState>,
+    Path((id, run)): Path<(String, String)>,
+    Query(query): Query<TranscriptQuery>,
+    headers: HeaderMap,
+) -> Response {
+    let Some(visit) = who(&state, &headers).await else {
+        return sign_in_needed(&state, &headers);
+    };
+    let id = SessionId(id);
+    let path = match transcript_of(&state, &visit, &id, &run).await {
+        Ok(Some(path)) => path,
+        Ok(None) => return not_found(&headers),
+        Err(e) => {
+            if let (Some(AccessError::SignInAgain), Viewer::Person(p)) =
+                (e.downcast_ref::<AccessError>(), &visit.viewer)
+            {
+                return sign_in_again(&state, &headers, p.forge);
+            }
+            return not_found(&headers);
+        }
+    };
+    let page = query.page;
+    let read = tokio::task::spawn_blocking(move || transcript::read(&path, page)).await;
+    let Ok(Ok((entries, more, bytes))) = read else {
+        return not_found(&headers);
+    };
+    let view = transcript::TranscriptView {
+        session: id.as_str().to_owned(),
+        run,
+        page,
+        entries,
+        more,
+        bytes,
+        raw: visit.viewer.is_operator(),
+    };
+    if wants_json(&headers) {
+        return Json(view).into_response();
+    }
+    let csrf = visit.csrf.unwrap_or_default();
+    html(
+        StatusCode::OK,
+        &transcript::TranscriptPage {
+            t: &view,
+            csrf: &csrf,
+        },
+        Some(super::setup::SAME_ORIGIN),
+    )
+}
+
+/// `GET /sessions/{id}/attempts/{run}/transcript/raw`: the raw file, for the operator
+/// only (it may hold the repository's code and command output in full).
+pub async fn transcript_raw(
+    State(state): State<AppState>,
+    Path((id, run)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    let Some(visit) = who(&state, &headers).await else {
+        return sign_in_needed(&state, &headers);
+    };
+    if !visit.viewer.is_operator() {
+        return not_found(&headers);
+    }
+    let id = SessionId(id);
+    let Ok(Some(path)) = transcript_of(&state, &visit, &id, &run).await else {
+        return not_found(&headers);
+    };
+    let Ok(file) = tokio::fs::File::open(&path).await else {
+        return not_found(&headers);
+    };
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("transcript");
+    let disposition = format!("attachment; filename=\"{run}-{name}\"");
+    let mut response =
+        axum::body::Body::from_stream(tokio_util::io::ReaderStream::new(file)).into_response();
+    let out = response.headers_mut();
+    out.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/octet-stream"),
+    );
+    if let Ok(value) = HeaderValue::from_str(&disposition) {
+        out.insert(header::CONTENT_DISPOSITION, value);
+    }
+    response
 }
 
 /// The page on its forge.

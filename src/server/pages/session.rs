@@ -12,6 +12,7 @@ use super::{AppState, age, issue_url, markdown_html, pull_url};
 use crate::contract::{Base, Contract, ContractDiff, ContractVersion, RenderContext, SourceLinks};
 use crate::ids::{CommitSha, SessionId};
 use crate::planner::dossier::Dossier;
+use crate::store::state::SessionState;
 use crate::store::{audit, model_usage, now_ms, runs, sessions};
 use crate::verify::VerificationReport;
 
@@ -41,6 +42,10 @@ pub struct SessionView {
     pub total_cost: String,
     /// Spend over time, for the chart: (ms since the session began, cumulative microdollars).
     pub spend: Vec<(i64, i64)>,
+    /// While the session can still move on: what the page was made from (its last
+    /// change and the length of its timeline), which the page's script compares.
+    #[serde(skip)]
+    pub live: Option<String>,
     #[serde(skip)]
     pub chart: Option<Chart>,
 }
@@ -107,6 +112,8 @@ pub struct AttemptView {
     pub verification: Option<VerificationReport>,
     pub accepted: Option<bool>,
     pub findings: Option<String>,
+    /// Whether its executor left a transcript.
+    pub transcript: bool,
     #[serde(skip)]
     pub verification_html: Option<String>,
 }
@@ -150,27 +157,39 @@ enum Outcome {
     Other(serde::de::IgnoredAny),
 }
 
+/// The session's row, when `viewer` may see it: `None` when there is none or it is not
+/// theirs (another forge's, or of a repository the person cannot read), alike.
+pub async fn visible(
+    state: &AppState,
+    viewer: &Viewer,
+    id: &SessionId,
+) -> anyhow::Result<Option<sessions::SessionRow>> {
+    let mut conn = state.db.pool.acquire().await?;
+    let Some(row) = sessions::get(&mut conn, id).await? else {
+        return Ok(None);
+    };
+    drop(conn);
+    if let Viewer::Person(person) = viewer
+        && (row.forge != person.forge
+            || super::readable(state, person, std::slice::from_ref(&row.repo))
+                .await?
+                .is_empty())
+    {
+        return Ok(None);
+    }
+    Ok(Some(row))
+}
+
 /// The session as `viewer` may see it; `None` when there is none or it is not theirs.
 pub async fn load(
     state: &AppState,
     viewer: &Viewer,
     id: &SessionId,
 ) -> anyhow::Result<Option<SessionView>> {
-    let mut conn = state.db.pool.acquire().await?;
-    let Some(row) = sessions::get(&mut conn, id).await? else {
+    let Some(row) = visible(state, viewer, id).await? else {
         return Ok(None);
     };
-    if let Viewer::Person(person) = viewer {
-        // Another forge's session, or a repository the person cannot read: as if there
-        // were no such session.
-        if row.forge != person.forge
-            || super::readable(state, person, std::slice::from_ref(&row.repo))
-                .await?
-                .is_empty()
-        {
-            return Ok(None);
-        }
-    }
+    let mut conn = state.db.pool.acquire().await?;
     let title = sessions::issue_snapshot(&mut conn, id)
         .await?
         .map(|(title, _)| title);
@@ -269,6 +288,7 @@ pub async fn load(
             verification,
             accepted,
             findings,
+            transcript: super::transcript::path(&state.settings.data_dir, r.id.as_str()).is_some(),
         });
     }
 
@@ -325,6 +345,11 @@ pub async fn load(
     timeline.sort_by_key(|m| m.at);
 
     let chart = chart(&spend);
+    let live = (!matches!(
+        row.state,
+        SessionState::PrOpened | SessionState::Failed | SessionState::Cancelled
+    ))
+    .then(|| format!("{}:{}", row.updated_at, timeline.len()));
     Ok(Some(SessionView {
         id: row.id.as_str().to_owned(),
         forge: row.forge.as_str(),
@@ -374,6 +399,7 @@ pub async fn load(
         total_cost: model_usage::usd(total),
         spend,
         chart,
+        live,
     }))
 }
 
