@@ -89,6 +89,7 @@ pub fn router(state: AppState, role: Role) -> Router {
                     .route("/sign-in/{forge}", get(pages::forge_sign_in))
                     .route("/sign-in/{forge}/callback", get(pages::forge_callback))
                     .route("/sessions/{id}", get(pages::session_page))
+                    .route("/repos/{forge}/{*repo}", get(pages::repository_page))
                     .route(
                         "/sessions/{id}/attempts/{run}/transcript",
                         get(pages::transcript_page),

@@ -429,6 +429,22 @@ impl Budget {
 }
 
 /// Micro-USD as the dollars a person reads.
+/// What the models cost for a repository's sessions, call by call: (when, microdollars).
+pub async fn spent_on_repository(
+    db: &Db,
+    forge: crate::event::ForgeKind,
+    repo: &crate::ids::RepoName,
+) -> Result<Vec<(i64, i64)>> {
+    Ok(sqlx::query_as::<_, (i64, i64)>(
+        "SELECT u.at, u.cost_microusd FROM model_usage u JOIN sessions s ON s.id = u.session_id \
+         WHERE s.forge = $1 AND s.repo = $2 ORDER BY u.at",
+    )
+    .bind(forge)
+    .bind(repo)
+    .fetch_all(&db.pool)
+    .await?)
+}
+
 pub fn usd(microusd: i64) -> String {
     format!("${:.4}", microusd as f64 / 1_000_000.0)
 }

@@ -128,6 +128,24 @@ pub async fn list_filtered(db: &Db, filter: &Filter<'_>, limit: i64) -> Result<V
     Ok(query.bind(limit).fetch_all(&db.pool).await?)
 }
 
+/// The settings (`BoundSettings` JSON) the newest contract of a repository recorded, and
+/// the commit they were read at.
+pub async fn latest_settings(
+    conn: &mut AnyConnection,
+    forge: ForgeKind,
+    repo: &RepoName,
+) -> Result<Option<(String, String)>> {
+    Ok(sqlx::query_as::<_, (String, String)>(
+        "SELECT c.settings, c.base_sha FROM contracts c JOIN sessions s ON s.id = c.session_id \
+         WHERE s.forge = $1 AND s.repo = $2 AND c.settings IS NOT NULL \
+         ORDER BY c.created_at DESC, c.version DESC LIMIT 1",
+    )
+    .bind(forge)
+    .bind(repo)
+    .fetch_optional(conn)
+    .await?)
+}
+
 /// Every repository that has a session (on `forge`, when given), in name order.
 pub async fn repositories(db: &Db, forge: Option<ForgeKind>) -> Result<Vec<RepoName>> {
     Ok(sqlx::query_scalar::<_, RepoName>(

@@ -497,6 +497,44 @@ async fn a_finished_session_shows_its_contract_verification_and_cost(on: ForgeKi
     );
 
     assert_eq!(attempt["transcript"], true, "{attempt:#}");
+    // The repository's page: the settings the contract was planned with, the session,
+    // the month's cost.
+    let repository: Value = world
+        .server
+        .client
+        .get(format!(
+            "{base}/repos/{}/{}",
+            json["forge"].as_str().unwrap(),
+            json["repo"].as_str().unwrap()
+        ))
+        .bearer_auth(support::ADMIN_TOKEN)
+        .header("accept", "application/json")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        repository["sessions"][0]["id"], json["id"],
+        "{repository:#}"
+    );
+    let settings: Vec<&str> = repository["settings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|kv| kv[0].as_str().unwrap())
+        .collect();
+    assert!(
+        settings.contains(&"test") && settings.contains(&"budget_usd"),
+        "{settings:?}"
+    );
+    assert_eq!(
+        repository["months"].as_array().unwrap().len(),
+        1,
+        "{repository:#}"
+    );
+    assert!(repository["months"][0]["cost_microusd"].as_i64().unwrap() > 0);
     let transcript = format!(
         "{base}/sessions/{}/attempts/{}/transcript",
         session.id.as_str(),
@@ -724,6 +762,24 @@ async fn people_sign_in_with_github_and_see_only_the_sessions_they_can_read() {
             .status(),
         404
     );
+    // The repository pages follow the same access.
+    assert_eq!(
+        get(&server, "/repos/github/acme/widgets", Some(&cookie))
+            .await
+            .status(),
+        200
+    );
+    for hidden in [
+        "/repos/github/acme/vault",
+        "/repos/gitlab/acme/widgets",
+        "/repos/github/acme/nothing",
+    ] {
+        assert_eq!(
+            get(&server, hidden, Some(&cookie)).await.status(),
+            404,
+            "{hidden}"
+        );
+    }
     // Another session's transcript path with this run: no such thing.
     assert_eq!(
         get(

@@ -6,6 +6,7 @@
 mod access;
 pub mod auth;
 mod oauth;
+mod repository;
 mod session;
 mod transcript;
 
@@ -495,6 +496,25 @@ struct HomeRow {
     failed: bool,
 }
 
+/// A session as lists show it.
+fn home_row(s: &sessions::SessionRow, now: i64) -> HomeRow {
+    HomeRow {
+        id: s.id.as_str().to_owned(),
+        forge: s.forge.as_str(),
+        repo: s.repo.to_string(),
+        issue: s.issue_number.0,
+        state: s.state.as_str(),
+        stage: s.state.describe(),
+        contract_version: s.contract_version,
+        cost: crate::store::model_usage::usd(s.cost_microusd),
+        cost_microusd: s.cost_microusd,
+        age: age(now - s.created_at),
+        created_at: s.created_at,
+        updated_at: s.updated_at,
+        failed: s.state == crate::store::state::SessionState::Failed,
+    }
+}
+
 #[derive(Serialize)]
 struct InstallationRow {
     forge: &'static str,
@@ -573,24 +593,7 @@ async fn load_home(state: &AppState, viewer: &Viewer, query: &HomeQuery) -> anyh
     )
     .await?;
     let now = now_ms();
-    let sessions = rows
-        .into_iter()
-        .map(|s| HomeRow {
-            id: s.id.as_str().to_owned(),
-            forge: s.forge.as_str(),
-            repo: s.repo.to_string(),
-            issue: s.issue_number.0,
-            state: s.state.as_str(),
-            stage: s.state.describe(),
-            contract_version: s.contract_version,
-            cost: crate::store::model_usage::usd(s.cost_microusd),
-            cost_microusd: s.cost_microusd,
-            age: age(now - s.created_at),
-            created_at: s.created_at,
-            updated_at: s.updated_at,
-            failed: s.state == crate::store::state::SessionState::Failed,
-        })
-        .collect();
+    let sessions = rows.iter().map(|s| home_row(s, now)).collect();
     let mut conn = state.db.pool.acquire().await?;
     let mut installation_rows = Vec::new();
     if viewer.is_operator() {
@@ -688,6 +691,48 @@ fn allow_own_script(page: &mut Response) {
     if let Ok(value) = HeaderValue::from_str(&csp) {
         headers.insert(header::CONTENT_SECURITY_POLICY, value);
     }
+}
+
+/// `GET /repos/{forge}/{repo}`: a repository's settings, recent sessions and cost per
+/// month.
+pub async fn repository_page(
+    State(state): State<AppState>,
+    Path((forge, repo)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    let Some(visit) = who(&state, &headers).await else {
+        return sign_in_needed(&state, &headers);
+    };
+    let (Ok(forge), Ok(repo)) = (forge.parse::<ForgeKind>(), RepoName::parse(&repo)) else {
+        return not_found(&headers);
+    };
+    let view = match repository::load(&state, &visit.viewer, forge, &repo).await {
+        Ok(Some(view)) => view,
+        Ok(None) => return not_found(&headers),
+        Err(e) => {
+            if let (Some(AccessError::SignInAgain), Viewer::Person(p)) =
+                (e.downcast_ref::<AccessError>(), &visit.viewer)
+            {
+                return sign_in_again(&state, &headers, p.forge);
+            }
+            if matches!(visit.viewer, Viewer::Person(_)) {
+                return not_found(&headers);
+            }
+            return unavailable("a repository page", &e);
+        }
+    };
+    if wants_json(&headers) {
+        return Json(view).into_response();
+    }
+    let csrf = visit.csrf.unwrap_or_default();
+    html(
+        StatusCode::OK,
+        &repository::RepositoryPage {
+            r: &view,
+            csrf: &csrf,
+        },
+        Some(super::setup::SAME_ORIGIN),
+    )
 }
 
 /// `GET /assets/live.js`: reloads a running session's page when the session moves on.
