@@ -124,6 +124,18 @@ fn csrf_of(page: &str) -> String {
     page[at..].split('"').next().unwrap().to_owned()
 }
 
+/// Posts the sign-out form with `csrf`, as a browser does.
+async fn sign_out(server: &TestServer, cookie: &str, csrf: &str) -> reqwest::Response {
+    browser()
+        .post(format!("{}/sign-out", server.base))
+        .header("cookie", cookie)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(form_body(&[("csrf", csrf)]))
+        .send()
+        .await
+        .unwrap()
+}
+
 /// Signs in through the form, as a browser does; the session cookie.
 async fn sign_in(server: &TestServer, token: &str) -> reqwest::Response {
     let form = browser()
@@ -324,24 +336,10 @@ async fn the_operator_signs_in_with_the_token_form_sees_every_session_and_signs_
 
     // Signing out needs the page's CSRF token; then the cookie is gone.
     let csrf = csrf_of(&page);
-    let forged = browser()
-        .post(format!("{}/sign-out", server.base))
-        .header("cookie", &cookie)
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(form_body(&[("csrf", "0".repeat(48).as_str())]))
-        .send()
-        .await
-        .unwrap();
+    let forged = sign_out(&server, &cookie, "0".repeat(48).as_str()).await;
     assert_eq!(forged.status(), 403);
     assert_eq!(get(&server, "/", Some(&cookie)).await.status(), 200);
-    let out = browser()
-        .post(format!("{}/sign-out", server.base))
-        .header("cookie", &cookie)
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(form_body(&[("csrf", csrf.as_str())]))
-        .send()
-        .await
-        .unwrap();
+    let out = sign_out(&server, &cookie, csrf.as_str()).await;
     assert_eq!(out.status(), 303);
     let removed = out.headers()["set-cookie"].to_str().unwrap();
     assert!(
@@ -795,14 +793,7 @@ async fn people_sign_in_with_github_and_see_only_the_sessions_they_can_read() {
     // Signing out ends this sign-in everywhere (a copy of the cookie is refused) and
     // hands the token back to GitHub.
     assert_eq!(github.user_tokens(), 1);
-    let out = browser()
-        .post(format!("{}/sign-out", server.base))
-        .header("cookie", &cookie)
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(form_body(&[("csrf", csrf.as_str())]))
-        .send()
-        .await
-        .unwrap();
+    let out = sign_out(&server, &cookie, csrf.as_str()).await;
     assert_eq!(out.status(), 303);
     assert_eq!(get(&server, "/", Some(&cookie)).await.status(), 401);
     assert_eq!(github.user_tokens(), 0);
@@ -920,14 +911,7 @@ async fn people_sign_in_with_gitlab_and_see_only_their_projects() {
     let page = get(&server, "/sessions/g-1", Some(&cookie)).await;
     assert_eq!(page.status(), 200);
     let csrf = csrf_of(&page.text().await.unwrap());
-    let out = browser()
-        .post(format!("{}/sign-out", server.base))
-        .header("cookie", &cookie)
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(form_body(&[("csrf", csrf.as_str())]))
-        .send()
-        .await
-        .unwrap();
+    let out = sign_out(&server, &cookie, csrf.as_str()).await;
     assert_eq!(out.status(), 303);
     assert_eq!(gitlab.user_tokens(), 0, "the token was not revoked");
     assert_eq!(

@@ -423,34 +423,61 @@ pub async fn sign_out(
         .into_response()
 }
 
-fn forbidden(headers: &HeaderMap) -> Response {
+/// A refusal as the caller asked for it: JSON with `error`, or a page saying `message`.
+fn refusal(
+    headers: &HeaderMap,
+    status: StatusCode,
+    error: &str,
+    title: &str,
+    message: &str,
+) -> Response {
     if wants_json(headers) {
-        return (
-            StatusCode::FORBIDDEN,
-            Json(serde_json::json!({"error": "the form's CSRF token does not match"})),
-        )
-            .into_response();
+        return (status, Json(serde_json::json!({ "error": error }))).into_response();
     }
-    super::setup::message_page(
+    super::setup::message_page(status, title, message)
+}
+
+fn forbidden(headers: &HeaderMap) -> Response {
+    refusal(
+        headers,
         StatusCode::FORBIDDEN,
+        "the form's CSRF token does not match",
         "Refused",
         "This form did not come from this page (its CSRF token does not match). Go back, reload, and try again.",
     )
 }
 
 fn not_found(headers: &HeaderMap) -> Response {
-    if wants_json(headers) {
-        return (
-            StatusCode::NOT_FOUND,
-            Json(serde_json::json!({"error": "no such session"})),
-        )
-            .into_response();
-    }
-    super::setup::message_page(
+    refusal(
+        headers,
         StatusCode::NOT_FOUND,
+        "no such session",
         "Not found",
         "There is no such session, or it is not yours to see.",
     )
+}
+
+/// What a page about one session or repository answers when its data could not be
+/// read. A person whose forge no longer takes their token signs in again; a person whose
+/// access could not be told gets the 404 of something they may not see; anything else
+/// is the database's failure.
+fn load_failed(
+    state: &AppState,
+    headers: &HeaderMap,
+    viewer: &Viewer,
+    what: &str,
+    e: &anyhow::Error,
+) -> Response {
+    match (e.downcast_ref::<AccessError>(), viewer) {
+        (Some(AccessError::SignInAgain), Viewer::Person(p)) => {
+            sign_in_again(state, headers, p.forge)
+        }
+        (_, Viewer::Person(_)) => {
+            tracing::warn!(error = %format!("{e:#}"), "Could not tell whether a person may read {what}");
+            not_found(headers)
+        }
+        _ => unavailable(what, e),
+    }
 }
 
 fn unavailable(what: &str, e: &anyhow::Error) -> Response {
@@ -642,20 +669,7 @@ pub async fn session_page(
     let view = match session::load(&state, &visit.viewer, &id).await {
         Ok(Some(view)) => view,
         Ok(None) => return not_found(&headers),
-        Err(e) => {
-            if let (Some(AccessError::SignInAgain), Viewer::Person(p)) =
-                (e.downcast_ref::<AccessError>(), &visit.viewer)
-            {
-                return sign_in_again(&state, &headers, p.forge);
-            }
-            if let (Some(AccessError::Unavailable(why)), Viewer::Person(_)) =
-                (e.downcast_ref::<AccessError>(), &visit.viewer)
-            {
-                tracing::warn!(error = %why, "Could not tell whether a person may read a session");
-                return not_found(&headers);
-            }
-            return unavailable("a session page", &e);
-        }
+        Err(e) => return load_failed(&state, &headers, &visit.viewer, "a session page", &e),
     };
     if wants_json(&headers) {
         return Json(view).into_response();
@@ -710,15 +724,7 @@ pub async fn repository_page(
         Ok(Some(view)) => view,
         Ok(None) => return not_found(&headers),
         Err(e) => {
-            if let (Some(AccessError::SignInAgain), Viewer::Person(p)) =
-                (e.downcast_ref::<AccessError>(), &visit.viewer)
-            {
-                return sign_in_again(&state, &headers, p.forge);
-            }
-            if matches!(visit.viewer, Viewer::Person(_)) {
-                return not_found(&headers);
-            }
-            return unavailable("a repository page", &e);
+            return load_failed(&state, &headers, &visit.viewer, "a repository page", &e);
         }
     };
     if wants_json(&headers) {
@@ -789,14 +795,7 @@ pub async fn transcript_page(
     let path = match transcript_of(&state, &visit, &id, &run).await {
         Ok(Some(path)) => path,
         Ok(None) => return not_found(&headers),
-        Err(e) => {
-            if let (Some(AccessError::SignInAgain), Viewer::Person(p)) =
-                (e.downcast_ref::<AccessError>(), &visit.viewer)
-            {
-                return sign_in_again(&state, &headers, p.forge);
-            }
-            return not_found(&headers);
-        }
+        Err(e) => return load_failed(&state, &headers, &visit.viewer, "a transcript", &e),
     };
     let page = query.page;
     let read = tokio::task::spawn_blocking(move || transcript::read(&path, page)).await;
