@@ -56,6 +56,21 @@ pub fn record(forge: &'static str, scope: &str, headers: &HeaderMap) {
     }
 }
 
+/// The call `what` for `scope`, held when only the reserve is left: a rate limit
+/// waiting for the reset, counted, instead of a request that would spend the rest.
+pub fn check(forge: &'static str, scope: &str, what: &str) -> Result<(), super::ForgeError> {
+    match held(forge, scope) {
+        None => Ok(()),
+        Some(wait) => {
+            crate::metrics::record_forge_request_held(forge);
+            Err(super::ForgeError::RateLimited {
+                what: what.to_owned(),
+                retry_after: Some(wait),
+            })
+        }
+    }
+}
+
 /// How long work for `scope` waits: until the reset, when what is left is down to the
 /// reserve and the reset is still ahead; `None` when it may go on.
 pub fn held(forge: &'static str, scope: &str) -> Option<Duration> {

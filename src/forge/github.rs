@@ -937,13 +937,7 @@ impl GithubForge {
             "{} (graphql)",
             self.shared.budget_scope(Some(self.installation))
         );
-        if let Some(wait) = super::budget::held("github", &budget) {
-            crate::metrics::record_forge_request_held("github");
-            return Err(ForgeError::RateLimited {
-                what: what.to_owned(),
-                retry_after: Some(wait),
-            });
-        }
+        super::budget::check("github", &budget, what)?;
         tracing::debug!(call = what, "forge request");
         let token = self
             .client
@@ -1121,13 +1115,7 @@ async fn attempt<T: DeserializeOwned>(
     what: &str,
 ) -> Result<T, ForgeError> {
     // Down to its reserve: the call waits for the reset instead of spending the rest.
-    if let Some(wait) = super::budget::held("github", budget) {
-        crate::metrics::record_forge_request_held("github");
-        return Err(ForgeError::RateLimited {
-            what: what.to_owned(),
-            retry_after: Some(wait),
-        });
-    }
+    super::budget::check("github", budget, what)?;
     tracing::debug!(call = what, "forge request");
     // A GET asked before goes conditional: a 304 is answered from what was kept.
     let sent = (*method == Method::GET)

@@ -193,13 +193,7 @@ impl GitlabForge {
         what: &str,
     ) -> Result<reqwest::Response, ForgeError> {
         // Down to its reserve: the call waits for the reset instead of spending the rest.
-        if let Some(wait) = super::budget::held("gitlab", &self.api) {
-            crate::metrics::record_forge_request_held("gitlab");
-            return Err(ForgeError::RateLimited {
-                what: what.to_owned(),
-                retry_after: Some(wait),
-            });
-        }
+        super::budget::check("gitlab", &self.api, what)?;
         tracing::debug!(call = what, "forge request");
         let mut request = self.http.request(method.clone(), url);
         if let Some(body) = body {

@@ -19,7 +19,6 @@
 
 use axum::http::{HeaderMap, header};
 use axum_extra::extract::cookie::{Cookie, Key, PrivateCookieJar, SameSite};
-use rand::RngCore as _;
 use secrecy::{ExposeSecret as _, SecretString};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
@@ -123,12 +122,8 @@ pub struct Flow {
 
 /// The deployment's cookie key, made once and shared through the database.
 pub async fn cookie_key(db: &Db) -> anyhow::Result<Key> {
-    let stored = secrets::get_or_insert(db, KEY_NAME, || {
-        let mut bytes = [0u8; 64];
-        rand::rng().fill_bytes(&mut bytes);
-        hex::encode(bytes)
-    })
-    .await?;
+    let stored =
+        secrets::get_or_insert(db, KEY_NAME, || hex::encode(rand::random::<[u8; 64]>())).await?;
     let bytes = hex::decode(stored.trim())
         .ok()
         .filter(|b| b.len() >= 64)
@@ -140,22 +135,15 @@ fn now() -> i64 {
     crate::store::now_ms() / 1000
 }
 
-/// A fresh random token (CSRF values, sign-in ids).
-fn random_token() -> String {
-    let mut bytes = [0u8; 24];
-    rand::rng().fill_bytes(&mut bytes);
-    hex::encode(bytes)
+/// A fresh random token: CSRF values, sign-in ids, a forge sign-in's `state` and PKCE
+/// verifier (64 hex characters, within PKCE's 43 to 128).
+pub fn random_token() -> String {
+    hex::encode(rand::random::<[u8; 32]>())
 }
 
 /// Whether `presented` is the operator's token, compared by digest in constant time.
 pub fn is_admin_token(presented: &str, admin: Option<&SecretString>) -> bool {
-    let Some(admin) = admin else { return false };
-    if presented.is_empty() {
-        return false;
-    }
-    Sha256::digest(presented.as_bytes())
-        .ct_eq(&Sha256::digest(admin.expose_secret().as_bytes()))
-        .into()
+    admin.is_some_and(|admin| !presented.is_empty() && same_token(presented, admin.expose_secret()))
 }
 
 /// What an operator's cookie keeps of the ADMIN_TOKEN it was signed in with.

@@ -224,8 +224,8 @@ pub async fn forge_sign_in(State(state): State<AppState>, Path(forge): Path<Stri
             "This planwright does not sign people in with that forge.",
         );
     };
-    let flow_state = oauth::random_value();
-    let verifier = oauth::random_value();
+    let flow_state = auth::random_token();
+    let verifier = auth::random_token();
     let location = provider.authorize(&state.settings.public_url, &flow_state, &verifier);
     let jar =
         state

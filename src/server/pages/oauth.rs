@@ -7,7 +7,6 @@
 use std::time::Duration;
 
 use base64::Engine as _;
-use rand::RngCore as _;
 use secrecy::{ExposeSecret as _, SecretString};
 use serde::Deserialize;
 use sha2::{Digest as _, Sha256};
@@ -304,13 +303,6 @@ struct UserAnswer {
 /// Fields URL-encoded, for a query or a form body.
 pub fn form_encode(pairs: &[(&str, &str)]) -> String {
     serde_urlencoded::to_string(pairs).unwrap_or_default()
-}
-
-/// A fresh `state` or PKCE verifier: 32 random bytes, URL-safe.
-pub fn random_value() -> String {
-    let mut bytes = [0u8; 32];
-    rand::rng().fill_bytes(&mut bytes);
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
 }
 
 /// The HTTP client the pages use towards the forges for people: no redirects (a token
