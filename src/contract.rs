@@ -747,7 +747,8 @@ impl SourceLinks {
         }
     }
 
-    fn link(&self, sha: &CommitSha, path: &str, lines: Option<LineRange>) -> Option<String> {
+    /// A file, or lines of it, at `sha` on the forge's web view.
+    pub fn file(&self, sha: &CommitSha, path: &str, lines: Option<LineRange>) -> Option<String> {
         let path = normalise_path(path);
         let path = percent_encoding::utf8_percent_encode(&path, PATH_SET).to_string();
         match self {
@@ -881,7 +882,7 @@ impl Contract {
                     Some(l) => format!("{}:{}", normalise_path(&e.path), l),
                     None => normalise_path(&e.path),
                 };
-                let location = match ctx.links.link(&ctx.base.sha, &e.path, e.lines) {
+                let location = match ctx.links.file(&ctx.base.sha, &e.path, e.lines) {
                     Some(url) => format!("[{}]({url})", code(&label)),
                     None => code(&label),
                 };

@@ -560,7 +560,7 @@ fn own_key(message: &str) -> Option<&str> {
 }
 
 /// The first line where `key:` starts (indented or not), for errors found after parsing.
-fn line_of(text: &str, key: &str) -> Option<usize> {
+pub fn line_of(text: &str, key: &str) -> Option<usize> {
     text.lines()
         .position(|l| {
             let l = l.trim_start().trim_start_matches("- ");

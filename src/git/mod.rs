@@ -134,6 +134,29 @@ impl MirrorCache {
         path
     }
 
+    /// A text file as committed at `commit` in the mirror, when the mirror, the commit and
+    /// the file are all there and it is at most `max_bytes`; for showing, never for
+    /// deciding (the forge stays the source of what a commit holds).
+    pub fn committed_text(
+        &self,
+        key: &MirrorKey,
+        commit: &str,
+        path: &str,
+        max_bytes: u64,
+    ) -> Option<String> {
+        let repo = Repository::open_bare(self.path(key)).ok()?;
+        let tree = repo
+            .find_commit(Oid::from_str(commit).ok()?)
+            .ok()?
+            .tree()
+            .ok()?;
+        let odb = repo.odb().ok()?;
+        match base_text(&repo, &odb, &tree, path, max_bytes).ok()? {
+            FileText::Text(text) => Some(text),
+            _ => None,
+        }
+    }
+
     /// Network operations (first clones and fetches) this cache has started.
     pub fn fetch_count(&self) -> u64 {
         self.fetches.load(Ordering::SeqCst)

@@ -494,6 +494,13 @@ async fn a_finished_session_shows_its_contract_verification_and_cost(on: ForgeKi
         "{json:#}"
     );
 
+    let checks = json["checks_url"].as_str().unwrap();
+    assert!(
+        checks.ends_with(&format!("/pull/{pull}/checks"))
+            || checks.ends_with(&format!("/-/merge_requests/{pull}/pipelines")),
+        "{checks}"
+    );
+
     assert_eq!(attempt["transcript"], true, "{attempt:#}");
     // The repository's page: the settings the contract was planned with, the session,
     // the month's cost.
@@ -517,15 +524,30 @@ async fn a_finished_session_shows_its_contract_verification_and_cost(on: ForgeKi
         repository["sessions"][0]["id"], json["id"],
         "{repository:#}"
     );
-    let settings: Vec<&str> = repository["settings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|kv| kv[0].as_str().unwrap())
-        .collect();
+    // Each value says which line of the settings file set it, read from the mirror at the
+    // commit the contract was planned at; a value the file does not set is the default.
+    let setting = |key: &str| {
+        repository["settings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["key"] == key)
+            .unwrap_or_else(|| panic!("no `{key}` in {repository:#}"))
+            .clone()
+    };
+    let test = setting("test");
+    assert_eq!(test["line"], 1, "{test:#}");
+    let source = repository["settings_source"].as_str().unwrap();
+    let commit = repository["settings_commit"].as_str().unwrap();
+    let link = test["link"].as_str().unwrap();
     assert!(
-        settings.contains(&"test") && settings.contains(&"budget_usd"),
-        "{settings:?}"
+        link.ends_with(&format!("/{commit}/{source}#L1")),
+        "{link} for {source} at {commit}"
+    );
+    let budget = setting("budget_usd");
+    assert!(
+        budget["line"].is_null() && budget["link"].is_null(),
+        "{budget:#}"
     );
     assert_eq!(
         repository["months"].as_array().unwrap().len(),

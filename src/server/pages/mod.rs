@@ -22,6 +22,7 @@ use tracing::error;
 
 use super::AppState;
 use super::setup::html;
+use crate::contract::SourceLinks;
 use crate::event::ForgeKind;
 use crate::ids::{RepoName, SessionId};
 use crate::store::{installations, now_ms, sessions, signed_out};
@@ -876,6 +877,24 @@ fn pull_url(state: &AppState, forge: ForgeKind, repo: &RepoName, pull: i64) -> O
     forge_base(state, forge, repo).map(|base| match forge {
         ForgeKind::Gitlab => format!("{base}/-/merge_requests/{pull}"),
         _ => format!("{base}/pull/{pull}"),
+    })
+}
+
+/// Where file references (contracts, observations, settings) link to.
+fn source_links(state: &AppState, forge: ForgeKind, repo: &RepoName) -> SourceLinks {
+    match forge_base(state, forge, repo) {
+        Some(url) if forge == ForgeKind::Gitlab => SourceLinks::GitLab { project_url: url },
+        Some(url) => SourceLinks::GitHub { repo_url: url },
+        None => SourceLinks::None,
+    }
+}
+
+/// Where the forge shows the checks of a pull (merge) request: planwright's check run
+/// on GitHub, its commit status (an external pipeline) on GitLab.
+fn checks_url(state: &AppState, forge: ForgeKind, repo: &RepoName, pull: i64) -> Option<String> {
+    forge_base(state, forge, repo).map(|base| match forge {
+        ForgeKind::Gitlab => format!("{base}/-/merge_requests/{pull}/pipelines"),
+        _ => format!("{base}/pull/{pull}/checks"),
     })
 }
 

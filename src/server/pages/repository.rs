@@ -8,12 +8,17 @@ use serde::Serialize;
 
 use super::auth::Viewer;
 use super::{AppState, HomeRow, home_row};
+use crate::config::repo::line_of;
+use crate::contract::LineRange;
 use crate::event::ForgeKind;
-use crate::ids::RepoName;
+use crate::git::MirrorKey;
+use crate::ids::{CommitSha, RepoName};
 use crate::store::{model_usage, now_ms, sessions};
 
 /// Sessions the page lists at most.
 const RECENT: i64 = 50;
+/// A settings file larger than this is not read for its line numbers.
+const SETTINGS_MAX_BYTES: u64 = 1 << 20;
 
 #[derive(Serialize)]
 pub struct RepositoryView {
@@ -24,10 +29,21 @@ pub struct RepositoryView {
     /// The commit they were read at.
     pub settings_commit: Option<String>,
     /// Each setting and its value, as recorded with the newest contract.
-    pub settings: Vec<(String, String)>,
+    pub settings: Vec<Setting>,
     pub sessions: Vec<HomeRow>,
     /// `YYYY-MM` → what the models cost that month.
     pub months: Vec<Month>,
+}
+
+#[derive(Serialize)]
+pub struct Setting {
+    pub key: String,
+    pub value: String,
+    /// The line of the settings file that sets it; `None`: the default, or the file could
+    /// not be read from the mirror.
+    pub line: Option<usize>,
+    /// That line on the forge.
+    pub link: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -83,6 +99,11 @@ pub async fn load(
                 .get("source")
                 .and_then(|s| s.as_str())
                 .map(str::to_owned);
+            let text = match &source {
+                Some(path) => settings_text(state, forge, repo, &commit, path).await,
+                None => None,
+            };
+            let links = super::source_links(state, forge, repo);
             let settings = value
                 .as_object()
                 .map(|fields| {
@@ -90,11 +111,27 @@ pub async fn load(
                         .iter()
                         .filter(|(key, _)| key.as_str() != "source")
                         .map(|(key, value)| {
-                            let shown = match value {
-                                serde_json::Value::String(s) => s.clone(),
-                                other => other.to_string(),
+                            let line = text.as_deref().and_then(|t| line_of(t, key));
+                            let link = match (&source, line) {
+                                (Some(path), Some(line)) => links.file(
+                                    &CommitSha(commit.clone()),
+                                    path,
+                                    Some(LineRange {
+                                        start: line as u32,
+                                        end: line as u32,
+                                    }),
+                                ),
+                                _ => None,
                             };
-                            (key.clone(), shown)
+                            Setting {
+                                key: key.clone(),
+                                value: match value {
+                                    serde_json::Value::String(s) => s.clone(),
+                                    other => other.to_string(),
+                                },
+                                line,
+                                link,
+                            }
                         })
                         .collect()
                 })
@@ -126,4 +163,24 @@ pub async fn load(
             })
             .collect(),
     }))
+}
+
+/// The settings file as committed, read from the repository's mirror, for the line of
+/// each value. `None` when the mirror is gone (pruned, or another process's disk).
+async fn settings_text(
+    state: &AppState,
+    forge: ForgeKind,
+    repo: &RepoName,
+    commit: &str,
+    path: &str,
+) -> Option<String> {
+    let key = MirrorKey::new(forge.as_str(), repo.clone()).ok()?;
+    let mirrors = crate::git::MirrorCache::new(&state.settings.data_dir);
+    let (commit, path) = (commit.to_owned(), path.to_owned());
+    tokio::task::spawn_blocking(move || {
+        mirrors.committed_text(&key, &commit, &path, SETTINGS_MAX_BYTES)
+    })
+    .await
+    .ok()
+    .flatten()
 }

@@ -8,8 +8,10 @@ use askama::Template;
 use serde::{Deserialize, Serialize};
 
 use super::auth::Viewer;
-use super::{AppState, age, issue_url, markdown_html, pull_url};
-use crate::contract::{Base, Contract, ContractDiff, ContractVersion, RenderContext, SourceLinks};
+use super::{AppState, age, checks_url, issue_url, markdown_html, pull_url};
+use crate::contract::{
+    Base, Contract, ContractDiff, ContractVersion, LineRange, RenderContext, SourceLinks,
+};
 use crate::ids::{CommitSha, SessionId};
 use crate::planner::dossier::Dossier;
 use crate::store::state::SessionState;
@@ -34,6 +36,8 @@ pub struct SessionView {
     pub age: String,
     pub issue_url: Option<String>,
     pub pull_url: Option<String>,
+    /// The pull request's checks, planwright's own among them.
+    pub checks_url: Option<String>,
     pub timeline: Vec<Moment>,
     pub contracts: Vec<ContractView>,
     pub dossier: Option<DossierView>,
@@ -83,8 +87,17 @@ pub struct ContractView {
 pub struct DossierView {
     pub beliefs: Vec<String>,
     pub open_questions: Vec<String>,
-    pub observations: Vec<(String, String)>,
+    pub observations: Vec<ObservationView>,
     pub scout_reports: Vec<ScoutView>,
+}
+
+#[derive(Serialize)]
+pub struct ObservationView {
+    /// What was looked at: `read_file src/parse.rs 40-52`, `search "x" in src`.
+    pub source: String,
+    pub text: String,
+    /// The file read, at the newest contract's base commit, on the forge.
+    pub link: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -202,7 +215,8 @@ pub async fn load(
     drop(conn);
     let usage = model_usage::list_by_session(&state.db, id).await?;
 
-    let links = links_for(state, &row);
+    let links = super::source_links(state, row.forge, &row.repo);
+    let newest_base = contract_rows.last().map(|c| CommitSha(c.base_sha.clone()));
     let mut contracts = Vec::with_capacity(contract_rows.len());
     let mut previous: Option<(Contract, String, Option<String>)> = None;
     for c in &contract_rows {
@@ -366,6 +380,9 @@ pub async fn load(
         pull_url: row
             .pull_number
             .and_then(|p| pull_url(state, row.forge, &row.repo, p.0)),
+        checks_url: row
+            .pull_number
+            .and_then(|p| checks_url(state, row.forge, &row.repo, p.0)),
         timeline,
         contracts,
         dossier: dossier
@@ -381,7 +398,13 @@ pub async fn load(
                 observations: d
                     .observations
                     .into_iter()
-                    .map(|o| (o.source, o.text))
+                    .map(|o| ObservationView {
+                        link: newest_base
+                            .as_ref()
+                            .and_then(|base| observation_link(&links, base, &o.source)),
+                        source: o.source,
+                        text: o.text,
+                    })
                     .collect(),
                 scout_reports: d
                     .scout_reports
@@ -403,14 +426,28 @@ pub async fn load(
     }))
 }
 
-/// Where the contract's source references link to.
-fn links_for(state: &AppState, row: &sessions::SessionRow) -> SourceLinks {
-    match super::forge_base(state, row.forge, &row.repo) {
-        Some(url) if row.forge == crate::event::ForgeKind::Gitlab => {
-            SourceLinks::GitLab { project_url: url }
-        }
-        Some(url) => SourceLinks::GitHub { repo_url: url },
-        None => SourceLinks::None,
+/// The file a `read_file` observation read (`read_file src/a.rs 40-52`, `… from 40`, or
+/// the whole file), on the forge at `base`.
+fn observation_link(links: &SourceLinks, base: &CommitSha, source: &str) -> Option<String> {
+    let rest = source.strip_prefix("read_file ")?.trim();
+    // The range, when there is one, is the last word: a path may hold spaces.
+    let ranged = rest.rsplit_once(' ').and_then(|(head, last)| {
+        let last = last.replace('"', "");
+        let (path, from) = match head.strip_suffix(" from") {
+            Some(path) => (path, true),
+            None => (head, false),
+        };
+        let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+        let lines = match last.split_once('-') {
+            Some((a, b)) if !from && digits(a) && digits(b) => LineRange::parse(&last)?,
+            None if from && digits(&last) => LineRange::parse(&last)?,
+            _ => return None,
+        };
+        Some((path, lines))
+    });
+    match ranged {
+        Some((path, lines)) => links.file(base, path.trim(), Some(lines)),
+        None => links.file(base, rest, None),
     }
 }
 
@@ -432,4 +469,50 @@ fn chart(spend: &[(i64, i64)]) -> Option<Chart> {
         total: model_usage::usd(total),
         span: age(span).trim_end_matches(" ago").to_owned(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_read_file_observation_links_to_the_lines_read() {
+        let github = SourceLinks::GitHub {
+            repo_url: "https://github.com/o/r".into(),
+        };
+        let base = CommitSha("a".repeat(40));
+        let at = |source: &str| observation_link(&github, &base, source);
+        let blob = format!("https://github.com/o/r/blob/{}", "a".repeat(40));
+        assert_eq!(
+            at("read_file src/parse.rs 40-52").unwrap(),
+            format!("{blob}/src/parse.rs#L40-L52")
+        );
+        assert_eq!(
+            at("read_file src/parse.rs \"40\"-\"52\"").unwrap(),
+            format!("{blob}/src/parse.rs#L40-L52")
+        );
+        assert_eq!(
+            at("read_file src/parse.rs from 7").unwrap(),
+            format!("{blob}/src/parse.rs#L7")
+        );
+        assert_eq!(
+            at("read_file README.md").unwrap(),
+            format!("{blob}/README.md")
+        );
+        assert_eq!(at("search \"x\" in src"), None);
+        let gitlab = SourceLinks::GitLab {
+            project_url: "https://gitlab.example/g/p".into(),
+        };
+        assert_eq!(
+            observation_link(&gitlab, &base, "read_file a b.rs 3-4").unwrap(),
+            format!(
+                "https://gitlab.example/g/p/-/blob/{}/a%20b.rs#L3-4",
+                "a".repeat(40)
+            )
+        );
+        assert_eq!(
+            observation_link(&SourceLinks::None, &base, "read_file a.rs"),
+            None
+        );
+    }
 }
