@@ -69,6 +69,8 @@ pub struct Settings {
     /// How long the session pages trust a forge's answer about what a signed-in person
     /// may read (`ACCESS_CHECK_SECS`).
     pub access_check: Duration,
+    /// The repository map's budget in tokens, for the planner and each scout (`MAP_TOKENS`).
+    pub map_tokens: usize,
     /// Shows `/metrics` only, for a scraper.
     pub metrics_token: Option<SecretString>,
     /// A listener of its own for `/metrics`, which the main one then does not serve.
@@ -225,6 +227,11 @@ const UNPREFIXED: &[&str] = &[
 /// `ACCESS_CHECK_SECS` says.
 pub const ACCESS_CHECK: Duration = Duration::from_secs(5 * 60);
 
+/// The repository map's budget unless `MAP_TOKENS` says: a few thousand tokens, whatever
+/// the repository's size.
+pub const MAP_TOKENS: usize = 3_000;
+pub const MAP_TOKENS_MIN: usize = 300;
+
 /// The longest rate-limit wait a job sits out in place unless `RATE_LIMIT_WAIT_SECS` says.
 pub const RATE_LIMIT_WAIT: Duration = Duration::from_secs(60);
 
@@ -280,6 +287,7 @@ const KEYS: &[&str] = &[
     "setup_token",
     "admin_token",
     "access_check_secs",
+    "map_tokens",
     "metrics_token",
     "metrics_listen",
     "environment_image",
@@ -627,6 +635,14 @@ impl Raw {
             access_check: self
                 .parsed::<u64>("access_check_secs", "a number of seconds")?
                 .map_or(ACCESS_CHECK, Duration::from_secs),
+            map_tokens: match self.positive("map_tokens")? {
+                None => MAP_TOKENS,
+                Some(n) if n >= MAP_TOKENS_MIN as u64 => n as usize,
+                Some(n) => anyhow::bail!(
+                    "Cannot use {} = {n}: the repository map needs at least {MAP_TOKENS_MIN} tokens to say what the repository holds",
+                    self.source("map_tokens")
+                ),
+            },
             metrics_token: self.token("metrics_token")?,
             metrics_listen: match self.text("metrics_listen") {
                 None => None,

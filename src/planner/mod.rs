@@ -360,7 +360,13 @@ impl Planner<'_> {
                 request.config.test.describe()
             }
         );
-        let _ = write!(out, "\nRepository map:\n{}", self.tools.map());
+        // The map is ranked towards what the issue (and a revision's feedback) names.
+        let mut question = format!("{}\n{}", issue.title, issue.body);
+        if let Some((_, feedback)) = request.revision {
+            question.push('\n');
+            question.push_str(feedback);
+        }
+        let _ = write!(out, "\nRepository map:\n{}", self.tools.map(&question));
         if let Some((previous, feedback)) = request.revision {
             let (feedback, _) = untrusted::clean_capped(feedback, MAX_FEEDBACK_CHARS);
             let _ = write!(

@@ -53,7 +53,8 @@ impl Scout<'_> {
                 let _ = writeln!(first, "- {h}");
             }
         }
-        let _ = write!(first, "\nRepository map:\n{}", self.tools.map());
+        let focus = format!("{question}\n{}", hints.join("\n"));
+        let _ = write!(first, "\nRepository map:\n{}", self.tools.map(&focus));
         let mut messages = vec![Message::user(first)];
         let mut raw = String::new();
         for _ in 0..self.max_turns {

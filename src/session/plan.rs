@@ -510,7 +510,21 @@ impl Planning<'_> {
         };
         let planner_model = model(ModelRole::Planner, config.models.planner.as_ref())?;
         let scout_model = model(ModelRole::Scout, config.models.scout.as_ref())?;
-        let tools = RepoTools::new(&checkout.path()).map_err(Stop::from)?;
+        let tools = RepoTools::new(&checkout.path())
+            .map_err(Stop::from)?
+            .at_commit(base.sha.as_str())
+            .with_map_tokens(app.settings.map_tokens);
+        // The map's index reads every source file once: seconds on a large repository,
+        // which must not hold up the async workers.
+        let tools = {
+            let tools = tools.clone();
+            tokio::task::spawn_blocking(move || {
+                tools.prepare_map();
+                tools
+            })
+            .await
+            .map_err(|e| Stop::from(anyhow::anyhow!("The repository map's task failed: {e}")))?
+        };
         let mut conn = app.db.pool.acquire().await?;
         let mut dossier = load_dossier(&mut conn, self.id()).await?;
         drop(conn);

@@ -19,7 +19,7 @@ use planwright::llm::{ChatModel, HttpOptions, RetryPolicy};
 use planwright::planner::{
     Context, Dossier, PlanError, PlanRequest, Planned, Planner, PlannerOptions,
 };
-use planwright::repo_tools::RepoTools;
+use planwright::repo_tools::{DEFAULT_MAP_TOKENS, RepoTools, tokens};
 use secrecy::SecretString;
 use serde_json::{Value, json};
 use support::model_server::{ModelServer, Step};
@@ -203,9 +203,19 @@ struct Outcome {
 }
 
 async fn run(context: Context, steps: Vec<Step>, options: PlannerOptions) -> Outcome {
-    let server = ModelServer::start(steps).await;
     let dir = checkout();
-    let tools = RepoTools::new(dir.path()).unwrap();
+    run_in(dir.path(), issue(), context, steps, options).await
+}
+
+async fn run_in(
+    dir: &std::path::Path,
+    issue: Issue,
+    context: Context,
+    steps: Vec<Step>,
+    options: PlannerOptions,
+) -> Outcome {
+    let server = ModelServer::start(steps).await;
+    let tools = RepoTools::new(dir).unwrap();
     let planner_model = model(&server, "anthropic:claude-test-planner");
     let scout_model = model(&server, "openai:gpt-test-scout");
     let planner = Planner {
@@ -217,12 +227,11 @@ async fn run(context: Context, steps: Vec<Step>, options: PlannerOptions) -> Out
         options: PlannerOptions { context, ..options },
     };
     let repo = RepoName::parse("acme/demo").unwrap();
-    let issue = issue();
     let base = Base {
         branch: "main".into(),
         sha: CommitSha("0123456789abcdef0123456789abcdef01234567".into()),
     };
-    let config = RepoConfig::defaults(&RootFiles::from_dir(dir.path()));
+    let config = RepoConfig::defaults(&RootFiles::from_dir(dir));
     let request = PlanRequest {
         repo: &repo,
         issue: &issue,
@@ -398,4 +407,160 @@ async fn repeated_invalid_contracts_end_planning() {
         }
         other => panic!("{:?}", other.err()),
     }
+}
+
+/// The inventory issue of `support::monorepo`.
+fn inventory_issue() -> Issue {
+    Issue {
+        title: support::monorepo::ISSUE_TITLE.into(),
+        body: support::monorepo::ISSUE_BODY.into(),
+        ..issue()
+    }
+}
+
+/// One scout finds the function, the planner reads it and submits.
+fn inventory_script() -> Vec<Step> {
+    vec![
+        Step::tool_call(
+            "p1",
+            "investigate",
+            json!({"question": "Where is reserve_units defined, and what checks the quantity?"}),
+        )
+        .when_tools(&["submit_contract"]),
+        Step::tool_call("s1", "search", json!({"pattern": "reserve_units", "whole_word": true}))
+            .when_tools(&["report"]),
+        Step::tool_call(
+            "s2",
+            "report",
+            json!({"findings": "Stock.reserve_units in inventory/stock.py adds to reserved without a check", "evidence": ["inventory/stock.py:13"], "confidence": "high"}),
+        )
+        .when_tools(&["report"]),
+        Step::tool_call(
+            "p2",
+            "read_file",
+            json!({"path": "inventory/stock.py", "start_line": 10, "end_line": 19}),
+        )
+        .when_tools(&["submit_contract"]),
+        Step::tool_call(
+            "p3",
+            "submit_contract",
+            json!({
+                "summary": "reserve_units and release_units accept quantities that make the count negative.",
+                "diagnosis": {
+                    "hypothesis": "Neither checks the quantity against what is available.",
+                    "evidence": [{"path": "inventory/stock.py", "lines": "13-19", "note": "no check"}]
+                },
+                "change": {
+                    "goal": "Raise InsufficientStock instead.",
+                    "files": [{"path": "inventory/stock.py", "action": "modify", "why": "check quantities"}]
+                },
+                "verification": {"commands": ["pytest"], "new_tests": ["test_release_more_than_reserved"]},
+                "routing": {"risk": "low"}
+            }),
+        )
+        .when_tools(&["submit_contract"]),
+    ]
+}
+
+/// What the planner was sent over a session, in bytes.
+fn planner_input(out: &Outcome) -> usize {
+    out.planner_requests
+        .iter()
+        .map(|b| b["messages"].to_string().len() + b["system"].to_string().len())
+        .sum()
+}
+
+/// On a repository of 20,000 files, the code the issue is about sorts after a vendored
+/// folder holding almost all of them. The map still leads with it, within its budget,
+/// and the planner's input stays close to what it is on the library alone.
+#[tokio::test]
+async fn on_a_large_repository_the_map_finds_the_code_the_issue_names() {
+    let small = tempfile::tempdir().unwrap();
+    support::monorepo::library(small.path());
+    let large = tempfile::tempdir().unwrap();
+    support::monorepo::monorepo(large.path(), 2_000);
+
+    let tools = RepoTools::new(large.path()).unwrap();
+    let question = format!(
+        "{}\n{}",
+        support::monorepo::ISSUE_TITLE,
+        support::monorepo::ISSUE_BODY
+    );
+    let map = tools.map(&question);
+    assert!(
+        map.starts_with("20,010 files; 20,000 generated or vendored"),
+        "{map}"
+    );
+    assert!(
+        tokens(&map) <= DEFAULT_MAP_TOKENS,
+        "{} tokens:\n{map}",
+        tokens(&map)
+    );
+    let first = map.lines().nth(2).unwrap();
+    assert_eq!(first, "inventory/stock.py", "{map}");
+    for named in [
+        "def reserve_units(self, quantity):",
+        "def release_units(self, quantity):",
+        "class InsufficientStock(Exception):",
+        "tests/test_stock.py",
+        "def test_reserve_more_than_stock():",
+    ] {
+        assert!(map.contains(named), "{named} is not on the map:\n{map}");
+    }
+    assert!(
+        map.contains("crates/ 20,000 (generated or vendored)"),
+        "{map}"
+    );
+
+    let on_small = run_in(
+        small.path(),
+        inventory_issue(),
+        Context::Dossier,
+        inventory_script(),
+        PlannerOptions::default(),
+    )
+    .await;
+    let on_large = run_in(
+        large.path(),
+        inventory_issue(),
+        Context::Dossier,
+        inventory_script(),
+        PlannerOptions::default(),
+    )
+    .await;
+    assert!(on_small.result.is_ok() && on_large.result.is_ok());
+    let first_turn = on_large.planner_requests[0].to_string();
+    assert!(first_turn.contains("inventory/stock.py"), "{first_turn}");
+    assert!(first_turn.contains("reserve_units"), "{first_turn}");
+    let (small_bytes, large_bytes) = (planner_input(&on_small), planner_input(&on_large));
+    eprintln!(
+        "planner input: {small_bytes} bytes on the library, {large_bytes} on the monorepo ({:.2}×)",
+        large_bytes as f64 / small_bytes as f64
+    );
+    assert!(
+        large_bytes <= 2 * small_bytes,
+        "{large_bytes} bytes on the monorepo against {small_bytes} on the library"
+    );
+
+    // A search with thousands of matches says how many, and where.
+    let found = tools.search("reserv", "").unwrap();
+    let lines: Vec<&str> = found.lines().collect();
+    assert!(
+        lines[0].starts_with("18,010 matching lines in 10,003 files (searched 20,010 files)"),
+        "{found}"
+    );
+    assert!(
+        lines[1].starts_with("By folder (matching lines): crates/ 18,000 (generated or vendored) · inventory/ 6 · tests/ 4"),
+        "{found}"
+    );
+    assert!(
+        lines.iter().any(|l| l.starts_with("Most matches: ")),
+        "{found}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("inventory/stock.py:13: def reserve_units")),
+        "{found}"
+    );
 }

@@ -18,6 +18,7 @@ pub mod fake_http;
 pub mod git_http;
 pub mod markdown;
 pub mod model_server;
+pub mod monorepo;
 pub mod projects;
 pub mod redact;
 pub mod registry;

@@ -2,27 +2,33 @@
 //! `search`) and the compact repository map. They read a checkout at the base commit and
 //! never follow a path or symlink out of it; every answer is bounded.
 
+mod map;
+mod search;
+mod tags;
+mod walk;
+
 use std::fmt::Write as _;
 use std::path::{Component, Path, PathBuf};
 
-use regex::RegexBuilder;
 use serde_json::{Value, json};
 
 use crate::llm::Tool;
+pub use map::{DEFAULT_TOKENS as DEFAULT_MAP_TOKENS, tokens};
+pub use search::SearchOptions;
+use search::{MAX_LISTED, MAX_MATCHES};
 
 /// Lines one `read_file` answer holds at most.
 const MAX_READ_LINES: usize = 250;
 /// Characters per line shown; minified files are not worth more.
 const MAX_LINE_CHARS: usize = 300;
-const MAX_LISTED: usize = 300;
-const MAX_MATCHES: usize = 80;
-/// Files larger than this are not searched (generated or vendored).
-const MAX_SEARCH_BYTES: u64 = 1 << 20;
 
 /// A checkout seen read-only.
 #[derive(Debug, Clone)]
 pub struct RepoTools {
     root: PathBuf,
+    /// The commit checked out, when it will not change under the tools: the map's cache key.
+    commit: Option<String>,
+    map_tokens: usize,
 }
 
 impl RepoTools {
@@ -30,7 +36,23 @@ impl RepoTools {
         let root = root
             .canonicalize()
             .map_err(|e| anyhow::anyhow!("Cannot open the checkout at {}: {e}", root.display()))?;
-        Ok(RepoTools { root })
+        Ok(RepoTools {
+            root,
+            commit: None,
+            map_tokens: map::DEFAULT_TOKENS,
+        })
+    }
+
+    /// Says the checkout is `commit` and stays so: its map is built once and kept.
+    pub fn at_commit(mut self, commit: &str) -> Self {
+        self.commit = Some(commit.to_owned());
+        self
+    }
+
+    /// The map's budget in tokens (`MAP_TOKENS`).
+    pub fn with_map_tokens(mut self, tokens: usize) -> Self {
+        self.map_tokens = tokens.max(map::MIN_TOKENS);
+        self
     }
 
     pub fn root(&self) -> &Path {
@@ -57,7 +79,9 @@ impl RepoTools {
             },
             Tool {
                 name: "list_files".into(),
-                description: "List files under a folder, optionally filtered by a glob (`*.rs`, `src/**/test_*.py`).".into(),
+                description: format!(
+                    "List files under a folder, optionally filtered by a glob (`*.rs`, `src/**/test_*.py`). Says how many match and, past {MAX_LISTED}, in which folders."
+                ),
                 input_schema: json!({
                     "type": "object",
                     "properties": {
@@ -69,13 +93,16 @@ impl RepoTools {
             Tool {
                 name: "search".into(),
                 description: format!(
-                    "Search file contents with a regular expression (case-insensitive); answers path:line: text, at most {MAX_MATCHES} matches."
+                    "Search file contents with a regular expression (case-insensitive unless case_sensitive). Answers the total count, where the matches are by folder and file, then at most {MAX_MATCHES} lines as path:line: text, definitions first."
                 ),
                 input_schema: json!({
                     "type": "object",
                     "properties": {
                         "pattern": {"type": "string"},
-                        "path": {"type": "string", "description": "folder or file to search in; empty for everything"}
+                        "path": {"type": "string", "description": "folder or file to search in; empty for everything"},
+                        "glob": {"type": "string", "description": "only paths matching this glob, e.g. `*.py` or `src/**/*.rs`"},
+                        "whole_word": {"type": "boolean", "description": "match whole words only"},
+                        "case_sensitive": {"type": "boolean"}
                     },
                     "required": ["pattern"]
                 }),
@@ -93,6 +120,11 @@ impl RepoTools {
                 .and_then(|v| v.as_u64().or_else(|| v.as_str()?.trim().parse().ok()))
                 .map(|n| n as usize)
         };
+        let flag = |key: &str| {
+            input
+                .get(key)
+                .is_some_and(|v| v.as_bool().unwrap_or_else(|| v.as_str() == Some("true")))
+        };
         Some(match name {
             "read_file" => match text("path") {
                 Some(path) => self.read_file(path, number("start_line"), number("end_line")),
@@ -100,7 +132,17 @@ impl RepoTools {
             },
             "list_files" => self.list_files(text("path").unwrap_or(""), text("pattern")),
             "search" => match text("pattern") {
-                Some(pattern) => self.search(pattern, text("path").unwrap_or("")),
+                Some(pattern) => self.search_with(
+                    pattern,
+                    text("path").unwrap_or(""),
+                    &SearchOptions {
+                        whole_word: flag("whole_word"),
+                        case_sensitive: flag("case_sensitive"),
+                        glob: text("glob")
+                            .filter(|g| !g.trim().is_empty())
+                            .map(str::to_owned),
+                    },
+                ),
                 None => Err("search needs `pattern`".into()),
             },
             _ => return None,
@@ -178,165 +220,27 @@ impl RepoTools {
         Ok(out)
     }
 
-    pub fn list_files(&self, path: &str, pattern: Option<&str>) -> Result<String, String> {
-        let base = if path.trim().is_empty() || path.trim() == "." {
-            self.root.clone()
-        } else {
-            self.resolve(path)?
-        };
-        let mut files = Vec::new();
-        self.walk(&base, &mut files);
-        let glob = pattern.map(PathGlob::new);
-        let matching: Vec<String> = files
-            .iter()
-            .map(|f| self.display(f))
-            .filter(|f| glob.as_ref().is_none_or(|g| g.matches(f)))
-            .collect();
-        if matching.is_empty() {
-            return Ok("no files match".into());
+    /// The files and definitions most relevant to `question`, within the map's token
+    /// budget. Built once per commit (when the commit is known) and per question.
+    pub fn map(&self, question: &str) -> String {
+        match &self.commit {
+            Some(commit) => {
+                map::cached_map(commit, &self.root, question, self.map_tokens).to_string()
+            }
+            None => map::Index::build(&self.root).render(question, self.map_tokens),
         }
-        let mut out = String::new();
-        for f in matching.iter().take(MAX_LISTED) {
-            out.push_str(f);
-            out.push('\n');
+    }
+
+    /// Builds the commit's index now (it takes seconds on a large repository), so the
+    /// model calls that follow do not wait for it inside an async task.
+    pub fn prepare_map(&self) {
+        if let Some(commit) = &self.commit {
+            map::index_for(commit, &self.root);
         }
-        if matching.len() > MAX_LISTED {
-            let _ = writeln!(
-                out,
-                "… and {} more; narrow the path or pattern",
-                matching.len() - MAX_LISTED
-            );
-        }
-        Ok(out)
     }
 
     pub fn search(&self, pattern: &str, path: &str) -> Result<String, String> {
-        let re = RegexBuilder::new(pattern)
-            .case_insensitive(true)
-            .size_limit(1 << 20)
-            .build()
-            .map_err(|e| format!("not a valid regular expression: {e}"))?;
-        let base = if path.trim().is_empty() {
-            self.root.clone()
-        } else {
-            self.resolve(path)?
-        };
-        let mut files = Vec::new();
-        if base.is_file() {
-            files.push(base);
-        } else {
-            self.walk(&base, &mut files);
-        }
-        let mut out = String::new();
-        let mut matches = 0usize;
-        let mut more = 0usize;
-        for file in files {
-            // A committed symlink may point anywhere: search it only if it stays inside.
-            let file = match file.canonicalize() {
-                Ok(real) if real.starts_with(&self.root) => file,
-                _ => continue,
-            };
-            let Ok(meta) = std::fs::metadata(&file) else {
-                continue;
-            };
-            if meta.len() > MAX_SEARCH_BYTES {
-                continue;
-            }
-            let Ok(bytes) = std::fs::read(&file) else {
-                continue;
-            };
-            if bytes.iter().take(8000).any(|b| *b == 0) {
-                continue;
-            }
-            let text = String::from_utf8_lossy(&bytes);
-            for (i, line) in text.lines().enumerate() {
-                if re.is_match(line) {
-                    if matches < MAX_MATCHES {
-                        let _ = writeln!(
-                            out,
-                            "{}:{}: {}",
-                            self.display(&file),
-                            i + 1,
-                            clip_line(line.trim())
-                        );
-                    } else {
-                        more += 1;
-                    }
-                    matches += 1;
-                }
-            }
-        }
-        if matches == 0 {
-            return Ok("no matches".into());
-        }
-        if more > 0 {
-            let _ = writeln!(out, "… {more} more matches; narrow the pattern or path");
-        }
-        Ok(out)
-    }
-
-    /// Files under `dir`, sorted, without `.git`; symlinks are listed, not followed.
-    fn walk(&self, dir: &Path, out: &mut Vec<PathBuf>) {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return;
-        };
-        let mut entries: Vec<_> = entries.flatten().collect();
-        entries.sort_by_key(|e| e.file_name());
-        for entry in entries {
-            let Ok(kind) = entry.file_type() else {
-                continue;
-            };
-            let path = entry.path();
-            if kind.is_dir() {
-                if entry.file_name() != ".git" {
-                    self.walk(&path, out);
-                }
-            } else {
-                out.push(path);
-            }
-        }
-    }
-
-    /// A compact picture of the repository: top-level entries, each folder with its file
-    /// count and a few names, bounded whatever the repository's size.
-    pub fn map(&self) -> String {
-        let mut files = Vec::new();
-        self.walk(&self.root, &mut files);
-        let rel: Vec<String> = files.iter().map(|f| self.display(f)).collect();
-        let mut out = format!("{} files\n", rel.len());
-        let mut groups: std::collections::BTreeMap<String, Vec<&str>> = Default::default();
-        for f in &rel {
-            let key = match f.split_once('/') {
-                Some((top, rest)) => match rest.split_once('/') {
-                    Some((second, _)) => format!("{top}/{second}/"),
-                    None => format!("{top}/"),
-                },
-                None => String::new(),
-            };
-            groups.entry(key).or_default().push(f);
-        }
-        for (group, members) in groups.iter().take(60) {
-            if group.is_empty() {
-                let _ = writeln!(out, "{}", members.join(", "));
-                continue;
-            }
-            let names: Vec<&str> = members
-                .iter()
-                .take(6)
-                .map(|m| m.strip_prefix(group.as_str()).unwrap_or(m))
-                .collect();
-            let _ = writeln!(
-                out,
-                "{group} ({} files): {}{}",
-                members.len(),
-                names.join(", "),
-                if members.len() > 6 { ", …" } else { "" }
-            );
-        }
-        if groups.len() > 60 {
-            let _ = writeln!(out, "… {} more folders", groups.len() - 60);
-        }
-        out
+        self.search_with(pattern, path, &SearchOptions::default())
     }
 }
 
@@ -481,7 +385,7 @@ mod tests {
         }
         assert!(t.list_files("escape", None).is_err());
         assert!(t.read_file("src/link.txt", None, None).is_err());
-        assert_eq!(t.search("hunter2", "").unwrap(), "no matches");
+        assert!(t.search("hunter2", "").unwrap().starts_with("no matches ("));
         assert!(!t.list_files("", None).unwrap().contains(".git"));
     }
 
@@ -496,23 +400,172 @@ mod tests {
             "src/parse/mod.rs"
         );
         let hits = t.search("trailing\\s+COMMA", "").unwrap();
-        assert_eq!(hits.trim(), "src/parse/mod.rs:2: // TODO trailing comma");
-        assert_eq!(t.search("nothing-here", "src").unwrap(), "no matches");
+        assert_eq!(
+            hits.lines().collect::<Vec<_>>(),
+            [
+                "1 matching lines in 1 files (searched 3 files; not searched: 1 binary, 2 symlinks leading outside)",
+                "src/parse/mod.rs:2: // TODO trailing comma"
+            ],
+            "{hits}"
+        );
+        assert!(
+            t.search("nothing-here", "src")
+                .unwrap()
+                .starts_with("no matches (searched 2 files")
+        );
         assert!(
             t.search("(", "")
                 .unwrap_err()
                 .contains("regular expression")
         );
         let many = t.search("line", "src/long.rs").unwrap();
-        assert!(many.contains("… 520 more matches"), "{many}");
+        assert!(many.starts_with("600 matching lines in 1 files"), "{many}");
+        assert!(
+            many.contains("… 597 more matching lines not shown"),
+            "{many}"
+        );
+    }
+
+    /// A tree with many matches in a vendored folder and a few in the code that matters.
+    fn monorepo() -> (tempfile::TempDir, RepoTools) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("repo");
+        for i in 0..40 {
+            let crate_dir = root.join(format!("crates/a{i:02}-0.1.0"));
+            std::fs::create_dir_all(crate_dir.join("src")).unwrap();
+            std::fs::write(crate_dir.join(".cargo_vcs_info.json"), "{}").unwrap();
+            std::fs::write(
+                crate_dir.join("src/lib.rs"),
+                "// preserve the reservation order\nfn reserve_slot() {}\nfn preserve() { reserve_slot() }\n",
+            )
+            .unwrap();
+        }
+        std::fs::create_dir_all(root.join("zz_inventory")).unwrap();
+        std::fs::write(
+            root.join("zz_inventory/stock.py"),
+            "class Stock:\n    def reserve(self, n):\n        return self.take(n)\n\n    def take(self, n):\n        pass\n",
+        )
+        .unwrap();
+        std::fs::create_dir_all(root.join("tests")).unwrap();
+        std::fs::write(
+            root.join("tests/test_stock.py"),
+            "from zz_inventory.stock import Stock\n\ndef test_reserve():\n    Stock().reserve(2)\n",
+        )
+        .unwrap();
+        let tools = RepoTools::new(&root).unwrap();
+        (dir, tools)
     }
 
     #[test]
-    fn the_map_is_compact() {
-        let (_d, t) = repo();
-        let map = t.map();
-        assert!(map.starts_with("6 files\n"), "{map}");
-        assert!(map.contains("src/parse/ (1 files): mod.rs"), "{map}");
+    fn search_says_how_many_and_where_and_shows_definitions_first() {
+        let (_d, t) = monorepo();
+        let out = t.search("reserv", "").unwrap();
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(
+            lines[0], "123 matching lines in 42 files (searched 82 files)",
+            "{out}"
+        );
+        assert!(
+            lines[1].starts_with(
+                "By folder (matching lines): crates/ 120 (generated or vendored) · tests/ 2 · zz_inventory/ 1"
+            ),
+            "{out}"
+        );
+        assert!(
+            lines[2].starts_with("Within crates/: crates/a00-0.1.0/ 3"),
+            "{out}"
+        );
+        assert!(
+            lines[3].starts_with("Most matches: crates/a00-0.1.0/src/lib.rs 3"),
+            "{out}"
+        );
+        // The repository's own files first, definitions before uses.
+        assert_eq!(
+            lines[5], "tests/test_stock.py:3: def test_reserve():  (definition)",
+            "{out}"
+        );
+        assert_eq!(
+            lines[6], "zz_inventory/stock.py:2: def reserve(self, n):  (definition)",
+            "{out}"
+        );
+        assert_eq!(
+            lines[7], "tests/test_stock.py:4: Stock().reserve(2)",
+            "{out}"
+        );
+        assert_eq!(
+            lines[8], "crates/a00-0.1.0/src/lib.rs:2: fn reserve_slot() {}  (definition)",
+            "{out}"
+        );
+        assert!(out.ends_with("narrow with path, glob, whole_word or case_sensitive\n"));
+
+        // Whole words: `reserve` is not `reserve_slot` or `preserve`.
+        let whole = t
+            .search_with(
+                "reserve",
+                "",
+                &SearchOptions {
+                    whole_word: true,
+                    ..SearchOptions::default()
+                },
+            )
+            .unwrap();
+        assert!(whole.starts_with("2 matching lines in 2 files"), "{whole}");
+        let cased = t
+            .search_with(
+                "stock",
+                "",
+                &SearchOptions {
+                    case_sensitive: true,
+                    glob: Some("*.py".into()),
+                    ..SearchOptions::default()
+                },
+            )
+            .unwrap();
+        assert!(
+            cased.starts_with("1 matching lines in 1 files (searched 2 files)"),
+            "{cased}"
+        );
+        let through_call = t
+            .call(
+                "search",
+                &json!({"pattern": "reserve", "whole_word": true, "glob": "tests/**"}),
+            )
+            .unwrap()
+            .unwrap();
+        assert!(
+            through_call.starts_with("1 matching lines in 1 files"),
+            "{through_call}"
+        );
+    }
+
+    #[test]
+    fn list_files_says_how_many_and_where() {
+        let (_d, t) = monorepo();
+        let few = t.list_files("", Some("*.py")).unwrap();
+        assert_eq!(few, "tests/test_stock.py\nzz_inventory/stock.py\n");
+        let none = t.list_files("tests", Some("*.rs")).unwrap();
+        assert_eq!(none, "no files match (of 1 file under this path)");
+    }
+
+    #[test]
+    fn the_map_ranks_what_the_question_names_first_and_fits_its_budget() {
+        let (_d, t) = monorepo();
+        let t = t.with_map_tokens(300);
+        let map = t.map("Stock.reserve goes negative in zz_inventory");
+        assert!(
+            map.starts_with("82 files; 80 generated or vendored (ranked last)."),
+            "{map}"
+        );
+        let first = map.lines().nth(2).unwrap();
+        assert_eq!(first, "zz_inventory/stock.py", "{map}");
+        assert!(
+            map.contains("     2│    def reserve(self, n):")
+                || map.contains("     2│def reserve(self, n):"),
+            "{map}"
+        );
+        assert!(tokens(&map) <= 300, "{} tokens:\n{map}", tokens(&map));
+        assert!(map.contains("Not shown: "), "{map}");
+        assert!(map.contains("crates/ "), "{map}");
     }
 
     #[test]

@@ -1,0 +1,425 @@
+//! `search` and `list_files`, which say how many there are and where before they show
+//! any: a scout that sees 80 of 39,531 matches must know it, and where the rest are, to
+//! narrow.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+
+use regex::{Regex, RegexBuilder};
+
+use super::tags::{self, Lang};
+use super::walk::{self, Generated, thousands};
+use super::{PathGlob, RepoTools, clip_line};
+
+/// Matching lines shown at most, and per file (so one file cannot fill the answer).
+pub const MAX_MATCHES: usize = 50;
+const PER_FILE_SHOWN: usize = 3;
+/// Paths `list_files` shows at most.
+pub const MAX_LISTED: usize = 200;
+/// Files larger than this are not searched (generated or data).
+const MAX_SEARCH_BYTES: u64 = 1 << 20;
+/// Bytes one search reads at most; past it, the files left are counted as not searched.
+const SEARCH_TOTAL_BYTES: u64 = 512 << 20;
+/// Matching lines remembered to choose from, for the repository's own files and for
+/// generated or vendored ones; past it they are only counted.
+const CANDIDATES_OWN: usize = 20_000;
+const CANDIDATES_GENERATED: usize = 5_000;
+/// Folders and files named in a breakdown.
+const TOP_FOLDERS: usize = 8;
+const TOP_FILES: usize = 10;
+
+/// How `search` reads its pattern.
+#[derive(Debug, Clone, Default)]
+pub struct SearchOptions {
+    /// Only where the pattern is a whole word (`reserv` does not match `preserve`).
+    pub whole_word: bool,
+    /// Case matters; by default it does not.
+    pub case_sensitive: bool,
+    /// Only paths matching this glob (`*.py`, `src/**/test_*.rs`).
+    pub glob: Option<String>,
+}
+
+struct Hit {
+    file: usize,
+    line: usize,
+    text: String,
+    definition: bool,
+}
+
+impl RepoTools {
+    pub fn search_with(
+        &self,
+        pattern: &str,
+        path: &str,
+        options: &SearchOptions,
+    ) -> Result<String, String> {
+        let re = compile(pattern, options)?;
+        let base = self.base(path)?;
+        let walked = if base.is_file() {
+            let rel = self.display(&base);
+            walk::Walk {
+                files: vec![walk::Entry {
+                    size: std::fs::metadata(&base).map(|m| m.len()).unwrap_or(0),
+                    path: base.clone(),
+                    rel,
+                    symlink: false,
+                }],
+                ..walk::Walk::default()
+            }
+        } else {
+            walk::walk(self.root(), &base)
+        };
+        let glob = options.glob.as_deref().map(PathGlob::new);
+        let generated = Generated::new(self.root(), &walked.files);
+
+        let mut per_file: Vec<(usize, usize)> = Vec::new();
+        let mut hits: Vec<Hit> = Vec::new();
+        let (mut searched, mut large, mut binary, mut outside, mut over_budget) =
+            (0usize, 0usize, 0usize, 0usize, 0usize);
+        let mut read = 0u64;
+        let mut total = 0usize;
+        let (mut kept_own, mut kept_generated) = (0usize, 0usize);
+        for (index, file) in walked.files.iter().enumerate() {
+            if glob.as_ref().is_some_and(|g| !g.matches(&file.rel)) {
+                continue;
+            }
+            // A committed symlink may point anywhere: search it only if it stays inside.
+            if file.symlink
+                && !file
+                    .path
+                    .canonicalize()
+                    .is_ok_and(|real| real.starts_with(self.root()) && real.is_file())
+            {
+                outside += 1;
+                continue;
+            }
+            let size = std::fs::metadata(&file.path).map(|m| m.len()).unwrap_or(0);
+            if size > MAX_SEARCH_BYTES {
+                large += 1;
+                continue;
+            }
+            if read + size > SEARCH_TOTAL_BYTES {
+                over_budget += 1;
+                continue;
+            }
+            let Ok(bytes) = std::fs::read(&file.path) else {
+                continue;
+            };
+            read += size;
+            if bytes.iter().take(8000).any(|b| *b == 0) {
+                binary += 1;
+                continue;
+            }
+            searched += 1;
+            let text = String::from_utf8_lossy(&bytes);
+            let lang = Lang::of(&file.rel);
+            let own = !generated.is_generated(&file.rel);
+            let mut count = 0usize;
+            // At most as many definitions and uses per file as can be shown.
+            let (mut definitions, mut uses) = (0usize, 0usize);
+            for (i, line) in text.lines().enumerate() {
+                if !re.is_match(line) {
+                    continue;
+                }
+                count += 1;
+                let room = if own {
+                    kept_own < CANDIDATES_OWN
+                } else {
+                    kept_generated < CANDIDATES_GENERATED
+                };
+                if room && (definitions < PER_FILE_SHOWN || uses < PER_FILE_SHOWN) {
+                    let definition = lang
+                        .and_then(|lang| tags::definition(lang, line))
+                        .is_some_and(|name| re.is_match(&name));
+                    let kept = if definition {
+                        &mut definitions
+                    } else {
+                        &mut uses
+                    };
+                    if *kept >= PER_FILE_SHOWN {
+                        continue;
+                    }
+                    *kept += 1;
+                    if own {
+                        kept_own += 1;
+                    } else {
+                        kept_generated += 1;
+                    }
+                    hits.push(Hit {
+                        file: index,
+                        line: i + 1,
+                        text: clip_line(line.trim()),
+                        definition,
+                    });
+                }
+            }
+            if count > 0 {
+                per_file.push((index, count));
+                total += count;
+            }
+        }
+
+        let mut out = String::new();
+        let mut left_out = Vec::new();
+        if large > 0 {
+            left_out.push(format!("{large} larger than 1 MiB"));
+        }
+        if binary > 0 {
+            left_out.push(format!("{binary} binary"));
+        }
+        if outside > 0 {
+            left_out.push(format!("{outside} symlinks leading outside"));
+        }
+        if over_budget > 0 {
+            left_out.push(format!(
+                "{} past the {} MiB one search reads",
+                thousands(over_budget),
+                SEARCH_TOTAL_BYTES >> 20
+            ));
+        }
+        if walked.not_kept > 0 || walked.stopped {
+            left_out.push(format!(
+                "{} past the first {} in path order",
+                thousands(walked.not_kept),
+                thousands(walk::KEEP_FILES)
+            ));
+        }
+        let searched_note = if left_out.is_empty() {
+            format!("searched {} files", thousands(searched))
+        } else {
+            format!(
+                "searched {} files; not searched: {}",
+                thousands(searched),
+                left_out.join(", ")
+            )
+        };
+        if total == 0 {
+            let _ = writeln!(out, "no matches ({searched_note})");
+            return Ok(out);
+        }
+        let _ = writeln!(
+            out,
+            "{} matching lines in {} files ({searched_note})",
+            thousands(total),
+            thousands(per_file.len())
+        );
+        let is_generated = |i: usize| generated.is_generated(&walked.files[i].rel);
+        let base_rel = if base == self.root() {
+            String::new()
+        } else {
+            format!("{}/", self.display(&base))
+        };
+        if per_file.len() > PER_FILE_SHOWN {
+            out.push_str(&breakdown(
+                per_file
+                    .iter()
+                    .map(|(i, count)| (walked.files[*i].rel.as_str(), *count, is_generated(*i))),
+                &base_rel,
+                "matching lines",
+            ));
+            let mut busiest = per_file.clone();
+            busiest.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+            let files: Vec<String> = busiest
+                .iter()
+                .take(TOP_FILES)
+                .map(|(i, count)| format!("{} {}", walked.files[*i].rel, thousands(*count)))
+                .collect();
+            let _ = writeln!(out, "Most matches: {}", files.join(" · "));
+        }
+
+        // Which lines to show: the repository's own files before generated or vendored
+        // ones, definitions before uses within each, a few per file so the answer spans
+        // files, then path order.
+        let mut shown_per_file: HashMap<usize, usize> = HashMap::new();
+        hits.sort_by_key(|h| (is_generated(h.file), !h.definition, h.file, h.line));
+        let mut chosen = Vec::new();
+        for hit in &hits {
+            let n = shown_per_file.entry(hit.file).or_default();
+            if *n >= PER_FILE_SHOWN {
+                continue;
+            }
+            *n += 1;
+            chosen.push(hit);
+            if chosen.len() == MAX_MATCHES {
+                break;
+            }
+        }
+        if total > chosen.len() {
+            out.push_str("Matches, the repository's own and definitions first:\n");
+        }
+        for hit in &chosen {
+            let _ = writeln!(
+                out,
+                "{}:{}: {}{}",
+                walked.files[hit.file].rel,
+                hit.line,
+                hit.text,
+                if hit.definition && total > chosen.len() {
+                    "  (definition)"
+                } else {
+                    ""
+                }
+            );
+        }
+        if total > chosen.len() {
+            let _ = writeln!(
+                out,
+                "… {} more matching lines not shown; narrow with path, glob, whole_word or case_sensitive",
+                thousands(total - chosen.len())
+            );
+        }
+        Ok(out)
+    }
+
+    pub fn list_files(&self, path: &str, pattern: Option<&str>) -> Result<String, String> {
+        let base = self.base(path)?;
+        let walked = walk::walk(self.root(), &base);
+        let glob = pattern.map(PathGlob::new);
+        let generated = Generated::new(self.root(), &walked.files);
+        let matching: Vec<(&str, bool)> = walked
+            .files
+            .iter()
+            .filter(|f| glob.as_ref().is_none_or(|g| g.matches(&f.rel)))
+            .map(|f| (f.rel.as_str(), generated.is_generated(&f.rel)))
+            .collect();
+        if matching.is_empty() {
+            return Ok(if walked.files.is_empty() {
+                "no files here".into()
+            } else {
+                format!(
+                    "no files match (of {} under this path)",
+                    walked.describe_total()
+                )
+            });
+        }
+        let mut out = String::new();
+        let beyond = if walked.not_kept > 0 || walked.stopped {
+            format!(
+                ", among the first {} in path order ({} in all)",
+                thousands(walk::KEEP_FILES),
+                walked.describe_total()
+            )
+        } else {
+            String::new()
+        };
+        if matching.len() > MAX_LISTED {
+            let _ = writeln!(out, "{} files{beyond}", thousands(matching.len()));
+            let base_rel = if base == self.root() {
+                String::new()
+            } else {
+                format!("{}/", self.display(&base))
+            };
+            out.push_str(&breakdown(
+                matching
+                    .iter()
+                    .map(|(rel, generated)| (*rel, 1, *generated)),
+                &base_rel,
+                "files",
+            ));
+        }
+        // The repository's own files before generated ones, each group in path order.
+        let mut ordered = matching.clone();
+        ordered.sort_by_key(|(_, generated)| *generated);
+        for (rel, _) in ordered.iter().take(MAX_LISTED) {
+            out.push_str(rel);
+            out.push('\n');
+        }
+        if matching.len() > MAX_LISTED {
+            let _ = writeln!(
+                out,
+                "… and {} more; narrow the path or pattern",
+                thousands(matching.len() - MAX_LISTED)
+            );
+        }
+        Ok(out)
+    }
+
+    fn base(&self, path: &str) -> Result<std::path::PathBuf, String> {
+        if path.trim().is_empty() || path.trim() == "." {
+            Ok(self.root().to_path_buf())
+        } else {
+            self.resolve(path)
+        }
+    }
+}
+
+fn compile(pattern: &str, options: &SearchOptions) -> Result<Regex, String> {
+    let pattern = if options.whole_word {
+        format!(r"\b(?:{pattern})\b")
+    } else {
+        pattern.to_owned()
+    };
+    RegexBuilder::new(&pattern)
+        .case_insensitive(!options.case_sensitive)
+        .size_limit(1 << 20)
+        .build()
+        .map_err(|e| format!("not a valid regular expression: {e}"))
+}
+
+/// `By folder: a/ 120 (generated or vendored) · b/ 30`, one level below `base`, and a
+/// level deeper into a folder holding most of them.
+fn breakdown<'a>(
+    items: impl Iterator<Item = (&'a str, usize, bool)>,
+    base: &str,
+    unit: &str,
+) -> String {
+    let mut top: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    let mut second: BTreeMap<String, BTreeMap<String, usize>> = BTreeMap::new();
+    let mut all = 0usize;
+    for (rel, count, generated) in items {
+        let inside = rel.strip_prefix(base).unwrap_or(rel);
+        let mut parts = inside.split('/');
+        let first = parts.next().unwrap_or_default();
+        let key = match inside.contains('/') {
+            true => format!("{base}{first}/"),
+            false => format!("{base}(files here)"),
+        };
+        let entry = top.entry(key.clone()).or_default();
+        entry.0 += count;
+        if generated {
+            entry.1 += count;
+        }
+        all += count;
+        let rest: Vec<&str> = parts.collect();
+        if rest.len() > 1 {
+            *second
+                .entry(key)
+                .or_default()
+                .entry(format!("{base}{first}/{}/", rest[0]))
+                .or_default() += count;
+        }
+    }
+    let mut sorted: Vec<(String, (usize, usize))> = top.into_iter().collect();
+    sorted.sort_by(|a, b| b.1.0.cmp(&a.1.0).then(a.0.cmp(&b.0)));
+    let items: Vec<String> = sorted
+        .iter()
+        .take(TOP_FOLDERS)
+        .map(|(folder, (count, generated))| {
+            if generated * 2 > *count {
+                format!("{folder} {} (generated or vendored)", thousands(*count))
+            } else {
+                format!("{folder} {}", thousands(*count))
+            }
+        })
+        .collect();
+    let mut out = format!("By folder ({unit}): {}", items.join(" · "));
+    if sorted.len() > TOP_FOLDERS {
+        let _ = write!(out, " · {} more folders", sorted.len() - TOP_FOLDERS);
+    }
+    out.push('\n');
+    if let Some((biggest, (count, _))) = sorted.first()
+        && count * 2 > all
+        && let Some(inner) = second.get(biggest)
+        && inner.len() > 1
+    {
+        let mut inner: Vec<(&String, &usize)> = inner.iter().collect();
+        inner.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        let items: Vec<String> = inner
+            .iter()
+            .take(TOP_FOLDERS)
+            .map(|(folder, count)| format!("{folder} {}", thousands(**count)))
+            .collect();
+        let _ = writeln!(out, "Within {biggest}: {}", items.join(" · "));
+    }
+    out
+}
