@@ -1,5 +1,6 @@
-//! Repositories on disk: one bare mirror per forge repository, fetched incrementally with
-//! credentials given only through git2's callback, and per-run workspaces checked out from
+//! Repositories on disk: one bare mirror per forge repository, fetched incrementally by
+//! the git command line with credentials given only through a credential helper's
+//! environment, and per-run workspaces checked out from
 //! a mirror without copying its history (objects shared through `objects/info/alternates`).
 //! Also reads a run's result back: changed files, the diff, and the commit to publish.
 
@@ -15,10 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, anyhow};
-use git2::{
-    AutotagOption, Cred, CredentialType, FetchOptions, FetchPrune, IndexTime, Oid, RemoteCallbacks,
-    Repository, RepositoryInitOptions,
-};
+use git2::{Cred, CredentialType, IndexTime, Oid, Repository, RepositoryInitOptions};
 use secrecy::{ExposeSecret, SecretString};
 
 use crate::forge::GitRemote;
@@ -253,12 +251,9 @@ impl MirrorCache {
                     .await
                     .map_err(|e| anyhow!("The gc task failed: {e}"))??
             };
-            let status = tokio::process::Command::new("git")
-                .arg("-C")
-                .arg(&path)
+            let mut command = tokio::process::Command::from(git_command(&path));
+            let status = command
                 .args(["gc", "--quiet"])
-                .env_clear()
-                .env("PATH", "/usr/local/bin:/usr/bin:/bin")
                 .status()
                 .await
                 .with_context(|| format!("Could not run git gc in {}", path.display()))?;
@@ -352,8 +347,9 @@ fn fetch_if_needed(
         if fetched_since_asked {
             return Ok(false);
         }
+        drop(repo);
         touch(&path.join(FETCH_STAMP))?;
-        fetch(&repo, key, remote)?;
+        fetch(path, key, remote)?;
         return Ok(true);
     }
     // A first clone goes to a temporary folder renamed into place, so an interrupted one
@@ -369,10 +365,10 @@ fn fetch_if_needed(
     let result = (|| {
         let mut opts = RepositoryInitOptions::new();
         opts.bare(true).external_template(false);
-        let repo = Repository::init_opts(&tmp, &opts)
+        Repository::init_opts(&tmp, &opts)
             .with_context(|| format!("Could not create the mirror {}", tmp.display()))?;
         touch(&tmp.join(FETCH_STAMP))?;
-        fetch(&repo, key, remote)?;
+        fetch(&tmp, key, remote)?;
         std::fs::rename(&tmp, path)
             .with_context(|| format!("Could not move the mirror into {}", path.display()))?;
         Ok(true)
@@ -383,15 +379,20 @@ fn fetch_if_needed(
     result
 }
 
-fn fetch(repo: &Repository, key: &MirrorKey, remote: &GitRemote) -> Result<(), WorkspaceError> {
+/// Fetches with the git command line rather than libgit2: git's `index-pack` resolves
+/// deltas on every core where libgit2's indexer uses one, which made a first fetch of a
+/// large repository several times slower than `git clone --mirror`. The credentials reach
+/// git through a credential helper that reads them from this one child's environment:
+/// never in its arguments (which any user of the host can read in `/proc`), the URL, the
+/// mirror's config or git's messages.
+fn fetch(git_dir: &Path, key: &MirrorKey, remote: &GitRemote) -> Result<(), WorkspaceError> {
     let fail = |message: String, refused: bool| WorkspaceError::Fetch {
         repo: key.repo.to_string(),
         url: remote.url.clone(),
         message,
         refused,
     };
-    // Credentials go through the callback only; a URL that carries a password would put
-    // it in the mirror's logs and error messages.
+    // A URL that carries a password would put it in the mirror's logs and error messages.
     if let Ok(url) = reqwest::Url::parse(&remote.url)
         && url.password().is_some()
     {
@@ -402,26 +403,109 @@ fn fetch(repo: &Repository, key: &MirrorKey, remote: &GitRemote) -> Result<(), W
             refused: true,
         });
     }
-    let refused = std::cell::Cell::new(false);
-    let mut ask = credentials(remote.username.clone(), remote.password.clone());
-    let mut callbacks = RemoteCallbacks::new();
-    callbacks.credentials(|url, user, allowed| {
-        ask(url, user, allowed).inspect_err(|_| refused.set(true))
-    });
-    let mut options = FetchOptions::new();
-    options
-        .remote_callbacks(callbacks)
-        .prune(FetchPrune::On)
-        .download_tags(AutotagOption::None);
-    let mut anonymous = repo
-        .remote_anonymous(&remote.url)
-        .map_err(|e| fail(e.message().to_owned(), false))?;
-    anonymous
-        .fetch(&[REFSPEC], Some(&mut options), None)
-        .map_err(|e| fail(e.message().to_owned(), refused.get()))
+    let mut command = git_command(git_dir);
+    command
+        .args(["-c", "credential.helper=", "-c"])
+        .arg(format!("credential.helper={CREDENTIAL_HELPER}"))
+        .args([
+            // A fetch must not start a background gc racing the mirror's lock.
+            "-c",
+            "gc.auto=0",
+            "-c",
+            "maintenance.auto=false",
+            // Every fetch kept as one pack, however small: thousands of loose objects
+            // would slow every later read until the next gc.
+            "-c",
+            "fetch.unpackLimit=1",
+            // A forge that stops sending is given up on rather than waited for forever.
+            "-c",
+            "http.lowSpeedLimit=1",
+            "-c",
+            "http.lowSpeedTime=300",
+            "fetch",
+            "--quiet",
+            "--prune",
+            "--no-tags",
+            "--no-write-fetch-head",
+            "--no-recurse-submodules",
+            "--",
+            &remote.url,
+            REFSPEC,
+        ])
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env(USER_VAR, &remote.username)
+        .env(PASSWORD_VAR, remote.password.expose_secret());
+    let output = command
+        .output()
+        .map_err(|e| fail(format!("could not run git: {e}"), false))?;
+    if output.status.success() {
+        return Ok(());
+    }
+    let said = String::from_utf8_lossy(&output.stderr);
+    let refused =
+        said.contains("Authentication failed") || said.contains("could not read Username");
+    Err(fail(git_said(&said, output.status), refused))
 }
 
-/// The credential callback for one fetch or push. libgit2 asks again each time the forge
+/// The environment variables the credential helper reads.
+const USER_VAR: &str = "PLANWRIGHT_GIT_USER";
+const PASSWORD_VAR: &str = "PLANWRIGHT_GIT_PASSWORD";
+/// Answers git's `get` with the user and token from the environment, and ignores `store`
+/// and `erase`: git asks once, and a refused answer fails the fetch.
+const CREDENTIAL_HELPER: &str = "!f() { test \"$1\" = get && printf 'username=%s\\npassword=%s\\n' \"$PLANWRIGHT_GIT_USER\" \"$PLANWRIGHT_GIT_PASSWORD\"; }; f";
+
+/// `git` on `git_dir` with nothing from the caller's environment but the proxy and
+/// certificate settings, no global config, no prompts, and only the transports a forge
+/// remote uses.
+fn git_command(git_dir: &Path) -> std::process::Command {
+    let mut command = std::process::Command::new("git");
+    command
+        .arg("--git-dir")
+        .arg(git_dir)
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_ALLOW_PROTOCOL", "https:http:file")
+        .stdin(std::process::Stdio::null());
+    for name in [
+        "HTTPS_PROXY",
+        "https_proxy",
+        "HTTP_PROXY",
+        "http_proxy",
+        "NO_PROXY",
+        "no_proxy",
+        "SSL_CERT_FILE",
+        "SSL_CERT_DIR",
+        "GIT_SSL_CAINFO",
+    ] {
+        if let Some(value) = std::env::var_os(name) {
+            command.env(name, value);
+        }
+    }
+    command
+}
+
+/// What git said, in one bounded line: its last few lines of error output.
+fn git_said(stderr: &str, status: std::process::ExitStatus) -> String {
+    let lines: Vec<&str> = stderr
+        .lines()
+        .map(|l| {
+            l.trim()
+                .trim_start_matches("fatal: ")
+                .trim_start_matches("error: ")
+        })
+        .filter(|l| !l.is_empty())
+        .collect();
+    let said = lines[lines.len().saturating_sub(3)..].join("; ");
+    let said: String = said.chars().take(1000).collect();
+    if said.is_empty() {
+        format!("git fetch {status}")
+    } else {
+        said
+    }
+}
+
+/// The credential callback for one push. libgit2 asks again each time the forge
 /// refuses, forever; the second question means the first answer was refused, so it fails
 /// then with an error naming the user.
 pub fn credentials(

@@ -12,6 +12,7 @@ use planwright::forge::github::{GithubApp, GithubForge};
 use planwright::forge::{
     Check, CheckState, Forge, ForgeError, GitRemote, NewPullRequest, PullRequest, RetryPolicy,
 };
+use planwright::git::{MirrorCache, MirrorKey, WorkspaceError};
 use planwright::ids::Permission;
 use planwright::ids::{CommentId, CommitSha, InstallationId, IssueNumber, PullNumber, RepoName};
 use planwright::markdown::GITHUB_TEXT_LIMIT;
@@ -982,6 +983,147 @@ fn output_text(output: &std::process::Output) -> String {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     )
+}
+
+/// A mirror of a 20k-file monorepo is built and then updated over smart HTTP through the
+/// mirror cache, as a session does, and holds exactly what `git clone --mirror` of the
+/// same repository holds: the same branches at the same commits and the same objects,
+/// a branch deleted upstream pruned. The token is nowhere in it.
+#[tokio::test]
+async fn a_mirror_over_smart_http_holds_what_git_clone_mirror_holds() {
+    let (fake, _app, forge) = world().await;
+    fake.create_git_repo(REPO, &[("README.md", "hello\n")]);
+    let upstream = fake.git_dir(REPO);
+    let work = tempfile::tempdir().unwrap();
+    let tree = work.path().join("tree");
+    git(
+        work.path(),
+        &["clone", "--quiet", upstream.to_str().unwrap(), "tree"],
+    );
+    support::monorepo::monorepo(&tree, 2000);
+    git(&tree, &["add", "--all"]);
+    git(
+        &tree,
+        &["commit", "--quiet", "-m", "Crates and the library"],
+    );
+    git(
+        &tree,
+        &[
+            "push",
+            "--quiet",
+            "origin",
+            "HEAD:main",
+            "HEAD:refs/heads/old",
+        ],
+    );
+    let remote = forge.git_remote(&repo()).await.unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let cache = MirrorCache::new(data.path());
+    let key = MirrorKey::new("github", repo()).unwrap();
+
+    cache.update(&key, &remote).await.unwrap();
+    let mirror = cache.path(&key);
+    let cloned = clone_mirror(&remote, work.path(), "first").await;
+    assert_same_history(&mirror, &cloned);
+    assert!(refs(&mirror).contains("refs/heads/old"));
+
+    // A new commit on main and a deleted branch: the update brings one, prunes the other.
+    std::fs::write(tree.join("inventory/stock.py"), "class Stock:\n    pass\n").unwrap();
+    git(&tree, &["commit", "--quiet", "-am", "Shorter"]);
+    git(
+        &tree,
+        &["push", "--quiet", "origin", "HEAD:main", ":refs/heads/old"],
+    );
+    cache.update(&key, &remote).await.unwrap();
+    assert_eq!(cache.fetch_count(), 2);
+    let cloned = clone_mirror(&remote, work.path(), "second").await;
+    assert_same_history(&mirror, &cloned);
+    assert!(!refs(&mirror).contains("refs/heads/old"));
+    let fsck = git_command(&mirror)
+        .args(["fsck", "--connectivity-only", "--no-dangling"])
+        .output()
+        .unwrap();
+    assert!(fsck.status.success(), "{}", output_text(&fsck));
+
+    let token = remote.password.expose_secret().as_bytes().to_vec();
+    let mut stack = vec![mirror.clone()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let bytes = std::fs::read(&path).unwrap();
+                assert!(
+                    !bytes.windows(token.len()).any(|w| w == token),
+                    "the token is in {}",
+                    path.display()
+                );
+            }
+        }
+    }
+}
+
+/// A token the forge refuses fails the mirror's fetch as refused (so the session renews
+/// it rather than retrying), without repeating the token, and leaves no mirror behind.
+#[tokio::test]
+async fn a_refused_token_fails_the_mirror_fetch_as_refused() {
+    let (fake, _app, forge) = world().await;
+    fake.create_git_repo(REPO, &[("README.md", "hello\n")]);
+    let remote = GitRemote {
+        password: "ghs_not_a_token".to_owned().into(),
+        ..forge.git_remote(&repo()).await.unwrap()
+    };
+    let data = tempfile::tempdir().unwrap();
+    let cache = MirrorCache::new(data.path());
+    let key = MirrorKey::new("github", repo()).unwrap();
+    let err = cache.update(&key, &remote).await.unwrap_err();
+    let text = format!("{err} {err:?}");
+    assert!(
+        matches!(err, WorkspaceError::Fetch { refused: true, .. }),
+        "{text}"
+    );
+    assert!(text.contains("Authentication failed"), "{text}");
+    assert!(!text.contains("ghs_not_a_token"), "{text}");
+    assert!(!cache.path(&key).exists());
+}
+
+async fn clone_mirror(remote: &GitRemote, dir: &std::path::Path, name: &str) -> std::path::PathBuf {
+    let cloned = git_with(
+        remote,
+        dir,
+        &["clone", "--mirror", "--quiet", &remote.url, name],
+    )
+    .await;
+    assert!(cloned.status.success(), "{}", output_text(&cloned));
+    dir.join(name)
+}
+
+fn refs(git_dir: &std::path::Path) -> String {
+    git(
+        git_dir,
+        &[
+            "for-each-ref",
+            "--format=%(objectname) %(refname)",
+            "refs/heads",
+        ],
+    )
+}
+
+/// The same branches at the same commits, and the same objects reachable from them.
+fn assert_same_history(ours: &std::path::Path, theirs: &std::path::Path) {
+    assert_eq!(refs(ours), refs(theirs));
+    let objects = |dir: &std::path::Path| {
+        let mut all: Vec<String> = git(dir, &["rev-list", "--objects", "--all"])
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        all.sort();
+        all
+    };
+    let ours = objects(ours);
+    assert!(ours.len() > 20_000, "{} objects", ours.len());
+    assert!(ours == objects(theirs), "the objects differ");
 }
 
 #[tokio::test]
