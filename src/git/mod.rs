@@ -108,7 +108,12 @@ pub struct MirrorCache {
     root: PathBuf,
     locks: std::sync::Mutex<HashMap<MirrorKey, Arc<tokio::sync::Mutex<()>>>>,
     fetches: AtomicU64,
+    fetch_timeout: Duration,
 }
+
+/// The longest one fetch may take, however steadily the forge sends: a fetch holds the
+/// mirror's lock, and every session on the repository waits for it.
+pub const FETCH_TIMEOUT: Duration = Duration::from_secs(2 * 3600);
 
 impl MirrorCache {
     pub fn new(data_dir: &Path) -> Self {
@@ -116,7 +121,14 @@ impl MirrorCache {
             root: data_dir.join("mirrors"),
             locks: std::sync::Mutex::default(),
             fetches: AtomicU64::new(0),
+            fetch_timeout: FETCH_TIMEOUT,
         }
+    }
+
+    /// A shorter (or longer) bound than `FETCH_TIMEOUT` on one fetch.
+    pub fn with_fetch_timeout(mut self, timeout: Duration) -> Self {
+        self.fetch_timeout = timeout;
+        self
     }
 
     pub fn path(&self, key: &MirrorKey) -> PathBuf {
@@ -193,9 +205,10 @@ impl MirrorCache {
         let path = self.path(key);
         let key = key.clone();
         let remote = remote.clone();
+        let timeout = self.fetch_timeout;
         let did_fetch = tokio::task::spawn_blocking(move || {
             let _flock = FileLock::exclusive(&lock_path(&path))?;
-            sync_blocking(&path, &key, &remote, want, asked)
+            sync_blocking(&path, &key, &remote, want, asked, timeout)
         })
         .await
         .map_err(|e| anyhow!("The mirror task failed: {e}"))??;
@@ -318,8 +331,9 @@ fn sync_blocking(
     remote: &GitRemote,
     want: Option<Oid>,
     asked: SystemTime,
+    timeout: Duration,
 ) -> Result<bool, WorkspaceError> {
-    let fetched = fetch_if_needed(path, key, remote, want, asked)?;
+    let fetched = fetch_if_needed(path, key, remote, want, asked, timeout)?;
     if want.is_some() {
         touch(&path.join(USE_STAMP))?;
     }
@@ -332,6 +346,7 @@ fn fetch_if_needed(
     remote: &GitRemote,
     want: Option<Oid>,
     asked: SystemTime,
+    timeout: Duration,
 ) -> Result<bool, WorkspaceError> {
     if path.exists() {
         let repo = Repository::open_bare(path)
@@ -349,7 +364,7 @@ fn fetch_if_needed(
         }
         drop(repo);
         touch(&path.join(FETCH_STAMP))?;
-        fetch(path, key, remote)?;
+        fetch(path, key, remote, timeout)?;
         return Ok(true);
     }
     // A first clone goes to a temporary folder renamed into place, so an interrupted one
@@ -368,7 +383,7 @@ fn fetch_if_needed(
         Repository::init_opts(&tmp, &opts)
             .with_context(|| format!("Could not create the mirror {}", tmp.display()))?;
         touch(&tmp.join(FETCH_STAMP))?;
-        fetch(&tmp, key, remote)?;
+        fetch(&tmp, key, remote, timeout)?;
         std::fs::rename(&tmp, path)
             .with_context(|| format!("Could not move the mirror into {}", path.display()))?;
         Ok(true)
@@ -385,7 +400,12 @@ fn fetch_if_needed(
 /// git through a credential helper that reads them from this one child's environment:
 /// never in its arguments (which any user of the host can read in `/proc`), the URL, the
 /// mirror's config or git's messages.
-fn fetch(git_dir: &Path, key: &MirrorKey, remote: &GitRemote) -> Result<(), WorkspaceError> {
+fn fetch(
+    git_dir: &Path,
+    key: &MirrorKey,
+    remote: &GitRemote,
+    timeout: Duration,
+) -> Result<(), WorkspaceError> {
     let fail = |message: String, refused: bool| WorkspaceError::Fetch {
         repo: key.repo.to_string(),
         url: remote.url.clone(),
@@ -404,9 +424,18 @@ fn fetch(git_dir: &Path, key: &MirrorKey, remote: &GitRemote) -> Result<(), Work
         });
     }
     let mut command = git_command(git_dir);
+    // The helper answers only for the remote's own scheme, host and port: not for a host
+    // a redirect leads to.
+    command.args(["-c", "credential.helper="]);
+    if let Ok(url) = reqwest::Url::parse(&remote.url)
+        && url.has_host()
+    {
+        command.arg("-c").arg(format!(
+            "credential.{}.helper={CREDENTIAL_HELPER}",
+            url.origin().ascii_serialization()
+        ));
+    }
     command
-        .args(["-c", "credential.helper=", "-c"])
-        .arg(format!("credential.helper={CREDENTIAL_HELPER}"))
         .args([
             // A fetch must not start a background gc racing the mirror's lock.
             "-c",
@@ -435,9 +464,7 @@ fn fetch(git_dir: &Path, key: &MirrorKey, remote: &GitRemote) -> Result<(), Work
         .env("GIT_TERMINAL_PROMPT", "0")
         .env(USER_VAR, &remote.username)
         .env(PASSWORD_VAR, remote.password.expose_secret());
-    let output = command
-        .output()
-        .map_err(|e| fail(format!("could not run git: {e}"), false))?;
+    let output = output_within(command, timeout).map_err(|e| fail(e, false))?;
     if output.status.success() {
         return Ok(());
     }
@@ -445,6 +472,37 @@ fn fetch(git_dir: &Path, key: &MirrorKey, remote: &GitRemote) -> Result<(), Work
     let refused =
         said.contains("Authentication failed") || said.contains("could not read Username");
     Err(fail(git_said(&said, output.status), refused))
+}
+
+/// Runs `command` to its end, or kills it (and what it started) after `timeout`.
+fn output_within(
+    mut command: std::process::Command,
+    timeout: Duration,
+) -> Result<std::process::Output, String> {
+    use std::os::unix::process::CommandExt;
+    let child = command
+        .process_group(0)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("could not run git: {e}"))?;
+    let group = child.id() as libc::pid_t;
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(child.wait_with_output());
+    });
+    match finished.recv_timeout(timeout) {
+        Ok(output) => output.map_err(|e| format!("could not run git: {e}")),
+        Err(_) => {
+            // SAFETY: signals the process group this function started; no memory involved.
+            unsafe { libc::kill(-group, libc::SIGKILL) };
+            let _ = finished.recv();
+            Err(format!(
+                "the fetch took longer than {} seconds and was stopped",
+                timeout.as_secs()
+            ))
+        }
+    }
 }
 
 /// The environment variables the credential helper reads.
@@ -455,8 +513,8 @@ const PASSWORD_VAR: &str = "PLANWRIGHT_GIT_PASSWORD";
 const CREDENTIAL_HELPER: &str = "!f() { test \"$1\" = get && printf 'username=%s\\npassword=%s\\n' \"$PLANWRIGHT_GIT_USER\" \"$PLANWRIGHT_GIT_PASSWORD\"; }; f";
 
 /// `git` on `git_dir` with nothing from the caller's environment but the proxy and
-/// certificate settings, no global config, no prompts, and only the transports a forge
-/// remote uses.
+/// certificate settings, no global or system config (whose credential helpers or
+/// `insteadOf` rewrites would apply), and only the transports a forge remote uses.
 fn git_command(git_dir: &Path) -> std::process::Command {
     let mut command = std::process::Command::new("git");
     command
@@ -465,6 +523,7 @@ fn git_command(git_dir: &Path) -> std::process::Command {
         .env_clear()
         .env("PATH", "/usr/local/bin:/usr/bin:/bin")
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
         .env("GIT_ALLOW_PROTOCOL", "https:http:file")
         .stdin(std::process::Stdio::null());
     for name in [

@@ -169,7 +169,14 @@ impl Planner<'_> {
         dossier: &mut Dossier,
         checkpoint: &mut Checkpoint<'_>,
     ) -> Result<Planned, PlanError> {
-        let context = self.context(request);
+        // The map is ranked towards what the issue (and a revision's feedback) names.
+        let mut question = format!("{}\n{}", request.issue.title, request.issue.body);
+        if let Some((_, feedback)) = request.revision {
+            question.push('\n');
+            question.push_str(feedback);
+        }
+        let map = self.tools.map_in_background(&question).await;
+        let context = self.context(request, &map);
         // Questions come before a first plan; a revision has the maintainers' words already.
         let rounds = u32::try_from(dossier.asked.len()).unwrap_or(u32::MAX);
         let may_ask = request.revision.is_none() && rounds < request.config.max_questions;
@@ -331,7 +338,7 @@ impl Planner<'_> {
 
     /// The issue (quoted as data), the repository map and, for a revision, the contract
     /// being revised with the feedback.
-    fn context(&self, request: &PlanRequest<'_>) -> String {
+    fn context(&self, request: &PlanRequest<'_>, map: &str) -> String {
         let issue = request.issue;
         let (title, _) = untrusted::clean_capped(&issue.title, 300);
         let (body, cut) = untrusted::clean_capped(&issue.body, untrusted::MAX_ISSUE_CHARS);
@@ -360,13 +367,7 @@ impl Planner<'_> {
                 request.config.test.describe()
             }
         );
-        // The map is ranked towards what the issue (and a revision's feedback) names.
-        let mut question = format!("{}\n{}", issue.title, issue.body);
-        if let Some((_, feedback)) = request.revision {
-            question.push('\n');
-            question.push_str(feedback);
-        }
-        let _ = write!(out, "\nRepository map:\n{}", self.tools.map(&question));
+        let _ = write!(out, "\nRepository map:\n{map}");
         if let Some((previous, feedback)) = request.revision {
             let (feedback, _) = untrusted::clean_capped(feedback, MAX_FEEDBACK_CHARS);
             let _ = write!(

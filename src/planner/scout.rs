@@ -54,7 +54,8 @@ impl Scout<'_> {
             }
         }
         let focus = format!("{question}\n{}", hints.join("\n"));
-        let _ = write!(first, "\nRepository map:\n{}", self.tools.map(&focus));
+        let map = self.tools.map_in_background(&focus).await;
+        let _ = write!(first, "\nRepository map:\n{map}");
         let mut messages = vec![Message::user(first)];
         let mut raw = String::new();
         for _ in 0..self.max_turns {

@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock, Mutex, OnceLock};
 
 use super::tags::{self, Def, Lang};
@@ -24,6 +24,14 @@ const PARSE_BYTES: u64 = 192 << 20;
 const PARSE_FILE_BYTES: u64 = 512 << 10;
 /// Distinct identifiers kept per file, the most used first.
 const REFS_PER_FILE: usize = 400;
+/// Definitions kept per file: a file of a hundred thousand one-line functions is not
+/// worth more of the map, or of memory, than this.
+const DEFS_PER_FILE: usize = 300;
+/// Links between files the ranking follows at most (each is 24 bytes, walked 25 times).
+const EDGES_MAX: usize = 4_000_000;
+/// Words and paths of a question looked for at most.
+const MENTIONED_WORDS: usize = 300;
+const MENTIONED_PATHS: usize = 100;
 /// A name defined in more files than this links nothing: it is too common to say which.
 const DEFINED_IN_MAX: usize = 40;
 /// Definitions shown per file at most.
@@ -175,7 +183,7 @@ impl Index {
         if self.unparsed > 0 {
             let _ = write!(
                 out,
-                "; {} source files not read for definitions (size limits)",
+                "; {} source files not read for definitions (too large, past the limits, binary or unreadable)",
                 thousands(self.unparsed)
             );
         }
@@ -294,16 +302,14 @@ impl Index {
 
         // Where the walk starts: what the question names, and what changed lately.
         let mut personal = vec![0f64; n];
+        // A file is named by its path or by any tail of it (`stock.py`, `inventory/stock.py`).
         for (i, f) in self.files.iter().enumerate() {
-            let name = f.rel.rsplit('/').next().unwrap_or(&f.rel);
-            if mentions
-                .paths
-                .iter()
-                .any(|p| f.rel == *p || f.rel.ends_with(&format!("/{p}")))
-            {
+            let named = mentions.paths.contains(f.rel.as_str())
+                || f.rel
+                    .match_indices('/')
+                    .any(|(at, _)| mentions.paths.contains(&f.rel[at + 1..]));
+            if named {
                 personal[i] += 10.0;
-            } else if mentions.paths.iter().any(|p| p == name) {
-                personal[i] += 5.0;
             }
         }
         for id in &mentioned_ids {
@@ -391,6 +397,9 @@ impl Index {
                 }
                 if name.len() >= 8 && (name.contains('_') || name.chars().any(char::is_uppercase)) {
                     weight *= 2.0;
+                }
+                if edges.len() >= EDGES_MAX {
+                    break;
                 }
                 for dst in defined {
                     if *dst as usize == src {
@@ -506,12 +515,13 @@ fn parse_all(entries: &[walk::Entry], chosen: &[(usize, Lang)]) -> Vec<Parsed> {
 type Tags = (Vec<Def>, Vec<(String, u32)>);
 
 fn parse_one(path: &Path, lang: Lang) -> Option<Tags> {
-    let bytes = std::fs::read(path).ok()?;
+    let (bytes, _) = super::read_bounded(path).ok()?;
     if bytes.iter().take(8000).any(|b| *b == 0) {
         return None;
     }
     let text = String::from_utf8_lossy(&bytes);
-    let defs = tags::definitions(lang, &text);
+    let mut defs = tags::definitions(lang, &text);
+    defs.truncate(DEFS_PER_FILE);
     let mut counts: HashMap<&str, u32> = HashMap::new();
     for word in tags::identifiers(&text) {
         *counts.entry(word).or_default() += 1;
@@ -564,7 +574,7 @@ fn recent_changes(root: &Path, files: &[FileNode]) -> HashMap<u32, f64> {
 /// What a question names: words (identifiers, folder names) and paths.
 struct Mentions {
     words: HashSet<String>,
-    paths: Vec<String>,
+    paths: HashSet<String>,
 }
 
 impl Mentions {
@@ -573,7 +583,13 @@ impl Mentions {
             regex::Regex::new(r"[A-Za-z0-9_.\-]+(?:/[A-Za-z0-9_.\-]+)*")
                 .unwrap_or_else(|e| unreachable!("a valid pattern: {e}"))
         });
-        let words = tags::identifiers(question).map(str::to_owned).collect();
+        let mut words = HashSet::new();
+        for word in tags::identifiers(question) {
+            if words.len() == MENTIONED_WORDS {
+                break;
+            }
+            words.insert(word.to_owned());
+        }
         let paths = PATH
             .find_iter(question)
             .map(|m| {
@@ -586,27 +602,32 @@ impl Mentions {
                     || p.rsplit_once('.')
                         .is_some_and(|(a, b)| !a.is_empty() && !b.is_empty())
             })
+            .take(MENTIONED_PATHS)
             .map(str::to_owned)
             .collect();
         Mentions { words, paths }
     }
 }
 
-/// Indexes by commit and maps by (commit, question, budget), kept for the process: a
-/// session's planner and scouts, and later sessions on the same commit, share them.
-static INDEXES: LazyLock<Mutex<Vec<(String, IndexCell)>>> = LazyLock::new(Mutex::default);
+/// Indexes by checkout and commit, and maps by (checkout, commit, question, budget), kept
+/// for the process: a session's planner and scouts share them. The checkout is part of
+/// the key: two repositories (a fork and its parent) share commits, and a checkout is
+/// read as it is, not from git.
+static INDEXES: LazyLock<Mutex<Vec<(IndexKey, IndexCell)>>> = LazyLock::new(Mutex::default);
 static MAPS: LazyLock<Mutex<Vec<KeptMap>>> = LazyLock::new(Mutex::default);
 
-/// Filled by the first caller to ask for a commit; the others wait for it.
+type IndexKey = (PathBuf, String);
+/// Filled by the first caller to ask for a checkout; the others wait for it.
 type IndexCell = Arc<OnceLock<Arc<Index>>>;
-/// A map under its commit, a hash of its question, and its budget.
-type KeptMap = ((String, u64, usize), Arc<str>);
+/// A map under its checkout, commit, question and budget.
+type KeptMap = ((IndexKey, String, usize), Arc<str>);
 
-/// The commit's index, built once however many ask at the same time.
+/// The checkout's index at `commit`, built once however many ask at the same time.
 pub fn index_for(commit: &str, root: &Path) -> Arc<Index> {
+    let key: IndexKey = (root.to_path_buf(), commit.to_owned());
     let cell = {
         let mut kept = INDEXES.lock().unwrap_or_else(|p| p.into_inner());
-        match kept.iter().position(|(c, _)| c == commit) {
+        match kept.iter().position(|(k, _)| *k == key) {
             Some(at) => {
                 let entry = kept.remove(at);
                 let cell = entry.1.clone();
@@ -614,8 +635,8 @@ pub fn index_for(commit: &str, root: &Path) -> Arc<Index> {
                 cell
             }
             None => {
-                let cell: Arc<OnceLock<Arc<Index>>> = Arc::default();
-                kept.push((commit.to_owned(), cell.clone()));
+                let cell: IndexCell = Arc::default();
+                kept.push((key, cell.clone()));
                 if kept.len() > INDEXES_KEPT {
                     kept.remove(0);
                 }
@@ -626,12 +647,14 @@ pub fn index_for(commit: &str, root: &Path) -> Arc<Index> {
     cell.get_or_init(|| Arc::new(Index::build(root))).clone()
 }
 
-/// The map of `commit`'s checkout for `question`, from the cache when it was made before.
+/// The map of the checkout at `commit` for `question`, from the cache when it was made
+/// before.
 pub fn cached_map(commit: &str, root: &Path, question: &str, budget: usize) -> Arc<str> {
-    use std::hash::{Hash, Hasher};
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    question.hash(&mut hasher);
-    let key = (commit.to_owned(), hasher.finish(), budget);
+    let key = (
+        (root.to_path_buf(), commit.to_owned()),
+        question.to_owned(),
+        budget,
+    );
     {
         let kept = MAPS.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((_, map)) = kept.iter().find(|(k, _)| *k == key) {

@@ -19,6 +19,8 @@ use search::{MAX_LISTED, MAX_MATCHES};
 
 /// Lines one `read_file` answer holds at most.
 const MAX_READ_LINES: usize = 250;
+/// The most of one file `read_file` reads.
+const READ_MAX_BYTES: u64 = 8 << 20;
 /// Characters per line shown; minified files are not worth more.
 const MAX_LINE_CHARS: usize = 300;
 
@@ -179,6 +181,8 @@ impl RepoTools {
             .into_owned()
     }
 
+    /// Lines of a file, at most `MAX_READ_LINES` at once, from its first
+    /// `READ_MAX_BYTES`: a 2 GB file is never read whole.
     pub fn read_file(
         &self,
         path: &str,
@@ -189,12 +193,18 @@ impl RepoTools {
         if real.is_dir() {
             return Err(format!("`{path}` is a folder; use list_files"));
         }
-        let bytes = std::fs::read(&real).map_err(|e| format!("cannot read `{path}`: {e}"))?;
+        let (bytes, size) =
+            read_bounded(&real).map_err(|e| format!("cannot read `{path}`: {e}"))?;
         if bytes.iter().take(8000).any(|b| *b == 0) {
-            return Err(format!("`{path}` is a binary file ({} bytes)", bytes.len()));
+            return Err(format!("`{path}` is a binary file ({size} bytes)"));
         }
+        let cut = size > bytes.len() as u64;
         let text = String::from_utf8_lossy(&bytes);
-        let lines: Vec<&str> = text.lines().collect();
+        let mut lines: Vec<&str> = text.lines().collect();
+        if cut {
+            // The last line read may be only the start of one.
+            lines.pop();
+        }
         let total = lines.len();
         let start = start.unwrap_or(1).max(1);
         if total == 0 {
@@ -205,7 +215,15 @@ impl RepoTools {
         }
         let wanted_end = end.unwrap_or(total).clamp(start, total);
         let end = wanted_end.min(start + MAX_READ_LINES - 1);
-        let mut out = format!("{} lines {start}-{end} of {total}\n", self.display(&real));
+        let mut out = if cut {
+            format!(
+                "{} lines {start}-{end} of the first {total} (the file has {size} bytes; only its first {} MiB are read)\n",
+                self.display(&real),
+                READ_MAX_BYTES >> 20
+            )
+        } else {
+            format!("{} lines {start}-{end} of {total}\n", self.display(&real))
+        };
         for (i, line) in lines[start - 1..end].iter().enumerate() {
             let _ = writeln!(out, "{:>5} {}", start + i, clip_line(line));
         }
@@ -229,6 +247,16 @@ impl RepoTools {
             }
             None => map::Index::build(&self.root).render(question, self.map_tokens),
         }
+    }
+
+    /// `map`, on a blocking thread: ranking a large repository's graph takes a while,
+    /// which an async task must not spend.
+    pub async fn map_in_background(&self, question: &str) -> String {
+        let tools = self.clone();
+        let question = question.to_owned();
+        tokio::task::spawn_blocking(move || tools.map(&question))
+            .await
+            .unwrap_or_else(|e| format!("(the repository map could not be made: {e})"))
     }
 
     /// Builds the commit's index now (it takes seconds on a large repository), so the
@@ -290,6 +318,11 @@ impl PathGlob {
 }
 
 fn compile(pattern: &str) -> Option<globset::GlobMatcher> {
+    glob(pattern).map(|g| g.compile_matcher())
+}
+
+/// The pattern as globset takes it, or `None` when it is too large to compile.
+pub(crate) fn glob(pattern: &str) -> Option<globset::Glob> {
     // Only `*`, `**` and `?` are special here, as they always were: classes and
     // alternatives are taken literally. A `**` that is not a whole segment (`a**b`) still
     // crosses folders, which globset only does for a whole segment: it becomes "within
@@ -320,7 +353,26 @@ fn compile(pattern: &str) -> Option<globset::GlobMatcher> {
         .backslash_escape(false)
         .build()
         .ok()
-        .map(|g| g.compile_matcher())
+}
+
+/// At most `READ_MAX_BYTES` of a regular file (not a pipe or a device, which could block
+/// or never end), and its size.
+fn read_bounded(path: &Path) -> std::io::Result<(Vec<u8>, u64)> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    // Opening a pipe for reading waits for a writer: never block on the open either.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let mut bytes = Vec::new();
+    file.take(READ_MAX_BYTES).read_to_end(&mut bytes)?;
+    let size = meta.len().max(bytes.len() as u64);
+    Ok((bytes, size))
 }
 
 #[cfg(test)]
@@ -403,7 +455,7 @@ mod tests {
         assert_eq!(
             hits.lines().collect::<Vec<_>>(),
             [
-                "1 matching lines in 1 files (searched 3 files; not searched: 1 binary, 2 symlinks leading outside)",
+                "1 matching lines in 1 files (searched 3 files; not searched: 1 binary, 2 symlinks to no file inside)",
                 "src/parse/mod.rs:2: // TODO trailing comma"
             ],
             "{hits}"
@@ -591,6 +643,83 @@ mod tests {
         assert!(glob_matches("docs/[draft]{1}.md", "docs/[draft]{1}.md"));
         assert!(!glob_matches("docs/[draft].md", "docs/d.md"));
         assert!(!glob_matches("src/?.rs", "src//.rs"));
+    }
+
+    /// Symlink loops, a folder linked to itself, a name that is not UTF-8, a 2 GB file, a
+    /// pipe and a pattern that matches every line: each tool finishes, reads within its
+    /// bounds and says what it left out.
+    #[test]
+    fn hostile_trees_are_bounded_and_counted() {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("repo");
+        let src = root.join("src");
+        std::fs::create_dir_all(&src).unwrap();
+        std::os::unix::fs::symlink("b", root.join("a")).unwrap();
+        std::os::unix::fs::symlink("a", root.join("b")).unwrap();
+        std::os::unix::fs::symlink(".", src.join("self")).unwrap();
+        let latin1 = std::ffi::OsStr::from_bytes(b"caf\xe9.py");
+        std::fs::write(
+            src.join(latin1),
+            "def reserve_units(quantity):\n    return quantity\n",
+        )
+        .unwrap();
+        // Text first, then 2 GB of nothing (a sparse file: no disk is used).
+        let huge = src.join("huge.log");
+        let head: String = (1..=1000).map(|i| format!("entry {i}\n")).collect();
+        std::fs::write(&huge, &head).unwrap();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&huge)
+            .unwrap()
+            .set_len(2 << 30)
+            .unwrap();
+        let pipe = std::ffi::CString::new(src.join("pipe").as_os_str().as_bytes()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(pipe.as_ptr(), 0o644) }, 0);
+        let t = RepoTools::new(&root).unwrap();
+
+        let listed = t.list_files("", None).unwrap();
+        assert_eq!(
+            listed.lines().collect::<Vec<_>>(),
+            ["a", "b", "src/caf\u{fffd}.py", "src/huge.log", "src/self"],
+            "{listed}"
+        );
+
+        let found = t.search("reserve_units", "").unwrap();
+        assert_eq!(
+            found.lines().collect::<Vec<_>>(),
+            [
+                "1 matching lines in 1 files (searched 1 files; not searched: 1 larger than 1 MiB, 3 symlinks to no file inside)",
+                "src/caf\u{fffd}.py:1: def reserve_units(quantity):",
+            ],
+            "{found}"
+        );
+        let everything = t.search("", "").unwrap();
+        assert!(
+            everything.starts_with("2 matching lines in 1 files"),
+            "{everything}"
+        );
+
+        let read = t.read_file("src/huge.log", Some(999), None).unwrap();
+        assert!(
+            read.contains("only its first 8 MiB are read"),
+            "{}",
+            &read[..200.min(read.len())]
+        );
+        assert!(
+            read.contains("  999 entry 999"),
+            "{}",
+            &read[..200.min(read.len())]
+        );
+        assert!(
+            t.read_file("src/pipe", None, None)
+                .unwrap_err()
+                .contains("not a regular file")
+        );
+
+        let map = t.map("reserve_units");
+        assert!(map.contains("def reserve_units(quantity):"), "{map}");
+        assert!(map.contains("src/huge.log"), "{map}");
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
+use std::time::{Duration, Instant};
 
 use regex::{Regex, RegexBuilder};
 
@@ -20,6 +21,8 @@ pub const MAX_LISTED: usize = 200;
 const MAX_SEARCH_BYTES: u64 = 1 << 20;
 /// Bytes one search reads at most; past it, the files left are counted as not searched.
 const SEARCH_TOTAL_BYTES: u64 = 512 << 20;
+/// The time one search takes at most; files past it are counted, not searched.
+const SEARCH_TIME: Duration = Duration::from_secs(20);
 /// Matching lines remembered to choose from, for the repository's own files and for
 /// generated or vendored ones; past it they are only counted.
 const CANDIDATES_OWN: usize = 20_000;
@@ -74,8 +77,10 @@ impl RepoTools {
 
         let mut per_file: Vec<(usize, usize)> = Vec::new();
         let mut hits: Vec<Hit> = Vec::new();
-        let (mut searched, mut large, mut binary, mut outside, mut over_budget) =
-            (0usize, 0usize, 0usize, 0usize, 0usize);
+        let (mut searched, mut large, mut binary, mut outside, mut over_budget, mut unreadable) =
+            (0usize, 0usize, 0usize, 0usize, 0usize, 0usize);
+        let deadline = Instant::now() + SEARCH_TIME;
+        let mut late = 0usize;
         let mut read = 0u64;
         let mut total = 0usize;
         let (mut kept_own, mut kept_generated) = (0usize, 0usize);
@@ -83,14 +88,14 @@ impl RepoTools {
             if glob.as_ref().is_some_and(|g| !g.matches(&file.rel)) {
                 continue;
             }
-            // A committed symlink may point anywhere: search it only if it stays inside.
-            if file.symlink
-                && !file
-                    .path
-                    .canonicalize()
-                    .is_ok_and(|real| real.starts_with(self.root()) && real.is_file())
-            {
+            // A committed symlink may point anywhere: search it only if it leads to a file
+            // inside (and not into `.git`).
+            if file.symlink && !self.resolve(&file.rel).is_ok_and(|real| real.is_file()) {
                 outside += 1;
+                continue;
+            }
+            if Instant::now() > deadline {
+                late += 1;
                 continue;
             }
             let size = std::fs::metadata(&file.path).map(|m| m.len()).unwrap_or(0);
@@ -103,6 +108,7 @@ impl RepoTools {
                 continue;
             }
             let Ok(bytes) = std::fs::read(&file.path) else {
+                unreadable += 1;
                 continue;
             };
             read += size;
@@ -168,7 +174,10 @@ impl RepoTools {
             left_out.push(format!("{binary} binary"));
         }
         if outside > 0 {
-            left_out.push(format!("{outside} symlinks leading outside"));
+            left_out.push(format!("{outside} symlinks to no file inside"));
+        }
+        if unreadable > 0 {
+            left_out.push(format!("{unreadable} unreadable"));
         }
         if over_budget > 0 {
             left_out.push(format!(
@@ -177,12 +186,22 @@ impl RepoTools {
                 SEARCH_TOTAL_BYTES >> 20
             ));
         }
-        if walked.not_kept > 0 || walked.stopped {
+        if late > 0 {
             left_out.push(format!(
-                "{} past the first {} in path order",
+                "{} past the {} seconds one search takes",
+                thousands(late),
+                SEARCH_TIME.as_secs()
+            ));
+        }
+        if walked.not_kept > 0 {
+            left_out.push(format!(
+                "{} past the first {} the walk keeps",
                 thousands(walked.not_kept),
                 thousands(walk::KEEP_FILES)
             ));
+        }
+        if walked.stopped {
+            left_out.push("the rest of a tree too large to count".to_owned());
         }
         let searched_note = if left_out.is_empty() {
             format!("searched {} files", thousands(searched))
@@ -344,8 +363,10 @@ impl RepoTools {
 }
 
 fn compile(pattern: &str, options: &SearchOptions) -> Result<Regex, String> {
+    // ASCII word boundaries: Unicode ones on non-ASCII text push the regex engine onto
+    // its slowest path, and identifiers are ASCII.
     let pattern = if options.whole_word {
-        format!(r"\b(?:{pattern})\b")
+        format!(r"(?-u:\b)(?:{pattern})(?-u:\b)")
     } else {
         pattern.to_owned()
     };

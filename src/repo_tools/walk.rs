@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use super::PathGlob;
+use globset::{Glob, GlobSet, GlobSetBuilder};
 
 /// Files a walk keeps at most; past it they are only counted. A checkout of a million
 /// files is walked (counted) whole but never held whole in memory.
@@ -51,8 +51,8 @@ impl Walk {
     }
 }
 
-/// Every file under `dir` (inside `root`), sorted by path, without `.git`; symlinks are
-/// listed, not followed, so a symlink loop is one entry. Iterative: a deep tree cannot
+/// Every regular file and symlink under `dir` (inside `root`), sorted by path, without
+/// `.git`; symlinks are listed, not followed, so a symlink loop is one entry. Iterative: a deep tree cannot
 /// exhaust the stack.
 pub fn walk(root: &Path, dir: &Path) -> Walk {
     let mut out = Walk::default();
@@ -80,6 +80,11 @@ pub fn walk(root: &Path, dir: &Path) -> Walk {
                 if entry.file_name() != ".git" {
                     folders.push(entry.path());
                 }
+                continue;
+            }
+            // A pipe, socket or device (which a run's commands can leave behind; git
+            // never checks one out) is not a file: reading a pipe would wait forever.
+            if !kind.is_file() && !kind.is_symlink() {
                 continue;
             }
             if out.files.len() >= KEEP_FILES {
@@ -174,48 +179,66 @@ const GENERATED_SUFFIXES: &[&str] = &[
 /// `.gitignore` names), by packaging markers (a folder holding an unpacked crate), and by
 /// well-known names.
 pub struct Generated {
-    marked: Vec<PathGlob>,
-    unmarked: Vec<PathGlob>,
-    ignored: Vec<PathGlob>,
+    /// `.gitattributes` patterns marking content generated or vendored, and unmarking it.
+    marked: GlobSet,
+    unmarked: GlobSet,
+    /// `.gitignore` patterns in order, with whether each is a negation (`!`): the last
+    /// one to match decides, as for git.
+    ignored: GlobSet,
+    negated: Vec<bool>,
     /// Folders (with a trailing `/`) that hold a packaged crate or package.
     packaged: HashSet<String>,
 }
 
+/// Lines of a `.gitattributes` or `.gitignore` read at most: one set of globs matches
+/// every path, but a file of a million patterns should not be compiled either.
+const PATTERNS_MAX: usize = 1_000;
+/// The largest `.gitattributes` or `.gitignore` read.
+const PATTERN_FILE_BYTES: u64 = 64 << 10;
+
 impl Generated {
     pub fn new(root: &Path, files: &[Entry]) -> Self {
-        let mut marked = Vec::new();
-        let mut unmarked = Vec::new();
+        let (mut marked, mut unmarked) = (GlobSetBuilder::new(), GlobSetBuilder::new());
         if let Ok(text) = read_small(&root.join(".gitattributes")) {
-            for line in text.lines() {
+            for line in text.lines().take(PATTERNS_MAX) {
                 let mut words = line.split_whitespace();
                 let Some(pattern) = words.next().filter(|p| !p.starts_with('#')) else {
                     continue;
                 };
                 for attribute in words {
-                    let globs = || gitattributes_globs(pattern).into_iter();
-                    match attribute {
+                    let set = match attribute {
                         "linguist-generated"
                         | "linguist-generated=true"
                         | "linguist-vendored"
-                        | "linguist-vendored=true" => marked.extend(globs()),
+                        | "linguist-vendored=true" => &mut marked,
                         "-linguist-generated"
                         | "linguist-generated=false"
                         | "-linguist-vendored"
-                        | "linguist-vendored=false" => unmarked.extend(globs()),
-                        _ => {}
+                        | "linguist-vendored=false" => &mut unmarked,
+                        _ => continue,
+                    };
+                    for glob in gitattributes_globs(pattern) {
+                        set.add(glob);
                     }
                 }
             }
         }
-        let mut ignored = Vec::new();
+        let mut ignored = GlobSetBuilder::new();
+        let mut negated = Vec::new();
         if let Ok(text) = read_small(&root.join(".gitignore")) {
-            for line in text.lines() {
+            for line in text.lines().take(PATTERNS_MAX) {
                 let line = line.trim();
-                // Negations re-include; leaving them out only errs towards "not generated".
-                if line.is_empty() || line.starts_with('#') || line.starts_with('!') {
+                if line.is_empty() || line.starts_with('#') {
                     continue;
                 }
-                ignored.extend(gitattributes_globs(line));
+                let (negation, pattern) = match line.strip_prefix('!') {
+                    Some(rest) => (true, rest),
+                    None => (false, line),
+                };
+                for glob in gitattributes_globs(pattern) {
+                    ignored.add(glob);
+                    negated.push(negation);
+                }
             }
         }
         let packaged = files
@@ -226,20 +249,34 @@ impl Generated {
             })
             .filter_map(|f| f.rel.rsplit_once('/').map(|(dir, _)| format!("{dir}/")))
             .collect();
+        // A set too large to compile leaves its patterns out; the well-known names still
+        // apply.
+        let build = |set: GlobSetBuilder| set.build().unwrap_or_else(|_| GlobSet::empty());
+        let ignored = match ignored.build() {
+            Ok(set) => set,
+            Err(_) => {
+                negated.clear();
+                GlobSet::empty()
+            }
+        };
         Generated {
-            marked,
-            unmarked,
+            marked: build(marked),
+            unmarked: build(unmarked),
             ignored,
+            negated,
             packaged,
         }
     }
 
     pub fn is_generated(&self, rel: &str) -> bool {
-        if self.unmarked.iter().any(|g| g.matches(rel)) {
+        if self.unmarked.is_match(rel) {
             return false;
         }
-        if self.marked.iter().any(|g| g.matches(rel)) || self.ignored.iter().any(|g| g.matches(rel))
-        {
+        if self.marked.is_match(rel) {
+            return true;
+        }
+        let last = self.ignored.matches(rel).into_iter().max();
+        if last.is_some_and(|i| !self.negated.get(i).copied().unwrap_or(true)) {
             return true;
         }
         let (folders, name) = match rel.rsplit_once('/') {
@@ -270,7 +307,7 @@ impl Generated {
 
 /// A `.gitattributes` or `.gitignore` pattern as path globs: one without a slash matches
 /// at any depth, a leading slash anchors, and a name matches the folder's content too.
-fn gitattributes_globs(pattern: &str) -> Vec<PathGlob> {
+fn gitattributes_globs(pattern: &str) -> Vec<Glob> {
     let pattern = pattern.trim_end_matches('/');
     let anchored = pattern.starts_with('/') || pattern.contains('/');
     let pattern = pattern.trim_start_matches('/');
@@ -282,15 +319,28 @@ fn gitattributes_globs(pattern: &str) -> Vec<PathGlob> {
     } else {
         format!("**/{pattern}")
     };
-    vec![PathGlob::new(&glob), PathGlob::new(&format!("{glob}/**"))]
+    [super::glob(&glob), super::glob(&format!("{glob}/**"))]
+        .into_iter()
+        .flatten()
+        .collect()
 }
 
+/// A small regular file's text: never through a symlink (which could lead to
+/// `/dev/zero` or a pipe), never more than `PATTERN_FILE_BYTES`.
 fn read_small(path: &Path) -> std::io::Result<String> {
-    let meta = std::fs::metadata(path)?;
-    if meta.len() > 256 << 10 {
-        return Err(std::io::Error::other("too large"));
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let meta = std::fs::symlink_metadata(path)?;
+    if !meta.is_file() || meta.len() > PATTERN_FILE_BYTES {
+        return Err(std::io::Error::other("not a small regular file"));
     }
-    Ok(String::from_utf8_lossy(&std::fs::read(path)?).into_owned())
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
+        .open(path)?;
+    let mut bytes = Vec::new();
+    file.take(PATTERN_FILE_BYTES).read_to_end(&mut bytes)?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// `17812` → `17,812`.
@@ -304,4 +354,62 @@ pub fn thousands(n: usize) -> String {
         out.push(c);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entries(root: &Path) -> Vec<Entry> {
+        walk(root, root).files
+    }
+
+    /// `.gitignore` is read in order, the last matching pattern deciding: `/*` then
+    /// `!/src/` leaves `src/` the repository's own.
+    #[test]
+    fn a_negated_ignore_pattern_re_includes() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("src")).unwrap();
+        std::fs::create_dir_all(root.join("build")).unwrap();
+        std::fs::write(root.join("src/lib.rs"), "fn f() {}\n").unwrap();
+        std::fs::write(root.join("build/out.rs"), "fn g() {}\n").unwrap();
+        std::fs::write(root.join(".gitignore"), "/*\n!/src/\n!.gitignore\n").unwrap();
+        let generated = Generated::new(root, &entries(root));
+        assert!(!generated.is_generated("src/lib.rs"));
+        assert!(generated.is_generated("build/out.rs"));
+        assert!(!generated.is_generated(".gitignore"));
+    }
+
+    /// A `.gitattributes` that is a symlink (to an endless device, here) or a pipe is not
+    /// read; one of a million patterns is read only up to its limits.
+    #[test]
+    fn pattern_files_are_read_only_when_small_and_regular() {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::os::unix::fs::symlink("/dev/zero", root.join(".gitattributes")).unwrap();
+        let pipe = std::ffi::CString::new(root.join(".gitignore").as_os_str().as_bytes()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(pipe.as_ptr(), 0o644) }, 0);
+        std::fs::write(root.join("gen.rs"), "fn f() {}\n").unwrap();
+        let generated = Generated::new(root, &entries(root));
+        assert!(!generated.is_generated("gen.rs"));
+
+        std::fs::remove_file(root.join(".gitignore")).unwrap();
+        let many: String = (0..1_000_000).map(|i| format!("f{i}.rs\n")).collect();
+        std::fs::write(root.join(".gitignore"), many).unwrap();
+        let generated = Generated::new(root, &entries(root));
+        assert!(
+            !generated.is_generated("f5.rs"),
+            "past the size limit: not read"
+        );
+        let few: String = (0..5_000).map(|i| format!("f{i}.rs\n")).collect();
+        std::fs::write(root.join(".gitignore"), few).unwrap();
+        let generated = Generated::new(root, &entries(root));
+        assert!(generated.is_generated("f5.rs"));
+        assert!(
+            !generated.is_generated("f4999.rs"),
+            "past the pattern limit"
+        );
+    }
 }

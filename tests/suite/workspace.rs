@@ -747,3 +747,29 @@ async fn a_result_of_huge_files_is_measured_and_its_diff_stays_within_its_bound(
     let bytes = ws.changed_bytes().await.unwrap();
     assert_eq!(bytes, (lines.len() + huge.len()) as u64);
 }
+
+/// A forge that takes the connection and never answers is given up on after the fetch's
+/// time limit, with a clear error and no mirror left behind; git's own low-speed limit
+/// alone would wait minutes, holding the mirror's lock.
+#[tokio::test]
+async fn a_forge_that_never_answers_is_given_up_on() {
+    // Connections queue in the listener's backlog and are never read.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let remote = GitRemote {
+        url: format!("http://{}/octo/repo.git", listener.local_addr().unwrap()),
+        username: "x-access-token".into(),
+        password: SecretString::from("ghs_silent"),
+    };
+    let data = tempfile::tempdir().unwrap();
+    let cache = MirrorCache::new(data.path()).with_fetch_timeout(Duration::from_secs(1));
+    let key = MirrorKey::new("github", RepoName::parse("octo/repo").unwrap()).unwrap();
+    let err = cache.update(&key, &remote).await.unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("the fetch took longer than 1 seconds and was stopped"),
+        "{text}"
+    );
+    assert!(!matches!(err, WorkspaceError::Fetch { refused: true, .. }));
+    assert!(!cache.path(&key).exists());
+    drop(listener);
+}
