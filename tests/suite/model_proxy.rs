@@ -1893,7 +1893,8 @@ async fn no_key_token_or_prompt_reaches_the_logs() {
     let logs = captured_logs();
     let h = start(vec![
         Step::text("fine"),
-        Step::text("streamed").usage(usage(5000, 5000, 0, 0)),
+        // Within the request's 1024 output tokens, past the $0.05 budget.
+        Step::text("streamed").usage(usage(15_000, 1_000, 0, 0)),
         Step::text("cut").cut_after(3),
     ])
     .await;

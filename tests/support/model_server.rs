@@ -359,6 +359,16 @@ async fn answer(
     {
         return error_response(wire, *status, message, *retry_after);
     }
+    // A provider never writes more than the request's output limit: the usage it reports
+    // is capped there, whatever the script says.
+    let mut usage = step.usage;
+    if let Some(limit) = ["max_tokens", "max_completion_tokens", "max_output_tokens"]
+        .iter()
+        .find_map(|key| body[*key].as_u64())
+    {
+        usage.output = usage.output.min(limit);
+    }
+    let step = Step { usage, ..step };
     if body["stream"] == true {
         let pieces = step.pieces;
         let mut events = match wire {
