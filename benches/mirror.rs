@@ -22,7 +22,7 @@ use git2::{AutotagOption, FetchOptions, FetchPrune, Repository, RepositoryInitOp
 use planwright::forge::GitRemote;
 use planwright::git::{MirrorCache, MirrorKey};
 use planwright::ids::RepoName;
-use repo::{History, generate, git, median, settle, stored_bytes};
+use repo::{History, generate, git, keep_named, median, settle, stored_bytes};
 use secrecy::SecretString;
 
 const RUNS: usize = 3;
@@ -200,18 +200,7 @@ fn main() {
         .unwrap();
     let scratch = tempfile::tempdir().unwrap();
     let mut cases = vec![(20_000, 500, History::Light), (10_000, 200, History::Heavy)];
-    let words: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
-    cases.retain(|&(files, commits, history)| {
-        let names = [
-            files.to_string(),
-            commits.to_string(),
-            history.name().to_owned(),
-        ];
-        words.iter().all(|w| names.contains(w))
-    });
+    keep_named(&mut cases);
 
     println!(
         "mirror: median of {RUNS} round-robin runs, milliseconds; an update brings {UPDATE_COMMITS} commits"

@@ -19,7 +19,7 @@ mod repo;
 use planwright::forge::GitRemote;
 use planwright::git::{MirrorCache, MirrorKey, Outcome, WorkspaceRequest, Workspaces};
 use planwright::ids::{CommitSha, IssueNumber, RepoName};
-use repo::{BLOB_PATH, History, generate, git, median, settle, stored_bytes};
+use repo::{BLOB_PATH, History, generate, git, keep_named, median, settle, stored_bytes};
 use secrecy::SecretString;
 
 const RUNS: usize = 5;
@@ -237,18 +237,7 @@ fn main() {
     }
     // `cargo bench --bench workspace -- 100000 heavy`: only the cases whose files, commits
     // or history name all match the words given.
-    let words: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
-    cases.retain(|&(files, commits, history)| {
-        let names = [
-            files.to_string(),
-            commits.to_string(),
-            history.name().to_owned(),
-        ];
-        words.iter().all(|w| names.contains(w))
-    });
+    keep_named(&mut cases);
 
     // Rows are printed as they are measured: the 100k case takes the better part of an
     // hour, and the rows before it should not be lost with it.

@@ -154,3 +154,20 @@ pub fn median(mut v: Vec<f64>) -> f64 {
 pub fn settle() {
     let _ = Command::new("sync").status();
 }
+
+/// Keeps the cases whose files, commits or history name every word given after `--`
+/// (`cargo bench --bench workspace -- 10000 heavy`).
+pub fn keep_named(cases: &mut Vec<(usize, usize, History)>) {
+    let words: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    cases.retain(|&(files, commits, history)| {
+        let names = [
+            files.to_string(),
+            commits.to_string(),
+            history.name().to_owned(),
+        ];
+        words.iter().all(|w| names.contains(w))
+    });
+}
