@@ -544,6 +544,7 @@ async fn on_a_large_repository_the_map_finds_the_code_the_issue_names() {
 
     // A search with thousands of matches says how many, and where.
     let found = tools.search("reserv", "").unwrap();
+    eprintln!("the map:\n{map}\nsearch `reserv`:\n{found}");
     let lines: Vec<&str> = found.lines().collect();
     assert!(
         lines[0].starts_with("18,010 matching lines in 10,003 files (searched 20,010 files)"),
