@@ -474,29 +474,43 @@ fn fetch(
     Err(fail(git_said(&said, output.status), refused))
 }
 
-/// Runs `command` to its end, or kills it (and what it started) after `timeout`.
+/// Runs `command` to its end, or kills it (and what it started) after `timeout`. Keeps
+/// at most `GIT_SAID_BYTES` of what it writes to standard error.
 fn output_within(
     mut command: std::process::Command,
     timeout: Duration,
 ) -> Result<std::process::Output, String> {
+    use std::io::Read;
     use std::os::unix::process::CommandExt;
-    let child = command
+    let mut child = command
         .process_group(0)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .map_err(|e| format!("could not run git: {e}"))?;
     let group = child.id() as libc::pid_t;
+    let mut stderr = child.stderr.take();
     let (done, finished) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let _ = done.send(child.wait_with_output());
+        let mut said = Vec::new();
+        if let Some(pipe) = stderr.as_mut() {
+            let _ = pipe.take(GIT_SAID_BYTES).read_to_end(&mut said);
+            let _ = std::io::copy(pipe, &mut std::io::sink());
+        }
+        let _ = done.send(child.wait().map(|status| std::process::Output {
+            status,
+            stdout: Vec::new(),
+            stderr: said,
+        }));
     });
     match finished.recv_timeout(timeout) {
         Ok(output) => output.map_err(|e| format!("could not run git: {e}")),
         Err(_) => {
             // SAFETY: signals the process group this function started; no memory involved.
             unsafe { libc::kill(-group, libc::SIGKILL) };
-            let _ = finished.recv();
+            // Reaped by the thread; a process that left the group and kept the pipe open
+            // is not waited for.
+            let _ = finished.recv_timeout(Duration::from_secs(10));
             Err(format!(
                 "the fetch took longer than {} seconds and was stopped",
                 timeout.as_secs()
@@ -504,6 +518,9 @@ fn output_within(
         }
     }
 }
+
+/// What of git's standard error is kept for the error message.
+const GIT_SAID_BYTES: u64 = 64 << 10;
 
 /// The environment variables the credential helper reads.
 const USER_VAR: &str = "PLANWRIGHT_GIT_USER";

@@ -170,7 +170,7 @@ impl Index {
     /// The map for `question` within `budget` tokens.
     pub fn render(&self, question: &str, budget: usize) -> String {
         let budget = budget.max(MIN_TOKENS);
-        let ranked = self.rank(question);
+        let (ranked, links_cut) = self.rank(question);
         let mut out = String::new();
         let _ = write!(out, "{}", self.total);
         if self.generated > 0 {
@@ -185,6 +185,13 @@ impl Index {
                 out,
                 "; {} source files not read for definitions (too large, past the limits, binary or unreadable)",
                 thousands(self.unparsed)
+            );
+        }
+        if links_cut {
+            let _ = write!(
+                out,
+                "; ranked on the first {} links between files",
+                thousands(EDGES_MAX)
             );
         }
         out.push_str(".\nMost relevant first, with line numbers of definitions:\n");
@@ -283,11 +290,11 @@ impl Index {
     }
 
     /// Files in order of relevance, each with the definitions worth showing, the most
-    /// relevant first.
-    fn rank(&self, question: &str) -> Vec<(usize, Vec<&Def>)> {
+    /// relevant first; and whether links past `EDGES_MAX` were left out.
+    fn rank(&self, question: &str) -> (Vec<(usize, Vec<&Def>)>, bool) {
         let n = self.files.len();
         if n == 0 {
-            return Vec::new();
+            return (Vec::new(), false);
         }
         let mentions = Mentions::read(question);
         let mentioned_ids: HashSet<u32> = mentions
@@ -378,6 +385,7 @@ impl Index {
 
         // The links: a file using a name points at the files defining it.
         let mut edges: Vec<(u32, u32, u32, f64)> = Vec::new();
+        let mut links_cut = false;
         for (src, f) in self.files.iter().enumerate() {
             for (id, count) in &f.refs {
                 let defined = &self.defined_in[*id as usize];
@@ -399,6 +407,7 @@ impl Index {
                     weight *= 2.0;
                 }
                 if edges.len() >= EDGES_MAX {
+                    links_cut = true;
                     break;
                 }
                 for dst in defined {
@@ -475,10 +484,11 @@ impl Index {
                 .then(b.1.total_cmp(&a.1))
                 .then(a.0.cmp(&b.0))
         });
-        files
+        let ranked = files
             .into_iter()
             .map(|(i, _)| (i, std::mem::take(&mut chosen[i])))
-            .collect()
+            .collect();
+        (ranked, links_cut)
     }
 }
 

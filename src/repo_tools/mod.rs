@@ -201,8 +201,9 @@ impl RepoTools {
         let cut = size > bytes.len() as u64;
         let text = String::from_utf8_lossy(&bytes);
         let mut lines: Vec<&str> = text.lines().collect();
-        if cut {
-            // The last line read may be only the start of one.
+        if cut && !bytes.ends_with(b"\n") && lines.len() > 1 {
+            // The last line read is only the start of one (a file of one long line keeps
+            // it, clipped like any other).
             lines.pop();
         }
         let total = lines.len();
@@ -720,6 +721,57 @@ mod tests {
         let map = t.map("reserve_units");
         assert!(map.contains("def reserve_units(quantity):"), "{map}");
         assert!(map.contains("src/huge.log"), "{map}");
+    }
+
+    /// A file past the read limit: one long line is shown (clipped), not called empty; a
+    /// cut that falls at a line end keeps that line.
+    #[test]
+    fn a_large_file_is_read_up_to_its_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::write(root.join("min.js"), "x".repeat(9 << 20)).unwrap();
+        // Lines of 8 bytes: 8 MiB is a whole number of them.
+        let lines: String = (0..(9 << 20) / 8).map(|i| format!("{i:07}\n")).collect();
+        std::fs::write(root.join("lines.txt"), lines).unwrap();
+        let t = RepoTools::new(root).unwrap();
+        let min = t.read_file("min.js", None, None).unwrap();
+        assert!(
+            min.starts_with("min.js lines 1-1 of the first 1 (the file has 9437184 bytes"),
+            "{}",
+            &min[..200]
+        );
+        let last = (8 << 20) / 8;
+        let read = t.read_file("lines.txt", Some(last), None).unwrap();
+        assert!(
+            read.starts_with(&format!(
+                "lines.txt lines {last}-{last} of the first {last} "
+            )),
+            "{read}"
+        );
+        assert!(read.contains(&format!("{:07}", last - 1)), "{read}");
+    }
+
+    /// Whole words: ASCII ones stop at ASCII word ends, others at Unicode's.
+    #[test]
+    fn whole_words_in_and_out_of_ascii() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::write(
+            root.join("a.txt"),
+            "foobar\nfoo bar\nun café noir\ncaféine\n",
+        )
+        .unwrap();
+        let t = RepoTools::new(root).unwrap();
+        let whole = SearchOptions {
+            whole_word: true,
+            ..SearchOptions::default()
+        };
+        let foo = t.search_with("foo", "", &whole).unwrap();
+        assert!(foo.starts_with("1 matching lines"), "{foo}");
+        assert!(foo.contains("a.txt:2: foo bar"), "{foo}");
+        let cafe = t.search_with("café", "", &whole).unwrap();
+        assert!(cafe.starts_with("1 matching lines"), "{cafe}");
+        assert!(cafe.contains("a.txt:3: un café noir"), "{cafe}");
     }
 
     #[test]

@@ -363,10 +363,12 @@ impl RepoTools {
 }
 
 fn compile(pattern: &str, options: &SearchOptions) -> Result<Regex, String> {
-    // ASCII word boundaries: Unicode ones on non-ASCII text push the regex engine onto
-    // its slowest path, and identifiers are ASCII.
-    let pattern = if options.whole_word {
+    // ASCII word boundaries for an ASCII pattern: Unicode ones on non-ASCII text push the
+    // regex engine onto its slowest path. A pattern with other letters keeps Unicode's.
+    let pattern = if options.whole_word && pattern.is_ascii() {
         format!(r"(?-u:\b)(?:{pattern})(?-u:\b)")
+    } else if options.whole_word {
+        format!(r"\b(?:{pattern})\b")
     } else {
         pattern.to_owned()
     };
