@@ -5,15 +5,32 @@
 //! it is on each repository, since it is part of every planner turn; and how long a
 //! search with thousands of matches takes.
 //!
+//! Then the same scripted planning session (one scout, a read, a contract, against the
+//! fake model provider) on each repository: what the planner is sent over the session.
+//!
 //! `cargo bench --bench repo_map`; `PLANWRIGHT_BENCH_MAP_CRATES=10000` for 100k files.
 
+#[path = "../tests/support/model_server.rs"]
+#[allow(dead_code)]
+mod model_server;
 #[path = "../tests/support/monorepo.rs"]
 #[allow(dead_code)]
 mod monorepo;
 
-use std::time::Instant;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
+use model_server::ModelServer;
+use planwright::config::ModelSettings;
+use planwright::config::prices::PriceTable;
+use planwright::config::repo::{RepoConfig, RootFiles};
+use planwright::contract::Base;
+use planwright::ids::{CommitSha, ModelName, RepoName};
+use planwright::llm::{ChatModel, HttpOptions};
+use planwright::planner::{Dossier, PlanRequest, Planned, Planner, PlannerOptions};
 use planwright::repo_tools::{RepoTools, tokens};
+use secrecy::SecretString;
 
 const RUNS: usize = 5;
 
@@ -82,6 +99,84 @@ fn main() {
             median(search)
         );
     }
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let on_small = rt.block_on(planner_input(small.path()));
+    let on_large = rt.block_on(planner_input(large.path()));
+    println!(
+        "planner input per session: {on_small} bytes on the library, {on_large} on the monorepo ({:.2}x)",
+        on_large as f64 / on_small as f64
+    );
+}
+
+/// Bytes of messages and system prompt sent to the planner over one scripted session.
+async fn planner_input(dir: &Path) -> usize {
+    let server = ModelServer::start(monorepo::planner_script()).await;
+    let settings = ModelSettings {
+        anthropic_api_key: Some(SecretString::from("sk-ant-bench")),
+        anthropic_base_url: server.anthropic_base(),
+        openai_api_key: Some(SecretString::from("sk-openai-bench")),
+        openai_base_url: server.openai_base(),
+        planner: None,
+        scout: None,
+        executor: None,
+        prices: PriceTable::default(),
+    };
+    let options = HttpOptions {
+        timeout: Duration::from_secs(60),
+        ..HttpOptions::default()
+    };
+    let client = |name: &str| -> Arc<dyn ChatModel> {
+        planwright::llm::client(&ModelName::parse(name).unwrap(), &settings, &options).unwrap()
+    };
+    let (planner_model, scout_model) = (
+        client("anthropic:claude-bench-planner"),
+        client("openai:gpt-bench-scout"),
+    );
+    let tools = RepoTools::new(dir).unwrap();
+    let planner = Planner {
+        model: planner_model.as_ref(),
+        scout_model: scout_model.as_ref(),
+        tools: &tools,
+        sandbox: None,
+        root: None,
+        options: PlannerOptions::default(),
+    };
+    let issue = monorepo::issue();
+    let config = RepoConfig::defaults(&RootFiles::from_dir(dir));
+    let request = PlanRequest {
+        repo: &RepoName::parse("acme/inventory").unwrap(),
+        issue: &issue,
+        base: &Base {
+            branch: "main".into(),
+            sha: CommitSha("0123456789abcdef0123456789abcdef01234567".into()),
+        },
+        config: &config,
+        revision: None,
+        evidence: None,
+    };
+    let mut checkpoint = |_: &Dossier| {
+        Box::pin(async { Ok(()) })
+            as std::pin::Pin<Box<dyn std::future::Future<Output = anyhow::Result<()>> + Send>>
+    };
+    let planned = planner
+        .plan(&request, &mut Dossier::default(), &mut checkpoint)
+        .await
+        .unwrap();
+    assert!(
+        matches!(planned, Planned::Contract(_)),
+        "the session ends in a contract"
+    );
+    server
+        .requests()
+        .iter()
+        .filter(|r| r.path == "/v1/messages")
+        .map(|r| r.body["messages"].to_string().len() + r.body["system"].to_string().len())
+        .sum()
 }
 
 fn walk_count(dir: &std::path::Path) -> usize {

@@ -409,59 +409,6 @@ async fn repeated_invalid_contracts_end_planning() {
     }
 }
 
-/// The inventory issue of `support::monorepo`.
-fn inventory_issue() -> Issue {
-    Issue {
-        title: support::monorepo::ISSUE_TITLE.into(),
-        body: support::monorepo::ISSUE_BODY.into(),
-        ..issue()
-    }
-}
-
-/// One scout finds the function, the planner reads it and submits.
-fn inventory_script() -> Vec<Step> {
-    vec![
-        Step::tool_call(
-            "p1",
-            "investigate",
-            json!({"question": "Where is reserve_units defined, and what checks the quantity?"}),
-        )
-        .when_tools(&["submit_contract"]),
-        Step::tool_call("s1", "search", json!({"pattern": "reserve_units", "whole_word": true}))
-            .when_tools(&["report"]),
-        Step::tool_call(
-            "s2",
-            "report",
-            json!({"findings": "Stock.reserve_units in inventory/stock.py adds to reserved without a check", "evidence": ["inventory/stock.py:13"], "confidence": "high"}),
-        )
-        .when_tools(&["report"]),
-        Step::tool_call(
-            "p2",
-            "read_file",
-            json!({"path": "inventory/stock.py", "start_line": 10, "end_line": 19}),
-        )
-        .when_tools(&["submit_contract"]),
-        Step::tool_call(
-            "p3",
-            "submit_contract",
-            json!({
-                "summary": "reserve_units and release_units accept quantities that make the count negative.",
-                "diagnosis": {
-                    "hypothesis": "Neither checks the quantity against what is available.",
-                    "evidence": [{"path": "inventory/stock.py", "lines": "13-19", "note": "no check"}]
-                },
-                "change": {
-                    "goal": "Raise InsufficientStock instead.",
-                    "files": [{"path": "inventory/stock.py", "action": "modify", "why": "check quantities"}]
-                },
-                "verification": {"commands": ["pytest"], "new_tests": ["test_release_more_than_reserved"]},
-                "routing": {"risk": "low"}
-            }),
-        )
-        .when_tools(&["submit_contract"]),
-    ]
-}
-
 /// What the planner was sent over a session, in bytes.
 fn planner_input(out: &Outcome) -> usize {
     out.planner_requests
@@ -514,17 +461,17 @@ async fn on_a_large_repository_the_map_finds_the_code_the_issue_names() {
 
     let on_small = run_in(
         small.path(),
-        inventory_issue(),
+        support::monorepo::issue(),
         Context::Dossier,
-        inventory_script(),
+        support::monorepo::planner_script(),
         PlannerOptions::default(),
     )
     .await;
     let on_large = run_in(
         large.path(),
-        inventory_issue(),
+        support::monorepo::issue(),
         Context::Dossier,
-        inventory_script(),
+        support::monorepo::planner_script(),
         PlannerOptions::default(),
     )
     .await;

@@ -5,6 +5,13 @@
 
 use std::path::Path;
 
+use planwright::event::Actor;
+use planwright::forge::Issue;
+use planwright::ids::IssueNumber;
+use serde_json::json;
+
+use super::model_server::Step;
+
 /// The issue both repositories are planned for.
 pub const ISSUE_TITLE: &str = "Reserving more than is in stock makes the count negative";
 pub const ISSUE_BODY: &str = "`Stock.reserve_units` accepts a quantity larger than what is on hand, and \
@@ -112,4 +119,63 @@ pub fn monorepo(root: &Path, crates: usize) {
             std::fs::write(dir.join(path), text).unwrap();
         }
     }
+}
+
+/// The issue, as the forge gives it.
+pub fn issue() -> Issue {
+    Issue {
+        number: IssueNumber(7),
+        title: ISSUE_TITLE.into(),
+        body: ISSUE_BODY.into(),
+        labels: vec!["planwright".into()],
+        author: Actor {
+            login: "reporter".into(),
+            id: 5,
+            bot: false,
+        },
+    }
+}
+
+/// One scout finds the function, the planner reads it and submits.
+pub fn planner_script() -> Vec<Step> {
+    vec![
+        Step::tool_call(
+            "p1",
+            "investigate",
+            json!({"question": "Where is reserve_units defined, and what checks the quantity?"}),
+        )
+        .when_tools(&["submit_contract"]),
+        Step::tool_call("s1", "search", json!({"pattern": "reserve_units", "whole_word": true}))
+            .when_tools(&["report"]),
+        Step::tool_call(
+            "s2",
+            "report",
+            json!({"findings": "Stock.reserve_units in inventory/stock.py adds to reserved without a check", "evidence": ["inventory/stock.py:13"], "confidence": "high"}),
+        )
+        .when_tools(&["report"]),
+        Step::tool_call(
+            "p2",
+            "read_file",
+            json!({"path": "inventory/stock.py", "start_line": 10, "end_line": 19}),
+        )
+        .when_tools(&["submit_contract"]),
+        Step::tool_call(
+            "p3",
+            "submit_contract",
+            json!({
+                "summary": "reserve_units and release_units accept quantities that make the count negative.",
+                "diagnosis": {
+                    "hypothesis": "Neither checks the quantity against what is available.",
+                    "evidence": [{"path": "inventory/stock.py", "lines": "13-19", "note": "no check"}]
+                },
+                "change": {
+                    "goal": "Raise InsufficientStock instead.",
+                    "files": [{"path": "inventory/stock.py", "action": "modify", "why": "check quantities"}]
+                },
+                "verification": {"commands": ["pytest"], "new_tests": ["test_release_more_than_reserved"]},
+                "routing": {"risk": "low"}
+            }),
+        )
+        .when_tools(&["submit_contract"]),
+    ]
 }
