@@ -169,11 +169,15 @@ impl Planner<'_> {
         dossier: &mut Dossier,
         checkpoint: &mut Checkpoint<'_>,
     ) -> Result<Planned, PlanError> {
-        // The map is ranked towards what the issue (and a revision's feedback) names.
-        let mut question = format!("{}\n{}", request.issue.title, request.issue.body);
+        // The map is ranked towards what the issue (and a revision's feedback) names, as
+        // the planner reads them: text a forge hides does not steer it either.
+        let (title, _) = untrusted::clean_capped(&request.issue.title, 300);
+        let (body, _) = untrusted::clean_capped(&request.issue.body, untrusted::MAX_ISSUE_CHARS);
+        let mut question = format!("{title}\n{body}");
         if let Some((_, feedback)) = request.revision {
+            let (feedback, _) = untrusted::clean_capped(feedback, MAX_FEEDBACK_CHARS);
             question.push('\n');
-            question.push_str(feedback);
+            question.push_str(&feedback);
         }
         let map = self.tools.map_in_background(&question).await;
         let context = self.context(request, &map);

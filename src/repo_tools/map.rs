@@ -474,7 +474,10 @@ impl Index {
             defs.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.line.cmp(&b.0.line)));
             let best = defs.first().map_or(0.0, |d| d.1);
             let shown: Vec<&Def> = defs.into_iter().take(DEFS_SHOWN).map(|d| d.0).collect();
-            files.push((i, rank[i] + best));
+            // What the question names itself comes before what the walk leads to from it:
+            // ranks sum to 1, so the named files lead, in their own order.
+            let named_first = if named[i] { 1.0 } else { 0.0 };
+            files.push((i, rank[i] + best + named_first));
             chosen.push(shown);
         }
         files.sort_by(|a, b| {

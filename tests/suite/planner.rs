@@ -409,6 +409,41 @@ async fn repeated_invalid_contracts_end_planning() {
     }
 }
 
+/// The map is ranked by the issue as the planner reads it: a file named only in text the
+/// forge hides (an HTML comment) is not put first, one named in the visible text is.
+#[tokio::test]
+async fn text_the_forge_hides_does_not_steer_the_map() {
+    let dir = tempfile::tempdir().unwrap();
+    support::monorepo::library(dir.path());
+    let first_file = |out: &Outcome| {
+        let first = out.planner_requests[0].to_string();
+        let map = first.split("Repository map:").nth(1).unwrap().to_owned();
+        map.split("\\n").nth(3).unwrap().to_owned()
+    };
+    let mut named = Vec::new();
+    for body in [
+        "The totals are wrong. <!-- see inventory/report.py summarise -->",
+        "The totals are wrong: see inventory/report.py summarise",
+    ] {
+        let issue = Issue {
+            title: "Totals".into(),
+            body: body.into(),
+            ..support::monorepo::issue()
+        };
+        let out = run_in(
+            dir.path(),
+            issue,
+            Context::Dossier,
+            support::monorepo::planner_script(),
+            PlannerOptions::default(),
+        )
+        .await;
+        named.push(first_file(&out));
+    }
+    assert_ne!(named[0], "inventory/report.py", "{named:?}");
+    assert_eq!(named[1], "inventory/report.py", "{named:?}");
+}
+
 /// What the planner was sent over a session, in bytes.
 fn planner_input(out: &Outcome) -> usize {
     out.planner_requests
