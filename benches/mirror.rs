@@ -74,6 +74,10 @@ struct Row {
     /// Per method: first fetch, update.
     first: Vec<f64>,
     update: Vec<f64>,
+    /// A partial mirror (`MIRROR_PARTIAL`) made ready for a workspace at the head: its
+    /// first fetch and the head's files, and the bytes it then stores.
+    partial_ms: f64,
+    partial_bytes: u64,
 }
 
 fn measure(
@@ -181,8 +185,32 @@ fn measure(
             settle();
         }
     }
+    // A partial mirror: what it takes to be ready for a workspace at the head.
+    git(&upstream, &["config", "uploadpack.allowFilter", "true"]);
+    git(
+        &upstream,
+        &["config", "uploadpack.allowAnySHA1InWant", "true"],
+    );
+    let head = git2::Oid::from_str(&git(&upstream, &["rev-parse", "main"])).unwrap();
+    let mut partial = Vec::new();
+    let mut partial_bytes = 0;
+    for _ in 0..RUNS {
+        let data = case.join("data");
+        let cache = MirrorCache::new(&data)
+            .with_partial(&["*".to_owned()])
+            .unwrap();
+        let start = Instant::now();
+        rt.block_on(cache.ensure_commit(&key, &remote, head))
+            .unwrap();
+        partial.push(ms_since(start));
+        partial_bytes = stored_bytes(&cache.path(&key));
+        let _ = std::fs::remove_dir_all(&data);
+        settle();
+    }
     std::fs::remove_dir_all(&case).unwrap();
     Row {
+        partial_ms: median(partial),
+        partial_bytes,
         files,
         commits,
         history,
@@ -222,6 +250,9 @@ fn main() {
         "ours/f",
         "lg2/f"
     );
+    println!(
+        "partial: a partial mirror ready for a workspace at the head (first fetch and its files)"
+    );
     for case in cases {
         let r = measure(&rt, scratch.path(), case);
         println!(
@@ -240,6 +271,16 @@ fn main() {
             r.update[2],
             r.update[0] / r.update[1],
             r.update[2] / r.update[1],
+        );
+        println!(
+            "{:>6} {:>7} {:>5} partial: {:.0} ms ({:.2}x the full first fetch), {:.1} MB stored ({:.2}x the pack)",
+            r.files,
+            r.commits,
+            r.history.name(),
+            r.partial_ms,
+            r.partial_ms / r.first[0],
+            r.partial_bytes as f64 / 1e6,
+            r.partial_bytes as f64 / r.packed_bytes as f64
         );
         std::io::stdout().flush().unwrap();
     }

@@ -56,7 +56,10 @@ impl App {
                 None
             }
         };
-        let cache = Arc::new(MirrorCache::new(&settings.data_dir));
+        let cache = Arc::new(
+            MirrorCache::new(&settings.data_dir)
+                .with_partial(&settings.workspaces.mirror_partial)?,
+        );
         let workspaces = Arc::new(Workspaces::new(
             &settings.data_dir,
             cache,

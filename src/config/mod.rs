@@ -201,6 +201,9 @@ pub struct WorkspaceSettings {
     pub keep_failed: Duration,
     /// A mirror nothing was fetched into or checked out from for this long is removed.
     pub mirror_unused: Duration,
+    /// Repositories (`owner/name` globs) whose mirrors are partial clones
+    /// (`MIRROR_PARTIAL`).
+    pub mirror_partial: Vec<String>,
 }
 
 impl Default for WorkspaceSettings {
@@ -208,6 +211,7 @@ impl Default for WorkspaceSettings {
         Self {
             keep_failed: Duration::from_secs(24 * 3600),
             mirror_unused: Duration::from_secs(30 * 24 * 3600),
+            mirror_partial: Vec::new(),
         }
     }
 }
@@ -283,6 +287,7 @@ const KEYS: &[&str] = &[
     "rate_limit_wait_secs",
     "workspace_keep_failed_secs",
     "mirror_unused_days",
+    "mirror_partial",
     "executor_timeout_secs",
     "setup_token",
     "admin_token",
@@ -868,7 +873,25 @@ impl Raw {
                 None => defaults.mirror_unused,
                 Some(days) => Duration::from_secs(days.saturating_mul(24 * 3600)),
             },
+            mirror_partial: self
+                .text("mirror_partial")
+                .map(|v| {
+                    v.split(',')
+                        .map(str::trim)
+                        .filter(|p| !p.is_empty())
+                        .map(str::to_owned)
+                        .collect()
+                })
+                .unwrap_or_default(),
         };
+        for pattern in &workspaces.mirror_partial {
+            if globset::Glob::new(pattern).is_err() {
+                bail!(
+                    "Cannot use {}: `{pattern}` is not a repository pattern such as `acme/monorepo`, `acme/*` or `*`",
+                    self.source("mirror_partial")
+                );
+            }
+        }
         if workspaces.mirror_unused <= workspaces.keep_failed {
             bail!(
                 "Cannot use {}: mirrors must be kept longer than failed workspaces ({} seconds), which read their history from them",
@@ -1234,6 +1257,25 @@ mod tests {
             Settings::from_sources(Some(&file), &[]).unwrap_err()
         );
         assert!(err.contains("listne"), "{err}");
+    }
+
+    #[test]
+    fn partial_mirrors_are_named_by_repository_patterns() {
+        let s = Settings::from_sources(None, &[]).unwrap();
+        assert!(s.workspaces.mirror_partial.is_empty());
+        let s = Settings::from_sources(
+            None,
+            &env(&[("PLANWRIGHT_MIRROR_PARTIAL", "acme/*, big/monorepo ,")]),
+        )
+        .unwrap();
+        assert_eq!(s.workspaces.mirror_partial, ["acme/*", "big/monorepo"]);
+        let err = Settings::from_sources(None, &env(&[("PLANWRIGHT_MIRROR_PARTIAL", "acme/[")]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("Cannot use the environment variable PLANWRIGHT_MIRROR_PARTIAL: `acme/[` is not a repository pattern"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -109,6 +109,8 @@ pub struct MirrorCache {
     locks: std::sync::Mutex<HashMap<MirrorKey, Arc<tokio::sync::Mutex<()>>>>,
     fetches: AtomicU64,
     fetch_timeout: Duration,
+    /// Repositories (`owner/name` globs) whose mirrors are partial clones.
+    partial: globset::GlobSet,
 }
 
 /// The longest one fetch may take, however steadily the forge sends: a fetch holds the
@@ -122,7 +124,27 @@ impl MirrorCache {
             locks: std::sync::Mutex::default(),
             fetches: AtomicU64::new(0),
             fetch_timeout: FETCH_TIMEOUT,
+            partial: globset::GlobSet::empty(),
         }
+    }
+
+    /// Mirrors of repositories matching `patterns` (`acme/monorepo`, `acme/*`, `*`) are
+    /// made as partial clones: history without file contents, each commit's files
+    /// fetched when a workspace is made from it. Applies to mirrors made from now on.
+    pub fn with_partial(mut self, patterns: &[String]) -> anyhow::Result<Self> {
+        let mut set = globset::GlobSetBuilder::new();
+        for pattern in patterns {
+            set.add(
+                // `*` crosses `/`: `acme/*` takes GitLab's subgroups too, and `*` all.
+                globset::GlobBuilder::new(pattern)
+                    .build()
+                    .with_context(|| format!("`{pattern}` is not a repository pattern"))?,
+            );
+        }
+        self.partial = set
+            .build()
+            .context("The partial-mirror patterns do not compile")?;
+        Ok(self)
     }
 
     /// A shorter (or longer) bound than `FETCH_TIMEOUT` on one fetch.
@@ -205,10 +227,13 @@ impl MirrorCache {
         let path = self.path(key);
         let key = key.clone();
         let remote = remote.clone();
-        let timeout = self.fetch_timeout;
+        let how = Fetching {
+            timeout: self.fetch_timeout,
+            partial: self.partial.is_match(key.repo.as_str()),
+        };
         let did_fetch = tokio::task::spawn_blocking(move || {
             let _flock = FileLock::exclusive(&lock_path(&path))?;
-            sync_blocking(&path, &key, &remote, want, asked, timeout)
+            sync_blocking(&path, &key, &remote, want, asked, how)
         })
         .await
         .map_err(|e| anyhow!("The mirror task failed: {e}"))??;
@@ -323,18 +348,29 @@ fn lock_path(mirror: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
+/// How a mirror fetches: its time limit, and whether a new mirror is a partial clone.
+#[derive(Debug, Clone, Copy)]
+struct Fetching {
+    timeout: Duration,
+    partial: bool,
+}
+
 /// Returns whether it went to the network. Asked for a commit, it also marks the mirror
-/// used while the lock is held, so `prune_unused` cannot remove it before the checkout.
+/// used while the lock is held, so `prune_unused` cannot remove it before the checkout,
+/// and in a partial mirror fetches the commit's files that are not there yet.
 fn sync_blocking(
     path: &Path,
     key: &MirrorKey,
     remote: &GitRemote,
     want: Option<Oid>,
     asked: SystemTime,
-    timeout: Duration,
+    how: Fetching,
 ) -> Result<bool, WorkspaceError> {
-    let fetched = fetch_if_needed(path, key, remote, want, asked, timeout)?;
-    if want.is_some() {
+    let fetched = fetch_if_needed(path, key, remote, want, asked, how)?;
+    if let Some(commit) = want {
+        if is_partial(path) {
+            backfill(path, key, remote, commit, how.timeout)?;
+        }
         touch(&path.join(USE_STAMP))?;
     }
     Ok(fetched)
@@ -346,7 +382,7 @@ fn fetch_if_needed(
     remote: &GitRemote,
     want: Option<Oid>,
     asked: SystemTime,
-    timeout: Duration,
+    how: Fetching,
 ) -> Result<bool, WorkspaceError> {
     if path.exists() {
         let repo = Repository::open_bare(path)
@@ -364,7 +400,7 @@ fn fetch_if_needed(
         }
         drop(repo);
         touch(&path.join(FETCH_STAMP))?;
-        fetch(path, key, remote, timeout)?;
+        fetch(path, key, remote, how.timeout)?;
         return Ok(true);
     }
     // A first clone goes to a temporary folder renamed into place, so an interrupted one
@@ -380,10 +416,22 @@ fn fetch_if_needed(
     let result = (|| {
         let mut opts = RepositoryInitOptions::new();
         opts.bare(true).external_template(false);
-        Repository::init_opts(&tmp, &opts)
+        let repo = Repository::init_opts(&tmp, &opts)
             .with_context(|| format!("Could not create the mirror {}", tmp.display()))?;
+        if how.partial {
+            // A promisor remote: packs fetched from it may leave out what it can send
+            // later. Its URL is kept (never a credential) and set again at each fetch.
+            let mut config = repo
+                .config()
+                .context("Could not read the mirror's config")?;
+            config
+                .set_bool("remote.origin.promisor", true)
+                .and_then(|()| config.set_str("remote.origin.partialclonefilter", PARTIAL_FILTER))
+                .context("Could not make the mirror a partial clone")?;
+        }
+        drop(repo);
         touch(&tmp.join(FETCH_STAMP))?;
-        fetch(&tmp, key, remote, timeout)?;
+        fetch(&tmp, key, remote, how.timeout)?;
         std::fs::rename(&tmp, path)
             .with_context(|| format!("Could not move the mirror into {}", path.display()))?;
         Ok(true)
@@ -406,13 +454,47 @@ fn fetch(
     remote: &GitRemote,
     timeout: Duration,
 ) -> Result<(), WorkspaceError> {
-    let fail = |message: String, refused: bool| WorkspaceError::Fetch {
+    let fail = fetch_failure(key, remote);
+    refuse_password_url(key, remote)?;
+    let partial = is_partial(git_dir);
+    if partial {
+        set_origin(git_dir, remote).map_err(|e| fail(e, false))?;
+    }
+    let mut command = git_with_credentials(git_dir, remote);
+    command.args([
+        "fetch",
+        "--quiet",
+        "--prune",
+        "--no-tags",
+        "--no-write-fetch-head",
+        "--no-recurse-submodules",
+    ]);
+    if partial {
+        command.args([&format!("--filter={PARTIAL_FILTER}"), "origin", REFSPEC]);
+    } else {
+        command.args(["--", &remote.url, REFSPEC]);
+    }
+    let output = output_within(command, None, timeout).map_err(|e| fail(e, false))?;
+    check_fetched(output, fail)
+}
+
+/// The error of a fetch of `key` from `remote`, given what went wrong and whether the
+/// forge refused the credentials.
+fn fetch_failure<'a>(
+    key: &'a MirrorKey,
+    remote: &'a GitRemote,
+) -> impl Fn(String, bool) -> WorkspaceError + 'a {
+    move |message, refused| WorkspaceError::Fetch {
         repo: key.repo.to_string(),
         url: remote.url.clone(),
         message,
         refused,
-    };
-    // A URL that carries a password would put it in the mirror's logs and error messages.
+    }
+}
+
+/// A URL that carries a password would put it in the mirror's logs, config and error
+/// messages.
+fn refuse_password_url(key: &MirrorKey, remote: &GitRemote) -> Result<(), WorkspaceError> {
     if let Ok(url) = reqwest::Url::parse(&remote.url)
         && url.password().is_some()
     {
@@ -423,9 +505,82 @@ fn fetch(
             refused: true,
         });
     }
+    Ok(())
+}
+
+/// The filter of a partial mirror: every commit and tree, no file contents.
+const PARTIAL_FILTER: &str = "blob:none";
+
+/// Whether the mirror at `git_dir` is a partial clone.
+fn is_partial(git_dir: &Path) -> bool {
+    Repository::open_bare(git_dir)
+        .and_then(|r| r.config())
+        .and_then(|c| c.get_bool("remote.origin.promisor"))
+        .unwrap_or(false)
+}
+
+/// Points the partial mirror's promisor remote at `remote`'s URL (a repository may have
+/// moved since the mirror was made).
+fn set_origin(git_dir: &Path, remote: &GitRemote) -> Result<(), String> {
+    Repository::open_bare(git_dir)
+        .and_then(|r| r.config())
+        .and_then(|mut c| c.set_str("remote.origin.url", &remote.url))
+        .map_err(|e| format!("could not set the mirror's remote: {}", e.message()))
+}
+
+/// Fetches the files of `commit` a partial mirror does not have yet, in one request, as
+/// git's own lazy fetch does; a commit whose files are all there costs one tree walk.
+fn backfill(
+    git_dir: &Path,
+    key: &MirrorKey,
+    remote: &GitRemote,
+    commit: Oid,
+    timeout: Duration,
+) -> Result<(), WorkspaceError> {
+    let fail = fetch_failure(key, remote);
+    let listed = git_command(git_dir)
+        .args(["rev-list", "--objects", "--missing=print", "--no-walk"])
+        .arg(commit.to_string())
+        .output()
+        .map_err(|e| fail(format!("could not run git: {e}"), false))?;
+    if !listed.status.success() {
+        let said = String::from_utf8_lossy(&listed.stderr);
+        return Err(fail(git_said(&said, listed.status), false));
+    }
+    let missing: String = String::from_utf8_lossy(&listed.stdout)
+        .lines()
+        .filter_map(|l| l.strip_prefix('?'))
+        .map(|oid| format!("{oid}\n"))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    refuse_password_url(key, remote)?;
+    set_origin(git_dir, remote).map_err(|e| fail(e, false))?;
+    let mut command = git_with_credentials(git_dir, remote);
+    command.args([
+        "-c",
+        "fetch.negotiationAlgorithm=noop",
+        "fetch",
+        "--quiet",
+        "--no-tags",
+        "--no-write-fetch-head",
+        "--no-recurse-submodules",
+        &format!("--filter={PARTIAL_FILTER}"),
+        "--stdin",
+        "origin",
+    ]);
+    let output =
+        output_within(command, Some(missing.into_bytes()), timeout).map_err(|e| fail(e, false))?;
+    check_fetched(output, fail)
+}
+
+/// `git` on `git_dir` as every fetch into a mirror runs it: the remote's credentials
+/// offered through the helper, which answers only for the remote's own scheme, host and
+/// port (not for a host a redirect leads to); no background gc; every fetch kept as one
+/// pack; a forge that stops sending given up on.
+fn git_with_credentials(git_dir: &Path, remote: &GitRemote) -> std::process::Command {
     let mut command = git_command(git_dir);
-    // The helper answers only for the remote's own scheme, host and port: not for a host
-    // a redirect leads to.
     command.args(["-c", "credential.helper="]);
     if let Ok(url) = reqwest::Url::parse(&remote.url)
         && url.has_host()
@@ -451,20 +606,18 @@ fn fetch(
             "http.lowSpeedLimit=1",
             "-c",
             "http.lowSpeedTime=300",
-            "fetch",
-            "--quiet",
-            "--prune",
-            "--no-tags",
-            "--no-write-fetch-head",
-            "--no-recurse-submodules",
-            "--",
-            &remote.url,
-            REFSPEC,
         ])
         .env("GIT_TERMINAL_PROMPT", "0")
         .env(USER_VAR, &remote.username)
         .env(PASSWORD_VAR, remote.password.expose_secret());
-    let output = output_within(command, timeout).map_err(|e| fail(e, false))?;
+    command
+}
+
+/// A fetch's outcome: refused when git says the forge turned the credentials down.
+fn check_fetched(
+    output: std::process::Output,
+    fail: impl Fn(String, bool) -> WorkspaceError,
+) -> Result<(), WorkspaceError> {
     if output.status.success() {
         return Ok(());
     }
@@ -474,14 +627,19 @@ fn fetch(
     Err(fail(git_said(&said, output.status), refused))
 }
 
-/// Runs `command` to its end, or kills it (and what it started) after `timeout`. Keeps
-/// at most `GIT_SAID_BYTES` of what it writes to standard error.
+/// Runs `command` to its end, with `input` on its standard input, or kills it (and what
+/// it started) after `timeout`. Keeps at most `GIT_SAID_BYTES` of what it writes to
+/// standard error.
 fn output_within(
     mut command: std::process::Command,
+    input: Option<Vec<u8>>,
     timeout: Duration,
 ) -> Result<std::process::Output, String> {
     use std::io::Read;
     use std::os::unix::process::CommandExt;
+    if input.is_some() {
+        command.stdin(std::process::Stdio::piped());
+    }
     let mut child = command
         .process_group(0)
         .stdout(std::process::Stdio::null())
@@ -489,6 +647,12 @@ fn output_within(
         .spawn()
         .map_err(|e| format!("could not run git: {e}"))?;
     let group = child.id() as libc::pid_t;
+    if let (Some(input), Some(mut stdin)) = (input, child.stdin.take()) {
+        std::thread::spawn(move || {
+            use std::io::Write;
+            let _ = stdin.write_all(&input);
+        });
+    }
     let mut stderr = child.stderr.take();
     let (done, finished) = std::sync::mpsc::channel();
     std::thread::spawn(move || {

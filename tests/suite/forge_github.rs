@@ -12,7 +12,9 @@ use planwright::forge::github::{GithubApp, GithubForge};
 use planwright::forge::{
     Check, CheckState, Forge, ForgeError, GitRemote, NewPullRequest, PullRequest, RetryPolicy,
 };
-use planwright::git::{MirrorCache, MirrorKey, WorkspaceError};
+use planwright::git::{
+    MirrorCache, MirrorKey, Outcome, WorkspaceError, WorkspaceRequest, Workspaces,
+};
 use planwright::ids::Permission;
 use planwright::ids::{CommentId, CommitSha, InstallationId, IssueNumber, PullNumber, RepoName};
 use planwright::markdown::GITHUB_TEXT_LIMIT;
@@ -1062,6 +1064,63 @@ async fn a_mirror_over_smart_http_holds_what_git_clone_mirror_holds() {
             }
         }
     }
+}
+
+/// A partial mirror over smart HTTP: history without contents, and a workspace's files
+/// fetched with the installation's token when the workspace is made.
+#[tokio::test]
+async fn a_partial_mirror_fetches_a_workspaces_files_over_smart_http() {
+    let (fake, _app, forge) = world().await;
+    fake.create_git_repo(REPO, &[("README.md", "hello\n"), ("old.txt", "old\n")]);
+    let work = tempfile::tempdir().unwrap();
+    let upstream = fake.git_dir(REPO);
+    git(
+        work.path(),
+        &["clone", "--quiet", upstream.to_str().unwrap(), "tree"],
+    );
+    let tree = work.path().join("tree");
+    std::fs::write(tree.join("README.md"), "hello again\n").unwrap();
+    git(&tree, &["commit", "--quiet", "-am", "Again"]);
+    git(&tree, &["push", "--quiet", "origin", "HEAD:main"]);
+    let head = git(&tree, &["rev-parse", "HEAD"]);
+
+    let data = tempfile::tempdir().unwrap();
+    let cache = std::sync::Arc::new(
+        MirrorCache::new(data.path())
+            .with_partial(&["*".to_owned()])
+            .unwrap(),
+    );
+    let workspaces = Workspaces::new(data.path(), cache.clone(), None);
+    let key = MirrorKey::new("github", repo()).unwrap();
+    let ws = workspaces
+        .create(&WorkspaceRequest {
+            mirror: key.clone(),
+            remote: forge.git_remote(&repo()).await.unwrap(),
+            base: CommitSha(head),
+            issue: IssueNumber(3),
+            title: "partial".into(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(ws.repo().join("README.md")).unwrap(),
+        "hello again\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.repo().join("old.txt")).unwrap(),
+        "old\n"
+    );
+    // The first README is history the workspace does not need: not fetched.
+    let missing = git(
+        &cache.path(&key),
+        &["rev-list", "--objects", "--missing=print", "--all"],
+    );
+    assert_eq!(
+        missing.lines().filter(|l| l.starts_with('?')).count(),
+        1,
+        "{missing}"
+    );
+    ws.finish(Outcome::Succeeded).await.unwrap();
 }
 
 /// A token the forge refuses fails the mirror's fetch as refused (so the session renews

@@ -773,3 +773,100 @@ async fn a_forge_that_never_answers_is_given_up_on() {
     assert!(!cache.path(&key).exists());
     drop(listener);
 }
+
+/// A repository named in `MIRROR_PARTIAL` is mirrored without file contents: its history
+/// arrives as commits and trees, and a workspace's commit brings its own files (one
+/// request), so old versions never reach the disk until a workspace needs them. Updates
+/// and `gc` keep working on it.
+#[tokio::test]
+async fn a_partial_mirror_holds_history_without_contents_and_fetches_a_workspaces_files() {
+    let up = Upstream::new();
+    // What GitHub and GitLab allow: filtered fetches, and fetching an object by its id.
+    git(&up.bare, &["config", "uploadpack.allowFilter", "true"]);
+    git(
+        &up.bare,
+        &["config", "uploadpack.allowAnySHA1InWant", "true"],
+    );
+    let first = up.commit(&[("a.txt", "one\n"), ("src/b.txt", "bee one\n")], "first");
+    let second = up.commit(&[("a.txt", "two\n")], "second");
+
+    let data = tempfile::tempdir().unwrap();
+    let cache = Arc::new(
+        MirrorCache::new(data.path())
+            .with_partial(&["other/x".to_owned(), "octo/*".to_owned()])
+            .unwrap(),
+    );
+    let workspaces = Workspaces::new(data.path(), cache.clone(), None);
+    let key = MirrorKey::new("github", RepoName::parse("octo/repo").unwrap()).unwrap();
+    let request = |base: &str| WorkspaceRequest {
+        mirror: key.clone(),
+        remote: up.remote(),
+        base: CommitSha(base.to_owned()),
+        issue: IssueNumber(7),
+        title: "partial".into(),
+    };
+    let mirror = cache.path(&key);
+    let missing = || {
+        let listed = git(
+            &mirror,
+            &["rev-list", "--objects", "--missing=print", "--all"],
+        );
+        let mut missing: Vec<String> = listed
+            .lines()
+            .filter_map(|l| l.strip_prefix('?'))
+            .map(str::to_owned)
+            .collect();
+        missing.sort();
+        missing
+    };
+    let blob =
+        |commit: &str, path: &str| git(&up.bare, &["rev-parse", &format!("{commit}:{path}")]);
+
+    let at_second = workspaces.create(&request(&second)).await.unwrap();
+    assert_eq!(
+        std::fs::read_to_string(at_second.repo().join("a.txt")).unwrap(),
+        "two\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(at_second.repo().join("src/b.txt")).unwrap(),
+        "bee one\n"
+    );
+    // Only the first commit's own version of a.txt is not here: history without contents.
+    assert_eq!(missing(), vec![blob(&first, "a.txt")]);
+    // The run's git sees a clean checkout and its whole history of commits.
+    assert_eq!(git(&at_second.repo(), &["status", "--porcelain"]), "");
+    assert_eq!(
+        git(&at_second.repo(), &["log", "--format=%s"]),
+        "second\nfirst"
+    );
+
+    let at_first = workspaces.create(&request(&first)).await.unwrap();
+    assert_eq!(
+        std::fs::read_to_string(at_first.repo().join("a.txt")).unwrap(),
+        "one\n"
+    );
+    assert!(missing().is_empty());
+
+    // An update brings new history the same way, and gc keeps the mirror whole.
+    let third = up.commit(&[("a.txt", "three\n"), ("c.txt", "see\n")], "third");
+    cache.update(&key, &up.remote()).await.unwrap();
+    assert_eq!(missing(), {
+        let mut m = vec![blob(&third, "a.txt"), blob(&third, "c.txt")];
+        m.sort();
+        m
+    });
+    cache.gc().await.unwrap();
+    let at_third = workspaces.create(&request(&third)).await.unwrap();
+    assert_eq!(
+        std::fs::read_to_string(at_third.repo().join("c.txt")).unwrap(),
+        "see\n"
+    );
+    assert!(missing().is_empty());
+    // The promisor remote's URL is kept; no credential is.
+    let config = std::fs::read_to_string(mirror.join("config")).unwrap();
+    assert!(config.contains("promisor = true"), "{config}");
+    assert!(!config.contains("unused-for-a-local-path"), "{config}");
+    for ws in [at_first, at_second, at_third] {
+        ws.finish(Outcome::Succeeded).await.unwrap();
+    }
+}

@@ -282,6 +282,9 @@ pub fn init_bare_repo(bare: &Path, branch: &str, files: &[(&str, &str)]) -> Stri
             &format!("--initial-branch={branch}"),
         ],
     );
+    // As GitHub and GitLab do: filtered fetches (partial clones), and objects fetched by id.
+    git(bare, &["config", "uploadpack.allowFilter", "true"]);
+    git(bare, &["config", "uploadpack.allowAnySHA1InWant", "true"]);
     let work = tempfile::tempdir().unwrap();
     git(
         work.path(),
