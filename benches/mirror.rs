@@ -25,7 +25,7 @@ use planwright::ids::RepoName;
 use repo::{History, generate, git, keep_named, median, settle, stored_bytes};
 use secrecy::SecretString;
 
-const RUNS: usize = 3;
+const RUNS: usize = 5;
 const UPDATE_COMMITS: usize = 20;
 const REFSPEC: &str = "+refs/heads/*:refs/heads/*";
 
