@@ -18,19 +18,14 @@ mod model_server;
 mod monorepo;
 
 use std::path::Path;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use model_server::ModelServer;
-use planwright::config::ModelSettings;
-use planwright::config::prices::PriceTable;
 use planwright::config::repo::{RepoConfig, RootFiles};
 use planwright::contract::Base;
-use planwright::ids::{CommitSha, ModelName, RepoName};
-use planwright::llm::{ChatModel, HttpOptions};
+use planwright::ids::{CommitSha, RepoName};
 use planwright::planner::{Dossier, PlanRequest, Planned, Planner, PlannerOptions};
 use planwright::repo_tools::{RepoTools, tokens};
-use secrecy::SecretString;
 
 const RUNS: usize = 5;
 
@@ -116,26 +111,9 @@ fn main() {
 /// Bytes of messages and system prompt sent to the planner over one scripted session.
 async fn planner_input(dir: &Path) -> usize {
     let server = ModelServer::start(monorepo::planner_script()).await;
-    let settings = ModelSettings {
-        anthropic_api_key: Some(SecretString::from("sk-ant-bench")),
-        anthropic_base_url: server.anthropic_base(),
-        openai_api_key: Some(SecretString::from("sk-openai-bench")),
-        openai_base_url: server.openai_base(),
-        planner: None,
-        scout: None,
-        executor: None,
-        prices: PriceTable::default(),
-    };
-    let options = HttpOptions {
-        timeout: Duration::from_secs(60),
-        ..HttpOptions::default()
-    };
-    let client = |name: &str| -> Arc<dyn ChatModel> {
-        planwright::llm::client(&ModelName::parse(name).unwrap(), &settings, &options).unwrap()
-    };
     let (planner_model, scout_model) = (
-        client("anthropic:claude-bench-planner"),
-        client("openai:gpt-bench-scout"),
+        server.client("anthropic:claude-bench-planner"),
+        server.client("openai:gpt-bench-scout"),
     );
     let tools = RepoTools::new(dir).unwrap();
     let planner = Planner {

@@ -25,9 +25,7 @@ use planwright::forge::GitRemote;
 use planwright::git::{
     Change, ChangedFile, MirrorCache, MirrorKey, Outcome, Workspace, WorkspaceRequest, Workspaces,
 };
-use planwright::ids::ModelName;
 use planwright::ids::{CommitSha, IssueNumber, RepoName, RunId, SessionId};
-use planwright::llm::{ChatModel, HttpOptions, RetryPolicy};
 use planwright::metering::proxy::{self, Capabilities, ProxyState, TokenError};
 use planwright::metering::{Metered, ModelRole};
 use planwright::sandbox::{Bwrap, Sandbox};
@@ -176,30 +174,6 @@ fn sandbox() -> Arc<dyn Sandbox> {
     Arc::new(Bwrap::new(Vec::new()).expect("bubblewrap is installed (CI installs it)"))
 }
 
-fn model(server: &ModelServer, name: &str) -> Arc<dyn ChatModel> {
-    let settings = ModelSettings {
-        anthropic_api_key: Some(SecretString::from("sk-ant-test")),
-        anthropic_base_url: server.anthropic_base(),
-        openai_api_key: Some(SecretString::from("sk-openai-test")),
-        openai_base_url: server.openai_base(),
-        planner: None,
-        scout: None,
-        executor: None,
-        prices: PriceTable::default(),
-    };
-    let options = HttpOptions {
-        timeout: Duration::from_secs(20),
-        connect_timeout: Duration::from_secs(5),
-        retry: RetryPolicy {
-            max_attempts: 2,
-            base_delay: Duration::from_millis(5),
-            max_delay: Duration::from_millis(20),
-        },
-        ..HttpOptions::default()
-    };
-    planwright::llm::client(&ModelName::parse(name).unwrap(), &settings, &options).unwrap()
-}
-
 /// The tool results of a recorded Anthropic request's last message: (content, is_error).
 fn tool_results(body: &Value) -> Vec<(String, bool)> {
     let last = body["messages"].as_array().unwrap().last().unwrap();
@@ -251,7 +225,7 @@ async fn builtin_reads_edits_runs_in_the_sandbox_and_finishes() {
         .when_last_contains("check passed"),
     ])
     .await;
-    let executor = Builtin::new(model(&server, "anthropic:claude-executor-test"), sandbox());
+    let executor = Builtin::new(server.client("anthropic:claude-executor-test"), sandbox());
     let report = executor.run(&world.task(Limits::default())).await.unwrap();
 
     assert_eq!(report.stop, StopReason::Finished, "{report:?}");
@@ -391,7 +365,7 @@ async fn escapes_through_the_tools_are_tool_errors_and_change_nothing() {
         Step::tool_call("f", "finish", json!({"summary": "tried"})).when_last_contains("symlink"),
     ])
     .await;
-    let executor = Builtin::new(model(&server, "anthropic:claude-executor-test"), sandbox());
+    let executor = Builtin::new(server.client("anthropic:claude-executor-test"), sandbox());
     let report = executor.run(&world.task(Limits::default())).await.unwrap();
     assert_eq!(report.stop, StopReason::Finished, "{report:?}");
 
@@ -425,7 +399,7 @@ async fn the_turn_limit_stops_the_loop() {
         Step::tool_call("r3", "finish", json!({"summary": "never asked for"})),
     ])
     .await;
-    let executor = Builtin::new(model(&server, "anthropic:claude-executor-test"), sandbox());
+    let executor = Builtin::new(server.client("anthropic:claude-executor-test"), sandbox());
     let limits = Limits {
         max_turns: 2,
         ..Limits::default()
@@ -457,7 +431,7 @@ async fn malformed_arguments_are_fed_back_as_tool_errors() {
             .when_last_contains("missing field `old`"),
     ])
     .await;
-    let executor = Builtin::new(model(&server, "openai:gpt-executor-test"), sandbox());
+    let executor = Builtin::new(server.client("openai:gpt-executor-test"), sandbox());
     let report = executor.run(&world.task(Limits::default())).await.unwrap();
     assert_eq!(report.stop, StopReason::Finished, "{report:?}");
     assert_eq!(server.unused_steps(), 0);
@@ -497,7 +471,7 @@ async fn a_spent_budget_stops_the_builtin_executor() {
     ])
     .await;
     let metered = Metered::new(
-        model(&server, "anthropic:claude-sonnet-4-5"),
+        server.client("anthropic:claude-sonnet-4-5"),
         &PriceTable::default(),
         db.db.clone(),
         ModelRole::Executor,
@@ -525,7 +499,7 @@ async fn later_attempts_get_the_reviewers_instructions_and_the_verification() {
         json!({"summary": "ok"}),
     )])
     .await;
-    let executor = Builtin::new(model(&server, "anthropic:claude-executor-test"), sandbox());
+    let executor = Builtin::new(server.client("anthropic:claude-executor-test"), sandbox());
     executor.run(&task).await.unwrap();
     let body = server.requests()[0].body.to_string();
     assert!(body.contains("reviewer-words"), "{body}");
@@ -614,7 +588,7 @@ async fn the_wall_clock_ends_an_attempt_inside_a_command() {
         Step::tool_call("w2", "finish", json!({"summary": "never asked for"})),
     ])
     .await;
-    let executor = Builtin::new(model(&server, "anthropic:claude-executor-test"), sandbox());
+    let executor = Builtin::new(server.client("anthropic:claude-executor-test"), sandbox());
     let limits = Limits {
         wall: Duration::from_secs(3),
         ..Limits::default()
@@ -727,7 +701,7 @@ async fn a_checkout_swapped_for_a_symlink_by_a_command_receives_no_writes() {
         Step::tool_call("s5", "finish", json!({"summary": "done"})),
     ])
     .await;
-    let executor = Builtin::new(model(&server, "anthropic:claude-executor-test"), sandbox());
+    let executor = Builtin::new(server.client("anthropic:claude-executor-test"), sandbox());
     let task = world.task(Limits::default());
     let report = executor.run(&task).await.unwrap();
     assert_eq!(report.stop, StopReason::Finished, "{report:?}");
@@ -741,7 +715,7 @@ async fn a_checkout_swapped_for_a_symlink_by_a_command_receives_no_writes() {
 
     // A later attempt in the same workspace refuses to start rather than aim at the link.
     let again = ModelServer::start(Vec::new()).await;
-    let executor = Builtin::new(model(&again, "anthropic:claude-executor-test"), sandbox());
+    let executor = Builtin::new(again.client("anthropic:claude-executor-test"), sandbox());
     let err = executor.run(&task).await.unwrap_err();
     assert!(err.to_string().contains("not a folder"), "{err}");
     assert!(!err.is_retryable());
@@ -808,7 +782,7 @@ async fn the_builtin_executors_run_tool_runs_in_the_environment_image() {
             .when_last_contains("check passed"),
     ])
     .await;
-    let executor = Builtin::new(model(&server, "anthropic:claude-executor-test"), sandbox());
+    let executor = Builtin::new(server.client("anthropic:claude-executor-test"), sandbox());
     let report = executor.run(&world.task_in_busybox_image()).await.unwrap();
     assert_eq!(report.stop, StopReason::Finished, "{report:?}");
     let requests = server.requests();

@@ -4,23 +4,15 @@
 
 use crate::support;
 
-use std::sync::Arc;
-use std::time::Duration;
-
-use planwright::config::ModelSettings;
-use planwright::config::prices::PriceTable;
 use planwright::config::repo::{RepoConfig, RootFiles};
 use planwright::contract::{Base, Contract};
 use planwright::event::Actor;
 use planwright::forge::Issue;
-use planwright::ids::ModelName;
 use planwright::ids::{CommitSha, IssueNumber, RepoName};
-use planwright::llm::{ChatModel, HttpOptions, RetryPolicy};
 use planwright::planner::{
     Context, Dossier, PlanError, PlanRequest, Planned, Planner, PlannerOptions,
 };
 use planwright::repo_tools::{DEFAULT_MAP_TOKENS, RepoTools, tokens};
-use secrecy::SecretString;
 use serde_json::{Value, json};
 use support::model_server::{ModelServer, Step};
 
@@ -170,30 +162,6 @@ fn script() -> Vec<Step> {
     ]
 }
 
-fn model(server: &ModelServer, name: &str) -> Arc<dyn ChatModel> {
-    let settings = ModelSettings {
-        anthropic_api_key: Some(SecretString::from("sk-ant-test")),
-        anthropic_base_url: server.anthropic_base(),
-        openai_api_key: Some(SecretString::from("sk-openai-test")),
-        openai_base_url: server.openai_base(),
-        planner: None,
-        scout: None,
-        executor: None,
-        prices: PriceTable::default(),
-    };
-    let options = HttpOptions {
-        timeout: Duration::from_secs(20),
-        connect_timeout: Duration::from_secs(5),
-        retry: RetryPolicy {
-            max_attempts: 2,
-            base_delay: Duration::from_millis(5),
-            max_delay: Duration::from_millis(20),
-        },
-        ..HttpOptions::default()
-    };
-    planwright::llm::client(&ModelName::parse(name).unwrap(), &settings, &options).unwrap()
-}
-
 struct Outcome {
     result: Result<Contract, PlanError>,
     dossier: Dossier,
@@ -216,8 +184,8 @@ async fn run_in(
 ) -> Outcome {
     let server = ModelServer::start(steps).await;
     let tools = RepoTools::new(dir).unwrap();
-    let planner_model = model(&server, "anthropic:claude-test-planner");
-    let scout_model = model(&server, "openai:gpt-test-scout");
+    let planner_model = server.client("anthropic:claude-test-planner");
+    let scout_model = server.client("openai:gpt-test-scout");
     let planner = Planner {
         model: planner_model.as_ref(),
         scout_model: scout_model.as_ref(),

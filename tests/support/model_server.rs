@@ -238,6 +238,34 @@ impl ModelServer {
         format!("{}/v1", self.base)
     }
 
+    /// A client of planwright's for `name` (`anthropic:…`, `openai:…`) that talks to this
+    /// server, with retries short enough for tests.
+    pub fn client(&self, name: &str) -> std::sync::Arc<dyn planwright::llm::ChatModel> {
+        use planwright::llm::{HttpOptions, RetryPolicy};
+        let settings = planwright::config::ModelSettings {
+            anthropic_api_key: Some(secrecy::SecretString::from("sk-ant-test")),
+            anthropic_base_url: self.anthropic_base(),
+            openai_api_key: Some(secrecy::SecretString::from("sk-openai-test")),
+            openai_base_url: self.openai_base(),
+            planner: None,
+            scout: None,
+            executor: None,
+            prices: planwright::config::prices::PriceTable::default(),
+        };
+        let options = HttpOptions {
+            timeout: std::time::Duration::from_secs(20),
+            connect_timeout: std::time::Duration::from_secs(5),
+            retry: RetryPolicy {
+                max_attempts: 2,
+                base_delay: std::time::Duration::from_millis(5),
+                max_delay: std::time::Duration::from_millis(20),
+            },
+            ..HttpOptions::default()
+        };
+        let name = planwright::ids::ModelName::parse(name).expect("a provider:model name");
+        planwright::llm::client(&name, &settings, &options).expect("a client for the server")
+    }
+
     pub fn requests(&self) -> Vec<Recorded> {
         self.shared.0.lock().unwrap().requests.clone()
     }
