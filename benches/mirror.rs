@@ -200,7 +200,7 @@ fn measure(
             .with_partial(&["*".to_owned()])
             .unwrap();
         let start = Instant::now();
-        rt.block_on(cache.ensure_commit(&key, &remote, head))
+        rt.block_on(cache.ensure_commit(&key, &remote, head, None))
             .unwrap();
         partial.push(ms_since(start));
         partial_bytes = stored_bytes(&cache.path(&key));

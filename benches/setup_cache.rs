@@ -201,6 +201,7 @@ fn main() {
         base: CommitSha(base),
         issue: IssueNumber(1),
         title: "bench".into(),
+        size: None,
     };
     let checks = vec![format!(
         ".venv/bin/python -c 'import benchpkg0.mod0, benchpkg{}.mod49'",

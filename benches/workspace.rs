@@ -112,6 +112,7 @@ fn measure(
         base: CommitSha(head.clone()),
         issue: IssueNumber(1),
         title: "Benchmark run".into(),
+        size: None,
     };
     let plain = Workspaces::new(&data, cache.clone(), None);
     // SAFETY: geteuid has no preconditions.

@@ -58,7 +58,8 @@ impl App {
         };
         let cache = Arc::new(
             MirrorCache::new(&settings.data_dir)
-                .with_partial(&settings.workspaces.mirror_partial)?,
+                .with_partial(&settings.workspaces.mirror_partial)?
+                .with_partial_above(settings.workspaces.mirror_partial_above),
         );
         let workspaces = Arc::new(Workspaces::new(
             &settings.data_dir,

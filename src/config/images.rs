@@ -193,7 +193,7 @@ fn normalise_host(host: &str) -> String {
 }
 
 /// `20G`, `512M`, `1T`, `1048576`: binary units, as `du -h` prints them.
-fn parse_size(text: &str) -> Option<u64> {
+pub(super) fn parse_size(text: &str) -> Option<u64> {
     let text = text.trim();
     let (number, shift) = match text.char_indices().last()? {
         (i, 'K' | 'k') => (&text[..i], 10),

@@ -204,6 +204,9 @@ pub struct WorkspaceSettings {
     /// Repositories (`owner/name` globs) whose mirrors are partial clones
     /// (`MIRROR_PARTIAL`).
     pub mirror_partial: Vec<String>,
+    /// Repositories the forge reports larger than this many bytes get partial mirrors
+    /// too (`MIRROR_PARTIAL_ABOVE`).
+    pub mirror_partial_above: Option<u64>,
 }
 
 impl Default for WorkspaceSettings {
@@ -212,6 +215,7 @@ impl Default for WorkspaceSettings {
             keep_failed: Duration::from_secs(24 * 3600),
             mirror_unused: Duration::from_secs(30 * 24 * 3600),
             mirror_partial: Vec::new(),
+            mirror_partial_above: None,
         }
     }
 }
@@ -288,6 +292,7 @@ const KEYS: &[&str] = &[
     "workspace_keep_failed_secs",
     "mirror_unused_days",
     "mirror_partial",
+    "mirror_partial_above",
     "executor_timeout_secs",
     "setup_token",
     "admin_token",
@@ -883,6 +888,16 @@ impl Raw {
                         .collect()
                 })
                 .unwrap_or_default(),
+            mirror_partial_above: match self.text("mirror_partial_above") {
+                None => None,
+                Some(text) => match images::parse_size(text) {
+                    Some(size) if size > 0 => Some(size),
+                    _ => bail!(
+                        "Cannot use {}: expected a size such as `2G`, `500M` or a number of bytes, got `{text}`",
+                        self.source("mirror_partial_above")
+                    ),
+                },
+            },
         };
         for pattern in &workspaces.mirror_partial {
             if globset::Glob::new(pattern).is_err() {
@@ -1276,6 +1291,25 @@ mod tests {
             err.starts_with("Cannot use the environment variable PLANWRIGHT_MIRROR_PARTIAL: `acme/[` is not a repository pattern"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn partial_mirrors_above_a_size() {
+        let s = Settings::from_sources(None, &[]).unwrap();
+        assert_eq!(s.workspaces.mirror_partial_above, None);
+        let s = Settings::from_sources(None, &env(&[("PLANWRIGHT_MIRROR_PARTIAL_ABOVE", "2G")]))
+            .unwrap();
+        assert_eq!(s.workspaces.mirror_partial_above, Some(2 << 30));
+        for bad in ["0", "big", "-1"] {
+            let err =
+                Settings::from_sources(None, &env(&[("PLANWRIGHT_MIRROR_PARTIAL_ABOVE", bad)]))
+                    .unwrap_err()
+                    .to_string();
+            assert!(
+                err.starts_with("Cannot use the environment variable PLANWRIGHT_MIRROR_PARTIAL_ABOVE: expected a size"),
+                "{err}"
+            );
+        }
     }
 
     #[test]

@@ -325,7 +325,7 @@ impl Forge for GithubForge {
         // default branch).
         let (owner, name) = repo.as_str().split_once('/').unwrap_or((repo.as_str(), ""));
         let payload = json!({
-            "query": "query($owner: String!, $name: String!) { repository(owner: $owner, name: $name) { defaultBranchRef { name target { oid } } } }",
+            "query": "query($owner: String!, $name: String!) { repository(owner: $owner, name: $name) { diskUsage defaultBranchRef { name target { oid } } } }",
             "variables": { "owner": owner, "name": name },
         });
         let what = format!(
@@ -344,19 +344,21 @@ impl Forge for GithubForge {
                 what: what.clone(),
                 message: e.to_string(),
             })?;
-        let branch = found
+        let node = found
             .repository
-            .ok_or_else(|| ForgeError::NotFound { what: what.clone() })?
-            .default_branch_ref
-            .ok_or_else(|| ForgeError::Refused {
-                what,
-                status: 409,
-                message: "the repository is empty: it has no default branch".into(),
-            })?;
+            .ok_or_else(|| ForgeError::NotFound { what: what.clone() })?;
+        // In KiB; GitHub may leave it out (`null`) for a repository it is still moving.
+        let size = node.disk_usage.map(|kib| kib.saturating_mul(1024));
+        let branch = node.default_branch_ref.ok_or_else(|| ForgeError::Refused {
+            what,
+            status: 409,
+            message: "the repository is empty: it has no default branch".into(),
+        })?;
         Ok(Repository {
             name: repo.clone(),
             default_branch: branch.name,
             head_sha: CommitSha(branch.target.oid),
+            size,
         })
     }
 
@@ -1611,6 +1613,8 @@ struct GhRepoQuery {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct GhRepoNode {
+    #[serde(default)]
+    disk_usage: Option<u64>,
     default_branch_ref: Option<GhRefNode>,
 }
 

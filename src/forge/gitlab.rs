@@ -361,7 +361,7 @@ impl GitlabForge {
     /// kept for `git_remote`.
     async fn project(&self, repo: &RepoName) -> Result<GlProject, ForgeError> {
         let path = project_path(repo);
-        let project: GlProject = self.get(&path).await?;
+        let project: GlProject = self.get(&format!("{path}?statistics=true")).await?;
         if let Some(url) = &project.http_url_to_repo
             && self.check_clone_url(url, &path).is_ok()
             && let Ok(mut kept) = self.clone_urls.lock()
@@ -458,7 +458,10 @@ impl Forge for GitlabForge {
 
     async fn repository(&self, repo: &RepoName) -> Result<Repository, ForgeError> {
         let base = project_path(repo);
-        let Some(default_branch) = self.project(repo).await?.default_branch else {
+        let project = self.project(repo).await?;
+        // Only members who may see the project's statistics get them; others get none.
+        let size = project.statistics.and_then(|s| s.repository_size);
+        let Some(default_branch) = project.default_branch else {
             return Err(ForgeError::Malformed {
                 what: format!("GET {base}"),
                 message: "the project has no default branch (is its repository empty?)".into(),
@@ -474,6 +477,7 @@ impl Forge for GitlabForge {
             name: repo.clone(),
             default_branch,
             head_sha: CommitSha(branch.commit.id),
+            size,
         })
     }
 
@@ -1327,6 +1331,16 @@ struct GlProject {
     default_branch: Option<String>,
     #[serde(default)]
     http_url_to_repo: Option<String>,
+    /// Sent when asked for (`statistics=true`) and the token may see them.
+    #[serde(default)]
+    statistics: Option<GlStatistics>,
+}
+
+#[derive(Deserialize)]
+struct GlStatistics {
+    /// Bytes.
+    #[serde(default)]
+    repository_size: Option<u64>,
 }
 
 #[derive(Deserialize)]

@@ -601,10 +601,21 @@ impl Forge for LocalForge {
             .map_err(|_| ForgeError::NotFound {
                 what: format!("find the branch `{}`", self.default_branch),
             })?;
+        // `size-pack` and `size` (loose objects) in KiB, as `git count-objects -v` says.
+        let size = self.git(&["count-objects", "-v"]).await?.ok().map(|text| {
+            text.lines()
+                .filter_map(|l| match l.split_once(": ")? {
+                    ("size" | "size-pack", value) => value.trim().parse::<u64>().ok(),
+                    _ => None,
+                })
+                .sum::<u64>()
+                .saturating_mul(1024)
+        });
         Ok(Repository {
             name: self.name.clone(),
             default_branch: self.default_branch.clone(),
             head_sha: CommitSha(sha),
+            size,
         })
     }
 

@@ -28,6 +28,9 @@ pub struct Repository {
     pub name: RepoName,
     pub default_branch: String,
     pub head_sha: CommitSha,
+    /// The repository's size in bytes as the forge reports it (GitHub's disk usage,
+    /// GitLab's repository statistics); `None` where the forge does not say.
+    pub size: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

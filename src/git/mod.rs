@@ -111,6 +111,8 @@ pub struct MirrorCache {
     fetch_timeout: Duration,
     /// Repositories (`owner/name` globs) whose mirrors are partial clones.
     partial: globset::GlobSet,
+    /// Repositories larger than this (bytes, as their forge reports) get partial mirrors.
+    partial_above: Option<u64>,
 }
 
 /// The longest one fetch may take, however steadily the forge sends: a fetch holds the
@@ -125,6 +127,7 @@ impl MirrorCache {
             fetches: AtomicU64::new(0),
             fetch_timeout: FETCH_TIMEOUT,
             partial: globset::GlobSet::empty(),
+            partial_above: None,
         }
     }
 
@@ -145,6 +148,30 @@ impl MirrorCache {
             .build()
             .context("The partial-mirror patterns do not compile")?;
         Ok(self)
+    }
+
+    /// Mirrors of repositories their forge reports larger than `bytes` are made as
+    /// partial clones too.
+    pub fn with_partial_above(mut self, bytes: Option<u64>) -> Self {
+        self.partial_above = bytes;
+        self
+    }
+
+    /// Whether the repository's size would decide how its mirror is made: a size
+    /// setting is set, no pattern names the repository, and there is no mirror yet. Only
+    /// then is the forge asked for it.
+    pub fn needs_size(&self, key: &MirrorKey) -> bool {
+        self.partial_above.is_some()
+            && !self.partial.is_match(key.repo.as_str())
+            && !self.path(key).exists()
+    }
+
+    /// Whether a new mirror of `key`, whose forge reports `size` bytes, is partial.
+    fn makes_partial(&self, key: &MirrorKey, size: Option<u64>) -> bool {
+        self.partial.is_match(key.repo.as_str())
+            || size
+                .zip(self.partial_above)
+                .is_some_and(|(size, above)| size > above)
     }
 
     /// A shorter (or longer) bound than `FETCH_TIMEOUT` on one fetch.
@@ -202,17 +229,19 @@ impl MirrorCache {
     /// Brings the mirror up to date with the remote, creating it on first use. A caller
     /// that waited while another fetch began after it asked reuses that fetch.
     pub async fn update(&self, key: &MirrorKey, remote: &GitRemote) -> Result<(), WorkspaceError> {
-        self.sync(key, remote, None).await
+        self.sync(key, remote, None, None).await
     }
 
-    /// Makes sure `sha` is in the mirror, fetching only when it is not.
+    /// Makes sure `sha` is in the mirror, fetching only when it is not. `size`: the
+    /// repository's size as its forge reports it, when known, for a mirror made now.
     pub async fn ensure_commit(
         &self,
         key: &MirrorKey,
         remote: &GitRemote,
         sha: Oid,
+        size: Option<u64>,
     ) -> Result<(), WorkspaceError> {
-        self.sync(key, remote, Some(sha)).await
+        self.sync(key, remote, Some(sha), size).await
     }
 
     async fn sync(
@@ -220,6 +249,7 @@ impl MirrorCache {
         key: &MirrorKey,
         remote: &GitRemote,
         want: Option<Oid>,
+        size: Option<u64>,
     ) -> Result<(), WorkspaceError> {
         let asked = SystemTime::now();
         let lock = self.lock_for(key);
@@ -229,7 +259,7 @@ impl MirrorCache {
         let remote = remote.clone();
         let how = Fetching {
             timeout: self.fetch_timeout,
-            partial: self.partial.is_match(key.repo.as_str()),
+            partial: self.makes_partial(&key, size),
         };
         let did_fetch = tokio::task::spawn_blocking(move || {
             let _flock = FileLock::exclusive(&lock_path(&path))?;
@@ -837,6 +867,9 @@ pub struct WorkspaceRequest {
     pub base: CommitSha,
     pub issue: IssueNumber,
     pub title: String,
+    /// The repository's size in bytes as its forge reports it, when asked (see
+    /// [`MirrorCache::needs_size`]): it decides whether a mirror made now is partial.
+    pub size: Option<u64>,
 }
 
 /// How a run ended, which decides whether its workspace is kept.
@@ -906,7 +939,7 @@ impl Workspaces {
         }
         let oid = Oid::from_str(sha).map_err(|_| bad("not a commit SHA"))?;
         self.cache
-            .ensure_commit(&request.mirror, &request.remote, oid)
+            .ensure_commit(&request.mirror, &request.remote, oid, request.size)
             .await?;
 
         let mirror = self.cache.path(&request.mirror);
@@ -996,7 +1029,7 @@ impl Workspaces {
             reason: "not a commit SHA".into(),
         })?;
         if oid != workspace.base {
-            self.cache.ensure_commit(mirror, remote, oid).await?;
+            self.cache.ensure_commit(mirror, remote, oid, None).await?;
             workspace.parent = Some(oid);
         }
         Ok(())

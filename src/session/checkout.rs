@@ -38,8 +38,10 @@ pub async fn for_planning(
     title: &str,
     base: &Base,
 ) -> Result<Checkout, JobError> {
+    let mirror = MirrorKey::new(forge_kind.as_str(), repo.clone()).map_err(permanent)?;
     let mut request = WorkspaceRequest {
-        mirror: MirrorKey::new(forge_kind.as_str(), repo.clone()).map_err(permanent)?,
+        size: mirror_size(app, forge, &mirror).await?,
+        mirror,
         remote: forge.git_remote(repo).await?,
         base: base.sha.clone(),
         issue,
@@ -58,6 +60,23 @@ pub async fn for_planning(
         Err(e @ WorkspaceError::Fetch { refused: false, .. }) => Err(JobError::Retryable(e.into())),
         Err(e) => Err(permanent(e)),
     }
+}
+
+/// The repository's size as its forge reports it, asked only when it decides how the
+/// mirror about to be made is made (`MIRROR_PARTIAL_ABOVE`): one forge call per mirror.
+pub(crate) async fn mirror_size(
+    app: &App,
+    forge: &dyn Forge,
+    mirror: &MirrorKey,
+) -> Result<Option<u64>, ForgeError> {
+    if !app.workspaces.cache().needs_size(mirror) {
+        return Ok(None);
+    }
+    let size = forge.repository(mirror.repo()).await?.size;
+    if size.is_none() {
+        tracing::warn!(repo = %mirror.repo(), "the forge does not say how large the repository is; its mirror is made whole");
+    }
+    Ok(size)
 }
 
 fn permanent(e: WorkspaceError) -> JobError {

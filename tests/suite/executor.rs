@@ -129,6 +129,7 @@ impl RunDirs {
                 base: CommitSha(base),
                 issue: IssueNumber(7),
                 title: ISSUE_TITLE.into(),
+                size: None,
             })
             .await
             .expect("the workspace is checked out");

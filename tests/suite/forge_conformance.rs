@@ -397,6 +397,9 @@ async fn reads_files_and_the_default_branch(s: Subject) {
     assert_eq!(info.name, s.repo);
     assert_eq!(info.default_branch, "main");
     assert_eq!(info.head_sha.as_str(), s.head());
+    // What `MIRROR_PARTIAL_ABOVE` compares: the repository's bytes, as the forge says
+    // (the fakes here hold no git repository: 0 bytes, as GitHub says of an empty one).
+    assert!(info.size.is_some(), "{:?}", info.size);
 }
 
 async fn opens_one_pull_request_then_finds_and_updates_it(s: Subject) {

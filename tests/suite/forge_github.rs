@@ -1099,6 +1099,7 @@ async fn a_partial_mirror_fetches_a_workspaces_files_over_smart_http() {
             base: CommitSha(head),
             issue: IssueNumber(3),
             title: "partial".into(),
+            size: None,
         })
         .await
         .unwrap();

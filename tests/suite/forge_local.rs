@@ -116,6 +116,7 @@ async fn names_the_repository_and_reads_its_branch_and_head() {
     assert_eq!(forge.name(), &name());
     let info = forge.repository(&name()).await.unwrap();
     assert_eq!(info.default_branch, "main");
+    assert!(info.size.is_some_and(|bytes| bytes > 0), "{:?}", info.size);
     assert_eq!(
         info.head_sha.as_str(),
         git(&repo.path, &["rev-parse", "HEAD"])

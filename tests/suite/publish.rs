@@ -218,6 +218,7 @@ async fn changed_workspace(
             base: CommitSha(base.into()),
             issue: ISSUE,
             title: "Config parser panics on a trailing comma".into(),
+            size: None,
         })
         .await
         .unwrap();
@@ -810,6 +811,7 @@ async fn github_a_run_that_changed_nothing_is_not_published() {
             base: CommitSha(gh.base.clone()),
             issue: ISSUE,
             title: "Nothing".into(),
+            size: None,
         })
         .await
         .unwrap();

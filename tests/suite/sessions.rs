@@ -1355,7 +1355,46 @@ async fn a_contract_with_a_blocking_question_is_not_approved(on: ForgeKind) {
     world.server.stop().await;
 }
 
+/// `MIRROR_PARTIAL_ABOVE`: the forge's own report of the repository's size (GitHub's
+/// `diskUsage`, GitLab's `statistics.repository_size`) makes the mirror a partial clone,
+/// and planning reads the files of its base all the same.
+async fn a_repository_the_forge_reports_large_is_mirrored_partially(on: ForgeKind) {
+    let files = [
+        (
+            "src/parse.rs",
+            "pub fn parse_array(s: &str) -> Vec<i64> {\n    s.split(',').map(|x| x.parse().unwrap()).collect()\n}\n",
+        ),
+        ("README.md", "widgets\n"),
+    ];
+    let world = World::start_with(
+        on,
+        first_plan(),
+        &files,
+        &[("PLANWRIGHT_MIRROR_PARTIAL_ABOVE", "1")],
+    )
+    .await;
+    world.label(&world.maintainer, "label-large").await;
+    world.wait_for_state("awaiting_approval").await;
+    let key = planwright::git::MirrorKey::new(
+        on.as_str(),
+        planwright::ids::RepoName::parse(world.repo).unwrap(),
+    )
+    .unwrap();
+    let mirror = planwright::git::MirrorCache::new(&world.settings.data_dir).path(&key);
+    let config = std::fs::read_to_string(mirror.join("config")).unwrap();
+    assert!(config.contains("promisor = true"), "{config}");
+    // The planner read the file from the checkout made from the partial mirror.
+    let read = world
+        .models
+        .requests()
+        .iter()
+        .any(|r| r.body.to_string().contains("parse_array(s: &str)"));
+    assert!(read, "the planner saw src/parse.rs");
+    world.server.stop().await;
+}
+
 crate::on_both_forges!(
     an_ambiguous_issue_gets_questions_and_the_answer_is_planned_from,
     a_contract_with_a_blocking_question_is_not_approved,
+    a_repository_the_forge_reports_large_is_mirrored_partially,
 );

@@ -137,6 +137,7 @@ impl Project {
                 base: CommitSha(self.base.clone()),
                 issue: IssueNumber(3),
                 title: "add subtracts".into(),
+                size: None,
             })
             .await
             .expect("a workspace at the base")

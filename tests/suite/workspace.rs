@@ -96,6 +96,7 @@ fn request(setup: &Setup, upstream: &Upstream, base: &str) -> WorkspaceRequest {
         base: CommitSha(base.to_owned()),
         issue: IssueNumber(7),
         title: "Fix the parser's crash on empty input".into(),
+        size: None,
     }
 }
 
@@ -804,6 +805,7 @@ async fn a_partial_mirror_holds_history_without_contents_and_fetches_a_workspace
         base: CommitSha(base.to_owned()),
         issue: IssueNumber(7),
         title: "partial".into(),
+        size: None,
     };
     let mirror = cache.path(&key);
     let missing = || {
@@ -867,6 +869,69 @@ async fn a_partial_mirror_holds_history_without_contents_and_fetches_a_workspace
     assert!(config.contains("promisor = true"), "{config}");
     assert!(!config.contains("unused-for-a-local-path"), "{config}");
     for ws in [at_first, at_second, at_third] {
+        ws.finish(Outcome::Succeeded).await.unwrap();
+    }
+}
+
+/// `MIRROR_PARTIAL_ABOVE`: a repository the forge reports larger than the setting gets a
+/// partial mirror, one at or below it a whole one; the size is asked for only while there
+/// is no mirror yet and no pattern decides, and a size the forge does not give makes a
+/// whole mirror.
+#[tokio::test]
+async fn a_repository_larger_than_the_size_setting_gets_a_partial_mirror() {
+    let up = Upstream::new();
+    git(&up.bare, &["config", "uploadpack.allowFilter", "true"]);
+    git(
+        &up.bare,
+        &["config", "uploadpack.allowAnySHA1InWant", "true"],
+    );
+    up.commit(&[("a.txt", "one\n")], "first");
+    let second = up.commit(&[("a.txt", "two\n")], "second");
+    let data = tempfile::tempdir().unwrap();
+    let cache = Arc::new(
+        MirrorCache::new(data.path())
+            .with_partial(&["named/*".to_owned()])
+            .unwrap()
+            .with_partial_above(Some(1000)),
+    );
+    let workspaces = Workspaces::new(data.path(), cache.clone(), None);
+    let promisor = |key: &MirrorKey| {
+        std::fs::read_to_string(cache.path(key).join("config"))
+            .unwrap()
+            .contains("promisor = true")
+    };
+    let named = MirrorKey::new("github", RepoName::parse("named/repo").unwrap()).unwrap();
+    assert!(!cache.needs_size(&named), "a pattern decides");
+    for (name, size, partial) in [
+        ("octo/large", Some(1001), true),
+        ("octo/small", Some(1000), false),
+        ("octo/unsaid", None, false),
+    ] {
+        let key = MirrorKey::new("github", RepoName::parse(name).unwrap()).unwrap();
+        assert!(cache.needs_size(&key), "{name}: no mirror yet");
+        let ws = workspaces
+            .create(&WorkspaceRequest {
+                mirror: key.clone(),
+                remote: up.remote(),
+                base: CommitSha(second.clone()),
+                issue: IssueNumber(7),
+                title: "sized".into(),
+                size,
+            })
+            .await
+            .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(ws.repo().join("a.txt")).unwrap(),
+            "two\n"
+        );
+        assert_eq!(promisor(&key), partial, "{name}");
+        assert!(!cache.needs_size(&key), "{name}: the mirror is made");
+        let missing = git(
+            &cache.path(&key),
+            &["rev-list", "--objects", "--missing=print", "--all"],
+        );
+        let old = missing.lines().filter(|l| l.starts_with('?')).count();
+        assert_eq!(old, usize::from(partial), "{name}: {missing}");
         ws.finish(Outcome::Succeeded).await.unwrap();
     }
 }

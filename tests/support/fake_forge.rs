@@ -2473,10 +2473,13 @@ fn graphql_repository(w: &GithubState, token: &str, body: &Value) -> Response {
     let key = format!("{}/{}", variable("owner"), variable("name"));
     match w.repos.get(&key).filter(|_| w.token_sees(token, &key)) {
         Some(repo) => axum::Json(json!({
-            "data": { "repository": { "defaultBranchRef": {
-                "name": repo.default_branch,
-                "target": { "oid": repo.head_sha },
-            } } },
+            "data": { "repository": {
+                "diskUsage": git_http::repo_size(&w.git_dir(&key)) / 1024,
+                "defaultBranchRef": {
+                    "name": repo.default_branch,
+                    "target": { "oid": repo.head_sha },
+                },
+            } },
         }))
         .into_response(),
         None => axum::Json(json!({

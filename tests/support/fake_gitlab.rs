@@ -1167,7 +1167,7 @@ fn route(
         (Method::GET, []) => {
             let p = &w.projects[&key];
             let path = p.path_with_namespace.rsplit('/').next().unwrap_or_default();
-            axum::Json(json!({
+            let mut project = json!({
                 "id": p.id,
                 "name": path,
                 "path": path,
@@ -1180,8 +1180,25 @@ fn route(
                 "ssh_url_to_repo": format!("git@gitlab.example.com:{}.git", p.path_with_namespace),
                 "created_at": rfc3339(0),
                 "last_activity_at": rfc3339(0),
-            }))
-            .into_response()
+            });
+            // GitLab sends statistics when asked, to members who may see them.
+            if query.get("statistics").map(String::as_str) == Some("true") {
+                let size = git_http::repo_size(&git_dir(w, &key));
+                project["statistics"] = json!({
+                    "commit_count": 1,
+                    "storage_size": size,
+                    "repository_size": size,
+                    "wiki_size": 0,
+                    "lfs_objects_size": 0,
+                    "job_artifacts_size": 0,
+                    "pipeline_artifacts_size": 0,
+                    "packages_size": 0,
+                    "snippets_size": 0,
+                    "uploads_size": 0,
+                    "container_registry_size": 0,
+                });
+            }
+            axum::Json(project).into_response()
         }
         (Method::GET, ["repository", "branches", branch]) => {
             let p = &w.projects[&key];

@@ -312,3 +312,19 @@ pub fn init_bare_repo(bare: &Path, branch: &str, files: &[(&str, &str)]) -> Stri
     );
     git(work.path(), &["rev-parse", "HEAD"])
 }
+
+/// The bytes a bare repository's objects take on disk, as a forge reports a repository's
+/// size (`git count-objects`: packs and loose objects); 0 when there is none yet.
+pub fn repo_size(bare: &Path) -> u64 {
+    if !bare.join("objects").is_dir() {
+        return 0;
+    }
+    git(bare, &["count-objects", "-v"])
+        .lines()
+        .filter_map(|l| match l.split_once(": ")? {
+            ("size" | "size-pack", kib) => kib.trim().parse::<u64>().ok(),
+            _ => None,
+        })
+        .sum::<u64>()
+        * 1024
+}

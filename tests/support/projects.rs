@@ -302,6 +302,7 @@ impl Upstream {
                 base: CommitSha(self.base.clone()),
                 issue: IssueNumber(7),
                 title: "a change".into(),
+                size: None,
             })
             .await
             .expect("a workspace at the base")

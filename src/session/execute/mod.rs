@@ -343,8 +343,10 @@ impl Execution<'_> {
 
     /// A checkout of `start` on `branch`.
     async fn workspace(&self, branch: &str, start: &str) -> Result<Workspace, Stop> {
+        let mirror = self.mirror()?;
         let mut request = WorkspaceRequest {
-            mirror: self.mirror()?,
+            size: crate::session::checkout::mirror_size(&self.app, self.forge, &mirror).await?,
+            mirror,
             remote: self.forge.git_remote(&self.repo).await?,
             base: CommitSha(start.to_owned()),
             issue: self.issue,
