@@ -5,8 +5,13 @@
 //! it is on each repository, since it is part of every planner turn; and how long a
 //! search with thousands of matches takes.
 //!
+//! Each is measured on the files of a checkout and on the commit's tree (what planning
+//! reads, so that its checkout can stay sparse).
+//!
 //! Then the same scripted planning session (one scout, a read, a contract, against the
 //! fake model provider) on each repository: what the planner is sent over the session.
+//! And the planning checkout of the monorepo from a warm mirror: written whole, sparse
+//! (root files and settings), and the rest written when a scout first runs a command.
 //!
 //! `cargo bench --bench repo_map`; `PLANWRIGHT_BENCH_MAP_CRATES=10000` for 100k files.
 
@@ -18,12 +23,15 @@ mod model_server;
 mod monorepo;
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Instant;
 
 use model_server::ModelServer;
 use planwright::config::repo::{RepoConfig, RootFiles};
 use planwright::contract::Base;
-use planwright::ids::{CommitSha, RepoName};
+use planwright::forge::GitRemote;
+use planwright::git::{MirrorCache, MirrorKey, Outcome, WorkspaceRequest, Workspaces};
+use planwright::ids::{CommitSha, IssueNumber, RepoName};
 use planwright::planner::{Dossier, PlanRequest, Planned, Planner, PlannerOptions};
 use planwright::repo_tools::{RepoTools, tokens};
 
@@ -52,48 +60,66 @@ fn main() {
     let question = format!("{}\n{}", monorepo::ISSUE_TITLE, monorepo::ISSUE_BODY);
     let other_question = "Where is the order of buffered items kept?";
 
+    let counts = [walk_count(small.path()), walk_count(large.path())];
+    let heads = [commit_all(small.path()), commit_all(large.path())];
+
     println!("repo_map: median of {RUNS} runs, milliseconds; maps in bytes and tokens");
     println!(
-        "{:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>9}",
-        "files", "map B", "map tok", "cold", "new q", "cached", "cold/small", "search"
+        "{:>6} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>9}",
+        "from", "files", "map B", "map tok", "cold", "new q", "cached", "cold/small", "search"
     );
     let mut small_cold = 0.0;
-    for (name, dir) in [("small", small.path()), ("large", large.path())] {
-        let files = walk_count(dir);
-        let (mut cold, mut new_question, mut cached, mut search) = (vec![], vec![], vec![], vec![]);
-        let mut map = String::new();
-        for run in 0..RUNS {
-            // A commit id not seen before: the index is built from the files.
-            let tools = RepoTools::new(dir)
-                .unwrap()
-                .at_commit(&format!("{name}-{run}"));
-            cold.push(ms(|| map = tools.map(&question)));
-            new_question.push(ms(|| {
-                tools.map(&format!("{other_question} ({run})"));
-            }));
-            cached.push(ms(|| {
-                tools.map(&question);
-            }));
-            search.push(ms(|| {
-                tools.search("reserv", "").unwrap();
-            }));
+    let mut large_cold = Vec::new();
+    for from in ["disk", "tree"] {
+        for (i, (name, dir)) in [("small", small.path()), ("large", large.path())]
+            .into_iter()
+            .enumerate()
+        {
+            let (mut cold, mut new_question, mut cached, mut search) =
+                (vec![], vec![], vec![], vec![]);
+            let mut map = String::new();
+            for run in 0..RUNS {
+                // A commit id not seen before: the index is built from the files.
+                let tools = match from {
+                    "disk" => RepoTools::new(dir).unwrap(),
+                    _ => RepoTools::in_tree(dir, &dir.join(".git"), &heads[i]).unwrap(),
+                }
+                .at_commit(&format!("{from}-{name}-{run}"));
+                cold.push(ms(|| map = tools.map(&question)));
+                new_question.push(ms(|| {
+                    tools.map(&format!("{other_question} ({run})"));
+                }));
+                cached.push(ms(|| {
+                    tools.map(&question);
+                }));
+                search.push(ms(|| {
+                    tools.search("reserv", "").unwrap();
+                }));
+            }
+            let cold = median(cold);
+            if name == "small" {
+                small_cold = cold;
+            } else {
+                large_cold.push(cold);
+            }
+            println!(
+                "{:>6} {:>8} {:>9} {:>9} {:>9.1} {:>9.1} {:>9.3} {:>10.1} {:>9.1}",
+                from,
+                counts[i],
+                map.len(),
+                tokens(&map),
+                cold,
+                median(new_question),
+                median(cached),
+                cold / small_cold,
+                median(search)
+            );
         }
-        let cold = median(cold);
-        if name == "small" {
-            small_cold = cold;
-        }
-        println!(
-            "{:>8} {:>9} {:>9} {:>9.1} {:>9.1} {:>9.3} {:>10.1} {:>9.1}",
-            files,
-            map.len(),
-            tokens(&map),
-            cold,
-            median(new_question),
-            median(cached),
-            cold / small_cold,
-            median(search)
-        );
     }
+    println!(
+        "cold map on the monorepo, from the tree against the checkout: {:.2}x",
+        large_cold[1] / large_cold[0]
+    );
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -105,6 +131,81 @@ fn main() {
     println!(
         "planner input per session: {on_small} bytes on the library, {on_large} on the monorepo ({:.2}x)",
         on_large as f64 / on_small as f64
+    );
+    checkouts(&rt, large.path(), &heads[1], counts[1]);
+}
+
+/// Commits every file of `dir` into a repository there; returns the commit.
+fn commit_all(dir: &Path) -> String {
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .current_dir(dir)
+            .args(["-c", "user.name=b", "-c", "user.email=b@example.com"])
+            .args(args)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    git(&["init", "-q"]);
+    git(&["add", "-A"]);
+    git(&["commit", "-q", "-m", "bench"]);
+    git(&["rev-parse", "HEAD"])
+}
+
+/// The planning checkout of the monorepo from a warm mirror: whole, and sparse with the
+/// rest written later, in round-robin runs.
+fn checkouts(rt: &tokio::runtime::Runtime, dir: &Path, head: &str, files: usize) {
+    let data = tempfile::tempdir().unwrap();
+    let workspaces = Workspaces::new(data.path(), Arc::new(MirrorCache::new(data.path())), None);
+    let request = WorkspaceRequest {
+        mirror: MirrorKey::new("github", RepoName::parse("acme/monorepo").unwrap()).unwrap(),
+        remote: GitRemote {
+            url: dir.join(".git").display().to_string(),
+            username: "x-access-token".into(),
+            password: "unused-for-a-local-path".to_owned().into(),
+        },
+        base: CommitSha(head.to_owned()),
+        issue: IssueNumber(1),
+        title: "bench".into(),
+        size: None,
+    };
+    let keep = [".github/planwright.yml", ".devcontainer/devcontainer.json"];
+    let sparse_above = planwright::config::SPARSE_CHECKOUT_FILES;
+    // The first makes the mirror.
+    let warm = rt
+        .block_on(workspaces.create_sparse(&request, usize::MAX, &keep))
+        .unwrap();
+    rt.block_on(warm.finish(Outcome::Succeeded)).unwrap();
+    let (mut whole, mut sparse, mut rest) = (vec![], vec![], vec![]);
+    for _ in 0..RUNS {
+        let start = Instant::now();
+        let ws = rt
+            .block_on(workspaces.create_sparse(&request, usize::MAX, &keep))
+            .unwrap();
+        whole.push(start.elapsed().as_secs_f64() * 1000.0);
+        rt.block_on(ws.finish(Outcome::Succeeded)).unwrap();
+
+        let start = Instant::now();
+        let ws = rt
+            .block_on(workspaces.create_sparse(&request, sparse_above, &keep))
+            .unwrap();
+        sparse.push(start.elapsed().as_secs_f64() * 1000.0);
+        let widening = ws.widening().expect("the monorepo is past the file count");
+        let start = Instant::now();
+        rt.block_on(widening.complete()).unwrap();
+        rest.push(start.elapsed().as_secs_f64() * 1000.0);
+        rt.block_on(ws.finish(Outcome::Succeeded)).unwrap();
+    }
+    let (whole, sparse, rest) = (median(whole), median(sparse), median(rest));
+    println!(
+        "planning checkout of {files} files, ms: whole {whole:.0}, sparse {sparse:.1} ({:.4}x), the rest on a first command {rest:.0}",
+        sparse / whole
     );
 }
 

@@ -71,6 +71,9 @@ pub struct Settings {
     pub access_check: Duration,
     /// The repository map's budget in tokens, for the planner and each scout (`MAP_TOKENS`).
     pub map_tokens: usize,
+    /// A planning checkout of a commit with more files than this is sparse
+    /// (`SPARSE_CHECKOUT_FILES`).
+    pub sparse_checkout_files: usize,
     /// Shows `/metrics` only, for a scraper.
     pub metrics_token: Option<SecretString>,
     /// A listener of its own for `/metrics`, which the main one then does not serve.
@@ -239,6 +242,10 @@ pub const ACCESS_CHECK: Duration = Duration::from_secs(5 * 60);
 /// the repository's size.
 pub const MAP_TOKENS: usize = 3_000;
 pub const MAP_TOKENS_MIN: usize = 300;
+/// Files a commit may have for its planning checkout to be written whole at the start,
+/// unless `SPARSE_CHECKOUT_FILES` says: past it, the rest waits for a scout's first
+/// command.
+pub const SPARSE_CHECKOUT_FILES: usize = 20_000;
 
 /// The longest rate-limit wait a job sits out in place unless `RATE_LIMIT_WAIT_SECS` says.
 pub const RATE_LIMIT_WAIT: Duration = Duration::from_secs(60);
@@ -298,6 +305,7 @@ const KEYS: &[&str] = &[
     "admin_token",
     "access_check_secs",
     "map_tokens",
+    "sparse_checkout_files",
     "metrics_token",
     "metrics_listen",
     "environment_image",
@@ -653,6 +661,11 @@ impl Raw {
                     self.source("map_tokens")
                 ),
             },
+            sparse_checkout_files: self
+                .parsed::<u64>("sparse_checkout_files", "a number of files")?
+                .map_or(SPARSE_CHECKOUT_FILES, |n| {
+                    usize::try_from(n).unwrap_or(usize::MAX)
+                }),
             metrics_token: self.token("metrics_token")?,
             metrics_listen: match self.text("metrics_listen") {
                 None => None,

@@ -371,6 +371,22 @@ impl RepoConfig {
         Ok(RepoConfig::defaults(&root))
     }
 
+    /// The files the settings in `dir` name as the setup cache's key (`cache_key`), read
+    /// without checking them; none when there are no settings or they do not parse (which
+    /// [`RepoConfig::from_checkout`] then reports).
+    pub fn cache_key_paths(dir: &Path, paths: &[&str]) -> Vec<String> {
+        let root = RootFiles::from_dir(dir);
+        for path in paths {
+            if let Ok(Some(text)) = super::checkout_file::read(dir, path) {
+                return RepoConfig::parse(&text, path, &root)
+                    .ok()
+                    .and_then(|config| config.environment.cache_key)
+                    .unwrap_or_default();
+            }
+        }
+        Vec::new()
+    }
+
     /// The values an approval binds to.
     pub fn bound(&self) -> BoundSettings {
         let name = |m: &Option<ModelName>| m.as_ref().map(ToString::to_string);

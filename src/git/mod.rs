@@ -5,6 +5,7 @@
 //! Also reads a run's result back: changed files, the diff, and the commit to publish.
 
 pub mod push;
+mod sparse;
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
@@ -18,6 +19,8 @@ use std::time::{Duration, SystemTime};
 use anyhow::{Context, anyhow};
 use git2::{Cred, CredentialType, IndexTime, Oid, Repository, RepositoryInitOptions};
 use secrecy::{ExposeSecret, SecretString};
+
+pub use sparse::Widening;
 
 use crate::forge::GitRemote;
 use crate::ids::{CommitSha, IssueNumber, RepoName};
@@ -927,6 +930,17 @@ impl Workspaces {
         request: &WorkspaceRequest,
         branch: &str,
     ) -> Result<Workspace, WorkspaceError> {
+        self.make(request, branch, None).await
+    }
+
+    /// A checkout of `request.base` on `branch`; sparse when `sparse` says so and the
+    /// commit is that large (see [`Workspaces::create_sparse`]).
+    async fn make(
+        &self,
+        request: &WorkspaceRequest,
+        branch: &str,
+        sparse: Option<(usize, Vec<String>)>,
+    ) -> Result<Workspace, WorkspaceError> {
         let repo_name = request.mirror.repo.to_string();
         let bad = |reason: &str| WorkspaceError::BadCommit {
             repo: repo_name.clone(),
@@ -947,11 +961,27 @@ impl Workspaces {
         let branch = branch.to_owned();
         let owner = self.owner;
         let (b, d) = (branch.clone(), dir.clone());
-        let created = tokio::task::spawn_blocking(move || checkout(&mirror, &d, oid, &b, owner))
-            .await
-            .map_err(|e| anyhow!("The checkout task failed: {e}"))?;
+        let created = tokio::task::spawn_blocking(move || {
+            let only = match sparse {
+                Some((files_max, keep)) => sparse::paths(&mirror, oid, files_max, &keep)?,
+                None => None,
+            };
+            let objects = checkout(
+                &mirror,
+                &d,
+                oid,
+                &b,
+                owner,
+                only.as_ref().map(|(paths, _)| paths.as_slice()),
+            )?;
+            Ok::<_, CheckoutError>((objects, only.map(|(_, left_out)| left_out)))
+        })
+        .await
+        .map_err(|e| anyhow!("The checkout task failed: {e}"))?;
         match created {
-            Ok(shared_objects) => Ok(Workspace {
+            Ok((shared_objects, left_out)) => Ok(Workspace {
+                sparse: left_out
+                    .map(|left_out| Arc::new(sparse::Widening::new(&dir, oid, owner, left_out))),
                 dir,
                 branch,
                 base: oid,
@@ -1009,6 +1039,7 @@ impl Workspaces {
             compared: None,
             shared_objects,
             finished: false,
+            sparse: None,
         }))
     }
 
@@ -1088,6 +1119,7 @@ fn checkout(
     base: Oid,
     branch: &str,
     owner: Option<(u32, u32)>,
+    only: Option<&[PathBuf]>,
 ) -> Result<PathBuf, CheckoutError> {
     let objects = mirror
         .join("objects")
@@ -1118,17 +1150,7 @@ fn checkout(
     repo.set_head(&branch_ref)
         .context("Could not point HEAD at the run branch")?;
 
-    let handed = check_out_tree(&repo, &commit, &work, owner)?;
-    let mut index = repo
-        .index()
-        .context("Could not read the checkout's index")?;
-    if !handed.is_empty() {
-        refresh_stat(&mut index, &handed)?;
-        index
-            .write()
-            .context("Could not write the checkout's index")?;
-    }
-
+    let index = write_tree(&repo, &commit, &work, owner, only)?;
     let run_git = run_git_dir(&work, &objects, base, branch, &index)?;
     if let Some((uid, gid)) = owner {
         for path in [&run, &work, &home] {
@@ -1142,6 +1164,28 @@ fn checkout(
     Ok(objects)
 }
 
+/// Writes `commit`'s files (`only` these, when given) into `work` for the sandbox user
+/// `owner`, and returns the index with their stat data.
+fn write_tree(
+    repo: &Repository,
+    commit: &git2::Commit<'_>,
+    work: &Path,
+    owner: Option<(u32, u32)>,
+    only: Option<&[PathBuf]>,
+) -> anyhow::Result<git2::Index> {
+    let handed = check_out_tree(repo, commit, work, owner, only)?;
+    let mut index = repo
+        .index()
+        .context("Could not read the checkout's index")?;
+    if !handed.is_empty() {
+        refresh_stat(&mut index, &handed)?;
+        index
+            .write()
+            .context("Could not write the checkout's index")?;
+    }
+    Ok(index)
+}
+
 /// Writes `commit`'s files into `work`, handing each to the sandbox user (`owner`) as it
 /// is written instead of walking the tree afterwards; returns their new stat data, which
 /// goes back into the index so `git status` inside does not rehash every file whose
@@ -1151,6 +1195,7 @@ fn check_out_tree(
     commit: &git2::Commit<'_>,
     work: &Path,
     owner: Option<(u32, u32)>,
+    only: Option<&[PathBuf]>,
 ) -> anyhow::Result<HashMap<PathBuf, std::fs::Metadata>> {
     let mut handed: HashMap<PathBuf, std::fs::Metadata> = HashMap::new();
     let mut dirs: HashSet<PathBuf> = HashSet::new();
@@ -1158,6 +1203,13 @@ fn check_out_tree(
     {
         let mut builder = git2::build::CheckoutBuilder::new();
         builder.force();
+        if let Some(paths) = only {
+            // Exactly these paths, never read as patterns.
+            builder.disable_pathspec_match(true);
+            for path in paths {
+                builder.path(path.as_path());
+            }
+        }
         if let Some((uid, gid)) = owner {
             let (handed, dirs, failure) = (&mut handed, &mut dirs, &mut failure);
             builder.progress(move |path, _, _| {
@@ -1227,8 +1279,16 @@ fn run_git_dir(
     run_repo
         .set_head(&branch_ref)
         .context("Could not point the checkout's HEAD at the run branch")?;
-    let mut run_index = run_repo
-        .index()
+    drop(run_repo);
+    fill_run_index(&run_git, index)?;
+    Ok(run_git)
+}
+
+/// Puts `index`'s entries into the index of the run's own git dir `run_git`, as the
+/// sandbox's user owns them. The index file is opened alone: libgit2 will not open a
+/// repository owned by another user, as the run's is once handed over.
+fn fill_run_index(run_git: &Path, index: &git2::Index) -> anyhow::Result<()> {
+    let mut run_index = git2::Index::open(&run_git.join("index"))
         .context("Could not read the checkout's own index")?;
     let entries: Vec<git2::IndexEntry> = index.iter().collect();
     for mut entry in entries {
@@ -1240,8 +1300,7 @@ fn run_git_dir(
     }
     run_index
         .write()
-        .context("Could not write the checkout's own index")?;
-    Ok(run_git)
+        .context("Could not write the checkout's own index")
 }
 
 /// A repository at `git_dir` whose objects come from `objects` through alternates.
@@ -1392,6 +1451,8 @@ pub struct Workspace {
     compared: Option<Oid>,
     shared_objects: PathBuf,
     finished: bool,
+    /// Set while the checkout holds only part of the commit ([`Workspaces::create_sparse`]).
+    sparse: Option<Arc<sparse::Widening>>,
 }
 
 impl Workspace {

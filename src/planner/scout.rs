@@ -128,6 +128,8 @@ impl Scout<'_> {
         let Some(sandbox) = self.sandbox else {
             return Err("running commands is not available here; read the files instead".into());
         };
+        // A sparse checkout is made whole first: a command may read any file.
+        self.tools.ready_for_commands().await?;
         let timeout = input
             .get("timeout_s")
             .and_then(Value::as_u64)

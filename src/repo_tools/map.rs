@@ -12,6 +12,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock, Mutex, OnceLock};
 
+use super::source::{Reader, Source};
 use super::tags::{self, Def, Lang};
 use super::walk::{self, Generated, thousands};
 
@@ -73,9 +74,9 @@ pub struct Index {
 }
 
 impl Index {
-    pub fn build(root: &Path) -> Index {
-        let walked = walk::walk(root, root);
-        let generated = Generated::new(root, &walked.files);
+    pub fn build(source: &Source) -> Index {
+        let walked = source.walk(&source.root());
+        let generated = Generated::new(source, &walked.files);
         let mut files: Vec<FileNode> = walked
             .files
             .iter()
@@ -112,7 +113,7 @@ impl Index {
             chosen.push((i, lang));
         }
 
-        let parsed = parse_all(&walked.files, &chosen);
+        let parsed = parse_all(source, &walked.files, &chosen);
         let mut ids: HashMap<String, u32> = HashMap::new();
         let mut names: Vec<String> = Vec::new();
         let mut intern = |name: &str| -> u32 {
@@ -153,7 +154,7 @@ impl Index {
                 })
                 .collect();
         }
-        let recent = recent_changes(root, &files);
+        let recent = recent_changes(source, &files);
         Index {
             total: walked.describe_total(),
             total_files: walked.total(),
@@ -499,7 +500,7 @@ impl Index {
 /// `None` for a file that could not be read as text.
 type Parsed = Option<(usize, Vec<Def>, Vec<(String, u32)>)>;
 
-fn parse_all(entries: &[walk::Entry], chosen: &[(usize, Lang)]) -> Vec<Parsed> {
+fn parse_all(source: &Source, entries: &[walk::Entry], chosen: &[(usize, Lang)]) -> Vec<Parsed> {
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(8);
@@ -509,9 +510,10 @@ fn parse_all(entries: &[walk::Entry], chosen: &[(usize, Lang)]) -> Vec<Parsed> {
             .chunks(chunk)
             .map(|part| {
                 scope.spawn(move || {
+                    let reader = source.reader();
                     part.iter()
                         .map(|(i, lang)| {
-                            parse_one(&entries[*i].path, *lang).map(|(d, u)| (*i, d, u))
+                            parse_one(&reader, &entries[*i], *lang).map(|(d, u)| (*i, d, u))
                         })
                         .collect::<Vec<_>>()
                 })
@@ -527,8 +529,8 @@ fn parse_all(entries: &[walk::Entry], chosen: &[(usize, Lang)]) -> Vec<Parsed> {
 /// A file's definitions, and the identifiers it uses with how often.
 type Tags = (Vec<Def>, Vec<(String, u32)>);
 
-fn parse_one(path: &Path, lang: Lang) -> Option<Tags> {
-    let (bytes, _) = super::read_bounded(path).ok()?;
+fn parse_one(reader: &Reader<'_>, entry: &walk::Entry, lang: Lang) -> Option<Tags> {
+    let (bytes, _) = reader.entry(entry).ok()?;
     if bytes.iter().take(8000).any(|b| *b == 0) {
         return None;
     }
@@ -546,9 +548,9 @@ fn parse_one(path: &Path, lang: Lang) -> Option<Tags> {
 }
 
 /// Files changed by the newest commits of the checkout's history, first parents only.
-fn recent_changes(root: &Path, files: &[FileNode]) -> HashMap<u32, f64> {
+fn recent_changes(source: &Source, files: &[FileNode]) -> HashMap<u32, f64> {
     let mut out = HashMap::new();
-    let Ok(repo) = git2::Repository::open(root) else {
+    let Some((repo, head)) = source.history() else {
         return out;
     };
     let by_path: HashMap<&str, u32> = files
@@ -556,7 +558,7 @@ fn recent_changes(root: &Path, files: &[FileNode]) -> HashMap<u32, f64> {
         .enumerate()
         .map(|(i, f)| (f.rel.as_str(), i as u32))
         .collect();
-    let Ok(mut commit) = repo.head().and_then(|h| h.peel_to_commit()) else {
+    let Ok(mut commit) = repo.find_commit(head) else {
         return out;
     };
     for age in 0..RECENT_COMMITS {
@@ -636,8 +638,8 @@ type IndexCell = Arc<OnceLock<Arc<Index>>>;
 type KeptMap = ((IndexKey, String, usize), Arc<str>);
 
 /// The checkout's index at `commit`, built once however many ask at the same time.
-pub fn index_for(commit: &str, root: &Path) -> Arc<Index> {
-    let key: IndexKey = (root.to_path_buf(), commit.to_owned());
+pub(super) fn index_for(commit: &str, source: &Source) -> Arc<Index> {
+    let key: IndexKey = (source.key_path().to_path_buf(), commit.to_owned());
     let cell = {
         let mut kept = INDEXES.lock().unwrap_or_else(|p| p.into_inner());
         match kept.iter().position(|(k, _)| *k == key) {
@@ -657,14 +659,14 @@ pub fn index_for(commit: &str, root: &Path) -> Arc<Index> {
             }
         }
     };
-    cell.get_or_init(|| Arc::new(Index::build(root))).clone()
+    cell.get_or_init(|| Arc::new(Index::build(source))).clone()
 }
 
 /// The map of the checkout at `commit` for `question`, from the cache when it was made
 /// before.
-pub fn cached_map(commit: &str, root: &Path, question: &str, budget: usize) -> Arc<str> {
+pub(super) fn cached_map(commit: &str, source: &Source, question: &str, budget: usize) -> Arc<str> {
     let key = (
-        (root.to_path_buf(), commit.to_owned()),
+        (source.key_path().to_path_buf(), commit.to_owned()),
         question.to_owned(),
         budget,
     );
@@ -674,7 +676,7 @@ pub fn cached_map(commit: &str, root: &Path, question: &str, budget: usize) -> A
             return map.clone();
         }
     }
-    let map: Arc<str> = index_for(commit, root).render(question, budget).into();
+    let map: Arc<str> = index_for(commit, source).render(question, budget).into();
     let mut kept = MAPS.lock().unwrap_or_else(|p| p.into_inner());
     kept.push((key, map.clone()));
     if kept.len() > MAPS_KEPT {

@@ -4,11 +4,12 @@
 
 mod map;
 mod search;
+mod source;
 mod tags;
 mod walk;
 
 use std::fmt::Write as _;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
@@ -16,6 +17,7 @@ use crate::llm::Tool;
 pub use map::{DEFAULT_TOKENS as DEFAULT_MAP_TOKENS, tokens};
 pub use search::SearchOptions;
 use search::{MAX_LISTED, MAX_MATCHES};
+use source::{Found, Source};
 
 /// Lines one `read_file` answer holds at most.
 const MAX_READ_LINES: usize = 250;
@@ -24,24 +26,57 @@ const READ_MAX_BYTES: u64 = 8 << 20;
 /// Characters per line shown; minified files are not worth more.
 const MAX_LINE_CHARS: usize = 300;
 
-/// A checkout seen read-only.
+/// A repository seen read-only: a checkout as it is, or a commit's tree.
 #[derive(Debug, Clone)]
 pub struct RepoTools {
+    /// The checkout, where a scout's commands run.
     root: PathBuf,
+    /// Where the files are read from.
+    source: Source,
     /// The commit checked out, when it will not change under the tools: the map's cache key.
     commit: Option<String>,
     map_tokens: usize,
+    /// Set while the checkout holds only part of the commit.
+    widening: Option<std::sync::Arc<crate::git::Widening>>,
 }
 
 impl RepoTools {
+    /// The tools on the files of the folder `root`, as they are when read.
     pub fn new(root: &Path) -> anyhow::Result<Self> {
         let root = root
             .canonicalize()
             .map_err(|e| anyhow::anyhow!("Cannot open the checkout at {}: {e}", root.display()))?;
         Ok(RepoTools {
+            source: Source::Disk(root.clone()),
             root,
             commit: None,
             map_tokens: map::DEFAULT_TOKENS,
+            widening: None,
+        })
+    }
+
+    /// The tools on `commit`'s tree in the repository at `git_dir` (its objects; nothing
+    /// needs to be checked out), for a checkout at `root` that commands run in. What they
+    /// show is the commit, whatever is written into the checkout meanwhile.
+    pub fn in_tree(root: &Path, git_dir: &Path, commit: &str) -> anyhow::Result<Self> {
+        let root = root
+            .canonicalize()
+            .map_err(|e| anyhow::anyhow!("Cannot open the checkout at {}: {e}", root.display()))?;
+        let repo = git2::Repository::open(git_dir).map_err(|e| {
+            anyhow::anyhow!("Cannot open the repository at {}: {e}", git_dir.display())
+        })?;
+        let oid = git2::Oid::from_str(commit)
+            .and_then(|oid| repo.find_commit(oid).map(|c| c.id()))
+            .map_err(|e| anyhow::anyhow!("Cannot read the commit {commit}: {e}"))?;
+        Ok(RepoTools {
+            root,
+            source: Source::Tree {
+                git_dir: repo.path().to_path_buf(),
+                commit: oid,
+            },
+            commit: Some(oid.to_string()),
+            map_tokens: map::DEFAULT_TOKENS,
+            widening: None,
         })
     }
 
@@ -59,6 +94,25 @@ impl RepoTools {
 
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// Says the checkout at `root` is sparse: the rest of it is checked out before the
+    /// first command runs there ([`RepoTools::ready_for_commands`]).
+    pub fn with_widening(mut self, widening: Option<std::sync::Arc<crate::git::Widening>>) -> Self {
+        self.widening = widening;
+        self
+    }
+
+    /// Makes the checkout whole, once, for a command that may read any of it; the tools
+    /// themselves read the commit's tree and never need this.
+    pub async fn ready_for_commands(&self) -> Result<(), String> {
+        match &self.widening {
+            Some(widening) => widening
+                .complete()
+                .await
+                .map_err(|e| format!("the rest of the checkout could not be written: {e}")),
+            None => Ok(()),
+        }
     }
 
     /// The tool definitions for the model, in DESIGN's names.
@@ -151,34 +205,10 @@ impl RepoTools {
         })
     }
 
-    /// A path inside the checkout, or why not. Symlinks are resolved and must stay inside.
-    fn resolve(&self, relative: &str) -> Result<PathBuf, String> {
-        let rel = Path::new(relative.trim().trim_start_matches("./"));
-        if rel.is_absolute()
-            || rel
-                .components()
-                .any(|c| matches!(c, Component::ParentDir | Component::Prefix(_)))
-        {
-            return Err(format!("`{relative}` is not a path inside the repository"));
-        }
-        let joined = self.root.join(rel);
-        let real = joined
-            .canonicalize()
-            .map_err(|_| format!("`{relative}` does not exist"))?;
-        if !real.starts_with(&self.root) {
-            return Err(format!("`{relative}` points outside the repository"));
-        }
-        if real.starts_with(self.root.join(".git")) {
-            return Err("the .git folder is not part of the repository's files".into());
-        }
-        Ok(real)
-    }
-
-    fn display(&self, path: &Path) -> String {
-        path.strip_prefix(&self.root)
-            .unwrap_or(path)
-            .to_string_lossy()
-            .into_owned()
+    /// A path inside the repository, or why not. Symlinks are resolved and must stay
+    /// inside.
+    fn resolve(&self, relative: &str) -> Result<Found, String> {
+        self.source.resolve(relative)
     }
 
     /// Lines of a file, at most `MAX_READ_LINES` at once, from its first
@@ -189,12 +219,15 @@ impl RepoTools {
         start: Option<usize>,
         end: Option<usize>,
     ) -> Result<String, String> {
-        let real = self.resolve(path)?;
-        if real.is_dir() {
+        let found = self.resolve(path)?;
+        if found.dir {
             return Err(format!("`{path}` is a folder; use list_files"));
         }
-        let (bytes, size) =
-            read_bounded(&real).map_err(|e| format!("cannot read `{path}`: {e}"))?;
+        let (bytes, size) = self
+            .source
+            .reader()
+            .found(&found)
+            .map_err(|e| format!("cannot read `{path}`: {e}"))?;
         if bytes.iter().take(8000).any(|b| *b == 0) {
             return Err(format!("`{path}` is a binary file ({size} bytes)"));
         }
@@ -209,7 +242,7 @@ impl RepoTools {
         let total = lines.len();
         let start = start.unwrap_or(1).max(1);
         if total == 0 {
-            return Ok(format!("{} is empty", self.display(&real)));
+            return Ok(format!("{} is empty", found.rel));
         }
         if start > total {
             return Err(format!("`{path}` has only {total} lines"));
@@ -219,11 +252,11 @@ impl RepoTools {
         let mut out = if cut {
             format!(
                 "{} lines {start}-{end} of the first {total} (the file has {size} bytes; only its first {} MiB are read)\n",
-                self.display(&real),
+                found.rel,
                 READ_MAX_BYTES >> 20
             )
         } else {
-            format!("{} lines {start}-{end} of {total}\n", self.display(&real))
+            format!("{} lines {start}-{end} of {total}\n", found.rel)
         };
         for (i, line) in lines[start - 1..end].iter().enumerate() {
             let _ = writeln!(out, "{:>5} {}", start + i, clip_line(line));
@@ -244,9 +277,9 @@ impl RepoTools {
     pub fn map(&self, question: &str) -> String {
         match &self.commit {
             Some(commit) => {
-                map::cached_map(commit, &self.root, question, self.map_tokens).to_string()
+                map::cached_map(commit, &self.source, question, self.map_tokens).to_string()
             }
-            None => map::Index::build(&self.root).render(question, self.map_tokens),
+            None => map::Index::build(&self.source).render(question, self.map_tokens),
         }
     }
 
@@ -264,7 +297,7 @@ impl RepoTools {
     /// model calls that follow do not wait for it inside an async task.
     pub fn prepare_map(&self) {
         if let Some(commit) = &self.commit {
-            map::index_for(commit, &self.root);
+            map::index_for(commit, &self.source);
         }
     }
 
@@ -793,6 +826,148 @@ mod tests {
             .recv_timeout(std::time::Duration::from_secs(30))
             .expect("the match finishes");
         assert_eq!(answer, (false, false, true));
+    }
+
+    /// The tools read from a commit's tree answer as they do from its checkout: the same
+    /// listings, searches, reads, map and refusals, through symlinks inside and out, a
+    /// loop, a name that is not UTF-8, a binary file, generated content and a file past
+    /// the read limit.
+    #[test]
+    fn a_commits_tree_answers_as_its_checkout_does() {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("repo");
+        let write = |rel: &str, text: &[u8]| {
+            let path = root.join(rel);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        };
+        write("README.md", b"# demo\nSee src/parse/mod.rs.\n");
+        let long: String = (1..=600).map(|i| format!("line {i}\n")).collect();
+        write("src/long.rs", long.as_bytes());
+        write(
+            "src/parse/mod.rs",
+            b"pub fn parse_items() {}\n// TODO trailing comma\nfn helper() { parse_items() }\n",
+        );
+        write("src/bin.dat", &[0u8, 1, 2]);
+        write("gen/out.rs", b"fn parse_generated() {}\n");
+        write(".gitattributes", b"gen/** linguist-generated\n");
+        let big: String = (0..(9 << 20) / 8).map(|i| format!("{i:07}\n")).collect();
+        write("data/big.txt", big.as_bytes());
+        write("sub/dir/deep.py", b"def parse_deep():\n    return 1\n");
+        std::fs::write(
+            root.join("src")
+                .join(std::ffi::OsStr::from_bytes(b"caf\xe9.py")),
+            "def parse_cafe():\n    pass\n",
+        )
+        .unwrap();
+        let link =
+            |target: &str, at: &str| std::os::unix::fs::symlink(target, root.join(at)).unwrap();
+        link("/etc", "escape");
+        link("../../outside.txt", "src/out.txt");
+        link("parse/mod.rs", "src/alias.rs");
+        link("../sub/dir", "src/deep");
+        link(".", "src/self");
+        link("b", "a");
+        link("a", "b");
+        std::fs::write(dir.path().join("outside.txt"), "TOKEN=hunter2\n").unwrap();
+        let git = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .current_dir(&root)
+                .args([
+                    "-c",
+                    "user.name=t",
+                    "-c",
+                    "user.email=t@e",
+                    "-c",
+                    "commit.gpgsign=false",
+                ])
+                .args(args)
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8_lossy(&out.stdout).trim().to_owned()
+        };
+        git(&["init", "-q"]);
+        git(&["add", "-A"]);
+        git(&["commit", "-q", "-m", "all"]);
+        let head = git(&["rev-parse", "HEAD"]);
+        let disk = RepoTools::new(&root).unwrap();
+        let tree = RepoTools::in_tree(&root, &root.join(".git"), &head).unwrap();
+
+        let calls = [
+            ("list_files", json!({})),
+            ("list_files", json!({"path": "src"})),
+            ("list_files", json!({"path": "src/deep"})),
+            ("list_files", json!({"path": "", "pattern": "*.py"})),
+            ("list_files", json!({"path": "escape"})),
+            ("read_file", json!({"path": "README.md"})),
+            (
+                "read_file",
+                json!({"path": "src/long.rs", "start_line": 10, "end_line": 12}),
+            ),
+            ("read_file", json!({"path": "src/alias.rs"})),
+            ("read_file", json!({"path": "./src/deep/deep.py"})),
+            ("read_file", json!({"path": "src/self/parse/mod.rs"})),
+            (
+                "read_file",
+                json!({"path": "data/big.txt", "start_line": 1048576}),
+            ),
+            ("read_file", json!({"path": "src/bin.dat"})),
+            ("read_file", json!({"path": "src"})),
+            ("read_file", json!({"path": "escape/passwd"})),
+            ("read_file", json!({"path": "src/out.txt"})),
+            ("read_file", json!({"path": "a"})),
+            ("read_file", json!({"path": "../x"})),
+            ("read_file", json!({"path": "missing.rs"})),
+            ("read_file", json!({"path": "README.md/x"})),
+            ("search", json!({"pattern": "parse"})),
+            ("search", json!({"pattern": "parse_items", "path": "src"})),
+            ("search", json!({"pattern": "hunter2"})),
+            ("search", json!({"pattern": "line", "path": "src/long.rs"})),
+            (
+                "search",
+                json!({"pattern": "parse", "glob": "*.py", "whole_word": false}),
+            ),
+        ];
+        for (name, input) in &calls {
+            let (from_disk, from_tree) = (
+                disk.call(name, input).unwrap(),
+                tree.call(name, input).unwrap(),
+            );
+            match (&from_disk, &from_tree) {
+                (Ok(a), Ok(b)) => assert_eq!(a, b, "{name} {input}"),
+                (Err(_), Err(_)) => {}
+                _ => panic!(
+                    "{name} {input}: {from_disk:?} from the checkout, {from_tree:?} from the tree"
+                ),
+            }
+        }
+        assert!(
+            tree.call("read_file", &json!({"path": "data/big.txt"}))
+                .unwrap()
+                .unwrap()
+                .contains("only its first 8 MiB are read")
+        );
+        assert_eq!(
+            disk.map("parse_items in src/parse"),
+            tree.map("parse_items in src/parse")
+        );
+        assert!(tree.map("parse_items").contains("pub fn parse_items()"));
+
+        // What a command writes into the checkout does not change what the tree shows.
+        std::fs::write(root.join("README.md"), "rewritten\n").unwrap();
+        assert!(
+            tree.read_file("README.md", None, None)
+                .unwrap()
+                .contains("# demo")
+        );
+        assert!(RepoTools::in_tree(&root, &root.join(".git"), &"0".repeat(40)).is_err());
     }
 
     #[test]

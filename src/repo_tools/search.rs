@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use regex::{Regex, RegexBuilder};
 
+use super::source::Found;
 use super::tags::{self, Lang};
 use super::walk::{self, Generated, thousands};
 use super::{PathGlob, RepoTools, clip_line};
@@ -58,22 +59,23 @@ impl RepoTools {
     ) -> Result<String, String> {
         let re = compile(pattern, options)?;
         let base = self.base(path)?;
-        let walked = if base.is_file() {
-            let rel = self.display(&base);
+        let walked = if base.dir {
+            self.source.walk(&base)
+        } else {
             walk::Walk {
                 files: vec![walk::Entry {
-                    size: std::fs::metadata(&base).map(|m| m.len()).unwrap_or(0),
-                    path: base.clone(),
-                    rel,
+                    size: self.source.size_of(&base),
+                    path: base.path.clone(),
+                    rel: base.rel.clone(),
                     symlink: false,
+                    blob: base.blob,
                 }],
                 ..walk::Walk::default()
             }
-        } else {
-            walk::walk(self.root(), &base)
         };
         let glob = options.glob.as_deref().map(PathGlob::new);
-        let generated = Generated::new(self.root(), &walked.files);
+        let generated = Generated::new(&self.source, &walked.files);
+        let reader = self.source.reader();
 
         let mut per_file: Vec<(usize, usize)> = Vec::new();
         let mut hits: Vec<Hit> = Vec::new();
@@ -90,15 +92,24 @@ impl RepoTools {
             }
             // A committed symlink may point anywhere: search it only if it leads to a file
             // inside (and not into `.git`).
-            if file.symlink && !self.resolve(&file.rel).is_ok_and(|real| real.is_file()) {
-                outside += 1;
-                continue;
-            }
+            let target = match file.symlink {
+                true => match self.resolve(&file.rel) {
+                    Ok(found) if !found.dir => Some(found),
+                    _ => {
+                        outside += 1;
+                        continue;
+                    }
+                },
+                false => None,
+            };
             if Instant::now() > deadline {
                 late += 1;
                 continue;
             }
-            let size = std::fs::metadata(&file.path).map(|m| m.len()).unwrap_or(0);
+            let size = match &target {
+                Some(found) => self.source.size_of(found),
+                None => file.size,
+            };
             if size > MAX_SEARCH_BYTES {
                 large += 1;
                 continue;
@@ -107,7 +118,11 @@ impl RepoTools {
                 over_budget += 1;
                 continue;
             }
-            let Ok(bytes) = std::fs::read(&file.path) else {
+            let read_file = match &target {
+                Some(found) => reader.found(found),
+                None => reader.entry(file),
+            };
+            let Ok((bytes, _)) = read_file else {
                 unreadable += 1;
                 continue;
             };
@@ -223,10 +238,10 @@ impl RepoTools {
             thousands(per_file.len())
         );
         let is_generated = |i: usize| generated.is_generated(&walked.files[i].rel);
-        let base_rel = if base == self.root() {
+        let base_rel = if base.rel.is_empty() {
             String::new()
         } else {
-            format!("{}/", self.display(&base))
+            format!("{}/", base.rel)
         };
         if per_file.len() > PER_FILE_SHOWN {
             out.push_str(&breakdown(
@@ -292,9 +307,9 @@ impl RepoTools {
 
     pub fn list_files(&self, path: &str, pattern: Option<&str>) -> Result<String, String> {
         let base = self.base(path)?;
-        let walked = walk::walk(self.root(), &base);
+        let walked = self.source.walk(&base);
         let glob = pattern.map(PathGlob::new);
-        let generated = Generated::new(self.root(), &walked.files);
+        let generated = Generated::new(&self.source, &walked.files);
         let matching: Vec<(&str, bool)> = walked
             .files
             .iter()
@@ -323,10 +338,10 @@ impl RepoTools {
         };
         if matching.len() > MAX_LISTED {
             let _ = writeln!(out, "{} files{beyond}", thousands(matching.len()));
-            let base_rel = if base == self.root() {
+            let base_rel = if base.rel.is_empty() {
                 String::new()
             } else {
-                format!("{}/", self.display(&base))
+                format!("{}/", base.rel)
             };
             out.push_str(&breakdown(
                 matching
@@ -353,9 +368,9 @@ impl RepoTools {
         Ok(out)
     }
 
-    fn base(&self, path: &str) -> Result<std::path::PathBuf, String> {
+    fn base(&self, path: &str) -> Result<Found, String> {
         if path.trim().is_empty() || path.trim() == "." {
-            Ok(self.root().to_path_buf())
+            Ok(self.source.root())
         } else {
             self.resolve(path)
         }

@@ -6,11 +6,13 @@ use std::path::{Path, PathBuf};
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
 
+use super::source::Source;
+
 /// Files a walk keeps at most; past it they are only counted. A checkout of a million
 /// files is walked (counted) whole but never held whole in memory.
 pub const KEEP_FILES: usize = 300_000;
 /// Entries a walk looks at at most, files and folders, before it stops counting too.
-const VISIT_MAX: usize = 2_000_000;
+pub(super) const VISIT_MAX: usize = 2_000_000;
 
 /// One file of the checkout.
 #[derive(Debug, Clone)]
@@ -20,6 +22,8 @@ pub struct Entry {
     pub rel: String,
     pub size: u64,
     pub symlink: bool,
+    /// The file's blob, when it is read from a commit's tree rather than from disk.
+    pub blob: Option<git2::Oid>,
 }
 
 /// The files under a folder, in path order.
@@ -107,6 +111,7 @@ pub fn walk(root: &Path, dir: &Path) -> Walk {
                 rel,
                 size,
                 symlink: kind.is_symlink(),
+                blob: None,
             });
         }
         // Files of a folder come before its subfolders', which keeps path order within
@@ -197,9 +202,9 @@ const PATTERNS_MAX: usize = 1_000;
 const PATTERN_FILE_BYTES: u64 = 64 << 10;
 
 impl Generated {
-    pub fn new(root: &Path, files: &[Entry]) -> Self {
+    pub fn new(source: &Source, files: &[Entry]) -> Self {
         let (mut marked, mut unmarked) = (GlobSetBuilder::new(), GlobSetBuilder::new());
-        if let Ok(text) = read_small(&root.join(".gitattributes")) {
+        if let Some(text) = source.small_root_file(".gitattributes", PATTERN_FILE_BYTES) {
             for line in text.lines().take(PATTERNS_MAX) {
                 let mut words = line.split_whitespace();
                 let Some(pattern) = words.next().filter(|p| !p.starts_with('#')) else {
@@ -225,7 +230,7 @@ impl Generated {
         }
         let mut ignored = GlobSetBuilder::new();
         let mut negated = Vec::new();
-        if let Ok(text) = read_small(&root.join(".gitignore")) {
+        if let Some(text) = source.small_root_file(".gitignore", PATTERN_FILE_BYTES) {
             for line in text.lines().take(PATTERNS_MAX) {
                 let line = line.trim();
                 if line.is_empty() || line.starts_with('#') {
@@ -326,12 +331,12 @@ fn gitattributes_globs(pattern: &str) -> Vec<Glob> {
 }
 
 /// A small regular file's text: never through a symlink (which could lead to
-/// `/dev/zero` or a pipe), never more than `PATTERN_FILE_BYTES`.
-fn read_small(path: &Path) -> std::io::Result<String> {
+/// `/dev/zero` or a pipe), never more than `max` bytes.
+pub(super) fn read_small(path: &Path, max: u64) -> std::io::Result<String> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
     let meta = std::fs::symlink_metadata(path)?;
-    if !meta.is_file() || meta.len() > PATTERN_FILE_BYTES {
+    if !meta.is_file() || meta.len() > max {
         return Err(std::io::Error::other("not a small regular file"));
     }
     let file = std::fs::OpenOptions::new()
@@ -339,7 +344,7 @@ fn read_small(path: &Path) -> std::io::Result<String> {
         .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
         .open(path)?;
     let mut bytes = Vec::new();
-    file.take(PATTERN_FILE_BYTES).read_to_end(&mut bytes)?;
+    file.take(max).read_to_end(&mut bytes)?;
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
@@ -375,7 +380,7 @@ mod tests {
         std::fs::write(root.join("src/lib.rs"), "fn f() {}\n").unwrap();
         std::fs::write(root.join("build/out.rs"), "fn g() {}\n").unwrap();
         std::fs::write(root.join(".gitignore"), "/*\n!/src/\n!.gitignore\n").unwrap();
-        let generated = Generated::new(root, &entries(root));
+        let generated = Generated::new(&Source::Disk(root.to_path_buf()), &entries(root));
         assert!(!generated.is_generated("src/lib.rs"));
         assert!(generated.is_generated("build/out.rs"));
         assert!(!generated.is_generated(".gitignore"));
@@ -392,20 +397,20 @@ mod tests {
         let pipe = std::ffi::CString::new(root.join(".gitignore").as_os_str().as_bytes()).unwrap();
         assert_eq!(unsafe { libc::mkfifo(pipe.as_ptr(), 0o644) }, 0);
         std::fs::write(root.join("gen.rs"), "fn f() {}\n").unwrap();
-        let generated = Generated::new(root, &entries(root));
+        let generated = Generated::new(&Source::Disk(root.to_path_buf()), &entries(root));
         assert!(!generated.is_generated("gen.rs"));
 
         std::fs::remove_file(root.join(".gitignore")).unwrap();
         let many: String = (0..1_000_000).map(|i| format!("f{i}.rs\n")).collect();
         std::fs::write(root.join(".gitignore"), many).unwrap();
-        let generated = Generated::new(root, &entries(root));
+        let generated = Generated::new(&Source::Disk(root.to_path_buf()), &entries(root));
         assert!(
             !generated.is_generated("f5.rs"),
             "past the size limit: not read"
         );
         let few: String = (0..5_000).map(|i| format!("f{i}.rs\n")).collect();
         std::fs::write(root.join(".gitignore"), few).unwrap();
-        let generated = Generated::new(root, &entries(root));
+        let generated = Generated::new(&Source::Disk(root.to_path_buf()), &entries(root));
         assert!(generated.is_generated("f5.rs"));
         assert!(
             !generated.is_generated("f4999.rs"),

@@ -1,5 +1,7 @@
 //! The checkout a planner and its scouts look at: the repository at the base commit, made
-//! from the mirror cache like an executor's workspace, and removed when planning ends.
+//! from the mirror cache like an executor's workspace, and removed when planning ends. The
+//! tools read the commit's tree, so a large repository's checkout starts sparse (its root
+//! files and settings) and is made whole when a scout first runs a command.
 
 use std::path::PathBuf;
 
@@ -18,6 +20,17 @@ pub struct Checkout {
 impl Checkout {
     pub fn path(&self) -> PathBuf {
         self.workspace.repo()
+    }
+
+    /// planwright's own git dir of the checkout, which holds the base commit's objects;
+    /// the sandbox never sees it.
+    pub fn git_dir(&self) -> PathBuf {
+        self.workspace.git_dir()
+    }
+
+    /// Set while the checkout holds only part of the base commit.
+    pub fn widening(&self) -> Option<std::sync::Arc<crate::git::Widening>> {
+        self.workspace.widening()
     }
 
     /// Removes the checkout. One that is dropped instead (planning failed) is kept for
@@ -47,16 +60,39 @@ pub async fn for_planning(
         issue,
         title: title.to_owned(),
     };
+    // What is read from the checkout before any command runs: the settings, and the
+    // devcontainer that may name the environment.
+    let keep: Vec<&str> = forge
+        .config_paths()
+        .iter()
+        .chain(crate::environment::source::DEVCONTAINER_PATHS)
+        .copied()
+        .collect();
     let mut renewal = Renewal::new(forge, repo);
     let created = loop {
-        let created = app.workspaces.create(&request).await;
+        let created = app
+            .workspaces
+            .create_sparse(&request, app.settings.sparse_checkout_files, &keep)
+            .await;
         match renewal.after(&created).await? {
             Some(renewed) => request.remote = renewed,
             None => break created,
         }
     };
     match created {
-        Ok(workspace) => Ok(Checkout { workspace }),
+        Ok(workspace) => {
+            if let Some(widening) = workspace.widening() {
+                // Files the settings name as the setup cache's key must be there to be
+                // checked.
+                let named = crate::config::repo::RepoConfig::cache_key_paths(
+                    &workspace.repo(),
+                    forge.config_paths(),
+                );
+                widening.include(named).await.map_err(permanent)?;
+                tracing::info!(%repo, left_out = widening.left_out(), "a sparse planning checkout");
+            }
+            Ok(Checkout { workspace })
+        }
         Err(e @ WorkspaceError::Fetch { refused: false, .. }) => Err(JobError::Retryable(e.into())),
         Err(e) => Err(permanent(e)),
     }

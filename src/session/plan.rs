@@ -510,10 +510,12 @@ impl Planning<'_> {
         };
         let planner_model = model(ModelRole::Planner, config.models.planner.as_ref())?;
         let scout_model = model(ModelRole::Scout, config.models.scout.as_ref())?;
-        let tools = RepoTools::new(&checkout.path())
+        // The tools read the base commit's tree: a sparse checkout holds little of it, and
+        // a scout's command cannot change what they show.
+        let tools = RepoTools::in_tree(&checkout.path(), &checkout.git_dir(), base.sha.as_str())
             .map_err(Stop::from)?
-            .at_commit(base.sha.as_str())
-            .with_map_tokens(app.settings.map_tokens);
+            .with_map_tokens(app.settings.map_tokens)
+            .with_widening(checkout.widening());
         // The map's index reads every source file once: seconds on a large repository,
         // which must not hold up the async workers.
         let tools = {

@@ -514,4 +514,15 @@ async fn on_a_large_repository_the_map_finds_the_code_the_issue_names() {
             .any(|l| l.starts_with("inventory/stock.py:13: def reserve_units")),
         "{found}"
     );
+
+    // Planning reads the commit's tree rather than a checkout: the same map and search
+    // from the same files committed.
+    let git = |args: &[&str]| support::git_http::git(large.path(), args);
+    git(&["init", "-q"]);
+    git(&["add", "-A"]);
+    git(&["commit", "-q", "-m", "monorepo"]);
+    let head = git(&["rev-parse", "HEAD"]);
+    let in_tree = RepoTools::in_tree(large.path(), &large.path().join(".git"), &head).unwrap();
+    assert_eq!(in_tree.map(&question), map);
+    assert_eq!(in_tree.search("reserv", "").unwrap(), found);
 }

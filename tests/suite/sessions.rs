@@ -1393,8 +1393,74 @@ async fn a_repository_the_forge_reports_large_is_mirrored_partially(on: ForgeKin
     world.server.stop().await;
 }
 
+/// `SPARSE_CHECKOUT_FILES`: the planning checkout of a commit with more files starts with
+/// its root files, its settings and the files they name; the planner reads a deep file
+/// from the commit all the same, and a scout's command finds the whole checkout, clean in
+/// git's eyes.
+async fn a_large_commit_is_planned_from_a_sparse_checkout(on: ForgeKind) {
+    let settings = "environment:\n  cache: [.venv]\n  cache_key: [lib/keys/lock.txt]\n";
+    let files = [
+        ("README.md", "widgets\n"),
+        ("src/parse.rs", "pub fn parse_array() {}\n"),
+        ("lib/deep/util.py", "MARKER = 'deep file'\n"),
+        ("lib/keys/lock.txt", "pinned\n"),
+        (World::settings_path(on), settings),
+    ];
+    let script = vec![
+        Step::tool_call("p1", "investigate", json!({"question": "What does util.py hold?"}))
+            .when_tools(&["submit_contract"]),
+        Step::tool_call(
+            "s1",
+            "run",
+            json!({"command": "cat lib/deep/util.py; echo \"changed: $(git status --porcelain | wc -l)\""}),
+        )
+        .when_tools(&["report"]),
+        Step::tool_call(
+            "s2",
+            "report",
+            json!({"findings": "util.py holds MARKER", "evidence": ["lib/deep/util.py:1"], "confidence": "high"}),
+        )
+        .when_tools(&["report"]),
+        Step::tool_call("p2", "read_file", json!({"path": "lib/deep/util.py"}))
+            .when_tools(&["submit_contract"]),
+        Step::tool_call("p3", "submit_contract", contract("parse_array panics on a trailing comma."))
+            .when_tools(&["submit_contract"]),
+    ];
+    let world = World::start_with(
+        on,
+        script,
+        &files,
+        &[("PLANWRIGHT_SPARSE_CHECKOUT_FILES", "2")],
+    )
+    .await;
+    world.label(&world.maintainer, "label-sparse").await;
+    world.wait_for_state("awaiting_approval").await;
+    let bodies: Vec<String> = world
+        .models
+        .requests()
+        .iter()
+        .map(|r| r.body.to_string())
+        .collect();
+    // The scout's command saw the deep file and a checkout git calls unchanged.
+    assert!(
+        bodies
+            .iter()
+            .any(|b| b.contains("MARKER = 'deep file'") && b.contains("changed: 0")),
+        "{bodies:#?}"
+    );
+    // The planner's read came from the commit.
+    assert!(
+        bodies
+            .iter()
+            .any(|b| b.contains("lib/deep/util.py lines 1-1 of 1")),
+        "{bodies:#?}"
+    );
+    world.server.stop().await;
+}
+
 crate::on_both_forges!(
     an_ambiguous_issue_gets_questions_and_the_answer_is_planned_from,
     a_contract_with_a_blocking_question_is_not_approved,
     a_repository_the_forge_reports_large_is_mirrored_partially,
+    a_large_commit_is_planned_from_a_sparse_checkout,
 );

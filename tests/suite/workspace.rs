@@ -935,3 +935,97 @@ async fn a_repository_larger_than_the_size_setting_gets_a_partial_mirror() {
         ws.finish(Outcome::Succeeded).await.unwrap();
     }
 }
+
+/// A planning checkout of a commit past the file count holds its root files and the
+/// files it must keep; files named later are added; completing it writes the rest, once,
+/// handed to the sandbox user, and git inside the sandbox sees a clean checkout without
+/// rewriting its index. A commit within the count is checked out whole.
+#[tokio::test]
+async fn a_sparse_checkout_holds_its_root_and_is_made_whole_once() {
+    use planwright::sandbox::{Bwrap, Sandbox};
+    use std::os::unix::fs::PermissionsExt;
+    let up = Upstream::new();
+    let base = up.commit(
+        &[
+            ("README.md", "# r\n"),
+            ("Cargo.lock", "lock\n"),
+            (".github/planwright.yml", "budget_usd: 1\n"),
+            ("src/a.rs", "fn a() {}\n"),
+            ("src/deep/b.rs", "fn b() {}\n"),
+            ("docs/c.md", "see\n"),
+        ],
+        "first",
+    );
+    let s = setup_in(
+        Workspaces::default_owner(),
+        Path::new(env!("CARGO_TARGET_TMPDIR")),
+    );
+    std::fs::set_permissions(s.data.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let keep = [".github/planwright.yml", ".devcontainer.json"];
+
+    let whole = s
+        .workspaces
+        .create_sparse(&request(&s, &up, &base), 6, &keep)
+        .await
+        .unwrap();
+    assert!(whole.widening().is_none());
+    assert!(whole.repo().join("src/deep/b.rs").is_file());
+    whole.finish(Outcome::Succeeded).await.unwrap();
+
+    let ws = s
+        .workspaces
+        .create_sparse(&request(&s, &up, &base), 5, &keep)
+        .await
+        .unwrap();
+    let widening = ws.widening().expect("a sparse checkout");
+    assert_eq!(widening.left_out(), 3);
+    let present = |rel: &str| ws.repo().join(rel).exists();
+    for rel in ["README.md", "Cargo.lock", ".github/planwright.yml"] {
+        assert!(present(rel), "{rel}");
+    }
+    for rel in [
+        "src/a.rs",
+        "src/deep/b.rs",
+        "docs/c.md",
+        ".devcontainer.json",
+    ] {
+        assert!(!present(rel), "{rel}");
+    }
+    widening
+        .include(vec!["docs/c.md".into(), "no/such.file".into()])
+        .await
+        .unwrap();
+    assert!(present("docs/c.md") && !present("src/a.rs"));
+
+    widening.complete().await.unwrap();
+    assert_eq!(
+        std::fs::read_to_string(ws.repo().join("src/deep/b.rs")).unwrap(),
+        "fn b() {}\n"
+    );
+    let sandbox = Bwrap::new(vec![s.data.path().to_path_buf()]).unwrap();
+    let index = ws.repo().join(".git/index");
+    let before = std::fs::read(&index).unwrap();
+    let mut cmd = ws.command(vec![
+        "sh".into(),
+        "-c".into(),
+        "git status --porcelain && git ls-files | wc -l && touch src/deep/new.rs && echo wrote"
+            .into(),
+    ]);
+    cmd.env.push(("GIT_CONFIG_NOSYSTEM".into(), "1".into()));
+    let out = sandbox.run(&cmd).await.unwrap();
+    assert!(out.exit.success(), "{}", out.stderr.text());
+    assert_eq!(out.stdout.text(), "6\nwrote\n", "{}", out.stderr.text());
+    assert_eq!(
+        std::fs::read(&index).unwrap(),
+        before,
+        "git status rewrote the index"
+    );
+    // Made whole once: a second call writes nothing over what the run changed.
+    std::fs::write(ws.repo().join("src/a.rs"), "changed\n").unwrap();
+    widening.complete().await.unwrap();
+    assert_eq!(
+        std::fs::read_to_string(ws.repo().join("src/a.rs")).unwrap(),
+        "changed\n"
+    );
+    ws.finish(Outcome::Succeeded).await.unwrap();
+}

@@ -1,0 +1,176 @@
+//! Sparse planning checkouts. The planner and its scouts read a commit's files from its
+//! tree (`RepoTools::in_tree`), so a checkout of a large repository need only hold what
+//! is read from disk before any command runs: the files at its root (which say how the
+//! project is built and tested) and the settings files. The rest is checked out, once,
+//! when a scout first runs a command, since a command may read anything.
+
+use std::os::unix::ffi::OsStrExt as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context;
+use git2::{ObjectType, Oid, Repository, TreeWalkMode, TreeWalkResult};
+
+use super::{
+    CheckoutError, Workspace, WorkspaceError, WorkspaceRequest, Workspaces, blocking, branch_name,
+    chown_tree, fill_run_index, write_tree,
+};
+
+/// A planning checkout that holds part of its commit until [`Widening::complete`].
+#[derive(Debug)]
+pub struct Widening {
+    /// planwright's git dir of the workspace, and the checkout.
+    git_dir: PathBuf,
+    work: PathBuf,
+    base: Oid,
+    owner: Option<(u32, u32)>,
+    /// How many of the commit's files the checkout left out, until it is completed.
+    left_out: usize,
+    done: tokio::sync::Mutex<bool>,
+}
+
+impl Widening {
+    pub(super) fn new(dir: &Path, base: Oid, owner: Option<(u32, u32)>, left_out: usize) -> Self {
+        Widening {
+            git_dir: dir.join("git"),
+            work: dir.join("run/repo"),
+            base,
+            owner,
+            left_out,
+            done: tokio::sync::Mutex::new(false),
+        }
+    }
+
+    /// Files of the commit the checkout does not hold yet.
+    pub fn left_out(&self) -> usize {
+        self.left_out
+    }
+
+    /// Checks out the rest of the commit; once: later calls return at once.
+    pub async fn complete(&self) -> Result<(), WorkspaceError> {
+        self.widen(None).await
+    }
+
+    /// Checks out `paths` too (files the settings name), when they are in the commit.
+    pub async fn include(&self, paths: Vec<String>) -> Result<(), WorkspaceError> {
+        if paths.is_empty() {
+            return Ok(());
+        }
+        self.widen(Some(paths.into_iter().map(PathBuf::from).collect()))
+            .await
+    }
+
+    /// Checks out `only` these paths, or the whole commit (after which the checkout is
+    /// whole and nothing more is written).
+    async fn widen(&self, only: Option<Vec<PathBuf>>) -> Result<(), WorkspaceError> {
+        let mut done = self.done.lock().await;
+        if *done {
+            return Ok(());
+        }
+        let whole = only.is_none();
+        let (git_dir, work, base, owner) = (
+            self.git_dir.clone(),
+            self.work.clone(),
+            self.base,
+            self.owner,
+        );
+        blocking(move || widen(&git_dir, &work, base, only.as_deref(), owner)).await?;
+        *done = whole;
+        Ok(())
+    }
+}
+
+impl Workspace {
+    /// The widening of a sparse checkout; `None` when it holds the whole commit.
+    pub fn widening(&self) -> Option<Arc<Widening>> {
+        self.sparse.clone()
+    }
+}
+
+impl Workspaces {
+    /// A checkout of `request.base` for reading: when the commit has more than
+    /// `files_max` files, only its root files and `keep` (paths the checkout must hold,
+    /// such as settings files) are written, and the rest when [`Widening::complete`] is
+    /// called.
+    pub async fn create_sparse(
+        &self,
+        request: &WorkspaceRequest,
+        files_max: usize,
+        keep: &[&str],
+    ) -> Result<Workspace, WorkspaceError> {
+        let keep = keep.iter().map(|k| (*k).to_owned()).collect();
+        let branch = branch_name(request.issue, &request.title);
+        self.make(request, &branch, Some((files_max, keep))).await
+    }
+}
+
+/// The paths a sparse checkout of `base` writes, and how many files it leaves out; `None`
+/// when the commit has at most `files_max` files and is checked out whole.
+pub(super) fn paths(
+    mirror: &Path,
+    base: Oid,
+    files_max: usize,
+    keep: &[String],
+) -> Result<Option<(Vec<PathBuf>, usize)>, CheckoutError> {
+    let repo = Repository::open_bare(mirror)
+        .with_context(|| format!("Could not open the mirror {}", mirror.display()))?;
+    let Ok(commit) = repo.find_commit(base) else {
+        return Err(CheckoutError::NotACommit(
+            "no such commit in the repository".into(),
+        ));
+    };
+    let tree = commit.tree().context("Could not read the commit's tree")?;
+    let mut files = 0usize;
+    tree.walk(TreeWalkMode::PreOrder, |_, entry| {
+        if entry.kind() == Some(ObjectType::Blob) {
+            files += 1;
+        }
+        TreeWalkResult::Ok
+    })
+    .context("Could not count the commit's files")?;
+    if files <= files_max {
+        return Ok(None);
+    }
+    let mut paths: Vec<PathBuf> = tree
+        .iter()
+        .filter(|e| e.kind() == Some(ObjectType::Blob))
+        .map(|e| PathBuf::from(std::ffi::OsStr::from_bytes(e.name_bytes())))
+        .collect();
+    for path in keep {
+        if !paths.iter().any(|p| p == Path::new(path))
+            && tree
+                .get_path(Path::new(path))
+                .is_ok_and(|e| e.kind() == Some(ObjectType::Blob))
+        {
+            paths.push(PathBuf::from(path));
+        }
+    }
+    let left_out = files.saturating_sub(paths.len());
+    Ok(Some((paths, left_out)))
+}
+
+/// Checks out `only` these paths of `base` (all of them when `None`) into a workspace's
+/// checkout, and brings both indexes (planwright's and the run's own) up to date, so
+/// `git status` inside shows nothing changed.
+fn widen(
+    git_dir: &Path,
+    work: &Path,
+    base: Oid,
+    only: Option<&[PathBuf]>,
+    owner: Option<(u32, u32)>,
+) -> anyhow::Result<()> {
+    let repo = Repository::open_bare(git_dir)
+        .with_context(|| format!("Could not open {}", git_dir.display()))?;
+    repo.set_workdir(work, false)
+        .with_context(|| format!("Could not use {} as the checkout", work.display()))?;
+    let commit = repo
+        .find_commit(base)
+        .with_context(|| format!("Could not find the commit {base}"))?;
+    let index = write_tree(&repo, &commit, work, owner, only)?;
+    let run_git = work.join(".git");
+    fill_run_index(&run_git, &index)?;
+    if let Some((uid, gid)) = owner {
+        chown_tree(&run_git, uid, gid)?;
+    }
+    Ok(())
+}
