@@ -321,7 +321,7 @@ impl Builtin {
                 None,
             ));
         }
-        if let Some(result) = attempt.reader.call(name, input) {
+        if let Some(result) = attempt.reader.call_in_background(name, input).await {
             return Ok((result, None));
         }
         let result = match name {

@@ -966,22 +966,14 @@ impl Workspaces {
                 Some((files_max, keep)) => sparse::paths(&mirror, oid, files_max, &keep)?,
                 None => None,
             };
-            let objects = checkout(
-                &mirror,
-                &d,
-                oid,
-                &b,
-                owner,
-                only.as_ref().map(|(paths, _)| paths.as_slice()),
-            )?;
-            Ok::<_, CheckoutError>((objects, only.map(|(_, left_out)| left_out)))
+            let objects = checkout(&mirror, &d, oid, &b, owner, only.as_deref())?;
+            Ok::<_, CheckoutError>((objects, only.is_some()))
         })
         .await
         .map_err(|e| anyhow!("The checkout task failed: {e}"))?;
         match created {
-            Ok((shared_objects, left_out)) => Ok(Workspace {
-                sparse: left_out
-                    .map(|left_out| Arc::new(sparse::Widening::new(&dir, oid, owner, left_out))),
+            Ok((shared_objects, sparse)) => Ok(Workspace {
+                sparse: sparse.then(|| Arc::new(sparse::Widening::new(&dir, oid, owner))),
                 dir,
                 branch,
                 base: oid,

@@ -24,26 +24,18 @@ pub struct Widening {
     work: PathBuf,
     base: Oid,
     owner: Option<(u32, u32)>,
-    /// How many of the commit's files the checkout left out, until it is completed.
-    left_out: usize,
     done: tokio::sync::Mutex<bool>,
 }
 
 impl Widening {
-    pub(super) fn new(dir: &Path, base: Oid, owner: Option<(u32, u32)>, left_out: usize) -> Self {
+    pub(super) fn new(dir: &Path, base: Oid, owner: Option<(u32, u32)>) -> Self {
         Widening {
             git_dir: dir.join("git"),
             work: dir.join("run/repo"),
             base,
             owner,
-            left_out,
             done: tokio::sync::Mutex::new(false),
         }
-    }
-
-    /// Files of the commit the checkout does not hold yet.
-    pub fn left_out(&self) -> usize {
-        self.left_out
     }
 
     /// Checks out the rest of the commit; once: later calls return at once.
@@ -104,14 +96,14 @@ impl Workspaces {
     }
 }
 
-/// The paths a sparse checkout of `base` writes, and how many files it leaves out; `None`
-/// when the commit has at most `files_max` files and is checked out whole.
+/// The paths a sparse checkout of `base` writes; `None` when the commit has at most
+/// `files_max` files and is checked out whole.
 pub(super) fn paths(
     mirror: &Path,
     base: Oid,
     files_max: usize,
     keep: &[String],
-) -> Result<Option<(Vec<PathBuf>, usize)>, CheckoutError> {
+) -> Result<Option<Vec<PathBuf>>, CheckoutError> {
     let repo = Repository::open_bare(mirror)
         .with_context(|| format!("Could not open the mirror {}", mirror.display()))?;
     let Ok(commit) = repo.find_commit(base) else {
@@ -120,15 +112,20 @@ pub(super) fn paths(
         ));
     };
     let tree = commit.tree().context("Could not read the commit's tree")?;
+    // Counted only as far as the limit: a tree that repeats its folders can name more
+    // files than any checkout could hold.
     let mut files = 0usize;
-    tree.walk(TreeWalkMode::PreOrder, |_, entry| {
+    let counted = tree.walk(TreeWalkMode::PreOrder, |_, entry| {
         if entry.kind() == Some(ObjectType::Blob) {
             files += 1;
+            if files > files_max {
+                return TreeWalkResult::Abort;
+            }
         }
         TreeWalkResult::Ok
-    })
-    .context("Could not count the commit's files")?;
+    });
     if files <= files_max {
+        counted.context("Could not count the commit's files")?;
         return Ok(None);
     }
     let mut paths: Vec<PathBuf> = tree
@@ -145,8 +142,7 @@ pub(super) fn paths(
             paths.push(PathBuf::from(path));
         }
     }
-    let left_out = files.saturating_sub(paths.len());
-    Ok(Some((paths, left_out)))
+    Ok(Some(paths))
 }
 
 /// Checks out `only` these paths of `base` (all of them when `None`) into a workspace's

@@ -250,7 +250,7 @@ impl Planner<'_> {
                         true,
                     ),
                     "investigate" => self.investigate(input, dossier).await?,
-                    other => match self.tools.call(other, input) {
+                    other => match self.tools.call_in_background(other, input).await {
                         Some(Ok(text)) => {
                             dossier.observe(describe(other, input), text.clone());
                             (text, false)

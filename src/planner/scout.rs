@@ -116,7 +116,7 @@ impl Scout<'_> {
     }
 
     async fn call(&self, name: &str, input: &Value) -> Result<String, String> {
-        if let Some(result) = self.tools.call(name, input) {
+        if let Some(result) = self.tools.call_in_background(name, input).await {
             return result;
         }
         if name != "run" {

@@ -205,6 +205,19 @@ impl RepoTools {
         })
     }
 
+    /// [`RepoTools::call`] on a blocking thread: a search may read for seconds, which an
+    /// async task must not spend.
+    pub async fn call_in_background(
+        &self,
+        name: &str,
+        input: &Value,
+    ) -> Option<Result<String, String>> {
+        let (tools, name, input) = (self.clone(), name.to_owned(), input.clone());
+        tokio::task::spawn_blocking(move || tools.call(&name, &input))
+            .await
+            .unwrap_or_else(|e| Some(Err(format!("the tool failed: {e}"))))
+    }
+
     /// A path inside the repository, or why not. Symlinks are resolved and must stay
     /// inside.
     fn resolve(&self, relative: &str) -> Result<Found, String> {
@@ -868,6 +881,8 @@ mod tests {
         link("parse/mod.rs", "src/alias.rs");
         link("../sub/dir", "src/deep");
         link(".", "src/self");
+        link("parse/../long.rs", "src/up.rs");
+        link("../src/../README.md", "src/round.md");
         link("b", "a");
         link("a", "b");
         std::fs::write(dir.path().join("outside.txt"), "TOKEN=hunter2\n").unwrap();
@@ -914,6 +929,9 @@ mod tests {
             ("read_file", json!({"path": "src/alias.rs"})),
             ("read_file", json!({"path": "./src/deep/deep.py"})),
             ("read_file", json!({"path": "src/self/parse/mod.rs"})),
+            ("read_file", json!({"path": "src/up.rs", "end_line": 2})),
+            ("read_file", json!({"path": "src/round.md"})),
+            ("read_file", json!({"path": "src/alias.rs/x"})),
             (
                 "read_file",
                 json!({"path": "data/big.txt", "start_line": 1048576}),
@@ -968,6 +986,75 @@ mod tests {
                 .contains("# demo")
         );
         assert!(RepoTools::in_tree(&root, &root.join(".git"), &"0".repeat(40)).is_err());
+    }
+
+    /// What only a tree can hold: a symlink whose target is longer than the kernel takes
+    /// (6 KB of `./` before a real file: a megabyte of it would be split into a million
+    /// pieces), and an entry whose mode says file but whose object is a tree. Neither is
+    /// followed or read.
+    #[test]
+    fn hostile_objects_in_a_tree_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::write(root.join("README.md"), "# demo\n").unwrap();
+        let git = |args: &[&str], input: Option<&[u8]>| {
+            use std::io::Write as _;
+            let mut child = std::process::Command::new("git")
+                .current_dir(root)
+                .args(["-c", "user.name=t", "-c", "user.email=t@e"])
+                .args(args)
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            let mut stdin = child.stdin.take().unwrap();
+            if let Some(bytes) = input {
+                stdin.write_all(bytes).unwrap();
+            }
+            drop(stdin);
+            let out = child.wait_with_output().unwrap();
+            assert!(out.status.success());
+            String::from_utf8_lossy(&out.stdout).trim().to_owned()
+        };
+        git(&["init", "-q"], None);
+        git(&["add", "README.md"], None);
+        let target = format!("{}README.md", "./".repeat(3000));
+        let big = git(&["hash-object", "-w", "--stdin"], Some(target.as_bytes()));
+        let readme_tree = git(&["write-tree"], None);
+        for (mode, id, path) in [
+            ("120000", &big, "far"),
+            ("100644", &readme_tree, "fake.txt"),
+        ] {
+            git(
+                &[
+                    "update-index",
+                    "--add",
+                    "--cacheinfo",
+                    &format!("{mode},{id},{path}"),
+                ],
+                None,
+            );
+        }
+        git(&["commit", "-q", "-m", "hostile"], None);
+        let head = git(&["rev-parse", "HEAD"], None);
+        let tools = RepoTools::in_tree(root, &root.join(".git"), &head).unwrap();
+        assert!(
+            tools
+                .read_file("far", None, None)
+                .unwrap_err()
+                .contains("does not exist")
+        );
+        assert!(
+            tools
+                .read_file("fake.txt", None, None)
+                .unwrap_err()
+                .contains("not a file")
+        );
+        let found = tools.search("README|demo", "").unwrap();
+        assert!(found.starts_with("1 matching lines in 1 files"), "{found}");
+        assert!(found.contains("1 symlinks to no file inside"), "{found}");
+        assert!(found.contains("1 unreadable"), "{found}");
     }
 
     #[test]

@@ -92,6 +92,10 @@ impl RepoTools {
             }
             // A committed symlink may point anywhere: search it only if it leads to a file
             // inside (and not into `.git`).
+            if Instant::now() > deadline {
+                late += 1;
+                continue;
+            }
             let target = match file.symlink {
                 true => match self.resolve(&file.rel) {
                     Ok(found) if !found.dir => Some(found),
@@ -102,10 +106,6 @@ impl RepoTools {
                 },
                 false => None,
             };
-            if Instant::now() > deadline {
-                late += 1;
-                continue;
-            }
             let size = match &target {
                 Some(found) => self.source.size_of(found),
                 None => file.size,

@@ -15,6 +15,10 @@ use super::walk::{self, Entry, Walk};
 
 /// Symlinks followed at most while resolving one path, as the kernel allows.
 const LINKS_MAX: usize = 40;
+/// The longest symlink target followed, as the kernel allows (a page).
+const LINK_TARGET_MAX: usize = 4096;
+/// Folders stepped into or out of at most while resolving one path.
+const STEPS_MAX: usize = 4096;
 /// The git mode of a symlink.
 const LINK_MODE: i32 = 0o120000;
 
@@ -171,8 +175,8 @@ impl Source {
                 if entry.kind() != Some(ObjectType::Blob) || entry.filemode() == LINK_MODE {
                     return None;
                 }
-                let (_, size) = repo.odb().ok()?.read_header(entry.id()).ok()?;
-                if size as u64 > max {
+                let (size, kind) = repo.odb().ok()?.read_header(entry.id()).ok()?;
+                if kind != ObjectType::Blob || size as u64 > max {
                     return None;
                 }
                 let blob = repo.find_blob(entry.id()).ok()?;
@@ -247,7 +251,11 @@ impl Reader<'_> {
             return Err(std::io::Error::other("the repository cannot be opened"));
         };
         let odb = repo.odb().map_err(std::io::Error::other)?;
-        let (size, _) = odb.read_header(id).map_err(std::io::Error::other)?;
+        let (size, kind) = odb.read_header(id).map_err(std::io::Error::other)?;
+        // A tree entry's mode can claim a file for any object: only a blob is one.
+        if kind != ObjectType::Blob {
+            return Err(std::io::Error::other("not a file"));
+        }
         let size = size as u64;
         if size <= READ_MAX_BYTES {
             let object = odb.read(id).map_err(std::io::Error::other)?;
@@ -276,68 +284,77 @@ impl Reader<'_> {
     }
 }
 
-/// Walks `parts` down `tree`, following symlinks (relative to the folder holding them)
-/// while they stay inside.
+/// Walks `parts` down from `root`, a folder at a time, following symlinks (relative to
+/// the folder holding them, their pieces in order) while they stay inside. Bounded as the
+/// kernel bounds it: link targets of at most 4 KiB, at most 40 links, and at most
+/// `STEPS_MAX` steps in all.
 fn resolve_in_tree(
     repo: &Repository,
-    tree: &git2::Tree<'_>,
+    root: &git2::Tree<'_>,
     parts: Vec<String>,
     asked: &str,
 ) -> Result<Found, String> {
     let missing = || format!("`{asked}` does not exist");
+    let outside = || format!("`{asked}` points outside the repository");
+    let odb = repo.odb().map_err(|_| missing())?;
     let mut queue: VecDeque<String> = parts.into();
+    // The folders walked into: their names, and their trees after the root's.
     let mut done: Vec<String> = Vec::new();
-    let mut links = 0usize;
-    let mut last: Option<(Oid, bool)> = None;
+    let mut trees: Vec<git2::Tree<'_>> = vec![root.clone()];
+    let mut file: Option<Oid> = None;
+    let (mut links, mut steps) = (0usize, 0usize);
     while let Some(part) = queue.pop_front() {
-        let mut path = done.join("/");
-        if !path.is_empty() {
-            path.push('/');
+        steps += 1;
+        if steps > STEPS_MAX {
+            return Err(format!("`{asked}` takes too many steps to resolve"));
         }
-        path.push_str(&part);
-        let entry = tree.get_path(Path::new(&path)).map_err(|_| missing())?;
-        match entry.kind() {
-            Some(ObjectType::Tree) => {
-                done.push(part);
-                last = Some((entry.id(), true));
+        // Nothing is inside a file.
+        if file.is_some() {
+            return Err(missing());
+        }
+        if part == ".." {
+            if done.pop().is_none() {
+                return Err(outside());
             }
-            Some(ObjectType::Blob) if entry.filemode() == LINK_MODE => {
+            trees.pop();
+            continue;
+        }
+        let (kind, id, mode) = {
+            let current = trees.last().ok_or_else(missing)?;
+            let entry = current.get_name(&part).ok_or_else(missing)?;
+            (entry.kind(), entry.id(), entry.filemode())
+        };
+        match kind {
+            Some(ObjectType::Tree) => {
+                let tree = repo.find_tree(id).map_err(|_| missing())?;
+                done.push(part);
+                trees.push(tree);
+            }
+            Some(ObjectType::Blob) if mode == LINK_MODE => {
                 links += 1;
                 if links > LINKS_MAX {
                     return Err(format!("`{asked}` is a loop of symlinks"));
                 }
-                let target = repo.find_blob(entry.id()).map_err(|_| missing())?;
+                match odb.read_header(id) {
+                    Ok((size, ObjectType::Blob)) if (1..=LINK_TARGET_MAX).contains(&size) => {}
+                    _ => return Err(missing()),
+                }
+                let target = repo.find_blob(id).map_err(|_| missing())?;
                 let target = String::from_utf8_lossy(target.content()).into_owned();
                 if target.starts_with('/') {
-                    return Err(format!("`{asked}` points outside the repository"));
+                    return Err(outside());
                 }
-                let mut rest: VecDeque<String> = VecDeque::new();
-                for piece in target.split('/') {
-                    match piece {
-                        "" | "." => {}
-                        ".." => {
-                            if done.pop().is_none() {
-                                return Err(format!("`{asked}` points outside the repository"));
-                            }
-                        }
-                        other => rest.push_back(other.to_owned()),
-                    }
-                }
-                // The target's own `..` were applied to the folder holding the link; what
-                // is left is walked from there, then the rest of the path.
+                let mut rest: VecDeque<String> = target
+                    .split('/')
+                    .filter(|piece| !piece.is_empty() && *piece != ".")
+                    .map(str::to_owned)
+                    .collect();
                 rest.extend(queue.drain(..));
                 queue = rest;
-                last = Some((tree.id(), true));
-                if done.is_empty() && queue.is_empty() {
-                    break;
-                }
             }
             Some(ObjectType::Blob) => {
-                if !queue.is_empty() {
-                    return Err(missing());
-                }
                 done.push(part);
-                last = Some((entry.id(), false));
+                file = Some(id);
             }
             // A submodule's commit: nothing of it is in this repository.
             _ => return Err(missing()),
@@ -346,13 +363,12 @@ fn resolve_in_tree(
     if done.first().is_some_and(|p| p == ".git") {
         return Err("the .git folder is not part of the repository's files".into());
     }
-    let (id, dir) = last.unwrap_or((tree.id(), true));
     let rel = done.join("/");
     Ok(Found {
         path: PathBuf::from(&rel),
         rel,
-        dir,
-        blob: (!dir).then_some(id),
+        dir: file.is_none(),
+        blob: file,
     })
 }
 
@@ -367,6 +383,11 @@ fn walk_tree(repo: &Repository, start: git2::Tree<'_>, prefix: &str) -> Walk {
         let Ok(tree) = repo.find_tree(id) else {
             continue;
         };
+        // One folder of millions of entries is not listed at all past the limit.
+        if visited + tree.len() > walk::VISIT_MAX {
+            out.stopped = true;
+            return out;
+        }
         let mut entries: Vec<git2::TreeEntry<'_>> = tree.iter().collect();
         entries.sort_by(|a, b| a.name_bytes().cmp(b.name_bytes()));
         let mut folders = Vec::new();

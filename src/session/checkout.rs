@@ -88,8 +88,13 @@ pub async fn for_planning(
                     &workspace.repo(),
                     forge.config_paths(),
                 );
-                widening.include(named).await.map_err(permanent)?;
-                tracing::info!(%repo, left_out = widening.left_out(), "a sparse planning checkout");
+                widening.include(named.clone()).await.map_err(permanent)?;
+                // A name reached through a symlink is checked where the link leads, which
+                // may not be written yet: such a checkout is made whole at once.
+                if named.iter().any(|p| !workspace.repo().join(p).is_file()) {
+                    widening.complete().await.map_err(permanent)?;
+                }
+                tracing::info!(%repo, "a sparse planning checkout");
             }
             Ok(Checkout { workspace })
         }
