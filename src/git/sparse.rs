@@ -73,7 +73,7 @@ impl Widening {
 }
 
 impl Workspace {
-    /// The widening of a sparse checkout; `None` when it holds the whole commit.
+    /// The widening of a checkout made sparse; `None` when it was checked out whole.
     pub fn widening(&self) -> Option<Arc<Widening>> {
         self.sparse.clone()
     }
