@@ -37,8 +37,9 @@ pub(super) struct Found {
     /// Relative to the root, `/`-separated; empty for the root.
     pub rel: String,
     pub dir: bool,
-    /// On disk, the real path; for a tree, the blob (none for a folder).
+    /// On disk, the real path; for a tree, the relative path (files are read by `blob`).
     pub path: PathBuf,
+    /// For a tree, the file's blob (none for a folder).
     pub blob: Option<Oid>,
 }
 
@@ -204,10 +205,11 @@ impl Source {
         }
     }
 
+    /// The commit's tree; a checkout is read from disk, never from its git.
     fn tree<'r>(&self, repo: &'r Repository) -> Result<git2::Tree<'r>, git2::Error> {
         match self {
             Source::Tree { commit, .. } => repo.find_commit(*commit)?.tree(),
-            Source::Disk(_) => repo.head()?.peel_to_tree(),
+            Source::Disk(_) => Err(git2::Error::from_str("a checkout is read from disk")),
         }
     }
 }
