@@ -21,6 +21,8 @@ mod model_server;
 #[path = "../tests/support/monorepo.rs"]
 #[allow(dead_code)]
 mod monorepo;
+#[path = "common/repo.rs"]
+mod repo;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -137,25 +139,22 @@ fn main() {
 
 /// Commits every file of `dir` into a repository there; returns the commit.
 fn commit_all(dir: &Path) -> String {
-    let git = |args: &[&str]| {
-        let out = std::process::Command::new("git")
-            .current_dir(dir)
-            .args(["-c", "user.name=b", "-c", "user.email=b@example.com"])
-            .args(args)
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
-    };
-    git(&["init", "-q"]);
-    git(&["add", "-A"]);
-    git(&["commit", "-q", "-m", "bench"]);
-    git(&["rev-parse", "HEAD"])
+    repo::git(dir, &["init", "-q"]);
+    repo::git(dir, &["add", "-A"]);
+    repo::git(
+        dir,
+        &[
+            "-c",
+            "user.name=b",
+            "-c",
+            "user.email=b@example.com",
+            "commit",
+            "-q",
+            "-m",
+            "bench",
+        ],
+    );
+    repo::git(dir, &["rev-parse", "HEAD"])
 }
 
 /// The planning checkout of the monorepo from a warm mirror: whole, and sparse with the
