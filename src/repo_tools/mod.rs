@@ -426,6 +426,40 @@ fn read_bounded(path: &Path) -> std::io::Result<(Vec<u8>, u64)> {
 mod tests {
     use super::*;
 
+    /// `git` in `dir`, with `input` on its standard input; what it printed.
+    fn git_in(dir: &Path, args: &[&str], input: Option<&[u8]>) -> String {
+        use std::io::Write as _;
+        let mut child = std::process::Command::new("git")
+            .current_dir(dir)
+            .args([
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@e",
+                "-c",
+                "commit.gpgsign=false",
+            ])
+            .args(args)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        if let Some(bytes) = input {
+            stdin.write_all(bytes).unwrap();
+        }
+        drop(stdin);
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
     fn repo() -> (tempfile::TempDir, RepoTools) {
         let dir = tempfile::tempdir().unwrap();
         let root = &dir.path().join("repo");
@@ -886,28 +920,7 @@ mod tests {
         link("b", "a");
         link("a", "b");
         std::fs::write(dir.path().join("outside.txt"), "TOKEN=hunter2\n").unwrap();
-        let git = |args: &[&str]| {
-            let out = std::process::Command::new("git")
-                .current_dir(&root)
-                .args([
-                    "-c",
-                    "user.name=t",
-                    "-c",
-                    "user.email=t@e",
-                    "-c",
-                    "commit.gpgsign=false",
-                ])
-                .args(args)
-                .env("GIT_CONFIG_GLOBAL", "/dev/null")
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            String::from_utf8_lossy(&out.stdout).trim().to_owned()
-        };
+        let git = |args: &[&str]| git_in(&root, args, None);
         git(&["init", "-q"]);
         git(&["add", "-A"]);
         git(&["commit", "-q", "-m", "all"]);
@@ -997,26 +1010,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
         std::fs::write(root.join("README.md"), "# demo\n").unwrap();
-        let git = |args: &[&str], input: Option<&[u8]>| {
-            use std::io::Write as _;
-            let mut child = std::process::Command::new("git")
-                .current_dir(root)
-                .args(["-c", "user.name=t", "-c", "user.email=t@e"])
-                .args(args)
-                .env("GIT_CONFIG_GLOBAL", "/dev/null")
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::piped())
-                .spawn()
-                .unwrap();
-            let mut stdin = child.stdin.take().unwrap();
-            if let Some(bytes) = input {
-                stdin.write_all(bytes).unwrap();
-            }
-            drop(stdin);
-            let out = child.wait_with_output().unwrap();
-            assert!(out.status.success());
-            String::from_utf8_lossy(&out.stdout).trim().to_owned()
-        };
+        let git = |args: &[&str], input: Option<&[u8]>| git_in(root, args, input);
         git(&["init", "-q"], None);
         git(&["add", "README.md"], None);
         let target = format!("{}README.md", "./".repeat(3000));
