@@ -20,6 +20,10 @@ pub enum Class {
     NoResult,
     /// Passes (or is absent) on the base, fails on the result.
     Introduced,
+    /// Failed on the base, and the result's run does not report it while no run of it
+    /// alone was seen passing: dropped from the suite, or still failing where the run
+    /// does not look. Blocking, as a removed test is.
+    NoLongerRuns,
     /// Its outcome changed between runs of the same tree (the base's or the result's):
     /// neither blocking nor counted as fixed.
     Flaky,
@@ -27,14 +31,15 @@ pub enum Class {
     Quarantined,
     /// Fails on both.
     PreExisting,
-    /// Fails on the base, passes on the result.
+    /// Fails on the base, and the result's runs show it passing.
     Fixed,
 }
 
 impl Class {
-    pub(super) const ALL: [Class; 6] = [
+    pub(super) const ALL: [Class; 7] = [
         Class::NoResult,
         Class::Introduced,
+        Class::NoLongerRuns,
         Class::Flaky,
         Class::Quarantined,
         Class::PreExisting,
@@ -45,6 +50,7 @@ impl Class {
         match self {
             Class::NoResult => "Could not run",
             Class::Introduced => "Introduced failures",
+            Class::NoLongerRuns => "No longer run",
             Class::Flaky => "Flaky",
             Class::Quarantined => "Quarantined",
             Class::PreExisting => "Pre-existing failures",
@@ -56,6 +62,10 @@ impl Class {
         match self {
             Class::NoResult => "could not start, or a limit ended them: no result either way",
             Class::Introduced => "pass or are absent on the base, fail now",
+            Class::NoLongerRuns => {
+                "failed on the base; the result's run does not report them and no run of \
+                 them alone passed"
+            }
             Class::Flaky => {
                 "passed and failed in runs of the same tree; neither blocking nor counted as fixed"
             }
@@ -63,7 +73,7 @@ impl Class {
                 "in the repository's `quarantine`; neither blocking nor counted as fixed"
             }
             Class::PreExisting => "fail on the base too",
-            Class::Fixed => "failed on the base, pass now",
+            Class::Fixed => "failed on the base, seen passing now",
         }
     }
 
@@ -71,6 +81,7 @@ impl Class {
         match self {
             Class::NoResult => "could not run",
             Class::Introduced => "introduced",
+            Class::NoLongerRuns => "no longer run",
             Class::Flaky => "flaky",
             Class::Quarantined => "quarantined",
             Class::PreExisting => "pre-existing",
@@ -96,6 +107,9 @@ pub struct ClassCounts {
     #[serde(default)]
     pub no_result: u64,
     pub introduced: u64,
+    /// Absent from reports kept before a fix had to be seen passing.
+    #[serde(default)]
+    pub no_longer_runs: u64,
     pub flaky: u64,
     /// Absent from reports kept before quarantines.
     #[serde(default)]
@@ -109,6 +123,7 @@ impl ClassCounts {
         match class {
             Class::NoResult => self.no_result,
             Class::Introduced => self.introduced,
+            Class::NoLongerRuns => self.no_longer_runs,
             Class::Flaky => self.flaky,
             Class::Quarantined => self.quarantined,
             Class::PreExisting => self.pre_existing,
@@ -120,6 +135,7 @@ impl ClassCounts {
         match class {
             Class::NoResult => self.no_result += 1,
             Class::Introduced => self.introduced += 1,
+            Class::NoLongerRuns => self.no_longer_runs += 1,
             Class::Flaky => self.flaky += 1,
             Class::Quarantined => self.quarantined += 1,
             Class::PreExisting => self.pre_existing += 1,
@@ -256,14 +272,39 @@ pub(super) fn classify_runs(runs: &Runs) -> Vec<ClassifiedFailure> {
         let mut fixed = HashSet::new();
         for f in &base.failures {
             if !after_ids.contains(f.id.as_str()) && fixed.insert(f.id.as_str()) {
-                let class = if quarantined(&f.id) {
-                    Class::Quarantined
+                let confirmations = || runs.reruns.iter().filter(|r| r.confirms);
+                let (class, message) = if quarantined(&f.id) {
+                    (Class::Quarantined, f.message.clone())
                 } else if base_flaky.contains(f.id.as_str()) {
-                    Class::Flaky
+                    (Class::Flaky, f.message.clone())
+                } else if confirmations().any(|r| r.passed(&f.id)) {
+                    (Class::Fixed, f.message.clone())
+                } else if let Some(r) = confirmations().find(|r| r.failed_when_selected(&f.id)) {
+                    let now = r.failures.iter().find(|x| x.id == f.id);
+                    (
+                        Class::NoLongerRuns,
+                        format!(
+                            "absent from the result's run of `{}`, and still failing when run \
+                             alone: {}",
+                            after.command,
+                            now.map_or(f.message.as_str(), |x| x.message.as_str())
+                        ),
+                    )
                 } else {
-                    Class::Fixed
+                    let alone = if confirmations().any(|r| r.ids.contains(&f.id)) {
+                        "a run of it alone did not show it passing"
+                    } else {
+                        "the runner could not run it alone"
+                    };
+                    (
+                        Class::NoLongerRuns,
+                        format!(
+                            "absent from the result's run of `{}`, and not seen passing: {alone}",
+                            after.command
+                        ),
+                    )
                 };
-                push(class, Some(&f.id), f.message.clone(), f.location.as_deref());
+                push(class, Some(&f.id), message, f.location.as_deref());
             }
         }
     }

@@ -100,6 +100,8 @@ mod tests {
             excerpt: String::new(),
             selected: None,
             could_not_select: false,
+            ids: Vec::new(),
+            confirms: false,
         }
     }
 
@@ -113,6 +115,8 @@ mod tests {
             excerpt: excerpt.into(),
             selected: None,
             could_not_select: false,
+            ids: Vec::new(),
+            confirms: false,
         }
     }
 
@@ -122,18 +126,101 @@ mod tests {
         v
     }
 
+    /// A run of `ids` alone on the result, as verification makes to see the base's
+    /// failures pass: `passed` tests passed and `failing` failed.
+    fn confirmation(ids: &[&str], passed: u64, failing: &[&str]) -> CommandRun {
+        let mut r = run("t", i32::from(!failing.is_empty()), passed, failing);
+        r.selected = Some(format!("t {}", ids.join(" ")));
+        r.ids = ids.iter().map(|id| (*id).to_owned()).collect();
+        r.confirms = true;
+        r
+    }
+
     #[test]
     fn tests_compare_by_id() {
         let base = run("t", 1, 1, &["a", "b"]);
         let after = run("t", 1, 1, &["b", "c"]);
+        let seen = confirmation(&["a"], 1, &[]);
         assert_eq!(
-            classes(&classify(Some(&base), &after, None)),
+            classes(&classify(Some(&base), &after, Some(&seen))),
             vec![
                 (Class::Fixed, Some("a")),
                 (Class::Introduced, Some("c")),
                 (Class::PreExisting, Some("b")),
             ]
         );
+    }
+
+    #[test]
+    fn a_base_failure_missing_from_the_result_is_fixed_only_when_seen_passing() {
+        let base = run("t", 1, 2, &["a", "b"]);
+        // The result's run reports neither: dropped from the suite, or fixed.
+        let after = run("t", 0, 2, &[]);
+        let of = |confirmation: Option<&CommandRun>| {
+            let found = classify(Some(&base), &after, confirmation);
+            let mut v: Vec<(Class, String, String)> = found
+                .into_iter()
+                .map(|f| (f.class, f.test.unwrap_or_default(), f.message))
+                .collect();
+            v.sort_by(|x, y| x.1.cmp(&y.1));
+            v
+        };
+        // No run of them alone (the runner cannot select tests): neither is fixed.
+        let none = of(None);
+        assert_eq!(
+            none.iter()
+                .map(|(c, t, _)| (*c, t.as_str()))
+                .collect::<Vec<_>>(),
+            vec![(Class::NoLongerRuns, "a"), (Class::NoLongerRuns, "b")]
+        );
+        assert!(
+            none[0].2.contains("absent from the result's run of `t`"),
+            "{none:?}"
+        );
+        // Both seen passing together.
+        let both = confirmation(&["a", "b"], 2, &[]);
+        assert!(of(Some(&both)).iter().all(|(c, _, _)| *c == Class::Fixed));
+        // Run alone, `a` still fails: a hook kept it out of the whole run.
+        let still = confirmation(&["a", "b"], 1, &["a"]);
+        let found = of(Some(&still));
+        assert_eq!(
+            (found[0].0, found[1].0),
+            (Class::NoLongerRuns, Class::Fixed)
+        );
+        assert!(
+            found[0].2.contains("still failing when run alone"),
+            "{found:?}"
+        );
+        // The selection ran fewer tests than it named: which one ran is not known.
+        let short = confirmation(&["a", "b"], 1, &[]);
+        assert!(
+            of(Some(&short))
+                .iter()
+                .all(|(c, _, _)| *c == Class::NoLongerRuns)
+        );
+        // A selection that ran nothing (the test no longer exists) shows nothing passing.
+        let nothing = confirmation(&["a", "b"], 0, &[]);
+        assert!(
+            of(Some(&nothing))
+                .iter()
+                .all(|(c, _, _)| *c == Class::NoLongerRuns)
+        );
+        // A run of other tests says nothing of these.
+        let other = confirmation(&["z"], 1, &[]);
+        assert!(
+            of(Some(&other))
+                .iter()
+                .all(|(c, _, _)| *c == Class::NoLongerRuns)
+        );
+        // Not seen passing blocks the result, as an introduced failure does.
+        let report = VerificationReport::compare(
+            &set(vec![base.clone()], Vec::new()),
+            &set(vec![after.clone()], Vec::new()),
+            &[],
+            Vec::new(),
+        );
+        assert_eq!(report.verdict, Verdict::Failed);
+        assert_eq!(report.headline(), "Verification failed: 2 no longer run");
     }
 
     #[test]
@@ -289,7 +376,8 @@ mod tests {
         );
         assert!(base.met_flaky());
         let fixed_both = set(vec![run("t", 0, 3, &[])], Vec::new());
-        let report = VerificationReport::compare(&base, &fixed_both, &[], Vec::new());
+        let seen = [confirmation(&["b"], 1, &[])];
+        let report = VerificationReport::compare(&base, &fixed_both, &seen, Vec::new());
         assert_eq!(
             report
                 .failures
@@ -300,7 +388,7 @@ mod tests {
         );
         assert_eq!(report.verdict, Verdict::Passed);
         let failing_a = set(vec![run("t", 1, 2, &["a"])], Vec::new());
-        let report = VerificationReport::compare(&base, &failing_a, &[], Vec::new());
+        let report = VerificationReport::compare(&base, &failing_a, &seen, Vec::new());
         assert_eq!((report.counts.flaky, report.counts.fixed), (1, 1));
         assert_eq!(report.verdict, Verdict::Passed, "{}", report.compact());
         let table = report.pr_markdown();
@@ -362,8 +450,13 @@ mod tests {
     fn quarantined_tests_neither_block_nor_count_as_fixed() {
         let base = set(vec![run("t", 1, 1, &["q1", "a"])], Vec::new());
         let after = set(vec![run("t", 1, 1, &["q2"])], Vec::new());
-        let report =
-            VerificationReport::judge(&base, &after, &[], Vec::new(), &rules(&["q1", "q2"], false));
+        let report = VerificationReport::judge(
+            &base,
+            &after,
+            &[confirmation(&["a"], 1, &[])],
+            Vec::new(),
+            &rules(&["q1", "q2"], false),
+        );
         assert_eq!(
             classes(&report.failures),
             vec![

@@ -319,6 +319,8 @@ mod tests {
                     excerpt: String::new(),
                     selected: None,
                     could_not_select: false,
+                    ids: Vec::new(),
+                    confirms: false,
                 })
                 .collect(),
             reruns: vec![],

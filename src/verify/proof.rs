@@ -435,7 +435,7 @@ pub fn prove(
                 continue;
             }
             new_failure |= in_files && !failing_already.contains(f.id.as_str());
-            let (after, proof) = after_state(run_after, &f.id);
+            let (after, proof) = after_state(after, run_after, &f.id);
             listed.push(ProvenTest {
                 test: f.id.clone(),
                 command: run_after.command.clone(),
@@ -613,12 +613,26 @@ fn whole_run(run: &CommandRun) -> bool {
         && run.failures.len() < crate::distill::MAX_FAILURES
 }
 
-/// How `id` did on the result's run, and what that makes of a test that failed before.
-fn after_state(run: &CommandRun, id: &str) -> (String, Proof) {
+/// How `id` did on the result's run, and what that makes of a test that failed before:
+/// it passed only when a run of it alone showed it passing (the result's run does not
+/// list passing tests, and a test missing from it may just not have run).
+fn after_state(after: &RunSet, run: &CommandRun, id: &str) -> (String, Proof) {
+    let confirmations = after.reruns_of(&run.command);
+    let confirmations = confirmations.iter().filter(|r| r.confirms);
     if run.failures.iter().any(|f| f.id == id) {
         ("failed".into(), Proof::FailsAfter)
-    } else if run.passed(id) {
+    } else if confirmations.clone().any(|r| r.passed(id)) {
         ("passed".into(), Proof::Proven)
+    } else if confirmations.clone().any(|r| r.failed_when_selected(id)) {
+        (
+            "not in the run; failed when run alone".into(),
+            Proof::FailsAfter,
+        )
+    } else if run.ran_tests() {
+        (
+            "not in the run, and not seen passing alone".into(),
+            Proof::Unknown,
+        )
     } else {
         (
             format!("no tests ran ({})", run.summary.ending()),
@@ -784,7 +798,18 @@ mod tests {
             excerpt: String::new(),
             selected: None,
             could_not_select: false,
+            ids: Vec::new(),
+            confirms: false,
         }
+    }
+
+    /// A run of `ids` alone on the result that saw `passed` tests pass.
+    fn confirmation(ids: &[&str], passed: u64) -> CommandRun {
+        let mut r = run(0, passed, &[]);
+        r.selected = Some(format!("t {}", ids.join(" ")));
+        r.ids = ids.iter().map(|id| (*id).to_owned()).collect();
+        r.confirms = true;
+        r
     }
 
     fn set(run: CommandRun) -> RunSet {
@@ -822,10 +847,18 @@ mod tests {
                 ("tests/test_other.py::test_old", "tests/test_other.py:2"),
             ],
         ));
-        let after = set(run(
+        let mut after = set(run(
             1,
             4,
             &[("tests/test_other.py::test_old", "tests/test_other.py:2")],
+        ));
+        // Not in the result's run: each passes when run alone.
+        after.reruns.push(confirmation(
+            &[
+                "tests/test_calc.py::test_sum",
+                "tests/test_calc.py::test_big",
+            ],
+            2,
         ));
         let report = prove(
             &c,
@@ -1010,6 +1043,8 @@ mod tests {
         assert_eq!(verdict(run(0, 4, &[]), false, Vec::new()).0, Proof::Unknown);
         // A collection error names the file, not the test: the file failed before.
         let collected = run(2, 0, &[("tests/test_calc.py", "tests/test_calc.py:1")]);
+        let mut after = after.clone();
+        after.reruns.push(confirmation(&["tests/test_calc.py"], 5));
         let report = prove(&c, &files, &none, &set(collected), &after, true, Vec::new());
         assert_eq!(
             proofs(&report),
@@ -1028,9 +1063,26 @@ mod tests {
             4,
             &[("tests/test_calc.py::test_big", "tests/test_calc.py:9")],
         );
+        let mut after = set(run(0, 5, &[]));
+        after
+            .reruns
+            .push(confirmation(&["tests/test_calc.py::test_big"], 1));
         let report = prove(&c, &files, &none, &set(other), &after, true, Vec::new());
         assert_eq!(report.tests[0].proof, Proof::Unknown, "{:?}", report.tests);
         assert_eq!(report.tests[1].proof, Proof::Proven, "{:?}", report.tests);
+        // Not seen passing: a test missing from the result's run proves nothing either way.
+        let unseen = set(run(0, 5, &[]));
+        let other = run(
+            1,
+            4,
+            &[("tests/test_calc.py::test_big", "tests/test_calc.py:9")],
+        );
+        let report = prove(&c, &files, &none, &set(other), &unseen, true, Vec::new());
+        assert_eq!(report.tests[1].proof, Proof::Unknown, "{:?}", report.tests);
+        assert_eq!(
+            report.tests[1].after,
+            "not in the run, and not seen passing alone"
+        );
         assert_eq!(report.blocking(), None);
     }
 

@@ -71,6 +71,9 @@ pub struct Rerun {
     /// The run named its failing tests but the runner could not select them.
     #[serde(default)]
     pub could_not_select: bool,
+    /// A run of the base's failing tests on the result, to see them pass.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub confirms: bool,
 }
 
 impl Rerun {
@@ -79,11 +82,14 @@ impl Rerun {
             summary: run.summary.clone(),
             selected: run.selected.clone(),
             could_not_select: run.could_not_select,
+            confirms: run.confirms,
         }
     }
 
     fn how(&self) -> &'static str {
-        if self.selected.is_some() {
+        if self.confirms {
+            "run of the tests that failed on the base"
+        } else if self.selected.is_some() {
             "re-run of the failing tests"
         } else if self.could_not_select {
             "re-run of the whole command (the runner could not select single tests)"
@@ -103,6 +109,7 @@ impl CommandComparison {
                     summary: summary.clone(),
                     selected: None,
                     could_not_select: false,
+                    confirms: false,
                 })
                 .collect()
         } else {
@@ -224,7 +231,7 @@ impl VerificationReport {
         scope.truncate(MAX_FINDINGS);
         let verdict = if scope.iter().any(|f| f.severity == Severity::Refused) {
             Verdict::Refused
-        } else if counts.introduced > 0 || counts.no_result > 0 {
+        } else if counts.introduced > 0 || counts.no_result > 0 || counts.no_longer_runs > 0 {
             Verdict::Failed
         } else {
             Verdict::Passed

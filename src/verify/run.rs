@@ -100,6 +100,14 @@ pub struct CommandRun {
     /// runner (or the command's shape) allows no selecting.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub could_not_select: bool,
+    /// For a re-run that selected tests, the ids it was asked to run: it says nothing of
+    /// any other test. Empty in runs kept before it was recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ids: Vec<String>,
+    /// A run of the result made to see the base's failures pass, not a re-run of the
+    /// result's own failures.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub confirms: bool,
 }
 
 impl CommandRun {
@@ -118,12 +126,38 @@ impl CommandRun {
     }
 
     /// `id` passed in this run (a re-run): tests ran, to the end, and the list of failures
-    /// is whole and does not hold it.
+    /// is whole and does not hold it. A run that selected tests speaks only of those it
+    /// selected, and only when it counted at least as many tests as it was asked for: a
+    /// test that was dropped from the run did not pass in it.
     pub(super) fn passed(&self, id: &str) -> bool {
-        self.ran_tests()
+        let whole = self.ran_tests()
             && !self.summary.timed_out
+            && self.summary.no_result.is_none()
             && self.failures.len() < distill::MAX_FAILURES
-            && !self.failures.iter().any(|f| f.id == id)
+            && !self.failures.iter().any(|f| f.id == id);
+        if !whole {
+            return false;
+        }
+        if self.ids.is_empty() {
+            return true;
+        }
+        self.ids.iter().any(|i| i == id) && self.selected_all_counted()
+    }
+
+    /// `id` failed when this run selected it alone or among others.
+    pub(super) fn failed_when_selected(&self, id: &str) -> bool {
+        self.ids.iter().any(|i| i == id) && self.failures.iter().any(|f| f.id == id)
+    }
+
+    /// Every selected test is counted: as many tests passed or failed by name as were
+    /// selected, and nothing errored outside the tests.
+    fn selected_all_counted(&self) -> bool {
+        let failing_selected = self
+            .ids
+            .iter()
+            .filter(|id| self.failures.iter().any(|f| f.id == **id))
+            .count() as u64;
+        self.summary.errors == 0 && self.summary.passed + failing_selected >= self.ids.len() as u64
     }
 
     /// What to say when the command as a whole failed.
@@ -202,6 +236,10 @@ impl RunSet {
             .collect()
     }
 }
+
+/// Tests that failed on the base run alone, one by one, when a run of them together did
+/// not settle them.
+const CONFIRMED_ALONE: usize = 20;
 
 /// Runs verification in the sandbox. `scratch` holds the setup phase's egress sockets and
 /// output beyond the in-memory cap; the sandbox's host user must be able to reach it.
@@ -344,6 +382,9 @@ impl Verifier {
                 .await?;
             again.command = run.command.clone();
             again.could_not_select = selected.is_none() && !ids.is_empty();
+            if selected.is_some() {
+                again.ids = ids.clone();
+            }
             again.selected = selected;
             ids.retain(|id| !again.passed(id));
             let passed_whole = whole && again.summary.succeeded();
@@ -353,6 +394,68 @@ impl Verifier {
             }
         }
         Ok(reruns)
+    }
+
+    /// Runs `ids` (tests that failed on the base and that `run`, on the result, does not
+    /// report) on their own, to see them pass: all together, then each not settled by
+    /// that alone, at most [`CONFIRMED_ALONE`] of them. Nothing runs when the runner
+    /// cannot select tests, and then none of them is seen passing.
+    async fn confirm(
+        &self,
+        workspace: &Workspace,
+        run: &CommandRun,
+        ids: Vec<String>,
+        name: &str,
+    ) -> Result<Vec<CommandRun>, VerifyError> {
+        let mut out = Vec::new();
+        if ids.is_empty() {
+            return Ok(out);
+        }
+        let Some(together) = self.run_selected(workspace, run, &ids, name, 0).await? else {
+            return Ok(out);
+        };
+        let unsettled: Vec<String> = ids
+            .iter()
+            .filter(|id| !together.passed(id) && !together.failed_when_selected(id))
+            .cloned()
+            .collect();
+        out.push(together);
+        if ids.len() > 1 {
+            for (k, id) in unsettled.into_iter().take(CONFIRMED_ALONE).enumerate() {
+                if let Some(alone) = self
+                    .run_selected(workspace, run, &[id], name, k + 1)
+                    .await?
+                {
+                    out.push(alone);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// `run`'s command narrowed to `ids`, run on `workspace` as a confirmation; `None`
+    /// when its runner cannot select them.
+    async fn run_selected(
+        &self,
+        workspace: &Workspace,
+        run: &CommandRun,
+        ids: &[String],
+        name: &str,
+        round: usize,
+    ) -> Result<Option<CommandRun>, VerifyError> {
+        let wanted: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let Some(line) = rerun::select(&run.command, &wanted) else {
+            return Ok(None);
+        };
+        let spill = self.scratch.join(format!("{}-{round}", safe_name(name)));
+        let mut again = self
+            .run_one(workspace, &line, Phase::Check, None, spill)
+            .await?;
+        again.command = run.command.clone();
+        again.selected = Some(line);
+        again.ids = ids.to_vec();
+        again.confirms = true;
+        Ok(Some(again))
     }
 
     /// Verifies the result left in `workspace` against `baseline`: the scope of its
@@ -434,6 +537,34 @@ impl Verifier {
                 None,
             ),
         };
+        // A test that failed on the base counts as fixed only when seen passing: the
+        // result's run does not list passing tests, so each absent failure runs alone.
+        let mut after = after;
+        for (i, run_after) in after.runs.iter().enumerate() {
+            if run_after.phase != Phase::Check || !run_after.ran_tests() {
+                continue;
+            }
+            let proof_run = before
+                .as_ref()
+                .and_then(|(runs, _)| runs.find(Phase::Check, &run_after.command));
+            let base_reruns = baseline.reruns_of(&run_after.command);
+            let mut ids: Vec<String> = Vec::new();
+            let base_failures = baseline
+                .find(Phase::Check, &run_after.command)
+                .into_iter()
+                .chain(proof_run)
+                .flat_map(|r| r.failures.iter());
+            for f in base_failures {
+                let absent = !run_after.failures.iter().any(|a| a.id == f.id);
+                let flaky = base_reruns.iter().any(|r| r.passed(&f.id));
+                if absent && !flaky && !plan.quarantine.contains(&f.id) && !ids.contains(&f.id) {
+                    ids.push(f.id.clone());
+                }
+            }
+            let name = format!("{run}-confirm-{i}");
+            let confirmed = self.confirm(workspace, run_after, ids, &name).await?;
+            after.reruns.extend(confirmed);
+        }
         let proof = match (before, failed) {
             (Some((before, notes)), _) => {
                 prove(contract, &tests, baseline, &before, &after, true, notes)
@@ -485,6 +616,7 @@ impl Verifier {
                     .await?,
             );
         }
+        reruns.extend(after.reruns.iter().cloned());
         let mut report =
             VerificationReport::judge(baseline, &after, &reruns, scope, &Rules::of(plan))
                 .with_proof(proof)
@@ -669,6 +801,8 @@ fn command_run(
         excerpt: clip(&relative(&report.excerpt), EXCERPT_CHARS),
         selected: None,
         could_not_select: false,
+        ids: Vec::new(),
+        confirms: false,
     }
 }
 

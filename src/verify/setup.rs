@@ -120,6 +120,8 @@ impl Lookup {
                     excerpt: String::new(),
                     selected: None,
                     could_not_select: false,
+                    ids: Vec::new(),
+                    confirms: false,
                 })
                 .collect(),
         )

@@ -246,7 +246,17 @@ async fn a_fix_turns_the_failing_test_into_fixed() {
         (c.after.exit_code, c.after.passed, c.after.failed),
         (Some(0), 2, 0)
     );
-    assert!(c.rerun.is_none(), "nothing introduced, nothing re-run");
+    // Fixed only once seen passing: the base's failing test ran alone on the result.
+    assert_eq!(c.reruns.len(), 1, "{:?}", c.reruns);
+    assert!(c.reruns[0].confirms);
+    assert_eq!(
+        c.reruns[0].selected.as_deref(),
+        Some("python3 -m unittest test_calc.TestCalc.test_add")
+    );
+    assert_eq!(
+        (c.reruns[0].summary.exit_code, c.reruns[0].summary.passed),
+        (Some(0), 1)
+    );
     let fixed = &report.failures[0];
     assert_eq!(fixed.location.as_deref(), Some("test_calc.py:7"));
     assert!(
@@ -400,9 +410,10 @@ async fn a_test_that_fails_then_passes_is_flaky_not_introduced() {
     assert_eq!(report.verdict, Verdict::Passed, "{}", report.compact());
     let c = &report.commands[0];
     assert_eq!((c.after.exit_code, c.after.failed), (Some(1), 1));
-    // Only the failing test ran again, once: it passed.
-    assert_eq!(c.reruns.len(), 1, "{c:?}");
-    let rerun = &c.reruns[0];
+    // Only the failing test ran again, once: it passed. The fixed one ran alone too.
+    let reruns: Vec<_> = c.reruns.iter().filter(|r| !r.confirms).collect();
+    assert_eq!(reruns.len(), 1, "{c:?}");
+    let rerun = reruns[0];
     assert_eq!(
         rerun.selected.as_deref(),
         Some("python3 -m unittest test_calc.TestFlaky.test_flaky")
@@ -761,6 +772,47 @@ async fn a_result_that_skips_the_failing_test_fails_naming_the_line() {
         failing.contains("(`test_calc.py:6`): the contract's files do not include `test_calc.py`"),
         "{failing}"
     );
+}
+
+/// Keeps `test_add` out of the suite when unittest loads the module: the whole run then
+/// passes without it.
+const DROPS_TEST_ADD: &str = "
+
+def load_tests(loader, standard_tests, pattern):
+    return unittest.TestSuite([TestCalc(\"test_mul\")])
+";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hook_that_drops_the_failing_test_from_the_suite_fixes_nothing() {
+    let world = Project::new();
+    let mut contract = contract();
+    declare(&mut contract, "test_calc.py", FileAction::Modify);
+    let plan = Plan::new(&contract, &config(""));
+    let report = world
+        .verify(&contract, &plan, |repo| {
+            // calc.py stays broken; the test module hides the test that shows it.
+            write(repo, "test_calc.py", &format!("{TESTS}{DROPS_TEST_ADD}"));
+        })
+        .await;
+
+    // The run alone passes: the failing test no longer runs.
+    let c = &report.commands[0];
+    assert_eq!(
+        (c.after.exit_code, c.after.passed, c.after.failed),
+        (Some(0), 1, 0)
+    );
+    assert_eq!(report.verdict, Verdict::Failed, "{}", report.compact());
+    assert_eq!(ids(&report, Class::Fixed), Vec::<String>::new());
+    assert_eq!(ids(&report, Class::NoLongerRuns), vec![ADD_ID]);
+    assert_eq!(report.headline(), "Verification failed: 1 no longer run");
+    // Run alone, the test still fails: the code was never fixed.
+    let failure = &report.failures[0];
+    assert!(
+        failure.message.contains("still failing when run alone")
+            && failure.message.contains("AssertionError: -1 != 5"),
+        "{failure:?}"
+    );
+    assert!(c.reruns.iter().any(|r| r.confirms), "{:?}", c.reruns);
 }
 
 #[tokio::test(flavor = "multi_thread")]
