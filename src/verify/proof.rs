@@ -210,6 +210,99 @@ pub fn test_changes(contract: &Contract, changed: &[ChangedFile]) -> Vec<Changed
         .collect()
 }
 
+/// Extensions of files in a programming language: code, which a proof never takes from
+/// the result, since the base code is what it runs.
+const CODE_EXTENSIONS: &[&str] = &[
+    "py", "pyi", "pyx", "pxd", "rs", "go", "js", "mjs", "cjs", "jsx", "ts", "mts", "cts", "tsx",
+    "java", "kt", "kts", "scala", "groovy", "rb", "php", "c", "h", "cc", "cpp", "cxx", "hpp", "hh",
+    "m", "mm", "swift", "cs", "fs", "vb", "ex", "exs", "erl", "hrl", "clj", "lua", "pl", "pm", "r",
+    "jl", "dart", "zig", "nim", "hs", "ml", "mli", "sh", "bash", "zsh", "ps1", "sql", "vue",
+    "svelte", "so", "dll", "dylib", "a", "o", "wasm", "jar", "class", "pyc",
+];
+
+/// Files that say how code builds, installs or is tested: never taken from the result.
+const BUILD_FILES: &[&str] = &[
+    "cargo.toml",
+    "cargo.lock",
+    "build.rs",
+    "package.json",
+    "package-lock.json",
+    "yarn.lock",
+    "pnpm-lock.yaml",
+    "setup.py",
+    "setup.cfg",
+    "pyproject.toml",
+    "tox.ini",
+    "pytest.ini",
+    "conftest.py",
+    "requirements.txt",
+    "pipfile",
+    "pipfile.lock",
+    "poetry.lock",
+    "uv.lock",
+    "go.mod",
+    "go.sum",
+    "pom.xml",
+    "build.gradle",
+    "settings.gradle",
+    "gradle.properties",
+    "makefile",
+    "gnumakefile",
+    "cmakelists.txt",
+    "meson.build",
+    "dockerfile",
+    "gemfile",
+    "gemfile.lock",
+    "rakefile",
+    "composer.json",
+    "composer.lock",
+    "mix.exs",
+    "deno.json",
+    "tsconfig.json",
+    "babel.config.json",
+    ".babelrc",
+    ".npmrc",
+    ".pypirc",
+    ".env",
+    "manifest.in",
+];
+
+/// A file a test may read that is neither code nor how code builds: data, fixtures,
+/// snapshots, expected output.
+fn is_support_file(path: &str) -> bool {
+    let lower = path.to_ascii_lowercase();
+    let name = lower.rsplit('/').next().unwrap_or(&lower);
+    let dir_is = |d: &str| lower.split('/').any(|part| part == d);
+    if name.is_empty() || dir_is(".github") || dir_is(".gitlab") || dir_is(".cargo") {
+        return false;
+    }
+    if BUILD_FILES.contains(&name)
+        || name.starts_with("jest.config.")
+        || name.starts_with("vitest.config.")
+        || name.starts_with("babel.config.")
+        || name.starts_with(".gitlab-ci")
+        || name.starts_with(".planwright")
+    {
+        return false;
+    }
+    match name.rsplit_once('.') {
+        Some((_, ext)) => !CODE_EXTENSIONS.contains(&ext),
+        None => true,
+    }
+}
+
+/// The result's changes that its tests may read on the base code besides the test files:
+/// data, fixtures and snapshots it adds or changes, never code or build settings. A test
+/// that passes only because of such a file then passes on the base code too, and proves
+/// nothing about the code.
+pub fn support_changes(changed: &[ChangedFile], tests: &[ChangedFile]) -> Vec<ChangedFile> {
+    changed
+        .iter()
+        .filter(|c| !tests.iter().any(|t| t.path == c.path) && is_support_file(&c.path))
+        .cloned()
+        .collect()
+}
+
 /// Puts the result's `tests` (read from `from`, the result's checkout) into `to`, the
 /// base's checkout: written, or removed where the result deleted them. Never follows a
 /// link the base's tree holds. Returns what could not be put in, said for the report.
@@ -832,6 +925,46 @@ mod tests {
             .iter()
             .map(|t| (t.test.as_str(), t.proof, t.in_contract))
             .collect()
+    }
+
+    #[test]
+    fn the_proof_takes_data_the_tests_read_but_never_code_or_build_settings() {
+        for data in [
+            "data/expected.txt",
+            "tests/fixtures/payload.json",
+            "snapshots/__snapshots__/render.snap",
+            "VERSION",
+            "docs/table.csv",
+        ] {
+            assert!(is_support_file(data), "{data}");
+        }
+        for code in [
+            "calc.py",
+            "src/lib.rs",
+            "web/app.test.ts",
+            "conftest.py",
+            "pkg/conftest.py",
+            "Cargo.toml",
+            "package.json",
+            "jest.config.js",
+            "setup.cfg",
+            ".github/workflows/ci.yml",
+            ".cargo/config.toml",
+            "Makefile",
+            "lib/native.so",
+        ] {
+            assert!(!is_support_file(code), "{code}");
+        }
+        let changed = [
+            added("data/expected.txt"),
+            added("calc.py"),
+            added("test_x.py"),
+        ];
+        let support = support_changes(&changed, &[added("test_x.py")]);
+        assert_eq!(
+            support.iter().map(|c| c.path.as_str()).collect::<Vec<_>>(),
+            ["data/expected.txt"]
+        );
     }
 
     #[test]

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::classify::{Class, Runs, classify_runs, ran_nothing};
 use super::plan::Plan;
-use super::proof::{ProofReport, copy_tests, prove, test_changes};
+use super::proof::{ProofReport, copy_tests, prove, support_changes, test_changes};
 use super::report::{Rules, VerificationReport};
 use super::rerun;
 use super::scope::{check_scope, links_in};
@@ -498,9 +498,11 @@ impl Verifier {
         // The proof is an account beside the result's run: when it cannot be made, the
         // report says so and verification goes on.
         let mut failed: Option<String> = None;
+        let support = support_changes(&changed, &tests);
         let proof = match proof.filter(|_| !tests.is_empty()) {
             Some(ws) => {
-                let (from, to, files) = (workspace.repo(), ws.repo(), tests.clone());
+                let (from, to) = (workspace.repo(), ws.repo());
+                let files: Vec<_> = tests.iter().chain(&support).cloned().collect();
                 match tokio::task::spawn_blocking(move || copy_tests(&from, &to, &files)).await {
                     Ok(Ok(notes)) => Some((ws, notes)),
                     Ok(Err(e)) => {
@@ -567,7 +569,22 @@ impl Verifier {
         }
         let proof = match (before, failed) {
             (Some((before, notes)), _) => {
-                prove(contract, &tests, baseline, &before, &after, true, notes)
+                let mut proof = prove(contract, &tests, baseline, &before, &after, true, notes);
+                let declared = contract.declared_paths();
+                let undeclared: Vec<String> = support
+                    .iter()
+                    .filter(|c| !declared.iter().any(|d| d == &c.path))
+                    .map(|c| format!("`{}`", c.path))
+                    .collect();
+                if !undeclared.is_empty() {
+                    proof.notes.push(format!(
+                        "The base code ran with files the result changed that its tests may \
+                         read and the contract does not name: {}. A test that passes only \
+                         with them proves nothing about the code.",
+                        undeclared.join(", ")
+                    ));
+                }
+                proof
             }
             (None, Some(why)) => ProofReport::not_run(&format!(
                 "The result's test files were not run on the base code: {why}."

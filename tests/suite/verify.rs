@@ -1578,3 +1578,44 @@ async fn without_test_changes_the_baseline_stands_for_the_base_code() {
     );
     assert!(!report.proof.ran_on_base);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_new_test_that_checks_only_a_data_file_the_result_adds_proves_nothing() {
+    let world = Project::new();
+    let contract = contract_with_new_tests(&["test_data.TestData.test_expected"]);
+    let plan = Plan::new(&contract, &config(""));
+    let report = world
+        .verify_proving(&contract, &plan, |repo| {
+            // calc.py stays broken; the "regression test" reads a file the result adds.
+            write(repo, "data/expected.txt", "5\n");
+            write(
+                repo,
+                "test_data.py",
+                "import unittest\n\n\nclass TestData(unittest.TestCase):\n    \
+                 def test_expected(self):\n        with open(\"data/expected.txt\") as f:\n            \
+                 self.assertEqual(f.read().strip(), \"5\")\n",
+            );
+        })
+        .await;
+    // On the base code without the data file the test would fail and seem to prove the
+    // change; with it, it passes there too.
+    assert_eq!(
+        proofs(&report),
+        vec![(
+            "test_data.TestData.test_expected".to_owned(),
+            Proof::ProvesNothing,
+            true
+        )],
+        "{}",
+        report.pr_markdown()
+    );
+    assert_eq!(report.verdict, Verdict::Failed, "{}", report.compact());
+    assert!(
+        report.proof.notes.iter().any(|n| n.contains(
+            "files the result changed that its tests may read and the contract does not \
+             name: `data/expected.txt`"
+        )),
+        "{:?}",
+        report.proof.notes
+    );
+}
