@@ -1512,7 +1512,10 @@ ERROR tests/test_a.py::test_teardown - RuntimeError: leak
                 "28 failed, 747 passed, 21184 subtests passed in 26.97s",
                 Some((747, 28, 0, 0)),
             ),
-            ("12 passed, 3 warnings in 61.35s (0:01:01)", Some((12, 0, 0, 0))),
+            (
+                "12 passed, 3 warnings in 61.35s (0:01:01)",
+                Some((12, 0, 0, 0)),
+            ),
             ("1 passed, 1 rerun in 0.20s", Some((1, 0, 0, 0))),
             // `--color=yes`, once the reader has taken the colour codes out.
             (
@@ -1566,7 +1569,10 @@ ERROR tests/test_a.py::test_teardown - RuntimeError: leak
             = 8 failed, 1538 passed, 24 skipped, 30000 deselected, 1 xfailed, 189 errors in 13.23s =\n";
         let (r, score) = run(Format::Pytest, text);
         assert!(score >= CONFIDENT);
-        assert_eq!((r.passed, r.failed, r.skipped, r.errors), (1538, 8, 25, 189));
+        assert_eq!(
+            (r.passed, r.failed, r.skipped, r.errors),
+            (1538, 8, 25, 189)
+        );
         assert_eq!(sorted_ids(&r), ["tests/test_a.py::test_a"]);
         // One failure named of the 197 the line counts.
         assert_eq!(r.unnamed, 196);
