@@ -18,6 +18,8 @@ pub mod nextest;
 pub mod node;
 pub mod pytest;
 pub mod render;
+#[cfg(test)]
+mod summary_forms;
 pub mod tap;
 pub mod unittest;
 pub mod vitest;
