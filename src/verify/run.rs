@@ -630,10 +630,20 @@ fn command_run(
     report: TestReport,
     workspace_prefixes: &[String],
 ) -> CommandRun {
+    // Paths under the checkout lose it; the checkout itself (pytest's `rootdir: …`)
+    // becomes `.`.
     let relative = |text: &str| {
         workspace_prefixes
             .iter()
-            .fold(text.to_owned(), |t, prefix| t.replace(prefix.as_str(), ""))
+            .fold(text.to_owned(), |t, prefix| {
+                let bare = prefix.trim_end_matches('/');
+                let t = t.replace(prefix.as_str(), "");
+                if bare.is_empty() {
+                    t
+                } else {
+                    t.replace(bare, ".")
+                }
+            })
     };
     let (exit_code, signal) = match output.exit {
         Exit::Code(c) => (Some(c), None),
