@@ -18,6 +18,8 @@ pub mod nextest;
 pub mod node;
 pub mod pytest;
 pub mod render;
+#[cfg(test)]
+mod summary_forms;
 pub mod tap;
 pub mod unittest;
 pub mod vitest;
@@ -161,6 +163,18 @@ pub struct TestReport {
     /// or skipped tests. `failed`, `errors` and the failures are still exact.
     #[serde(default)]
     pub estimated_counts: bool,
+    /// Failures and errors the counts hold that the report does not name: the runner's
+    /// summary counted them, but the output did not say which tests they were (a test
+    /// closed the runner's output, the log was cut) or there were more than
+    /// [`MAX_FAILURES`]. A run with any is incomplete: a test it does not list may still
+    /// have failed. Always 0 when the counts are estimated.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unnamed: u64,
+    /// How many failing outcomes the output named, for runners that count a test more
+    /// than once (failed subtests, a failure and a teardown error of one test); 0 when
+    /// each listed failure stands for one. Read by [`TestReport::count_unnamed`].
+    #[serde(skip)]
+    pub named_outcomes: u64,
     /// Bytes of input not kept anywhere in the report or its excerpt.
     pub dropped_bytes: u64,
     /// Bytes of input read.
@@ -206,6 +220,28 @@ impl TestReport {
     pub fn succeeded(&self) -> bool {
         self.failed == 0 && self.errors == 0
     }
+
+    /// How many of the failures and errors the counts hold the report does not name.
+    /// Each listed failure (or each named outcome, where the runner counts a test more
+    /// than once) accounts for one; build and collection errors described in
+    /// `build_errors` account for the errors. Estimated counts come from the named
+    /// outcomes themselves, so nothing there is unnamed.
+    pub fn count_unnamed(&self) -> u64 {
+        if self.estimated_counts {
+            return 0;
+        }
+        let listed = (self.failures.len() as u64).max(self.named_outcomes);
+        let described = if self.build_errors.is_empty() {
+            0
+        } else {
+            self.errors
+        };
+        (self.failed + self.errors).saturating_sub(listed + described)
+    }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// A runner's output reader: fed every line, then asked how sure it is and what it saw.
@@ -288,6 +324,7 @@ pub fn distill(
         // whole input.
         std::io::copy(&mut counting, &mut std::io::sink())?;
         report.input_bytes = counting.consumed;
+        report.unnamed = report.count_unnamed();
         // The raw XML is not kept: the report is all that remains of it.
         report.dropped_bytes = counting.consumed;
         return Ok(report);
@@ -316,6 +353,7 @@ pub fn distill(
         None => TestReport::new(Format::Generic),
     };
     report.input_bytes = input_bytes;
+    report.unnamed = report.count_unnamed();
     report.dropped_bytes = summary.dropped_bytes + cut_bytes;
     report.excerpt = summary.text;
     Ok(report)
@@ -449,7 +487,9 @@ pub(crate) mod testing {
             parser.line(line);
         }
         let score = parser.score();
-        (parser.finish(), score)
+        let mut report = parser.finish();
+        report.unnamed = report.count_unnamed();
+        (report, score)
     }
 
     /// The failure with this id; panics listing the ids there are.

@@ -141,14 +141,21 @@ pub struct PytestParser {
 impl Parser for PytestParser {
     fn line(&mut self, line: &str) {
         let trimmed = line.trim_end();
-        if let Some(title) = sep_title(trimmed, '=') {
-            self.sep_line(title);
-            return;
-        }
-        if let Some(counts) = parse_summary_line(trimmed) {
-            // The bare final line of `-q` runs.
+        if let Some((text, padded)) = summary_text(trimmed)
+            && let Some(counts) = parse_summary_line(text, padded)
+        {
+            // The final line, wrapped in `=` or bare (`-q`); a later one replaces it.
             self.final_counts = Some(counts);
             self.confident = true;
+            if padded {
+                self.close_block();
+                self.progress_phase = false;
+                self.section = Section::Other;
+            }
+            return;
+        }
+        if let Some(title) = sep_title(trimmed, '=') {
+            self.sep_line(title);
             return;
         }
         if trimmed.starts_with("platform ")
@@ -224,6 +231,7 @@ impl Parser for PytestParser {
             }
             report.push_failure(id, &message, location.as_deref());
         }
+        report.named_outcomes = self.named_outcomes();
         report
     }
 }
@@ -234,13 +242,6 @@ impl PytestParser {
     }
 
     fn sep_line(&mut self, title: &str) {
-        if let Some(counts) = parse_summary_line(title) {
-            self.close_block();
-            self.final_counts = Some(counts);
-            self.confident = true;
-            self.section = Section::Other;
-            return;
-        }
         self.close_block();
         self.progress_phase = false;
         self.section = match title {
@@ -459,6 +460,20 @@ impl PytestParser {
         out
     }
 
+    /// How many failing outcomes the output named: pytest counts each failed subtest,
+    /// and a test's failure and its teardown error, apart, and names each on a line of
+    /// its own in the short summary, the verbose lines and the failure sections.
+    fn named_outcomes(&self) -> u64 {
+        let summary = self.summary_ids.len() as u64;
+        let verbose = if self.verbose_seen {
+            self.verbose_counts.failed + self.verbose_counts.errors
+        } else {
+            0
+        };
+        let sections = self.sections.len() as u64;
+        summary.max(verbose).max(sections)
+    }
+
     /// The test files the output names: in default-mode progress lines, or as the first
     /// traceback frame of failures.
     fn test_files(&self) -> Vec<&str> {
@@ -637,23 +652,72 @@ fn sep_title(line: &str, sep: char) -> Option<&str> {
     (!title.trim().is_empty()).then_some(title.trim())
 }
 
+/// The text of a line that may be the final summary, and whether it was wrapped in `=`:
+/// pytest pads it to the terminal's width (`=== 1 failed in 0.1s ===`), with a single `=`
+/// or none when the line is wider than the terminal; `-q` prints it bare.
+fn summary_text(line: &str) -> Option<(&str, bool)> {
+    let inner = line.trim_start_matches('=');
+    if inner.len() == line.len() {
+        return Some((line, false));
+    }
+    let inner = inner.strip_prefix(' ')?;
+    let core = inner.trim_end_matches('=');
+    if core.len() == inner.len() {
+        return None;
+    }
+    Some((core.strip_suffix(' ')?, true))
+}
+
+/// Words of the final summary line that pytest itself prints (with subtests, in pytest 9
+/// and the `pytest-subtests` plugin, as `subtests passed`).
+const SUMMARY_WORDS: &[&str] = &[
+    "passed",
+    "failed",
+    "skipped",
+    "deselected",
+    "xfailed",
+    "xpassed",
+    "warning",
+    "warnings",
+    "error",
+    "errors",
+    "rerun",
+];
+
 /// `6 failed, 14 passed, 3 skipped, 1 xfailed, 1 xpassed, 2 errors in 0.05s` (also
-/// `no tests ran in 0.01s`, `... in 26.97s (0:00:26)`, `... in 0.05 seconds`).
-fn parse_summary_line(text: &str) -> Option<Counts> {
+/// `no tests ran in 0.01s`, `... in 26.97s (0:00:26)`, `... in 0.05 seconds`): nothing but
+/// `N word` items joined by `, `, then the duration. Plugins add words of their own; a
+/// word pytest does not print is taken only from a line wrapped in `=` (`padded`), so a
+/// test's own output is not read as the summary.
+fn parse_summary_line(text: &str, padded: bool) -> Option<Counts> {
     let (items, time) = text.rsplit_once(" in ")?;
     if !is_duration(time) {
         return None;
     }
     let mut counts = Counts::default();
-    let items = items.trim();
-    if items == "no tests ran" || items.is_empty() {
-        return (!items.is_empty()).then_some(counts);
+    if items == "no tests ran" {
+        return Some(counts);
     }
-    let mut recognised = false;
+    let mut outcome = false;
     for item in items.split(", ") {
-        let (n, word) = item.trim().split_once(' ')?;
+        let (n, word) = item.split_once(' ')?;
+        if n.is_empty() || !n.chars().all(|c| c.is_ascii_digit()) {
+            return None;
+        }
         let n: u64 = n.parse().ok()?;
-        if !word.chars().all(|c| c.is_ascii_lowercase() || c == ' ') || word.is_empty() {
+        if word.is_empty()
+            || word.starts_with(' ')
+            || word.ends_with(' ')
+            || !word.chars().all(|c| c.is_ascii_lowercase() || c == ' ')
+        {
+            return None;
+        }
+        let known = SUMMARY_WORDS.contains(&word)
+            || word
+                .strip_prefix("subtests ")
+                .or_else(|| word.strip_prefix("subtest "))
+                .is_some_and(|w| SUMMARY_WORDS.contains(&w));
+        if !known && !padded {
             return None;
         }
         match word {
@@ -664,9 +728,9 @@ fn parse_summary_line(text: &str) -> Option<Counts> {
             // Warnings, deselected, rerun, subtests passed...: not test outcomes here.
             _ => {}
         }
-        recognised = true;
+        outcome |= known;
     }
-    recognised.then_some(counts)
+    outcome.then_some(counts)
 }
 
 /// `0.05s`, `26.97s (0:00:26)`, `0.05 seconds`.
@@ -1389,7 +1453,11 @@ ERROR tests/test_a.py::test_teardown - RuntimeError: leak
         assert_eq!((r.passed, r.failed), (1, 1));
         assert_eq!(sorted_ids(&r), ["tests/test_a.py::test_fail"]);
 
-        let c = |s: &str| parse_summary_line(s).map(|c| (c.passed, c.failed, c.skipped, c.errors));
+        let c = |s: &str| {
+            summary_text(s)
+                .and_then(|(t, padded)| parse_summary_line(t, padded))
+                .map(|c| (c.passed, c.failed, c.skipped, c.errors))
+        };
         assert_eq!(c("no tests ran in 0.01s"), Some((0, 0, 0, 0)));
         assert_eq!(
             c("3 passed, 2 deselected, 1 warning in 1.20s (0:00:01)"),
@@ -1402,6 +1470,155 @@ ERROR tests/test_a.py::test_teardown - RuntimeError: leak
         );
         assert_eq!(c("test result: ok. 2 passed in 3s"), None);
         assert_eq!(c("we ran in 3s"), None);
+    }
+
+    /// Every form of the final line pytest prints, as it printed them (pytest 7.2 and 9.2,
+    /// default and `-q`, padded to the terminal, padded with a single `=` when wider than
+    /// the terminal, coloured), with the counts they give; lines of other text that only
+    /// look like one are not taken.
+    #[test]
+    fn every_form_of_the_final_line_is_read() {
+        type Want = Option<(u64, u64, u64, u64)>;
+        let cases: &[(&str, Want)] = &[
+            (
+                "= 8 failed, 1538 passed, 24 skipped, 30000 deselected, 1 xfailed, 189 errors in 13.23s =",
+                Some((1538, 8, 25, 189)),
+            ),
+            (
+                "= 1 failed, 2 passed, 1 skipped, 1 deselected, 1 xfailed, 1 xpassed, 1 warning, 1 error in 0.01s =",
+                Some((3, 1, 2, 1)),
+            ),
+            (
+                "1 failed, 3 passed, 1 skipped, 1 xfailed, 1 xpassed, 1 warning, 1 error in 0.01s",
+                Some((4, 1, 2, 1)),
+            ),
+            (
+                "========================= 2 failed, 5 errors in 0.04s ==========================",
+                Some((0, 2, 0, 5)),
+            ),
+            ("3 failed, 2 passed in 0.12s", Some((2, 3, 0, 0))),
+            ("7 deselected, 1 error in 0.01s", Some((0, 0, 0, 1))),
+            (
+                "============================ 8 deselected in 0.00s =============================",
+                Some((0, 0, 0, 0)),
+            ),
+            (
+                "============================ no tests ran in 0.03s =============================",
+                Some((0, 0, 0, 0)),
+            ),
+            ("= no tests ran in 0.03s =", Some((0, 0, 0, 0))),
+            ("no tests ran in 0.03s", Some((0, 0, 0, 0))),
+            (
+                "28 failed, 747 passed, 21184 subtests passed in 26.97s",
+                Some((747, 28, 0, 0)),
+            ),
+            (
+                "12 passed, 3 warnings in 61.35s (0:01:01)",
+                Some((12, 0, 0, 0)),
+            ),
+            ("1 passed, 1 rerun in 0.20s", Some((1, 0, 0, 0))),
+            // `--color=yes`, once the reader has taken the colour codes out.
+            (
+                "= 1 failed, 3 passed, 1 skipped, 1 xfailed, 1 xpassed, 1 warning, 1 error in 0.03s =",
+                Some((4, 1, 2, 1)),
+            ),
+            // A plugin's own word, in pytest's padded line only.
+            ("=== 3 passed, 2 flaky in 1.00s ===", Some((3, 0, 0, 0))),
+            ("3 passed, 2 flaky in 1.00s", None),
+            ("=== 3 apples in 2s ===", None),
+            ("3 apples in 2s", None),
+            ("we saw 3 passed in 2s", None),
+            ("1 failed,2 passed in 1s", None),
+            ("1 passed in the morning", None),
+            ("=1 passed in 1s=", None),
+            ("= 1 passed in 1s", None),
+            ("-1 passed in 1s", None),
+        ];
+        let mut problems = Vec::new();
+        for (line, want) in cases {
+            let got = summary_text(line)
+                .and_then(|(t, padded)| parse_summary_line(t, padded))
+                .map(|c| (c.passed, c.failed, c.skipped, c.errors));
+            if got != *want {
+                problems.push(format!("{line:?}: {got:?}, want {want:?}"));
+            }
+        }
+        assert!(problems.is_empty(), "{problems:#?}");
+    }
+
+    /// The final line wider than the terminal, padded with a single `=`, gives the
+    /// counts, not the progress characters (which `pytest -n` or a cut log may leave
+    /// short).
+    #[test]
+    fn a_final_line_wider_than_the_terminal_gives_the_counts() {
+        let text = "============================= test session starts ==============================\n\
+            platform linux -- Python 3.11.2, pytest-7.2.1, pluggy-1.0.0+repack\n\
+            collected 30000 items / 29999 deselected / 1 selected\n\
+            \n\
+            tests/test_a.py F                                                        [100%]\n\
+            \n\
+            =================================== FAILURES ===================================\n\
+            ___________________________________ test_a _____________________________________\n\
+            \n\
+            >       assert 1 == 2\n\
+            E       assert 1 == 2\n\
+            \n\
+            tests/test_a.py:2: AssertionError\n\
+            =========================== short test summary info ============================\n\
+            FAILED tests/test_a.py::test_a - assert 1 == 2\n\
+            = 8 failed, 1538 passed, 24 skipped, 30000 deselected, 1 xfailed, 189 errors in 13.23s =\n";
+        let (r, score) = run(Format::Pytest, text);
+        assert!(score >= CONFIDENT);
+        assert_eq!(
+            (r.passed, r.failed, r.skipped, r.errors),
+            (1538, 8, 25, 189)
+        );
+        assert_eq!(sorted_ids(&r), ["tests/test_a.py::test_a"]);
+        // One failure named of the 197 the line counts.
+        assert_eq!(r.unnamed, 196);
+    }
+
+    /// A run whose summary counts failures the output never names (a test closed
+    /// pytest's captured output, so no FAILURES section or short summary was printed)
+    /// says how many are unnamed; one that names each, however often a test is counted,
+    /// says none.
+    #[test]
+    fn failures_the_summary_counts_but_the_output_does_not_name_are_told() {
+        let text = "============================= test session starts ==============================\n\
+            platform linux -- Python 3.11.2, pytest-7.2.1, pluggy-1.0.0+repack\n\
+            rootdir: /w\n\
+            collected 3 items\n\
+            \n\
+            tests/test_a.py F.F                                                      [100%]\n\
+            ========================= 2 failed, 1 passed in 0.04s ==========================\n";
+        let (r, _) = run(Format::Pytest, text);
+        assert_eq!((r.passed, r.failed), (1, 2));
+        assert!(r.failures.is_empty(), "{:?}", r.failures);
+        assert_eq!(r.unnamed, 2);
+        let bare = text.replace(
+            "========================= 2 failed, 1 passed in 0.04s ==========================",
+            "2 failed, 1 passed in 0.04s",
+        );
+        assert_eq!(run(Format::Pytest, &bare).0.unnamed, 2);
+
+        // pytest 7.2 after a test closed `sys.stdout`: seven outcomes on seven lines,
+        // four tests.
+        let named = "test_close.py FFEEEEE                                                    [100%]\n\
+            =========================== short test summary info ============================\n\
+            FAILED test_close.py::test_a - assert 1 == 2\n\
+            FAILED test_close.py::test_close - ValueError: I/O operation on closed file.\n\
+            ERROR test_close.py::test_close - ValueError: I/O operation on closed file\n\
+            ERROR test_close.py::test_b - ValueError: I/O operation on closed file\n\
+            ERROR test_close.py::test_b - ValueError: I/O operation on closed file\n\
+            ERROR test_close.py::test_ok - ValueError: I/O operation on closed file\n\
+            ERROR test_close.py::test_ok - ValueError: I/O operation on closed file\n\
+            ========================= 2 failed, 5 errors in 0.04s ==========================\n";
+        let (r, _) = run(Format::Pytest, named);
+        assert_eq!((r.failed, r.errors, r.failures.len()), (2, 5, 4));
+        assert_eq!(r.unnamed, 0);
+        // Failed subtests: 28 counted, 21 tests, each outcome on its own line.
+        let (r, _) = run(Format::Pytest, &fixture("pytest_real_more_itertools_q"));
+        assert_eq!((r.failed, r.failures.len(), r.unnamed), (28, 21, 0));
     }
 
     #[test]

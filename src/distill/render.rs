@@ -100,9 +100,12 @@ pub fn compact(report: &TestReport) -> String {
             }
         }
     }
-    let unlisted = report.failed.saturating_sub(report.failures.len() as u64);
-    if unlisted > 0 && report.failures.len() < super::MAX_FAILURES {
-        let _ = writeln!(out, "({unlisted} failing tests not named in the output)");
+    if report.unnamed > 0 {
+        let _ = writeln!(
+            out,
+            "(incomplete: {} of the failures and errors counted are not named)",
+            report.unnamed
+        );
     }
     out.pop();
     out
@@ -196,6 +199,13 @@ pub fn markdown(report: &TestReport) -> String {
     );
     if report.estimated_counts {
         out.push_str("\n_Passed and skipped are estimates: the output does not state them._\n");
+    }
+    if report.unnamed > 0 {
+        let _ = writeln!(
+            out,
+            "\n_Incomplete: {} of the failures and errors counted are not named._",
+            report.unnamed
+        );
     }
     if !report.build_errors.is_empty() {
         out.push_str("\n**Errors before tests ran**\n\n");

@@ -71,6 +71,10 @@ pub struct UnittestParser {
     pending: Option<String>,
     /// A bare test description line: its docstring and outcome come on the next line.
     described: Option<String>,
+    /// `FAIL:`/`ERROR:` blocks read, and failing verbose lines: each names one failure
+    /// unittest counts (a test with failed subtests has one per subtest).
+    blocks: u64,
+    verbose_outcomes: u64,
 }
 
 impl Parser for UnittestParser {
@@ -148,6 +152,7 @@ impl Parser for UnittestParser {
         report.failed = counts.failed;
         report.skipped = counts.skipped;
         report.errors = counts.errors;
+        report.named_outcomes = self.blocks.max(self.verbose_outcomes);
         report
     }
 }
@@ -222,6 +227,9 @@ impl UnittestParser {
             Outcome::Error => m.errors += 1,
             Outcome::Running => return,
         }
+        if matches!(outcome, Outcome::Failed | Outcome::Error) {
+            self.verbose_outcomes += 1;
+        }
         if matches!(outcome, Outcome::Failed | Outcome::Error)
             && self.verbose_failing.len() < MAX_FAILURES
             && !self.verbose_failing.iter().any(|x| x == id)
@@ -261,6 +269,7 @@ impl UnittestParser {
         let Some(block) = self.block.take() else {
             return;
         };
+        self.blocks += 1;
         let message = clip(&block.message.join("\n"), MAX_MESSAGE);
         let location = block.test_frame.or(block.last_frame);
         if block.import_error {

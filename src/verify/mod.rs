@@ -80,6 +80,7 @@ mod tests {
             errors: 0,
             restored: false,
             no_result: None,
+            unnamed: 0,
         }
     }
 

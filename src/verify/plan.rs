@@ -313,6 +313,7 @@ mod tests {
                         errors: 0,
                         restored: false,
                         no_result: None,
+                        unnamed: 0,
                     },
                     failures: vec![],
                     build_errors: vec![],

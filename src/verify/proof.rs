@@ -11,8 +11,8 @@ use std::path::{Component, Path};
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
 
-use super::report::code;
-use super::run::{CommandRun, Phase, RunSet};
+use super::report::{code, fence};
+use super::run::{CommandRun, Phase, RunSet, tail};
 use super::scope::{is_test_path, names_file};
 
 use crate::contract::Contract;
@@ -26,6 +26,9 @@ const COPIED_MAX: u64 = 64 * 1024 * 1024;
 
 /// Test files put into the base's checkout for one proof.
 const COPIED_FILES: usize = 5_000;
+
+/// Lines of an incomplete run's output shown with the proof.
+const TAIL_LINES: usize = 20;
 
 /// What one test proves about the change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -91,6 +94,31 @@ pub struct ProofReport {
     /// Said of the proof as a whole: test files that could not be put into the base's
     /// checkout, or why no proof was run.
     pub notes: Vec<String>,
+    /// The base code's runs whose summary counted failures they did not name: a test
+    /// they do not list may have failed, so their silence proves nothing either way.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub incomplete: Vec<IncompleteRun>,
+}
+
+/// A run on the base code that did not name every failure it counted, with the end of
+/// its output so a maintainer sees why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IncompleteRun {
+    pub command: String,
+    /// Failures and errors counted but not named.
+    pub unnamed: u64,
+    /// The last lines of the run's output (its distilled account).
+    pub tail: String,
+}
+
+impl IncompleteRun {
+    fn what(&self) -> String {
+        format!(
+            "on the base code counted {} failure(s) or error(s) it did not name; a test it \
+             does not list may have failed. The end of its output:",
+            self.unnamed
+        )
+    }
 }
 
 impl ProofReport {
@@ -115,7 +143,7 @@ impl ProofReport {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.tests.is_empty() && self.notes.is_empty()
+        self.tests.is_empty() && self.notes.is_empty() && self.incomplete.is_empty()
     }
 
     /// The proof table for the pull request and the check run.
@@ -150,6 +178,16 @@ impl ProofReport {
         for note in &self.notes {
             let _ = writeln!(out, "\n_{}_", crate::markdown::inline(note));
         }
+        for run in &self.incomplete {
+            let ticks = fence(&run.tail);
+            let _ = writeln!(
+                out,
+                "\n{} {}\n\n{ticks}text\n{}\n{ticks}",
+                code(&run.command),
+                run.what(),
+                run.tail
+            );
+        }
         if !self.ran_on_base && !self.tests.is_empty() {
             out.push_str(
                 "\n_The result changed no test file: the baseline is the base code's run._\n",
@@ -182,6 +220,15 @@ impl ProofReport {
         }
         for note in &self.notes {
             let _ = writeln!(out, "- {note}");
+        }
+        for run in &self.incomplete {
+            let _ = writeln!(
+                out,
+                "- {} {}\n    {}",
+                run.command,
+                run.what(),
+                run.tail.replace('\n', "\n    ")
+            );
         }
         out
     }
@@ -565,11 +612,23 @@ pub fn prove(
     listed.sort_by_key(|t| !t.in_contract);
     let omitted = listed.len().saturating_sub(LISTED) as u64;
     listed.truncate(LISTED);
+    let incomplete = before
+        .runs
+        .iter()
+        .filter(|r| r.phase == Phase::Check && !r.summary.complete())
+        .filter(|r| listed.iter().any(|t| t.command == r.command))
+        .map(|r| IncompleteRun {
+            command: r.command.clone(),
+            unnamed: r.summary.unnamed,
+            tail: tail(&r.excerpt, TAIL_LINES),
+        })
+        .collect();
     ProofReport {
         tests: listed,
         omitted,
         ran_on_base,
         notes,
+        incomplete,
     }
 }
 
@@ -628,6 +687,8 @@ fn entry_proof<'a>(
     let ran_after = whole_run(run);
     let after = if ran_after {
         "passed".to_owned()
+    } else if !run.summary.complete() {
+        not_named(run)
     } else {
         format!("no tests ran ({})", run.summary.ending())
     };
@@ -642,6 +703,14 @@ fn entry_proof<'a>(
             ),
             Proof::Unknown,
         ),
+        // The run counted failures it did not name: the entry may be one of them.
+        Some(b)
+            if !b.summary.complete()
+                && !named_file
+                    .is_some_and(|file| b.failures.iter().any(|f| location_in(&f.id, file))) =>
+        {
+            (not_named(b), Proof::Unknown)
+        }
         Some(b) if !b.ran_tests() && !b.summary.succeeded() => {
             match broken_by_tests(b, seen.files) {
                 Some(at) if seen.ran_on_base && seen.whole => {
@@ -697,9 +766,19 @@ fn entry_proof<'a>(
     }
 }
 
+/// What a run that did not name every failure it counted says of a test it does not list.
+fn not_named(run: &CommandRun) -> String {
+    format!(
+        "unknown: {} failure(s) counted but not named ({})",
+        run.summary.unnamed,
+        run.summary.ending()
+    )
+}
+
 /// The run went to its end and lists every failure: a test it does not list did not fail.
 fn whole_run(run: &CommandRun) -> bool {
     run.ran_tests()
+        && run.summary.complete()
         && run.summary.no_result.is_none()
         && !run.summary.timed_out
         && run.summary.signal.is_none()
@@ -721,6 +800,8 @@ fn after_state(after: &RunSet, run: &CommandRun, id: &str) -> (String, Proof) {
             "not in the run; failed when run alone".into(),
             Proof::FailsAfter,
         )
+    } else if !run.summary.complete() {
+        (not_named(run), Proof::Unknown)
     } else if run.ran_tests() {
         (
             "not in the run, and not seen passing alone".into(),
@@ -878,6 +959,7 @@ mod tests {
                 errors: 0,
                 restored: false,
                 no_result: None,
+                unnamed: 0,
             },
             failures: failing
                 .iter()
@@ -1217,6 +1299,94 @@ mod tests {
             "not in the run, and not seen passing alone"
         );
         assert_eq!(report.blocking(), None);
+    }
+
+    /// A base run whose summary counted failures it did not name (a test closed the
+    /// runner's output) says nothing of a contract test it does not list: "unknown",
+    /// never "did not fail", with the end of its output shown; the table marks it, and
+    /// it is no run a test passed in.
+    #[test]
+    fn a_base_run_that_does_not_name_its_failures_gives_unknown_not_did_not_fail() {
+        let c = contract(&["tests/test_calc.py::test_sum"]);
+        let files = [added("tests/test_calc.py")];
+        let after = set(run(0, 5, &[]));
+        let mut incomplete = run(1, 3, &[]);
+        incomplete.summary.failed = 2;
+        incomplete.summary.unnamed = 2;
+        incomplete.excerpt = "tests/test_calc.py F.F.                [100%]\n\
+            Traceback (most recent call last):\n\
+            ValueError: I/O operation on closed file.\n\
+            ========================= 2 failed, 3 passed in 0.04s ========================="
+            .into();
+        let report = prove(
+            &c,
+            &files,
+            &RunSet::default(),
+            &set(incomplete.clone()),
+            &after,
+            true,
+            Vec::new(),
+        );
+        assert_eq!(
+            proofs(&report),
+            vec![("tests/test_calc.py::test_sum", Proof::Unknown, true)]
+        );
+        assert_eq!(
+            report.tests[0].before,
+            "unknown: 2 failure(s) counted but not named (exit 1)"
+        );
+        // Unknown neither proves the change nor blocks it, as other unknowns.
+        assert_eq!(report.blocking(), None);
+        let table = report.markdown();
+        assert!(table.contains("| ❔ unknown |"), "{table}");
+        assert!(
+            table.contains("counted 2 failure(s) or error(s) it did not name"),
+            "{table}"
+        );
+        assert!(
+            table.contains("ValueError: I/O operation on closed file.\n====="),
+            "{table}"
+        );
+        assert!(report.compact().contains("I/O operation on closed file"));
+        // Read back from the database as it was stored.
+        let stored = serde_json::to_string(&report).unwrap();
+        assert_eq!(
+            serde_json::from_str::<ProofReport>(&stored).unwrap(),
+            report
+        );
+
+        // Whole, the same run says the test did not fail.
+        let mut whole = incomplete.clone();
+        whole.summary.unnamed = 0;
+        whole.summary.failed = 0;
+        let report = prove(
+            &c,
+            &files,
+            &RunSet::default(),
+            &set(whole),
+            &after,
+            true,
+            Vec::new(),
+        );
+        assert_eq!(report.tests[0].proof, Proof::ProvesNothing);
+        assert!(report.incomplete.is_empty());
+
+        // No test passed in an incomplete run, and its table cell says why.
+        assert!(!incomplete.passed("tests/test_calc.py::test_sum"));
+        let mut named = incomplete.clone();
+        named.summary.unnamed = 0;
+        assert!(named.passed("tests/test_calc.py::test_sum"));
+        let table = crate::verify::report::VerificationReport::compare(
+            &set(incomplete),
+            &after,
+            &[],
+            Vec::new(),
+        )
+        .pr_markdown();
+        assert!(
+            table.contains("3 passed, 2 failed · 2 failures not named · exit 1"),
+            "{table}"
+        );
     }
 
     #[test]

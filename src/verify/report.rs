@@ -605,7 +605,18 @@ fn counts_text(s: &RunSummary) -> String {
     if s.errors > 0 {
         parts.push(format!("{} errors", s.errors));
     }
-    parts.join(", ")
+    let counts = parts.join(", ");
+    if s.complete() {
+        counts
+    } else {
+        // An incomplete run: a test it does not list may still have failed.
+        let noun = if s.unnamed == 1 {
+            "failure"
+        } else {
+            "failures"
+        };
+        format!("{counts} · {} {noun} not named", s.unnamed)
+    }
 }
 
 /// The "after" cell of a command: its run on the result, its re-runs, and how it was

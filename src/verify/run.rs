@@ -57,11 +57,24 @@ pub struct RunSummary {
     /// "pre-existing".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub no_result: Option<String>,
+    /// Failures and errors the runner's summary counted that its output did not name:
+    /// the run is incomplete, and a test it does not list may still have failed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unnamed: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl RunSummary {
     pub fn succeeded(&self) -> bool {
         self.exit_code == Some(0) && !self.timed_out
+    }
+
+    /// The run names every failure and error its summary counted.
+    pub fn complete(&self) -> bool {
+        self.unnamed == 0
     }
 
     pub(super) fn recognised(&self) -> bool {
@@ -126,13 +139,14 @@ impl CommandRun {
     }
 
     /// `id` passed in this run (a re-run): tests ran, to the end, and the list of failures
-    /// is whole and does not hold it. A run that selected tests speaks only of those it
-    /// selected, and only when it counted at least as many tests as it was asked for: a
-    /// test that was dropped from the run did not pass in it.
+    /// is whole (it names every failure the summary counted) and does not hold it. A run
+    /// that selected tests speaks only of those it selected, and only when it counted at
+    /// least as many tests as it was asked for: a test dropped from the run did not pass.
     pub(super) fn passed(&self, id: &str) -> bool {
         let whole = self.ran_tests()
             && !self.summary.timed_out
             && self.summary.no_result.is_none()
+            && self.summary.complete()
             && self.failures.len() < distill::MAX_FAILURES
             && !self.failures.iter().any(|f| f.id == id);
         if !whole {
@@ -765,10 +779,20 @@ fn command_run(
     report: TestReport,
     workspace_prefixes: &[String],
 ) -> CommandRun {
+    // Paths under the checkout lose it; the checkout itself (pytest's `rootdir: …`)
+    // becomes `.`.
     let relative = |text: &str| {
         workspace_prefixes
             .iter()
-            .fold(text.to_owned(), |t, prefix| t.replace(prefix.as_str(), ""))
+            .fold(text.to_owned(), |t, prefix| {
+                let bare = prefix.trim_end_matches('/');
+                let t = t.replace(prefix.as_str(), "");
+                if bare.is_empty() {
+                    t
+                } else {
+                    t.replace(bare, ".")
+                }
+            })
     };
     let (exit_code, signal) = match output.exit {
         Exit::Code(c) => (Some(c), None),
@@ -797,6 +821,7 @@ fn command_run(
             errors: report.errors,
             restored: false,
             no_result,
+            unnamed: report.unnamed,
         },
         failures: report
             .failures
@@ -824,7 +849,7 @@ fn command_run(
 }
 
 /// The last `lines` non-empty lines of `text`.
-fn tail(text: &str, lines: usize) -> String {
+pub(super) fn tail(text: &str, lines: usize) -> String {
     let kept: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     kept[kept.len().saturating_sub(lines)..].join("\n")
 }

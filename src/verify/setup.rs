@@ -114,6 +114,7 @@ impl Lookup {
                         errors: 0,
                         restored: true,
                         no_result: None,
+                        unnamed: 0,
                     },
                     failures: Vec::new(),
                     build_errors: Vec::new(),

@@ -1619,3 +1619,101 @@ async fn a_new_test_that_checks_only_a_data_file_the_result_adds_proves_nothing(
         report.proof.notes
     );
 }
+
+/// pytest run so that it counts failures without naming them (`-rN --tb=no`: no short
+/// summary, no FAILURES section), as when a test closes pytest's captured output.
+const PYTEST_UNNAMED: &str = "python3 -m pytest -p no:cacheprovider -rN --tb=no";
+
+const PYTEST_CALC_TESTS: &str = "import calc
+
+
+def test_add():
+    assert calc.add(2, 3) == 5
+
+
+def test_mul():
+    assert calc.mul(2, 3) == 6
+";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_base_run_that_does_not_name_its_failures_leaves_the_new_test_unknown() {
+    let world = Project::with_files(&[("calc.py", CALC), ("test_calc.py", PYTEST_CALC_TESTS)]);
+    let contract = Contract::from_json(&format!(
+        r#"{{
+          "summary": "add subtracts instead of adding",
+          "diagnosis": {{"hypothesis": "calc.add uses `-`"}},
+          "change": {{
+            "goal": "add adds",
+            "files": [
+              {{"path": "calc.py", "action": "modify", "why": "the operator"}},
+              {{"path": "test_calc.py", "action": "modify", "why": "a regression test"}}
+            ]
+          }},
+          "verification": {{
+            "commands": ["{PYTEST_UNNAMED}"],
+            "new_tests": ["test_calc.py::test_add_negative"]
+          }},
+          "routing": {{"risk": "low"}}
+        }}"#
+    ))
+    .expect("a valid contract");
+    let settings = RepoConfig::parse(
+        &format!("test: [\"{PYTEST_UNNAMED}\"]\n"),
+        ".github/planwright.yml",
+        &RootFiles::default(),
+    )
+    .expect("valid settings");
+    let plan = Plan::new(&contract, &settings);
+    let report = world
+        .verify_proving(&contract, &plan, |repo| {
+            write(repo, "calc.py", CALC_FIXED);
+            write(
+                repo,
+                "test_calc.py",
+                &format!(
+                    "{PYTEST_CALC_TESTS}\n\ndef test_add_negative():\n    assert calc.add(-2, -3) == -5\n"
+                ),
+            );
+        })
+        .await;
+    // On the base code pytest counted two failures and named none: the new test may be
+    // one of them, so the proof does not know, and says why.
+    let proof = &report.proof;
+    assert_eq!(
+        proofs(&report),
+        vec![(
+            "test_calc.py::test_add_negative".to_owned(),
+            Proof::Unknown,
+            true
+        )],
+        "{}",
+        report.compact()
+    );
+    assert_eq!(
+        proof.tests[0].before,
+        "unknown: 2 failure(s) counted but not named (exit 1)"
+    );
+    assert_eq!(proof.blocking(), None);
+    // The fix is not refused for a proof its base run could not give.
+    assert_eq!(report.verdict, Verdict::Passed, "{}", report.compact());
+    assert_eq!(proof.incomplete.len(), 1, "{proof:?}");
+    assert_eq!(proof.incomplete[0].unnamed, 2);
+    let table = report.pr_markdown();
+    assert!(
+        table.contains("counted 2 failure(s) or error(s) it did not name"),
+        "{table}"
+    );
+    assert!(table.contains("2 failed, 1 passed in "), "{table}");
+    // The output shown holds no path of the host's workspaces.
+    let json = serde_json::to_string(&report).unwrap();
+    assert!(
+        !json.contains(world.root.path().to_str().unwrap()),
+        "{json}"
+    );
+    assert!(table.contains("rootdir: .\n"), "{table}");
+    // The baseline's own run is marked incomplete in the table.
+    assert!(
+        table.contains("1 passed, 1 failed · 1 failure not named · exit 1"),
+        "{table}"
+    );
+}
