@@ -8,6 +8,7 @@ use crate::git::WorkspaceError;
 use crate::sandbox::SandboxError;
 
 mod classify;
+mod judge;
 mod plan;
 mod proof;
 mod report;

@@ -161,6 +161,10 @@ pub struct VerificationReport {
     /// before they were read.
     #[serde(default, skip_serializing_if = "Weakening::is_empty")]
     pub weakening: Weakening,
+    /// How the base's tests judged the result: test files run in their base form, new
+    /// ones run apart, and what could not be done so.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub judged: Vec<String>,
 }
 
 impl VerificationReport {
@@ -246,6 +250,7 @@ impl VerificationReport {
             chosen: Vec::new(),
             proof: ProofReport::default(),
             weakening: Weakening::default(),
+            judged: Vec::new(),
         }
     }
 
@@ -316,6 +321,9 @@ impl VerificationReport {
             let base = base_cell(c);
             let after = after_cell(c);
             let _ = writeln!(out, "| {name} | {base} | {after} |");
+        }
+        for note in &self.judged {
+            let _ = writeln!(out, "\n{note}");
         }
         let proof = self.proof.markdown();
         if !proof.is_empty() {
@@ -511,6 +519,9 @@ impl VerificationReport {
     /// classified failures (the first of each class with their messages) and the scope.
     pub fn compact(&self) -> String {
         let mut out = format!("{}\n", self.headline());
+        for note in &self.judged {
+            let _ = writeln!(out, "{note}");
+        }
         out.push_str(&self.weakening.compact());
         if !self.commands.is_empty() {
             out.push_str("commands:\n");

@@ -11,9 +11,10 @@ use anyhow::{Context, anyhow};
 use serde::{Deserialize, Serialize};
 
 use super::classify::{Class, Runs, classify_runs, ran_nothing};
+use super::judge::Judging;
 use super::plan::Plan;
 use super::proof::{ProofReport, copy_tests, prove, support_changes, test_changes};
-use super::report::{Rules, VerificationReport};
+use super::report::{Rules, Verdict, VerificationReport};
 use super::rerun;
 use super::scope::{check_scope, links_in};
 use super::setup::SetupCaching;
@@ -172,6 +173,34 @@ impl CommandRun {
             .filter(|id| self.failures.iter().any(|f| f.id == **id))
             .count() as u64;
         self.summary.errors == 0 && self.summary.passed + failing_selected >= self.ids.len() as u64
+    }
+
+    /// Adds the run of the result's new test files, made apart from this one, as if one
+    /// run had held both: their counts and failures join this run's, and a failure there
+    /// fails it.
+    pub(super) fn take_apart(&mut self, apart: CommandRun) {
+        let (s, a) = (&mut self.summary, &apart.summary);
+        s.passed += a.passed;
+        s.failed += a.failed;
+        s.skipped += a.skipped;
+        s.errors += a.errors;
+        s.unnamed += a.unnamed;
+        s.duration_ms += a.duration_ms;
+        s.timed_out |= a.timed_out;
+        if s.no_result.is_none() {
+            s.no_result.clone_from(&a.no_result);
+        }
+        if s.exit_code == Some(0) && a.exit_code != Some(0) {
+            s.exit_code = a.exit_code;
+            s.signal = a.signal;
+        }
+        self.failures.extend(apart.failures);
+        self.build_errors.extend(apart.build_errors);
+        let more = format!(
+            "{}\n--- the result's new test files, run apart ---\n{}",
+            self.excerpt, apart.excerpt
+        );
+        self.excerpt = clip(&more, EXCERPT_CHARS);
     }
 
     /// What to say when the command as a whole failed.
@@ -531,6 +560,24 @@ impl Verifier {
             }
             None => None,
         };
+        // The base's tests judge the result: old test files the contract does not name
+        // run in their base form, and the test files the result adds run apart.
+        let mut judging = Judging::plan(contract, &changed, &plan.checks);
+        let mut not_judged: Option<String> = None;
+        let saved = if judging.is_empty() {
+            None
+        } else {
+            match judging.prepare(workspace, &self.scratch).await {
+                Ok(saved) => Some(saved),
+                Err(e) => {
+                    not_judged = Some(format!(
+                        "The result could not be judged by the base's tests: {e:#}."
+                    ));
+                    judging = Judging::default();
+                    None
+                }
+            }
+        };
         let after_name = format!("{run}-after");
         let (after, before) = match proof {
             Some((ws, notes)) => {
@@ -546,13 +593,36 @@ impl Verifier {
                         None
                     }
                 };
-                (after?, before)
+                (after, before)
             }
             None => (
-                self.run_plan(plan, workspace, &after_name, false).await?,
+                self.run_plan(plan, workspace, &after_name, false).await,
                 None,
             ),
         };
+        if let Some(saved) = saved {
+            saved.put_back(workspace)?;
+        }
+        let mut after = after?;
+        let mut apart_lines = Vec::new();
+        if !judging.apart.is_empty() {
+            for (i, run_after) in after.runs.iter_mut().enumerate() {
+                if run_after.phase != Phase::Check {
+                    continue;
+                }
+                let Some(line) = judging.apart_line(&run_after.command) else {
+                    continue;
+                };
+                let spill = self.scratch.join(format!("{}-apart-{i}", safe_name(run)));
+                let apart = self
+                    .run_one(workspace, &line, Phase::Check, None, spill)
+                    .await?;
+                run_after.take_apart(apart);
+                apart_lines.push(line);
+            }
+        }
+        let mut judged = judging.describe(&apart_lines);
+        judged.extend(not_judged.clone());
         // A test that failed on the base counts as fixed only when seen passing: the
         // result's run does not list passing tests, so each absent failure runs alone.
         let mut after = after;
@@ -653,6 +723,11 @@ impl Verifier {
                 .with_proof(proof)
                 .with_weakening(weakening);
         report.chosen = plan.chosen.clone();
+        report.judged = judged;
+        // Not judged by the base's tests is not passed on the result's own account.
+        if not_judged.is_some() && report.verdict == Verdict::Passed {
+            report.verdict = Verdict::Failed;
+        }
         Ok(report)
     }
 

@@ -1717,3 +1717,88 @@ async fn a_base_run_that_does_not_name_its_failures_leaves_the_new_test_unknown(
         "{table}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_new_test_module_that_patches_the_code_on_import_does_not_change_the_old_tests() {
+    let world = Project::new();
+    let contract = contract();
+    let plan = Plan::new(&contract, &config(""));
+    let report = world
+        .verify(&contract, &plan, |repo| {
+            // calc.py stays broken; a new test module replaces `add` for everything that
+            // runs in the same process after it is imported (discovery imports it first).
+            write(
+                repo,
+                "test_aaa.py",
+                "import unittest\nimport calc\n\ncalc.add = lambda a, b: a + b\n\n\n\
+                 class TestNothing(unittest.TestCase):\n    def test_true(self):\n        \
+                 self.assertTrue(True)\n",
+            );
+        })
+        .await;
+    // The old test ran without the new module: it still fails, as on the base.
+    assert_eq!(
+        ids(&report, Class::PreExisting),
+        vec![ADD_ID],
+        "{}",
+        report.compact()
+    );
+    assert!(
+        ids(&report, Class::Fixed).is_empty(),
+        "{}",
+        report.compact()
+    );
+    assert_eq!(
+        report.judged,
+        vec![
+            "The new test files `test_aaa.py` ran apart from the old ones: \
+             `python3 -m unittest test_aaa`."
+                .to_owned()
+        ]
+    );
+    // The new module's own test ran, apart, and counts.
+    let c = &report.commands[0];
+    assert_eq!((c.after.passed, c.after.failed), (2, 1), "{c:?}");
+    // The result's checkout holds the new module again, as the executor left it.
+    let table = report.pr_markdown();
+    assert!(table.contains("ran apart from the old ones"), "{table}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_old_test_file_the_contract_does_not_name_runs_in_its_base_form() {
+    let world = Project::new();
+    let contract = contract();
+    let plan = Plan::new(&contract, &config(""));
+    let result = world.workspace().await;
+    let baseline = world.baseline(&plan).await;
+    // calc.py stays broken; the test is made to expect what the broken code returns.
+    let changed = TESTS.replace("calc.add(2, 3), 5", "calc.add(2, 3), -1");
+    write(&result.repo(), "test_calc.py", &changed);
+    let report = world
+        .verifier
+        .verify(&plan, &contract, &baseline, &result, "run-3")
+        .await
+        .expect("verification runs");
+    // Judged in its base form, the test still fails: nothing is fixed.
+    assert_eq!(
+        ids(&report, Class::PreExisting),
+        vec![ADD_ID],
+        "{}",
+        report.compact()
+    );
+    assert!(ids(&report, Class::Fixed).is_empty());
+    assert_eq!(
+        report.judged,
+        vec![
+            "Judged by the base's tests: `test_calc.py` ran in its base form, since the \
+             contract does not name it."
+                .to_owned()
+        ]
+    );
+    // The result's own form is back in the checkout afterwards.
+    assert_eq!(
+        std::fs::read_to_string(result.repo().join("test_calc.py")).unwrap(),
+        changed
+    );
+    result.finish(Outcome::Succeeded).await.unwrap();
+}

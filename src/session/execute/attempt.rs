@@ -902,6 +902,7 @@ mod tests {
             chosen: Vec::new(),
             proof: Default::default(),
             weakening: Default::default(),
+            judged: Vec::new(),
         }
     }
 
