@@ -1553,8 +1553,13 @@ pub(crate) mod tests {
                 "/change/expected_behaviour/0",
                 "/constraints/0",
                 "/verification/new_tests/0",
+                "/verification/test_changes/0/test",
+                "/verification/test_changes/0/why",
             ] {
                 let mut v = sample_json();
+                v["verification"]["test_changes"] = serde_json::json!([
+                    {"path": "tests/parse.rs", "test": "t", "kind": "skip", "why": "w"}
+                ]);
                 *v.pointer_mut(field).unwrap() = payload.into();
                 let c = Contract::from_value(v).unwrap();
                 let md = render(&c);

@@ -647,13 +647,26 @@ fn tests<'a>(files: &'a [CodeFile], out: &mut Vec<Draft>, edits: &mut Vec<Edit<'
             None => left.push((i, t)),
         }
     }
+    if left.is_empty() {
+        return;
+    }
+    // Each new test's shapes, once: every test left is compared with all of them.
+    let new_shapes: Vec<HashMap<String, usize>> = new.iter().map(|(_, r, _)| shapes(r)).collect();
     for (i, t) in left {
+        let old_shapes = shapes(t);
         // The closest similar test, in the same file before any other.
         let renamed = new
             .iter_mut()
-            .filter(|(j, r, taken)| !*taken && files[*j].lang == files[i].lang && similar(t, r))
-            .max_by_key(|(j, r, _)| (*j == i, shapes_kept(t, r)));
-        if let Some((j, r, taken)) = renamed {
+            .zip(&new_shapes)
+            .filter_map(|((j, r, taken), new_shapes)| {
+                if *taken || files[*j].lang != files[i].lang {
+                    return None;
+                }
+                let kept = shapes_kept(&old_shapes, new_shapes);
+                similar(t, r, kept).then_some(((*j == i, kept), j, r, taken))
+            })
+            .max_by_key(|(closeness, ..)| *closeness);
+        if let Some((_, j, r, taken)) = renamed {
             *taken = true;
             edits.push(Edit {
                 base_path: &files[i].path,
@@ -713,32 +726,30 @@ fn keeps_assertions(old: &TestFn, new: &TestFn) -> bool {
 }
 
 /// A test under a new name that is `old` expecting something else: as many assertions or
-/// more, and most of `old`'s still there once literals are set aside, or a name sharing
-/// most words with some assertion still there. A test that lost assertions never is.
-fn similar(old: &TestFn, new: &TestFn) -> bool {
+/// more, and most of `old`'s still there once literals are set aside (`kept` of them), or
+/// a name sharing most words with some assertion still there. A test that lost
+/// assertions never is.
+fn similar(old: &TestFn, new: &TestFn, kept: usize) -> bool {
     if old.assertions.is_empty() || new.assertions.len() < old.assertions.len() {
         return false;
     }
-    let kept = shapes_kept(old, new);
     kept * 2 > old.assertions.len() || (kept > 0 && similar_names(&old.name, &new.name))
 }
 
-/// How many of `old`'s assertions `new` holds once literals are set aside.
-fn shapes_kept(old: &TestFn, new: &TestFn) -> usize {
-    let mut left: HashMap<String, usize> = HashMap::new();
-    for (_, text) in &new.assertions {
-        *left.entry(shape(text)).or_default() += 1;
+/// A test's assertions by shape, each with how many it has.
+fn shapes(test: &TestFn) -> HashMap<String, usize> {
+    let mut out: HashMap<String, usize> = HashMap::new();
+    for (_, text) in &test.assertions {
+        *out.entry(shape(text)).or_default() += 1;
     }
-    old.assertions
-        .iter()
-        .filter(|(_, text)| match left.get_mut(&shape(text)) {
-            Some(n) if *n > 0 => {
-                *n -= 1;
-                true
-            }
-            _ => false,
-        })
-        .count()
+    out
+}
+
+/// How many of the old test's assertions the new one holds once literals are set aside.
+fn shapes_kept(old: &HashMap<String, usize>, new: &HashMap<String, usize>) -> usize {
+    old.iter()
+        .map(|(shape, n)| (*n).min(new.get(shape).copied().unwrap_or(0)))
+        .sum()
 }
 
 /// An assertion with its literals (strings, numbers, booleans, null, exception types) and
@@ -914,9 +925,9 @@ impl Weakening {
             let total = self.findings.len() as u64 + self.findings_omitted;
             let _ = writeln!(
                 out,
-                "**Weakened tests ({total})**: a test made to pass by skipping, narrowing or \
-                 removing it, or by running fewer tests, does not count; unless the contract \
-                 declares it, the result fails.\n"
+                "**Weakened tests ({total})**: a test made to pass by skipping, narrowing, \
+                 removing or changing it, or by running fewer tests, does not count; unless the contract's \
+                 `test_changes` allow it, the result fails.\n"
             );
             for f in &self.findings {
                 let ruling = if f.refused() {
