@@ -271,6 +271,82 @@ pub struct Verification {
     /// Tests the executor must add.
     #[serde(default)]
     pub new_tests: Vec<String>,
+    /// The changes to existing tests the maintainer allows: verification refuses any
+    /// other skipped, removed, renamed, weakened or patched test and any change to which
+    /// tests run. Left out of the JSON when empty, so contracts without any keep their hash.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub test_changes: Vec<TestChange>,
+}
+
+/// One change to existing tests the contract allows: in this file (or folder), to this
+/// test when one is named, of this kind, for this reason.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TestChange {
+    pub path: String,
+    /// The test as the file names it (`TestCalc.test_add`, or its last part `test_add`);
+    /// none allows the change to any test in the file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test: Option<String>,
+    pub kind: TestChangeKind,
+    pub why: String,
+}
+
+/// What a [`TestChange`] allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TestChangeKind {
+    /// Add a skip, expected-failure or focus marker.
+    Skip,
+    /// Remove a test.
+    Remove,
+    /// Rename a test and change what it expects.
+    Rename,
+    /// Remove or change a test's assertions.
+    Weaken,
+    /// Change which tests run (a runner's settings, a CI line, a build constraint).
+    Select,
+    /// Replace code under test from a test (`monkeypatch.setattr`, `jest.mock`).
+    Patch,
+}
+
+impl TestChangeKind {
+    pub const ALL: [TestChangeKind; 6] = [
+        TestChangeKind::Skip,
+        TestChangeKind::Remove,
+        TestChangeKind::Rename,
+        TestChangeKind::Weaken,
+        TestChangeKind::Select,
+        TestChangeKind::Patch,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TestChangeKind::Skip => "skip",
+            TestChangeKind::Remove => "remove",
+            TestChangeKind::Rename => "rename",
+            TestChangeKind::Weaken => "weaken",
+            TestChangeKind::Select => "select",
+            TestChangeKind::Patch => "patch",
+        }
+    }
+}
+
+impl TestChange {
+    /// The file or folder it covers, normalised as `change.files` are.
+    pub fn normalised_path(&self) -> String {
+        normalise_path(&self.path)
+    }
+
+    /// `skip `tests/x.py` `test_y``: what a ruling it decided quotes.
+    pub fn label(&self) -> String {
+        let mut label = format!("{} {}", self.kind.as_str(), code(&self.normalised_path()));
+        if let Some(test) = &self.test {
+            label.push(' ');
+            label.push_str(&code(test.trim()));
+        }
+        label
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -397,6 +473,7 @@ impl Contract {
             "verification.new_tests",
             &self.verification.new_tests,
         );
+        self.verification.validate_test_changes(&mut problem);
         self.routing.validate(&mut problem);
         list(&mut problem, "open_questions", self.open_questions.len());
         for (i, q) in self.open_questions.iter().enumerate() {
@@ -538,6 +615,39 @@ impl Change {
             {
                 problem(format!("{at}.path"), "is listed twice");
             }
+        }
+    }
+}
+
+impl Verification {
+    fn validate_test_changes(&self, problem: &mut impl FnMut(String, &str)) {
+        list(
+            problem,
+            "verification.test_changes",
+            self.test_changes.len(),
+        );
+        for (i, t) in self.test_changes.iter().enumerate() {
+            let at = format!("verification.test_changes[{i}]");
+            path(problem, &format!("{at}.path"), &t.path);
+            if !t.path.trim().is_empty() && normalise_path(&t.path).is_empty() {
+                problem(
+                    format!("{at}.path"),
+                    "must name a file or folder, not the whole repository",
+                );
+            }
+            if let Some(test) = &t.test {
+                if test.trim().is_empty() {
+                    problem(
+                        format!("{at}.test"),
+                        "must not be empty (leave it out to cover every test in the file)",
+                    );
+                } else if test.chars().any(char::is_control) {
+                    problem(format!("{at}.test"), "must not contain control characters");
+                } else {
+                    text(problem, &format!("{at}.test"), test, MAX_TEXT_CHARS);
+                }
+            }
+            text(problem, &format!("{at}.why"), &t.why, MAX_TEXT_CHARS);
         }
     }
 }
@@ -943,6 +1053,39 @@ impl Contract {
         }
         bullets(md, "**New tests**", &self.verification.new_tests);
         push(md, "");
+        self.render_test_changes(md);
+    }
+
+    /// The weakening the maintainer allows by approving, each entry on its own row; nothing
+    /// when the contract allows none, since verification then refuses all of it.
+    fn render_test_changes(&self, md: &mut String) {
+        if self.verification.test_changes.is_empty() {
+            return;
+        }
+        push(md, "#### Changes to tests the maintainer allows");
+        push(
+            md,
+            "Approving allows exactly these; verification refuses any other skipped, removed, renamed, weakened or patched test, and any other change to which tests run.",
+        );
+        push(md, "");
+        push(md, "| file | test | change | why |");
+        push(md, "|---|---|---|---|");
+        for t in &self.verification.test_changes {
+            let test = match &t.test {
+                Some(test) => markdown::code(test.trim(), true),
+                None => "every test in it".to_owned(),
+            };
+            push(
+                md,
+                &format!(
+                    "| {} | {test} | {} | {} |",
+                    markdown::code(&t.normalised_path(), true),
+                    t.kind.as_str(),
+                    inline(&t.why)
+                ),
+            );
+        }
+        push(md, "");
     }
 
     fn render_routing(&self, md: &mut String, ctx: &RenderContext<'_>) {
@@ -1096,6 +1239,108 @@ pub(crate) mod tests {
         assert_ne!(c.hash(&other_base), h);
         again.change.goal.push('!');
         assert_ne!(again.hash(&base()), h);
+    }
+
+    #[test]
+    fn allowed_test_changes_are_checked_and_leave_other_contracts_hash_alone() {
+        let old = Contract::from_value(sample_json()).unwrap();
+        let json = old.canonical_json(&base());
+        assert!(!json.contains("test_changes"), "{json}");
+        // Written empty, it is the contract it was: same JSON, same hash.
+        let mut v = sample_json();
+        v["verification"]["test_changes"] = serde_json::json!([]);
+        let empty = Contract::from_value(v).unwrap();
+        assert_eq!(empty.canonical_json(&base()), json);
+        assert_eq!(empty.hash(&base()), old.hash(&base()));
+
+        let mut v = sample_json();
+        v["verification"]["test_changes"] = serde_json::json!([
+            {"path": "./tests//parse.rs", "test": "old_shape", "kind": "remove", "why": "the shape is gone"},
+            {"path": "tests/slow.rs", "kind": "skip", "why": "needs a network"}
+        ]);
+        let allowing = Contract::from_value(v.clone()).unwrap();
+        assert_ne!(allowing.hash(&base()), old.hash(&base()));
+        assert_eq!(
+            allowing.verification.test_changes[0].kind,
+            TestChangeKind::Remove
+        );
+        assert_eq!(
+            allowing.verification.test_changes[0].normalised_path(),
+            "tests/parse.rs"
+        );
+        assert_eq!(
+            allowing.verification.test_changes[0].label(),
+            "remove `tests/parse.rs` `old_shape`"
+        );
+
+        // Every problem with its path; a kind not in the list is a shape error naming it.
+        v["verification"]["test_changes"] = serde_json::json!([
+            {"path": "../x.py", "kind": "skip", "why": "w"},
+            {"path": ".", "test": " ", "kind": "weaken", "why": ""},
+            {"path": "tests/x.py", "test": "t\u{2066}", "kind": "patch", "why": "w"}
+        ]);
+        let err = Contract::from_value(v.clone()).unwrap_err();
+        let at: Vec<&str> = err.0.iter().map(|p| p.at.as_str()).collect();
+        assert_eq!(
+            at,
+            [
+                "verification.test_changes[0].path",
+                "verification.test_changes[1].path",
+                "verification.test_changes[1].test",
+                "verification.test_changes[1].why",
+                "verification.test_changes[2].test",
+            ],
+            "{err}"
+        );
+        for (kind, entry) in [
+            (
+                "disable",
+                serde_json::json!({"path": "t.py", "kind": "disable", "why": "w"}),
+            ),
+            (
+                "extra",
+                serde_json::json!({"path": "t.py", "kind": "skip", "why": "w", "because": "x"}),
+            ),
+        ] {
+            v["verification"]["test_changes"] = serde_json::json!([entry]);
+            let err = Contract::from_value(v.clone()).unwrap_err();
+            assert_eq!(err.0[0].at, "$", "{kind}: {err}");
+        }
+        for kind in TestChangeKind::ALL {
+            v["verification"]["test_changes"] =
+                serde_json::json!([{"path": "t.py", "kind": kind.as_str(), "why": "w"}]);
+            let c = Contract::from_value(v.clone()).unwrap();
+            assert_eq!(c.verification.test_changes[0].kind, kind);
+        }
+    }
+
+    #[test]
+    fn allowed_test_changes_have_their_own_heading_in_the_comment() {
+        let md = render(&Contract::from_value(sample_json()).unwrap());
+        assert!(!md.contains("Changes to tests"), "{md}");
+        let mut v = sample_json();
+        v["verification"]["test_changes"] = serde_json::json!([
+            {"path": "./tests//parse.rs", "test": "old|shape", "kind": "remove", "why": "the `[1,]` form is gone"},
+            {"path": "tests/slow.rs", "kind": "skip", "why": "needs a network"}
+        ]);
+        let md = render(&Contract::from_value(v).unwrap());
+        let section = &md[md
+            .find("#### Changes to tests the maintainer allows")
+            .unwrap()..];
+        assert!(
+            section.contains(
+                "| file | test | change | why |\n|---|---|---|---|\n\
+                 | `tests/parse.rs` | `old\\|shape` | remove | the \\`\\[1,\\]\\` form is gone |\n\
+                 | `tests/slow.rs` | every test in it | skip | needs a network |\n"
+            ),
+            "{section}"
+        );
+        // Under the verification, before the routing.
+        assert!(md.find("### Verification") < md.find("#### Changes to tests"));
+        assert!(md.find("#### Changes to tests") < md.find("### Routing"));
+        let shown = visible_text(&md);
+        assert!(shown.contains("the `[1,]` form is gone"), "{shown}");
+        assert!(shown.contains("old|shape"), "{shown}");
     }
 
     #[test]
@@ -1308,8 +1553,13 @@ pub(crate) mod tests {
                 "/change/expected_behaviour/0",
                 "/constraints/0",
                 "/verification/new_tests/0",
+                "/verification/test_changes/0/test",
+                "/verification/test_changes/0/why",
             ] {
                 let mut v = sample_json();
+                v["verification"]["test_changes"] = serde_json::json!([
+                    {"path": "tests/parse.rs", "test": "t", "kind": "skip", "why": "w"}
+                ]);
                 *v.pointer_mut(field).unwrap() = payload.into();
                 let c = Contract::from_value(v).unwrap();
                 let md = render(&c);

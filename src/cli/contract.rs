@@ -76,6 +76,16 @@ fn validate(file: &Path) -> Result<ExitStatus, Error> {
                 contract.change.files.len(),
                 contract.routing.risk.as_str()
             );
+            // What approving it allows to happen to existing tests, for the one who approves.
+            for t in &contract.verification.test_changes {
+                let test = t.test.as_deref().map_or(String::new(), |t| format!(" {t}"));
+                println!(
+                    "allows {} in {}{test}: {}",
+                    t.kind.as_str(),
+                    t.normalised_path(),
+                    t.why.trim()
+                );
+            }
             Ok(ExitStatus::Success)
         }
         Err(invalid) => {

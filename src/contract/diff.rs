@@ -69,6 +69,25 @@ impl ContractDiff {
                 other => other,
             });
         }
+        let allowed = |c: &Contract| -> Vec<String> {
+            c.verification
+                .test_changes
+                .iter()
+                .map(|t| {
+                    let test = t
+                        .test
+                        .as_deref()
+                        .map_or(String::new(), |t| format!(" {}", t.trim()));
+                    format!(
+                        "allows {} in {}{test}: {}",
+                        t.kind.as_str(),
+                        t.normalised_path(),
+                        t.why.trim()
+                    )
+                })
+                .collect()
+        };
+        verification.extend(items(&allowed(old), &allowed(new)));
         section("Verification", verification);
         section("Routing and budget", routing(&old.routing, &new.routing));
         let questions = |c: &Contract| -> Vec<String> {
@@ -360,6 +379,18 @@ mod tests {
         assert!(text.contains("  + cargo test --all\n"), "{text}");
         assert!(text.contains("  ~ risk: low → medium\n"), "{text}");
         assert!(text.contains("  ~ budget: $2.50 → $3.50\n"), "{text}");
+
+        // A change to tests a revision starts to allow is what a maintainer must see.
+        let c = contract(|j| {
+            j["verification"]["test_changes"] = serde_json::json!([
+                {"path": "tests/parse.rs", "test": "old_shape", "kind": "remove", "why": "the shape is gone"}
+            ]);
+        });
+        let text = ContractDiff::between(&a, &c).text();
+        assert!(
+            text.contains("  + allows remove in tests/parse.rs old_shape: the shape is gone\n"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -185,6 +185,28 @@ pub fn brief(contract: &Contract) -> String {
     list(&mut md, "Constraints", &contract.constraints);
     list(&mut md, "Out of scope", &contract.out_of_scope);
     list(&mut md, "Tests to add", &contract.verification.new_tests);
+    if !contract.verification.test_changes.is_empty() {
+        // The rest is refused by verification: said here so no attempt is spent on it.
+        let _ = writeln!(
+            md,
+            "\n## Changes to existing tests you may make\n\nVerification refuses any other \
+             skipped, removed, renamed, weakened or patched test, and any other change to \
+             which tests run.\n"
+        );
+        for t in &contract.verification.test_changes {
+            let test = t
+                .test
+                .as_deref()
+                .map_or("every test".to_owned(), |t| format!("`{}`", t.trim()));
+            let _ = writeln!(
+                md,
+                "- {} {test} in `{}`: {}",
+                t.kind.as_str(),
+                t.normalised_path(),
+                t.why.trim()
+            );
+        }
+    }
     let _ = writeln!(md, "\n## Verification\n");
     if contract.verification.commands.is_empty() {
         let _ = writeln!(
@@ -381,6 +403,25 @@ mod tests {
         assert!(text.starts_with("## AGENTS.md\n\nxxx"), "{}", &text[..40]);
         assert!(text.chars().count() <= MAX_INSTRUCTION_CHARS + 2);
         assert!(!text.contains("hunter2"));
+    }
+
+    #[test]
+    fn the_brief_lists_the_changes_to_tests_the_contract_allows() {
+        let mut v = crate::contract::tests::sample_json();
+        let plain = brief(&Contract::from_value(v.clone()).unwrap());
+        assert!(!plain.contains("Changes to existing tests"), "{plain}");
+        v["verification"]["test_changes"] = serde_json::json!([
+            {"path": "./tests/parse.rs", "test": "old_shape", "kind": "remove", "why": "the shape is gone"},
+            {"path": "tests/slow.rs", "kind": "skip", "why": "needs a network"}
+        ]);
+        let allowing = brief(&Contract::from_value(v).unwrap());
+        assert!(
+            allowing.contains(
+                "- remove `old_shape` in `tests/parse.rs`: the shape is gone\n\
+                 - skip every test in `tests/slow.rs`: needs a network\n"
+            ),
+            "{allowing}"
+        );
     }
 
     #[test]

@@ -37,7 +37,11 @@ run commands); prefer it for legwork such as finding where something is, or runn
 - `read_file`, `list_files`, `search` let you check a few things yourself.\n\
 - `submit_contract` ends planning. Cite evidence as file and line ranges you have seen. Keep \
 the change minimal and name every file to touch; list constraints and what is out of scope; \
-give verification commands and the tests to add. What you cannot settle goes in \
+give verification commands and the tests to add. Verification refuses a result that skips, \
+removes, renames, weakens or patches an existing test, or changes which tests run, unless \
+`verification.test_changes` allows that change (file, test, kind, why); add an entry only \
+when the fix truly needs it: the maintainer sees each one. A test whose expected value the \
+fix changes is allowed in a file you name in `change.files`. What you cannot settle goes in \
 `open_questions`; mark `blocking` a question that must be answered before anyone builds.\n\
 - `ask` (only when you are offered it) ends planning with a few concrete questions for the \
 maintainers instead of a contract, when the issue can be read in ways the code cannot decide \
@@ -495,7 +499,24 @@ pub fn contract_schema() -> Value {
             "out_of_scope": strings,
             "verification": {
                 "type": "object",
-                "properties": {"commands": strings, "new_tests": strings}
+                "properties": {
+                    "commands": strings,
+                    "new_tests": strings,
+                    "test_changes": {
+                        "type": "array",
+                        "description": "Changes to existing tests the change needs and the maintainer must allow: verification refuses any skipped, removed, renamed, weakened or patched test, and any change to which tests run, that no entry allows. Leave it out when the change needs none.",
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "path": {"type": "string", "description": "the test file (or folder)"},
+                                "test": {"type": "string", "description": "the test as the file names it (`TestCalc.test_add`); leave it out for every test in the file"},
+                                "kind": {"type": "string", "enum": ["skip", "remove", "rename", "weaken", "select", "patch"]},
+                                "why": {"type": "string"}
+                            },
+                            "required": ["path", "kind", "why"]
+                        }
+                    }
+                }
             },
             "routing": {
                 "type": "object",

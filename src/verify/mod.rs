@@ -24,7 +24,9 @@ pub use proof::{Proof, ProofReport, ProvenTest, test_changes};
 pub use report::{CommandComparison, Rerun, Rules, Verdict, VerificationReport};
 pub use run::{CommandRun, Phase, RunSet, RunSummary, Verifier};
 pub use scope::{Link, RUN_BY_CI, ScopeFinding, Severity, check_scope, is_test_path, links_in};
-pub use weaken::{Ruling, UnreadFile, Weakening, WeakeningFinding, WeakeningKind};
+pub use weaken::{
+    ChangedExpectation, Ruling, UnreadFile, Weakening, WeakeningFinding, WeakeningKind,
+};
 
 /// Failures of one class kept in a report (the counts go on past it).
 const LISTED_PER_CLASS: usize = 50;

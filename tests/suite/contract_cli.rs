@@ -75,6 +75,51 @@ fn every_problem_is_listed_with_exit_1() {
 }
 
 #[test]
+fn allowed_changes_to_tests_are_checked_and_listed() {
+    let mut c = contract();
+    c["verification"]["test_changes"] = serde_json::json!([
+        {"path": "./tests//parse.rs", "test": "old_shape", "kind": "remove", "why": "the old shape is gone"}
+    ]);
+    let out = validate(&c.to_string());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("allows remove in tests/parse.rs old_shape: the old shape is gone"),
+        "{stdout}"
+    );
+
+    c["verification"]["test_changes"] = serde_json::json!([
+        {"path": "./", "kind": "skip", "why": " "},
+        {"path": "tests/parse.rs", "test": "", "kind": "weaken", "why": "x\u{202E}y"}
+    ]);
+    let out = validate(&c.to_string());
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for problem in [
+        "- verification.test_changes[0].path: must name a file or folder",
+        "- verification.test_changes[0].why: must not be empty",
+        "- verification.test_changes[1].test: must not be empty",
+        "- verification.test_changes[1].why: contains an invisible",
+    ] {
+        assert!(stderr.contains(problem), "{problem}: {stderr}");
+    }
+
+    c["verification"]["test_changes"] =
+        serde_json::json!([{"path": "tests/parse.rs", "kind": "disable", "why": "flaky"}]);
+    let out = validate(&c.to_string());
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("unknown variant `disable`") && stderr.contains("`skip`"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn an_unreadable_file_is_exit_2() {
     let out = planwright_command()
         .args(["contract", "validate", "/nonexistent/contract.json"])

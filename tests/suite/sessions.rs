@@ -561,7 +561,7 @@ async fn an_executor_that_skips_the_failing_test_gets_a_draft_listing_the_skip(o
     assert!(
         body.contains(
             "- **refused**: adds `@unittest.skip` to `TestCalc.test_add` (`test_calc.py:7`): \
-             the contract's files do not include `test_calc.py`"
+             the contract's test_changes allow no change to `test_calc.py`"
         ),
         "{body}"
     );

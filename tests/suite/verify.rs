@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use planwright::config::repo::{RepoConfig, RootFiles};
-use planwright::contract::{Contract, FileAction, FileChange};
+use planwright::contract::{Contract, FileAction, FileChange, TestChange, TestChangeKind};
 use planwright::environment::setup::SetupCache;
 use planwright::forge::GitRemote;
 use planwright::git::{MirrorCache, MirrorKey, Outcome, Workspace, WorkspaceRequest, Workspaces};
@@ -769,7 +769,9 @@ async fn a_result_that_skips_the_failing_test_fails_naming_the_line() {
     assert!(report.scope.is_empty(), "{:?}", report.scope);
     let failing = report.for_publication().failing;
     assert!(
-        failing.contains("(`test_calc.py:6`): the contract's files do not include `test_calc.py`"),
+        failing.contains(
+            "(`test_calc.py:6`): the contract's test_changes allow no change to `test_calc.py`"
+        ),
         "{failing}"
     );
 }
@@ -845,6 +847,134 @@ async fn a_result_that_drops_the_failing_assertion_fails_naming_the_base_line() 
         ),
         "{}",
         report.compact()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_goal_that_says_skip_allows_no_skip_and_a_test_change_entry_does() {
+    let world = Project::new();
+    // Fixes `add`, and skips the passing `test_mul` on the way.
+    let edit = |repo: &Path| {
+        write(repo, "calc.py", CALC_FIXED);
+        let skipped = TESTS.replace(
+            "    def test_mul",
+            "    @unittest.skip(\"slow\")\n    def test_mul",
+        );
+        write(repo, "test_calc.py", &skipped);
+    };
+    let mut wordy = contract();
+    wordy.change.goal = "add adds; skip whatever is slow".into();
+    declare(&mut wordy, "test_calc.py", FileAction::Modify);
+    wordy.change.files[1].why = "skip test_mul, it is slow".into();
+    let plan = Plan::new(&wordy, &config(""));
+    let report = world.verify(&wordy, &plan, edit).await;
+    assert_eq!(report.verdict, Verdict::Failed, "{}", report.compact());
+    let found: Vec<(String, bool)> = report
+        .weakening
+        .findings
+        .iter()
+        .map(|f| (f.what.clone(), f.refused()))
+        .collect();
+    assert_eq!(
+        found,
+        [(
+            "adds `@unittest.skip` to `TestCalc.test_mul`".to_owned(),
+            true
+        )]
+    );
+
+    let mut allowing = wordy.clone();
+    allowing.verification.test_changes = vec![TestChange {
+        path: "test_calc.py".into(),
+        test: Some("test_mul".into()),
+        kind: TestChangeKind::Skip,
+        why: "it is slow".into(),
+    }];
+    let report = world.verify(&allowing, &plan, edit).await;
+    assert_eq!(report.verdict, Verdict::Passed, "{}", report.compact());
+    assert!(
+        report.for_publication().failing.contains(
+            "- declared: adds `@unittest.skip` to `TestCalc.test_mul` (`test_calc.py:9`): \
+             allowed by the contract's test_changes: skip `test_calc.py` `test_mul`: it is slow"
+        ),
+        "{}",
+        report.for_publication().failing
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_renamed_test_expecting_something_else_is_listed_where_named_and_refused_elsewhere() {
+    let world = Project::new();
+    // The fix, and `test_mul` renamed with another expected value.
+    let edit = |repo: &Path| {
+        write(repo, "calc.py", CALC_FIXED);
+        let renamed = TESTS
+            .replace("def test_mul", "def test_mul_small")
+            .replace("calc.mul(2, 3), 6)", "calc.mul(2, 2), 4)");
+        write(repo, "test_calc.py", &renamed);
+    };
+    let mut named = contract();
+    declare(&mut named, "test_calc.py", FileAction::Modify);
+    let plan = Plan::new(&named, &config(""));
+    let report = world.verify(&named, &plan, edit).await;
+    assert_eq!(report.verdict, Verdict::Passed, "{}", report.compact());
+    assert!(report.weakening.findings.is_empty(), "{}", report.compact());
+    let changed: Vec<(String, Option<String>, u32, String, String)> = report
+        .weakening
+        .changed
+        .iter()
+        .map(|c| {
+            (
+                format!("{}:{}", c.path, c.test),
+                c.renamed_from.clone(),
+                c.line,
+                c.old_assertion.clone(),
+                c.new_assertion.clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        changed,
+        [(
+            "test_calc.py:TestCalc.test_mul_small".to_owned(),
+            Some("TestCalc.test_mul".to_owned()),
+            10,
+            "self.assertEqual(calc.mul(2, 3), 6)".to_owned(),
+            "self.assertEqual(calc.mul(2, 2), 4)".to_owned()
+        )]
+    );
+    let published = report.for_publication();
+    assert!(
+        published.failing.contains("**Changed expectations (1)**")
+            && published.failing.contains(
+                "- `test_calc.py:10` in `TestCalc.test_mul_small` (renamed from \
+                 `TestCalc.test_mul`): `self.assertEqual(calc.mul(2, 3), 6)` (line 10 in the \
+                 base) → `self.assertEqual(calc.mul(2, 2), 4)`"
+            ),
+        "{}",
+        published.failing
+    );
+    assert!(published.details.contains("**Changed expectations (1)**"));
+
+    let unnamed = contract();
+    let report = world.verify(&unnamed, &plan, edit).await;
+    assert_eq!(report.verdict, Verdict::Failed, "{}", report.compact());
+    assert!(report.weakening.changed.is_empty());
+    let found: Vec<(String, String, bool)> = report
+        .weakening
+        .findings
+        .iter()
+        .map(|f| (f.what.clone(), f.location(), f.refused()))
+        .collect();
+    assert_eq!(
+        found,
+        [(
+            "renames the test `TestCalc.test_mul` to `TestCalc.test_mul_small` and changes \
+             `self.assertEqual(calc.mul(2, 3), 6)` to `self.assertEqual(calc.mul(2, 2), 4)`"
+                .to_owned(),
+            "test_calc.py:10".to_owned(),
+            true
+        )]
     );
 }
 

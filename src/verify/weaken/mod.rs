@@ -11,6 +11,9 @@ mod tests;
 
 use std::collections::HashMap;
 use std::fmt::Write;
+use std::sync::LazyLock;
+
+use regex::Regex;
 
 use serde::{Deserialize, Serialize};
 
@@ -19,7 +22,7 @@ use self::selection::Format;
 use super::report::{Verdict, VerificationReport, code as inline};
 use super::scope::{is_test_path, normalise};
 
-use crate::contract::Contract;
+use crate::contract::{Contract, TestChange, TestChangeKind};
 use crate::git::{ChangedFile, FileText, Workspace, WorkspaceError};
 
 /// Changed files read in one verification; the rest are listed as not read.
@@ -48,35 +51,21 @@ pub enum WeakeningKind {
     RemovedTest,
     /// A setting that chooses which tests run, or a CI line that runs them.
     Selection,
+    /// A test kept under its name, with as many assertions, that expects something else.
+    ChangedExpectation,
+    /// A test renamed, with as many assertions, that expects something else.
+    RenamedTest,
 }
 
 impl WeakeningKind {
-    /// What a contract that means this says (lowercase stems).
-    fn words(self) -> &'static [&'static str] {
+    /// The contract's `test_changes` kind that allows it.
+    pub fn allowed_by(self) -> TestChangeKind {
         match self {
-            WeakeningKind::Skip => &[
-                "skip",
-                "ignor",
-                "xfail",
-                "disabl",
-                "expected failure",
-                "expectedfailure",
-                "quarantin",
-            ],
-            WeakeningKind::Focus => &[".only", "focus"],
-            WeakeningKind::Assertions => &["remov", "delet", "drop"],
-            WeakeningKind::RemovedTest => &["remov", "delet", "drop", "renam", "replac", "move"],
-            WeakeningKind::Selection => &["skip", "ignor", "exclud", "deselect", "disabl", "remov"],
-        }
-    }
-
-    fn verb(self) -> &'static str {
-        match self {
-            WeakeningKind::Skip => "skip or disable tests",
-            WeakeningKind::Focus => "narrow the suite to some tests",
-            WeakeningKind::Assertions => "remove assertions",
-            WeakeningKind::RemovedTest => "remove tests",
-            WeakeningKind::Selection => "change which tests run",
+            WeakeningKind::Skip | WeakeningKind::Focus => TestChangeKind::Skip,
+            WeakeningKind::RemovedTest => TestChangeKind::Remove,
+            WeakeningKind::Assertions | WeakeningKind::ChangedExpectation => TestChangeKind::Weaken,
+            WeakeningKind::RenamedTest => TestChangeKind::Rename,
+            WeakeningKind::Selection => TestChangeKind::Select,
         }
     }
 }
@@ -150,6 +139,34 @@ pub struct Weakening {
     pub unread: Vec<UnreadFile>,
     #[serde(default)]
     pub unread_omitted: u64,
+    /// Tests the result changes in files the contract names: allowed, and listed so a
+    /// reviewer sees each old and new expectation.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changed: Vec<ChangedExpectation>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub changed_omitted: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// One assertion a test now writes differently, in a file the contract names: the fix
+/// changes what the test expects (`assertEqual(rc, 0)` becomes `assertEqual(rc, 2)`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChangedExpectation {
+    pub path: String,
+    /// The test as the result names it.
+    pub test: String,
+    /// Its name on the base, when the result renamed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub renamed_from: Option<String>,
+    /// 1-based, of the new assertion in the result.
+    pub line: u32,
+    /// 1-based, of the old assertion on the base.
+    pub old_line: u32,
+    pub old_assertion: String,
+    pub new_assertion: String,
 }
 
 /// A finding before the contract's ruling.
@@ -162,8 +179,6 @@ pub(super) struct Draft {
     pub test: Option<String>,
     pub what: String,
     pub instruction: String,
-    /// Words beside the kind's that declare it (a setting's key).
-    pub words: Vec<String>,
 }
 
 /// Reads the changed files that may hold tests or choose them, on the base and in the
@@ -286,8 +301,21 @@ impl Reading {
             markers(file, &mut drafts);
             build_tags(file, &mut drafts);
         }
-        tests(&sources, &mut drafts);
-        ruled(contract, drafts, unread)
+        let mut edits = Vec::new();
+        tests(&sources, &mut drafts, &mut edits);
+        // A changed expectation is the fix's business only where the contract says the
+        // tests change: elsewhere a test must keep expecting what it expected.
+        let mut changed = Vec::new();
+        for edit in edits {
+            if names_file(contract, edit.base_path) && names_file(contract, edit.path) {
+                changed.extend(edit.listed());
+            } else {
+                drafts.push(edit.draft());
+            }
+        }
+        let mut weakening = ruled(contract, drafts, unread);
+        weakening.changed = changed;
+        weakening
     }
 }
 
@@ -327,51 +355,94 @@ fn text(side: FileText) -> Option<String> {
     }
 }
 
-/// The one rule: a finding is refused unless the approved contract names its file among
-/// the files to change and says to do this there, in its `why` for the file or in the
-/// change's goal or expected behaviour (a word of the finding's kind: "skip", "remove"…,
-/// or the setting's key). Naming the test alone is not enough: a contract that means to
-/// make `test_add` pass names it too.
-fn rule(contract: &Contract, draft: &Draft) -> Ruling {
-    let named = contract.change.files.iter().find(|f| {
-        let declared = normalise(&f.path);
-        !declared.is_empty()
-            && (draft.path == declared || draft.path.starts_with(&format!("{declared}/")))
-    });
-    let Some(file) = named else {
-        return Ruling::Refused(format!(
-            "the contract's files do not include `{}`",
-            draft.path
-        ));
-    };
-    let mut places = vec![
-        (format!("its `why` for `{}`", file.path), file.why.as_str()),
-        ("its goal".to_owned(), contract.change.goal.as_str()),
-    ];
-    for expected in &contract.change.expected_behaviour {
-        places.push(("its expected behaviour".to_owned(), expected.as_str()));
-    }
-    let words: Vec<&str> = draft
-        .kind
-        .words()
+/// Whether the contract's `change.files` name `path`, itself or a folder holding it (the
+/// checkout's root names nothing).
+fn names_file(contract: &Contract, path: &str) -> bool {
+    contract
+        .change
+        .files
         .iter()
-        .copied()
-        .chain(draft.words.iter().map(String::as_str))
+        .any(|f| covers(&normalise(&f.path), path))
+}
+
+/// Whether a declared path (normalised) is `path` or a folder holding it.
+fn covers(declared: &str, path: &str) -> bool {
+    !declared.is_empty()
+        && (path == declared
+            || path
+                .strip_prefix(declared)
+                .is_some_and(|rest| rest.starts_with('/')))
+}
+
+/// The one rule: a finding is refused unless an entry of the contract's
+/// `verification.test_changes`, which the maintainer approved under its own heading,
+/// allows it: the entry's path covers the finding's file, its test (when it names one) is
+/// the finding's test, and its kind is the finding's. Nothing else the contract says
+/// declares a weakening.
+fn rule(contract: &Contract, draft: &Draft) -> Ruling {
+    let kind = draft.kind.allowed_by();
+    let in_file: Vec<&TestChange> = contract
+        .verification
+        .test_changes
+        .iter()
+        .filter(|t| covers(&t.normalised_path(), &draft.path))
         .collect();
-    for (place, text) in &places {
-        let text = text.to_lowercase();
-        if let Some(word) = words.iter().find(|w| text.contains(**w)) {
-            return Ruling::Declared(format!(
-                "the contract names `{}` and {place} says \"{word}\"",
-                draft.path
-            ));
-        }
+    let allows = |t: &&&TestChange| {
+        t.kind == kind
+            && t.test.as_deref().is_none_or(|entry| {
+                draft
+                    .test
+                    .as_deref()
+                    .is_some_and(|test| same_test(entry, test))
+            })
+    };
+    if let Some(entry) = in_file.iter().find(allows) {
+        return Ruling::Declared(format!(
+            "allowed by the contract's test_changes: {}: {}",
+            entry.label(),
+            crate::markdown::inline(&entry.why)
+        ));
     }
+    if in_file.is_empty() {
+        return Ruling::Refused(format!(
+            "the contract's test_changes allow no change to {}",
+            inline(&draft.path)
+        ));
+    }
+    let of = draft
+        .test
+        .as_deref()
+        .map_or(String::new(), |t| format!(" of {}", inline(t)));
     Ruling::Refused(format!(
-        "the contract names `{}` but does not say to {}",
-        draft.path,
-        draft.kind.verb()
+        "the contract's test_changes for {} do not allow {}{of}",
+        inline(&draft.path),
+        kind.as_str()
     ))
+}
+
+/// Whether a contract's test name is the finding's test: the same name, or its last
+/// parts (`test_add` is `TestCalc.test_add`). A pytest node id's file part
+/// (`tests/test_calc.py::`) and parameters (`[1]`) are left out.
+fn same_test(entry: &str, test: &str) -> bool {
+    let entry = entry.trim();
+    let entry = match entry.split_once("::") {
+        Some((file, rest)) if file.contains('/') || file.contains('.') => rest,
+        _ => entry,
+    };
+    let entry = match entry.rsplit_once('[') {
+        Some((name, params)) if params.ends_with(']') => name,
+        _ => entry,
+    };
+    let parts = |name: &str| -> Vec<String> {
+        name.split("::")
+            .flat_map(|p| p.split(" > "))
+            .flat_map(|p| p.split('.'))
+            .map(|p| p.trim().to_owned())
+            .filter(|p| !p.is_empty())
+            .collect()
+    };
+    let (entry, test) = (parts(entry), parts(test));
+    !entry.is_empty() && test.ends_with(&entry)
 }
 
 /// One source file on both sides.
@@ -424,7 +495,6 @@ fn markers(file: &CodeFile, out: &mut Vec<Draft>) {
             test: m.owner.clone(),
             what: format!("adds {} to {target}", inline(&m.text)),
             instruction,
-            words: Vec::new(),
         });
     }
 }
@@ -447,15 +517,95 @@ fn build_tags(file: &CodeFile, out: &mut Vec<Draft>) {
                  with it",
                 file.path
             ),
-            words: vec!["build constraint".into(), "build tag".into()],
         });
     }
 }
 
+/// A test the result kept (under its name, in another file, or renamed) with as many
+/// assertions, some of which now expect something else.
+struct Edit<'a> {
+    base_path: &'a str,
+    path: &'a str,
+    old: &'a TestFn,
+    new: &'a TestFn,
+}
+
+impl Edit<'_> {
+    fn renamed(&self) -> bool {
+        self.old.name != self.new.name
+    }
+
+    /// Each changed assertion, as a file the contract names lists it.
+    fn listed(&self) -> Vec<ChangedExpectation> {
+        let line = |l: usize| u32::try_from(l).unwrap_or(u32::MAX);
+        changed_pairs(self.old, self.new)
+            .into_iter()
+            .map(|(old, new)| ChangedExpectation {
+                path: self.path.to_owned(),
+                test: self.new.name.clone(),
+                renamed_from: self.renamed().then(|| self.old.name.clone()),
+                line: line(new.0),
+                old_line: line(old.0),
+                old_assertion: old.1.clone(),
+                new_assertion: new.1.clone(),
+            })
+            .collect()
+    }
+
+    /// The finding it is in a file the contract does not name.
+    fn draft(&self) -> Draft {
+        let pairs = changed_pairs(self.old, self.new);
+        let changes = match pairs.as_slice() {
+            [(old, new)] => format!("changes {} to {}", inline(&old.1), inline(&new.1)),
+            _ => format!("changes {} assertions", pairs.len()),
+        };
+        let (kind, what) = if self.renamed() {
+            (
+                WeakeningKind::RenamedTest,
+                format!(
+                    "renames the test {} to {} and {changes}",
+                    inline(&self.old.name),
+                    inline(&self.new.name)
+                ),
+            )
+        } else {
+            (
+                WeakeningKind::ChangedExpectation,
+                format!("{changes} in {}", inline(&self.new.name)),
+            )
+        };
+        let old_lines: Vec<String> = pairs.iter().map(|(old, _)| old.0.to_string()).collect();
+        let listed: Vec<String> = pairs
+            .iter()
+            .take(5)
+            .map(|(old, _)| inline(&old.1))
+            .collect();
+        Draft {
+            kind,
+            path: self.path.to_owned(),
+            lines: pairs.iter().map(|(_, new)| new.0).collect(),
+            in_base: false,
+            test: Some(self.old.name.clone()),
+            what,
+            instruction: format!(
+                "restore what {} expected at {}:{} in the base ({}): the contract does not \
+                 name {}, so its tests must keep expecting what they did",
+                inline(&self.old.name),
+                self.base_path,
+                old_lines.join(", "),
+                listed.join(", "),
+                inline(self.path)
+            ),
+        }
+    }
+}
+
 /// Each test of the base, found again in the result (by name in its file, by name in
-/// another file for a move, or by its assertions under a new name for a rename) or
-/// reported removed; found, it must keep as many assertions.
-fn tests(files: &[CodeFile], out: &mut Vec<Draft>) {
+/// another file for a move, by its assertions under a new name for a rename, or by a
+/// similar body under a new name for a rename that changes what it expects) or reported
+/// removed; found, it must keep as many assertions, and the ones it writes differently
+/// are an edit.
+fn tests<'a>(files: &'a [CodeFile], out: &mut Vec<Draft>, edits: &mut Vec<Edit<'a>>) {
     let bases: Vec<HashMap<&str, &TestFn>> = files.iter().map(|f| names(&f.base.tests)).collect();
     // Tests of the result whose names their file did not have on the base.
     let mut new: Vec<(usize, &TestFn, bool)> = Vec::new();
@@ -471,45 +621,97 @@ fn tests(files: &[CodeFile], out: &mut Vec<Draft>) {
         let results = names(&f.result.tests);
         for t in &f.base.tests {
             if let Some(r) = results.get(t.name.as_str()) {
-                fewer_assertions(&f.path, t, r, out);
+                compare(&f.path, &f.path, t, r, out, edits);
                 continue;
             }
             let moved = new.iter_mut().find(|(j, r, taken)| {
                 !*taken && *j != i && files[*j].lang == f.lang && r.name == t.name
             });
             match moved {
-                Some((_, r, taken)) => {
+                Some((j, r, taken)) => {
                     *taken = true;
-                    fewer_assertions(&f.path, t, r, out);
+                    compare(&f.path, &files[*j].path, t, r, out, edits);
                 }
                 None => unmatched.push((i, t)),
             }
         }
     }
+    // Renames that keep every assertion first, so a looser match never takes their test.
+    let mut left: Vec<(usize, &TestFn)> = Vec::new();
     for (i, t) in unmatched {
         let renamed = new.iter_mut().find(|(j, r, taken)| {
             !*taken && files[*j].lang == files[i].lang && keeps_assertions(t, r)
         });
         match renamed {
             Some((_, _, taken)) => *taken = true,
-            None => {
-                let path = &files[i].path;
-                out.push(Draft {
-                    kind: WeakeningKind::RemovedTest,
-                    path: path.clone(),
-                    lines: vec![t.line],
-                    in_base: true,
-                    test: Some(t.name.clone()),
-                    what: format!("removes the test {}", inline(&t.name)),
-                    instruction: format!(
-                        "restore the test {} ({path}:{} in the base)",
-                        inline(&t.name),
-                        t.line
-                    ),
-                    words: Vec::new(),
-                });
-            }
+            None => left.push((i, t)),
         }
+    }
+    if left.is_empty() {
+        return;
+    }
+    // Each new test's shapes, once: every test left is compared with all of them.
+    let new_shapes: Vec<HashMap<String, usize>> = new.iter().map(|(_, r, _)| shapes(r)).collect();
+    for (i, t) in left {
+        let old_shapes = shapes(t);
+        // The closest similar test, in the same file before any other.
+        let renamed = new
+            .iter_mut()
+            .zip(&new_shapes)
+            .filter_map(|((j, r, taken), new_shapes)| {
+                if *taken || files[*j].lang != files[i].lang {
+                    return None;
+                }
+                let kept = shapes_kept(&old_shapes, new_shapes);
+                similar(t, r, kept).then_some(((*j == i, kept), j, r, taken))
+            })
+            .max_by_key(|(closeness, ..)| *closeness);
+        if let Some((_, j, r, taken)) = renamed {
+            *taken = true;
+            edits.push(Edit {
+                base_path: &files[i].path,
+                path: &files[*j].path,
+                old: t,
+                new: r,
+            });
+            continue;
+        }
+        let path = &files[i].path;
+        out.push(Draft {
+            kind: WeakeningKind::RemovedTest,
+            path: path.clone(),
+            lines: vec![t.line],
+            in_base: true,
+            test: Some(t.name.clone()),
+            what: format!("removes the test {}", inline(&t.name)),
+            instruction: format!(
+                "restore the test {} ({path}:{} in the base)",
+                inline(&t.name),
+                t.line
+            ),
+        });
+    }
+}
+
+/// A base test and what the result has of it: fewer assertions is a finding; as many, some
+/// written differently, an edit.
+fn compare<'a>(
+    base_path: &'a str,
+    path: &'a str,
+    old: &'a TestFn,
+    new: &'a TestFn,
+    out: &mut Vec<Draft>,
+    edits: &mut Vec<Edit<'a>>,
+) {
+    if new.assertions.len() < old.assertions.len() {
+        fewer_assertions(base_path, old, new, out);
+    } else if !missing(old, new).is_empty() {
+        edits.push(Edit {
+            base_path,
+            path,
+            old,
+            new,
+        });
     }
 }
 
@@ -523,20 +725,131 @@ fn keeps_assertions(old: &TestFn, new: &TestFn) -> bool {
     !old.assertions.is_empty() && missing(old, new).is_empty()
 }
 
-/// `old`'s assertions that `new` does not hold as many times, with their lines.
+/// A test under a new name that is `old` expecting something else: as many assertions or
+/// more, and most of `old`'s still there once literals are set aside (`kept` of them), or
+/// a name sharing most words with some assertion still there. A test that lost
+/// assertions never is.
+fn similar(old: &TestFn, new: &TestFn, kept: usize) -> bool {
+    if old.assertions.is_empty() || new.assertions.len() < old.assertions.len() {
+        return false;
+    }
+    kept * 2 > old.assertions.len() || (kept > 0 && similar_names(&old.name, &new.name))
+}
+
+/// A test's assertions by shape, each with how many it has.
+fn shapes(test: &TestFn) -> HashMap<String, usize> {
+    let mut out: HashMap<String, usize> = HashMap::new();
+    for (_, text) in &test.assertions {
+        *out.entry(shape(text)).or_default() += 1;
+    }
+    out
+}
+
+/// How many of the old test's assertions the new one holds once literals are set aside.
+fn shapes_kept(old: &HashMap<String, usize>, new: &HashMap<String, usize>) -> usize {
+    old.iter()
+        .map(|(shape, n)| (*n).min(new.get(shape).copied().unwrap_or(0)))
+        .sum()
+}
+
+/// An assertion with its literals (strings, numbers, booleans, null, exception types) and
+/// whitespace set aside: `assertEqual(rc, 0)` and `assertEqual(rc, 2)` have one shape, and
+/// `assertRaises(ValueError)` and `assertRaises(IndexError)` another.
+fn shape(assertion: &str) -> String {
+    static LITERAL: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(
+            r#""(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|\b(?:\d[\d_]*(?:\.\d+)?(?:[eE][+-]?\d+)?|True|False|None|true|false|null|nil|undefined|\w*(?:Error|Exception|Warning))\b"#,
+        )
+        .unwrap_or_else(|e| unreachable!("a valid pattern: {e}"))
+    });
+    LITERAL
+        .replace_all(assertion, "_")
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .collect()
+}
+
+/// Whether two test names are one test's, renamed: the same class or blocks around it,
+/// and more than half of the longer name's words shared (`test_x_returns_0` and
+/// `test_x_returns_2`).
+fn similar_names(old: &str, new: &str) -> bool {
+    let split = |name: &str| -> (String, Vec<String>) {
+        let (outer, last) = name
+            .rsplit_once(" > ")
+            .or_else(|| name.rsplit_once('.'))
+            .unwrap_or(("", name));
+        (outer.to_owned(), words(last))
+    };
+    let ((old_outer, old_words), (new_outer, new_words)) = (split(old), split(new));
+    let longer = old_words.len().max(new_words.len());
+    let shared = old_words.iter().filter(|w| new_words.contains(w)).count();
+    old_outer == new_outer && longer > 0 && shared * 2 > longer
+}
+
+/// A name's words, lower-case, without `test`: split at anything not a letter or digit,
+/// between a lower-case letter and an upper-case one, and between letters and digits.
+fn words(name: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut word = String::new();
+    let mut previous: Option<char> = None;
+    for c in name.chars() {
+        let boundary = match previous {
+            _ if !c.is_alphanumeric() => true,
+            Some(p) => {
+                (p.is_lowercase() && c.is_uppercase()) || (p.is_alphabetic() != c.is_alphabetic())
+            }
+            None => false,
+        };
+        if boundary && !word.is_empty() {
+            out.push(std::mem::take(&mut word));
+        }
+        if c.is_alphanumeric() {
+            word.extend(c.to_lowercase());
+        }
+        previous = Some(c);
+    }
+    if !word.is_empty() {
+        out.push(word);
+    }
+    out.retain(|w| w != "test" && w != "tests");
+    out
+}
+
+/// `old`'s assertions that `new` does not hold as many times (whitespace aside), with
+/// their lines.
 fn missing<'a>(old: &'a TestFn, new: &TestFn) -> Vec<&'a (usize, String)> {
-    let mut left: HashMap<&str, usize> = HashMap::new();
+    let key = |text: &str| -> String { text.chars().filter(|c| !c.is_whitespace()).collect() };
+    let mut left: HashMap<String, usize> = HashMap::new();
     for (_, text) in &new.assertions {
-        *left.entry(text.as_str()).or_default() += 1;
+        *left.entry(key(text)).or_default() += 1;
     }
     old.assertions
         .iter()
-        .filter(|(_, text)| match left.get_mut(text.as_str()) {
+        .filter(|(_, text)| match left.get_mut(&key(text)) {
             Some(n) if *n > 0 => {
                 *n -= 1;
                 false
             }
             _ => true,
+        })
+        .collect()
+}
+
+/// An assertion's line and text, as [`TestFn`] holds it.
+type Assertion = (usize, String);
+
+/// Each assertion of `old` that `new` no longer holds, beside the one `new` writes in its
+/// place: one of the same shape when there is one, else the next one `new` added.
+fn changed_pairs<'a>(old: &'a TestFn, new: &'a TestFn) -> Vec<(&'a Assertion, &'a Assertion)> {
+    let mut added: Vec<Option<&Assertion>> = missing(new, old).into_iter().map(Some).collect();
+    missing(old, new)
+        .into_iter()
+        .filter_map(|gone| {
+            let at = added
+                .iter()
+                .position(|a| a.is_some_and(|a| shape(&a.1) == shape(&gone.1)))
+                .or_else(|| added.iter().position(Option::is_some))?;
+            Some((gone, added[at].take()?))
         })
         .collect()
 }
@@ -571,13 +884,12 @@ fn fewer_assertions(path: &str, old: &TestFn, new: &TestFn, out: &mut Vec<Draft>
             at.join(", "),
             listed.join(", ")
         ),
-        words: Vec::new(),
     });
 }
 
 impl Weakening {
     pub fn is_empty(&self) -> bool {
-        self.findings.is_empty() && self.unread.is_empty()
+        self.findings.is_empty() && self.unread.is_empty() && self.changed.is_empty()
     }
 
     pub fn refused(&self) -> impl Iterator<Item = &WeakeningFinding> {
@@ -591,6 +903,8 @@ impl Weakening {
         self.findings.truncate(MAX_FINDINGS);
         self.unread_omitted += self.unread.len().saturating_sub(MAX_UNREAD) as u64;
         self.unread.truncate(MAX_UNREAD);
+        self.changed_omitted += self.changed.len().saturating_sub(MAX_FINDINGS) as u64;
+        self.changed.truncate(MAX_FINDINGS);
         self
     }
 
@@ -611,9 +925,9 @@ impl Weakening {
             let total = self.findings.len() as u64 + self.findings_omitted;
             let _ = writeln!(
                 out,
-                "**Weakened tests ({total})**: a test made to pass by skipping, narrowing or \
-                 removing it, or by running fewer tests, does not count; unless the contract \
-                 declares it, the result fails.\n"
+                "**Weakened tests ({total})**: a test made to pass by skipping, narrowing, \
+                 removing or changing it, or by running fewer tests, does not count; unless the contract's \
+                 `test_changes` allow it, the result fails.\n"
             );
             for f in &self.findings {
                 let ruling = if f.refused() {
@@ -631,6 +945,33 @@ impl Weakening {
             }
             if self.findings_omitted > 0 {
                 let _ = writeln!(out, "- … and {} more", self.findings_omitted);
+            }
+            out.push('\n');
+        }
+        if !self.changed.is_empty() {
+            let total = self.changed.len() as u64 + self.changed_omitted;
+            let _ = writeln!(
+                out,
+                "**Changed expectations ({total})**: assertions the result writes differently \
+                 in test files the contract names; allowed, so check that the fix calls for \
+                 each.\n"
+            );
+            for c in &self.changed {
+                let renamed = c.renamed_from.as_deref().map_or(String::new(), |old| {
+                    format!(" (renamed from {})", inline(old))
+                });
+                let _ = writeln!(
+                    out,
+                    "- {} in {}{renamed}: {} (line {} in the base) → {}",
+                    inline(&format!("{}:{}", c.path, c.line)),
+                    inline(&c.test),
+                    inline(&c.old_assertion),
+                    c.old_line,
+                    inline(&c.new_assertion)
+                );
+            }
+            if self.changed_omitted > 0 {
+                let _ = writeln!(out, "- … and {} more", self.changed_omitted);
             }
             out.push('\n');
         }
@@ -671,6 +1012,23 @@ impl Weakening {
         }
         if self.findings_omitted > 0 {
             let _ = writeln!(out, "- … {} more", self.findings_omitted);
+        }
+        if !self.changed.is_empty() {
+            out.push_str("changed expectations (allowed: the contract names their files):\n");
+        }
+        for c in &self.changed {
+            let renamed = c
+                .renamed_from
+                .as_deref()
+                .map_or(String::new(), |old| format!(" (renamed from {old})"));
+            let _ = writeln!(
+                out,
+                "- {}:{} {}{renamed}: {} (line {} in the base) -> {}",
+                c.path, c.line, c.test, c.old_assertion, c.old_line, c.new_assertion
+            );
+        }
+        if self.changed_omitted > 0 {
+            let _ = writeln!(out, "- … {} more changed", self.changed_omitted);
         }
         for u in &self.unread {
             let _ = writeln!(out, "- not read for weakened tests: {} ({})", u.path, u.why);

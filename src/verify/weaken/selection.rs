@@ -185,10 +185,6 @@ fn selection(path: &str, s: &Setting, in_base: bool, what: String) -> Draft {
         test: None,
         instruction: format!("undo this change to the test selection: {what}"),
         what,
-        words: [s.name.to_lowercase()]
-            .into_iter()
-            .filter(|w| !w.is_empty())
-            .collect(),
     }
 }
 

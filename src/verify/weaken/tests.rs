@@ -20,6 +20,16 @@ if __name__ == \"__main__\":
 ";
 
 fn contract_naming(files: &[(&str, &str)]) -> Contract {
+    contract_allowing(files, "add adds", serde_json::json!([]))
+}
+
+/// A contract naming `files` (path, why) whose goal is `goal` and whose
+/// `verification.test_changes` are `test_changes`.
+fn contract_allowing(
+    files: &[(&str, &str)],
+    goal: &str,
+    test_changes: serde_json::Value,
+) -> Contract {
     let files: Vec<serde_json::Value> = files
         .iter()
         .map(|(path, why)| serde_json::json!({"path": path, "action": "modify", "why": why}))
@@ -28,8 +38,8 @@ fn contract_naming(files: &[(&str, &str)]) -> Contract {
         &serde_json::json!({
             "summary": "s",
             "diagnosis": {"hypothesis": "h"},
-            "change": {"goal": "add adds", "files": files},
-            "verification": {"commands": ["python3 -m unittest"]},
+            "change": {"goal": goal, "files": files},
+            "verification": {"commands": ["python3 -m unittest"], "test_changes": test_changes},
             "routing": {"risk": "low"}
         })
         .to_string(),
@@ -204,9 +214,19 @@ fn removed_assertions_and_falling_counts_name_the_base_lines() {
             "test_calc.py:10, 11 in the base"
         )]
     );
-    // Rewording an assertion keeps the count: not a weakening by count.
+    // Rewording an assertion keeps the count: not a weakening by count, but a changed
+    // expectation, refused in a file the contract does not name.
     let reworded = PY.replace("calc.mul(0, 3), 0)", "calc.mul(3, 0), 0)");
-    assert_eq!(one("test_calc.py", PY, &reworded), []);
+    assert_eq!(
+        one("test_calc.py", PY, &reworded),
+        [pair(
+            "changes `self.assertEqual(calc.mul(0, 3), 0)` to `self.assertEqual(calc.mul(3, 0), 0)` in `TestCalc.test_mul`",
+            "test_calc.py:11"
+        )]
+    );
+    // Spacing alone changes nothing.
+    let spaced = PY.replace("calc.mul(0, 3), 0)", "calc.mul(0,3),0 )");
+    assert_eq!(one("test_calc.py", PY, &spaced), []);
     let pytest = "def test_raises():\n    with pytest.raises(ValueError):\n        parse('')\n    assert parse('1') == 1\n";
     let emptied = "def test_raises():\n    parse('1')\n";
     assert_eq!(
@@ -580,72 +600,373 @@ fn edits_to_the_test_selection() {
     assert_eq!(commented, []);
 }
 
+/// The ruling on each finding of `files` under `contract`.
+fn rulings(contract: &Contract, files: &[(&str, Option<&str>, Option<&str>)]) -> Vec<Ruling> {
+    find(
+        contract,
+        files
+            .iter()
+            .map(|(p, b, r)| ((*p).to_owned(), side(*b), side(*r)))
+            .collect(),
+    )
+    .findings
+    .into_iter()
+    .map(|f| f.ruling)
+    .collect()
+}
+
 #[test]
-fn the_contract_declares_a_weakening_only_by_naming_the_file_and_saying_so() {
+fn words_in_the_contract_declare_nothing() {
     let skipped = PY.replace(
         "    def test_add",
         "    @unittest.skip(\"upstream\")\n    def test_add",
     );
     let files = [("test_calc.py", Some(PY), Some(skipped.as_str()))];
-    let rulings = |contract: &Contract| {
-        let found = find(
-            contract,
-            files
-                .iter()
-                .map(|(p, b, r)| ((*p).to_owned(), side(*b), side(*r)))
-                .collect(),
-        );
-        found
-            .findings
-            .into_iter()
-            .map(|f| f.ruling)
-            .collect::<Vec<_>>()
-    };
+    // The goal and the file's `why` both say "skip": still refused, nothing allows it.
+    let wordy = contract_allowing(
+        &[("test_calc.py", "Skip test_add until the upstream fix lands")],
+        "Skip the flaky test and ignore, disable or remove whatever fails",
+        serde_json::json!([]),
+    );
     assert_eq!(
-        rulings(&contract_naming(&[("calc.py", "use +")])),
+        rulings(&wordy, &files),
         [Ruling::Refused(
-            "the contract's files do not include `test_calc.py`".into()
+            "the contract's test_changes allow no change to `test_calc.py`".into()
         )]
     );
-    // Naming the file, and even the test, to make it pass says nothing of skipping it.
-    assert_eq!(
-        rulings(&contract_naming(&[(
-            "test_calc.py",
-            "make test_add check 5"
-        )])),
-        [Ruling::Refused(
-            "the contract names `test_calc.py` but does not say to skip or disable tests".into()
-        )]
-    );
-    assert_eq!(
-        rulings(&contract_naming(&[(
-            "test_calc.py",
-            "Skip test_add until the upstream fix lands"
-        )])),
-        [Ruling::Declared(
-            "the contract names `test_calc.py` and its `why` for `test_calc.py` says \"skip\""
-                .into()
-        )]
-    );
-    // A folder named covers its files; the checkout's root names nothing.
-    let under = [("tests/test_calc.py", Some(PY), Some(skipped.as_str()))];
-    let folder = weakened(
-        &contract_naming(&[("./", "skip"), ("tests/", "ignore the slow tests")]),
-        &under,
-    );
-    assert!(!folder[0].3, "{folder:?}");
-    let root = weakened(&contract_naming(&[("./", "skip it")]), &files);
-    assert!(root[0].3, "{root:?}");
     let selection = [(
         "pytest.ini",
         Some("[pytest]\naddopts = -q\n"),
         Some("[pytest]\naddopts = -q -m 'not slow'\n"),
     )];
-    let declared = weakened(
-        &contract_naming(&[("pytest.ini", "pass -m 'not slow' in addopts")]),
-        &selection,
+    let keyed = contract_naming(&[("pytest.ini", "pass -m 'not slow' in addopts")]);
+    assert!(
+        matches!(rulings(&keyed, &selection)[..], [Ruling::Refused(_)]),
+        "{:?}",
+        rulings(&keyed, &selection)
     );
-    assert!(!declared[0].3, "{declared:?}");
+}
+
+#[test]
+fn a_test_change_allows_only_its_file_test_and_kind() {
+    let skipped = PY.replace(
+        "    def test_add",
+        "    @unittest.skip(\"upstream\")\n    def test_add",
+    );
+    let files = [("test_calc.py", Some(PY), Some(skipped.as_str()))];
+    let allowing = |entry: serde_json::Value| {
+        rulings(
+            &contract_allowing(
+                &[("calc.py", "use +")],
+                "add adds",
+                serde_json::json!([entry]),
+            ),
+            &files,
+        )
+    };
+    let declared = "allowed by the contract's test_changes: skip `test_calc.py` `test_add`: \
+                    upstream fix pending";
+    assert_eq!(
+        allowing(serde_json::json!({
+            "path": "./test_calc.py", "test": "test_add", "kind": "skip", "why": "upstream fix pending"
+        })),
+        [Ruling::Declared(declared.into())]
+    );
+    // The whole name, a pytest node id, and no test at all (every test in the file).
+    for test in [
+        serde_json::json!("TestCalc.test_add"),
+        serde_json::json!("test_calc.py::TestCalc::test_add"),
+    ] {
+        let ruled = allowing(serde_json::json!({
+            "path": "test_calc.py", "test": test, "kind": "skip", "why": "w"
+        }));
+        assert!(
+            matches!(ruled[..], [Ruling::Declared(_)]),
+            "{test}: {ruled:?}"
+        );
+    }
+    let whole = allowing(serde_json::json!({"path": "test_calc.py", "kind": "skip", "why": "w"}));
+    assert_eq!(
+        whole,
+        [Ruling::Declared(
+            "allowed by the contract's test_changes: skip `test_calc.py`: w".into()
+        )]
+    );
+    // The wrong kind, the wrong test, another file: refused.
+    assert_eq!(
+        allowing(serde_json::json!({
+            "path": "test_calc.py", "test": "test_add", "kind": "remove", "why": "w"
+        })),
+        [Ruling::Refused(
+            "the contract's test_changes for `test_calc.py` do not allow skip of `TestCalc.test_add`"
+                .into()
+        )]
+    );
+    for test in ["test_mul", "OtherCalc.test_add", "add"] {
+        let ruled = allowing(serde_json::json!({
+            "path": "test_calc.py", "test": test, "kind": "skip", "why": "w"
+        }));
+        assert!(
+            matches!(ruled[..], [Ruling::Refused(_)]),
+            "{test}: {ruled:?}"
+        );
+    }
+    assert_eq!(
+        allowing(serde_json::json!({
+            "path": "tests/test_calc.py", "test": "test_add", "kind": "skip", "why": "w"
+        })),
+        [Ruling::Refused(
+            "the contract's test_changes allow no change to `test_calc.py`".into()
+        )]
+    );
+    // A folder covers its files; a focus marker is allowed as a skip.
+    let under = [(
+        "tests/test_calc.py",
+        Some(PY),
+        Some(skipped.replace("@unittest.skip(\"upstream\")", "@unittest.skip(\"x\")")),
+    )];
+    let under: Vec<(&str, Option<&str>, Option<&str>)> = under
+        .iter()
+        .map(|(p, b, r)| (*p, *b, r.as_deref()))
+        .collect();
+    let folder = contract_allowing(
+        &[("calc.py", "use +")],
+        "g",
+        serde_json::json!([{"path": "tests/", "kind": "skip", "why": "w"}]),
+    );
+    assert!(matches!(
+        rulings(&folder, &under)[..],
+        [Ruling::Declared(_)]
+    ));
+    let js = "it('adds', () => {\n  expect(add(2, 3)).toBe(5);\n});\n";
+    let focused = js.replace("it('adds'", "it.only('adds'");
+    let allowed = contract_allowing(
+        &[("calc.py", "use +")],
+        "g",
+        serde_json::json!([{"path": "calc.test.js", "test": "adds", "kind": "skip", "why": "w"}]),
+    );
+    assert!(matches!(
+        rulings(&allowed, &[("calc.test.js", Some(js), Some(&focused))])[..],
+        [Ruling::Declared(_)]
+    ));
+    // A selection edit is allowed by `select`, never by an entry naming a test.
+    let selection = [(
+        "pytest.ini",
+        Some("[pytest]\naddopts = -q\n"),
+        Some("[pytest]\naddopts = -q -m 'not slow'\n"),
+    )];
+    let select = |entry: serde_json::Value| {
+        rulings(
+            &contract_allowing(&[("pytest.ini", "w")], "g", serde_json::json!([entry])),
+            &selection,
+        )
+    };
+    assert!(matches!(
+        select(
+            serde_json::json!({"path": "pytest.ini", "kind": "select", "why": "slow ones run nightly"})
+        )[..],
+        [Ruling::Declared(_)]
+    ));
+    assert!(matches!(
+        select(
+            serde_json::json!({"path": "pytest.ini", "test": "slow", "kind": "select", "why": "w"})
+        )[..],
+        [Ruling::Refused(_)]
+    ));
+    // A removed test by `remove`, a lost assertion by `weaken`.
+    let removed = PY.replace(
+        "    def test_mul(self):\n        self.assertEqual(calc.mul(2, 3), 6)\n        self.assertEqual(calc.mul(0, 3), 0)\n",
+        "",
+    );
+    let lost = PY.replace("        self.assertEqual(calc.mul(0, 3), 0)\n", "");
+    for (result, kind, other) in [(&removed, "remove", "weaken"), (&lost, "weaken", "remove")] {
+        let files = [("test_calc.py", Some(PY), Some(result.as_str()))];
+        let ruled = |kind: &str| {
+            rulings(
+                &contract_allowing(
+                    &[("calc.py", "use +")],
+                    "g",
+                    serde_json::json!([{"path": "test_calc.py", "test": "test_mul", "kind": kind, "why": "w"}]),
+                ),
+                &files,
+            )
+        };
+        assert!(matches!(ruled(kind)[..], [Ruling::Declared(_)]), "{kind}");
+        assert!(matches!(ruled(other)[..], [Ruling::Refused(_)]), "{other}");
+    }
+}
+
+/// A test file where `test_x_returns_0` checks an exit code.
+const CLI: &str = "import unittest
+import cli
+
+
+class TestCli(unittest.TestCase):
+    def test_x_returns_0(self):
+        rc = cli.main(['x'])
+        self.assertEqual(rc, 0)
+
+    def test_y(self):
+        self.assertEqual(cli.main(['y']), 0)
+";
+
+#[test]
+fn a_renamed_test_that_expects_something_else_is_a_changed_expectation_where_the_contract_names_it()
+{
+    // The fix makes `x` exit 2, and the test, renamed, now says so.
+    let fixed = CLI
+        .replace("test_x_returns_0", "test_x_returns_2")
+        .replace("self.assertEqual(rc, 0)", "self.assertEqual(rc, 2)");
+    let files = || {
+        vec![(
+            "tests/test_cli.py".to_owned(),
+            FileText::Text(CLI.into()),
+            FileText::Text(fixed.clone()),
+        )]
+    };
+    let named = find(
+        &contract_naming(&[("cli.py", "exit 2"), ("tests/test_cli.py", "expect 2")]),
+        files(),
+    );
+    assert_eq!(named.findings, [], "{named:#?}");
+    assert_eq!(
+        named.changed,
+        [ChangedExpectation {
+            path: "tests/test_cli.py".into(),
+            test: "TestCli.test_x_returns_2".into(),
+            renamed_from: Some("TestCli.test_x_returns_0".into()),
+            line: 8,
+            old_line: 8,
+            old_assertion: "self.assertEqual(rc, 0)".into(),
+            new_assertion: "self.assertEqual(rc, 2)".into(),
+        }]
+    );
+    let report = VerificationReport::compare(&RunSet::default(), &RunSet::default(), &[], vec![])
+        .with_weakening(named.clone());
+    assert_eq!(report.verdict, Verdict::Passed);
+    let failing = report.for_publication().failing;
+    assert!(
+        failing.contains(
+            "**Changed expectations (1)**: assertions the result writes differently in test \
+             files the contract names"
+        ) && failing.contains(
+            "- `tests/test_cli.py:8` in `TestCli.test_x_returns_2` (renamed from \
+             `TestCli.test_x_returns_0`): `self.assertEqual(rc, 0)` (line 8 in the base) → \
+             `self.assertEqual(rc, 2)`"
+        ),
+        "{failing}"
+    );
+    assert!(
+        report
+            .check_markdown()
+            .contains("**Changed expectations (1)**")
+    );
+    assert!(
+        report.compact().contains(
+            "- tests/test_cli.py:8 TestCli.test_x_returns_2 (renamed from \
+             TestCli.test_x_returns_0): self.assertEqual(rc, 0) (line 8 in the base) -> \
+             self.assertEqual(rc, 2)"
+        ),
+        "{}",
+        report.compact()
+    );
+    let stored: VerificationReport =
+        serde_json::from_str(&serde_json::to_string(&report).unwrap()).unwrap();
+    assert_eq!(stored, report);
+
+    // The same in a file the contract does not name: refused, unless `rename` allows it.
+    let unnamed = find(&contract_naming(&[("cli.py", "exit 2")]), files());
+    assert_eq!(unnamed.changed, []);
+    let found: Vec<(WeakeningKind, String, String, bool)> = unnamed
+        .findings
+        .iter()
+        .map(|f| (f.kind, f.what.clone(), f.location(), f.refused()))
+        .collect();
+    assert_eq!(
+        found,
+        [(
+            WeakeningKind::RenamedTest,
+            "renames the test `TestCli.test_x_returns_0` to `TestCli.test_x_returns_2` and \
+             changes `self.assertEqual(rc, 0)` to `self.assertEqual(rc, 2)`"
+                .to_owned(),
+            "tests/test_cli.py:8".to_owned(),
+            true
+        )]
+    );
+    let allowed = find(
+        &contract_allowing(
+            &[("cli.py", "exit 2")],
+            "g",
+            serde_json::json!([{
+                "path": "tests/test_cli.py", "test": "test_x_returns_0", "kind": "rename", "why": "x exits 2"
+            }]),
+        ),
+        files(),
+    );
+    assert!(!allowed.findings[0].refused(), "{allowed:#?}");
+
+    // Kept under its name with another expected value: the same, in place.
+    let in_place = CLI.replace("self.assertEqual(rc, 0)", "self.assertEqual(rc, 2)");
+    let in_place = || {
+        vec![(
+            "tests/test_cli.py".to_owned(),
+            FileText::Text(CLI.into()),
+            FileText::Text(in_place.clone()),
+        )]
+    };
+    let named = find(&contract_naming(&[("tests/", "expect 2")]), in_place());
+    assert_eq!(named.findings, []);
+    assert_eq!(named.changed.len(), 1);
+    assert_eq!(named.changed[0].renamed_from, None);
+    let unnamed = find(&contract_naming(&[("cli.py", "exit 2")]), in_place());
+    assert_eq!(unnamed.findings.len(), 1);
+    assert_eq!(unnamed.findings[0].kind, WeakeningKind::ChangedExpectation);
+    assert!(unnamed.findings[0].refused());
+}
+
+#[test]
+fn a_test_that_loses_assertions_or_is_replaced_by_another_is_still_refused_where_named() {
+    let contract = contract_naming(&[("cli.py", "exit 2"), ("tests/test_cli.py", "expect 2")]);
+    let found = |result: &str| -> Vec<(WeakeningKind, bool)> {
+        find(
+            &contract,
+            vec![(
+                "tests/test_cli.py".to_owned(),
+                FileText::Text(CLI.into()),
+                FileText::Text(result.to_owned()),
+            )],
+        )
+        .findings
+        .iter()
+        .map(|f| (f.kind, f.refused()))
+        .collect()
+    };
+    // Renamed and its assertion gone.
+    let emptied = CLI
+        .replace("test_x_returns_0", "test_x_returns_2")
+        .replace(
+            "        self.assertEqual(rc, 0)\n",
+            "        self.assertTrue(True or rc)\n",
+        )
+        .replace(
+            "    def test_y",
+            "    def test_z(self):\n        pass\n\n    def test_y",
+        );
+    let lost = CLI.replace(
+        "        rc = cli.main(['x'])\n        self.assertEqual(rc, 0)\n",
+        "        cli.main(['x'])\n",
+    );
+    assert_eq!(found(&lost), [(WeakeningKind::Assertions, true)]);
+    let renamed_lost = lost.replace("test_x_returns_0", "test_x_returns_2");
+    assert_eq!(found(&renamed_lost), [(WeakeningKind::RemovedTest, true)]);
+    // An unrelated test in its place: removed, not renamed.
+    let replaced = CLI.replace(
+        "    def test_x_returns_0(self):\n        rc = cli.main(['x'])\n        self.assertEqual(rc, 0)\n",
+        "    def test_help(self):\n        self.assertIn('usage', cli.usage())\n",
+    );
+    assert_eq!(found(&replaced), [(WeakeningKind::RemovedTest, true)]);
+    // A new assertion of another shape with a name unlike the old one: removed.
+    assert!(found(&emptied).contains(&(WeakeningKind::RemovedTest, true)));
 }
 
 #[test]
@@ -679,7 +1000,7 @@ fn a_refused_weakening_fails_a_passing_report_and_says_what_to_undo() {
     assert!(
         failing.contains(
             "- **refused**: adds `@unittest.skip` to `TestCalc.test_add` (`test_calc.py:6`): \
-             the contract's files do not include `test_calc.py`"
+             the contract's test_changes allow no change to `test_calc.py`"
         ),
         "{failing}"
     );
@@ -726,7 +1047,11 @@ fn findings_are_bounded_refused_first_and_unread_files_are_named() {
         base.push_str(&format!("    def test_{i}(self):\n        assert {i}\n"));
     }
     let mut found = find(
-        &contract_naming(&[("tests/test_t.py", "remove the old tests")]),
+        &contract_allowing(
+            &[("tests/test_t.py", "remove the old tests")],
+            "g",
+            serde_json::json!([{"path": "tests/test_t.py", "kind": "remove", "why": "gone"}]),
+        ),
         vec![
             (
                 "tests/test_t.py".into(),
@@ -760,4 +1085,192 @@ fn findings_are_bounded_refused_first_and_unread_files_are_named() {
             .markdown()
             .contains("Not read for weakened tests: `test_big.py`")
     );
+}
+
+/// One real upstream fix: its name, its source and test files, and each test file on
+/// the base and with the fix's test patch applied.
+struct RealTask {
+    name: String,
+    fix_files: Vec<String>,
+    test_files: Vec<String>,
+    files: Vec<(String, FileText, FileText)>,
+}
+
+/// The real upstream fixes under the shared fixtures: each test file of an instance on its
+/// base (from the bundle) and with the instance's test patch applied.
+fn real_tasks() -> Vec<RealTask> {
+    let root = std::env::var_os("PLANWRIGHT_TEST_FIXTURES")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures")
+        })
+        .join("real-tasks");
+    let git = |dir: &std::path::Path, args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let mut instances: Vec<std::path::PathBuf> = std::fs::read_dir(root.join("instances"))
+        .unwrap_or_else(|e| panic!("the real tasks are missing at {}: {e}", root.display()))
+        .map(|e| e.unwrap().path())
+        .collect();
+    instances.sort();
+    assert!(
+        !instances.is_empty(),
+        "no instances under {}",
+        root.display()
+    );
+    instances
+        .into_iter()
+        .map(|dir| {
+            let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+            let instance: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(dir.join("instance.json")).unwrap())
+                    .unwrap();
+            let list = |key: &str| -> Vec<String> {
+                instance[key]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.as_str().unwrap().to_owned())
+                    .collect()
+            };
+            let (fix_files, test_files) = (list("fix_files"), list("test_files"));
+            let parent = instance["parent"].as_str().unwrap();
+            let repo = name.rsplit_once('-').unwrap().0;
+            let bundle = root.join("bundles").join(format!("{repo}.bundle"));
+            let checkout = tempfile::tempdir().unwrap();
+            git(
+                checkout.path(),
+                &[
+                    "clone",
+                    "-q",
+                    "-b",
+                    &format!("base/{}", &parent[..12]),
+                    bundle.to_str().unwrap(),
+                    "tree",
+                ],
+            );
+            let tree = checkout.path().join("tree");
+            let read = |path: &str| match std::fs::read_to_string(tree.join(path)) {
+                Ok(text) => FileText::Text(text),
+                Err(_) => FileText::Absent,
+            };
+            let before: Vec<FileText> = test_files.iter().map(|p| read(p)).collect();
+            git(&tree, &["apply", dir.join("test.patch").to_str().unwrap()]);
+            let files = test_files
+                .iter()
+                .zip(before)
+                .map(|(path, base)| (path.clone(), base, read(path)))
+                .collect();
+            RealTask {
+                name,
+                fix_files,
+                test_files,
+                files,
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn real_upstream_test_changes_are_not_refused_where_the_contract_names_them() {
+    let contract = |files: &[&String]| {
+        let named: Vec<(&str, &str)> = files.iter().map(|p| (p.as_str(), "the fix")).collect();
+        contract_naming(&named)
+    };
+    let mut renamed_on_real_files = 0;
+    for RealTask {
+        name,
+        fix_files,
+        test_files,
+        files,
+    } in real_tasks()
+    {
+        let all: Vec<&String> = fix_files.iter().chain(&test_files).collect();
+        let named = find(&contract(&all), files.clone());
+        assert_eq!(named.refused().count(), 0, "{name}: {}", named.markdown());
+        // Where the fix changes what a test expects, a contract that does not name the
+        // test file is refused; where it only adds, nothing is.
+        let sources: Vec<&String> = fix_files.iter().collect();
+        let unnamed = find(&contract(&sources), files.clone());
+        assert_eq!(
+            unnamed.refused().count(),
+            named.changed.len(),
+            "{name}: {}\n{}",
+            named.markdown(),
+            unnamed.markdown()
+        );
+
+        // The same file with the change the fix of an exit code makes: a test renamed and
+        // its expected value changed.
+        let (path, base, FileText::Text(result)) = &files[0] else {
+            panic!("{name}: {} is not in the result", files[0].0);
+        };
+        let code = code::parse(Lang::of(path).unwrap(), result);
+        let Some((test, (line, assertion))) = code.tests.iter().find_map(|t| {
+            let (line, text) = t.assertions.first()?;
+            let changed = replace_literal(text)?;
+            let last = t.name.rsplit('.').next()?;
+            (t.assertions.len() == 1
+                && result.matches(&format!("def {last}(")).count() == 1
+                && result.matches(text.as_str()).count() == 1)
+                .then(|| (t.name.clone(), (*line, (text.clone(), changed))))
+        }) else {
+            continue;
+        };
+        let (old, new) = assertion;
+        let last = test.rsplit('.').next().unwrap();
+        let new_name = format!("{test}_changed");
+        let edited = result
+            .replace(&format!("def {last}("), &format!("def {last}_changed("))
+            .replace(&old, &new);
+        let edited = vec![(path.clone(), base.clone(), FileText::Text(edited))];
+        let named = find(&contract(&all), edited.clone());
+        assert_eq!(named.refused().count(), 0, "{name}: {}", named.markdown());
+        assert!(
+            named.changed.iter().any(|c| c.test == new_name
+                && c.renamed_from.as_deref() == Some(test.as_str())
+                && c.line as usize == line
+                && c.new_assertion == new),
+            "{name}: {test} → {new_name}: {:#?}",
+            named.changed
+        );
+        let unnamed = find(&contract(&sources), edited);
+        assert!(
+            unnamed
+                .refused()
+                .any(|f| f.kind == WeakeningKind::RenamedTest
+                    && f.test.as_deref() == Some(test.as_str())),
+            "{name}: {}",
+            unnamed.markdown()
+        );
+        renamed_on_real_files += 1;
+    }
+    assert!(
+        renamed_on_real_files > 0,
+        "no real test file had a test to rename"
+    );
+}
+
+/// `text` with its last number made one more, or `None` when it holds none.
+fn replace_literal(text: &str) -> Option<String> {
+    let digits = text.rfind(|c: char| c.is_ascii_digit())?;
+    let start = text[..=digits]
+        .rfind(|c: char| !c.is_ascii_digit())
+        .map_or(0, |i| i + 1);
+    let number: u64 = text[start..=digits].parse().ok()?;
+    Some(format!(
+        "{}{}{}",
+        &text[..start],
+        number + 1,
+        &text[digits + 1..]
+    ))
 }
