@@ -392,7 +392,8 @@ async fn leaving_both_is_pre_existing_and_an_unrelated_file_is_flagged() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_test_that_fails_then_passes_is_flaky_not_introduced() {
     let world = Project::new();
-    let contract = contract();
+    let mut contract = contract();
+    declare(&mut contract, "test_calc.py", FileAction::Modify);
     let plan = Plan::new(&contract, &config(""));
     let report = world
         .verify(&contract, &plan, |repo| {
@@ -714,13 +715,11 @@ async fn deleting_the_test_to_be_fixed_is_refused() {
         finding.reason,
         "a test file the contract is meant to make pass was deleted"
     );
-    // With no tests left, nothing is fixed: the command as a whole fails (Python 3.12
-    // exits 5) or passes by running nothing (3.11), which is itself introduced.
+    // The contract does not name the test file: it is judged in its base form, where the
+    // test still fails, so nothing is fixed.
     assert!(ids(&report, Class::Fixed).is_empty());
-    assert_eq!(
-        ids(&report, Class::Introduced),
-        vec!["<python3 -m unittest>"]
-    );
+    assert_eq!(ids(&report, Class::PreExisting), vec![ADD_ID]);
+    assert!(report.judged[0].contains("`test_calc.py` ran in its base form"));
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -738,11 +737,12 @@ async fn a_result_that_skips_the_failing_test_fails_naming_the_line() {
         })
         .await;
 
-    // The run alone passes: the failing test no longer runs.
+    // Judged in its base form (the contract does not name the file), the test runs and
+    // still fails.
     let c = &report.commands[0];
     assert_eq!(
-        (c.after.exit_code, c.after.passed, c.after.skipped),
-        (Some(0), 1, 1)
+        (c.after.exit_code, c.after.passed, c.after.failed, c.after.skipped),
+        (Some(1), 1, 1, 0)
     );
     assert_eq!(report.verdict, Verdict::Failed, "{}", report.compact());
     assert!(
@@ -832,7 +832,9 @@ async fn a_result_that_drops_the_failing_assertion_fails_naming_the_base_line() 
         })
         .await;
 
-    assert_eq!(ids(&report, Class::Fixed), vec![ADD_ID]);
+    // Judged in its base form, the assertion is still there and still fails.
+    assert!(ids(&report, Class::Fixed).is_empty());
+    assert_eq!(ids(&report, Class::PreExisting), vec![ADD_ID]);
     assert_eq!(report.verdict, Verdict::Failed, "{}", report.compact());
     let finding = &report.weakening.findings[..];
     assert_eq!(finding.len(), 1, "{finding:?}");
