@@ -7,6 +7,7 @@ use std::collections::HashSet;
 use serde::{Deserialize, Serialize};
 
 use super::MESSAGE_CHARS;
+use super::proof::test_matches;
 use super::run::{CommandRun, Phase};
 
 use crate::distill::clip;
@@ -29,6 +30,9 @@ pub enum Class {
     Flaky,
     /// Named in the repository's `quarantine`: neither blocking nor counted as fixed.
     Quarantined,
+    /// Failed on the base and no longer runs, as the contract's `test_changes` allow:
+    /// neither blocking nor counted as fixed.
+    Removed,
     /// Fails on both.
     PreExisting,
     /// Fails on the base, and the result's runs show it passing.
@@ -36,12 +40,13 @@ pub enum Class {
 }
 
 impl Class {
-    pub(super) const ALL: [Class; 7] = [
+    pub(super) const ALL: [Class; 8] = [
         Class::NoResult,
         Class::Introduced,
         Class::NoLongerRuns,
         Class::Flaky,
         Class::Quarantined,
+        Class::Removed,
         Class::PreExisting,
         Class::Fixed,
     ];
@@ -53,6 +58,7 @@ impl Class {
             Class::NoLongerRuns => "No longer run",
             Class::Flaky => "Flaky",
             Class::Quarantined => "Quarantined",
+            Class::Removed => "Removed as the contract allows",
             Class::PreExisting => "Pre-existing failures",
             Class::Fixed => "Fixed",
         }
@@ -72,6 +78,10 @@ impl Class {
             Class::Quarantined => {
                 "in the repository's `quarantine`; neither blocking nor counted as fixed"
             }
+            Class::Removed => {
+                "failed on the base and no longer run, as the contract's `test_changes` allow; \
+                 neither blocking nor counted as fixed"
+            }
             Class::PreExisting => "fail on the base too",
             Class::Fixed => "failed on the base, seen passing now",
         }
@@ -84,6 +94,7 @@ impl Class {
             Class::NoLongerRuns => "no longer run",
             Class::Flaky => "flaky",
             Class::Quarantined => "quarantined",
+            Class::Removed => "removed",
             Class::PreExisting => "pre-existing",
             Class::Fixed => "fixed",
         }
@@ -114,6 +125,9 @@ pub struct ClassCounts {
     /// Absent from reports kept before quarantines.
     #[serde(default)]
     pub quarantined: u64,
+    /// Absent from reports kept before removals were declared.
+    #[serde(default)]
+    pub removed: u64,
     pub pre_existing: u64,
     pub fixed: u64,
 }
@@ -126,6 +140,7 @@ impl ClassCounts {
             Class::NoLongerRuns => self.no_longer_runs,
             Class::Flaky => self.flaky,
             Class::Quarantined => self.quarantined,
+            Class::Removed => self.removed,
             Class::PreExisting => self.pre_existing,
             Class::Fixed => self.fixed,
         }
@@ -138,6 +153,7 @@ impl ClassCounts {
             Class::NoLongerRuns => self.no_longer_runs += 1,
             Class::Flaky => self.flaky += 1,
             Class::Quarantined => self.quarantined += 1,
+            Class::Removed => self.removed += 1,
             Class::PreExisting => self.pre_existing += 1,
             Class::Fixed => self.fixed += 1,
         }
@@ -154,6 +170,8 @@ pub(super) struct Runs<'a> {
     pub quarantine: &'a [String],
     /// The contract names new tests, so every test runner has tests to run.
     pub expects_tests: bool,
+    /// Tests the contract's `test_changes` allow removing.
+    pub removable: &'a [String],
 }
 
 /// Compares one command's runs with nothing quarantined or expected; `rerun` is a second
@@ -171,6 +189,7 @@ pub(super) fn classify(
         reruns: rerun.into_iter().collect(),
         quarantine: &[],
         expects_tests: false,
+        removable: &[],
     })
 }
 
@@ -279,6 +298,18 @@ pub(super) fn classify_runs(runs: &Runs) -> Vec<ClassifiedFailure> {
                     (Class::Flaky, f.message.clone())
                 } else if confirmations().any(|r| r.passed(&f.id)) {
                     (Class::Fixed, f.message.clone())
+                } else if runs
+                    .removable
+                    .iter()
+                    .any(|entry| test_matches(entry, &f.id, f.location.as_deref()))
+                {
+                    (
+                        Class::Removed,
+                        format!(
+                            "no longer in the result's run of `{}`; the contract allows removing it",
+                            after.command
+                        ),
+                    )
                 } else if let Some(r) = confirmations().find(|r| r.failed_when_selected(&f.id)) {
                     let now = r.failures.iter().find(|x| x.id == f.id);
                     (

@@ -225,6 +225,25 @@ mod tests {
         );
         assert_eq!(report.verdict, Verdict::Failed);
         assert_eq!(report.headline(), "Verification failed: 2 no longer run");
+        // Removing one is what the contract allows: that one neither blocks nor is fixed.
+        let report = VerificationReport::judge(
+            &set(vec![base.clone()], Vec::new()),
+            &set(vec![after.clone()], Vec::new()),
+            &[],
+            Vec::new(),
+            &Rules {
+                removable: vec!["a".to_owned()],
+                ..Rules::default()
+            },
+        );
+        assert_eq!(
+            classes(&report.failures),
+            vec![
+                (Class::NoLongerRuns, Some("b")),
+                (Class::Removed, Some("a"))
+            ]
+        );
+        assert_eq!(report.verdict, Verdict::Failed);
     }
 
     #[test]
@@ -359,6 +378,7 @@ mod tests {
         Rules {
             quarantine: quarantine.iter().map(|q| (*q).to_owned()).collect(),
             expects_tests,
+            removable: Vec::new(),
         }
     }
 

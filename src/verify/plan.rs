@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::run::{Phase, RunSet};
 use crate::config::repo::{ALL_PATHS, PathTests, RepoConfig};
-use crate::contract::Contract;
+use crate::contract::{Contract, TestChangeKind};
 use crate::git::ChangedFile;
 use crate::repo_tools::PathGlob;
 
@@ -28,6 +28,9 @@ pub struct Plan {
     pub quarantine: Vec<String>,
     /// The contract names new tests: a test runner that finds none fails.
     pub expects_tests: bool,
+    /// Tests (or test files) the contract's `test_changes` allow removing: failing on the
+    /// base and no longer run, they neither block nor count as fixed.
+    pub removable: Vec<String>,
     /// What runs whatever a result changes: the contract's commands and a `test` list.
     pub always: Vec<String>,
     /// The repository's `test` commands keyed by path globs, to choose from again once a
@@ -68,6 +71,13 @@ impl Plan {
             flaky_reruns: config.flaky_reruns,
             quarantine: config.quarantine.clone(),
             expects_tests: !contract.verification.new_tests.is_empty(),
+            removable: contract
+                .verification
+                .test_changes
+                .iter()
+                .filter(|t| t.kind == TestChangeKind::Remove)
+                .map(|t| t.test.clone().unwrap_or_else(|| t.normalised_path()))
+                .collect(),
             always,
             by_path: config.test.by_path().to_vec(),
             chosen: Vec::new(),
@@ -352,6 +362,7 @@ mod tests {
             flaky_reruns: 2,
             quarantine: vec![],
             expects_tests: false,
+            removable: vec![],
             always: vec!["npm test".into()],
             by_path: vec![],
             chosen: vec![],

@@ -125,6 +125,8 @@ pub struct Rules {
     pub quarantine: Vec<String>,
     /// The contract names new tests: a test runner that finds none fails.
     pub expects_tests: bool,
+    /// Tests the contract allows removing (see [`Plan::removable`]).
+    pub removable: Vec<String>,
 }
 
 impl Rules {
@@ -132,6 +134,7 @@ impl Rules {
         Rules {
             quarantine: plan.quarantine.clone(),
             expects_tests: plan.expects_tests,
+            removable: plan.removable.clone(),
         }
     }
 }
@@ -205,6 +208,7 @@ impl VerificationReport {
                 reruns: reruns.clone(),
                 quarantine: &rules.quarantine,
                 expects_tests: rules.expects_tests,
+                removable: &rules.removable,
             };
             for failure in classify_runs(&runs) {
                 counts.add(failure.class);

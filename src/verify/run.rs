@@ -698,6 +698,7 @@ impl Verifier {
                 reruns: Vec::new(),
                 quarantine: &plan.quarantine,
                 expects_tests: plan.expects_tests,
+                removable: &plan.removable,
             };
             let found = classify_runs(&runs);
             let introduced = |f: &&super::ClassifiedFailure| {

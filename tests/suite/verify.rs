@@ -741,7 +741,12 @@ async fn a_result_that_skips_the_failing_test_fails_naming_the_line() {
     // still fails.
     let c = &report.commands[0];
     assert_eq!(
-        (c.after.exit_code, c.after.passed, c.after.failed, c.after.skipped),
+        (
+            c.after.exit_code,
+            c.after.passed,
+            c.after.failed,
+            c.after.skipped
+        ),
         (Some(1), 1, 1, 0)
     );
     assert_eq!(report.verdict, Verdict::Failed, "{}", report.compact());

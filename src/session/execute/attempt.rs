@@ -842,16 +842,41 @@ fn judge(
     }
 }
 
-/// The contract's verification commands that did not succeed on the result.
+/// The contract's verification commands that did not succeed on the result. A command
+/// that fails on the result as it failed on the base counts as met when the contract's
+/// new tests are all proven and the run named every failure: the repository's own
+/// failures (a test broken in this environment) do not hold back a proven fix, and
+/// verification has already found nothing introduced.
 fn unmet_commands(contract: &Contract, report: &verify::VerificationReport) -> Vec<String> {
     let same = |a: &str, b: &str| a.split_whitespace().eq(b.split_whitespace());
+    let named: Vec<&verify::ProvenTest> = report
+        .proof
+        .tests
+        .iter()
+        .filter(|t| t.in_contract)
+        .collect();
+    let all_proven = !contract.verification.new_tests.is_empty()
+        && !named.is_empty()
+        && named.iter().all(|t| t.proof == verify::Proof::Proven);
+    let as_on_the_base = |c: &verify::CommandComparison| {
+        all_proven
+            && c.baseline
+                .as_ref()
+                .is_some_and(|b| !b.succeeded() && b.complete())
+            && c.after.complete()
+            && c.after.no_result.is_none()
+            && !c.after.timed_out
+    };
     contract
         .verification
         .commands
         .iter()
         .filter(|wanted| {
             report.commands.iter().any(|c| {
-                c.phase == verify::Phase::Check && same(&c.command, wanted) && !c.after.succeeded()
+                c.phase == verify::Phase::Check
+                    && same(&c.command, wanted)
+                    && !c.after.succeeded()
+                    && !as_on_the_base(c)
             })
         })
         .map(|c| c.trim().to_owned())
@@ -961,6 +986,62 @@ mod tests {
         let failure =
             Some("Not accepted by the reviewer: The change misses the empty case.".into());
         assert_eq!(judged, Judgement::Final { failure });
+    }
+
+    #[test]
+    fn a_command_failing_as_on_the_base_holds_back_only_an_unproven_fix() {
+        let contract = Contract::from_json(
+            r#"{"summary": "s", "diagnosis": {"hypothesis": "h"},
+                "change": {"goal": "g", "files": [{"path": "a.py", "action": "modify", "why": "w"}]},
+                "verification": {"commands": ["pytest"], "new_tests": ["test_a.py::test_new"]},
+                "routing": {"risk": "low"}}"#,
+        )
+        .unwrap();
+        let summary = |exit: i32, failed: u64| verify::RunSummary {
+            exit_code: Some(exit),
+            signal: None,
+            timed_out: false,
+            duration_ms: 1,
+            runner: "pytest".into(),
+            passed: 3,
+            failed,
+            skipped: 0,
+            errors: 0,
+            unnamed: 0,
+            restored: false,
+            no_result: None,
+        };
+        let mut passed = report(verify::Verdict::Passed);
+        passed.commands.push(verify::CommandComparison {
+            command: "pytest".into(),
+            phase: verify::Phase::Check,
+            baseline: Some(summary(1, 1)),
+            after: summary(1, 1),
+            rerun: None,
+            reruns: Vec::new(),
+            base_reruns: Vec::new(),
+        });
+        let proven = |proof| verify::ProvenTest {
+            test: "test_a.py::test_new".into(),
+            command: "pytest".into(),
+            before: "failed".into(),
+            after: "passed".into(),
+            proof,
+            in_contract: true,
+        };
+        passed.proof.tests.push(proven(verify::Proof::Proven));
+        assert_eq!(unmet_commands(&contract, &passed), Vec::<String>::new());
+        // Not proven: the failing command is what the result is judged by.
+        passed.proof.tests[0] = proven(verify::Proof::Unknown);
+        assert_eq!(unmet_commands(&contract, &passed), ["pytest"]);
+        // Passing on the base, failing now: never met.
+        passed.proof.tests[0] = proven(verify::Proof::Proven);
+        passed.commands[0].baseline = Some(summary(0, 0));
+        assert_eq!(unmet_commands(&contract, &passed), ["pytest"]);
+        // A failure the run did not name may be new.
+        passed.commands[0].baseline = Some(summary(1, 1));
+        passed.commands[0].after.unnamed = 1;
+        assert_eq!(unmet_commands(&contract, &passed), ["pytest"]);
     }
 
     #[test]
