@@ -436,6 +436,15 @@ fn proof_row<'a>(body: &'a str, test: &str) -> Option<&'a str> {
     body.lines().find(|l| l.starts_with(&cell))
 }
 
+/// A proof row's cells after the test's name: on the base code, after, and the proof.
+fn proof_cells(row: &str) -> Vec<&str> {
+    row.trim_matches('|')
+        .split(" | ")
+        .skip(1)
+        .map(str::trim)
+        .collect()
+}
+
 /// The upstream fix is a ready pull request, green, with every test that went from
 /// failing to passing proven, and nothing weakened or out of scope.
 async fn the_upstream_fix_is_ready(id: &str) {
@@ -450,7 +459,11 @@ async fn the_upstream_fix_is_ready(id: &str) {
     for test in &instance.fail_to_pass {
         let row = proof_row(&pull.body, test)
             .unwrap_or_else(|| panic!("no proof row for {test}: {account}"));
-        assert!(row.contains("✅ proves the change"), "{row}\n{account}");
+        assert_eq!(
+            proof_cells(row),
+            ["failed", "passed", "✅ proves the change"],
+            "{row}\n{account}"
+        );
     }
     assert!(!pull.body.contains("Weakened tests"), "{account}");
     assert!(!pull.body.contains("Refused changes"), "{account}");
@@ -471,10 +484,12 @@ async fn the_tests_without_the_fix_are_not_ready(id: &str) {
     let conclusions: Vec<&str> = published.checks.iter().map(|c| c.0.as_str()).collect();
     assert_eq!(conclusions, ["failure"], "{account}");
     for test in &instance.fail_to_pass {
-        let name = test.rsplit("::").next().unwrap();
-        assert!(
-            pull.body.contains(name),
-            "the failing {test} is not named: {account}"
+        let row = proof_row(&pull.body, test)
+            .unwrap_or_else(|| panic!("no proof row for {test}: {account}"));
+        assert_eq!(
+            proof_cells(row)[..2],
+            ["failed", "failed"][..],
+            "{test} must fail on the base and after: {row}\n{account}"
         );
     }
 }
