@@ -61,6 +61,8 @@ struct Instance {
     test: String,
     fail_to_pass: Vec<String>,
     skip_control_test: String,
+    /// pytest's counts per state of the tree (`base`, `base+tests`, `fix`).
+    counts: Value,
 }
 
 impl Instance {
@@ -89,6 +91,7 @@ impl Instance {
                 .as_str()
                 .expect("a skip_control_test")
                 .to_owned(),
+            counts: truth["counts"].clone(),
         }
     }
 
@@ -108,6 +111,13 @@ impl Instance {
             ],
         );
         dir
+    }
+
+    /// `P passed, F failed` as planwright's verification table says pytest's counts for
+    /// the tree in state `state`.
+    fn counts(&self, state: &str) -> String {
+        let count = |key: &str| self.counts[state][key].as_u64().unwrap_or(0);
+        format!("{} passed, {} failed", count("passed"), count("failed"))
     }
 
     fn files(&self) -> Vec<String> {
@@ -436,6 +446,24 @@ fn proof_row<'a>(body: &'a str, test: &str) -> Option<&'a str> {
     body.lines().find(|l| l.starts_with(&cell))
 }
 
+/// Whether the verification table's row for the test command reads pytest's counts as
+/// the truth has them: `baseline` for the base, `after` for the result.
+fn assert_counts(body: &str, instance: &Instance, baseline: &str, after: &str, account: &str) {
+    let row = body
+        .lines()
+        .find(|l| l.starts_with(&format!("| `{}` |", instance.test)))
+        .unwrap_or_else(|| panic!("no row for `{}`: {account}", instance.test));
+    let cells: Vec<&str> = row.trim_matches('|').split(" | ").map(str::trim).collect();
+    for (cell, state) in [(cells[1], baseline), (cells[2], after)] {
+        let counts = cell.trim_start_matches(['✅', '❌', ' ']);
+        assert!(
+            counts.starts_with(&instance.counts(state)),
+            "pytest said {} for {state}; planwright read {cell}\n{account}",
+            instance.counts(state)
+        );
+    }
+}
+
 /// A proof row's cells after the test's name: on the base code, after, and the proof.
 fn proof_cells(row: &str) -> Vec<&str> {
     row.trim_matches('|')
@@ -452,6 +480,7 @@ async fn the_upstream_fix_is_ready(id: &str) {
     let published = session(id, Work::Fix).await;
     let account = published.account();
     let pull = published.pull();
+    assert_counts(&pull.body, &instance, "base", "fix", &account);
     assert_eq!(published.state, "pr_opened", "{account}");
     assert!(!pull.draft, "a draft: {account}");
     let conclusions: Vec<&str> = published.checks.iter().map(|c| c.0.as_str()).collect();
@@ -479,6 +508,7 @@ async fn the_tests_without_the_fix_are_not_ready(id: &str) {
     let published = session(id, Work::TestsWithoutFix).await;
     let account = published.account();
     let pull = published.pull();
+    assert_counts(&pull.body, &instance, "base", "base+tests", &account);
     assert_eq!(published.state, "failed", "{account}");
     assert!(pull.draft, "a ready pull request: {account}");
     let conclusions: Vec<&str> = published.checks.iter().map(|c| c.0.as_str()).collect();
