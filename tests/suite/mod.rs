@@ -27,6 +27,7 @@ mod partial;
 mod planner;
 mod publish;
 mod queue;
+mod real_tasks;
 mod sandbox;
 mod sandbox_network;
 mod session_environments;

@@ -6,8 +6,8 @@
 //! (`fake_http`), git over smart HTTP for both (`git_http`), markdown read as a forge
 //! renders it (`markdown`), a session world on either forge (`world`), small real
 //! projects per test runner (`projects`), the texts it posts
-//! with what varies replaced, for snapshots (`redact`), and root folders shaped like
-//! images (`roots`).
+//! with what varies replaced, for snapshots (`redact`), root folders shaped like
+//! images (`roots`), and a Debian image with Python and pytest (`python_image`).
 #![allow(dead_code)]
 
 pub mod browser;
@@ -20,6 +20,7 @@ pub mod markdown;
 pub mod model_server;
 pub mod monorepo;
 pub mod projects;
+pub mod python_image;
 pub mod redact;
 pub mod registry;
 pub mod roots;
@@ -251,12 +252,22 @@ pub fn sign(secret: &str, body: &[u8]) -> String {
 /// Polls `check` until it returns `Some`, failing the test after 30 seconds. For state
 /// that lives in the database or the server (no event says it changed); a wait on a fake
 /// forge's state is woken by its requests instead (`FakeGithub::wait_for`).
-pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+pub async fn eventually<T, F, Fut>(what: &str, check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
 {
-    let deadline = Instant::now() + Duration::from_secs(30);
+    eventually_within(what, Duration::from_secs(30), check).await
+}
+
+/// [`eventually`] with its own limit, for work that takes minutes (a real project's test
+/// suite, run several times by a session).
+pub async fn eventually_within<T, F, Fut>(what: &str, limit: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + limit;
     loop {
         if let Some(value) = check().await {
             return value;
