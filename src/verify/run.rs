@@ -625,7 +625,6 @@ impl Verifier {
         judged.extend(not_judged.clone());
         // A test that failed on the base counts as fixed only when seen passing: the
         // result's run does not list passing tests, so each absent failure runs alone.
-        let mut after = after;
         for (i, run_after) in after.runs.iter().enumerate() {
             if run_after.phase != Phase::Check || !run_after.ran_tests() {
                 continue;
