@@ -217,6 +217,7 @@ fn main() {
         flaky_reruns: 0,
         quarantine: Vec::new(),
         expects_tests: false,
+        removable: Vec::new(),
         always: checks,
         by_path: Vec::new(),
         chosen: Vec::new(),
