@@ -5,6 +5,7 @@
 //! approved contract declared a finding, and a finding it did not fails the result.
 
 mod code;
+mod patch;
 mod selection;
 #[cfg(test)]
 mod tests;
@@ -48,6 +49,9 @@ pub enum WeakeningKind {
     RemovedTest,
     /// A setting that chooses which tests run, or a CI line that runs them.
     Selection,
+    /// A test that replaces code the contract changes (`calc.add = …`, `mock.patch`,
+    /// `jest.mock`), so it does not run the code it checks.
+    Patch,
 }
 
 impl WeakeningKind {
@@ -67,6 +71,7 @@ impl WeakeningKind {
             WeakeningKind::Assertions => &["remov", "delet", "drop"],
             WeakeningKind::RemovedTest => &["remov", "delet", "drop", "renam", "replac", "move"],
             WeakeningKind::Selection => &["skip", "ignor", "exclud", "deselect", "disabl", "remov"],
+            WeakeningKind::Patch => &["patch", "mock", "stub"],
         }
     }
 
@@ -77,6 +82,7 @@ impl WeakeningKind {
             WeakeningKind::Assertions => "remove assertions",
             WeakeningKind::RemovedTest => "remove tests",
             WeakeningKind::Selection => "change which tests run",
+            WeakeningKind::Patch => "replace the code the tests check",
         }
     }
 }
@@ -176,8 +182,16 @@ pub(super) async fn read(
     let mut wanted: Vec<&str> = changed
         .iter()
         .map(|c| c.path.as_str())
-        .filter(|p| Lang::of(p).is_some() || Format::of(p).is_some())
+        .filter(|p| Lang::of(p).is_some() || Format::of(p).is_some() || patch::reads(p))
         .collect();
+    // The sources the contract changes, for what a test must not replace, even when the
+    // result left them as they were.
+    let sources = patch::sources(contract);
+    for source in &sources {
+        if !wanted.contains(&source.as_str()) {
+            wanted.push(source);
+        }
+    }
     // Within the bound, what chooses tests first, then test files, then other sources.
     wanted.sort_by_key(|p| (Format::of(p).is_none(), !is_test_path(p)));
     let beyond = wanted.split_off(MAX_FILES.min(wanted.len()));
@@ -230,6 +244,7 @@ struct Reading {
     drafts: Vec<Draft>,
     unread: Vec<UnreadFile>,
     sources: Vec<CodeFile>,
+    patches: patch::Patches,
 }
 
 impl Reading {
@@ -251,6 +266,7 @@ impl Reading {
             }
             (base, result) => (text(base), text(result)),
         };
+        self.patches.add(&path, base.as_deref(), result.as_deref());
         if let Some(format) = Format::of(&path) {
             selection::compare(
                 format,
@@ -281,12 +297,14 @@ impl Reading {
             mut drafts,
             unread,
             sources,
+            patches,
         } = self;
         for file in &sources {
             markers(file, &mut drafts);
             build_tags(file, &mut drafts);
         }
         tests(&sources, &mut drafts);
+        patches.finish(contract, &mut drafts);
         ruled(contract, drafts, unread)
     }
 }
@@ -612,7 +630,8 @@ impl Weakening {
             let _ = writeln!(
                 out,
                 "**Weakened tests ({total})**: a test made to pass by skipping, narrowing or \
-                 removing it, or by running fewer tests, does not count; unless the contract \
+                 removing it, by replacing the code it checks, or by running fewer tests, does not \
+                 count; unless the contract \
                  declares it, the result fails.\n"
             );
             for f in &self.findings {
