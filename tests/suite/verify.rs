@@ -1690,3 +1690,109 @@ async fn a_new_conftest_that_patches_the_code_under_test_is_refused() {
         [patches_add("calc.py", "conftest.py:8")]
     );
 }
+
+const CALC_JS: &str = "function add(a, b) {
+  return a - b;
+}
+
+function mul(a, b) {
+  return a * b;
+}
+
+module.exports = { add, mul };
+";
+const CALC_TEST_JS: &str = "const calc = require('./calc');
+
+test('adds', () => {
+  expect(calc.add(2, 3)).toBe(5);
+});
+
+test('multiplies', () => {
+  expect(calc.mul(2, 3)).toBe(6);
+});
+";
+
+/// The calc project in JavaScript, tested with the host's jest.
+fn jest_project() -> (Project, Contract, Plan) {
+    let world = Project::with_files(&[
+        ("package.json", "{\"name\": \"calc\", \"private\": true}\n"),
+        ("calc.js", CALC_JS),
+        ("calc.test.js", CALC_TEST_JS),
+    ]);
+    let contract = Contract::from_json(
+        r#"{
+          "summary": "add subtracts instead of adding",
+          "diagnosis": {"hypothesis": "add uses `-`"},
+          "change": {
+            "goal": "add adds",
+            "files": [{"path": "calc.js", "action": "modify", "why": "the operator"}]
+          },
+          "verification": {"commands": ["jest --ci"], "new_tests": []},
+          "routing": {"risk": "low"}
+        }"#,
+    )
+    .expect("a valid contract");
+    let plan = Plan::new(&contract, &settings("test: []\n"));
+    (world, contract, plan)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_jest_test_that_mocks_the_code_it_tests_is_not_passed() {
+    // In the test file the contract names: a spy that replaces `add`.
+    let (world, mut contract, plan) = jest_project();
+    declare(&mut contract, "calc.test.js", FileAction::Modify);
+    let report = world
+        .verify(&contract, &plan, |repo| {
+            let spied = CALC_TEST_JS.replacen(
+                "\n",
+                "\njest.spyOn(calc, 'add').mockImplementation((a, b) => a + b);\n",
+                1,
+            );
+            write(repo, "calc.test.js", &spied);
+        })
+        .await;
+    let c = &report.commands[0];
+    let base = c.baseline.as_ref().unwrap();
+    assert_eq!((base.passed, base.failed), (1, 1), "jest ran on the base");
+    assert_eq!(
+        (c.after.exit_code, c.after.passed, c.after.failed),
+        (Some(0), 2, 0)
+    );
+    assert_eq!(report.verdict, Verdict::Failed, "{}", report.compact());
+    assert_eq!(
+        weakened(&report, WeakeningKind::Patch),
+        [patches_add("calc.js", "calc.test.js:2")]
+    );
+
+    // Through a setup file a new Jest configuration loads, neither named by the contract.
+    let (world, contract, plan) = jest_project();
+    let report = world
+        .verify(&contract, &plan, |repo| {
+            write(
+                repo,
+                "jest.config.js",
+                "module.exports = { setupFiles: ['./test/setup.js'] };\n",
+            );
+            write(
+                repo,
+                "test/setup.js",
+                "const calc = require('../calc');\n\ncalc.add = (a, b) => a + b;\n",
+            );
+        })
+        .await;
+    let c = &report.commands[0];
+    assert_eq!((c.after.exit_code, c.after.failed), (Some(0), 0));
+    assert_eq!(report.verdict, Verdict::Refused, "{}", report.compact());
+    assert_eq!(
+        refused(&report),
+        [(
+            "jest.config.js",
+            "a file like `jest.config.*` sets up how the tests run; the contract must name the \
+             file to add it"
+        )]
+    );
+    assert_eq!(
+        weakened(&report, WeakeningKind::Patch),
+        [patches_add("calc.js", "test/setup.js:3")]
+    );
+}
