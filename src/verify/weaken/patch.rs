@@ -89,13 +89,19 @@ pub(super) fn reads(path: &str) -> bool {
 
 /// The source files the contract changes, in a language whose patches are read: their
 /// definitions are what a test must not replace, whether or not the result changed them.
+/// Only paths inside the repository: the contract's words are not the diff's.
 pub(super) fn sources(contract: &Contract) -> Vec<String> {
     contract
         .change
         .files
         .iter()
         .map(|f| normalise(&f.path))
-        .filter(|p| !p.is_empty() && !is_test_file(p) && lang_of(p).is_some())
+        .filter(|p| {
+            !p.is_empty()
+                && !p.split('/').any(|part| part == "..")
+                && !is_test_file(p)
+                && lang_of(p).is_some()
+        })
         .collect()
 }
 

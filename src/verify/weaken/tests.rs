@@ -1161,3 +1161,25 @@ fn a_go_test_file_gaining_test_main_is_refused_unless_declared() {
         []
     );
 }
+
+#[test]
+fn the_sources_read_for_patches_are_the_contracts_code_inside_the_repository() {
+    let mut contract = contract_naming(&[("calc.py", "w")]);
+    // Set past validation, as a stored contract could hold them.
+    for path in [
+        "./web/src/calc.ts",
+        "../outside/calc.py",
+        "pkg/../../calc.go",
+        "tests/test_calc.py",
+        "conftest.py",
+        "src/lib.rs",
+        "docs/",
+    ] {
+        contract.change.files.push(crate::contract::FileChange {
+            path: path.into(),
+            action: crate::contract::FileAction::Modify,
+            why: "w".into(),
+        });
+    }
+    assert_eq!(patch::sources(&contract), ["calc.py", "web/src/calc.ts"]);
+}
