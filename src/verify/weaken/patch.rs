@@ -40,6 +40,8 @@ struct Defined {
     path: String,
     lang: Lang,
     names: HashSet<String>,
+    /// A Go file's package clause.
+    package: Option<String>,
 }
 
 /// One place a test file replaces something: its line, the line as written, and what.
@@ -148,10 +150,14 @@ impl Patches {
             for text in [base, result].into_iter().flatten() {
                 names.extend(defined(lang, text));
             }
+            let package = (lang == Lang::Go)
+                .then(|| result.or(base).and_then(go_package))
+                .flatten();
             self.sources.push(Defined {
                 path: path.to_owned(),
                 lang,
                 names,
+                package,
             });
         }
     }
@@ -263,10 +269,12 @@ fn patched(file: &TestFile, target: &Target, source: &Defined) -> Option<Option<
             let (source_dir, test_dir) = (dir(&source.path), dir(&file.path));
             let same = match import {
                 None => source_dir == test_dir,
-                Some(path) => {
-                    !source_dir.is_empty()
-                        && (*path == source_dir || path.ends_with(&format!("/{source_dir}")))
+                // The package's folder ends its import path; at the module's root, the
+                // import path ends with the package's name.
+                Some(path) if source_dir.is_empty() => {
+                    test_dir.is_empty() && source.package.as_deref() == path.rsplit('/').next()
                 }
+                Some(path) => *path == source_dir || path.ends_with(&format!("/{source_dir}")),
             };
             (same && source.names.contains(name)).then(|| Some(name.clone()))
         }
@@ -697,8 +705,16 @@ fn js_sites(text: &Text<'_>) -> Vec<Site> {
     out
 }
 
+static GO_PACKAGE: LazyLock<Regex> = LazyLock::new(|| pattern(r"(?m)^(package)\s+(\w+)"));
+
+/// The package a Go file's clause names.
+fn go_package(raw: &str) -> Option<String> {
+    let text = Text::new(Lang::Go, raw);
+    let found = text.matches(&GO_PACKAGE, 1).next()?;
+    Some(found[2].to_owned())
+}
+
 fn go_sites(text: &Text<'_>) -> Vec<Site> {
-    static PACKAGE: LazyLock<Regex> = LazyLock::new(|| pattern(r"(?m)^(package)\s+(\w+)"));
     static IMPORT: LazyLock<Regex> =
         LazyLock::new(|| pattern(r#"(?m)^(import)\s+(?:([\w.]+)\s+)?"([^"]+)""#));
     static IMPORTS: LazyLock<Regex> = LazyLock::new(|| pattern(r"(?ms)^(import)\s*\((.*?)\)"));
@@ -709,7 +725,7 @@ fn go_sites(text: &Text<'_>) -> Vec<Site> {
         pattern(r"(?m)^[ \t]*([A-Za-z_][\w.]*(?:[ \t]*,[ \t]*[A-Za-z_][\w.]*)*)[ \t]*=(?:[^=]|$)")
     });
     let own_package = text
-        .matches(&PACKAGE, 1)
+        .matches(&GO_PACKAGE, 1)
         .next()
         .map(|c| c[2].to_owned())
         .unwrap_or_default();

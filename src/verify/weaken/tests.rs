@@ -1117,6 +1117,18 @@ fn go_tests_that_swap_a_package_variable_the_contract_changes_are_refused() {
         ),
         [patched("Rate", "calc/calc.go", "calc/ext_test.go:10")]
     );
+    // At the module's root, from the external test package.
+    let root = external.replace("\"example.com/m/calc\"", "\"example.com/calc\"");
+    assert_eq!(
+        patches(
+            &[("calc.go", "use +")],
+            &[
+                ("ext_test.go", None, Some(&root)),
+                ("calc.go", Some(CALC_GO), Some(CALC_GO)),
+            ]
+        ),
+        [patched("Rate", "calc.go", "ext_test.go:10")]
+    );
     // A variable of a package the contract does not change.
     assert_eq!(
         patches(
