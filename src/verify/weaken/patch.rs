@@ -78,10 +78,13 @@ fn lang_of(path: &str) -> Option<Lang> {
     }
 }
 
-/// A file whose patches count: a test file, or a `conftest.py` (pytest's fixtures).
+/// A file whose patches count: a test file (by its path, or where its language keeps
+/// tests: `__tests__`, `spec`), or a `conftest.py` (pytest's fixtures).
 fn is_test_file(path: &str) -> bool {
     let name = path.rsplit('/').next().unwrap_or(path);
-    is_test_path(path) || name == "conftest.py"
+    is_test_path(path)
+        || name == "conftest.py"
+        || matches!(Lang::of(path), Some(Lang::Python | Lang::Js | Lang::Go))
 }
 
 /// Whether the weakening reading must read `path` for its patches.

@@ -1048,6 +1048,21 @@ fn javascript_mocks_spies_and_stubs_of_code_the_contract_changes_are_refused() {
             "{added}"
         );
     }
+    // A test in a `__tests__` folder.
+    assert_eq!(
+        patches(
+            &[("src/calc.js", "use +")],
+            &[
+                (
+                    "src/__tests__/calc.js",
+                    None,
+                    Some("const calc = require('../calc');\ncalc.add = () => 5;\n")
+                ),
+                ("src/calc.js", Some(CALC_JS), Some(CALC_JS)),
+            ]
+        ),
+        [patched("add", "src/calc.js", "src/__tests__/calc.js:2")]
+    );
     // ES modules, beside the test.
     let esm = "import * as calc from './calc.js';\nimport { add } from './calc';\ncalc.add = () => 5;\nvi.spyOn(calc, 'add').mockReturnValue(5);\n";
     assert_eq!(
