@@ -363,13 +363,21 @@ impl<'a> Text<'a> {
         offset < raw.len() && raw[offset] == code[offset] && !raw[offset].is_ascii_whitespace()
     }
 
+    /// Line `line` (1-based) as written, its whitespace collapsed, clipped for a report.
     fn written(&self, line: usize) -> String {
+        const MAX_CHARS: usize = 160;
         let start = self.starts[line - 1];
         let end = self.starts.get(line).map_or(self.raw.len(), |e| e - 1);
-        self.raw[start..end]
+        let whole = self.raw[start..end]
             .split_whitespace()
             .collect::<Vec<_>>()
-            .join(" ")
+            .join(" ");
+        if whole.chars().count() <= MAX_CHARS {
+            return whole;
+        }
+        let mut clipped: String = whole.chars().take(MAX_CHARS).collect();
+        clipped.push('…');
+        clipped
     }
 
     fn site(&self, offset: usize, target: Target) -> Site {

@@ -1210,3 +1210,32 @@ fn the_sources_read_for_patches_are_the_contracts_code_inside_the_repository() {
     }
     assert_eq!(patch::sources(&contract), ["calc.py", "web/src/calc.ts"]);
 }
+
+#[test]
+fn a_patch_on_a_long_line_is_named_clipped() {
+    let long = format!(
+        "const calc = require('./calc');\ncalc.add = (a, b) => {{ return a + b; {} }};\n",
+        "void 0; ".repeat(100)
+    );
+    let found = find(
+        &contract_naming(&[("calc.js", "use +")]),
+        vec![
+            (
+                "calc.test.js".into(),
+                FileText::Absent,
+                FileText::Text(long),
+            ),
+            (
+                "calc.js".into(),
+                FileText::Text(CALC_JS.into()),
+                FileText::Text(CALC_JS.into()),
+            ),
+        ],
+    );
+    let instruction = &found.findings[0].instruction;
+    assert!(
+        instruction.contains("return a + b; void 0;"),
+        "{instruction}"
+    );
+    assert!(instruction.chars().count() < 300, "{instruction}");
+}
