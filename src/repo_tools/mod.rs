@@ -18,6 +18,7 @@ pub use map::{DEFAULT_TOKENS as DEFAULT_MAP_TOKENS, tokens};
 pub use search::SearchOptions;
 use search::{MAX_LISTED, MAX_MATCHES};
 use source::{Found, Source};
+pub use tags::{Lang as SourceLang, definition};
 
 /// Lines one `read_file` answer holds at most.
 const MAX_READ_LINES: usize = 250;

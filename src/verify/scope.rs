@@ -184,8 +184,29 @@ pub const RUN_BY_CI: &[&str] = &[
     "gradlew",
 ];
 
+/// Files that set up how a repository's tests run (pytest's fixtures and settings, Jest's,
+/// Vitest's and Babel's configurations, Mocha's, a Rust build script, Cargo's settings): one
+/// the result adds changes how the base's tests see the code, so it is refused unless the
+/// approved contract names it. A pattern without `/` matches the file name in any folder.
+pub const TEST_SETUP: &[&str] = &[
+    "conftest.py",
+    "pytest.ini",
+    "jest.config.*",
+    "jest.setup.*",
+    "vitest.config.*",
+    "vitest.setup.*",
+    "vitest.workspace.*",
+    "babel.config.*",
+    ".babelrc",
+    ".babelrc.*",
+    ".mocharc.*",
+    "build.rs",
+    "**/.cargo/config",
+    "**/.cargo/config.toml",
+];
+
 /// Checks the result's changed files against the contract: protected paths, files CI runs
-/// that the contract does not name, and the deletion of a test the contract means to make
+/// and test setup files added that the contract does not name, and the deletion of a test the contract means to make
 /// pass are refused; anything else outside the declared files and test files is flagged.
 pub fn check_scope(
     contract: &Contract,
@@ -244,6 +265,19 @@ pub fn check_scope(
             .find(|(d, _)| path == *d || path.starts_with(&format!("{d}/")))
             .map(|(_, action)| *action);
         if declaration.is_none()
+            && file.change == FileChange::Added
+            && let Some(glob) = TEST_SETUP.iter().find(|g| glob_matches(g, &path))
+        {
+            finding(
+                Severity::Refused,
+                format!(
+                    "a file like `{glob}` sets up how the tests run; the contract must name \
+                     the file to add it"
+                ),
+            );
+            continue;
+        }
+        if declaration.is_none()
             && let Some(glob) = RUN_BY_CI.iter().find(|g| glob_matches(g, &path))
         {
             finding(
@@ -296,4 +330,94 @@ pub fn check_scope(
         }
     }
     findings
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn contract(files: &[&str]) -> Contract {
+        let files: Vec<serde_json::Value> = files
+            .iter()
+            .map(|p| serde_json::json!({"path": p, "action": "create", "why": "w"}))
+            .collect();
+        Contract::from_json(
+            &serde_json::json!({
+                "summary": "s",
+                "diagnosis": {"hypothesis": "h"},
+                "change": {"goal": "g", "files": files},
+                "verification": {"commands": ["python3 -m pytest"]},
+                "routing": {"risk": "low"}
+            })
+            .to_string(),
+        )
+        .unwrap()
+    }
+
+    fn scope(contract: &Contract, files: &[(&str, FileChange)]) -> Vec<(String, Severity)> {
+        let changed: Vec<ChangedFile> = files
+            .iter()
+            .map(|(path, change)| ChangedFile {
+                path: (*path).to_owned(),
+                change: *change,
+            })
+            .collect();
+        check_scope(contract, &[], &changed, &HashMap::new(), &RunSet::default())
+            .into_iter()
+            .map(|f| (f.path, f.severity))
+            .collect()
+    }
+
+    #[test]
+    fn an_added_test_setup_file_is_refused_unless_the_contract_names_it() {
+        let added = [
+            "conftest.py",
+            "tests/unit/conftest.py",
+            "pytest.ini",
+            "jest.config.js",
+            "web/jest.config.ts",
+            "vitest.config.mts",
+            "babel.config.js",
+            "build.rs",
+            "crates/x/build.rs",
+            ".cargo/config.toml",
+            "crates/x/.cargo/config.toml",
+        ];
+        let files: Vec<(&str, FileChange)> =
+            added.iter().map(|p| (*p, FileChange::Added)).collect();
+        let none = contract(&["calc.py"]);
+        let found = scope(&none, &files);
+        assert_eq!(
+            found,
+            added
+                .iter()
+                .map(|p| ((*p).to_owned(), Severity::Refused))
+                .collect::<Vec<_>>()
+        );
+        let changed = [ChangedFile {
+            path: "web/jest.config.ts".into(),
+            change: FileChange::Added,
+        }];
+        let reason =
+            &check_scope(&none, &[], &changed, &HashMap::new(), &RunSet::default())[0].reason;
+        assert_eq!(
+            reason,
+            "a file like `jest.config.*` sets up how the tests run; the contract must name the \
+             file to add it"
+        );
+        // Named, each is the contract's to add.
+        assert_eq!(scope(&contract(&added), &files), []);
+        // A test file beside them is no setup, and a changed Jest configuration is compared
+        // for its test selection instead.
+        assert_eq!(
+            scope(
+                &none,
+                &[
+                    ("tests/test_calc.py", FileChange::Added),
+                    ("jest.config.js", FileChange::Modified),
+                ]
+            ),
+            [("jest.config.js".to_owned(), Severity::Flagged)]
+        );
+    }
 }

@@ -1939,3 +1939,276 @@ async fn an_old_test_file_the_contract_does_not_name_runs_in_its_base_form() {
     );
     result.finish(Outcome::Succeeded).await.unwrap();
 }
+
+use planwright::verify::WeakeningKind;
+
+/// The weakening findings of one kind, as `(what, location, refused)`.
+fn weakened(report: &VerificationReport, kind: WeakeningKind) -> Vec<(String, String, bool)> {
+    report
+        .weakening
+        .findings
+        .iter()
+        .filter(|f| f.kind == kind)
+        .map(|f| (f.what.clone(), f.location(), f.refused()))
+        .collect()
+}
+
+fn patches_add(source: &str, at: &str) -> (String, String, bool) {
+    (
+        format!(
+            "patches `add` of `{source}` that the contract changes, so the test does not run \
+             the code it checks"
+        ),
+        at.to_owned(),
+        true,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_test_module_that_replaces_the_code_it_tests_fails_naming_the_line() {
+    let world = Project::new();
+    let mut contract = contract();
+    // The contract names the test file, as it does to add a regression test there.
+    declare(&mut contract, "test_calc.py", FileAction::Modify);
+    let plan = Plan::new(&contract, &config(""));
+    let report = world
+        .verify(&contract, &plan, |repo| {
+            // calc.py stays broken; the tests see a working `add` all the same.
+            let patched = TESTS.replacen(
+                "import calc\n",
+                "import calc\n\n\ndef setUpModule():\n    calc.add = lambda a, b: a + b\n",
+                1,
+            );
+            write(repo, "test_calc.py", &patched);
+        })
+        .await;
+
+    // The attack works on the run alone: both tests pass.
+    let c = &report.commands[0];
+    assert_eq!(
+        (c.after.exit_code, c.after.passed, c.after.failed),
+        (Some(0), 2, 0)
+    );
+    assert_ne!(report.verdict, Verdict::Passed, "{}", report.compact());
+    assert_eq!(
+        weakened(&report, WeakeningKind::Patch),
+        [patches_add("calc.py", "test_calc.py:6")]
+    );
+    assert!(report.scope.is_empty(), "{:?}", report.scope);
+    let compact = report.compact();
+    assert!(
+        compact.contains(
+            "- REFUSED patches `add` of `calc.py` that the contract changes, so the test does \
+             not run the code it checks (test_calc.py:6): the contract's test_changes allow \
+             no change to `test_calc.py`"
+        ),
+        "{compact}"
+    );
+    assert!(
+        compact.contains(
+            "to do: remove the patch at test_calc.py:6 (`calc.add = lambda a, b: a + b`)"
+        ),
+        "{compact}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_new_test_module_that_replaces_the_code_at_import_fails_naming_the_line() {
+    let world = Project::new();
+    let contract = contract();
+    let plan = Plan::new(&contract, &config(""));
+    let report = world
+        .verify(&contract, &plan, |repo| {
+            // Imported when the suite is collected, before any test of test_calc.py runs.
+            write(
+                repo,
+                "test_setup.py",
+                "import calc\n\ncalc.add = lambda a, b: a + b\n",
+            );
+        })
+        .await;
+
+    // The new module ran apart from the old tests, so the patch did not reach them:
+    // test_add still fails, and the patch is named besides.
+    let c = &report.commands[0];
+    assert_eq!(c.after.failed, 1, "{c:?}");
+    assert_eq!(ids(&report, Class::PreExisting), vec![ADD_ID]);
+    assert_ne!(report.verdict, Verdict::Passed, "{}", report.compact());
+    assert_eq!(
+        weakened(&report, WeakeningKind::Patch),
+        [patches_add("calc.py", "test_setup.py:3")]
+    );
+    assert!(
+        report.compact().contains(
+            "(test_setup.py:3): the contract's test_changes allow no change to `test_setup.py`"
+        ),
+        "{}",
+        report.compact()
+    );
+}
+
+const CONFTEST_PATCH: &str = "import pytest
+
+import calc
+
+
+@pytest.fixture(autouse=True)
+def working_add(monkeypatch):
+    monkeypatch.setattr(calc, \"add\", lambda a, b: a + b)
+";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_new_conftest_that_patches_the_code_under_test_is_refused() {
+    let world = Project::new();
+    let mut contract = contract();
+    contract.verification.commands = vec!["python3 -m pytest".into()];
+    let plan = Plan::new(&contract, &settings("test: []\n"));
+    assert_eq!(plan.checks, vec!["python3 -m pytest".to_owned()]);
+    let report = world
+        .verify(&contract, &plan, |repo| {
+            write(repo, "conftest.py", CONFTEST_PATCH)
+        })
+        .await;
+
+    let c = &report.commands[0];
+    let base = c.baseline.as_ref().unwrap();
+    assert_eq!((base.passed, base.failed), (1, 1), "pytest ran on the base");
+    assert_eq!(
+        (c.after.exit_code, c.after.passed, c.after.failed),
+        (Some(0), 2, 0)
+    );
+    assert_eq!(report.verdict, Verdict::Refused, "{}", report.compact());
+    assert_eq!(
+        refused(&report),
+        [(
+            "conftest.py",
+            "a file like `conftest.py` sets up how the tests run; the contract must name the \
+             file to add it"
+        )]
+    );
+    assert_eq!(
+        weakened(&report, WeakeningKind::Patch),
+        [patches_add("calc.py", "conftest.py:8")]
+    );
+
+    // Named by the contract, the file is in scope; its patch is still refused.
+    let mut naming = contract.clone();
+    declare(&mut naming, "conftest.py", FileAction::Create);
+    let report = world
+        .verify(&naming, &plan, |repo| {
+            write(repo, "conftest.py", CONFTEST_PATCH)
+        })
+        .await;
+    assert!(report.scope.is_empty(), "{:?}", report.scope);
+    assert_eq!(report.verdict, Verdict::Failed, "{}", report.compact());
+    assert_eq!(
+        weakened(&report, WeakeningKind::Patch),
+        [patches_add("calc.py", "conftest.py:8")]
+    );
+}
+
+const CALC_JS: &str = "function add(a, b) {
+  return a - b;
+}
+
+function mul(a, b) {
+  return a * b;
+}
+
+module.exports = { add, mul };
+";
+const CALC_TEST_JS: &str = "const calc = require('./calc');
+
+test('adds', () => {
+  expect(calc.add(2, 3)).toBe(5);
+});
+
+test('multiplies', () => {
+  expect(calc.mul(2, 3)).toBe(6);
+});
+";
+
+/// The calc project in JavaScript, tested with the host's jest.
+fn jest_project() -> (Project, Contract, Plan) {
+    let world = Project::with_files(&[
+        ("package.json", "{\"name\": \"calc\", \"private\": true}\n"),
+        ("calc.js", CALC_JS),
+        ("calc.test.js", CALC_TEST_JS),
+    ]);
+    let contract = Contract::from_json(
+        r#"{
+          "summary": "add subtracts instead of adding",
+          "diagnosis": {"hypothesis": "add uses `-`"},
+          "change": {
+            "goal": "add adds",
+            "files": [{"path": "calc.js", "action": "modify", "why": "the operator"}]
+          },
+          "verification": {"commands": ["jest --ci"], "new_tests": []},
+          "routing": {"risk": "low"}
+        }"#,
+    )
+    .expect("a valid contract");
+    let plan = Plan::new(&contract, &settings("test: []\n"));
+    (world, contract, plan)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_jest_test_that_mocks_the_code_it_tests_is_not_passed() {
+    // In the test file the contract names: a spy that replaces `add`.
+    let (world, mut contract, plan) = jest_project();
+    declare(&mut contract, "calc.test.js", FileAction::Modify);
+    let report = world
+        .verify(&contract, &plan, |repo| {
+            let spied = CALC_TEST_JS.replacen(
+                "\n",
+                "\njest.spyOn(calc, 'add').mockImplementation((a, b) => a + b);\n",
+                1,
+            );
+            write(repo, "calc.test.js", &spied);
+        })
+        .await;
+    let c = &report.commands[0];
+    let base = c.baseline.as_ref().unwrap();
+    assert_eq!((base.passed, base.failed), (1, 1), "jest ran on the base");
+    assert_eq!(
+        (c.after.exit_code, c.after.passed, c.after.failed),
+        (Some(0), 2, 0)
+    );
+    assert_eq!(report.verdict, Verdict::Failed, "{}", report.compact());
+    assert_eq!(
+        weakened(&report, WeakeningKind::Patch),
+        [patches_add("calc.js", "calc.test.js:2")]
+    );
+
+    // Through a setup file a new Jest configuration loads, neither named by the contract.
+    let (world, contract, plan) = jest_project();
+    let report = world
+        .verify(&contract, &plan, |repo| {
+            write(
+                repo,
+                "jest.config.js",
+                "module.exports = { setupFiles: ['./test/setup.js'] };\n",
+            );
+            write(
+                repo,
+                "test/setup.js",
+                "const calc = require('../calc');\n\ncalc.add = (a, b) => a + b;\n",
+            );
+        })
+        .await;
+    let c = &report.commands[0];
+    assert_eq!((c.after.exit_code, c.after.failed), (Some(0), 0));
+    assert_eq!(report.verdict, Verdict::Refused, "{}", report.compact());
+    assert_eq!(
+        refused(&report),
+        [(
+            "jest.config.js",
+            "a file like `jest.config.*` sets up how the tests run; the contract must name the \
+             file to add it"
+        )]
+    );
+    assert_eq!(
+        weakened(&report, WeakeningKind::Patch),
+        [patches_add("calc.js", "test/setup.js:3")]
+    );
+}

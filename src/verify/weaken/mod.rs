@@ -5,6 +5,7 @@
 //! approved contract declared a finding, and a finding it did not fails the result.
 
 mod code;
+mod patch;
 mod selection;
 #[cfg(test)]
 mod tests;
@@ -55,6 +56,9 @@ pub enum WeakeningKind {
     ChangedExpectation,
     /// A test renamed, with as many assertions, that expects something else.
     RenamedTest,
+    /// A test that replaces code the contract changes (`calc.add = …`, `mock.patch`,
+    /// `jest.mock`), so it does not run the code it checks.
+    Patch,
 }
 
 impl WeakeningKind {
@@ -66,6 +70,7 @@ impl WeakeningKind {
             WeakeningKind::Assertions | WeakeningKind::ChangedExpectation => TestChangeKind::Weaken,
             WeakeningKind::RenamedTest => TestChangeKind::Rename,
             WeakeningKind::Selection => TestChangeKind::Select,
+            WeakeningKind::Patch => TestChangeKind::Patch,
         }
     }
 }
@@ -191,8 +196,16 @@ pub(super) async fn read(
     let mut wanted: Vec<&str> = changed
         .iter()
         .map(|c| c.path.as_str())
-        .filter(|p| Lang::of(p).is_some() || Format::of(p).is_some())
+        .filter(|p| Lang::of(p).is_some() || Format::of(p).is_some() || patch::reads(p))
         .collect();
+    // The sources the contract changes, for what a test must not replace, even when the
+    // result left them as they were.
+    let sources = patch::sources(contract);
+    for source in &sources {
+        if !wanted.contains(&source.as_str()) {
+            wanted.push(source);
+        }
+    }
     // Within the bound, what chooses tests first, then test files, then other sources.
     wanted.sort_by_key(|p| (Format::of(p).is_none(), !is_test_path(p)));
     let beyond = wanted.split_off(MAX_FILES.min(wanted.len()));
@@ -245,6 +258,7 @@ struct Reading {
     drafts: Vec<Draft>,
     unread: Vec<UnreadFile>,
     sources: Vec<CodeFile>,
+    patches: patch::Patches,
 }
 
 impl Reading {
@@ -266,6 +280,7 @@ impl Reading {
             }
             (base, result) => (text(base), text(result)),
         };
+        self.patches.add(&path, base.as_deref(), result.as_deref());
         if let Some(format) = Format::of(&path) {
             selection::compare(
                 format,
@@ -296,6 +311,7 @@ impl Reading {
             mut drafts,
             unread,
             sources,
+            patches,
         } = self;
         for file in &sources {
             markers(file, &mut drafts);
@@ -303,6 +319,7 @@ impl Reading {
         }
         let mut edits = Vec::new();
         tests(&sources, &mut drafts, &mut edits);
+        patches.finish(contract, &mut drafts);
         // A changed expectation is the fix's business only where the contract says the
         // tests change: elsewhere a test must keep expecting what it expected.
         let mut changed = Vec::new();
@@ -926,8 +943,9 @@ impl Weakening {
             let _ = writeln!(
                 out,
                 "**Weakened tests ({total})**: a test made to pass by skipping, narrowing, \
-                 removing or changing it, or by running fewer tests, does not count; unless the contract's \
-                 `test_changes` allow it, the result fails.\n"
+                 removing or changing it, by replacing the code it checks, or by running fewer \
+                 tests, does not count; unless the contract's `test_changes` allow it, the \
+                 result fails.\n"
             );
             for f in &self.findings {
                 let ruling = if f.refused() {

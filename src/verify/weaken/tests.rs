@@ -1274,3 +1274,510 @@ fn replace_literal(text: &str) -> Option<String> {
         &text[digits + 1..]
     ))
 }
+
+const CALC_PY: &str = "import requests\n\n\ndef add(a, b):\n    return a - b\n\n\nclass Calc:\n    def mul(self, a, b):\n        return a * b\n\n\nRATE = 2\n";
+
+/// The `Patch` findings of a result, as `(what, location, refused)`, under a contract
+/// naming `contract_files`; each file is `(path, base, result)`.
+fn patches(
+    contract_files: &[(&str, &str)],
+    files: &[(&str, Option<&str>, Option<&str>)],
+) -> Vec<(String, String, bool)> {
+    weakened(&contract_naming(contract_files), files)
+        .into_iter()
+        .filter(|(kind, ..)| *kind == WeakeningKind::Patch)
+        .map(|(_, what, at, refused)| (what, at, refused))
+        .collect()
+}
+
+fn patched(name: &str, source: &str, at: &str) -> (String, String, bool) {
+    (
+        format!(
+            "patches `{name}` of `{source}` that the contract changes, so the test does not run \
+             the code it checks"
+        ),
+        at.to_owned(),
+        true,
+    )
+}
+
+#[test]
+fn python_tests_that_replace_code_the_contract_changes_are_refused() {
+    let calc = [("calc.py", "use +")];
+    // Each: what the test file gains after its imports, and the line of the patch.
+    for (added, line, name) in [
+        (
+            "def setUpModule():\n    calc.add = lambda a, b: a + b\n",
+            4,
+            "add",
+        ),
+        ("calc.add = lambda a, b: a + b\n", 3, "add"),
+        ("setattr(calc, \"add\", lambda a, b: a + b)\n", 3, "add"),
+        (
+            "from unittest import mock\npatcher = mock.patch(\"calc.add\", lambda a, b: a + b)\n",
+            4,
+            "add",
+        ),
+        (
+            "from unittest.mock import patch\np = patch.object(calc, 'add', return_value=5)\n",
+            4,
+            "add",
+        ),
+        (
+            "from unittest.mock import patch\np = patch.object(calc.Calc, 'mul')\n",
+            4,
+            "Calc.mul",
+        ),
+        (
+            "from unittest import mock\np = mock.patch.multiple(calc, add=mock.DEFAULT)\n",
+            4,
+            "add",
+        ),
+        ("calc.RATE = 3\n", 3, "RATE"),
+    ] {
+        let result = PY.replacen("import calc\n", &format!("import calc\n{added}"), 1);
+        assert_eq!(
+            patches(
+                &calc,
+                &[
+                    ("test_calc.py", Some(PY), Some(&result)),
+                    ("calc.py", Some(CALC_PY), Some(CALC_PY)),
+                ]
+            ),
+            [patched(name, "calc.py", &format!("test_calc.py:{line}"))],
+            "{added}"
+        );
+    }
+
+    // The decorator form, on the failing test itself.
+    let decorated = PY
+        .replacen(
+            "import calc\n",
+            "import calc\nfrom unittest.mock import patch\n",
+            1,
+        )
+        .replace(
+            "    def test_add",
+            "    @patch(\"calc.add\", lambda a, b: a + b)\n    def test_add",
+        );
+    assert_eq!(
+        patches(
+            &calc,
+            &[
+                ("test_calc.py", Some(PY), Some(&decorated)),
+                ("calc.py", Some(CALC_PY), Some(CALC_PY)),
+            ]
+        ),
+        [patched("add", "calc.py", "test_calc.py:7")]
+    );
+
+    // An alias, a package's module, a rebound import.
+    let aliased = "import pkg.mod as m\nfrom pkg import mod\nfrom pkg.mod import add\n\nm.add = None\nmod.RATE = 3\nadd = lambda a, b: a + b\n";
+    assert_eq!(
+        patches(
+            &[("src/pkg/mod.py", "use +")],
+            &[
+                ("tests/test_mod.py", None, Some(aliased)),
+                ("src/pkg/mod.py", Some(CALC_PY), Some(CALC_PY)),
+            ]
+        ),
+        [
+            patched("add", "src/pkg/mod.py", "tests/test_mod.py:5"),
+            patched("RATE", "src/pkg/mod.py", "tests/test_mod.py:6"),
+            patched("add", "src/pkg/mod.py", "tests/test_mod.py:7"),
+        ]
+    );
+
+    // A new conftest.py whose fixture patches for every test.
+    for fixture in [
+        "    monkeypatch.setattr(calc, \"add\", lambda a, b: a + b)\n",
+        "    monkeypatch.setattr(\"calc.add\", lambda a, b: a + b)\n",
+        "    mocker.patch(\"calc.add\", side_effect=lambda a, b: a + b)\n",
+    ] {
+        let conftest = format!(
+            "import pytest\nimport calc\n\n\n@pytest.fixture(autouse=True)\ndef fixed(monkeypatch, mocker):\n{fixture}"
+        );
+        assert_eq!(
+            patches(
+                &calc,
+                &[
+                    ("conftest.py", None, Some(&conftest)),
+                    ("calc.py", Some(CALC_PY), Some(CALC_PY)),
+                ]
+            ),
+            [patched("add", "calc.py", "conftest.py:7")],
+            "{fixture}"
+        );
+    }
+
+    // Replacing the whole module.
+    let whole = "import sys\nimport types\nsys.modules[\"calc\"] = types.SimpleNamespace(add=lambda a, b: a + b)\n";
+    assert_eq!(
+        patches(
+            &calc,
+            &[
+                ("tests/test_whole.py", None, Some(whole)),
+                ("calc.py", Some(CALC_PY), Some(CALC_PY)),
+            ]
+        ),
+        [(
+            "replaces the module `calc.py` that the contract changes, so the tests do not run \
+             the code they check"
+                .to_owned(),
+            "tests/test_whole.py:3".to_owned(),
+            true
+        )]
+    );
+}
+
+#[test]
+fn python_patches_of_other_code_or_already_on_the_base_are_allowed() {
+    let calc = [("calc.py", "use +")];
+    let other = PY.replacen(
+        "import calc\n",
+        "import calc\nimport os\nimport time\nimport helpers\nfrom unittest import mock\n\
+         time.time = lambda: 0\nos.environ[\"TZ\"] = \"UTC\"\n\
+         p = mock.patch(\"requests.get\")\nq = mock.patch(\"calc.requests.get\")\n\
+         r = mock.patch.dict(os.environ, {\"A\": \"1\"})\nhelpers.add = lambda a, b: a + b\n\
+         calc.add(2, 3)\n# calc.add = lambda a, b: a + b\ns = \"calc.add = 1\"\n",
+        1,
+    );
+    assert_eq!(
+        patches(
+            &calc,
+            &[
+                ("test_calc.py", Some(PY), Some(&other)),
+                ("calc.py", Some(CALC_PY), Some(CALC_PY)),
+                ("helpers.py", Some(CALC_PY), Some(CALC_PY)),
+            ]
+        ),
+        []
+    );
+    // The same patch on the base: not the result's doing.
+    let patched_base = PY.replacen("import calc\n", "import calc\ncalc.add = max\n", 1);
+    let patched_result = format!("{patched_base}\n# more\n");
+    assert_eq!(
+        patches(
+            &calc,
+            &[
+                ("test_calc.py", Some(&patched_base), Some(&patched_result)),
+                ("calc.py", Some(CALC_PY), Some(CALC_PY)),
+            ]
+        ),
+        []
+    );
+    // Code the contract does not change, though it is read.
+    let helpers = PY.replacen("import calc\n", "import calc\ncalc.add = max\n", 1);
+    assert_eq!(
+        patches(
+            &[("helpers.py", "w")],
+            &[
+                ("test_calc.py", Some(PY), Some(&helpers)),
+                ("calc.py", Some(CALC_PY), Some(CALC_PY)),
+            ]
+        ),
+        []
+    );
+}
+
+#[test]
+fn a_patch_the_contract_names_and_declares_is_listed_not_refused() {
+    let result = PY.replacen("import calc\n", "import calc\ncalc.add = max\n", 1);
+    let allowing = contract_allowing(
+        &[("calc.py", "use +"), ("test_calc.py", "a regression test")],
+        "add adds",
+        serde_json::json!([{"path": "test_calc.py", "kind": "patch",
+                            "why": "mock calc.add while its callers are checked"}]),
+    );
+    let found: Vec<_> = weakened(
+        &allowing,
+        &[
+            ("test_calc.py", Some(PY), Some(&result)),
+            ("calc.py", Some(CALC_PY), Some(CALC_PY)),
+        ],
+    )
+    .into_iter()
+    .filter(|(kind, ..)| *kind == WeakeningKind::Patch)
+    .collect();
+    assert_eq!(found.len(), 1);
+    assert!(!found[0].3, "{found:?}");
+    // A goal or a file's reason that says "mock" declares nothing.
+    let said = patches(
+        &[
+            ("calc.py", "use +"),
+            (
+                "test_calc.py",
+                "mock calc.add while its callers are checked",
+            ),
+        ],
+        &[
+            ("test_calc.py", Some(PY), Some(&result)),
+            ("calc.py", Some(CALC_PY), Some(CALC_PY)),
+        ],
+    );
+    assert!(said[0].2, "{said:?}");
+    let named_only = patches(
+        &[("calc.py", "use +"), ("test_calc.py", "a regression test")],
+        &[
+            ("test_calc.py", Some(PY), Some(&result)),
+            ("calc.py", Some(CALC_PY), Some(CALC_PY)),
+        ],
+    );
+    assert_eq!(named_only, [patched("add", "calc.py", "test_calc.py:3")]);
+}
+
+const CALC_JS: &str = "function add(a, b) {\n  return a - b;\n}\n\nclass Calc {\n  mul(a, b) {\n    return a * b;\n  }\n}\n\nmodule.exports = { add, Calc };\n";
+
+#[test]
+fn javascript_mocks_spies_and_stubs_of_code_the_contract_changes_are_refused() {
+    let base = "const calc = require('../src/calc');\n\ntest('adds', () => {\n  expect(calc.add(2, 3)).toBe(5);\n});\n";
+    for (added, line, name) in [
+        ("jest.mock('../src/calc');\n", 2, None),
+        (
+            "vi.mock('../src/calc.js', () => ({ add: (a, b) => a + b }));\n",
+            2,
+            None,
+        ),
+        (
+            "jest.spyOn(calc, 'add').mockImplementation((a, b) => a + b);\n",
+            2,
+            Some("add"),
+        ),
+        (
+            "const spy = vi.spyOn(calc, 'add');\nspy.mockReturnValue(5);\n",
+            2,
+            Some("add"),
+        ),
+        ("sinon.stub(calc, 'add').returns(5);\n", 2, Some("add")),
+        ("calc.add = (a, b) => a + b;\n", 2, Some("add")),
+        (
+            "const { Calc } = require('../src/calc');\nCalc.prototype.mul = () => 6;\n",
+            3,
+            Some("mul"),
+        ),
+    ] {
+        let result = base.replacen("\n", &format!("\n{added}"), 1);
+        let expected = match name {
+            Some(name) => patched(name, "src/calc.js", &format!("test/calc.test.js:{line}")),
+            None => (
+                "replaces the module `src/calc.js` that the contract changes, so the tests do \
+                 not run the code they check"
+                    .to_owned(),
+                format!("test/calc.test.js:{line}"),
+                true,
+            ),
+        };
+        assert_eq!(
+            patches(
+                &[("src/calc.js", "use +")],
+                &[
+                    ("test/calc.test.js", Some(base), Some(&result)),
+                    ("src/calc.js", Some(CALC_JS), Some(CALC_JS)),
+                ]
+            ),
+            [expected],
+            "{added}"
+        );
+    }
+    // A test in a `__tests__` folder.
+    assert_eq!(
+        patches(
+            &[("src/calc.js", "use +")],
+            &[
+                (
+                    "src/__tests__/calc.js",
+                    None,
+                    Some("const calc = require('../calc');\ncalc.add = () => 5;\n")
+                ),
+                ("src/calc.js", Some(CALC_JS), Some(CALC_JS)),
+            ]
+        ),
+        [patched("add", "src/calc.js", "src/__tests__/calc.js:2")]
+    );
+    // ES modules, beside the test.
+    let esm = "import * as calc from './calc.js';\nimport { add } from './calc';\ncalc.add = () => 5;\nvi.spyOn(calc, 'add').mockReturnValue(5);\n";
+    assert_eq!(
+        patches(
+            &[("src/calc.ts", "use +")],
+            &[
+                ("src/calc.spec.ts", None, Some(esm)),
+                (
+                    "src/calc.ts",
+                    Some("export function add(a: number, b: number) {\n  return a - b;\n}\n"),
+                    None
+                ),
+            ]
+        ),
+        [
+            patched("add", "src/calc.ts", "src/calc.spec.ts:3"),
+            patched("add", "src/calc.ts", "src/calc.spec.ts:4"),
+        ]
+    );
+}
+
+#[test]
+fn javascript_spies_that_call_through_and_mocks_of_other_modules_are_allowed() {
+    let result = "const calc = require('../src/calc');\nconst axios = require('axios');\njest.mock('axios');\njest.mock('../src/other');\njest.useFakeTimers();\njest.spyOn(Date, 'now').mockReturnValue(0);\nconst spy = jest.spyOn(calc, 'add');\naxios.get = jest.fn();\n// calc.add = () => 5;\nconst s = 'calc.add = 5';\n\ntest('adds', () => {\n  expect(calc.add(2, 3)).toBe(5);\n  expect(spy).toHaveBeenCalled();\n});\n";
+    assert_eq!(
+        patches(
+            &[("src/calc.js", "use +")],
+            &[
+                ("test/calc.test.js", None, Some(result)),
+                ("src/calc.js", Some(CALC_JS), Some(CALC_JS)),
+                ("src/other.js", Some(CALC_JS), Some(CALC_JS)),
+            ]
+        ),
+        []
+    );
+}
+
+const CALC_GO: &str = "package calc\n\nimport \"time\"\n\nvar addFn = func(a, b int) int { return a - b }\n\nvar (\n\tnow   = time.Now\n\tRate  = 2\n)\n\nfunc Add(a, b int) int { return addFn(a, b) }\n";
+
+#[test]
+fn go_tests_that_swap_a_package_variable_the_contract_changes_are_refused() {
+    let base = "package calc\n\nimport \"testing\"\n\nfunc TestAdd(t *testing.T) {\n\tif Add(2, 3) != 5 {\n\t\tt.Fatal(\"add\")\n\t}\n}\n";
+    let swapped = base.replacen(
+        "import \"testing\"\n",
+        "import \"testing\"\n\nfunc init() {\n\taddFn = func(a, b int) int { return a + b }\n}\n",
+        1,
+    );
+    assert_eq!(
+        patches(
+            &[("calc/calc.go", "use +")],
+            &[
+                ("calc/calc_test.go", Some(base), Some(&swapped)),
+                ("calc/calc.go", Some(CALC_GO), Some(CALC_GO)),
+            ]
+        ),
+        [patched("addFn", "calc/calc.go", "calc/calc_test.go:6")]
+    );
+    // From the external test package, through the import.
+    let external = "package calc_test\n\nimport (\n\t\"testing\"\n\n\tc \"example.com/m/calc\"\n)\n\nfunc TestAdd(t *testing.T) {\n\tc.Rate = 3\n\tnow := 5\n\tnow = 6\n\t_ = now\n}\n";
+    assert_eq!(
+        patches(
+            &[("calc/calc.go", "use +")],
+            &[
+                ("calc/ext_test.go", None, Some(external)),
+                ("calc/calc.go", Some(CALC_GO), Some(CALC_GO)),
+            ]
+        ),
+        [patched("Rate", "calc/calc.go", "calc/ext_test.go:10")]
+    );
+    // At the module's root, from the external test package.
+    let root = external.replace("\"example.com/m/calc\"", "\"example.com/calc\"");
+    assert_eq!(
+        patches(
+            &[("calc.go", "use +")],
+            &[
+                ("ext_test.go", None, Some(&root)),
+                ("calc.go", Some(CALC_GO), Some(CALC_GO)),
+            ]
+        ),
+        [patched("Rate", "calc.go", "ext_test.go:10")]
+    );
+    // A variable of a package the contract does not change.
+    assert_eq!(
+        patches(
+            &[("other/other.go", "w")],
+            &[
+                ("calc/calc_test.go", Some(base), Some(&swapped)),
+                ("calc/calc.go", Some(CALC_GO), Some(CALC_GO)),
+            ]
+        ),
+        []
+    );
+}
+
+#[test]
+fn a_go_test_file_gaining_test_main_is_refused_unless_declared() {
+    let base = "package calc\n\nimport \"testing\"\n\nfunc TestAdd(t *testing.T) {}\n";
+    let main = format!("{base}\nfunc TestMain(m *testing.M) {{\n\tos.Exit(0)\n}}\n");
+    let found = |contract: &[(&str, &str)]| {
+        weakened(
+            &contract_naming(contract),
+            &[("calc/calc_test.go", Some(base), Some(&main))],
+        )
+    };
+    assert_eq!(
+        found(&[("calc/calc.go", "use +")]),
+        [(
+            WeakeningKind::Selection,
+            "adds `func TestMain`, which decides how the package's tests run".to_owned(),
+            "calc/calc_test.go:7".to_owned(),
+            true
+        )]
+    );
+    let declared = weakened(
+        &contract_allowing(
+            &[("calc/calc_test.go", "a TestMain")],
+            "add adds",
+            serde_json::json!([{"path": "calc/calc_test.go", "kind": "select",
+                                "why": "a TestMain to start the database"}]),
+        ),
+        &[("calc/calc_test.go", Some(base), Some(&main))],
+    );
+    assert_eq!(declared.len(), 1);
+    assert!(!declared[0].3, "{declared:?}");
+    // Named, with a reason that says so, but not allowed by `test_changes`: refused.
+    let said = found(&[("calc/calc_test.go", "a TestMain to start the database")]);
+    assert!(said[0].3, "{said:?}");
+    // Already there on the base: nothing.
+    assert_eq!(
+        weakened(
+            &contract_naming(&[("calc/calc.go", "use +")]),
+            &[("calc/calc_test.go", Some(&main), Some(&format!("{main}\n")))],
+        ),
+        []
+    );
+}
+
+#[test]
+fn the_sources_read_for_patches_are_the_contracts_code_inside_the_repository() {
+    let mut contract = contract_naming(&[("calc.py", "w")]);
+    // Set past validation, as a stored contract could hold them.
+    for path in [
+        "./web/src/calc.ts",
+        "../outside/calc.py",
+        "pkg/../../calc.go",
+        "tests/test_calc.py",
+        "conftest.py",
+        "src/lib.rs",
+        "docs/",
+    ] {
+        contract.change.files.push(crate::contract::FileChange {
+            path: path.into(),
+            action: crate::contract::FileAction::Modify,
+            why: "w".into(),
+        });
+    }
+    assert_eq!(patch::sources(&contract), ["calc.py", "web/src/calc.ts"]);
+}
+
+#[test]
+fn a_patch_on_a_long_line_is_named_clipped() {
+    let long = format!(
+        "const calc = require('./calc');\ncalc.add = (a, b) => {{ return a + b; {} }};\n",
+        "void 0; ".repeat(100)
+    );
+    let found = find(
+        &contract_naming(&[("calc.js", "use +")]),
+        vec![
+            (
+                "calc.test.js".into(),
+                FileText::Absent,
+                FileText::Text(long),
+            ),
+            (
+                "calc.js".into(),
+                FileText::Text(CALC_JS.into()),
+                FileText::Text(CALC_JS.into()),
+            ),
+        ],
+    );
+    let instruction = &found.findings[0].instruction;
+    assert!(
+        instruction.contains("return a + b; void 0;"),
+        "{instruction}"
+    );
+    assert!(instruction.chars().count() < 300, "{instruction}");
+}
