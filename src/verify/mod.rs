@@ -141,6 +141,29 @@ mod tests {
     }
 
     #[test]
+    fn new_test_files_run_apart_join_the_commands_row() {
+        let mut judged = run("t", 0, 3, &[]);
+        judged.take_apart(run("t apart", 1, 1, &["new"]));
+        assert_eq!(
+            (
+                judged.summary.exit_code,
+                judged.summary.passed,
+                judged.summary.failed
+            ),
+            (Some(1), 4, 1)
+        );
+        assert_eq!(judged.failures[0].id, "new");
+        // Files that hold no test fail nothing, though pytest exits 5 for them.
+        let mut judged = run("t", 0, 3, &[]);
+        judged.take_apart(run("t apart", 5, 0, &[]));
+        assert_eq!(judged.summary.exit_code, Some(0));
+        // A crash of the files apart is no pass.
+        let mut judged = run("t", 0, 3, &[]);
+        judged.take_apart(generic("t apart", 2, "ImportError: no module named x"));
+        assert_eq!(judged.summary.exit_code, Some(2));
+    }
+
+    #[test]
     fn tests_compare_by_id() {
         let base = run("t", 1, 1, &["a", "b"]);
         let after = run("t", 1, 1, &["b", "c"]);

@@ -190,7 +190,18 @@ impl CommandRun {
         if s.no_result.is_none() {
             s.no_result.clone_from(&a.no_result);
         }
-        if s.exit_code == Some(0) && a.exit_code != Some(0) {
+        // Files that hold no test fail nothing, though pytest (and unittest from 3.12)
+        // exit 5 when they collect none.
+        let python = [distill::Format::Pytest, distill::Format::Unittest]
+            .iter()
+            .any(|f| f.runner() == a.runner);
+        let ran_none = python
+            && a.exit_code == Some(5)
+            && a.passed + a.failed + a.skipped + a.errors == 0
+            && apart.failures.is_empty()
+            && apart.build_errors.is_empty()
+            && a.no_result.is_none();
+        if s.exit_code == Some(0) && a.exit_code != Some(0) && !ran_none {
             s.exit_code = a.exit_code;
             s.signal = a.signal;
         }
