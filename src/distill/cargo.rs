@@ -675,7 +675,10 @@ impl CargoParser {
                         bin.pending = None;
                     }
                     match o {
-                        Outcome::Ok => bin.passed += 1,
+                        Outcome::Ok => {
+                            bin.passed += 1;
+                            self.report.push_passing(&name);
+                        }
                         Outcome::Failed => {
                             bin.failed_n += 1;
                             bin.add_failed(&name);

@@ -350,6 +350,7 @@ impl GoParser {
         match outcome {
             "PASS" => {
                 self.report.passed += 1;
+                self.report.push_passing(name);
                 self.messages.remove(name);
             }
             "SKIP" => {

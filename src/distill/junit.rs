@@ -279,7 +279,10 @@ impl State {
             return;
         };
         match case.outcome {
-            Outcome::Passed => self.report.passed += 1,
+            Outcome::Passed => {
+                self.report.passed += 1;
+                self.report.push_passing(&case.id);
+            }
             Outcome::Skipped => self.report.skipped += 1,
             Outcome::Failed | Outcome::Error => {
                 if case.outcome == Outcome::Failed {

@@ -32,6 +32,8 @@ use serde::{Deserialize, Serialize};
 pub const MAX_LINE: usize = 64 * 1024;
 /// Failures kept per report; the counts go on past it.
 pub const MAX_FAILURES: usize = 2_000;
+/// Passing tests named per report.
+pub const MAX_PASSING: usize = 100_000;
 /// Characters kept of one failure's message.
 pub const MAX_MESSAGE: usize = 2_000;
 /// A parser's score once it has seen its runner's unmistakable summary or banner.
@@ -183,6 +185,11 @@ pub struct TestReport {
     /// The generic compressor's account of the raw output, for humans (not in JSON).
     #[serde(skip)]
     pub excerpt: String,
+    /// Tests the output names passing, where the runner lists them (TAP, `cargo test`,
+    /// `go test -v`, JUnit XML, `unittest -v`, `pytest -v`/`-rA`), at most
+    /// [`MAX_PASSING`]; not in JSON.
+    #[serde(skip)]
+    pub passing: Vec<String>,
 }
 
 impl TestReport {
@@ -205,6 +212,13 @@ impl TestReport {
             location: location.map(str::to_owned),
         });
         true
+    }
+
+    /// Notes a test the output names passing, keeping at most [`MAX_PASSING`].
+    pub fn push_passing(&mut self, id: &str) {
+        if self.passing.len() < MAX_PASSING {
+            self.passing.push(id.to_owned());
+        }
     }
 
     pub fn push_problem(&mut self, message: &str, location: Option<&str>) {
@@ -622,5 +636,59 @@ mod tests {
             }
         }
         assert!(problems.is_empty(), "{problems:#?}");
+    }
+}
+
+#[cfg(test)]
+mod passing_tests {
+    use super::*;
+
+    #[test]
+    fn runners_that_list_passing_tests_name_them() {
+        let cases: [(&str, Format, &[&str]); 5] = [
+            (
+                "ok 1 - add adds\nnot ok 2 - mul\n1..2\n",
+                Format::Tap,
+                &["add adds"],
+            ),
+            (
+                "running 2 tests\ntest calc::adds ... ok\ntest calc::muls ... FAILED\n\n\
+                 failures:\n\n---- calc::muls stdout ----\npanicked\n\nfailures:\n    calc::muls\n\n\
+                 test result: FAILED. 1 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out; \
+                 finished in 0.00s\n",
+                Format::Cargo,
+                &["calc::adds"],
+            ),
+            (
+                "=== RUN   TestAdd\n--- PASS: TestAdd (0.00s)\n=== RUN   TestMul\n--- FAIL: TestMul \
+                 (0.00s)\nFAIL\nFAIL\tcalc\t0.01s\n",
+                Format::Go,
+                &["TestAdd"],
+            ),
+            (
+                "test_add (test_calc.TestCalc.test_add) ... ok\ntest_mul (test_calc.TestCalc.test_mul) \
+                 ... FAIL\n\n======================================================================\n\
+                 FAIL: test_mul (test_calc.TestCalc.test_mul)\n\
+                 ----------------------------------------------------------------------\n\
+                 AssertionError: 5 != 6\n\n\
+                 ----------------------------------------------------------------------\n\
+                 Ran 2 tests in 0.001s\n\nFAILED (failures=1)\n",
+                Format::Unittest,
+                &["test_calc.TestCalc.test_add"],
+            ),
+            (
+                "tests/test_calc.py::test_add PASSED                 [ 50%]\n\
+                 tests/test_calc.py::test_mul FAILED                 [100%]\n\n\
+                 =========================== short test summary info ============================\n\
+                 FAILED tests/test_calc.py::test_mul - assert 5 == 6\n\
+                 ========================= 1 failed, 1 passed in 0.01s ==========================\n",
+                Format::Pytest,
+                &["tests/test_calc.py::test_add"],
+            ),
+        ];
+        for (text, format, want) in cases {
+            let report = distill_str(text, Some(format), None);
+            assert_eq!(report.passing, want, "{format:?}: {report:?}");
+        }
     }
 }

@@ -136,6 +136,8 @@ pub struct PytestParser {
     progress_files: Vec<String>,
     /// A verbose line that named a test but whose outcome comes on a later line.
     pending_id: Option<String>,
+    /// Tests verbose lines (`-v`) or `-rA`'s `PASSED id` name passing.
+    passing: Vec<String>,
 }
 
 impl Parser for PytestParser {
@@ -184,6 +186,7 @@ impl Parser for PytestParser {
     fn finish(mut self: Box<Self>) -> TestReport {
         self.close_block();
         let mut report = TestReport::new(Format::Pytest);
+        report.passing = std::mem::take(&mut self.passing);
         let failing = self.failing_ids();
         let counts = match self.final_counts {
             Some(c) => c,
@@ -321,6 +324,9 @@ impl PytestParser {
         let kind = match status {
             "PASSED" | "XPASS" => {
                 counts.passed += 1;
+                if self.passing.len() < super::MAX_PASSING {
+                    self.passing.push(id.to_owned());
+                }
                 None
             }
             "FAILED" => {

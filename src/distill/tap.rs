@@ -186,6 +186,7 @@ impl TapCore {
             self.report.skipped += 1;
         } else if p.ok {
             self.report.passed += 1;
+            self.report.push_passing(&p.id);
         } else {
             self.report.failed += 1;
             let mut message = p.text.message();

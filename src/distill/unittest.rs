@@ -221,7 +221,10 @@ impl UnittestParser {
         self.markers_seen = true;
         let m = &mut self.markers;
         match outcome {
-            Outcome::Passed => m.passed += 1,
+            Outcome::Passed => {
+                m.passed += 1;
+                self.report.push_passing(id);
+            }
             Outcome::Skipped => m.skipped += 1,
             Outcome::Failed => m.failed += 1,
             Outcome::Error => m.errors += 1,

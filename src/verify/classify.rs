@@ -296,7 +296,7 @@ pub(super) fn classify_runs(runs: &Runs) -> Vec<ClassifiedFailure> {
                     (Class::Quarantined, f.message.clone())
                 } else if base_flaky.contains(f.id.as_str()) {
                     (Class::Flaky, f.message.clone())
-                } else if confirmations().any(|r| r.passed(&f.id)) {
+                } else if after.named_passing(&f.id) || confirmations().any(|r| r.passed(&f.id)) {
                     (Class::Fixed, f.message.clone())
                 } else if runs
                     .removable

@@ -106,6 +106,7 @@ mod tests {
             could_not_select: false,
             ids: Vec::new(),
             confirms: false,
+            passing: Vec::new(),
         }
     }
 
@@ -121,6 +122,7 @@ mod tests {
             could_not_select: false,
             ids: Vec::new(),
             confirms: false,
+            passing: Vec::new(),
         }
     }
 
@@ -232,6 +234,11 @@ mod tests {
                 .iter()
                 .all(|(c, _, _)| *c == Class::NoLongerRuns)
         );
+        // A runner that names its passing tests shows them passing in the run itself.
+        let mut listed = after.clone();
+        listed.passing = vec!["a".to_owned(), "b".to_owned()];
+        let found = classify(Some(&base), &listed, None);
+        assert!(found.iter().all(|f| f.class == Class::Fixed), "{found:?}");
         // A run of other tests says nothing of these.
         let other = confirmation(&["z"], 1, &[]);
         assert!(

@@ -332,6 +332,7 @@ mod tests {
                     could_not_select: false,
                     ids: Vec::new(),
                     confirms: false,
+                    passing: Vec::new(),
                 })
                 .collect(),
             reruns: vec![],

@@ -793,7 +793,7 @@ fn after_state(after: &RunSet, run: &CommandRun, id: &str) -> (String, Proof) {
     let confirmations = confirmations.iter().filter(|r| r.confirms);
     if run.failures.iter().any(|f| f.id == id) {
         ("failed".into(), Proof::FailsAfter)
-    } else if confirmations.clone().any(|r| r.passed(id)) {
+    } else if run.named_passing(id) || confirmations.clone().any(|r| r.passed(id)) {
         ("passed".into(), Proof::Proven)
     } else if confirmations.clone().any(|r| r.failed_when_selected(id)) {
         (
@@ -975,6 +975,7 @@ mod tests {
             could_not_select: false,
             ids: Vec::new(),
             confirms: false,
+            passing: Vec::new(),
         }
     }
 

@@ -122,6 +122,10 @@ pub struct CommandRun {
     /// result's own failures.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub confirms: bool,
+    /// Tests the output names passing, where the runner lists them: seen passing as
+    /// surely as in a run of their own. Not kept with stored runs.
+    #[serde(skip)]
+    pub passing: Vec<String>,
 }
 
 impl CommandRun {
@@ -157,6 +161,11 @@ impl CommandRun {
             return true;
         }
         self.ids.iter().any(|i| i == id) && self.selected_all_counted()
+    }
+
+    /// The output names `id` passing (and not also failing, as a retried test may be).
+    pub(super) fn named_passing(&self, id: &str) -> bool {
+        self.passing.iter().any(|p| p == id) && !self.failures.iter().any(|f| f.id == id)
     }
 
     /// `id` failed when this run selected it alone or among others.
@@ -206,6 +215,7 @@ impl CommandRun {
             s.signal = a.signal;
         }
         self.failures.extend(apart.failures);
+        self.passing.extend(apart.passing);
         self.build_errors.extend(apart.build_errors);
         let more = format!(
             "{}\n--- the result's new test files, run apart ---\n{}",
@@ -651,7 +661,8 @@ impl Verifier {
                 .chain(proof_run)
                 .flat_map(|r| r.failures.iter());
             for f in base_failures {
-                let absent = !run_after.failures.iter().any(|a| a.id == f.id);
+                let absent = !run_after.failures.iter().any(|a| a.id == f.id)
+                    && !run_after.named_passing(&f.id);
                 let flaky = base_reruns.iter().any(|r| r.passed(&f.id));
                 if absent && !flaky && !plan.quarantine.contains(&f.id) && !ids.contains(&f.id) {
                     ids.push(f.id.clone());
@@ -931,6 +942,7 @@ fn command_run(
         could_not_select: false,
         ids: Vec::new(),
         confirms: false,
+        passing: report.passing,
     }
 }
 

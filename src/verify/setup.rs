@@ -123,6 +123,7 @@ impl Lookup {
                     could_not_select: false,
                     ids: Vec::new(),
                     confirms: false,
+                    passing: Vec::new(),
                 })
                 .collect(),
         )
