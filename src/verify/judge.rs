@@ -65,7 +65,11 @@ impl Judging {
                     }
                 }
                 Change::Modified | Change::Deleted | Change::TypeChanged => {
-                    if !named.contains(&path) {
+                    // A named folder names the files under it.
+                    let covered = named
+                        .iter()
+                        .any(|n| *n == path || path.starts_with(&format!("{n}/")));
+                    if !covered {
                         judging.base_form.push(path);
                     }
                 }

@@ -450,7 +450,12 @@ impl VerificationReport {
             .collect();
         // Weakened tests first: they explain a pass that is not one.
         let mut failing = self.weakening.markdown();
-        for class in [Class::NoResult, Class::Introduced, Class::PreExisting] {
+        for class in [
+            Class::NoResult,
+            Class::Introduced,
+            Class::NoLongerRuns,
+            Class::PreExisting,
+        ] {
             let total = self.counts.get(class);
             if total == 0 {
                 continue;
@@ -491,9 +496,15 @@ impl VerificationReport {
                 let _ = writeln!(failing, "- {} ({}): {}", code(&f.path), f.change, f.reason);
             }
         }
+        // How the base's tests judged the result, next to the table it explains.
+        let mut proof = String::new();
+        for note in &self.judged {
+            let _ = writeln!(proof, "{note}\n");
+        }
+        proof.push_str(&self.proof.markdown());
         crate::publish::VerificationReport {
             rows,
-            proof: truncate_with_note(&self.proof.markdown(), PROOF_CHARS).into_owned(),
+            proof: truncate_with_note(&proof, PROOF_CHARS).into_owned(),
             failing: failing.trim_end().to_owned(),
             details: self.check_markdown(),
             chosen: self.chosen_markdown(),
