@@ -16,7 +16,9 @@
 //! run has `flaky_reruns: 0` and a fix that changes no test file; a third run each round
 //! has the executor add a regression test the contract names, with the default re-runs, so
 //! the fail-to-pass proof and the re-runs of the base's failing test happen: its execution
-//! time against the main run's is what they add.
+//! time against the main run's is what they add. A fourth puts the same regression test in
+//! a new test module, which verification runs apart from the old tests: its execution time
+//! against the third's is what that invocation of its own adds.
 //!
 //! `cargo bench --bench overhead` (as root, like CI; needs bubblewrap, git and python3).
 //! `PLANWRIGHT_BENCH_OVERHEAD_RUNS` sets the number of measured rounds (default 10);
@@ -76,6 +78,9 @@ enum Variant {
     /// fail-to-pass proof runs the tests once more on the base code, and the base's
     /// failing test is run again alone, twice.
     Proving,
+    /// [`Variant::Proving`] with the regression test in a new test module: it runs apart
+    /// from the old tests, one invocation more.
+    Apart,
 }
 
 impl Variant {
@@ -84,13 +89,14 @@ impl Variant {
         match self {
             Variant::Fix => support::calc::fixing_script(1),
             Variant::Proving => support::calc::proving_script(1),
+            Variant::Apart => support::calc::apart_script(1),
         }
     }
 
     fn settings(self) -> &'static str {
         match self {
             Variant::Fix => SETTINGS_NO_RERUNS,
-            Variant::Proving => SETTINGS,
+            Variant::Proving | Variant::Apart => SETTINGS,
         }
     }
 
@@ -101,6 +107,7 @@ impl Variant {
         match self {
             Variant::Fix => CHECK_RUNS,
             Variant::Proving => CHECK_RUNS + 1 + 2,
+            Variant::Apart => CHECK_RUNS + 1 + 2 + 1,
         }
     }
 }
@@ -663,11 +670,12 @@ fn main() {
     baseline_run(&rt, &bare, scratch.path());
     let mut flows = Vec::new();
     let mut proving = Vec::new();
+    let mut apart = Vec::new();
     let mut baselines = Vec::new();
     for round in 0..rounds {
-        // Alternating which goes first spreads any drift of the machine over all three.
-        let mut order = [0, 1, 2];
-        order.rotate_left(round % 3);
+        // Alternating which goes first spreads any drift of the machine over all four.
+        let mut order = [0, 1, 2, 3];
+        order.rotate_left(round % 4);
         for which in order {
             match which {
                 0 => flows.push(rt.block_on(planwright_run(&round.to_string(), Variant::Fix))),
@@ -675,12 +683,15 @@ fn main() {
                     &format!("proving-{round}"),
                     Variant::Proving,
                 ))),
+                2 => apart
+                    .push(rt.block_on(planwright_run(&format!("apart-{round}"), Variant::Apart))),
                 _ => baselines.push(baseline_run(&rt, &bare, scratch.path())),
             }
         }
         for (f, variant) in [
             (flows.last().unwrap(), Variant::Fix),
             (proving.last().unwrap(), Variant::Proving),
+            (apart.last().unwrap(), Variant::Apart),
         ] {
             assert_eq!(
                 f.sandbox_runs,
@@ -845,6 +856,27 @@ fn main() {
                 .iter()
                 .zip(&flows)
                 .map(|(p, f)| p.execution / f.execution)
+                .collect()
+        )
+    );
+    println!(
+        "with the new test module run apart from the old tests (the same fix and test, in a \
+         new file): execution {:.1} ms against {:.1} ms with the test in the old file, \
+         +{:.1} ms; median of per-round ratios {:.2}",
+        median(apart.iter().map(|f| f.execution).collect()),
+        proving_execution,
+        median(
+            apart
+                .iter()
+                .zip(&proving)
+                .map(|(a, p)| a.execution - p.execution)
+                .collect()
+        ),
+        median(
+            apart
+                .iter()
+                .zip(&proving)
+                .map(|(a, p)| a.execution / p.execution)
                 .collect()
         )
     );

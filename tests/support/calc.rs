@@ -95,6 +95,48 @@ pub fn fix_and_test(method: &str) -> Vec<Step> {
     ]
 }
 
+/// A new test module holding the regression test: verification runs it apart from the
+/// old tests.
+pub const TEST_REGRESSION: &str = "import unittest\n\nfrom calc import add\n\n\nclass TestRegression(unittest.TestCase):\n    def test_add_negative(self):\n        self.assertEqual(add(-2, -3), -5)\n";
+
+/// [`proving_script`] with the regression test in a new module, `test_regression.py`, that
+/// the contract names: the run's proof has a test to run on the base code, and the new
+/// module runs apart from the old tests.
+pub fn apart_script(max_attempts: u32) -> Vec<Step> {
+    let mut contract = contract(max_attempts);
+    contract["verification"]["new_tests"] =
+        json!(["test_regression.TestRegression.test_add_negative"]);
+    contract["change"]["files"]
+        .as_array_mut()
+        .expect("the contract lists files")
+        .push(
+            json!({"path": "test_regression.py", "action": "create", "why": "a regression test"}),
+        );
+    vec![
+        Step::tool_call("p1", "submit_contract", contract).when_tools(&["submit_contract"]),
+        Step::tool_call(
+            "e1",
+            "edit_file",
+            json!({"path": "calc.py", "old": "return a - b", "new": "return a + b"}),
+        )
+        .when_tools(&["finish", "edit_file"]),
+        Step::tool_call(
+            "e2",
+            "write_file",
+            json!({"path": "test_regression.py", "content": TEST_REGRESSION}),
+        )
+        .when_tools(&["finish", "write_file"]),
+        Step::tool_call("e3", "finish", json!({"summary": "add adds, with a test."}))
+            .when_tools(&["finish"]),
+        Step::tool_call(
+            "r1",
+            "verdict",
+            json!({"accept": true, "findings": "Fixed, and the new test pins it.", "instructions": ""}),
+        )
+        .when_tools(&["verdict"]),
+    ]
+}
+
 /// [`fixing_script`] with a regression test the contract names: the run's proof has a
 /// test to run on the base code.
 pub fn proving_script(max_attempts: u32) -> Vec<Step> {
