@@ -4,7 +4,9 @@
 use insta::assert_snapshot;
 use planwright::event::ForgeKind;
 
-use crate::support::calc::{UNITTEST, contract_with_new_test, fix_and_test, proving_script};
+use crate::support::calc::{
+    UNITTEST, apart_script, contract_with_new_test, fix_and_test, proving_script,
+};
 use crate::support::model_server::Step;
 use crate::support::redact::redact;
 use crate::support::world::{World, verdict};
@@ -48,7 +50,7 @@ async fn a_regression_test_failing_on_the_base_code_is_shown_as_proof(on: ForgeK
 
         | command | baseline | after |
         |---|---|---|
-        | `python3 -m unittest -v` | ❌ 1 passed, 1 failed · exit 1 · [duration]; re-run of the failing tests: ❌ 0 passed, 1 failed, then ❌ 0 passed, 1 failed | ✅ 3 passed, 0 failed · exit 0 · [duration]; run of the tests that failed on the base: ✅ 2 passed, 0 failed |
+        | `python3 -m unittest -v` | ❌ 1 passed, 1 failed · exit 1 · [duration]; re-run of the failing tests: ❌ 0 passed, 1 failed, then ❌ 0 passed, 1 failed | ✅ 3 passed, 0 failed · exit 0 · [duration] |
 
         **Proof** (the new and changed tests on the base code, then on the result):
 
@@ -96,7 +98,40 @@ async fn a_regression_test_passing_on_the_base_code_gets_no_green_check(on: Forg
     world.server.stop().await;
 }
 
+async fn a_regression_test_in_a_new_module_runs_apart_and_proves_the_fix(on: ForgeKind) {
+    let world = World::calc(on, apart_script(2), &format!("test: {UNITTEST}\n")).await;
+    world.approve_calc().await;
+    world.wait_for_state("pr_opened").await;
+    let pulls = world.pulls();
+    assert_eq!(pulls.len(), 1, "{pulls:#?}");
+    assert!(!pulls[0].draft);
+    let section = verification_section(&pulls[0].body);
+    assert!(
+        section.contains(
+            "The new test files `test_regression.py` ran apart from the old ones: \
+             `python3 -m unittest -v test_regression`."
+        ),
+        "{section}"
+    );
+    assert!(
+        section.contains(
+            "| `test_regression.TestRegression.test_add_negative` (contract) | failed | passed \
+             | ✅ proves the change |"
+        ),
+        "{section}"
+    );
+    // The old tests and the new module's, counted together in the command's row.
+    assert!(
+        section.contains("| ✅ 3 passed, 0 failed · exit 0 · "),
+        "{section}"
+    );
+    let head = world.upstream(&["rev-parse", &pulls[0].head]);
+    assert_eq!(world.checks(&head), ["success"]);
+    world.server.stop().await;
+}
+
 crate::on_both_forges!(
     a_regression_test_failing_on_the_base_code_is_shown_as_proof,
     a_regression_test_passing_on_the_base_code_gets_no_green_check,
+    a_regression_test_in_a_new_module_runs_apart_and_proves_the_fix,
 );

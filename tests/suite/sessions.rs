@@ -330,7 +330,7 @@ async fn an_approved_contract_becomes_a_pull_request_with_the_real_test_results(
 
         | command | baseline | after |
         |---|---|---|
-        | `python3 -m unittest -v` | ❌ 1 passed, 1 failed · exit 1 · [duration]; re-run of the failing tests: ❌ 0 passed, 1 failed, then ❌ 0 passed, 1 failed | ✅ 2 passed, 0 failed · exit 0 · [duration]; run of the tests that failed on the base: ✅ 1 passed, 0 failed |
+        | `python3 -m unittest -v` | ❌ 1 passed, 1 failed · exit 1 · [duration]; re-run of the failing tests: ❌ 0 passed, 1 failed, then ❌ 0 passed, 1 failed | ✅ 2 passed, 0 failed · exit 0 · [duration] |
 
         ### Review
 
@@ -369,7 +369,7 @@ async fn an_approved_contract_becomes_a_pull_request_with_the_real_test_results(
 
         | command | baseline | after |
         |---|---|---|
-        | `python3 -m unittest -v` | ❌ 1 passed, 1 failed · exit 1 · [duration]; re-run of the failing tests: ❌ 0 passed, 1 failed, then ❌ 0 passed, 1 failed | ✅ 2 passed, 0 failed · exit 0 · [duration]; run of the tests that failed on the base: ✅ 1 passed, 0 failed |
+        | `python3 -m unittest -v` | ❌ 1 passed, 1 failed · exit 1 · [duration]; re-run of the failing tests: ❌ 0 passed, 1 failed, then ❌ 0 passed, 1 failed | ✅ 2 passed, 0 failed · exit 0 · [duration] |
 
         <details><summary>Full test report</summary>
 
@@ -377,7 +377,7 @@ async fn an_approved_contract_becomes_a_pull_request_with_the_real_test_results(
 
         | command | baseline | after |
         |---|---|---|
-        | `python3 -m unittest -v` | ❌ 1 passed, 1 failed · exit 1 · [duration]; re-run of the failing tests: ❌ 0 passed, 1 failed, then ❌ 0 passed, 1 failed | ✅ 2 passed, 0 failed · exit 0 · [duration]; run of the tests that failed on the base: ✅ 1 passed, 0 failed |
+        | `python3 -m unittest -v` | ❌ 1 passed, 1 failed · exit 1 · [duration]; re-run of the failing tests: ❌ 0 passed, 1 failed, then ❌ 0 passed, 1 failed | ✅ 2 passed, 0 failed · exit 0 · [duration] |
 
         ### Fixed (1)
 
