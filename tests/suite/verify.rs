@@ -2212,3 +2212,89 @@ async fn a_jest_test_that_mocks_the_code_it_tests_is_not_passed() {
         [patches_add("calc.js", "test/setup.js:3")]
     );
 }
+
+/// `calc.add` replaced for every Python process that starts with `HOME` at `home`: a
+/// `usercustomize` module in the user's site-packages, which Python imports at startup.
+fn plant_usercustomize(home: &Path) {
+    // The sandbox's own PATH finds the same python3 the checks run.
+    let out = std::process::Command::new("sh")
+        .args([
+            "-c",
+            "python3 -c 'import site; print(site.getusersitepackages())'",
+        ])
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", home)
+        .output()
+        .expect("python3 runs");
+    let site = String::from_utf8(out.stdout).unwrap();
+    let site = Path::new(site.trim());
+    assert!(site.starts_with(home), "{}", site.display());
+    std::fs::create_dir_all(site).unwrap();
+    std::fs::write(
+        site.join("usercustomize.py"),
+        "import os, sys\nsys.path.insert(0, os.getcwd())\nimport calc\n\
+         calc.add = lambda a, b: a + b\n",
+    )
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn attack_a_usercustomize_left_in_the_executors_home_fixes_nothing() {
+    let world = Project::new();
+    let contract = contract();
+    let plan = Plan::new(&contract, &config(""));
+    let report = world
+        .verify(&contract, &plan, |repo| {
+            // calc.py stays broken (a comment makes the result a change); the executor's
+            // HOME, which the result's checks run with too, patches it.
+            write(repo, "calc.py", &format!("# adds\n{CALC}"));
+            plant_usercustomize(&repo.parent().unwrap().join("home"));
+        })
+        .await;
+    assert!(
+        ids(&report, Class::Fixed).is_empty(),
+        "{}",
+        report.compact()
+    );
+    assert_ne!(report.verdict, Verdict::Passed, "{}", report.compact());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn attack_an_added_package_init_in_a_test_folder_patches_the_old_tests() {
+    let world = Project::with_files(&[
+        ("calc.py", CALC),
+        ("tests/test_calc.py", PYTEST_CALC_TESTS),
+        ("README.md", "# calc\n"),
+    ]);
+    let mut contract = contract();
+    contract.verification.commands = vec!["python3 -m pytest".into()];
+    contract.diagnosis.evidence.clear();
+    let plan = Plan::new(&contract, &settings("test: []\n"));
+    let report = world
+        .verify(&contract, &plan, |repo| {
+            // calc.py stays broken; pytest imports a test folder's package `__init__.py`
+            // before the tests in it, and this one patches `add` out of the patch
+            // reading's sight.
+            write(
+                repo,
+                "tests/__init__.py",
+                "import calc\n\n_name = \"add\"\nsetattr(calc, _name, lambda a, b: a + b)\n",
+            );
+        })
+        .await;
+    let c = &report.commands[0];
+    let base = c.baseline.as_ref().unwrap();
+    assert_eq!((base.passed, base.failed), (1, 1), "pytest ran on the base");
+    assert!(
+        ids(&report, Class::Fixed).is_empty(),
+        "{}",
+        report.compact()
+    );
+    assert_eq!(
+        ids(&report, Class::PreExisting),
+        vec!["tests/test_calc.py::test_add"],
+        "{}",
+        report.compact()
+    );
+    assert_ne!(report.verdict, Verdict::Passed, "{}", report.compact());
+}
