@@ -22,8 +22,9 @@ const BASE_FORM_BYTES: u64 = 8 << 20;
 /// What the judged run changes in the result's checkout, and what it says of it.
 #[derive(Debug, Default)]
 pub(super) struct Judging {
-    /// Pre-existing test files the result changed and the contract does not name: put in
-    /// their base form for the judged run.
+    /// Pre-existing test files the result changed and the contract does not name, and
+    /// package `__init__.py` files it adds to test folders: put in their base form (the
+    /// added ones left out) for the judged run.
     pub base_form: Vec<String>,
     /// Test files the result adds, run apart.
     pub apart: Vec<String>,
@@ -45,6 +46,12 @@ fn is_test_module(path: &str) -> bool {
     }
 }
 
+/// A package's `__init__.py`: pytest and unittest import it before any test module in its
+/// folder, so what it runs at import changes how every test there sees the code.
+fn is_package_init(path: &str) -> bool {
+    path.rsplit('/').next() == Some("__init__.py")
+}
+
 impl Judging {
     /// Which of the result's `changed` files the judged run takes from the base, and which
     /// it leaves out to run apart (only where every check command's runner can run files
@@ -62,6 +69,10 @@ impl Judging {
                 Change::Added => {
                     if is_test_module(&path) {
                         added.push(path);
+                    } else if is_package_init(&path) && !named.contains(&path) {
+                        // The runner imports it before the old tests in its folder, which
+                        // do not need it: they ran without it on the base.
+                        judging.base_form.push(path);
                     }
                 }
                 Change::Modified | Change::Deleted | Change::TypeChanged => {
@@ -296,12 +307,17 @@ mod tests {
             changed("tests/test_gone.py", Change::Deleted),
             changed("tests/test_new.py", Change::Added),
             changed("tests/helpers.py", Change::Added),
+            changed("tests/__init__.py", Change::Added),
             changed("tests/data/case.json", Change::Added),
         ];
         let judging = Judging::plan(&c, &files, &["python3 -m pytest tests".to_owned()]);
         assert_eq!(
             judging.base_form,
-            ["tests/test_other.py", "tests/test_gone.py"]
+            [
+                "tests/test_other.py",
+                "tests/test_gone.py",
+                "tests/__init__.py"
+            ]
         );
         assert_eq!(judging.apart, ["tests/test_new.py"]);
         assert_eq!(
