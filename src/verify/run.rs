@@ -4,6 +4,7 @@
 
 use std::collections::HashSet;
 use std::io::Read;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -542,6 +543,8 @@ impl Verifier {
         proof: Option<&Workspace>,
         run: &str,
     ) -> Result<VerificationReport, VerifyError> {
+        // The result's checks run with a `HOME` of their own, as the base's did.
+        let _home = FreshHome::take(workspace)?;
         // Read before anything runs: what the checks write (caches, bytecode) is not the
         // result's.
         let changed = workspace.changed_files().await?;
@@ -841,6 +844,49 @@ impl Verifier {
             prefixes.push(format!("{}/", real.display()));
         }
         Ok(command_run(command, phase, &output, report, &prefixes))
+    }
+}
+
+/// The executor's `HOME`, kept aside while the result's checks run with an empty one: what
+/// it left there (a `usercustomize.py` or `.pth` file in Python's user site, a tool's
+/// settings) would run with every check, outside the diff verification reads. Put back
+/// when dropped.
+struct FreshHome {
+    home: PathBuf,
+    aside: PathBuf,
+}
+
+impl FreshHome {
+    fn take(workspace: &Workspace) -> anyhow::Result<Option<FreshHome>> {
+        let home = workspace.home();
+        let aside = home.with_file_name("home-aside");
+        // A verification that ended before putting it back left the executor's there.
+        if aside.symlink_metadata().is_ok() {
+            let _ = std::fs::remove_dir_all(&home);
+            std::fs::rename(&aside, &home)
+                .with_context(|| format!("Could not put back {}", home.display()))?;
+        }
+        let Ok(meta) = home.symlink_metadata() else {
+            return Ok(None);
+        };
+        std::fs::rename(&home, &aside)
+            .with_context(|| format!("Could not set {} aside", home.display()))?;
+        let fresh = FreshHome { home, aside };
+        std::fs::create_dir(&fresh.home)
+            .with_context(|| format!("Could not create {}", fresh.home.display()))?;
+        std::fs::set_permissions(&fresh.home, meta.permissions())?;
+        std::os::unix::fs::lchown(&fresh.home, Some(meta.uid()), Some(meta.gid()))
+            .with_context(|| format!("Could not hand {} over", fresh.home.display()))?;
+        Ok(Some(fresh))
+    }
+}
+
+impl Drop for FreshHome {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.home);
+        if let Err(e) = std::fs::rename(&self.aside, &self.home) {
+            tracing::warn!(error = %e, home = %self.home.display(), "could not put the executor's HOME back");
+        }
     }
 }
 

@@ -2243,20 +2243,38 @@ async fn attack_a_usercustomize_left_in_the_executors_home_fixes_nothing() {
     let world = Project::new();
     let contract = contract();
     let plan = Plan::new(&contract, &config(""));
+    let result = world.workspace().await;
+    let baseline = world.baseline(&plan).await;
+    // calc.py stays broken (a comment makes the result a change); the executor's HOME,
+    // where its own commands ran, patches it for every Python process.
+    write(&result.repo(), "calc.py", &format!("# adds\n{CALC}"));
+    let home = result.repo().parent().unwrap().join("home");
+    plant_usercustomize(&home);
     let report = world
-        .verify(&contract, &plan, |repo| {
-            // calc.py stays broken (a comment makes the result a change); the executor's
-            // HOME, which the result's checks run with too, patches it.
-            write(repo, "calc.py", &format!("# adds\n{CALC}"));
-            plant_usercustomize(&repo.parent().unwrap().join("home"));
-        })
-        .await;
+        .verifier
+        .verify(&plan, &contract, &baseline, &result, "run-3")
+        .await
+        .expect("verification runs");
+    // The checks ran with a HOME of their own: the old test still fails, as on the base.
     assert!(
         ids(&report, Class::Fixed).is_empty(),
         "{}",
         report.compact()
     );
-    assert_ne!(report.verdict, Verdict::Passed, "{}", report.compact());
+    assert_eq!(
+        ids(&report, Class::PreExisting),
+        vec![ADD_ID],
+        "{}",
+        report.compact()
+    );
+    // The executor's HOME is back as it left it, for its next attempt.
+    let planted = std::fs::read_dir(&home)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect::<Vec<_>>();
+    assert_eq!(planted, [".local"]);
+    assert!(!home.with_file_name("home-aside").exists());
+    result.finish(Outcome::Succeeded).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -2296,5 +2314,9 @@ async fn attack_an_added_package_init_in_a_test_folder_patches_the_old_tests() {
         "{}",
         report.compact()
     );
-    assert_ne!(report.verdict, Verdict::Passed, "{}", report.compact());
+    assert!(
+        report.judged[0].contains("`tests/__init__.py`"),
+        "{:?}",
+        report.judged
+    );
 }
