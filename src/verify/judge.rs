@@ -190,6 +190,8 @@ impl Judging {
             _dir: dir,
             saved: saved_dir,
             present,
+            base: base_dir,
+            judged,
         })
     }
 
@@ -230,6 +232,9 @@ pub(super) struct Saved {
     _dir: Aside,
     saved: PathBuf,
     present: Vec<ChangedFile>,
+    /// The base form of the files judged in it, and what the judged tree makes of each.
+    base: PathBuf,
+    judged: Vec<ChangedFile>,
 }
 
 /// A folder of the scratch space, removed with everything in it when dropped.
@@ -242,6 +247,28 @@ impl Drop for Aside {
 }
 
 impl Saved {
+    /// Puts the judged tree in `workspace` again, after [`Saved::result_tree`].
+    pub(super) fn judged_tree(&self, workspace: &Workspace) -> anyhow::Result<()> {
+        let notes = copy_tests(&self.base, &workspace.repo(), &self.judged)?;
+        if !notes.is_empty() {
+            anyhow::bail!("the base form could not be put in: {}", notes.join("; "));
+        }
+        Ok(())
+    }
+
+    /// Puts the result's form of every judged file in `workspace`, for runs of the
+    /// result's own tests.
+    pub(super) fn result_tree(&self, workspace: &Workspace) -> anyhow::Result<()> {
+        let notes = copy_tests(&self.saved, &workspace.repo(), &self.present)?;
+        if !notes.is_empty() {
+            anyhow::bail!(
+                "the result's test files could not be put back: {}",
+                notes.join("; ")
+            );
+        }
+        Ok(())
+    }
+
     /// Puts the result's form back in `workspace`.
     pub(super) fn put_back(self, workspace: &Workspace) -> anyhow::Result<()> {
         let notes = copy_tests(&self.saved, &workspace.repo(), &self.present)?;

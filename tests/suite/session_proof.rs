@@ -48,7 +48,7 @@ async fn a_regression_test_failing_on_the_base_code_is_shown_as_proof(on: ForgeK
 
         | command | baseline | after |
         |---|---|---|
-        | `python3 -m unittest -v` | ❌ 1 passed, 1 failed · exit 1 · [duration]; re-run of the failing tests: ❌ 0 passed, 1 failed, then ❌ 0 passed, 1 failed | ✅ 3 passed, 0 failed · exit 0 · [duration]; run of the tests that failed on the base: ✅ 2 passed, 0 failed |
+        | `python3 -m unittest -v` | ❌ 1 passed, 1 failed · exit 1 · [duration]; re-run of the failing tests: ❌ 0 passed, 1 failed, then ❌ 0 passed, 1 failed | ✅ 3 passed, 0 failed · exit 0 · [duration]; run of the tests that failed on the base: ✅ 1 passed, 0 failed, then ✅ 1 passed, 0 failed |
 
         **Proof** (the new and changed tests on the base code, then on the result):
 
