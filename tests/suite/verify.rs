@@ -2320,3 +2320,108 @@ async fn attack_an_added_package_init_in_a_test_folder_patches_the_old_tests() {
         report.judged
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn attack_a_helper_module_the_old_tests_import_patches_the_code() {
+    let tests = TESTS.replace("import calc\n", "import calc\nimport support\n");
+    let world = Project::with_files(&[
+        ("calc.py", CALC),
+        ("support.py", "def numbers():\n    return 2, 3\n"),
+        ("test_calc.py", &tests),
+        ("README.md", "# calc\n"),
+    ]);
+    let contract = contract();
+    let plan = Plan::new(&contract, &config(""));
+    let report = world
+        .verify(&contract, &plan, |repo| {
+            // calc.py stays broken; a helper the old tests import, outside any test
+            // folder, patches it when they load.
+            write(
+                repo,
+                "support.py",
+                "import calc\n\ncalc.add = lambda a, b: a + b\n\n\n\
+                 def numbers():\n    return 2, 3\n",
+            );
+        })
+        .await;
+    assert!(
+        ids(&report, Class::Fixed).is_empty(),
+        "{}",
+        report.compact()
+    );
+    assert_eq!(
+        ids(&report, Class::PreExisting),
+        vec![ADD_ID],
+        "{}",
+        report.compact()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn attack_an_honest_fix_whose_named_test_imports_a_new_test_module_passes() {
+    let world = Project::new();
+    let mut contract = contract();
+    declare(&mut contract, "test_calc.py", FileAction::Modify);
+    declare(&mut contract, "test_cases.py", FileAction::Create);
+    let plan = Plan::new(&contract, &config(""));
+    let report =
+        world
+            .verify(&contract, &plan, |repo| {
+                // The fix, and the cases the contract asked for, shared from a new module
+                // that the named old test file imports.
+                write(repo, "calc.py", CALC_FIXED);
+                write(
+                    repo,
+                    "test_cases.py",
+                    "import unittest\n\nimport calc\n\nCASES = [(2, 3, 5), (1, 1, 2)]\n\n\n\
+                 class TestCases(unittest.TestCase):\n    def test_cases_add(self):\n        \
+                 for a, b, want in CASES:\n            self.assertEqual(calc.add(a, b), want)\n",
+                );
+                let changed = tests_with(
+                "    def test_add_cases(self):\n        from test_cases import CASES\n\n        \
+                 for a, b, want in CASES:\n            self.assertEqual(calc.add(a, b), want)\n",
+            )
+            .replace("import calc\n", "import calc\nfrom test_cases import CASES\n");
+                write(repo, "test_calc.py", &changed);
+            })
+            .await;
+    assert!(
+        ids(&report, Class::Introduced).is_empty(),
+        "{}",
+        report.compact()
+    );
+    assert_eq!(
+        ids(&report, Class::Fixed),
+        vec![ADD_ID],
+        "{}",
+        report.compact()
+    );
+    assert_eq!(report.verdict, Verdict::Passed, "{}", report.compact());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn attack_a_failure_the_judged_run_finds_is_not_washed_out_by_a_rerun_of_the_result() {
+    let world = Project::new();
+    let contract = contract();
+    let plan = Plan::new(&contract, &config(""));
+    let report = world
+        .verify(&contract, &plan, |repo| {
+            // `mul` is broken; the old test file, which the contract does not name, hides
+            // it with a patch the weakening reading does not recognise.
+            write(repo, "calc.py", CALC_MUL_BROKEN);
+            let patched = TESTS.replace(
+                "import calc\n",
+                "import calc\n\n_name = \"mul\"\nsetattr(calc, _name, lambda a, b: a * b)\n",
+            );
+            write(repo, "test_calc.py", &patched);
+        })
+        .await;
+    // Judged in its base form, `test_mul` fails; a re-run of it must see the same tree.
+    assert_eq!(
+        ids(&report, Class::Introduced),
+        vec![MUL_ID],
+        "{}",
+        report.compact()
+    );
+    assert_eq!(report.verdict, Verdict::Failed, "{}", report.compact());
+}
