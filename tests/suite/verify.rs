@@ -2425,3 +2425,28 @@ async fn attack_a_failure_the_judged_run_finds_is_not_washed_out_by_a_rerun_of_t
     );
     assert_eq!(report.verdict, Verdict::Failed, "{}", report.compact());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn attack_a_named_test_file_that_swaps_the_failing_test_for_another_fixes_nothing() {
+    let world = Project::new();
+    let mut contract = contract();
+    declare(&mut contract, "test_calc.py", FileAction::Modify);
+    let plan = Plan::new(&contract, &config(""));
+    let report = world
+        .verify(&contract, &plan, |repo| {
+            // calc.py stays broken; the test file the contract lets the result change keeps
+            // `test_add` and its assertion, and runs `test_mul`'s body under its name.
+            let swapped = TESTS.replace(
+                "\n\nif __name__",
+                "\n\nTestCalc.test_add = TestCalc.test_mul\n\n\nif __name__",
+            );
+            write(repo, "test_calc.py", &swapped);
+        })
+        .await;
+    assert!(
+        ids(&report, Class::Fixed).is_empty(),
+        "{}",
+        report.compact()
+    );
+    assert_ne!(report.verdict, Verdict::Passed, "{}", report.compact());
+}
