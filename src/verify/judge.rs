@@ -22,11 +22,15 @@ const BASE_FORM_BYTES: u64 = 8 << 20;
 /// What the judged run changes in the result's checkout, and what it says of it.
 #[derive(Debug, Default)]
 pub(super) struct Judging {
-    /// Pre-existing test files the result changed and the contract does not name: put in
-    /// their base form for the judged run.
+    /// Pre-existing test files the result changed and the contract does not name, and
+    /// package `__init__.py` files it adds to test folders: put in their base form (the
+    /// added ones left out) for the judged run.
     pub base_form: Vec<String>,
     /// Test files the result adds, run apart.
     pub apart: Vec<String>,
+    /// Test files the result changed that the judged run takes as the result left them
+    /// (the contract names them): a new test module they import stays in that run.
+    pub result_form: Vec<String>,
     /// Said in the report: what was judged how, and what could not be.
     pub notes: Vec<String>,
 }
@@ -43,6 +47,12 @@ fn is_test_module(path: &str) -> bool {
         "py" => stem.starts_with("test_") || stem.ends_with("_test"),
         _ => false,
     }
+}
+
+/// A package's `__init__.py`: pytest and unittest import it before any test module in its
+/// folder, so what it runs at import changes how every test there sees the code.
+fn is_package_init(path: &str) -> bool {
+    path.rsplit('/').next() == Some("__init__.py")
 }
 
 impl Judging {
@@ -62,6 +72,10 @@ impl Judging {
                 Change::Added => {
                     if is_test_module(&path) {
                         added.push(path);
+                    } else if is_package_init(&path) && !named.contains(&path) {
+                        // The runner imports it before the old tests in its folder, which
+                        // do not need it: they ran without it on the base.
+                        judging.base_form.push(path);
                     }
                 }
                 Change::Modified | Change::Deleted | Change::TypeChanged => {
@@ -69,7 +83,9 @@ impl Judging {
                     let covered = named
                         .iter()
                         .any(|n| *n == path || path.starts_with(&format!("{n}/")));
-                    if !covered {
+                    if covered {
+                        judging.result_form.push(path);
+                    } else {
                         judging.base_form.push(path);
                     }
                 }
@@ -106,6 +122,7 @@ impl Judging {
         workspace: &Workspace,
         scratch: &Path,
     ) -> anyhow::Result<Saved> {
+        self.keep_imported(workspace).await?;
         let texts = workspace
             .file_texts(self.base_form.clone(), BASE_FORM_BYTES)
             .await
@@ -183,7 +200,60 @@ impl Judging {
             _dir: dir,
             saved: saved_dir,
             present,
+            base: base_dir,
+            judged,
         })
+    }
+
+    /// Keeps in the judged run each new test module that a test file it runs in the
+    /// result's form imports (and those they import in turn): run apart, that file would
+    /// fail to import it, which is no failure of the code.
+    async fn keep_imported(&mut self, workspace: &Workspace) -> anyhow::Result<()> {
+        if self.apart.is_empty() || self.result_form.is_empty() {
+            return Ok(());
+        }
+        let paths: Vec<String> = self
+            .result_form
+            .iter()
+            .chain(&self.apart)
+            .cloned()
+            .collect();
+        let texts = workspace
+            .file_texts(paths.clone(), BASE_FORM_BYTES)
+            .await
+            .context("Could not read the result's test files")?;
+        let text_of = |path: &str| -> Option<&str> {
+            let i = paths.iter().position(|p| p == path)?;
+            match &texts[i].1 {
+                FileText::Text(t) => Some(t.as_str()),
+                FileText::Absent | FileText::Unread(_) => None,
+            }
+        };
+        let mut importers: Vec<String> = self.result_form.clone();
+        let mut changed = true;
+        while changed {
+            changed = false;
+            let (kept, still): (Vec<String>, Vec<String>) = std::mem::take(&mut self.apart)
+                .into_iter()
+                .partition(|module| {
+                    importers
+                        .iter()
+                        .filter_map(|f| text_of(f))
+                        .any(|text| imports(text, module))
+                });
+            self.apart = still;
+            if !kept.is_empty() {
+                changed = true;
+                for module in kept {
+                    self.notes.push(format!(
+                        "`{module}` ran with the old tests: a test file the contract names \
+                         imports it."
+                    ));
+                    importers.push(module);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The line running the files set apart for `command`.
@@ -223,6 +293,9 @@ pub(super) struct Saved {
     _dir: Aside,
     saved: PathBuf,
     present: Vec<ChangedFile>,
+    /// The base form of the files judged in it, and what the judged tree makes of each.
+    base: PathBuf,
+    judged: Vec<ChangedFile>,
 }
 
 /// A folder of the scratch space, removed with everything in it when dropped.
@@ -235,6 +308,28 @@ impl Drop for Aside {
 }
 
 impl Saved {
+    /// Puts the judged tree in `workspace` again, after [`Saved::result_tree`].
+    pub(super) fn judged_tree(&self, workspace: &Workspace) -> anyhow::Result<()> {
+        let notes = copy_tests(&self.base, &workspace.repo(), &self.judged)?;
+        if !notes.is_empty() {
+            anyhow::bail!("the base form could not be put in: {}", notes.join("; "));
+        }
+        Ok(())
+    }
+
+    /// Puts the result's form of every judged file in `workspace`, for runs of the
+    /// result's own tests.
+    pub(super) fn result_tree(&self, workspace: &Workspace) -> anyhow::Result<()> {
+        let notes = copy_tests(&self.saved, &workspace.repo(), &self.present)?;
+        if !notes.is_empty() {
+            anyhow::bail!(
+                "the result's test files could not be put back: {}",
+                notes.join("; ")
+            );
+        }
+        Ok(())
+    }
+
     /// Puts the result's form back in `workspace`.
     pub(super) fn put_back(self, workspace: &Workspace) -> anyhow::Result<()> {
         let notes = copy_tests(&self.saved, &workspace.repo(), &self.present)?;
@@ -246,6 +341,20 @@ impl Saved {
         }
         Ok(())
     }
+}
+
+/// Whether Python source `text` imports the module of file `path` (`tests/test_cases.py`:
+/// `import test_cases`, `from tests.test_cases import x`, `from . import test_cases`).
+fn imports(text: &str, path: &str) -> bool {
+    let Some(stem) = path.strip_suffix(".py") else {
+        return false;
+    };
+    let name = stem.rsplit('/').next().unwrap_or(stem);
+    let name = regex::escape(name);
+    let pattern = format!(
+        r"(?m)^\s*(?:from\s+[\w.]*\b{name}\s+import\b|import\s+(?:[\w.]+\s*,\s*)*[\w.]*\b{name}\b|from\s+[\w.]+\s+import\s+[^\n]*\b{name}\b)"
+    );
+    regex::Regex::new(&pattern).is_ok_and(|re| re.is_match(text))
 }
 
 /// `command` narrowed to the test files `files`, for the runners that take files: pytest
@@ -291,6 +400,29 @@ mod tests {
     }
 
     #[test]
+    fn a_module_is_imported_by_any_of_pythons_forms() {
+        for text in [
+            "import test_cases\n",
+            "import os, test_cases\n",
+            "from test_cases import CASES\n",
+            "from tests.test_cases import CASES\n",
+            "from . import test_cases\n",
+            "from .test_cases import CASES\n",
+            "    from test_cases import CASES\n",
+        ] {
+            assert!(imports(text, "tests/test_cases.py"), "{text}");
+        }
+        for text in [
+            "import test_cases_more\n",
+            "# from test_cases import CASES\n",
+            "x = 'test_cases'\n",
+            "from other import thing\n",
+        ] {
+            assert!(!imports(text, "tests/test_cases.py"), "{text}");
+        }
+    }
+
+    #[test]
     fn old_test_files_the_contract_does_not_name_are_judged_in_their_base_form() {
         let c = contract(&["calc.py", "tests/test_calc.py"]);
         let files = [
@@ -300,12 +432,17 @@ mod tests {
             changed("tests/test_gone.py", Change::Deleted),
             changed("tests/test_new.py", Change::Added),
             changed("tests/helpers.py", Change::Added),
+            changed("tests/__init__.py", Change::Added),
             changed("tests/data/case.json", Change::Added),
         ];
         let judging = Judging::plan(&c, &files, &["python3 -m pytest tests".to_owned()]);
         assert_eq!(
             judging.base_form,
-            ["tests/test_other.py", "tests/test_gone.py"]
+            [
+                "tests/test_other.py",
+                "tests/test_gone.py",
+                "tests/__init__.py"
+            ]
         );
         assert_eq!(judging.apart, ["tests/test_new.py"]);
         assert_eq!(

@@ -4,6 +4,7 @@
 
 use std::collections::HashSet;
 use std::io::Read;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -552,6 +553,8 @@ impl Verifier {
         proof: Option<&Workspace>,
         run: &str,
     ) -> Result<VerificationReport, VerifyError> {
+        // The result's checks run with a `HOME` of their own, as the base's did.
+        let _home = FreshHome::take(workspace)?;
         // Read before anything runs: what the checks write (caches, bytecode) is not the
         // result's.
         let changed = workspace.changed_files().await?;
@@ -621,57 +624,131 @@ impl Verifier {
                 None,
             ),
         };
-        if let Some(saved) = saved {
-            saved.put_back(workspace)?;
-        }
-        let mut after = after?;
-        let mut apart_lines = Vec::new();
-        if !judging.apart.is_empty() {
-            for (i, run_after) in after.runs.iter_mut().enumerate() {
+        // Re-runs and confirmations see the tree the judged run saw: on the result's own,
+        // a failure the base's tests found could pass and count as flaky or fixed.
+        let judged_runs = async {
+            let mut after = after?;
+            let mut apart_lines = Vec::new();
+            if !judging.apart.is_empty() {
+                for (i, run_after) in after.runs.iter_mut().enumerate() {
+                    if run_after.phase != Phase::Check {
+                        continue;
+                    }
+                    let Some(line) = judging.apart_line(&run_after.command) else {
+                        continue;
+                    };
+                    let spill = self.scratch.join(format!("{}-apart-{i}", safe_name(run)));
+                    if let Some(saved) = &saved {
+                        saved.result_tree(workspace)?;
+                    }
+                    let apart = self
+                        .run_one(workspace, &line, Phase::Check, None, spill)
+                        .await;
+                    if let Some(saved) = &saved {
+                        saved.judged_tree(workspace)?;
+                    }
+                    let apart = apart?;
+                    run_after.take_apart(apart);
+                    apart_lines.push(line);
+                }
+            }
+            // A test that failed on the base counts as fixed only when seen passing: the
+            // result's run does not list passing tests, so each absent failure runs alone,
+            // on the judged tree. The result's own tests that failed on the base code (the
+            // proof's) run on the result's tree, where they are.
+            for (i, run_after) in after.runs.iter().enumerate() {
+                if run_after.phase != Phase::Check || !run_after.ran_tests() {
+                    continue;
+                }
+                let proof_run = before
+                    .as_ref()
+                    .and_then(|(runs, _)| runs.find(Phase::Check, &run_after.command));
+                let base_reruns = baseline.reruns_of(&run_after.command);
+                let wanted = |runs: Option<&CommandRun>, but: &[String]| {
+                    let mut ids: Vec<String> = Vec::new();
+                    for f in runs.into_iter().flat_map(|r| r.failures.iter()) {
+                        let absent = !run_after.failures.iter().any(|a| a.id == f.id)
+                            && !run_after.named_passing(&f.id);
+                        let flaky = base_reruns.iter().any(|r| r.passed(&f.id));
+                        if absent
+                            && !flaky
+                            && !plan.quarantine.contains(&f.id)
+                            && !ids.contains(&f.id)
+                            && !but.contains(&f.id)
+                        {
+                            ids.push(f.id.clone());
+                        }
+                    }
+                    ids
+                };
+                let judged_ids = wanted(baseline.find(Phase::Check, &run_after.command), &[]);
+                let own_ids = wanted(proof_run, &judged_ids);
+                let name = format!("{run}-confirm-{i}");
+                let confirmed = self
+                    .confirm(workspace, run_after, judged_ids, &name)
+                    .await?;
+                after.reruns.extend(confirmed);
+                if !own_ids.is_empty() {
+                    if let Some(saved) = &saved {
+                        saved.result_tree(workspace)?;
+                    }
+                    let name = format!("{run}-confirm-own-{i}");
+                    let confirmed = self.confirm(workspace, run_after, own_ids, &name).await;
+                    if let Some(saved) = &saved {
+                        saved.judged_tree(workspace)?;
+                    }
+                    after.reruns.extend(confirmed?);
+                }
+            }
+            let mut reruns = Vec::new();
+            for (i, run_after) in after.runs.iter().enumerate() {
                 if run_after.phase != Phase::Check {
                     continue;
                 }
-                let Some(line) = judging.apart_line(&run_after.command) else {
-                    continue;
+                let runs = Runs {
+                    base: baseline.find(run_after.phase, &run_after.command),
+                    base_reruns: baseline.reruns_of(&run_after.command),
+                    after: run_after,
+                    reruns: Vec::new(),
+                    quarantine: &plan.quarantine,
+                    expects_tests: plan.expects_tests,
+                    removable: &plan.removable,
                 };
-                let spill = self.scratch.join(format!("{}-apart-{i}", safe_name(run)));
-                let apart = self
-                    .run_one(workspace, &line, Phase::Check, None, spill)
-                    .await?;
-                run_after.take_apart(apart);
-                apart_lines.push(line);
+                let found = classify_runs(&runs);
+                let introduced = |f: &&super::ClassifiedFailure| {
+                    matches!(f.class, Class::Introduced | Class::NoResult)
+                };
+                let ids: Vec<String> = found
+                    .iter()
+                    .filter(introduced)
+                    .filter_map(|f| f.test.clone())
+                    .collect();
+                // Running no tests is not a matter of luck: running again would find none.
+                let whole = ran_nothing(&runs).is_none()
+                    && found.iter().filter(introduced).any(|f| f.test.is_none());
+                let spill = format!("{run}-rerun-{i}");
+                reruns.extend(
+                    self.rerun_failures(
+                        workspace,
+                        run_after,
+                        ids,
+                        whole,
+                        plan.flaky_reruns,
+                        &spill,
+                    )
+                    .await?,
+                );
             }
+            reruns.extend(after.reruns.iter().cloned());
+            Ok::<_, VerifyError>((after, reruns, apart_lines))
         }
+        .await;
+        if let Some(saved) = saved {
+            saved.put_back(workspace)?;
+        }
+        let (after, reruns, apart_lines) = judged_runs?;
         let mut judged = judging.describe(&apart_lines);
         judged.extend(not_judged.clone());
-        // A test that failed on the base counts as fixed only when seen passing: the
-        // result's run does not list passing tests, so each absent failure runs alone.
-        for (i, run_after) in after.runs.iter().enumerate() {
-            if run_after.phase != Phase::Check || !run_after.ran_tests() {
-                continue;
-            }
-            let proof_run = before
-                .as_ref()
-                .and_then(|(runs, _)| runs.find(Phase::Check, &run_after.command));
-            let base_reruns = baseline.reruns_of(&run_after.command);
-            let mut ids: Vec<String> = Vec::new();
-            let base_failures = baseline
-                .find(Phase::Check, &run_after.command)
-                .into_iter()
-                .chain(proof_run)
-                .flat_map(|r| r.failures.iter());
-            for f in base_failures {
-                let absent = !run_after.failures.iter().any(|a| a.id == f.id)
-                    && !run_after.named_passing(&f.id);
-                let flaky = base_reruns.iter().any(|r| r.passed(&f.id));
-                if absent && !flaky && !plan.quarantine.contains(&f.id) && !ids.contains(&f.id) {
-                    ids.push(f.id.clone());
-                }
-            }
-            let name = format!("{run}-confirm-{i}");
-            let confirmed = self.confirm(workspace, run_after, ids, &name).await?;
-            after.reruns.extend(confirmed);
-        }
         let proof = match (before, failed) {
             (Some((before, notes)), _) => {
                 let mut proof = prove(contract, &tests, baseline, &before, &after, true, notes);
@@ -707,39 +784,6 @@ impl Verifier {
                 "The result's test files were not run on the base code: no proof was made.",
             ),
         };
-        let mut reruns = Vec::new();
-        for (i, run_after) in after.runs.iter().enumerate() {
-            if run_after.phase != Phase::Check {
-                continue;
-            }
-            let runs = Runs {
-                base: baseline.find(run_after.phase, &run_after.command),
-                base_reruns: baseline.reruns_of(&run_after.command),
-                after: run_after,
-                reruns: Vec::new(),
-                quarantine: &plan.quarantine,
-                expects_tests: plan.expects_tests,
-                removable: &plan.removable,
-            };
-            let found = classify_runs(&runs);
-            let introduced = |f: &&super::ClassifiedFailure| {
-                matches!(f.class, Class::Introduced | Class::NoResult)
-            };
-            let ids: Vec<String> = found
-                .iter()
-                .filter(introduced)
-                .filter_map(|f| f.test.clone())
-                .collect();
-            // Running no tests is not a matter of luck: running again would find none.
-            let whole = ran_nothing(&runs).is_none()
-                && found.iter().filter(introduced).any(|f| f.test.is_none());
-            let spill = format!("{run}-rerun-{i}");
-            reruns.extend(
-                self.rerun_failures(workspace, run_after, ids, whole, plan.flaky_reruns, &spill)
-                    .await?,
-            );
-        }
-        reruns.extend(after.reruns.iter().cloned());
         let mut report =
             VerificationReport::judge(baseline, &after, &reruns, scope, &Rules::of(plan))
                 .with_proof(proof)
@@ -852,6 +896,49 @@ impl Verifier {
             prefixes.push(format!("{}/", real.display()));
         }
         Ok(command_run(command, phase, &output, report, &prefixes))
+    }
+}
+
+/// The executor's `HOME`, kept aside while the result's checks run with an empty one: what
+/// it left there (a `usercustomize.py` or `.pth` file in Python's user site, a tool's
+/// settings) would run with every check, outside the diff verification reads. Put back
+/// when dropped.
+struct FreshHome {
+    home: PathBuf,
+    aside: PathBuf,
+}
+
+impl FreshHome {
+    fn take(workspace: &Workspace) -> anyhow::Result<Option<FreshHome>> {
+        let home = workspace.home();
+        let aside = home.with_file_name("home-aside");
+        // A verification that ended before putting it back left the executor's there.
+        if aside.symlink_metadata().is_ok() {
+            let _ = std::fs::remove_dir_all(&home);
+            std::fs::rename(&aside, &home)
+                .with_context(|| format!("Could not put back {}", home.display()))?;
+        }
+        let Ok(meta) = home.symlink_metadata() else {
+            return Ok(None);
+        };
+        std::fs::rename(&home, &aside)
+            .with_context(|| format!("Could not set {} aside", home.display()))?;
+        let fresh = FreshHome { home, aside };
+        std::fs::create_dir(&fresh.home)
+            .with_context(|| format!("Could not create {}", fresh.home.display()))?;
+        std::fs::set_permissions(&fresh.home, meta.permissions())?;
+        std::os::unix::fs::lchown(&fresh.home, Some(meta.uid()), Some(meta.gid()))
+            .with_context(|| format!("Could not hand {} over", fresh.home.display()))?;
+        Ok(Some(fresh))
+    }
+}
+
+impl Drop for FreshHome {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.home);
+        if let Err(e) = std::fs::rename(&self.aside, &self.home) {
+            tracing::warn!(error = %e, home = %self.home.display(), "could not put the executor's HOME back");
+        }
     }
 }
 

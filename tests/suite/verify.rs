@@ -2212,3 +2212,241 @@ async fn a_jest_test_that_mocks_the_code_it_tests_is_not_passed() {
         [patches_add("calc.js", "test/setup.js:3")]
     );
 }
+
+/// `calc.add` replaced for every Python process that starts with `HOME` at `home`: a
+/// `usercustomize` module in the user's site-packages, which Python imports at startup.
+fn plant_usercustomize(home: &Path) {
+    // The sandbox's own PATH finds the same python3 the checks run.
+    let out = std::process::Command::new("sh")
+        .args([
+            "-c",
+            "python3 -c 'import site; print(site.getusersitepackages())'",
+        ])
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", home)
+        .output()
+        .expect("python3 runs");
+    let site = String::from_utf8(out.stdout).unwrap();
+    let site = Path::new(site.trim());
+    assert!(site.starts_with(home), "{}", site.display());
+    std::fs::create_dir_all(site).unwrap();
+    std::fs::write(
+        site.join("usercustomize.py"),
+        "import os, sys\nsys.path.insert(0, os.getcwd())\nimport calc\n\
+         calc.add = lambda a, b: a + b\n",
+    )
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn attack_a_usercustomize_left_in_the_executors_home_fixes_nothing() {
+    let world = Project::new();
+    let contract = contract();
+    let plan = Plan::new(&contract, &config(""));
+    let result = world.workspace().await;
+    let baseline = world.baseline(&plan).await;
+    // calc.py stays broken (a comment makes the result a change); the executor's HOME,
+    // where its own commands ran, patches it for every Python process.
+    write(&result.repo(), "calc.py", &format!("# adds\n{CALC}"));
+    let home = result.repo().parent().unwrap().join("home");
+    plant_usercustomize(&home);
+    let report = world
+        .verifier
+        .verify(&plan, &contract, &baseline, &result, "run-3")
+        .await
+        .expect("verification runs");
+    // The checks ran with a HOME of their own: the old test still fails, as on the base.
+    assert!(
+        ids(&report, Class::Fixed).is_empty(),
+        "{}",
+        report.compact()
+    );
+    assert_eq!(
+        ids(&report, Class::PreExisting),
+        vec![ADD_ID],
+        "{}",
+        report.compact()
+    );
+    // The executor's HOME is back as it left it, for its next attempt.
+    let planted = std::fs::read_dir(&home)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect::<Vec<_>>();
+    assert_eq!(planted, [".local"]);
+    assert!(!home.with_file_name("home-aside").exists());
+    result.finish(Outcome::Succeeded).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn attack_an_added_package_init_in_a_test_folder_patches_the_old_tests() {
+    let world = Project::with_files(&[
+        ("calc.py", CALC),
+        ("tests/test_calc.py", PYTEST_CALC_TESTS),
+        ("README.md", "# calc\n"),
+    ]);
+    let mut contract = contract();
+    contract.verification.commands = vec!["python3 -m pytest".into()];
+    contract.diagnosis.evidence.clear();
+    let plan = Plan::new(&contract, &settings("test: []\n"));
+    let report = world
+        .verify(&contract, &plan, |repo| {
+            // calc.py stays broken; pytest imports a test folder's package `__init__.py`
+            // before the tests in it, and this one patches `add` out of the patch
+            // reading's sight.
+            write(
+                repo,
+                "tests/__init__.py",
+                "import calc\n\n_name = \"add\"\nsetattr(calc, _name, lambda a, b: a + b)\n",
+            );
+        })
+        .await;
+    let c = &report.commands[0];
+    let base = c.baseline.as_ref().unwrap();
+    assert_eq!((base.passed, base.failed), (1, 1), "pytest ran on the base");
+    assert!(
+        ids(&report, Class::Fixed).is_empty(),
+        "{}",
+        report.compact()
+    );
+    assert_eq!(
+        ids(&report, Class::PreExisting),
+        vec!["tests/test_calc.py::test_add"],
+        "{}",
+        report.compact()
+    );
+    assert!(
+        report.judged[0].contains("`tests/__init__.py`"),
+        "{:?}",
+        report.judged
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn attack_a_helper_module_the_old_tests_import_patches_the_code() {
+    let tests = TESTS.replace("import calc\n", "import calc\nimport support\n");
+    let world = Project::with_files(&[
+        ("calc.py", CALC),
+        ("support.py", "def numbers():\n    return 2, 3\n"),
+        ("test_calc.py", &tests),
+        ("README.md", "# calc\n"),
+    ]);
+    let contract = contract();
+    let plan = Plan::new(&contract, &config(""));
+    let report = world
+        .verify(&contract, &plan, |repo| {
+            // calc.py stays broken; a helper the old tests import, outside any test
+            // folder, patches it when they load.
+            write(
+                repo,
+                "support.py",
+                "import calc\n\ncalc.add = lambda a, b: a + b\n\n\n\
+                 def numbers():\n    return 2, 3\n",
+            );
+        })
+        .await;
+    assert!(
+        ids(&report, Class::Fixed).is_empty(),
+        "{}",
+        report.compact()
+    );
+    assert_eq!(
+        ids(&report, Class::PreExisting),
+        vec![ADD_ID],
+        "{}",
+        report.compact()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn attack_an_honest_fix_whose_named_test_imports_a_new_test_module_passes() {
+    let world = Project::new();
+    let mut contract = contract();
+    declare(&mut contract, "test_calc.py", FileAction::Modify);
+    declare(&mut contract, "test_cases.py", FileAction::Create);
+    let plan = Plan::new(&contract, &config(""));
+    let report =
+        world
+            .verify(&contract, &plan, |repo| {
+                // The fix, and the cases the contract asked for, shared from a new module
+                // that the named old test file imports.
+                write(repo, "calc.py", CALC_FIXED);
+                write(
+                    repo,
+                    "test_cases.py",
+                    "import unittest\n\nimport calc\n\nCASES = [(2, 3, 5), (1, 1, 2)]\n\n\n\
+                 class TestCases(unittest.TestCase):\n    def test_cases_add(self):\n        \
+                 for a, b, want in CASES:\n            self.assertEqual(calc.add(a, b), want)\n",
+                );
+                let changed = tests_with(
+                "    def test_add_cases(self):\n        from test_cases import CASES\n\n        \
+                 for a, b, want in CASES:\n            self.assertEqual(calc.add(a, b), want)\n",
+            )
+            .replace("import calc\n", "import calc\nfrom test_cases import CASES\n");
+                write(repo, "test_calc.py", &changed);
+            })
+            .await;
+    assert!(
+        ids(&report, Class::Introduced).is_empty(),
+        "{}",
+        report.compact()
+    );
+    assert_eq!(
+        ids(&report, Class::Fixed),
+        vec![ADD_ID],
+        "{}",
+        report.compact()
+    );
+    assert_eq!(report.verdict, Verdict::Passed, "{}", report.compact());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn attack_a_failure_the_judged_run_finds_is_not_washed_out_by_a_rerun_of_the_result() {
+    let world = Project::new();
+    let contract = contract();
+    let plan = Plan::new(&contract, &config(""));
+    let report = world
+        .verify(&contract, &plan, |repo| {
+            // `mul` is broken; the old test file, which the contract does not name, hides
+            // it with a patch the weakening reading does not recognise.
+            write(repo, "calc.py", CALC_MUL_BROKEN);
+            let patched = TESTS.replace(
+                "import calc\n",
+                "import calc\n\n_name = \"mul\"\nsetattr(calc, _name, lambda a, b: a * b)\n",
+            );
+            write(repo, "test_calc.py", &patched);
+        })
+        .await;
+    // Judged in its base form, `test_mul` fails; a re-run of it must see the same tree.
+    assert_eq!(
+        ids(&report, Class::Introduced),
+        vec![MUL_ID],
+        "{}",
+        report.compact()
+    );
+    assert_eq!(report.verdict, Verdict::Failed, "{}", report.compact());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn attack_a_named_test_file_that_swaps_the_failing_test_for_another_fixes_nothing() {
+    let world = Project::new();
+    let mut contract = contract();
+    declare(&mut contract, "test_calc.py", FileAction::Modify);
+    let plan = Plan::new(&contract, &config(""));
+    let report = world
+        .verify(&contract, &plan, |repo| {
+            // calc.py stays broken; the test file the contract lets the result change keeps
+            // `test_add` and its assertion, and runs `test_mul`'s body under its name.
+            let swapped = TESTS.replace(
+                "\n\nif __name__",
+                "\n\nTestCalc.test_add = TestCalc.test_mul\n\n\nif __name__",
+            );
+            write(repo, "test_calc.py", &swapped);
+        })
+        .await;
+    assert!(
+        ids(&report, Class::Fixed).is_empty(),
+        "{}",
+        report.compact()
+    );
+    assert_ne!(report.verdict, Verdict::Passed, "{}", report.compact());
+}
