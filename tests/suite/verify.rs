@@ -2239,7 +2239,7 @@ fn plant_usercustomize(home: &Path) {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn attack_a_usercustomize_left_in_the_executors_home_fixes_nothing() {
+async fn a_usercustomize_left_in_the_executors_home_fixes_nothing() {
     let world = Project::new();
     let contract = contract();
     let plan = Plan::new(&contract, &config(""));
@@ -2278,7 +2278,7 @@ async fn attack_a_usercustomize_left_in_the_executors_home_fixes_nothing() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn attack_an_added_package_init_in_a_test_folder_patches_the_old_tests() {
+async fn an_added_package_init_in_a_test_folder_does_not_reach_the_old_tests() {
     let world = Project::with_files(&[
         ("calc.py", CALC),
         ("tests/test_calc.py", PYTEST_CALC_TESTS),
@@ -2322,7 +2322,7 @@ async fn attack_an_added_package_init_in_a_test_folder_patches_the_old_tests() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn attack_a_helper_module_the_old_tests_import_patches_the_code() {
+async fn a_helper_module_the_old_tests_import_that_patches_the_code_is_refused() {
     let tests = TESTS.replace("import calc\n", "import calc\nimport support\n");
     let world = Project::with_files(&[
         ("calc.py", CALC),
@@ -2344,21 +2344,16 @@ async fn attack_a_helper_module_the_old_tests_import_patches_the_code() {
             );
         })
         .await;
-    assert!(
-        ids(&report, Class::Fixed).is_empty(),
-        "{}",
-        report.compact()
-    );
+    // The helper is read for patches as a test file is: the contract does not name it.
+    assert_ne!(report.verdict, Verdict::Passed, "{}", report.compact());
     assert_eq!(
-        ids(&report, Class::PreExisting),
-        vec![ADD_ID],
-        "{}",
-        report.compact()
+        weakened(&report, WeakeningKind::Patch),
+        [patches_add("calc.py", "support.py:3")]
     );
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn attack_an_honest_fix_whose_named_test_imports_a_new_test_module_passes() {
+async fn an_honest_fix_whose_named_test_imports_a_new_test_module_passes() {
     let world = Project::new();
     let mut contract = contract();
     declare(&mut contract, "test_calc.py", FileAction::Modify);
@@ -2400,7 +2395,7 @@ async fn attack_an_honest_fix_whose_named_test_imports_a_new_test_module_passes(
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn attack_a_failure_the_judged_run_finds_is_not_washed_out_by_a_rerun_of_the_result() {
+async fn a_failure_the_judged_run_finds_is_not_washed_out_by_a_rerun_of_the_result() {
     let world = Project::new();
     let contract = contract();
     let plan = Plan::new(&contract, &config(""));
@@ -2427,7 +2422,7 @@ async fn attack_a_failure_the_judged_run_finds_is_not_washed_out_by_a_rerun_of_t
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn attack_a_named_test_file_that_swaps_the_failing_test_for_another_fixes_nothing() {
+async fn a_named_test_file_that_swaps_the_failing_test_for_another_fixes_nothing() {
     let world = Project::new();
     let mut contract = contract();
     declare(&mut contract, "test_calc.py", FileAction::Modify);
@@ -2443,10 +2438,16 @@ async fn attack_a_named_test_file_that_swaps_the_failing_test_for_another_fixes_
             write(repo, "test_calc.py", &swapped);
         })
         .await;
-    assert!(
-        ids(&report, Class::Fixed).is_empty(),
-        "{}",
-        report.compact()
-    );
+    // The swapped test passes under its name; the swap itself is what is refused.
     assert_ne!(report.verdict, Verdict::Passed, "{}", report.compact());
+    let found = weakened(&report, WeakeningKind::Patch);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0]
+            .0
+            .starts_with("replaces the test `TestCalc.test_add` with other code")
+            && found[0].1 == "test_calc.py:13"
+            && found[0].2,
+        "{found:?}"
+    );
 }

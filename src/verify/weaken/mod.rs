@@ -196,7 +196,12 @@ pub(super) async fn read(
     let mut wanted: Vec<&str> = changed
         .iter()
         .map(|c| c.path.as_str())
-        .filter(|p| Lang::of(p).is_some() || Format::of(p).is_some() || patch::reads(p))
+        .filter(|p| {
+            Lang::of(p).is_some()
+                || Format::of(p).is_some()
+                || patch::reads(p)
+                || patch::unnamed_code(contract, p)
+        })
         .collect();
     // The sources the contract changes, for what a test must not replace, even when the
     // result left them as they were.

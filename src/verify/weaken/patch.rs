@@ -24,6 +24,9 @@ use crate::repo_tools::{SourceLang, definition};
 pub(super) struct Patches {
     tests: Vec<TestFile>,
     sources: Vec<Defined>,
+    /// Other code files' new patches: they count when the contract does not name the file
+    /// (a helper the old tests import can replace the code as well as a test can).
+    others: Vec<TestFile>,
 }
 
 /// A test file's patches that its base side did not have.
@@ -92,6 +95,29 @@ pub(super) fn reads(path: &str) -> bool {
     is_test_file(path) && lang_of(path).is_some()
 }
 
+/// A changed code file the contract does not name: read for patches too.
+pub(super) fn unnamed_code(contract: &Contract, path: &str) -> bool {
+    lang_of(path).is_some() && !changed_by(contract, &normalise(path))
+}
+
+/// The patches `result` has that `base` did not.
+fn new_sites(lang: Lang, base: Option<&str>, result: &str) -> Vec<Site> {
+    let after = sites(lang, result);
+    let before = base.map(|b| sites(lang, b)).unwrap_or_default();
+    let mut left: HashMap<(&str, &Target), usize> = HashMap::new();
+    for s in &before {
+        *left.entry((s.written.as_str(), &s.target)).or_default() += 1;
+    }
+    let mut new = Vec::new();
+    for s in &after {
+        match left.get_mut(&(s.written.as_str(), &s.target)) {
+            Some(n) if *n > 0 => *n -= 1,
+            _ => new.push(s.clone()),
+        }
+    }
+    new
+}
+
 /// The source files the contract changes, in a language whose patches are read: their
 /// definitions are what a test must not replace, whether or not the result changed them.
 /// Only paths inside the repository: the contract's words are not the diff's.
@@ -149,6 +175,17 @@ impl Patches {
                 });
             }
         } else {
+            if let Some(result) = result {
+                let new = new_sites(lang, base, result);
+                if !new.is_empty() {
+                    self.others.push(TestFile {
+                        path: path.to_owned(),
+                        lang,
+                        sites: new,
+                        test_main: None,
+                    });
+                }
+            }
             let mut names = HashSet::new();
             for text in [base, result].into_iter().flatten() {
                 names.extend(defined(lang, text));
@@ -173,9 +210,40 @@ impl Patches {
             .iter()
             .filter(|d| changed_by(contract, &d.path))
             .collect();
-        for file in &self.tests {
+        let others = self
+            .others
+            .iter()
+            .filter(|f| !changed_by(contract, &f.path));
+        for file in self.tests.iter().chain(others) {
             let mut seen = HashSet::new();
             for site in &file.sites {
+                // A test replaced under its own name runs other code where the test was:
+                // its assertions stay, so nothing else sees it.
+                if file.lang == Lang::Python
+                    && let Target::Dotted(dotted) = &site.target
+                    && let Some(test) = replaced_test(dotted)
+                    && seen.insert(site.line)
+                {
+                    out.push(Draft {
+                        kind: WeakeningKind::Patch,
+                        path: file.path.clone(),
+                        lines: vec![site.line],
+                        in_base: false,
+                        test: Some(test.to_owned()),
+                        what: format!(
+                            "replaces the test {} with other code, so it does not run what it \
+                             checks",
+                            inline(test)
+                        ),
+                        instruction: format!(
+                            "remove the assignment at {}:{} ({}): a test must run its own body",
+                            file.path,
+                            site.line,
+                            inline(&site.written)
+                        ),
+                    });
+                    continue;
+                }
                 let hit = sources
                     .iter()
                     .filter(|d| d.lang == file.lang)
@@ -231,6 +299,26 @@ impl Patches {
                 });
             }
         }
+    }
+}
+
+/// The test a dotted assignment target replaces: `TestCalc.test_add`, or `test_add` at a
+/// module's top (the last part named like a test, under a class named like one).
+fn replaced_test(dotted: &str) -> Option<&str> {
+    let mut parts = dotted.rsplit('.');
+    let name = parts.next()?;
+    if !name.starts_with("test") {
+        return None;
+    }
+    match parts.next() {
+        Some(owner)
+            if owner.starts_with("Test") || owner.ends_with("Test") || owner.ends_with("Tests") =>
+        {
+            let start = dotted.len() - name.len() - owner.len() - 1;
+            Some(&dotted[start..])
+        }
+        Some(_) => None,
+        None => Some(name),
     }
 }
 

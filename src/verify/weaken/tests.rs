@@ -1781,3 +1781,33 @@ fn a_patch_on_a_long_line_is_named_clipped() {
     );
     assert!(instruction.chars().count() < 300, "{instruction}");
 }
+
+#[test]
+fn a_test_replaced_under_its_own_name_is_a_patch() {
+    let base = "import unittest\n\n\nclass TestCalc(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(1, 1)\n\n    def test_mul(self):\n        self.assertEqual(2, 2)\n";
+    let swapped = format!("{base}\n\nTestCalc.test_add = TestCalc.test_mul\n");
+    let found: Vec<_> = weakened(
+        &contract_naming(&[("test_calc.py", "a regression test")]),
+        &[("test_calc.py", Some(base), Some(&swapped))],
+    )
+    .into_iter()
+    .filter(|(kind, ..)| *kind == WeakeningKind::Patch)
+    .collect();
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0]
+            .1
+            .starts_with("replaces the test `TestCalc.test_add`"),
+        "{found:?}"
+    );
+    assert!(found[0].3, "refused: {found:?}");
+    // Setting another attribute of a test class is no swap.
+    let helper = format!("{base}\n\nTestCalc.maxDiff = None\n");
+    assert!(
+        weakened(
+            &contract_naming(&[("test_calc.py", "a regression test")]),
+            &[("test_calc.py", Some(base), Some(&helper))],
+        )
+        .is_empty()
+    );
+}
