@@ -112,29 +112,16 @@ pub fn apart_script(max_attempts: u32) -> Vec<Step> {
         .push(
             json!({"path": "test_regression.py", "action": "create", "why": "a regression test"}),
         );
-    vec![
-        Step::tool_call("p1", "submit_contract", contract).when_tools(&["submit_contract"]),
-        Step::tool_call(
-            "e1",
-            "edit_file",
-            json!({"path": "calc.py", "old": "return a - b", "new": "return a + b"}),
-        )
-        .when_tools(&["finish", "edit_file"]),
-        Step::tool_call(
-            "e2",
-            "write_file",
-            json!({"path": "test_regression.py", "content": TEST_REGRESSION}),
-        )
-        .when_tools(&["finish", "write_file"]),
-        Step::tool_call("e3", "finish", json!({"summary": "add adds, with a test."}))
-            .when_tools(&["finish"]),
-        Step::tool_call(
-            "r1",
-            "verdict",
-            json!({"accept": true, "findings": "Fixed, and the new test pins it.", "instructions": ""}),
-        )
-        .when_tools(&["verdict"]),
-    ]
+    let mut script = proving_script(max_attempts);
+    script[0] = Step::tool_call("p1", "submit_contract", contract).when_tools(&["submit_contract"]);
+    // The regression test goes into a file of its own instead of `test_calc.py`.
+    script[2] = Step::tool_call(
+        "e2",
+        "write_file",
+        json!({"path": "test_regression.py", "content": TEST_REGRESSION}),
+    )
+    .when_tools(&["finish", "write_file"]);
+    script
 }
 
 /// [`fixing_script`] with a regression test the contract names: the run's proof has a

@@ -150,19 +150,7 @@ impl Patches {
         let Some(lang) = lang_of(path) else { return };
         if is_test_file(path) {
             let Some(result) = result else { return };
-            let after = sites(lang, result);
-            let before = base.map(|b| sites(lang, b)).unwrap_or_default();
-            let mut left: HashMap<(&str, &Target), usize> = HashMap::new();
-            for s in &before {
-                *left.entry((s.written.as_str(), &s.target)).or_default() += 1;
-            }
-            let mut new = Vec::new();
-            for s in &after {
-                match left.get_mut(&(s.written.as_str(), &s.target)) {
-                    Some(n) if *n > 0 => *n -= 1,
-                    _ => new.push(s.clone()),
-                }
-            }
+            let new = new_sites(lang, base, result);
             let test_main = (lang == Lang::Go && base.and_then(test_main).is_none())
                 .then(|| test_main(result))
                 .flatten();
