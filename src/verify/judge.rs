@@ -330,16 +330,9 @@ impl Saved {
         Ok(())
     }
 
-    /// Puts the result's form back in `workspace`.
+    /// Puts the result's form back in `workspace`, for good.
     pub(super) fn put_back(self, workspace: &Workspace) -> anyhow::Result<()> {
-        let notes = copy_tests(&self.saved, &workspace.repo(), &self.present)?;
-        if !notes.is_empty() {
-            anyhow::bail!(
-                "the result's test files could not be put back: {}",
-                notes.join("; ")
-            );
-        }
-        Ok(())
+        self.result_tree(workspace)
     }
 }
 

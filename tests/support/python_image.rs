@@ -5,12 +5,12 @@
 //! parallel test processes build it once; each test pushes it to its own registry.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Instant;
 
 use sha2::Digest as _;
 
-use super::registry::Registry;
+use super::registry::{Registry, require};
 
 /// The Debian release the root is made of.
 const SUITE: &str = "bookworm";
@@ -35,18 +35,6 @@ fn cache_root() -> PathBuf {
     std::env::var_os("PLANWRIGHT_TEST_IMAGE_CACHE")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("images"))
-}
-
-fn require(tool: &str, package: &str) {
-    let found = Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(
-        found,
-        "`{tool}` is missing: install it with `apt-get install -y {package}` (.ci/run does)"
-    );
 }
 
 fn run(command: &mut Command) {

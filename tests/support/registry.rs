@@ -40,7 +40,8 @@ impl Drop for Registry {
     }
 }
 
-fn require(tool: &str, package: &str) {
+/// Fails the test, saying how to install it, when `tool` is not on the PATH.
+pub fn require(tool: &str, package: &str) {
     let found = Command::new("sh")
         .args(["-c", &format!("command -v {tool}")])
         .stdout(Stdio::null())
