@@ -22,7 +22,7 @@ use planwright::config::environment::EnvironmentConfig;
 use planwright::environment::setup::SetupCache;
 use planwright::forge::GitRemote;
 use planwright::git::{MirrorCache, MirrorKey, Outcome, WorkspaceRequest, Workspaces};
-use planwright::ids::{CommitSha, IssueNumber, RepoName};
+use planwright::ids::{CommitSha, IssueNumber, RepoName, RepoScope};
 use planwright::sandbox::Bwrap;
 use planwright::verify::{Phase, Plan, RunSet, Verifier};
 use secrecy::SecretString;
@@ -231,13 +231,14 @@ fn main() {
         .with_relay_program(env!("CARGO_BIN_EXE_planwright"));
     let sandbox = Arc::new(sandbox);
 
+    let scope = RepoScope::new("github", "1");
     let (mut miss, mut hit, mut miss_setup, mut hit_setup) = (vec![], vec![], vec![], vec![]);
     for round in 0..rounds {
         // A fresh, empty cache: this round's first base runs setup and keeps it.
         let cache =
             SetupCache::open(&root.path().join(format!("cache-{round}")), 20 << 30).unwrap();
         let verifier = Verifier::new(sandbox.clone(), root.path().join("scratch"))
-            .with_setup_cache(Arc::new(cache), "host", &environment);
+            .with_setup_cache(Arc::new(cache), scope.clone(), "host", &environment);
         let (wall, setup) = baseline(&runtime, &workspaces, &request, &verifier, &plan, false);
         miss.push(wall);
         miss_setup.push(setup);
@@ -253,12 +254,16 @@ fn main() {
             hit_setup[round]
         );
     }
-    let entry = std::fs::read_dir(root.path().join("cache-0/setup-cache/entries"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    let entry = std::fs::read_dir(
+        root.path()
+            .join("cache-0/setup-cache/repos")
+            .join(scope.folder()),
+    )
+    .unwrap()
+    .next()
+    .unwrap()
+    .unwrap()
+    .path();
     let meta = std::fs::read_to_string(entry.join("entry.json")).unwrap();
     let (miss, hit) = (median(miss), median(hit));
     let (miss_setup, hit_setup) = (median(miss_setup), median(hit_setup));

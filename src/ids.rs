@@ -136,6 +136,37 @@ impl fmt::Display for CommitSha {
     }
 }
 
+/// One repository as its forge knows it for as long as it exists (`github:12345`): what
+/// keeps one repository's cached setup and kept baselines apart from every other's. Made
+/// of the forge and the repository's forge id, never its name, so a rename keeps it and a
+/// repository deleted and made again under an old name does not inherit.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct RepoScope(String);
+
+impl RepoScope {
+    /// `forge` as the store spells it (`github`), `id` as the forge gives it.
+    pub fn new(forge: &str, id: &str) -> Self {
+        Self(format!("{forge}:{id}"))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// A name for it that is safe as one folder's name whatever the id holds: the hex of
+    /// its sha256.
+    pub fn folder(&self) -> String {
+        use sha2::Digest as _;
+        hex::encode(sha2::Sha256::digest(self.0.as_bytes()))
+    }
+}
+
+impl fmt::Display for RepoScope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 macro_rules! text_id {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*

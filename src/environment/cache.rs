@@ -358,7 +358,7 @@ impl Cache {
                 .map_or(0, |i| i.size)
         };
         let total = super::lease::evict_least_recent(
-            &self.dir.join("images"),
+            super::lease::listing(&self.dir.join("images")),
             &self.dir.join("tmp"),
             "image cache",
             (self.max, incoming),

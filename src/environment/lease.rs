@@ -59,24 +59,32 @@ pub(super) fn evict(dir: &Path, tmp: &Path, what: &str) -> bool {
     true
 }
 
-/// Evicts the least recently used entries of `folder` (by their lease's mtime) that nobody
-/// leases, never `keep`, until `incoming` more bytes fit under `max`; `size` reads an
-/// entry's bytes from its record. Returns the bytes left: what is leased stays even when
-/// that is over the cap, since a run in progress matters more than the cap.
+/// The folders in `folder`; none when it cannot be read.
+pub(super) fn listing(folder: &Path) -> Vec<PathBuf> {
+    let Ok(items) = fs::read_dir(folder) else {
+        return Vec::new();
+    };
+    items
+        .flatten()
+        .filter(|item| item.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|item| item.path())
+        .collect()
+}
+
+/// Evicts the least recently used of the entry folders `dirs` (by their lease's mtime)
+/// that nobody leases, never `keep`, until `incoming` more bytes fit under `max`; `size`
+/// reads an entry's bytes from its record. Returns the bytes left: what is leased stays
+/// even when that is over the cap, since a run in progress matters more than the cap.
 pub(super) fn evict_least_recent(
-    folder: &Path,
+    dirs: Vec<PathBuf>,
     tmp: &Path,
     what: &str,
     (max, incoming): (u64, u64),
     keep: Option<&str>,
     size: impl Fn(&Path) -> u64,
 ) -> u64 {
-    let Ok(listing) = fs::read_dir(folder) else {
-        return 0;
-    };
     let mut entries: Vec<(SystemTime, u64, PathBuf)> = Vec::new();
-    for item in listing.flatten() {
-        let dir = item.path();
+    for dir in dirs {
         let used = fs::metadata(dir.join("lease"))
             .and_then(|m| m.modified())
             .unwrap_or(SystemTime::UNIX_EPOCH);

@@ -1,9 +1,12 @@
 //! The setup cache under `DATA_DIR/setup-cache/`: what a setup phase left in the checkout's
 //! `environment.cache` paths and in HOME, kept under a key of everything that decides it
-//! (environment, setup commands, allowlist, cache paths, key files), and copied back into
-//! later workspaces instead of running setup again. Layout as the image cache's:
-//! `entries/<key>/` (`entry.json`, `lease`, `repo/`, `home/`), `tmp/` where an entry is
-//! copied before one rename publishes it, `locks/<key>.lock` held while it is.
+//! (the repository, environment, setup commands, allowlist, cache paths, key files and the
+//! files the setup commands name), and copied back into later workspaces of the same
+//! repository instead of running setup again. Each repository has a folder of its own,
+//! named by its forge id (`repos/<scope>/<key>/`: `entry.json`, `lease`, `repo/`, `home/`),
+//! so one repository's entries, HOME among them, are never found by another's runs, however
+//! alike their settings. `tmp/` is where an entry is copied before one rename publishes it,
+//! `locks/<key>.lock` held while it is.
 //!
 //! Everything copied in was written by sandboxed code: symlinks are copied as symlinks and
 //! never followed, special files are left out, names come from directory listings only,
@@ -19,21 +22,25 @@ use std::path::{Component, Path, PathBuf};
 use std::time::SystemTime;
 
 use super::lease::flock;
+use crate::ids::RepoScope;
 use anyhow::{Context as _, anyhow};
 use sha2::{Digest as _, Sha256};
 
 /// Changes when the layout of an entry does, so old entries are never read as new ones.
-const LAYOUT: u32 = 1;
+/// (1 kept every repository's entries in one folder, `entries/`, which is removed.)
+const LAYOUT: u32 = 2;
 
 /// What each file, folder or link counts at least: the block it takes on disk, so that a
 /// million empty files weigh what they cost.
 const BLOCK: u64 = 4096;
 
-/// The key of a setup phase: sha256 over the environment it runs in (`environment`: the
-/// image digest, or `host`), its commands, its allowlist, the cache paths, and each key
-/// file's path and content as the checkout at `repo` holds it. A key file that is a symlink
-/// counts by its target's name; it is never followed, nor a folder symlink above it.
+/// The key of a setup phase: sha256 over the repository (`scope`), the environment it runs
+/// in (`environment`: the image digest, or `host`), its commands, its allowlist, the cache
+/// paths, and each key file's path and content as the checkout at `repo` holds it. A key
+/// file that is a symlink counts by its target's name; it is never followed, nor a folder
+/// symlink above it.
 pub fn key(
+    scope: &RepoScope,
     environment: &str,
     setup: &[String],
     network_allow: &[String],
@@ -62,6 +69,7 @@ pub fn key(
     }
     let decided = serde_json::json!({
         "layout": LAYOUT,
+        "repository": scope.as_str(),
         "environment": environment,
         "setup": setup,
         "network_allow": network_allow,
@@ -69,6 +77,113 @@ pub fn key(
         "key_files": files,
     });
     Ok(hex::encode(Sha256::digest(decided.to_string().as_bytes())))
+}
+
+/// Files that programs read their setup from when a command runs them: a changed
+/// `postinstall` in `package.json` or `deps:` rule in a `Makefile` changes what setup
+/// does as surely as a changed lock file.
+const MANIFESTS: &[(&[&str], &[&str])] = &[
+    (&["make", "gmake"], &["Makefile", "makefile", "GNUmakefile"]),
+    (
+        &["npm", "npx", "pnpm", "yarn", "bun"],
+        &["package.json", ".npmrc", ".yarnrc", ".yarnrc.yml"],
+    ),
+    (
+        &["pip", "pip3", "uv", "poetry", "pdm", "pipenv", "tox", "nox"],
+        &[
+            "pyproject.toml",
+            "setup.py",
+            "setup.cfg",
+            "Pipfile",
+            "tox.ini",
+            "noxfile.py",
+        ],
+    ),
+    (&["cargo"], &["Cargo.toml", ".cargo/config.toml"]),
+    (&["go"], &["go.mod"]),
+    (&["bundle", "gem"], &["Gemfile"]),
+    (&["mvn", "mvnw"], &["pom.xml"]),
+    (
+        &["gradle", "gradlew"],
+        &[
+            "build.gradle",
+            "build.gradle.kts",
+            "settings.gradle",
+            "settings.gradle.kts",
+        ],
+    ),
+    (&["composer"], &["composer.json"]),
+];
+
+/// The checkout's files the setup commands name, which key the cache besides the lock
+/// files: each word of a command (or the value of a `--flag=value`) that is a regular
+/// file in `repo` (`sh setup.sh`, `make -f deps.mk`, `./scripts/bootstrap`), and the
+/// [`MANIFESTS`] of the programs they run. Scripts those scripts run in turn are not
+/// followed: a repository names them in `cache_key`.
+pub fn named_files(setup: &[String], repo: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut add = |name: &str| {
+        let Ok(relative) = inside(name) else {
+            return;
+        };
+        let is_file = under_real_dirs(repo, &relative)
+            && fs::symlink_metadata(repo.join(&relative)).is_ok_and(|m| m.is_file());
+        let name = relative.to_string_lossy().into_owned();
+        if is_file && !found.contains(&name) {
+            found.push(name);
+        }
+    };
+    for command in setup {
+        for word in shell_words(command) {
+            let value = match word.split_once('=') {
+                Some((flag, value)) if flag.starts_with('-') => value,
+                _ => word.as_str(),
+            };
+            if !value.starts_with('-') {
+                add(value);
+            }
+            let program = word.rsplit('/').next().unwrap_or_default();
+            for (programs, manifests) in MANIFESTS {
+                if programs.contains(&program) {
+                    manifests.iter().for_each(|m| add(m));
+                }
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// The words of a shell command line as `sh` would split them, quotes removed and
+/// operators (`&&`, `;`, `|`, redirections, parentheses) taken as separators; enough to
+/// find the file names in it, not to run it.
+fn shell_words(line: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word: Option<String> = None;
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => {
+                let quoted: String = chars.by_ref().take_while(|&c| c != '\'').collect();
+                word.get_or_insert_default().push_str(&quoted);
+            }
+            '"' => {
+                let text = word.get_or_insert_default();
+                while let Some(c) = chars.next() {
+                    match c {
+                        '"' => break,
+                        '\\' => text.extend(chars.next()),
+                        c => text.push(c),
+                    }
+                }
+            }
+            '\\' => word.get_or_insert_default().extend(chars.next()),
+            c if c.is_whitespace() || ";&|()<>`".contains(c) => words.extend(word.take()),
+            c => word.get_or_insert_default().push(c),
+        }
+    }
+    words.extend(word);
+    words
 }
 
 /// What an entry holds, written last before it is published.
@@ -101,7 +216,15 @@ impl SetupCache {
     /// crashed stores and evictions left in `tmp/`.
     pub fn open(data_dir: &Path, max: u64) -> anyhow::Result<Self> {
         let dir = data_dir.join("setup-cache");
-        for sub in ["entries", "tmp", "locks"] {
+        // Entries of the first layout belong to no repository in particular: none may be
+        // restored into any.
+        match fs::remove_dir_all(dir.join("entries")) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                return Err(e).context("Could not remove the setup cache's unscoped entries");
+            }
+            _ => {}
+        }
+        for sub in ["repos", "tmp", "locks"] {
             let path = dir.join(sub);
             fs::create_dir_all(&path).with_context(|| {
                 format!(
@@ -119,17 +242,29 @@ impl SetupCache {
         self.dir.join("locks").join(format!("{key}.lock"))
     }
 
-    fn entry_dir(&self, key: &str) -> PathBuf {
-        self.dir.join("entries").join(key)
+    fn entry_dir(&self, scope: &RepoScope, key: &str) -> PathBuf {
+        self.dir.join("repos").join(scope.folder()).join(key)
     }
 
-    /// Copies the entry under `key` into the checkout `repo` and the `home` beside it,
-    /// each cached path replacing what is there; `None` when the cache has no such entry.
-    /// Returns the bytes restored. An error may leave the workspace partly restored: the
-    /// caller runs setup then, as on a miss.
-    pub fn restore(&self, key: &str, repo: &Path, home: &Path) -> anyhow::Result<Option<u64>> {
+    /// Whether `scope`'s entry under `key` is there (a kept baseline computed from it
+    /// lives as long as it does).
+    pub fn holds(&self, scope: &RepoScope, key: &str) -> bool {
+        check_key(key).is_ok() && self.entry_dir(scope, key).join("entry.json").is_file()
+    }
+
+    /// Copies `scope`'s entry under `key` into the checkout `repo` and the `home` beside
+    /// it, each cached path replacing what is there; `None` when the cache has no such
+    /// entry. Returns the bytes restored. An error may leave the workspace partly
+    /// restored: the caller runs setup then, as on a miss.
+    pub fn restore(
+        &self,
+        scope: &RepoScope,
+        key: &str,
+        repo: &Path,
+        home: &Path,
+    ) -> anyhow::Result<Option<u64>> {
         check_key(key)?;
-        let dir = self.entry_dir(key);
+        let dir = self.entry_dir(scope, key);
         let lease_path = dir.join("lease");
         let lease = match fs::OpenOptions::new()
             .read(true)
@@ -174,11 +309,12 @@ impl SetupCache {
         Ok(Some(counted.bytes))
     }
 
-    /// Keeps the checkout's `cache` paths and `home` under `key`: copied into `tmp/` and
-    /// published by one rename, after evicting least recently used entries to make room.
-    /// An entry larger than the cap is not kept.
+    /// Keeps the checkout's `cache` paths and `home` under `scope`'s `key`: copied into
+    /// `tmp/` and published by one rename, after evicting least recently used entries (of
+    /// any repository) to make room. An entry larger than the cap is not kept.
     pub fn store(
         &self,
+        scope: &RepoScope,
         key: &str,
         cache: &[String],
         repo: &Path,
@@ -188,7 +324,7 @@ impl SetupCache {
         let lock = fs::File::create(self.lock_path(key))?;
         // Two runs storing one key: the second waits, then finds the first's entry.
         flock(&lock, libc::LOCK_EX)?;
-        let target = self.entry_dir(key);
+        let target = self.entry_dir(scope, key);
         if target.exists() {
             return Ok(Stored::AlreadyThere);
         }
@@ -200,6 +336,9 @@ impl SetupCache {
         let stored = match result {
             Ok(Some(bytes)) => {
                 self.evict(bytes, key);
+                if let Some(folder) = target.parent() {
+                    fs::create_dir_all(folder)?;
+                }
                 fs::rename(&staging, &target)
                     .with_context(|| format!("Could not publish {}", target.display()))
                     .map(|()| Stored::Kept(bytes))
@@ -272,8 +411,12 @@ impl SetupCache {
                 .and_then(|t| serde_json::from_slice::<Entry>(&t).ok())
                 .map_or(0, |e| e.bytes)
         };
+        let entries = super::lease::listing(&self.dir.join("repos"))
+            .iter()
+            .flat_map(|folder| super::lease::listing(folder))
+            .collect();
         super::lease::evict_least_recent(
-            &self.dir.join("entries"),
+            entries,
             &self.dir.join("tmp"),
             "setup cache",
             (self.max, incoming),
@@ -450,6 +593,10 @@ mod tests {
 
     const KEY: &str = "ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12";
 
+    fn scope() -> RepoScope {
+        RepoScope::new("github", "1296269")
+    }
+
     struct Workspace {
         _dir: tempfile::TempDir,
         repo: PathBuf,
@@ -482,14 +629,23 @@ mod tests {
             paths(&["target"]),
         );
         let files = paths(&["Cargo.lock"]);
-        let base = key("host", &setup, &allow, &cache, &ws.repo, &files).unwrap();
+        let base = key(&scope(), "host", &setup, &allow, &cache, &ws.repo, &files).unwrap();
         assert_eq!(
             base,
-            key("host", &setup, &allow, &cache, &ws.repo, &files).unwrap()
+            key(&scope(), "host", &setup, &allow, &cache, &ws.repo, &files).unwrap()
         );
         let others = [
-            key("sha256:00", &setup, &allow, &cache, &ws.repo, &files),
             key(
+                &scope(),
+                "sha256:00",
+                &setup,
+                &allow,
+                &cache,
+                &ws.repo,
+                &files,
+            ),
+            key(
+                &scope(),
                 "host",
                 &paths(&["cargo build"]),
                 &allow,
@@ -497,8 +653,9 @@ mod tests {
                 &ws.repo,
                 &files,
             ),
-            key("host", &setup, &[], &cache, &ws.repo, &files),
+            key(&scope(), "host", &setup, &[], &cache, &ws.repo, &files),
             key(
+                &scope(),
                 "host",
                 &setup,
                 &allow,
@@ -506,18 +663,38 @@ mod tests {
                 &ws.repo,
                 &files,
             ),
-            key("host", &setup, &allow, &cache, &ws.repo, &[]),
+            key(&scope(), "host", &setup, &allow, &cache, &ws.repo, &[]),
+            // The same id on the other forge, and another repository on this one.
+            key(
+                &RepoScope::new("gitlab", "1296269"),
+                "host",
+                &setup,
+                &allow,
+                &cache,
+                &ws.repo,
+                &files,
+            ),
+            key(
+                &RepoScope::new("github", "1296270"),
+                "host",
+                &setup,
+                &allow,
+                &cache,
+                &ws.repo,
+                &files,
+            ),
         ];
         for other in others {
             assert_ne!(other.unwrap(), base);
         }
         fs::write(ws.repo.join("Cargo.lock"), "b").unwrap();
         assert_ne!(
-            key("host", &setup, &allow, &cache, &ws.repo, &files).unwrap(),
+            key(&scope(), "host", &setup, &allow, &cache, &ws.repo, &files).unwrap(),
             base
         );
         assert!(
             key(
+                &scope(),
                 "host",
                 &setup,
                 &allow,
@@ -529,6 +706,7 @@ mod tests {
         );
         symlink("/proc", ws.repo.join("sub")).unwrap();
         let under_link = key(
+            &scope(),
             "host",
             &setup,
             &allow,
@@ -550,18 +728,27 @@ mod tests {
         fs::set_permissions(from.repo.join("deps/lib/a.py"), setuid).unwrap();
         symlink("lib/a.py", from.repo.join("deps/link")).unwrap();
         fs::write(from.home.join(".tool"), "configured").unwrap();
-        let stored = cache.store(KEY, &paths(&["./deps", "absent"]), &from.repo, &from.home);
+        let stored = cache.store(
+            &scope(),
+            KEY,
+            &paths(&["./deps", "absent"]),
+            &from.repo,
+            &from.home,
+        );
         assert!(matches!(stored.unwrap(), Stored::Kept(_)));
         assert_eq!(
             cache
-                .store(KEY, &paths(&["deps"]), &from.repo, &from.home)
+                .store(&scope(), KEY, &paths(&["deps"]), &from.repo, &from.home)
                 .unwrap(),
             Stored::AlreadyThere
         );
 
         let to = workspace();
         fs::create_dir_all(to.repo.join("deps/stale")).unwrap();
-        let bytes = cache.restore(KEY, &to.repo, &to.home).unwrap().unwrap();
+        let bytes = cache
+            .restore(&scope(), KEY, &to.repo, &to.home)
+            .unwrap()
+            .unwrap();
         assert!(bytes > 0);
         assert!(!to.repo.join("deps/stale").exists(), "replaced, not merged");
         assert_eq!(
@@ -578,11 +765,14 @@ mod tests {
         );
         // A later run writing into its copy leaves the cache as it was.
         let restored = fs::metadata(to.repo.join("deps/lib/a.py")).unwrap();
-        let kept = fs::metadata(cache.entry_dir(KEY).join("repo/deps/lib/a.py")).unwrap();
+        let kept = fs::metadata(cache.entry_dir(&scope(), KEY).join("repo/deps/lib/a.py")).unwrap();
         assert_ne!(restored.ino(), kept.ino());
         assert_eq!(restored.mode() & 0o7777, 0o755, "no setuid bit");
         let other = "cd".repeat(32);
-        assert_eq!(cache.restore(&other, &to.repo, &to.home).unwrap(), None);
+        assert_eq!(
+            cache.restore(&scope(), &other, &to.repo, &to.home).unwrap(),
+            None
+        );
     }
 
     #[test]
@@ -597,9 +787,15 @@ mod tests {
         // A cache path that is itself a link to a host folder.
         symlink(data.path(), from.repo.join("venv")).unwrap();
         cache
-            .store(KEY, &paths(&["deps", "venv"]), &from.repo, &from.home)
+            .store(
+                &scope(),
+                KEY,
+                &paths(&["deps", "venv"]),
+                &from.repo,
+                &from.home,
+            )
             .unwrap();
-        let kept = cache.entry_dir(KEY).join("repo");
+        let kept = cache.entry_dir(&scope(), KEY).join("repo");
         assert!(
             fs::symlink_metadata(kept.join("deps/leak"))
                 .unwrap()
@@ -618,7 +814,10 @@ mod tests {
         let to = workspace();
         let outside = tempfile::tempdir().unwrap();
         symlink(outside.path(), to.repo.join("deps")).unwrap();
-        cache.restore(KEY, &to.repo, &to.home).unwrap().unwrap();
+        cache
+            .restore(&scope(), KEY, &to.repo, &to.home)
+            .unwrap()
+            .unwrap();
         assert_eq!(fs::read_dir(outside.path()).unwrap().count(), 0);
         assert_eq!(fs::read_link(to.repo.join("deps/leak")).unwrap(), secret);
         assert_eq!(fs::read_to_string(&secret).unwrap(), "host secret");
@@ -632,7 +831,7 @@ mod tests {
         fs::create_dir_all(ws.repo.join("deps")).unwrap();
         fs::write(ws.repo.join("deps/big"), vec![0u8; 80 * BLOCK as usize]).unwrap();
         let stored = cache
-            .store(KEY, &paths(&["deps"]), &ws.repo, &ws.home)
+            .store(&scope(), KEY, &paths(&["deps"]), &ws.repo, &ws.home)
             .unwrap();
         assert_eq!(stored, Stored::TooLarge);
         assert_eq!(
@@ -641,27 +840,121 @@ mod tests {
                 .count(),
             0
         );
-        assert_eq!(cache.restore(KEY, &ws.repo, &ws.home).unwrap(), None);
+        assert_eq!(
+            cache.restore(&scope(), KEY, &ws.repo, &ws.home).unwrap(),
+            None
+        );
 
         fs::write(ws.repo.join("deps/big"), vec![0u8; 40 * BLOCK as usize]).unwrap();
         let first = "01".repeat(32);
         let second = "02".repeat(32);
         assert!(matches!(
             cache
-                .store(&first, &paths(&["deps"]), &ws.repo, &ws.home)
+                .store(&scope(), &first, &paths(&["deps"]), &ws.repo, &ws.home)
                 .unwrap(),
             Stored::Kept(_)
         ));
+        // Another repository's entry makes room as well: the cap is the deployment's.
+        let other = RepoScope::new("gitlab", "7");
         assert!(matches!(
             cache
-                .store(&second, &paths(&["deps"]), &ws.repo, &ws.home)
+                .store(&other, &second, &paths(&["deps"]), &ws.repo, &ws.home)
                 .unwrap(),
             Stored::Kept(_)
         ));
         assert!(
-            !cache.entry_dir(&first).exists(),
+            !cache.entry_dir(&scope(), &first).exists(),
             "the least recently used went"
         );
-        assert!(cache.entry_dir(&second).exists());
+        assert!(cache.entry_dir(&other, &second).exists());
+    }
+
+    #[test]
+    fn one_repositorys_entry_and_home_are_never_restored_into_anothers() {
+        let data = tempfile::tempdir().unwrap();
+        let cache = SetupCache::open(data.path(), 1 << 30).unwrap();
+        let from = workspace();
+        fs::create_dir_all(from.repo.join("deps")).unwrap();
+        fs::write(from.repo.join("deps/marker"), "first").unwrap();
+        fs::write(from.home.join(".npmrc"), "registry=http://first/").unwrap();
+        let first = scope();
+        cache
+            .store(&first, KEY, &paths(&["deps"]), &from.repo, &from.home)
+            .unwrap();
+        assert!(cache.holds(&first, KEY));
+
+        for other in [
+            RepoScope::new("gitlab", "1296269"),
+            RepoScope::new("github", "1296270"),
+        ] {
+            let to = workspace();
+            assert_eq!(
+                cache.restore(&other, KEY, &to.repo, &to.home).unwrap(),
+                None
+            );
+            assert!(!cache.holds(&other, KEY));
+            assert!(!to.home.join(".npmrc").exists());
+            assert!(!to.repo.join("deps").exists());
+        }
+        // Each repository's entries are in a folder of their own.
+        let folders = super::super::lease::listing(&data.path().join("setup-cache/repos"));
+        assert_eq!(
+            folders,
+            [data.path().join("setup-cache/repos").join(first.folder())]
+        );
+    }
+
+    #[test]
+    fn entries_of_the_first_layout_are_removed_when_the_cache_opens() {
+        let data = tempfile::tempdir().unwrap();
+        let old = data.path().join("setup-cache/entries").join(KEY);
+        fs::create_dir_all(old.join("home")).unwrap();
+        fs::write(old.join("home/.npmrc"), "planted").unwrap();
+        SetupCache::open(data.path(), 1 << 30).unwrap();
+        assert!(!data.path().join("setup-cache/entries").exists());
+    }
+
+    #[test]
+    fn the_files_setup_commands_name_and_the_manifests_of_their_programs_key_it() {
+        let ws = workspace();
+        for file in [
+            "setup.sh",
+            "deps.mk",
+            "scripts/bootstrap",
+            "package.json",
+            "Makefile",
+            "reqs/dev.txt",
+            "requirements.txt",
+        ] {
+            let path = ws.repo.join(file);
+            fs::create_dir_all(path.parent().unwrap()).unwrap();
+            fs::write(path, "x").unwrap();
+        }
+        fs::create_dir_all(ws.repo.join("deps")).unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        fs::write(outside.path().join("secret.sh"), "x").unwrap();
+        symlink(outside.path(), ws.repo.join("linked")).unwrap();
+        let setup = paths(&[
+            "sh setup.sh && make -f deps.mk deps",
+            "./scripts/bootstrap --quiet; npm ci",
+            "pip install --requirement=reqs/dev.txt 'requirements.txt' > log.txt",
+            "sh linked/secret.sh /etc/passwd ../outside absent.sh deps",
+        ]);
+        assert_eq!(
+            named_files(&setup, &ws.repo),
+            [
+                "Makefile",
+                "deps.mk",
+                "package.json",
+                "reqs/dev.txt",
+                "requirements.txt",
+                "scripts/bootstrap",
+                "setup.sh",
+            ]
+        );
+        assert_eq!(
+            shell_words(r#"a "b c"'d'\ e|f>g"#),
+            ["a", "b cd e", "f", "g"]
+        );
     }
 }

@@ -325,7 +325,7 @@ impl Forge for GithubForge {
         // default branch).
         let (owner, name) = repo.as_str().split_once('/').unwrap_or((repo.as_str(), ""));
         let payload = json!({
-            "query": "query($owner: String!, $name: String!) { repository(owner: $owner, name: $name) { diskUsage defaultBranchRef { name target { oid } } } }",
+            "query": "query($owner: String!, $name: String!) { repository(owner: $owner, name: $name) { databaseId diskUsage defaultBranchRef { name target { oid } } } }",
             "variables": { "owner": owner, "name": name },
         });
         let what = format!(
@@ -359,6 +359,7 @@ impl Forge for GithubForge {
             default_branch: branch.name,
             head_sha: CommitSha(branch.target.oid),
             size,
+            id: node.database_id.map(|id| id.to_string()),
         })
     }
 
@@ -1613,6 +1614,8 @@ struct GhRepoQuery {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct GhRepoNode {
+    #[serde(default)]
+    database_id: Option<i64>,
     #[serde(default)]
     disk_usage: Option<u64>,
     default_branch_ref: Option<GhRefNode>,

@@ -478,7 +478,12 @@ impl Forge for GitlabForge {
             default_branch,
             head_sha: CommitSha(branch.commit.id),
             size,
+            id: project.id.map(|id| id.to_string()),
         })
+    }
+
+    async fn repository_id(&self, repo: &RepoName) -> Result<Option<String>, ForgeError> {
+        Ok(self.project(repo).await?.id.map(|id| id.to_string()))
     }
 
     async fn issue(&self, repo: &RepoName, issue: IssueNumber) -> Result<Issue, ForgeError> {
@@ -1327,6 +1332,8 @@ impl GlDiscussion {
 
 #[derive(Deserialize)]
 struct GlProject {
+    #[serde(default)]
+    id: Option<i64>,
     /// `null` while the repository is empty.
     default_branch: Option<String>,
     #[serde(default)]

@@ -616,6 +616,7 @@ impl Forge for LocalForge {
             default_branch: self.default_branch.clone(),
             head_sha: CommitSha(sha),
             size,
+            id: Some(self.root.display().to_string()),
         })
     }
 

@@ -31,6 +31,11 @@ pub struct Repository {
     /// The repository's size in bytes as the forge reports it (GitHub's disk usage,
     /// GitLab's repository statistics); `None` where the forge does not say.
     pub size: Option<u64>,
+    /// What the forge calls the repository by for as long as it exists (GitHub's and
+    /// GitLab's numeric id; a local repository's folder): unlike its name, a rename keeps
+    /// it and a repository deleted and made again under the same name gets a new one.
+    /// `None` where the forge does not say.
+    pub id: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -320,6 +325,11 @@ pub trait Forge: Send + Sync {
     async fn is_own(&self, actor: &Actor) -> Result<bool, ForgeError>;
 
     async fn repository(&self, repo: &RepoName) -> Result<Repository, ForgeError>;
+
+    /// The repository's [`Repository::id`], where the forge has a cheaper way to it.
+    async fn repository_id(&self, repo: &RepoName) -> Result<Option<String>, ForgeError> {
+        Ok(self.repository(repo).await?.id)
+    }
 
     async fn issue(&self, repo: &RepoName, issue: IssueNumber) -> Result<Issue, ForgeError>;
 

@@ -413,7 +413,11 @@ mod tests {
     }
 
     fn set(runs: Vec<CommandRun>, reruns: Vec<CommandRun>) -> RunSet {
-        RunSet { runs, reruns }
+        RunSet {
+            runs,
+            reruns,
+            ..RunSet::default()
+        }
     }
 
     fn selected(mut r: CommandRun, line: &str) -> CommandRun {

@@ -335,7 +335,7 @@ mod tests {
                     passing: Vec::new(),
                 })
                 .collect(),
-            reruns: vec![],
+            ..super::RunSet::default()
         };
         let mut base = ran(&base_plan.checks);
         assert_eq!(result.missing_from(&base), ["cd services/web && npm test"]);

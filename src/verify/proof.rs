@@ -991,7 +991,7 @@ mod tests {
     fn set(run: CommandRun) -> RunSet {
         RunSet {
             runs: vec![run],
-            reruns: Vec::new(),
+            ..RunSet::default()
         }
     }
 

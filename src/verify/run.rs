@@ -27,6 +27,7 @@ use crate::contract::Contract;
 use crate::distill::{self, Failure, TestReport, clip};
 use crate::environment::setup::SetupCache;
 use crate::git::Workspace;
+use crate::ids::RepoScope;
 use crate::sandbox::egress::{Allowlist, EgressProxy};
 use crate::sandbox::{Exit, Limits, Output, Root, Sandbox};
 
@@ -248,6 +249,10 @@ pub struct RunSet {
     /// baselines kept before there were any).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reruns: Vec<CommandRun>,
+    /// The setup cache entry (its key) the setup phase was restored from, when it was:
+    /// these runs are worth keeping only as long as that entry is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setup_entry: Option<String>,
 }
 
 impl RunSet {
@@ -340,17 +345,19 @@ impl Verifier {
         self
     }
 
-    /// Restores setup phases from `cache` when it holds their key, and keeps those the
-    /// base's checkout ran; `environment` is the image digest runs use, or `host`, and
-    /// `config` names the paths kept and the files keying them.
+    /// Restores setup phases from `scope`'s entries in `cache` when they hold their key,
+    /// and keeps those the base's checkout ran; `environment` is the image digest runs
+    /// use, or `host`, and `config` names the paths kept and the files keying them.
     pub fn with_setup_cache(
         mut self,
         cache: Arc<SetupCache>,
+        scope: RepoScope,
         environment: &str,
         config: &EnvironmentConfig,
     ) -> Self {
         self.setup_cache = Some(SetupCaching {
             cache,
+            scope,
             environment: environment.to_owned(),
             config: config.clone(),
         });
@@ -815,8 +822,10 @@ impl Verifier {
             Some(caching) => caching.look_up(plan, workspace).await,
             None => None,
         };
+        let mut setup_entry = None;
         if let Some(restored) = cached.as_ref().and_then(|c| c.restored_runs(plan)) {
             runs.extend(restored);
+            setup_entry = cached.as_ref().map(|c| c.key.clone());
         } else if !plan.setup.is_empty() {
             let allowlist = Allowlist::parse(&plan.network_allow)
                 .context("Cannot use the repository's network_allow for the setup commands")?;
@@ -852,6 +861,7 @@ impl Verifier {
         Ok(RunSet {
             runs,
             reruns: Vec::new(),
+            setup_entry,
         })
     }
 

@@ -13,11 +13,14 @@ use crate::config::environment::EnvironmentConfig;
 use crate::distill;
 use crate::environment::setup::{self, SetupCache, Stored};
 use crate::git::Workspace;
+use crate::ids::RepoScope;
 
 /// What a verifier needs to use the setup cache.
 #[derive(Clone)]
 pub struct SetupCaching {
     pub(super) cache: Arc<SetupCache>,
+    /// The repository whose entries these runs find and keep.
+    pub(super) scope: RepoScope,
     /// The image digest runs use, or `host`.
     pub(super) environment: String,
     pub(super) config: EnvironmentConfig,
@@ -26,7 +29,9 @@ pub struct SetupCaching {
 /// One setup phase's look into the cache.
 pub(super) struct Lookup {
     cache: Arc<SetupCache>,
-    key: String,
+    scope: RepoScope,
+    /// The entry's key: what a baseline computed from a restored setup is bound to.
+    pub(super) key: String,
     cache_paths: Vec<String>,
     repo: PathBuf,
     home: PathBuf,
@@ -47,8 +52,14 @@ impl SetupCaching {
             (self.clone(), plan.setup.clone(), plan.network_allow.clone());
         let (r, h) = (repo.clone(), home.clone());
         let found = tokio::task::spawn_blocking(move || {
-            let files = caching.config.key_files(&r).map_err(anyhow::Error::msg)?;
+            let mut files = caching.config.key_files(&r).map_err(anyhow::Error::msg)?;
+            for named in setup::named_files(&setup, &r) {
+                if !files.contains(&named) {
+                    files.push(named);
+                }
+            }
             let key = setup::key(
+                &caching.scope,
                 &caching.environment,
                 &setup,
                 &allow,
@@ -58,7 +69,7 @@ impl SetupCaching {
             )?;
             let started = Instant::now();
             // A failed restore leaves the workspace to setup, as a miss does.
-            let restored = match caching.cache.restore(&key, &r, &h) {
+            let restored = match caching.cache.restore(&caching.scope, &key, &r, &h) {
                 Ok(hit) => hit,
                 Err(e) => {
                     warn!(error = %format!("{e:#}"), "could not restore from the setup cache; setup runs");
@@ -82,6 +93,7 @@ impl SetupCaching {
         crate::metrics::record_setup_cache(restored.is_some(), restored.map_or(0, |r| r.0));
         Some(Lookup {
             cache: self.cache.clone(),
+            scope: self.scope.clone(),
             key,
             cache_paths: self.config.cache.clone(),
             repo,
@@ -138,8 +150,13 @@ impl Lookup {
         }
         let key = self.key.clone();
         let stored = tokio::task::spawn_blocking(move || {
-            self.cache
-                .store(&self.key, &self.cache_paths, &self.repo, &self.home)
+            self.cache.store(
+                &self.scope,
+                &self.key,
+                &self.cache_paths,
+                &self.repo,
+                &self.home,
+            )
         })
         .await;
         match stored {

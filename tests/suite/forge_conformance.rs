@@ -400,6 +400,19 @@ async fn reads_files_and_the_default_branch(s: Subject) {
     // What `MIRROR_PARTIAL_ABOVE` compares: the repository's bytes, as the forge says
     // (the fakes here hold no git repository: 0 bytes, as GitHub says of an empty one).
     assert!(info.size.is_some(), "{:?}", info.size);
+    // What keeps one repository's setup cache and baselines from another's: an id of the
+    // forge's, not the name, found the same both ways.
+    let id = info
+        .id
+        .clone()
+        .expect("the forge gives the repository's id");
+    assert_ne!(id, s.repo.as_str());
+    assert_eq!(
+        s.forge.repository_id(&s.repo).await.unwrap(),
+        Some(id),
+        "{:?}",
+        info.id
+    );
 }
 
 async fn opens_one_pull_request_then_finds_and_updates_it(s: Subject) {

@@ -17,7 +17,7 @@ use planwright::contract::{Contract, FileAction, FileChange, TestChange, TestCha
 use planwright::environment::setup::SetupCache;
 use planwright::forge::GitRemote;
 use planwright::git::{MirrorCache, MirrorKey, Outcome, Workspace, WorkspaceRequest, Workspaces};
-use planwright::ids::{CommitSha, IssueNumber, RepoName};
+use planwright::ids::{CommitSha, IssueNumber, RepoName, RepoScope};
 use planwright::sandbox::{Bwrap, Limits};
 use planwright::verify::{
     Class, Phase, Plan, Proof, RunSet, Severity, Verdict, VerificationReport, Verifier,
@@ -1091,19 +1091,30 @@ async fn setup_reaches_the_allowlisted_registry_only_and_checks_have_no_network(
 
 impl Project {
     /// The verifier with a setup cache under the project's DATA_DIR.
-    fn with_setup_cache(mut self, config: &RepoConfig) -> Self {
-        let cache = SetupCache::open(&self.root.path().join("data"), 1 << 30).unwrap();
-        self.verifier =
-            self.verifier
-                .clone()
-                .with_setup_cache(Arc::new(cache), "host", &config.environment);
+    fn with_setup_cache(self, config: &RepoConfig) -> Self {
+        let data = self.root.path().join("data");
+        self.with_setup_cache_of(config, &data, RepoScope::new("github", "1"))
+    }
+
+    /// The verifier with the setup cache under `data` (another project's DATA_DIR, when
+    /// two share one), used as `scope`'s.
+    fn with_setup_cache_of(mut self, config: &RepoConfig, data: &Path, scope: RepoScope) -> Self {
+        let cache = SetupCache::open(data, 1 << 30).unwrap();
+        self.verifier = self.verifier.clone().with_setup_cache(
+            Arc::new(cache),
+            scope,
+            "host",
+            &config.environment,
+        );
         self
     }
 
+    /// Every entry of every repository in the project's setup cache.
     fn cache_entries(&self) -> Vec<PathBuf> {
-        let dir = self.root.path().join("data/setup-cache/entries");
+        let dir = self.root.path().join("data/setup-cache/repos");
         let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
             .unwrap()
+            .flat_map(|repo| std::fs::read_dir(repo.unwrap().path()).unwrap())
             .map(|e| e.unwrap().path())
             .collect();
         found.sort();
@@ -1198,6 +1209,82 @@ async fn setup_runs_once_over_two_verifications_on_the_same_key_files() {
     assert_eq!(world.cache_entries().len(), 1);
     assert!(setup_cache_count("hit") >= hits + 3);
     assert!(setup_cache_count("miss") > misses);
+}
+
+/// A project whose setup script (`sh setup.sh`, keyed by nothing else but the shared
+/// lock file) writes `marker` into `.venv`, and plants `~/.npmrc` when `plant`.
+fn scripted(marker: &str, plant: bool) -> Project {
+    let plant = if plant {
+        " && echo registry=http://127.0.0.1:9/ > ../home/.npmrc"
+    } else {
+        ""
+    };
+    let script = format!("mkdir -p .venv && echo {marker} > .venv/marker{plant}\n");
+    Project::with_files(&[
+        ("calc.py", CALC),
+        ("test_calc.py", TESTS),
+        ("requirements.txt", "requests==2.32.3\n"),
+        ("setup.sh", &script),
+    ])
+}
+
+/// The same settings everywhere: setup runs the repository's script, the checks want
+/// the second project's marker and no planted `.npmrc`.
+fn script_settings() -> RepoConfig {
+    settings(
+        "setup: [\"sh setup.sh\"]\n\
+         test:\n  - grep -qx second .venv/marker\n  - test ! -e ../home/.npmrc\n\
+         environment:\n  cache: [.venv]\n",
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn another_repositorys_setup_is_never_restored_however_alike_their_settings() {
+    let contract = contract();
+    let config = script_settings();
+    let plan = Plan::new(&contract, &config);
+    let first = scripted("first", true).with_setup_cache(&config);
+    // The first repository's setup runs and is kept (its checks fail: not its marker).
+    let kept = first
+        .verify(&contract, &plan, |repo| write(repo, "calc.py", CALC_FIXED))
+        .await;
+    assert!(
+        setup_rows(&kept)
+            .iter()
+            .all(|r| r.baseline.as_ref().unwrap().succeeded())
+    );
+    assert_eq!(first.cache_entries().len(), 1);
+    let data = first.root.path().join("data");
+
+    // The same id on the other forge, another repository of the same installation, and
+    // the same repository after its setup script changed under the same lock file.
+    for scope in [
+        RepoScope::new("gitlab", "1"),
+        RepoScope::new("github", "2"),
+        RepoScope::new("github", "1"),
+    ] {
+        let second = scripted("second", false).with_setup_cache_of(&config, &data, scope.clone());
+        let report = second
+            .verify(&contract, &plan, |repo| write(repo, "calc.py", CALC_FIXED))
+            .await;
+        for row in setup_rows(&report) {
+            let base = row.baseline.as_ref().unwrap();
+            assert!(!base.restored, "{scope}: {}", report.compact());
+            assert!(base.succeeded(), "{scope}: {}", report.compact());
+        }
+        // Its own setup's files, and no HOME of the first.
+        let mine = |c: &&planwright::verify::CommandComparison| {
+            c.command.starts_with("grep") || c.command.starts_with("test !")
+        };
+        for check in report.commands.iter().filter(mine) {
+            assert!(check.after.succeeded(), "{scope}: {}", report.compact());
+            assert!(
+                check.baseline.as_ref().unwrap().succeeded(),
+                "{scope}: {}",
+                report.compact()
+            );
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -2466,7 +2466,7 @@ fn graphql(w: &mut GithubState, token: &str, body: &Value) -> Response {
     .into_response()
 }
 
-/// `repository(owner:, name:) { defaultBranchRef { name target { oid } } }`, answered
+/// `repository(owner:, name:) { databaseId diskUsage defaultBranchRef { name target { oid } } }`, answered
 /// as GitHub does: `null` with a NOT_FOUND error for a repository the token cannot see.
 fn graphql_repository(w: &GithubState, token: &str, body: &Value) -> Response {
     let variable = |name: &str| body["variables"][name].as_str().unwrap_or_default();
@@ -2474,6 +2474,7 @@ fn graphql_repository(w: &GithubState, token: &str, body: &Value) -> Response {
     match w.repos.get(&key).filter(|_| w.token_sees(token, &key)) {
         Some(repo) => axum::Json(json!({
             "data": { "repository": {
+                "databaseId": repo.id,
                 "diskUsage": git_http::repo_size(&w.git_dir(&key)) / 1024,
                 "defaultBranchRef": {
                     "name": repo.default_branch,

@@ -16,7 +16,7 @@ use crate::contract::Contract;
 use crate::environment::setup::SetupCache;
 use crate::executor::{self, Executor, ExecutorError, ExecutorTask, Feedback, StopReason};
 use crate::git::{Artifacts, Author, Outcome, RESULT_MAX_BYTES, Workspace};
-use crate::ids::{CommitSha, RunId};
+use crate::ids::{CommitSha, RepoScope, RunId};
 use crate::llm::ModelError;
 use crate::metering::ModelRole;
 use crate::planner::reviewer::{self as review, ReviewRequest};
@@ -45,6 +45,9 @@ struct Prepared {
     environment: String,
     /// The image's digest, or `host`: what keys the base's runs and the setup cache.
     environment_id: String,
+    /// The repository as its forge knows it: whose setup cache entries and kept
+    /// baselines these runs use. `None` (the forge did not say): neither is used.
+    scope: Option<RepoScope>,
     /// The contract's whole budget; each attempt gets what is left of it.
     budget: Budget,
     limits: executor::Limits,
@@ -63,6 +66,7 @@ struct RunEnvironment {
     /// The image's digest, or `host`: the base's runs are kept per environment, since
     /// another image may give other results.
     id: String,
+    scope: Option<RepoScope>,
 }
 
 /// What one attempt hands to the next.
@@ -71,7 +75,8 @@ struct Carried {
     baseline: Option<verify::RunSet>,
     /// The key of the commands `baseline` holds runs of (`verify::Plan::baseline_key`):
     /// it grows when a result's diff chooses commands the contract did not declare.
-    baseline_key: String,
+    /// `None` without a repository scope: nothing is kept.
+    baseline_key: Option<String>,
     /// The keys `baseline`, or the part of it run first, is kept under.
     kept_under: Vec<String>,
     /// A verification met flaky tests: this execution keeps no baseline.
@@ -132,24 +137,29 @@ impl Execution<'_> {
         timings.record("environment", stage);
         let recorded = environment::recorded(choice, image.as_ref());
         let plan = verify::Plan::new(&self.contract, config);
-        let repo = format!("{}:{}", self.forge_kind, self.repo);
         let env_id = image
             .as_ref()
             .map_or("host".to_owned(), |l| l.digest.to_string());
-        let baseline_key = plan.baseline_key(&repo, &self.row.base_sha, &env_id);
+        let scope = self.scope().await;
+        let baseline_key = scope
+            .as_ref()
+            .map(|s| plan.baseline_key(s.as_str(), &self.row.base_sha, &env_id));
         let mut carried = Carried {
             baseline_key: baseline_key.clone(),
             ..Carried::default()
         };
-        if let Some(kept) = self.kept_baseline(&baseline_key).await? {
+        if let (Some(key), Some(scope)) = (&baseline_key, &scope)
+            && let Some(kept) = self.kept_baseline(key, scope).await?
+        {
             carried.baseline = Some(kept);
-            carried.kept_under.push(baseline_key.clone());
+            carried.kept_under.push(key.clone());
         }
         let environment = RunEnvironment {
             choice: choice.clone(),
             root: image.as_ref().map(|lease| lease.sandbox_root()),
             recorded,
             id: env_id,
+            scope,
         };
         let ready = self
             .prepare(
@@ -284,6 +294,7 @@ impl Execution<'_> {
             root: environment.root,
             environment: environment.recorded,
             environment_id: environment.id,
+            scope: environment.scope,
             budget,
             limits: executor::Limits {
                 budget,
@@ -346,7 +357,7 @@ impl Execution<'_> {
             verifier: setup_cached(
                 Verifier::new(sandbox.clone(), scratch).with_root(ready.root.clone()),
                 self,
-                &ready.environment_id,
+                ready,
                 config,
             ),
             executor,
@@ -586,12 +597,10 @@ impl Execution<'_> {
             .complete_baseline(plan, base, ws, set_up, attempt.run.as_str())
             .await
             .map_err(|e| verify_stop(e, "the base commit"))?;
-        let repo = format!("{}:{}", self.forge_kind, self.repo);
-        carried.baseline_key = ready.plan.with_checks(base.checks()).baseline_key(
-            &repo,
-            &self.row.base_sha,
-            &ready.environment_id,
-        );
+        let plan = ready.plan.with_checks(base.checks());
+        carried.baseline_key = ready.scope.as_ref().map(|scope| {
+            plan.baseline_key(scope.as_str(), &self.row.base_sha, &ready.environment_id)
+        });
         Ok(())
     }
 
@@ -676,12 +685,47 @@ impl Execution<'_> {
             .await
     }
 
-    /// The base's runs kept by an earlier execution under `key`, if any.
-    async fn kept_baseline(&self, key: &str) -> Result<Option<verify::RunSet>, Stop> {
+    /// The repository as its forge knows it, for the setup cache and kept baselines;
+    /// `None` when the forge does not say (or cannot be asked now): the run goes on
+    /// without either rather than under a scope that is not the repository's own.
+    async fn scope(&self) -> Option<RepoScope> {
+        match self.forge.repository_id(&self.repo).await {
+            Ok(Some(id)) => Some(RepoScope::new(self.forge_kind.as_str(), &id)),
+            Ok(None) => {
+                warn!(repo = %self.repo, "the forge gives no id for the repository; setup is not cached and the base's runs are not kept");
+                None
+            }
+            Err(e) => {
+                warn!(repo = %self.repo, error = %e, "could not read the repository's id; setup is not cached and the base's runs are not kept");
+                None
+            }
+        }
+    }
+
+    /// The base's runs kept by an earlier execution under `key`, if any. Runs whose setup
+    /// was restored from the setup cache are kept only as long as that entry is: the
+    /// cache emptied (or the entry evicted) takes them with it.
+    async fn kept_baseline(
+        &self,
+        key: &str,
+        scope: &RepoScope,
+    ) -> Result<Option<verify::RunSet>, Stop> {
         let Some(json) = baselines::take(&self.app.db, key).await? else {
             return Ok(None);
         };
-        match serde_json::from_str(&json) {
+        match serde_json::from_str::<verify::RunSet>(&json) {
+            Ok(runs)
+                if runs.setup_entry.as_ref().is_some_and(|entry| {
+                    !open_setup_cache(self).is_some_and(|cache| cache.holds(scope, entry))
+                }) =>
+            {
+                info!(
+                    key,
+                    "a kept baseline's setup cache entry is gone; the base runs again"
+                );
+                baselines::forget(&self.app.db, key).await?;
+                Ok(None)
+            }
             Ok(runs) => {
                 info!(key, "the base's runs are kept from an earlier execution");
                 self.audit("baseline.reused", serde_json::json!({ "key": key }))
@@ -713,13 +757,15 @@ impl Execution<'_> {
                 baselines::forget(&self.app.db, &key).await?;
             }
         }
-        if carried.met_flaky || carried.kept_under.contains(&carried.baseline_key) {
+        let Some(key) = carried.baseline_key.clone() else {
+            return Ok(());
+        };
+        if carried.met_flaky || carried.kept_under.contains(&key) {
             return Ok(());
         }
         let Some(runs) = &carried.baseline else {
             return Ok(());
         };
-        let key = carried.baseline_key.clone();
         baselines::keep(&self.app.db, &key, &serde_json::to_string(runs)?).await?;
         // Kept once: the later attempts of this execution already have it.
         carried.kept_under.push(key);
@@ -759,20 +805,36 @@ impl Execution<'_> {
     }
 }
 
-/// The verifier with the deployment's setup cache, keyed by `environment` (the image
-/// digest, or `host`); without one (an unwritable DATA_DIR) setup runs every time.
+/// The verifier with the repository's part of the deployment's setup cache, keyed by the
+/// run's environment (the image digest, or `host`); without one (an unwritable DATA_DIR,
+/// or no repository scope) setup runs every time.
 fn setup_cached(
     verifier: Verifier,
     execution: &Execution<'_>,
-    environment: &str,
+    ready: &Prepared,
     config: &RepoConfig,
 ) -> Verifier {
+    let Some(scope) = ready.scope.clone() else {
+        return verifier;
+    };
+    match open_setup_cache(execution) {
+        Some(cache) => verifier.with_setup_cache(
+            Arc::new(cache),
+            scope,
+            &ready.environment_id,
+            &config.environment,
+        ),
+        None => verifier,
+    }
+}
+
+fn open_setup_cache(execution: &Execution<'_>) -> Option<SetupCache> {
     let settings = &execution.app.settings;
     match SetupCache::open(&settings.data_dir, settings.images.setup_cache_max) {
-        Ok(cache) => verifier.with_setup_cache(Arc::new(cache), environment, &config.environment),
+        Ok(cache) => Some(cache),
         Err(e) => {
             warn!(error = %format!("{e:#}"), "setup runs without the setup cache");
-            verifier
+            None
         }
     }
 }
