@@ -1,5 +1,7 @@
 //! Kept baseline runs: the JSON of one base commit's runs under the key that decides them
-//! (`verify::Plan::baseline_key`). A baseline that turned out flaky is forgotten.
+//! (`verify::Plan::baseline_key`, which names the repository by its forge id). A baseline
+//! that turned out flaky is forgotten, and so is one whose setup was restored from a setup
+//! cache entry that is gone (`verify::RunSet::rests_on_a_gone_setup`).
 
 use anyhow::Result;
 

@@ -158,13 +158,15 @@ impl Plan {
     }
 
     /// What decides a baseline's runs, hashed: under the same key, running the base again
-    /// would only repeat them. `environment` names the image digest (or the host); a new
-    /// planwright version reads output anew, so it starts afresh.
-    pub fn baseline_key(&self, repo: &str, base_sha: &str, environment: &str) -> String {
+    /// would only repeat them. `repository` is the repository's scope (its forge and forge
+    /// id: `ids::RepoScope`), so one repository never finds another's runs; `environment`
+    /// names the image digest (or the host); a new planwright version reads output anew,
+    /// so it starts afresh.
+    pub fn baseline_key(&self, repository: &str, base_sha: &str, environment: &str) -> String {
         use sha2::Digest as _;
         let decided = serde_json::json!({
             "planwright": env!("CARGO_PKG_VERSION"),
-            "repo": repo,
+            "repository": repository,
             "base": base_sha,
             "environment": environment,
             "setup": self.setup,
@@ -344,7 +346,7 @@ mod tests {
         assert_eq!(base.runs.len(), 4, "each command once");
         // The grown baseline is keyed by every command it holds, so a later run whose
         // contract declares only the API keeps finding the API's baseline, not this one.
-        let key = |plan: &Plan| plan.baseline_key("github:o/r", "abc", "host");
+        let key = |plan: &Plan| plan.baseline_key("github:1296269", "abc", "host");
         let grown = base_plan.with_checks(base.checks());
         assert_ne!(key(&grown), key(&base_plan));
         assert_eq!(
@@ -368,12 +370,12 @@ mod tests {
             by_path: vec![],
             chosen: vec![],
         };
-        let key = plan.baseline_key("github:o/r", "abc", "host");
-        assert_eq!(key, plan.baseline_key("github:o/r", "abc", "host"));
+        let key = plan.baseline_key("github:1296269", "abc", "host");
+        assert_eq!(key, plan.baseline_key("github:1296269", "abc", "host"));
         let mut others = vec![
-            plan.baseline_key("github:o/other", "abc", "host"),
-            plan.baseline_key("github:o/r", "abd", "host"),
-            plan.baseline_key("github:o/r", "abc", "sha256:00"),
+            plan.baseline_key("github:1296270", "abc", "host"),
+            plan.baseline_key("github:1296269", "abd", "host"),
+            plan.baseline_key("github:1296269", "abc", "sha256:00"),
         ];
         for change in [
             |p: &mut Plan| p.setup.push("npm run build".into()),
@@ -384,7 +386,7 @@ mod tests {
         ] {
             let mut changed = plan.clone();
             change(&mut changed);
-            others.push(changed.baseline_key("github:o/r", "abc", "host"));
+            others.push(changed.baseline_key("github:1296269", "abc", "host"));
         }
         for other in &others {
             assert_ne!(*other, key);
@@ -392,6 +394,6 @@ mod tests {
         // What a result may not touch does not change how the base runs.
         let mut protected = plan.clone();
         protected.protected.push("migrations/**".into());
-        assert_eq!(protected.baseline_key("github:o/r", "abc", "host"), key);
+        assert_eq!(protected.baseline_key("github:1296269", "abc", "host"), key);
     }
 }

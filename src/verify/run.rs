@@ -270,6 +270,15 @@ impl RunSet {
             .collect()
     }
 
+    /// These runs' setup was restored from a setup cache entry that `cache` no longer
+    /// holds for `scope` (emptied, evicted, or no cache at all): kept runs that rest on
+    /// it are not to be reused.
+    pub fn rests_on_a_gone_setup(&self, cache: Option<&SetupCache>, scope: &RepoScope) -> bool {
+        self.setup_entry
+            .as_ref()
+            .is_some_and(|entry| !cache.is_some_and(|cache| cache.holds(scope, entry)))
+    }
+
     /// A test (or a command named no test) changed its outcome between this tree's runs:
     /// the runs are not to be reused as they are.
     pub fn met_flaky(&self) -> bool {

@@ -1470,3 +1470,89 @@ crate::on_both_forges!(
     a_repository_the_forge_reports_large_is_mirrored_partially,
     a_large_commit_is_planned_from_a_sparse_checkout,
 );
+
+/// A calc project on `on` whose setup script writes `marker` into `.venv` (and, for the
+/// first, an `.npmrc` into HOME), and whose `check.sh` wants its own marker (and, for an
+/// honest one, no `.npmrc`), with DATA_DIR `data`. Its settings and lock file are the
+/// same as every other such project's.
+async fn scripted_calc(on: ForgeKind, marker: &str, plants: bool, data: &str) -> World {
+    let (setup, check) = if plants {
+        (
+            "mkdir -p .venv && echo first > .venv/marker && echo registry=http://127.0.0.1:9/ > ../home/.npmrc\n",
+            "grep -qx first .venv/marker\n",
+        )
+    } else {
+        (
+            "mkdir -p .venv && echo second > .venv/marker\n",
+            "grep -qx second .venv/marker && test ! -e ../home/.npmrc\n",
+        )
+    };
+    assert!(setup.contains(marker));
+    let settings = format!(
+        "setup: [\"sh setup.sh\"]\ntest: [\"sh check.sh\", \"{UNITTEST}\"]\n\
+         environment:\n  cache: [.venv]\n"
+    );
+    let files = [
+        ("calc.py", support::calc::CALC),
+        ("test_calc.py", support::calc::TEST_CALC),
+        ("requirements.txt", "requests==2.32.3\n"),
+        ("setup.sh", setup),
+        ("check.sh", check),
+        (World::settings_path(on), settings.as_str()),
+    ];
+    let env = [
+        ("PLANWRIGHT_EXECUTOR_MODEL", "anthropic:claude-sonnet-4-5"),
+        ("PLANWRIGHT_SANDBOX_RELAY", env!("CARGO_BIN_EXE_planwright")),
+        ("PLANWRIGHT_DATA_DIR", data),
+    ];
+    World::start_with(on, support::calc::fixing_script(2), &files, &env).await
+}
+
+/// Two repositories with the same setup settings and lock file on one DATA_DIR: the
+/// second runs its own setup script and sees its own files, never what the first left in
+/// the setup cache, HOME among it. `second` is the GitLab project or the GitHub
+/// repository of the same name made again (a new id).
+async fn a_repository_never_restores_anothers_setup(second: ForgeKind) {
+    let data = tempfile::tempdir().unwrap();
+    let data_dir = data.path().display().to_string();
+    let first = scripted_calc(ForgeKind::Github, "first", true, &data_dir).await;
+    first.approve_calc().await;
+    first.wait_for_state("pr_opened").await;
+    first.server.stop().await;
+
+    let world = scripted_calc(second, "second", false, &data_dir).await;
+    if second == ForgeKind::Github {
+        world.github().recreate_repo(support::world::GITHUB_REPO);
+    }
+    world.approve_calc().await;
+    world.wait_for_state("pr_opened").await;
+    let runs = world.runs().await;
+    let outcome: Value = serde_json::from_str(runs[0].outcome.as_deref().unwrap()).unwrap();
+    let row = |start: &str| -> Value {
+        outcome["verification"]["commands"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["command"].as_str().is_some_and(|c| c.starts_with(start)))
+            .cloned()
+            .unwrap_or_else(|| panic!("no {start} row: {outcome}"))
+    };
+    let setup = row("sh setup.sh");
+    assert_eq!(setup["baseline"]["restored"], false, "{setup}");
+    assert_eq!(setup["baseline"]["exit_code"], 0, "{setup}");
+    let check = row("sh check.sh");
+    for side in ["baseline", "after"] {
+        assert_eq!(check[side]["exit_code"], 0, "{check}");
+    }
+    world.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_gitlab_project_never_restores_a_github_repositorys_setup() {
+    a_repository_never_restores_anothers_setup(ForgeKind::Gitlab).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_repository_made_again_under_an_old_name_never_restores_its_setup() {
+    a_repository_never_restores_anothers_setup(ForgeKind::Github).await;
+}

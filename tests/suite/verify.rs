@@ -1288,6 +1288,38 @@ async fn another_repositorys_setup_is_never_restored_however_alike_their_setting
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn base_runs_from_a_restored_setup_last_only_as_long_as_its_entry() {
+    let (_registry_log, port) = registry().await;
+    let contract = contract();
+    let config = cached_setup(port);
+    let plan = Plan::new(&contract, &config);
+    let world = Project::new().with_setup_cache(&config);
+    let scope = RepoScope::new("github", "1");
+    let cache = SetupCache::open(&world.root.path().join("data"), 1 << 30).unwrap();
+    let ran = world.baseline(&plan).await;
+    assert_eq!(ran.setup_entry, None, "setup ran");
+    assert!(!ran.rests_on_a_gone_setup(Some(&cache), &scope));
+
+    let restored = world.baseline(&plan).await;
+    let entry = restored
+        .setup_entry
+        .clone()
+        .expect("restored from an entry");
+    assert_eq!(
+        world.cache_entries()[0].file_name().unwrap(),
+        entry.as_str()
+    );
+    // Kept, the runs say which entry they rest on.
+    let json = serde_json::to_string(&restored).unwrap();
+    let kept: RunSet = serde_json::from_str(&json).unwrap();
+    assert!(!kept.rests_on_a_gone_setup(Some(&cache), &scope));
+    assert!(kept.rests_on_a_gone_setup(Some(&cache), &RepoScope::new("gitlab", "1")));
+    assert!(kept.rests_on_a_gone_setup(None, &scope));
+    std::fs::remove_dir_all(world.root.path().join("data/setup-cache/repos")).unwrap();
+    assert!(kept.rests_on_a_gone_setup(Some(&cache), &scope));
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_changed_key_file_misses_and_a_results_setup_is_not_kept() {
     let (registry_log, port) = registry().await;
     let contract = contract();

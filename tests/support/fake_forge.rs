@@ -402,6 +402,16 @@ impl FakeGithub {
         });
     }
 
+    /// Gives the repository a new id, as GitHub does to a repository deleted and made
+    /// again under the same name.
+    pub fn recreate_repo(&self, full_name: &str) {
+        self.with(|w| {
+            let id = w.next_id();
+            let repo = w.repos.get_mut(&full_name.to_ascii_lowercase());
+            repo.expect("the repository exists").id = id;
+        });
+    }
+
     pub fn add_installation(&self, id: i64, repos: &[&str]) {
         self.with(|w| {
             w.installations

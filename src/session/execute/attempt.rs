@@ -714,11 +714,7 @@ impl Execution<'_> {
             return Ok(None);
         };
         match serde_json::from_str::<verify::RunSet>(&json) {
-            Ok(runs)
-                if runs.setup_entry.as_ref().is_some_and(|entry| {
-                    !open_setup_cache(self).is_some_and(|cache| cache.holds(scope, entry))
-                }) =>
-            {
+            Ok(runs) if runs.rests_on_a_gone_setup(open_setup_cache(self).as_ref(), scope) => {
                 info!(
                     key,
                     "a kept baseline's setup cache entry is gone; the base runs again"
