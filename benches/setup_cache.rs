@@ -163,6 +163,93 @@ fn baseline(
     })
 }
 
+/// Commits a change to `path` in the work tree at `work` (appending `line`) and pushes
+/// it to `upstream`; returns the new commit.
+fn commit(work: &Path, upstream: &Path, path: &str, line: &str) -> String {
+    let full = work.join(path);
+    let mut text = std::fs::read_to_string(&full).unwrap_or_default();
+    text.push_str(line);
+    std::fs::write(&full, text).unwrap();
+    run(work, "git", &["add", "-A"]);
+    run(
+        work,
+        "git",
+        &[
+            "-c",
+            "user.name=b",
+            "-c",
+            "user.email=b@b",
+            "commit",
+            "-q",
+            "-m",
+            path,
+        ],
+    );
+    run(
+        work,
+        "git",
+        &["push", "-q", upstream.to_str().unwrap(), "main"],
+    );
+    let head = Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .current_dir(work)
+        .output()
+        .unwrap();
+    String::from_utf8(head.stdout).unwrap().trim().to_owned()
+}
+
+/// What the cache does over one repository's history: each commit's base verified in
+/// turn with one cache, as a busy repository's runs are. Commits either change a source
+/// file (outside the cache paths and the files keying it) or the lock file. Returns
+/// (lookups, hits).
+fn history(
+    runtime: &tokio::runtime::Runtime,
+    workspaces: &Workspaces,
+    request: &WorkspaceRequest,
+    verifier: &Verifier,
+    plan: &Plan,
+    (work, upstream): (&Path, &Path),
+) -> (usize, usize) {
+    let changes = [
+        "src.py",
+        "src.py",
+        "requirements.txt",
+        "src.py",
+        "src.py",
+        "src.py",
+        "requirements.txt",
+        "src.py",
+    ];
+    let mut hits = 0;
+    for (i, path) in changes.iter().enumerate() {
+        let line = if *path == "src.py" {
+            format!("X{i} = {i}\n")
+        } else {
+            format!("# pinned again ({i})\n")
+        };
+        let sha = commit(work, upstream, path, &line);
+        let request = WorkspaceRequest {
+            base: CommitSha(sha),
+            ..request.clone()
+        };
+        let restored = runtime.block_on(async {
+            let ws = workspaces.create(&request).await.unwrap();
+            let runs: RunSet = verifier.baseline(plan, &ws, "bench").await.unwrap();
+            ws.finish(Outcome::Succeeded).await.unwrap();
+            let setup = runs.runs.iter().find(|r| r.phase == Phase::Setup).unwrap();
+            assert!(setup.summary.succeeded(), "{runs:?}");
+            setup.summary.restored
+        });
+        eprintln!(
+            "history {}: {path} changed, {}",
+            i + 1,
+            if restored { "hit" } else { "miss" }
+        );
+        hits += usize::from(restored);
+    }
+    (changes.len(), hits)
+}
+
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
@@ -276,5 +363,25 @@ fn main() {
         "  ratio hit / miss: {:.2} whole, {:.2} setup phase",
         hit / miss,
         hit_setup / miss_setup
+    );
+
+    let cache = SetupCache::open(&root.path().join("cache-history"), 20 << 30).unwrap();
+    let verifier = Verifier::new(sandbox.clone(), root.path().join("scratch")).with_setup_cache(
+        Arc::new(cache),
+        scope.clone(),
+        "host",
+        &environment,
+    );
+    let (lookups, hits) = history(
+        &runtime,
+        &workspaces,
+        &request,
+        &verifier,
+        &plan,
+        (&root.path().join("work"), &upstream),
+    );
+    println!(
+        "  hit rate over {lookups} commits of one repository (source changes, 2 lock file changes): {hits}/{lookups} ({:.0}%)",
+        100.0 * hits as f64 / lookups as f64
     );
 }
