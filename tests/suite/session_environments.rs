@@ -456,6 +456,25 @@ async fn the_registrys_own_answer_stays_out_of_the_issue() {
     }
     let detail = failure_detail(&world).await;
     assert!(detail.contains(ANSWER), "{detail}");
+    let page = world
+        .server
+        .client
+        .get(format!(
+            "{}/sessions/{}",
+            world.server.base,
+            failed.id.as_str()
+        ))
+        .bearer_auth(crate::support::ADMIN_TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        page.contains(ANSWER),
+        "the operator's page lacks the answer: {page}"
+    );
     assert!(world.models.requests().is_empty(), "a model was called");
     world.all_jobs_settled().await;
     world.server.stop().await;
