@@ -1220,6 +1220,11 @@ async fn an_image_name_alone_never_reaches_loopback_or_private_addresses() {
             "its registry is at 127.0.0.1, a loopback address".to_owned(),
         ),
         (
+            // A URL's parser reads this as 127.0.0.1: checked as the address it becomes.
+            format!("127.1:{port}/x:latest"),
+            "its registry is at 127.0.0.1, a loopback address".to_owned(),
+        ),
+        (
             format!("localhost:{port}/x:latest"),
             "its address localhost, which resolves to a loopback address".to_owned(),
         ),
