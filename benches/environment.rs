@@ -41,9 +41,11 @@ fn copy_tree(from: &Path, to: &Path) {
 }
 
 fn planwright_pull(runtime: &tokio::runtime::Runtime, image: &ImageRef, data: &Path) -> f64 {
+    // The loopback registry is listed, as its operator would list it.
     let settings = ImageSettings {
         credentials: RegistryCredentials::default(),
         cache_max: 20 << 30,
+        private: vec![image.registry().to_owned()],
         ..ImageSettings::default()
     };
     let started = Instant::now();

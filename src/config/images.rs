@@ -27,10 +27,11 @@ pub struct ImageSettings {
     pub default_image: Option<ImageRef>,
     pub credentials: RegistryCredentials,
     /// `host` or `host:port` entries that may be reached over plain HTTP
-    /// (`REGISTRY_INSECURE`), beside loopback registries, which always may.
+    /// (`REGISTRY_INSECURE`), and may be at loopback or private addresses.
     pub insecure: Vec<String>,
-    /// Registries whose names may resolve to loopback or private addresses
-    /// (`REGISTRY_PRIVATE`); those in `insecure` may too.
+    /// Registries that may be at loopback or private addresses, by name or literal
+    /// (`REGISTRY_PRIVATE`); a loopback one is reached over plain HTTP, as Docker does.
+    /// Any other registry an image names is reached only at public addresses.
     pub private: Vec<String>,
     /// Bytes the unpacked images may take (`ENVIRONMENT_CACHE_MAX`).
     pub cache_max: u64,

@@ -73,7 +73,8 @@ pub enum PullErrorKind {
     /// A blob or manifest whose content does not match its digest.
     DigestMismatch,
     /// A registry, redirect or token service at an address or over a scheme planwright
-    /// does not reach: plain HTTP, or a loopback, private or link-local address.
+    /// does not reach: plain HTTP, or a loopback, private or link-local address that the
+    /// operator did not list.
     Blocked,
     /// The image has no variant for this host's platform.
     Platform,

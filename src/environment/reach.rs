@@ -1,7 +1,7 @@
 //! Which hosts and addresses one pull may connect to. Image names come from repositories,
 //! so the registry and every host it points at (redirects, token realms) are untrusted:
-//! only public addresses are reached, unless the image's own registry is itself a loopback
-//! or private address (or the operator lists it), and plain HTTP only to that own host.
+//! only public addresses are reached unless the operator lists the image's own registry
+//! (REGISTRY_PRIVATE, REGISTRY_INSECURE), and plain HTTP only to that own host when listed.
 
 use std::collections::HashSet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -120,7 +120,7 @@ impl Blocked {
             format!("{}, which resolves to {}", self.host, self.class.describe())
         };
         format!(
-            "{what} {at}; planwright follows a registry only to public addresses (an internal registry may be listed in REGISTRY_PRIVATE)"
+            "{what} {at}; planwright follows a registry only to public addresses (the planwright operator may list an internal registry in REGISTRY_PRIVATE)"
         )
     }
 }
@@ -129,12 +129,14 @@ impl Blocked {
 pub(super) struct Reach {
     /// The registry's host without port or brackets, lower-case.
     own_host: String,
-    /// The registry may be reached over plain HTTP (loopback or REGISTRY_INSECURE).
+    /// The registry may be reached over plain HTTP: listed in REGISTRY_INSECURE, or listed
+    /// at all and on loopback (as Docker treats loopback).
     own_http: bool,
-    /// The operator vouched for the registry's name (`localhost`, or listed): whatever it
-    /// resolves to is reached, and those kinds of address become allowed for other hosts.
+    /// The operator listed the registry: whatever it resolves to is reached, and those
+    /// kinds of address become allowed for other hosts. An image name alone never vouches
+    /// for itself, whether it spells a loopback or private address or `localhost`.
     own_vouched: bool,
-    /// Non-public kinds of address other hosts may have: the registry's own.
+    /// Non-public kinds of address other hosts may have: the listed registry's own.
     allowed: Mutex<HashSet<Class>>,
 }
 
@@ -151,20 +153,27 @@ pub(super) fn bare_host(host_port: &str) -> String {
 
 impl Reach {
     /// `registry` is the image's API host (`host[:port]`); `insecure` and `private` the
-    /// operator's REGISTRY_INSECURE and REGISTRY_PRIVATE entries.
+    /// operator's REGISTRY_INSECURE and REGISTRY_PRIVATE entries, `host` or `host:port`.
     pub(super) fn new(registry: &str, insecure: &[String], private: &[String]) -> Self {
         let registry = registry.to_ascii_lowercase();
         let own_host = bare_host(&registry);
-        let listed = |list: &[String]| list.iter().any(|h| *h == registry || *h == own_host);
+        let bracketed = format!("[{own_host}]");
+        let listed = |list: &[String]| {
+            list.iter()
+                .any(|h| *h == registry || *h == own_host || *h == bracketed)
+        };
+        let vouched = listed(insecure) || listed(private);
         let literal = own_host.parse::<IpAddr>().ok();
-        let own_http = listed(insecure)
-            || own_host == "localhost"
-            || literal.is_some_and(|ip| ip.is_loopback());
-        let allowed = literal.and_then(classify).into_iter().collect();
+        let loopback =
+            own_host == "localhost" || literal.and_then(classify) == Some(Class::Loopback);
+        let allowed = match vouched {
+            true => literal.and_then(classify).into_iter().collect(),
+            false => HashSet::new(),
+        };
         Self {
-            own_vouched: own_host == "localhost" || listed(insecure) || listed(private),
+            own_http: listed(insecure) || (vouched && loopback),
+            own_vouched: vouched,
             own_host,
-            own_http,
             allowed: Mutex::new(allowed),
         }
     }
@@ -365,33 +374,84 @@ mod tests {
     }
 
     #[test]
-    fn a_loopback_registry_may_use_plain_http_to_itself_and_loopback_only() {
-        let reach = Reach::new("127.0.0.1:5000", &[], &[]);
-        assert!(reach.plain_http("127.0.0.1:5000"));
-        assert!(reach.plain_http("127.0.0.1:6000"), "its token service");
-        assert!(!reach.plain_http("localhost:5000"), "another host");
-        assert!(!reach.plain_http("ghcr.io"));
-        assert!(reach.check_literal("127.0.0.1:6000").is_ok());
+    fn an_image_name_never_vouches_for_its_own_inward_address() {
+        // Literal loopback, private and link-local registries, and `localhost`: refused
+        // before any connection, and never plain HTTP, unless the operator lists them.
+        for (registry, class) in [
+            ("127.0.0.1:5000", Class::Loopback),
+            ("[::1]:5000", Class::Loopback),
+            ("10.0.0.5:443", Class::Private),
+            ("[fd00::1]", Class::Private),
+            ("169.254.169.254", Class::LinkLocal),
+        ] {
+            let reach = Reach::new(registry, &[], &[]);
+            assert!(!reach.own_http(), "{registry}");
+            assert!(!reach.plain_http(registry), "{registry}");
+            let blocked = reach.check_literal(registry).unwrap_err();
+            assert_eq!(blocked.class, class, "{registry}");
+            assert!(
+                blocked.explain("its registry is at").contains(
+                    "the planwright operator may list an internal registry in REGISTRY_PRIVATE"
+                ),
+                "{registry}"
+            );
+        }
+        // Listed under another port, it is still not listed.
+        let other_port = vec!["127.0.0.1:6000".to_owned()];
+        let reach = Reach::new("127.0.0.1:5000", &other_port, &other_port);
+        assert!(reach.check_literal("127.0.0.1:5000").is_err());
+        assert!(!reach.own_http());
+        let local = Reach::new("localhost:5000", &[], &[]);
+        assert!(!local.plain_http("localhost:5000"));
         assert_eq!(
-            reach.check_literal("169.254.169.254").unwrap_err().class,
-            Class::LinkLocal
+            local
+                .filter("localhost", vec!["127.0.0.1:5000".parse().unwrap()])
+                .unwrap_err()
+                .class,
+            Class::Loopback
         );
-        assert_eq!(
-            reach.check_literal("10.0.0.5").unwrap_err().class,
-            Class::Private
-        );
-        let blocked = reach
-            .filter(
-                "metadata.example",
-                vec!["169.254.169.254:80".parse().unwrap()],
-            )
-            .unwrap_err();
-        assert!(
-            blocked
-                .explain("its token service is at")
-                .contains("metadata.example, which resolves to a link-local"),
-            "{blocked}"
-        );
+    }
+
+    #[test]
+    fn a_listed_loopback_registry_may_use_plain_http_to_itself_and_loopback_only() {
+        for listed in ["127.0.0.1:5000", "127.0.0.1"] {
+            let list = vec![listed.to_owned()];
+            let reach = Reach::new("127.0.0.1:5000", &[], &list);
+            assert!(reach.plain_http("127.0.0.1:5000"), "{listed}");
+            assert!(reach.plain_http("127.0.0.1:6000"), "its token service");
+            assert!(!reach.plain_http("localhost:5000"), "another host");
+            assert!(!reach.plain_http("ghcr.io"));
+            assert!(reach.check_literal("127.0.0.1:5000").is_ok());
+            assert!(reach.check_literal("127.0.0.1:6000").is_ok());
+            assert_eq!(
+                reach.check_literal("169.254.169.254").unwrap_err().class,
+                Class::LinkLocal
+            );
+            assert_eq!(
+                reach.check_literal("10.0.0.5").unwrap_err().class,
+                Class::Private
+            );
+            let blocked = reach
+                .filter(
+                    "metadata.example",
+                    vec!["169.254.169.254:80".parse().unwrap()],
+                )
+                .unwrap_err();
+            assert!(
+                blocked
+                    .explain("its token service is at")
+                    .contains("metadata.example, which resolves to a link-local"),
+                "{blocked}"
+            );
+        }
+        let v6 = vec!["[::1]:5000".to_owned()];
+        assert!(Reach::new("[::1]:5000", &[], &v6).plain_http("[::1]:5000"));
+        // A listed private address is reached, but over HTTPS unless REGISTRY_INSECURE.
+        let private = vec!["10.0.0.5:443".to_owned()];
+        let reach = Reach::new("10.0.0.5:443", &[], &private);
+        assert!(reach.check_literal("10.0.0.5:443").is_ok());
+        assert!(!reach.plain_http("10.0.0.5:443"));
+        assert!(Reach::new("10.0.0.5:443", &private, &[]).plain_http("10.0.0.5:443"));
     }
 
     #[test]
@@ -413,8 +473,9 @@ mod tests {
         assert!(corp.check_literal("10.9.9.9").is_ok(), "its storage");
         assert!(corp.check_literal("127.0.0.1").is_err());
         assert!(corp.check_literal("169.254.169.254").is_err());
-        // `localhost` by name, as Docker allows.
-        let local = Reach::new("localhost:5000", &[], &[]);
+        // `localhost` listed, as Docker allows it: plain HTTP, being loopback.
+        let listed = vec!["localhost:5000".to_owned()];
+        let local = Reach::new("localhost:5000", &[], &listed);
         assert!(local.plain_http("localhost:5000"));
         assert!(
             local

@@ -124,7 +124,7 @@ impl Client {
 #[error("a redirect to plain HTTP at {0}; {PLAIN_HTTP_RULE}")]
 struct PlainRedirect(String);
 
-const PLAIN_HTTP_RULE: &str = "planwright uses plain HTTP only to the image's own registry, when that is on loopback or listed in REGISTRY_INSECURE";
+const PLAIN_HTTP_RULE: &str = "planwright uses plain HTTP only to the image's own registry, when the planwright operator lists it in REGISTRY_INSECURE (or lists a loopback registry in REGISTRY_PRIVATE)";
 
 fn host_port(url: &Url) -> String {
     // IPv6 hosts come bracketed, as a reference spells them.

@@ -372,35 +372,66 @@ pub(super) fn environment_notes(notes: &[String]) -> String {
 }
 
 /// Why an environment image could not be used; nothing was run in it, and no executor
-/// model was paid for.
+/// model was paid for. Only the kind of failure and what to do: the registry's own answer
+/// (and any address it led to) stays in the audit log, since whoever named the image could
+/// otherwise read what an internal registry or the host's network says.
 pub(super) fn image_unusable(choice: &Choice, error: &PullError) -> String {
     let image = choice.image.as_deref().unwrap_or("");
-    let advice = match error.kind {
-        PullErrorKind::NotFound => {
-            "Check the name and the tag, or publish the image, then use `/retry`.".to_owned()
-        }
-        PullErrorKind::Refused => "If the image is private, the planwright operator adds credentials for its registry to the Docker config.json named by REGISTRY_AUTH; then use `/retry`.".to_owned(),
-        PullErrorKind::Platform => format!(
-            "Publish the image for {}, or name another, then use `/retry`.",
-            crate::environment::host_platform()
+    let platform = crate::environment::host_platform();
+    let (what, advice) = match error.kind {
+        PullErrorKind::NotFound => (
+            "its registry has no such image".to_owned(),
+            "Check the name and the tag, or publish the image, then use `/retry`.".to_owned(),
         ),
-        PullErrorKind::DigestMismatch | PullErrorKind::HostileLayer | PullErrorKind::Protocol => {
-            "planwright does not use an image it cannot verify or unpack safely: rebuild and publish it, or name another.".to_owned()
-        }
-        PullErrorKind::Blocked => "Name an image on a public registry; the planwright operator can list an internal one in REGISTRY_PRIVATE.".to_owned(),
-        PullErrorKind::TooLarge => "Use a smaller image, or the operator raises ENVIRONMENT_CACHE_MAX.".to_owned(),
-        _ => "`planwright env pull` on the planwright host tries it the same way; use `/retry` when it works.".to_owned(),
+        PullErrorKind::Refused => (
+            "its registry refused access".to_owned(),
+            "If the image is private, the planwright operator adds credentials for its registry to the Docker config.json named by REGISTRY_AUTH; then use `/retry`.".to_owned(),
+        ),
+        PullErrorKind::Platform => (
+            format!("it has no image for {platform}"),
+            format!("Publish the image for {platform}, or name another, then use `/retry`."),
+        ),
+        PullErrorKind::DigestMismatch => (
+            "what its registry sent does not match its digest".to_owned(),
+            VERIFY_ADVICE.to_owned(),
+        ),
+        PullErrorKind::HostileLayer => (
+            "a layer of it breaks the rules planwright unpacks images by".to_owned(),
+            VERIFY_ADVICE.to_owned(),
+        ),
+        PullErrorKind::Protocol => (
+            "its registry gave an answer planwright cannot use".to_owned(),
+            VERIFY_ADVICE.to_owned(),
+        ),
+        PullErrorKind::Unsupported => (
+            "its manifest or layers are of a kind planwright does not read".to_owned(),
+            "Publish it as an OCI or Docker v2 image with tar, gzip or zstd layers (squashed, if it has very many), or name another.".to_owned(),
+        ),
+        PullErrorKind::Blocked => (
+            "its registry, or a host the registry sent the pull to, is not at a public address over HTTPS".to_owned(),
+            "Name an image on a public registry; the planwright operator can list an internal one in REGISTRY_PRIVATE.".to_owned(),
+        ),
+        PullErrorKind::TooLarge => (
+            "it is larger than planwright's image cache may hold".to_owned(),
+            "Use a smaller image, or the operator raises ENVIRONMENT_CACHE_MAX.".to_owned(),
+        ),
+        PullErrorKind::Local => (
+            "planwright could not store it in its image cache".to_owned(),
+            "The planwright operator checks DATA_DIR; then use `/retry`.".to_owned(),
+        ),
+        PullErrorKind::Transient => (
+            "its registry could not be reached or did not answer in time".to_owned(),
+            "`planwright env pull` on the planwright host tries it the same way; use `/retry` when it works.".to_owned(),
+        ),
     };
-    // The registry's answer is untrusted text: fenced, so it can neither mention anyone
-    // nor link, and cut, so the comment stays within the forge's limit.
-    let answer = crate::distill::clip(&error.to_string(), 1_500);
     format!(
-        "The environment image `{}` (from {}) could not be used, so nothing ran in it.\n\n{}\n{advice}",
+        "The environment image `{}` (from {}) could not be used, so nothing ran in it: {what} ({SEE_AUDIT}).\n\n{advice}",
         image.replace('`', "'"),
         choice.from_where(),
-        crate::markdown::fenced(&answer, ""),
     )
 }
+
+const VERIFY_ADVICE: &str = "planwright does not use an image it cannot verify or unpack safely: rebuild and publish it, or name another.";
 
 pub(super) fn image_needs_bwrap(choice: &Choice) -> String {
     format!(

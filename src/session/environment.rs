@@ -38,7 +38,11 @@ pub(super) async fn pull(
         Err(e) if e.kind == PullErrorKind::Local => {
             Err(Stop::hidden(comments::image_cache_failed(), e))
         }
-        Err(e) => Err(Stop::fail(comments::image_unusable(choice, &e))),
+        // The registry's answer stays with the operator: the log and the audit detail.
+        Err(e) => {
+            tracing::warn!(image = %e.image, kind = ?e.kind, error = %e, "could not pull an environment image");
+            Err(Stop::hidden(comments::image_unusable(choice, &e), e))
+        }
     }
 }
 

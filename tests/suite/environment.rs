@@ -14,10 +14,13 @@ use crate::support::registry::{
     glibc_root, sha256,
 };
 
+/// The registries and hostile servers of these tests all listen on 127.0.0.1, which their
+/// operator lists by host (an image name alone never lets a pull reach loopback).
 fn settings(cache_max: u64, credentials: RegistryCredentials) -> ImageSettings {
     ImageSettings {
         credentials,
         cache_max,
+        insecure: vec!["127.0.0.1".to_owned()],
         ..ImageSettings::default()
     }
 }
@@ -1174,6 +1177,113 @@ async fn a_registry_name_resolving_inward_is_not_reached_unless_listed() {
         .await
         .unwrap();
     assert_eq!(std::fs::read(lease.root.join("f")).unwrap(), b"listed");
+}
+
+/// A plain TCP listener on loopback, not accepting: a connection made to it waits in its
+/// queue, where [`connections`] finds it.
+fn quiet_listener() -> (u16, std::net::TcpListener) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    (listener.local_addr().unwrap().port(), listener)
+}
+
+/// How many connections reached `listener` (it never blocks: the queue is read until empty).
+fn connections(listener: &std::net::TcpListener) -> usize {
+    let mut seen = 0;
+    loop {
+        match listener.accept() {
+            Ok(_) => seen += 1,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return seen,
+            Err(e) => panic!("the listener failed: {e}"),
+        }
+    }
+}
+
+/// An image naming a loopback, private or link-local address, or `localhost`, as its
+/// registry is refused before any connection when the operator lists nothing, saying
+/// why; listed by the operator (`host:port` or `host`), the same registry is pulled.
+#[tokio::test]
+async fn an_image_name_alone_never_reaches_loopback_or_private_addresses() {
+    let (port, listener) = quiet_listener();
+    let dir = tempfile::tempdir().unwrap();
+    let unlisted = Environments::new(
+        dir.path(),
+        &ImageSettings {
+            cache_max: 1 << 30,
+            ..ImageSettings::default()
+        },
+    )
+    .unwrap();
+    for (image, expected) in [
+        (
+            format!("127.0.0.1:{port}/x:latest"),
+            "its registry is at 127.0.0.1, a loopback address".to_owned(),
+        ),
+        (
+            // A URL's parser reads this as 127.0.0.1: checked as the address it becomes.
+            format!("127.1:{port}/x:latest"),
+            "its registry is at 127.0.0.1, a loopback address".to_owned(),
+        ),
+        (
+            format!("localhost:{port}/x:latest"),
+            "its address localhost, which resolves to a loopback address".to_owned(),
+        ),
+        (
+            "10.0.0.5:443/x:latest".to_owned(),
+            "its registry is at 10.0.0.5, a private address".to_owned(),
+        ),
+        (
+            "[fd00::1]/x:latest".to_owned(),
+            "its registry is at fd00::1, a private address".to_owned(),
+        ),
+        (
+            "169.254.169.254/x:latest".to_owned(),
+            "its registry is at 169.254.169.254, a link-local address".to_owned(),
+        ),
+    ] {
+        let error = pull_error(&unlisted, &ImageRef::parse(&image).unwrap()).await;
+        assert_eq!(error.kind, PullErrorKind::Blocked, "{image}: {error}");
+        let text = error.to_string();
+        assert!(
+            text.contains(&expected) && text.contains("REGISTRY_PRIVATE"),
+            "{image}: {text}"
+        );
+        assert!(!error.is_transient(), "{image}");
+    }
+    assert_eq!(connections(&listener), 0, "a pull connected to loopback");
+
+    // Listed by the operator, a loopback registry is reached, over plain HTTP as Docker
+    // does, whether listed in REGISTRY_PRIVATE by `host:port` or by `host`.
+    let registry = Registry::start(Access::Anonymous).await;
+    push_one(
+        &registry,
+        "listed/image",
+        "1",
+        TarLayer::default().file("f", 0o644, b"listed").finish(),
+    )
+    .await;
+    let registry_port = registry.addr.rsplit_once(':').unwrap().1;
+    let unlisted_error = pull_error(&unlisted, &reference(&registry, "listed/image:1")).await;
+    assert_eq!(unlisted_error.kind, PullErrorKind::Blocked);
+    for (listed, image) in [
+        (registry.addr.clone(), registry.reference("listed/image:1")),
+        (
+            "localhost".to_owned(),
+            format!("localhost:{registry_port}/listed/image:1"),
+        ),
+    ] {
+        let data = tempfile::tempdir().unwrap();
+        let settings = ImageSettings {
+            private: vec![listed.clone()],
+            ..ImageSettings::default()
+        };
+        let lease = Environments::new(data.path(), &settings)
+            .unwrap()
+            .pull(&ImageRef::parse(&image).unwrap())
+            .await
+            .unwrap_or_else(|e| panic!("{listed}: {e}"));
+        assert_eq!(std::fs::read(lease.root.join("f")).unwrap(), b"listed");
+    }
 }
 
 /// A registry on loopback (its own address, so it may use plain HTTP) tries to send the

@@ -718,9 +718,40 @@ async fn people_sign_in_with_github_and_see_only_the_sessions_they_can_read() {
     for hidden in ["acme/vault", "#9", "Installations", "#8"] {
         assert!(!page.contains(hidden), "shows {hidden}:\n{page}");
     }
+    // A failure's detail (a registry's own answer) is the operator's alone: whoever can
+    // read the repository may have made the session fail to read it.
+    const DETAIL: &str = "bc-7.build.corp.internal answered 404";
+    {
+        let mut conn = db.db.pool.acquire().await.unwrap();
+        planwright::store::audit::append(
+            &mut conn,
+            &planwright::store::audit::Entry {
+                actor: "planwright",
+                action: "session.failed",
+                session: Some("s-0"),
+                delivery: None,
+                detail: json!({ "reason": "The image could not be used", "detail": DETAIL }),
+            },
+        )
+        .await
+        .unwrap();
+    }
     let readable = get(&server, "/sessions/s-0", Some(&cookie)).await;
     assert_eq!(readable.status(), 200);
-    let csrf = csrf_of(&readable.text().await.unwrap());
+    let readable = readable.text().await.unwrap();
+    assert!(!readable.contains("bc-7"), "{readable}");
+    let operator = server
+        .client
+        .get(format!("{}/sessions/s-0", server.base))
+        .bearer_auth(support::ADMIN_TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(operator.contains(DETAIL), "{operator}");
+    let csrf = csrf_of(&readable);
     // Someone else's repository, another forge's session, and no session at all answer
     // the same.
     let mut answers = Vec::new();

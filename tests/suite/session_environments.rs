@@ -350,6 +350,136 @@ async fn an_image_gone_by_approval_stops_the_run_before_the_executor_is_paid(on:
     world.server.stop().await;
 }
 
+/// The operator-only detail the session's failure was recorded with in the audit log.
+async fn failure_detail(world: &World) -> String {
+    let mut conn = world.server.db.pool.acquire().await.unwrap();
+    let log = planwright::store::audit::list(&mut conn).await.unwrap();
+    let failed = log
+        .iter()
+        .find(|e| e.action == "session.failed")
+        .unwrap_or_else(|| panic!("no session.failed entry: {log:#?}"));
+    let detail: serde_json::Value = serde_json::from_str(&failed.detail).unwrap();
+    detail["detail"].as_str().unwrap_or_default().to_owned()
+}
+
+/// A repository names a port on the planwright host's loopback as its image's registry,
+/// and the operator lists no registry: nothing connects to it, and the issue learns only
+/// that the address is not public.
+#[tokio::test]
+async fn a_repository_cannot_point_the_pull_at_a_loopback_port() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let reference = format!("127.0.0.1:{port}/x:latest");
+    let settings = format!("test: calc-test\nenvironment:\n  image: {reference}\n");
+    let world = calc_world(ForgeKind::Github, &settings, &[]).await;
+    world.label(&world.maintainer, "label-loopback-image").await;
+    let failed = world.wait_for_state("failed").await;
+    let reason = failed.failure.unwrap_or_default();
+    assert!(
+        reason.contains(&format!("The environment image `{reference}`"))
+            && reason.contains("is not at a public address")
+            && reason.contains("REGISTRY_PRIVATE"),
+        "{reason}"
+    );
+    let status = world
+        .wait_for_comment("the failure", |b| b.contains("could not be used"))
+        .await;
+    assert!(!status.contains("a loopback address"), "{status}");
+    match listener.accept() {
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+        other => panic!("the pull connected to the loopback port: {other:?}"),
+    }
+    let detail = failure_detail(&world).await;
+    assert!(
+        detail.contains("its registry is at 127.0.0.1, a loopback address"),
+        "{detail}"
+    );
+    assert!(world.models.requests().is_empty(), "a model was called");
+    world.all_jobs_settled().await;
+    world.server.stop().await;
+}
+
+/// A registry the operator listed answers a pull with its own text (here, naming an
+/// inside host): the issue gets the kind of failure and what to do, the audit log the
+/// registry's words.
+#[tokio::test]
+async fn the_registrys_own_answer_stays_out_of_the_issue() {
+    const ANSWER: &str = "bc-7.build.corp.internal has no repository tools/calc";
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        use std::io::{BufRead as _, Write as _};
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut head = std::io::BufReader::new(stream.try_clone().unwrap());
+            let mut line = String::new();
+            while head.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
+                line.clear();
+            }
+            let body =
+                format!("{{\"errors\":[{{\"code\":\"NAME_UNKNOWN\",\"message\":\"{ANSWER}\"}}]}}");
+            let _ = write!(
+                stream,
+                "HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    let on = ForgeKind::Github;
+    let reference = format!("{addr}/tools/calc:1");
+    let settings = format!("test: calc-test\nenvironment:\n  image: {reference}\n");
+    let files = [
+        ("calc.py", CALC),
+        (World::settings_path(on), settings.as_str()),
+    ];
+    let extra = [("PLANWRIGHT_REGISTRY_INSECURE", addr.as_str())];
+    let world = World::start_with(on, fixing_script(), &files, &extra).await;
+    world
+        .label(&world.maintainer, "label-answering-registry")
+        .await;
+    let failed = world.wait_for_state("failed").await;
+    let reason = failed.failure.unwrap_or_default();
+    let status = world
+        .wait_for_comment("the failure", |b| b.contains("could not be used"))
+        .await;
+    for public in [&reason, &status] {
+        assert!(
+            public.contains("its registry has no such image")
+                && public.contains("Check the name and the tag")
+                && public.contains("audit log"),
+            "{public}"
+        );
+        for hidden in ["bc-7", "NAME_UNKNOWN", "404", "/v2/"] {
+            assert!(!public.contains(hidden), "{hidden} in: {public}");
+        }
+    }
+    let detail = failure_detail(&world).await;
+    assert!(detail.contains(ANSWER), "{detail}");
+    let page = world
+        .server
+        .client
+        .get(format!(
+            "{}/sessions/{}",
+            world.server.base,
+            failed.id.as_str()
+        ))
+        .bearer_auth(crate::support::ADMIN_TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        page.contains(ANSWER),
+        "the operator's page lacks the answer: {page}"
+    );
+    assert!(world.models.requests().is_empty(), "a model was called");
+    world.all_jobs_settled().await;
+    world.server.stop().await;
+}
+
 crate::on_both_forges!(
     a_tool_only_the_repositorys_image_has_checks_the_change,
     the_devcontainers_image_is_used_when_the_repository_file_names_none,

@@ -104,7 +104,8 @@ async fn fresh_postgres_database(admin_url: &str) -> String {
     format!("{}/{name}{query}", &base[..host_end])
 }
 
-/// Settings for a server on a loopback port over `db`, with both forges' secrets.
+/// Settings for a server on a loopback port over `db`, with both forges' secrets and the
+/// test's running registries listed in REGISTRY_INSECURE.
 pub fn settings(db: &TestDb, extra: &[(&str, &str)]) -> Settings {
     let mut env: Vec<(String, String)> = vec![
         ("PLANWRIGHT_LISTEN".into(), "127.0.0.1:0".into()),
@@ -124,6 +125,8 @@ pub fn settings(db: &TestDb, extra: &[(&str, &str)]) -> Settings {
         ("PLANWRIGHT_JOB_POLL_MS".into(), "50".into()),
         ("PLANWRIGHT_ADMIN_TOKEN".into(), ADMIN_TOKEN.into()),
     ];
+    // The test's own registries, listed as their operator would (an `extra` entry wins).
+    env.extend(registry::operator_listing().map(|(k, v)| (k.into(), v)));
     for (k, v) in extra {
         env.retain(|(name, _)| name != k);
         env.push(((*k).into(), (*v).into()));
@@ -285,7 +288,8 @@ pub async fn empty_database_url(dir: &std::path::Path) -> String {
     }
 }
 
-/// The `planwright` binary with no PLANWRIGHT_* settings inherited from the environment.
+/// The `planwright` binary with no PLANWRIGHT_* settings inherited from the environment,
+/// and the test's running registries listed in REGISTRY_INSECURE.
 pub fn planwright_command() -> std::process::Command {
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_planwright"));
     for (name, _) in std::env::vars() {
@@ -297,6 +301,7 @@ pub fn planwright_command() -> std::process::Command {
             cmd.env_remove(name);
         }
     }
+    cmd.envs(registry::operator_listing());
     cmd
 }
 

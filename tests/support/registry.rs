@@ -4,9 +4,10 @@
 //! `umoci` and pushed with `skopeo`, or written layer by layer and pushed through the
 //! registry's upload API for what umoci cannot make (hostile layers, indexes, zstd).
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -15,6 +16,21 @@ use sha2::Digest as _;
 /// Credentials the authenticating registries accept.
 pub const USER: &str = "alice";
 pub const PASSWORD: &str = "correct-horse";
+
+/// The addresses of the registries running in this test process. A deployment reaches a
+/// loopback registry only when its operator lists it, so a test's settings list these as
+/// an operator would ([`operator_listing`]).
+static RUNNING: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+
+/// The setting that lists the test's running registries, `host:port` each, and its value;
+/// `None` while no registry runs.
+pub fn operator_listing() -> Option<(&'static str, String)> {
+    let running = RUNNING.lock().unwrap_or_else(|e| e.into_inner());
+    (!running.is_empty()).then(|| {
+        let addrs: Vec<&str> = running.iter().map(String::as_str).collect();
+        ("PLANWRIGHT_REGISTRY_INSECURE", addrs.join(","))
+    })
+}
 
 /// Who may pull.
 pub enum Access {
@@ -35,6 +51,10 @@ pub struct Registry {
 
 impl Drop for Registry {
     fn drop(&mut self) {
+        RUNNING
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.addr);
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -139,6 +159,10 @@ impl Registry {
                 _token_server: token_server.take(),
             };
             if registry.wait_ready().await {
+                RUNNING
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(registry.addr.clone());
                 return registry;
             }
             dir = std::mem::replace(&mut registry.dir, tempfile::tempdir().unwrap());

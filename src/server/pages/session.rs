@@ -31,6 +31,10 @@ pub struct SessionView {
     pub state: &'static str,
     pub stage: &'static str,
     pub failure: Option<String>,
+    /// What the failure was recorded with beyond its public reason (a registry's or a
+    /// provider's own answer): for the operator only, since anyone who can read the
+    /// repository, whoever made it fail among them, may see the rest of the page.
+    pub failure_detail: Option<String>,
     pub created_at: i64,
     pub updated_at: i64,
     pub age: String,
@@ -191,6 +195,16 @@ pub async fn visible(
         return Ok(None);
     }
     Ok(Some(row))
+}
+
+/// The detail the session's last failure was recorded with in the audit log, if any.
+fn failure_detail(audit_rows: &[audit::AuditRow]) -> Option<String> {
+    let failed = audit_rows
+        .iter()
+        .rev()
+        .find(|a| a.action == "session.failed")?;
+    let detail: serde_json::Value = serde_json::from_str(&failed.detail).ok()?;
+    detail["detail"].as_str().map(str::to_owned)
 }
 
 /// The session as `viewer` may see it; `None` when there is none or it is not theirs.
@@ -373,6 +387,10 @@ pub async fn load(
         state: row.state.as_str(),
         stage: row.state.describe(),
         failure: row.failure.clone(),
+        failure_detail: match viewer {
+            Viewer::Operator => failure_detail(&audit_rows),
+            Viewer::Person(_) => None,
+        },
         created_at: row.created_at,
         updated_at: row.updated_at,
         age: age(now - row.created_at),
