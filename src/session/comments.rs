@@ -611,10 +611,6 @@ pub(super) fn partial_touches(reason: &str, path: &str, why: &str) -> String {
     )
 }
 
-pub(super) fn process_stopped() -> String {
-    "planwright stopped while the executor was running.".into()
-}
-
 pub(super) fn nothing_to_continue() -> String {
     "there is no unfinished change to continue from; use `/retry` to carry out the contract \
      again from the base."

@@ -171,9 +171,7 @@ async fn plain_retry_starts_again_from_the_base_on_the_same_draft(on: ForgeKind)
 /// start and hangs; told to proceed, it only fixes the bug.
 const ASKS_THEN_FIXES: &str = "curl -s \"$ANTHROPIC_BASE_URL/v1/messages\" -H \"x-api-key: $ANTHROPIC_API_KEY\" -H 'anthropic-version: 2023-06-01' -H 'content-type: application/json' -d '{\"model\":\"claude-sonnet-4-5\",\"max_tokens\":16,\"messages\":[{\"role\":\"user\",\"content\":\"go on?\"}]}' | grep -q proceed || { echo '# started' >> calc.py; sleep 600; }; sed -i 's/a - b/a + b/' calc.py";
 
-async fn a_restart_keeps_the_interrupted_change_and_a_fresh_attempt_moves_the_draft_on(
-    on: ForgeKind,
-) {
+async fn a_restart_tries_the_interrupted_attempt_again_and_publishes_nothing_of_it(on: ForgeKind) {
     let script = vec![
         submit_calc(2),
         Step::text("wait").when_last_contains("go on?"),
@@ -193,26 +191,38 @@ async fn a_restart_keeps_the_interrupted_change_and_a_fresh_attempt_moves_the_dr
             .filter(|c| c.contains("# started"))
     })
     .await;
+    let main = world.upstream(&["rev-parse", "main"]);
     let world = world.restarted().await;
     world.wait_for_state("pr_opened").await;
     let runs = world.runs().await;
     let states: Vec<&str> = runs.iter().map(|r| r.state.as_str()).collect();
     assert_eq!(states, ["abandoned", "published"], "{runs:#?}");
-    // Kept, the interrupted start is the draft's first commit; the fresh attempt started
-    // from the base and went on top of it, in the same pull request.
-    let kept = runs[0]
-        .head_sha
-        .clone()
-        .expect("the interrupted change was pushed");
-    let kept_calc = world.upstream(&["show", &format!("{kept}:calc.py")]);
-    assert!(kept_calc.contains("# started"), "{kept_calc}");
+    // The restart was not the executor's failure: the same attempt ran again, and nothing
+    // of the interrupted one was committed, pushed or reported.
+    assert_eq!(runs[1].attempt, 1);
+    assert_eq!(runs[0].head_sha, None, "{runs:#?}");
+    assert_eq!(runs[0].outcome, None, "{runs:#?}");
     let pull = only_pull(&world);
+    assert!(!pull.draft);
     let head = world.upstream(&["rev-parse", &pull.head]);
-    assert_eq!(world.upstream(&["rev-parse", &format!("{head}^")]), kept);
+    // One commit for the round, on the base: no older commit with a failure check.
+    assert_eq!(world.upstream(&["rev-parse", &format!("{head}^")]), main);
+    assert_eq!(
+        world.upstream(&["rev-list", "--count", "--all", &format!("^{main}")]),
+        "1"
+    );
     let calc = world.upstream(&["show", &format!("{head}:calc.py")]);
     assert!(
         calc.contains("a + b") && !calc.contains("# started"),
         "{calc}"
+    );
+    assert!(
+        world
+            .bot_comments()
+            .iter()
+            .all(|c| !c.contains("Did not finish")),
+        "{:#?}",
+        world.bot_comments()
     );
     world.server.stop().await;
 }
@@ -364,6 +374,6 @@ crate::on_both_forges!(
     plain_retry_starts_again_from_the_base_on_the_same_draft,
     with_on_failure_comment_the_change_is_kept_on_a_branch_of_its_own,
     retry_continue_without_unfinished_work_is_refused,
-    a_restart_keeps_the_interrupted_change_and_a_fresh_attempt_moves_the_draft_on,
+    a_restart_tries_the_interrupted_attempt_again_and_publishes_nothing_of_it,
     a_result_refused_for_a_deleted_test_is_kept_as_a_draft,
 );

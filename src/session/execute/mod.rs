@@ -277,8 +277,8 @@ impl Execution<'_> {
             return self.resume_publishing(&config, &choice, &earlier).await;
         }
         // Unfinished work a stopped job or process left is kept before anything runs
-        // again: a failed attempt's ends the session as its job would have; an attempt a
-        // restart interrupted is kept, and a fresh one starts.
+        // again: a failed attempt's ends the session as its job would have. An attempt a
+        // restart interrupted did not end: it runs again, and nothing of it is published.
         let protected = verify::Plan::new(&self.contract, &config).protected;
         for run in earlier.iter().filter(|r| r.retired == 0) {
             let left = LeftBehind {

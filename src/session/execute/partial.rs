@@ -214,19 +214,23 @@ impl Execution<'_> {
         self.finish_run(u.run, u.state, None, Some(&outcome)).await
     }
 
-    /// Unfinished work `run` left behind: the change of an attempt a restart interrupted
-    /// (committed now), or one whose keeping a stopped job began (pushed again, the same
-    /// commit). Returns what became of it; `None` when there is nothing to look after.
+    /// Unfinished work `run` left behind: one whose keeping a stopped job began (pushed
+    /// again, the same commit). Returns what became of it; `None` when there is nothing to
+    /// look after. An attempt a restart interrupted (abandoned with no outcome) left
+    /// nothing to keep: it did not end, it is tried again, and nothing of it is published.
     pub(super) async fn keep_left_behind(
         &self,
         run: &RunRow,
         left: &LeftBehind<'_>,
     ) -> Result<Option<String>, Stop> {
         let kept = match (run.state, run.outcome.as_deref()) {
-            (RunState::Abandoned, None) => None,
+            (RunState::Abandoned, None) => {
+                self.retire_interrupted(run).await;
+                return Ok(None);
+            }
             (RunState::Abandoned | RunState::Failed, Some(text)) => {
                 match serde_json::from_str::<PartialOutcome>(text) {
-                    Ok(outcome) if !outcome.partial.published => Some(outcome.partial),
+                    Ok(outcome) if !outcome.partial.published => outcome.partial,
                     _ => return Ok(None),
                 }
             }
@@ -250,24 +254,16 @@ impl Execution<'_> {
         let (issue, version) = (self.issue, self.version());
         let message =
             publish::result_message(issue, &self.contract, version, &self.hash, &approved_by);
-        let committed = match &kept {
-            Some(kept) => {
-                let tip = workspace.tip().await.map_err(Stop::permanent)?;
-                if tip.as_str() != kept.commit {
-                    return Ok(None);
-                }
-                Some(tip)
-            }
-            None => None,
-        };
+        let tip = workspace.tip().await.map_err(Stop::permanent)?;
+        if tip.as_str() != kept.commit {
+            return Ok(None);
+        }
         let unfinished = Unfinished {
             run: &run.id,
             state: run.state,
             workspace: &workspace,
-            reason: kept
-                .as_ref()
-                .map_or_else(comments::process_stopped, |k| k.reason.clone()),
-            committed,
+            reason: kept.reason.clone(),
+            committed: Some(tip),
             message: &message,
             author: &author,
             artifacts: &Artifacts::default(),
@@ -279,11 +275,34 @@ impl Execution<'_> {
             max_attempts: left.max_attempts,
         };
         info!(run = %run.id, "keeping what an attempt left unfinished");
-        let text = match kept {
-            Some(kept) => self.push_kept(&unfinished, kept).await?,
-            None => self.keep_unfinished(unfinished).await?,
+        Ok(Some(self.push_kept(&unfinished, kept).await?))
+    }
+
+    /// The checkout of an attempt a restart interrupted, when this worker has it: marked
+    /// as a failed run's, so it stays for a look as long as those do and is then swept.
+    async fn retire_interrupted(&self, run: &RunRow) {
+        let (Some(dir), Some(branch)) = (run.workspace.as_deref(), run.branch.as_deref()) else {
+            return;
         };
-        Ok(Some(text))
+        let base = CommitSha(self.row.base_sha.clone());
+        let Ok(mirror) = self.mirror() else {
+            return;
+        };
+        match self
+            .app
+            .workspaces
+            .reopen(Path::new(dir), &mirror, branch, &base)
+        {
+            Ok(Some(workspace)) => {
+                if let Err(e) = workspace.finish(crate::git::Outcome::Failed).await {
+                    tracing::warn!(run = %run.id, error = %e, "could not retire an interrupted attempt's checkout");
+                }
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(run = %run.id, error = %e, "could not reopen an interrupted attempt's checkout")
+            }
+        }
     }
 }
 
