@@ -16,9 +16,9 @@ const PRIVATE_KEY: &str = "-----BEGIN RSA PRIVATE KEY----- sandbox-test-private-
 const DATABASE: &str = "SQLite format 3 sandbox-test-database";
 
 /// A fake DATA_DIR holding a database and a private key, with the run's workspace inside
-/// it, as planwright lays them out. It lives under the target folder rather than /tmp (a
-/// private tmpfs inside) and is readable by anyone, so that only the sandbox's covering of
-/// DATA_DIR keeps its files out of reach.
+/// it, as planwright lays them out. It lives under the target folder unless a test puts it
+/// elsewhere (under /tmp, which each run replaces with its own), and is readable by
+/// anyone, so that only the sandbox's covering of DATA_DIR keeps its files out of reach.
 struct DataDir {
     root: tempfile::TempDir,
     data: PathBuf,
@@ -30,7 +30,12 @@ struct DataDir {
 
 impl DataDir {
     fn new() -> Self {
-        let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("a temporary folder");
+        Self::under(Path::new(env!("CARGO_TARGET_TMPDIR")))
+    }
+
+    /// The same, in a new folder under `base`.
+    fn under(base: &Path) -> Self {
+        let root = tempfile::tempdir_in(base).expect("a temporary folder");
         let data = root.path().join("data");
         let workspace = data.join("workspaces").join("run-1");
         let logs = data.join("logs").join("run-1");
@@ -1051,11 +1056,72 @@ async fn an_image_root_is_the_commands_root_with_its_env_and_path_first() {
 
 #[tokio::test]
 async fn in_an_image_only_the_workspace_tmp_and_home_are_writable_and_the_image_stays_as_it_was() {
-    let world = DataDir::new();
+    only_the_workspace_tmp_and_home_are_writable(DataDir::new()).await;
+}
+
+#[tokio::test]
+async fn in_an_image_with_the_workspace_under_tmp_only_it_tmp_and_home_are_writable() {
+    only_the_workspace_tmp_and_home_are_writable(DataDir::under(Path::new("/tmp"))).await;
+}
+
+#[tokio::test]
+async fn a_workspace_under_tmp_is_shown_over_the_runs_own_tmp_on_the_host_root() {
+    a_workspace_under_tmp_is_shown_over_the_runs_own_tmp(DataDir::under(Path::new("/tmp"))).await;
+}
+
+#[tokio::test]
+async fn a_workspace_under_tmp_is_shown_over_the_runs_own_tmp_on_an_image_root() {
+    let world = DataDir {
+        image: Some(roots::host_like()),
+        ..DataDir::under(Path::new("/tmp"))
+    };
+    a_workspace_under_tmp_is_shown_over_the_runs_own_tmp(world).await;
+}
+
+/// DATA_DIR, and so the workspace, under /tmp, which every run replaces with a tmpfs of its
+/// own: the workspace is mounted after it, so its files are there and what the command
+/// writes lands in it, and nothing else of DATA_DIR is.
+async fn a_workspace_under_tmp_is_shown_over_the_runs_own_tmp(world: DataDir) {
+    assert!(
+        world.workspace.starts_with("/tmp"),
+        "{}",
+        world.workspace.display()
+    );
+    std::fs::write(world.workspace.join("from-the-host"), "seen\n").unwrap();
+    let elsewhere = world.root.path().with_extension("elsewhere");
+    let out = world
+        .sh(&format!(
+            "cat from-the-host {workspace}/from-the-host
+             echo made > made-inside
+             echo x > {elsewhere} && echo TMP
+             cat {data}/planwright.db {data}/github-app.pem
+             ls -A {data}",
+            workspace = world.workspace.display(),
+            elsewhere = elsewhere.display(),
+            data = world.data.display()
+        ))
+        .await;
+    assert_eq!(
+        out.stdout.text(),
+        "seen\nseen\nTMP\nworkspaces\n",
+        "{}",
+        report(&out)
+    );
+    assert_eq!(
+        std::fs::read_to_string(world.workspace.join("made-inside")).unwrap(),
+        "made\n"
+    );
+    assert!(!elsewhere.exists(), "the host's /tmp was written");
+}
+
+/// Wherever `world` lies: a workspace under a folder each run gets fresh (/tmp, /run) is
+/// shown over the run's own, and the image's copy of that folder is not shown at all.
+async fn only_the_workspace_tmp_and_home_are_writable(world: DataDir) {
     let root = image_root(&world, roots::busybox);
     // A folder of the image on the way to the workspace: the workspace's mount point must
     // not be made in the image, which other runs share, and the folder's files stay.
     let top = world.workspace.components().nth(1).unwrap();
+    let fresh = ["tmp", "run"].iter().any(|f| top.as_os_str() == *f);
     let on_the_way = root.dir.join(top).join("from-the-image");
     std::fs::create_dir_all(on_the_way.parent().unwrap()).unwrap();
     std::fs::write(&on_the_way, "kept").unwrap();
@@ -1076,7 +1142,7 @@ async fn in_an_image_only_the_workspace_tmp_and_home_are_writable_and_the_image_
                if echo x > $f; then echo WROTE $f; fi
              done
              rm /bin/sh && echo REMOVED
-             cat /{top}/from-the-image && echo
+             cat /{top}/from-the-image && echo || echo NOT-SHOWN
              echo x > /tmp/t && echo TMP
              echo x > $HOME/h && echo HOME
              echo x > in-workspace && echo WORKSPACE",
@@ -1088,7 +1154,8 @@ async fn in_an_image_only_the_workspace_tmp_and_home_are_writable_and_the_image_
     let stdout = out.stdout.text();
     assert!(!stdout.contains("WROTE"), "{}", report(&out));
     assert!(!stdout.contains("REMOVED"), "{}", report(&out));
-    for wrote in ["kept\n", "TMP", "HOME", "WORKSPACE"] {
+    let image_file = if fresh { "NOT-SHOWN" } else { "kept\n" };
+    for wrote in [image_file, "TMP", "HOME", "WORKSPACE"] {
         assert!(stdout.contains(wrote), "{wrote}: {}", report(&out));
     }
     assert!(home.join("h").exists() && world.workspace.join("in-workspace").exists());
