@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use planwright::sandbox::{Bwrap, Command, Exit, Output, Root, Sandbox};
 
 use crate::support::roots::{self, IMAGE_ONLY_FILE, IMAGE_ONLY_TOOL, IMAGE_PATH, IMAGE_RELEASE};
+use crate::support::sh_word;
 
 const PRIVATE_KEY: &str = "-----BEGIN RSA PRIVATE KEY----- sandbox-test-private-key";
 const DATABASE: &str = "SQLite format 3 sandbox-test-database";
@@ -190,8 +191,8 @@ async fn writes_land_in_the_workspace_only(world: DataDir) {
              done
              echo x > {host_tmp}
              echo inside > made-inside",
-            data = world.data.display(),
-            host_tmp = host_tmp.display()
+            data = sh_word(&world.data),
+            host_tmp = sh_word(&host_tmp)
         ))
         .await;
     // The cover over DATA_DIR is a private tmpfs: writing there may succeed inside, but
@@ -220,7 +221,7 @@ async fn data_dir_is_hidden_under_every_name(world: DataDir) {
     )
     .unwrap();
     std::os::unix::fs::symlink(&world.data, world.workspace.join("data-link")).unwrap();
-    let data = world.data.display();
+    let data = sh_word(&world.data);
     let out = world
         .sh(&format!(
             "cat {data}/planwright.db {data}/github-app.pem
@@ -463,7 +464,7 @@ async fn another_runs_workspace_cannot_be_read(world: DataDir) {
         std::fs::Permissions::from_mode(0o644),
     )
     .unwrap();
-    let data = world.data.display();
+    let data = sh_word(&world.data);
     let out = world
         .sh(&format!(
             "cat ../run-2/notes.txt {data}/workspaces/run-2/notes.txt /proc/1/root{data}/workspaces/run-2/notes.txt
@@ -598,10 +599,10 @@ impl HostSecrets {
              cat {home}/.ssh/id_ed25519 {home}/.npmrc {home}/.claude/.credentials.json
              ls -A {home}
              echo RAN",
-            config = self.config.display(),
-            key = self.key.display(),
-            prices = self.prices.display(),
-            home = self.home.display()
+            config = sh_word(&self.config),
+            key = sh_word(&self.key),
+            prices = sh_word(&self.prices),
+            home = sh_word(&self.home)
         )
     }
 
@@ -708,9 +709,10 @@ async fn a_host_unix_socket_outside_run_cannot_be_reached(world: DataDir) {
     let out = world
         .sh(&format!(
             "python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); s.connect('{socket}'); print('CONNECTED')\"
-             if curl -sS --max-time 5 --unix-socket {socket} http://host/; then echo CONNECTED; fi
+             if curl -sS --max-time 5 --unix-socket {quoted} http://host/; then echo CONNECTED; fi
              echo RAN",
-            socket = socket.display()
+            socket = socket.display(),
+            quoted = sh_word(&socket)
         ))
         .await;
     let stdout = out.stdout.text();
@@ -915,10 +917,10 @@ async fn memory_backed_folders_are_bounded(world: DataDir) {
     // written at all. Files may be larger than any of them, so only the sizes stop it.
     let mut cmd = world.command(&format!(
         "for d in /tmp /dev/shm /run /dev {data}; do
-           head -c 40000000 /dev/zero > $d/fill 2>/dev/null
-           echo \"$d $(cat $d/fill 2>/dev/null | wc -c)\"
+           head -c 40000000 /dev/zero > \"$d/fill\" 2>/dev/null
+           echo \"$d $(cat \"$d/fill\" 2>/dev/null | wc -c)\"
          done",
-        data = world.data.display()
+        data = sh_word(&world.data)
     ));
     cmd.limits.tmp_bytes = 4 << 20;
     cmd.limits.file_size_bytes = 100_000_000;
@@ -1015,7 +1017,7 @@ async fn an_image_root_is_the_commands_root_with_its_env_and_path_first() {
          done
          {IMAGE_ONLY_TOOL}
          echo \"PATH=$PATH\"; echo \"HOME=$HOME\"; ls -A {data}",
-        data = world.data.display()
+        data = sh_word(&world.data)
     );
     let out = world
         .run(&world.sandbox(), in_root(&world, &root, &script))
@@ -1096,9 +1098,9 @@ async fn a_workspace_under_tmp_is_shown_over_the_runs_own_tmp(world: DataDir) {
              echo x > {elsewhere} && echo TMP
              cat {data}/planwright.db {data}/github-app.pem
              ls -A {data}",
-            workspace = world.workspace.display(),
-            elsewhere = elsewhere.display(),
-            data = world.data.display()
+            workspace = sh_word(&world.workspace),
+            elsewhere = sh_word(&elsewhere),
+            data = sh_word(&world.data)
         ))
         .await;
     assert_eq!(
@@ -1142,11 +1144,11 @@ async fn only_the_workspace_tmp_and_home_are_writable(world: DataDir) {
                if echo x > $f; then echo WROTE $f; fi
              done
              rm /bin/sh && echo REMOVED
-             cat /{top}/from-the-image && echo || echo NOT-SHOWN
+             cat {image_file} && echo || echo NOT-SHOWN
              echo x > /tmp/t && echo TMP
-             echo x > $HOME/h && echo HOME
+             echo x > \"$HOME/h\" && echo HOME
              echo x > in-workspace && echo WORKSPACE",
-            top = Path::new(&top).display()
+            image_file = sh_word(Path::new("/").join(top).join("from-the-image"))
         ),
     );
     cmd.env.push(("HOME".into(), home.display().to_string()));
@@ -1154,8 +1156,8 @@ async fn only_the_workspace_tmp_and_home_are_writable(world: DataDir) {
     let stdout = out.stdout.text();
     assert!(!stdout.contains("WROTE"), "{}", report(&out));
     assert!(!stdout.contains("REMOVED"), "{}", report(&out));
-    let image_file = if fresh { "NOT-SHOWN" } else { "kept\n" };
-    for wrote in [image_file, "TMP", "HOME", "WORKSPACE"] {
+    let seen = if fresh { "NOT-SHOWN" } else { "kept\n" };
+    for wrote in [seen, "TMP", "HOME", "WORKSPACE"] {
         assert!(stdout.contains(wrote), "{wrote}: {}", report(&out));
     }
     assert!(home.join("h").exists() && world.workspace.join("in-workspace").exists());

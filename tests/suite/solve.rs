@@ -419,9 +419,9 @@ async fn at_a_terminal_the_contract_is_shown_and_no_cancels_it() {
     // `script` gives solve a terminal; its output comes back through it.
     let line = format!(
         "{} solve --repo {} --issue-file {}",
-        env!("CARGO_BIN_EXE_planwright"),
-        repo.display(),
-        issue_file.display()
+        support::sh_word(env!("CARGO_BIN_EXE_planwright")),
+        support::sh_word(&repo),
+        support::sh_word(&issue_file)
     );
     let mut cmd = tokio::process::Command::new("script");
     cmd.current_dir(dir.path())
