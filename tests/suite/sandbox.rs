@@ -703,7 +703,11 @@ fn a_planwright_that_is_not_root_shows_none_of_its_users_files() {
 async fn a_host_unix_socket_outside_run_cannot_be_reached(world: DataDir) {
     // Where a host service might listen (Fly's /.fly/api is one), open to everyone.
     let socket = world.root.path().join("host-api.sock");
-    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    // Wherever this checkout lies, however long its path.
+    let listener = planwright::sandbox::socket::bind(&socket)
+        .unwrap()
+        .into_std()
+        .unwrap();
     listener.set_nonblocking(true).unwrap();
     std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666)).unwrap();
     let out = world
