@@ -843,12 +843,12 @@ impl Raw {
                 // Only planwright's own sockets are bound through their folder when long:
                 // one the operator names is reached by that name by whatever they point
                 // at it.
-                (None, Some(path)) if !crate::sandbox::socket::fits(Path::new(path)) => bail!(
+                (None, Some(path)) if !crate::unix_socket::fits(Path::new(path)) => bail!(
                     "Cannot use {} as the model proxy socket: a Unix socket path holds at \
                      most {} bytes, and `{path}` has {}; choose a shorter path, or leave it \
                      unset for the socket in DATA_DIR (of any length)",
                     self.source("model_proxy_socket"),
-                    crate::sandbox::socket::MAX_PATH_BYTES,
+                    crate::unix_socket::MAX_PATH_BYTES,
                     path.len()
                 ),
                 (None, Some(path)) => ProxyListen::Unix(PathBuf::from(path)),

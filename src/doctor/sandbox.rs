@@ -175,9 +175,9 @@ fn data_dir(dir: &Path) -> Check {
 
 /// Whether planwright can make, and reach, a Unix socket as deep in `dir` (DATA_DIR) as a
 /// run's setup phase makes its egress proxy's. A path longer than a socket address holds
-/// goes through its folder's descriptor (see `sandbox::socket`).
+/// goes through its folder's descriptor (see `unix_socket`).
 async fn sockets(dir: &Path) -> Check {
-    use crate::sandbox::socket;
+    use crate::unix_socket as socket;
     let scratch = dir.join(format!(
         "doctor-{}",
         &uuid::Uuid::new_v4().simple().to_string()[..8]
@@ -312,7 +312,7 @@ async fn run_true(bwrap: &Bwrap, scratch: &Path, bridge: bool) -> Result<(), Str
     let _listener = if bridge {
         let socket = scratch.join("bridge.sock");
         let _ = std::fs::remove_file(&socket);
-        let listener = crate::sandbox::socket::bind(&socket)
+        let listener = crate::unix_socket::bind(&socket)
             .map_err(|e| format!("Could not listen on {}: {e}", socket.display()))?;
         std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666))
             .map_err(|e| format!("Could not open {} to the sandbox: {e}", socket.display()))?;

@@ -12,7 +12,6 @@ pub mod landlock;
 mod process;
 pub mod relay;
 mod seccomp;
-pub mod socket;
 
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;

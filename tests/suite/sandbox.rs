@@ -704,7 +704,7 @@ async fn a_host_unix_socket_outside_run_cannot_be_reached(world: DataDir) {
     // Where a host service might listen (Fly's /.fly/api is one), open to everyone.
     let socket = world.root.path().join("host-api.sock");
     // Wherever this checkout lies, however long its path.
-    let listener = planwright::sandbox::socket::bind(&socket)
+    let listener = planwright::unix_socket::bind(&socket)
         .unwrap()
         .into_std()
         .unwrap();
