@@ -1066,7 +1066,7 @@ async fn in_an_image_only_the_workspace_tmp_and_home_are_writable_and_the_image_
 }
 
 #[tokio::test]
-async fn in_an_image_with_the_workspace_under_tmp_only_it_tmp_and_home_are_writable() {
+async fn in_an_image_with_the_workspace_under_tmp_only_the_workspace_tmp_and_home_are_writable() {
     only_the_workspace_tmp_and_home_are_writable(DataDir::under(Path::new("/tmp"))).await;
 }
 
