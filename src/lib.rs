@@ -30,4 +30,5 @@ pub mod server;
 pub mod session;
 pub mod solve;
 pub mod store;
+pub mod unix_socket;
 pub mod verify;

@@ -840,6 +840,17 @@ impl Raw {
                     }
                     ProxyListen::Tcp(parsed)
                 }
+                // Only planwright's own sockets are bound through their folder when long:
+                // one the operator names is reached by that name by whatever they point
+                // at it.
+                (None, Some(path)) if !crate::unix_socket::fits(Path::new(path)) => bail!(
+                    "Cannot use {} as the model proxy socket: a Unix socket path holds at \
+                     most {} bytes, and `{path}` has {}; choose a shorter path, or leave it \
+                     unset for the socket in DATA_DIR (of any length)",
+                    self.source("model_proxy_socket"),
+                    crate::unix_socket::MAX_PATH_BYTES,
+                    path.len()
+                ),
                 (None, Some(path)) => ProxyListen::Unix(PathBuf::from(path)),
                 (None, None) => ProxyListen::Unix(data_dir.join("model-proxy.sock")),
             },
@@ -1207,6 +1218,25 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("PLANWRIGHT_MODEL_PROXY_SOCKET"), "{err}");
+        // A socket the operator names must fit in a socket address; DATA_DIR's need not.
+        let long = format!("/srv/{}/model-proxy.sock", "p".repeat(90));
+        let err = Settings::from_sources(None, &env(&[("PLANWRIGHT_MODEL_PROXY_SOCKET", &long)]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("PLANWRIGHT_MODEL_PROXY_SOCKET") && err.contains("at most 107 bytes"),
+            "{err}"
+        );
+        let fits = format!("/srv/{}/model-proxy.sock", "p".repeat(80));
+        let s = Settings::from_sources(None, &env(&[("PLANWRIGHT_MODEL_PROXY_SOCKET", &fits)]))
+            .unwrap();
+        assert_eq!(s.model_proxy, ProxyListen::Unix(PathBuf::from(fits)));
+        let data = format!("/srv/{}", "p".repeat(120));
+        let s = Settings::from_sources(None, &env(&[("PLANWRIGHT_DATA_DIR", &data)])).unwrap();
+        assert_eq!(
+            s.model_proxy,
+            ProxyListen::Unix(Path::new(&data).join("model-proxy.sock"))
+        );
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! `planwright doctor`'s sandbox checks: whether bubblewrap is installed and actually starts
 //! a command here (with a bridge), what the kernel allows for user namespaces and Landlock,
-//! which host user sandboxes run as, and whether DATA_DIR is writable.
+//! which host user sandboxes run as, and whether DATA_DIR is writable and holds sockets.
 
 use std::path::{Path, PathBuf};
 
@@ -73,6 +73,9 @@ pub async fn checks(settings: &Settings, relay: Option<PathBuf>) -> Vec<Check> {
     let data = data_dir(&settings.data_dir);
     let data_ok = data.ok;
     out.push(data);
+    if data_ok {
+        out.push(sockets(&settings.data_dir).await);
+    }
     if program.is_some() {
         out.extend(sandbox_runs(settings, relay, data_ok, bwrap_required).await);
     }
@@ -165,6 +168,51 @@ fn data_dir(dir: &Path) -> Check {
         detail: match result {
             Ok(()) => format!("{} is writable", dir.display()),
             Err(e) => format!("Could not write in {}: {e}", dir.display()),
+        },
+        required: true,
+    }
+}
+
+/// Whether planwright can make, and reach, a Unix socket as deep in `dir` (DATA_DIR) as a
+/// run's setup phase makes its egress proxy's. A path longer than a socket address holds
+/// goes through its folder's descriptor (see `unix_socket`).
+async fn sockets(dir: &Path) -> Check {
+    use crate::unix_socket as socket;
+    let scratch = dir.join(format!(
+        "doctor-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    ));
+    let folder = scratch
+        .join("runs")
+        .join(crate::ids::RunId::generate().as_str())
+        .join("verify");
+    let path = folder.join(format!("egress-{}.sock", "0".repeat(12)));
+    let made = async {
+        std::fs::create_dir_all(&folder)?;
+        let listener = socket::bind(&path)?;
+        let (accepted, connected) = tokio::join!(listener.accept(), socket::connect(&path));
+        accepted.and(connected).map(drop)
+    }
+    .await;
+    let _ = std::fs::remove_dir_all(&scratch);
+    let bytes = path.as_os_str().len();
+    Check {
+        name: "sockets",
+        ok: made.is_ok(),
+        detail: match made {
+            Ok(()) if socket::fits(&path) => format!(
+                "a run's sockets in DATA_DIR ({bytes} bytes deep) are made and reached at \
+                 their paths"
+            ),
+            Ok(()) => format!(
+                "a run's sockets in DATA_DIR ({bytes} bytes deep, more than the {} a socket \
+                 address holds) are made and reached through their folder",
+                socket::MAX_PATH_BYTES
+            ),
+            Err(e) => format!(
+                "Could not make and reach a Unix socket at {} ({bytes} bytes): {e}",
+                path.display()
+            ),
         },
         required: true,
     }
@@ -264,7 +312,7 @@ async fn run_true(bwrap: &Bwrap, scratch: &Path, bridge: bool) -> Result<(), Str
     let _listener = if bridge {
         let socket = scratch.join("bridge.sock");
         let _ = std::fs::remove_file(&socket);
-        let listener = tokio::net::UnixListener::bind(&socket)
+        let listener = crate::unix_socket::bind(&socket)
             .map_err(|e| format!("Could not listen on {}: {e}", socket.display()))?;
         std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666))
             .map_err(|e| format!("Could not open {} to the sandbox: {e}", socket.display()))?;

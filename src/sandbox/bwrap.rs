@@ -269,7 +269,8 @@ impl Bwrap {
             .collect();
         let folder_covers = cover_hidden(&hidden, &visible, &mut args);
         // After the covers, so a workspace inside DATA_DIR is visible and nothing else
-        // there. Bound from a descriptor opened by planwright, so it is the folder
+        // there, and after the private /tmp and /run, so a workspace under one of them
+        // (DATA_DIR in /tmp, say) is shown over the run's own. Bound from a descriptor opened by planwright, so it is the folder
         // checked above; bubblewrap (0.8) still resolves that descriptor's path, so the
         // unprivileged host user must be able to walk down to the workspace (checked
         // before the run, see `unreachable_parent`).

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpStream, UnixListener, UnixStream};
+use tokio::net::{TcpStream, UnixStream};
 use tokio_util::sync::CancellationToken;
 
 /// The loopback port the egress proxy appears on inside a sandbox.
@@ -269,11 +269,11 @@ pub struct EgressProxy {
 }
 
 impl EgressProxy {
-    /// Listens on the Unix socket `socket` (which must not exist yet) for the run named
-    /// `run` (in every log line). Only sandboxes may connect (see
-    /// [`super::open_to_sandboxes`]).
+    /// Listens on the Unix socket `socket` (which must not exist yet; any length, see
+    /// [`crate::unix_socket`]) for the run named `run` (in every log line). Only sandboxes may
+    /// connect (see [`super::open_to_sandboxes`]).
     pub async fn start(socket: &Path, allowlist: Allowlist, run: &str) -> Result<Self> {
-        let listener = UnixListener::bind(socket)
+        let listener = crate::unix_socket::bind(socket)
             .with_context(|| format!("Could not listen on {}", socket.display()))?;
         super::open_to_sandboxes(socket)
             .with_context(|| format!("Could not open {} to the sandbox", socket.display()))?;

@@ -177,6 +177,7 @@ async fn a_deployment_whose_parts_all_answer_passes() {
     report.assert_line("executor claude", "ok", &["9.9.9 (Claude Code)"]);
     report.assert_line("executor codex", "warn", &["`codex` is not on PATH"]);
     report.assert_line("sandbox", "ok", &["bubblewrap started `true`"]);
+    report.assert_line("sockets", "ok", &["are made and reached"]);
     report.assert_line(
         "environment",
         "warn",
@@ -389,6 +390,46 @@ async fn a_database_not_yet_migrated_is_a_warning_and_is_left_untouched() {
             &["migrations pending", "planwright migrate"],
         );
     }
+}
+
+/// A `DATA_DIR` longer than a socket address holds: the doctor makes and reaches a run's
+/// sockets there, and starts a sandbox bridged to one. A model proxy socket the operator
+/// names past the limit is refused at once, with the limit.
+#[tokio::test]
+async fn a_long_data_dir_holds_sockets_and_a_long_proxy_socket_is_refused() {
+    let db = TestDb::new().await;
+    let github = FakeGithub::start().await;
+    let gitlab = FakeGitlab::start().await;
+    let models = ModelServer::start(Vec::new()).await;
+    let path = tools(db.dir.path());
+    let data = db.dir.path().join("d".repeat(120));
+    let mut env = env_for(&db, &github, &gitlab, &models);
+    set(&mut env, "PLANWRIGHT_DATA_DIR", data.to_str().unwrap());
+    let report = doctor(&env, &path).await;
+    assert!(report.success, "{}\n{}", report.stdout, report.stderr);
+    report.assert_line(
+        "sockets",
+        "ok",
+        &[
+            "more than the 107 a socket address holds",
+            "through their folder",
+        ],
+    );
+    report.assert_line("bridge", "ok", &["a sandbox with a bridged socket started"]);
+
+    let named = data.join("model-proxy.sock");
+    set(
+        &mut env,
+        "PLANWRIGHT_MODEL_PROXY_SOCKET",
+        named.to_str().unwrap(),
+    );
+    let report = doctor(&env, &path).await;
+    assert!(!report.success, "{}", report.stdout);
+    report.assert_line(
+        "settings",
+        "FAIL",
+        &["PLANWRIGHT_MODEL_PROXY_SOCKET", "at most 107 bytes"],
+    );
 }
 
 #[tokio::test]

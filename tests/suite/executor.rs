@@ -681,7 +681,7 @@ async fn a_checkout_swapped_for_a_symlink_by_a_command_receives_no_writes() {
     let before = world.outside_state();
     let swap = format!(
         "cd .. && mv repo repo-moved && ln -s {} repo && echo swapped",
-        world.outside.display()
+        support::sh_word(&world.outside)
     );
     let server = ModelServer::start(vec![
         Step::tool_call("s1", "run", json!({"command": swap})),

@@ -1658,7 +1658,7 @@ async fn unpriced_models_are_refused_before_anything_is_sent() {
 
 /// One HTTP/1.1 exchange over a Unix socket, as the sandbox's relay makes it.
 async fn over_socket(socket: &Path, path: &str, token: &str, body: &Value) -> String {
-    let mut stream = tokio::net::UnixStream::connect(socket).await.unwrap();
+    let mut stream = planwright::unix_socket::connect(socket).await.unwrap();
     let body = body.to_string();
     let request = format!(
         "POST {path} HTTP/1.1\r\nhost: planwright\r\nx-api-key: {token}\r\nanthropic-version: 2023-06-01\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",

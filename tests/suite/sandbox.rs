@@ -11,14 +11,15 @@ use std::time::{Duration, Instant};
 use planwright::sandbox::{Bwrap, Command, Exit, Output, Root, Sandbox};
 
 use crate::support::roots::{self, IMAGE_ONLY_FILE, IMAGE_ONLY_TOOL, IMAGE_PATH, IMAGE_RELEASE};
+use crate::support::sh_word;
 
 const PRIVATE_KEY: &str = "-----BEGIN RSA PRIVATE KEY----- sandbox-test-private-key";
 const DATABASE: &str = "SQLite format 3 sandbox-test-database";
 
 /// A fake DATA_DIR holding a database and a private key, with the run's workspace inside
-/// it, as planwright lays them out. It lives under the target folder rather than /tmp (a
-/// private tmpfs inside) and is readable by anyone, so that only the sandbox's covering of
-/// DATA_DIR keeps its files out of reach.
+/// it, as planwright lays them out. It lives under the target folder unless a test puts it
+/// elsewhere (under /tmp, which each run replaces with its own), and is readable by
+/// anyone, so that only the sandbox's covering of DATA_DIR keeps its files out of reach.
 struct DataDir {
     root: tempfile::TempDir,
     data: PathBuf,
@@ -30,7 +31,12 @@ struct DataDir {
 
 impl DataDir {
     fn new() -> Self {
-        let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("a temporary folder");
+        Self::under(Path::new(env!("CARGO_TARGET_TMPDIR")))
+    }
+
+    /// The same, in a new folder under `base`.
+    fn under(base: &Path) -> Self {
+        let root = tempfile::tempdir_in(base).expect("a temporary folder");
         let data = root.path().join("data");
         let workspace = data.join("workspaces").join("run-1");
         let logs = data.join("logs").join("run-1");
@@ -185,8 +191,8 @@ async fn writes_land_in_the_workspace_only(world: DataDir) {
              done
              echo x > {host_tmp}
              echo inside > made-inside",
-            data = world.data.display(),
-            host_tmp = host_tmp.display()
+            data = sh_word(&world.data),
+            host_tmp = sh_word(&host_tmp)
         ))
         .await;
     // The cover over DATA_DIR is a private tmpfs: writing there may succeed inside, but
@@ -215,7 +221,7 @@ async fn data_dir_is_hidden_under_every_name(world: DataDir) {
     )
     .unwrap();
     std::os::unix::fs::symlink(&world.data, world.workspace.join("data-link")).unwrap();
-    let data = world.data.display();
+    let data = sh_word(&world.data);
     let out = world
         .sh(&format!(
             "cat {data}/planwright.db {data}/github-app.pem
@@ -458,7 +464,7 @@ async fn another_runs_workspace_cannot_be_read(world: DataDir) {
         std::fs::Permissions::from_mode(0o644),
     )
     .unwrap();
-    let data = world.data.display();
+    let data = sh_word(&world.data);
     let out = world
         .sh(&format!(
             "cat ../run-2/notes.txt {data}/workspaces/run-2/notes.txt /proc/1/root{data}/workspaces/run-2/notes.txt
@@ -593,10 +599,10 @@ impl HostSecrets {
              cat {home}/.ssh/id_ed25519 {home}/.npmrc {home}/.claude/.credentials.json
              ls -A {home}
              echo RAN",
-            config = self.config.display(),
-            key = self.key.display(),
-            prices = self.prices.display(),
-            home = self.home.display()
+            config = sh_word(&self.config),
+            key = sh_word(&self.key),
+            prices = sh_word(&self.prices),
+            home = sh_word(&self.home)
         )
     }
 
@@ -697,15 +703,20 @@ fn a_planwright_that_is_not_root_shows_none_of_its_users_files() {
 async fn a_host_unix_socket_outside_run_cannot_be_reached(world: DataDir) {
     // Where a host service might listen (Fly's /.fly/api is one), open to everyone.
     let socket = world.root.path().join("host-api.sock");
-    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    // Wherever this checkout lies, however long its path.
+    let listener = planwright::unix_socket::bind(&socket)
+        .unwrap()
+        .into_std()
+        .unwrap();
     listener.set_nonblocking(true).unwrap();
     std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666)).unwrap();
     let out = world
         .sh(&format!(
             "python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); s.connect('{socket}'); print('CONNECTED')\"
-             if curl -sS --max-time 5 --unix-socket {socket} http://host/; then echo CONNECTED; fi
+             if curl -sS --max-time 5 --unix-socket {quoted} http://host/; then echo CONNECTED; fi
              echo RAN",
-            socket = socket.display()
+            socket = socket.display(),
+            quoted = sh_word(&socket)
         ))
         .await;
     let stdout = out.stdout.text();
@@ -910,10 +921,10 @@ async fn memory_backed_folders_are_bounded(world: DataDir) {
     // written at all. Files may be larger than any of them, so only the sizes stop it.
     let mut cmd = world.command(&format!(
         "for d in /tmp /dev/shm /run /dev {data}; do
-           head -c 40000000 /dev/zero > $d/fill 2>/dev/null
-           echo \"$d $(cat $d/fill 2>/dev/null | wc -c)\"
+           head -c 40000000 /dev/zero > \"$d/fill\" 2>/dev/null
+           echo \"$d $(cat \"$d/fill\" 2>/dev/null | wc -c)\"
          done",
-        data = world.data.display()
+        data = sh_word(&world.data)
     ));
     cmd.limits.tmp_bytes = 4 << 20;
     cmd.limits.file_size_bytes = 100_000_000;
@@ -1010,7 +1021,7 @@ async fn an_image_root_is_the_commands_root_with_its_env_and_path_first() {
          done
          {IMAGE_ONLY_TOOL}
          echo \"PATH=$PATH\"; echo \"HOME=$HOME\"; ls -A {data}",
-        data = world.data.display()
+        data = sh_word(&world.data)
     );
     let out = world
         .run(&world.sandbox(), in_root(&world, &root, &script))
@@ -1051,11 +1062,72 @@ async fn an_image_root_is_the_commands_root_with_its_env_and_path_first() {
 
 #[tokio::test]
 async fn in_an_image_only_the_workspace_tmp_and_home_are_writable_and_the_image_stays_as_it_was() {
-    let world = DataDir::new();
+    only_the_workspace_tmp_and_home_are_writable(DataDir::new()).await;
+}
+
+#[tokio::test]
+async fn in_an_image_with_the_workspace_under_tmp_only_the_workspace_tmp_and_home_are_writable() {
+    only_the_workspace_tmp_and_home_are_writable(DataDir::under(Path::new("/tmp"))).await;
+}
+
+#[tokio::test]
+async fn a_workspace_under_tmp_is_shown_over_the_runs_own_tmp_on_the_host_root() {
+    a_workspace_under_tmp_is_shown_over_the_runs_own_tmp(DataDir::under(Path::new("/tmp"))).await;
+}
+
+#[tokio::test]
+async fn a_workspace_under_tmp_is_shown_over_the_runs_own_tmp_on_an_image_root() {
+    let world = DataDir {
+        image: Some(roots::host_like()),
+        ..DataDir::under(Path::new("/tmp"))
+    };
+    a_workspace_under_tmp_is_shown_over_the_runs_own_tmp(world).await;
+}
+
+/// DATA_DIR, and so the workspace, under /tmp, which every run replaces with a tmpfs of its
+/// own: the workspace is mounted after it, so its files are there and what the command
+/// writes lands in it, and nothing else of DATA_DIR is.
+async fn a_workspace_under_tmp_is_shown_over_the_runs_own_tmp(world: DataDir) {
+    assert!(
+        world.workspace.starts_with("/tmp"),
+        "{}",
+        world.workspace.display()
+    );
+    std::fs::write(world.workspace.join("from-the-host"), "seen\n").unwrap();
+    let elsewhere = world.root.path().with_extension("elsewhere");
+    let out = world
+        .sh(&format!(
+            "cat from-the-host {workspace}/from-the-host
+             echo made > made-inside
+             echo x > {elsewhere} && echo TMP
+             cat {data}/planwright.db {data}/github-app.pem
+             ls -A {data}",
+            workspace = sh_word(&world.workspace),
+            elsewhere = sh_word(&elsewhere),
+            data = sh_word(&world.data)
+        ))
+        .await;
+    assert_eq!(
+        out.stdout.text(),
+        "seen\nseen\nTMP\nworkspaces\n",
+        "{}",
+        report(&out)
+    );
+    assert_eq!(
+        std::fs::read_to_string(world.workspace.join("made-inside")).unwrap(),
+        "made\n"
+    );
+    assert!(!elsewhere.exists(), "the host's /tmp was written");
+}
+
+/// Wherever `world` lies: a workspace under a folder each run gets fresh (/tmp, /run) is
+/// shown over the run's own, and the image's copy of that folder is not shown at all.
+async fn only_the_workspace_tmp_and_home_are_writable(world: DataDir) {
     let root = image_root(&world, roots::busybox);
     // A folder of the image on the way to the workspace: the workspace's mount point must
     // not be made in the image, which other runs share, and the folder's files stay.
     let top = world.workspace.components().nth(1).unwrap();
+    let fresh = ["tmp", "run"].iter().any(|f| top.as_os_str() == *f);
     let on_the_way = root.dir.join(top).join("from-the-image");
     std::fs::create_dir_all(on_the_way.parent().unwrap()).unwrap();
     std::fs::write(&on_the_way, "kept").unwrap();
@@ -1076,11 +1148,11 @@ async fn in_an_image_only_the_workspace_tmp_and_home_are_writable_and_the_image_
                if echo x > $f; then echo WROTE $f; fi
              done
              rm /bin/sh && echo REMOVED
-             cat /{top}/from-the-image && echo
+             cat {image_file} && echo || echo NOT-SHOWN
              echo x > /tmp/t && echo TMP
-             echo x > $HOME/h && echo HOME
+             echo x > \"$HOME/h\" && echo HOME
              echo x > in-workspace && echo WORKSPACE",
-            top = Path::new(&top).display()
+            image_file = sh_word(Path::new("/").join(top).join("from-the-image"))
         ),
     );
     cmd.env.push(("HOME".into(), home.display().to_string()));
@@ -1088,7 +1160,8 @@ async fn in_an_image_only_the_workspace_tmp_and_home_are_writable_and_the_image_
     let stdout = out.stdout.text();
     assert!(!stdout.contains("WROTE"), "{}", report(&out));
     assert!(!stdout.contains("REMOVED"), "{}", report(&out));
-    for wrote in ["kept\n", "TMP", "HOME", "WORKSPACE"] {
+    let seen = if fresh { "NOT-SHOWN" } else { "kept\n" };
+    for wrote in [seen, "TMP", "HOME", "WORKSPACE"] {
         assert!(stdout.contains(wrote), "{wrote}: {}", report(&out));
     }
     assert!(home.join("h").exists() && world.workspace.join("in-workspace").exists());

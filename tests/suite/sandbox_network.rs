@@ -102,7 +102,8 @@ struct Recorder {
 impl Recorder {
     /// On a Unix socket, mode 0666 like the real proxies make theirs.
     fn on_unix(path: &Path) -> Self {
-        let listener = tokio::net::UnixListener::bind(path).unwrap();
+        // Wherever this checkout lies, however long its path.
+        let listener = planwright::unix_socket::bind(path).unwrap();
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666)).unwrap();
         let recorder = Recorder::default();
         let r = recorder.clone();
@@ -219,7 +220,7 @@ async fn egress(world: &SandboxDirs, allow: &[&str], run: &str) -> EgressProxy {
 
 /// Sends a raw request to the egress proxy's socket and returns its whole answer.
 async fn ask_proxy(proxy: &EgressProxy, request: &str) -> String {
-    let mut stream = tokio::net::UnixStream::connect(proxy.socket())
+    let mut stream = planwright::unix_socket::connect(proxy.socket())
         .await
         .unwrap();
     stream.write_all(request.as_bytes()).await.unwrap();

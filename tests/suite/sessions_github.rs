@@ -596,6 +596,60 @@ async fn the_claude_code_executor_carries_out_the_contract_through_the_proxy() {
     world.server.stop().await;
 }
 
+/// A `DATA_DIR` of 100 characters puts every socket a run makes past the 107 bytes a
+/// socket address holds (`model-proxy.sock` right in it, the setup phase's egress socket
+/// deeper): the Claude Code CLI still reaches the model through the proxy's bridge, and
+/// the setup phase reaches the egress proxy through its own (a host it does not allow
+/// gets its 403), on both trees.
+#[tokio::test(flavor = "multi_thread")]
+async fn with_a_long_data_dir_the_bridged_runs_and_the_setup_phase_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let padding = 100 - dir.path().as_os_str().len() - 1;
+    let data = dir.path().join("d".repeat(padding));
+    assert_eq!(data.as_os_str().len(), 100);
+    let check = "grep -qx 403 ../home/proxy";
+    let world = World::calc_with(
+        GITHUB,
+        vec![
+            submit_calc(1),
+            Step::tool_call(
+                "toolu_fix",
+                "Bash",
+                json!({"command": "sed -i 's/a - b/a + b/' calc.py", "description": "Fix add"}),
+            )
+            .when_tools(&["Bash", "Edit"])
+            .when_last_contains("Make add return the sum"),
+            Step::text("Fixed add in calc.py.").when_tools(&["Bash", "Edit"]),
+            verdict(true, "As the contract asks."),
+        ],
+        &format!(
+            "setup:\n  - \"curl -s -o /dev/null -w '%{{http_code}}' http://not-allowed.example/ \
+             > ../home/proxy\"\n\
+             test:\n  - {check}\n  - {UNITTEST}\n\
+             executor: claude-code\n"
+        ),
+        &[("PLANWRIGHT_DATA_DIR", data.to_str().unwrap())],
+    )
+    .await;
+    world.approve_calc().await;
+    world.wait_for_state("pr_opened").await;
+    let runs = world.runs().await;
+    assert_eq!(runs[0].executor, "claude-code");
+    assert!(runs[0].cost_microusd > 0, "{runs:#?}");
+    let outcome: serde_json::Value =
+        serde_json::from_str(runs[0].outcome.as_deref().unwrap()).unwrap();
+    let commands = outcome["verification"]["commands"].as_array().unwrap();
+    for (phase, start) in [("setup", "curl"), ("check", check)] {
+        let row = commands
+            .iter()
+            .find(|c| c["phase"] == phase && c["command"].as_str().unwrap().starts_with(start))
+            .unwrap_or_else(|| panic!("no {phase} row {start}: {outcome}"));
+        assert_eq!(row["baseline"]["exit_code"], 0, "{row}");
+        assert_eq!(row["after"]["exit_code"], 0, "{row}");
+    }
+    world.server.stop().await;
+}
+
 #[tokio::test]
 async fn revise_on_the_pull_request_runs_another_round_on_the_same_branch() {
     let mut second = calc_contract(2);

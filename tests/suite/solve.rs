@@ -18,12 +18,17 @@ const ISSUE: &str = "# add subtracts\n\n`add(2, 3)` gives -1 instead of 5.\n";
 
 /// The calc project committed on `main` in `dir/calc`, with its planwright settings.
 fn calc_repo(dir: &Path) -> std::path::PathBuf {
+    calc_repo_with(dir, &format!("test: {UNITTEST}\n"))
+}
+
+/// The same, with `settings` as its planwright settings.
+fn calc_repo_with(dir: &Path, settings: &str) -> std::path::PathBuf {
     let repo = dir.join("calc");
     std::fs::create_dir_all(&repo).unwrap();
     git(&repo, &["init", "--quiet", "--initial-branch=main"]);
     std::fs::write(repo.join("calc.py"), CALC).unwrap();
     std::fs::write(repo.join("test_calc.py"), TEST_CALC).unwrap();
-    std::fs::write(repo.join(".planwright.yml"), format!("test: {UNITTEST}\n")).unwrap();
+    std::fs::write(repo.join(".planwright.yml"), settings).unwrap();
     git(&repo, &["add", "--all"]);
     git(&repo, &["commit", "--quiet", "-m", "calc"]);
     repo
@@ -161,6 +166,63 @@ async fn an_approved_solve_leaves_the_fix_on_a_branch_with_the_real_test_results
         "{body}"
     );
     assert_eq!(models.unused_steps(), 0);
+}
+
+/// A repository eight folders deep under a 60-character path: its `DATA_DIR`
+/// (`.git/planwright`) puts a run's sockets far past the 107 bytes a socket address holds.
+/// The setup phase's egress proxy still starts and answers through the bridge (a host it
+/// does not allow gets its 403), on both trees.
+#[tokio::test]
+async fn a_repository_deep_under_a_long_path_runs_its_setup_phase_through_the_egress_proxy() {
+    let dir = tempfile::tempdir().unwrap();
+    let padding = 60 - dir.path().as_os_str().len() - 1;
+    let long = dir.path().join("p".repeat(padding));
+    assert_eq!(long.as_os_str().len(), 60);
+    let deep = (1..=8).fold(long, |path, i| path.join(format!("folder-{i}")));
+    let check = "grep -qx 403 ../home/proxy";
+    let repo = calc_repo_with(
+        &deep,
+        &format!(
+            "setup:\n  - \"curl -s -o /dev/null -w '%{{http_code}}' http://not-allowed.example/ \
+             > ../home/proxy\"\n\
+             test:\n  - {check}\n  - {UNITTEST}\n"
+        ),
+    );
+    let models = ModelServer::start(script()).await;
+    let out = solve(
+        &repo,
+        &[
+            "--repo",
+            repo.to_str().unwrap(),
+            "--issue",
+            ISSUE,
+            "--approve",
+        ],
+        Some(&models),
+    )
+    .await;
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    let report = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("report: "))
+        .unwrap_or_else(|| panic!("no report in:\n{stdout}"));
+    let body = std::fs::read_to_string(report).unwrap();
+    for command in ["setup: `curl", &format!("`{check}`")] {
+        let row = body
+            .lines()
+            .find(|l| l.starts_with(&format!("| {command}")))
+            .unwrap_or_else(|| panic!("no row for {command} in:\n{body}"));
+        let cells: Vec<&str> = row.split(" | ").collect();
+        assert!(
+            cells[1].contains("✅") && cells[2].contains("✅"),
+            "{row}\n{body}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -357,9 +419,9 @@ async fn at_a_terminal_the_contract_is_shown_and_no_cancels_it() {
     // `script` gives solve a terminal; its output comes back through it.
     let line = format!(
         "{} solve --repo {} --issue-file {}",
-        env!("CARGO_BIN_EXE_planwright"),
-        repo.display(),
-        issue_file.display()
+        support::sh_word(env!("CARGO_BIN_EXE_planwright")),
+        support::sh_word(&repo),
+        support::sh_word(&issue_file)
     );
     let mut cmd = tokio::process::Command::new("script");
     cmd.current_dir(dir.path())

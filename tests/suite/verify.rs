@@ -1372,8 +1372,8 @@ async fn symlinks_setup_plants_are_kept_as_links_and_never_followed() {
         "setup:\n  - mkdir -p .venv && ln -s {secret} .venv/leak && ln -s {outside} .venv/out && ln -s {outside} ../home/out\n\
          test:\n  - test -L .venv/leak\n\
          environment:\n  cache: [.venv]\n  cache_key: [README.md]\n",
-        secret = secret.display(),
-        outside = outside.display(),
+        secret = support::sh_word(&secret),
+        outside = support::sh_word(&outside),
     ));
     let plan = Plan::new(&contract, &config);
     let world = world.with_setup_cache(&config);
@@ -1598,7 +1598,7 @@ async fn what_the_checks_rewrote_is_put_back_and_a_link_they_left_is_not_followe
     let formatter = format!(
         "echo '# formatted' >> calc.py; rm test_calc.py; echo again > notes.txt; \
          echo log > format.log; rm -r docs && ln -s {} docs",
-        outside.display()
+        support::sh_word(&outside)
     );
     let config = settings(&format!("test: [{formatter:?}]\n"));
     let plan = Plan::new(&contract, &config);

@@ -671,8 +671,8 @@ async fn git_inside_the_sandbox_sees_a_clean_checkout_and_can_commit() {
     let db = s.data.path().join("planwright.db");
     let out = run(&format!(
         "cat {} 2>/dev/null; touch {}/x 2>/dev/null && echo wrote; true",
-        db.display(),
-        ws.shared_objects().display()
+        support::sh_word(&db),
+        support::sh_word(ws.shared_objects())
     ))
     .await;
     assert_eq!(out.stdout.text(), "", "{}", out.stderr.text());

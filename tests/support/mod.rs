@@ -43,6 +43,13 @@ pub const GITLAB_SECRET: &str = "gitlab-test-token";
 /// The operator's ADMIN_TOKEN in test settings: the session pages and `/metrics` need it.
 pub const ADMIN_TOKEN: &str = "admin-test-token-7f3e2b";
 
+/// `path` as one word of a shell script, whatever it holds (a checkout in a folder whose
+/// name has a space, say).
+pub fn sh_word(path: impl AsRef<std::path::Path>) -> String {
+    let text = path.as_ref().display().to_string();
+    format!("'{}'", text.replace('\'', r"'\''"))
+}
+
 /// The shared fixtures (real payloads and logs), beside the repository.
 pub fn fixtures() -> PathBuf {
     let dir = std::env::var_os("PLANWRIGHT_TEST_FIXTURES")

@@ -264,7 +264,7 @@ async fn bind_socket(path: &Path) -> Result<tokio::net::UnixListener> {
                 path.display()
             );
         }
-        if tokio::net::UnixStream::connect(path).await.is_ok() {
+        if crate::unix_socket::connect(path).await.is_ok() {
             bail!(
                 "Cannot use {} as the model proxy socket: another process serves it (give each process its own MODEL_PROXY_SOCKET)",
                 path.display()
@@ -281,7 +281,7 @@ async fn bind_socket(path: &Path) -> Result<tokio::net::UnixListener> {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("Could not create {} for the model proxy", dir.display()))?;
     }
-    let listener = tokio::net::UnixListener::bind(path).with_context(|| {
+    let listener = crate::unix_socket::bind(path).with_context(|| {
         format!(
             "Could not listen on the model proxy socket {}",
             path.display()
