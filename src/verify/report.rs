@@ -716,18 +716,11 @@ pub(super) fn plain(s: &RunSummary) -> String {
     }
 }
 
-/// `text` as inline code that survives a table cell: pipes escaped, no line breaks, and
-/// fenced by more backticks than it holds.
+/// `text` as inline code that survives a table cell: pipes escaped, no line breaks (a
+/// file name may hold carriage returns, which end a line for markdown too), and fenced by
+/// more backticks than it holds.
 pub(super) fn code(text: &str) -> String {
-    let text = text.replace('\n', " ").replace('|', "\\|");
-    let longest = longest_backtick_run(&text);
-    let ticks = "`".repeat(longest + 1);
-    let pad = if text.starts_with('`') || text.ends_with('`') {
-        " "
-    } else {
-        ""
-    };
-    format!("{ticks}{pad}{text}{pad}{ticks}")
+    crate::markdown::code(text, true)
 }
 
 pub(super) fn fence(text: &str) -> String {

@@ -522,6 +522,43 @@ async fn a_workflow_or_planwright_settings_edit_is_refused() {
     ));
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refused_path_with_line_breaks_in_its_name_cannot_write_markdown_into_the_report() {
+    let world = Project::new();
+    let contract = contract();
+    let plan = Plan::new(
+        &contract,
+        &config("protected_paths: [\".github/workflows/**\"]\n"),
+    );
+    // A file name may hold carriage returns: two of them end a line and a paragraph for
+    // markdown, then a heading, a team mention and a link.
+    let name = ".github/workflows/x\r\r# @octo-org/sec [x](mailto:a@evil.example).yml";
+    let report = world
+        .verify(&contract, &plan, |repo| {
+            write(repo, "calc.py", CALC_FIXED);
+            write(repo, name, "on: push\n");
+        })
+        .await;
+    assert_eq!(report.verdict, Verdict::Refused);
+    assert!(
+        report.scope.iter().any(|f| f.path == name),
+        "{:?}",
+        report.scope
+    );
+    for shown in [report.check_markdown(), report.for_publication().failing] {
+        assert!(shown.contains("octo-org/sec"), "{shown}");
+        let prose = support::markdown::prose(&shown);
+        assert!(!prose.contains("@octo-org"), "{prose}\n\n{shown}");
+        let live = support::markdown::links_and_headings(&shown);
+        assert!(
+            !live
+                .iter()
+                .any(|l| l.contains("evil.example") || l.contains("octo-org")),
+            "{live:?}\n\n{shown}"
+        );
+    }
+}
+
 fn declare(contract: &mut Contract, path: &str, action: FileAction) {
     contract.change.files.push(FileChange {
         path: path.into(),
