@@ -1939,6 +1939,45 @@ async fn a_new_test_module_that_patches_the_code_on_import_does_not_change_the_o
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_new_test_file_with_line_breaks_in_its_name_cannot_write_markdown_into_the_report() {
+    let world = Project::new();
+    let contract = contract();
+    let plan = Plan::new(&contract, &config(""));
+    // Two carriage returns end a line and a paragraph for markdown; a mention and a link
+    // follow.
+    let name = "test_a\r\r# @mallory [x](mailto:a@evil.example).py";
+    let report = world
+        .verify(&contract, &plan, |repo| {
+            write(repo, "calc.py", CALC_FIXED);
+            write(
+                repo,
+                name,
+                "import unittest\n\n\nclass TestNothing(unittest.TestCase):\n    \
+                 def test_true(self):\n        self.assertTrue(True)\n",
+            );
+        })
+        .await;
+    assert!(
+        report.judged.iter().any(|n| n.contains("@mallory")),
+        "{:?}",
+        report.judged
+    );
+    let published = report.for_publication();
+    for shown in [report.pr_markdown(), published.proof, published.details] {
+        assert!(shown.contains("mallory"), "{shown}");
+        let prose = support::markdown::prose(&shown);
+        assert!(!prose.contains("@mallory"), "{prose}\n\n{shown}");
+        let live = support::markdown::links_and_headings(&shown);
+        assert!(
+            !live
+                .iter()
+                .any(|l| l.contains("evil.example") || l.contains("mallory")),
+            "{live:?}\n\n{shown}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn an_old_test_file_the_contract_does_not_name_runs_in_its_base_form() {
     let world = Project::new();
     let contract = contract();
