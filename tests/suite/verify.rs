@@ -559,6 +559,35 @@ async fn a_refused_path_with_line_breaks_in_its_name_cannot_write_markdown_into_
     }
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_test_targets_name_with_backticks_cannot_write_markdown_into_the_report() {
+    let world = Project::new();
+    let contract = contract();
+    let plan = Plan::new(&contract, &config(""));
+    // A backtick closes the code span the name is shown in; a mention and a link follow.
+    let cargo = "[package]\nname = \"calc\"\nversion = \"0.1.0\"\n\n[[test]]\n\
+                 name = \"t` @mallory [x](mailto:a@evil.example) `\"\nharness = false\n";
+    let report = world
+        .verify(&contract, &plan, |repo| {
+            write(repo, "calc.py", CALC_FIXED);
+            write(repo, "Cargo.toml", cargo);
+        })
+        .await;
+    let published = report.for_publication();
+    for shown in [report.check_markdown(), published.failing] {
+        assert!(shown.contains("mallory"), "{shown}");
+        let prose = support::markdown::prose(&shown);
+        assert!(!prose.contains("@mallory"), "{prose}\n\n{shown}");
+        let live = support::markdown::links_and_headings(&shown);
+        assert!(
+            !live
+                .iter()
+                .any(|l| l.contains("evil.example") || l.contains("mallory")),
+            "{live:?}\n\n{shown}"
+        );
+    }
+}
+
 fn declare(contract: &mut Contract, path: &str, action: FileAction) {
     contract.change.files.push(FileChange {
         path: path.into(),
