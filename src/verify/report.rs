@@ -395,11 +395,15 @@ impl VerificationReport {
                 }
                 out.push('\n');
                 if !f.message.trim().is_empty() {
-                    let ticks = fence(&f.message);
+                    // Markdown ends a line at a lone `\r` too: every line of the message
+                    // is indented under its item, or one that is not would end the item
+                    // and the fence with it.
+                    let message = f.message.replace("\r\n", "\n").replace('\r', "\n");
+                    let ticks = fence(&message);
                     let _ = writeln!(
                         out,
                         "\n  {ticks}text\n  {}\n  {ticks}\n",
-                        f.message.replace('\n', "\n  ")
+                        message.replace('\n', "\n  ")
                     );
                 }
             }

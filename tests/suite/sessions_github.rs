@@ -1099,40 +1099,54 @@ async fn failed_checks_of_others_are_reported_once_and_the_next_round_gets_them(
 }
 
 #[tokio::test]
-async fn a_failed_check_whose_test_names_hold_blank_lines_cannot_write_markdown_into_its_report() {
+async fn a_failed_check_whose_test_report_holds_line_breaks_cannot_write_markdown_into_its_report()
+{
     let (world, pull) = World::published_calc(GITHUB, vec![]).await;
     let github = world.github();
     let head = world.upstream(&["rev-parse", &pull.head]);
-    // A status another service set (GitHub keeps 140 characters of its description): a test
-    // report whose test name, through XML character references, holds blank lines and then
-    // a heading, a team mention and a tracking image.
-    let planted = "<testsuite><testcase name=\"a&#10;&#10;# @octo-org/sec ![](https://evil.example/x)\"><failure/></testcase></testsuite>";
-    assert!(planted.len() <= 140);
-    github.add_status(REPO, &head, "ci/xml", "failure", planted);
-    let mut payload = world.payload("status._.1.json", &world.maintainer);
-    payload["sha"] = json!(head);
-    payload["context"] = json!("ci/xml");
-    payload["state"] = json!("failure");
-    world.send_github("status", "xml-status", &payload).await;
-    let reported = github
-        .wait_for("the report of the failed status", |g| {
-            g.issue_comments(REPO, pull.number)
-                .into_iter()
-                .map(|c| c.body)
-                .find(|b| b.contains("Checks failed on"))
-        })
-        .await;
-    // The test is named, as code: no heading, link, image or live mention of its own.
-    assert!(reported.contains("octo-org/sec"), "{reported}");
-    let prose = markdown::prose(&reported);
-    assert!(!prose.contains("@octo-org"), "{prose}\n\n{reported}");
-    let live = markdown::links_and_headings(&reported);
-    assert!(
-        !live
-            .iter()
-            .any(|l| l.contains("evil.example") || l.contains("octo-org")),
-        "{live:?}\n\n{reported}"
-    );
+    // Statuses another service set (GitHub keeps 140 characters of a description), each a
+    // test report whose test name or failure message, through XML character references,
+    // holds line breaks and then a heading, a mention and a link or image.
+    let planted = [
+        (
+            "ci/name",
+            "<testsuite><testcase name=\"a&#10;&#10;# @octo-org/sec ![](https://evil.example/x)\"><failure/></testcase></testsuite>",
+        ),
+        (
+            "ci/message",
+            "<testsuite><testcase name=\"a\"><failure message=\"m&#13;&#13;# @octo-org/sec [x](https://evil.example/x)\"/></testcase></testsuite>",
+        ),
+    ];
+    for (context, description) in planted {
+        assert!(description.len() <= 140, "{context}");
+        github.add_status(REPO, &head, context, "failure", description);
+        let mut payload = world.payload("status._.1.json", &world.maintainer);
+        payload["sha"] = json!(head);
+        payload["context"] = json!(context);
+        payload["state"] = json!("failure");
+        world.send_github("status", context, &payload).await;
+        let heading = format!("**{context} (failure)**");
+        let reported = github
+            .wait_for("the report of the failed status", |g| {
+                g.issue_comments(REPO, pull.number)
+                    .into_iter()
+                    .map(|c| c.body)
+                    .find(|b| b.contains(&heading))
+            })
+            .await;
+        // The test is named, and its message shown, as code: no heading, link, image or
+        // live mention of their own.
+        assert!(reported.contains("octo-org/sec"), "{reported}");
+        let prose = markdown::prose(&reported);
+        assert!(!prose.contains("@octo-org"), "{prose}\n\n{reported}");
+        let live = markdown::links_and_headings(&reported);
+        assert!(
+            !live
+                .iter()
+                .any(|l| l.contains("evil.example") || l.contains("octo-org")),
+            "{live:?}\n\n{reported}"
+        );
+    }
     world.server.stop().await;
 }
 

@@ -588,6 +588,42 @@ async fn a_test_targets_name_with_backticks_cannot_write_markdown_into_the_repor
     }
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failure_message_with_carriage_returns_cannot_write_markdown_into_the_report() {
+    // A test command that prints a JUnit report whose failure message, through character
+    // references, holds carriage returns, then a heading, a mention and a link.
+    let script = "cat <<'EOF'\n<testsuite><testcase classname=\"t\" name=\"a\">\
+                  <failure message=\"m&#13;&#13;# @mallory [x](mailto:a@evil.example)\"/>\
+                  </testcase></testsuite>\nEOF\nexit 1\n";
+    let world = Project::with_files(&[("report.sh", script)]);
+    let contract = contract();
+    let plan = Plan::new(&contract, &settings("test: [\"sh report.sh\"]\n"));
+    let report = world
+        .verify(&contract, &plan, |repo| write(repo, "calc.py", CALC_FIXED))
+        .await;
+    assert!(
+        report
+            .failures
+            .iter()
+            .any(|f| f.message.contains("@mallory")),
+        "{}",
+        report.compact()
+    );
+    let published = report.for_publication();
+    for shown in [report.check_markdown(), published.failing] {
+        assert!(shown.contains("mallory"), "{shown}");
+        let prose = support::markdown::prose(&shown);
+        assert!(!prose.contains("@mallory"), "{prose}\n\n{shown}");
+        let live = support::markdown::links_and_headings(&shown);
+        assert!(
+            !live
+                .iter()
+                .any(|l| l.contains("evil.example") || l.contains("mallory")),
+            "{live:?}\n\n{shown}"
+        );
+    }
+}
+
 fn declare(contract: &mut Contract, path: &str, action: FileAction) {
     contract.change.files.push(FileChange {
         path: path.into(),
