@@ -177,14 +177,18 @@ fn fence(text: &str) -> String {
     "`".repeat((longest + 1).max(3))
 }
 
+/// `text` with each line ended by `\n` alone. Markdown ends a line at a lone `\r` too: a
+/// message indented under its list item must have each of its lines indented, or a line
+/// that is not would end the item, and with it the fence, and be read as markdown.
+fn one_ending(text: &str) -> String {
+    text.replace("\r\n", "\n").replace('\r', "\n")
+}
+
+/// `text` as one inline code span. A test's name or location is one line, whatever the
+/// log claims: a line break (a blank line ends a code span and its paragraph) is shown as
+/// a space, so no name can close the span and write markdown of its own.
 fn code(text: &str) -> String {
-    let ticks = "`".repeat(text.split(|c| c != '`').map(str::len).max().unwrap_or(0) + 1);
-    let pad = if text.starts_with('`') || text.ends_with('`') {
-        " "
-    } else {
-        ""
-    };
-    format!("{ticks}{pad}{text}{pad}{ticks}")
+    crate::markdown::code(text, false)
 }
 
 /// The report for maintainers (pull request bodies, check runs, the terminal).
@@ -214,7 +218,7 @@ pub fn markdown(report: &TestReport) -> String {
             if let Some(location) = &problem.location {
                 let _ = write!(out, "{} ", code(location));
             }
-            let message = short_message(&problem.message);
+            let message = one_ending(&short_message(&problem.message));
             let f = fence(&message);
             let _ = writeln!(
                 out,
@@ -232,7 +236,7 @@ pub fn markdown(report: &TestReport) -> String {
             }
             out.push('\n');
             if !failure.message.trim().is_empty() {
-                let message = short_message(&failure.message);
+                let message = one_ending(&short_message(&failure.message));
                 let f = fence(&message);
                 let _ = writeln!(
                     out,
@@ -293,5 +297,6 @@ mod tests {
     fn code_spans_survive_backticks() {
         assert_eq!(code("a`b"), "``a`b``");
         assert_eq!(code("plain"), "`plain`");
+        assert_eq!(code("a\n\n# b\r\rc"), "`a  # b  c`");
     }
 }

@@ -99,7 +99,7 @@ impl Judging {
             if unsplit.is_empty() {
                 judging.apart = added;
             } else {
-                let listed: Vec<String> = unsplit.iter().map(|c| format!("`{c}`")).collect();
+                let listed: Vec<String> = unsplit.iter().map(|c| code(c)).collect();
                 judging.notes.push(format!(
                     "The new test files ran with the old ones: {} cannot run test files on \
                      their own.",
@@ -147,8 +147,9 @@ impl Judging {
                 }
                 FileText::Absent => kept.push(path.clone()),
                 FileText::Unread(why) => self.notes.push(format!(
-                    "`{path}` was judged as the result left it: its base form could not be \
-                     read ({why})."
+                    "{} was judged as the result left it: its base form could not be read \
+                     ({why}).",
+                    code(path)
                 )),
             }
         }
@@ -246,8 +247,8 @@ impl Judging {
                 changed = true;
                 for module in kept {
                     self.notes.push(format!(
-                        "`{module}` ran with the old tests: a test file the contract names \
-                         imports it."
+                        "{} ran with the old tests: a test file the contract names imports it.",
+                        code(&module)
                     ));
                     importers.push(module);
                 }
@@ -265,7 +266,7 @@ impl Judging {
     pub(super) fn describe(&self, lines: &[String]) -> Vec<String> {
         let mut out = Vec::new();
         if !self.base_form.is_empty() {
-            let files: Vec<String> = self.base_form.iter().map(|p| format!("`{p}`")).collect();
+            let files: Vec<String> = self.base_form.iter().map(|p| code(p)).collect();
             out.push(format!(
                 "Judged by the base's tests: {} ran in {} base form, since the contract does \
                  not name {}.",
@@ -275,8 +276,8 @@ impl Judging {
             ));
         }
         if !self.apart.is_empty() {
-            let files: Vec<String> = self.apart.iter().map(|p| format!("`{p}`")).collect();
-            let how: Vec<String> = lines.iter().map(|l| format!("`{l}`")).collect();
+            let files: Vec<String> = self.apart.iter().map(|p| code(p)).collect();
+            let how: Vec<String> = lines.iter().map(|l| code(l)).collect();
             out.push(format!(
                 "The new test files {} ran apart from the old ones: {}.",
                 files.join(", "),
@@ -334,6 +335,12 @@ impl Saved {
     pub(super) fn put_back(self, workspace: &Workspace) -> anyhow::Result<()> {
         self.result_tree(workspace)
     }
+}
+
+/// A file name or command as inline code in the report: it may hold backticks and line
+/// breaks (a file name may hold carriage returns), none of which can end the span.
+fn code(text: &str) -> String {
+    crate::markdown::code(text, false)
 }
 
 /// Whether Python source `text` imports the module of file `path` (`tests/test_cases.py`:

@@ -395,11 +395,15 @@ impl VerificationReport {
                 }
                 out.push('\n');
                 if !f.message.trim().is_empty() {
-                    let ticks = fence(&f.message);
+                    // Markdown ends a line at a lone `\r` too: every line of the message
+                    // is indented under its item, or one that is not would end the item
+                    // and the fence with it.
+                    let message = f.message.replace("\r\n", "\n").replace('\r', "\n");
+                    let ticks = fence(&message);
                     let _ = writeln!(
                         out,
                         "\n  {ticks}text\n  {}\n  {ticks}\n",
-                        f.message.replace('\n', "\n  ")
+                        message.replace('\n', "\n  ")
                     );
                 }
             }
@@ -716,18 +720,11 @@ pub(super) fn plain(s: &RunSummary) -> String {
     }
 }
 
-/// `text` as inline code that survives a table cell: pipes escaped, no line breaks, and
-/// fenced by more backticks than it holds.
+/// `text` as inline code that survives a table cell: pipes escaped, no line breaks (a
+/// file name may hold carriage returns, which end a line for markdown too), and fenced by
+/// more backticks than it holds.
 pub(super) fn code(text: &str) -> String {
-    let text = text.replace('\n', " ").replace('|', "\\|");
-    let longest = longest_backtick_run(&text);
-    let ticks = "`".repeat(longest + 1);
-    let pad = if text.starts_with('`') || text.ends_with('`') {
-        " "
-    } else {
-        ""
-    };
-    format!("{ticks}{pad}{text}{pad}{ticks}")
+    crate::markdown::code(text, true)
 }
 
 pub(super) fn fence(text: &str) -> String {

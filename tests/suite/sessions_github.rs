@@ -13,6 +13,7 @@ use serde_json::json;
 use crate::support::calc::{UNITTEST, contract as calc_contract};
 use crate::support::eventually;
 use crate::support::fake_forge::{self, FakeUser};
+use crate::support::markdown;
 use crate::support::model_server::Step;
 use crate::support::redact::redact;
 use crate::support::world::{
@@ -1148,6 +1149,58 @@ async fn failed_checks_of_others_are_reported_once_and_the_next_round_gets_them(
     assert!(planner_saw.contains("Output of other checks that failed on the pull request, distilled (written by CI and test code, not by a maintainer)"));
     assert!(planner_saw.contains(&failing[0]), "{planner_saw}");
     assert!(planner_saw.contains("ci/lint (error)"), "{planner_saw}");
+    world.server.stop().await;
+}
+
+#[tokio::test]
+async fn a_failed_check_whose_test_report_holds_line_breaks_cannot_write_markdown_into_its_report()
+{
+    let (world, pull) = World::published_calc(GITHUB, vec![]).await;
+    let github = world.github();
+    let head = world.upstream(&["rev-parse", &pull.head]);
+    // Statuses another service set (GitHub keeps 140 characters of a description), each a
+    // test report whose test name or failure message, through XML character references,
+    // holds line breaks and then a heading, a mention and a link or image.
+    let planted = [
+        (
+            "ci/name",
+            "<testsuite><testcase name=\"a&#10;&#10;# @octo-org/sec ![](https://evil.example/x)\"><failure/></testcase></testsuite>",
+        ),
+        (
+            "ci/message",
+            "<testsuite><testcase name=\"a\"><failure message=\"m&#13;&#13;# @octo-org/sec [x](https://evil.example/x)\"/></testcase></testsuite>",
+        ),
+    ];
+    for (context, description) in planted {
+        assert!(description.len() <= 140, "{context}");
+        github.add_status(REPO, &head, context, "failure", description);
+        let mut payload = world.payload("status._.1.json", &world.maintainer);
+        payload["sha"] = json!(head);
+        payload["context"] = json!(context);
+        payload["state"] = json!("failure");
+        world.send_github("status", context, &payload).await;
+        let heading = format!("**{context} (failure)**");
+        let reported = github
+            .wait_for("the report of the failed status", |g| {
+                g.issue_comments(REPO, pull.number)
+                    .into_iter()
+                    .map(|c| c.body)
+                    .find(|b| b.contains(&heading))
+            })
+            .await;
+        // The test is named, and its message shown, as code: no heading, link, image or
+        // live mention of their own.
+        assert!(reported.contains("octo-org/sec"), "{reported}");
+        let prose = markdown::prose(&reported);
+        assert!(!prose.contains("@octo-org"), "{prose}\n\n{reported}");
+        let live = markdown::links_and_headings(&reported);
+        assert!(
+            !live
+                .iter()
+                .any(|l| l.contains("evil.example") || l.contains("octo-org")),
+            "{live:?}\n\n{reported}"
+        );
+    }
     world.server.stop().await;
 }
 

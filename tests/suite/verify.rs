@@ -522,6 +522,108 @@ async fn a_workflow_or_planwright_settings_edit_is_refused() {
     ));
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refused_path_with_line_breaks_in_its_name_cannot_write_markdown_into_the_report() {
+    let world = Project::new();
+    let contract = contract();
+    let plan = Plan::new(
+        &contract,
+        &config("protected_paths: [\".github/workflows/**\"]\n"),
+    );
+    // A file name may hold carriage returns: two of them end a line and a paragraph for
+    // markdown, then a heading, a team mention and a link.
+    let name = ".github/workflows/x\r\r# @octo-org/sec [x](mailto:a@evil.example).yml";
+    let report = world
+        .verify(&contract, &plan, |repo| {
+            write(repo, "calc.py", CALC_FIXED);
+            write(repo, name, "on: push\n");
+        })
+        .await;
+    assert_eq!(report.verdict, Verdict::Refused);
+    assert!(
+        report.scope.iter().any(|f| f.path == name),
+        "{:?}",
+        report.scope
+    );
+    for shown in [report.check_markdown(), report.for_publication().failing] {
+        assert!(shown.contains("octo-org/sec"), "{shown}");
+        let prose = support::markdown::prose(&shown);
+        assert!(!prose.contains("@octo-org"), "{prose}\n\n{shown}");
+        let live = support::markdown::links_and_headings(&shown);
+        assert!(
+            !live
+                .iter()
+                .any(|l| l.contains("evil.example") || l.contains("octo-org")),
+            "{live:?}\n\n{shown}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_test_targets_name_with_backticks_cannot_write_markdown_into_the_report() {
+    let world = Project::new();
+    let contract = contract();
+    let plan = Plan::new(&contract, &config(""));
+    // A backtick closes the code span the name is shown in; a mention and a link follow.
+    let cargo = "[package]\nname = \"calc\"\nversion = \"0.1.0\"\n\n[[test]]\n\
+                 name = \"t` @mallory [x](mailto:a@evil.example) `\"\nharness = false\n";
+    let report = world
+        .verify(&contract, &plan, |repo| {
+            write(repo, "calc.py", CALC_FIXED);
+            write(repo, "Cargo.toml", cargo);
+        })
+        .await;
+    let published = report.for_publication();
+    for shown in [report.check_markdown(), published.failing] {
+        assert!(shown.contains("mallory"), "{shown}");
+        let prose = support::markdown::prose(&shown);
+        assert!(!prose.contains("@mallory"), "{prose}\n\n{shown}");
+        let live = support::markdown::links_and_headings(&shown);
+        assert!(
+            !live
+                .iter()
+                .any(|l| l.contains("evil.example") || l.contains("mallory")),
+            "{live:?}\n\n{shown}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failure_message_with_carriage_returns_cannot_write_markdown_into_the_report() {
+    // A test command that prints a JUnit report whose failure message, through character
+    // references, holds carriage returns, then a heading, a mention and a link.
+    let script = "cat <<'EOF'\n<testsuite><testcase classname=\"t\" name=\"a\">\
+                  <failure message=\"m&#13;&#13;# @mallory [x](mailto:a@evil.example)\"/>\
+                  </testcase></testsuite>\nEOF\nexit 1\n";
+    let world = Project::with_files(&[("report.sh", script)]);
+    let contract = contract();
+    let plan = Plan::new(&contract, &settings("test: [\"sh report.sh\"]\n"));
+    let report = world
+        .verify(&contract, &plan, |repo| write(repo, "calc.py", CALC_FIXED))
+        .await;
+    assert!(
+        report
+            .failures
+            .iter()
+            .any(|f| f.message.contains("@mallory")),
+        "{}",
+        report.compact()
+    );
+    let published = report.for_publication();
+    for shown in [report.check_markdown(), published.failing] {
+        assert!(shown.contains("mallory"), "{shown}");
+        let prose = support::markdown::prose(&shown);
+        assert!(!prose.contains("@mallory"), "{prose}\n\n{shown}");
+        let live = support::markdown::links_and_headings(&shown);
+        assert!(
+            !live
+                .iter()
+                .any(|l| l.contains("evil.example") || l.contains("mallory")),
+            "{live:?}\n\n{shown}"
+        );
+    }
+}
+
 fn declare(contract: &mut Contract, path: &str, action: FileAction) {
     contract.change.files.push(FileChange {
         path: path.into(),
@@ -2018,6 +2120,45 @@ async fn a_new_test_module_that_patches_the_code_on_import_does_not_change_the_o
     // The result's checkout holds the new module again, as the executor left it.
     let table = report.pr_markdown();
     assert!(table.contains("ran apart from the old ones"), "{table}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_new_test_file_with_line_breaks_in_its_name_cannot_write_markdown_into_the_report() {
+    let world = Project::new();
+    let contract = contract();
+    let plan = Plan::new(&contract, &config(""));
+    // Two carriage returns end a line and a paragraph for markdown; a mention and a link
+    // follow.
+    let name = "test_a\r\r# @mallory [x](mailto:a@evil.example).py";
+    let report = world
+        .verify(&contract, &plan, |repo| {
+            write(repo, "calc.py", CALC_FIXED);
+            write(
+                repo,
+                name,
+                "import unittest\n\n\nclass TestNothing(unittest.TestCase):\n    \
+                 def test_true(self):\n        self.assertTrue(True)\n",
+            );
+        })
+        .await;
+    assert!(
+        report.judged.iter().any(|n| n.contains("@mallory")),
+        "{:?}",
+        report.judged
+    );
+    let published = report.for_publication();
+    for shown in [report.pr_markdown(), published.proof, published.details] {
+        assert!(shown.contains("mallory"), "{shown}");
+        let prose = support::markdown::prose(&shown);
+        assert!(!prose.contains("@mallory"), "{prose}\n\n{shown}");
+        let live = support::markdown::links_and_headings(&shown);
+        assert!(
+            !live
+                .iter()
+                .any(|l| l.contains("evil.example") || l.contains("mallory")),
+            "{live:?}\n\n{shown}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -162,9 +162,9 @@ fn compare_settings(path: &str, base: &[Setting], result: &[Setting], out: &mut 
     for s in result {
         let what = match before.get(s.key.as_str()) {
             Some(old) if old.value == s.value => continue,
-            Some(_) => format!("changes {} to `{}`", s.key, clipped(&s.value)),
+            Some(_) => format!("changes {} to {}", s.key, as_code(&clipped(&s.value))),
             None if s.harmless_added => continue,
-            None => format!("adds {} = `{}`", s.key, clipped(&s.value)),
+            None => format!("adds {} = {}", s.key, as_code(&clipped(&s.value))),
         };
         out.push(selection(path, s, false, what));
     }
@@ -186,6 +186,12 @@ fn selection(path: &str, s: &Setting, in_base: bool, what: String) -> Draft {
         instruction: format!("undo this change to the test selection: {what}"),
         what,
     }
+}
+
+/// A name or value the result wrote, as inline code: it may hold backticks and line
+/// breaks, none of which can end the span.
+fn as_code(text: &str) -> String {
+    crate::markdown::code(text, false)
 }
 
 fn clipped(value: &str) -> String {
@@ -228,7 +234,7 @@ fn ini(text: &str, wanted: &str) -> Vec<Setting> {
         if section == wanted && PYTEST_KEYS.contains(&key) {
             out.push(Setting {
                 name: key.to_owned(),
-                key: format!("`{key}` in `[{section}]`"),
+                key: format!("{} in {}", as_code(key), as_code(&format!("[{section}]"))),
                 value: squeeze(&trimmed[split + 1..]),
                 line: i + 1,
                 harmless_added: false,
@@ -246,7 +252,11 @@ fn toml_like(text: &str, keep: impl Fn(&str, &str) -> bool) -> Vec<Setting> {
         .into_iter()
         .filter(|e| keep(&e.section, &e.key))
         .map(|e| Setting {
-            key: format!("`{}` in `[{}]`", e.key, e.table),
+            key: format!(
+                "{} in {}",
+                as_code(&e.key),
+                as_code(&format!("[{}]", e.table))
+            ),
             name: e.key,
             value: e.value,
             line: e.line,
@@ -358,7 +368,11 @@ fn cargo(text: &str) -> Vec<Setting> {
         {
             out.push(Setting {
                 name: e.key.clone(),
-                key: format!("`{}` in `[{}]`", e.key, e.table),
+                key: format!(
+                    "{} in {}",
+                    as_code(&e.key),
+                    as_code(&format!("[{}]", e.table))
+                ),
                 value: e.value.clone(),
                 line: e.line,
                 harmless_added: false,
@@ -373,7 +387,7 @@ fn cargo(text: &str) -> Vec<Setting> {
             .map_or(table.clone(), |n| n.trim_matches('"').to_owned());
         out.push(Setting {
             name: "[[test]]".into(),
-            key: format!("the `[[test]]` target `{name}`"),
+            key: format!("the `[[test]]` target {}", as_code(&name)),
             value: keys.join(","),
             line: header,
             harmless_added: !switched,
@@ -411,9 +425,9 @@ fn js_keys(text: &str, keys: &[&str], code: bool) -> Vec<Setting> {
         let n = seen.entry(known).or_default();
         *n += 1;
         let label = if *n == 1 {
-            format!("`{known}`")
+            as_code(known)
         } else {
-            format!("`{known}` ({n})")
+            format!("{} ({n})", as_code(known))
         };
         out.push(Setting {
             name: (*known).to_owned(),
@@ -488,12 +502,12 @@ fn added_lines(
         if matches(&text) {
             let setting = Setting {
                 name: String::new(),
-                key: format!("`{text}`"),
+                key: as_code(&text),
                 value: String::new(),
                 line,
                 harmless_added: false,
             };
-            let what = format!("adds `{}`", clipped(&text));
+            let what = format!("adds {}", as_code(&clipped(&text)));
             out.push(selection(path, &setting, false, what));
         }
     }
@@ -528,12 +542,12 @@ fn ci(path: &str, base: &str, result: &str, out: &mut Vec<Draft>) {
         if CI_TEST_WORDS.iter().any(|w| lower.contains(w)) {
             let setting = Setting {
                 name: String::new(),
-                key: format!("`{text}`"),
+                key: as_code(&text),
                 value: String::new(),
                 line,
                 harmless_added: false,
             };
-            let what = format!("removes or changes `{}`", clipped(&text));
+            let what = format!("removes or changes {}", as_code(&clipped(&text)));
             out.push(selection(path, &setting, true, what));
         }
     }
