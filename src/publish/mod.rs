@@ -214,54 +214,105 @@ async fn publish_in_span(
     workspace: &Workspace,
     p: &Publication<'_>,
 ) -> Result<Published, PublishError> {
-    let usage = model_usage::list_by_session(db, p.session).await?;
-    let mut cost = cost_table(&usage);
-    cost.push_str(&rounds_table(
-        &model_usage::cost_by_round(db, p.session).await?,
-    ));
-    let failed = !p.result.passed();
-    match (p.result, p.on_failure) {
-        (RunResult::Failed { .. }, OnFailure::Comment) => {
-            return report_on_issue(forge, p, &cost).await;
-        }
-        (RunResult::Unfinished { .. }, OnFailure::Comment) => {
-            return keep_on_own_branch(forge, workspace, p).await;
-        }
-        (RunResult::Succeeded, _) | (_, OnFailure::DraftPr) => {}
+    if let (RunResult::Unfinished { .. }, OnFailure::Comment) = (p.result, p.on_failure) {
+        return keep_on_own_branch(forge, workspace, p).await;
     }
+    if !opens_a_pull(p.result, p.on_failure) {
+        return publish_pushed(forge, db, None, p).await;
+    }
+    let message = commit_message(p);
+    let (commit, pushed) = push_result(forge, workspace, p.repo, (&message, p.author)).await?;
+    let pushed = Pushed {
+        branch: workspace.branch(),
+        commit: &commit,
+        moved: pushed == push::Pushed::Moved,
+    };
+    publish_pushed(forge, db, Some(pushed), p).await
+}
 
-    // A result committed before verification is published as it is: committing again
-    // would take in what the checks wrote.
+/// Whether a result is published as a pull request (and so pushed first): one that
+/// passed, or one that did not with `on_failure: draft_pr`.
+pub fn opens_a_pull(result: &RunResult, on_failure: OnFailure) -> bool {
+    matches!(
+        (result, on_failure),
+        (RunResult::Succeeded, _) | (_, OnFailure::DraftPr)
+    )
+}
+
+/// Pushes `workspace`'s result to its branch in `repo`, committing it first (with this
+/// message and author) unless it was committed before verification (committing again
+/// would take in what the checks wrote): whatever publishing is left to do can then be
+/// done from the forge alone.
+pub async fn push_result(
+    forge: &dyn Forge,
+    workspace: &Workspace,
+    repo: &RepoName,
+    (message, author): (&str, &Author),
+) -> Result<(CommitSha, push::Pushed), PublishError> {
     let tip = workspace.tip().await?;
     let commit = if tip != workspace.base() {
         tip
     } else {
-        workspace.commit(&commit_message(p), p.author).await?
+        workspace.commit(message, author).await?
     };
     if commit == workspace.base() {
         return Err(PublishError::NothingChanged {
             branch: workspace.branch().to_owned(),
         });
     }
-    let remote = forge.git_remote(p.repo).await?;
+    let remote = forge.git_remote(repo).await?;
     let pushed = match push::push(&workspace.git_dir(), &remote, workspace.branch()).await {
         // The token may have been revoked since it was handed out: renewed once.
         Err(e) if e.failure == push::PushFailure::Refused => {
             tracing::warn!(error = %e, "git refused the credentials; pushing once more with renewed ones");
-            let renewed = forge.renewed_git_remote(p.repo).await?;
+            let renewed = forge.renewed_git_remote(repo).await?;
             push::push(&workspace.git_dir(), &renewed, workspace.branch()).await?
         }
         pushed => pushed?,
     };
     tracing::info!(branch = workspace.branch(), commit = %commit, "pushed");
+    Ok((commit, pushed))
+}
 
+/// A result's commit on the forge: its branch, and whether the push that put it there
+/// just moved the branch (so no check of ours can be on it yet).
+pub struct Pushed<'a> {
+    pub branch: &'a str,
+    pub commit: &'a CommitSha,
+    pub moved: bool,
+}
+
+/// The rest of publishing once the result is on the forge (`pushed`; `None` for a
+/// failed run reported on the issue, which pushes nothing): the pull request, its draft
+/// state and body, and the check on the commit. Needs no checkout, so any worker can
+/// finish what another began.
+pub async fn publish_pushed(
+    forge: &dyn Forge,
+    db: &Db,
+    pushed: Option<Pushed<'_>>,
+    p: &Publication<'_>,
+) -> Result<Published, PublishError> {
+    let usage = model_usage::list_by_session(db, p.session).await?;
+    let mut cost = cost_table(&usage);
+    cost.push_str(&rounds_table(
+        &model_usage::cost_by_round(db, p.session).await?,
+    ));
+    let Some(Pushed {
+        branch,
+        commit,
+        moved,
+    }) = pushed.filter(|_| opens_a_pull(p.result, p.on_failure))
+    else {
+        return report_on_issue(forge, p, &cost).await;
+    };
+    let failed = !p.result.passed();
     let body = pull_body(p, &cost);
     let title = subject(p);
     let pull = forge
         .find_or_create_pull(
             p.repo,
             &NewPullRequest {
-                head_branch: workspace.branch(),
+                head_branch: branch,
                 base_branch: p.base_branch,
                 title: &title,
                 body: &body,
@@ -303,19 +354,22 @@ async fn publish_in_span(
             p.repo,
             &Check {
                 name: CHECK_NAME,
-                head_sha: &commit,
+                head_sha: commit,
                 state,
                 title: &check_title,
                 summary: &summary,
                 text: &p.verification.details,
                 details_url: Some(&pull.url),
                 // Pushed just now, so no check of ours can be on it yet.
-                new_commit: pushed == push::Pushed::Moved,
+                new_commit: moved,
             },
         )
         .await?;
     tracing::info!(pull = %pull.number, "published");
-    Ok(Published::Pull { commit, pull })
+    Ok(Published::Pull {
+        commit: commit.clone(),
+        pull,
+    })
 }
 
 /// Pushes the unfinished result to the first `planwright/<issue>-partial-<n>` branch that

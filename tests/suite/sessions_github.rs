@@ -17,7 +17,7 @@ use crate::support::markdown;
 use crate::support::model_server::Step;
 use crate::support::redact::redact;
 use crate::support::world::{
-    GITHUB_ISSUE as ISSUE, GITHUB_REPO as REPO, Person, SCOUT_ONLY, World, command_settings,
+    Fake, GITHUB_ISSUE as ISSUE, GITHUB_REPO as REPO, Person, SCOUT_ONLY, World, command_settings,
     contract, edit_calc, finish, first_plan, submit_calc, verdict,
 };
 
@@ -1459,6 +1459,65 @@ async fn git_credentials_revoked_while_cached_are_renewed_once_and_the_session_g
         git_tokens.len(),
         3,
         "renewed once each time: {git_tokens:?}"
+    );
+    world.server.stop().await;
+}
+
+#[tokio::test]
+async fn a_worker_without_the_verified_checkout_publishes_the_run_from_its_record() {
+    let fix = command_settings("sed -i 's/a - b/a + b/' calc.py");
+    let world = World::calc(
+        GITHUB,
+        vec![submit_calc(2), verdict(true, "As asked.")],
+        &fix,
+    )
+    .await;
+    // The pull request cannot be opened while this worker runs: it stops while publishing.
+    for _ in 0..50 {
+        world.github().refuse_next_body("POST", "\"head\":", 502);
+    }
+    world.approve_calc().await;
+    let branch = eventually("the verified result to be pushed", || async {
+        let runs = world.runs().await;
+        let run = runs.iter().find(|r| r.state.as_str() == "verified")?;
+        let branch = run.branch.clone()?;
+        let pushed = world.upstream(&["branch", "--list", &branch]);
+        (!pushed.trim().is_empty()).then_some(branch)
+    })
+    .await;
+    let elsewhere = tempfile::tempdir().unwrap();
+    let world = world
+        .taken_over(elsewhere.path(), |fake| {
+            let Fake::Github(github) = fake else {
+                unreachable!("a GitHub world")
+            };
+            assert!(
+                github.pulls(REPO).is_empty(),
+                "the first worker opened none"
+            );
+            github.clear_faults();
+        })
+        .await;
+    world.wait_for_state("pr_opened").await;
+    let runs = world.runs().await;
+    let states: Vec<&str> = runs.iter().map(|r| r.state.as_str()).collect();
+    assert_eq!(states, ["published"], "{runs:#?}");
+    let pulls = world.github().pulls(REPO);
+    assert_eq!(pulls.len(), 1, "{pulls:#?}");
+    assert_eq!(pulls[0].head, branch);
+    assert!(!pulls[0].draft);
+    // The verified commit, one for the round, with its check: nothing ran again.
+    let head = world.upstream(&["rev-parse", &branch]);
+    assert_eq!(runs[0].head_sha.as_deref(), Some(head.as_str()));
+    assert_eq!(
+        world.upstream(&["rev-list", "--count", &format!("main..{head}")]),
+        "1"
+    );
+    assert_eq!(world.checks(&head).len(), 1, "{:?}", world.checks(&head));
+    assert!(
+        world.bot_comments().iter().all(|c| !c.contains("lost")),
+        "{:#?}",
+        world.bot_comments()
     );
     world.server.stop().await;
 }

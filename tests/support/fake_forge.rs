@@ -885,6 +885,11 @@ impl FakeGithub {
         self.with(|w| w.faults.refused_body(method, text, status));
     }
 
+    /// Drops every failure queued and not yet answered: GitHub is back.
+    pub fn clear_faults(&self) {
+        self.with(|w| w.faults = super::fake_http::Faults::default());
+    }
+
     /// The next request with `method` whose path (after any `/api/v3`) starts with
     /// `prefix` is carried out, then answered `status` as if a proxy had lost the answer:
     /// what a retry must not do twice.

@@ -831,6 +831,42 @@ impl World {
         }
     }
 
+    /// The server stopped and, once `meanwhile` ran, another started on the same database
+    /// with a DATA_DIR of its own: a worker elsewhere taking over what this one left,
+    /// without its disk.
+    pub async fn taken_over(
+        self,
+        data_dir: &std::path::Path,
+        meanwhile: impl FnOnce(&Fake),
+    ) -> World {
+        let World {
+            fake,
+            models,
+            server,
+            mut settings,
+            _db,
+            maintainer,
+            reader,
+            repo,
+            issue,
+        } = self;
+        server.stop().await;
+        meanwhile(&fake);
+        settings.data_dir = data_dir.to_owned();
+        let server = TestServer::start(settings.clone(), Role::All, dispatch::handler).await;
+        World {
+            fake,
+            models,
+            server,
+            settings,
+            _db,
+            maintainer,
+            reader,
+            repo,
+            issue,
+        }
+    }
+
     /// `git` on the fake's copy of the repository.
     pub fn upstream(&self, args: &[&str]) -> String {
         let dir = match &self.fake {

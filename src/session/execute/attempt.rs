@@ -209,6 +209,7 @@ impl Execution<'_> {
                         attempts: number,
                         max_attempts,
                         environment: Some(ready.environment.clone()),
+                        commit: None,
                     };
                     return self
                         .record(config, ready, &attempt.run, outcome, timings)
@@ -774,9 +775,21 @@ impl Execution<'_> {
         config: &RepoConfig,
         ready: Prepared,
         run: &RunId,
-        outcome: RunOutcome,
+        mut outcome: RunOutcome,
         mut timings: Timings,
     ) -> Result<(), Stop> {
+        // On the forge before the run is recorded as verified, so that whichever worker
+        // carries on after a restart publishes it from the record.
+        let signature = (ready.message.as_str(), &ready.author);
+        outcome.commit = self
+            .push_verified(
+                &ready.result,
+                &outcome.result(),
+                config.on_failure,
+                signature,
+            )
+            .await?
+            .map(|commit| commit.0);
         let text = serde_json::to_string(&outcome)?;
         self.finish_run(run, RunState::Verified, None, Some(&text))
             .await?;
@@ -789,7 +802,13 @@ impl Execution<'_> {
         }
         let stage = Instant::now();
         let published = self
-            .publish(config, &ready.choice, run, ready.result, &outcome)
+            .publish(
+                config,
+                &ready.choice,
+                run,
+                super::publish::Verified::Here(ready.result),
+                &outcome,
+            )
             .await;
         timings.record("publish", stage);
         timings.log(&self.id);

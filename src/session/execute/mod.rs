@@ -60,6 +60,24 @@ struct RunOutcome {
     /// before it was recorded.
     #[serde(default)]
     environment: Option<String>,
+    /// The result's commit, pushed to the session's branch before the run was recorded as
+    /// verified (when it opens a pull request): what lets any worker finish publishing
+    /// it. Absent from outcomes kept before it was recorded, and for results reported on
+    /// the issue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    commit: Option<String>,
+}
+
+impl RunOutcome {
+    /// How the run ended, as publishing says it.
+    fn result(&self) -> crate::publish::RunResult {
+        match &self.failure {
+            None => crate::publish::RunResult::Succeeded,
+            Some(reason) => crate::publish::RunResult::Failed {
+                reason: reason.clone(),
+            },
+        }
+    }
 }
 
 /// How long each stage took, for the log and the overhead benchmark.

@@ -170,7 +170,12 @@ impl Execution<'_> {
             max_attempts: u.max_attempts,
         };
         let published = self
-            .publish_shown(u.on_failure, u.choice, u.workspace, &shown)
+            .publish_shown(
+                u.on_failure,
+                u.choice,
+                super::publish::Source::Workspace(u.workspace),
+                &shown,
+            )
             .await?;
         let text = match published {
             Published::Pull { commit, pull } => {

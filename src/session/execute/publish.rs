@@ -1,6 +1,8 @@
 //! The way out of an execution: the verified result is pushed and opened as a pull request
 //! (a draft, or a report comment, when it failed), and the session moves on. A restart
-//! publishes again from the very workspace that was verified, if it is still there.
+//! publishes again from the very workspace that was verified when it is still there, and
+//! otherwise (another worker, a lost disk) from what the run recorded: the result's commit,
+//! pushed before the run was recorded as verified, and its outcome.
 
 use std::path::Path;
 
@@ -8,6 +10,25 @@ use anyhow::Context as _;
 use tracing::{info, warn};
 
 use super::{Execution, RunOutcome};
+
+/// The verified result a run publishes.
+pub(super) enum Verified {
+    /// Its checkout, on this worker.
+    Here(Workspace),
+    /// What the run recorded: its branch, and its commit there when it was pushed.
+    Recorded {
+        branch: String,
+        commit: Option<CommitSha>,
+    },
+}
+
+/// Where a publication takes the result from.
+pub(super) enum Source<'a> {
+    /// The verified checkout: committed and pushed if it is not yet.
+    Workspace(&'a Workspace),
+    /// Already on the forge (`None`: nothing to push, the report goes on the issue).
+    Forge(Option<publish::Pushed<'a>>),
+}
 
 /// What a publication shows besides the contract: how the run ended and what it found.
 pub(super) struct Shown<'a> {
@@ -84,12 +105,44 @@ impl Execution<'_> {
                 &CommitSha(self.row.base_sha.clone()),
             )
             .map_err(Stop::permanent)?;
-        let Some(workspace) = workspace else {
+        if let Some(workspace) = workspace {
+            info!(run = %run.id, "publishing the verified result after a restart");
+            return self
+                .publish(config, choice, &run.id, Verified::Here(workspace), &outcome)
+                .await;
+        }
+        // Another worker's checkout, or one lost with its disk: what the run recorded is
+        // enough, when its commit was pushed or nothing needs pushing.
+        let commit = outcome.commit.clone().map(CommitSha);
+        if commit.is_none() && publish::opens_a_pull(&outcome.result(), config.on_failure) {
             return Err(lost());
+        }
+        info!(run = %run.id, "publishing the verified result from its record");
+        let recorded = Verified::Recorded {
+            branch: branch.clone(),
+            commit,
         };
-        info!(run = %run.id, "publishing the verified result after a restart");
-        self.publish(config, choice, &run.id, workspace, &outcome)
+        self.publish(config, choice, &run.id, recorded, &outcome)
             .await
+    }
+
+    /// The result pushed to the session's branch before the run is recorded as verified,
+    /// when it will open a pull request: from then on, publishing needs nothing of this
+    /// worker's. Returns the commit.
+    pub(super) async fn push_verified(
+        &self,
+        workspace: &Workspace,
+        result: &RunResult,
+        on_failure: OnFailure,
+        (message, author): (&str, &Author),
+    ) -> Result<Option<CommitSha>, Stop> {
+        if !publish::opens_a_pull(result, on_failure) {
+            return Ok(None);
+        }
+        match publish::push_result(self.forge, workspace, &self.repo, (message, author)).await {
+            Ok((commit, _)) => Ok(Some(commit)),
+            Err(e) => Err(publish_stop(e)),
+        }
     }
 
     pub(super) async fn publish(
@@ -97,15 +150,10 @@ impl Execution<'_> {
         config: &RepoConfig,
         choice: &Choice,
         run: &RunId,
-        workspace: Workspace,
+        verified: Verified,
         outcome: &RunOutcome,
     ) -> Result<(), Stop> {
-        let result = match &outcome.failure {
-            None => RunResult::Succeeded,
-            Some(reason) => RunResult::Failed {
-                reason: reason.clone(),
-            },
-        };
+        let result = outcome.result();
         // No status edit of its own: publishing takes seconds, and the status says what
         // came of it next.
         let verification = outcome.verification.for_publication();
@@ -121,9 +169,23 @@ impl Execution<'_> {
             attempts: outcome.attempts,
             max_attempts: outcome.max_attempts,
         };
+        let source = match &verified {
+            Verified::Here(workspace) => Source::Workspace(workspace),
+            Verified::Recorded { branch, commit } => {
+                Source::Forge(commit.as_ref().map(|commit| publish::Pushed {
+                    branch,
+                    commit,
+                    moved: false,
+                }))
+            }
+        };
         let published = self
-            .publish_shown(config.on_failure, choice, &workspace, &shown)
+            .publish_shown(config.on_failure, choice, source, &shown)
             .await?;
+        let workspace = match verified {
+            Verified::Here(workspace) => Some(workspace),
+            Verified::Recorded { .. } => None,
+        };
         self.published(run, workspace, &result, published).await
     }
 
@@ -133,7 +195,7 @@ impl Execution<'_> {
         &self,
         on_failure: OnFailure,
         choice: &Choice,
-        workspace: &Workspace,
+        source: Source<'_>,
         shown: &Shown<'_>,
     ) -> Result<Published, Stop> {
         let names = self.app.forges.bot_names(self.forge_kind).await?;
@@ -167,25 +229,23 @@ impl Execution<'_> {
             on_failure,
             author: &author,
         };
-        match publish::publish(self.forge, &self.app.db, workspace, &publication).await {
-            Ok(p) => Ok(p),
-            // The workspace stays (dropped unfinished) for the job's next attempt.
-            Err(e) if e.is_retryable() => Err(Stop::retryable(e)),
-            Err(PublishError::Push(PushError {
-                branch,
-                failure: PushFailure::Rejected,
-                message,
-                ..
-            })) => Err(Stop::fail(comments::push_rejected(&branch, &message))),
-            Err(e) => Err(Stop::hidden(comments::could_not_publish(), e)),
-        }
+        let published = match source {
+            Source::Workspace(workspace) => {
+                publish::publish(self.forge, &self.app.db, workspace, &publication).await
+            }
+            Source::Forge(pushed) => {
+                publish::publish_pushed(self.forge, &self.app.db, pushed, &publication).await
+            }
+        };
+        published.map_err(publish_stop)
     }
 
-    /// Records what publishing came to and moves the session to its end.
+    /// Records what publishing came to and moves the session to its end; `workspace`:
+    /// the verified checkout, when this worker has it.
     async fn published(
         &self,
         run: &RunId,
-        workspace: Workspace,
+        workspace: Option<Workspace>,
         result: &RunResult,
         published: Published,
     ) -> Result<(), Stop> {
@@ -196,8 +256,10 @@ impl Execution<'_> {
         }
         runs::update(&mut conn, run, RunState::Published, None, None).await?;
         drop(conn);
-        let round_changed = match (result, &published) {
-            (RunResult::Succeeded, Published::Pull { .. }) => workspace
+        // Without the checkout (published from the record), the review comments this
+        // round answered are left unanswered rather than guessed at.
+        let round_changed = match (result, &published, &workspace) {
+            (RunResult::Succeeded, Published::Pull { .. }, Some(workspace)) => workspace
                 .paths_changed_since_start()
                 .await
                 .unwrap_or_else(|e| {
@@ -206,7 +268,9 @@ impl Execution<'_> {
                 }),
             _ => Vec::new(),
         };
-        if let Err(e) = workspace.finish(Outcome::Succeeded).await {
+        if let Some(workspace) = workspace
+            && let Err(e) = workspace.finish(Outcome::Succeeded).await
+        {
             warn!(error = %e, "could not remove the run's workspace");
         }
         match (result, &published) {
@@ -279,5 +343,20 @@ impl Execution<'_> {
             name: login.to_owned(),
             email: self.forge.commit_email(login),
         }
+    }
+}
+
+/// What a failure to publish stops the session with.
+fn publish_stop(e: PublishError) -> Stop {
+    match e {
+        // The workspace stays (dropped unfinished) for the job's next attempt.
+        e if e.is_retryable() => Stop::retryable(e),
+        PublishError::Push(PushError {
+            branch,
+            failure: PushFailure::Rejected,
+            message,
+            ..
+        }) => Stop::fail(comments::push_rejected(&branch, &message)),
+        e => Stop::hidden(comments::could_not_publish(), e),
     }
 }
