@@ -40,4 +40,5 @@ mod verify;
 mod verify_runners;
 mod webhooks_github;
 mod webhooks_gitlab;
+mod workers;
 mod workspace;

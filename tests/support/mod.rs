@@ -114,6 +114,12 @@ async fn fresh_postgres_database(admin_url: &str) -> String {
 /// Settings for a server on a loopback port over `db`, with both forges' secrets and the
 /// test's running registries listed in REGISTRY_INSECURE.
 pub fn settings(db: &TestDb, extra: &[(&str, &str)]) -> Settings {
+    Settings::from_sources(None, &settings_env(db, extra)).expect("test settings are valid")
+}
+
+/// The environment [`settings`] reads: what a `planwright serve` process of the same
+/// deployment is started with.
+pub fn settings_env(db: &TestDb, extra: &[(&str, &str)]) -> Vec<(String, String)> {
     let mut env: Vec<(String, String)> = vec![
         ("PLANWRIGHT_LISTEN".into(), "127.0.0.1:0".into()),
         (
@@ -138,7 +144,7 @@ pub fn settings(db: &TestDb, extra: &[(&str, &str)]) -> Settings {
         env.retain(|(name, _)| name != k);
         env.push(((*k).into(), (*v).into()));
     }
-    Settings::from_sources(None, &env).expect("test settings are valid")
+    env
 }
 
 /// The real server (router and workers) running in this process.

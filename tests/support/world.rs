@@ -57,6 +57,9 @@ pub struct World {
     pub server: TestServer,
     /// What the server was started with, to start it again.
     pub settings: planwright::config::Settings,
+    /// The environment `settings` were read from: what a `planwright serve` process of
+    /// the same deployment is started with.
+    pub env: Vec<(String, String)>,
     _db: TestDb,
     /// May plan and approve: `maintain` on GitHub, a developer on GitLab.
     pub maintainer: Person,
@@ -197,6 +200,18 @@ impl World {
         files: &[(&str, &str)],
         extra: &[(&str, &str)],
     ) -> World {
+        Self::start_as(on, script, files, extra, Role::All).await
+    }
+
+    /// [`World::start_with`] with the in-process server in `role` (`Web`: the jobs are
+    /// left to worker processes a test starts).
+    pub async fn start_as(
+        on: ForgeKind,
+        script: Vec<Step>,
+        files: &[(&str, &str)],
+        extra: &[(&str, &str)],
+        role: Role,
+    ) -> World {
         let db = TestDb::new().await;
         let maintainer = Person {
             login: "maria".into(),
@@ -284,13 +299,16 @@ impl World {
             ("PLANWRIGHT_OPENAI_BASE_URL", openai.as_str()),
         ]);
         env.extend_from_slice(extra);
-        let settings = super::settings(&db, &env);
-        let server = TestServer::start(settings.clone(), Role::All, dispatch::handler).await;
+        let env = super::settings_env(&db, &env);
+        let settings = planwright::config::Settings::from_sources(None, &env)
+            .expect("test settings are valid");
+        let server = TestServer::start(settings.clone(), role, dispatch::handler).await;
         World {
             fake,
             models,
             server,
             settings,
+            env,
             _db: db,
             maintainer,
             reader,
@@ -809,6 +827,7 @@ impl World {
             models,
             server,
             settings,
+            env,
             _db,
             maintainer,
             reader,
@@ -823,6 +842,7 @@ impl World {
             models,
             server,
             settings,
+            env,
             _db,
             maintainer,
             reader,
@@ -844,6 +864,7 @@ impl World {
             models,
             server,
             mut settings,
+            env,
             _db,
             maintainer,
             reader,
@@ -859,6 +880,7 @@ impl World {
             models,
             server,
             settings,
+            env,
             _db,
             maintainer,
             reader,
