@@ -439,27 +439,34 @@ pub fn distill_str(text: &str, format: Option<Format>, command: Option<&str>) ->
 pub(crate) mod testing {
     use super::{Failure, Format, TestReport, lines, parser_for};
 
-    /// The real test-runner logs, each `NAME.log` with its `NAME.truth.json`.
-    pub(crate) const FIXTURES: &str =
-        concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures/test-logs/");
+    /// The real test-runner logs, each `NAME.log` with its `NAME.truth.json`: under
+    /// `PLANWRIGHT_TEST_FIXTURES` when it is set (a checkout not beside the fixtures),
+    /// else beside the repository. Ends with `/`.
+    pub(crate) fn fixtures_dir() -> String {
+        let root = std::env::var("PLANWRIGHT_TEST_FIXTURES").unwrap_or_else(|_| {
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures").to_owned()
+        });
+        format!("{root}/test-logs/")
+    }
 
     /// The log `NAME.log` (invalid UTF-8 replaced).
     pub(crate) fn fixture(name: &str) -> String {
-        let path = format!("{FIXTURES}{name}.log");
+        let path = format!("{}{name}.log", fixtures_dir());
         let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
         String::from_utf8_lossy(&bytes).into_owned()
     }
 
     /// The ground truth of the log `NAME.log`.
     pub(crate) fn truth(name: &str) -> serde_json::Value {
-        let path = format!("{FIXTURES}{name}.truth.json");
+        let path = format!("{}{name}.truth.json", fixtures_dir());
         let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
         serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{path}: {e}"))
     }
 
     /// The names (without `.log`) of all the logs, sorted.
     pub(crate) fn fixture_names() -> Vec<String> {
-        let mut names: Vec<String> = std::fs::read_dir(FIXTURES)
+        let dir = fixtures_dir();
+        let mut names: Vec<String> = std::fs::read_dir(&dir)
             .expect("fixtures")
             .filter_map(|e| e.ok())
             .filter_map(|e| {
@@ -468,7 +475,7 @@ pub(crate) mod testing {
             })
             .collect();
         names.sort();
-        assert!(!names.is_empty(), "no logs in {FIXTURES}");
+        assert!(!names.is_empty(), "no logs in {dir}");
         names
     }
 

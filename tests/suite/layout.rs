@@ -38,8 +38,9 @@ const NEVER: &[(&str, &str)] = &[
     ("executor", "planner"),
 ];
 
-/// Leaves: they import nothing else of the crate.
-const LEAVES: &[&str] = &["ids", "distill", "metrics", "unix_socket"];
+/// Leaves: they import nothing of the crate but other leaves (distill writes its code
+/// spans with markdown's, which imports nothing at all).
+const LEAVES: &[&str] = &["ids", "distill", "markdown", "metrics", "unix_socket"];
 
 /// `(from, to) -> where`, for every top-level module `from` naming `crate::to`.
 fn edges() -> BTreeMap<(String, String), Vec<String>> {
@@ -165,7 +166,7 @@ fn dependencies_run_one_way() {
                 places.join(", ")
             ));
         }
-        if LEAVES.contains(&from.as_str()) {
+        if LEAVES.contains(&from.as_str()) && !LEAVES.contains(&to.as_str()) {
             wrong.push(format!(
                 "{from} is a leaf but uses {to}, at {}",
                 places.join(", ")
