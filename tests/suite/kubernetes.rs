@@ -330,3 +330,146 @@ fn the_worker_security_context_is_the_one_the_readme_documents() {
         "bubblewrap is not setuid here: no_new_privs costs it nothing"
     );
 }
+
+/// The objects of the KEDA example, which is applied apart (KEDA's kinds are not
+/// Kubernetes' own).
+fn keda_objects() -> Vec<Value> {
+    documents(&manifests_dir().join("keda/scaled-object.yaml"))
+}
+
+/// A gauge's value in a Prometheus exposition.
+fn gauge(exposition: &str, series: &str) -> i64 {
+    exposition
+        .lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no {series} in\n{exposition}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// The ScaledObject's queries run on this backend against the migrated schema and count
+/// the work waiting and running, backoffs included and finished work not; `/metrics`
+/// shows the same figures; each trigger's target is what one worker takes at once.
+#[tokio::test]
+async fn the_scaler_queries_count_the_work_and_the_metrics_agree() {
+    use planwright::store::jobs::{self, NewJob, Room};
+
+    let db = TestDb::new().await;
+    {
+        let mut conn = db.db.pool.acquire().await.unwrap();
+        for lane in ["github:1", "github:1", "gitlab:acme"] {
+            let mut run = NewJob::new("execute", "{}", 3);
+            run.lane = Some(lane.to_owned());
+            jobs::enqueue(&mut conn, &run).await.unwrap();
+        }
+        for _ in 0..2 {
+            jobs::enqueue(&mut conn, &NewJob::new("plan", "{}", 3))
+                .await
+                .unwrap();
+        }
+        let mut later = NewJob::new("plan", "{}", 3);
+        later.run_at = Some(planwright::store::now_ms() + 3_600_000);
+        jobs::enqueue(&mut conn, &later).await.unwrap();
+    }
+    let lease = Duration::from_secs(60);
+    let runs_only = Room {
+        other: false,
+        run: true,
+        per_lane: None,
+    };
+    let others_only = Room {
+        other: true,
+        run: false,
+        per_lane: None,
+    };
+    let run = jobs::claim(&db.db, "worker-a", lease, runs_only)
+        .await
+        .unwrap();
+    assert!(run.unwrap().lane.is_some());
+    let first = jobs::claim(&db.db, "worker-a", lease, others_only)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(jobs::complete(&db.db, &first).await.unwrap());
+    let second = jobs::claim(&db.db, "worker-b", lease, others_only)
+        .await
+        .unwrap();
+    assert!(second.unwrap().lane.is_none());
+
+    // Runs: two queued and one running. Jobs: the one held back waits, one runs, one is done.
+    let expected = [("runs", 3), ("jobs", 2)];
+    let objects = objects();
+    let worker = &pod_template(&objects, "planwright-worker")["spec"];
+    let settings = Settings::from_sources(None, &pod_env(&objects, worker)).unwrap();
+    let keda = keda_objects();
+    let scaled = keda
+        .iter()
+        .find(|o| o["kind"].as_str() == Some("ScaledObject"))
+        .expect("a ScaledObject");
+    assert_eq!(
+        scaled["spec"]["scaleTargetRef"]["name"].as_str(),
+        Some("planwright-worker")
+    );
+    let triggers = scaled["spec"]["triggers"].as_sequence().unwrap();
+    assert_eq!(triggers.len(), expected.len());
+    for (name, count) in expected {
+        let trigger = triggers
+            .iter()
+            .find(|t| t["name"].as_str() == Some(name))
+            .unwrap_or_else(|| panic!("no trigger {name}"));
+        assert_eq!(trigger["type"].as_str(), Some("postgresql"));
+        let query = trigger["metadata"]["query"].as_str().unwrap();
+        // The manifest's own text, as KEDA sends it.
+        let value: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(query.to_owned()))
+            .fetch_one(&db.db.pool)
+            .await
+            .unwrap_or_else(|e| panic!("{query}: {e}"));
+        assert_eq!(value, count, "{query}");
+        let target: usize = trigger["metadata"]["targetQueryValue"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let per_worker = match name {
+            "runs" => settings.queue.max_runs,
+            _ => settings.queue.workers,
+        };
+        assert_eq!(
+            target, per_worker,
+            "{name}: a worker takes {per_worker} at once"
+        );
+    }
+    let auth = keda
+        .iter()
+        .find(|o| o["kind"].as_str() == Some("TriggerAuthentication"))
+        .expect("a TriggerAuthentication");
+    let secret = &auth["spec"]["secretTargetRef"][0];
+    let stored = named(&objects, "Secret", secret["name"].as_str().unwrap());
+    assert!(
+        stored["stringData"][secret["key"].as_str().unwrap()]
+            .as_str()
+            .is_some_and(|url| url.starts_with("postgres")),
+        "the scaler connects with the pods' DATABASE_URL"
+    );
+
+    let work = jobs::work_waiting(&db.db).await.unwrap();
+    let text = planwright::server::metrics::render(&db.db).await.unwrap();
+    for (series, value) in [
+        ("planwright_work_waiting{work=\"runs\"}", work.runs_waiting),
+        ("planwright_work_running{work=\"runs\"}", work.runs_running),
+        ("planwright_work_waiting{work=\"jobs\"}", work.jobs_waiting),
+        ("planwright_work_running{work=\"jobs\"}", work.jobs_running),
+    ] {
+        assert_eq!(gauge(&text, series), value, "{series}");
+    }
+    assert_eq!(
+        (
+            work.runs_waiting,
+            work.runs_running,
+            work.jobs_waiting,
+            work.jobs_running
+        ),
+        (2, 1, 1, 1)
+    );
+}
