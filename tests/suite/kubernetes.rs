@@ -473,3 +473,35 @@ async fn the_scaler_queries_count_the_work_and_the_metrics_agree() {
         (2, 1, 1, 1)
     );
 }
+
+/// `kubectl apply -l planwright/step=migrate` applies the Job with everything it reads.
+#[test]
+fn the_migration_step_carries_what_the_job_reads() {
+    let objects = objects();
+    let step = |o: &Value| o["metadata"]["labels"]["planwright/step"].as_str() == Some("migrate");
+    let job = named(&objects, "Job", "planwright-migrate");
+    assert!(step(job));
+    let pod = &job["spec"]["template"]["spec"];
+    assert_eq!(
+        pod["containers"][0]["args"][0].as_str(),
+        Some("migrate"),
+        "the Job runs `planwright migrate`"
+    );
+    for source in pod["containers"][0]["envFrom"].as_sequence().unwrap() {
+        let (kind, reference) = if source["configMapRef"].is_mapping() {
+            ("ConfigMap", &source["configMapRef"])
+        } else {
+            ("Secret", &source["secretRef"])
+        };
+        let name = reference["name"].as_str().unwrap();
+        assert!(step(named(&objects, kind, name)), "{kind} {name}");
+    }
+    let namespaces: Vec<&Value> = objects
+        .iter()
+        .filter(|o| o["kind"].as_str() == Some("Namespace"))
+        .collect();
+    assert!(
+        namespaces.iter().all(|n| step(n)),
+        "the namespace comes first"
+    );
+}
