@@ -2,7 +2,8 @@
 //! schema of the oldest Kubernetes they support, and they agree with the code they deploy
 //! (probe and scrape paths answer on the real server of their role, every environment
 //! name is a setting, the grace period covers SHUTDOWN_GRACE_SECS, the worker's security
-//! context is the README's).
+//! context is the README's, the pods run as the image's user, the KEDA example's queries
+//! count the work on this backend as /metrics does).
 
 use crate::support;
 
@@ -504,4 +505,53 @@ fn the_migration_step_carries_what_the_job_reads() {
         namespaces.iter().all(|n| step(n)),
         "the namespace comes first"
     );
+}
+
+/// The pods run as the image's own user, and the web pods' NetworkPolicy opens exactly
+/// their LISTEN and METRICS_LISTEN ports.
+#[test]
+fn the_pods_run_as_the_image_user_and_the_policy_opens_their_ports() {
+    let dockerfile = read(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("Dockerfile"));
+    let uid: u64 = dockerfile
+        .lines()
+        .find_map(|l| l.strip_prefix("USER "))
+        .and_then(|u| u.split(':').next())
+        .expect("the Dockerfile names its user")
+        .parse()
+        .unwrap();
+    let objects = objects();
+    for (name, pod) in pods(&objects) {
+        assert_eq!(
+            pod["securityContext"]["runAsUser"].as_u64(),
+            Some(uid),
+            "{name}"
+        );
+        assert_eq!(
+            pod["securityContext"]["runAsNonRoot"].as_bool(),
+            Some(true),
+            "{name}"
+        );
+    }
+
+    let web = &pod_template(&objects, "planwright-web")["spec"];
+    let settings = Settings::from_sources(None, &pod_env(&objects, web)).unwrap();
+    let policy = named(&objects, "NetworkPolicy", "planwright-web");
+    assert_eq!(
+        policy["spec"]["podSelector"]["matchLabels"],
+        named(&objects, "Deployment", "planwright-web")["spec"]["selector"]["matchLabels"]
+    );
+    let mut opened: Vec<u64> = policy["spec"]["ingress"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .flat_map(|rule| rule["ports"].as_sequence().unwrap().iter())
+        .map(|p| p["port"].as_u64().unwrap())
+        .collect();
+    opened.sort_unstable();
+    let mut expected = vec![
+        u64::from(settings.listen.port()),
+        u64::from(settings.metrics_listen.unwrap().port()),
+    ];
+    expected.sort_unstable();
+    assert_eq!(opened, expected);
 }
