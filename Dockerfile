@@ -6,10 +6,13 @@
 #   docker build -t planwright .
 #   docker build -t planwright:agents --build-arg WITH_AGENTS=1 .
 #   docker run -p 3000:3000 -v planwright-data:/data --env-file planwright.env \
-#     --security-opt seccomp=unconfined --security-opt apparmor=unconfined planwright
+#     --security-opt seccomp=unconfined --security-opt apparmor=unconfined \
+#     --security-opt systempaths=unconfined planwright
 #
-# The sandbox (bubblewrap) needs user namespaces; Docker's default seccomp and AppArmor
-# profiles forbid them, hence the two --security-opt (see README, "Operating planwright").
+# The sandbox (bubblewrap) needs user namespaces, which Docker's default seccomp and
+# AppArmor profiles forbid, and a /proc of its own, which the kernel refuses while Docker
+# covers parts of the container's: hence the three --security-opt (see README, "Operating
+# planwright"; `planwright doctor` names whichever is missing).
 
 ARG RUST_VERSION=1.94
 ARG DEBIAN_RELEASE=trixie

@@ -137,6 +137,41 @@ async fn queue(db: &Db, out: &mut Exposition) -> Result<()> {
     let age = oldest.map_or(0.0, |at| (now - at).max(0) as f64 / 1000.0);
     out.sample("planwright_queue_oldest_age_seconds", &[], age);
 
+    // The same figures as the view planwright_work_waiting, read from it, for an HPA
+    // through a metrics adapter.
+    let work = jobs::work_waiting(db).await?;
+    out.family(
+        "planwright_work_waiting",
+        "gauge",
+        "Work waiting for a worker (queued, backoffs included), by work: runs (executions, \
+         MAX_RUNS per worker) and jobs (every other job, WORKERS per worker).",
+    );
+    out.sample(
+        "planwright_work_waiting",
+        &[("work", "runs")],
+        work.runs_waiting,
+    );
+    out.sample(
+        "planwright_work_waiting",
+        &[("work", "jobs")],
+        work.jobs_waiting,
+    );
+    out.family(
+        "planwright_work_running",
+        "gauge",
+        "Work a worker holds a lease on, by work: runs and jobs.",
+    );
+    out.sample(
+        "planwright_work_running",
+        &[("work", "runs")],
+        work.runs_running,
+    );
+    out.sample(
+        "planwright_work_running",
+        &[("work", "jobs")],
+        work.jobs_running,
+    );
+
     Ok(())
 }
 

@@ -475,6 +475,25 @@ pub async fn counts(db: &Db) -> Result<Vec<(String, String, i64)>> {
     .await?)
 }
 
+/// The work waiting for a worker and the work running, as the stable view
+/// `planwright_work_waiting` gives it to autoscalers: runs (executions) and other jobs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::FromRow)]
+pub struct WorkWaiting {
+    pub runs_waiting: i64,
+    pub runs_running: i64,
+    pub jobs_waiting: i64,
+    pub jobs_running: i64,
+}
+
+/// The view `planwright_work_waiting`, read as an autoscaler reads it.
+pub async fn work_waiting(db: &Db) -> Result<WorkWaiting> {
+    Ok(sqlx::query_as(
+        "SELECT runs_waiting, runs_running, jobs_waiting, jobs_running FROM planwright_work_waiting",
+    )
+    .fetch_one(&db.pool)
+    .await?)
+}
+
 /// When the longest-waiting job that is due by `now` became due; `None` when none waits.
 pub async fn oldest_due(db: &Db, now: i64) -> Result<Option<i64>> {
     Ok(

@@ -563,3 +563,116 @@ async fn registry_credentials_keyed_by_host_alone_are_warned_about_and_prefixed_
     report.assert_hides("host-wide-secret");
     report.assert_hides("prefixed-secret");
 }
+
+/// A program of this machine, by its absolute path (the doctor runs with a `PATH` of its
+/// own).
+fn host_program(name: &str) -> String {
+    std::env::split_paths(&std::env::var_os("PATH").unwrap())
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("{name} is installed"))
+        .display()
+        .to_string()
+}
+
+/// Runs the doctor as a pod would see it (`KUBERNETES_SERVICE_HOST` set), inside a user
+/// and mount namespace of its own where `prepare` (a shell command) first takes away one
+/// of bubblewrap's needs; as the image's user 10001 in a user namespace below that one
+/// when `as_image_user`, else as that namespace's root.
+async fn doctor_in_a_pod_without(prepare: &str, as_image_user: bool) -> Report {
+    let dir = tempfile::tempdir().unwrap();
+    let path = tools(dir.path());
+    let user = if as_image_user {
+        format!(
+            "{} --user --map-user=10001 --map-group=10001 ",
+            host_program("unshare")
+        )
+    } else {
+        String::new()
+    };
+    let script = format!("{prepare} && exec {user}\"$0\" doctor");
+    let program = planwright_command().get_program().to_owned();
+    let mut cmd = std::process::Command::new(host_program("unshare"));
+    cmd.args([
+        "--user",
+        "--map-root-user",
+        "--mount",
+        "--propagation",
+        "private",
+    ])
+    .arg(host_program("sh"))
+    .args(["-c", &script])
+    .arg(program)
+    .env("PATH", &path)
+    .env("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+    .env("PLANWRIGHT_DATA_DIR", dir.path().join("data"))
+    .env(
+        "PLANWRIGHT_DATABASE_URL",
+        format!("sqlite://{}/pw.db", dir.path().display()),
+    );
+    for (name, _) in std::env::vars() {
+        if name.starts_with("PLANWRIGHT_") && name != "PLANWRIGHT_DATA_DIR" {
+            cmd.env_remove(&name);
+        }
+    }
+    let out = tokio::process::Command::from(cmd)
+        .output()
+        .await
+        .expect("unshare runs");
+    Report {
+        success: out.status.success(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// A container runtime's mask over a /proc path (as every runtime sets by default) keeps
+/// bubblewrap from mounting a /proc of its own: the sandbox fails, and the doctor names
+/// the pod field that lifts it.
+#[tokio::test]
+async fn a_pod_whose_proc_is_masked_is_told_to_unmask_it() {
+    // The same pod with /proc whole runs its sandbox: the mask alone makes the difference.
+    let whole = doctor_in_a_pod_without("true", true).await;
+    whole.assert_line("user namespaces", "ok", &["allowed"]);
+    whole.assert_line("sandbox", "ok", &["bubblewrap started `true`"]);
+
+    let report = doctor_in_a_pod_without(
+        &format!("{} --bind /dev/null /proc/keys", host_program("mount")),
+        true,
+    )
+    .await;
+    assert!(!report.success, "{}\n{}", report.stdout, report.stderr);
+    report.assert_line(
+        "user namespaces",
+        "warn",
+        &[
+            "/proc has covered paths (/proc/keys)",
+            "set securityContext.procMount to Unmasked",
+            "hostUsers: false",
+            "in a Kubernetes pod",
+        ],
+    );
+    report.assert_line(
+        "sandbox",
+        "FAIL",
+        &["Can't mount proc", "it lacks", "procMount to Unmasked"],
+    );
+}
+
+/// A node that allows no user namespaces: named as the node's setting, which no pod field
+/// changes.
+#[tokio::test]
+async fn a_pod_on_a_node_without_user_namespaces_is_told_it_is_the_node() {
+    let report =
+        doctor_in_a_pod_without("echo 0 > /proc/sys/user/max_user_namespaces", false).await;
+    assert!(!report.success, "{}\n{}", report.stdout, report.stderr);
+    report.assert_line(
+        "user namespaces",
+        "warn",
+        &[
+            "making a user namespace was refused",
+            "user.max_user_namespaces is 0 on the node",
+        ],
+    );
+    report.assert_line("sandbox", "FAIL", &["max_user_namespaces is 0"]);
+}
