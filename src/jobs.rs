@@ -176,6 +176,9 @@ pub struct Worker {
     /// Names this process in leases, for the operator.
     pub owner: String,
     pub waker: Waker,
+    /// Whether this process takes runs: a worker whose sandbox cannot start leaves them
+    /// to the workers whose can, rather than failing each.
+    pub takes_runs: bool,
 }
 
 impl Worker {
@@ -187,6 +190,7 @@ impl Worker {
             settings,
             owner,
             waker,
+            takes_runs,
         } = self;
         // Runs have their own slots, so hours of executions never hold up webhooks and
         // planning; only this loop takes permits, so what it sees free stays free.
@@ -201,7 +205,7 @@ impl Worker {
             }
             let room = Room {
                 other: others.available_permits() > 0,
-                run: runs.available_permits() > 0,
+                run: takes_runs && runs.available_permits() > 0,
                 per_lane: settings.max_runs_per_installation,
             };
             if !room.other && !room.run {

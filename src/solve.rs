@@ -232,6 +232,8 @@ pub async fn run(mut settings: Settings, opened: Opened) -> Result<Ended, SolveE
         settings: app.settings.queue.clone(),
         owner: format!("solve:{}", std::process::id()),
         waker: waker.clone(),
+        // `solve` says when the sandbox is missing, as a session would.
+        takes_runs: true,
     };
     let worker = tokio::spawn(worker.run(stop.clone()));
     let session = Session {

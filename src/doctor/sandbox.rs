@@ -6,9 +6,9 @@
 use std::path::{Path, PathBuf};
 
 use crate::config::Settings;
+use crate::sandbox::Bwrap;
 use crate::sandbox::bwrap::HostUser;
 use crate::sandbox::landlock::Enforced;
-use crate::sandbox::{Bwrap, Command, Sandbox};
 
 /// One line of the report.
 #[derive(Debug, Clone)]
@@ -520,7 +520,7 @@ async fn sandbox_runs(
     let scratch = settings
         .data_dir
         .join(format!("doctor-{}", uuid::Uuid::new_v4()));
-    let plain = run_true(&bwrap, &scratch, false).await;
+    let plain = crate::sandbox::run_true(&bwrap, &scratch, false).await;
     out.push(Check {
         name: "sandbox",
         ok: plain.is_ok(),
@@ -538,7 +538,7 @@ async fn sandbox_runs(
         required,
     });
     if plain.is_ok() {
-        let bridged = run_true(&bwrap, &scratch, true).await;
+        let bridged = crate::sandbox::run_true(&bwrap, &scratch, true).await;
         out.push(Check {
             name: "bridge",
             ok: bridged.is_ok(),
@@ -551,43 +551,6 @@ async fn sandbox_runs(
     }
     let _ = std::fs::remove_dir_all(&scratch);
     out
-}
-
-async fn run_true(bwrap: &Bwrap, scratch: &Path, bridge: bool) -> Result<(), String> {
-    use std::os::unix::fs::PermissionsExt;
-    let workspace = scratch.join("workspace");
-    std::fs::create_dir_all(&workspace)
-        .map_err(|e| format!("Could not create {}: {e}", workspace.display()))?;
-    for dir in [scratch, &workspace] {
-        // Sandboxes run as another user; it must be able to reach the folder.
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))
-            .map_err(|e| format!("Could not open {} to the sandbox: {e}", dir.display()))?;
-    }
-    let mut command = Command::new(&workspace, vec!["true".into()]);
-    command.limits.wall = std::time::Duration::from_secs(60);
-    let _listener = if bridge {
-        let socket = scratch.join("bridge.sock");
-        let _ = std::fs::remove_file(&socket);
-        let listener = crate::unix_socket::bind(&socket)
-            .map_err(|e| format!("Could not listen on {}: {e}", socket.display()))?;
-        std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666))
-            .map_err(|e| format!("Could not open {} to the sandbox: {e}", socket.display()))?;
-        command
-            .bridges
-            .push(crate::sandbox::Bridge { port: 9999, socket });
-        Some(listener)
-    } else {
-        None
-    };
-    match bwrap.run(&command).await {
-        Ok(out) if out.exit.success() => Ok(()),
-        Ok(out) => Err(format!(
-            "bubblewrap could not start a command ({:?}): {}",
-            out.exit,
-            out.stderr.text().trim()
-        )),
-        Err(e) => Err(e.to_string()),
-    }
 }
 
 #[cfg(test)]

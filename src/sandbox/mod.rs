@@ -315,6 +315,44 @@ pub fn from_settings(settings: &Settings) -> Result<Box<dyn Sandbox>, SandboxErr
     }
 }
 
+/// Starts `true` in `sandbox` with a workspace under `scratch` (and, with `bridge`, a
+/// bridged Unix socket): whether this host can run sandboxed commands at all, and if not
+/// what the sandbox said. `doctor` asks it, and a worker before it takes runs.
+pub async fn run_true(sandbox: &dyn Sandbox, scratch: &Path, bridge: bool) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    let workspace = scratch.join("workspace");
+    std::fs::create_dir_all(&workspace)
+        .map_err(|e| format!("Could not create {}: {e}", workspace.display()))?;
+    for dir in [scratch, &workspace] {
+        // Sandboxes run as another user; it must be able to reach the folder.
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))
+            .map_err(|e| format!("Could not open {} to the sandbox: {e}", dir.display()))?;
+    }
+    let mut command = Command::new(&workspace, vec!["true".into()]);
+    command.limits.wall = Duration::from_secs(60);
+    let _listener = if bridge {
+        let socket = scratch.join("bridge.sock");
+        let _ = std::fs::remove_file(&socket);
+        let listener = crate::unix_socket::bind(&socket)
+            .map_err(|e| format!("Could not listen on {}: {e}", socket.display()))?;
+        std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666))
+            .map_err(|e| format!("Could not open {} to the sandbox: {e}", socket.display()))?;
+        command.bridges.push(Bridge { port: 9999, socket });
+        Some(listener)
+    } else {
+        None
+    };
+    match sandbox.run(&command).await {
+        Ok(out) if out.exit.success() => Ok(()),
+        Ok(out) => Err(format!(
+            "bubblewrap could not start a command ({:?}): {}",
+            out.exit,
+            out.stderr.text().trim()
+        )),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// What a sandbox must never show: `DATA_DIR` and the files the settings name.
 pub fn hidden_paths(settings: &Settings) -> Vec<PathBuf> {
     std::iter::once(settings.data_dir.clone())

@@ -1,4 +1,5 @@
-//! `/healthz` (the process answers) and `/readyz` (the database answers too).
+//! `/healthz` (the process answers) and `/readyz` (the database answers too, and a
+//! worker's sandbox starts).
 
 use std::time::Duration;
 
@@ -11,13 +12,25 @@ pub async fn healthz() -> &'static str {
     "ok"
 }
 
-pub async fn readyz(State(state): State<AppState>) -> (StatusCode, &'static str) {
+pub async fn readyz(State(state): State<AppState>) -> (StatusCode, String) {
+    if let Some(reason) = &state.unready {
+        let text = format!(
+            "this worker takes no runs: its sandbox cannot start ({reason}); `planwright doctor` names what is missing"
+        );
+        return (StatusCode::SERVICE_UNAVAILABLE, text);
+    }
     match tokio::time::timeout(Duration::from_secs(2), state.db.ping()).await {
-        Ok(Ok(())) => (StatusCode::OK, "ready"),
+        Ok(Ok(())) => (StatusCode::OK, "ready".to_owned()),
         Ok(Err(e)) => {
             tracing::warn!(error = %format!("{e:#}"), "readiness check: the database does not answer");
-            (StatusCode::SERVICE_UNAVAILABLE, "database unavailable")
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "database unavailable".to_owned(),
+            )
         }
-        Err(_) => (StatusCode::SERVICE_UNAVAILABLE, "database timed out"),
+        Err(_) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "database timed out".to_owned(),
+        ),
     }
 }

@@ -41,6 +41,9 @@ pub struct AppState {
     pub inbox: crate::store::deliveries::Inbox,
     /// The signed-in pages' cookie key.
     pub pages: pages::Pages,
+    /// Why this process must not be sent work (`/readyz` says it): a worker whose sandbox
+    /// cannot start. `None`: ready as far as the process goes.
+    pub unready: Option<Arc<str>>,
 }
 
 /// Which parts of planwright this process runs (several processes can share PostgreSQL).
@@ -118,6 +121,21 @@ pub fn router(state: AppState, role: Role) -> Router {
         .with_state(state)
 }
 
+/// Why sandboxed commands cannot run in this process, if they cannot: no sandbox (the
+/// setting's own error), or one that fails to start `true`.
+async fn sandbox_refusal(app: &App, settings: &Settings) -> Option<String> {
+    let Some(sandbox) = &app.sandbox else {
+        return Some(match crate::sandbox::from_settings(settings) {
+            Err(e) => e.to_string(),
+            Ok(_) => "the sandbox could not be set up".to_owned(),
+        });
+    };
+    let scratch = settings.data_dir.join("sandbox-check");
+    let checked = crate::sandbox::run_true(sandbox.as_ref(), &scratch, false).await;
+    let _ = std::fs::remove_dir_all(&scratch);
+    checked.err()
+}
+
 /// A running `serve`: its address, and the handle to stop it.
 pub struct Running {
     pub addr: SocketAddr,
@@ -191,6 +209,15 @@ pub async fn start(
     };
     let app =
         Arc::new(App::new(db.clone(), settings.clone())?.with_model_proxy(model_proxy.clone()));
+    // A worker is there to run executors: one whose sandbox cannot start (no bubblewrap,
+    // user namespaces refused in its pod) takes no runs, and its readiness says why.
+    let unready = match role {
+        Role::Worker => sandbox_refusal(&app, &settings).await.map(Arc::from),
+        Role::Web | Role::All => None,
+    };
+    if let Some(reason) = &unready {
+        warn!(%reason, "this worker takes no runs: its sandbox cannot start (planwright doctor says what is missing)");
+    }
     let forges = app.forges.clone();
     let handler = handler(app);
     let waker = Waker::default();
@@ -207,6 +234,7 @@ pub async fn start(
         forges,
         inbox: crate::store::deliveries::Inbox::start(db.clone()),
         pages: pages::Pages::new(&db, &settings).await?,
+        unready: unready.clone(),
     };
     if role != Role::Worker && !state.forges.configured(crate::event::ForgeKind::Github) {
         state.onboarding.announce();
@@ -217,6 +245,7 @@ pub async fn start(
         settings: settings.queue.clone(),
         owner: format!("{}:{}", hostname(), std::process::id()),
         waker,
+        takes_runs: unready.is_none(),
     });
     let metrics_server = metrics_listener.map(|listener| {
         let stopped = stop.clone();

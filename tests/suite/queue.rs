@@ -43,6 +43,7 @@ fn spawn_worker(
         settings,
         owner: owner.to_owned(),
         waker: Waker::default(),
+        takes_runs: true,
     };
     let handle = tokio::spawn(worker.run(stop.clone()));
     (stop, handle)

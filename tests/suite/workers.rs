@@ -26,6 +26,8 @@ const ASKS_THEN_FIXES: &str = "curl -s \"$ANTHROPIC_BASE_URL/v1/messages\" -H \"
 struct Worker {
     child: Child,
     data: PathBuf,
+    /// Where it listens (`/healthz`, `/readyz`).
+    addr: String,
 }
 
 impl Drop for Worker {
@@ -50,8 +52,8 @@ impl Worker {
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
         let mut child = cmd.spawn().expect("the worker starts");
-        support::listening_address(&mut child);
-        Worker { child, data }
+        let addr = support::listening_address(&mut child);
+        Worker { child, data, addr }
     }
 
     /// Whether the checkout at `dir` is one of this worker's.
@@ -60,13 +62,9 @@ impl Worker {
     }
 }
 
-/// The calc project with `executor` as its command executor, a web server in this process
-/// and two workers.
-async fn deployment(
-    script: Vec<Step>,
-    executor: &str,
-    worker_env: &[(&str, &str)],
-) -> (World, tempfile::TempDir, [Worker; 2]) {
+/// The calc project with `executor` as its command executor and a web server in this
+/// process; workers are started by the test.
+async fn web_only(script: Vec<Step>, executor: &str) -> (World, tempfile::TempDir) {
     let settings =
         format!("test: {UNITTEST}\nexecutor: command\nexecutor_command: >-\n  {executor}\n");
     let files = [
@@ -81,6 +79,16 @@ async fn deployment(
     ];
     let world = World::start_as(ForgeKind::Github, script, &files, &env, Role::Web).await;
     let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    (world, root)
+}
+
+/// [`web_only`] with two workers started.
+async fn deployment(
+    script: Vec<Step>,
+    executor: &str,
+    worker_env: &[(&str, &str)],
+) -> (World, tempfile::TempDir, [Worker; 2]) {
+    let (world, root) = web_only(script, executor).await;
     let workers = [
         Worker::start(&world, root.path(), "worker-a", worker_env),
         Worker::start(&world, root.path(), "worker-b", worker_env),
@@ -266,5 +274,81 @@ async fn a_worker_told_to_stop_hands_its_run_back_within_the_grace_period() {
     let states: Vec<&str> = runs.iter().map(|r| r.state.as_str()).collect();
     assert_eq!(states, ["abandoned", "published"], "{runs:#?}");
     one_pull_one_commit_one_check(&world).await;
+    world.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_worker_whose_sandbox_cannot_start_takes_no_runs_and_says_why() {
+    let script = vec![submit_calc(2), verdict(true, "As asked.")];
+    let (world, root) = web_only(script, "sed -i 's/a - b/a + b/' calc.py").await;
+    // As in a pod whose seccomp or AppArmor profile refuses user namespaces.
+    let refused = root.path().join("refused-bin");
+    std::fs::create_dir_all(&refused).unwrap();
+    let bwrap = refused.join("bwrap");
+    std::fs::write(
+        &bwrap,
+        "#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&bwrap, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", refused.display(), std::env::var("PATH").unwrap());
+    let confined = Worker::start(&world, root.path(), "confined", &[("PATH", path.as_str())]);
+
+    let ready = reqwest::get(format!("http://{}/readyz", confined.addr))
+        .await
+        .unwrap();
+    assert_eq!(ready.status(), 503);
+    let text = ready.text().await.unwrap();
+    assert!(
+        text.contains("takes no runs") && text.contains("setting up uid map: Permission denied"),
+        "{text}"
+    );
+
+    // It plans, but leaves the run queued while it goes on with later work.
+    world.approve_calc().await;
+    let run = eventually("the run to be queued", || async {
+        let all = jobs::list(&world.server.db, None).await.unwrap();
+        all.into_iter().find(|j| j.lane.is_some())
+    })
+    .await;
+    world
+        .comment(
+            &world.maintainer,
+            "Thanks, looking forward to it.",
+            "later-comment",
+        )
+        .await;
+    eventually("a job queued after the run to be done", || async {
+        let all = jobs::list(&world.server.db, None).await.unwrap();
+        all.iter()
+            .any(|j| j.lane.is_none() && j.created_at > run.created_at && j.state == JobState::Done)
+            .then_some(())
+    })
+    .await;
+    let all = jobs::list(&world.server.db, None).await.unwrap();
+    let still = all.iter().find(|j| j.id == run.id).unwrap();
+    assert_eq!(
+        (still.state, still.attempts),
+        (JobState::Queued, 0),
+        "{still:#?}"
+    );
+
+    // A worker whose sandbox starts takes it.
+    let able = Worker::start(&world, root.path(), "able", &[]);
+    eventually_within("the pull request", Duration::from_secs(60), || async {
+        world
+            .find_session()
+            .await
+            .filter(|s| s.state.as_str() == "pr_opened")
+    })
+    .await;
+    let runs = world.runs().await;
+    assert!(
+        able.holds(runs[0].workspace.as_deref().unwrap_or_default()),
+        "{runs:#?}"
+    );
+    one_pull_one_commit_one_check(&world).await;
+    drop(confined);
     world.server.stop().await;
 }
