@@ -63,6 +63,8 @@ struct Shared {
     /// installation token inside the client, and a clone of an `Octocrab` copies that
     /// cache rather than sharing it, so the client itself must be shared.
     installations: Mutex<HashMap<InstallationId, Arc<Octocrab>>>,
+    /// Repository ids as last read, whichever installation read them.
+    repo_ids: super::RepoIds,
 }
 
 impl GithubApp {
@@ -111,6 +113,7 @@ impl GithubApp {
                 answers: Answers::default(),
                 slug: OnceCell::new(),
                 installations: Mutex::new(HashMap::new()),
+                repo_ids: super::RepoIds::default(),
             }),
         })
     }
@@ -129,6 +132,7 @@ impl GithubApp {
                 answers: Answers::default(),
                 slug: OnceCell::new(),
                 installations: Mutex::new(HashMap::new()),
+                repo_ids: super::RepoIds::default(),
             }),
         }
     }
@@ -354,13 +358,24 @@ impl Forge for GithubForge {
             status: 409,
             message: "the repository is empty: it has no default branch".into(),
         })?;
+        let id = node.database_id.map(|id| id.to_string());
+        if let Some(id) = &id {
+            self.shared.repo_ids.keep(repo, id);
+        }
         Ok(Repository {
             name: repo.clone(),
             default_branch: branch.name,
             head_sha: CommitSha(branch.target.oid),
             size,
-            id: node.database_id.map(|id| id.to_string()),
+            id,
         })
+    }
+
+    async fn repository_id(&self, repo: &RepoName) -> Result<Option<String>, ForgeError> {
+        match self.shared.repo_ids.fresh(repo) {
+            Some(id) => Ok(Some(id)),
+            None => Ok(self.repository(repo).await?.id),
+        }
     }
 
     async fn issue(&self, repo: &RepoName, issue: IssueNumber) -> Result<Issue, ForgeError> {

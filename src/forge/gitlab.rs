@@ -62,6 +62,8 @@ pub struct GitlabForge {
     /// Each project's `http_url_to_repo` as last read, and when: reused by `git_remote`
     /// for `CLONE_URL_KEPT`, so a session's fetches and pushes ask for it once.
     clone_urls: Arc<Mutex<HashMap<RepoName, (String, Instant)>>>,
+    /// Each project's id as last read.
+    repo_ids: super::RepoIds,
 }
 
 /// How long a project's clone URL is reused before it is read again (it changes only
@@ -115,6 +117,7 @@ impl GitlabForge {
             },
             me: Arc::new(OnceCell::new()),
             clone_urls: Arc::default(),
+            repo_ids: super::RepoIds::default(),
         })
     }
 
@@ -362,6 +365,9 @@ impl GitlabForge {
     async fn project(&self, repo: &RepoName) -> Result<GlProject, ForgeError> {
         let path = project_path(repo);
         let project: GlProject = self.get(&format!("{path}?statistics=true")).await?;
+        if let Some(id) = project.id {
+            self.repo_ids.keep(repo, &id.to_string());
+        }
         if let Some(url) = &project.http_url_to_repo
             && self.check_clone_url(url, &path).is_ok()
             && let Ok(mut kept) = self.clone_urls.lock()
@@ -483,7 +489,10 @@ impl Forge for GitlabForge {
     }
 
     async fn repository_id(&self, repo: &RepoName) -> Result<Option<String>, ForgeError> {
-        Ok(self.project(repo).await?.id.map(|id| id.to_string()))
+        match self.repo_ids.fresh(repo) {
+            Some(id) => Ok(Some(id)),
+            None => Ok(self.project(repo).await?.id.map(|id| id.to_string())),
+        }
     }
 
     async fn issue(&self, repo: &RepoName, issue: IssueNumber) -> Result<Issue, ForgeError> {

@@ -12,8 +12,10 @@ mod route;
 
 pub use route::route;
 
+use std::collections::HashMap;
 use std::future::Future;
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
@@ -594,6 +596,30 @@ impl ForgeError {
             ForgeError::RateLimited { retry_after, .. } => *retry_after,
             _ => None,
         }
+    }
+}
+
+/// Repository ids as last read, and when: a session asks for its repository's id when it
+/// plans and again when it runs, and the id changes only when a repository is deleted and
+/// made again, so it is read again after [`REPO_ID_KEPT`] rather than on every run.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RepoIds(Arc<std::sync::Mutex<HashMap<RepoName, (String, Instant)>>>);
+
+/// How long a repository's id is reused before it is read again.
+pub(crate) const REPO_ID_KEPT: Duration = Duration::from_secs(10 * 60);
+
+impl RepoIds {
+    pub(crate) fn keep(&self, repo: &RepoName, id: &str) {
+        if let Ok(mut kept) = self.0.lock() {
+            kept.insert(repo.clone(), (id.to_owned(), Instant::now()));
+        }
+    }
+
+    /// The id read for `repo` less than [`REPO_ID_KEPT`] ago.
+    pub(crate) fn fresh(&self, repo: &RepoName) -> Option<String> {
+        let kept = self.0.lock().ok()?;
+        let (id, at) = kept.get(repo)?;
+        (at.elapsed() < REPO_ID_KEPT).then(|| id.clone())
     }
 }
 

@@ -781,15 +781,15 @@ impl Execution<'_> {
         // On the forge before the run is recorded as verified, so that whichever worker
         // carries on after a restart publishes it from the record.
         let signature = (ready.message.as_str(), &ready.author);
-        outcome.commit = self
+        let pushed = self
             .push_verified(
                 &ready.result,
                 &outcome.result(),
                 config.on_failure,
                 signature,
             )
-            .await?
-            .map(|commit| commit.0);
+            .await?;
+        outcome.commit = pushed.as_ref().map(|(commit, _)| commit.0.clone());
         let text = serde_json::to_string(&outcome)?;
         self.finish_run(run, RunState::Verified, None, Some(&text))
             .await?;
@@ -806,7 +806,7 @@ impl Execution<'_> {
                 config,
                 &ready.choice,
                 run,
-                super::publish::Verified::Here(ready.result),
+                super::publish::Verified::Here(ready.result, pushed),
                 &outcome,
             )
             .await;

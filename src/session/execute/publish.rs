@@ -13,8 +13,9 @@ use super::{Execution, RunOutcome};
 
 /// The verified result a run publishes.
 pub(super) enum Verified {
-    /// Its checkout, on this worker.
-    Here(Workspace),
+    /// Its checkout, on this worker; with the commit when it was pushed already, and
+    /// whether that push moved the branch (so no check of ours can be on it yet).
+    Here(Workspace, Option<(CommitSha, bool)>),
     /// What the run recorded: its branch, and its commit there when it was pushed.
     Recorded {
         branch: String,
@@ -108,7 +109,13 @@ impl Execution<'_> {
         if let Some(workspace) = workspace {
             info!(run = %run.id, "publishing the verified result after a restart");
             return self
-                .publish(config, choice, &run.id, Verified::Here(workspace), &outcome)
+                .publish(
+                    config,
+                    choice,
+                    &run.id,
+                    Verified::Here(workspace, None),
+                    &outcome,
+                )
                 .await;
         }
         // Another worker's checkout, or one lost with its disk: what the run recorded is
@@ -128,19 +135,19 @@ impl Execution<'_> {
 
     /// The result pushed to the session's branch before the run is recorded as verified,
     /// when it will open a pull request: from then on, publishing needs nothing of this
-    /// worker's. Returns the commit.
+    /// worker's. Returns the commit, and whether the push moved the branch.
     pub(super) async fn push_verified(
         &self,
         workspace: &Workspace,
         result: &RunResult,
         on_failure: OnFailure,
         (message, author): (&str, &Author),
-    ) -> Result<Option<CommitSha>, Stop> {
+    ) -> Result<Option<(CommitSha, bool)>, Stop> {
         if !publish::opens_a_pull(result, on_failure) {
             return Ok(None);
         }
         match publish::push_result(self.forge, workspace, &self.repo, (message, author)).await {
-            Ok((commit, _)) => Ok(Some(commit)),
+            Ok((commit, pushed)) => Ok(Some((commit, pushed == crate::git::push::Pushed::Moved))),
             Err(e) => Err(publish_stop(e)),
         }
     }
@@ -170,7 +177,14 @@ impl Execution<'_> {
             max_attempts: outcome.max_attempts,
         };
         let source = match &verified {
-            Verified::Here(workspace) => Source::Workspace(workspace),
+            Verified::Here(workspace, Some((commit, moved))) => {
+                Source::Forge(Some(publish::Pushed {
+                    branch: workspace.branch(),
+                    commit,
+                    moved: *moved,
+                }))
+            }
+            Verified::Here(workspace, None) => Source::Workspace(workspace),
             Verified::Recorded { branch, commit } => {
                 Source::Forge(commit.as_ref().map(|commit| publish::Pushed {
                     branch,
@@ -183,7 +197,7 @@ impl Execution<'_> {
             .publish_shown(config.on_failure, choice, source, &shown)
             .await?;
         let workspace = match verified {
-            Verified::Here(workspace) => Some(workspace),
+            Verified::Here(workspace, _) => Some(workspace),
             Verified::Recorded { .. } => None,
         };
         self.published(run, workspace, &result, published).await
