@@ -94,36 +94,29 @@ fn upstream(root: &Path, packages: usize) -> (PathBuf, String) {
         &["init", "-q", "--bare", "-b", "main", "up.git"],
     );
     run(&work, "git", &["init", "-q", "-b", "main"]);
-    run(&work, "git", &["add", "-A"]);
-    run(
-        &work,
-        "git",
-        &[
-            "-c",
-            "user.name=b",
-            "-c",
-            "user.email=b@b",
-            "commit",
-            "-q",
-            "-m",
-            "deps",
-        ],
-    );
     let upstream = root.join("up.git");
+    let head = commit_all(&work, &upstream, "deps");
+    (upstream, head)
+}
+
+/// Commits everything in the work tree at `work` with `message`, pushes it to
+/// `upstream`'s `main` and returns the commit.
+fn commit_all(work: &Path, upstream: &Path, message: &str) -> String {
+    run(work, "git", &["add", "-A"]);
+    let author = ["-c", "user.name=b", "-c", "user.email=b@b"];
+    let commit = ["commit", "-q", "-m", message];
+    run(work, "git", &[&author[..], &commit[..]].concat());
     run(
-        &work,
+        work,
         "git",
         &["push", "-q", upstream.to_str().unwrap(), "main"],
     );
     let head = Command::new("git")
         .args(["rev-parse", "HEAD"])
-        .current_dir(&work)
+        .current_dir(work)
         .output()
         .unwrap();
-    (
-        upstream,
-        String::from_utf8(head.stdout).unwrap().trim().to_owned(),
-    )
+    String::from_utf8(head.stdout).unwrap().trim().to_owned()
 }
 
 /// One verification of the base: wall seconds, and the setup phase's own seconds.
@@ -170,32 +163,7 @@ fn commit(work: &Path, upstream: &Path, path: &str, line: &str) -> String {
     let mut text = std::fs::read_to_string(&full).unwrap_or_default();
     text.push_str(line);
     std::fs::write(&full, text).unwrap();
-    run(work, "git", &["add", "-A"]);
-    run(
-        work,
-        "git",
-        &[
-            "-c",
-            "user.name=b",
-            "-c",
-            "user.email=b@b",
-            "commit",
-            "-q",
-            "-m",
-            path,
-        ],
-    );
-    run(
-        work,
-        "git",
-        &["push", "-q", upstream.to_str().unwrap(), "main"],
-    );
-    let head = Command::new("git")
-        .args(["rev-parse", "HEAD"])
-        .current_dir(work)
-        .output()
-        .unwrap();
-    String::from_utf8(head.stdout).unwrap().trim().to_owned()
+    commit_all(work, upstream, path)
 }
 
 /// What the cache does over one repository's history: each commit's base verified in

@@ -6,7 +6,7 @@
 use planwright::event::ForgeKind;
 use planwright::store::jobs;
 
-use crate::support::calc::UNITTEST;
+use crate::support::calc::{ASKS_THEN_FIXES, UNITTEST};
 use crate::support::eventually;
 use crate::support::model_server::Step;
 use crate::support::world::{Pull, World, submit_calc, verdict};
@@ -166,10 +166,6 @@ async fn plain_retry_starts_again_from_the_base_on_the_same_draft(on: ForgeKind)
     assert!(!diff.contains("started"), "{diff}");
     world.server.stop().await;
 }
-
-/// Asks the model (through the model proxy) whether to go on: told to wait, it makes a
-/// start and hangs; told to proceed, it only fixes the bug.
-const ASKS_THEN_FIXES: &str = "curl -s \"$ANTHROPIC_BASE_URL/v1/messages\" -H \"x-api-key: $ANTHROPIC_API_KEY\" -H 'anthropic-version: 2023-06-01' -H 'content-type: application/json' -d '{\"model\":\"claude-sonnet-4-5\",\"max_tokens\":16,\"messages\":[{\"role\":\"user\",\"content\":\"go on?\"}]}' | grep -q proceed || { echo '# started' >> calc.py; sleep 600; }; sed -i 's/a - b/a + b/' calc.py";
 
 async fn a_restart_tries_the_interrupted_attempt_again_and_publishes_nothing_of_it(on: ForgeKind) {
     let script = vec![

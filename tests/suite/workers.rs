@@ -13,14 +13,10 @@ use planwright::event::ForgeKind;
 use planwright::server::Role;
 use planwright::store::jobs::{self, JobState};
 
-use crate::support::calc::{CALC, TEST_CALC, UNITTEST};
+use crate::support::calc::{ASKS_THEN_FIXES, CALC, TEST_CALC, UNITTEST};
 use crate::support::model_server::Step;
 use crate::support::world::{Fake, World, submit_calc, verdict};
 use crate::support::{self, eventually, eventually_within};
-
-/// Asks the model (through the worker's model proxy) whether to go on: told to wait, it
-/// makes a start and hangs; told to proceed, it only fixes the bug.
-const ASKS_THEN_FIXES: &str = "curl -s \"$ANTHROPIC_BASE_URL/v1/messages\" -H \"x-api-key: $ANTHROPIC_API_KEY\" -H 'anthropic-version: 2023-06-01' -H 'content-type: application/json' -d '{\"model\":\"claude-sonnet-4-5\",\"max_tokens\":16,\"messages\":[{\"role\":\"user\",\"content\":\"go on?\"}]}' | grep -q proceed || { echo '# started' >> calc.py; sleep 600; }; sed -i 's/a - b/a + b/' calc.py";
 
 /// A `planwright serve --role worker` process, killed when dropped.
 struct Worker {
@@ -125,6 +121,17 @@ async fn one_pull_one_commit_one_check(world: &World) {
     assert!(dead.is_empty(), "{dead:#?}");
 }
 
+/// Waits (a minute at most: a lease may have to lapse first) for the pull request.
+async fn pull_request_opened(world: &World) {
+    eventually_within("the pull request", Duration::from_secs(60), || async {
+        world
+            .find_session()
+            .await
+            .filter(|s| s.state.as_str() == "pr_opened")
+    })
+    .await;
+}
+
 /// The run under way and the worker whose checkout it is.
 async fn running_on(world: &World, workers: &[Worker; 2]) -> (usize, String) {
     eventually("the attempt to make a start", || async {
@@ -165,13 +172,7 @@ async fn a_worker_killed_mid_executor_leaves_the_run_to_the_other_with_nothing_p
     .await;
     let resumed = killed.elapsed();
     eprintln!("the killed worker's run resumed on the other after {resumed:?} (JOB_LEASE_SECS 3)");
-    eventually_within("the pull request", Duration::from_secs(60), || async {
-        world
-            .find_session()
-            .await
-            .filter(|s| s.state.as_str() == "pr_opened")
-    })
-    .await;
+    pull_request_opened(&world).await;
     let runs = world.runs().await;
     let states: Vec<&str> = runs.iter().map(|r| r.state.as_str()).collect();
     assert_eq!(states, ["abandoned", "published"], "{runs:#?}");
@@ -216,13 +217,7 @@ async fn a_worker_killed_while_publishing_leaves_the_verified_result_to_the_othe
     workers[owner].child.wait().unwrap();
     assert!(world.pulls().is_empty());
     github.clear_faults();
-    eventually_within("the pull request", Duration::from_secs(60), || async {
-        world
-            .find_session()
-            .await
-            .filter(|s| s.state.as_str() == "pr_opened")
-    })
-    .await;
+    pull_request_opened(&world).await;
     let runs = world.runs().await;
     let states: Vec<&str> = runs.iter().map(|r| r.state.as_str()).collect();
     assert_eq!(states, ["published"], "{runs:#?}");
@@ -263,13 +258,7 @@ async fn a_worker_told_to_stop_hands_its_run_back_within_the_grace_period() {
         "the worker stopped {:?} after SIGTERM ({status})",
         told.elapsed()
     );
-    eventually_within("the pull request", Duration::from_secs(60), || async {
-        world
-            .find_session()
-            .await
-            .filter(|s| s.state.as_str() == "pr_opened")
-    })
-    .await;
+    pull_request_opened(&world).await;
     let runs = world.runs().await;
     let states: Vec<&str> = runs.iter().map(|r| r.state.as_str()).collect();
     assert_eq!(states, ["abandoned", "published"], "{runs:#?}");
@@ -336,13 +325,7 @@ async fn a_worker_whose_sandbox_cannot_start_takes_no_runs_and_says_why() {
 
     // A worker whose sandbox starts takes it.
     let able = Worker::start(&world, root.path(), "able", &[]);
-    eventually_within("the pull request", Duration::from_secs(60), || async {
-        world
-            .find_session()
-            .await
-            .filter(|s| s.state.as_str() == "pr_opened")
-    })
-    .await;
+    pull_request_opened(&world).await;
     let runs = world.runs().await;
     assert!(
         able.holds(runs[0].workspace.as_deref().unwrap_or_default()),

@@ -142,3 +142,7 @@ pub fn proving_script(max_attempts: u32) -> Vec<Step> {
     );
     script
 }
+
+/// A command executor that asks the model (through the model proxy) whether to go on:
+/// told to wait, it makes a start and hangs; told to proceed, it only fixes the bug.
+pub const ASKS_THEN_FIXES: &str = "curl -s \"$ANTHROPIC_BASE_URL/v1/messages\" -H \"x-api-key: $ANTHROPIC_API_KEY\" -H 'anthropic-version: 2023-06-01' -H 'content-type: application/json' -d '{\"model\":\"claude-sonnet-4-5\",\"max_tokens\":16,\"messages\":[{\"role\":\"user\",\"content\":\"go on?\"}]}' | grep -q proceed || { echo '# started' >> calc.py; sleep 600; }; sed -i 's/a - b/a + b/' calc.py";

@@ -822,33 +822,7 @@ impl World {
     /// Stops the server (running jobs are handed back) and starts a new one on the same
     /// database and data folder, as an operator's restart does.
     pub async fn restarted(self) -> World {
-        let World {
-            fake,
-            models,
-            server,
-            settings,
-            env,
-            _db,
-            maintainer,
-            reader,
-            repo,
-            issue,
-        } = self;
-        // Stopped first: two servers would both work on the handed-back jobs.
-        server.stop().await;
-        let server = TestServer::start(settings.clone(), Role::All, dispatch::handler).await;
-        World {
-            fake,
-            models,
-            server,
-            settings,
-            env,
-            _db,
-            maintainer,
-            reader,
-            repo,
-            issue,
-        }
+        self.with_new_server(|_, _| {}).await
     }
 
     /// The server stopped and, once `meanwhile` ran, another started on the same database
@@ -858,6 +832,19 @@ impl World {
         self,
         data_dir: &std::path::Path,
         meanwhile: impl FnOnce(&Fake),
+    ) -> World {
+        self.with_new_server(|fake, settings| {
+            meanwhile(fake);
+            settings.data_dir = data_dir.to_owned();
+        })
+        .await
+    }
+
+    /// The server stopped, then `between` run, then a new server started with the
+    /// settings as `between` left them.
+    async fn with_new_server(
+        self,
+        between: impl FnOnce(&Fake, &mut planwright::config::Settings),
     ) -> World {
         let World {
             fake,
@@ -871,9 +858,9 @@ impl World {
             repo,
             issue,
         } = self;
+        // Stopped first: two servers would both work on the handed-back jobs.
         server.stop().await;
-        meanwhile(&fake);
-        settings.data_dir = data_dir.to_owned();
+        between(&fake, &mut settings);
         let server = TestServer::start(settings.clone(), Role::All, dispatch::handler).await;
         World {
             fake,
