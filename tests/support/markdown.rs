@@ -71,3 +71,19 @@ pub fn links_and_headings(md: &str) -> Vec<String> {
     }
     out
 }
+
+/// `shown` names `who` (a mention a hostile name tried to write), but only as text: no
+/// mention of `@who` in its prose, and no link or heading naming it or the attacker's
+/// `evil.example`.
+pub fn assert_inert(shown: &str, who: &str) {
+    assert!(shown.contains(who), "{shown}");
+    let prose = prose(shown);
+    assert!(!prose.contains(&format!("@{who}")), "{prose}\n\n{shown}");
+    let live = links_and_headings(shown);
+    assert!(
+        !live
+            .iter()
+            .any(|l| l.contains("evil.example") || l.contains(who)),
+        "{live:?}\n\n{shown}"
+    );
+}
