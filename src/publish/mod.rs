@@ -240,15 +240,25 @@ pub fn opens_a_pull(result: &RunResult, on_failure: OnFailure) -> bool {
 }
 
 /// Pushes `workspace`'s result to its branch in `repo`, committing it first (with this
-/// message and author) unless it was committed before verification (committing again
-/// would take in what the checks wrote): whatever publishing is left to do can then be
-/// done from the forge alone.
+/// message and author) unless it was committed before verification: whatever publishing
+/// is left to do can then be done from the forge alone.
 pub async fn push_result(
     forge: &dyn Forge,
     workspace: &Workspace,
     repo: &RepoName,
-    (message, author): (&str, &Author),
+    signature: (&str, &Author),
 ) -> Result<(CommitSha, push::Pushed), PublishError> {
+    let commit = result_commit(workspace, signature).await?;
+    Ok((commit, push_branch(forge, workspace, repo).await?))
+}
+
+/// The commit holding `workspace`'s result: the run branch's tip when the result was
+/// committed before verification (committing again would take in what the checks
+/// wrote), else a commit made now with this message and author.
+pub async fn result_commit(
+    workspace: &Workspace,
+    (message, author): (&str, &Author),
+) -> Result<CommitSha, PublishError> {
     let tip = workspace.tip().await?;
     let commit = if tip != workspace.base() {
         tip
@@ -260,6 +270,15 @@ pub async fn push_result(
             branch: workspace.branch().to_owned(),
         });
     }
+    Ok(commit)
+}
+
+/// Pushes `workspace`'s run branch to `repo`, never by force.
+pub async fn push_branch(
+    forge: &dyn Forge,
+    workspace: &Workspace,
+    repo: &RepoName,
+) -> Result<push::Pushed, PublishError> {
     let remote = forge.git_remote(repo).await?;
     let pushed = match push::push(&workspace.git_dir(), &remote, workspace.branch()).await {
         // The token may have been revoked since it was handed out: renewed once.
@@ -270,8 +289,33 @@ pub async fn push_result(
         }
         pushed => pushed?,
     };
-    tracing::info!(branch = workspace.branch(), commit = %commit, "pushed");
-    Ok((commit, pushed))
+    tracing::info!(branch = workspace.branch(), "pushed");
+    Ok(pushed)
+}
+
+/// Whether `branch` in `repo` holds exactly `commit` on the forge, asked through a scratch
+/// repository at `scratch` (made there if missing): what a worker without the checkout
+/// checks before it publishes a recorded result.
+pub async fn branch_holds(
+    forge: &dyn Forge,
+    repo: &RepoName,
+    branch: &str,
+    commit: &CommitSha,
+    scratch: &std::path::Path,
+) -> Result<bool, PublishError> {
+    let dir = scratch.to_owned();
+    tokio::task::spawn_blocking(move || {
+        std::fs::create_dir_all(&dir)?;
+        git2::Repository::init_bare(&dir)
+            .map(drop)
+            .map_err(std::io::Error::other)
+    })
+    .await
+    .map_err(|e| PublishError::Internal(anyhow::anyhow!("the scratch task failed: {e}")))?
+    .map_err(|e| PublishError::Internal(e.into()))?;
+    let remote = forge.git_remote(repo).await?;
+    let head = push::remote_head(scratch, &remote, branch).await?;
+    Ok(head.as_ref() == Some(commit))
 }
 
 /// A result's commit on the forge: its branch, and whether the push that put it there

@@ -778,21 +778,26 @@ impl Execution<'_> {
         mut outcome: RunOutcome,
         mut timings: Timings,
     ) -> Result<(), Stop> {
-        // On the forge before the run is recorded as verified, so that whichever worker
-        // carries on after a restart publishes it from the record.
+        // The record names the commit before it is pushed, and the push comes before the
+        // session moves on: whichever worker carries on after a restart publishes it from
+        // the record, once it finds the branch holding it.
         let signature = (ready.message.as_str(), &ready.author);
-        let pushed = self
-            .push_verified(
+        let commit = self
+            .commit_to_publish(
                 &ready.result,
                 &outcome.result(),
                 config.on_failure,
                 signature,
             )
             .await?;
-        outcome.commit = pushed.as_ref().map(|(commit, _)| commit.0.clone());
+        outcome.commit = commit.as_ref().map(|c| c.0.clone());
         let text = serde_json::to_string(&outcome)?;
         self.finish_run(run, RunState::Verified, None, Some(&text))
             .await?;
+        let pushed = match commit {
+            Some(commit) => Some((commit, self.push_verified(&ready.result).await?)),
+            None => None,
+        };
         self.move_to(SessionState::Verifying, SessionState::Publishing, None)
             .await?;
         if let Some(ws) = ready.baseline_ws

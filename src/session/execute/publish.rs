@@ -119,10 +119,27 @@ impl Execution<'_> {
                 .await;
         }
         // Another worker's checkout, or one lost with its disk: what the run recorded is
-        // enough, when its commit was pushed or nothing needs pushing.
+        // enough when nothing needs pushing, or when the branch holds its commit (the
+        // worker may have stopped between recording the commit and pushing it).
         let commit = outcome.commit.clone().map(CommitSha);
-        if commit.is_none() && publish::opens_a_pull(&outcome.result(), config.on_failure) {
-            return Err(lost());
+        let opens_a_pull = publish::opens_a_pull(&outcome.result(), config.on_failure);
+        match &commit {
+            Some(commit) if opens_a_pull => {
+                let scratch = self
+                    .app
+                    .settings
+                    .data_dir
+                    .join("branch-checks")
+                    .join(run.id.as_str());
+                let holds =
+                    publish::branch_holds(self.forge, &self.repo, branch, commit, &scratch).await;
+                let _ = std::fs::remove_dir_all(&scratch);
+                if !holds.map_err(publish_stop)? {
+                    return Err(lost());
+                }
+            }
+            None if opens_a_pull => return Err(lost()),
+            _ => {}
         }
         info!(run = %run.id, "publishing the verified result from its record");
         let recorded = Verified::Recorded {
@@ -133,21 +150,29 @@ impl Execution<'_> {
             .await
     }
 
-    /// The result pushed to the session's branch before the run is recorded as verified,
-    /// when it will open a pull request: from then on, publishing needs nothing of this
-    /// worker's. Returns the commit, and whether the push moved the branch.
-    pub(super) async fn push_verified(
+    /// The commit a verified result will be published as, when it opens a pull request
+    /// (made now if the result was not committed before verification): what the run's
+    /// record names before anything is pushed.
+    pub(super) async fn commit_to_publish(
         &self,
         workspace: &Workspace,
         result: &RunResult,
         on_failure: OnFailure,
-        (message, author): (&str, &Author),
-    ) -> Result<Option<(CommitSha, bool)>, Stop> {
+        signature: (&str, &Author),
+    ) -> Result<Option<CommitSha>, Stop> {
         if !publish::opens_a_pull(result, on_failure) {
             return Ok(None);
         }
-        match publish::push_result(self.forge, workspace, &self.repo, (message, author)).await {
-            Ok((commit, pushed)) => Ok(Some((commit, pushed == crate::git::push::Pushed::Moved))),
+        let commit = publish::result_commit(workspace, signature).await;
+        commit.map(Some).map_err(publish_stop)
+    }
+
+    /// Pushes the verified result's branch once its record names the commit: from then
+    /// on, publishing needs nothing of this worker's. Returns whether the push moved the
+    /// branch (so no check of ours can be on the commit yet).
+    pub(super) async fn push_verified(&self, workspace: &Workspace) -> Result<bool, Stop> {
+        match publish::push_branch(self.forge, workspace, &self.repo).await {
+            Ok(pushed) => Ok(pushed == crate::git::push::Pushed::Moved),
             Err(e) => Err(publish_stop(e)),
         }
     }
