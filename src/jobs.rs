@@ -176,9 +176,37 @@ pub struct Worker {
     /// Names this process in leases, for the operator.
     pub owner: String,
     pub waker: Waker,
-    /// Whether this process takes runs: a worker whose sandbox cannot start leaves them
-    /// to the workers whose can, rather than failing each.
-    pub takes_runs: bool,
+    /// Whether this process takes runs now: a worker whose sandbox cannot start leaves
+    /// them to the workers whose can, rather than failing each.
+    pub runs: RunGate,
+}
+
+/// Whether a worker takes runs, and if not why: closed by a sandbox that cannot start,
+/// opened once it does. Shared by the worker's loop and its `/readyz`.
+#[derive(Debug, Clone, Default)]
+pub struct RunGate(Arc<std::sync::RwLock<Option<Arc<str>>>>);
+
+impl RunGate {
+    /// Runs are taken.
+    pub fn open() -> Self {
+        Self::default()
+    }
+
+    /// Runs are not taken, for `reason`.
+    pub fn closed(reason: &str) -> Self {
+        Self(Arc::new(std::sync::RwLock::new(Some(Arc::from(reason)))))
+    }
+
+    /// Why runs are not taken; `None` when they are.
+    pub fn refusal(&self) -> Option<Arc<str>> {
+        self.0.read().map_or(None, |r| r.clone())
+    }
+
+    pub fn set(&self, refusal: Option<&str>) {
+        if let Ok(mut r) = self.0.write() {
+            *r = refusal.map(Arc::from);
+        }
+    }
 }
 
 impl Worker {
@@ -190,7 +218,7 @@ impl Worker {
             settings,
             owner,
             waker,
-            takes_runs,
+            runs: gate,
         } = self;
         // Runs have their own slots, so hours of executions never hold up webhooks and
         // planning; only this loop takes permits, so what it sees free stays free.
@@ -205,7 +233,7 @@ impl Worker {
             }
             let room = Room {
                 other: others.available_permits() > 0,
-                run: takes_runs && runs.available_permits() > 0,
+                run: gate.refusal().is_none() && runs.available_permits() > 0,
                 per_lane: settings.max_runs_per_installation,
             };
             if !room.other && !room.run {

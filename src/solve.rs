@@ -233,7 +233,7 @@ pub async fn run(mut settings: Settings, opened: Opened) -> Result<Ended, SolveE
         owner: format!("solve:{}", std::process::id()),
         waker: waker.clone(),
         // `solve` says when the sandbox is missing, as a session would.
-        takes_runs: true,
+        runs: crate::jobs::RunGate::open(),
     };
     let worker = tokio::spawn(worker.run(stop.clone()));
     let session = Session {

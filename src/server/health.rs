@@ -13,9 +13,9 @@ pub async fn healthz() -> &'static str {
 }
 
 pub async fn readyz(State(state): State<AppState>) -> (StatusCode, String) {
-    if let Some(reason) = &state.unready {
+    if let Some(reason) = state.runs.refusal() {
         let text = format!(
-            "this worker takes no runs: its sandbox cannot start ({reason}); `planwright doctor` names what is missing"
+            "this worker takes no runs: {reason}; `planwright doctor` names what is missing"
         );
         return (StatusCode::SERVICE_UNAVAILABLE, text);
     }

@@ -41,9 +41,9 @@ pub struct AppState {
     pub inbox: crate::store::deliveries::Inbox,
     /// The signed-in pages' cookie key.
     pub pages: pages::Pages,
-    /// Why this process must not be sent work (`/readyz` says it): a worker whose sandbox
-    /// cannot start. `None`: ready as far as the process goes.
-    pub unready: Option<Arc<str>>,
+    /// Whether this process takes runs (`/readyz` says why not): a worker's sandbox that
+    /// cannot start, or has not been checked yet, closes it.
+    pub runs: crate::jobs::RunGate,
 }
 
 /// Which parts of planwright this process runs (several processes can share PostgreSQL).
@@ -121,16 +121,45 @@ pub fn router(state: AppState, role: Role) -> Router {
         .with_state(state)
 }
 
+/// How long a worker whose sandbox failed its check waits before checking again.
+const SANDBOX_RECHECK: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Checks that sandboxed commands run in this process and opens `gate` once they do;
+/// while they do not, the gate says why and the check is repeated.
+async fn check_sandbox(app: Arc<App>, gate: crate::jobs::RunGate, stop: CancellationToken) {
+    loop {
+        match sandbox_refusal(&app).await {
+            None => {
+                gate.set(None);
+                info!("the sandbox starts: this worker takes runs");
+                return;
+            }
+            Some(reason) => {
+                warn!(%reason, "this worker takes no runs: its sandbox cannot start (planwright doctor says what is missing)");
+                gate.set(Some(&format!("its sandbox cannot start ({reason})")));
+            }
+        }
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(SANDBOX_RECHECK) => {}
+        }
+    }
+}
+
 /// Why sandboxed commands cannot run in this process, if they cannot: no sandbox (the
 /// setting's own error), or one that fails to start `true`.
-async fn sandbox_refusal(app: &App, settings: &Settings) -> Option<String> {
+async fn sandbox_refusal(app: &App) -> Option<String> {
+    let settings = &app.settings;
     let Some(sandbox) = &app.sandbox else {
         return Some(match crate::sandbox::from_settings(settings) {
             Err(e) => e.to_string(),
             Ok(_) => "the sandbox could not be set up".to_owned(),
         });
     };
-    let scratch = settings.data_dir.join("sandbox-check");
+    // A folder of this process's own: workers may share a DATA_DIR.
+    let scratch = settings
+        .data_dir
+        .join(format!("sandbox-check-{}", std::process::id()));
     let checked = crate::sandbox::run_true(sandbox.as_ref(), &scratch, false).await;
     let _ = std::fs::remove_dir_all(&scratch);
     checked.err()
@@ -210,14 +239,17 @@ pub async fn start(
     let app =
         Arc::new(App::new(db.clone(), settings.clone())?.with_model_proxy(model_proxy.clone()));
     // A worker is there to run executors: one whose sandbox cannot start (no bubblewrap,
-    // user namespaces refused in its pod) takes no runs, and its readiness says why.
-    let unready = match role {
-        Role::Worker => sandbox_refusal(&app, &settings).await.map(Arc::from),
-        Role::Web | Role::All => None,
+    // user namespaces refused in its pod) takes no runs, and its readiness says why. The
+    // check runs beside serving (a liveness probe is answered meanwhile) and again while
+    // it fails, so a passing fault does not keep the worker out for good.
+    let runs = match role {
+        Role::Worker => {
+            let gate = crate::jobs::RunGate::closed("its sandbox has not been checked yet");
+            tokio::spawn(check_sandbox(app.clone(), gate.clone(), stop.clone()));
+            gate
+        }
+        Role::Web | Role::All => crate::jobs::RunGate::open(),
     };
-    if let Some(reason) = &unready {
-        warn!(%reason, "this worker takes no runs: its sandbox cannot start (planwright doctor says what is missing)");
-    }
     let forges = app.forges.clone();
     let handler = handler(app);
     let waker = Waker::default();
@@ -234,7 +266,7 @@ pub async fn start(
         forges,
         inbox: crate::store::deliveries::Inbox::start(db.clone()),
         pages: pages::Pages::new(&db, &settings).await?,
-        unready: unready.clone(),
+        runs: runs.clone(),
     };
     if role != Role::Worker && !state.forges.configured(crate::event::ForgeKind::Github) {
         state.onboarding.announce();
@@ -245,7 +277,7 @@ pub async fn start(
         settings: settings.queue.clone(),
         owner: format!("{}:{}", hostname(), std::process::id()),
         waker,
-        takes_runs: unready.is_none(),
+        runs,
     });
     let metrics_server = metrics_listener.map(|listener| {
         let stopped = stop.clone();

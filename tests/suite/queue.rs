@@ -43,7 +43,7 @@ fn spawn_worker(
         settings,
         owner: owner.to_owned(),
         waker: Waker::default(),
-        takes_runs: true,
+        runs: planwright::jobs::RunGate::open(),
     };
     let handle = tokio::spawn(worker.run(stop.clone()));
     (stop, handle)

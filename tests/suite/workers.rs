@@ -284,11 +284,16 @@ async fn a_worker_whose_sandbox_cannot_start_takes_no_runs_and_says_why() {
     let path = format!("{}:{}", refused.display(), std::env::var("PATH").unwrap());
     let confined = Worker::start(&world, root.path(), "confined", &[("PATH", path.as_str())]);
 
-    let ready = reqwest::get(format!("http://{}/readyz", confined.addr))
-        .await
-        .unwrap();
-    assert_eq!(ready.status(), 503);
-    let text = ready.text().await.unwrap();
+    // Unready until its sandbox is checked, then unready saying what bubblewrap said.
+    let text = eventually("the sandbox check's answer", || async {
+        let ready = reqwest::get(format!("http://{}/readyz", confined.addr))
+            .await
+            .unwrap();
+        assert_eq!(ready.status(), 503);
+        let text = ready.text().await.unwrap();
+        text.contains("cannot start").then_some(text)
+    })
+    .await;
     assert!(
         text.contains("takes no runs") && text.contains("setting up uid map: Permission denied"),
         "{text}"
@@ -323,8 +328,15 @@ async fn a_worker_whose_sandbox_cannot_start_takes_no_runs_and_says_why() {
         "{still:#?}"
     );
 
-    // A worker whose sandbox starts takes it.
+    // A worker whose sandbox starts is ready, and takes it.
     let able = Worker::start(&world, root.path(), "able", &[]);
+    eventually("the able worker to be ready", || async {
+        let ready = reqwest::get(format!("http://{}/readyz", able.addr))
+            .await
+            .unwrap();
+        (ready.status() == 200).then_some(())
+    })
+    .await;
     pull_request_opened(&world).await;
     let runs = world.runs().await;
     assert!(
