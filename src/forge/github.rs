@@ -250,6 +250,11 @@ pub struct GithubForge {
 }
 
 impl GithubForge {
+    /// The repository as this installation reaches it: what its id is kept under.
+    fn reached_as(&self, repo: &RepoName) -> String {
+        format!("{}/{repo}", self.installation.0)
+    }
+
     /// A POST that creates something, not repeated after a failure GitHub may have
     /// carried out anyway (`RetryPolicy::run_create`).
     async fn create<T: DeserializeOwned>(
@@ -360,7 +365,7 @@ impl Forge for GithubForge {
         })?;
         let id = node.database_id.map(|id| id.to_string());
         if let Some(id) = &id {
-            self.shared.repo_ids.keep(repo, id);
+            self.shared.repo_ids.keep(&self.reached_as(repo), id);
         }
         Ok(Repository {
             name: repo.clone(),
@@ -372,7 +377,7 @@ impl Forge for GithubForge {
     }
 
     async fn repository_id(&self, repo: &RepoName) -> Result<Option<String>, ForgeError> {
-        match self.shared.repo_ids.fresh(repo) {
+        match self.shared.repo_ids.fresh(&self.reached_as(repo)) {
             Some(id) => Ok(Some(id)),
             None => Ok(self.repository(repo).await?.id),
         }

@@ -366,7 +366,7 @@ impl GitlabForge {
         let path = project_path(repo);
         let project: GlProject = self.get(&format!("{path}?statistics=true")).await?;
         if let Some(id) = project.id {
-            self.repo_ids.keep(repo, &id.to_string());
+            self.repo_ids.keep(repo.as_str(), &id.to_string());
         }
         if let Some(url) = &project.http_url_to_repo
             && self.check_clone_url(url, &path).is_ok()
@@ -489,7 +489,7 @@ impl Forge for GitlabForge {
     }
 
     async fn repository_id(&self, repo: &RepoName) -> Result<Option<String>, ForgeError> {
-        match self.repo_ids.fresh(repo) {
+        match self.repo_ids.fresh(repo.as_str()) {
             Some(id) => Ok(Some(id)),
             None => Ok(self.project(repo).await?.id.map(|id| id.to_string())),
         }

@@ -599,26 +599,29 @@ impl ForgeError {
     }
 }
 
-/// Repository ids as last read, and when: a session asks for its repository's id when it
-/// plans and again when it runs, and the id changes only when a repository is deleted and
-/// made again, so it is read again after [`REPO_ID_KEPT`] rather than on every run.
+/// Repository ids as last read, and when, by what the client reached the repository as
+/// (GitHub: the installation and the name, so a repository made again under an old name
+/// in another account's installation is read anew): a session asks for its repository's
+/// id when it plans and again when it runs, and the id changes only when a repository is
+/// deleted and made again, so it is read again after [`REPO_ID_KEPT`] rather than on
+/// every run.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct RepoIds(Arc<std::sync::Mutex<HashMap<RepoName, (String, Instant)>>>);
+pub(crate) struct RepoIds(Arc<std::sync::Mutex<HashMap<String, (String, Instant)>>>);
 
 /// How long a repository's id is reused before it is read again.
 pub(crate) const REPO_ID_KEPT: Duration = Duration::from_secs(10 * 60);
 
 impl RepoIds {
-    pub(crate) fn keep(&self, repo: &RepoName, id: &str) {
+    pub(crate) fn keep(&self, reached_as: &str, id: &str) {
         if let Ok(mut kept) = self.0.lock() {
-            kept.insert(repo.clone(), (id.to_owned(), Instant::now()));
+            kept.insert(reached_as.to_owned(), (id.to_owned(), Instant::now()));
         }
     }
 
-    /// The id read for `repo` less than [`REPO_ID_KEPT`] ago.
-    pub(crate) fn fresh(&self, repo: &RepoName) -> Option<String> {
+    /// The id read for `reached_as` less than [`REPO_ID_KEPT`] ago.
+    pub(crate) fn fresh(&self, reached_as: &str) -> Option<String> {
         let kept = self.0.lock().ok()?;
-        let (id, at) = kept.get(repo)?;
+        let (id, at) = kept.get(reached_as)?;
         (at.elapsed() < REPO_ID_KEPT).then(|| id.clone())
     }
 }
