@@ -31,6 +31,8 @@ pub struct App {
     pub forges: Arc<Forges>,
     /// `None` when the sandbox cannot work here; scouts then only read.
     pub sandbox: Option<Arc<dyn Sandbox>>,
+    /// Why `sandbox` is `None`, in the sandbox's own words.
+    pub sandbox_missing: Option<String>,
     /// Checkouts for planners and executors, from the mirror cache under `DATA_DIR`.
     pub workspaces: Arc<Workspaces>,
     /// The model proxy coding agents reach through the sandbox; `None` in roles that run
@@ -49,11 +51,11 @@ impl App {
     /// As `new`, with other model HTTP options (tests use short retries).
     pub fn with_http(db: Db, settings: Arc<Settings>, http: HttpOptions) -> anyhow::Result<Self> {
         let forges = Arc::new(Forges::from_settings(&settings)?);
-        let sandbox = match crate::sandbox::from_settings(&settings) {
-            Ok(s) => Some(Arc::from(s)),
+        let (sandbox, sandbox_missing) = match crate::sandbox::from_settings(&settings) {
+            Ok(s) => (Some(Arc::from(s)), None),
             Err(e) => {
                 tracing::warn!(error = %e, "scouts will not run commands");
-                None
+                (None, Some(e.to_string()))
             }
         };
         let cache = Arc::new(
@@ -72,6 +74,7 @@ impl App {
             settings,
             forges,
             sandbox,
+            sandbox_missing,
             workspaces,
             model_proxy: None,
             environments,

@@ -197,6 +197,12 @@ impl RunGate {
         Self(Arc::new(std::sync::RwLock::new(Some(Arc::from(reason)))))
     }
 
+    /// Whether runs are taken: what the claim loop asks each turn, without a copy of the
+    /// reason.
+    pub fn is_open(&self) -> bool {
+        self.0.read().is_ok_and(|r| r.is_none())
+    }
+
     /// Why runs are not taken; `None` when they are.
     pub fn refusal(&self) -> Option<Arc<str>> {
         self.0.read().map_or(None, |r| r.clone())
@@ -233,7 +239,7 @@ impl Worker {
             }
             let room = Room {
                 other: others.available_permits() > 0,
-                run: gate.refusal().is_none() && runs.available_permits() > 0,
+                run: gate.is_open() && runs.available_permits() > 0,
                 per_lane: settings.max_runs_per_installation,
             };
             if !room.other && !room.run {

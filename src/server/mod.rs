@@ -151,10 +151,12 @@ async fn check_sandbox(app: Arc<App>, gate: crate::jobs::RunGate, stop: Cancella
 async fn sandbox_refusal(app: &App) -> Option<String> {
     let settings = &app.settings;
     let Some(sandbox) = &app.sandbox else {
-        return Some(match crate::sandbox::from_settings(settings) {
-            Err(e) => e.to_string(),
-            Ok(_) => "the sandbox could not be set up".to_owned(),
-        });
+        let missing = app.sandbox_missing.as_deref();
+        return Some(
+            missing
+                .unwrap_or("the sandbox could not be set up")
+                .to_owned(),
+        );
     };
     // A folder of this process's own: workers may share a DATA_DIR.
     let scratch = settings
