@@ -1513,3 +1513,56 @@ async fn a_worker_without_the_verified_checkout_publishes_the_run_from_its_recor
     );
     world.server.stop().await;
 }
+
+#[tokio::test]
+async fn a_recorded_result_whose_commit_the_branch_lacks_is_not_published_from_the_record() {
+    let fix = command_settings("sed -i 's/a - b/a + b/' calc.py");
+    let world = World::calc(
+        GITHUB,
+        vec![submit_calc(2), verdict(true, "As asked.")],
+        &fix,
+    )
+    .await;
+    for _ in 0..50 {
+        world.github().refuse_next_body("POST", "\"head\":", 502);
+    }
+    world.approve_calc().await;
+    let (branch, commit) = eventually("the verified result to be pushed", || async {
+        let runs = world.runs().await;
+        let run = runs.iter().find(|r| r.state.as_str() == "verified")?;
+        let branch = run.branch.clone()?;
+        let pushed = world.upstream(&["branch", "--list", &branch]);
+        (!pushed.trim().is_empty())
+            .then(|| (branch.clone(), world.upstream(&["rev-parse", &branch])))
+    })
+    .await;
+    let main = world.upstream(&["rev-parse", "main"]);
+    let elsewhere = tempfile::tempdir().unwrap();
+    let world = world
+        .taken_over(elsewhere.path(), |fake| {
+            let Fake::Github(github) = fake else {
+                unreachable!("a GitHub world")
+            };
+            // As when the verifying worker stopped between its record and its push: the
+            // branch holds something else than the recorded commit.
+            let dir = github.git_dir(REPO);
+            let target = format!("refs/heads/{branch}");
+            crate::support::git_http::git(&dir, &["update-ref", &target, &main]);
+            github.clear_faults();
+        })
+        .await;
+    world.wait_for_state("failed").await;
+    // Nothing was opened for a branch that does not hold what was verified.
+    assert!(world.github().pulls(REPO).is_empty());
+    assert!(
+        world.checks(&commit).is_empty(),
+        "{:?}",
+        world.checks(&commit)
+    );
+    assert!(
+        world.bot_comments().iter().any(|c| c.contains("lost")),
+        "{:#?}",
+        world.bot_comments()
+    );
+    world.server.stop().await;
+}
