@@ -253,13 +253,18 @@ async fn the_probes_and_the_scrape_reach_real_routes_of_their_role() {
                 settings.listen.port(),
                 "{name}: the {probe} probes another port than LISTEN's"
             );
-            let response = server
-                .client
-                .get(format!("{}{path}", server.base))
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(response.status(), 200, "{name}: {probe} {path}");
+            // A worker is ready once its sandbox check has passed, which it does here.
+            let status = support::eventually(&format!("{name}: {probe} {path}"), || async {
+                let response = server
+                    .client
+                    .get(format!("{}{path}", server.base))
+                    .send()
+                    .await
+                    .unwrap();
+                (response.status() == 200).then_some(response.status())
+            })
+            .await;
+            assert_eq!(status, 200, "{name}: {probe} {path}");
             probed += 1;
         }
         let annotations = &pod_template(&objects, &name)["metadata"]["annotations"];
