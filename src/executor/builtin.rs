@@ -22,9 +22,11 @@ use super::{
     prepare_records,
 };
 use crate::distill;
-use crate::llm::{ChatModel, ChatRequest, ContentBlock, Message, ModelError, Role, Tool};
+use crate::llm::{
+    ChatModel, ChatRequest, ContentBlock, Message, ModelError, Role, Tool, anthropic,
+};
 use crate::repo_tools::RepoTools;
-use crate::sandbox::{self, Exit, Sandbox, SandboxError};
+use crate::sandbox::{self, Sandbox, SandboxError};
 
 /// Longest one `run` may take, whatever the model asks.
 const MAX_RUN_SECS: u64 = 30 * 60;
@@ -96,18 +98,10 @@ fn tools() -> Vec<Tool> {
                 "required": ["path", "old", "new"]
             }),
         },
-        Tool {
-            name: "run".into(),
-            description: "Run a shell command in the repository's folder, in a sandbox without network. Output is summarised.".into(),
-            input_schema: json!({
-                "type": "object",
-                "properties": {
-                    "command": {"type": "string"},
-                    "timeout_s": {"type": "integer", "minimum": 1, "maximum": MAX_RUN_SECS}
-                },
-                "required": ["command"]
-            }),
-        },
+        RepoTools::run_definition(
+            "Run a shell command in the repository's folder, in a sandbox without network. Output is summarised.",
+            MAX_RUN_SECS,
+        ),
         Tool {
             name: "finish".into(),
             description: "Finish: the change is complete. Summarise what you changed and what you ran.".into(),
@@ -166,7 +160,7 @@ impl Executor for Builtin {
                 "kind": "assistant",
                 "turn": turns,
                 "stop_reason": format!("{:?}", response.stop_reason),
-                "content": response.content.iter().map(block_json).collect::<Vec<_>>(),
+                "content": response.content.iter().map(anthropic::block_json).collect::<Vec<_>>(),
             }))?;
             let text = response.text();
             if !text.trim().is_empty() {
@@ -383,17 +377,7 @@ impl Builtin {
         };
         let stdout = output.stdout.text();
         let stderr = output.stderr.text();
-        let status = if output.timed_out {
-            format!(
-                "timed out after {}s and was killed",
-                cmd.limits.wall.as_secs()
-            )
-        } else {
-            match output.exit {
-                Exit::Code(code) => format!("exit code {code}"),
-                Exit::Signal(signal) => format!("killed by signal {signal}"),
-            }
-        };
+        let status = output.status_text(cmd.limits.wall);
         let mut text = stdout.clone();
         text.push_str(&stderr);
         let report = distill::distill_str(&text, None, Some(&args.command));
@@ -492,25 +476,6 @@ fn display_input(input: &Value) -> String {
     match input {
         Value::String(raw) => raw.clone(),
         other => other.to_string(),
-    }
-}
-
-fn block_json(block: &ContentBlock) -> Value {
-    match block {
-        ContentBlock::Text(text) => json!({"type": "text", "text": text}),
-        ContentBlock::ToolUse { id, name, input } => {
-            json!({"type": "tool_use", "id": id, "name": name, "input": input})
-        }
-        ContentBlock::ToolResult {
-            tool_use_id,
-            content,
-            is_error,
-        } => json!({
-            "type": "tool_result",
-            "tool_use_id": tool_use_id,
-            "content": content,
-            "is_error": is_error,
-        }),
     }
 }
 

@@ -17,7 +17,7 @@ use super::{
 use crate::distill;
 use crate::ids::{RunId, SessionId};
 use crate::metering::proxy::Capabilities;
-use crate::sandbox::{self, Exit, Sandbox};
+use crate::sandbox::{self, Sandbox};
 
 /// Where the contract is written, relative to the sandbox's workspace root: outside the
 /// checkout, so it never shows in the diff.
@@ -141,17 +141,7 @@ impl Executor for CommandExecutor {
 
         let stdout = output.stdout.text();
         let stderr = output.stderr.text();
-        let status = if output.timed_out {
-            format!(
-                "timed out after {}s and was killed",
-                cmd.limits.wall.as_secs()
-            )
-        } else {
-            match output.exit {
-                Exit::Code(code) => format!("exit code {code}"),
-                Exit::Signal(signal) => format!("killed by signal {signal}"),
-            }
-        };
+        let status = output.status_text(cmd.limits.wall);
         let transcript = task.records.join("transcript.log");
         let mut text = format!(
             "$ {}\n--- stdout ({} bytes) ---\n{stdout}",

@@ -6,13 +6,14 @@
 use std::collections::BTreeMap;
 
 use anyhow::Result;
+use async_trait::async_trait;
 use reqwest::header::{HeaderMap, HeaderValue};
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::{Value, json};
 
 use super::{
-    ChatFuture, ChatModel, ChatRequest, ChatResponse, ChatStream, ContentBlock, Endpoint,
-    FinishReason, HttpOptions, ModelError, ModelName, Provider, Role, Usage, decode_error, sse,
+    ChatModel, ChatRequest, ChatResponse, ChatStream, ContentBlock, Endpoint, FinishReason,
+    HttpOptions, ModelError, ModelName, Provider, Role, Usage, decode_error, sse,
 };
 
 pub(crate) const API_VERSION: &str = "2023-06-01";
@@ -62,13 +63,14 @@ impl AnthropicClient {
     }
 }
 
+#[async_trait]
 impl ChatModel for AnthropicClient {
     fn name(&self) -> &ModelName {
         &self.name
     }
 
-    fn chat<'a>(&'a self, request: &'a ChatRequest) -> ChatFuture<'a> {
-        Box::pin(self.send(request))
+    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
+        self.send(request).await
     }
 }
 
@@ -105,27 +107,28 @@ fn message(m: &super::Message) -> Value {
         Role::User => "user",
         Role::Assistant => "assistant",
     };
-    let content: Vec<Value> = m
-        .content
-        .iter()
-        .map(|block| match block {
-            ContentBlock::Text(text) => json!({"type": "text", "text": text}),
-            ContentBlock::ToolUse { id, name, input } => {
-                json!({"type": "tool_use", "id": id, "name": name, "input": input})
-            }
-            ContentBlock::ToolResult {
-                tool_use_id,
-                content,
-                is_error,
-            } => json!({
-                "type": "tool_result",
-                "tool_use_id": tool_use_id,
-                "content": content,
-                "is_error": is_error,
-            }),
-        })
-        .collect();
+    let content: Vec<Value> = m.content.iter().map(block_json).collect();
     json!({"role": role, "content": content})
+}
+
+/// One content block in Anthropic's wire form, which is also the form transcripts keep.
+pub fn block_json(block: &ContentBlock) -> Value {
+    match block {
+        ContentBlock::Text(text) => json!({"type": "text", "text": text}),
+        ContentBlock::ToolUse { id, name, input } => {
+            json!({"type": "tool_use", "id": id, "name": name, "input": input})
+        }
+        ContentBlock::ToolResult {
+            tool_use_id,
+            content,
+            is_error,
+        } => json!({
+            "type": "tool_result",
+            "tool_use_id": tool_use_id,
+            "content": content,
+            "is_error": is_error,
+        }),
+    }
 }
 
 fn parse_response(answer: &Value) -> Result<ChatResponse, ModelError> {

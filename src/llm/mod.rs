@@ -8,12 +8,11 @@ pub mod openai;
 pub(crate) mod sse;
 
 use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use async_trait::async_trait;
 use rand::Rng;
 use reqwest::header::{HeaderMap, HeaderValue};
 use secrecy::{ExposeSecret, SecretString};
@@ -208,14 +207,12 @@ fn is_retryable_status(status: u16) -> bool {
     matches!(status, 429 | 500 | 502 | 503 | 504 | 529)
 }
 
-pub type ChatFuture<'a> =
-    Pin<Box<dyn Future<Output = Result<ChatResponse, ModelError>> + Send + 'a>>;
-
-/// One model behind one provider's wire format. Boxed futures keep it usable as
-/// `dyn ChatModel`, so roles pick a provider at run time.
+/// One model behind one provider's wire format, usable as `dyn ChatModel` so roles pick
+/// a provider at run time.
+#[async_trait]
 pub trait ChatModel: Send + Sync + fmt::Debug {
     fn name(&self) -> &ModelName;
-    fn chat<'a>(&'a self, request: &'a ChatRequest) -> ChatFuture<'a>;
+    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError>;
 }
 
 #[derive(Debug, Clone)]

@@ -6,13 +6,14 @@
 use std::collections::BTreeMap;
 
 use anyhow::{Result, bail};
+use async_trait::async_trait;
 use reqwest::header::{AUTHORIZATION, HeaderMap};
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::{Value, json};
 
 use super::{
-    ChatFuture, ChatModel, ChatRequest, ChatResponse, ChatStream, ContentBlock, Endpoint,
-    FinishReason, HttpOptions, ModelError, ModelName, Provider, Role, Usage, decode_error, sse,
+    ChatModel, ChatRequest, ChatResponse, ChatStream, ContentBlock, Endpoint, FinishReason,
+    HttpOptions, ModelError, ModelName, Provider, Role, Usage, decode_error, sse,
 };
 
 const OPENAI_URL: &str = "https://api.openai.com/v1";
@@ -76,13 +77,14 @@ impl OpenAiClient {
     }
 }
 
+#[async_trait]
 impl ChatModel for OpenAiClient {
     fn name(&self) -> &ModelName {
         &self.name
     }
 
-    fn chat<'a>(&'a self, request: &'a ChatRequest) -> ChatFuture<'a> {
-        Box::pin(self.send(request))
+    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
+        self.send(request).await
     }
 }
 

@@ -9,12 +9,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Result, bail};
+use async_trait::async_trait;
 
 use crate::config::prices::Price;
 use crate::config::prices::PriceTable;
 use crate::ids::ModelName;
 use crate::ids::{RunId, SessionId};
-use crate::llm::{ChatFuture, ChatModel, ChatRequest, ChatResponse, ModelError, Usage};
+use crate::llm::{ChatModel, ChatRequest, ChatResponse, ModelError, Usage};
 use crate::store::Db;
 use crate::store::model_usage::Budget;
 use crate::store::model_usage::usd;
@@ -309,13 +310,14 @@ fn request_input_estimate(request: &ChatRequest) -> u64 {
     input_estimate(bytes, 0)
 }
 
+#[async_trait]
 impl ChatModel for Metered {
     fn name(&self) -> &ModelName {
         self.model.name()
     }
 
-    fn chat<'a>(&'a self, request: &'a ChatRequest) -> ChatFuture<'a> {
-        Box::pin(self.call(request))
+    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
+        self.call(request).await
     }
 }
 

@@ -188,18 +188,10 @@ fn report_from(question: &str, input: &Value) -> ScoutReport {
 
 fn tools() -> Vec<Tool> {
     let mut tools = RepoTools::definitions();
-    tools.push(Tool {
-        name: "run".into(),
-        description: "Run a shell command in a sandboxed copy of the repository (no network). Output is summarised.".into(),
-        input_schema: json!({
-            "type": "object",
-            "properties": {
-                "command": {"type": "string"},
-                "timeout_s": {"type": "integer", "minimum": 1, "maximum": MAX_RUN_SECS}
-            },
-            "required": ["command"]
-        }),
-    });
+    tools.push(RepoTools::run_definition(
+        "Run a shell command in a sandboxed copy of the repository (no network). Output is summarised.",
+        MAX_RUN_SECS,
+    ));
     tools.push(Tool {
         name: "report".into(),
         description: "Finish: your findings, evidence as path:line references, and confidence."

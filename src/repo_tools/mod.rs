@@ -116,6 +116,24 @@ impl RepoTools {
         }
     }
 
+    /// The `run` tool beside the read-only ones: a shell command in a sandbox, with a
+    /// timeout the model may ask for up to `max_secs`. The scouts and the builtin executor
+    /// each describe where it runs.
+    pub fn run_definition(description: &str, max_secs: u64) -> Tool {
+        Tool {
+            name: "run".into(),
+            description: description.into(),
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "command": {"type": "string"},
+                    "timeout_s": {"type": "integer", "minimum": 1, "maximum": max_secs}
+                },
+                "required": ["command"]
+            }),
+        }
+    }
+
     /// The tool definitions for the model, in DESIGN's names.
     pub fn definitions() -> Vec<Tool> {
         vec![

@@ -263,6 +263,19 @@ pub struct Output {
 }
 
 impl Output {
+    /// How the command ended, in the words a model or a log reads: its exit code, the
+    /// signal that killed it, or the wall-clock limit it reached (`wall`).
+    pub fn status_text(&self, wall: Duration) -> String {
+        if self.timed_out {
+            format!("timed out after {}s and was killed", wall.as_secs())
+        } else {
+            match self.exit {
+                Exit::Code(code) => format!("exit code {code}"),
+                Exit::Signal(signal) => format!("killed by signal {signal}"),
+            }
+        }
+    }
+
     /// Why the command never ran, if it did not: bubblewrap prints `bwrap: …` and exits
     /// 1 when it cannot set the sandbox up (a folder it cannot reach, a namespace the
     /// host refuses), and a shell exits 126 or 127 when the program cannot be executed
