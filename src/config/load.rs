@@ -488,7 +488,7 @@ fn gitlab(raw: &Raw) -> Result<GitlabSettings> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::KEYS;
+    use crate::config::keys::KEYS;
     use secrecy::ExposeSecret;
 
     fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {

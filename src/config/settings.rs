@@ -212,7 +212,7 @@ impl Default for WorkspaceSettings {
 }
 
 /// How long an executor attempt runs at most, unless `EXECUTOR_TIMEOUT_SECS` says otherwise.
-pub const EXECUTOR_TIMEOUT: Duration = Duration::from_secs(45 * 60);
+pub(super) const EXECUTOR_TIMEOUT: Duration = Duration::from_secs(45 * 60);
 
 /// How long an answer about what a signed-in person may read is trusted, unless
 /// `ACCESS_CHECK_SECS` says.
