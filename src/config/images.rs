@@ -9,6 +9,7 @@ use anyhow::{Context, Result, bail};
 use base64::Engine as _;
 use secrecy::SecretString;
 
+use super::keys::{Raw, Setting};
 use crate::ids::image::ImageRef;
 
 /// What an operator gets without setting `ENVIRONMENT_CACHE_MAX`: room for a handful of
@@ -206,42 +207,43 @@ pub(super) fn parse_size(text: &str) -> Option<u64> {
     number.trim().parse::<u64>().ok()?.checked_mul(1 << shift)
 }
 
-impl super::Raw {
-    pub(super) fn images(&self) -> Result<ImageSettings> {
-        let default_image = match self.text("environment_image") {
+impl ImageSettings {
+    /// The image settings checked, each error naming the key's source.
+    pub(super) fn from_raw(raw: &Raw) -> Result<ImageSettings> {
+        let default_image = match raw.environment_image.text() {
             None => None,
             Some(text) => Some(
                 ImageRef::parse(text)
-                    .with_context(|| format!("Cannot use {}", self.source("environment_image")))?,
+                    .with_context(|| format!("Cannot use {}", raw.environment_image.source()))?,
             ),
         };
-        let credentials = match self.text("registry_auth") {
+        let credentials = match raw.registry_auth.text() {
             None => RegistryCredentials::default(),
             Some(path) => {
                 let path = Path::new(path);
                 let text = std::fs::read_to_string(path).with_context(|| {
                     format!(
                         "Could not read the registry credentials named by {} (a Docker config.json, as `docker login` writes to ~/.docker/config.json)",
-                        self.source("registry_auth")
+                        raw.registry_auth.source()
                     )
                 })?;
                 RegistryCredentials::from_docker_config(&text, path)?
             }
         };
-        let insecure = self.registry_hosts("registry_insecure")?;
-        let private = self.registry_hosts("registry_private")?;
-        let size = |key: &str, default: u64| match self.text(key) {
+        let insecure = registry_hosts(&raw.registry_insecure)?;
+        let private = registry_hosts(&raw.registry_private)?;
+        let size = |setting: &Setting, default: u64| match setting.text() {
             None => Ok(default),
             Some(text) => match parse_size(text) {
                 Some(size) if size > 0 => Ok(size),
                 _ => Err(anyhow::anyhow!(
                     "Cannot use {}: expected a size such as `20G`, `512M` or a number of bytes, got `{text}`",
-                    self.source(key)
+                    setting.source()
                 )),
             },
         };
-        let cache_max = size("environment_cache_max", DEFAULT_CACHE_MAX)?;
-        let setup_cache_max = size("setup_cache_max", DEFAULT_SETUP_CACHE_MAX)?;
+        let cache_max = size(&raw.environment_cache_max, DEFAULT_CACHE_MAX)?;
+        let setup_cache_max = size(&raw.setup_cache_max, DEFAULT_SETUP_CACHE_MAX)?;
         Ok(ImageSettings {
             default_image,
             credentials,
@@ -249,118 +251,37 @@ impl super::Raw {
             private,
             cache_max,
             setup_cache_max,
-            pull_timeout: self
-                .positive("environment_pull_timeout")?
+            pull_timeout: raw
+                .environment_pull_timeout
+                .positive()?
                 .map_or(DEFAULT_PULL_TIMEOUT, Duration::from_secs),
         })
     }
+}
 
-    /// A comma-separated list of `host` or `host:port` entries, lower-cased.
-    fn registry_hosts(&self, key: &str) -> Result<Vec<String>> {
-        let mut hosts = Vec::new();
-        for host in self.text(key).unwrap_or("").split(',') {
-            let host = host.trim();
-            if host.is_empty() {
-                continue;
-            }
-            if !crate::ids::image::is_registry_host(host) {
-                bail!(
-                    "Cannot use {}: `{host}` is not a registry host (give `host` or `host:port`, comma-separated, without `http://`)",
-                    self.source(key)
-                );
-            }
-            hosts.push(host.to_ascii_lowercase());
+/// A comma-separated list of `host` or `host:port` entries, lower-cased.
+fn registry_hosts(setting: &Setting) -> Result<Vec<String>> {
+    let mut hosts = Vec::new();
+    for host in setting.text().unwrap_or("").split(',') {
+        let host = host.trim();
+        if host.is_empty() {
+            continue;
         }
-        Ok(hosts)
+        if !crate::ids::image::is_registry_host(host) {
+            bail!(
+                "Cannot use {}: `{host}` is not a registry host (give `host` or `host:port`, comma-separated, without `http://`)",
+                setting.source()
+            );
+        }
+        hosts.push(host.to_ascii_lowercase());
     }
+    Ok(hosts)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use secrecy::ExposeSecret;
-
-    fn load(vars: &[(&str, &str)]) -> Result<super::super::Settings> {
-        let env: Vec<(String, String)> = vars
-            .iter()
-            .map(|(k, v)| (format!("PLANWRIGHT_{k}"), (*v).to_owned()))
-            .chain([(
-                "PLANWRIGHT_DATA_DIR".to_owned(),
-                "/nonexistent-planwright".to_owned(),
-            )])
-            .collect();
-        super::super::Settings::from_sources(None, &env)
-    }
-
-    #[test]
-    fn settings_check_every_image_key_when_they_load() {
-        let dir = tempfile::tempdir().unwrap();
-        let auth = dir.path().join("config.json");
-        std::fs::write(
-            &auth,
-            r#"{"auths":{"ghcr.io":{"username":"u","password":"p"}}}"#,
-        )
-        .unwrap();
-        let auth_path = auth.display().to_string();
-        let settings = load(&[
-            ("ENVIRONMENT_IMAGE", "ghcr.io/acme/ci:1.4"),
-            ("REGISTRY_AUTH", &auth_path),
-            ("REGISTRY_INSECURE", "registry.lan:5000, lab"),
-            ("REGISTRY_PRIVATE", "Registry.Corp"),
-            ("ENVIRONMENT_CACHE_MAX", "512M"),
-            ("SETUP_CACHE_MAX", "2G"),
-            ("ENVIRONMENT_PULL_TIMEOUT", "600"),
-        ])
-        .unwrap();
-        let images = &settings.images;
-        assert_eq!(
-            images.default_image.as_ref().unwrap().to_string(),
-            "ghcr.io/acme/ci:1.4"
-        );
-        let ci = ImageRef::parse("ghcr.io/acme/ci:1").unwrap();
-        assert!(images.credentials.for_image(&ci).is_some());
-        assert_eq!(images.insecure, ["registry.lan:5000", "lab"]);
-        assert_eq!(images.private, ["registry.corp"]);
-        assert_eq!(images.cache_max, 512 << 20);
-        assert_eq!(images.setup_cache_max, 2 << 30);
-        assert_eq!(images.pull_timeout, Duration::from_secs(600));
-        assert!(
-            settings.secret_files.contains(&auth),
-            "hidden from sandboxes"
-        );
-        let defaults = load(&[]).unwrap().images;
-        assert_eq!(defaults.cache_max, 20 << 30);
-        assert_eq!(defaults.setup_cache_max, 10 << 30);
-        assert_eq!(defaults.pull_timeout, Duration::from_secs(1800));
-
-        let missing = dir.path().join("absent.json").display().to_string();
-        for (key, value, needle) in [
-            (
-                "ENVIRONMENT_IMAGE",
-                "Not An Image",
-                "PLANWRIGHT_ENVIRONMENT_IMAGE",
-            ),
-            ("REGISTRY_INSECURE", "http://lab", "without `http://`"),
-            (
-                "REGISTRY_PRIVATE",
-                "https://corp/",
-                "PLANWRIGHT_REGISTRY_PRIVATE",
-            ),
-            ("ENVIRONMENT_CACHE_MAX", "big", "such as `20G`"),
-            ("ENVIRONMENT_CACHE_MAX", "0", "such as `20G`"),
-            ("SETUP_CACHE_MAX", "ten", "PLANWRIGHT_SETUP_CACHE_MAX"),
-            ("ENVIRONMENT_PULL_TIMEOUT", "0", "positive integer"),
-            (
-                "ENVIRONMENT_PULL_TIMEOUT",
-                "soon",
-                "PLANWRIGHT_ENVIRONMENT_PULL_TIMEOUT",
-            ),
-            ("REGISTRY_AUTH", &missing, "docker login"),
-        ] {
-            let error = format!("{:#}", load(&[(key, value)]).unwrap_err());
-            assert!(error.contains(needle), "{key}={value}: {error}");
-        }
-    }
 
     #[test]
     fn sizes_take_binary_units() {

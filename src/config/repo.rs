@@ -193,52 +193,60 @@ impl RepoConfig {
     }
 
     /// Reads a file's text over the defaults. Keys left out keep their default (the guessed
-    /// commands included); every error names the file, line and key.
+    /// commands included); every error names the file, line and key. The phases run in the
+    /// file's key order, so that of several bad values the same one is always reported.
     pub fn parse(text: &str, path: &str, root: &RootFiles) -> Result<RepoConfig, ConfigError> {
         let mut config = RepoConfig::defaults(root);
         if text.trim().is_empty() {
             config.source = Some(path.to_owned());
             return Ok(config);
         }
-        let file: File = serde_norway::from_str(text).map_err(|e| {
-            let message = tidy(&e.to_string());
-            // Our own value checks report "key: …" but the parser places them at the start
-            // of the enclosing mapping; the key's own line is what a person needs.
-            let line = own_key(&message)
-                .and_then(|key| line_of(text, key))
-                .or(e.location().map(|l| l.line()));
-            ConfigError {
-                path: path.to_owned(),
-                line,
-                message,
-            }
-        })?;
+        let mut file = read_file(text, path)?;
         let at = |key: &str, message: String| ConfigError {
             path: path.to_owned(),
             line: line_of(text, key),
             message: format!("`{key}`: {message}"),
         };
-        if let Some(label) = file.label {
+        config.apply_trigger(&mut file, &at)?;
+        config.apply_commands(&mut file, &at)?;
+        config.apply_models(&mut file, &at)?;
+        config.apply_run_limits(&mut file, &at)?;
+        config.apply_results(&mut file, &at)?;
+        config.apply_check_handling(&mut file, &at)?;
+        config.apply_questions(&mut file, &at)?;
+        config.source = Some(path.to_owned());
+        Ok(config)
+    }
+
+    /// Who may start a session, and the label that starts one.
+    fn apply_trigger(&mut self, file: &mut File, at: &impl At) -> Result<(), ConfigError> {
+        if let Some(label) = file.label.take() {
             if label.trim().is_empty() || label.len() > 50 {
                 return Err(at(
                     "label",
                     "must be a label name of 1 to 50 characters".into(),
                 ));
             }
-            config.label = label;
+            self.label = label;
         }
-        if let Some(p) = file.min_permission {
-            config.min_permission = p.0;
+        if let Some(p) = file.min_permission.take() {
+            self.min_permission = p.0;
         }
-        if let Some(setup) = file.setup {
-            config.setup = commands(setup, "setup", &at)?;
+        Ok(())
+    }
+
+    /// What runs in the sandbox: the setup and test commands, the hosts it may reach, and
+    /// the executor with its command line.
+    fn apply_commands(&mut self, file: &mut File, at: &impl At) -> Result<(), ConfigError> {
+        if let Some(setup) = file.setup.take() {
+            self.setup = commands(setup, "setup", at)?;
         }
-        if let Some(test) = file.test
+        if let Some(test) = file.test.take()
             && !test.is_null()
         {
-            config.test = test_commands(test, &at)?;
+            self.test = test_commands(test, at)?;
         }
-        if let Some(hosts) = file.network_allow {
+        if let Some(hosts) = file.network_allow.take() {
             for h in &hosts {
                 if !valid_host_rule(h) {
                     return Err(at(
@@ -247,96 +255,121 @@ impl RepoConfig {
                     ));
                 }
             }
-            config.network_allow = hosts;
+            self.network_allow = hosts;
         }
-        if let Some(e) = file.executor {
-            config.executor = e.0;
+        if let Some(e) = file.executor.take() {
+            self.executor = e.0;
         }
-        if let Some(line) = file.executor_command {
-            let mut line = commands(vec![line], "executor_command", &at)?;
-            config.executor_command = line.pop();
+        if let Some(line) = file.executor_command.take() {
+            let mut line = commands(vec![line], "executor_command", at)?;
+            self.executor_command = line.pop();
         }
-        if config.executor == ExecutorKind::Command && config.executor_command.is_none() {
+        if self.executor == ExecutorKind::Command && self.executor_command.is_none() {
             return Err(at(
                 "executor",
                 "`command` needs the command line to run in `executor_command`".into(),
             ));
         }
-        if let Some(m) = file.models {
-            let model = |key: &str, v: Option<String>| -> Result<Option<ModelName>, ConfigError> {
-                v.map(|name| ModelName::parse(&name).map_err(|e| at(key, e.to_string())))
-                    .transpose()
-            };
-            config.models.planner = model("planner", m.planner)?;
-            config.models.scout = model("scout", m.scout)?;
-            if let Some(e) = m.executor {
-                config.models.executor_low = model("low", e.low)?;
-                config.models.executor_medium = model("medium", e.medium)?;
-                config.models.executor_high = model("high", e.high)?;
-            }
+        Ok(())
+    }
+
+    /// The models the repository asks for, each checked to be a `provider:model` name.
+    fn apply_models(&mut self, file: &mut File, at: &impl At) -> Result<(), ConfigError> {
+        let Some(m) = file.models.take() else {
+            return Ok(());
+        };
+        let model = |key: &str, v: Option<String>| -> Result<Option<ModelName>, ConfigError> {
+            v.map(|name| ModelName::parse(&name).map_err(|e| at(key, e.to_string())))
+                .transpose()
+        };
+        self.models.planner = model("planner", m.planner)?;
+        self.models.scout = model("scout", m.scout)?;
+        if let Some(e) = m.executor {
+            self.models.executor_low = model("low", e.low)?;
+            self.models.executor_medium = model("medium", e.medium)?;
+            self.models.executor_high = model("high", e.high)?;
         }
-        if let Some(usd) = file.budget_usd {
+        Ok(())
+    }
+
+    /// What one session may spend: its budget and its executor attempts.
+    fn apply_run_limits(&mut self, file: &mut File, at: &impl At) -> Result<(), ConfigError> {
+        if let Some(usd) = file.budget_usd.take() {
             if !(usd.is_finite() && usd > 0.0 && usd <= 1_000.0) {
                 return Err(at(
                     "budget_usd",
                     "must be more than 0 and at most 1000".into(),
                 ));
             }
-            config.budget_usd = usd;
+            self.budget_usd = usd;
         }
-        if let Some(n) = file.max_attempts {
+        if let Some(n) = file.max_attempts.take() {
             if !(1..=10).contains(&n) {
                 return Err(at("max_attempts", "must be between 1 and 10".into()));
             }
-            config.max_attempts = n;
+            self.max_attempts = n;
         }
-        if let Some(paths) = file.protected_paths {
+        Ok(())
+    }
+
+    /// What a result may touch, what a failed one becomes, and the environment it runs in.
+    fn apply_results(&mut self, file: &mut File, at: &impl At) -> Result<(), ConfigError> {
+        if let Some(paths) = file.protected_paths.take() {
             // A repository adds to the defaults: a list naming only its own folders must
             // not open the workflows to a result.
             for path in paths {
-                if !config.protected_paths.contains(&path) {
-                    config.protected_paths.push(path);
+                if !self.protected_paths.contains(&path) {
+                    self.protected_paths.push(path);
                 }
             }
         }
-        if let Some(o) = file.on_failure {
-            config.on_failure = o.0;
+        if let Some(o) = file.on_failure.take() {
+            self.on_failure = o.0;
         }
-        if let Some(env) = file.environment {
-            config.environment = env.check().map_err(|(key, message)| at(key, message))?;
+        if let Some(env) = file.environment.take() {
+            self.environment = env.check().map_err(|(key, message)| at(key, message))?;
         }
-        if let Some(n) = file.flaky_reruns {
+        Ok(())
+    }
+
+    /// How failing checks are judged: flaky reruns, quarantined tests, ignored checks.
+    fn apply_check_handling(&mut self, file: &mut File, at: &impl At) -> Result<(), ConfigError> {
+        if let Some(n) = file.flaky_reruns.take() {
             if n > MAX_FLAKY_RERUNS {
                 return Err(at(
                     "flaky_reruns",
                     format!("must be between 0 and {MAX_FLAKY_RERUNS}"),
                 ));
             }
-            config.flaky_reruns = n;
+            self.flaky_reruns = n;
         }
-        if let Some(ids) = file.quarantine {
-            config.quarantine = quarantine(ids).map_err(|m| at("quarantine", m))?;
+        if let Some(ids) = file.quarantine.take() {
+            self.quarantine = quarantine(ids).map_err(|m| at("quarantine", m))?;
         }
-        if let Some(globs) = file.ignore_checks {
+        if let Some(globs) = file.ignore_checks.take() {
             if globs.len() > MAX_IGNORED_CHECKS || globs.iter().any(|g| g.trim().is_empty()) {
                 return Err(at(
                     "ignore_checks",
                     format!("must be at most {MAX_IGNORED_CHECKS} non-empty check name globs"),
                 ));
             }
-            config.ignore_checks = globs;
+            self.ignore_checks = globs;
         }
-        if let Some(n) = file.max_questions {
+        Ok(())
+    }
+
+    /// How many questions the planner may ask before it plans.
+    fn apply_questions(&mut self, file: &mut File, at: &impl At) -> Result<(), ConfigError> {
+        if let Some(n) = file.max_questions.take() {
             if n > MAX_QUESTIONS {
                 return Err(at(
                     "max_questions",
                     format!("must be between 0 and {MAX_QUESTIONS}"),
                 ));
             }
-            config.max_questions = n;
+            self.max_questions = n;
         }
-        config.source = Some(path.to_owned());
-        Ok(config)
+        Ok(())
     }
 
     /// The settings as a checkout of one commit holds them (the first candidate file, or
@@ -723,6 +756,28 @@ fn valid_host_rule(rule: &str) -> bool {
         && host
             .split('.')
             .all(|l| !l.is_empty() && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'))
+}
+
+/// Makes the error for a bad value of `key`, at the line that writes the key.
+trait At: Fn(&str, String) -> ConfigError {}
+
+impl<F: Fn(&str, String) -> ConfigError> At for F {}
+
+/// The file parsed, or the parser's error at the line of the key it is about.
+fn read_file(text: &str, path: &str) -> Result<File, ConfigError> {
+    serde_norway::from_str(text).map_err(|e| {
+        let message = tidy(&e.to_string());
+        // Our own value checks report "key: …" but the parser places them at the start
+        // of the enclosing mapping; the key's own line is what a person needs.
+        let line = own_key(&message)
+            .and_then(|key| line_of(text, key))
+            .or(e.location().map(|l| l.line()));
+        ConfigError {
+            path: path.to_owned(),
+            line,
+            message,
+        }
+    })
 }
 
 /// The file as written: every key optional, unknown keys refused (with their line).
