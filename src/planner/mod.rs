@@ -173,17 +173,7 @@ impl Planner<'_> {
         dossier: &mut Dossier,
         checkpoint: &mut Checkpoint<'_>,
     ) -> Result<Planned, PlanError> {
-        // The map is ranked towards what the issue (and a revision's feedback) names, as
-        // the planner reads them: text a forge hides does not steer it either.
-        let (title, _) = untrusted::clean_capped(&request.issue.title, 300);
-        let (body, _) = untrusted::clean_capped(&request.issue.body, untrusted::MAX_ISSUE_CHARS);
-        let mut question = format!("{title}\n{body}");
-        if let Some((_, feedback)) = request.revision {
-            let (feedback, _) = untrusted::clean_capped(feedback, MAX_FEEDBACK_CHARS);
-            question.push('\n');
-            question.push_str(&feedback);
-        }
-        let map = self.tools.map_in_background(&question).await;
+        let map = self.tools.map_in_background(&map_question(request)).await;
         let context = self.context(request, &map);
         // Questions come before a first plan; a revision has the maintainers' words already.
         let rounds = u32::try_from(dossier.asked.len()).unwrap_or(u32::MAX);
@@ -212,69 +202,15 @@ impl Planner<'_> {
                 })
                 .await?;
             dossier.take_notes(&response.text());
-            let mut results = Vec::new();
-            let mut submitted = None;
-            let mut asked = None;
-            for block in &response.content {
-                let ContentBlock::ToolUse { id, name, input } = block else {
-                    continue;
-                };
-                let (content, is_error) = match name.as_str() {
-                    "submit_contract" => match Contract::from_value(input.clone()) {
-                        Ok(contract) => {
-                            submitted = Some(contract);
-                            ("accepted".to_owned(), false)
-                        }
-                        Err(invalid) => {
-                            dossier.invalid_submissions += 1;
-                            dossier.contract_problems = invalid
-                                .0
-                                .iter()
-                                .map(|p| format!("{}: {}", p.at, p.message))
-                                .collect();
-                            if dossier.invalid_submissions >= self.options.max_invalid {
-                                checkpoint(dossier).await.map_err(PlanError::Checkpoint)?;
-                                return Err(PlanError::Invalid(
-                                    dossier.invalid_submissions,
-                                    invalid.to_string(),
-                                ));
-                            }
-                            (invalid.to_string(), true)
-                        }
-                    },
-                    "ask" if may_ask => match questions(input) {
-                        Ok(questions) => {
-                            asked = Some(questions);
-                            ("asked; planning ends until the maintainers answer".to_owned(), false)
-                        }
-                        Err(refusal) => (refusal, true),
-                    },
-                    "ask" => (
-                        "You cannot ask questions now. Submit a contract; list what is unsettled in its open_questions.".to_owned(),
-                        true,
-                    ),
-                    "investigate" => self.investigate(input, dossier).await?,
-                    other => match self.tools.call_in_background(other, input).await {
-                        Some(Ok(text)) => {
-                            dossier.observe(describe(other, input), text.clone());
-                            (text, false)
-                        }
-                        Some(Err(text)) => (text, true),
-                        None => (format!("`{other}` is not a tool you have"), true),
-                    },
-                };
-                results.push(ContentBlock::ToolResult {
-                    tool_use_id: id.clone(),
-                    content,
-                    is_error,
-                });
-            }
-            if let Some(contract) = submitted {
+            let turn = self
+                .answer_calls(&response.content, dossier, checkpoint, may_ask)
+                .await?;
+            if let Some(contract) = turn.submitted {
                 dossier.contract_problems.clear();
                 checkpoint(dossier).await.map_err(PlanError::Checkpoint)?;
                 return Ok(Planned::Contract(Box::new(contract)));
             }
-            if let Some(questions) = asked {
+            if let Some(questions) = turn.asked {
                 dossier.asked.push(dossier::Asked {
                     questions: questions.clone(),
                     answer: None,
@@ -284,26 +220,91 @@ impl Planner<'_> {
                 checkpoint(dossier).await.map_err(PlanError::Checkpoint)?;
                 return Ok(Planned::Questions(questions));
             }
-            if results.is_empty() {
-                dossier.contract_problems = vec![
-                    "You answered without calling a tool. Investigate further or call submit_contract.".into(),
-                ];
-            }
-            transcript.push(Message {
-                role: Role::Assistant,
-                content: response.content.clone(),
-            });
-            if results.is_empty() {
-                transcript.push(Message::user("Call a tool or submit_contract."));
-            } else {
-                transcript.push(Message {
-                    role: Role::User,
-                    content: results,
-                });
-            }
+            record_turn(dossier, &mut transcript, &response.content, turn.results);
             checkpoint(dossier).await.map_err(PlanError::Checkpoint)?;
         }
         Err(PlanError::TurnLimit(self.options.max_turns))
+    }
+
+    /// Answers each tool call of one turn's reply, in order; a submitted contract or
+    /// questions asked are kept for the turn to end with.
+    async fn answer_calls(
+        &self,
+        content: &[ContentBlock],
+        dossier: &mut Dossier,
+        checkpoint: &mut Checkpoint<'_>,
+        may_ask: bool,
+    ) -> Result<Turn, PlanError> {
+        let mut turn = Turn::default();
+        for block in content {
+            let ContentBlock::ToolUse { id, name, input } = block else {
+                continue;
+            };
+            let (content, is_error) = match name.as_str() {
+                "submit_contract" => match self.check_submission(input, dossier, checkpoint).await? {
+                    Ok(contract) => {
+                        turn.submitted = Some(contract);
+                        ("accepted".to_owned(), false)
+                    }
+                    Err(problems) => (problems, true),
+                },
+                "ask" if may_ask => match questions(input) {
+                    Ok(questions) => {
+                        turn.asked = Some(questions);
+                        ("asked; planning ends until the maintainers answer".to_owned(), false)
+                    }
+                    Err(refusal) => (refusal, true),
+                },
+                "ask" => (
+                    "You cannot ask questions now. Submit a contract; list what is unsettled in its open_questions.".to_owned(),
+                    true,
+                ),
+                "investigate" => self.investigate(input, dossier).await?,
+                other => match self.tools.call_in_background(other, input).await {
+                    Some(Ok(text)) => {
+                        dossier.observe(describe(other, input), text.clone());
+                        (text, false)
+                    }
+                    Some(Err(text)) => (text, true),
+                    None => (format!("`{other}` is not a tool you have"), true),
+                },
+            };
+            turn.results.push(ContentBlock::ToolResult {
+                tool_use_id: id.clone(),
+                content,
+                is_error,
+            });
+        }
+        Ok(turn)
+    }
+
+    /// A submitted contract, or what is wrong with it (kept in the dossier for the next
+    /// turn); past `max_invalid` invalid submissions, planning fails.
+    async fn check_submission(
+        &self,
+        input: &Value,
+        dossier: &mut Dossier,
+        checkpoint: &mut Checkpoint<'_>,
+    ) -> Result<Result<Contract, String>, PlanError> {
+        match Contract::from_value(input.clone()) {
+            Ok(contract) => Ok(Ok(contract)),
+            Err(invalid) => {
+                dossier.invalid_submissions += 1;
+                dossier.contract_problems = invalid
+                    .0
+                    .iter()
+                    .map(|p| format!("{}: {}", p.at, p.message))
+                    .collect();
+                if dossier.invalid_submissions >= self.options.max_invalid {
+                    checkpoint(dossier).await.map_err(PlanError::Checkpoint)?;
+                    return Err(PlanError::Invalid(
+                        dossier.invalid_submissions,
+                        invalid.to_string(),
+                    ));
+                }
+                Ok(Err(invalid.to_string()))
+            }
+        }
     }
 
     async fn investigate(
@@ -398,6 +399,57 @@ impl Planner<'_> {
             out.push_str("\nSubmit a revised contract that addresses the feedback.");
         }
         out
+    }
+}
+
+/// What the planner's tool calls in one turn came to.
+#[derive(Default)]
+struct Turn {
+    /// The answer to each call, in order.
+    results: Vec<ContentBlock>,
+    submitted: Option<Contract>,
+    asked: Option<Vec<String>>,
+}
+
+/// The text the map is ranked towards: what the issue (and a revision's feedback) names,
+/// as the planner reads them, so text a forge hides does not steer it either.
+fn map_question(request: &PlanRequest<'_>) -> String {
+    let (title, _) = untrusted::clean_capped(&request.issue.title, 300);
+    let (body, _) = untrusted::clean_capped(&request.issue.body, untrusted::MAX_ISSUE_CHARS);
+    let mut question = format!("{title}\n{body}");
+    if let Some((_, feedback)) = request.revision {
+        let (feedback, _) = untrusted::clean_capped(feedback, MAX_FEEDBACK_CHARS);
+        question.push('\n');
+        question.push_str(&feedback);
+    }
+    question
+}
+
+/// Keeps a turn that ended neither with a contract nor with questions: the reply and
+/// the answers to its calls in the transcript, and a reminder when it called no tool.
+fn record_turn(
+    dossier: &mut Dossier,
+    transcript: &mut Vec<Message>,
+    content: &[ContentBlock],
+    results: Vec<ContentBlock>,
+) {
+    if results.is_empty() {
+        dossier.contract_problems = vec![
+            "You answered without calling a tool. Investigate further or call submit_contract."
+                .into(),
+        ];
+    }
+    transcript.push(Message {
+        role: Role::Assistant,
+        content: content.to_vec(),
+    });
+    if results.is_empty() {
+        transcript.push(Message::user("Call a tool or submit_contract."));
+    } else {
+        transcript.push(Message {
+            role: Role::User,
+            content: results,
+        });
     }
 }
 

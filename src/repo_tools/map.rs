@@ -293,12 +293,27 @@ impl Index {
     /// Files in order of relevance, each with the definitions worth showing, the most
     /// relevant first; and whether links past `EDGES_MAX` were left out.
     fn rank(&self, question: &str) -> (Vec<(usize, Vec<&Def>)>, bool) {
-        let n = self.files.len();
-        if n == 0 {
+        if self.files.is_empty() {
             return (Vec::new(), false);
         }
         let mentions = Mentions::read(question);
-        let mentioned_ids: HashSet<u32> = mentions
+        let mentioned_ids = self.mentioned_ids(&mentions);
+        // Where the walk starts: what the question names, and what changed lately.
+        let mut personal = self.named_weights(&mentions, &mentioned_ids);
+        // Generated and vendored files are shown only when the question names them or
+        // what they define; the rest of them are counted by folder at the end.
+        let named: Vec<bool> = personal.iter().map(|p| *p > 0.0).collect();
+        self.add_folders_and_recent(&mut personal, &mentions);
+        self.normalise_start(&mut personal);
+        let (edges, links_cut) = self.links(&mentioned_ids);
+        let ranking = Ranking::run(&personal, edges);
+        let ranked = self.choose_definitions(&ranking, &mentioned_ids, &named);
+        (ranked, links_cut)
+    }
+
+    /// The names the question uses that are defined in few enough files to say which.
+    fn mentioned_ids(&self, mentions: &Mentions) -> HashSet<u32> {
+        mentions
             .words
             .iter()
             .filter_map(|w| self.ids.get(w.as_str()).copied())
@@ -306,10 +321,13 @@ impl Index {
                 let d = self.defined_in.get(*id as usize).map_or(0, Vec::len);
                 d > 0 && d <= DEFINED_IN_MAX
             })
-            .collect();
+            .collect()
+    }
 
-        // Where the walk starts: what the question names, and what changed lately.
-        let mut personal = vec![0f64; n];
+    /// Each file's weight from what the question names: the file itself, or the names it
+    /// defines.
+    fn named_weights(&self, mentions: &Mentions, mentioned_ids: &HashSet<u32>) -> Vec<f64> {
+        let mut personal = vec![0f64; self.files.len()];
         // A file is named by its path or by any tail of it (`stock.py`, `inventory/stock.py`).
         for (i, f) in self.files.iter().enumerate() {
             let named = mentions.paths.contains(f.rel.as_str())
@@ -320,15 +338,17 @@ impl Index {
                 personal[i] += 10.0;
             }
         }
-        for id in &mentioned_ids {
+        for id in mentioned_ids {
             let defined = &self.defined_in[*id as usize];
             for f in defined {
                 personal[*f as usize] += 5.0 / defined.len() as f64;
             }
         }
-        // Generated and vendored files are shown only when the question names them or
-        // what they define; the rest of them are counted by folder at the end.
-        let named: Vec<bool> = personal.iter().map(|p| *p > 0.0).collect();
+        personal
+    }
+
+    /// Adds the weight of the folders the question names and of the files changed lately.
+    fn add_folders_and_recent(&self, personal: &mut [f64], mentions: &Mentions) {
         // A folder named by a word of the question (`inventory`), when the name is rare
         // enough to say which folder: `tests` in every package says nothing.
         let mut folders: HashMap<&str, HashSet<&str>> = HashMap::new();
@@ -365,6 +385,12 @@ impl Index {
         for (file, weight) in &self.recent {
             personal[*file as usize] += weight;
         }
+    }
+
+    /// Damps generated files and makes the weights sum to 1; with nothing named, the
+    /// repository's own files share it evenly.
+    fn normalise_start(&self, personal: &mut [f64]) {
+        let n = self.files.len();
         for (i, f) in self.files.iter().enumerate() {
             if f.generated {
                 personal[i] *= 0.01;
@@ -383,8 +409,11 @@ impl Index {
         } else {
             personal.iter_mut().for_each(|p| *p /= sum);
         }
+    }
 
-        // The links: a file using a name points at the files defining it.
+    /// The links: a file using a name points at the files defining it, as
+    /// `(from, to, name, weight)`; and whether links past `EDGES_MAX` were left out.
+    fn links(&self, mentioned_ids: &HashSet<u32>) -> (Vec<(u32, u32, u32, f64)>, bool) {
         let mut edges: Vec<(u32, u32, u32, f64)> = Vec::new();
         let mut links_cut = false;
         for (src, f) in self.files.iter().enumerate() {
@@ -423,37 +452,21 @@ impl Index {
                 }
             }
         }
-        let mut out_weight = vec![0f64; n];
-        for (src, _, _, w) in &edges {
-            out_weight[*src as usize] += w;
-        }
-        let mut rank = personal.clone();
-        for _ in 0..25 {
-            let mut next = vec![0f64; n];
-            let mut dangling = 0f64;
-            for (i, r) in rank.iter().enumerate() {
-                if out_weight[i] == 0.0 {
-                    dangling += r;
-                }
-            }
-            for (src, dst, _, w) in &edges {
-                next[*dst as usize] += 0.85 * rank[*src as usize] * w / out_weight[*src as usize];
-            }
-            for (i, value) in next.iter_mut().enumerate() {
-                *value += (0.15 + 0.85 * dangling) * personal[i];
-            }
-            rank = next;
-        }
+        (edges, links_cut)
+    }
 
-        // Each definition's share: the rank flowing to it along its links, plus a little
-        // of its file's own, so a named file's definitions show even if nothing uses them.
-        let mut def_rank: HashMap<(u32, u32), f64> = HashMap::new();
-        for (src, dst, id, w) in &edges {
-            *def_rank.entry((*dst, *id)).or_default() +=
-                rank[*src as usize] * w / out_weight[*src as usize];
-        }
-        let mut files: Vec<(usize, f64)> = Vec::with_capacity(n);
-        let mut chosen: Vec<Vec<&Def>> = Vec::with_capacity(n);
+    /// Each file's definitions worth showing, and the files in order: the repository's
+    /// own first, then by rank with what the question names leading.
+    fn choose_definitions(
+        &self,
+        ranking: &Ranking,
+        mentioned_ids: &HashSet<u32>,
+        named: &[bool],
+    ) -> Vec<(usize, Vec<&Def>)> {
+        let rank = &ranking.rank;
+        let def_rank = ranking.definition_shares();
+        let mut files: Vec<(usize, f64)> = Vec::with_capacity(self.files.len());
+        let mut chosen: Vec<Vec<&Def>> = Vec::with_capacity(self.files.len());
         for (i, f) in self.files.iter().enumerate() {
             if f.generated && !named[i] {
                 chosen.push(Vec::new());
@@ -488,11 +501,64 @@ impl Index {
                 .then(b.1.total_cmp(&a.1))
                 .then(a.0.cmp(&b.0))
         });
-        let ranked = files
+        files
             .into_iter()
             .map(|(i, _)| (i, std::mem::take(&mut chosen[i])))
-            .collect();
-        (ranked, links_cut)
+            .collect()
+    }
+}
+
+/// A walk over the links from the starting weights (a personalised PageRank): each
+/// file's rank, and the links it ran along.
+struct Ranking {
+    rank: Vec<f64>,
+    edges: Vec<(u32, u32, u32, f64)>,
+    /// Each file's links' weights summed.
+    out_weight: Vec<f64>,
+}
+
+impl Ranking {
+    /// Walks 25 steps from `personal`, coming back to it with probability 0.15 each step.
+    fn run(personal: &[f64], edges: Vec<(u32, u32, u32, f64)>) -> Ranking {
+        let n = personal.len();
+        let mut out_weight = vec![0f64; n];
+        for (src, _, _, w) in &edges {
+            out_weight[*src as usize] += w;
+        }
+        let mut rank = personal.to_vec();
+        for _ in 0..25 {
+            let mut next = vec![0f64; n];
+            let mut dangling = 0f64;
+            for (i, r) in rank.iter().enumerate() {
+                if out_weight[i] == 0.0 {
+                    dangling += r;
+                }
+            }
+            for (src, dst, _, w) in &edges {
+                next[*dst as usize] += 0.85 * rank[*src as usize] * w / out_weight[*src as usize];
+            }
+            for (i, value) in next.iter_mut().enumerate() {
+                *value += (0.15 + 0.85 * dangling) * personal[i];
+            }
+            rank = next;
+        }
+        Ranking {
+            rank,
+            edges,
+            out_weight,
+        }
+    }
+
+    /// Each definition's share, by `(file, name)`: the rank flowing to it along its links.
+    /// (A little of its file's own is added when it is scored, so a named file's
+    /// definitions show even if nothing uses them.)
+    fn definition_shares(&self) -> HashMap<(u32, u32), f64> {
+        let mut def_rank: HashMap<(u32, u32), f64> = HashMap::new();
+        for (src, dst, id, w) in &self.edges {
+            *def_rank.entry((*dst, *id)).or_default() +=
+                self.rank[*src as usize] * w / self.out_weight[*src as usize];
+        }
+        def_rank
     }
 }
 

@@ -206,26 +206,7 @@ impl Bwrap {
 
     /// The arguments to bwrap, up to and including `--`.
     fn args(&self, layout: &Layout<'_>) -> Result<Vec<OsString>, SandboxError> {
-        let mut args: Vec<OsString> = Vec::new();
-        let mut push = |items: &[&str]| args.extend(items.iter().map(OsString::from));
-        push(&[
-            "--unshare-all",
-            // Explicit so that failing to create it is an error rather than silently
-            // running in the host's user namespace.
-            "--unshare-user",
-            "--disable-userns",
-            "--uid",
-            INSIDE_ID,
-            "--gid",
-            INSIDE_ID,
-            "--die-with-parent",
-            // A new session: no TIOCSTI into a terminal planwright may have.
-            "--new-session",
-            "--cap-drop",
-            "ALL",
-            // No --clearenv/--setenv: the environment is bwrap's own (set by planwright),
-            // so values such as the capability token never appear in a command line.
-        ]);
+        let mut args = isolation_args();
         let hidden: Vec<PathBuf> = self
             .hidden
             .iter()
@@ -234,28 +215,7 @@ impl Bwrap {
         let shown = match layout.root {
             None => host_root(&hidden, &mut args),
             Some(dir) => {
-                let mut keep_out: Vec<&Path> = [layout.workspace, Path::new(carry::PREFIX)]
-                    .into_iter()
-                    .chain(layout.read_only.iter().map(PathBuf::as_path))
-                    .collect();
-                // The host's loader, which starts planwright's pieces, would load what an
-                // image's preload file names into them, before the relay confines itself.
-                // Kept out by its path inside, which `check_root` made sure goes through a
-                // real /etc of the image's (or none).
-                keep_out.push(Path::new("/etc/ld.so.preload"));
-                // Its sources are libraries the carried programs would load by name.
-                keep_out.push(Path::new("/etc/nsswitch.conf"));
-                image_root(dir, &keep_out, &mut args)?;
-                let fd = layout
-                    .nsswitch_fd
-                    .context("An image root needs planwright's nsswitch.conf")?;
-                args.extend([
-                    "--perms".into(),
-                    "0444".into(),
-                    "--ro-bind-data".into(),
-                    fd.to_string().into(),
-                    "/etc/nsswitch.conf".into(),
-                ]);
+                show_image_root(dir, layout, &mut args)?;
                 Vec::new()
             }
         };
@@ -268,37 +228,7 @@ impl Bwrap {
             .chain([layout.workspace])
             .collect();
         let folder_covers = cover_hidden(&hidden, &visible, &mut args);
-        // After the covers, so a workspace inside DATA_DIR is visible and nothing else
-        // there, and after the private /tmp and /run, so a workspace under one of them
-        // (DATA_DIR in /tmp, say) is shown over the run's own. Bound from a descriptor opened by planwright, so it is the folder
-        // checked above; bubblewrap (0.8) still resolves that descriptor's path, so the
-        // unprivileged host user must be able to walk down to the workspace (checked
-        // before the run, see `unreachable_parent`).
-        args.extend([
-            "--bind-fd".into(),
-            layout.workspace_fd.to_string().into(),
-            layout.workspace.as_os_str().to_owned(),
-            "--chdir".into(),
-            layout.cwd.as_os_str().to_owned(),
-        ]);
-        for path in layout.read_only {
-            args.extend([
-                "--ro-bind".into(),
-                path.as_os_str().to_owned(),
-                path.as_os_str().to_owned(),
-            ]);
-        }
-        for (inside, host) in layout.carried {
-            args.extend([
-                "--ro-bind".into(),
-                host.as_os_str().to_owned(),
-                inside.as_os_str().to_owned(),
-            ]);
-        }
-        // `relay` is set exactly when there are bridges (see `check_bridges`).
-        if let Some((fd, _)) = layout.relay {
-            relay_mounts(fd, layout.bridges, &mut args);
-        }
+        run_mounts(layout, &mut args);
         // Last, once the mount points in them exist: the root itself (a tmpfs bubblewrap
         // made to hold the mounts above), /dev and the covers over hidden folders are
         // memory too, and must not become places to write.
@@ -489,6 +419,99 @@ impl Bwrap {
     }
 }
 
+/// The namespaces, user and capabilities every run gets: all unshared, no capability.
+fn isolation_args() -> Vec<OsString> {
+    [
+        "--unshare-all",
+        // Explicit so that failing to create it is an error rather than silently
+        // running in the host's user namespace.
+        "--unshare-user",
+        "--disable-userns",
+        "--uid",
+        INSIDE_ID,
+        "--gid",
+        INSIDE_ID,
+        "--die-with-parent",
+        // A new session: no TIOCSTI into a terminal planwright may have.
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+        // No --clearenv/--setenv: the environment is bwrap's own (set by planwright),
+        // so values such as the capability token never appear in a command line.
+    ]
+    .into_iter()
+    .map(OsString::from)
+    .collect()
+}
+
+/// Shows the image root `dir` as `/`, keeping out what it must not cover, with
+/// planwright's `nsswitch.conf`.
+fn show_image_root(
+    dir: &Path,
+    layout: &Layout<'_>,
+    args: &mut Vec<OsString>,
+) -> Result<(), SandboxError> {
+    let mut keep_out: Vec<&Path> = [layout.workspace, Path::new(carry::PREFIX)]
+        .into_iter()
+        .chain(layout.read_only.iter().map(PathBuf::as_path))
+        .collect();
+    // The host's loader, which starts planwright's pieces, would load what an
+    // image's preload file names into them, before the relay confines itself.
+    // Kept out by its path inside, which `check_root` made sure goes through a
+    // real /etc of the image's (or none).
+    keep_out.push(Path::new("/etc/ld.so.preload"));
+    // Its sources are libraries the carried programs would load by name.
+    keep_out.push(Path::new("/etc/nsswitch.conf"));
+    image_root(dir, &keep_out, args)?;
+    let fd = layout
+        .nsswitch_fd
+        .context("An image root needs planwright's nsswitch.conf")?;
+    args.extend([
+        "--perms".into(),
+        "0444".into(),
+        "--ro-bind-data".into(),
+        fd.to_string().into(),
+        "/etc/nsswitch.conf".into(),
+    ]);
+    Ok(())
+}
+
+/// Mounts what the run itself needs: its workspace (where it starts), the read-only
+/// folders, the host files it brings in and its bridges.
+fn run_mounts(layout: &Layout<'_>, args: &mut Vec<OsString>) {
+    // After the covers, so a workspace inside DATA_DIR is visible and nothing else
+    // there, and after the private /tmp and /run, so a workspace under one of them
+    // (DATA_DIR in /tmp, say) is shown over the run's own. Bound from a descriptor opened by planwright, so it is the folder
+    // checked above; bubblewrap (0.8) still resolves that descriptor's path, so the
+    // unprivileged host user must be able to walk down to the workspace (checked
+    // before the run, see `unreachable_parent`).
+    args.extend([
+        "--bind-fd".into(),
+        layout.workspace_fd.to_string().into(),
+        layout.workspace.as_os_str().to_owned(),
+        "--chdir".into(),
+        layout.cwd.as_os_str().to_owned(),
+    ]);
+    for path in layout.read_only {
+        args.extend([
+            "--ro-bind".into(),
+            path.as_os_str().to_owned(),
+            path.as_os_str().to_owned(),
+        ]);
+    }
+    for (inside, host) in layout.carried {
+        args.extend([
+            "--ro-bind".into(),
+            host.as_os_str().to_owned(),
+            inside.as_os_str().to_owned(),
+        ]);
+    }
+    // `relay` is set exactly when there are bridges (see `check_bridges`).
+    if let Some((fd, _)) = layout.relay {
+        relay_mounts(fd, layout.bridges, args);
+    }
+}
+
 #[async_trait]
 impl Sandbox for Bwrap {
     fn name(&self) -> &'static str {
@@ -513,7 +536,70 @@ impl Bwrap {
     async fn run_uncounted(&self, command: &Command) -> Result<Output, SandboxError> {
         let (workspace, cwd) = validate(command)?;
         // Held until the run ends: no other run gets this host user meanwhile.
-        let lease = match &self.host_user {
+        let lease = self.lease_user().await?;
+        let user = lease.as_ref().map(|(uid, gid, _)| (*uid, *gid));
+        let shown = self.check_shown(command, workspace, user)?;
+        if let Some((uid, gid)) = user {
+            shown.check_reachable(command, uid, gid)?;
+            let ws = shown.workspace.clone();
+            tokio::task::spawn_blocking(move || chown_tree(&ws, uid, gid))
+                .await
+                .context("The ownership task failed")??;
+        }
+        let fds = Descriptors::open(&shown)?;
+        let layout = Layout {
+            workspace: &shown.workspace,
+            workspace_fd: fds.dir.as_raw_fd(),
+            cwd: &cwd,
+            root: shown.root.as_deref(),
+            read_only: &shown.read_only,
+            carried: &shown.brought.mounts,
+            bridges: &command.bridges,
+            relay: fds
+                .relay
+                .as_ref()
+                .map(AsRawFd::as_raw_fd)
+                .zip(shown.brought.relay_launch.as_deref()),
+            seccomp_fd: fds.seccomp.as_ref().map(AsRawFd::as_raw_fd),
+            nsswitch_fd: fds.nsswitch.as_ref().map(AsRawFd::as_raw_fd),
+            tmp_bytes: command.limits.tmp_bytes,
+        };
+        let mut cmd = tokio::process::Command::new(&self.program);
+        cmd.args(self.args(&layout)?)
+            .args(&shown.brought.argv)
+            // Nothing of planwright's environment: bwrap passes on exactly this.
+            .env_clear()
+            .envs(full_env(&shown.workspace, command))
+            .stdin(stdin(command)?);
+        if let Some((uid, gid)) = user {
+            // std drops supplementary groups as well when root changes uid.
+            cmd.uid(uid).gid(gid);
+        }
+        let group = run_group(&command.limits);
+        let join = group
+            .as_ref()
+            .map(super::cgroup::RunGroup::join_fds)
+            .unwrap_or_default();
+        let finished = process::run(
+            cmd,
+            &command.limits,
+            command.spill_dir.as_deref(),
+            &fds.keep(),
+            &join,
+        )
+        .await;
+        if let Some(group) = group {
+            group.remove().await;
+        }
+        let finished = finished?;
+        drop((fds, lease));
+        Ok(finished.into_output(true))
+    }
+
+    /// The host user a run gets, as `(uid, gid, lease)`: `None` to run as planwright's
+    /// own; from a range, leased until the lease is dropped.
+    async fn lease_user(&self) -> Result<Option<(u32, u32, Option<Lease>)>, SandboxError> {
+        Ok(match &self.host_user {
             HostUser::Own => None,
             HostUser::Fixed(uid, gid) => Some((*uid, *gid, None)),
             HostUser::Range(range) => {
@@ -523,8 +609,17 @@ impl Bwrap {
                     .context("The host user task failed")??;
                 Some((lease.id, SANDBOX_GROUP, Some(lease)))
             }
-        };
-        let user = lease.as_ref().map(|(uid, gid, _)| (*uid, *gid));
+        })
+    }
+
+    /// Checks what the run shows inside (bridges, read-only folders, the image root and
+    /// the host files it brings in) and answers their real paths.
+    fn check_shown(
+        &self,
+        command: &Command,
+        workspace: PathBuf,
+        user: Option<(u32, u32)>,
+    ) -> Result<Shown, SandboxError> {
         let relay = self.check_bridges(&command.bridges, user)?;
         let read_only = self.check_read_only(&command.read_only)?;
         let root = command
@@ -532,40 +627,76 @@ impl Bwrap {
             .as_ref()
             .map(|r| self.check_root(&r.dir))
             .transpose()?;
-        let Brought {
-            mounts: carried,
-            argv,
-            relay_launch,
-        } = self.carried(command, relay.as_deref())?;
-        if let Some((uid, gid)) = user {
-            for (path, what) in std::iter::once((&workspace, "workspace"))
-                .chain(read_only.iter().map(|p| (p, "read-only folder")))
-                .chain(root.iter().map(|p| (p, "root folder")))
-                .chain(carried.values().map(|p| (p, "host program or library")))
-                .chain(command.bridges.iter().map(|b| (&b.socket, "bridge socket")))
-            {
-                if let Some((dir, mode)) = unreachable_parent(path, uid, gid) {
-                    return Err(SandboxError::InvalidCommand(format!(
-                        "the sandbox user (uid {uid}) cannot reach the {what} {}: {} (mode \
-                         {mode:04o}) is closed to it; make that folder searchable by others \
-                         (chmod o+x {}) or use a {what} outside it",
-                        path.display(),
-                        dir.display(),
-                        dir.display()
-                    )));
-                }
+        let brought = self.carried(command, relay.as_deref())?;
+        Ok(Shown {
+            workspace,
+            relay,
+            read_only,
+            root,
+            brought,
+        })
+    }
+}
+
+/// The host paths one run shows inside, checked.
+struct Shown {
+    workspace: PathBuf,
+    /// The relay program, when the run has bridges.
+    relay: Option<PathBuf>,
+    read_only: Vec<PathBuf>,
+    root: Option<PathBuf>,
+    brought: Brought,
+}
+
+impl Shown {
+    /// An error naming the first path the sandbox user `uid` cannot reach because a
+    /// folder above it is closed to it.
+    fn check_reachable(&self, command: &Command, uid: u32, gid: u32) -> Result<(), SandboxError> {
+        for (path, what) in std::iter::once((&self.workspace, "workspace"))
+            .chain(self.read_only.iter().map(|p| (p, "read-only folder")))
+            .chain(self.root.iter().map(|p| (p, "root folder")))
+            .chain(
+                self.brought
+                    .mounts
+                    .values()
+                    .map(|p| (p, "host program or library")),
+            )
+            .chain(command.bridges.iter().map(|b| (&b.socket, "bridge socket")))
+        {
+            if let Some((dir, mode)) = unreachable_parent(path, uid, gid) {
+                return Err(SandboxError::InvalidCommand(format!(
+                    "the sandbox user (uid {uid}) cannot reach the {what} {}: {} (mode \
+                     {mode:04o}) is closed to it; make that folder searchable by others \
+                     (chmod o+x {}) or use a {what} outside it",
+                    path.display(),
+                    dir.display(),
+                    dir.display()
+                )));
             }
-            let ws = workspace.clone();
-            tokio::task::spawn_blocking(move || chown_tree(&ws, uid, gid))
-                .await
-                .context("The ownership task failed")??;
         }
+        Ok(())
+    }
+}
+
+/// The descriptors bwrap is given: the workspace opened as a path, the relay program,
+/// the seccomp filter and, for an image root, planwright's `nsswitch.conf`. Held open
+/// until the run ends.
+struct Descriptors {
+    dir: std::fs::File,
+    relay: Option<std::fs::File>,
+    seccomp: Option<std::os::fd::OwnedFd>,
+    nsswitch: Option<std::fs::File>,
+}
+
+impl Descriptors {
+    fn open(shown: &Shown) -> Result<Descriptors, SandboxError> {
         let dir = std::fs::OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW)
-            .open(&workspace)
-            .with_context(|| format!("Could not open {}", workspace.display()))?;
-        let relay_file = relay
+            .open(&shown.workspace)
+            .with_context(|| format!("Could not open {}", shown.workspace.display()))?;
+        let relay = shown
+            .relay
             .as_deref()
             .map(|path| {
                 std::fs::File::open(path)
@@ -573,69 +704,39 @@ impl Bwrap {
             })
             .transpose()?;
         let seccomp = super::seccomp::descriptor()?;
-        let nsswitch = root
+        let nsswitch = shown
+            .root
             .as_ref()
             .map(|_| memory_file(c"planwright-nsswitch", carry::NSSWITCH_CONF.as_bytes()))
             .transpose()?;
-        let mut keep = vec![dir.as_raw_fd()];
-        keep.extend(relay_file.as_ref().map(AsRawFd::as_raw_fd));
-        keep.extend(seccomp.as_ref().map(AsRawFd::as_raw_fd));
-        keep.extend(nsswitch.as_ref().map(AsRawFd::as_raw_fd));
+        Ok(Descriptors {
+            dir,
+            relay,
+            seccomp,
+            nsswitch,
+        })
+    }
 
-        let relay_fd = relay_file.as_ref().map(AsRawFd::as_raw_fd);
-        let layout = Layout {
-            workspace: &workspace,
-            workspace_fd: dir.as_raw_fd(),
-            cwd: &cwd,
-            root: root.as_deref(),
-            read_only: &read_only,
-            carried: &carried,
-            bridges: &command.bridges,
-            relay: relay_fd.zip(relay_launch.as_deref()),
-            seccomp_fd: seccomp.as_ref().map(AsRawFd::as_raw_fd),
-            nsswitch_fd: nsswitch.as_ref().map(AsRawFd::as_raw_fd),
-            tmp_bytes: command.limits.tmp_bytes,
-        };
-        let mut cmd = tokio::process::Command::new(&self.program);
-        cmd.args(self.args(&layout)?)
-            .args(&argv)
-            // Nothing of planwright's environment: bwrap passes on exactly this.
-            .env_clear()
-            .envs(full_env(&workspace, command))
-            .stdin(stdin(command)?);
-        if let Some((uid, gid)) = user {
-            // std drops supplementary groups as well when root changes uid.
-            cmd.uid(uid).gid(gid);
+    /// The descriptors the sandbox's process keeps open.
+    fn keep(&self) -> Vec<RawFd> {
+        let mut keep = vec![self.dir.as_raw_fd()];
+        keep.extend(self.relay.as_ref().map(AsRawFd::as_raw_fd));
+        keep.extend(self.seccomp.as_ref().map(AsRawFd::as_raw_fd));
+        keep.extend(self.nsswitch.as_ref().map(AsRawFd::as_raw_fd));
+        keep
+    }
+}
+
+/// A control group holding the run to its memory and process limits, when one can be
+/// made.
+fn run_group(limits: &super::Limits) -> Option<super::cgroup::RunGroup> {
+    match super::cgroup::RunGroup::create(limits.run_memory_bytes, limits.processes) {
+        Ok(group) => Some(group),
+        Err(e) => {
+            // `planwright doctor` reports this once; the rlimits still hold.
+            tracing::debug!("Running the sandbox without a control group: {e:#}");
+            None
         }
-        let group = match super::cgroup::RunGroup::create(
-            command.limits.run_memory_bytes,
-            command.limits.processes,
-        ) {
-            Ok(group) => Some(group),
-            Err(e) => {
-                // `planwright doctor` reports this once; the rlimits still hold.
-                tracing::debug!("Running the sandbox without a control group: {e:#}");
-                None
-            }
-        };
-        let join = group
-            .as_ref()
-            .map(super::cgroup::RunGroup::join_fds)
-            .unwrap_or_default();
-        let finished = process::run(
-            cmd,
-            &command.limits,
-            command.spill_dir.as_deref(),
-            &keep,
-            &join,
-        )
-        .await;
-        if let Some(group) = group {
-            group.remove().await;
-        }
-        let finished = finished?;
-        drop((dir, relay_file, seccomp, nsswitch, lease));
-        Ok(finished.into_output(true))
     }
 }
 

@@ -225,51 +225,14 @@ pub async fn start(
         .transpose()?;
     let settings = Arc::new(settings);
     let stop = CancellationToken::new();
-    // The proxy lives where executors run: their tokens are signed with this process's
-    // key, and the sandbox reaches the proxy through a socket on this host.
-    let (model_proxy, proxy_task) = if role == Role::Web {
-        (None, None)
-    } else {
-        let state = ProxyState::new(
-            db.clone(),
-            &settings.models,
-            std::sync::Arc::new(Capabilities::generate()),
-        )?;
-        let (proxy, task) = proxy::serve(&settings.model_proxy, state, stop.clone()).await?;
-        (Some(proxy), Some(task))
-    };
+    let (model_proxy, proxy_task) = start_model_proxy(role, &db, &settings, &stop).await?;
     let app =
         Arc::new(App::new(db.clone(), settings.clone())?.with_model_proxy(model_proxy.clone()));
-    // A worker is there to run executors: one whose sandbox cannot start (no bubblewrap,
-    // user namespaces refused in its pod) takes no runs, and its readiness says why. The
-    // check runs beside serving (a liveness probe is answered meanwhile) and again while
-    // it fails, so a passing fault does not keep the worker out for good.
-    let runs = match role {
-        Role::Worker => {
-            let gate = crate::jobs::RunGate::closed("its sandbox has not been checked yet");
-            tokio::spawn(check_sandbox(app.clone(), gate.clone(), stop.clone()));
-            gate
-        }
-        Role::Web | Role::All => crate::jobs::RunGate::open(),
-    };
+    let runs = run_gate(role, &app, &stop);
     let forges = app.forges.clone();
     let handler = handler(app);
     let waker = Waker::default();
-    let state = AppState {
-        db: db.clone(),
-        settings: settings.clone(),
-        waker: waker.clone(),
-        onboarding: setup::Onboarding::new(settings.clone(), forges.clone(), &settings.public_url),
-        unverified_reads: Arc::new(tokio::sync::Semaphore::new(
-            settings
-                .webhook_body_reads
-                .min(tokio::sync::Semaphore::MAX_PERMITS),
-        )),
-        forges,
-        inbox: crate::store::deliveries::Inbox::start(db.clone()),
-        pages: pages::Pages::new(&db, &settings).await?,
-        runs: runs.clone(),
-    };
+    let state = app_state(&db, &settings, forges, waker.clone(), runs.clone()).await?;
     if role != Role::Worker && !state.forges.configured(crate::event::ForgeKind::Github) {
         state.onboarding.announce();
     }
@@ -294,37 +257,15 @@ pub async fn start(
         info!(addr = %at, "metrics listening");
     }
     let app = router(state, role);
-    let http_stop = stop.clone();
-    let worker_stop = stop.clone();
     info!(%addr, ?role, database = %crate::store::redact(&settings.database_url), "listening");
-    let task = tokio::spawn(async move {
-        let workers = worker.map(|w| tokio::spawn(w.run(worker_stop)));
-        let served = axum::serve(listener, app)
-            .with_graceful_shutdown(async move { http_stop.cancelled().await })
-            .await;
-        if let Some(workers) = workers
-            && let Err(e) = workers.await
-        {
-            warn!(error = %e, "the job workers stopped abnormally");
-        }
-        if let Some(metrics) = metrics_server {
-            match metrics.await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => warn!(error = %e, "the metrics listener stopped abnormally"),
-                Err(e) => warn!(error = %e, "the metrics listener stopped abnormally"),
-            }
-        }
-        if let Some(proxy) = proxy_task {
-            match proxy.await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => {
-                    warn!(error = %format!("{e:#}"), "the model proxy stopped abnormally")
-                }
-                Err(e) => warn!(error = %e, "the model proxy stopped abnormally"),
-            }
-        }
-        served.context("The HTTP server failed")
-    });
+    let task = tokio::spawn(serve(
+        listener,
+        app,
+        worker,
+        metrics_server,
+        proxy_task,
+        stop.clone(),
+    ));
     Ok(Running {
         addr,
         metrics_addr,
@@ -333,6 +274,108 @@ pub async fn start(
         stop,
         task,
     })
+}
+
+/// Starts the model proxy in the roles that run executors, with its task. The proxy
+/// lives where executors run: their tokens are signed with this process's key, and the
+/// sandbox reaches the proxy through a socket on this host.
+async fn start_model_proxy(
+    role: Role,
+    db: &Db,
+    settings: &Settings,
+    stop: &CancellationToken,
+) -> Result<(Option<ModelProxy>, Option<JoinHandle<Result<()>>>)> {
+    if role == Role::Web {
+        return Ok((None, None));
+    }
+    let state = ProxyState::new(
+        db.clone(),
+        &settings.models,
+        std::sync::Arc::new(Capabilities::generate()),
+    )?;
+    let (proxy, task) = proxy::serve(&settings.model_proxy, state, stop.clone()).await?;
+    Ok((Some(proxy), Some(task)))
+}
+
+/// Whether this process takes runs. A worker is there to run executors: one whose
+/// sandbox cannot start (no bubblewrap, user namespaces refused in its pod) takes no
+/// runs, and its readiness says why. The check runs beside serving (a liveness probe is
+/// answered meanwhile) and again while it fails, so a passing fault does not keep the
+/// worker out for good.
+fn run_gate(role: Role, app: &Arc<App>, stop: &CancellationToken) -> crate::jobs::RunGate {
+    match role {
+        Role::Worker => {
+            let gate = crate::jobs::RunGate::closed("its sandbox has not been checked yet");
+            tokio::spawn(check_sandbox(app.clone(), gate.clone(), stop.clone()));
+            gate
+        }
+        Role::Web | Role::All => crate::jobs::RunGate::open(),
+    }
+}
+
+/// The state the router's handlers share.
+async fn app_state(
+    db: &Db,
+    settings: &Arc<Settings>,
+    forges: Arc<Forges>,
+    waker: Waker,
+    runs: crate::jobs::RunGate,
+) -> Result<AppState> {
+    Ok(AppState {
+        db: db.clone(),
+        settings: settings.clone(),
+        waker,
+        onboarding: setup::Onboarding::new(settings.clone(), forges.clone(), &settings.public_url),
+        unverified_reads: Arc::new(tokio::sync::Semaphore::new(
+            settings
+                .webhook_body_reads
+                .min(tokio::sync::Semaphore::MAX_PERMITS),
+        )),
+        forges,
+        inbox: crate::store::deliveries::Inbox::start(db.clone()),
+        pages: pages::Pages::new(db, settings).await?,
+        runs,
+    })
+}
+
+/// Serves HTTP and runs the job workers until `stop` is cancelled, then waits for the
+/// workers, the metrics listener and the model proxy, logging any that stopped
+/// abnormally.
+async fn serve(
+    listener: TcpListener,
+    app: Router,
+    worker: Option<Worker>,
+    metrics_server: Option<JoinHandle<std::io::Result<()>>>,
+    proxy_task: Option<JoinHandle<Result<()>>>,
+    stop: CancellationToken,
+) -> Result<()> {
+    let http_stop = stop.clone();
+    let workers = worker.map(|w| tokio::spawn(w.run(stop)));
+    let served = axum::serve(listener, app)
+        .with_graceful_shutdown(async move { http_stop.cancelled().await })
+        .await;
+    if let Some(workers) = workers
+        && let Err(e) = workers.await
+    {
+        warn!(error = %e, "the job workers stopped abnormally");
+    }
+    if let Some(metrics) = metrics_server {
+        match metrics.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => warn!(error = %e, "the metrics listener stopped abnormally"),
+            Err(e) => warn!(error = %e, "the metrics listener stopped abnormally"),
+        }
+    }
+    if let Some(proxy) = proxy_task {
+        match proxy.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                warn!(error = %format!("{e:#}"), "the model proxy stopped abnormally")
+            }
+            Err(e) => warn!(error = %e, "the model proxy stopped abnormally"),
+        }
+    }
+    served.context("The HTTP server failed")
 }
 
 fn hostname() -> String {

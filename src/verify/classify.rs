@@ -10,7 +10,7 @@ use super::MESSAGE_CHARS;
 use super::proof::test_matches;
 use super::run::{CommandRun, Phase};
 
-use crate::distill::clip;
+use crate::distill::{Failure, clip};
 
 /// How a failure compares between the base and the result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -225,158 +225,222 @@ pub(super) fn ran_nothing(runs: &Runs) -> Option<String> {
 /// Compares one command's runs: per test when the output names tests, by exit code when
 /// it does not.
 pub(super) fn classify_runs(runs: &Runs) -> Vec<ClassifiedFailure> {
-    let (base, after) = (runs.base, runs.after);
-    let mut out = Vec::new();
-    let mut push = |class: Class, test: Option<&str>, message: String, location: Option<&str>| {
-        out.push(ClassifiedFailure {
+    let mut comparison = Comparison::new(runs);
+    comparison.failed_on_result();
+    comparison.failed_on_whole_rerun();
+    comparison.absent_from_result();
+    comparison.by_exit_code();
+    comparison.out
+}
+
+/// One command's runs being classified: what the base's runs say, asked once, and the
+/// failures classified so far.
+struct Comparison<'r> {
+    runs: &'r Runs<'r>,
+    base_ids: HashSet<&'r str>,
+    base_failed: bool,
+    /// Failed on the base, then passed on one of its re-runs.
+    base_flaky: HashSet<&'r str>,
+    /// The base failed naming no test, then passed on a re-run.
+    base_whole_flaky: bool,
+    after_ids: HashSet<&'r str>,
+    /// Tests already classified from the result's run or a re-run of it.
+    seen: HashSet<&'r str>,
+    out: Vec<ClassifiedFailure>,
+}
+
+impl<'r> Comparison<'r> {
+    fn new(runs: &'r Runs<'r>) -> Self {
+        let base = runs.base;
+        let base_ids = base.map(CommandRun::failing_ids).unwrap_or_default();
+        let base_failed = base.is_some_and(|b| !b.summary.succeeded());
+        let base_flaky: HashSet<&str> = base_ids
+            .iter()
+            .copied()
+            .filter(|id| runs.base_reruns.iter().any(|r| r.passed(id)))
+            .collect();
+        let base_whole_flaky = base_failed
+            && base_ids.is_empty()
+            && runs.base_reruns.iter().any(|r| r.summary.succeeded());
+        Comparison {
+            runs,
+            base_ids,
+            base_failed,
+            base_flaky,
+            base_whole_flaky,
+            after_ids: runs.after.failing_ids(),
+            seen: HashSet::new(),
+            out: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, class: Class, test: Option<&str>, message: String, location: Option<&str>) {
+        self.out.push(ClassifiedFailure {
             class,
-            command: after.command.clone(),
+            command: self.runs.after.command.clone(),
             test: test.map(str::to_owned),
             message: clip(message.trim(), MESSAGE_CHARS),
             location: location.map(str::to_owned),
         })
-    };
-    let quarantined = |id: &str| runs.quarantine.iter().any(|q| q == id);
-    let base_ids = base.map(CommandRun::failing_ids).unwrap_or_default();
-    let base_failed = base.is_some_and(|b| !b.summary.succeeded());
-    // Failed on the base, then passed on one of its re-runs.
-    let base_flaky: HashSet<&str> = base_ids
-        .iter()
-        .copied()
-        .filter(|id| runs.base_reruns.iter().any(|r| r.passed(id)))
-        .collect();
-    let base_whole_flaky = base_failed
-        && base_ids.is_empty()
-        && runs.base_reruns.iter().any(|r| r.summary.succeeded());
-    let after_ids = after.failing_ids();
-
-    let mut seen = HashSet::new();
-    for f in &after.failures {
-        if !seen.insert(f.id.as_str()) {
-            continue;
-        }
-        let class = if quarantined(&f.id) {
-            Class::Quarantined
-        } else if base_flaky.contains(f.id.as_str()) {
-            Class::Flaky
-        } else if base_ids.contains(f.id.as_str()) {
-            Class::PreExisting
-        } else if runs.reruns.iter().any(|r| r.passed(&f.id)) {
-            Class::Flaky
-        } else {
-            Class::Introduced
-        };
-        push(class, Some(&f.id), f.message.clone(), f.location.as_deref());
-    }
-    // Passed the first time, failed on a re-run of the whole command: flaky the other way
-    // round (a re-run of selected tests runs none that passed).
-    for rerun in runs.reruns.iter().filter(|r| r.selected.is_none()) {
-        for f in &rerun.failures {
-            if !after_ids.contains(f.id.as_str())
-                && !base_ids.contains(f.id.as_str())
-                && seen.insert(f.id.as_str())
-            {
-                let class = if quarantined(&f.id) {
-                    Class::Quarantined
-                } else {
-                    Class::Flaky
-                };
-                push(class, Some(&f.id), f.message.clone(), f.location.as_deref());
-            }
-        }
-    }
-    if let Some(base) = base
-        && after.ran_tests()
-    {
-        let mut fixed = HashSet::new();
-        for f in &base.failures {
-            if !after_ids.contains(f.id.as_str()) && fixed.insert(f.id.as_str()) {
-                let confirmations = || runs.reruns.iter().filter(|r| r.confirms);
-                let (class, message) = if quarantined(&f.id) {
-                    (Class::Quarantined, f.message.clone())
-                } else if base_flaky.contains(f.id.as_str()) {
-                    (Class::Flaky, f.message.clone())
-                } else if after.named_passing(&f.id) || confirmations().any(|r| r.passed(&f.id)) {
-                    (Class::Fixed, f.message.clone())
-                } else if runs
-                    .removable
-                    .iter()
-                    .any(|entry| test_matches(entry, &f.id, f.location.as_deref()))
-                {
-                    (
-                        Class::Removed,
-                        format!(
-                            "no longer in the result's run of `{}`; the contract allows removing it",
-                            after.command
-                        ),
-                    )
-                } else if let Some(r) = confirmations().find(|r| r.failed_when_selected(&f.id)) {
-                    let now = r.failures.iter().find(|x| x.id == f.id);
-                    (
-                        Class::NoLongerRuns,
-                        format!(
-                            "absent from the result's run of `{}`, and still failing when run \
-                             alone: {}",
-                            after.command,
-                            now.map_or(f.message.as_str(), |x| x.message.as_str())
-                        ),
-                    )
-                } else {
-                    let alone = if confirmations().any(|r| r.ids.contains(&f.id)) {
-                        "a run of it alone did not show it passing"
-                    } else {
-                        "the runner could not run it alone"
-                    };
-                    (
-                        Class::NoLongerRuns,
-                        format!(
-                            "absent from the result's run of `{}`, and not seen passing: {alone}",
-                            after.command
-                        ),
-                    )
-                };
-                push(class, Some(&f.id), message, f.location.as_deref());
-            }
-        }
     }
 
-    if let Some(why) = ran_nothing(runs) {
-        // Passing (or failing) by running nothing: the tests were deleted, are no longer
-        // found, or the new ones were never written where the runner looks.
-        push(Class::Introduced, None, why, None);
-    } else if !after.summary.succeeded() && after_ids.is_empty() {
-        // Without test ids, the exit code is all there is, unless the run is no result at
-        // all: a base that could not run either does not make it "pre-existing".
-        let base_judged = base.is_some_and(|b| b.summary.no_result.is_none());
-        let class = if after.summary.no_result.is_some() {
-            Class::NoResult
-        } else if base_failed && base_ids.is_empty() && base_judged {
-            if base_whole_flaky {
+    fn quarantined(&self, id: &str) -> bool {
+        self.runs.quarantine.iter().any(|q| q == id)
+    }
+
+    /// Each test failing in the result's run: quarantined, flaky, failing on the base
+    /// already, or introduced.
+    fn failed_on_result(&mut self) {
+        let runs = self.runs;
+        for f in &runs.after.failures {
+            if !self.seen.insert(f.id.as_str()) {
+                continue;
+            }
+            let class = if self.quarantined(&f.id) {
+                Class::Quarantined
+            } else if self.base_flaky.contains(f.id.as_str()) {
+                Class::Flaky
+            } else if self.base_ids.contains(f.id.as_str()) {
+                Class::PreExisting
+            } else if runs.reruns.iter().any(|r| r.passed(&f.id)) {
                 Class::Flaky
             } else {
-                Class::PreExisting
-            }
-        } else if runs.reruns.iter().any(|r| r.summary.succeeded()) {
-            Class::Flaky
-        } else {
-            Class::Introduced
-        };
-        let message = match &after.summary.no_result {
-            Some(why) => format!("{why}: {}", after.failure_message()),
-            None => after.failure_message(),
-        };
-        push(class, None, message, None);
-    } else if after.summary.succeeded()
-        && base_failed
-        && base_ids.is_empty()
-        && let Some(base) = base
-    {
-        let class = if base_whole_flaky {
-            Class::Flaky
-        } else {
-            Class::Fixed
-        };
-        push(class, None, base.failure_message(), None);
+                Class::Introduced
+            };
+            self.push(class, Some(&f.id), f.message.clone(), f.location.as_deref());
+        }
     }
-    out
+
+    /// Passed the first time, failed on a re-run of the whole command: flaky the other way
+    /// round (a re-run of selected tests runs none that passed).
+    fn failed_on_whole_rerun(&mut self) {
+        let runs = self.runs;
+        for rerun in runs.reruns.iter().filter(|r| r.selected.is_none()) {
+            for f in &rerun.failures {
+                if !self.after_ids.contains(f.id.as_str())
+                    && !self.base_ids.contains(f.id.as_str())
+                    && self.seen.insert(f.id.as_str())
+                {
+                    let class = if self.quarantined(&f.id) {
+                        Class::Quarantined
+                    } else {
+                        Class::Flaky
+                    };
+                    self.push(class, Some(&f.id), f.message.clone(), f.location.as_deref());
+                }
+            }
+        }
+    }
+
+    /// Each test failing on the base that the result's run does not report failing:
+    /// fixed only when seen passing.
+    fn absent_from_result(&mut self) {
+        let runs = self.runs;
+        let Some(base) = runs.base else {
+            return;
+        };
+        if !runs.after.ran_tests() {
+            return;
+        }
+        let mut fixed = HashSet::new();
+        for f in &base.failures {
+            if !self.after_ids.contains(f.id.as_str()) && fixed.insert(f.id.as_str()) {
+                let (class, message) = self.absent_class(f);
+                self.push(class, Some(&f.id), message, f.location.as_deref());
+            }
+        }
+    }
+
+    /// What became of a base failure absent from the result's run, and the message that
+    /// says so.
+    fn absent_class(&self, f: &Failure) -> (Class, String) {
+        let (runs, after) = (self.runs, self.runs.after);
+        let confirmations = || runs.reruns.iter().filter(|r| r.confirms);
+        if self.quarantined(&f.id) {
+            (Class::Quarantined, f.message.clone())
+        } else if self.base_flaky.contains(f.id.as_str()) {
+            (Class::Flaky, f.message.clone())
+        } else if after.named_passing(&f.id) || confirmations().any(|r| r.passed(&f.id)) {
+            (Class::Fixed, f.message.clone())
+        } else if runs
+            .removable
+            .iter()
+            .any(|entry| test_matches(entry, &f.id, f.location.as_deref()))
+        {
+            (
+                Class::Removed,
+                format!(
+                    "no longer in the result's run of `{}`; the contract allows removing it",
+                    after.command
+                ),
+            )
+        } else if let Some(r) = confirmations().find(|r| r.failed_when_selected(&f.id)) {
+            let now = r.failures.iter().find(|x| x.id == f.id);
+            (
+                Class::NoLongerRuns,
+                format!(
+                    "absent from the result's run of `{}`, and still failing when run \
+                     alone: {}",
+                    after.command,
+                    now.map_or(f.message.as_str(), |x| x.message.as_str())
+                ),
+            )
+        } else {
+            let alone = if confirmations().any(|r| r.ids.contains(&f.id)) {
+                "a run of it alone did not show it passing"
+            } else {
+                "the runner could not run it alone"
+            };
+            (
+                Class::NoLongerRuns,
+                format!(
+                    "absent from the result's run of `{}`, and not seen passing: {alone}",
+                    after.command
+                ),
+            )
+        }
+    }
+
+    /// The command as a whole: running nothing, or failing or passing with no test named.
+    fn by_exit_code(&mut self) {
+        let (runs, base, after) = (self.runs, self.runs.base, self.runs.after);
+        if let Some(why) = ran_nothing(runs) {
+            // Passing (or failing) by running nothing: the tests were deleted, are no longer
+            // found, or the new ones were never written where the runner looks.
+            self.push(Class::Introduced, None, why, None);
+        } else if !after.summary.succeeded() && self.after_ids.is_empty() {
+            // Without test ids, the exit code is all there is, unless the run is no result at
+            // all: a base that could not run either does not make it "pre-existing".
+            let base_judged = base.is_some_and(|b| b.summary.no_result.is_none());
+            let class = if after.summary.no_result.is_some() {
+                Class::NoResult
+            } else if self.base_failed && self.base_ids.is_empty() && base_judged {
+                if self.base_whole_flaky {
+                    Class::Flaky
+                } else {
+                    Class::PreExisting
+                }
+            } else if runs.reruns.iter().any(|r| r.summary.succeeded()) {
+                Class::Flaky
+            } else {
+                Class::Introduced
+            };
+            let message = match &after.summary.no_result {
+                Some(why) => format!("{why}: {}", after.failure_message()),
+                None => after.failure_message(),
+            };
+            self.push(class, None, message, None);
+        } else if after.summary.succeeded()
+            && self.base_failed
+            && self.base_ids.is_empty()
+            && let Some(base) = base
+        {
+            let class = if self.base_whole_flaky {
+                Class::Flaky
+            } else {
+                Class::Fixed
+            };
+            self.push(class, None, base.failure_message(), None);
+        }
+    }
 }

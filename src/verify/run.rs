@@ -12,7 +12,7 @@ use anyhow::{Context, anyhow};
 use serde::{Deserialize, Serialize};
 
 use super::classify::{Class, Runs, classify_runs, ran_nothing};
-use super::judge::Judging;
+use super::judge::{Judging, Saved};
 use super::plan::Plan;
 use super::proof::{ProofReport, copy_tests, prove, support_changes, test_changes};
 use super::report::{Rules, Verdict, VerificationReport};
@@ -26,7 +26,7 @@ use crate::config::environment::EnvironmentConfig;
 use crate::contract::Contract;
 use crate::distill::{self, Failure, TestReport, clip};
 use crate::environment::setup::SetupCache;
-use crate::git::Workspace;
+use crate::git::{ChangedFile, Workspace};
 use crate::ids::RepoScope;
 use crate::sandbox::egress::{Allowlist, EgressProxy};
 use crate::sandbox::{Exit, Limits, Output, Root, Sandbox};
@@ -578,228 +578,41 @@ impl Verifier {
         let scope = check_scope(contract, &plan.protected, &changed, &links, baseline);
         let weakening = weaken::read(workspace, contract, &changed).await?;
         let tests = test_changes(contract, &changed);
-        // The proof is an account beside the result's run: when it cannot be made, the
-        // report says so and verification goes on.
-        let mut failed: Option<String> = None;
         let support = support_changes(&changed, &tests);
-        let proof = match proof.filter(|_| !tests.is_empty()) {
-            Some(ws) => {
-                let (from, to) = (workspace.repo(), ws.repo());
-                let files: Vec<_> = tests.iter().chain(&support).cloned().collect();
-                match tokio::task::spawn_blocking(move || copy_tests(&from, &to, &files)).await {
-                    Ok(Ok(notes)) => Some((ws, notes)),
-                    Ok(Err(e)) => {
-                        failed = Some(format!("the test files could not be put in: {e:#}"));
-                        None
-                    }
-                    Err(e) => {
-                        failed = Some(format!("copying the test files failed: {e}"));
-                        None
-                    }
-                }
-            }
-            None => None,
-        };
-        // The base's tests judge the result: old test files the contract does not name
-        // run in their base form, and the test files the result adds run apart.
-        let mut judging = Judging::plan(contract, &changed, &plan.checks);
-        let mut not_judged: Option<String> = None;
-        let saved = if judging.is_empty() {
-            None
-        } else {
-            match judging.prepare(workspace, &self.scratch).await {
-                Ok(saved) => Some(saved),
-                Err(e) => {
-                    not_judged = Some(format!(
-                        "The result could not be judged by the base's tests: {e:#}."
-                    ));
-                    judging = Judging::default();
-                    None
-                }
-            }
-        };
-        let after_name = format!("{run}-after");
-        let (after, before) = match proof {
-            Some((ws, notes)) => {
-                let proof_name = format!("{run}-proof");
-                let (after, before) = tokio::join!(
-                    self.run_plan(plan, workspace, &after_name, false),
-                    self.run_plan(plan, ws, &proof_name, false)
-                );
-                let before = match before {
-                    Ok(runs) => Some((runs, notes)),
-                    Err(e) => {
-                        failed = Some(format!("its run failed: {e}"));
-                        None
-                    }
-                };
-                (after, before)
-            }
-            None => (
-                self.run_plan(plan, workspace, &after_name, false).await,
-                None,
-            ),
-        };
+        let proof = put_in_proof(
+            workspace,
+            proof.filter(|_| !tests.is_empty()),
+            &tests,
+            &support,
+        )
+        .await;
+        let (judging, saved, not_judged) = self
+            .judge_by_base_tests(contract, &changed, plan, workspace)
+            .await;
+        let (after, proof_run) = self.run_result_and_proof(plan, workspace, proof, run).await;
         // Re-runs and confirmations see the tree the judged run saw: on the result's own,
         // a failure the base's tests found could pass and count as flaky or fixed.
-        let judged_runs = async {
-            let mut after = after?;
-            let mut apart_lines = Vec::new();
-            if !judging.apart.is_empty() {
-                for (i, run_after) in after.runs.iter_mut().enumerate() {
-                    if run_after.phase != Phase::Check {
-                        continue;
-                    }
-                    let Some(line) = judging.apart_line(&run_after.command) else {
-                        continue;
-                    };
-                    let spill = self.scratch.join(format!("{}-apart-{i}", safe_name(run)));
-                    if let Some(saved) = &saved {
-                        saved.result_tree(workspace)?;
-                    }
-                    let apart = self
-                        .run_one(workspace, &line, Phase::Check, None, spill)
-                        .await;
-                    if let Some(saved) = &saved {
-                        saved.judged_tree(workspace)?;
-                    }
-                    let apart = apart?;
-                    run_after.take_apart(apart);
-                    apart_lines.push(line);
-                }
-            }
-            // A test that failed on the base counts as fixed only when seen passing: the
-            // result's run does not list passing tests, so each absent failure runs alone,
-            // on the judged tree. The result's own tests that failed on the base code (the
-            // proof's) run on the result's tree, where they are.
-            for (i, run_after) in after.runs.iter().enumerate() {
-                if run_after.phase != Phase::Check || !run_after.ran_tests() {
-                    continue;
-                }
-                let proof_run = before
-                    .as_ref()
-                    .and_then(|(runs, _)| runs.find(Phase::Check, &run_after.command));
-                let base_reruns = baseline.reruns_of(&run_after.command);
-                let wanted = |runs: Option<&CommandRun>, but: &[String]| {
-                    let mut ids: Vec<String> = Vec::new();
-                    for f in runs.into_iter().flat_map(|r| r.failures.iter()) {
-                        let absent = !run_after.failures.iter().any(|a| a.id == f.id)
-                            && !run_after.named_passing(&f.id);
-                        let flaky = base_reruns.iter().any(|r| r.passed(&f.id));
-                        if absent
-                            && !flaky
-                            && !plan.quarantine.contains(&f.id)
-                            && !ids.contains(&f.id)
-                            && !but.contains(&f.id)
-                        {
-                            ids.push(f.id.clone());
-                        }
-                    }
-                    ids
-                };
-                let judged_ids = wanted(baseline.find(Phase::Check, &run_after.command), &[]);
-                let own_ids = wanted(proof_run, &judged_ids);
-                let name = format!("{run}-confirm-{i}");
-                let confirmed = self
-                    .confirm(workspace, run_after, judged_ids, &name)
-                    .await?;
-                after.reruns.extend(confirmed);
-                if !own_ids.is_empty() {
-                    if let Some(saved) = &saved {
-                        saved.result_tree(workspace)?;
-                    }
-                    let name = format!("{run}-confirm-own-{i}");
-                    let confirmed = self.confirm(workspace, run_after, own_ids, &name).await;
-                    if let Some(saved) = &saved {
-                        saved.judged_tree(workspace)?;
-                    }
-                    after.reruns.extend(confirmed?);
-                }
-            }
-            let mut reruns = Vec::new();
-            for (i, run_after) in after.runs.iter().enumerate() {
-                if run_after.phase != Phase::Check {
-                    continue;
-                }
-                let runs = Runs {
-                    base: baseline.find(run_after.phase, &run_after.command),
-                    base_reruns: baseline.reruns_of(&run_after.command),
-                    after: run_after,
-                    reruns: Vec::new(),
-                    quarantine: &plan.quarantine,
-                    expects_tests: plan.expects_tests,
-                    removable: &plan.removable,
-                };
-                let found = classify_runs(&runs);
-                let introduced = |f: &&super::ClassifiedFailure| {
-                    matches!(f.class, Class::Introduced | Class::NoResult)
-                };
-                let ids: Vec<String> = found
-                    .iter()
-                    .filter(introduced)
-                    .filter_map(|f| f.test.clone())
-                    .collect();
-                // Running no tests is not a matter of luck: running again would find none.
-                let whole = ran_nothing(&runs).is_none()
-                    && found.iter().filter(introduced).any(|f| f.test.is_none());
-                let spill = format!("{run}-rerun-{i}");
-                reruns.extend(
-                    self.rerun_failures(
-                        workspace,
-                        run_after,
-                        ids,
-                        whole,
-                        plan.flaky_reruns,
-                        &spill,
-                    )
-                    .await?,
-                );
-            }
-            reruns.extend(after.reruns.iter().cloned());
-            Ok::<_, VerifyError>((after, reruns, apart_lines))
-        }
-        .await;
+        let judged_runs = self
+            .judged_runs(
+                &AfterRun {
+                    plan,
+                    baseline,
+                    workspace,
+                    saved: saved.as_ref(),
+                    proof: proof_run.before.as_ref().map(|(runs, _)| runs),
+                    run,
+                },
+                &judging,
+                after,
+            )
+            .await;
         if let Some(saved) = saved {
             saved.put_back(workspace)?;
         }
         let (after, reruns, apart_lines) = judged_runs?;
         let mut judged = judging.describe(&apart_lines);
         judged.extend(not_judged.clone());
-        let proof = match (before, failed) {
-            (Some((before, notes)), _) => {
-                let mut proof = prove(contract, &tests, baseline, &before, &after, true, notes);
-                let declared = contract.declared_paths();
-                let undeclared: Vec<String> = support
-                    .iter()
-                    .filter(|c| !declared.iter().any(|d| d == &c.path))
-                    .map(|c| format!("`{}`", c.path))
-                    .collect();
-                if !undeclared.is_empty() {
-                    proof.notes.push(format!(
-                        "The base code ran with files the result changed that its tests may \
-                         read and the contract does not name: {}. A test that passes only \
-                         with them proves nothing about the code.",
-                        undeclared.join(", ")
-                    ));
-                }
-                proof
-            }
-            (None, Some(why)) => ProofReport::not_run(&format!(
-                "The result's test files were not run on the base code: {why}."
-            )),
-            (None, None) if tests.is_empty() => prove(
-                contract,
-                &tests,
-                baseline,
-                baseline,
-                &after,
-                false,
-                Vec::new(),
-            ),
-            (None, None) => ProofReport::not_run(
-                "The result's test files were not run on the base code: no proof was made.",
-            ),
-        };
+        let proof = proof_report(contract, &tests, &support, baseline, &after, proof_run);
         let mut report =
             VerificationReport::judge(baseline, &after, &reruns, scope, &Rules::of(plan))
                 .with_proof(proof)
@@ -811,6 +624,230 @@ impl Verifier {
             report.verdict = Verdict::Failed;
         }
         Ok(report)
+    }
+
+    /// Puts the judged tree in place when the base's tests judge the result: old test
+    /// files the contract does not name run in their base form, and the test files the
+    /// result adds run apart. Answers the judging, the result's files set aside, and why
+    /// the result could not be judged so, if it could not.
+    async fn judge_by_base_tests(
+        &self,
+        contract: &Contract,
+        changed: &[ChangedFile],
+        plan: &Plan,
+        workspace: &Workspace,
+    ) -> (Judging, Option<Saved>, Option<String>) {
+        let mut judging = Judging::plan(contract, changed, &plan.checks);
+        if judging.is_empty() {
+            return (judging, None, None);
+        }
+        match judging.prepare(workspace, &self.scratch).await {
+            Ok(saved) => (judging, Some(saved), None),
+            Err(e) => (
+                Judging::default(),
+                None,
+                Some(format!(
+                    "The result could not be judged by the base's tests: {e:#}."
+                )),
+            ),
+        }
+    }
+
+    /// Runs the plan on the result and, when the proof's checkout is ready, on the base
+    /// code with the result's tests beside it.
+    async fn run_result_and_proof(
+        &self,
+        plan: &Plan,
+        workspace: &Workspace,
+        proof: Result<Option<(&Workspace, Vec<String>)>, String>,
+        run: &str,
+    ) -> (Result<RunSet, VerifyError>, ProofRun) {
+        let after_name = format!("{run}-after");
+        match proof {
+            Ok(Some((ws, notes))) => {
+                let proof_name = format!("{run}-proof");
+                let (after, before) = tokio::join!(
+                    self.run_plan(plan, workspace, &after_name, false),
+                    self.run_plan(plan, ws, &proof_name, false)
+                );
+                let proof_run = match before {
+                    Ok(runs) => ProofRun {
+                        before: Some((runs, notes)),
+                        failed: None,
+                    },
+                    Err(e) => ProofRun {
+                        before: None,
+                        failed: Some(format!("its run failed: {e}")),
+                    },
+                };
+                (after, proof_run)
+            }
+            Ok(None) => (
+                self.run_plan(plan, workspace, &after_name, false).await,
+                ProofRun::default(),
+            ),
+            Err(why) => (
+                self.run_plan(plan, workspace, &after_name, false).await,
+                ProofRun {
+                    before: None,
+                    failed: Some(why),
+                },
+            ),
+        }
+    }
+
+    /// The result's run completed on the judged tree: the added test files run apart,
+    /// the base's failures it does not report confirmed, and the failures it introduced
+    /// run again. Answers the run, all re-runs, and the command lines run apart.
+    async fn judged_runs(
+        &self,
+        at: &AfterRun<'_>,
+        judging: &Judging,
+        after: Result<RunSet, VerifyError>,
+    ) -> Result<(RunSet, Vec<CommandRun>, Vec<String>), VerifyError> {
+        let mut after = after?;
+        let apart_lines = self.run_apart(at, judging, &mut after).await?;
+        self.confirm_absent(at, &mut after).await?;
+        let mut reruns = self.rerun_introduced(at, &after).await?;
+        reruns.extend(after.reruns.iter().cloned());
+        Ok((after, reruns, apart_lines))
+    }
+
+    /// Runs the test files the result adds apart from the judged run, on the result's
+    /// own tree, and folds each into its command's run.
+    async fn run_apart(
+        &self,
+        at: &AfterRun<'_>,
+        judging: &Judging,
+        after: &mut RunSet,
+    ) -> Result<Vec<String>, VerifyError> {
+        let mut apart_lines = Vec::new();
+        if judging.apart.is_empty() {
+            return Ok(apart_lines);
+        }
+        for (i, run_after) in after.runs.iter_mut().enumerate() {
+            if run_after.phase != Phase::Check {
+                continue;
+            }
+            let Some(line) = judging.apart_line(&run_after.command) else {
+                continue;
+            };
+            let spill = self
+                .scratch
+                .join(format!("{}-apart-{i}", safe_name(at.run)));
+            at.result_tree()?;
+            let apart = self
+                .run_one(at.workspace, &line, Phase::Check, None, spill)
+                .await;
+            at.judged_tree()?;
+            let apart = apart?;
+            run_after.take_apart(apart);
+            apart_lines.push(line);
+        }
+        Ok(apart_lines)
+    }
+
+    /// A test that failed on the base counts as fixed only when seen passing: the
+    /// result's run does not list passing tests, so each absent failure runs alone, on
+    /// the judged tree. The result's own tests that failed on the base code (the
+    /// proof's) run on the result's tree, where they are.
+    async fn confirm_absent(
+        &self,
+        at: &AfterRun<'_>,
+        after: &mut RunSet,
+    ) -> Result<(), VerifyError> {
+        let (plan, baseline, workspace, run) = (at.plan, at.baseline, at.workspace, at.run);
+        for (i, run_after) in after.runs.iter().enumerate() {
+            if run_after.phase != Phase::Check || !run_after.ran_tests() {
+                continue;
+            }
+            let proof_run = at
+                .proof
+                .and_then(|runs| runs.find(Phase::Check, &run_after.command));
+            let base_reruns = baseline.reruns_of(&run_after.command);
+            let wanted = |runs: Option<&CommandRun>, but: &[String]| {
+                let mut ids: Vec<String> = Vec::new();
+                for f in runs.into_iter().flat_map(|r| r.failures.iter()) {
+                    let absent = !run_after.failures.iter().any(|a| a.id == f.id)
+                        && !run_after.named_passing(&f.id);
+                    let flaky = base_reruns.iter().any(|r| r.passed(&f.id));
+                    if absent
+                        && !flaky
+                        && !plan.quarantine.contains(&f.id)
+                        && !ids.contains(&f.id)
+                        && !but.contains(&f.id)
+                    {
+                        ids.push(f.id.clone());
+                    }
+                }
+                ids
+            };
+            let judged_ids = wanted(baseline.find(Phase::Check, &run_after.command), &[]);
+            let own_ids = wanted(proof_run, &judged_ids);
+            let name = format!("{run}-confirm-{i}");
+            let confirmed = self
+                .confirm(workspace, run_after, judged_ids, &name)
+                .await?;
+            after.reruns.extend(confirmed);
+            if !own_ids.is_empty() {
+                at.result_tree()?;
+                let name = format!("{run}-confirm-own-{i}");
+                let confirmed = self.confirm(workspace, run_after, own_ids, &name).await;
+                at.judged_tree()?;
+                after.reruns.extend(confirmed?);
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs again the failures each check introduced (or the whole command, when it
+    /// failed naming no test), to tell a flaky failure from a real one.
+    async fn rerun_introduced(
+        &self,
+        at: &AfterRun<'_>,
+        after: &RunSet,
+    ) -> Result<Vec<CommandRun>, VerifyError> {
+        let (plan, baseline) = (at.plan, at.baseline);
+        let mut reruns = Vec::new();
+        for (i, run_after) in after.runs.iter().enumerate() {
+            if run_after.phase != Phase::Check {
+                continue;
+            }
+            let runs = Runs {
+                base: baseline.find(run_after.phase, &run_after.command),
+                base_reruns: baseline.reruns_of(&run_after.command),
+                after: run_after,
+                reruns: Vec::new(),
+                quarantine: &plan.quarantine,
+                expects_tests: plan.expects_tests,
+                removable: &plan.removable,
+            };
+            let found = classify_runs(&runs);
+            let introduced = |f: &&super::ClassifiedFailure| {
+                matches!(f.class, Class::Introduced | Class::NoResult)
+            };
+            let ids: Vec<String> = found
+                .iter()
+                .filter(introduced)
+                .filter_map(|f| f.test.clone())
+                .collect();
+            // Running no tests is not a matter of luck: running again would find none.
+            let whole = ran_nothing(&runs).is_none()
+                && found.iter().filter(introduced).any(|f| f.test.is_none());
+            let spill = format!("{}-rerun-{i}", at.run);
+            reruns.extend(
+                self.rerun_failures(
+                    at.workspace,
+                    run_after,
+                    ids,
+                    whole,
+                    plan.flaky_reruns,
+                    &spill,
+                )
+                .await?,
+            );
+        }
+        Ok(reruns)
     }
 
     /// `keep_setup`: whether a setup phase that succeeded goes into the setup cache. Only
@@ -915,6 +952,114 @@ impl Verifier {
             prefixes.push(format!("{}/", real.display()));
         }
         Ok(command_run(command, phase, &output, report, &prefixes))
+    }
+}
+
+/// What the runs after the result's own work from: the plan, the base's runs, the
+/// result's workspace with the result's files set aside while the base's tests judge,
+/// and the base code's run of the result's tests when the proof ran.
+struct AfterRun<'a> {
+    plan: &'a Plan,
+    baseline: &'a RunSet,
+    workspace: &'a Workspace,
+    saved: Option<&'a Saved>,
+    proof: Option<&'a RunSet>,
+    /// The run's name, which names its spill files.
+    run: &'a str,
+}
+
+impl AfterRun<'_> {
+    /// Puts the result's own files back for a run that needs them, when they were set
+    /// aside.
+    fn result_tree(&self) -> anyhow::Result<()> {
+        match self.saved {
+            Some(saved) => saved.result_tree(self.workspace),
+            None => Ok(()),
+        }
+    }
+
+    /// Puts the judged tree in place again, after [`AfterRun::result_tree`].
+    fn judged_tree(&self) -> anyhow::Result<()> {
+        match self.saved {
+            Some(saved) => saved.judged_tree(self.workspace),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The result's test files run on the base code: its runs with the notes from putting
+/// the files in, or why that was not done.
+#[derive(Default)]
+struct ProofRun {
+    before: Option<(RunSet, Vec<String>)>,
+    failed: Option<String>,
+}
+
+/// Copies the result's test files, and the files they may read, into the proof's
+/// checkout of the base commit. Answers the checkout with the copy's notes, none when
+/// no proof is wanted, or why the files could not be put in.
+async fn put_in_proof<'a>(
+    workspace: &Workspace,
+    proof: Option<&'a Workspace>,
+    tests: &[ChangedFile],
+    support: &[ChangedFile],
+) -> Result<Option<(&'a Workspace, Vec<String>)>, String> {
+    let Some(ws) = proof else {
+        return Ok(None);
+    };
+    let (from, to) = (workspace.repo(), ws.repo());
+    let files: Vec<_> = tests.iter().chain(support).cloned().collect();
+    match tokio::task::spawn_blocking(move || copy_tests(&from, &to, &files)).await {
+        Ok(Ok(notes)) => Ok(Some((ws, notes))),
+        Ok(Err(e)) => Err(format!("the test files could not be put in: {e:#}")),
+        Err(e) => Err(format!("copying the test files failed: {e}")),
+    }
+}
+
+/// The fail-to-pass proof's account: each of the result's tests on the base code and
+/// on the result, or why it was not run.
+fn proof_report(
+    contract: &Contract,
+    tests: &[ChangedFile],
+    support: &[ChangedFile],
+    baseline: &RunSet,
+    after: &RunSet,
+    proof_run: ProofRun,
+) -> ProofReport {
+    match (proof_run.before, proof_run.failed) {
+        (Some((before, notes)), _) => {
+            let mut proof = prove(contract, tests, baseline, &before, after, true, notes);
+            let declared = contract.declared_paths();
+            let undeclared: Vec<String> = support
+                .iter()
+                .filter(|c| !declared.iter().any(|d| d == &c.path))
+                .map(|c| format!("`{}`", c.path))
+                .collect();
+            if !undeclared.is_empty() {
+                proof.notes.push(format!(
+                    "The base code ran with files the result changed that its tests may \
+                     read and the contract does not name: {}. A test that passes only \
+                     with them proves nothing about the code.",
+                    undeclared.join(", ")
+                ));
+            }
+            proof
+        }
+        (None, Some(why)) => ProofReport::not_run(&format!(
+            "The result's test files were not run on the base code: {why}."
+        )),
+        (None, None) if tests.is_empty() => prove(
+            contract,
+            tests,
+            baseline,
+            baseline,
+            after,
+            false,
+            Vec::new(),
+        ),
+        (None, None) => ProofReport::not_run(
+            "The result's test files were not run on the base code: no proof was made.",
+        ),
     }
 }
 

@@ -215,121 +215,153 @@ pub fn check_scope(
     links: &HashMap<String, Link>,
     baseline: &RunSet,
 ) -> Vec<ScopeFinding> {
-    let declared: Vec<(String, FileAction)> = contract
-        .change
-        .files
+    let scope = Scope::read(contract, protected, links, baseline);
+    changed
         .iter()
-        .map(|f| (normalise(&f.path), f.action))
-        .collect();
-    // Files holding tests that fail on the base: the ones a fix is meant to turn green.
-    let failing_files: HashSet<String> = baseline
-        .runs
-        .iter()
-        .flat_map(|r| r.failures.iter())
-        .filter_map(|f| f.location.as_deref())
-        .filter_map(|l| l.split(':').next())
-        .map(normalise)
-        .collect();
-    let evidence: HashSet<String> = contract
-        .diagnosis
-        .evidence
-        .iter()
-        .map(|e| normalise(&e.path))
-        .collect();
-    let names_test = |path: &str| {
-        contract
-            .verification
-            .new_tests
-            .iter()
-            .any(|t| names_file(t, path))
-    };
-
-    let mut findings = Vec::new();
-    for file in changed {
-        let path = normalise(&file.path);
-        let deleted = file.change == FileChange::Deleted;
-        let mut finding = |severity: Severity, reason: String| {
-            findings.push(ScopeFinding {
-                path: path.clone(),
+        .filter_map(|file| {
+            let path = normalise(&file.path);
+            let (severity, reason) = scope.judge(file, &path)?;
+            Some(ScopeFinding {
+                path,
                 change: change_name(file.change).to_owned(),
                 severity,
                 reason,
             })
-        };
-        if let Some(glob) = protected.iter().find(|g| glob_matches(g, &path)) {
-            finding(Severity::Refused, format!("protected by `{glob}`"));
-            continue;
+        })
+        .collect()
+}
+
+/// What a changed file is judged against: the contract's files and what it means to
+/// make pass, the protected paths and the links the result adds.
+struct Scope<'a> {
+    contract: &'a Contract,
+    protected: &'a [String],
+    links: &'a HashMap<String, Link>,
+    declared: Vec<(String, FileAction)>,
+    /// Files holding tests that fail on the base: the ones a fix is meant to turn green.
+    failing_files: HashSet<String>,
+    evidence: HashSet<String>,
+}
+
+impl<'a> Scope<'a> {
+    fn read(
+        contract: &'a Contract,
+        protected: &'a [String],
+        links: &'a HashMap<String, Link>,
+        baseline: &RunSet,
+    ) -> Self {
+        let declared = contract
+            .change
+            .files
+            .iter()
+            .map(|f| (normalise(&f.path), f.action))
+            .collect();
+        let failing_files = baseline
+            .runs
+            .iter()
+            .flat_map(|r| r.failures.iter())
+            .filter_map(|f| f.location.as_deref())
+            .filter_map(|l| l.split(':').next())
+            .map(normalise)
+            .collect();
+        let evidence = contract
+            .diagnosis
+            .evidence
+            .iter()
+            .map(|e| normalise(&e.path))
+            .collect();
+        Scope {
+            contract,
+            protected,
+            links,
+            declared,
+            failing_files,
+            evidence,
         }
-        let declaration = declared
+    }
+
+    fn names_test(&self, path: &str) -> bool {
+        self.contract
+            .verification
+            .new_tests
+            .iter()
+            .any(|t| names_file(t, path))
+    }
+
+    /// The finding for one changed file at `path` (normalised), if any.
+    fn judge(&self, file: &ChangedFile, path: &str) -> Option<(Severity, String)> {
+        if let Some(glob) = self.protected.iter().find(|g| glob_matches(g, path)) {
+            return Some((Severity::Refused, format!("protected by `{glob}`")));
+        }
+        let declaration = self
+            .declared
             .iter()
             .find(|(d, _)| path == *d || path.starts_with(&format!("{d}/")))
             .map(|(_, action)| *action);
         if declaration.is_none()
-            && file.change == FileChange::Added
-            && let Some(glob) = TEST_SETUP.iter().find(|g| glob_matches(g, &path))
+            && let Some(reason) = self.unnamed_refusal(file, path)
         {
-            finding(
-                Severity::Refused,
-                format!(
-                    "a file like `{glob}` sets up how the tests run; the contract must name \
-                     the file to add it"
-                ),
-            );
-            continue;
+            return Some((Severity::Refused, reason));
         }
-        if declaration.is_none()
-            && let Some(glob) = RUN_BY_CI.iter().find(|g| glob_matches(g, &path))
-        {
-            finding(
-                Severity::Refused,
-                format!(
-                    "CI runs files like `{glob}` on push; the contract must name the file to change it"
-                ),
-            );
-            continue;
-        }
-        if declaration.is_none()
-            && let Some(link) = links.get(&path)
-        {
-            finding(
-                Severity::Refused,
-                format!(
-                    "{}; the contract must name the path to add one",
-                    link.describe()
-                ),
-            );
-            continue;
-        }
-        let test = is_test_path(&path) || names_test(&path);
+        let deleted = file.change == FileChange::Deleted;
+        let test = is_test_path(path) || self.names_test(path);
         if deleted && test && declaration != Some(FileAction::Delete) {
-            let targeted = declaration.is_some()
-                || failing_files.contains(&path)
-                || evidence.contains(&path)
-                || names_test(&path);
-            if targeted {
-                finding(
-                    Severity::Refused,
-                    "a test file the contract is meant to make pass was deleted".into(),
-                );
-            } else {
-                finding(
-                    Severity::Flagged,
-                    "a test file was deleted; the contract does not say to".into(),
-                );
-            }
-            continue;
+            return Some(self.deleted_test(path, declaration));
         }
         match declaration {
-            Some(action) if deleted && action != FileAction::Delete => finding(
+            Some(action) if deleted && action != FileAction::Delete => Some((
                 Severity::Flagged,
                 format!("deleted, but the contract says to {} it", action.as_str()),
-            ),
-            Some(_) => {}
-            None if test => {}
-            None => finding(Severity::Flagged, "not among the contract's files".into()),
+            )),
+            Some(_) => None,
+            None if test => None,
+            None => Some((Severity::Flagged, "not among the contract's files".into())),
         }
     }
-    findings
+
+    /// Why a change the contract does not name is refused outright: a test setup file
+    /// added, a file CI runs, or a link; `None` for any other.
+    fn unnamed_refusal(&self, file: &ChangedFile, path: &str) -> Option<String> {
+        if file.change == FileChange::Added
+            && let Some(glob) = TEST_SETUP.iter().find(|g| glob_matches(g, path))
+        {
+            return Some(format!(
+                "a file like `{glob}` sets up how the tests run; the contract must name \
+                 the file to add it"
+            ));
+        }
+        if let Some(glob) = RUN_BY_CI.iter().find(|g| glob_matches(g, path)) {
+            return Some(format!(
+                "CI runs files like `{glob}` on push; the contract must name the file to change it"
+            ));
+        }
+        self.links.get(path).map(|link| {
+            format!(
+                "{}; the contract must name the path to add one",
+                link.describe()
+            )
+        })
+    }
+
+    /// A test file deleted that the contract does not say to delete: refused when it is
+    /// one the contract means to make pass, flagged otherwise.
+    fn deleted_test(&self, path: &str, declaration: Option<FileAction>) -> (Severity, String) {
+        let targeted = declaration.is_some()
+            || self.failing_files.contains(path)
+            || self.evidence.contains(path)
+            || self.names_test(path);
+        if targeted {
+            (
+                Severity::Refused,
+                "a test file the contract is meant to make pass was deleted".into(),
+            )
+        } else {
+            (
+                Severity::Flagged,
+                "a test file was deleted; the contract does not say to".into(),
+            )
+        }
+    }
 }
 
 #[cfg(test)]

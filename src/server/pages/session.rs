@@ -231,9 +231,61 @@ pub async fn load(
 
     let links = super::source_links(state, row.forge, &row.repo);
     let newest_base = contract_rows.last().map(|c| CommitSha(c.base_sha.clone()));
+    let contracts = contract_views(id, &contract_rows, &links);
+    let attempts = attempt_views(state, &run_rows, &usage);
+    let spending = Spending::of(&usage, row.created_at);
+    let now = now_ms();
+    let timeline = timeline(&row, &audit_rows, now);
+    let chart = chart(&spending.spend);
+    let live = (!matches!(
+        row.state,
+        SessionState::PrOpened | SessionState::Failed | SessionState::Cancelled
+    ))
+    .then(|| format!("{}:{}", row.updated_at, timeline.len()));
+    Ok(Some(SessionView {
+        id: row.id.as_str().to_owned(),
+        forge: row.forge.as_str(),
+        repo: row.repo.to_string(),
+        issue: row.issue_number.0,
+        title,
+        state: row.state.as_str(),
+        stage: row.state.describe(),
+        failure: row.failure.clone(),
+        failure_detail: match viewer {
+            Viewer::Operator => failure_detail(&audit_rows),
+            Viewer::Person(_) => None,
+        },
+        created_at: row.created_at,
+        updated_at: row.updated_at,
+        age: age(now - row.created_at),
+        issue_url: issue_url(state, row.forge, &row.repo, row.issue_number.0),
+        pull_url: row
+            .pull_number
+            .and_then(|p| pull_url(state, row.forge, &row.repo, p.0)),
+        checks_url: row
+            .pull_number
+            .and_then(|p| checks_url(state, row.forge, &row.repo, p.0)),
+        timeline,
+        contracts,
+        dossier: dossier.and_then(|d| dossier_view(d, newest_base.as_ref(), &links)),
+        attempts,
+        costs: spending.costs,
+        total_cost: model_usage::usd(spending.total),
+        spend: spending.spend,
+        chart,
+        live,
+    }))
+}
+
+/// Each contract version rendered, with the diff from the version before it.
+fn contract_views(
+    id: &SessionId,
+    contract_rows: &[sessions::ContractRow],
+    links: &SourceLinks,
+) -> Vec<ContractView> {
     let mut contracts = Vec::with_capacity(contract_rows.len());
     let mut previous: Option<(Contract, String, Option<String>)> = None;
-    for c in &contract_rows {
+    for c in contract_rows {
         let parsed = Contract::from_json(&c.body).ok();
         let base = Base {
             branch: c.base_branch.clone(),
@@ -246,7 +298,7 @@ pub async fn load(
                     session: id,
                     version: ContractVersion(c.version as u32),
                     base: &base,
-                    links: &links,
+                    links,
                     bot_mention: "planwright",
                     default_budget_usd: None,
                 })
@@ -279,9 +331,18 @@ pub async fn load(
             diff,
         });
     }
+    contracts
+}
 
+/// Each attempt with the models it used and, when it got that far, its verification
+/// and review.
+fn attempt_views(
+    state: &AppState,
+    run_rows: &[runs::RunRow],
+    usage: &[model_usage::UsageRow],
+) -> Vec<AttemptView> {
     let mut attempts = Vec::with_capacity(run_rows.len());
-    for r in &run_rows {
+    for r in run_rows {
         let mut models: Vec<String> = usage
             .iter()
             .filter(|u| u.run_id.as_deref() == Some(r.id.as_str()))
@@ -319,39 +380,60 @@ pub async fn load(
             transcript: super::transcript::path(&state.settings.data_dir, r.id.as_str()).is_some(),
         });
     }
+    attempts
+}
 
-    let mut by_role: BTreeMap<(String, String), CostRow> = BTreeMap::new();
-    let mut spend = Vec::with_capacity(usage.len());
-    let mut total = 0_i64;
-    for u in &usage {
-        let model = format!("{}:{}", u.provider, u.model);
-        let entry = by_role
-            .entry((u.role.clone(), model.clone()))
-            .or_insert_with(|| CostRow {
-                role: u.role.clone(),
-                model,
-                calls: 0,
-                input_tokens: 0,
-                output_tokens: 0,
-                cost: String::new(),
-                cost_microusd: 0,
-            });
-        entry.calls += 1;
-        entry.input_tokens += u.input_tokens;
-        entry.output_tokens += u.output_tokens;
-        entry.cost_microusd += u.cost_microusd;
-        total += u.cost_microusd;
-        spend.push(((u.at - row.created_at).max(0), total));
+/// What the session's model calls cost: by role and model, in all, and summed over
+/// time since the session started.
+struct Spending {
+    costs: Vec<CostRow>,
+    total: i64,
+    /// `(milliseconds since the start, microdollars spent so far)` after each call.
+    spend: Vec<(i64, i64)>,
+}
+
+impl Spending {
+    fn of(usage: &[model_usage::UsageRow], started_at: i64) -> Spending {
+        let mut by_role: BTreeMap<(String, String), CostRow> = BTreeMap::new();
+        let mut spend = Vec::with_capacity(usage.len());
+        let mut total = 0_i64;
+        for u in usage {
+            let model = format!("{}:{}", u.provider, u.model);
+            let entry = by_role
+                .entry((u.role.clone(), model.clone()))
+                .or_insert_with(|| CostRow {
+                    role: u.role.clone(),
+                    model,
+                    calls: 0,
+                    input_tokens: 0,
+                    output_tokens: 0,
+                    cost: String::new(),
+                    cost_microusd: 0,
+                });
+            entry.calls += 1;
+            entry.input_tokens += u.input_tokens;
+            entry.output_tokens += u.output_tokens;
+            entry.cost_microusd += u.cost_microusd;
+            total += u.cost_microusd;
+            spend.push(((u.at - started_at).max(0), total));
+        }
+        let costs = by_role
+            .into_values()
+            .map(|mut c| {
+                c.cost = model_usage::usd(c.cost_microusd);
+                c
+            })
+            .collect();
+        Spending {
+            costs,
+            total,
+            spend,
+        }
     }
-    let costs = by_role
-        .into_values()
-        .map(|mut c| {
-            c.cost = model_usage::usd(c.cost_microusd);
-            c
-        })
-        .collect();
+}
 
-    let now = now_ms();
+/// What happened to the session, in order: its start, then its audit log.
+fn timeline(row: &sessions::SessionRow, audit_rows: &[audit::AuditRow], now: i64) -> Vec<Moment> {
     let mut timeline = vec![Moment {
         at: row.created_at,
         when: age(now - row.created_at),
@@ -371,77 +453,46 @@ pub async fn load(
             }),
     );
     timeline.sort_by_key(|m| m.at);
+    timeline
+}
 
-    let chart = chart(&spend);
-    let live = (!matches!(
-        row.state,
-        SessionState::PrOpened | SessionState::Failed | SessionState::Cancelled
-    ))
-    .then(|| format!("{}:{}", row.updated_at, timeline.len()));
-    Ok(Some(SessionView {
-        id: row.id.as_str().to_owned(),
-        forge: row.forge.as_str(),
-        repo: row.repo.to_string(),
-        issue: row.issue_number.0,
-        title,
-        state: row.state.as_str(),
-        stage: row.state.describe(),
-        failure: row.failure.clone(),
-        failure_detail: match viewer {
-            Viewer::Operator => failure_detail(&audit_rows),
-            Viewer::Person(_) => None,
-        },
-        created_at: row.created_at,
-        updated_at: row.updated_at,
-        age: age(now - row.created_at),
-        issue_url: issue_url(state, row.forge, &row.repo, row.issue_number.0),
-        pull_url: row
-            .pull_number
-            .and_then(|p| pull_url(state, row.forge, &row.repo, p.0)),
-        checks_url: row
-            .pull_number
-            .and_then(|p| checks_url(state, row.forge, &row.repo, p.0)),
-        timeline,
-        contracts,
-        dossier: dossier
-            .filter(|d| {
-                !(d.beliefs.is_empty()
-                    && d.open_questions.is_empty()
-                    && d.observations.is_empty()
-                    && d.scout_reports.is_empty())
+/// The dossier as shown, with each observation linked to the newest base; `None` when
+/// it holds nothing.
+fn dossier_view(
+    d: Dossier,
+    newest_base: Option<&CommitSha>,
+    links: &SourceLinks,
+) -> Option<DossierView> {
+    if d.beliefs.is_empty()
+        && d.open_questions.is_empty()
+        && d.observations.is_empty()
+        && d.scout_reports.is_empty()
+    {
+        return None;
+    }
+    Some(DossierView {
+        beliefs: d.beliefs,
+        open_questions: d.open_questions,
+        observations: d
+            .observations
+            .into_iter()
+            .map(|o| ObservationView {
+                link: newest_base.and_then(|base| observation_link(links, base, &o.source)),
+                source: o.source,
+                text: o.text,
             })
-            .map(|d| DossierView {
-                beliefs: d.beliefs,
-                open_questions: d.open_questions,
-                observations: d
-                    .observations
-                    .into_iter()
-                    .map(|o| ObservationView {
-                        link: newest_base
-                            .as_ref()
-                            .and_then(|base| observation_link(&links, base, &o.source)),
-                        source: o.source,
-                        text: o.text,
-                    })
-                    .collect(),
-                scout_reports: d
-                    .scout_reports
-                    .into_iter()
-                    .map(|r| ScoutView {
-                        question: r.question,
-                        findings: r.findings,
-                        evidence: r.evidence,
-                        confidence: r.confidence,
-                    })
-                    .collect(),
-            }),
-        attempts,
-        costs,
-        total_cost: model_usage::usd(total),
-        spend,
-        chart,
-        live,
-    }))
+            .collect(),
+        scout_reports: d
+            .scout_reports
+            .into_iter()
+            .map(|r| ScoutView {
+                question: r.question,
+                findings: r.findings,
+                evidence: r.evidence,
+                confidence: r.confidence,
+            })
+            .collect(),
+    })
 }
 
 /// The file a `read_file` observation read (`read_file src/a.rs 40-52`, `… from 40`, or

@@ -269,6 +269,8 @@ pub fn parse(event: &str, body: &str) -> Result<Parsed, String> {
     })
 }
 
+/// The domain events one delivery stands for: none for an event or action planwright
+/// does not act on.
 fn domain_events(
     event: &str,
     action: Option<&str>,
@@ -276,137 +278,210 @@ fn domain_events(
     installation: Option<InstallationId>,
     p: &Payload,
 ) -> Result<Vec<Event>, String> {
-    let need = |what: &str| format!("The {event} payload has no readable `{what}`");
-    let in_repo = |kind: RepoEventKind| -> Result<Vec<Event>, String> {
-        let repo = repo.ok_or_else(|| need("repository"))?;
-        Ok(vec![Event::Repository(RepoEvent {
-            forge: ForgeKind::Github,
-            repo: repo.clone(),
-            installation,
-            kind,
-        })])
-    };
-    let sender = || {
-        p.sender
-            .get()
-            .map(Actor::from)
-            .ok_or_else(|| need("sender"))
+    let reading = Reading {
+        event,
+        repo,
+        installation,
+        p,
     };
     match (event, action) {
         ("ping", _) => Ok(vec![Event::Ping {
             hook_id: p.hook_id.get().copied(),
         }]),
-        ("issues", Some("labeled")) => {
-            let issue = p.issue.get().ok_or_else(|| need("issue"))?;
-            let label = p.label.get().ok_or_else(|| need("label"))?;
-            in_repo(RepoEventKind::IssueLabeled {
-                issue: IssueNumber(issue.number),
-                labels: vec![label.name.clone()],
-                actor: sender()?,
-            })
-        }
-        ("issues", Some("unlabeled")) => {
-            let issue = p.issue.get().ok_or_else(|| need("issue"))?;
-            let label = p.label.get().ok_or_else(|| need("label"))?;
-            in_repo(RepoEventKind::IssueUnlabeled {
-                issue: IssueNumber(issue.number),
-                labels: vec![label.name.clone()],
-                actor: sender()?,
-            })
-        }
-        ("issue_comment", Some("created")) => {
-            let issue = p.issue.get().ok_or_else(|| need("issue"))?;
-            let comment = p.comment.get().ok_or_else(|| need("comment"))?;
-            let thread = if issue.pull_request.is_some() {
-                Thread::PullRequest(PullNumber(issue.number))
-            } else {
-                Thread::Issue(IssueNumber(issue.number))
-            };
-            in_repo(RepoEventKind::CommentCreated {
-                thread,
-                comment: CommentId(comment.id),
-                body: comment.body.clone().unwrap_or_default(),
-                author: Actor::from(&comment.user),
-            })
-        }
-        ("pull_request_review_comment", Some("created")) => {
-            let pull = p.pull_request.get().ok_or_else(|| need("pull_request"))?;
-            let comment = p.comment.get().ok_or_else(|| need("comment"))?;
-            in_repo(RepoEventKind::CommentCreated {
-                thread: Thread::PullRequest(PullNumber(pull.number)),
-                comment: CommentId(comment.id),
-                body: comment.body.clone().unwrap_or_default(),
-                author: Actor::from(&comment.user),
-            })
-        }
-        ("pull_request_review", Some("submitted")) => {
-            let pull = p.pull_request.get().ok_or_else(|| need("pull_request"))?;
-            let review = p.review.get().ok_or_else(|| need("review"))?;
-            in_repo(RepoEventKind::ReviewSubmitted {
-                pull: PullNumber(pull.number),
-                review: review.id,
-                state: review.state.clone(),
-                body: review.body.clone().unwrap_or_default(),
-                author: Actor::from(&review.user),
-            })
-        }
-        ("check_suite", Some("completed")) => {
-            let suite = p.check_suite.get().ok_or_else(|| need("check_suite"))?;
-            if !suite
-                .conclusion
-                .as_deref()
-                .is_some_and(|c| FAILED.contains(&c))
-            {
-                return Ok(Vec::new());
-            }
-            in_repo(RepoEventKind::ChecksFailed {
-                sha: CommitSha(suite.head_sha.clone()),
-                source: CiSource::CheckSuite { id: suite.id },
-            })
-        }
-        ("status", _) => {
-            let state = p.state.get().ok_or_else(|| need("state"))?;
-            if !matches!(state.as_str(), "failure" | "error") {
-                return Ok(Vec::new());
-            }
-            let sha = p.sha.get().ok_or_else(|| need("sha"))?;
-            let context = p.context.get().ok_or_else(|| need("context"))?;
-            in_repo(RepoEventKind::ChecksFailed {
-                sha: CommitSha(sha.clone()),
-                source: CiSource::Status {
-                    context: context.clone(),
-                },
-            })
-        }
-        ("installation", Some(action)) => {
-            let inst = p.installation.get().ok_or_else(|| need("installation"))?;
-            let account = inst
-                .account
-                .as_ref()
-                .and_then(|a| {
-                    a.login
-                        .clone()
-                        .or_else(|| a.slug.clone())
-                        .or_else(|| a.name.clone())
-                })
-                .ok_or_else(|| need("installation.account"))?;
-            Ok(vec![Event::Installation {
-                installation: InstallationId(inst.id),
-                action: action.to_owned(),
-                account,
-                repositories: repo_names(p.repositories.get())?,
-            }])
-        }
-        ("installation_repositories", Some(action)) => {
-            let inst = p.installation.get().ok_or_else(|| need("installation"))?;
-            Ok(vec![Event::InstallationRepositories {
-                installation: InstallationId(inst.id),
-                action: action.to_owned(),
-                added: repo_names(p.repositories_added.get())?,
-                removed: repo_names(p.repositories_removed.get())?,
-            }])
-        }
+        ("issues", Some("labeled")) => reading.issue_labeled(true),
+        ("issues", Some("unlabeled")) => reading.issue_labeled(false),
+        ("issue_comment", Some("created")) => reading.issue_comment(),
+        ("pull_request_review_comment", Some("created")) => reading.review_comment(),
+        ("pull_request_review", Some("submitted")) => reading.review_submitted(),
+        ("check_suite", Some("completed")) => reading.check_suite_completed(),
+        ("status", _) => reading.status(),
+        ("installation", Some(action)) => reading.installation(action),
+        ("installation_repositories", Some(action)) => reading.installation_repositories(action),
         _ => Ok(Vec::new()),
+    }
+}
+
+/// One delivery's payload being read into domain events, with what every event of a
+/// repository carries.
+struct Reading<'a> {
+    event: &'a str,
+    repo: Option<&'a RepoName>,
+    installation: Option<InstallationId>,
+    p: &'a Payload,
+}
+
+impl Reading<'_> {
+    /// The error for a payload without a field its event needs.
+    fn need(&self, what: &str) -> String {
+        format!("The {} payload has no readable `{what}`", self.event)
+    }
+
+    /// The one event of `kind` in the payload's repository.
+    fn in_repo(&self, kind: RepoEventKind) -> Result<Vec<Event>, String> {
+        let repo = self.repo.ok_or_else(|| self.need("repository"))?;
+        Ok(vec![Event::Repository(RepoEvent {
+            forge: ForgeKind::Github,
+            repo: repo.clone(),
+            installation: self.installation,
+            kind,
+        })])
+    }
+
+    fn sender(&self) -> Result<Actor, String> {
+        self.p
+            .sender
+            .get()
+            .map(Actor::from)
+            .ok_or_else(|| self.need("sender"))
+    }
+
+    /// A label put on an issue (`labeled`) or taken off it.
+    fn issue_labeled(&self, labeled: bool) -> Result<Vec<Event>, String> {
+        let issue = self.p.issue.get().ok_or_else(|| self.need("issue"))?;
+        let label = self.p.label.get().ok_or_else(|| self.need("label"))?;
+        let (issue, labels, actor) = (
+            IssueNumber(issue.number),
+            vec![label.name.clone()],
+            self.sender()?,
+        );
+        self.in_repo(if labeled {
+            RepoEventKind::IssueLabeled {
+                issue,
+                labels,
+                actor,
+            }
+        } else {
+            RepoEventKind::IssueUnlabeled {
+                issue,
+                labels,
+                actor,
+            }
+        })
+    }
+
+    /// A comment on an issue or a pull request's conversation.
+    fn issue_comment(&self) -> Result<Vec<Event>, String> {
+        let issue = self.p.issue.get().ok_or_else(|| self.need("issue"))?;
+        let comment = self.p.comment.get().ok_or_else(|| self.need("comment"))?;
+        let thread = if issue.pull_request.is_some() {
+            Thread::PullRequest(PullNumber(issue.number))
+        } else {
+            Thread::Issue(IssueNumber(issue.number))
+        };
+        self.in_repo(RepoEventKind::CommentCreated {
+            thread,
+            comment: CommentId(comment.id),
+            body: comment.body.clone().unwrap_or_default(),
+            author: Actor::from(&comment.user),
+        })
+    }
+
+    /// A comment on a pull request's diff.
+    fn review_comment(&self) -> Result<Vec<Event>, String> {
+        let pull = self
+            .p
+            .pull_request
+            .get()
+            .ok_or_else(|| self.need("pull_request"))?;
+        let comment = self.p.comment.get().ok_or_else(|| self.need("comment"))?;
+        self.in_repo(RepoEventKind::CommentCreated {
+            thread: Thread::PullRequest(PullNumber(pull.number)),
+            comment: CommentId(comment.id),
+            body: comment.body.clone().unwrap_or_default(),
+            author: Actor::from(&comment.user),
+        })
+    }
+
+    fn review_submitted(&self) -> Result<Vec<Event>, String> {
+        let pull = self
+            .p
+            .pull_request
+            .get()
+            .ok_or_else(|| self.need("pull_request"))?;
+        let review = self.p.review.get().ok_or_else(|| self.need("review"))?;
+        self.in_repo(RepoEventKind::ReviewSubmitted {
+            pull: PullNumber(pull.number),
+            review: review.id,
+            state: review.state.clone(),
+            body: review.body.clone().unwrap_or_default(),
+            author: Actor::from(&review.user),
+        })
+    }
+
+    /// A check suite that completed: an event only when it failed.
+    fn check_suite_completed(&self) -> Result<Vec<Event>, String> {
+        let suite = self
+            .p
+            .check_suite
+            .get()
+            .ok_or_else(|| self.need("check_suite"))?;
+        if !suite
+            .conclusion
+            .as_deref()
+            .is_some_and(|c| FAILED.contains(&c))
+        {
+            return Ok(Vec::new());
+        }
+        self.in_repo(RepoEventKind::ChecksFailed {
+            sha: CommitSha(suite.head_sha.clone()),
+            source: CiSource::CheckSuite { id: suite.id },
+        })
+    }
+
+    /// A commit status: an event only for a failure or an error.
+    fn status(&self) -> Result<Vec<Event>, String> {
+        let state = self.p.state.get().ok_or_else(|| self.need("state"))?;
+        if !matches!(state.as_str(), "failure" | "error") {
+            return Ok(Vec::new());
+        }
+        let sha = self.p.sha.get().ok_or_else(|| self.need("sha"))?;
+        let context = self.p.context.get().ok_or_else(|| self.need("context"))?;
+        self.in_repo(RepoEventKind::ChecksFailed {
+            sha: CommitSha(sha.clone()),
+            source: CiSource::Status {
+                context: context.clone(),
+            },
+        })
+    }
+
+    /// The app installed, removed or changed on an account.
+    fn installation(&self, action: &str) -> Result<Vec<Event>, String> {
+        let inst = self
+            .p
+            .installation
+            .get()
+            .ok_or_else(|| self.need("installation"))?;
+        let account = inst
+            .account
+            .as_ref()
+            .and_then(|a| {
+                a.login
+                    .clone()
+                    .or_else(|| a.slug.clone())
+                    .or_else(|| a.name.clone())
+            })
+            .ok_or_else(|| self.need("installation.account"))?;
+        Ok(vec![Event::Installation {
+            installation: InstallationId(inst.id),
+            action: action.to_owned(),
+            account,
+            repositories: repo_names(self.p.repositories.get())?,
+        }])
+    }
+
+    /// Repositories added to or removed from an installation.
+    fn installation_repositories(&self, action: &str) -> Result<Vec<Event>, String> {
+        let inst = self
+            .p
+            .installation
+            .get()
+            .ok_or_else(|| self.need("installation"))?;
+        Ok(vec![Event::InstallationRepositories {
+            installation: InstallationId(inst.id),
+            action: action.to_owned(),
+            added: repo_names(self.p.repositories_added.get())?,
+            removed: repo_names(self.p.repositories_removed.get())?,
+        }])
     }
 }
 

@@ -201,122 +201,171 @@ pub fn parse(event: &str, body: &str) -> Result<Parsed, String> {
     })
 }
 
+/// The repository event one hook stands for: none for a hook or change planwright
+/// does not act on.
 fn repo_event(event: &str, p: &Payload) -> Result<Option<RepoEventKind>, String> {
-    let need = |what: &str| format!("The {event} payload has no readable `{what}`");
-    let actor = || p.user.get().map(Actor::from).ok_or_else(|| need("user"));
-    let attrs = p.object_attributes.get();
+    let reading = Reading { event, p };
     match event {
-        "Issue Hook" | "Confidential Issue Hook" => {
-            let Some(change) = p.changes.get().and_then(|c| c.labels.get()) else {
-                return Ok(None);
-            };
-            let added: Vec<String> = change
-                .current
-                .iter()
-                .filter(|l| !change.previous.iter().any(|prev| prev.title == l.title))
-                .map(|l| l.title.clone())
-                .collect();
-            let removed: Vec<String> = change
-                .previous
-                .iter()
-                .filter(|l| !change.current.iter().any(|now| now.title == l.title))
-                .map(|l| l.title.clone())
-                .collect();
-            if added.is_empty() && removed.is_empty() {
-                return Ok(None);
-            }
-            let iid = attrs
-                .and_then(|a| a.iid.get().copied())
-                .ok_or_else(|| need("object_attributes.iid"))?;
-            let issue = IssueNumber(iid);
-            // One change that both adds and removes labels is read as the adding: starting
-            // work is what a person waits for.
-            Ok(Some(if added.is_empty() {
-                RepoEventKind::IssueUnlabeled {
-                    issue,
-                    labels: removed,
-                    actor: actor()?,
-                }
-            } else {
-                RepoEventKind::IssueLabeled {
-                    issue,
-                    labels: added,
-                    actor: actor()?,
-                }
-            }))
-        }
-        "Note Hook" | "Confidential Note Hook" => {
-            let attrs = attrs.ok_or_else(|| need("object_attributes"))?;
-            // System notes are GitLab's own records ("added label X"), and edits are not
-            // new commands.
-            let system = attrs.system.get().copied().unwrap_or(false);
-            let created = attrs.action.get().is_none_or(|a| a == "create");
-            if system || !created {
-                return Ok(None);
-            }
-            let thread = match attrs.noteable_type.get().map(String::as_str) {
-                Some("Issue") => Thread::Issue(IssueNumber(
-                    p.issue
-                        .get()
-                        .map(|i| i.iid)
-                        .ok_or_else(|| need("issue.iid"))?,
-                )),
-                Some("MergeRequest") => Thread::PullRequest(PullNumber(
-                    p.merge_request
-                        .get()
-                        .map(|m| m.iid)
-                        .ok_or_else(|| need("merge_request.iid"))?,
-                )),
-                _ => return Ok(None),
-            };
-            Ok(Some(RepoEventKind::CommentCreated {
-                thread,
-                comment: CommentId(
-                    attrs
-                        .id
-                        .get()
-                        .copied()
-                        .ok_or_else(|| need("object_attributes.id"))?,
-                ),
-                body: attrs.note.get().cloned().unwrap_or_default(),
-                author: actor()?,
-            }))
-        }
-        "Pipeline Hook" => {
-            let attrs = attrs.ok_or_else(|| need("object_attributes"))?;
-            if attrs.status.get().map(String::as_str) != Some("failed") {
-                return Ok(None);
-            }
-            let id = attrs
-                .id
-                .get()
-                .copied()
-                .ok_or_else(|| need("object_attributes.id"))?;
-            let sha = attrs
-                .sha
-                .get()
-                .ok_or_else(|| need("object_attributes.sha"))?;
-            Ok(Some(RepoEventKind::ChecksFailed {
-                sha: CommitSha(sha.clone()),
-                source: CiSource::Pipeline { id },
-            }))
-        }
-        "Merge Request Hook" => {
-            let attrs = attrs.ok_or_else(|| need("object_attributes"))?;
-            Ok(Some(RepoEventKind::MergeRequestChanged {
-                pull: PullNumber(
-                    attrs
-                        .iid
-                        .get()
-                        .copied()
-                        .ok_or_else(|| need("object_attributes.iid"))?,
-                ),
-                action: attrs.action.get().cloned().unwrap_or_default(),
-                state: attrs.state.get().cloned().unwrap_or_default(),
-                actor: actor()?,
-            }))
-        }
+        "Issue Hook" | "Confidential Issue Hook" => reading.issue_labels(),
+        "Note Hook" | "Confidential Note Hook" => reading.note(),
+        "Pipeline Hook" => reading.pipeline(),
+        "Merge Request Hook" => reading.merge_request(),
         _ => Ok(None),
+    }
+}
+
+/// One hook's payload being read into a repository event.
+struct Reading<'a> {
+    event: &'a str,
+    p: &'a Payload,
+}
+
+impl Reading<'_> {
+    /// The error for a payload without a field its event needs.
+    fn need(&self, what: &str) -> String {
+        format!("The {} payload has no readable `{what}`", self.event)
+    }
+
+    fn actor(&self) -> Result<Actor, String> {
+        self.p
+            .user
+            .get()
+            .map(Actor::from)
+            .ok_or_else(|| self.need("user"))
+    }
+
+    /// An issue whose labels changed: labels added or removed, nothing for any other
+    /// change.
+    fn issue_labels(&self) -> Result<Option<RepoEventKind>, String> {
+        let Some(change) = self.p.changes.get().and_then(|c| c.labels.get()) else {
+            return Ok(None);
+        };
+        let added: Vec<String> = change
+            .current
+            .iter()
+            .filter(|l| !change.previous.iter().any(|prev| prev.title == l.title))
+            .map(|l| l.title.clone())
+            .collect();
+        let removed: Vec<String> = change
+            .previous
+            .iter()
+            .filter(|l| !change.current.iter().any(|now| now.title == l.title))
+            .map(|l| l.title.clone())
+            .collect();
+        if added.is_empty() && removed.is_empty() {
+            return Ok(None);
+        }
+        let iid = self
+            .p
+            .object_attributes
+            .get()
+            .and_then(|a| a.iid.get().copied())
+            .ok_or_else(|| self.need("object_attributes.iid"))?;
+        let issue = IssueNumber(iid);
+        // One change that both adds and removes labels is read as the adding: starting
+        // work is what a person waits for.
+        Ok(Some(if added.is_empty() {
+            RepoEventKind::IssueUnlabeled {
+                issue,
+                labels: removed,
+                actor: self.actor()?,
+            }
+        } else {
+            RepoEventKind::IssueLabeled {
+                issue,
+                labels: added,
+                actor: self.actor()?,
+            }
+        }))
+    }
+
+    /// A comment created on an issue or a merge request.
+    fn note(&self) -> Result<Option<RepoEventKind>, String> {
+        let p = self.p;
+        let attrs = p
+            .object_attributes
+            .get()
+            .ok_or_else(|| self.need("object_attributes"))?;
+        // System notes are GitLab's own records ("added label X"), and edits are not
+        // new commands.
+        let system = attrs.system.get().copied().unwrap_or(false);
+        let created = attrs.action.get().is_none_or(|a| a == "create");
+        if system || !created {
+            return Ok(None);
+        }
+        let thread = match attrs.noteable_type.get().map(String::as_str) {
+            Some("Issue") => Thread::Issue(IssueNumber(
+                p.issue
+                    .get()
+                    .map(|i| i.iid)
+                    .ok_or_else(|| self.need("issue.iid"))?,
+            )),
+            Some("MergeRequest") => Thread::PullRequest(PullNumber(
+                p.merge_request
+                    .get()
+                    .map(|m| m.iid)
+                    .ok_or_else(|| self.need("merge_request.iid"))?,
+            )),
+            _ => return Ok(None),
+        };
+        Ok(Some(RepoEventKind::CommentCreated {
+            thread,
+            comment: CommentId(
+                attrs
+                    .id
+                    .get()
+                    .copied()
+                    .ok_or_else(|| self.need("object_attributes.id"))?,
+            ),
+            body: attrs.note.get().cloned().unwrap_or_default(),
+            author: self.actor()?,
+        }))
+    }
+
+    /// A pipeline that finished: an event only when it failed.
+    fn pipeline(&self) -> Result<Option<RepoEventKind>, String> {
+        let attrs = self
+            .p
+            .object_attributes
+            .get()
+            .ok_or_else(|| self.need("object_attributes"))?;
+        if attrs.status.get().map(String::as_str) != Some("failed") {
+            return Ok(None);
+        }
+        let id = attrs
+            .id
+            .get()
+            .copied()
+            .ok_or_else(|| self.need("object_attributes.id"))?;
+        let sha = attrs
+            .sha
+            .get()
+            .ok_or_else(|| self.need("object_attributes.sha"))?;
+        Ok(Some(RepoEventKind::ChecksFailed {
+            sha: CommitSha(sha.clone()),
+            source: CiSource::Pipeline { id },
+        }))
+    }
+
+    /// A merge request that changed, with the action and the state it is in.
+    fn merge_request(&self) -> Result<Option<RepoEventKind>, String> {
+        let attrs = self
+            .p
+            .object_attributes
+            .get()
+            .ok_or_else(|| self.need("object_attributes"))?;
+        Ok(Some(RepoEventKind::MergeRequestChanged {
+            pull: PullNumber(
+                attrs
+                    .iid
+                    .get()
+                    .copied()
+                    .ok_or_else(|| self.need("object_attributes.iid"))?,
+            ),
+            action: attrs.action.get().cloned().unwrap_or_default(),
+            state: attrs.state.get().cloned().unwrap_or_default(),
+            actor: self.actor()?,
+        }))
     }
 }
 
