@@ -13,7 +13,7 @@ const SNIPPET_LINE_CHARS: usize = 400;
 /// Lines and characters of a failure message.
 const MESSAGE_LINES: usize = 8;
 const MESSAGE_LINE_CHARS: usize = 240;
-pub(crate) const MESSAGE_CHARS: usize = 700;
+pub(super) const MESSAGE_CHARS: usize = 700;
 /// Compiler errors kept for a failed build.
 const MAX_PROBLEMS: usize = 20;
 

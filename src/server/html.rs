@@ -8,15 +8,15 @@ use axum::response::{IntoResponse, Response};
 use tracing::error;
 
 /// A page of a title and one message.
-pub(crate) fn message_page(status: StatusCode, title: &str, message: &str) -> Response {
+pub(super) fn message_page(status: StatusCode, title: &str, message: &str) -> Response {
     html(status, &MessagePage { title, message }, None)
 }
 
 /// A page's forms post to the address the page came from.
-pub(crate) const SAME_ORIGIN: &str = "'self'";
+pub(super) const SAME_ORIGIN: &str = "'self'";
 
 /// A complete page. Nothing here needs scripts; forms may post only to `form_target`.
-pub(crate) fn html(
+pub(super) fn html(
     status: StatusCode,
     page: &impl Template,
     form_target: Option<&str>,
