@@ -18,6 +18,7 @@ pub mod nextest;
 pub mod node;
 pub mod pytest;
 pub mod render;
+mod rust_output;
 #[cfg(test)]
 mod summary_forms;
 pub mod tap;

@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use super::cargo::{BuildErrors, Snippet};
+use super::rust_output::{BuildErrors, Snippet};
 use super::{CONFIDENT, Format, MAX_FAILURES, Parser, TestReport, clip};
 
 /// Score per recognised status line, and its ceiling.

@@ -1,12 +1,9 @@
-//! Answering a registry's `WWW-Authenticate` challenge: HTTP basic with the configured
-//! credentials, or the bearer-token dance Docker Hub and GHCR use (ask the challenge's
-//! realm for a pull token, with the credentials when there are any).
+//! Reading a registry's `WWW-Authenticate` challenge, and the HTTP basic answer with the
+//! configured credentials. The bearer-token dance Docker Hub and GHCR use (ask the
+//! challenge's realm for a pull token) is the registry client's, which makes the request.
 
 use base64::Engine as _;
 use secrecy::{ExposeSecret, SecretString};
-
-use super::PullError;
-use super::registry::Remote;
 
 /// A parsed `WWW-Authenticate` header.
 #[derive(Debug, PartialEq, Eq)]
@@ -88,57 +85,6 @@ pub(super) fn basic(user: &str, password: &SecretString) -> SecretString {
         "Basic {}",
         base64::engine::general_purpose::STANDARD.encode(pair)
     ))
-}
-
-/// Asks the realm for a token to pull `remote`'s repository.
-pub(super) async fn bearer_token(
-    remote: &Remote<'_>,
-    realm: &str,
-    service: Option<&str>,
-    scope: Option<&str>,
-) -> Result<SecretString, PullError> {
-    #[derive(serde::Deserialize)]
-    struct Token {
-        token: Option<String>,
-        access_token: Option<String>,
-    }
-    let mut url = remote.checked_url(realm, "token service")?;
-    let default_scope = format!("repository:{}:pull", remote.image().repository());
-    {
-        let mut query = url.query_pairs_mut();
-        query.append_pair("scope", scope.unwrap_or(&default_scope));
-        if let Some(service) = service {
-            query.append_pair("service", service);
-        }
-    }
-    // The realm is named by the image's own registry (challenges from anywhere else are
-    // refused before this): it may well be another host, as GitLab's is.
-    let mut request = remote.http().get(url);
-    if let Some((user, password)) = remote.credentials() {
-        request = request.header(
-            reqwest::header::AUTHORIZATION,
-            basic(user, password).expose_secret(),
-        );
-    }
-    let response = remote.in_time(realm, request.send()).await?;
-    let status = response.status();
-    if status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN {
-        let answer = super::registry::answer(response, remote.deadline()).await;
-        return Err(remote.refused(&format!("its token service {realm} answered {answer}")));
-    }
-    let response = remote.check_status(response, realm).await?;
-    let body = super::registry::read_limited(response, 1 << 20, realm, remote).await?;
-    let token: Token = serde_json::from_slice(&body).map_err(|e| {
-        remote.protocol(&format!(
-            "its token service {realm} sent no token ({e}); check that the registry's auth service is reachable"
-        ))
-    })?;
-    match token.token.or(token.access_token) {
-        Some(token) if !token.is_empty() => Ok(SecretString::from(format!("Bearer {token}"))),
-        _ => Err(remote.protocol(&format!(
-            "its token service {realm} answered without a token"
-        ))),
-    }
 }
 
 #[cfg(test)]

@@ -491,7 +491,7 @@ impl<'a> Remote<'a> {
                 realm,
                 service,
                 scope,
-            }) => auth::bearer_token(self, &realm, service.as_deref(), scope.as_deref()).await?,
+            }) => bearer_token(self, &realm, service.as_deref(), scope.as_deref()).await?,
             None => {
                 let answer = answer(response, self.deadline).await;
                 return Err(self.refused(&format!(
@@ -702,6 +702,57 @@ impl<'a> Remote<'a> {
 
     fn digest(&self, text: &str) -> Result<Digest, PullError> {
         Digest::parse(text).map_err(|e| self.unsupported(&format!("its manifest names {e}")))
+    }
+}
+
+/// Asks the realm for a token to pull `remote`'s repository.
+async fn bearer_token(
+    remote: &Remote<'_>,
+    realm: &str,
+    service: Option<&str>,
+    scope: Option<&str>,
+) -> Result<SecretString, PullError> {
+    #[derive(serde::Deserialize)]
+    struct Token {
+        token: Option<String>,
+        access_token: Option<String>,
+    }
+    let mut url = remote.checked_url(realm, "token service")?;
+    let default_scope = format!("repository:{}:pull", remote.image().repository());
+    {
+        let mut query = url.query_pairs_mut();
+        query.append_pair("scope", scope.unwrap_or(&default_scope));
+        if let Some(service) = service {
+            query.append_pair("service", service);
+        }
+    }
+    // The realm is named by the image's own registry (challenges from anywhere else are
+    // refused before this): it may well be another host, as GitLab's is.
+    let mut request = remote.http().get(url);
+    if let Some((user, password)) = remote.credentials() {
+        request = request.header(
+            reqwest::header::AUTHORIZATION,
+            auth::basic(user, password).expose_secret(),
+        );
+    }
+    let response = remote.in_time(realm, request.send()).await?;
+    let status = response.status();
+    if status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN {
+        let answer = answer(response, remote.deadline()).await;
+        return Err(remote.refused(&format!("its token service {realm} answered {answer}")));
+    }
+    let response = remote.check_status(response, realm).await?;
+    let body = read_limited(response, 1 << 20, realm, remote).await?;
+    let token: Token = serde_json::from_slice(&body).map_err(|e| {
+        remote.protocol(&format!(
+            "its token service {realm} sent no token ({e}); check that the registry's auth service is reachable"
+        ))
+    })?;
+    match token.token.or(token.access_token) {
+        Some(token) if !token.is_empty() => Ok(SecretString::from(format!("Bearer {token}"))),
+        _ => Err(remote.protocol(&format!(
+            "its token service {realm} answered without a token"
+        ))),
     }
 }
 

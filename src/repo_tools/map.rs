@@ -12,9 +12,10 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock, Mutex, OnceLock};
 
+use super::generated::Generated;
 use super::source::{Reader, Source};
 use super::tags::{self, Def, Lang};
-use super::walk::{self, Generated, thousands};
+use super::walk::{self, thousands};
 
 pub use crate::config::{MAP_TOKENS as DEFAULT_TOKENS, MAP_TOKENS_MIN as MIN_TOKENS};
 /// Source files read for definitions at most, and their bytes: past either, files are

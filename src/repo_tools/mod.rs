@@ -2,6 +2,7 @@
 //! `search`) and the compact repository map. They read a checkout at the base commit and
 //! never follow a path or symlink out of it; every answer is bounded.
 
+mod generated;
 mod map;
 mod search;
 mod source;

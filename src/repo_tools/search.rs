@@ -8,9 +8,10 @@ use std::time::{Duration, Instant};
 
 use regex::{Regex, RegexBuilder};
 
+use super::generated::Generated;
 use super::source::{Found, Reader};
 use super::tags::{self, Lang};
-use super::walk::{self, Generated, thousands};
+use super::walk::{self, thousands};
 use super::{PathGlob, RepoTools, clip_line};
 
 /// Matching lines shown at most, and per file (so one file cannot fill the answer).

@@ -20,6 +20,9 @@ use super::{
 };
 use crate::metrics::{self, RunOutcome};
 
+/// Kept at its old path for the crate's other callers.
+pub(crate) use super::carry::find_on_path;
+
 /// The user and group a command sees itself as inside the sandbox.
 const INSIDE_ID: &str = "1000";
 
@@ -1067,11 +1070,4 @@ fn chown_tree(root: &Path, uid: u32, gid: u32) -> anyhow::Result<()> {
 
 fn inside_socket(port: u16) -> String {
     format!("{INSIDE_RUN}/bridge-{port}.sock")
-}
-
-pub(crate) fn find_on_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(name))
-        .find(|p| p.is_file())
 }

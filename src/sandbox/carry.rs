@@ -282,14 +282,15 @@ impl Kind {
         let line = line.lines().next().unwrap_or_default();
         let mut words = line.split_whitespace();
         let interpreter = match (words.next(), words.next()) {
-            (Some(env), Some(name)) if env.ends_with("/env") => super::bwrap::find_on_path(name)
-                .with_context(|| {
+            (Some(env), Some(name)) if env.ends_with("/env") => {
+                find_on_path(name).with_context(|| {
                     format!(
                         "Cannot bring {} into the sandbox: its interpreter `{name}` is not \
                          installed on this host",
                         path.display()
                     )
-                })?,
+                })?
+            }
             (Some(program), _) => PathBuf::from(program),
             (None, _) => bail!("{} has an empty #! line", path.display()),
         };
@@ -571,6 +572,15 @@ fn c_string(bytes: &[u8], at: usize) -> String {
     let tail = bytes.get(at..).unwrap_or_default();
     let end = tail.iter().position(|b| *b == 0).unwrap_or(tail.len());
     String::from_utf8_lossy(&tail[..end]).into_owned()
+}
+
+/// The first file called `name` in a folder of `PATH` (the usual folders when it is
+/// unset).
+pub(crate) fn find_on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_file())
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! that runs it beside the job workers and the model proxy and shuts them down in order.
 
 pub mod health;
+pub mod html;
 pub mod metrics;
 pub mod operator;
 pub mod pages;

@@ -13,7 +13,7 @@ use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, FromRef, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::get;
 use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
 use secrecy::{ExposeSecret as _, SecretString};
@@ -24,6 +24,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use tracing::{error, info, warn};
 
 use super::AppState;
+use super::html::{html, message_page};
 use crate::app::Forges;
 use crate::config::Settings;
 use crate::config::github_app::{self, RegisteredApp};
@@ -512,57 +513,6 @@ fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
         .map(|(_, v)| v.to_owned())
 }
 
-pub(super) fn message_page(status: StatusCode, title: &str, message: &str) -> Response {
-    html(status, &MessagePage { title, message }, None)
-}
-
-/// A page's forms post to the address the page came from.
-pub(super) const SAME_ORIGIN: &str = "'self'";
-
-/// A complete page. Nothing here needs scripts; forms may post only to `form_target`.
-pub(super) fn html(
-    status: StatusCode,
-    page: &impl Template,
-    form_target: Option<&str>,
-) -> Response {
-    let page = match page.render() {
-        Ok(page) => page,
-        Err(e) => {
-            error!(error = %e, "Could not render a page");
-            return (
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "Could not render the page",
-            )
-                .into_response();
-        }
-    };
-    let form_action = match form_target {
-        None => "'none'".to_owned(),
-        Some(SAME_ORIGIN) => SAME_ORIGIN.to_owned(),
-        Some(url) => origin(url),
-    };
-    let csp = format!(
-        "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; \
-         frame-ancestors 'none'; form-action {form_action}"
-    );
-    let mut response = (status, page).into_response();
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/html; charset=utf-8"),
-    );
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    headers.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
-    );
-    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    if let Ok(value) = HeaderValue::from_str(&csp) {
-        headers.insert(header::CONTENT_SECURITY_POLICY, value);
-    }
-    response
-}
-
 /// The setup token form.
 #[derive(Template)]
 #[template(path = "token.html")]
@@ -589,48 +539,6 @@ struct RegisteredPage<'a> {
     slug: &'a str,
     id: u64,
     install: Option<&'a str>,
-}
-
-#[derive(Template)]
-#[template(path = "message.html")]
-struct MessagePage<'a> {
-    title: &'a str,
-    message: &'a str,
-}
-
-/// How templates/*.html escape what they print (askama.toml names it): with [`escape`].
-#[derive(Debug, Clone, Copy)]
-pub struct Html;
-
-impl askama::filters::Escaper for Html {
-    fn write_escaped_str<W: std::fmt::Write>(&self, mut dest: W, text: &str) -> std::fmt::Result {
-        dest.write_str(&escape(text))
-    }
-}
-
-/// `scheme://host[:port]` of a URL, as CSP source lists take it.
-fn origin(url: &str) -> String {
-    let scheme_end = url.find("://").map_or(0, |i| i + 3);
-    let host_end = url[scheme_end..]
-        .find('/')
-        .map_or(url.len(), |i| scheme_end + i);
-    url[..host_end].to_owned()
-}
-
-/// Text made safe for HTML content and double- or single-quoted attributes.
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 /// `planwright setup`: serves the registration page on a one-shot local listener, waits
@@ -695,19 +603,6 @@ pub async fn setup_from_terminal(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn markup_is_escaped_and_origins_are_cut_at_the_host() {
-        assert_eq!(
-            escape("<a href='x'>\"&\"</a>"),
-            "&lt;a href=&#39;x&#39;&gt;&quot;&amp;&quot;&lt;/a&gt;"
-        );
-        assert_eq!(
-            origin("https://ghe.example.com/x/y"),
-            "https://ghe.example.com"
-        );
-        assert_eq!(origin("http://127.0.0.1:9"), "http://127.0.0.1:9");
-    }
 
     #[test]
     fn a_state_is_taken_back_once_from_its_own_browser_before_it_expires() {

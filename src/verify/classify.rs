@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::MESSAGE_CHARS;
 use super::proof::test_matches;
-use super::run::{CommandRun, Phase};
+use super::runs::{CommandRun, Phase};
 
 use crate::distill::{Failure, clip};
 

@@ -14,15 +14,18 @@ mod proof;
 mod report;
 mod rerun;
 mod run;
+mod runs;
 mod scope;
 mod setup;
+mod spans;
 mod weaken;
 
 pub use classify::{Class, ClassCounts, ClassifiedFailure};
 pub use plan::Plan;
 pub use proof::{Proof, ProofReport, ProvenTest, test_changes};
 pub use report::{CommandComparison, Rerun, Rules, Verdict, VerificationReport};
-pub use run::{CommandRun, Phase, RunSet, RunSummary, Verifier};
+pub use run::Verifier;
+pub use runs::{CommandRun, Phase, RunSet, RunSummary};
 pub use scope::{Link, RUN_BY_CI, ScopeFinding, Severity, check_scope, is_test_path, links_in};
 pub use weaken::{
     ChangedExpectation, Ruling, UnreadFile, Weakening, WeakeningFinding, WeakeningKind,
@@ -62,8 +65,8 @@ mod tests {
     use std::collections::HashMap;
 
     use super::classify::classify;
-    use super::report::{code, fence};
     use super::scope::names_file;
+    use super::spans::{code, fence};
     use super::*;
     use crate::contract::Contract;
     use crate::distill::Failure;

@@ -3,7 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::run::{Phase, RunSet};
+use super::runs::{Phase, RunSet};
 use crate::config::repo::{ALL_PATHS, PathTests, RepoConfig};
 use crate::contract::{Contract, TestChangeKind};
 use crate::git::ChangedFile;

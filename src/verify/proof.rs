@@ -11,9 +11,9 @@ use std::path::{Component, Path};
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
 
-use super::report::{code, fence};
-use super::run::{CommandRun, Phase, RunSet, tail};
+use super::runs::{CommandRun, Phase, RunSet, tail};
 use super::scope::{is_test_path, names_file};
+use super::spans::{code, fence};
 
 use crate::contract::Contract;
 use crate::git::{Change, ChangedFile};
@@ -926,7 +926,7 @@ const FILE_SUFFIXES: &[&str] = &[
 mod tests {
     use super::*;
     use crate::distill::{Failure, Problem};
-    use crate::verify::run::RunSummary;
+    use crate::verify::runs::RunSummary;
 
     fn contract(new_tests: &[&str]) -> Contract {
         let tests: Vec<String> = new_tests.iter().map(|t| format!("{t:?}")).collect();

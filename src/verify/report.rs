@@ -8,8 +8,9 @@ use serde::{Deserialize, Serialize};
 use super::classify::{Class, ClassCounts, ClassifiedFailure, Runs, classify_runs};
 use super::plan::Plan;
 use super::proof::ProofReport;
-use super::run::{CommandRun, Phase, RunSet, RunSummary};
+use super::runs::{CommandRun, Phase, RunSet, RunSummary};
 use super::scope::{ScopeFinding, Severity};
+use super::spans::{code, fence};
 use super::weaken::Weakening;
 use super::{COMPACT_DETAILED, COMPACT_LISTED, LISTED_PER_CLASS, MAX_FINDINGS};
 
@@ -720,17 +721,14 @@ pub(super) fn plain(s: &RunSummary) -> String {
     }
 }
 
-/// `text` as inline code that survives a table cell: pipes escaped, no line breaks (a
-/// file name may hold carriage returns, which end a line for markdown too), and fenced by
-/// more backticks than it holds.
-pub(super) fn code(text: &str) -> String {
-    crate::markdown::code(text, true)
-}
-
-pub(super) fn fence(text: &str) -> String {
-    "`".repeat((longest_backtick_run(text) + 1).max(3))
-}
-
-fn longest_backtick_run(text: &str) -> usize {
-    text.split(|c| c != '`').map(str::len).max().unwrap_or(0)
+impl VerificationReport {
+    /// The report with what the result's files showed of weakened tests: a refused
+    /// finding fails a result that passed, and a refused scope stays refused.
+    pub fn with_weakening(mut self, weakening: Weakening) -> Self {
+        if self.verdict == Verdict::Passed && weakening.refused().next().is_some() {
+            self.verdict = Verdict::Failed;
+        }
+        self.weakening = weakening;
+        self
+    }
 }

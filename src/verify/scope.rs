@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::run::RunSet;
+use super::runs::RunSet;
 
 use crate::contract::{Contract, FileAction};
 use crate::git::{Change as FileChange, ChangedFile};

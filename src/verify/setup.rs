@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use tracing::{info, warn};
 
 use super::plan::Plan;
-use super::run::{CommandRun, Phase, RunSummary};
+use super::runs::{CommandRun, Phase, RunSummary};
 use crate::config::environment::EnvironmentConfig;
 use crate::distill;
 use crate::environment::setup::{self, SetupCache, Stored};

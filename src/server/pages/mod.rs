@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use tracing::error;
 
 use super::AppState;
-use super::setup::html;
+use super::html::{SAME_ORIGIN, html, message_page};
 use crate::contract::SourceLinks;
 use crate::event::ForgeKind;
 use crate::ids::{RepoName, SessionId};
@@ -150,7 +150,7 @@ fn sign_in_page(state: &AppState, status: StatusCode, error: Option<&str>) -> Re
             .map(|p| (p.name(), p.start_path()))
             .collect(),
     };
-    let mut response = html(status, &page, Some(super::setup::SAME_ORIGIN));
+    let mut response = html(status, &page, Some(SAME_ORIGIN));
     if status == StatusCode::UNAUTHORIZED {
         response.headers_mut().insert(
             header::WWW_AUTHENTICATE,
@@ -219,7 +219,7 @@ fn provider(state: &AppState, forge: &str) -> Option<Provider> {
 /// verifier kept in this browser's cookie.
 pub async fn forge_sign_in(State(state): State<AppState>, Path(forge): Path<String>) -> Response {
     let Some(provider) = provider(&state, &forge) else {
-        return super::setup::message_page(
+        return message_page(
             StatusCode::NOT_FOUND,
             "Not found",
             "This planwright does not sign people in with that forge.",
@@ -435,7 +435,7 @@ fn refusal(
     if wants_json(headers) {
         return (status, Json(serde_json::json!({ "error": error }))).into_response();
     }
-    super::setup::message_page(status, title, message)
+    message_page(status, title, message)
 }
 
 fn forbidden(headers: &HeaderMap) -> Response {
@@ -483,7 +483,7 @@ fn load_failed(
 
 fn unavailable(what: &str, e: &anyhow::Error) -> Response {
     error!(error = %format!("{e:#}"), "Could not build {what}");
-    super::setup::message_page(
+    message_page(
         StatusCode::SERVICE_UNAVAILABLE,
         "Unavailable",
         "Could not read the database; the log has the details.",
@@ -586,7 +586,7 @@ pub async fn home(state: AppState, headers: HeaderMap, query: HomeQuery) -> Resp
             home: &home,
             csrf: &csrf,
         },
-        Some(super::setup::SAME_ORIGIN),
+        Some(SAME_ORIGIN),
     )
 }
 
@@ -682,7 +682,7 @@ pub async fn session_page(
             s: &view,
             csrf: &csrf,
         },
-        Some(super::setup::SAME_ORIGIN),
+        Some(SAME_ORIGIN),
     );
     if view.live.is_some() {
         allow_own_script(&mut page);
@@ -738,7 +738,7 @@ pub async fn repository_page(
             r: &view,
             csrf: &csrf,
         },
-        Some(super::setup::SAME_ORIGIN),
+        Some(SAME_ORIGIN),
     )
 }
 
@@ -822,7 +822,7 @@ pub async fn transcript_page(
             t: &view,
             csrf: &csrf,
         },
-        Some(super::setup::SAME_ORIGIN),
+        Some(SAME_ORIGIN),
     )
 }
 

@@ -20,8 +20,8 @@ use serde::{Deserialize, Serialize};
 
 use self::code::{Lang, Parsed, TestFn};
 use self::selection::Format;
-use super::report::{Verdict, VerificationReport, code as inline};
 use super::scope::{is_test_path, normalise};
+use super::spans::code as inline;
 
 use crate::contract::{Contract, TestChange, TestChangeKind};
 use crate::git::{ChangedFile, FileText, Workspace, WorkspaceError};
@@ -1073,17 +1073,5 @@ impl Weakening {
             let _ = writeln!(out, "- {}", f.instruction);
         }
         Some(out)
-    }
-}
-
-impl VerificationReport {
-    /// The report with what the result's files showed of weakened tests: a refused
-    /// finding fails a result that passed, and a refused scope stays refused.
-    pub fn with_weakening(mut self, weakening: Weakening) -> Self {
-        if self.verdict == Verdict::Passed && weakening.refused().next().is_some() {
-            self.verdict = Verdict::Failed;
-        }
-        self.weakening = weakening;
-        self
     }
 }

@@ -1,6 +1,7 @@
 use super::*;
 
-use crate::verify::run::RunSet;
+use crate::verify::report::{Verdict, VerificationReport};
+use crate::verify::runs::RunSet;
 
 const PY: &str = "import unittest
 import calc
