@@ -13,7 +13,7 @@ mod publish;
 
 use partial::LeftBehind;
 
-pub(super) use partial::continuation_of;
+pub(in crate::session) use partial::continuation_of;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -23,11 +23,6 @@ use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
 use tracing::{Instrument as _, info, warn};
 
-use super::checkout::Renewal;
-use super::comments;
-use super::dispatch::{Continuation, ExecuteJob, JOB_ATTEMPTS};
-use super::error::{Stop, UserError};
-use super::status::update_status;
 use crate::app::App;
 use crate::config::environment::Choice;
 use crate::config::repo::{BoundSettings, RepoConfig};
@@ -38,6 +33,11 @@ use crate::forge::repo_config::LoadError;
 use crate::git::{MirrorKey, Workspace, WorkspaceRequest};
 use crate::ids::{CommitSha, IssueNumber, RepoName, RunId, SessionId};
 use crate::jobs::JobError;
+use crate::session::checkout::Renewal;
+use crate::session::comments;
+use crate::session::error::{Stop, UserError};
+use crate::session::jobs::{Continuation, ExecuteJob, JOB_ATTEMPTS, JobEnd};
+use crate::session::status::update_status;
 use crate::store::runs::{self, RunState};
 use crate::store::state::SessionState;
 use crate::store::{audit, sessions};
@@ -114,24 +114,27 @@ impl Timings {
     }
 }
 
-/// The execute job's handler; `attempt` is the job's, starting at 1.
-pub async fn execute_job(app: Arc<App>, execute: ExecuteJob, attempt: i64) -> Result<(), JobError> {
-    let mut conn = app.db.pool.acquire().await?;
-    let Some(session) = sessions::get(&mut conn, &execute.session).await? else {
+/// The execute job's handler; `attempt` is the job's, starting at 1. The round ends when
+/// the run does, however it ends.
+pub async fn execute_job(
+    app: Arc<App>,
+    execute: ExecuteJob,
+    attempt: i64,
+) -> Result<JobEnd, JobError> {
+    let Some(session) = app.db.session(&execute.session).await? else {
         return Err(JobError::Permanent(anyhow::anyhow!(
             "Session {} does not exist",
             execute.session
         )));
     };
-    let contract_row = sessions::contract(&mut conn, &execute.session, execute.version).await?;
-    drop(conn);
+    let contract_row = app.db.contract(&execute.session, execute.version).await?;
     let state = session.state;
     if !matches!(
         state,
         SessionState::Executing | SessionState::Verifying | SessionState::Publishing
     ) {
         info!(session = %execute.session, state = %state, "execute job no longer needed");
-        return Ok(());
+        return Ok(JobEnd::RoundGoesOn);
     }
     let forge_kind = session.forge;
     let repo = session.repo.clone();
@@ -178,7 +181,7 @@ pub async fn execute_job(app: Arc<App>, execute: ExecuteJob, attempt: i64) -> Re
             _ => {
                 let reason = comments::contract_not_on_record(execute.version, &execute.sha256);
                 fail(&app, forge.as_ref(), &session.id, &reason).await?;
-                return Ok(());
+                return Ok(JobEnd::RoundGoesOn);
             }
         };
         let ended = match ctx.run(state).await {
@@ -199,7 +202,7 @@ pub async fn execute_job(app: Arc<App>, execute: ExecuteJob, attempt: i64) -> Re
         };
         ended?;
         // The run has ended: a review that waited for it starts the next round.
-        super::review::start_queued(&app, forge.as_ref(), &ctx.id).await
+        Ok(JobEnd::RoundEnded)
     }
     .instrument(span)
     .await

@@ -3,11 +3,11 @@
 //! never published. `/retry continue` carries the contract out from the unfinished change
 //! a stopped run kept instead.
 
-use super::command::{CommandContext, Done, move_or_refuse};
-use super::comments;
-use super::dispatch::{Continuation, enqueue_execute, enqueue_plan};
-use super::error::{Stop, UserError};
-use super::execute;
+use crate::session::comments;
+use crate::session::context::{CommandContext, Done, move_or_refuse};
+use crate::session::error::{Stop, UserError};
+use crate::session::jobs::{Continuation, enqueue_execute, enqueue_plan};
+use crate::session::run::execute;
 use crate::store::runs::{self, RunState};
 use crate::store::sessions::{ContractRow, SessionRow};
 use crate::store::state::SessionState;

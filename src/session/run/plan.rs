@@ -8,10 +8,6 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use tracing::{Instrument as _, info, warn};
 
-use super::comments;
-use super::dispatch::PlanJob;
-use super::error::{Stop, UserError};
-use super::status::{comment_url, find_own_comment, update_status, update_status_of};
 use crate::app::App;
 use crate::config::environment::Choice;
 use crate::config::repo::{BoundSettings, RepoConfig};
@@ -28,25 +24,28 @@ use crate::llm::ModelError;
 use crate::metering::ModelRole;
 use crate::planner::{Dossier, PlanError, PlanRequest, Planner, PlannerOptions};
 use crate::repo_tools::RepoTools;
+use crate::session::comments;
+use crate::session::error::{Stop, UserError};
+use crate::session::jobs::{JOB_ATTEMPTS, JobEnd, PlanJob};
+use crate::session::status::{comment_url, find_own_comment, update_status, update_status_of};
 use crate::store::audit;
 use crate::store::model_usage::Budget;
 use crate::store::sessions::{self, ContractRow, SessionRow};
 use crate::store::state::SessionState;
 
-/// The plan job: runs the planner (or resumes it) and posts the contract.
-pub async fn plan_job(app: Arc<App>, plan: PlanJob, attempt: i64) -> Result<(), JobError> {
-    let mut conn = app.db.pool.acquire().await?;
-    let Some(session) = sessions::get(&mut conn, &plan.session).await? else {
+/// The plan job: runs the planner (or resumes it) and posts the contract. The round ends
+/// here only when planning fails.
+pub async fn plan_job(app: Arc<App>, plan: PlanJob, attempt: i64) -> Result<JobEnd, JobError> {
+    let Some(session) = app.db.session(&plan.session).await? else {
         return Err(JobError::Permanent(anyhow::anyhow!(
             "Session {} does not exist",
             plan.session
         )));
     };
-    drop(conn);
     let again = session.state == SessionState::AwaitingApproval;
     if session.state != SessionState::Planning && !again {
         info!(session = %plan.session, state = %session.state, "plan job no longer needed");
-        return Ok(());
+        return Ok(JobEnd::RoundGoesOn);
     }
     let forge = app.forges.get(session.forge, session.installation_id)?;
     let span = tracing::info_span!("session", id = %plan.session, repo = %session.repo, issue = session.issue_number.0);
@@ -55,7 +54,7 @@ pub async fn plan_job(app: Arc<App>, plan: PlanJob, attempt: i64) -> Result<(), 
         forge: forge.as_ref(),
         session: &session,
         plan: &plan,
-        last_try: attempt >= super::dispatch::JOB_ATTEMPTS,
+        last_try: attempt >= JOB_ATTEMPTS,
     };
     // Instrumented, not entered: a guard held across an await puts other tasks' log
     // lines under this span.
@@ -65,15 +64,15 @@ pub async fn plan_job(app: Arc<App>, plan: PlanJob, attempt: i64) -> Result<(), 
             false => job.plan_and_post().await,
         };
         match done {
-            Ok(()) | Err(Stop::Gone) => Ok(()),
+            Ok(()) | Err(Stop::Gone) => Ok(JobEnd::RoundGoesOn),
+            // A round that failed in planning has ended: a review waiting for it starts.
             Err(Stop::User(UserError::Refused(reason) | UserError::Failed(reason))) => {
                 fail(&app, job.forge, &session, &reason, None).await?;
-                // A round that failed in planning has ended: a review waiting for it starts.
-                super::review::start_queued(&app, job.forge, &session.id).await
+                Ok(JobEnd::RoundEnded)
             }
             Err(Stop::User(UserError::Hidden { public, detail })) => {
                 fail(&app, job.forge, &session, &public, Some(&detail)).await?;
-                super::review::start_queued(&app, job.forge, &session.id).await
+                Ok(JobEnd::RoundEnded)
             }
             Err(Stop::Job(e)) => Err(e),
         }
@@ -493,7 +492,7 @@ impl Planning<'_> {
             source::choose(&config.environment, &checkout.path(), deployment.as_deref());
         // Pulled before any model is paid: scouts run their commands in it, and an image
         // that cannot be used is said now rather than after approval.
-        let image = match super::environment::pull(app, &choice, self.last_try).await {
+        let image = match crate::session::environment::pull(app, &choice, self.last_try).await {
             Ok(image) => image,
             Err(stop) => {
                 checkout.done().await;
