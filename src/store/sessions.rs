@@ -643,4 +643,29 @@ impl Db {
     pub async fn issue_snapshot(&self, id: &SessionId) -> Result<Option<(String, String)>> {
         issue_snapshot(&mut *self.pool.acquire().await?, id).await
     }
+
+    /// The session's newest contract.
+    pub async fn latest_contract(&self, session: &SessionId) -> Result<Option<ContractRow>> {
+        latest_contract(&mut *self.pool.acquire().await?, session).await
+    }
+
+    /// [`claim_contract_post`], on the writer's connection.
+    pub async fn claim_contract_post(&self, session: &SessionId, version: i64) -> Result<bool> {
+        claim_contract_post(&mut *self.writer.acquire().await?, session, version).await
+    }
+
+    /// [`save_dossier`], on the writer's connection.
+    pub async fn save_dossier(&self, id: &SessionId, dossier: Option<&str>) -> Result<()> {
+        save_dossier(&mut *self.writer.acquire().await?, id, dossier).await
+    }
+
+    /// [`claim_status_comment`], on the writer's connection.
+    pub async fn claim_status_comment(&self, id: &SessionId) -> Result<StatusComment> {
+        claim_status_comment(&mut *self.writer.acquire().await?, id).await
+    }
+
+    /// [`set_status_comment`], on the writer's connection.
+    pub async fn set_status_comment(&self, id: &SessionId, comment: &str) -> Result<()> {
+        set_status_comment(&mut *self.writer.acquire().await?, id, comment).await
+    }
 }

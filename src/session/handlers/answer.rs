@@ -114,7 +114,7 @@ async fn dossier_of(conn: &mut sqlx::AnyConnection, id: &SessionId) -> Result<Do
     Ok(read_dossier(sessions::load_dossier(conn, id).await?))
 }
 
-/// The dossier as stored; one that does not read is an empty one.
+/// A stored dossier; a new one for none (or one this version cannot read).
 fn read_dossier(text: Option<String>) -> Dossier {
     match text {
         Some(text) => serde_json::from_str(&text).unwrap_or_default(),

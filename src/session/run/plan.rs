@@ -118,10 +118,9 @@ impl Planning<'_> {
             &investigating,
         )
         .await?;
-        let mut conn = self.app.db.pool.acquire().await?;
-        let existing = sessions::contract(&mut conn, self.id(), self.plan.version).await?;
-        let dossier = load_dossier(&mut conn, self.id()).await?;
-        drop(conn);
+        let db = &self.app.db;
+        let existing = db.contract(self.id(), self.plan.version).await?;
+        let dossier = read_dossier(db.dossier(self.id()).await?);
         // Questions asked and not yet posted (the job died before posting) are posted as
         // they are; asking again would cost money and might differ.
         if let Some(round) = dossier.asked.last().filter(|r| r.answer.is_none()) {
@@ -138,11 +137,8 @@ impl Planning<'_> {
         };
         let (body, version, notes) = self.render(&row).await?;
         // Cancelled while the planner worked: the contract stays on record, unposted.
-        let mut conn = self.app.db.pool.acquire().await?;
-        let still_planning = sessions::get(&mut conn, self.id())
-            .await?
+        let still_planning = (self.app.db.session(self.id()).await?)
             .is_some_and(|s| s.state == SessionState::Planning);
-        drop(conn);
         if !still_planning {
             info!(session = %self.id(), "session ended while planning; contract not posted");
             return Ok(());
@@ -160,9 +156,7 @@ impl Planning<'_> {
             }
             Err(e) => return Err(e.into()),
         };
-        let mut conn = self.app.db.pool.acquire().await?;
-        let snapshot = sessions::issue_snapshot(&mut conn, self.id()).await?;
-        drop(conn);
+        let snapshot = self.app.db.issue_snapshot(self.id()).await?;
         let Some((title, body)) = snapshot.filter(|(t, b)| *t != issue.title || *b != issue.body)
         else {
             return Ok((issue, false));
@@ -223,10 +217,7 @@ impl Planning<'_> {
         let (issue, edited) = self.issue_as_asked().await?;
         let previous = match self.plan.version {
             1 => None,
-            v => {
-                let mut conn = self.app.db.pool.acquire().await?;
-                sessions::contract(&mut conn, self.id(), v - 1).await?
-            }
+            v => self.app.db.contract(self.id(), v - 1).await?,
         };
         let base = match &previous {
             // A revision keeps the base its evidence refers to.
@@ -277,9 +268,7 @@ impl Planning<'_> {
         });
         audit_planwright(&mut tx, id, "contract.written", detail).await?;
         tx.commit().await?;
-        let mut conn = self.app.db.pool.acquire().await?;
-        let row = sessions::contract(&mut conn, id, version)
-            .await?
+        let row = (self.app.db.contract(id, version).await?)
             .context("The contract just stored cannot be read back")?;
         Ok(Written::Contract(Box::new(row), edited))
     }
@@ -341,11 +330,9 @@ impl Planning<'_> {
         row: &ContractRow,
         previous: i64,
     ) -> Result<(), Stop> {
-        let mut conn = self.app.db.pool.acquire().await?;
-        let Some(old) = sessions::contract(&mut conn, self.id(), previous).await? else {
+        let Some(old) = self.app.db.contract(self.id(), previous).await? else {
             return Ok(());
         };
-        drop(conn);
         let settings_changed = old.settings != row.settings;
         let old_sha = old.base_sha.clone();
         let old = stored_contract(&old)?;
@@ -378,9 +365,7 @@ impl Planning<'_> {
         let ours = |b: &str| {
             ContractMarker::find(b).is_some_and(|m| m.session == *id && m.version == version)
         };
-        let mut conn = self.app.db.writer.acquire().await?;
-        let first = sessions::claim_contract_post(&mut conn, id, row.version).await?;
-        drop(conn);
+        let first = self.app.db.claim_contract_post(id, row.version).await?;
         // Looked for only when an earlier attempt may have posted it.
         let earlier = match first {
             true => None,
@@ -443,14 +428,13 @@ impl Planning<'_> {
     /// rate limit, an outage): the announcement is made again, so the status comment does
     /// not stay at what it said meanwhile. Nothing happens when a later version exists.
     async fn announce_again(&self) -> Result<(), Stop> {
-        let mut conn = self.app.db.pool.acquire().await?;
-        let latest = sessions::latest_contract(&mut conn, self.id()).await?;
+        let db = &self.app.db;
+        let latest = db.latest_contract(self.id()).await?;
         let Some(row) = latest.filter(|r| r.version == self.plan.version && r.comment_id.is_some())
         else {
             return Ok(());
         };
-        let before = sessions::contract(&mut conn, self.id(), row.version - 1).await?;
-        drop(conn);
+        let before = db.contract(self.id(), row.version - 1).await?;
         let (_, version, notes) = self.render(&row).await?;
         let superseded: Vec<ContractRow> = before.into_iter().collect();
         self.announce(&superseded, version, false, &notes).await
@@ -526,9 +510,7 @@ impl Planning<'_> {
             .await
             .map_err(|e| Stop::from(anyhow::anyhow!("The repository map's task failed: {e}")))?
         };
-        let mut conn = app.db.pool.acquire().await?;
-        let mut dossier = load_dossier(&mut conn, self.id()).await?;
-        drop(conn);
+        let mut dossier = read_dossier(app.db.dossier(self.id()).await?);
         let planner = Planner {
             model: planner_model.as_ref(),
             scout_model: scout_model.as_ref(),
@@ -553,8 +535,7 @@ impl Planning<'_> {
             let text = serde_json::to_string(d);
             Box::pin(async move {
                 let text = text?;
-                let mut conn = db.writer.acquire().await?;
-                sessions::save_dossier(&mut conn, &id, Some(&text)).await
+                db.save_dossier(&id, Some(&text)).await
             })
                 as std::pin::Pin<Box<dyn std::future::Future<Output = anyhow::Result<()>> + Send>>
         };
@@ -576,8 +557,7 @@ impl Planning<'_> {
         dossier.invalid_submissions = 0;
         let keep = async || -> Result<(), Stop> {
             let text = serde_json::to_string(&dossier)?;
-            let mut conn = self.app.db.writer.acquire().await?;
-            sessions::save_dossier(&mut conn, self.id(), Some(&text)).await?;
+            self.app.db.save_dossier(self.id(), Some(&text)).await?;
             Ok(())
         };
         let round = dossier.asked.len();
@@ -626,10 +606,15 @@ enum Written {
 
 /// The session's dossier; a new one when it has none (or one this version cannot read).
 async fn load_dossier(conn: &mut sqlx::AnyConnection, id: &SessionId) -> Result<Dossier, Stop> {
-    Ok(match sessions::load_dossier(conn, id).await? {
+    Ok(read_dossier(sessions::load_dossier(conn, id).await?))
+}
+
+/// A stored dossier; a new one for none (or one this version cannot read).
+fn read_dossier(text: Option<String>) -> Dossier {
+    match text {
         Some(text) => serde_json::from_str(&text).unwrap_or_default(),
         None => Dossier::default(),
-    })
+    }
 }
 
 fn stored_contract(row: &ContractRow) -> Result<Contract, Stop> {

@@ -477,11 +477,9 @@ impl Execution<'_> {
     }
 
     async fn status(&self, state: SessionState, text: &str) -> Result<(), Stop> {
-        let mut conn = self.reader().await?;
-        let Some(row) = sessions::get(&mut conn, &self.id).await? else {
+        let Some(row) = self.app.db.session(&self.id).await? else {
             return Err(Stop::Gone);
         };
-        drop(conn);
         update_status(&self.app, self.forge, &row, state, text).await?;
         Ok(())
     }
@@ -500,11 +498,9 @@ async fn fail_detailed(
     reason: &str,
     detail: Option<&str>,
 ) -> Result<(), JobError> {
-    let mut conn = app.db.pool.acquire().await?;
-    let Some(row) = sessions::get(&mut conn, id).await? else {
+    let Some(row) = app.db.session(id).await? else {
         return Ok(());
     };
-    drop(conn);
     let from = row.state;
     if !matches!(
         from,
