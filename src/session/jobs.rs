@@ -5,8 +5,9 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use crate::config::repo::BoundSettings;
+use crate::contract::{ContractHash, ContractVersion};
 use crate::event::{Event, ForgeKind};
-use crate::ids::SessionId;
+use crate::ids::{CommitSha, SessionId};
 use crate::jobs::JobError;
 use crate::store::{jobs, sessions};
 
@@ -18,7 +19,7 @@ pub(crate) const JOB_ATTEMPTS: i64 = 5;
 pub struct PlanJob {
     pub session: SessionId,
     /// The version this job produces.
-    pub version: i64,
+    pub version: ContractVersion,
     /// `/revise` feedback: the new version builds on the previous one.
     pub feedback: Option<String>,
     /// What other checks reported on the pull request since the last round, distilled:
@@ -31,9 +32,9 @@ pub struct PlanJob {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ExecuteJob {
     pub session: SessionId,
-    pub version: i64,
-    pub sha256: String,
-    pub base_sha: String,
+    pub version: ContractVersion,
+    pub sha256: ContractHash,
+    pub base_sha: CommitSha,
     /// The sha256 of the repository settings recorded with the contract; `None` for a
     /// contract planned before settings were recorded.
     #[serde(default)]
@@ -48,7 +49,7 @@ pub struct ExecuteJob {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Continuation {
     /// The commit holding the unfinished change, as it was pushed.
-    pub commit: String,
+    pub commit: CommitSha,
     /// Why the run that made it stopped, for the executor to read.
     pub reason: String,
 }
@@ -123,7 +124,7 @@ pub(crate) async fn enqueue_plan(
         conn,
         PlanJob {
             session: session.clone(),
-            version,
+            version: version_of(version)?,
             feedback,
             evidence: None,
         },
@@ -154,11 +155,13 @@ pub(crate) async fn enqueue_execute(
     let row = sessions::get(conn, session)
         .await?
         .with_context(|| format!("Session {session} does not exist"))?;
+    let sha256 = ContractHash::parse(&contract.sha256)
+        .with_context(|| format!("Contract v{} has no valid hash", contract.version))?;
     let mut job = JobKind::Execute(ExecuteJob {
         session: session.clone(),
-        version: contract.version,
-        sha256: contract.sha256.clone(),
-        base_sha: contract.base_sha.clone(),
+        version: version_of(contract.version)?,
+        sha256,
+        base_sha: CommitSha(contract.base_sha.clone()),
         settings_sha256: contract.settings.as_deref().map(BoundSettings::sha256_of),
         continues,
     })
@@ -167,6 +170,13 @@ pub(crate) async fn enqueue_execute(
     job.lane = Some(lane(&row));
     let id = jobs::enqueue(conn, &job).await?;
     jobs::runs_ahead(conn, &id).await
+}
+
+/// A contract version as a row stores it, as the domain counts it.
+pub(crate) fn version_of(stored: i64) -> anyhow::Result<ContractVersion> {
+    let version =
+        u32::try_from(stored).with_context(|| format!("{stored} is not a contract version"))?;
+    Ok(ContractVersion(version))
 }
 
 /// Whose turn a session's runs take: a GitHub installation, a GitLab top-level group (one
@@ -179,5 +189,47 @@ pub(crate) fn lane(session: &sessions::SessionRow) -> String {
             format!("{}:{owner}", session.forge)
         }
         (ForgeKind::Local, _) => "local".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Payloads as the queue held them before their fields were typed: each reads, and is
+    /// written back the same.
+    const STORED: &[(&str, &str)] = &[
+        (
+            "plan",
+            r#"{"session":"5f0c8a52-0d8e-4a57-9b8e-2f1d3c4b5a69","version":2,"feedback":"Handle mul too.","evidence":"On commit 0123456789abcdef0123456789abcdef01234567:\n- tests (failure)\n"}"#,
+        ),
+        (
+            "execute",
+            r#"{"session":"5f0c8a52-0d8e-4a57-9b8e-2f1d3c4b5a69","version":3,"sha256":"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08","base_sha":"0123456789abcdef0123456789abcdef01234567","settings_sha256":"2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae","continues":{"commit":"89abcdef0123456789abcdef0123456789abcdef","reason":"The executor ran out of turns."}}"#,
+        ),
+        (
+            "execute",
+            r#"{"session":"5f0c8a52-0d8e-4a57-9b8e-2f1d3c4b5a69","version":1,"sha256":"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08","base_sha":"0123456789abcdef0123456789abcdef01234567","settings_sha256":null}"#,
+        ),
+    ];
+
+    #[test]
+    fn payloads_stored_before_the_fields_were_typed_read_and_write_back_the_same() {
+        for (kind, payload) in STORED {
+            let job = JobKind::parse(kind, payload).unwrap_or_else(|e| panic!("{payload}: {e:?}"));
+            assert_eq!(job.name(), *kind);
+            let written = job.to_new_job(JOB_ATTEMPTS).unwrap().payload;
+            assert_eq!(written, *payload);
+        }
+        let JobKind::Execute(execute) = JobKind::parse(STORED[1].0, STORED[1].1).unwrap() else {
+            panic!("not an execute job");
+        };
+        assert_eq!(execute.version, ContractVersion(3));
+        assert_eq!(execute.sha256.short(), "9f86d081884c");
+        let continues = execute.continues.unwrap();
+        assert_eq!(
+            continues.commit.as_str(),
+            "89abcdef0123456789abcdef0123456789abcdef"
+        );
     }
 }

@@ -73,7 +73,7 @@ pub(super) async fn apply(
     // The same approval carries the work on: the contract version and its binding stay.
     let (to, continues, status) = if continues {
         let from = continuation(last_run)?;
-        let status = comments::continuing(contract.version, &from.commit, ctx.login());
+        let status = comments::continuing(contract.version, from.commit.as_str(), ctx.login());
         (SessionState::Executing, Some(from), status)
     } else {
         let to = execution_stage(resume, last_run.map(|r| r.state));

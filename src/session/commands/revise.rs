@@ -9,7 +9,7 @@ use crate::ids::{PullNumber, RepoName};
 use crate::jobs::JobError;
 use crate::session::context::{CommandContext, Done, move_or_refuse};
 use crate::session::error::{Stop, UserError};
-use crate::session::jobs::{PlanJob, enqueue_plan, enqueue_plan_job};
+use crate::session::jobs::{PlanJob, enqueue_plan, enqueue_plan_job, version_of};
 use crate::session::{comments, feedback};
 use crate::store::ci_reports;
 use crate::store::reviews::{self, Owed};
@@ -135,7 +135,7 @@ pub(in crate::session) async fn start_round(
     move_or_refuse(&mut tx, id, session.state, to, comments::raced_revision()).await?;
     let plan = PlanJob {
         session: id.clone(),
-        version,
+        version: version_of(version)?,
         feedback: Some(round.feedback.to_owned()),
         evidence: ci_evidence(&failures),
     };

@@ -108,6 +108,11 @@ impl Planning<'_> {
         &self.session.id
     }
 
+    /// The version this job produces, as the contract rows number it.
+    fn version(&self) -> i64 {
+        i64::from(self.plan.version.0)
+    }
+
     async fn plan_and_post(&self) -> Result<(), Stop> {
         let investigating = comments::investigating();
         update_status(
@@ -119,7 +124,7 @@ impl Planning<'_> {
         )
         .await?;
         let db = &self.app.db;
-        let existing = db.contract(self.id(), self.plan.version).await?;
+        let existing = db.contract(self.id(), self.version()).await?;
         let dossier = read_dossier(db.dossier(self.id()).await?);
         // Questions asked and not yet posted (the job died before posting) are posted as
         // they are; asking again would cost money and might differ.
@@ -215,7 +220,7 @@ impl Planning<'_> {
     /// planner asked instead.
     async fn write_contract(&self) -> Result<Written, Stop> {
         let (issue, edited) = self.issue_as_asked().await?;
-        let previous = match self.plan.version {
+        let previous = match self.version() {
             1 => None,
             v => self.app.db.contract(self.id(), v - 1).await?,
         };
@@ -249,7 +254,7 @@ impl Planning<'_> {
         let mut bound = config.bound();
         bound.chosen = Some(choice);
         let settings = bound.to_json();
-        let (id, version) = (self.id(), self.plan.version);
+        let (id, version) = (self.id(), self.version());
         let mut tx = self.app.db.writer.begin().await?;
         let new = sessions::NewContract {
             session: id,
@@ -430,7 +435,7 @@ impl Planning<'_> {
     async fn announce_again(&self) -> Result<(), Stop> {
         let db = &self.app.db;
         let latest = db.latest_contract(self.id()).await?;
-        let Some(row) = latest.filter(|r| r.version == self.plan.version && r.comment_id.is_some())
+        let Some(row) = latest.filter(|r| r.version == self.version() && r.comment_id.is_some())
         else {
             return Ok(());
         };

@@ -127,7 +127,8 @@ pub async fn execute_job(
             execute.session
         )));
     };
-    let contract_row = app.db.contract(&execute.session, execute.version).await?;
+    let version = i64::from(execute.version.0);
+    let contract_row = app.db.contract(&execute.session, version).await?;
     let state = session.state;
     if !matches!(
         state,
@@ -139,15 +140,15 @@ pub async fn execute_job(
     let forge_kind = session.forge;
     let repo = session.repo.clone();
     let forge = app.forges.get(forge_kind, session.installation_id)?;
-    let span = tracing::info_span!("execute", session = %execute.session, repo = %repo, issue = session.issue_number.0, version = execute.version);
+    let span = tracing::info_span!("execute", session = %execute.session, repo = %repo, issue = session.issue_number.0, version);
     // Instrumented, not entered: a guard held across an await puts other tasks' log
     // lines under this span.
     async {
         let ctx = match contract_row {
             // What was approved is exactly what runs: the job carries the hash and base.
             Some(row)
-                if row.sha256 == execute.sha256
-                    && row.base_sha == execute.base_sha
+                if row.sha256 == execute.sha256.as_str()
+                    && row.base_sha == execute.base_sha.as_str()
                     && row.settings.as_deref().map(BoundSettings::sha256_of)
                         == execute.settings_sha256
                     && row.approved_by.is_some() =>
@@ -179,7 +180,7 @@ pub async fn execute_job(
                 }
             }
             _ => {
-                let reason = comments::contract_not_on_record(execute.version, &execute.sha256);
+                let reason = comments::contract_not_on_record(version, execute.sha256.as_str());
                 fail(&app, forge.as_ref(), &session.id, &reason).await?;
                 return Ok(JobEnd::RoundGoesOn);
             }
