@@ -1,6 +1,6 @@
 //! Events about the app itself rather than a repository's work: a ping, and GitHub App
-//! installations and the repositories they cover, recorded for the operator's pages and
-//! for the runs' lanes.
+//! installations and the repositories they cover, recorded (with an audit entry) for the
+//! repositories page.
 
 use tracing::info;
 

@@ -4,6 +4,8 @@
 
 use std::sync::Arc;
 
+use tracing::Instrument as _;
+
 use super::jobs::{JobEnd, JobKind};
 use super::{handlers, round, run};
 use crate::app::App;
@@ -29,7 +31,10 @@ async fn run(app: Arc<App>, job: Job) -> Result<(), JobError> {
         ),
     };
     let result = match ended {
-        Ok(JobEnd::RoundEnded) => round::ended(&app, &session).await,
+        Ok(JobEnd::RoundEnded) => {
+            let span = tracing::info_span!("round", session = %session);
+            round::ended(&app, &session).instrument(span).await
+        }
         Ok(JobEnd::RoundGoesOn) => Ok(()),
         Err(e) => Err(e),
     };
