@@ -1,6 +1,6 @@
 //! `/plan`: starts planning over from the issue as it is now, forgetting what the planner
 //! learned, while a contract awaits approval or after a failure. With no session on the
-//! issue it starts one (see `command.rs`).
+//! issue it starts one (see `start.rs`).
 
 use crate::forge::Issue;
 use crate::session::comments;
