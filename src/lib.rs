@@ -16,6 +16,7 @@ pub mod executor;
 pub mod forge;
 pub mod git;
 pub mod ids;
+pub mod installation;
 pub mod jobs;
 pub mod llm;
 pub mod markdown;

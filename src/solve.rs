@@ -19,7 +19,7 @@ use crate::forge::repo_config::LoadError;
 use crate::jobs::{JobError, Waker, Worker};
 use crate::metering::ModelRole;
 use crate::metering::proxy::{self, Capabilities, ProxyState};
-use crate::session::events;
+use crate::session::handlers;
 use crate::store::state::SessionState;
 use crate::store::{Db, audit, jobs, model_usage, sessions};
 
@@ -282,7 +282,7 @@ impl Session<'_> {
             installation: None,
             kind,
         };
-        events::on_repo_event(self.app, &event, None)
+        handlers::on_repo_event(self.app, &event, None)
             .await
             .map_err(|e| match e {
                 JobError::Retryable(e) | JobError::Permanent(e) => SolveError::Failed(e),

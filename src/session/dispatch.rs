@@ -1,114 +1,17 @@
-//! Every kind of job the queue carries, with its payload, and the one `match` that runs
-//! each: a new kind does not build until it is handled here. Also what an event job does
-//! once the event is off the webhook path.
+//! The one `match` that runs each kind of job: a new kind does not build until it is
+//! handled here. An event goes to its handler; a plan or execute job that ends a round is
+//! followed by the one step that starts what waited for it.
 
 use std::sync::Arc;
 
-use anyhow::Context;
-use tracing::info;
+use tracing::Instrument as _;
 
-use serde::{Deserialize, Serialize};
-
-use super::{events, execute, plan};
+use super::jobs::{JobEnd, JobKind};
+use super::{handlers, round, run};
 use crate::app::App;
-use crate::config::repo::BoundSettings;
-use crate::event::{Event, ForgeKind, RepoEvent};
-use crate::ids::SessionId;
+use crate::event::Event;
+use crate::installation;
 use crate::jobs::{Handler, Job, JobError};
-use crate::store::installations::InstallationState;
-use crate::store::{Db, audit, installations, jobs, sessions};
-
-/// Attempts a session job gets before it is dead-lettered; planning failures a person
-/// must see are handled inside the job, so these are for outages.
-pub(crate) const JOB_ATTEMPTS: i64 = 5;
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct PlanJob {
-    pub session: SessionId,
-    /// The version this job produces.
-    pub version: i64,
-    /// `/revise` feedback: the new version builds on the previous one.
-    pub feedback: Option<String>,
-    /// What other checks reported on the pull request since the last round, distilled:
-    /// written by CI and test code, so shown to the planner apart from the feedback.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub evidence: Option<String>,
-}
-
-/// What an approval binds to: exactly this version, hash and base.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ExecuteJob {
-    pub session: SessionId,
-    pub version: i64,
-    pub sha256: String,
-    pub base_sha: String,
-    /// The sha256 of the repository settings recorded with the contract; `None` for a
-    /// contract planned before settings were recorded.
-    #[serde(default)]
-    pub settings_sha256: Option<String>,
-    /// `/retry continue`: the execution carries on from the unfinished change a stopped
-    /// run kept, instead of starting from the base.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub continues: Option<Continuation>,
-}
-
-/// Unfinished work an execution carries on from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Continuation {
-    /// The commit holding the unfinished change, as it was pushed.
-    pub commit: String,
-    /// Why the run that made it stopped, for the executor to read.
-    pub reason: String,
-}
-
-/// A job as the session layer knows it. The stored kind names (`event`, `plan`,
-/// `execute`) and payloads are those of rows already in the queue.
-#[derive(Debug, Clone)]
-pub enum JobKind {
-    /// One domain event from a delivery.
-    Event(Event),
-    /// Runs the planner for one contract version.
-    Plan(PlanJob),
-    /// Carries out an approved contract.
-    Execute(ExecuteJob),
-}
-
-impl JobKind {
-    /// The name stored in the queue's `kind` column.
-    pub fn name(&self) -> &'static str {
-        match self {
-            JobKind::Event(_) => "event",
-            JobKind::Plan(_) => "plan",
-            JobKind::Execute(_) => "execute",
-        }
-    }
-
-    /// The job to enqueue, its payload serialised.
-    pub fn to_new_job(&self, max_attempts: i64) -> serde_json::Result<jobs::NewJob> {
-        let payload = match self {
-            JobKind::Event(event) => serde_json::to_string(event)?,
-            JobKind::Plan(plan) => serde_json::to_string(plan)?,
-            JobKind::Execute(execute) => serde_json::to_string(execute)?,
-        };
-        Ok(jobs::NewJob::new(self.name(), payload, max_attempts))
-    }
-
-    /// Reads a claimed job; an unknown kind or unreadable payload will never run.
-    pub fn parse(kind: &str, payload: &str) -> Result<Self, JobError> {
-        let context = || format!("Cannot read the {kind} job's payload");
-        let parsed = match kind {
-            "event" => serde_json::from_str(payload).map(JobKind::Event),
-            "plan" => serde_json::from_str(payload).map(JobKind::Plan),
-            "execute" => serde_json::from_str(payload).map(JobKind::Execute),
-            _ => {
-                return Err(JobError::Permanent(anyhow::anyhow!(
-                    "no handler for job kind `{kind}`"
-                )));
-            }
-        };
-        parsed.with_context(context).map_err(JobError::Permanent)
-    }
-}
 
 /// The handler `serve` and `solve` give their workers.
 pub fn handler(app: Arc<App>) -> Handler {
@@ -116,16 +19,24 @@ pub fn handler(app: Arc<App>) -> Handler {
 }
 
 async fn run(app: Arc<App>, job: Job) -> Result<(), JobError> {
-    let (session, result) = match JobKind::parse(&job.kind, &job.payload)? {
+    let (session, ended) = match JobKind::parse(&job.kind, &job.payload)? {
         JobKind::Event(event) => return on_event(&app, &job, &event).await,
         JobKind::Plan(plan) => (
             plan.session.clone(),
-            plan::plan_job(app.clone(), plan, job.attempt).await,
+            run::plan::plan_job(app.clone(), plan, job.attempt).await,
         ),
         JobKind::Execute(execute) => (
             execute.session.clone(),
-            execute::execute_job(app.clone(), execute, job.attempt).await,
+            run::execute::execute_job(app.clone(), execute, job.attempt).await,
         ),
+    };
+    let result = match ended {
+        Ok(JobEnd::RoundEnded) => {
+            let span = tracing::info_span!("round", session = %session);
+            round::ended(&app, &session).instrument(span).await
+        }
+        Ok(JobEnd::RoundGoesOn) => Ok(()),
+        Err(e) => Err(e),
     };
     if let Err(e) = &result
         && let Some(wait) = e.rate_limit_wait()
@@ -139,151 +50,9 @@ async fn on_event(app: &App, job: &Job, event: &Event) -> Result<(), JobError> {
     if let Event::Repository(repo_event) = event {
         // The delivery lets a retried job see what its first attempt already did.
         let delivery = job.delivery.as_ref().map(|d| d.as_str());
-        return events::on_repo_event(app, repo_event, delivery).await;
+        return handlers::on_repo_event(app, repo_event, delivery).await;
     }
-    handle(&job.db, event).await.map_err(JobError::from)
-}
-
-async fn handle(db: &Db, event: &Event) -> anyhow::Result<()> {
-    match event {
-        Event::Ping { hook_id } => {
-            info!(?hook_id, "the forge reached planwright's webhook");
-            Ok(())
-        }
-        Event::Installation {
-            installation,
-            action,
-            account,
-            repositories,
-        } => {
-            let state = match action.as_str() {
-                "deleted" => InstallationState::Deleted,
-                "suspend" => InstallationState::Suspended,
-                _ => InstallationState::Active,
-            };
-            let mut tx = db.writer.begin().await?;
-            installations::upsert(&mut tx, ForgeKind::Github, *installation, account, state)
-                .await?;
-            if action == "deleted" {
-                installations::remove_repositories(&mut tx, ForgeKind::Github, *installation, None)
-                    .await?;
-            } else {
-                installations::add_repositories(
-                    &mut tx,
-                    ForgeKind::Github,
-                    *installation,
-                    repositories,
-                )
-                .await?;
-            }
-            audit::append(
-                &mut tx,
-                &audit::Entry {
-                    actor: &format!("github:{account}"),
-                    action: &format!("installation.{action}"),
-                    session: None,
-                    delivery: None,
-                    detail: serde_json::json!({ "installation": installation }),
-                },
-            )
-            .await?;
-            tx.commit().await?;
-            Ok(())
-        }
-        Event::InstallationRepositories {
-            installation,
-            action,
-            added,
-            removed,
-        } => {
-            let mut tx = db.writer.begin().await?;
-            installations::add_repositories(&mut tx, ForgeKind::Github, *installation, added)
-                .await?;
-            installations::remove_repositories(
-                &mut tx,
-                ForgeKind::Github,
-                *installation,
-                Some(removed),
-            )
-            .await?;
-            tx.commit().await?;
-            info!(%installation, %action, added = added.len(), removed = removed.len(), "installation repositories changed");
-            Ok(())
-        }
-        // Handled by the session layer before this is reached.
-        Event::Repository(RepoEvent { repo, kind, .. }) => {
-            info!(%repo, ?kind, "repository event");
-            Ok(())
-        }
-    }
-}
-
-/// Queues the plan job that writes `version` (with `/revise` feedback, if any).
-pub(crate) async fn enqueue_plan(
-    conn: &mut sqlx::AnyConnection,
-    session: &SessionId,
-    version: i64,
-    feedback: Option<String>,
-) -> anyhow::Result<()> {
-    enqueue_plan_job(
-        conn,
-        PlanJob {
-            session: session.clone(),
-            version,
-            feedback,
-            evidence: None,
-        },
-    )
-    .await
-}
-
-/// Queues `plan`.
-pub(crate) async fn enqueue_plan_job(
-    conn: &mut sqlx::AnyConnection,
-    plan: PlanJob,
-) -> anyhow::Result<()> {
-    let session = plan.session.clone();
-    let mut job = JobKind::Plan(plan).to_new_job(JOB_ATTEMPTS)?;
-    job.session = Some(session);
-    jobs::enqueue(conn, &job).await?;
-    Ok(())
-}
-
-/// Queues the execute job bound to exactly this contract row; with `continues`, it carries
-/// on from that unfinished work. Returns how many runs wait before it now.
-pub(crate) async fn enqueue_execute(
-    conn: &mut sqlx::AnyConnection,
-    session: &SessionId,
-    contract: &sessions::ContractRow,
-    continues: Option<Continuation>,
-) -> anyhow::Result<i64> {
-    let row = sessions::get(conn, session)
-        .await?
-        .with_context(|| format!("Session {session} does not exist"))?;
-    let mut job = JobKind::Execute(ExecuteJob {
-        session: session.clone(),
-        version: contract.version,
-        sha256: contract.sha256.clone(),
-        base_sha: contract.base_sha.clone(),
-        settings_sha256: contract.settings.as_deref().map(BoundSettings::sha256_of),
-        continues,
-    })
-    .to_new_job(JOB_ATTEMPTS)?;
-    job.session = Some(session.clone());
-    job.lane = Some(lane(&row));
-    let id = jobs::enqueue(conn, &job).await?;
-    jobs::runs_ahead(conn, &id).await
-}
-
-/// Whose turn a session's runs take: a GitHub installation, a GitLab top-level group (one
-/// organisation either way), or the local forge's one lane.
-pub(crate) fn lane(session: &sessions::SessionRow) -> String {
-    match (session.forge, session.installation_id) {
-        (ForgeKind::Github, Some(installation)) => format!("github:{installation}"),
-        (ForgeKind::Gitlab, _) | (ForgeKind::Github, None) => {
-            let owner = session.repo.as_str().split('/').next().unwrap_or_default();
-            format!("{}:{owner}", session.forge)
-        }
-        (ForgeKind::Local, _) => "local".to_owned(),
-    }
+    installation::on_event(&job.db, event)
+        .await
+        .map_err(JobError::from)
 }

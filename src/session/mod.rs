@@ -1,28 +1,25 @@
-//! Planner sessions: one issue's way from label to pull request. `events` routes what
-//! the forge reports, `label` starts and cancels sessions, `command` carries out what
-//! maintainers write (one file per command: `approve`, `revise`, `replan`, `retry`,
-//! `cancel`; `commands` parses them), `review` turns a pull request review into a round, `answer` gives the planner the
-//! answer to its questions, `ci` reports other checks that failed on a pull request, `plan` and `execute` are the two jobs, `dispatch`
-//! runs each kind of job, `status` keeps the status comment, `comments` holds every text
-//! posted, and `error` says how a step ends early.
+//! Planner sessions: one issue's way from label to pull request.
+//!
+//! From the bottom up: `jobs` holds the queue's job payloads and how each is queued;
+//! `error` says how a step ends early, `comments` holds every text posted, `status` keeps
+//! the status comment, and `feedback` words what a review asks for. `context` is what the
+//! handlers of one event share (the repository on its forge, the delivery, and for a
+//! command who asked under which settings). `commands` carries out what maintainers write,
+//! one file per command (`parse` reads them); `round` is the one step that follows the
+//! end of a round; `handlers` routes each repository event to its handler, one file per
+//! kind. `run` holds the plan and execute jobs (with `checkout` and `environment`, what
+//! they run on), and `dispatch` runs each kind of job.
 
-mod answer;
-mod approve;
-mod cancel;
 pub mod checkout;
-mod ci;
-mod command;
-pub mod commands;
+mod commands;
 mod comments;
+mod context;
 pub mod dispatch;
 mod environment;
 mod error;
-pub mod events;
-pub mod execute;
-mod label;
-pub mod plan;
-mod replan;
-mod retry;
-mod review;
-mod revise;
+mod feedback;
+pub mod handlers;
+pub mod jobs;
+mod round;
+mod run;
 mod status;

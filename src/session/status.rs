@@ -32,10 +32,7 @@ pub(crate) async fn update_status(
     let comment = match known {
         Some(c) => Some(c),
         None => {
-            let mut conn = app.db.writer.acquire().await?;
-            let claim = sessions::claim_status_comment(&mut conn, &id).await?;
-            drop(conn);
-            match claim {
+            match app.db.claim_status_comment(&id).await? {
                 // Nobody posted one: no need to look.
                 sessions::StatusComment::First => None,
                 sessions::StatusComment::Posted(c) => c.parse::<i64>().ok().map(CommentId),
@@ -77,11 +74,9 @@ pub(crate) async fn update_status_of(
     state: SessionState,
     text: &str,
 ) -> Result<bool, JobError> {
-    let mut conn = app.db.pool.acquire().await?;
-    let Some(row) = sessions::get(&mut conn, id).await? else {
+    let Some(row) = app.db.session(id).await? else {
         return Ok(false);
     };
-    drop(conn);
     update_status(app, forge, &row, state, text).await?;
     Ok(true)
 }
@@ -91,11 +86,9 @@ pub(crate) async fn update_status_of(
 /// budget's reserve, kept for this; a note that cannot be posted is only logged.
 pub(crate) async fn note_rate_limit(app: &App, id: &SessionId, wait: std::time::Duration) {
     let noted = crate::forge::budget::from_reserve(async {
-        let mut conn = app.db.pool.acquire().await?;
-        let Some(row) = sessions::get(&mut conn, id).await? else {
+        let Some(row) = app.db.session(id).await? else {
             return Ok(());
         };
-        drop(conn);
         let forge = app.forges.get(row.forge, row.installation_id)?;
         let until = chrono::Utc::now() + wait;
         let text = comments::waiting_for_rate_limit(row.forge, until, wait);
@@ -108,8 +101,9 @@ pub(crate) async fn note_rate_limit(app: &App, id: &SessionId, wait: std::time::
 }
 
 async fn store_status(app: &App, id: &SessionId, comment: CommentId) -> Result<(), JobError> {
-    let mut conn = app.db.writer.acquire().await?;
-    sessions::set_status_comment(&mut conn, id, &comment.0.to_string()).await?;
+    app.db
+        .set_status_comment(id, &comment.0.to_string())
+        .await?;
     Ok(())
 }
 

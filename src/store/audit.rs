@@ -80,3 +80,10 @@ pub async fn for_session(
     .fetch_all(conn)
     .await?)
 }
+
+impl super::Db {
+    /// [`delivery_did`], read on a pooled connection.
+    pub async fn delivery_did(&self, delivery: &str, action: &str) -> Result<bool> {
+        delivery_did(&mut *self.pool.acquire().await?, delivery, action).await
+    }
+}

@@ -279,6 +279,26 @@ pub async fn counts(db: &Db) -> Result<Vec<(String, String, String, i64)>> {
     .await?)
 }
 
+impl Db {
+    /// [`claim_command`], on the writer's connection.
+    pub async fn claim_command(
+        &self,
+        forge: ForgeKind,
+        repo: &RepoName,
+        comment: CommentId,
+        delivery: Option<&str>,
+    ) -> Result<bool> {
+        claim_command(
+            &mut *self.writer.acquire().await?,
+            forge,
+            repo,
+            comment,
+            delivery,
+        )
+        .await
+    }
+}
+
 /// Claims the command in comment `comment` for `delivery`. `false` when another delivery
 /// (a replay under a new delivery id) claimed it first; the claiming delivery's own
 /// retries get `true` again. A claim whose delivery gave up without carrying the command

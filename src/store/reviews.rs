@@ -106,6 +106,37 @@ pub async fn oldest_queued(
     .await?)
 }
 
+/// One statement each, on the writer's connection, for a step that holds no transaction.
+impl super::Db {
+    /// [`claim`] review `review` for `session`.
+    pub async fn claim_review(
+        &self,
+        forge: ForgeKind,
+        repo: &RepoName,
+        review: i64,
+        session: &SessionId,
+        version: Option<i64>,
+    ) -> Result<bool> {
+        let mut conn = self.writer.acquire().await?;
+        claim(&mut conn, forge, repo, review, session, version).await
+    }
+
+    /// [`unqueue`] review `review`.
+    pub async fn unqueue_review(
+        &self,
+        forge: ForgeKind,
+        repo: &RepoName,
+        review: i64,
+    ) -> Result<()> {
+        unqueue(&mut *self.writer.acquire().await?, forge, repo, review).await
+    }
+
+    /// [`oldest_queued`] for `session`, read on a pooled connection.
+    pub async fn oldest_queued_review(&self, session: &SessionId) -> Result<Option<(i64, String)>> {
+        oldest_queued(&mut *self.pool.acquire().await?, session).await
+    }
+}
+
 /// An inline comment a round was asked to address.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, serde::Serialize, serde::Deserialize)]
 pub struct Owed {

@@ -591,3 +591,81 @@ pub async fn supersede_before(
     .await?;
     Ok(rows)
 }
+
+/// Single reads on a pooled connection, for a step that holds no transaction.
+impl Db {
+    /// The session `id`.
+    pub async fn session(&self, id: &SessionId) -> Result<Option<SessionRow>> {
+        get(&mut *self.pool.acquire().await?, id).await
+    }
+
+    /// The session holding an issue, if one does.
+    pub async fn active_session(
+        &self,
+        forge: ForgeKind,
+        repo: &RepoName,
+        issue: IssueNumber,
+    ) -> Result<Option<SessionRow>> {
+        find_active(&mut *self.pool.acquire().await?, forge, repo, issue).await
+    }
+
+    /// The newest session that published `pull` in the repository.
+    pub async fn session_by_pull(
+        &self,
+        forge: ForgeKind,
+        repo: &RepoName,
+        pull: PullNumber,
+    ) -> Result<Option<SessionRow>> {
+        find_by_pull(&mut *self.pool.acquire().await?, forge, repo, pull).await
+    }
+
+    /// The session whose run pushed `sha` to its pull request, if any.
+    pub async fn session_by_head(
+        &self,
+        forge: ForgeKind,
+        repo: &RepoName,
+        sha: &str,
+    ) -> Result<Option<SessionRow>> {
+        find_by_head(&mut *self.pool.acquire().await?, forge, repo, sha).await
+    }
+
+    /// Version `version` of the session's contract.
+    pub async fn contract(&self, session: &SessionId, version: i64) -> Result<Option<ContractRow>> {
+        contract(&mut *self.pool.acquire().await?, session, version).await
+    }
+
+    /// The session's planner dossier, as stored.
+    pub async fn dossier(&self, id: &SessionId) -> Result<Option<String>> {
+        load_dossier(&mut *self.pool.acquire().await?, id).await
+    }
+
+    /// The issue's title and text as recorded at the session's start.
+    pub async fn issue_snapshot(&self, id: &SessionId) -> Result<Option<(String, String)>> {
+        issue_snapshot(&mut *self.pool.acquire().await?, id).await
+    }
+
+    /// The session's newest contract.
+    pub async fn latest_contract(&self, session: &SessionId) -> Result<Option<ContractRow>> {
+        latest_contract(&mut *self.pool.acquire().await?, session).await
+    }
+
+    /// [`claim_contract_post`], on the writer's connection.
+    pub async fn claim_contract_post(&self, session: &SessionId, version: i64) -> Result<bool> {
+        claim_contract_post(&mut *self.writer.acquire().await?, session, version).await
+    }
+
+    /// [`save_dossier`], on the writer's connection.
+    pub async fn save_dossier(&self, id: &SessionId, dossier: Option<&str>) -> Result<()> {
+        save_dossier(&mut *self.writer.acquire().await?, id, dossier).await
+    }
+
+    /// [`claim_status_comment`], on the writer's connection.
+    pub async fn claim_status_comment(&self, id: &SessionId) -> Result<StatusComment> {
+        claim_status_comment(&mut *self.writer.acquire().await?, id).await
+    }
+
+    /// [`set_status_comment`], on the writer's connection.
+    pub async fn set_status_comment(&self, id: &SessionId, comment: &str) -> Result<()> {
+        set_status_comment(&mut *self.writer.acquire().await?, id, comment).await
+    }
+}

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 /// Top to bottom. Keep in step with README's Layout section.
 const ROWS: &[&[&str]] = &[
     &["cli", "server", "onboarding", "doctor", "solve"],
-    &["session", "app"],
+    &["session", "app", "installation"],
     &["planner", "executor", "verify", "publish"],
     &[
         "environment",

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use planwright::config::QueueSettings;
 use planwright::jobs::{Handler, Job, JobError, Waker, Worker};
-use planwright::session::dispatch::JobKind;
+use planwright::session::jobs::JobKind;
 use planwright::store::jobs::JobState;
 use planwright::store::{Db, jobs, now_ms};
 use support::{TestDb, eventually};

@@ -1195,8 +1195,84 @@ async fn a_check_that_rewrites_a_file_is_not_blamed_on_the_executor(on: ForgeKin
     world.server.stop().await;
 }
 
+/// An execute job queued before its payload was typed (the hash, base and version as the
+/// plain strings and number that code wrote) still runs the contract it names.
+async fn an_execute_job_queued_in_the_old_payload_shape_still_runs(on: ForgeKind) {
+    let world = World::calc(
+        on,
+        vec![
+            submit_calc(2),
+            Step::tool_call(
+                "e1",
+                "edit_file",
+                json!({"path": "calc.py", "old": "return a - b", "new": "return a + b"}),
+            )
+            .when_tools(&["finish", "edit_file"]),
+            Step::tool_call("e2", "finish", json!({"summary": "add now adds."}))
+                .when_tools(&["finish"]),
+            verdict(true, "The change is the one the contract asks for."),
+        ],
+        &format!("test: {UNITTEST}\n"),
+    )
+    .await;
+    world.label(&world.maintainer, "old-shape-label").await;
+    world.wait_for_state("awaiting_approval").await;
+    let session = world.session().await;
+    let db = &world.server.db;
+    let mut tx = db.writer.begin().await.unwrap();
+    let contract = sessions::latest_contract(&mut tx, &session.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        sessions::approve_contract(&mut tx, &session.id, contract.version, "maria")
+            .await
+            .unwrap()
+    );
+    let (from, to) = (SessionState::AwaitingApproval, SessionState::Executing);
+    assert!(
+        sessions::move_state(&mut tx, &session.id, from, to, None)
+            .await
+            .unwrap()
+    );
+    // The payload exactly as the untyped job was written, field for field.
+    let settings = contract
+        .settings
+        .as_deref()
+        .map(planwright::config::repo::BoundSettings::sha256_of)
+        .expect("the contract's settings");
+    let payload = format!(
+        r#"{{"session":"{}","version":{},"sha256":"{}","base_sha":"{}","settings_sha256":"{}"}}"#,
+        session.id, contract.version, contract.sha256, contract.base_sha, settings
+    );
+    let mut job = jobs::NewJob::new("execute", payload, 5);
+    job.session = Some(session.id.clone());
+    job.lane = Some(match (on, session.installation_id) {
+        (ForgeKind::Github, Some(installation)) => format!("github:{installation}"),
+        _ => format!("{on}:{}", session.repo.as_str().split('/').next().unwrap()),
+    });
+    jobs::enqueue(&mut tx, &job).await.unwrap();
+    tx.commit().await.unwrap();
+
+    world.wait_for_state("pr_opened").await;
+    let pulls = world.pulls();
+    assert_eq!(pulls.len(), 1, "{pulls:#?}");
+    assert!(
+        pulls[0].body.contains(&contract.sha256[..12]),
+        "{}",
+        pulls[0].body
+    );
+    let runs = world.runs().await;
+    assert!(
+        runs.iter().any(|r| r.state.as_str() == "published"),
+        "{runs:#?}"
+    );
+    world.server.stop().await;
+}
+
 crate::on_both_forges!(
     a_label_by_a_reader_is_refused_and_nothing_is_planned,
+    an_execute_job_queued_in_the_old_payload_shape_still_runs,
     approval_binds_to_the_posted_version_and_only_maintainers_may_give_it,
     a_readers_comment_dressed_as_a_maintainers_approves_nothing,
     a_providers_error_text_stays_off_the_issue_and_in_the_audit_log,

@@ -21,7 +21,7 @@ use tracing::{error, info};
 use super::AppState;
 use crate::event::{Event, ForgeKind};
 use crate::ids::{InstallationId, RepoName};
-use crate::session::dispatch::JobKind;
+use crate::session::jobs::JobKind;
 use crate::store::deliveries::{NewDelivery, Recorded, Status};
 
 /// A webhook request refused before anything is stored.

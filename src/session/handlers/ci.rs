@@ -7,16 +7,15 @@ use std::fmt::Write as _;
 
 use tracing::info;
 
-use super::comments;
-use crate::app::App;
 use crate::distill::{self, render};
-use crate::event::{CiSource, RepoEvent};
+use crate::event::CiSource;
 use crate::forge::{FailedCheck, repo_config, truncate_with_note};
 use crate::ids::CommitSha;
 use crate::jobs::JobError;
 use crate::repo_tools::glob_matches;
+use crate::session::comments;
+use crate::session::context::RepoContext;
 use crate::store::ci_reports::{self, NewReport};
-use crate::store::sessions;
 
 /// The most of one report's evidence a round is given, in characters.
 const EVIDENCE_MAX: usize = 2_500;
@@ -24,27 +23,27 @@ const EVIDENCE_MAX: usize = 2_500;
 const REPORTS_PER_COMMIT: i64 = 5;
 
 pub(super) async fn on_checks_failed(
-    app: &App,
-    event: &RepoEvent,
+    repo: &RepoContext<'_>,
     sha: &CommitSha,
     source: &CiSource,
 ) -> Result<(), JobError> {
     // Most commits with failing checks are not planwright's: the database says so first.
-    let mut conn = app.db.pool.acquire().await?;
-    let session = sessions::find_by_head(&mut conn, event.forge, &event.repo, sha.as_str()).await?;
-    drop(conn);
+    let app = repo.app;
+    let session = app
+        .db
+        .session_by_head(repo.kind, repo.name, sha.as_str())
+        .await?;
     let Some((session, pull)) = session.and_then(|s| s.pull_number.map(|p| (s, p))) else {
         return Ok(());
     };
-    let forge = app.forges.get(event.forge, event.installation)?;
-    let forge = forge.as_ref();
+    let forge = repo.forge()?;
     // Settings that do not load ignore nothing: the failure is still worth saying.
-    let ignored = repo_config::load_policy(forge, &event.repo)
+    let ignored = repo_config::load_policy(forge, repo.name)
         .await
         .map(|c| c.ignore_checks)
         .unwrap_or_default();
     let failed: Vec<FailedCheck> = forge
-        .failed_checks(&event.repo, sha, source)
+        .failed_checks(repo.name, sha, source)
         .await?
         .into_iter()
         .filter(|c| !ignored.iter().any(|glob| glob_matches(glob, &c.name)))
@@ -60,8 +59,8 @@ pub(super) async fn on_checks_failed(
         return Ok(());
     }
     let report = NewReport {
-        forge: event.forge,
-        repo: &event.repo,
+        forge: repo.kind,
+        repo: repo.name,
         sha: sha.as_str(),
         source: &source.key(),
         session: &session.id,
@@ -75,7 +74,7 @@ pub(super) async fn on_checks_failed(
     }
     let text = comments::checks_failed(sha.as_str(), &shown(&distilled));
     let text = truncate_with_note(&text, forge.pull_body_limit());
-    forge.comment_on_pull(&event.repo, pull, &text).await?;
+    forge.comment_on_pull(repo.name, pull, &text).await?;
     info!(session = %session.id, pull = pull.0, %sha, checks = failed.len(), "failed checks reported on the pull request");
     Ok(())
 }

@@ -19,8 +19,8 @@ use crate::ids::{CommitSha, RunId};
 use crate::publish::{self, Published, RunResult};
 use crate::repo_tools::glob_matches;
 use crate::session::comments;
-use crate::session::dispatch::Continuation;
 use crate::session::error::Stop;
+use crate::session::jobs::Continuation;
 use crate::store::runs::{self, RunRow, RunState};
 use crate::store::sessions;
 use crate::verify::{self, RUN_BY_CI, ScopeFinding, Severity};
@@ -55,7 +55,7 @@ pub(in crate::session) fn continuation_of(run: &RunRow) -> Option<Continuation> 
     let outcome: PartialOutcome = serde_json::from_str(run.outcome.as_deref()?).ok()?;
     let kept = outcome.partial;
     kept.published.then_some(Continuation {
-        commit: kept.commit,
+        commit: CommitSha(kept.commit),
         reason: kept.reason,
     })
 }
@@ -382,7 +382,7 @@ mod tests {
             .unwrap()
         };
         let from = continuation_of(&run(RunState::Failed, Some(kept(true)))).unwrap();
-        assert_eq!(from.commit, "ab".repeat(20));
+        assert_eq!(from.commit, CommitSha("ab".repeat(20)));
         assert_eq!(from.reason, "The executor ran out of time.");
         // Not pushed yet, a verification report, or nothing kept at all.
         assert!(continuation_of(&run(RunState::Failed, Some(kept(false)))).is_none());

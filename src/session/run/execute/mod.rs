@@ -13,7 +13,7 @@ mod publish;
 
 use partial::LeftBehind;
 
-pub(super) use partial::continuation_of;
+pub(in crate::session) use partial::continuation_of;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -23,11 +23,6 @@ use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
 use tracing::{Instrument as _, info, warn};
 
-use super::checkout::Renewal;
-use super::comments;
-use super::dispatch::{Continuation, ExecuteJob, JOB_ATTEMPTS};
-use super::error::{Stop, UserError};
-use super::status::update_status;
 use crate::app::App;
 use crate::config::environment::Choice;
 use crate::config::repo::{BoundSettings, RepoConfig};
@@ -38,6 +33,11 @@ use crate::forge::repo_config::LoadError;
 use crate::git::{MirrorKey, Workspace, WorkspaceRequest};
 use crate::ids::{CommitSha, IssueNumber, RepoName, RunId, SessionId};
 use crate::jobs::JobError;
+use crate::session::checkout::Renewal;
+use crate::session::comments;
+use crate::session::error::{Stop, UserError};
+use crate::session::jobs::{Continuation, ExecuteJob, JOB_ATTEMPTS, JobEnd};
+use crate::session::status::update_status;
 use crate::store::runs::{self, RunState};
 use crate::store::state::SessionState;
 use crate::store::{audit, sessions};
@@ -114,37 +114,41 @@ impl Timings {
     }
 }
 
-/// The execute job's handler; `attempt` is the job's, starting at 1.
-pub async fn execute_job(app: Arc<App>, execute: ExecuteJob, attempt: i64) -> Result<(), JobError> {
-    let mut conn = app.db.pool.acquire().await?;
-    let Some(session) = sessions::get(&mut conn, &execute.session).await? else {
+/// The execute job's handler; `attempt` is the job's, starting at 1. The round ends when
+/// the run does, however it ends.
+pub async fn execute_job(
+    app: Arc<App>,
+    execute: ExecuteJob,
+    attempt: i64,
+) -> Result<JobEnd, JobError> {
+    let Some(session) = app.db.session(&execute.session).await? else {
         return Err(JobError::Permanent(anyhow::anyhow!(
             "Session {} does not exist",
             execute.session
         )));
     };
-    let contract_row = sessions::contract(&mut conn, &execute.session, execute.version).await?;
-    drop(conn);
+    let version = i64::from(execute.version.0);
+    let contract_row = app.db.contract(&execute.session, version).await?;
     let state = session.state;
     if !matches!(
         state,
         SessionState::Executing | SessionState::Verifying | SessionState::Publishing
     ) {
         info!(session = %execute.session, state = %state, "execute job no longer needed");
-        return Ok(());
+        return Ok(JobEnd::RoundGoesOn);
     }
     let forge_kind = session.forge;
     let repo = session.repo.clone();
     let forge = app.forges.get(forge_kind, session.installation_id)?;
-    let span = tracing::info_span!("execute", session = %execute.session, repo = %repo, issue = session.issue_number.0, version = execute.version);
+    let span = tracing::info_span!("execute", session = %execute.session, repo = %repo, issue = session.issue_number.0, version);
     // Instrumented, not entered: a guard held across an await puts other tasks' log
     // lines under this span.
     async {
         let ctx = match contract_row {
             // What was approved is exactly what runs: the job carries the hash and base.
             Some(row)
-                if row.sha256 == execute.sha256
-                    && row.base_sha == execute.base_sha
+                if row.sha256 == execute.sha256.as_str()
+                    && row.base_sha == execute.base_sha.as_str()
                     && row.settings.as_deref().map(BoundSettings::sha256_of)
                         == execute.settings_sha256
                     && row.approved_by.is_some() =>
@@ -176,9 +180,9 @@ pub async fn execute_job(app: Arc<App>, execute: ExecuteJob, attempt: i64) -> Re
                 }
             }
             _ => {
-                let reason = comments::contract_not_on_record(execute.version, &execute.sha256);
+                let reason = comments::contract_not_on_record(version, execute.sha256.as_str());
                 fail(&app, forge.as_ref(), &session.id, &reason).await?;
-                return Ok(());
+                return Ok(JobEnd::RoundGoesOn);
             }
         };
         let ended = match ctx.run(state).await {
@@ -199,7 +203,7 @@ pub async fn execute_job(app: Arc<App>, execute: ExecuteJob, attempt: i64) -> Re
         };
         ended?;
         // The run has ended: a review that waited for it starts the next round.
-        super::review::start_queued(&app, forge.as_ref(), &ctx.id).await
+        Ok(JobEnd::RoundEnded)
     }
     .instrument(span)
     .await
@@ -474,11 +478,9 @@ impl Execution<'_> {
     }
 
     async fn status(&self, state: SessionState, text: &str) -> Result<(), Stop> {
-        let mut conn = self.reader().await?;
-        let Some(row) = sessions::get(&mut conn, &self.id).await? else {
+        let Some(row) = self.app.db.session(&self.id).await? else {
             return Err(Stop::Gone);
         };
-        drop(conn);
         update_status(&self.app, self.forge, &row, state, text).await?;
         Ok(())
     }
@@ -497,11 +499,9 @@ async fn fail_detailed(
     reason: &str,
     detail: Option<&str>,
 ) -> Result<(), JobError> {
-    let mut conn = app.db.pool.acquire().await?;
-    let Some(row) = sessions::get(&mut conn, id).await? else {
+    let Some(row) = app.db.session(id).await? else {
         return Ok(());
     };
-    drop(conn);
     let from = row.state;
     if !matches!(
         from,

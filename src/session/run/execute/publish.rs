@@ -85,11 +85,8 @@ impl Execution<'_> {
                 None => {
                     self.move_to(SessionState::Publishing, SessionState::PrOpened, None)
                         .await?;
-                    let mut conn = self.reader().await?;
-                    let pull = sessions::get(&mut conn, &self.id)
-                        .await?
-                        .and_then(|s| s.pull_number);
-                    drop(conn);
+                    let session = self.app.db.session(&self.id).await?;
+                    let pull = session.and_then(|s| s.pull_number);
                     let text = comments::pull_was_opened(pull);
                     self.status(SessionState::PrOpened, &text).await
                 }

@@ -4,13 +4,13 @@
 
 use tracing::info;
 
-use super::command::{CommandContext, Done, move_or_refuse};
-use super::dispatch::{PlanJob, enqueue_plan, enqueue_plan_job};
-use super::error::{Stop, UserError};
-use super::{comments, review};
 use crate::forge::{Forge, ForgeError, PullState, ReviewComment};
 use crate::ids::{PullNumber, RepoName};
 use crate::jobs::JobError;
+use crate::session::context::{CommandContext, Done, move_or_refuse};
+use crate::session::error::{Stop, UserError};
+use crate::session::jobs::{PlanJob, enqueue_plan, enqueue_plan_job, version_of};
+use crate::session::{comments, feedback};
 use crate::store::ci_reports;
 use crate::store::reviews::{self, Owed};
 use crate::store::sessions::{self, ContractRow, SessionRow};
@@ -62,7 +62,7 @@ pub(super) async fn apply(
 
 /// A round asked for on the pull request: what the planner is told and, for a review,
 /// the review to claim and the inline comments its round owes an answer.
-pub(super) struct PullRound<'a> {
+pub(in crate::session) struct PullRound<'a> {
     pub feedback: &'a str,
     pub review: Option<i64>,
     pub owed: &'a [Owed],
@@ -70,18 +70,18 @@ pub(super) struct PullRound<'a> {
 
 /// `/revise` written on the session's pull request, after `inline`: the writer's open
 /// comments on its diff (`more`: there were more than were read).
-pub(super) async fn on_pull(
+pub(in crate::session) async fn on_pull(
     ctx: &CommandContext<'_>,
     session: &SessionRow,
     pull: PullNumber,
     asked: &str,
     (inline, more): (&[ReviewComment], bool),
 ) -> Result<(), JobError> {
-    if let Some(refusal) = closed(ctx.forge, &ctx.event.repo, pull).await? {
+    if let Some(refusal) = closed(ctx.repo.forge()?, ctx.repo.name, pull).await? {
         return ctx.reply(UserError::Refused(refusal)).await;
     }
-    let feedback = review::feedback(asked, inline, more);
-    let owed = review::owed(inline);
+    let feedback = feedback::feedback(asked, inline, more);
+    let owed = feedback::owed(inline);
     let round = PullRound {
         feedback: &feedback,
         review: None,
@@ -97,7 +97,7 @@ pub(super) async fn on_pull(
 /// Why no round can start on pull request `pull`, when it is closed or merged: the
 /// branch has nowhere to go. Asked before a round's transaction, which must not wait on
 /// the forge.
-pub(super) async fn closed(
+pub(in crate::session) async fn closed(
     forge: &dyn Forge,
     repo: &RepoName,
     pull: PullNumber,
@@ -111,20 +111,20 @@ pub(super) async fn closed(
 
 /// Starts another round on the pull request's branch: contract v(n+1) is planned with the
 /// feedback. `Stop::Gone` when the round's review was claimed before (a redelivery).
-pub(super) async fn start_round(
+pub(in crate::session) async fn start_round(
     ctx: &CommandContext<'_>,
     session: &SessionRow,
     pull: PullNumber,
     round: &PullRound<'_>,
 ) -> Result<(), Stop> {
-    let (id, event) = (&session.id, ctx.event);
-    let mut tx = ctx.app.db.writer.begin().await?;
-    let other = sessions::find_active(&mut tx, event.forge, &event.repo, ctx.issue).await?;
+    let (id, repo) = (&session.id, ctx.repo);
+    let mut tx = repo.app.db.writer.begin().await?;
+    let other = sessions::find_active(&mut tx, repo.kind, repo.name, ctx.issue).await?;
     decide_on_pull(session.state, other.is_some_and(|o| o.id != *id))?;
     let version = next_version(sessions::latest_contract(&mut tx, id).await?.as_ref());
     if let Some(review) = round.review {
         let claimed =
-            reviews::claim(&mut tx, event.forge, &event.repo, review, id, Some(version)).await?;
+            reviews::claim(&mut tx, repo.kind, repo.name, review, id, Some(version)).await?;
         if !claimed {
             return Err(Stop::Gone);
         }
@@ -135,7 +135,7 @@ pub(super) async fn start_round(
     move_or_refuse(&mut tx, id, session.state, to, comments::raced_revision()).await?;
     let plan = PlanJob {
         session: id.clone(),
-        version,
+        version: version_of(version)?,
         feedback: Some(round.feedback.to_owned()),
         evidence: ci_evidence(&failures),
     };

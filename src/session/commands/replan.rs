@@ -1,12 +1,12 @@
 //! `/plan`: starts planning over from the issue as it is now, forgetting what the planner
 //! learned, while a contract awaits approval or after a failure. With no session on the
-//! issue it starts one (see `command.rs`).
+//! issue it starts one (see `start.rs`).
 
-use super::command::{CommandContext, Done, move_or_refuse};
-use super::comments;
-use super::dispatch::enqueue_plan;
-use super::error::{Stop, UserError};
 use crate::forge::Issue;
+use crate::session::comments;
+use crate::session::context::{CommandContext, Done, move_or_refuse};
+use crate::session::error::{Stop, UserError};
+use crate::session::jobs::enqueue_plan;
 use crate::store::sessions::{self, ContractRow, SessionRow};
 use crate::store::state::SessionState;
 

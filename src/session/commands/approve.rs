@@ -1,12 +1,12 @@
 //! `/approve [vN]`: binds the maintainer's word to exactly the contract version they read,
 //! its hash, base and settings, and queues the execute job for that binding.
 
-use super::command::{CommandContext, Done, move_or_refuse};
-use super::comments;
-use super::dispatch::enqueue_execute;
-use super::error::{Stop, UserError};
 use crate::config::repo::BoundSettings;
 use crate::contract::{Contract, ContractVersion};
+use crate::session::comments;
+use crate::session::context::{CommandContext, Done, move_or_refuse};
+use crate::session::error::{Stop, UserError};
+use crate::session::jobs::enqueue_execute;
 use crate::store::sessions::{self, ContractRow, SessionRow};
 use crate::store::state::SessionState;
 

@@ -3,11 +3,11 @@
 //! never published. `/retry continue` carries the contract out from the unfinished change
 //! a stopped run kept instead.
 
-use super::command::{CommandContext, Done, move_or_refuse};
-use super::comments;
-use super::dispatch::{Continuation, enqueue_execute, enqueue_plan};
-use super::error::{Stop, UserError};
-use super::execute;
+use crate::session::comments;
+use crate::session::context::{CommandContext, Done, move_or_refuse};
+use crate::session::error::{Stop, UserError};
+use crate::session::jobs::{Continuation, enqueue_execute, enqueue_plan};
+use crate::session::run::execute;
 use crate::store::runs::{self, RunState};
 use crate::store::sessions::{ContractRow, SessionRow};
 use crate::store::state::SessionState;
@@ -73,7 +73,7 @@ pub(super) async fn apply(
     // The same approval carries the work on: the contract version and its binding stay.
     let (to, continues, status) = if continues {
         let from = continuation(last_run)?;
-        let status = comments::continuing(contract.version, &from.commit, ctx.login());
+        let status = comments::continuing(contract.version, from.commit.as_str(), ctx.login());
         (SessionState::Executing, Some(from), status)
     } else {
         let to = execution_stage(resume, last_run.map(|r| r.state));

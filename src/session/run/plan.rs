@@ -8,10 +8,6 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use tracing::{Instrument as _, info, warn};
 
-use super::comments;
-use super::dispatch::PlanJob;
-use super::error::{Stop, UserError};
-use super::status::{comment_url, find_own_comment, update_status, update_status_of};
 use crate::app::App;
 use crate::config::environment::Choice;
 use crate::config::repo::{BoundSettings, RepoConfig};
@@ -28,25 +24,28 @@ use crate::llm::ModelError;
 use crate::metering::ModelRole;
 use crate::planner::{Dossier, PlanError, PlanRequest, Planner, PlannerOptions};
 use crate::repo_tools::RepoTools;
+use crate::session::comments;
+use crate::session::error::{Stop, UserError};
+use crate::session::jobs::{JOB_ATTEMPTS, JobEnd, PlanJob};
+use crate::session::status::{comment_url, find_own_comment, update_status, update_status_of};
 use crate::store::audit;
 use crate::store::model_usage::Budget;
 use crate::store::sessions::{self, ContractRow, SessionRow};
 use crate::store::state::SessionState;
 
-/// The plan job: runs the planner (or resumes it) and posts the contract.
-pub async fn plan_job(app: Arc<App>, plan: PlanJob, attempt: i64) -> Result<(), JobError> {
-    let mut conn = app.db.pool.acquire().await?;
-    let Some(session) = sessions::get(&mut conn, &plan.session).await? else {
+/// The plan job: runs the planner (or resumes it) and posts the contract. The round ends
+/// here only when planning fails.
+pub async fn plan_job(app: Arc<App>, plan: PlanJob, attempt: i64) -> Result<JobEnd, JobError> {
+    let Some(session) = app.db.session(&plan.session).await? else {
         return Err(JobError::Permanent(anyhow::anyhow!(
             "Session {} does not exist",
             plan.session
         )));
     };
-    drop(conn);
     let again = session.state == SessionState::AwaitingApproval;
     if session.state != SessionState::Planning && !again {
         info!(session = %plan.session, state = %session.state, "plan job no longer needed");
-        return Ok(());
+        return Ok(JobEnd::RoundGoesOn);
     }
     let forge = app.forges.get(session.forge, session.installation_id)?;
     let span = tracing::info_span!("session", id = %plan.session, repo = %session.repo, issue = session.issue_number.0);
@@ -55,7 +54,7 @@ pub async fn plan_job(app: Arc<App>, plan: PlanJob, attempt: i64) -> Result<(), 
         forge: forge.as_ref(),
         session: &session,
         plan: &plan,
-        last_try: attempt >= super::dispatch::JOB_ATTEMPTS,
+        last_try: attempt >= JOB_ATTEMPTS,
     };
     // Instrumented, not entered: a guard held across an await puts other tasks' log
     // lines under this span.
@@ -65,15 +64,15 @@ pub async fn plan_job(app: Arc<App>, plan: PlanJob, attempt: i64) -> Result<(), 
             false => job.plan_and_post().await,
         };
         match done {
-            Ok(()) | Err(Stop::Gone) => Ok(()),
+            Ok(()) | Err(Stop::Gone) => Ok(JobEnd::RoundGoesOn),
+            // A round that failed in planning has ended: a review waiting for it starts.
             Err(Stop::User(UserError::Refused(reason) | UserError::Failed(reason))) => {
                 fail(&app, job.forge, &session, &reason, None).await?;
-                // A round that failed in planning has ended: a review waiting for it starts.
-                super::review::start_queued(&app, job.forge, &session.id).await
+                Ok(JobEnd::RoundEnded)
             }
             Err(Stop::User(UserError::Hidden { public, detail })) => {
                 fail(&app, job.forge, &session, &public, Some(&detail)).await?;
-                super::review::start_queued(&app, job.forge, &session.id).await
+                Ok(JobEnd::RoundEnded)
             }
             Err(Stop::Job(e)) => Err(e),
         }
@@ -109,6 +108,11 @@ impl Planning<'_> {
         &self.session.id
     }
 
+    /// The version this job produces, as the contract rows number it.
+    fn version(&self) -> i64 {
+        i64::from(self.plan.version.0)
+    }
+
     async fn plan_and_post(&self) -> Result<(), Stop> {
         let investigating = comments::investigating();
         update_status(
@@ -119,10 +123,9 @@ impl Planning<'_> {
             &investigating,
         )
         .await?;
-        let mut conn = self.app.db.pool.acquire().await?;
-        let existing = sessions::contract(&mut conn, self.id(), self.plan.version).await?;
-        let dossier = load_dossier(&mut conn, self.id()).await?;
-        drop(conn);
+        let db = &self.app.db;
+        let existing = db.contract(self.id(), self.version()).await?;
+        let dossier = read_dossier(db.dossier(self.id()).await?);
         // Questions asked and not yet posted (the job died before posting) are posted as
         // they are; asking again would cost money and might differ.
         if let Some(round) = dossier.asked.last().filter(|r| r.answer.is_none()) {
@@ -139,11 +142,8 @@ impl Planning<'_> {
         };
         let (body, version, notes) = self.render(&row).await?;
         // Cancelled while the planner worked: the contract stays on record, unposted.
-        let mut conn = self.app.db.pool.acquire().await?;
-        let still_planning = sessions::get(&mut conn, self.id())
-            .await?
+        let still_planning = (self.app.db.session(self.id()).await?)
             .is_some_and(|s| s.state == SessionState::Planning);
-        drop(conn);
         if !still_planning {
             info!(session = %self.id(), "session ended while planning; contract not posted");
             return Ok(());
@@ -161,9 +161,7 @@ impl Planning<'_> {
             }
             Err(e) => return Err(e.into()),
         };
-        let mut conn = self.app.db.pool.acquire().await?;
-        let snapshot = sessions::issue_snapshot(&mut conn, self.id()).await?;
-        drop(conn);
+        let snapshot = self.app.db.issue_snapshot(self.id()).await?;
         let Some((title, body)) = snapshot.filter(|(t, b)| *t != issue.title || *b != issue.body)
         else {
             return Ok((issue, false));
@@ -222,12 +220,9 @@ impl Planning<'_> {
     /// planner asked instead.
     async fn write_contract(&self) -> Result<Written, Stop> {
         let (issue, edited) = self.issue_as_asked().await?;
-        let previous = match self.plan.version {
+        let previous = match self.version() {
             1 => None,
-            v => {
-                let mut conn = self.app.db.pool.acquire().await?;
-                sessions::contract(&mut conn, self.id(), v - 1).await?
-            }
+            v => self.app.db.contract(self.id(), v - 1).await?,
         };
         let base = match &previous {
             // A revision keeps the base its evidence refers to.
@@ -259,7 +254,7 @@ impl Planning<'_> {
         let mut bound = config.bound();
         bound.chosen = Some(choice);
         let settings = bound.to_json();
-        let (id, version) = (self.id(), self.plan.version);
+        let (id, version) = (self.id(), self.version());
         let mut tx = self.app.db.writer.begin().await?;
         let new = sessions::NewContract {
             session: id,
@@ -278,9 +273,7 @@ impl Planning<'_> {
         });
         audit_planwright(&mut tx, id, "contract.written", detail).await?;
         tx.commit().await?;
-        let mut conn = self.app.db.pool.acquire().await?;
-        let row = sessions::contract(&mut conn, id, version)
-            .await?
+        let row = (self.app.db.contract(id, version).await?)
             .context("The contract just stored cannot be read back")?;
         Ok(Written::Contract(Box::new(row), edited))
     }
@@ -342,11 +335,9 @@ impl Planning<'_> {
         row: &ContractRow,
         previous: i64,
     ) -> Result<(), Stop> {
-        let mut conn = self.app.db.pool.acquire().await?;
-        let Some(old) = sessions::contract(&mut conn, self.id(), previous).await? else {
+        let Some(old) = self.app.db.contract(self.id(), previous).await? else {
             return Ok(());
         };
-        drop(conn);
         let settings_changed = old.settings != row.settings;
         let old_sha = old.base_sha.clone();
         let old = stored_contract(&old)?;
@@ -379,9 +370,7 @@ impl Planning<'_> {
         let ours = |b: &str| {
             ContractMarker::find(b).is_some_and(|m| m.session == *id && m.version == version)
         };
-        let mut conn = self.app.db.writer.acquire().await?;
-        let first = sessions::claim_contract_post(&mut conn, id, row.version).await?;
-        drop(conn);
+        let first = self.app.db.claim_contract_post(id, row.version).await?;
         // Looked for only when an earlier attempt may have posted it.
         let earlier = match first {
             true => None,
@@ -444,14 +433,13 @@ impl Planning<'_> {
     /// rate limit, an outage): the announcement is made again, so the status comment does
     /// not stay at what it said meanwhile. Nothing happens when a later version exists.
     async fn announce_again(&self) -> Result<(), Stop> {
-        let mut conn = self.app.db.pool.acquire().await?;
-        let latest = sessions::latest_contract(&mut conn, self.id()).await?;
-        let Some(row) = latest.filter(|r| r.version == self.plan.version && r.comment_id.is_some())
+        let db = &self.app.db;
+        let latest = db.latest_contract(self.id()).await?;
+        let Some(row) = latest.filter(|r| r.version == self.version() && r.comment_id.is_some())
         else {
             return Ok(());
         };
-        let before = sessions::contract(&mut conn, self.id(), row.version - 1).await?;
-        drop(conn);
+        let before = db.contract(self.id(), row.version - 1).await?;
         let (_, version, notes) = self.render(&row).await?;
         let superseded: Vec<ContractRow> = before.into_iter().collect();
         self.announce(&superseded, version, false, &notes).await
@@ -493,7 +481,7 @@ impl Planning<'_> {
             source::choose(&config.environment, &checkout.path(), deployment.as_deref());
         // Pulled before any model is paid: scouts run their commands in it, and an image
         // that cannot be used is said now rather than after approval.
-        let image = match super::environment::pull(app, &choice, self.last_try).await {
+        let image = match crate::session::environment::pull(app, &choice, self.last_try).await {
             Ok(image) => image,
             Err(stop) => {
                 checkout.done().await;
@@ -527,9 +515,7 @@ impl Planning<'_> {
             .await
             .map_err(|e| Stop::from(anyhow::anyhow!("The repository map's task failed: {e}")))?
         };
-        let mut conn = app.db.pool.acquire().await?;
-        let mut dossier = load_dossier(&mut conn, self.id()).await?;
-        drop(conn);
+        let mut dossier = read_dossier(app.db.dossier(self.id()).await?);
         let planner = Planner {
             model: planner_model.as_ref(),
             scout_model: scout_model.as_ref(),
@@ -554,8 +540,7 @@ impl Planning<'_> {
             let text = serde_json::to_string(d);
             Box::pin(async move {
                 let text = text?;
-                let mut conn = db.writer.acquire().await?;
-                sessions::save_dossier(&mut conn, &id, Some(&text)).await
+                db.save_dossier(&id, Some(&text)).await
             })
                 as std::pin::Pin<Box<dyn std::future::Future<Output = anyhow::Result<()>> + Send>>
         };
@@ -577,8 +562,7 @@ impl Planning<'_> {
         dossier.invalid_submissions = 0;
         let keep = async || -> Result<(), Stop> {
             let text = serde_json::to_string(&dossier)?;
-            let mut conn = self.app.db.writer.acquire().await?;
-            sessions::save_dossier(&mut conn, self.id(), Some(&text)).await?;
+            self.app.db.save_dossier(self.id(), Some(&text)).await?;
             Ok(())
         };
         let round = dossier.asked.len();
@@ -627,10 +611,15 @@ enum Written {
 
 /// The session's dossier; a new one when it has none (or one this version cannot read).
 async fn load_dossier(conn: &mut sqlx::AnyConnection, id: &SessionId) -> Result<Dossier, Stop> {
-    Ok(match sessions::load_dossier(conn, id).await? {
+    Ok(read_dossier(sessions::load_dossier(conn, id).await?))
+}
+
+/// A stored dossier; a new one for none (or one this version cannot read).
+fn read_dossier(text: Option<String>) -> Dossier {
+    match text {
         Some(text) => serde_json::from_str(&text).unwrap_or_default(),
         None => Dossier::default(),
-    })
+    }
 }
 
 fn stored_contract(row: &ContractRow) -> Result<Contract, Stop> {

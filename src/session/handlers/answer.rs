@@ -6,17 +6,17 @@
 
 use tracing::info;
 
-use super::comments;
-use super::dispatch::enqueue_plan;
-use super::events::{command_comment, is_bot};
-use super::status::update_status_of;
 use crate::app::App;
-use crate::event::{RepoEvent, Thread};
+use crate::event::Thread;
 use crate::forge::Reaction;
 use crate::ids::{CommentId, IssueNumber, Permission, SessionId};
 use crate::jobs::JobError;
 use crate::planner::Dossier;
 use crate::planner::dossier::Answer;
+use crate::session::comments;
+use crate::session::context::RepoContext;
+use crate::session::jobs::enqueue_plan;
+use crate::session::status::update_status_of;
 use crate::store::audit;
 use crate::store::sessions;
 use crate::store::state::SessionState;
@@ -26,30 +26,26 @@ const MAY_ANSWER: Permission = Permission::Triage;
 
 /// A comment that is not a command was written on `issue`.
 pub(super) async fn on_comment(
-    app: &App,
-    event: &RepoEvent,
+    repo: &RepoContext<'_>,
     issue: IssueNumber,
     comment: CommentId,
-    delivery: Option<&str>,
 ) -> Result<(), JobError> {
     // Most comments answer nothing: the database says so before the forge is asked.
-    let mut conn = app.db.pool.acquire().await?;
-    let session = sessions::find_active(&mut conn, event.forge, &event.repo, issue).await?;
+    let app = repo.app;
+    let session = app.db.active_session(repo.kind, repo.name, issue).await?;
     let Some(session) = session.filter(|s| s.state == SessionState::AwaitingAnswer) else {
         return Ok(());
     };
-    let dossier = dossier_of(&mut conn, &session.id).await?;
-    drop(conn);
+    let dossier = read_dossier(app.db.dossier(&session.id).await?);
     let Some(asked_at) = dossier.waiting().map(|r| r.asked_at) else {
         return Ok(());
     };
     if dossier.answered_by(comment.0) {
         return Ok(());
     }
-    let forge = app.forges.get(event.forge, event.installation)?;
-    let forge = forge.as_ref();
+    let forge = repo.forge()?;
     let thread = Thread::Issue(issue);
-    let Some(written) = command_comment(app, forge, event, thread, comment, delivery).await? else {
+    let Some(written) = repo.command_comment(thread, comment).await? else {
         return Ok(());
     };
     let author = &written.author;
@@ -59,14 +55,14 @@ pub(super) async fn on_comment(
     {
         return Ok(());
     }
-    if is_bot(forge, author).await? {
+    if repo.is_bot(author).await? {
         return Ok(());
     }
-    let permission = forge.permission_of(&event.repo, author).await?;
+    let permission = forge.permission_of(repo.name, author).await?;
     if permission < MAY_ANSWER {
         if refused_once(app, &session.id, &author.login).await? {
             let text = comments::answer_not_permitted(&author.login, permission);
-            forge.create_comment(&event.repo, issue, &text).await?;
+            forge.create_comment(repo.name, issue, &text).await?;
         }
         return Ok(());
     }
@@ -96,10 +92,10 @@ pub(super) async fn on_comment(
     audit::append(
         &mut tx,
         &audit::Entry {
-            actor: &format!("{}:{}", event.forge.as_str(), author.login),
+            actor: &repo.actor(author),
             action: "questions.answered",
             session: Some(id.as_str()),
-            delivery,
+            delivery: repo.delivery,
             detail: serde_json::json!({ "round": round, "comment": comment, "version": version }),
         },
     )
@@ -107,7 +103,7 @@ pub(super) async fn on_comment(
     tx.commit().await?;
     info!(session = %id, by = %author.login, round, "the planner's questions were answered");
     forge
-        .react(&event.repo, issue, comment, Reaction::Eyes)
+        .react(repo.name, issue, comment, Reaction::Eyes)
         .await?;
     let text = comments::planning_with_answer(&author.login);
     update_status_of(app, forge, id, to, &text).await?;
@@ -115,10 +111,15 @@ pub(super) async fn on_comment(
 }
 
 async fn dossier_of(conn: &mut sqlx::AnyConnection, id: &SessionId) -> Result<Dossier, JobError> {
-    Ok(match sessions::load_dossier(conn, id).await? {
+    Ok(read_dossier(sessions::load_dossier(conn, id).await?))
+}
+
+/// A stored dossier; a new one for none (or one this version cannot read).
+fn read_dossier(text: Option<String>) -> Dossier {
+    match text {
         Some(text) => serde_json::from_str(&text).unwrap_or_default(),
         None => Dossier::default(),
-    })
+    }
 }
 
 /// Records that `login` was told they may not answer the waiting round; `false` when

@@ -1,9 +1,9 @@
 //! `/cancel`: ends the session wherever it may still be stopped; a running executor sees
 //! the move and stops, and nothing is pushed.
 
-use super::command::{CommandContext, Done, move_or_refuse};
-use super::comments;
-use super::error::{Stop, UserError};
+use crate::session::comments;
+use crate::session::context::{CommandContext, Done, move_or_refuse};
+use crate::session::error::{Stop, UserError};
 use crate::store::sessions::SessionRow;
 use crate::store::state::SessionState;
 

@@ -239,7 +239,7 @@ impl Execution<'_> {
         let branch_head = runs::branch_head(&mut conn, &self.id).await?;
         drop(conn);
         let start = match &self.continues {
-            Some(from) => from.commit.clone(),
+            Some(from) => from.commit.0.clone(),
             None => published.unwrap_or_else(|| self.row.base_sha.clone()),
         };
         let base = async {
