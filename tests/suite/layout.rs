@@ -53,11 +53,6 @@ const NEVER: &[(&str, &str)] = &[
 /// nothing at all.
 const LEAVES: &[&str] = &["ids", "distill", "markdown", "metrics", "unix_socket"];
 
-/// Folders of `src/` whose files still import each other, while they are split into
-/// handlers, commands and jobs. Remove an entry when its folder is untangled; nothing may
-/// be added.
-const FOLDERS_BEING_BROKEN_UP: &[&str] = &["session"];
-
 /// One file of `src/`: its path under `src/` and its text.
 struct Source {
     path: String,
@@ -635,12 +630,6 @@ fn folder_cycles(files: &[&str], edges: &BTreeMap<(String, String), Vec<String>>
     cycles
 }
 
-fn being_broken_up(cycle: &str) -> bool {
-    FOLDERS_BEING_BROKEN_UP
-        .iter()
-        .any(|f| cycle.starts_with(&format!("{f}/")))
-}
-
 #[test]
 fn every_module_of_the_crate_has_a_row() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
@@ -678,10 +667,7 @@ fn no_two_modules_use_each_other() {
 fn no_two_files_of_a_folder_import_each_other() {
     let sources = sources();
     let paths: Vec<&str> = sources.iter().map(|s| s.path.as_str()).collect();
-    let cycles: Vec<String> = folder_cycles(&paths, &file_edges(&sources))
-        .into_iter()
-        .filter(|c| !being_broken_up(c))
-        .collect();
+    let cycles = folder_cycles(&paths, &file_edges(&sources));
     assert!(
         cycles.is_empty(),
         "files of one folder that import each other (split what both use into a file \
@@ -860,6 +846,110 @@ fn the_folder_check_finds_two_and_three_file_cycles() {
         source("a/c.rs", "pub struct Y;"),
     ]);
     assert!(one_way.is_empty(), "{one_way:?}");
-    assert!(being_broken_up("session/: x"));
-    assert!(!being_broken_up("sessions/: x"));
+}
+
+/// The longest function `src/` may hold, in lines, outside the test-output parsers of
+/// `distill/` (a parser of one runner's output reads best as one match over its lines).
+const FUNCTION_LINES_MAX: usize = 120;
+
+/// `(name, first line, lines)` of every function in `text` longer than `max` lines, unit
+/// tests left out. It reads rustfmt's layout: a function ends at the first closing brace
+/// at its own indentation.
+fn long_functions(text: &str, max: usize) -> Vec<(String, usize, usize)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut long = Vec::new();
+    let mut test_attribute = false;
+    let mut i = 0;
+    while i < lines.len() {
+        let line = lines[i];
+        let trimmed = line.trim_start();
+        let indent = &line[..line.len() - trimmed.len()];
+        if trimmed == "#[cfg(test)]" {
+            // The item that follows is test code: skip it whole.
+            let mut end = i + 1;
+            while end < lines.len() && lines[end] != format!("{indent}}}") {
+                if lines[end].trim_end().ends_with(';') && end == i + 1 {
+                    break;
+                }
+                end += 1;
+            }
+            i = end + 1;
+            continue;
+        }
+        if trimmed.starts_with("#[test]") || trimmed.starts_with("#[tokio::test") {
+            test_attribute = true;
+        }
+        let words: Vec<&str> = trimmed.split_whitespace().collect();
+        let at_fn = words
+            .iter()
+            .take_while(|w| {
+                matches!(**w, "pub" | "async" | "const" | "unsafe" | "fn") || w.starts_with("pub(")
+            })
+            .any(|w| *w == "fn");
+        if at_fn && !trimmed.trim_end().ends_with(';') {
+            let name = trimmed
+                .split("fn ")
+                .nth(1)
+                .unwrap_or("")
+                .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .next()
+                .unwrap_or("")
+                .to_owned();
+            let mut end = i;
+            while end < lines.len()
+                && lines[end] != format!("{indent}}}")
+                && !(end == i && line.trim_end().ends_with('}'))
+            {
+                end += 1;
+            }
+            let length = end - i + 1;
+            if length > max && !test_attribute {
+                long.push((name, i + 1, length));
+            }
+            test_attribute = false;
+            i = end + 1;
+            continue;
+        }
+        i += 1;
+    }
+    long
+}
+
+#[test]
+fn no_function_is_longer_than_a_reader_can_hold() {
+    let long: Vec<String> = sources()
+        .iter()
+        .filter(|s| !s.path.starts_with("distill/"))
+        .flat_map(|s| {
+            long_functions(&s.text, FUNCTION_LINES_MAX)
+                .into_iter()
+                .map(|(name, line, length)| format!("src/{}:{line} {name}: {length} lines", s.path))
+        })
+        .collect();
+    assert!(
+        long.is_empty(),
+        "functions over {FUNCTION_LINES_MAX} lines (split them into named phases):\n{}",
+        long.join("\n")
+    );
+}
+
+#[test]
+fn the_length_check_finds_a_long_function_and_passes_over_tests() {
+    let body = |name: &str, lines: usize| {
+        format!(
+            "pub async fn {name}(x: u32) -> u32 {{\n{}    x\n}}\n",
+            "    let _ = x;\n".repeat(lines)
+        )
+    };
+    let text = format!(
+        "{}\n{}\n#[test]\n{}\n#[cfg(test)]\nmod tests {{\n    {}\n}}\n",
+        body("short", 10),
+        body("long", 130),
+        body("a_long_test", 130),
+        body("inside_tests", 130).replace('\n', "\n    "),
+    );
+    let found = long_functions(&text, FUNCTION_LINES_MAX);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].0, "long");
+    assert_eq!(found[0].2, 133);
 }
