@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use planwright::config::environment::EnvironmentConfig;
-use planwright::environment::setup::SetupCache;
+use planwright::environment::setup_cache::SetupCache;
 use planwright::forge::GitRemote;
 use planwright::git::{MirrorCache, MirrorKey, Outcome, WorkspaceRequest, Workspaces};
 use planwright::ids::{CommitSha, IssueNumber, RepoName, RepoScope};

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 
 use crate::config::Settings;
 use crate::config::github_app::RegisteredApp;
-use crate::server::setup::setup_from_terminal;
+use crate::server::registration::setup_from_terminal;
 
 use super::ExitStatus;
 

@@ -3,7 +3,7 @@
 //! sandbox's own checks (`doctor::sandbox`) and the default environment image
 //! (`doctor::environment`), one line each saying what to do about it.
 
-mod environment;
+mod image;
 pub mod sandbox;
 
 use std::path::{Path, PathBuf};
@@ -164,7 +164,7 @@ pub async fn run(settings: &Settings, relay: Option<PathBuf>) -> Vec<Check> {
                 detail: c.detail,
             }),
     );
-    out.extend(environment::checks(settings).await);
+    out.extend(image::checks(settings).await);
     out.push(disk(&settings.data_dir));
     out
 }

@@ -12,7 +12,7 @@ use crate::sandbox::landlock::Enforced;
 
 /// One line of the report.
 #[derive(Debug, Clone)]
-pub struct Check {
+pub struct SandboxCheck {
     pub name: &'static str,
     pub ok: bool,
     pub detail: String,
@@ -21,12 +21,12 @@ pub struct Check {
 }
 
 /// Runs every check. `relay` is the planwright executable that serves bridges inside.
-pub async fn checks(settings: &Settings, relay: Option<PathBuf>) -> Vec<Check> {
+pub async fn checks(settings: &Settings, relay: Option<PathBuf>) -> Vec<SandboxCheck> {
     let bwrap_required = settings.sandbox == "bwrap";
     let mut out = Vec::new();
     out.push(
         match (settings.sandbox.as_str(), settings.unsafe_no_sandbox) {
-            ("none", true) => Check {
+            ("none", true) => SandboxCheck {
                 name: "sandbox setting",
                 ok: false,
                 detail:
@@ -34,7 +34,7 @@ pub async fn checks(settings: &Settings, relay: Option<PathBuf>) -> Vec<Check> {
                         .into(),
                 required: false,
             },
-            (name, _) => Check {
+            (name, _) => SandboxCheck {
                 name: "sandbox setting",
                 ok: true,
                 detail: format!("SANDBOX={name}"),
@@ -43,7 +43,7 @@ pub async fn checks(settings: &Settings, relay: Option<PathBuf>) -> Vec<Check> {
         },
     );
     let program = crate::sandbox::bwrap::find_on_path("bwrap");
-    out.push(Check {
+    out.push(SandboxCheck {
         name: "bubblewrap",
         ok: program.is_some(),
         detail: match &program {
@@ -57,7 +57,7 @@ pub async fn checks(settings: &Settings, relay: Option<PathBuf>) -> Vec<Check> {
     let confinement = Confinement::observe(program.as_deref());
     out.push(user_namespaces(&confinement));
     let landlock = crate::sandbox::landlock::probe();
-    out.push(Check {
+    out.push(SandboxCheck {
         name: "landlock",
         ok: matches!(landlock, Ok(Enforced::Abi(_))),
         detail: match landlock {
@@ -100,9 +100,9 @@ fn read_sysctl(path: &str) -> Option<i64> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
 
-fn user_namespaces(confinement: &Confinement) -> Check {
+fn user_namespaces(confinement: &Confinement) -> SandboxCheck {
     let missing = missing(confinement);
-    Check {
+    SandboxCheck {
         name: "user namespaces",
         ok: missing.is_empty(),
         detail: if missing.is_empty() {
@@ -380,7 +380,7 @@ pub fn missing(c: &Confinement) -> Vec<String> {
 }
 
 /// Whether runs get a control group of their own, by making one as a run would.
-fn control_groups() -> Check {
+fn control_groups() -> SandboxCheck {
     use crate::sandbox::cgroup::{RunGroup, Version};
     let version = match Version::detect() {
         Some(Version::V1) => "cgroup v1",
@@ -388,7 +388,7 @@ fn control_groups() -> Check {
         None => "no cgroup hierarchy",
     };
     let made = RunGroup::create(1 << 30, 64);
-    Check {
+    SandboxCheck {
         name: "control groups",
         ok: made.is_ok(),
         detail: match made {
@@ -405,12 +405,12 @@ fn control_groups() -> Check {
     }
 }
 
-fn data_dir(dir: &Path) -> Check {
+fn data_dir(dir: &Path) -> SandboxCheck {
     let probe = dir.join(format!(".doctor-{}", uuid::Uuid::new_v4()));
     let result = std::fs::create_dir_all(dir)
         .and_then(|()| std::fs::write(&probe, b"probe"))
         .and_then(|()| std::fs::remove_file(&probe));
-    Check {
+    SandboxCheck {
         name: "data dir",
         ok: result.is_ok(),
         detail: match result {
@@ -424,7 +424,7 @@ fn data_dir(dir: &Path) -> Check {
 /// Whether planwright can make, and reach, a Unix socket as deep in `dir` (DATA_DIR) as a
 /// run's setup phase makes its egress proxy's. A path longer than a socket address holds
 /// goes through its folder's descriptor (see `unix_socket`).
-async fn sockets(dir: &Path) -> Check {
+async fn sockets(dir: &Path) -> SandboxCheck {
     use crate::unix_socket as socket;
     let scratch = dir.join(format!(
         "doctor-{}",
@@ -444,7 +444,7 @@ async fn sockets(dir: &Path) -> Check {
     .await;
     let _ = std::fs::remove_dir_all(&scratch);
     let bytes = path.as_os_str().len();
-    Check {
+    SandboxCheck {
         name: "sockets",
         ok: made.is_ok(),
         detail: match made {
@@ -473,12 +473,12 @@ async fn sandbox_runs(
     data_ok: bool,
     required: bool,
     confinement: &Confinement,
-) -> Vec<Check> {
+) -> Vec<SandboxCheck> {
     let mut out = Vec::new();
     let bwrap = match Bwrap::new(crate::sandbox::hidden_paths(settings)) {
         Ok(b) => b,
         Err(e) => {
-            out.push(Check {
+            out.push(SandboxCheck {
                 name: "sandbox",
                 ok: false,
                 detail: e.to_string(),
@@ -491,7 +491,7 @@ async fn sandbox_runs(
         Some(r) => bwrap.with_relay_program(r),
         None => bwrap,
     };
-    out.push(Check {
+    out.push(SandboxCheck {
         name: "host user",
         ok: true,
         detail: match bwrap.host_user() {
@@ -521,7 +521,7 @@ async fn sandbox_runs(
         .data_dir
         .join(format!("doctor-{}", uuid::Uuid::new_v4()));
     let plain = crate::sandbox::run_true(&bwrap, &scratch, false).await;
-    out.push(Check {
+    out.push(SandboxCheck {
         name: "sandbox",
         ok: plain.is_ok(),
         detail: match &plain {
@@ -539,7 +539,7 @@ async fn sandbox_runs(
     });
     if plain.is_ok() {
         let bridged = crate::sandbox::run_true(&bwrap, &scratch, true).await;
-        out.push(Check {
+        out.push(SandboxCheck {
             name: "bridge",
             ok: bridged.is_ok(),
             detail: match bridged {

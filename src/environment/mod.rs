@@ -9,7 +9,7 @@ pub mod cache;
 mod lease;
 mod reach;
 mod registry;
-pub mod setup;
+pub mod setup_cache;
 pub mod source;
 mod unpack;
 

@@ -56,7 +56,7 @@ pub struct ExecutorTask {
     /// Carrying on from unfinished work the checkout already holds: why the run that
     /// made it stopped.
     pub continues: Option<String>,
-    pub limits: Limits,
+    pub limits: AttemptLimits,
     /// The run's folder for the operator's records (transcript, spilled output). It must
     /// lie outside `root`: nothing the executor writes may pose as planwright's records,
     /// and the records never reach the planner.
@@ -73,7 +73,7 @@ pub struct Feedback {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Limits {
+pub struct AttemptLimits {
     /// Wall-clock time for the whole attempt, commands included.
     pub wall: Duration,
     /// Model calls the builtin executor makes at most.
@@ -84,9 +84,9 @@ pub struct Limits {
     pub budget: Budget,
 }
 
-impl Default for Limits {
+impl Default for AttemptLimits {
     fn default() -> Self {
-        Limits {
+        AttemptLimits {
             wall: Duration::from_secs(45 * 60),
             max_turns: 60,
             budget: Budget::default(),
@@ -101,7 +101,7 @@ impl ExecutorTask {
         workspace: &Workspace,
         contract: &Contract,
         records: PathBuf,
-        limits: Limits,
+        limits: AttemptLimits,
     ) -> ExecutorTask {
         let repo = workspace.repo();
         ExecutorTask {

@@ -216,7 +216,7 @@ pub trait ChatModel: Send + Sync + fmt::Debug {
 }
 
 #[derive(Debug, Clone)]
-pub struct RetryPolicy {
+pub struct ModelRetry {
     /// Attempts in all, the first included.
     pub max_attempts: u32,
     /// First backoff; doubled each attempt, with jitter, up to `max_delay`.
@@ -225,7 +225,7 @@ pub struct RetryPolicy {
     pub max_delay: Duration,
 }
 
-impl RetryPolicy {
+impl ModelRetry {
     fn delay(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
         if let Some(wait) = retry_after {
             return wait.min(self.max_delay);
@@ -250,7 +250,7 @@ pub struct HttpOptions {
     /// have none: `idle_timeout` bounds them instead.
     pub timeout: Duration,
     pub connect_timeout: Duration,
-    pub retry: RetryPolicy,
+    pub retry: ModelRetry,
     /// Ask for answers as server-sent events and assemble them as they arrive, so an
     /// answer may take as long as it needs while a stalled one is still noticed.
     pub stream: bool,
@@ -267,7 +267,7 @@ impl Default for HttpOptions {
             stream: false,
             idle_timeout: Duration::from_secs(300),
             connect_timeout: Duration::from_secs(10),
-            retry: RetryPolicy {
+            retry: ModelRetry {
                 max_attempts: 4,
                 base_delay: Duration::from_secs(1),
                 max_delay: Duration::from_secs(60),
@@ -336,7 +336,7 @@ struct Endpoint {
     /// Kept to scrub it from error messages; it is sent only through `headers`.
     secret: Option<SecretString>,
     http: reqwest::Client,
-    retry: RetryPolicy,
+    retry: ModelRetry,
     /// `Some(idle timeout)` when answers are streamed.
     stream: Option<Duration>,
 }
@@ -637,7 +637,7 @@ mod tests {
 
     #[test]
     fn retry_after_wins_over_backoff_and_both_are_capped() {
-        let policy = RetryPolicy {
+        let policy = ModelRetry {
             max_attempts: 5,
             base_delay: Duration::from_secs(2),
             max_delay: Duration::from_secs(10),

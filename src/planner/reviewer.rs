@@ -27,7 +27,7 @@ do not accept it, and give the executor precise instructions for its next attemp
 by calling `verdict` once.";
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct Verdict {
+pub struct ReviewVerdict {
     pub accept: bool,
     /// What the reviewer found, for the pull request.
     #[serde(default)]
@@ -73,7 +73,7 @@ fn tool() -> Tool {
 pub async fn review(
     model: &dyn ChatModel,
     request: &ReviewRequest<'_>,
-) -> Result<Verdict, ReviewError> {
+) -> Result<ReviewVerdict, ReviewError> {
     let mut messages = vec![Message::user(prompt(request))];
     for _ in 0..MAX_TURNS {
         let response = model
@@ -91,7 +91,7 @@ pub async fn review(
                 continue;
             };
             if name == "verdict" {
-                match serde_json::from_value::<Verdict>(input.clone()) {
+                match serde_json::from_value::<ReviewVerdict>(input.clone()) {
                     Ok(mut verdict) => {
                         verdict.findings = clip(verdict.findings.trim(), MAX_TEXT_CHARS);
                         verdict.instructions = clip(verdict.instructions.trim(), MAX_TEXT_CHARS);

@@ -39,7 +39,7 @@ pub struct VerificationRow {
 
 /// What verification found, as the pull request and the check show it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct VerificationReport {
+pub struct VerificationSummary {
     pub rows: Vec<VerificationRow>,
     /// Markdown: what the added and changed tests prove on the base code; empty when
     /// no proof was made.
@@ -56,7 +56,7 @@ pub struct VerificationReport {
 
 /// The reviewer's verdict on the run.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Review {
+pub struct ReviewSummary {
     pub accepted: bool,
     /// What the reviewer found, markdown.
     pub findings: String,
@@ -115,11 +115,11 @@ pub struct Publication<'a> {
     pub approved_by: &'a str,
     /// The branch the pull request asks to merge into.
     pub base_branch: &'a str,
-    pub verification: &'a VerificationReport,
+    pub verification: &'a VerificationSummary,
     /// Where the checks ran (an image by digest, or the planwright host's tools), in one
     /// line of markdown; the verification section opens with it.
     pub environment: &'a str,
-    pub review: Option<&'a Review>,
+    pub review: Option<&'a ReviewSummary>,
     /// Executor attempts used, and allowed.
     pub attempts: u32,
     pub max_attempts: u32,
@@ -897,7 +897,7 @@ mod tests {
             name: "planwright".into(),
             email: "planwright@example.com".into(),
         };
-        let verification = VerificationReport {
+        let verification = VerificationSummary {
             rows: vec![],
             proof: String::new(),
             failing: "é failing test\n".repeat(20_000),

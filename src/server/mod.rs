@@ -6,7 +6,7 @@ pub mod html;
 pub mod metrics;
 pub mod operator;
 pub mod pages;
-pub mod setup;
+pub mod registration;
 pub mod webhooks;
 
 use std::net::SocketAddr;
@@ -35,7 +35,7 @@ pub struct AppState {
     pub waker: Waker,
     /// The forges the job handlers use; webhook verification reads the GitHub secrets here.
     pub forges: Arc<Forges>,
-    pub onboarding: setup::Onboarding,
+    pub onboarding: registration::Onboarding,
     /// Turns for reading GitHub bodies whose signature is not checked yet (WEBHOOK_BODY_READS).
     pub unverified_reads: Arc<tokio::sync::Semaphore>,
     /// Where verified deliveries are written, several to a transaction.
@@ -75,20 +75,21 @@ pub fn router(state: AppState, role: Role) -> Router {
                 Router::new()
                     .route(
                         "/",
-                        get(setup::index)
-                            .post(setup::token_form)
-                            .layer(DefaultBodyLimit::max(setup::FORM_LIMIT)),
+                        get(registration::index)
+                            .post(registration::token_form)
+                            .layer(DefaultBodyLimit::max(registration::FORM_LIMIT)),
                     )
-                    .route(setup::CALLBACK_PATH, get(setup::callback))
+                    .route(registration::CALLBACK_PATH, get(registration::callback))
                     .route(
                         "/sign-in",
                         get(pages::sign_in_form)
                             .post(pages::sign_in)
-                            .layer(DefaultBodyLimit::max(setup::FORM_LIMIT)),
+                            .layer(DefaultBodyLimit::max(registration::FORM_LIMIT)),
                     )
                     .route(
                         "/sign-out",
-                        post(pages::sign_out).layer(DefaultBodyLimit::max(setup::FORM_LIMIT)),
+                        post(pages::sign_out)
+                            .layer(DefaultBodyLimit::max(registration::FORM_LIMIT)),
                     )
                     .route("/sign-in/{forge}", get(pages::forge_sign_in))
                     .route("/sign-in/{forge}/callback", get(pages::forge_callback))
@@ -326,7 +327,11 @@ async fn app_state(
         db: db.clone(),
         settings: settings.clone(),
         waker,
-        onboarding: setup::Onboarding::new(settings.clone(), forges.clone(), &settings.public_url),
+        onboarding: registration::Onboarding::new(
+            settings.clone(),
+            forges.clone(),
+            &settings.public_url,
+        ),
         unverified_reads: Arc::new(tokio::sync::Semaphore::new(
             settings
                 .webhook_body_reads

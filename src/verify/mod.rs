@@ -16,7 +16,7 @@ mod rerun;
 mod run;
 mod runs;
 mod scope;
-mod setup;
+mod setup_phase;
 mod spans;
 mod weaken;
 

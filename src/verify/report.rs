@@ -437,7 +437,7 @@ impl VerificationReport {
 
     /// The report as a pull request, its check and a failure report show it: one row per
     /// command, the tests still failing, and the check's full account.
-    pub fn for_publication(&self) -> crate::publish::VerificationReport {
+    pub fn for_publication(&self) -> crate::publish::VerificationSummary {
         let rows = self
             .commands
             .iter()
@@ -507,7 +507,7 @@ impl VerificationReport {
             let _ = writeln!(proof, "{note}\n");
         }
         proof.push_str(&self.proof.markdown());
-        crate::publish::VerificationReport {
+        crate::publish::VerificationSummary {
             rows,
             proof: truncate_with_note(&proof, PROOF_CHARS).into_owned(),
             failing: failing.trim_end().to_owned(),

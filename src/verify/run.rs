@@ -17,14 +17,14 @@ use super::report::{Rules, Verdict, VerificationReport};
 use super::rerun;
 use super::runs::{CommandRun, Phase, RunSet, RunSummary};
 use super::scope::{check_scope, links_in};
-use super::setup::SetupCaching;
+use super::setup_phase::SetupCaching;
 use super::weaken;
 use super::{EXCERPT_CHARS, VerifyError};
 
 use crate::config::environment::EnvironmentConfig;
 use crate::contract::Contract;
 use crate::distill::{self, Failure, TestReport, clip};
-use crate::environment::setup::SetupCache;
+use crate::environment::setup_cache::SetupCache;
 use crate::git::{ChangedFile, Workspace};
 use crate::ids::RepoScope;
 use crate::sandbox::egress::{Allowlist, EgressProxy};

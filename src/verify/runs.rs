@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{EXCERPT_CHARS, MESSAGE_CHARS};
 use crate::distill::{self, Failure, clip};
-use crate::environment::setup::SetupCache;
+use crate::environment::setup_cache::SetupCache;
 use crate::ids::RepoScope;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

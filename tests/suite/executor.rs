@@ -18,7 +18,7 @@ use planwright::config::ProxyListen;
 use planwright::config::prices::PriceTable;
 use planwright::contract::Contract;
 use planwright::executor::{
-    Builtin, CommandExecutor, Executor, ExecutorReport, ExecutorTask, Feedback, Limits,
+    AttemptLimits, Builtin, CommandExecutor, Executor, ExecutorReport, ExecutorTask, Feedback,
     ProxyAccess, StopReason,
 };
 use planwright::forge::GitRemote;
@@ -142,7 +142,7 @@ impl RunDirs {
         }
     }
 
-    fn task(&self, limits: Limits) -> ExecutorTask {
+    fn task(&self, limits: AttemptLimits) -> ExecutorTask {
         ExecutorTask::new(&self.ws, &contract(), self.records.clone(), limits)
     }
 
@@ -227,7 +227,10 @@ async fn builtin_reads_edits_runs_in_the_sandbox_and_finishes() {
     ])
     .await;
     let executor = Builtin::new(server.client("anthropic:claude-executor-test"), sandbox());
-    let report = executor.run(&world.task(Limits::default())).await.unwrap();
+    let report = executor
+        .run(&world.task(AttemptLimits::default()))
+        .await
+        .unwrap();
 
     assert_eq!(report.stop, StopReason::Finished, "{report:?}");
     assert_eq!(
@@ -367,7 +370,10 @@ async fn escapes_through_the_tools_are_tool_errors_and_change_nothing() {
     ])
     .await;
     let executor = Builtin::new(server.client("anthropic:claude-executor-test"), sandbox());
-    let report = executor.run(&world.task(Limits::default())).await.unwrap();
+    let report = executor
+        .run(&world.task(AttemptLimits::default()))
+        .await
+        .unwrap();
     assert_eq!(report.stop, StopReason::Finished, "{report:?}");
 
     let results = tool_results(&server.requests()[1].body);
@@ -401,9 +407,9 @@ async fn the_turn_limit_stops_the_loop() {
     ])
     .await;
     let executor = Builtin::new(server.client("anthropic:claude-executor-test"), sandbox());
-    let limits = Limits {
+    let limits = AttemptLimits {
         max_turns: 2,
-        ..Limits::default()
+        ..AttemptLimits::default()
     };
     let report = executor.run(&world.task(limits)).await.unwrap();
     assert_eq!(report.stop, StopReason::TurnLimit, "{report:?}");
@@ -433,7 +439,10 @@ async fn malformed_arguments_are_fed_back_as_tool_errors() {
     ])
     .await;
     let executor = Builtin::new(server.client("openai:gpt-executor-test"), sandbox());
-    let report = executor.run(&world.task(Limits::default())).await.unwrap();
+    let report = executor
+        .run(&world.task(AttemptLimits::default()))
+        .await
+        .unwrap();
     assert_eq!(report.stop, StopReason::Finished, "{report:?}");
     assert_eq!(server.unused_steps(), 0);
     let requests = server.requests();
@@ -480,7 +489,10 @@ async fn a_spent_budget_stops_the_builtin_executor() {
     .unwrap()
     .for_run(RunId::generate(), Budget::tokens(1_000));
     let executor = Builtin::new(Arc::new(metered), sandbox());
-    let report = executor.run(&world.task(Limits::default())).await.unwrap();
+    let report = executor
+        .run(&world.task(AttemptLimits::default()))
+        .await
+        .unwrap();
     assert_eq!(report.stop, StopReason::Budget, "{report:?}");
     assert_eq!(server.requests().len(), 1);
     world.done().await;
@@ -489,7 +501,7 @@ async fn a_spent_budget_stops_the_builtin_executor() {
 #[tokio::test]
 async fn later_attempts_get_the_reviewers_instructions_and_the_verification() {
     let world = RunDirs::new(&[]).await;
-    let mut task = world.task(Limits::default());
+    let mut task = world.task(AttemptLimits::default());
     task.feedback = Some(Feedback {
         instructions: "Also keep the trailing newline (reviewer-words).".into(),
         verification: "1 failed: check.sh (verification-words)".into(),
@@ -521,7 +533,10 @@ echo "edited greeting.txt as $(id -u)"
 "#;
     let world = RunDirs::new(&[]).await;
     let executor = CommandExecutor::new(agent, sandbox(), None).unwrap();
-    let report = executor.run(&world.task(Limits::default())).await.unwrap();
+    let report = executor
+        .run(&world.task(AttemptLimits::default()))
+        .await
+        .unwrap();
     assert_eq!(report.stop, StopReason::Finished, "{report:?}");
     assert!(
         report.summary.ends_with("edited greeting.txt as 1000"),
@@ -567,7 +582,10 @@ async fn a_failing_agent_command_is_reported_as_crashed() {
         None,
     )
     .unwrap();
-    let report = executor.run(&world.task(Limits::default())).await.unwrap();
+    let report = executor
+        .run(&world.task(AttemptLimits::default()))
+        .await
+        .unwrap();
     assert_eq!(report.stop, StopReason::Crashed, "{report:?}");
     assert!(report.summary.contains("exit code 3"), "{}", report.summary);
     assert_eq!(world.outside_state(), before);
@@ -590,9 +608,9 @@ async fn the_wall_clock_ends_an_attempt_inside_a_command() {
     ])
     .await;
     let executor = Builtin::new(server.client("anthropic:claude-executor-test"), sandbox());
-    let limits = Limits {
+    let limits = AttemptLimits {
         wall: Duration::from_secs(3),
-        ..Limits::default()
+        ..AttemptLimits::default()
     };
     let report = executor.run(&world.task(limits)).await.unwrap();
     assert_eq!(report.stop, StopReason::Timeout, "{report:?}");
@@ -649,9 +667,9 @@ curl -sS --max-time 20 -H "x-api-key: $ANTHROPIC_API_KEY" -H 'content-type: appl
   "$ANTHROPIC_BASE_URL/v1/messages"
 echo"#;
     let executor = CommandExecutor::new(agent, sandbox, Some(access)).unwrap();
-    let limits = Limits {
+    let limits = AttemptLimits {
         budget: Budget::usd(0.5),
-        ..Limits::default()
+        ..AttemptLimits::default()
     };
     let report = executor.run(&world.task(limits)).await.unwrap();
     assert_eq!(report.stop, StopReason::Finished, "{report:?}");
@@ -703,7 +721,7 @@ async fn a_checkout_swapped_for_a_symlink_by_a_command_receives_no_writes() {
     ])
     .await;
     let executor = Builtin::new(server.client("anthropic:claude-executor-test"), sandbox());
-    let task = world.task(Limits::default());
+    let task = world.task(AttemptLimits::default());
     let report = executor.run(&task).await.unwrap();
     assert_eq!(report.stop, StopReason::Finished, "{report:?}");
     assert_eq!(server.unused_steps(), 0);
@@ -730,7 +748,7 @@ impl RunDirs {
     fn task_in_busybox_image(&self) -> ExecutorTask {
         let dir = self.dir.path().join("image");
         std::fs::create_dir(&dir).unwrap();
-        let mut task = self.task(Limits::default());
+        let mut task = self.task(AttemptLimits::default());
         task.environment = Some(roots::busybox(&dir));
         task
     }

@@ -14,7 +14,7 @@ use planwright::ids::ModelName;
 use planwright::ids::{RunId, SessionId};
 use planwright::llm::{
     ChatModel, ChatRequest, ChatResponse, ContentBlock, FinishReason, HttpOptions, Message,
-    ModelError, RetryPolicy, Role, Tool, Usage,
+    ModelError, ModelRetry, Role, Tool, Usage,
 };
 use planwright::metering::{Metered, ModelRole};
 use planwright::store::model_usage;
@@ -46,7 +46,7 @@ fn options() -> HttpOptions {
     HttpOptions {
         timeout: Duration::from_secs(20),
         connect_timeout: Duration::from_secs(5),
-        retry: RetryPolicy {
+        retry: ModelRetry {
             max_attempts: 3,
             base_delay: Duration::from_millis(5),
             max_delay: Duration::from_millis(50),

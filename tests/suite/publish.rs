@@ -22,8 +22,8 @@ use planwright::git::{
 use planwright::ids::{CommitSha, InstallationId, IssueNumber, RepoName, SessionId};
 use planwright::llm::Usage;
 use planwright::publish::{
-    self, CHECK_NAME, Publication, PublishError, Published, Review, RunResult, VerificationReport,
-    VerificationRow,
+    self, CHECK_NAME, Publication, PublishError, Published, ReviewSummary, RunResult,
+    VerificationRow, VerificationSummary,
 };
 use planwright::store::model_usage::{self, NewUsage};
 use support::TestDb;
@@ -74,8 +74,8 @@ fn bot() -> Author {
     }
 }
 
-fn report() -> VerificationReport {
-    VerificationReport {
+fn report() -> VerificationSummary {
+    VerificationSummary {
         rows: vec![
             VerificationRow {
                 command: "cargo test".into(),
@@ -102,8 +102,8 @@ struct Run {
     session: SessionId,
     contract: Contract,
     hash: ContractHash,
-    verification: VerificationReport,
-    review: Review,
+    verification: VerificationSummary,
+    review: ReviewSummary,
     result: RunResult,
     on_failure: OnFailure,
     author: Author,
@@ -122,7 +122,7 @@ impl Run {
             contract,
             hash,
             verification: report(),
-            review: Review {
+            review: ReviewSummary {
                 accepted: true,
                 findings: "The arm is added and tested.".into(),
             },

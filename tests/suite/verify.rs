@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use planwright::config::repo::{RepoConfig, RootFiles};
 use planwright::contract::{Contract, FileAction, FileChange, TestChange, TestChangeKind};
-use planwright::environment::setup::SetupCache;
+use planwright::environment::setup_cache::SetupCache;
 use planwright::forge::GitRemote;
 use planwright::git::{MirrorCache, MirrorKey, Outcome, Workspace, WorkspaceRequest, Workspaces};
 use planwright::ids::{CommitSha, IssueNumber, RepoName, RepoScope};

@@ -241,7 +241,7 @@ impl ModelServer {
     /// A client of planwright's for `name` (`anthropic:…`, `openai:…`) that talks to this
     /// server, with retries short enough for tests.
     pub fn client(&self, name: &str) -> std::sync::Arc<dyn planwright::llm::ChatModel> {
-        use planwright::llm::{HttpOptions, RetryPolicy};
+        use planwright::llm::{HttpOptions, ModelRetry};
         let settings = planwright::config::ModelSettings {
             anthropic_api_key: Some(secrecy::SecretString::from("sk-ant-test")),
             anthropic_base_url: self.anthropic_base(),
@@ -255,7 +255,7 @@ impl ModelServer {
         let options = HttpOptions {
             timeout: std::time::Duration::from_secs(20),
             connect_timeout: std::time::Duration::from_secs(5),
-            retry: RetryPolicy {
+            retry: ModelRetry {
                 max_attempts: 2,
                 base_delay: std::time::Duration::from_millis(5),
                 max_delay: std::time::Duration::from_millis(20),

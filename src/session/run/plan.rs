@@ -481,7 +481,7 @@ impl Planning<'_> {
             source::choose(&config.environment, &checkout.path(), deployment.as_deref());
         // Pulled before any model is paid: scouts run their commands in it, and an image
         // that cannot be used is said now rather than after approval.
-        let image = match crate::session::environment::pull(app, &choice, self.last_try).await {
+        let image = match crate::session::image::pull(app, &choice, self.last_try).await {
             Ok(image) => image,
             Err(stop) => {
                 checkout.done().await;

@@ -13,7 +13,7 @@ use super::{Execution, RunOutcome, Timings, create_open_dir, partial};
 use crate::config::environment::Choice;
 use crate::config::repo::{ExecutorKind, OnFailure, RepoConfig};
 use crate::contract::Contract;
-use crate::environment::setup::SetupCache;
+use crate::environment::setup_cache::SetupCache;
 use crate::executor::{self, Executor, ExecutorError, ExecutorTask, Feedback, StopReason};
 use crate::git::{Artifacts, Author, Outcome, RESULT_MAX_BYTES, Workspace};
 use crate::ids::{CommitSha, RepoScope, RunId};
@@ -23,7 +23,7 @@ use crate::planner::reviewer::{self as review, ReviewRequest};
 use crate::publish;
 use crate::sandbox::{Root, Sandbox};
 use crate::session::error::Stop;
-use crate::session::{comments, environment};
+use crate::session::{comments, image};
 use crate::store::baselines;
 use crate::store::model_usage::Budget;
 use crate::store::runs::{self, RunState};
@@ -50,7 +50,7 @@ struct Prepared {
     scope: Option<RepoScope>,
     /// The contract's whole budget; each attempt gets what is left of it.
     budget: Budget,
-    limits: executor::Limits,
+    limits: executor::AttemptLimits,
     kind: ExecutorKind,
     author: Author,
     message: String,
@@ -98,7 +98,7 @@ struct Attempt {
     verifier: Verifier,
     executor: Box<dyn Executor>,
     /// The execution's limits with the budget that is left.
-    limits: executor::Limits,
+    limits: executor::AttemptLimits,
 }
 
 /// A verified attempt, before its review.
@@ -133,9 +133,9 @@ impl Execution<'_> {
         // Resolved and pulled once for the whole run, before any executor model is paid;
         // the lease keeps the cache from evicting it until the run is published.
         let stage = Instant::now();
-        let image = environment::pull(&self.app, choice, self.last_try).await?;
+        let image = image::pull(&self.app, choice, self.last_try).await?;
         timings.record("environment", stage);
-        let recorded = environment::recorded(choice, image.as_ref());
+        let recorded = image::recorded(choice, image.as_ref());
         let plan = verify::Plan::new(&self.contract, config);
         let env_id = image
             .as_ref()
@@ -297,10 +297,10 @@ impl Execution<'_> {
             environment_id: environment.id,
             scope: environment.scope,
             budget,
-            limits: executor::Limits {
+            limits: executor::AttemptLimits {
                 budget,
                 wall: self.app.settings.executor_timeout,
-                ..executor::Limits::default()
+                ..executor::AttemptLimits::default()
             },
             kind,
             author,
@@ -362,7 +362,7 @@ impl Execution<'_> {
                 config,
             ),
             executor,
-            limits: executor::Limits {
+            limits: executor::AttemptLimits {
                 budget: left,
                 ..ready.limits
             },
@@ -634,7 +634,7 @@ impl Execution<'_> {
         ready: &Prepared,
         checked: &Checked,
         timings: &mut Timings,
-    ) -> Result<review::Verdict, Stop> {
+    ) -> Result<review::ReviewVerdict, Stop> {
         let stage = Instant::now();
         let budget = Budget {
             max_microusd: ready.budget.max_microusd,
@@ -876,7 +876,7 @@ fn budget_left(budget: Budget, cost_microusd: i64, tokens: i64) -> Option<Budget
 fn unfinished(
     stop: StopReason,
     budget: Budget,
-    limits: &executor::Limits,
+    limits: &executor::AttemptLimits,
     summary: &str,
 ) -> Option<String> {
     match stop {
@@ -894,7 +894,7 @@ fn unfinished(
 fn judge(
     verification: &verify::VerificationReport,
     unmet: &[String],
-    verdict: &review::Verdict,
+    verdict: &review::ReviewVerdict,
     attempt: u32,
     max_attempts: u32,
 ) -> Judgement {
@@ -1013,8 +1013,8 @@ mod tests {
         }
     }
 
-    fn review(accept: bool, instructions: &str) -> review::Verdict {
-        review::Verdict {
+    fn review(accept: bool, instructions: &str) -> review::ReviewVerdict {
+        review::ReviewVerdict {
             accept,
             findings: "The change misses the empty case.\nMore.".into(),
             instructions: instructions.into(),
@@ -1223,7 +1223,7 @@ mod tests {
     #[test]
     fn an_executor_that_stopped_early_says_which_limit_it_met() {
         let budget = Budget::usd(2.0);
-        let limits = executor::Limits::default();
+        let limits = executor::AttemptLimits::default();
         assert_eq!(unfinished(StopReason::Finished, budget, &limits, ""), None);
         let over = unfinished(StopReason::Budget, budget, &limits, "").unwrap();
         assert_eq!(over, "The executor ran out of budget (limit $2.00).");

@@ -160,7 +160,7 @@ impl Execution<'_> {
         let result = RunResult::Unfinished {
             reason: u.reason.clone(),
         };
-        let verification = publish::VerificationReport::default();
+        let verification = publish::VerificationSummary::default();
         let shown = Shown {
             result: &result,
             verification: &verification,

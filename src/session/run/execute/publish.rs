@@ -34,8 +34,8 @@ pub(super) enum Source<'a> {
 /// What a publication shows besides the contract: how the run ended and what it found.
 pub(super) struct Shown<'a> {
     pub result: &'a RunResult,
-    pub verification: &'a publish::VerificationReport,
-    pub review: Option<&'a publish::Review>,
+    pub verification: &'a publish::VerificationSummary,
+    pub review: Option<&'a publish::ReviewSummary>,
     /// `reference@digest` of the image it ran in, or `host`.
     pub environment: Option<&'a str>,
     pub attempts: u32,
@@ -50,7 +50,7 @@ use crate::ids::{CommitSha, PullNumber, RunId};
 use crate::publish::{self, Publication, PublishError, Published, RunResult};
 use crate::session::error::Stop;
 use crate::session::status::comment_url;
-use crate::session::{comments, environment};
+use crate::session::{comments, image};
 use crate::store::reviews;
 use crate::store::runs::{self, RunState};
 use crate::store::sessions;
@@ -186,7 +186,7 @@ impl Execution<'_> {
         // No status edit of its own: publishing takes seconds, and the status says what
         // came of it next.
         let verification = outcome.verification.for_publication();
-        let review = publish::Review {
+        let review = publish::ReviewSummary {
             accepted: outcome.accepted,
             findings: outcome.findings.clone(),
         };
@@ -243,7 +243,7 @@ impl Execution<'_> {
             .clone()
             .or_else(|| comment_url(&links, self.issue, self.row.comment_id.as_deref()));
         let approved_by = self.row.approved_by.clone().unwrap_or_default();
-        let ran_in = environment::ran_in(choice, shown.environment);
+        let ran_in = image::ran_in(choice, shown.environment);
         let publication = Publication {
             body_limit: self.forge.pull_body_limit(),
             check_carries_report: self.forge.check_carries_report(),

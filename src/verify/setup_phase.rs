@@ -11,7 +11,7 @@ use super::plan::Plan;
 use super::runs::{CommandRun, Phase, RunSummary};
 use crate::config::environment::EnvironmentConfig;
 use crate::distill;
-use crate::environment::setup::{self, SetupCache, Stored};
+use crate::environment::setup_cache::{self, SetupCache, Stored};
 use crate::git::Workspace;
 use crate::ids::RepoScope;
 
@@ -53,12 +53,12 @@ impl SetupCaching {
         let (r, h) = (repo.clone(), home.clone());
         let found = tokio::task::spawn_blocking(move || {
             let mut files = caching.config.key_files(&r).map_err(anyhow::Error::msg)?;
-            for named in setup::named_files(&setup, &r) {
+            for named in setup_cache::named_files(&setup, &r) {
                 if !files.contains(&named) {
                     files.push(named);
                 }
             }
-            let key = setup::key(
+            let key = setup_cache::key(
                 &caching.scope,
                 &caching.environment,
                 &setup,
