@@ -5,6 +5,7 @@
 
 mod app;
 mod client;
+mod person;
 mod wire;
 
 use std::sync::Arc;
@@ -30,6 +31,7 @@ use client::*;
 use wire::*;
 
 pub use app::{GithubApp, InstallationGrant};
+pub use person::readable_repositories;
 
 /// A token handed to git has at least this long left: enough for the fetch or push it is
 /// for (installation tokens live an hour).

@@ -5,6 +5,7 @@
 //! `wire.rs`.
 
 mod client;
+mod person;
 mod wire;
 
 use std::borrow::Cow;
@@ -33,6 +34,7 @@ use crate::ids::{CommentId, CommitSha, IssueNumber, PullNumber, RepoName};
 use client::*;
 use wire::*;
 
+pub use person::reads_project;
 pub(crate) use wire::is_token_bot;
 
 /// The longest merge request title GitLab accepts, in characters.
