@@ -8,6 +8,7 @@ pub mod github;
 pub mod gitlab;
 mod links;
 pub mod local;
+pub mod oauth;
 pub mod person;
 mod registry;
 pub mod repo_config;

@@ -5,7 +5,6 @@
 
 mod access;
 pub mod auth;
-mod oauth;
 mod repository;
 mod session;
 mod transcript;
@@ -24,7 +23,7 @@ use super::AppState;
 use super::setup::html;
 use crate::contract::SourceLinks;
 use crate::event::ForgeKind;
-use crate::forge::WebLinks;
+use crate::forge::{WebLinks, oauth};
 use crate::ids::{RepoName, SessionId};
 use crate::store::{installations, now_ms, sessions, signed_out};
 use access::{AccessCache, AccessError};
