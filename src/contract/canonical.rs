@@ -3,7 +3,7 @@
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::*;
+use super::{Base, Contract, ContractHash};
 
 impl Contract {
     /// The bytes that are hashed: the contract plus the base it was planned against, as

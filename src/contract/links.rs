@@ -1,7 +1,7 @@
 //! Links from a contract comment to the files and comparisons it names, on the forge
 //! that shows them.
 
-use super::*;
+use super::{LineRange, normalise_path};
 use crate::ids::CommitSha;
 
 /// How to link evidence to file lines at the base commit.

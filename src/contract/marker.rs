@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::*;
+use super::{ContractHash, ContractVersion};
 use crate::ids::SessionId;
 
 /// The hidden line at the end of a contract comment:

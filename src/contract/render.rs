@@ -1,7 +1,9 @@
 //! The contract comment maintainers read and answer: the contract as markdown, escaped
 //! so that no text in it can hide, close the marker or mention anyone.
 
-use super::*;
+use super::{
+    Base, Contract, ContractMarker, ContractVersion, OpenQuestion, SourceLinks, normalise_path,
+};
 use crate::ids::SessionId;
 use crate::markdown;
 

@@ -3,7 +3,10 @@
 
 use serde_json::Value;
 
-use super::*;
+use super::{
+    Base, Change, Contract, ContractVersion, Diagnosis, Invalid, Problem, RenderContext, Routing,
+    SourceLinks, Verification, normalise_path,
+};
 use crate::ids::{CommitSha, SessionId};
 use crate::markdown;
 

@@ -13,7 +13,7 @@ use secrecy::ExposeSecret;
 use tokio::sync::OnceCell;
 
 use super::GithubForge;
-use super::client::*;
+use super::client::{MAX_PAGES, PER_PAGE, Shared, classify_octocrab, graphql_url};
 use super::wire::*;
 use crate::config::GithubSettings;
 use crate::forge::conditional::Answers;

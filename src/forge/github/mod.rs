@@ -27,7 +27,10 @@ use super::{
 use crate::contract::SourceLinks;
 use crate::event::{Actor, CiSource, Thread};
 use crate::ids::{CommentId, CommitSha, InstallationId, IssueNumber, PullNumber, RepoName};
-use client::*;
+use client::{
+    MAX_PAGES, PER_PAGE, Shared, attempt, check_answer, classify_octocrab, encode_path,
+    rate_limit_wait, repo_path,
+};
 use wire::*;
 
 pub use app::{GithubApp, InstallationGrant};

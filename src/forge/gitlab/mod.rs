@@ -31,9 +31,9 @@ use crate::config::GitlabSettings;
 use crate::contract::SourceLinks;
 use crate::event::{Actor, CiSource, Thread};
 use crate::ids::{CommentId, CommitSha, IssueNumber, PullNumber, RepoName};
-use client::*;
 use wire::*;
 
+use client::{MAX_PAGES, PER_PAGE, decode, encode, next_page, project_path, what};
 pub use person::reads_project;
 pub(crate) use wire::is_token_bot;
 
@@ -871,6 +871,7 @@ fn access_level_permission(level: i64) -> Permission {
 
 #[cfg(test)]
 mod tests {
+    use super::client::error_message;
     use super::*;
 
     #[test]
