@@ -6,10 +6,16 @@ pub mod budget;
 mod conditional;
 pub mod github;
 pub mod gitlab;
+mod links;
 pub mod local;
+pub mod oauth;
+pub mod person;
+mod registry;
 pub mod repo_config;
 mod route;
 
+pub use links::WebLinks;
+pub use registry::Forges;
 pub use route::route;
 
 use std::collections::HashMap;

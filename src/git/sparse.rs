@@ -6,15 +6,13 @@
 
 use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use anyhow::Context;
 use git2::{ObjectType, Oid, Repository, TreeWalkMode, TreeWalkResult};
 
-use super::{
-    CheckoutError, Workspace, WorkspaceError, WorkspaceRequest, Workspaces, blocking, branch_name,
-    chown_tree, fill_run_index, write_tree,
-};
+use super::checkout::{CheckoutError, fill_run_index, write_tree};
+use super::fs::chown_tree;
+use super::{WorkspaceError, blocking};
 
 /// A planning checkout that holds part of its commit until [`Widening::complete`].
 #[derive(Debug)]
@@ -69,30 +67,6 @@ impl Widening {
         blocking(move || widen(&git_dir, &work, base, only.as_deref(), owner)).await?;
         *done = whole;
         Ok(())
-    }
-}
-
-impl Workspace {
-    /// The widening of a checkout made sparse; `None` when it was checked out whole.
-    pub fn widening(&self) -> Option<Arc<Widening>> {
-        self.sparse.clone()
-    }
-}
-
-impl Workspaces {
-    /// A checkout of `request.base` for reading: when the commit has more than
-    /// `files_max` files, only its root files and `keep` (paths the checkout must hold,
-    /// such as settings files) are written, and the rest when [`Widening::complete`] is
-    /// called.
-    pub async fn create_sparse(
-        &self,
-        request: &WorkspaceRequest,
-        files_max: usize,
-        keep: &[&str],
-    ) -> Result<Workspace, WorkspaceError> {
-        let keep = keep.iter().map(|k| (*k).to_owned()).collect();
-        let branch = branch_name(request.issue, &request.title);
-        self.make(request, &branch, Some((files_max, keep))).await
     }
 }
 

@@ -10,30 +10,15 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use secrecy::{ExposeSecret as _, SecretString};
-use serde::Deserialize;
+use secrecy::SecretString;
 
 use crate::event::ForgeKind;
+pub use crate::forge::person::AccessError;
+use crate::forge::{github, gitlab};
 use crate::ids::RepoName;
 
-/// Pages of a listing read at most (100 entries each).
-const MAX_PAGES: usize = 20;
-/// Installations of the App one person is looked up in at most.
-const MAX_INSTALLATIONS: usize = 50;
 /// Projects checked one by one for one page at most; the rest are not shown.
 pub const MAX_CHECKS: usize = 100;
-/// GitLab's Reporter access level: who may read a project's confidential issues.
-const REPORTER: i64 = 20;
-
-/// Why access could not be told.
-#[derive(Debug, thiserror::Error)]
-pub enum AccessError {
-    /// The forge no longer takes the person's token: they sign in again.
-    #[error("the forge no longer takes this sign-in's token")]
-    SignInAgain,
-    #[error("Could not ask the forge what this person may read: {0}")]
-    Unavailable(String),
-}
 
 /// Who is asking, as the cache keys them.
 #[derive(Clone, PartialEq, Eq, Hash)]
@@ -120,48 +105,7 @@ impl AccessCache {
         {
             return Ok(listed);
         }
-        let mut installations = Vec::new();
-        for page in 1..=MAX_PAGES {
-            let answer: GhInstallations = get_json(
-                http,
-                &format!("{api_url}/user/installations?per_page=100&page={page}"),
-                token,
-            )
-            .await?
-            .ok_or_else(|| AccessError::Unavailable("no installation listing".into()))?;
-            let last = answer.installations.len() < 100;
-            installations.extend(answer.installations.into_iter().map(|i| i.id));
-            if last || installations.len() >= MAX_INSTALLATIONS {
-                break;
-            }
-        }
-        let mut listed = BTreeSet::new();
-        for id in installations.into_iter().take(MAX_INSTALLATIONS) {
-            for page in 1..=MAX_PAGES {
-                let Some(answer) = get_json::<GhRepositories>(
-                    http,
-                    &format!(
-                        "{api_url}/user/installations/{id}/repositories?per_page=100&page={page}"
-                    ),
-                    token,
-                )
-                .await?
-                else {
-                    // The installation went away meanwhile.
-                    break;
-                };
-                let last = answer.repositories.len() < 100;
-                listed.extend(
-                    answer
-                        .repositories
-                        .into_iter()
-                        .map(|r| r.full_name.to_ascii_lowercase()),
-                );
-                if last {
-                    break;
-                }
-            }
-        }
+        let listed = github::readable_repositories(http, api_url, token).await?;
         if let Ok(mut cache) = self.listed.lock() {
             cache.retain(|_, (at, _)| at.elapsed() < self.fresh);
             cache.insert(person.clone(), (Instant::now(), listed.clone()));
@@ -183,77 +127,11 @@ impl AccessCache {
         {
             return Ok(readable);
         }
-        let path = percent_encoding::utf8_percent_encode(
-            &repo.to_string(),
-            percent_encoding::NON_ALPHANUMERIC,
-        )
-        .to_string();
-        let readable = get_json::<GlMember>(
-            http,
-            &format!("{api_url}/projects/{path}/members/all/{}", person.id),
-            token,
-        )
-        .await?
-        .is_some_and(|m| m.state == "active" && m.access_level >= REPORTER);
+        let readable = gitlab::reads_project(http, api_url, token, person.id, repo).await?;
         if let Ok(mut cache) = self.checked.lock() {
             cache.retain(|_, (at, _)| at.elapsed() < self.fresh);
             cache.insert(key, (Instant::now(), readable));
         }
         Ok(readable)
     }
-}
-
-/// A GET with the person's token: the answer, `None` for 403/404 (not theirs to see),
-/// or why it could not be told.
-async fn get_json<T: serde::de::DeserializeOwned>(
-    http: &reqwest::Client,
-    url: &str,
-    token: &SecretString,
-) -> Result<Option<T>, AccessError> {
-    let response = http
-        .get(url)
-        .bearer_auth(token.expose_secret())
-        .header("accept", "application/json")
-        .header("user-agent", "planwright")
-        .send()
-        .await
-        .map_err(|e| AccessError::Unavailable(e.without_url().to_string()))?;
-    match response.status().as_u16() {
-        401 => Err(AccessError::SignInAgain),
-        403 | 404 => Ok(None),
-        200..=299 => response
-            .json()
-            .await
-            .map(Some)
-            .map_err(|e| AccessError::Unavailable(e.without_url().to_string())),
-        status => Err(AccessError::Unavailable(format!(
-            "the forge answered {status}"
-        ))),
-    }
-}
-
-#[derive(Deserialize)]
-struct GlMember {
-    access_level: i64,
-    state: String,
-}
-
-#[derive(Deserialize)]
-struct GhInstallations {
-    installations: Vec<GhInstallation>,
-}
-
-#[derive(Deserialize)]
-struct GhInstallation {
-    id: i64,
-}
-
-#[derive(Deserialize)]
-struct GhRepositories {
-    repositories: Vec<GhRepository>,
-}
-
-#[derive(Deserialize)]
-struct GhRepository {
-    full_name: String,
 }

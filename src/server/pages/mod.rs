@@ -5,7 +5,6 @@
 
 mod access;
 pub mod auth;
-mod oauth;
 mod repository;
 mod session;
 mod transcript;
@@ -24,6 +23,7 @@ use super::AppState;
 use super::html::{SAME_ORIGIN, html, message_page};
 use crate::contract::SourceLinks;
 use crate::event::ForgeKind;
+use crate::forge::{WebLinks, oauth};
 use crate::ids::{RepoName, SessionId};
 use crate::store::{installations, now_ms, sessions, signed_out};
 use access::{AccessCache, AccessError};
@@ -866,49 +866,22 @@ pub async fn transcript_raw(
 
 /// The issue's page on its forge.
 fn issue_url(state: &AppState, forge: ForgeKind, repo: &RepoName, issue: i64) -> Option<String> {
-    forge_base(state, forge, repo).map(|base| match forge {
-        ForgeKind::Gitlab => format!("{base}/-/issues/{issue}"),
-        _ => format!("{base}/issues/{issue}"),
-    })
+    WebLinks::new(&state.settings, forge, repo).issue(issue)
 }
 
 /// The pull (merge) request's page on its forge.
 fn pull_url(state: &AppState, forge: ForgeKind, repo: &RepoName, pull: i64) -> Option<String> {
-    forge_base(state, forge, repo).map(|base| match forge {
-        ForgeKind::Gitlab => format!("{base}/-/merge_requests/{pull}"),
-        _ => format!("{base}/pull/{pull}"),
-    })
+    WebLinks::new(&state.settings, forge, repo).pull(pull)
 }
 
 /// Where file references (contracts, observations, settings) link to.
 fn source_links(state: &AppState, forge: ForgeKind, repo: &RepoName) -> SourceLinks {
-    match forge_base(state, forge, repo) {
-        Some(url) if forge == ForgeKind::Gitlab => SourceLinks::GitLab { project_url: url },
-        Some(url) => SourceLinks::GitHub { repo_url: url },
-        None => SourceLinks::None,
-    }
+    WebLinks::new(&state.settings, forge, repo).source()
 }
 
-/// Where the forge shows the checks of a pull (merge) request: planwright's check run
-/// on GitHub, its commit status (an external pipeline) on GitLab.
+/// Where the forge shows the checks of a pull (merge) request.
 fn checks_url(state: &AppState, forge: ForgeKind, repo: &RepoName, pull: i64) -> Option<String> {
-    forge_base(state, forge, repo).map(|base| match forge {
-        ForgeKind::Gitlab => format!("{base}/-/merge_requests/{pull}/pipelines"),
-        _ => format!("{base}/pull/{pull}/checks"),
-    })
-}
-
-fn forge_base(state: &AppState, forge: ForgeKind, repo: &RepoName) -> Option<String> {
-    match forge {
-        ForgeKind::Github => Some(format!("{}/{repo}", state.settings.github_url)),
-        ForgeKind::Gitlab => state
-            .settings
-            .gitlab
-            .url
-            .as_ref()
-            .map(|base| format!("{}/{repo}", base.trim_end_matches('/'))),
-        ForgeKind::Local => None,
-    }
+    WebLinks::new(&state.settings, forge, repo).checks(pull)
 }
 
 /// `12 min ago`.

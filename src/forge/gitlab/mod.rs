@@ -1,47 +1,52 @@
 //! GitLab (gitlab.com or self-managed) as a forge: REST v4 over reqwest with the token in
 //! the `PRIVATE-TOKEN` header, projects addressed by their URL-encoded full path, and the
 //! calls behind the `Forge` trait — issues and notes, merge requests, commit statuses as
-//! checks, the git remote. Wire shapes stay in this file as small local structs.
+//! checks, the git remote. The transport is in `client.rs`, the wire shapes in
+//! `wire.rs`.
+
+mod client;
+mod person;
+mod wire;
 
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use async_trait::async_trait;
-use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
+use reqwest::Method;
 use reqwest::header::{HeaderMap, HeaderValue};
-use reqwest::{Method, StatusCode};
 use secrecy::{ExposeSecret, SecretString};
-use serde::Deserialize;
-use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 
 use super::{
-    CI_CHECKS_MAX, CI_LOG_MAX, Check, CheckState, Comment, FailedCheck, Forge, ForgeError,
-    GitRemote, Issue, LabelChange, NewPullRequest, Permission, PullRequest, PullState,
-    REVIEW_COMMENTS_MAX, Reaction, Repository, RetryPolicy, ReviewComment, header,
-    truncate_with_note,
+    CI_CHECKS_MAX, Check, CheckState, Comment, FailedCheck, Forge, ForgeError, GitRemote, Issue,
+    LabelChange, NewPullRequest, Permission, PullRequest, PullState, REVIEW_COMMENTS_MAX, Reaction,
+    Repository, RetryPolicy, ReviewComment, truncate_with_note,
 };
 use crate::config::GitlabSettings;
 use crate::contract::SourceLinks;
 use crate::event::{Actor, CiSource, Thread};
 use crate::ids::{CommentId, CommitSha, IssueNumber, PullNumber, RepoName};
+use wire::*;
+
+use client::{MAX_PAGES, PER_PAGE, decode, encode, next_page, project_path, what};
+pub use person::reads_project;
+pub(crate) use wire::is_token_bot;
 
 /// The longest merge request title GitLab accepts, in characters.
 const TITLE_LIMIT: usize = 255;
+
 /// The longest merge request description GitLab accepts (1 MiB of characters); bytes are
 /// counted, which is never more than characters.
 const DESCRIPTION_LIMIT: usize = 1_048_576;
+
 /// The longest commit status description GitLab keeps, in characters.
 const STATUS_DESCRIPTION_LIMIT: usize = 255;
-/// Notes fetched per page: GitLab's maximum, so long threads take few requests.
-const PER_PAGE: usize = 100;
-/// A thread longer than this many pages is not a thread planwright can act on anyway;
-/// the bound keeps a misbehaving server from looping us forever.
-const MAX_PAGES: usize = 100;
+
 /// Pages of a merge request's discussions read for `/revise`.
 const DISCUSSION_PAGES: usize = 10;
 
@@ -136,189 +141,6 @@ impl GitlabForge {
             })
             .await
             .cloned()
-    }
-
-    async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, ForgeError> {
-        self.request(Method::GET, path, None).await
-    }
-
-    /// One forge call through the retry policy, decoded as `T`.
-    async fn request<T: DeserializeOwned>(
-        &self,
-        method: Method,
-        path: &str,
-        body: Option<&Value>,
-    ) -> Result<T, ForgeError> {
-        let (_, text) = self.send(method.clone(), path, body).await?;
-        decode(&what(&method, path), &text)
-    }
-
-    /// One forge call through the retry policy; the answer's headers and text.
-    async fn send(
-        &self,
-        method: Method,
-        path: &str,
-        body: Option<&Value>,
-    ) -> Result<(HeaderMap, String), ForgeError> {
-        let what = what(&method, path);
-        let url = format!("{}{path}", self.api);
-        let route = super::route(method.as_str(), path);
-        self.retry
-            .run(|| async {
-                self.attempt(&method, &url, &route, body, &what)
-                    .await
-                    .map_err(|e| self.scrub(e))
-            })
-            .await
-    }
-
-    async fn attempt(
-        &self,
-        method: &Method,
-        url: &str,
-        route: &str,
-        body: Option<&Value>,
-        what: &str,
-    ) -> Result<(HeaderMap, String), ForgeError> {
-        let response = self.answered(method, url, route, body, what).await?;
-        let headers = response.headers().clone();
-        let text = response.text().await.map_err(|e| transport(what, e))?;
-        Ok((headers, text))
-    }
-
-    /// One request, counted; a successful answer, or the failure classified.
-    async fn answered(
-        &self,
-        method: &Method,
-        url: &str,
-        route: &str,
-        body: Option<&Value>,
-        what: &str,
-    ) -> Result<reqwest::Response, ForgeError> {
-        // Down to its reserve: the call waits for the reset instead of spending the rest.
-        super::budget::check("gitlab", &self.api, what)?;
-        tracing::debug!(call = what, "forge request");
-        let mut request = self.http.request(method.clone(), url);
-        if let Some(body) = body {
-            request = request.json(body);
-        }
-        let response = request.send().await.map_err(|e| {
-            crate::metrics::record_forge_request("gitlab", route, "error");
-            transport(what, e)
-        })?;
-        let status = response.status();
-        // Kept from every answer, a refusal too: a 429 says most about what is left.
-        super::budget::record("gitlab", &self.api, response.headers());
-        crate::metrics::record_forge_request("gitlab", route, status.as_str());
-        if status == reqwest::StatusCode::NOT_MODIFIED {
-            // Nothing planwright sends to GitLab is conditional.
-            return Err(super::conditional::unasked("GitLab", what));
-        }
-        if !status.is_success() {
-            let headers = response.headers().clone();
-            let text = response.text().await.map_err(|e| transport(what, e))?;
-            return Err(classify_status(
-                what.to_owned(),
-                status,
-                &headers,
-                error_message(&text),
-            ));
-        }
-        Ok(response)
-    }
-
-    /// The end of a text answer (a job's log), at most [`CI_LOG_MAX`] bytes, read in
-    /// bounded memory however long the log is.
-    async fn log_tail(&self, path: &str) -> Result<String, ForgeError> {
-        let method = Method::GET;
-        let what = what(&method, path);
-        let url = format!("{}{path}", self.api);
-        let route = super::route(method.as_str(), path);
-        self.retry
-            .run(|| async {
-                let mut response = self
-                    .answered(&method, &url, &route, None, &what)
-                    .await
-                    .map_err(|e| self.scrub(e))?;
-                let mut kept: Vec<u8> = Vec::new();
-                let mut before = 0usize;
-                while let Some(chunk) = response.chunk().await.map_err(|e| transport(&what, e))? {
-                    kept.extend_from_slice(&chunk);
-                    // Drained in halves, so each byte moves at most twice.
-                    if kept.len() > 2 * CI_LOG_MAX {
-                        let cut = kept.len() - CI_LOG_MAX;
-                        kept.drain(..cut);
-                        before += cut;
-                    }
-                }
-                if kept.len() > CI_LOG_MAX {
-                    let cut = kept.len() - CI_LOG_MAX;
-                    kept.drain(..cut);
-                    before += cut;
-                }
-                let text = String::from_utf8_lossy(&kept);
-                Ok(if before > 0 {
-                    format!("[… the first {before} bytes of the log are not shown]\n{text}")
-                } else {
-                    text.into_owned()
-                })
-            })
-            .await
-    }
-
-    /// Posts a note at `path` (an issue's, a merge request's or a discussion's notes).
-    /// Not repeated after a failure GitLab may have stored anyway (a 502, a timeout): the
-    /// session layer posts with a marker and looks for it before posting again.
-    async fn create_note(&self, path: &str, body: &str) -> Result<Comment, ForgeError> {
-        let method = Method::POST;
-        let what = what(&method, path);
-        let url = format!("{}{path}", self.api);
-        let payload = json!({ "body": body });
-        let route = super::route(method.as_str(), path);
-        let (_, text) = self
-            .retry
-            .run_create(|| async {
-                self.attempt(&method, &url, &route, Some(&payload), &what)
-                    .await
-                    .map_err(|e| self.scrub(e))
-            })
-            .await?;
-        let created: GlNote = decode(&what, &text)?;
-        Ok(created.into())
-    }
-
-    /// Removes the token from error text, in case a proxy or the server echoes a header.
-    fn scrub(&self, error: ForgeError) -> ForgeError {
-        let token = self.token.expose_secret();
-        if token.is_empty() {
-            return error;
-        }
-        let clean = |s: String| s.replace(token, "[redacted]");
-        match error {
-            ForgeError::Refused {
-                what,
-                status,
-                message,
-            } => ForgeError::Refused {
-                what,
-                status,
-                message: clean(message),
-            },
-            ForgeError::Unavailable {
-                what,
-                status,
-                message,
-            } => ForgeError::Unavailable {
-                what,
-                status,
-                message: clean(message),
-            },
-            ForgeError::Transport { what, message } => ForgeError::Transport {
-                what,
-                message: clean(message),
-            },
-            other => other,
-        }
     }
 
     /// The open merge request from `branch` of this project itself: a fork's branch of
@@ -1047,465 +869,10 @@ fn access_level_permission(level: i64) -> Permission {
     }
 }
 
-/// Project and group access tokens act as `project_<id>_bot…` / `group_<id>_bot…` users.
-pub(crate) fn is_token_bot(username: &str) -> bool {
-    (username.starts_with("project_") || username.starts_with("group_"))
-        && username.contains("_bot")
-}
-
-/// The call named for errors and logs: method and path without the query.
-fn what(method: &Method, path: &str) -> String {
-    format!("{method} {}", path.split('?').next().unwrap_or(path))
-}
-
-fn decode<T: DeserializeOwned>(what: &str, text: &str) -> Result<T, ForgeError> {
-    serde_json::from_str(text).map_err(|e| ForgeError::Malformed {
-        what: what.to_owned(),
-        message: e.to_string(),
-    })
-}
-
-fn transport(what: &str, e: reqwest::Error) -> ForgeError {
-    ForgeError::Transport {
-        what: what.to_owned(),
-        message: error_chain(&e.without_url()),
-    }
-}
-
-/// The page after this one: GitLab's `x-next-page` (empty on the last page), else a
-/// `Link: <…page=N…>; rel="next"`, else — when a proxy stripped both — another page
-/// exactly when this one was full.
-fn next_page(headers: &HeaderMap, page: usize, count: usize) -> Option<usize> {
-    if let Some(next) = header(headers, "x-next-page") {
-        return next.trim().parse().ok();
-    }
-    if let Some(link) = header(headers, "link") {
-        return link
-            .split(',')
-            .find(|part| part.contains("rel=\"next\""))
-            .and_then(|part| {
-                let url = part.split(['<', '>']).nth(1)?;
-                let query = url.split_once('?')?.1;
-                query
-                    .split('&')
-                    .find_map(|pair| pair.strip_prefix("page="))
-                    .and_then(|n| n.parse().ok())
-            });
-    }
-    (count >= PER_PAGE).then_some(page + 1)
-}
-
-/// Classifies an answer that was not a success. GitLab signals rate limits with 429 and
-/// `Retry-After` (seconds) or `RateLimit-Reset` (a Unix time).
-fn classify_status(
-    what: String,
-    status: StatusCode,
-    headers: &HeaderMap,
-    message: String,
-) -> ForgeError {
-    let code = status.as_u16();
-    if code == 429 {
-        return ForgeError::RateLimited {
-            what,
-            retry_after: rate_limit_wait(headers),
-        };
-    }
-    ForgeError::from_status(what, code, message)
-}
-
-/// How long GitLab asks us to wait; `None` leaves it to the policy's backoff.
-fn rate_limit_wait(headers: &HeaderMap) -> Option<Duration> {
-    if let Some(seconds) = header(headers, "retry-after").and_then(|v| v.trim().parse().ok()) {
-        return Some(Duration::from_secs(seconds));
-    }
-    let reset = header(headers, "ratelimit-reset").and_then(|v| v.trim().parse::<u64>().ok())?;
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    Some(Duration::from_secs(reset.saturating_sub(now) + 1))
-}
-
-/// GitLab puts the reason in `message` (a string, or field → errors for validation
-/// failures) or, for OAuth-style refusals, in `error` / `error_description`.
-fn error_message(text: &str) -> String {
-    let short = || text.chars().take(200).collect::<String>();
-    let Ok(body) = serde_json::from_str::<Value>(text) else {
-        return short();
-    };
-    let field = |name: &str| match body.get(name) {
-        Some(Value::String(s)) => Some(s.clone()),
-        Some(Value::Null) | None => None,
-        Some(other) => Some(other.to_string()),
-    };
-    field("message")
-        .or_else(|| field("error_description"))
-        .or_else(|| field("error"))
-        .unwrap_or_else(short)
-}
-
-fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
-}
-
-/// One path segment: GitLab wants project paths, file paths and branch names with their
-/// slashes encoded (`group%2Fproject`, `docs%2Fa.md`).
-const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
-    .remove(b'-')
-    .remove(b'_')
-    .remove(b'.')
-    .remove(b'~');
-
-fn encode(text: &str) -> String {
-    utf8_percent_encode(text, SEGMENT).to_string()
-}
-
-fn project_path(repo: &RepoName) -> String {
-    format!("/projects/{}", encode(repo.as_str()))
-}
-
-/// One entry of `resource_label_events`.
-#[derive(Deserialize)]
-struct GlLabelEvent {
-    id: i64,
-    user: Option<GlUser>,
-    label: Option<GlLabelRef>,
-    /// `add` or `remove`.
-    action: String,
-}
-
-#[derive(Deserialize)]
-struct GlLabelRef {
-    name: String,
-}
-
-#[derive(Deserialize)]
-struct GlUser {
-    id: i64,
-    username: String,
-    /// Only some endpoints (`/user`, `/users/:id`) say it.
-    #[serde(default)]
-    bot: bool,
-}
-
-impl From<GlUser> for Actor {
-    fn from(user: GlUser) -> Self {
-        let bot = user.bot || is_token_bot(&user.username);
-        Actor {
-            login: user.username,
-            id: user.id,
-            bot,
-        }
-    }
-}
-
-#[derive(Deserialize)]
-struct GlIssue {
-    iid: i64,
-    title: String,
-    description: Option<String>,
-    /// Plain names unless `with_labels_details` is asked for.
-    #[serde(default)]
-    labels: Vec<String>,
-    author: GlUser,
-}
-
-#[derive(Deserialize)]
-struct GlNote {
-    id: i64,
-    body: Option<String>,
-    author: GlUser,
-    #[serde(default)]
-    system: bool,
-    #[serde(default)]
-    created_at: Option<String>,
-}
-
-impl From<GlNote> for Comment {
-    fn from(n: GlNote) -> Self {
-        Comment {
-            id: CommentId(n.id),
-            body: n.body.unwrap_or_default(),
-            author: n.author.into(),
-            created_at: n.created_at.as_deref().and_then(super::unix_seconds),
-        }
-    }
-}
-
-#[derive(Deserialize)]
-struct GlMergeRequestState {
-    state: String,
-}
-
-#[derive(Deserialize)]
-struct GlPipeline {
-    sha: String,
-    status: String,
-}
-
-#[derive(Deserialize)]
-struct GlJob {
-    id: i64,
-    name: String,
-    status: String,
-    #[serde(default)]
-    allow_failure: bool,
-    #[serde(default)]
-    failure_reason: Option<String>,
-    #[serde(default)]
-    web_url: Option<String>,
-}
-
-/// A merge request discussion; one that starts with a note on a diff line is an inline
-/// comment's thread.
-#[derive(Deserialize)]
-struct GlDiscussion {
-    id: String,
-    #[serde(default)]
-    notes: Vec<GlDiffNote>,
-}
-
-#[derive(Deserialize)]
-struct GlDiffNote {
-    id: i64,
-    body: Option<String>,
-    author: GlUser,
-    #[serde(default)]
-    system: bool,
-    #[serde(default)]
-    resolvable: bool,
-    #[serde(default)]
-    resolved: bool,
-    #[serde(default)]
-    position: Option<GlPosition>,
-}
-
-#[derive(Deserialize)]
-struct GlPosition {
-    #[serde(default)]
-    new_path: Option<String>,
-    #[serde(default)]
-    old_path: Option<String>,
-    #[serde(default)]
-    new_line: Option<i64>,
-    #[serde(default)]
-    line_range: Option<GlLineRange>,
-}
-
-#[derive(Deserialize)]
-struct GlLineRange {
-    start: GlLine,
-    end: GlLine,
-}
-
-#[derive(Deserialize)]
-struct GlLine {
-    #[serde(default)]
-    new_line: Option<i64>,
-}
-
-impl GlDiscussion {
-    /// The discussion's first note, when it is an unresolved note on a diff line.
-    fn open_diff_comment(self) -> Option<ReviewComment> {
-        let first = self.notes.into_iter().next()?;
-        let position = first.position?;
-        if first.system || (first.resolvable && first.resolved) {
-            return None;
-        }
-        let path = position.new_path.or(position.old_path)?;
-        let lines = match position.line_range {
-            Some(GlLineRange {
-                start: GlLine { new_line: Some(a) },
-                end: GlLine { new_line: Some(b) },
-            }) => Some((a, b)),
-            _ => position.new_line.map(|n| (n, n)),
-        };
-        Some(ReviewComment {
-            id: CommentId(first.id),
-            thread: Some(self.id),
-            path,
-            lines,
-            // GitLab keeps the diff beside the note, not in it; the planner reads the file.
-            diff_hunk: String::new(),
-            body: first.body.unwrap_or_default(),
-            author: first.author.into(),
-        })
-    }
-}
-
-#[derive(Deserialize)]
-struct GlProject {
-    #[serde(default)]
-    id: Option<i64>,
-    /// `null` while the repository is empty.
-    default_branch: Option<String>,
-    #[serde(default)]
-    http_url_to_repo: Option<String>,
-    /// Sent when asked for (`statistics=true`) and the token may see them.
-    #[serde(default)]
-    statistics: Option<GlStatistics>,
-}
-
-#[derive(Deserialize)]
-struct GlStatistics {
-    /// Bytes.
-    #[serde(default)]
-    repository_size: Option<u64>,
-}
-
-#[derive(Deserialize)]
-struct GlBranch {
-    commit: GlCommit,
-}
-
-#[derive(Deserialize)]
-struct GlCommit {
-    id: String,
-}
-
-#[derive(Deserialize)]
-struct GlMember {
-    access_level: i64,
-    /// The user's state (`active`, `blocked`, …).
-    state: Option<String>,
-    /// `awaiting` while a seat or an invitation is pending.
-    membership_state: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct GlAward {
-    name: String,
-    user: GlUser,
-}
-
-#[derive(Deserialize)]
-struct GlFile {
-    encoding: String,
-    content: String,
-}
-
-#[derive(Deserialize)]
-struct GlMergeRequest {
-    iid: i64,
-    title: String,
-    description: Option<String>,
-    source_branch: String,
-    target_branch: String,
-    source_project_id: i64,
-    target_project_id: i64,
-    web_url: String,
-    /// Missing before GitLab 13.2, whose `work_in_progress` came from the title alone.
-    #[serde(default)]
-    draft: Option<bool>,
-}
-
-impl From<GlMergeRequest> for PullRequest {
-    fn from(m: GlMergeRequest) -> Self {
-        let draft = m
-            .draft
-            .unwrap_or_else(|| undrafted(&m.title).len() < m.title.len());
-        PullRequest {
-            number: PullNumber(m.iid),
-            url: m.web_url,
-            head_branch: m.source_branch,
-            base_branch: m.target_branch,
-            title: m.title,
-            body: m.description.unwrap_or_default(),
-            draft,
-        }
-    }
-}
-
-/// `title` without the prefixes that make GitLab treat a merge request as a draft
-/// (`Draft:`, `[Draft]`, `(Draft)`, in any case, repeated or not).
-fn undrafted(title: &str) -> &str {
-    let mut rest = title.trim_start();
-    loop {
-        let lower = rest.to_ascii_lowercase();
-        let Some(len) = ["draft:", "[draft]", "(draft)"]
-            .iter()
-            .find(|p| lower.starts_with(*p))
-            .map(|p| p.len())
-        else {
-            return rest;
-        };
-        rest = rest[len..].trim_start();
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::client::error_message;
     use super::*;
-
-    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
-        let mut map = HeaderMap::new();
-        for (k, v) in pairs {
-            map.insert(*k, v.parse().unwrap());
-        }
-        map
-    }
-
-    #[test]
-    fn gitlabs_draft_prefixes_come_off_and_nothing_else() {
-        assert_eq!(undrafted("Draft: Fix it"), "Fix it");
-        assert_eq!(undrafted("[draft] (Draft)  DRAFT:Fix it"), "Fix it");
-        assert_eq!(undrafted("Drafting the fix"), "Drafting the fix");
-        assert_eq!(undrafted("Fix the draft: parser"), "Fix the draft: parser");
-    }
-
-    #[test]
-    fn statuses_are_classified() {
-        let s = |code: u16, h: &[(&'static str, &str)]| {
-            classify_status(
-                "GET /x".into(),
-                StatusCode::from_u16(code).unwrap(),
-                &headers(h),
-                "m".into(),
-            )
-        };
-        assert!(matches!(s(404, &[]), ForgeError::NotFound { .. }));
-        assert!(matches!(
-            s(502, &[]),
-            ForgeError::Unavailable { status: 502, .. }
-        ));
-        assert!(matches!(
-            s(403, &[]),
-            ForgeError::Refused { status: 403, .. }
-        ));
-        assert!(matches!(
-            s(401, &[]),
-            ForgeError::Refused { status: 401, .. }
-        ));
-        assert!(matches!(
-            s(429, &[("retry-after", "7")]),
-            ForgeError::RateLimited { retry_after: Some(d), .. } if d == Duration::from_secs(7)
-        ));
-        let reset = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_secs()
-            + 30;
-        match s(429, &[("ratelimit-reset", &reset.to_string())]) {
-            ForgeError::RateLimited {
-                retry_after: Some(d),
-                ..
-            } => assert!(d <= Duration::from_secs(31) && d >= Duration::from_secs(29)),
-            other => panic!("not a rate limit: {other:?}"),
-        }
-        assert!(matches!(
-            s(429, &[]),
-            ForgeError::RateLimited {
-                retry_after: None,
-                ..
-            }
-        ));
-    }
 
     #[test]
     fn access_levels_map_onto_the_ordered_permission() {
@@ -1523,30 +890,6 @@ mod tests {
         for (level, expected) in cases {
             assert_eq!(access_level_permission(level), expected, "{level}");
         }
-    }
-
-    #[test]
-    fn the_next_page_comes_from_whichever_header_is_there() {
-        assert_eq!(
-            next_page(&headers(&[("x-next-page", "3")]), 2, 100),
-            Some(3)
-        );
-        assert_eq!(next_page(&headers(&[("x-next-page", "")]), 2, 100), None);
-        let link = "<https://gitlab.example.com/api/v4/projects/1/issues/3/notes?page=2&per_page=100&sort=asc>; rel=\"next\", \
-                    <https://gitlab.example.com/api/v4/projects/1/issues/3/notes?page=1&per_page=100&sort=asc>; rel=\"first\"";
-        assert_eq!(next_page(&headers(&[("link", link)]), 1, 100), Some(2));
-        let last = "<https://gitlab.example.com/api/v4/x?page=1&per_page=100>; rel=\"first\"";
-        assert_eq!(next_page(&headers(&[("link", last)]), 1, 100), None);
-        assert_eq!(next_page(&headers(&[]), 1, 100), Some(2));
-        assert_eq!(next_page(&headers(&[]), 1, 99), None);
-    }
-
-    #[test]
-    fn paths_are_encoded_whole() {
-        let repo = RepoName::parse("Group/Sub/Project").unwrap();
-        assert_eq!(project_path(&repo), "/projects/group%2Fsub%2Fproject");
-        assert_eq!(encode(".gitlab/planwright.yml"), ".gitlab%2Fplanwright.yml");
-        assert_eq!(encode("docs/a b#c?.md"), "docs%2Fa%20b%23c%3F.md");
     }
 
     #[test]
@@ -1584,25 +927,5 @@ mod tests {
         assert_eq!(cut.chars().count(), 255);
         assert!(cut.ends_with("é…"));
         assert_eq!(one_line(&"a".repeat(255), 255), "a".repeat(255));
-    }
-
-    #[test]
-    fn error_messages_are_read_from_any_shape() {
-        assert_eq!(
-            error_message(r#"{"message":"404 Not found"}"#),
-            "404 Not found"
-        );
-        assert_eq!(
-            error_message(r#"{"message":{"body":["is too long"]}}"#),
-            r#"{"body":["is too long"]}"#
-        );
-        assert_eq!(
-            error_message(r#"{"error":"insufficient_scope","error_description":"needs api"}"#),
-            "needs api"
-        );
-        assert_eq!(
-            error_message("<html>bad gateway</html>"),
-            "<html>bad gateway</html>"
-        );
     }
 }
