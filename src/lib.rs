@@ -31,5 +31,6 @@ pub mod server;
 pub mod session;
 pub mod solve;
 pub mod store;
+pub mod text;
 pub mod unix_socket;
 pub mod verify;

@@ -631,7 +631,7 @@ fn quarantine(ids: Vec<String>) -> Result<Vec<String>, String> {
         if id.chars().any(char::is_control) || id.chars().count() > MAX_TEST_ID {
             return Err(format!(
                 "`{}` is not a test id (one line of at most {MAX_TEST_ID} characters)",
-                crate::distill::clip(&id.replace(char::is_control, " "), 80)
+                crate::text::clip(&id.replace(char::is_control, " "), 80)
             ));
         }
     }

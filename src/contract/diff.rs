@@ -200,7 +200,7 @@ impl ContractDiff {
 
 fn clip(text: &str) -> String {
     let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    crate::distill::clip(&text, TEXT_CHARS)
+    crate::text::clip(&text, TEXT_CHARS)
 }
 
 /// A text field: changed, or nothing (whitespace alone does not count).

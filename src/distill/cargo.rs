@@ -9,7 +9,8 @@
 use std::collections::HashMap;
 
 use super::rust_output::{BuildErrors, MESSAGE_CHARS, Snippet};
-use super::{CONFIDENT, Format, Parser, TestReport, clip};
+use super::{CONFIDENT, Format, Parser, TestReport};
+use crate::text::clip;
 
 /// Failing tests remembered per binary before its summary comes.
 const MAX_PENDING: usize = super::MAX_FAILURES;

@@ -111,7 +111,7 @@ impl Item {
         let error = is_error_line(text);
         if text.len() > LINE_BYTES {
             // Keep the start of a very long line; the line counts as dropped.
-            let clipped = super::clip(text, LINE_BYTES / 4);
+            let clipped = crate::text::clip(text, LINE_BYTES / 4);
             return Item {
                 text: clipped,
                 weight,

@@ -119,7 +119,7 @@ impl Collected {
             self.lines.push(String::new());
             self.blank = false;
         }
-        self.lines.push(super::clip(t, 500));
+        self.lines.push(crate::text::clip(t, 500));
     }
 
     pub(crate) fn message(&self) -> String {

@@ -27,6 +27,7 @@ pub mod vitest;
 
 use std::io::{BufRead, Read};
 
+use crate::text::clip;
 use serde::{Deserialize, Serialize};
 
 /// Lines longer than this are cut (the rest counts as dropped).
@@ -303,14 +304,6 @@ impl Parser for NoParser {
     }
     fn finish(self: Box<Self>) -> TestReport {
         TestReport::new(Format::Generic)
-    }
-}
-
-/// Cuts `text` to at most `max` characters, marking the cut.
-pub fn clip(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        None => text.to_owned(),
-        Some((cut, _)) => format!("{}…", &text[..cut]),
     }
 }
 

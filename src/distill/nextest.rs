@@ -9,7 +9,8 @@
 use std::collections::HashMap;
 
 use super::rust_output::{BuildErrors, Snippet};
-use super::{CONFIDENT, Format, MAX_FAILURES, Parser, TestReport, clip};
+use super::{CONFIDENT, Format, MAX_FAILURES, Parser, TestReport};
+use crate::text::clip;
 
 /// Score per recognised status line, and its ceiling.
 const MAX_LINE_SCORE: u32 = 500;

@@ -14,7 +14,8 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
-use super::{CONFIDENT, Format, MAX_FAILURES, MAX_MESSAGE, Parser, TestReport, clip};
+use super::{CONFIDENT, Format, MAX_FAILURES, MAX_MESSAGE, Parser, TestReport};
+use crate::text::clip;
 
 /// `E` lines kept per failure (the first lines of the last exception shown).
 const MAX_E_LINES: usize = 10;

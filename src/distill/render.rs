@@ -4,7 +4,8 @@
 
 use std::fmt::Write;
 
-use super::{Failure, TestReport, clip};
+use super::{Failure, TestReport};
+use crate::text::clip;
 
 /// Failures shown with their message in the compact rendering; the rest by id only.
 const DETAILED: usize = 12;

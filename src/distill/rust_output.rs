@@ -2,7 +2,8 @@
 //! shows it (`cargo test` or nextest): a bounded excerpt of one test's output and the
 //! panic it summarises to, and the compiler errors of a build that kept tests from running.
 
-use super::{TestReport, clip};
+use super::TestReport;
+use crate::text::clip;
 
 /// Lines kept of one test's output while looking for its panic.
 const SNIPPET_LINES: usize = 60;

@@ -18,7 +18,8 @@
 
 use std::collections::HashSet;
 
-use super::{CONFIDENT, Format, MAX_FAILURES, MAX_MESSAGE, Parser, TestReport, clip};
+use super::{CONFIDENT, Format, MAX_FAILURES, MAX_MESSAGE, Parser, TestReport};
+use crate::text::clip;
 
 /// Exception message lines kept per failure.
 const MAX_MESSAGE_LINES: usize = 12;

@@ -198,7 +198,7 @@ impl Executor for Builtin {
         };
 
         let (reason, summary) = stop;
-        let summary = distill::clip(summary.unwrap_or(last_text).trim(), MAX_SUMMARY_CHARS);
+        let summary = crate::text::clip(summary.unwrap_or(last_text).trim(), MAX_SUMMARY_CHARS);
         transcript.record(json!({
             "kind": "stop",
             "reason": reason.as_str(),
@@ -310,7 +310,7 @@ impl Builtin {
             return Ok((
                 Err(format!(
                     "the arguments of `{name}` must be a JSON object; got: {}",
-                    distill::clip(&display_input(input), 200)
+                    crate::text::clip(&display_input(input), 200)
                 )),
                 None,
             ));
@@ -385,8 +385,8 @@ impl Builtin {
         let raw = json!({
             "command": args.command,
             "status": status,
-            "stdout": distill::clip(&stdout, TRANSCRIPT_OUTPUT_CHARS),
-            "stderr": distill::clip(&stderr, TRANSCRIPT_OUTPUT_CHARS),
+            "stdout": crate::text::clip(&stdout, TRANSCRIPT_OUTPUT_CHARS),
+            "stderr": crate::text::clip(&stderr, TRANSCRIPT_OUTPUT_CHARS),
             "stdout_bytes": output.stdout.total,
             "stderr_bytes": output.stderr.total,
         });
@@ -464,7 +464,7 @@ fn parse<T: for<'de> Deserialize<'de>>(name: &str, input: &Value) -> Result<T, S
     if !input.is_object() {
         return Err(format!(
             "the arguments of `{name}` must be a JSON object; got: {}",
-            distill::clip(&display_input(input), 200)
+            crate::text::clip(&display_input(input), 200)
         ));
     }
     serde_json::from_value(input.clone())

@@ -14,7 +14,6 @@ use super::{
     Executor, ExecutorError, ExecutorReport, ExecutorTask, StopReason, checkout_dir,
     prepare_records,
 };
-use crate::distill;
 use crate::ids::{RunId, SessionId};
 use crate::metering::proxy::Capabilities;
 use crate::sandbox::{self, Sandbox};
@@ -174,7 +173,7 @@ impl Executor for CommandExecutor {
         };
         let lines: Vec<&str> = stdout.trim_end().lines().collect();
         let tail = lines[lines.len().saturating_sub(SUMMARY_LINES)..].join("\n");
-        let mut summary = distill::clip(tail.trim(), MAX_SUMMARY_CHARS);
+        let mut summary = crate::text::clip(tail.trim(), MAX_SUMMARY_CHARS);
         if stop != StopReason::Finished {
             summary = format!("The command stopped: {status}.\n{summary}")
                 .trim_end()

@@ -259,7 +259,7 @@ pub fn repo_instructions(repo: &Path) -> Option<String> {
     if out.is_empty() {
         return None;
     }
-    let mut out = crate::distill::clip(out.trim_end(), MAX_INSTRUCTION_CHARS);
+    let mut out = crate::text::clip(out.trim_end(), MAX_INSTRUCTION_CHARS);
     out.push('\n');
     Some(out)
 }

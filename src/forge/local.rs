@@ -15,8 +15,8 @@ use secrecy::SecretString;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    Check, CheckState, Comment, Forge, ForgeError, GitRemote, Issue, LabelChange, NewPullRequest,
-    Permission, PullRequest, Reaction, Repository,
+    CheckState, Comment, CommitCheck, Forge, ForgeError, GitRemote, Issue, LabelChange,
+    NewPullRequest, Permission, PullRequest, Reaction, Repository,
 };
 use crate::contract::SourceLinks;
 use crate::event::{Actor, Thread};
@@ -911,7 +911,7 @@ impl Forge for LocalForge {
     }
 
     /// Written whole to `checks/<name>.md`, summary and text included.
-    async fn set_check(&self, repo: &RepoName, check: &Check<'_>) -> Result<(), ForgeError> {
+    async fn set_check(&self, repo: &RepoName, check: &CommitCheck<'_>) -> Result<(), ForgeError> {
         self.check_repo(repo)?;
         let sha = check.head_sha.as_str();
         let exists = self

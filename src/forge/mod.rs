@@ -160,7 +160,7 @@ pub enum CheckState {
 
 /// A check on a commit, identified by `name` + `head_sha`: setting it again updates it.
 #[derive(Debug, Clone, Copy)]
-pub struct Check<'a> {
+pub struct CommitCheck<'a> {
     pub name: &'a str,
     pub head_sha: &'a CommitSha,
     pub state: CheckState,
@@ -433,7 +433,7 @@ pub trait Forge: Send + Sync {
     ) -> Result<PullRequest, ForgeError>;
 
     /// Creates the check `check.name` on `check.head_sha`, or updates it if it exists.
-    async fn set_check(&self, repo: &RepoName, check: &Check<'_>) -> Result<(), ForgeError>;
+    async fn set_check(&self, repo: &RepoName, check: &CommitCheck<'_>) -> Result<(), ForgeError>;
 
     /// Folds a comment away as outdated. `Ok(false)` when the forge has no such thing
     /// (the caller then edits the body to say it is superseded).

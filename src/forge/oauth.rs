@@ -19,7 +19,7 @@ pub const FLOW_TTL_SECS: i64 = 10 * 60;
 
 /// A forge people can sign in with.
 #[derive(Clone)]
-pub struct Provider {
+pub struct SignInProvider {
     pub forge: ForgeKind,
     /// Where the browser is sent to agree.
     authorize_url: String,
@@ -58,10 +58,10 @@ fn forge_name(forge: ForgeKind) -> &'static str {
     }
 }
 
-impl Provider {
+impl SignInProvider {
     /// The forges this deployment can sign people in with: those with a client id and
     /// secret (GitHub's also from the app the manifest flow registered).
-    pub fn configured(settings: &Settings) -> Vec<Provider> {
+    pub fn configured(settings: &Settings) -> Vec<SignInProvider> {
         let mut providers = Vec::new();
         let github = &settings.github;
         let registered = (github.client_id.is_none() || github.client_secret.is_none())
@@ -80,7 +80,7 @@ impl Provider {
             .clone()
             .or_else(|| registered.as_ref().map(|a| a.client_secret.clone()));
         if let (Some(client_id), Some(client_secret)) = (client_id, client_secret) {
-            providers.push(Provider {
+            providers.push(SignInProvider {
                 forge: ForgeKind::Github,
                 authorize_url: format!("{}/login/oauth/authorize", github.web_url),
                 token_url: format!("{}/login/oauth/access_token", github.web_url),
@@ -94,7 +94,7 @@ impl Provider {
             (&gitlab.url, &gitlab.client_id, &gitlab.client_secret)
         {
             let url = url.trim_end_matches('/');
-            providers.push(Provider {
+            providers.push(SignInProvider {
                 forge: ForgeKind::Gitlab,
                 authorize_url: format!("{url}/oauth/authorize"),
                 token_url: format!("{url}/oauth/token"),
@@ -235,7 +235,7 @@ impl Provider {
     }
 }
 
-impl Provider {
+impl SignInProvider {
     /// Hands a signed-out person's token back to the forge, so it cannot be used again
     /// (GitHub: the App's token endpoint, authenticated as the App's client; GitLab: the
     /// OAuth revocation endpoint).

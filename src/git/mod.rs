@@ -26,7 +26,7 @@ pub use mirror::{FETCH_TIMEOUT, MirrorCache, MirrorKey};
 pub use sparse::Widening;
 pub use text::FileText;
 pub use workspace::{
-    Author, Change, ChangedFile, DIFF_MAX_BYTES, Outcome, RESULT_MAX_BYTES, Workspace,
+    Author, ChangeKind, ChangedFile, DIFF_MAX_BYTES, Outcome, RESULT_MAX_BYTES, Workspace,
 };
 pub use workspaces::{WorkspaceRequest, Workspaces};
 

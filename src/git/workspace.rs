@@ -39,11 +39,11 @@ pub enum Outcome {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChangedFile {
     pub path: String,
-    pub change: Change,
+    pub change: ChangeKind,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Change {
+pub enum ChangeKind {
     Added,
     Modified,
     Deleted,
@@ -164,12 +164,12 @@ impl Workspace {
             let mut files = Vec::new();
             for delta in diff.deltas() {
                 let change = match delta.status() {
-                    git2::Delta::Added | git2::Delta::Untracked => Change::Added,
-                    git2::Delta::Deleted => Change::Deleted,
-                    git2::Delta::Typechange => Change::TypeChanged,
-                    _ => Change::Modified,
+                    git2::Delta::Added | git2::Delta::Untracked => ChangeKind::Added,
+                    git2::Delta::Deleted => ChangeKind::Deleted,
+                    git2::Delta::Typechange => ChangeKind::TypeChanged,
+                    _ => ChangeKind::Modified,
                 };
-                let file = if change == Change::Deleted {
+                let file = if change == ChangeKind::Deleted {
                     delta.old_file()
                 } else {
                     delta.new_file()

@@ -8,9 +8,9 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::contract::Contract;
-use crate::distill::clip;
 use crate::executor::brief;
 use crate::llm::{ChatModel, ChatRequest, ContentBlock, Message, ModelError, Role, Tool};
+use crate::text::clip;
 
 /// The diff the reviewer reads at most; past it each file keeps a share.
 const MAX_DIFF_CHARS: usize = 60_000;

@@ -180,7 +180,7 @@ fn report_from(question: &str, input: &Value) -> ScoutReport {
     };
     ScoutReport {
         question: question.to_owned(),
-        findings: distill::clip(text("findings"), 2_000),
+        findings: crate::text::clip(text("findings"), 2_000),
         evidence,
         confidence,
     }

@@ -11,7 +11,7 @@ use tracing::Instrument;
 use crate::config::repo::OnFailure;
 use crate::contract::{Contract, ContractHash, ContractVersion};
 use crate::forge::{
-    Check, CheckState, Forge, ForgeError, NewPullRequest, PullRequest, truncate_with_note,
+    CheckState, CommitCheck, Forge, ForgeError, NewPullRequest, PullRequest, truncate_with_note,
 };
 use crate::git::push;
 use crate::git::push::PushError;
@@ -396,7 +396,7 @@ pub async fn publish_pushed(
     forge
         .set_check(
             p.repo,
-            &Check {
+            &CommitCheck {
                 name: CHECK_NAME,
                 head_sha: commit,
                 state,

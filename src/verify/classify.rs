@@ -10,7 +10,8 @@ use super::MESSAGE_CHARS;
 use super::proof::test_matches;
 use super::runs::{CommandRun, Phase};
 
-use crate::distill::{Failure, clip};
+use crate::distill::Failure;
+use crate::text::clip;
 
 /// How a failure compares between the base and the result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

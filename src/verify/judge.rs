@@ -13,7 +13,7 @@ use super::rerun;
 use super::scope::{is_test_path, normalise};
 
 use crate::contract::Contract;
-use crate::git::{Change, ChangedFile, FileText, Workspace};
+use crate::git::{ChangeKind, ChangedFile, FileText, Workspace};
 
 /// Bytes read of a test file's base form; a larger one is judged as the result left it,
 /// and the report says so.
@@ -69,7 +69,7 @@ impl Judging {
                 continue;
             }
             match c.change {
-                Change::Added => {
+                ChangeKind::Added => {
                     if is_test_module(&path) {
                         added.push(path);
                     } else if is_package_init(&path) && !named.contains(&path) {
@@ -78,7 +78,7 @@ impl Judging {
                         judging.base_form.push(path);
                     }
                 }
-                Change::Modified | Change::Deleted | Change::TypeChanged => {
+                ChangeKind::Modified | ChangeKind::Deleted | ChangeKind::TypeChanged => {
                     // A named folder names the files under it.
                     let covered = named
                         .iter()
@@ -162,9 +162,9 @@ impl Judging {
             .map(|p| ChangedFile {
                 path: p.clone(),
                 change: if repo.join(p).symlink_metadata().is_ok() {
-                    Change::Modified
+                    ChangeKind::Modified
                 } else {
-                    Change::Deleted
+                    ChangeKind::Deleted
                 },
             })
             .collect();
@@ -181,14 +181,14 @@ impl Judging {
             .map(|p| ChangedFile {
                 path: p.clone(),
                 change: if base_dir.join(p).exists() {
-                    Change::Modified
+                    ChangeKind::Modified
                 } else {
-                    Change::Deleted
+                    ChangeKind::Deleted
                 },
             })
             .chain(self.apart.iter().map(|p| ChangedFile {
                 path: p.clone(),
-                change: Change::Deleted,
+                change: ChangeKind::Deleted,
             }))
             .collect();
         let notes = copy_tests(&base_dir, &repo, &judged)?;
@@ -392,7 +392,7 @@ mod tests {
         .unwrap()
     }
 
-    fn changed(path: &str, change: Change) -> ChangedFile {
+    fn changed(path: &str, change: ChangeKind) -> ChangedFile {
         ChangedFile {
             path: path.into(),
             change,
@@ -426,14 +426,14 @@ mod tests {
     fn old_test_files_the_contract_does_not_name_are_judged_in_their_base_form() {
         let c = contract(&["calc.py", "tests/test_calc.py"]);
         let files = [
-            changed("calc.py", Change::Modified),
-            changed("tests/test_calc.py", Change::Modified),
-            changed("tests/test_other.py", Change::Modified),
-            changed("tests/test_gone.py", Change::Deleted),
-            changed("tests/test_new.py", Change::Added),
-            changed("tests/helpers.py", Change::Added),
-            changed("tests/__init__.py", Change::Added),
-            changed("tests/data/case.json", Change::Added),
+            changed("calc.py", ChangeKind::Modified),
+            changed("tests/test_calc.py", ChangeKind::Modified),
+            changed("tests/test_other.py", ChangeKind::Modified),
+            changed("tests/test_gone.py", ChangeKind::Deleted),
+            changed("tests/test_new.py", ChangeKind::Added),
+            changed("tests/helpers.py", ChangeKind::Added),
+            changed("tests/__init__.py", ChangeKind::Added),
+            changed("tests/data/case.json", ChangeKind::Added),
         ];
         let judging = Judging::plan(&c, &files, &["python3 -m pytest tests".to_owned()]);
         assert_eq!(

@@ -70,7 +70,7 @@ mod tests {
     use super::*;
     use crate::contract::Contract;
     use crate::distill::Failure;
-    use crate::git::{Change as FileChange, ChangedFile};
+    use crate::git::{ChangeKind, ChangedFile};
     use crate::markdown::GITHUB_TEXT_LIMIT;
 
     fn summary(exit: i32, runner: &str, passed: u64, failed: u64) -> RunSummary {
@@ -614,7 +614,7 @@ mod tests {
         assert!(compact.contains("- … 250 more"), "{compact}");
     }
 
-    fn changed(path: &str, change: FileChange) -> ChangedFile {
+    fn changed(path: &str, change: ChangeKind) -> ChangedFile {
         ChangedFile {
             path: path.into(),
             change,
@@ -654,17 +654,17 @@ mod tests {
             ".planwright.yml".to_owned(),
         ];
         let files = [
-            changed("src/parse.rs", FileChange::Modified),
-            changed("src/old.rs", FileChange::Deleted),
-            changed("tests/old_test.rs", FileChange::Deleted),
-            changed("src/gen/table.rs", FileChange::Added),
-            changed("tests/new.rs", FileChange::Added),
-            changed("checks/parse_empty.rs", FileChange::Added),
-            changed("src/lexer.rs", FileChange::Modified),
-            changed(".github/workflows/ci.yml", FileChange::Modified),
-            changed(".planwright.yml", FileChange::Modified),
-            changed("tests/parse.rs", FileChange::Deleted),
-            changed("tests/other.rs", FileChange::Deleted),
+            changed("src/parse.rs", ChangeKind::Modified),
+            changed("src/old.rs", ChangeKind::Deleted),
+            changed("tests/old_test.rs", ChangeKind::Deleted),
+            changed("src/gen/table.rs", ChangeKind::Added),
+            changed("tests/new.rs", ChangeKind::Added),
+            changed("checks/parse_empty.rs", ChangeKind::Added),
+            changed("src/lexer.rs", ChangeKind::Modified),
+            changed(".github/workflows/ci.yml", ChangeKind::Modified),
+            changed(".planwright.yml", ChangeKind::Modified),
+            changed("tests/parse.rs", ChangeKind::Deleted),
+            changed("tests/other.rs", ChangeKind::Deleted),
         ];
         let found: Vec<(&str, Severity)> =
             check_scope(&contract, &protected, &files, &HashMap::new(), &baseline)
@@ -694,7 +694,7 @@ mod tests {
         let deleted_declared = check_scope(
             &contract,
             &protected,
-            &[changed("src/parse.rs", FileChange::Deleted)],
+            &[changed("src/parse.rs", ChangeKind::Deleted)],
             &HashMap::new(),
             &RunSet::default(),
         );

@@ -215,7 +215,7 @@ mod tests {
     use super::*;
 
     use crate::config::repo::RootFiles;
-    use crate::git::{Change, ChangedFile};
+    use crate::git::{ChangeKind, ChangedFile};
 
     fn monorepo() -> RepoConfig {
         let text = "test:\n  \"services/api/**\": [\"cd services/api && npm test\"]\n  \"services/web/**\": [\"cd services/web && npm test\", \"make test\"]\n  \"**/*.md\": [\"mdlint\"]\n  \"**\": [\"make  test\"]\n";
@@ -242,7 +242,7 @@ mod tests {
             .iter()
             .map(|p| ChangedFile {
                 path: (*p).into(),
-                change: Change::Modified,
+                change: ChangeKind::Modified,
             })
             .collect()
     }

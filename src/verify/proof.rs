@@ -16,7 +16,7 @@ use super::scope::{is_test_path, names_file};
 use super::spans::{code, fence};
 
 use crate::contract::Contract;
-use crate::git::{Change, ChangedFile};
+use crate::git::{ChangeKind, ChangedFile};
 
 /// Tests listed in a proof; the counts go on past it.
 const LISTED: usize = 100;
@@ -387,8 +387,8 @@ pub fn copy_tests(from: &Path, to: &Path, tests: &[ChangedFile]) -> anyhow::Resu
             continue;
         }
         match change.change {
-            Change::Deleted => remove_entry(&target)?,
-            Change::Added | Change::Modified | Change::TypeChanged => {
+            ChangeKind::Deleted => remove_entry(&target)?,
+            ChangeKind::Added | ChangeKind::Modified | ChangeKind::TypeChanged => {
                 if !plain_parents(from, relative) {
                     notes.push(format!(
                         "`{}` is under a link in the result: left out",
@@ -547,7 +547,7 @@ pub fn prove(
     let mut seen: HashSet<(String, String)> = HashSet::new();
     let files: Vec<&str> = tests
         .iter()
-        .filter(|c| c.change != Change::Deleted)
+        .filter(|c| c.change != ChangeKind::Deleted)
         .map(|c| c.path.as_str())
         .collect();
     let entries = &contract.verification.new_tests;
@@ -998,7 +998,7 @@ mod tests {
     fn added(path: &str) -> ChangedFile {
         ChangedFile {
             path: path.into(),
-            change: Change::Added,
+            change: ChangeKind::Added,
         }
     }
 
@@ -1470,7 +1470,7 @@ mod tests {
                 added("spec/a_spec.rb"),
                 ChangedFile {
                     path: "test_gone.py".into(),
-                    change: Change::Deleted,
+                    change: ChangeKind::Deleted,
                 },
             ],
         )

@@ -15,9 +15,9 @@ use super::weaken::Weakening;
 use super::{COMPACT_DETAILED, COMPACT_LISTED, LISTED_PER_CLASS, MAX_FINDINGS};
 
 use crate::config::repo::PathTests;
-use crate::distill::clip;
 use crate::forge::truncate_with_note;
 use crate::markdown::GITHUB_TEXT_LIMIT;
+use crate::text::clip;
 
 /// Bytes of the proof table a pull request body holds; the check run has all of it.
 const PROOF_CHARS: usize = 16_000;

@@ -23,12 +23,13 @@ use super::{EXCERPT_CHARS, VerifyError};
 
 use crate::config::environment::EnvironmentConfig;
 use crate::contract::Contract;
-use crate::distill::{self, Failure, TestReport, clip};
+use crate::distill::{self, Failure, TestReport};
 use crate::environment::setup_cache::SetupCache;
 use crate::git::{ChangedFile, Workspace};
 use crate::ids::RepoScope;
 use crate::sandbox::egress::{Allowlist, EgressProxy};
 use crate::sandbox::{Exit, Limits, Output, Root, Sandbox};
+use crate::text::clip;
 
 /// Tests that failed on the base run alone, one by one, when a run of them together did
 /// not settle them.

@@ -6,9 +6,10 @@ use std::collections::HashSet;
 use serde::{Deserialize, Serialize};
 
 use super::{EXCERPT_CHARS, MESSAGE_CHARS};
-use crate::distill::{self, Failure, clip};
+use crate::distill::{self, Failure};
 use crate::environment::setup_cache::SetupCache;
 use crate::ids::RepoScope;
+use crate::text::clip;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::runs::RunSet;
 
 use crate::contract::{Contract, FileAction};
-use crate::git::{Change as FileChange, ChangedFile};
+use crate::git::{ChangeKind, ChangedFile};
 use crate::repo_tools::glob_matches;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -83,12 +83,12 @@ pub(super) fn names_file(entry: &str, path: &str) -> bool {
     !first.is_empty() && (first == name || glob_matches(first, path))
 }
 
-fn change_name(change: FileChange) -> &'static str {
+fn change_name(change: ChangeKind) -> &'static str {
     match change {
-        FileChange::Added => "added",
-        FileChange::Modified => "modified",
-        FileChange::Deleted => "deleted",
-        FileChange::TypeChanged => "type changed",
+        ChangeKind::Added => "added",
+        ChangeKind::Modified => "modified",
+        ChangeKind::Deleted => "deleted",
+        ChangeKind::TypeChanged => "type changed",
     }
 }
 
@@ -116,7 +116,7 @@ impl Link {
 pub fn links_in(repo: &Path, changed: &[ChangedFile]) -> HashMap<String, Link> {
     let mut links = HashMap::new();
     for file in changed {
-        if file.change == FileChange::Deleted {
+        if file.change == ChangeKind::Deleted {
             continue;
         }
         let path = normalise(&file.path);
@@ -303,7 +303,7 @@ impl<'a> Scope<'a> {
         {
             return Some((Severity::Refused, reason));
         }
-        let deleted = file.change == FileChange::Deleted;
+        let deleted = file.change == ChangeKind::Deleted;
         let test = is_test_path(path) || self.names_test(path);
         if deleted && test && declaration != Some(FileAction::Delete) {
             return Some(self.deleted_test(path, declaration));
@@ -322,7 +322,7 @@ impl<'a> Scope<'a> {
     /// Why a change the contract does not name is refused outright: a test setup file
     /// added, a file CI runs, or a link; `None` for any other.
     fn unnamed_refusal(&self, file: &ChangedFile, path: &str) -> Option<String> {
-        if file.change == FileChange::Added
+        if file.change == ChangeKind::Added
             && let Some(glob) = TEST_SETUP.iter().find(|g| glob_matches(g, path))
         {
             return Some(format!(
@@ -386,7 +386,7 @@ mod tests {
         .unwrap()
     }
 
-    fn scope(contract: &Contract, files: &[(&str, FileChange)]) -> Vec<(String, Severity)> {
+    fn scope(contract: &Contract, files: &[(&str, ChangeKind)]) -> Vec<(String, Severity)> {
         let changed: Vec<ChangedFile> = files
             .iter()
             .map(|(path, change)| ChangedFile {
@@ -415,8 +415,8 @@ mod tests {
             ".cargo/config.toml",
             "crates/x/.cargo/config.toml",
         ];
-        let files: Vec<(&str, FileChange)> =
-            added.iter().map(|p| (*p, FileChange::Added)).collect();
+        let files: Vec<(&str, ChangeKind)> =
+            added.iter().map(|p| (*p, ChangeKind::Added)).collect();
         let none = contract(&["calc.py"]);
         let found = scope(&none, &files);
         assert_eq!(
@@ -428,7 +428,7 @@ mod tests {
         );
         let changed = [ChangedFile {
             path: "web/jest.config.ts".into(),
-            change: FileChange::Added,
+            change: ChangeKind::Added,
         }];
         let reason =
             &check_scope(&none, &[], &changed, &HashMap::new(), &RunSet::default())[0].reason;
@@ -445,8 +445,8 @@ mod tests {
             scope(
                 &none,
                 &[
-                    ("tests/test_calc.py", FileChange::Added),
-                    ("jest.config.js", FileChange::Modified),
+                    ("tests/test_calc.py", ChangeKind::Added),
+                    ("jest.config.js", ChangeKind::Modified),
                 ]
             ),
             [("jest.config.js".to_owned(), Severity::Flagged)]

@@ -23,7 +23,8 @@ use planwright::executor::{
 };
 use planwright::forge::GitRemote;
 use planwright::git::{
-    Change, ChangedFile, MirrorCache, MirrorKey, Outcome, Workspace, WorkspaceRequest, Workspaces,
+    ChangeKind, ChangedFile, MirrorCache, MirrorKey, Outcome, Workspace, WorkspaceRequest,
+    Workspaces,
 };
 use planwright::ids::{CommitSha, IssueNumber, RepoName, RunId, SessionId};
 use planwright::metering::proxy::{self, Capabilities, ProxyState, TokenError};
@@ -248,7 +249,7 @@ async fn builtin_reads_edits_runs_in_the_sandbox_and_finishes() {
         world.changed().await,
         vec![ChangedFile {
             path: "greeting.txt".into(),
-            change: Change::Modified
+            change: ChangeKind::Modified
         }]
     );
 
@@ -558,7 +559,7 @@ echo "edited greeting.txt as $(id -u)"
         world.changed().await,
         vec![ChangedFile {
             path: "greeting.txt".into(),
-            change: Change::Modified
+            change: ChangeKind::Modified
         }]
     );
     let transcript = std::fs::read_to_string(&report.transcript).unwrap();
@@ -775,7 +776,7 @@ cat {IMAGE_ONLY_FILE}
         world.changed().await,
         vec![ChangedFile {
             path: "greeting.txt".into(),
-            change: Change::Modified
+            change: ChangeKind::Modified
         }]
     );
     world.done().await;

@@ -10,7 +10,7 @@ use std::time::Duration;
 use planwright::event::Actor;
 use planwright::forge::github::{GithubApp, GithubForge};
 use planwright::forge::{
-    Check, CheckState, Forge, ForgeError, GitRemote, NewPullRequest, PullRequest, RetryPolicy,
+    CheckState, CommitCheck, Forge, ForgeError, GitRemote, NewPullRequest, PullRequest, RetryPolicy,
 };
 use planwright::git::{
     MirrorCache, MirrorKey, Outcome, WorkspaceError, WorkspaceRequest, Workspaces,
@@ -655,8 +655,13 @@ async fn a_closed_pull_request_does_not_count_as_open() {
     assert_eq!(fake.pulls(REPO).len(), 2);
 }
 
-fn check<'a>(sha: &'a CommitSha, state: CheckState, summary: &'a str, text: &'a str) -> Check<'a> {
-    Check {
+fn check<'a>(
+    sha: &'a CommitSha,
+    state: CheckState,
+    summary: &'a str,
+    text: &'a str,
+) -> CommitCheck<'a> {
+    CommitCheck {
         name: "planwright",
         head_sha: sha,
         state,

@@ -10,7 +10,7 @@ use std::time::Duration;
 use planwright::event::Actor;
 use planwright::forge::gitlab::GitlabForge;
 use planwright::forge::{
-    Check, CheckState, Forge, ForgeError, LabelChange, NewPullRequest, PullRequest, Reaction,
+    CheckState, CommitCheck, Forge, ForgeError, LabelChange, NewPullRequest, PullRequest, Reaction,
     RetryPolicy,
 };
 use planwright::ids::Permission;
@@ -516,8 +516,8 @@ fn new_pull<'a>(title: &'a str, body: &'a str) -> NewPullRequest<'a> {
     }
 }
 
-fn check<'a>(sha: &'a CommitSha, state: CheckState, title: &'a str) -> Check<'a> {
-    Check {
+fn check<'a>(sha: &'a CommitSha, state: CheckState, title: &'a str) -> CommitCheck<'a> {
+    CommitCheck {
         name: "planwright",
         head_sha: sha,
         state,

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use planwright::event::Actor;
 use planwright::forge::local::{BOT_LOGIN, ISSUE, LocalForge, LocalIssue, PULL};
-use planwright::forge::{Check, CheckState, Forge, ForgeError, NewPullRequest, Reaction};
+use planwright::forge::{CheckState, CommitCheck, Forge, ForgeError, NewPullRequest, Reaction};
 use planwright::ids::Permission;
 use planwright::ids::{CommentId, CommitSha, RepoName};
 use secrecy::ExposeSecret;
@@ -456,7 +456,7 @@ async fn checks_are_written_whole_and_echoed() {
         forge
             .set_check(
                 &name(),
-                &Check {
+                &CommitCheck {
                     name: "planwright/verify",
                     head_sha: &head,
                     state,
@@ -494,7 +494,7 @@ async fn checks_are_written_whole_and_echoed() {
     let error = forge
         .set_check(
             &name(),
-            &Check {
+            &CommitCheck {
                 name: "planwright/verify",
                 head_sha: &unknown,
                 state: CheckState::Success,

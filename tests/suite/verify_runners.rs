@@ -9,7 +9,7 @@ use std::path::Path;
 
 use planwright::config::repo::{RepoConfig, RootFiles};
 use planwright::contract::{Contract, FileAction, FileChange};
-use planwright::git::{Change, Outcome};
+use planwright::git::{ChangeKind, Outcome};
 use planwright::verify::{Class, Plan, RunSet, RunSummary, Verdict, VerificationReport};
 use support::projects::{self, Kind, Upstream};
 
@@ -78,9 +78,9 @@ async fn verify(
     let mut contract = contract(&plan.checks[0]);
     for changed in result.changed_files().await.unwrap() {
         let action = match changed.change {
-            Change::Added => FileAction::Create,
-            Change::Deleted => FileAction::Delete,
-            Change::Modified | Change::TypeChanged => FileAction::Modify,
+            ChangeKind::Added => FileAction::Create,
+            ChangeKind::Deleted => FileAction::Delete,
+            ChangeKind::Modified | ChangeKind::TypeChanged => FileAction::Modify,
         };
         contract.change.files.push(FileChange {
             path: changed.path,

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use planwright::forge::GitRemote;
 use planwright::git::{
-    Author, Change, ChangedFile, MirrorCache, MirrorKey, Outcome, WorkspaceError, WorkspaceRequest,
-    Workspaces,
+    Author, ChangeKind, ChangedFile, MirrorCache, MirrorKey, Outcome, WorkspaceError,
+    WorkspaceRequest, Workspaces,
 };
 use planwright::ids::{CommitSha, IssueNumber, RepoName};
 use secrecy::SecretString;
@@ -299,15 +299,15 @@ async fn the_result_is_read_and_committed_from_the_checkout() {
         vec![
             ChangedFile {
                 path: "src/lib.rs".into(),
-                change: Change::Modified
+                change: ChangeKind::Modified
             },
             ChangedFile {
                 path: "src/old.rs".into(),
-                change: Change::Deleted
+                change: ChangeKind::Deleted
             },
             ChangedFile {
                 path: "tests/t.rs".into(),
-                change: Change::Added
+                change: ChangeKind::Added
             },
         ]
     );
@@ -706,7 +706,7 @@ async fn git_inside_the_sandbox_sees_a_clean_checkout_and_can_commit() {
         changed,
         vec![ChangedFile {
             path: "new.txt".into(),
-            change: Change::Added
+            change: ChangeKind::Added
         }]
     );
     ws.finish(Outcome::Succeeded).await.unwrap();

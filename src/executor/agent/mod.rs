@@ -21,7 +21,6 @@ use async_trait::async_trait;
 use super::{
     Executor, ExecutorError, ExecutorReport, ExecutorTask, ProxyAccess, StopReason, prepare_records,
 };
-use crate::distill;
 use crate::sandbox::{self, Command, Limits, Output, Root, Sandbox, SandboxError};
 
 /// Characters of the final message kept; the whole stream stays in the transcript.
@@ -416,7 +415,7 @@ impl Executor for AgentExecutor {
         }
         Ok(ExecutorReport {
             stop,
-            summary: distill::clip(summary.trim(), MAX_SUMMARY_CHARS),
+            summary: crate::text::clip(summary.trim(), MAX_SUMMARY_CHARS),
             turns: 1,
             steps: report.tools.values().sum(),
             transcript,

@@ -19,9 +19,9 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::{
-    CI_CHECKS_MAX, Check, CheckState, Comment, FailedCheck, Forge, ForgeError, GITHUB_TEXT_LIMIT,
-    GitRemote, Issue, LabelChange, NewPullRequest, Permission, PullRequest, PullState,
-    REVIEW_COMMENTS_MAX, Reaction, Repository, Review, ReviewComment, ReviewState,
+    CI_CHECKS_MAX, CheckState, Comment, CommitCheck, FailedCheck, Forge, ForgeError,
+    GITHUB_TEXT_LIMIT, GitRemote, Issue, LabelChange, NewPullRequest, Permission, PullRequest,
+    PullState, REVIEW_COMMENTS_MAX, Reaction, Repository, Review, ReviewComment, ReviewState,
     truncate_with_note,
 };
 use crate::contract::SourceLinks;
@@ -469,7 +469,7 @@ impl Forge for GithubForge {
         Ok(updated.into())
     }
 
-    async fn set_check(&self, repo: &RepoName, check: &Check<'_>) -> Result<(), ForgeError> {
+    async fn set_check(&self, repo: &RepoName, check: &CommitCheck<'_>) -> Result<(), ForgeError> {
         let base = repo_path(repo);
         let app_id = self.shared.app_id.to_string();
         let query = serde_urlencoded::to_string([

@@ -23,9 +23,9 @@ use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 
 use super::{
-    CI_CHECKS_MAX, Check, CheckState, Comment, FailedCheck, Forge, ForgeError, GitRemote, Issue,
-    LabelChange, NewPullRequest, Permission, PullRequest, PullState, REVIEW_COMMENTS_MAX, Reaction,
-    Repository, RetryPolicy, ReviewComment, truncate_with_note,
+    CI_CHECKS_MAX, CheckState, Comment, CommitCheck, FailedCheck, Forge, ForgeError, GitRemote,
+    Issue, LabelChange, NewPullRequest, Permission, PullRequest, PullState, REVIEW_COMMENTS_MAX,
+    Reaction, Repository, RetryPolicy, ReviewComment, truncate_with_note,
 };
 use crate::config::GitlabSettings;
 use crate::contract::SourceLinks;
@@ -752,7 +752,7 @@ impl Forge for GitlabForge {
     /// link. GitLab refuses to move a status that is pending or running to the state it
     /// is already in (or back from running to pending); that refusal means the status is
     /// already where it should be, and is an `Ok`.
-    async fn set_check(&self, repo: &RepoName, check: &Check<'_>) -> Result<(), ForgeError> {
+    async fn set_check(&self, repo: &RepoName, check: &CommitCheck<'_>) -> Result<(), ForgeError> {
         let (state, description) = match check.state {
             CheckState::Pending => ("pending", Cow::Borrowed(check.title)),
             CheckState::Running => ("running", Cow::Borrowed(check.title)),

@@ -28,7 +28,7 @@ use crate::ids::{RepoName, SessionId};
 use crate::store::{installations, now_ms, sessions, signed_out};
 use access::{AccessCache, AccessError};
 use auth::{Person, Viewer, Visit};
-use oauth::Provider;
+use oauth::SignInProvider;
 
 /// Sessions the home page lists at most.
 const HOME_SESSIONS: i64 = 200;
@@ -145,7 +145,7 @@ fn sign_in_page(state: &AppState, status: StatusCode, error: Option<&str>) -> Re
         csrf: &csrf,
         error,
         token_sign_in: state.settings.admin_token.is_some(),
-        forges: Provider::configured(&state.settings)
+        forges: SignInProvider::configured(&state.settings)
             .iter()
             .map(|p| (p.name(), p.start_path()))
             .collect(),
@@ -209,8 +209,8 @@ pub async fn sign_in(
     (jar, Redirect::to("/")).into_response()
 }
 
-fn provider(state: &AppState, forge: &str) -> Option<Provider> {
-    Provider::configured(&state.settings)
+fn provider(state: &AppState, forge: &str) -> Option<SignInProvider> {
+    SignInProvider::configured(&state.settings)
         .into_iter()
         .find(|p| p.forge.as_str() == forge)
 }
@@ -410,7 +410,7 @@ pub async fn sign_out(
         return unavailable("a sign-out", &e);
     }
     if let Viewer::Person(person) = &visit.viewer
-        && let Some(provider) = Provider::configured(&state.settings)
+        && let Some(provider) = SignInProvider::configured(&state.settings)
             .into_iter()
             .find(|p| p.forge == person.forge)
         && let Err(e) = provider.revoke(&state.pages.http, &person.token).await

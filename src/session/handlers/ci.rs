@@ -142,7 +142,7 @@ fn evidence(sha: &CommitSha, checks: &[Distilled<'_>]) -> String {
             out.push('\n');
         }
     }
-    distill::clip(&out, EVIDENCE_MAX)
+    crate::text::clip(&out, EVIDENCE_MAX)
 }
 
 #[cfg(test)]
