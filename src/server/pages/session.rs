@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use askama::Template;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::auth::Viewer;
 use super::{AppState, age, checks_url, issue_url, markdown_html, pull_url};
@@ -16,7 +16,7 @@ use crate::ids::{CommitSha, SessionId};
 use crate::planner::dossier::Dossier;
 use crate::store::state::SessionState;
 use crate::store::{audit, model_usage, now_ms, runs, sessions};
-use crate::verify::VerificationReport;
+use crate::verify::{RunOutcome, StoredOutcome, VerificationReport};
 
 /// Longest contract diff shown, in characters.
 const DIFF_MAX: usize = 20_000;
@@ -158,20 +158,6 @@ pub struct Chart {
 pub struct SessionPage<'a> {
     pub s: &'a SessionView,
     pub csrf: &'a str,
-}
-
-/// What a run's `outcome` holds: a final attempt's verification and review, or an
-/// earlier attempt's verification alone.
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum Outcome {
-    Final {
-        verification: Box<VerificationReport>,
-        accepted: bool,
-        findings: String,
-    },
-    Report(Box<VerificationReport>),
-    Other(serde::de::IgnoredAny),
 }
 
 /// The session's row, when `viewer` may see it: `None` when there is none or it is not
@@ -350,13 +336,17 @@ fn attempt_views(
             .collect();
         models.dedup();
         let (verification, accepted, findings) =
-            match r.outcome.as_deref().map(serde_json::from_str::<Outcome>) {
-                Some(Ok(Outcome::Final {
-                    verification,
-                    accepted,
-                    findings,
-                })) => (Some(*verification), Some(accepted), Some(findings)),
-                Some(Ok(Outcome::Report(report))) => (Some(*report), None, None),
+            match r.outcome.as_deref().map(StoredOutcome::parse) {
+                Some(StoredOutcome::Final(outcome)) => {
+                    let RunOutcome {
+                        verification,
+                        accepted,
+                        findings,
+                        ..
+                    } = *outcome;
+                    (Some(verification), Some(accepted), Some(findings))
+                }
+                Some(StoredOutcome::Report(report)) => (Some(*report), None, None),
                 _ => (None, None, None),
             };
         attempts.push(AttemptView {

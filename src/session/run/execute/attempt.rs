@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use tracing::{info, warn};
 
-use super::{Execution, RunOutcome, Timings, create_open_dir, partial};
+use super::{Execution, Timings, create_open_dir, partial};
 use crate::config::environment::Choice;
 use crate::config::repo::{ExecutorKind, OnFailure, RepoConfig};
 use crate::contract::Contract;
@@ -28,7 +28,7 @@ use crate::store::baselines;
 use crate::store::model_usage::Budget;
 use crate::store::runs::{self, RunState};
 use crate::store::state::SessionState;
-use crate::verify::{self, Verifier, VerifyError};
+use crate::verify::{self, RunOutcome, Verifier, VerifyError};
 
 /// What every attempt of one execution shares.
 struct Prepared {

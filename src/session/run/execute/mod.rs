@@ -20,7 +20,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context as _;
-use serde::{Deserialize, Serialize};
 use tracing::{Instrument as _, info, warn};
 
 use crate::app::App;
@@ -45,40 +44,6 @@ use crate::verify;
 
 /// How often a running executor's session is looked at for a cancellation.
 const CANCEL_POLL: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// What a verified attempt came to, kept with its run so publishing can resume.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct RunOutcome {
-    verification: verify::VerificationReport,
-    accepted: bool,
-    findings: String,
-    /// `None`: the run passed.
-    failure: Option<String>,
-    attempts: u32,
-    max_attempts: u32,
-    /// `reference@digest` of the image it ran in, or `host`; absent from outcomes kept
-    /// before it was recorded.
-    #[serde(default)]
-    environment: Option<String>,
-    /// The result's commit, pushed to the session's branch before the run was recorded as
-    /// verified (when it opens a pull request): what lets any worker finish publishing
-    /// it. Absent from outcomes kept before it was recorded, and for results reported on
-    /// the issue.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    commit: Option<String>,
-}
-
-impl RunOutcome {
-    /// How the run ended, as publishing says it.
-    fn result(&self) -> crate::publish::RunResult {
-        match &self.failure {
-            None => crate::publish::RunResult::Succeeded,
-            Some(reason) => crate::publish::RunResult::Failed {
-                reason: reason.clone(),
-            },
-        }
-    }
-}
 
 /// How long each stage took, for the log and the overhead benchmark.
 #[derive(Default)]

@@ -9,7 +9,7 @@ use std::path::Path;
 use anyhow::Context as _;
 use tracing::{info, warn};
 
-use super::{Execution, RunOutcome};
+use super::Execution;
 
 /// The verified result a run publishes.
 pub(super) enum Verified {
@@ -55,6 +55,7 @@ use crate::store::reviews;
 use crate::store::runs::{self, RunState};
 use crate::store::sessions;
 use crate::store::state::SessionState;
+use crate::verify::RunOutcome;
 
 impl Execution<'_> {
     /// Publishing again after a restart: the verified run's workspace, if it is still there.
