@@ -20,6 +20,7 @@ use crate::jobs::{JobError, Waker, Worker};
 use crate::metering::ModelRole;
 use crate::metering::proxy::{self, Capabilities, ProxyState};
 use crate::session::handlers;
+use crate::store::audit::AuditAction;
 use crate::store::state::SessionState;
 use crate::store::{Db, audit, jobs, model_usage, sessions};
 
@@ -414,7 +415,7 @@ impl Session<'_> {
             &mut tx,
             &audit::Entry {
                 actor: &format!("local:{}", self.user),
-                action: "session.cancelled",
+                action: AuditAction::SessionCancelled,
                 session: Some(id.as_str()),
                 delivery: None,
                 detail: serde_json::json!({ "why": "a new solve started" }),

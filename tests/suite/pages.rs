@@ -727,7 +727,7 @@ async fn people_sign_in_with_github_and_see_only_the_sessions_they_can_read() {
             &mut conn,
             &planwright::store::audit::Entry {
                 actor: "planwright",
-                action: "session.failed",
+                action: planwright::store::audit::AuditAction::SessionFailed,
                 session: Some("s-0"),
                 delivery: None,
                 detail: json!({ "reason": "The image could not be used", "detail": DETAIL }),

@@ -14,6 +14,7 @@ use crate::contract::{
 };
 use crate::ids::{CommitSha, SessionId};
 use crate::planner::dossier::Dossier;
+use crate::store::audit::AuditAction;
 use crate::store::state::SessionState;
 use crate::store::{audit, model_usage, now_ms, runs, sessions};
 use crate::verify::{RunOutcome, StoredOutcome, VerificationReport};
@@ -188,7 +189,7 @@ fn failure_detail(audit_rows: &[audit::AuditRow]) -> Option<String> {
     let failed = audit_rows
         .iter()
         .rev()
-        .find(|a| a.action == "session.failed")?;
+        .find(|a| a.action == AuditAction::SessionFailed.as_str())?;
     let detail: serde_json::Value = serde_json::from_str(&failed.detail).ok()?;
     detail["detail"].as_str().map(str::to_owned)
 }
@@ -434,7 +435,10 @@ fn timeline(row: &sessions::SessionRow, audit_rows: &[audit::AuditRow], now: i64
         audit_rows
             .iter()
             // Its start is the row's own; how long stages took is for the log.
-            .filter(|a| a.action != "session.started" && a.action != "execution.timed")
+            .filter(|a| {
+                a.action != AuditAction::SessionStarted.as_str()
+                    && a.action != AuditAction::ExecutionTimed.as_str()
+            })
             .map(|a| Moment {
                 at: a.at,
                 when: age(now - a.at),

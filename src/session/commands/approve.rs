@@ -7,6 +7,7 @@ use crate::session::comments;
 use crate::session::context::{CommandContext, Done, move_or_refuse};
 use crate::session::error::{Stop, UserError};
 use crate::session::jobs::enqueue_execute;
+use crate::store::audit::AuditAction;
 use crate::store::sessions::{self, ContractRow, SessionRow};
 use crate::store::state::SessionState;
 
@@ -89,7 +90,7 @@ pub(super) async fn apply(
     move_or_refuse(tx, id, from, to, comments::raced_approval()).await?;
     let ahead = enqueue_execute(tx, id, &contract, None).await?;
     Ok(Done {
-        action: "contract.approved",
+        action: AuditAction::ContractApproved,
         detail: serde_json::json!({
             "version": contract.version,
             "sha256": contract.sha256,

@@ -7,6 +7,7 @@ use crate::session::comments;
 use crate::session::context::{CommandContext, Done, move_or_refuse};
 use crate::session::error::{Stop, UserError};
 use crate::session::jobs::enqueue_plan;
+use crate::store::audit::AuditAction;
 use crate::store::sessions::{self, ContractRow, SessionRow};
 use crate::store::state::SessionState;
 
@@ -39,7 +40,7 @@ pub(super) async fn apply(
     let version = latest.map_or(1, |c| c.version + 1);
     enqueue_plan(tx, id, version, None).await?;
     Ok(Done {
-        action: "session.replanned",
+        action: AuditAction::SessionReplanned,
         detail: serde_json::json!({ "version": version }),
         state: to,
         status: comments::replanning(ctx.login()),

@@ -11,6 +11,7 @@ use crate::session::context::{CommandContext, Done, move_or_refuse};
 use crate::session::error::{Stop, UserError};
 use crate::session::jobs::{PlanJob, enqueue_plan, enqueue_plan_job, version_of};
 use crate::session::{comments, feedback};
+use crate::store::audit::AuditAction;
 use crate::store::ci_reports;
 use crate::store::reviews::{self, Owed};
 use crate::store::sessions::{self, ContractRow, SessionRow};
@@ -53,7 +54,7 @@ pub(super) async fn apply(
     let version = next_version(latest.as_ref());
     enqueue_plan(tx, &session.id, version, Some(feedback.to_owned())).await?;
     Ok(Done {
-        action: "contract.revision_requested",
+        action: AuditAction::ContractRevisionRequested,
         detail: serde_json::json!({ "version": version, "feedback": feedback }),
         state: to,
         status: comments::revising(version, ctx.login()),
@@ -142,7 +143,7 @@ pub(in crate::session) async fn start_round(
     enqueue_plan_job(&mut tx, plan).await?;
     let review = round.review;
     let done = Done {
-        action: "contract.revision_requested",
+        action: AuditAction::ContractRevisionRequested,
         detail: serde_json::json!({
             "version": version, "feedback": round.feedback, "pull": pull.0, "review": review,
             "inline_comments": round.owed.len(), "ci_failures": failures.len(),

@@ -12,6 +12,7 @@ use crate::jobs::JobError;
 use crate::session::comments;
 use crate::session::context::RepoContext;
 use crate::session::jobs::enqueue_plan;
+use crate::store::audit::AuditAction;
 use crate::store::{audit, sessions};
 
 /// Checks the actor's permission and starts a session, unless one holds the issue. The
@@ -37,7 +38,7 @@ pub(in crate::session) async fn start_session(
     let delivery = repo.delivery;
     let mut tx = repo.app.db.writer.begin().await?;
     if let Some(delivery) = delivery
-        && audit::delivery_did(&mut tx, delivery, "session.started").await?
+        && audit::delivery_did(&mut tx, delivery, AuditAction::SessionStarted).await?
     {
         return Ok(());
     }
@@ -66,7 +67,7 @@ pub(in crate::session) async fn start_session(
         &mut tx,
         &audit::Entry {
             actor: &repo.actor(actor),
-            action: "session.started",
+            action: AuditAction::SessionStarted,
             session: Some(id.as_str()),
             delivery,
             detail: serde_json::json!({ "repo": repo.name, "issue": issue }),

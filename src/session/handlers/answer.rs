@@ -18,6 +18,7 @@ use crate::session::context::RepoContext;
 use crate::session::jobs::enqueue_plan;
 use crate::session::status::update_status_of;
 use crate::store::audit;
+use crate::store::audit::AuditAction;
 use crate::store::sessions;
 use crate::store::state::SessionState;
 
@@ -93,7 +94,7 @@ pub(super) async fn on_comment(
         &mut tx,
         &audit::Entry {
             actor: &repo.actor(author),
-            action: "questions.answered",
+            action: AuditAction::QuestionsAnswered,
             session: Some(id.as_str()),
             delivery: repo.delivery,
             detail: serde_json::json!({ "round": round, "comment": comment, "version": version }),

@@ -29,6 +29,7 @@ use crate::session::error::{Stop, UserError};
 use crate::session::jobs::{JOB_ATTEMPTS, JobEnd, PlanJob};
 use crate::session::status::{comment_url, find_own_comment, update_status, update_status_of};
 use crate::store::audit;
+use crate::store::audit::AuditAction;
 use crate::store::model_usage::Budget;
 use crate::store::sessions::{self, ContractRow, SessionRow};
 use crate::store::state::SessionState;
@@ -209,7 +210,7 @@ impl Planning<'_> {
         sessions::save_dossier(&mut tx, id, Some(&text)).await?;
         let detail =
             serde_json::json!({ "round": round, "questions": questions, "comment": posted.id });
-        audit_planwright(&mut tx, id, "questions.asked", detail).await?;
+        audit_planwright(&mut tx, id, AuditAction::QuestionsAsked, detail).await?;
         tx.commit().await?;
         let text = comments::waiting_for_answer(questions.len());
         update_status_of(self.app, forge, id, to, &text).await?;
@@ -271,7 +272,7 @@ impl Planning<'_> {
             "sha256": sha256,
             "settings_sha256": BoundSettings::sha256_of(&settings),
         });
-        audit_planwright(&mut tx, id, "contract.written", detail).await?;
+        audit_planwright(&mut tx, id, AuditAction::ContractWritten, detail).await?;
         tx.commit().await?;
         let row = (self.app.db.contract(id, version).await?)
             .context("The contract just stored cannot be read back")?;
@@ -392,7 +393,7 @@ impl Planning<'_> {
         }
         let superseded = sessions::supersede_before(&mut tx, id, row.version).await?;
         let detail = serde_json::json!({ "version": row.version, "sha256": row.sha256, "comment": posted.id });
-        audit_planwright(&mut tx, id, "contract.posted", detail).await?;
+        audit_planwright(&mut tx, id, AuditAction::ContractPosted, detail).await?;
         tx.commit().await?;
         self.announce(&superseded, version, edited, notes).await?;
         if let Some(pull) = self.session.pull_number {
@@ -634,7 +635,7 @@ fn stored_contract(row: &ContractRow) -> Result<Contract, Stop> {
 async fn audit_planwright(
     conn: &mut sqlx::AnyConnection,
     id: &SessionId,
-    action: &str,
+    action: AuditAction,
     detail: serde_json::Value,
 ) -> Result<(), Stop> {
     let entry = audit::Entry {
@@ -708,7 +709,7 @@ async fn fail(
     if moved {
         let entry = audit::Entry {
             actor: "planwright",
-            action: "session.failed",
+            action: AuditAction::SessionFailed,
             session: Some(id.as_str()),
             delivery: None,
             detail: serde_json::json!({ "reason": reason, "detail": detail }),

@@ -24,6 +24,7 @@ use crate::publish;
 use crate::sandbox::{Root, Sandbox};
 use crate::session::error::Stop;
 use crate::session::{comments, environment};
+use crate::store::audit::AuditAction;
 use crate::store::baselines;
 use crate::store::model_usage::Budget;
 use crate::store::runs::{self, RunState};
@@ -725,8 +726,11 @@ impl Execution<'_> {
             }
             Ok(runs) => {
                 info!(key, "the base's runs are kept from an earlier execution");
-                self.audit("baseline.reused", serde_json::json!({ "key": key }))
-                    .await?;
+                self.audit(
+                    AuditAction::BaselineReused,
+                    serde_json::json!({ "key": key }),
+                )
+                .await?;
                 Ok(Some(runs))
             }
             // Written by another version: run the base again.
@@ -820,7 +824,7 @@ impl Execution<'_> {
         // Kept whatever publishing came to: how long each stage took is for the operator
         // (and the overhead benchmark) to read.
         let detail = serde_json::json!({ "run": run, "attempts": outcome.attempts, "stages_ms": timings.json() });
-        self.audit("execution.timed", detail).await?;
+        self.audit(AuditAction::ExecutionTimed, detail).await?;
         published
     }
 }

@@ -37,6 +37,7 @@ use crate::session::comments;
 use crate::session::error::{Stop, UserError};
 use crate::session::jobs::{Continuation, ExecuteJob, JOB_ATTEMPTS, JobEnd};
 use crate::session::status::update_status;
+use crate::store::audit::AuditAction;
 use crate::store::runs::{self, RunState};
 use crate::store::state::SessionState;
 use crate::store::{audit, sessions};
@@ -426,7 +427,7 @@ impl Execution<'_> {
         }
     }
 
-    async fn audit(&self, action: &str, detail: serde_json::Value) -> Result<(), Stop> {
+    async fn audit(&self, action: AuditAction, detail: serde_json::Value) -> Result<(), Stop> {
         let mut conn = self.writer().await?;
         audit::append(
             &mut conn,
@@ -481,7 +482,7 @@ async fn fail_detailed(
             &mut tx,
             &audit::Entry {
                 actor: "planwright",
-                action: "session.failed",
+                action: AuditAction::SessionFailed,
                 session: Some(id.as_str()),
                 delivery: None,
                 detail: serde_json::json!({ "reason": reason, "stage": from.as_str(), "detail": detail }),

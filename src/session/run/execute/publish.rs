@@ -51,6 +51,7 @@ use crate::publish::{self, Publication, PublishError, Published, RunResult};
 use crate::session::error::Stop;
 use crate::session::status::comment_url;
 use crate::session::{comments, environment};
+use crate::store::audit::AuditAction;
 use crate::store::reviews;
 use crate::store::runs::{self, RunState};
 use crate::store::sessions;
@@ -315,7 +316,7 @@ impl Execution<'_> {
                 self.move_to(SessionState::Publishing, SessionState::PrOpened, None)
                     .await?;
                 self.audit(
-                    "pull.opened",
+                    AuditAction::PullOpened,
                     serde_json::json!({"number": pull.number.0, "url": pull.url, "run": run}),
                 )
                 .await?;
