@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::app::{App, Forges};
 use crate::config::Settings;
+use crate::contract::ContractVersion;
 use crate::event::{self, Actor, RepoEvent, RepoEventKind, Thread};
 use crate::forge::local::{self, LocalForge, LocalIssue};
 use crate::forge::repo_config::LoadError;
@@ -352,7 +353,7 @@ impl Session<'_> {
         if planned.state != SessionState::AwaitingApproval {
             return self.ended(&planned).await;
         }
-        let version = planned.contract_version.unwrap_or(1);
+        let version = planned.contract_version.unwrap_or(ContractVersion(1));
         let approved =
             approve || ask(&format!("Approve build contract v{version}? [y/N] ")).await?;
         let command = if approved { "/approve" } else { "/cancel" };

@@ -69,7 +69,7 @@ pub struct Moment {
 
 #[derive(Serialize)]
 pub struct ContractView {
-    pub version: i64,
+    pub version: ContractVersion,
     pub sha256: String,
     pub base_branch: String,
     pub base_sha: String,
@@ -116,7 +116,7 @@ pub struct ScoutView {
 #[derive(Serialize)]
 pub struct AttemptView {
     pub id: String,
-    pub contract_version: i64,
+    pub contract_version: ContractVersion,
     pub attempt: i64,
     pub executor: String,
     pub models: Vec<String>,
@@ -283,7 +283,7 @@ fn contract_views(
             |contract| {
                 contract.render_markdown(&RenderContext {
                     session: id,
-                    version: ContractVersion(c.version as u32),
+                    version: c.version,
                     base: &base,
                     links,
                     bot_mention: "planwright",
@@ -295,7 +295,7 @@ fn contract_views(
             (Some((old, old_sha, old_settings)), Some(new)) => Some(
                 ContractDiff::between(old, new)
                     .with_base(old_sha, &c.base_sha, *old_settings != c.settings)
-                    .markdown((c.version - 1) as u32, DIFF_MAX),
+                    .markdown(c.version.0 - 1, DIFF_MAX),
             ),
             _ => None,
         };

@@ -2,6 +2,7 @@
 //! learned, while a contract awaits approval or after a failure. With no session on the
 //! issue it starts one (see `start.rs`).
 
+use crate::contract::ContractVersion;
 use crate::forge::Issue;
 use crate::session::comments;
 use crate::session::context::{CommandContext, Done, move_or_refuse};
@@ -37,7 +38,7 @@ pub(super) async fn apply(
     if let Some(now) = &issue_now {
         sessions::set_issue_snapshot(tx, id, &now.title, &now.body).await?;
     }
-    let version = latest.map_or(1, |c| c.version + 1);
+    let version = latest.map_or(ContractVersion(1), |c| ContractVersion(c.version.0 + 1));
     enqueue_plan(tx, id, version, None).await?;
     Ok(Done {
         action: AuditAction::SessionReplanned,

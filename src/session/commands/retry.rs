@@ -3,6 +3,7 @@
 //! never published. `/retry continue` carries the contract out from the unfinished change
 //! a stopped run kept instead.
 
+use crate::contract::ContractVersion;
 use crate::session::comments;
 use crate::session::context::{CommandContext, Done, move_or_refuse};
 use crate::session::error::{Stop, UserError};
@@ -55,7 +56,7 @@ pub(super) async fn apply(
     }
     if resume == SessionState::Planning {
         move_or_refuse(tx, id, state, resume, comments::raced()).await?;
-        let version = latest.map_or(1, |c| c.version + 1);
+        let version = latest.map_or(ContractVersion(1), |c| ContractVersion(c.version.0 + 1));
         enqueue_plan(tx, id, version, None).await?;
         return Ok(Done {
             action: AuditAction::SessionRetried,

@@ -5,6 +5,7 @@
 use tracing::info;
 
 use crate::config::repo::RepoConfig;
+use crate::contract::ContractVersion;
 use crate::event::Actor;
 use crate::forge::Issue;
 use crate::ids::{IssueNumber, SessionId};
@@ -62,7 +63,7 @@ pub(in crate::session) async fn start_session(
     )
     .await?;
     sessions::set_issue_snapshot(&mut tx, &id, &issue_now.title, &issue_now.body).await?;
-    enqueue_plan(&mut tx, &id, 1, None).await?;
+    enqueue_plan(&mut tx, &id, ContractVersion(1), None).await?;
     audit::append(
         &mut tx,
         &audit::Entry {

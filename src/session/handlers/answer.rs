@@ -7,6 +7,7 @@
 use tracing::info;
 
 use crate::app::App;
+use crate::contract::ContractVersion;
 use crate::event::Thread;
 use crate::forge::Reaction;
 use crate::ids::{CommentId, IssueNumber, Permission, SessionId};
@@ -87,7 +88,7 @@ pub(super) async fn on_comment(
     sessions::save_dossier(&mut tx, id, Some(&text)).await?;
     let version = sessions::latest_contract(&mut tx, id)
         .await?
-        .map_or(1, |c| c.version + 1);
+        .map_or(ContractVersion(1), |c| ContractVersion(c.version.0 + 1));
     enqueue_plan(&mut tx, id, version, None).await?;
     let round = dossier.asked.len();
     audit::append(

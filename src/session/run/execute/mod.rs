@@ -93,7 +93,7 @@ pub async fn execute_job(
             execute.session
         )));
     };
-    let version = i64::from(execute.version.0);
+    let version = execute.version;
     let contract_row = app.db.contract(&execute.session, version).await?;
     let state = session.state;
     if !matches!(
@@ -106,7 +106,7 @@ pub async fn execute_job(
     let forge_kind = session.forge;
     let repo = session.repo.clone();
     let forge = app.forges.get(forge_kind, session.installation_id)?;
-    let span = tracing::info_span!("execute", session = %execute.session, repo = %repo, issue = session.issue_number.0, version);
+    let span = tracing::info_span!("execute", session = %execute.session, repo = %repo, issue = session.issue_number.0, version = version.0);
     // Instrumented, not entered: a guard held across an await puts other tasks' log
     // lines under this span.
     async {
@@ -201,7 +201,7 @@ impl Execution<'_> {
     }
 
     fn version(&self) -> ContractVersion {
-        ContractVersion(u32::try_from(self.row.version).unwrap_or(u32::MAX))
+        self.row.version
     }
 
     /// The settings the approval bound (the base commit's, recorded at planning) and the

@@ -348,7 +348,7 @@ mod tests {
         RunRow {
             id: RunId::generate(),
             session_id: SessionId::generate(),
-            contract_version: 1,
+            contract_version: crate::contract::ContractVersion(1),
             attempt: 1,
             executor: "command".into(),
             state,

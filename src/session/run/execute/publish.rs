@@ -351,7 +351,7 @@ impl Execution<'_> {
         commit: &CommitSha,
         changed: &[String],
     ) -> Result<(), Stop> {
-        let version = i64::from(self.version().0);
+        let version = self.version();
         let mut conn = self.reader().await?;
         let owed = reviews::unanswered(&mut conn, &self.id, version).await?;
         drop(conn);
