@@ -5,6 +5,7 @@
 use tracing::info;
 
 use crate::event::{Event, ForgeKind, RepoEvent};
+use crate::store::audit::AuditAction;
 use crate::store::installations::InstallationState;
 use crate::store::{Db, audit, installations};
 
@@ -46,7 +47,7 @@ pub async fn on_event(db: &Db, event: &Event) -> anyhow::Result<()> {
                 &mut tx,
                 &audit::Entry {
                     actor: &format!("github:{account}"),
-                    action: &format!("installation.{action}"),
+                    action: AuditAction::Installation(action.clone()),
                     session: None,
                     delivery: None,
                     detail: serde_json::json!({ "installation": installation }),

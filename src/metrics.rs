@@ -19,7 +19,7 @@ const DURATION_BUCKETS: [f64; 11] = [
 
 /// How a sandbox run ended, as the `outcome` label says it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RunOutcome {
+pub enum SandboxRunEnd {
     /// Exit code 0.
     Ok,
     /// Another exit code, or killed by a signal.
@@ -30,20 +30,20 @@ pub enum RunOutcome {
     Error,
 }
 
-impl RunOutcome {
-    const ALL: [RunOutcome; 4] = [
-        RunOutcome::Ok,
-        RunOutcome::Failed,
-        RunOutcome::Timeout,
-        RunOutcome::Error,
+impl SandboxRunEnd {
+    const ALL: [SandboxRunEnd; 4] = [
+        SandboxRunEnd::Ok,
+        SandboxRunEnd::Failed,
+        SandboxRunEnd::Timeout,
+        SandboxRunEnd::Error,
     ];
 
     fn as_str(self) -> &'static str {
         match self {
-            RunOutcome::Ok => "ok",
-            RunOutcome::Failed => "failed",
-            RunOutcome::Timeout => "timeout",
-            RunOutcome::Error => "error",
+            SandboxRunEnd::Ok => "ok",
+            SandboxRunEnd::Failed => "failed",
+            SandboxRunEnd::Timeout => "timeout",
+            SandboxRunEnd::Error => "error",
         }
     }
 }
@@ -51,21 +51,21 @@ impl RunOutcome {
 /// Sandbox runs of this process: counts by outcome and a duration histogram. Process-wide
 /// because sandboxes are made wherever a job needs one, far from the router's state.
 struct SandboxRuns {
-    outcomes: [AtomicU64; RunOutcome::ALL.len()],
+    outcomes: [AtomicU64; SandboxRunEnd::ALL.len()],
     /// Per bucket, not cumulative; the last slot is beyond the largest bound.
     buckets: [AtomicU64; DURATION_BUCKETS.len() + 1],
     sum_micros: AtomicU64,
 }
 
 static SANDBOX_RUNS: SandboxRuns = SandboxRuns {
-    outcomes: [const { AtomicU64::new(0) }; RunOutcome::ALL.len()],
+    outcomes: [const { AtomicU64::new(0) }; SandboxRunEnd::ALL.len()],
     buckets: [const { AtomicU64::new(0) }; DURATION_BUCKETS.len() + 1],
     sum_micros: AtomicU64::new(0),
 };
 
 /// Counts one sandbox run that took `elapsed`, by how it ended.
-pub fn record_sandbox_run(outcome: RunOutcome, elapsed: Duration) {
-    let slot = RunOutcome::ALL
+pub fn record_sandbox_run(outcome: SandboxRunEnd, elapsed: Duration) {
+    let slot = SandboxRunEnd::ALL
         .iter()
         .position(|o| *o == outcome)
         .unwrap_or_default();
@@ -249,7 +249,7 @@ pub fn render_process(out: &mut Exposition) {
         "Commands run in a sandbox by this process, by outcome (ok, failed: non-zero exit or \
          signal, timeout: killed at the wall-clock limit, error: could not start).",
     );
-    for (outcome, n) in RunOutcome::ALL.iter().zip(&SANDBOX_RUNS.outcomes) {
+    for (outcome, n) in SandboxRunEnd::ALL.iter().zip(&SANDBOX_RUNS.outcomes) {
         out.sample(
             "planwright_sandbox_runs_total",
             &[("outcome", outcome.as_str())],

@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::app::{App, Forges};
 use crate::config::Settings;
+use crate::contract::ContractVersion;
 use crate::event::{self, Actor, RepoEvent, RepoEventKind, Thread};
 use crate::forge::local::{self, LocalForge, LocalIssue};
 use crate::forge::repo_config::LoadError;
@@ -20,6 +21,7 @@ use crate::jobs::{JobError, Waker, Worker};
 use crate::metering::ModelRole;
 use crate::metering::proxy::{self, Capabilities, ProxyState};
 use crate::session::handlers;
+use crate::store::audit::AuditAction;
 use crate::store::state::SessionState;
 use crate::store::{Db, audit, jobs, model_usage, sessions};
 
@@ -351,7 +353,7 @@ impl Session<'_> {
         if planned.state != SessionState::AwaitingApproval {
             return self.ended(&planned).await;
         }
-        let version = planned.contract_version.unwrap_or(1);
+        let version = planned.contract_version.unwrap_or(ContractVersion(1));
         let approved =
             approve || ask(&format!("Approve build contract v{version}? [y/N] ")).await?;
         let command = if approved { "/approve" } else { "/cancel" };
@@ -414,7 +416,7 @@ impl Session<'_> {
             &mut tx,
             &audit::Entry {
                 actor: &format!("local:{}", self.user),
-                action: "session.cancelled",
+                action: AuditAction::SessionCancelled,
                 session: Some(id.as_str()),
                 delivery: None,
                 detail: serde_json::json!({ "why": "a new solve started" }),

@@ -716,7 +716,7 @@ fn cost_table(rows: &[model_usage::UsageRow]) -> String {
 /// What each round cost, when there was more than one: planning a version, then carrying
 /// it out and reviewing it.
 fn rounds_table(rows: &[model_usage::RoundCost]) -> String {
-    let mut rounds: BTreeMap<Option<i64>, (i64, i64)> = BTreeMap::new();
+    let mut rounds: BTreeMap<Option<ContractVersion>, (i64, i64)> = BTreeMap::new();
     for row in rows {
         let round = rounds.entry(row.version).or_default();
         if row.planning {
@@ -839,7 +839,7 @@ mod round_tests {
     #[test]
     fn each_round_shows_its_planning_and_its_run_once_there_are_two() {
         let row = |version, planning, cost| RoundCost {
-            version: Some(version),
+            version: Some(ContractVersion(version)),
             planning,
             cost_microusd: cost,
         };

@@ -18,7 +18,7 @@ use async_trait::async_trait;
 use super::{
     Bridge, Command, Output, Sandbox, SandboxError, carry, full_env, process, stdin, validate,
 };
-use crate::metrics::{self, RunOutcome};
+use crate::metrics::{self, SandboxRunEnd};
 
 /// Kept at its old path for the crate's other callers.
 pub(crate) use super::carry::find_on_path;
@@ -525,10 +525,10 @@ impl Sandbox for Bwrap {
         let started = std::time::Instant::now();
         let result = self.run_uncounted(command).await;
         let outcome = match &result {
-            Ok(out) if out.timed_out => RunOutcome::Timeout,
-            Ok(out) if out.exit.success() => RunOutcome::Ok,
-            Ok(_) => RunOutcome::Failed,
-            Err(_) => RunOutcome::Error,
+            Ok(out) if out.timed_out => SandboxRunEnd::Timeout,
+            Ok(out) if out.exit.success() => SandboxRunEnd::Ok,
+            Ok(_) => SandboxRunEnd::Failed,
+            Err(_) => SandboxRunEnd::Error,
         };
         metrics::record_sandbox_run(outcome, started.elapsed());
         result

@@ -124,13 +124,17 @@ pub(super) fn no_posted_contract() -> String {
 }
 
 /// `at` is the contract comment's address in parentheses, or empty.
-pub(super) fn approval_predates_contract(version: i64, at: &str) -> String {
+pub(super) fn approval_predates_contract(version: ContractVersion, at: &str) -> String {
     format!(
         "this `/approve` was written before contract v{version}{at} was posted, so it cannot approve it. Read it and approve it with a new `/approve`."
     )
 }
 
-pub(super) fn not_the_current_version(asked: ContractVersion, current: i64, at: &str) -> String {
+pub(super) fn not_the_current_version(
+    asked: ContractVersion,
+    current: ContractVersion,
+    at: &str,
+) -> String {
     format!(
         "version {asked} is not the current contract; version {current}{at} is. Approve it with `/approve`."
     )
@@ -229,7 +233,7 @@ pub(super) fn planning_with_answer(login: &str) -> String {
 
 // What the status comment says after a command.
 
-pub(super) fn approved(version: i64, login: &str) -> String {
+pub(super) fn approved(version: ContractVersion, login: &str) -> String {
     format!("Contract v{version} approved by @{login}; executing it.")
 }
 
@@ -243,17 +247,20 @@ pub(super) fn runs_ahead(ahead: i64) -> String {
     }
 }
 
-pub(super) fn revising(version: i64, login: &str) -> String {
+pub(super) fn revising(version: ContractVersion, login: &str) -> String {
     format!("Revising the contract (v{version}) with feedback from @{login}.")
 }
 
-pub(super) fn revising_from_pull(version: i64, login: &str) -> String {
+pub(super) fn revising_from_pull(version: ContractVersion, login: &str) -> String {
     format!(
         "Revising the contract (v{version}) with feedback from @{login} on the pull request; the next round continues on the same branch."
     )
 }
 
-pub(super) fn approval_blocked_by_questions(version: i64, questions: &[String]) -> String {
+pub(super) fn approval_blocked_by_questions(
+    version: ContractVersion,
+    questions: &[String],
+) -> String {
     let list: String = questions
         .iter()
         .map(|q| format!("\n- {}", crate::markdown::inline(q)))
@@ -263,7 +270,7 @@ pub(super) fn approval_blocked_by_questions(version: i64, questions: &[String]) 
     )
 }
 
-pub(super) fn revising_from_review(version: i64, login: &str) -> String {
+pub(super) fn revising_from_review(version: ContractVersion, login: &str) -> String {
     format!(
         "Revising the contract (v{version}) with @{login}'s review of the pull request; the next round continues on the same branch."
     )
@@ -326,7 +333,7 @@ pub(super) fn retrying_planning(login: &str) -> String {
     format!("Retrying planning, as @{login} asked.")
 }
 
-pub(super) fn carrying_out_again(version: i64, login: &str) -> String {
+pub(super) fn carrying_out_again(version: ContractVersion, login: &str) -> String {
     format!("Carrying out contract v{version} again, as @{login} asked.")
 }
 
@@ -543,7 +550,7 @@ pub(super) fn settings_section(b: &BoundSettings, json: &str) -> String {
 
 // The execute job.
 
-pub(super) fn contract_not_on_record(version: i64, sha256: &str) -> String {
+pub(super) fn contract_not_on_record(version: ContractVersion, sha256: &str) -> String {
     format!("Contract v{version} as approved (sha256 {sha256}) is not on record; nothing was run.")
 }
 
@@ -617,33 +624,33 @@ pub(super) fn nothing_to_continue() -> String {
         .into()
 }
 
-pub(super) fn continuing(version: i64, commit: &str, login: &str) -> String {
+pub(super) fn continuing(version: ContractVersion, commit: &str, login: &str) -> String {
     let short = commit.get(..12).unwrap_or(commit);
     format!(
         "Carrying out contract v{version} again from the unfinished change `{short}`, as @{login} asked."
     )
 }
 
-pub(super) fn planned_before_environments(version: i64, image: &str) -> String {
+pub(super) fn planned_before_environments(version: ContractVersion, image: &str) -> String {
     format!(
         "Contract v{version} was planned before planwright ran checks in environment images, so the image `{}` it names was never bound to it; use `/plan` to plan it again.",
         image.replace('`', "'")
     )
 }
 
-pub(super) fn bound_settings_unreadable(version: i64, e: &impl Display) -> String {
+pub(super) fn bound_settings_unreadable(version: ContractVersion, e: &impl Display) -> String {
     format!(
         "The settings recorded with contract v{version} cannot be read ({e}); use `/plan` to plan it again."
     )
 }
 
-pub(super) fn bound_settings_unusable(version: i64, e: &impl Display) -> String {
+pub(super) fn bound_settings_unusable(version: ContractVersion, e: &impl Display) -> String {
     format!(
         "The settings recorded with contract v{version} cannot be used ({e}); use `/plan` to plan it again."
     )
 }
 
-pub(super) fn attempts_used(version: i64, max_attempts: u32) -> String {
+pub(super) fn attempts_used(version: ContractVersion, max_attempts: u32) -> String {
     format!("Contract v{version} has used all {max_attempts} of its attempts.")
 }
 
@@ -691,7 +698,12 @@ pub(super) fn budget_used_before_attempt(budget: Budget, attempt: u32) -> String
     )
 }
 
-pub(super) fn executing(version: i64, executor: &str, attempt: u32, max_attempts: u32) -> String {
+pub(super) fn executing(
+    version: ContractVersion,
+    executor: &str,
+    attempt: u32,
+    max_attempts: u32,
+) -> String {
     format!(
         "Carrying out contract v{version} with the `{executor}` executor (attempt {attempt} of {max_attempts})."
     )

@@ -20,6 +20,7 @@ use crate::forge::{Comment, Forge, ForgeError};
 use crate::ids::{CommentId, InstallationId, IssueNumber, RepoName, SessionId};
 use crate::jobs::JobError;
 use crate::store::audit;
+use crate::store::audit::AuditAction;
 use crate::store::sessions::{self, SessionRow};
 use crate::store::state::SessionState;
 
@@ -149,7 +150,7 @@ impl<'a> RepoContext<'a> {
         Ok(self
             .app
             .db
-            .delivery_did(delivery, "command.handled")
+            .delivery_did(delivery, AuditAction::CommandHandled)
             .await?)
     }
 }
@@ -166,7 +167,7 @@ pub(crate) struct CommandContext<'a> {
 
 /// What a carried-out command did: its audit entry and what the status comment says.
 pub(crate) struct Done {
-    pub action: &'static str,
+    pub action: AuditAction,
     pub detail: serde_json::Value,
     pub state: SessionState,
     pub status: String,
@@ -201,7 +202,10 @@ impl CommandContext<'_> {
         handled: serde_json::Value,
     ) -> Result<(), Stop> {
         let actor = self.repo.actor(self.author);
-        for (action, detail) in [(done.action, done.detail), ("command.handled", handled)] {
+        for (action, detail) in [
+            (done.action.clone(), done.detail),
+            (AuditAction::CommandHandled, handled),
+        ] {
             audit::append(
                 &mut tx,
                 &audit::Entry {
@@ -215,7 +219,7 @@ impl CommandContext<'_> {
             .await?;
         }
         tx.commit().await?;
-        info!(session = %id, action = done.action, by = %self.author.login, "command carried out");
+        info!(session = %id, action = %done.action, by = %self.author.login, "command carried out");
         let (app, forge) = (self.repo.app, self.repo.forge()?);
         status::update_status_of(app, forge, id, done.state, &done.status).await?;
         Ok(())

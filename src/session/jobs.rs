@@ -117,14 +117,14 @@ impl JobKind {
 pub(crate) async fn enqueue_plan(
     conn: &mut sqlx::AnyConnection,
     session: &SessionId,
-    version: i64,
+    version: ContractVersion,
     feedback: Option<String>,
 ) -> anyhow::Result<()> {
     enqueue_plan_job(
         conn,
         PlanJob {
             session: session.clone(),
-            version: version_of(version)?,
+            version,
             feedback,
             evidence: None,
         },
@@ -159,7 +159,7 @@ pub(crate) async fn enqueue_execute(
         .with_context(|| format!("Contract v{} has no valid hash", contract.version))?;
     let mut job = JobKind::Execute(ExecuteJob {
         session: session.clone(),
-        version: version_of(contract.version)?,
+        version: contract.version,
         sha256,
         base_sha: CommitSha(contract.base_sha.clone()),
         settings_sha256: contract.settings.as_deref().map(BoundSettings::sha256_of),
@@ -170,13 +170,6 @@ pub(crate) async fn enqueue_execute(
     job.lane = Some(lane(&row));
     let id = jobs::enqueue(conn, &job).await?;
     jobs::runs_ahead(conn, &id).await
-}
-
-/// A contract version as a row stores it, as the domain counts it.
-pub(crate) fn version_of(stored: i64) -> anyhow::Result<ContractVersion> {
-    let version =
-        u32::try_from(stored).with_context(|| format!("{stored} is not a contract version"))?;
-    Ok(ContractVersion(version))
 }
 
 /// Whose turn a session's runs take: a GitHub installation, a GitLab top-level group (one

@@ -4,6 +4,7 @@
 use anyhow::Result;
 
 use super::now_ms;
+use crate::contract::ContractVersion;
 use crate::event::ForgeKind;
 use crate::ids::{PullNumber, RepoName, SessionId};
 
@@ -58,7 +59,7 @@ pub async fn count_on(
 pub async fn take(
     conn: &mut sqlx::AnyConnection,
     session: &SessionId,
-    version: i64,
+    version: ContractVersion,
 ) -> Result<Vec<String>> {
     sqlx::query("UPDATE ci_reports SET taken_by = $2 WHERE session_id = $1 AND taken_by IS NULL")
         .bind(session)

@@ -15,6 +15,7 @@ pub mod secrets;
 pub mod sessions;
 pub mod signed_out;
 pub mod state;
+mod version;
 
 use std::path::Path;
 use std::str::FromStr;

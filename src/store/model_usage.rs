@@ -7,6 +7,7 @@
 use anyhow::Result;
 
 use super::{Db, now_ms};
+use crate::contract::ContractVersion;
 use crate::ids::{RunId, SessionId};
 use crate::llm::Usage;
 
@@ -306,14 +307,20 @@ pub struct UsageRow {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RoundCost {
     /// `None` for planning that has not led to a contract yet.
-    pub version: Option<i64>,
+    pub version: Option<ContractVersion>,
     /// Planning (planner and scouts) rather than carrying out and reviewing.
     pub planning: bool,
     pub cost_microusd: i64,
 }
 
 /// A call's role, its run's version, the versions stored before and after it, its cost.
-type CallRound = (String, Option<i64>, Option<i64>, Option<i64>, i64);
+type CallRound = (
+    String,
+    Option<ContractVersion>,
+    Option<ContractVersion>,
+    Option<ContractVersion>,
+    i64,
+);
 
 /// A session's calls by the round they belong to.
 pub async fn cost_by_round(db: &Db, session: &SessionId) -> Result<Vec<RoundCost>> {

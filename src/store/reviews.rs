@@ -4,6 +4,7 @@
 use anyhow::Result;
 
 use super::now_ms;
+use crate::contract::ContractVersion;
 use crate::event::ForgeKind;
 use crate::ids::{CommentId, RepoName, SessionId};
 
@@ -16,7 +17,7 @@ pub async fn claim(
     repo: &RepoName,
     review: i64,
     session: &SessionId,
-    version: Option<i64>,
+    version: Option<ContractVersion>,
 ) -> Result<bool> {
     let inserted = sqlx::query(
         "INSERT INTO reviews (forge, repo, review_id, session_id, version, claimed_at) \
@@ -115,7 +116,7 @@ impl super::Db {
         repo: &RepoName,
         review: i64,
         session: &SessionId,
-        version: Option<i64>,
+        version: Option<ContractVersion>,
     ) -> Result<bool> {
         let mut conn = self.writer.acquire().await?;
         claim(&mut conn, forge, repo, review, session, version).await
@@ -149,7 +150,7 @@ pub struct Owed {
 pub async fn owe_answers(
     conn: &mut sqlx::AnyConnection,
     session: &SessionId,
-    version: i64,
+    version: ContractVersion,
     comments: &[Owed],
 ) -> Result<()> {
     for c in comments {
@@ -173,7 +174,7 @@ pub async fn owe_answers(
 pub async fn unanswered(
     conn: &mut sqlx::AnyConnection,
     session: &SessionId,
-    version: i64,
+    version: ContractVersion,
 ) -> Result<Vec<Owed>> {
     Ok(sqlx::query_as::<_, Owed>(
         "SELECT comment_id, thread, path FROM review_comments \
@@ -189,7 +190,7 @@ pub async fn unanswered(
 pub async fn answered(
     conn: &mut sqlx::AnyConnection,
     session: &SessionId,
-    version: i64,
+    version: ContractVersion,
     comment: CommentId,
 ) -> Result<()> {
     sqlx::query(

@@ -9,6 +9,7 @@ use anyhow::Result;
 use sqlx::AnyConnection;
 
 use super::{Db, now_ms};
+use crate::contract::ContractVersion;
 use crate::ids::{RunId, SessionId, stored_as_text};
 
 /// Where an attempt stands.
@@ -78,7 +79,7 @@ stored_as_text!(RunState);
 pub struct RunRow {
     pub id: RunId,
     pub session_id: SessionId,
-    pub contract_version: i64,
+    pub contract_version: ContractVersion,
     pub attempt: i64,
     pub executor: String,
     pub state: RunState,
@@ -108,7 +109,7 @@ const COLUMNS: &str = "id, session_id, contract_version, attempt, executor, stat
 pub struct NewRun<'a> {
     pub id: &'a RunId,
     pub session: &'a SessionId,
-    pub version: i64,
+    pub version: ContractVersion,
     pub attempt: i64,
     pub executor: &'a str,
     pub branch: &'a str,
@@ -154,7 +155,7 @@ pub async fn for_session(conn: &mut AnyConnection, session: &SessionId) -> Resul
 pub async fn for_version(
     conn: &mut AnyConnection,
     session: &SessionId,
-    version: i64,
+    version: ContractVersion,
 ) -> Result<Vec<RunRow>> {
     let sql = format!(
         "SELECT {COLUMNS} FROM runs WHERE session_id = $1 AND contract_version = $2 \
@@ -230,7 +231,11 @@ pub async fn branch_of_session(
 }
 
 /// `/retry`: the version's runs so far stop counting against its attempts.
-pub async fn retire(conn: &mut AnyConnection, session: &SessionId, version: i64) -> Result<()> {
+pub async fn retire(
+    conn: &mut AnyConnection,
+    session: &SessionId,
+    version: ContractVersion,
+) -> Result<()> {
     sqlx::query("UPDATE runs SET retired = 1 WHERE session_id = $1 AND contract_version = $2")
         .bind(session)
         .bind(version)

@@ -6,6 +6,7 @@ use anyhow::Result;
 use sqlx::AnyConnection;
 
 use super::{Db, now_ms};
+use crate::contract::ContractVersion;
 use crate::event::ForgeKind;
 use crate::ids::{InstallationId, IssueNumber, PullNumber, RepoName, SessionId};
 use crate::store::state::SessionState;
@@ -30,7 +31,7 @@ pub struct SessionRow {
     /// The pull (merge) request the session published, once it did.
     pub pull_number: Option<PullNumber>,
     /// The newest contract version, once there is one.
-    pub contract_version: Option<i64>,
+    pub contract_version: Option<ContractVersion>,
 }
 
 const COLUMNS: &str = "id, forge, repo, issue_number, installation_id, state, active, \
@@ -413,7 +414,7 @@ pub async fn save_dossier(
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct ContractRow {
     pub session_id: SessionId,
-    pub version: i64,
+    pub version: ContractVersion,
     pub sha256: String,
     /// The contract's JSON.
     pub body: String,
@@ -438,7 +439,7 @@ const CONTRACT_COLUMNS: &str = "session_id, version, sha256, body, base_branch, 
 
 pub struct NewContract<'a> {
     pub session: &'a SessionId,
-    pub version: i64,
+    pub version: ContractVersion,
     pub sha256: &'a str,
     pub body: &'a str,
     pub base_branch: &'a str,
@@ -492,7 +493,7 @@ pub async fn latest_contract(
 pub async fn contract(
     conn: &mut AnyConnection,
     session: &SessionId,
-    version: i64,
+    version: ContractVersion,
 ) -> Result<Option<ContractRow>> {
     let sql =
         format!("SELECT {CONTRACT_COLUMNS} FROM contracts WHERE session_id = $1 AND version = $2");
@@ -508,7 +509,7 @@ pub async fn contract(
 pub async fn claim_contract_post(
     conn: &mut AnyConnection,
     session: &SessionId,
-    version: i64,
+    version: ContractVersion,
 ) -> Result<bool> {
     let claimed = sqlx::query(
         "UPDATE contracts SET posting = 1 \
@@ -525,7 +526,7 @@ pub async fn claim_contract_post(
 pub async fn set_contract_comment(
     conn: &mut AnyConnection,
     session: &SessionId,
-    version: i64,
+    version: ContractVersion,
     comment_id: &str,
     comment_url: Option<&str>,
     comment_created_at: Option<i64>,
@@ -548,7 +549,7 @@ pub async fn set_contract_comment(
 pub async fn approve_contract(
     conn: &mut AnyConnection,
     session: &SessionId,
-    version: i64,
+    version: ContractVersion,
     by: &str,
 ) -> Result<bool> {
     let done = sqlx::query(
@@ -569,7 +570,7 @@ pub async fn approve_contract(
 pub async fn supersede_before(
     conn: &mut AnyConnection,
     session: &SessionId,
-    current: i64,
+    current: ContractVersion,
 ) -> Result<Vec<ContractRow>> {
     let sql = format!(
         "SELECT {CONTRACT_COLUMNS} FROM contracts WHERE session_id = $1 AND version < $2 \
@@ -630,7 +631,11 @@ impl Db {
     }
 
     /// Version `version` of the session's contract.
-    pub async fn contract(&self, session: &SessionId, version: i64) -> Result<Option<ContractRow>> {
+    pub async fn contract(
+        &self,
+        session: &SessionId,
+        version: ContractVersion,
+    ) -> Result<Option<ContractRow>> {
         contract(&mut *self.pool.acquire().await?, session, version).await
     }
 
@@ -650,7 +655,11 @@ impl Db {
     }
 
     /// [`claim_contract_post`], on the writer's connection.
-    pub async fn claim_contract_post(&self, session: &SessionId, version: i64) -> Result<bool> {
+    pub async fn claim_contract_post(
+        &self,
+        session: &SessionId,
+        version: ContractVersion,
+    ) -> Result<bool> {
         claim_contract_post(&mut *self.writer.acquire().await?, session, version).await
     }
 

@@ -9,6 +9,7 @@ use crate::sandbox::SandboxError;
 
 mod classify;
 mod judge;
+mod outcome;
 mod plan;
 mod proof;
 mod report;
@@ -21,6 +22,7 @@ mod spans;
 mod weaken;
 
 pub use classify::{Class, ClassCounts, ClassifiedFailure};
+pub use outcome::{RunOutcome, StoredOutcome};
 pub use plan::Plan;
 pub use proof::{Proof, ProofReport, ProvenTest, test_changes};
 pub use report::{CommandComparison, Rerun, Rules, Verdict, VerificationReport};

@@ -727,7 +727,7 @@ async fn people_sign_in_with_github_and_see_only_the_sessions_they_can_read() {
             &mut conn,
             &planwright::store::audit::Entry {
                 actor: "planwright",
-                action: "session.failed",
+                action: planwright::store::audit::AuditAction::SessionFailed,
                 session: Some("s-0"),
                 delivery: None,
                 detail: json!({ "reason": "The image could not be used", "detail": DETAIL }),
@@ -772,7 +772,7 @@ async fn people_sign_in_with_github_and_see_only_the_sessions_they_can_read() {
             &planwright::store::runs::NewRun {
                 id: &run,
                 session: &SessionId("s-0".into()),
-                version: 2,
+                version: planwright::contract::ContractVersion(2),
                 attempt: 1,
                 executor: "builtin",
                 branch: "planwright/7-x",
@@ -1051,7 +1051,9 @@ async fn in_a_browser_the_operator_signs_in_and_reads_a_finished_session() {
         .await;
     support::eventually("contract v2 awaits approval", || async {
         let s = world.session().await;
-        (s.contract_version == Some(2) && s.state.as_str() == "awaiting_approval").then_some(())
+        (s.contract_version == Some(planwright::contract::ContractVersion(2))
+            && s.state.as_str() == "awaiting_approval")
+            .then_some(())
     })
     .await;
     let session = world.session().await;

@@ -1632,3 +1632,34 @@ async fn a_gitlab_project_never_restores_a_github_repositorys_setup() {
 async fn a_repository_made_again_under_an_old_name_never_restores_its_setup() {
     a_repository_never_restores_anothers_setup(ForgeKind::Github).await;
 }
+
+/// A contract version goes into its `BIGINT` columns as the integer and comes back as the
+/// version; a stored number no version can be fails the row, naming the number.
+#[tokio::test]
+async fn a_contract_version_is_stored_as_its_integer() {
+    use planwright::contract::ContractVersion;
+    let t = support::TestDb::new().await;
+    let mut conn = t.db.pool.acquire().await.unwrap();
+    for version in [1, 7, u32::MAX] {
+        let (stored, back): (i64, ContractVersion) =
+            sqlx::query_as("SELECT CAST($1 AS BIGINT), CAST($2 AS BIGINT)")
+                .bind(ContractVersion(version))
+                .bind(ContractVersion(version))
+                .fetch_one(&mut *conn)
+                .await
+                .unwrap();
+        assert_eq!(stored, i64::from(version));
+        assert_eq!(back, ContractVersion(version));
+    }
+    for stored in [-1_i64, i64::from(u32::MAX) + 1] {
+        let read: Result<(ContractVersion,), _> = sqlx::query_as("SELECT CAST($1 AS BIGINT)")
+            .bind(stored)
+            .fetch_one(&mut *conn)
+            .await;
+        let err = read.expect_err("a number no version can be").to_string();
+        assert!(
+            err.contains(&format!("{stored} is not a contract version")),
+            "{err}"
+        );
+    }
+}

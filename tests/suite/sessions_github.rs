@@ -4,7 +4,7 @@
 //! `sessions`.
 
 use insta::assert_snapshot;
-use planwright::contract::{Base, Contract, ContractMarker};
+use planwright::contract::{Base, Contract, ContractMarker, ContractVersion};
 use planwright::event::ForgeKind;
 use planwright::ids::CommitSha;
 use planwright::store::{audit, jobs, sessions};
@@ -167,7 +167,7 @@ async fn a_label_by_a_maintainer_gets_a_contract_with_a_valid_marker() {
     // The session's cost is on record.
     let session = world.session().await;
     assert!(session.cost_microusd > 0);
-    assert_eq!(session.contract_version, Some(1));
+    assert_eq!(session.contract_version, Some(ContractVersion(1)));
     world.server.stop().await;
 }
 

@@ -3,7 +3,7 @@
 //! forge's own words (label, comment, forged webhooks) and reads back (comments, pull
 //! requests, checks, the session). A scenario written against it runs on both forges.
 
-use planwright::contract::ContractMarker;
+use planwright::contract::{ContractMarker, ContractVersion};
 use planwright::event::ForgeKind;
 use planwright::ids::{IssueNumber, RepoName};
 use planwright::server::Role;
@@ -786,7 +786,7 @@ impl World {
     }
 
     /// The maintainer approves the contract waiting now, and its round is published.
-    pub async fn approve_round(&self, version: i64, delivery: &str) {
+    pub async fn approve_round(&self, version: u32, delivery: &str) {
         self.comment(&self.maintainer, "/approve", delivery).await;
         eventually(&format!("round {version} to be published"), || async {
             let runs = self.runs_of(version).await;
@@ -811,10 +811,10 @@ impl World {
         self.runs_of(1).await
     }
 
-    pub async fn runs_of(&self, version: i64) -> Vec<runs::RunRow> {
+    pub async fn runs_of(&self, version: u32) -> Vec<runs::RunRow> {
         let session = self.session().await;
         let mut conn = self.server.db.pool.acquire().await.unwrap();
-        runs::for_version(&mut conn, &session.id, version)
+        runs::for_version(&mut conn, &session.id, ContractVersion(version))
             .await
             .unwrap()
     }

@@ -515,7 +515,7 @@ struct HomeRow {
     issue: i64,
     state: &'static str,
     stage: &'static str,
-    contract_version: Option<i64>,
+    contract_version: Option<crate::contract::ContractVersion>,
     cost: String,
     cost_microusd: i64,
     age: String,

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use askama::Template;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::auth::Viewer;
 use super::{AppState, age, checks_url, issue_url, markdown_html, pull_url};
@@ -14,9 +14,10 @@ use crate::contract::{
 };
 use crate::ids::{CommitSha, SessionId};
 use crate::planner::dossier::Dossier;
+use crate::store::audit::AuditAction;
 use crate::store::state::SessionState;
 use crate::store::{audit, model_usage, now_ms, runs, sessions};
-use crate::verify::VerificationReport;
+use crate::verify::{RunOutcome, StoredOutcome, VerificationReport};
 
 /// Longest contract diff shown, in characters.
 const DIFF_MAX: usize = 20_000;
@@ -68,7 +69,7 @@ pub struct Moment {
 
 #[derive(Serialize)]
 pub struct ContractView {
-    pub version: i64,
+    pub version: ContractVersion,
     pub sha256: String,
     pub base_branch: String,
     pub base_sha: String,
@@ -115,7 +116,7 @@ pub struct ScoutView {
 #[derive(Serialize)]
 pub struct AttemptView {
     pub id: String,
-    pub contract_version: i64,
+    pub contract_version: ContractVersion,
     pub attempt: i64,
     pub executor: String,
     pub models: Vec<String>,
@@ -160,20 +161,6 @@ pub struct SessionPage<'a> {
     pub csrf: &'a str,
 }
 
-/// What a run's `outcome` holds: a final attempt's verification and review, or an
-/// earlier attempt's verification alone.
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum Outcome {
-    Final {
-        verification: Box<VerificationReport>,
-        accepted: bool,
-        findings: String,
-    },
-    Report(Box<VerificationReport>),
-    Other(serde::de::IgnoredAny),
-}
-
 /// The session's row, when `viewer` may see it: `None` when there is none or it is not
 /// theirs (another forge's, or of a repository the person cannot read), alike.
 pub async fn visible(
@@ -202,7 +189,7 @@ fn failure_detail(audit_rows: &[audit::AuditRow]) -> Option<String> {
     let failed = audit_rows
         .iter()
         .rev()
-        .find(|a| a.action == "session.failed")?;
+        .find(|a| a.action == AuditAction::SessionFailed.as_str())?;
     let detail: serde_json::Value = serde_json::from_str(&failed.detail).ok()?;
     detail["detail"].as_str().map(str::to_owned)
 }
@@ -296,7 +283,7 @@ fn contract_views(
             |contract| {
                 contract.render_markdown(&RenderContext {
                     session: id,
-                    version: ContractVersion(c.version as u32),
+                    version: c.version,
                     base: &base,
                     links,
                     bot_mention: "planwright",
@@ -308,7 +295,7 @@ fn contract_views(
             (Some((old, old_sha, old_settings)), Some(new)) => Some(
                 ContractDiff::between(old, new)
                     .with_base(old_sha, &c.base_sha, *old_settings != c.settings)
-                    .markdown((c.version - 1) as u32, DIFF_MAX),
+                    .markdown(c.version.0 - 1, DIFF_MAX),
             ),
             _ => None,
         };
@@ -350,13 +337,17 @@ fn attempt_views(
             .collect();
         models.dedup();
         let (verification, accepted, findings) =
-            match r.outcome.as_deref().map(serde_json::from_str::<Outcome>) {
-                Some(Ok(Outcome::Final {
-                    verification,
-                    accepted,
-                    findings,
-                })) => (Some(*verification), Some(accepted), Some(findings)),
-                Some(Ok(Outcome::Report(report))) => (Some(*report), None, None),
+            match r.outcome.as_deref().map(StoredOutcome::parse) {
+                Some(StoredOutcome::Final(outcome)) => {
+                    let RunOutcome {
+                        verification,
+                        accepted,
+                        findings,
+                        ..
+                    } = *outcome;
+                    (Some(verification), Some(accepted), Some(findings))
+                }
+                Some(StoredOutcome::Report(report)) => (Some(*report), None, None),
                 _ => (None, None, None),
             };
         attempts.push(AttemptView {
@@ -444,7 +435,10 @@ fn timeline(row: &sessions::SessionRow, audit_rows: &[audit::AuditRow], now: i64
         audit_rows
             .iter()
             // Its start is the row's own; how long stages took is for the log.
-            .filter(|a| a.action != "session.started" && a.action != "execution.timed")
+            .filter(|a| {
+                a.action != AuditAction::SessionStarted.as_str()
+                    && a.action != AuditAction::ExecutionTimed.as_str()
+            })
             .map(|a| Moment {
                 at: a.at,
                 when: age(now - a.at),

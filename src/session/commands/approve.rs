@@ -7,6 +7,7 @@ use crate::session::comments;
 use crate::session::context::{CommandContext, Done, move_or_refuse};
 use crate::session::error::{Stop, UserError};
 use crate::session::jobs::enqueue_execute;
+use crate::store::audit::AuditAction;
 use crate::store::sessions::{self, ContractRow, SessionRow};
 use crate::store::state::SessionState;
 
@@ -65,7 +66,7 @@ fn decide_version(
         return Err(UserError::Refused(text));
     }
     if let Some(asked) = asked
-        && i64::from(asked.0) != contract.version
+        && asked != contract.version
     {
         let text = comments::not_the_current_version(asked, contract.version, &at);
         return Err(UserError::Refused(text));
@@ -89,7 +90,7 @@ pub(super) async fn apply(
     move_or_refuse(tx, id, from, to, comments::raced_approval()).await?;
     let ahead = enqueue_execute(tx, id, &contract, None).await?;
     Ok(Done {
-        action: "contract.approved",
+        action: AuditAction::ContractApproved,
         detail: serde_json::json!({
             "version": contract.version,
             "sha256": contract.sha256,
@@ -110,10 +111,10 @@ pub(super) mod tests {
     use super::*;
     use crate::ids::SessionId;
 
-    pub(in crate::session) fn posted(version: i64) -> ContractRow {
+    pub(in crate::session) fn posted(version: u32) -> ContractRow {
         ContractRow {
             session_id: SessionId("s".into()),
-            version,
+            version: ContractVersion(version),
             sha256: "h".into(),
             body: "{}".into(),
             base_branch: "main".into(),
@@ -144,14 +145,14 @@ pub(super) mod tests {
             None,
             Some(100),
         );
-        assert_eq!(ok.unwrap().version, 2);
+        assert_eq!(ok.unwrap().version, ContractVersion(2));
         let named = decide(
             SessionState::AwaitingApproval,
             Some(posted(2)),
             Some(ContractVersion(2)),
             None,
         );
-        assert_eq!(named.unwrap().version, 2);
+        assert_eq!(named.unwrap().version, ContractVersion(2));
     }
 
     #[test]
@@ -182,7 +183,7 @@ pub(super) mod tests {
             decide(SessionState::AwaitingApproval, Some(row), None, None)
                 .unwrap()
                 .version,
-            3
+            ContractVersion(3)
         );
     }
 

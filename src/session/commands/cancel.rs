@@ -4,6 +4,7 @@
 use crate::session::comments;
 use crate::session::context::{CommandContext, Done, move_or_refuse};
 use crate::session::error::{Stop, UserError};
+use crate::store::audit::AuditAction;
 use crate::store::sessions::SessionRow;
 use crate::store::state::SessionState;
 
@@ -24,7 +25,7 @@ pub(super) async fn apply(
     let to = SessionState::Cancelled;
     move_or_refuse(tx, &session.id, session.state, to, comments::raced()).await?;
     Ok(Done {
-        action: "session.cancelled",
+        action: AuditAction::SessionCancelled,
         detail: serde_json::json!({}),
         state: to,
         status: comments::cancelled_by(ctx.login()),

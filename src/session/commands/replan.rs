@@ -2,11 +2,13 @@
 //! learned, while a contract awaits approval or after a failure. With no session on the
 //! issue it starts one (see `start.rs`).
 
+use crate::contract::ContractVersion;
 use crate::forge::Issue;
 use crate::session::comments;
 use crate::session::context::{CommandContext, Done, move_or_refuse};
 use crate::session::error::{Stop, UserError};
 use crate::session::jobs::enqueue_plan;
+use crate::store::audit::AuditAction;
 use crate::store::sessions::{self, ContractRow, SessionRow};
 use crate::store::state::SessionState;
 
@@ -36,10 +38,10 @@ pub(super) async fn apply(
     if let Some(now) = &issue_now {
         sessions::set_issue_snapshot(tx, id, &now.title, &now.body).await?;
     }
-    let version = latest.map_or(1, |c| c.version + 1);
+    let version = latest.map_or(ContractVersion(1), |c| ContractVersion(c.version.0 + 1));
     enqueue_plan(tx, id, version, None).await?;
     Ok(Done {
-        action: "session.replanned",
+        action: AuditAction::SessionReplanned,
         detail: serde_json::json!({ "version": version }),
         state: to,
         status: comments::replanning(ctx.login()),

@@ -3,11 +3,13 @@
 //! never published. `/retry continue` carries the contract out from the unfinished change
 //! a stopped run kept instead.
 
+use crate::contract::ContractVersion;
 use crate::session::comments;
 use crate::session::context::{CommandContext, Done, move_or_refuse};
 use crate::session::error::{Stop, UserError};
 use crate::session::jobs::{Continuation, enqueue_execute, enqueue_plan};
 use crate::session::run::execute;
+use crate::store::audit::AuditAction;
 use crate::store::runs::{self, RunState};
 use crate::store::sessions::{ContractRow, SessionRow};
 use crate::store::state::SessionState;
@@ -54,10 +56,10 @@ pub(super) async fn apply(
     }
     if resume == SessionState::Planning {
         move_or_refuse(tx, id, state, resume, comments::raced()).await?;
-        let version = latest.map_or(1, |c| c.version + 1);
+        let version = latest.map_or(ContractVersion(1), |c| ContractVersion(c.version.0 + 1));
         enqueue_plan(tx, id, version, None).await?;
         return Ok(Done {
-            action: "session.retried",
+            action: AuditAction::SessionRetried,
             detail: serde_json::json!({ "resume": resume.as_str() }),
             state: resume,
             status: comments::retrying_planning(ctx.login()),
@@ -89,7 +91,7 @@ pub(super) async fn apply(
     });
     let ahead = enqueue_execute(tx, id, &contract, continues).await?;
     Ok(Done {
-        action: "session.retried",
+        action: AuditAction::SessionRetried,
         detail,
         state: to,
         status: format!("{status}{}", comments::runs_ahead(ahead)),

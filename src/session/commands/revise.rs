@@ -4,13 +4,15 @@
 
 use tracing::info;
 
+use crate::contract::ContractVersion;
 use crate::forge::{Forge, ForgeError, PullState, ReviewComment};
 use crate::ids::{PullNumber, RepoName};
 use crate::jobs::JobError;
 use crate::session::context::{CommandContext, Done, move_or_refuse};
 use crate::session::error::{Stop, UserError};
-use crate::session::jobs::{PlanJob, enqueue_plan, enqueue_plan_job, version_of};
+use crate::session::jobs::{PlanJob, enqueue_plan, enqueue_plan_job};
 use crate::session::{comments, feedback};
+use crate::store::audit::AuditAction;
 use crate::store::ci_reports;
 use crate::store::reviews::{self, Owed};
 use crate::store::sessions::{self, ContractRow, SessionRow};
@@ -36,8 +38,8 @@ fn decide_on_pull(state: SessionState, other_active: bool) -> Result<(), UserErr
     Ok(())
 }
 
-fn next_version(latest: Option<&ContractRow>) -> i64 {
-    latest.map_or(1, |c| c.version + 1)
+fn next_version(latest: Option<&ContractRow>) -> ContractVersion {
+    latest.map_or(ContractVersion(1), |c| ContractVersion(c.version.0 + 1))
 }
 
 pub(super) async fn apply(
@@ -53,7 +55,7 @@ pub(super) async fn apply(
     let version = next_version(latest.as_ref());
     enqueue_plan(tx, &session.id, version, Some(feedback.to_owned())).await?;
     Ok(Done {
-        action: "contract.revision_requested",
+        action: AuditAction::ContractRevisionRequested,
         detail: serde_json::json!({ "version": version, "feedback": feedback }),
         state: to,
         status: comments::revising(version, ctx.login()),
@@ -135,14 +137,14 @@ pub(in crate::session) async fn start_round(
     move_or_refuse(&mut tx, id, session.state, to, comments::raced_revision()).await?;
     let plan = PlanJob {
         session: id.clone(),
-        version: version_of(version)?,
+        version,
         feedback: Some(round.feedback.to_owned()),
         evidence: ci_evidence(&failures),
     };
     enqueue_plan_job(&mut tx, plan).await?;
     let review = round.review;
     let done = Done {
-        action: "contract.revision_requested",
+        action: AuditAction::ContractRevisionRequested,
         detail: serde_json::json!({
             "version": version, "feedback": round.feedback, "pull": pull.0, "review": review,
             "inline_comments": round.owed.len(), "ci_failures": failures.len(),
@@ -212,10 +214,10 @@ mod tests {
 
     #[test]
     fn the_next_version_follows_the_latest() {
-        assert_eq!(next_version(None), 1);
+        assert_eq!(next_version(None), ContractVersion(1));
         assert_eq!(
             next_version(Some(&super::super::approve::tests::posted(4))),
-            5
+            ContractVersion(5)
         );
     }
 }

@@ -5,6 +5,7 @@
 use tracing::info;
 
 use crate::config::repo::RepoConfig;
+use crate::contract::ContractVersion;
 use crate::event::Actor;
 use crate::forge::Issue;
 use crate::ids::{IssueNumber, SessionId};
@@ -12,6 +13,7 @@ use crate::jobs::JobError;
 use crate::session::comments;
 use crate::session::context::RepoContext;
 use crate::session::jobs::enqueue_plan;
+use crate::store::audit::AuditAction;
 use crate::store::{audit, sessions};
 
 /// Checks the actor's permission and starts a session, unless one holds the issue. The
@@ -37,7 +39,7 @@ pub(in crate::session) async fn start_session(
     let delivery = repo.delivery;
     let mut tx = repo.app.db.writer.begin().await?;
     if let Some(delivery) = delivery
-        && audit::delivery_did(&mut tx, delivery, "session.started").await?
+        && audit::delivery_did(&mut tx, delivery, AuditAction::SessionStarted).await?
     {
         return Ok(());
     }
@@ -61,12 +63,12 @@ pub(in crate::session) async fn start_session(
     )
     .await?;
     sessions::set_issue_snapshot(&mut tx, &id, &issue_now.title, &issue_now.body).await?;
-    enqueue_plan(&mut tx, &id, 1, None).await?;
+    enqueue_plan(&mut tx, &id, ContractVersion(1), None).await?;
     audit::append(
         &mut tx,
         &audit::Entry {
             actor: &repo.actor(actor),
-            action: "session.started",
+            action: AuditAction::SessionStarted,
             session: Some(id.as_str()),
             delivery,
             detail: serde_json::json!({ "repo": repo.name, "issue": issue }),

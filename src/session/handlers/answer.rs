@@ -7,6 +7,7 @@
 use tracing::info;
 
 use crate::app::App;
+use crate::contract::ContractVersion;
 use crate::event::Thread;
 use crate::forge::Reaction;
 use crate::ids::{CommentId, IssueNumber, Permission, SessionId};
@@ -18,6 +19,7 @@ use crate::session::context::RepoContext;
 use crate::session::jobs::enqueue_plan;
 use crate::session::status::update_status_of;
 use crate::store::audit;
+use crate::store::audit::AuditAction;
 use crate::store::sessions;
 use crate::store::state::SessionState;
 
@@ -86,14 +88,14 @@ pub(super) async fn on_comment(
     sessions::save_dossier(&mut tx, id, Some(&text)).await?;
     let version = sessions::latest_contract(&mut tx, id)
         .await?
-        .map_or(1, |c| c.version + 1);
+        .map_or(ContractVersion(1), |c| ContractVersion(c.version.0 + 1));
     enqueue_plan(&mut tx, id, version, None).await?;
     let round = dossier.asked.len();
     audit::append(
         &mut tx,
         &audit::Entry {
             actor: &repo.actor(author),
-            action: "questions.answered",
+            action: AuditAction::QuestionsAnswered,
             session: Some(id.as_str()),
             delivery: repo.delivery,
             detail: serde_json::json!({ "round": round, "comment": comment, "version": version }),

@@ -13,6 +13,7 @@ use crate::session::commands::start::start_session;
 use crate::session::comments;
 use crate::session::context::RepoContext;
 use crate::session::status::update_status;
+use crate::store::audit::AuditAction;
 use crate::store::state::SessionState;
 use crate::store::{audit, sessions};
 
@@ -146,7 +147,7 @@ pub(super) async fn on_unlabeled(
         &mut tx,
         &audit::Entry {
             actor: &repo.actor(&by),
-            action: "session.cancelled",
+            action: AuditAction::SessionCancelled,
             session: Some(id.as_str()),
             delivery: repo.delivery,
             detail: serde_json::json!({ "why": "label removed" }),

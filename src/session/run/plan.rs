@@ -29,6 +29,7 @@ use crate::session::error::{Stop, UserError};
 use crate::session::jobs::{JOB_ATTEMPTS, JobEnd, PlanJob};
 use crate::session::status::{comment_url, find_own_comment, update_status, update_status_of};
 use crate::store::audit;
+use crate::store::audit::AuditAction;
 use crate::store::model_usage::Budget;
 use crate::store::sessions::{self, ContractRow, SessionRow};
 use crate::store::state::SessionState;
@@ -109,8 +110,8 @@ impl Planning<'_> {
     }
 
     /// The version this job produces, as the contract rows number it.
-    fn version(&self) -> i64 {
-        i64::from(self.plan.version.0)
+    fn version(&self) -> ContractVersion {
+        self.plan.version
     }
 
     async fn plan_and_post(&self) -> Result<(), Stop> {
@@ -209,7 +210,7 @@ impl Planning<'_> {
         sessions::save_dossier(&mut tx, id, Some(&text)).await?;
         let detail =
             serde_json::json!({ "round": round, "questions": questions, "comment": posted.id });
-        audit_planwright(&mut tx, id, "questions.asked", detail).await?;
+        audit_planwright(&mut tx, id, AuditAction::QuestionsAsked, detail).await?;
         tx.commit().await?;
         let text = comments::waiting_for_answer(questions.len());
         update_status_of(self.app, forge, id, to, &text).await?;
@@ -221,8 +222,11 @@ impl Planning<'_> {
     async fn write_contract(&self) -> Result<Written, Stop> {
         let (issue, edited) = self.issue_as_asked().await?;
         let previous = match self.version() {
-            1 => None,
-            v => self.app.db.contract(self.id(), v - 1).await?,
+            ContractVersion(1) => None,
+            ContractVersion(v) => {
+                let before = ContractVersion(v - 1);
+                self.app.db.contract(self.id(), before).await?
+            }
         };
         let base = match &previous {
             // A revision keeps the base its evidence refers to.
@@ -271,7 +275,7 @@ impl Planning<'_> {
             "sha256": sha256,
             "settings_sha256": BoundSettings::sha256_of(&settings),
         });
-        audit_planwright(&mut tx, id, "contract.written", detail).await?;
+        audit_planwright(&mut tx, id, AuditAction::ContractWritten, detail).await?;
         tx.commit().await?;
         let row = (self.app.db.contract(id, version).await?)
             .context("The contract just stored cannot be read back")?;
@@ -302,7 +306,7 @@ impl Planning<'_> {
                 .map(|c| c.budget_usd)
                 .ok(),
         };
-        let version = ContractVersion(u32::try_from(row.version).unwrap_or(u32::MAX));
+        let version = row.version;
         let links = self.forge.web_links(self.repo());
         let mut body = contract.render_markdown(&RenderContext {
             session: self.id(),
@@ -315,8 +319,8 @@ impl Planning<'_> {
         if let (Some(b), Some(json)) = (&bound, row.settings.as_deref()) {
             insert_settings(&mut body, &comments::settings_section(b, json));
         }
-        if row.version > 1 {
-            self.insert_changes(&mut body, &contract, row, row.version - 1)
+        if version > ContractVersion(1) {
+            self.insert_changes(&mut body, &contract, row, ContractVersion(version.0 - 1))
                 .await?;
         }
         let notes = bound
@@ -333,7 +337,7 @@ impl Planning<'_> {
         body: &mut String,
         contract: &Contract,
         row: &ContractRow,
-        previous: i64,
+        previous: ContractVersion,
     ) -> Result<(), Stop> {
         let Some(old) = self.app.db.contract(self.id(), previous).await? else {
             return Ok(());
@@ -348,7 +352,7 @@ impl Planning<'_> {
             .min(CHANGES_CHARS);
         let section = ContractDiff::between(&old, contract)
             .with_base(&old_sha, &row.base_sha, settings_changed)
-            .markdown(u32::try_from(previous).unwrap_or(u32::MAX), room);
+            .markdown(previous.0, room);
         match body.find("### Diagnosis") {
             Some(at) => body.insert_str(at, &section),
             None => body.push_str(&section),
@@ -392,7 +396,7 @@ impl Planning<'_> {
         }
         let superseded = sessions::supersede_before(&mut tx, id, row.version).await?;
         let detail = serde_json::json!({ "version": row.version, "sha256": row.sha256, "comment": posted.id });
-        audit_planwright(&mut tx, id, "contract.posted", detail).await?;
+        audit_planwright(&mut tx, id, AuditAction::ContractPosted, detail).await?;
         tx.commit().await?;
         self.announce(&superseded, version, edited, notes).await?;
         if let Some(pull) = self.session.pull_number {
@@ -439,7 +443,9 @@ impl Planning<'_> {
         else {
             return Ok(());
         };
-        let before = db.contract(self.id(), row.version - 1).await?;
+        let before = db
+            .contract(self.id(), ContractVersion(row.version.0 - 1))
+            .await?;
         let (_, version, notes) = self.render(&row).await?;
         let superseded: Vec<ContractRow> = before.into_iter().collect();
         self.announce(&superseded, version, false, &notes).await
@@ -634,7 +640,7 @@ fn stored_contract(row: &ContractRow) -> Result<Contract, Stop> {
 async fn audit_planwright(
     conn: &mut sqlx::AnyConnection,
     id: &SessionId,
-    action: &str,
+    action: AuditAction,
     detail: serde_json::Value,
 ) -> Result<(), Stop> {
     let entry = audit::Entry {
@@ -657,7 +663,7 @@ async fn mark_superseded(
     old: &ContractRow,
     new: ContractVersion,
 ) -> Result<(), ForgeError> {
-    let old_version = ContractVersion(u32::try_from(old.version).unwrap_or(u32::MAX));
+    let old_version = old.version;
     let comments = forge.comments(repo, issue).await?;
     if let Some(current) = comments.iter().find(|c| c.id == comment) {
         let banner = crate::contract::superseded_banner(old_version, new, None);
@@ -708,7 +714,7 @@ async fn fail(
     if moved {
         let entry = audit::Entry {
             actor: "planwright",
-            action: "session.failed",
+            action: AuditAction::SessionFailed,
             session: Some(id.as_str()),
             delivery: None,
             detail: serde_json::json!({ "reason": reason, "detail": detail }),

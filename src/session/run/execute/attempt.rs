@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use tracing::{info, warn};
 
-use super::{Execution, RunOutcome, Timings, create_open_dir, partial};
+use super::{Execution, Timings, create_open_dir, partial};
 use crate::config::environment::Choice;
 use crate::config::repo::{ExecutorKind, OnFailure, RepoConfig};
 use crate::contract::Contract;
@@ -24,11 +24,12 @@ use crate::publish;
 use crate::sandbox::{Root, Sandbox};
 use crate::session::error::Stop;
 use crate::session::{comments, image};
+use crate::store::audit::AuditAction;
 use crate::store::baselines;
 use crate::store::model_usage::Budget;
 use crate::store::runs::{self, RunState};
 use crate::store::state::SessionState;
-use crate::verify::{self, Verifier, VerifyError};
+use crate::verify::{self, RunOutcome, Verifier, VerifyError};
 
 /// What every attempt of one execution shares.
 struct Prepared {
@@ -725,8 +726,11 @@ impl Execution<'_> {
             }
             Ok(runs) => {
                 info!(key, "the base's runs are kept from an earlier execution");
-                self.audit("baseline.reused", serde_json::json!({ "key": key }))
-                    .await?;
+                self.audit(
+                    AuditAction::BaselineReused,
+                    serde_json::json!({ "key": key }),
+                )
+                .await?;
                 Ok(Some(runs))
             }
             // Written by another version: run the base again.
@@ -820,7 +824,7 @@ impl Execution<'_> {
         // Kept whatever publishing came to: how long each stage took is for the operator
         // (and the overhead benchmark) to read.
         let detail = serde_json::json!({ "run": run, "attempts": outcome.attempts, "stages_ms": timings.json() });
-        self.audit("execution.timed", detail).await?;
+        self.audit(AuditAction::ExecutionTimed, detail).await?;
         published
     }
 }

@@ -20,7 +20,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context as _;
-use serde::{Deserialize, Serialize};
 use tracing::{Instrument as _, info, warn};
 
 use crate::app::App;
@@ -38,6 +37,7 @@ use crate::session::comments;
 use crate::session::error::{Stop, UserError};
 use crate::session::jobs::{Continuation, ExecuteJob, JOB_ATTEMPTS, JobEnd};
 use crate::session::status::update_status;
+use crate::store::audit::AuditAction;
 use crate::store::runs::{self, RunState};
 use crate::store::state::SessionState;
 use crate::store::{audit, sessions};
@@ -45,40 +45,6 @@ use crate::verify;
 
 /// How often a running executor's session is looked at for a cancellation.
 const CANCEL_POLL: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// What a verified attempt came to, kept with its run so publishing can resume.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct RunOutcome {
-    verification: verify::VerificationReport,
-    accepted: bool,
-    findings: String,
-    /// `None`: the run passed.
-    failure: Option<String>,
-    attempts: u32,
-    max_attempts: u32,
-    /// `reference@digest` of the image it ran in, or `host`; absent from outcomes kept
-    /// before it was recorded.
-    #[serde(default)]
-    environment: Option<String>,
-    /// The result's commit, pushed to the session's branch before the run was recorded as
-    /// verified (when it opens a pull request): what lets any worker finish publishing
-    /// it. Absent from outcomes kept before it was recorded, and for results reported on
-    /// the issue.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    commit: Option<String>,
-}
-
-impl RunOutcome {
-    /// How the run ended, as publishing says it.
-    fn result(&self) -> crate::publish::RunResult {
-        match &self.failure {
-            None => crate::publish::RunResult::Succeeded,
-            Some(reason) => crate::publish::RunResult::Failed {
-                reason: reason.clone(),
-            },
-        }
-    }
-}
 
 /// How long each stage took, for the log and the overhead benchmark.
 #[derive(Default)]
@@ -127,7 +93,7 @@ pub async fn execute_job(
             execute.session
         )));
     };
-    let version = i64::from(execute.version.0);
+    let version = execute.version;
     let contract_row = app.db.contract(&execute.session, version).await?;
     let state = session.state;
     if !matches!(
@@ -140,7 +106,7 @@ pub async fn execute_job(
     let forge_kind = session.forge;
     let repo = session.repo.clone();
     let forge = app.forges.get(forge_kind, session.installation_id)?;
-    let span = tracing::info_span!("execute", session = %execute.session, repo = %repo, issue = session.issue_number.0, version);
+    let span = tracing::info_span!("execute", session = %execute.session, repo = %repo, issue = session.issue_number.0, version = version.0);
     // Instrumented, not entered: a guard held across an await puts other tasks' log
     // lines under this span.
     async {
@@ -235,7 +201,7 @@ impl Execution<'_> {
     }
 
     fn version(&self) -> ContractVersion {
-        ContractVersion(u32::try_from(self.row.version).unwrap_or(u32::MAX))
+        self.row.version
     }
 
     /// The settings the approval bound (the base commit's, recorded at planning) and the
@@ -461,7 +427,7 @@ impl Execution<'_> {
         }
     }
 
-    async fn audit(&self, action: &str, detail: serde_json::Value) -> Result<(), Stop> {
+    async fn audit(&self, action: AuditAction, detail: serde_json::Value) -> Result<(), Stop> {
         let mut conn = self.writer().await?;
         audit::append(
             &mut conn,
@@ -516,7 +482,7 @@ async fn fail_detailed(
             &mut tx,
             &audit::Entry {
                 actor: "planwright",
-                action: "session.failed",
+                action: AuditAction::SessionFailed,
                 session: Some(id.as_str()),
                 delivery: None,
                 detail: serde_json::json!({ "reason": reason, "stage": from.as_str(), "detail": detail }),

@@ -21,6 +21,7 @@ use crate::repo_tools::glob_matches;
 use crate::session::comments;
 use crate::session::error::Stop;
 use crate::session::jobs::Continuation;
+use crate::store::audit::AuditAction;
 use crate::store::runs::{self, RunRow, RunState};
 use crate::store::sessions;
 use crate::verify::{self, RUN_BY_CI, ScopeFinding, Severity};
@@ -205,7 +206,7 @@ impl Execution<'_> {
         self.record_kept(u, &kept).await?;
         info!(run = %u.run, branch = ?kept.branch, "kept the unfinished change");
         self.audit(
-            "partial.kept",
+            AuditAction::PartialKept,
             serde_json::json!({ "run": u.run, "commit": kept.commit, "branch": kept.branch, "url": kept.url }),
         )
         .await?;
@@ -347,7 +348,7 @@ mod tests {
         RunRow {
             id: RunId::generate(),
             session_id: SessionId::generate(),
-            contract_version: 1,
+            contract_version: crate::contract::ContractVersion(1),
             attempt: 1,
             executor: "command".into(),
             state,

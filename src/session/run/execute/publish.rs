@@ -9,7 +9,7 @@ use std::path::Path;
 use anyhow::Context as _;
 use tracing::{info, warn};
 
-use super::{Execution, RunOutcome};
+use super::Execution;
 
 /// The verified result a run publishes.
 pub(super) enum Verified {
@@ -51,10 +51,12 @@ use crate::publish::{self, Publication, PublishError, Published, RunResult};
 use crate::session::error::Stop;
 use crate::session::status::comment_url;
 use crate::session::{comments, image};
+use crate::store::audit::AuditAction;
 use crate::store::reviews;
 use crate::store::runs::{self, RunState};
 use crate::store::sessions;
 use crate::store::state::SessionState;
+use crate::verify::RunOutcome;
 
 impl Execution<'_> {
     /// Publishing again after a restart: the verified run's workspace, if it is still there.
@@ -314,7 +316,7 @@ impl Execution<'_> {
                 self.move_to(SessionState::Publishing, SessionState::PrOpened, None)
                     .await?;
                 self.audit(
-                    "pull.opened",
+                    AuditAction::PullOpened,
                     serde_json::json!({"number": pull.number.0, "url": pull.url, "run": run}),
                 )
                 .await?;
@@ -349,7 +351,7 @@ impl Execution<'_> {
         commit: &CommitSha,
         changed: &[String],
     ) -> Result<(), Stop> {
-        let version = i64::from(self.version().0);
+        let version = self.version();
         let mut conn = self.reader().await?;
         let owed = reviews::unanswered(&mut conn, &self.id, version).await?;
         drop(conn);
