@@ -211,10 +211,13 @@ fn gitattributes_globs(pattern: &str) -> Vec<Glob> {
     } else {
         format!("**/{pattern}")
     };
-    [super::glob(&glob), super::glob(&format!("{glob}/**"))]
-        .into_iter()
-        .flatten()
-        .collect()
+    [
+        super::glob::glob(&glob),
+        super::glob::glob(&format!("{glob}/**")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
 }
 
 #[cfg(test)]

@@ -3,19 +3,25 @@
 //! never follow a path or symlink out of it; every answer is bounded.
 
 mod generated;
+mod glob;
 mod map;
+mod read;
+mod repo;
 mod search;
 mod source;
 mod tags;
 mod walk;
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::{Value, json};
 
 use crate::llm::Tool;
+pub use glob::{PathGlob, glob_matches};
 pub use map::{DEFAULT_TOKENS as DEFAULT_MAP_TOKENS, tokens};
+use read::{READ_MAX_BYTES, clip_line};
+pub use repo::RepoTools;
 pub use search::SearchOptions;
 use search::{MAX_LISTED, MAX_MATCHES};
 use source::{Found, Source};
@@ -23,24 +29,6 @@ pub use tags::{Lang as SourceLang, definition};
 
 /// Lines one `read_file` answer holds at most.
 const MAX_READ_LINES: usize = 250;
-/// The most of one file `read_file` reads.
-const READ_MAX_BYTES: u64 = 8 << 20;
-/// Characters per line shown; minified files are not worth more.
-const MAX_LINE_CHARS: usize = 300;
-
-/// A repository seen read-only: a checkout as it is, or a commit's tree.
-#[derive(Debug, Clone)]
-pub struct RepoTools {
-    /// The checkout, where a scout's commands run.
-    root: PathBuf,
-    /// Where the files are read from.
-    source: Source,
-    /// The commit checked out, when it will not change under the tools: the map's cache key.
-    commit: Option<String>,
-    map_tokens: usize,
-    /// Set while the checkout holds only part of the commit.
-    widening: Option<std::sync::Arc<crate::git::Widening>>,
-}
 
 impl RepoTools {
     /// The tools on the files of the folder `root`, as they are when read.
@@ -337,109 +325,6 @@ impl RepoTools {
     pub fn search(&self, pattern: &str, path: &str) -> Result<String, String> {
         self.search_with(pattern, path, &SearchOptions::default())
     }
-}
-
-fn clip_line(line: &str) -> String {
-    if line.chars().count() <= MAX_LINE_CHARS {
-        return line.to_owned();
-    }
-    let mut s: String = line.chars().take(MAX_LINE_CHARS).collect();
-    s.push_str(" …");
-    s
-}
-
-/// `*` within a path segment, `**` across segments, `?` one character. A pattern without
-/// `/` is matched against the file name alone.
-pub fn glob_matches(pattern: &str, path: &str) -> bool {
-    PathGlob::new(pattern).matches(path)
-}
-
-/// A glob compiled once, to match many paths. Patterns come from models and repository
-/// settings, so matching is linear in the path (globset compiles to a regular expression):
-/// a pattern like `*a*a*a…b` costs no more than any other.
-pub struct PathGlob {
-    matcher: Option<globset::GlobMatcher>,
-    name_only: bool,
-}
-
-impl PathGlob {
-    pub fn new(pattern: &str) -> PathGlob {
-        let pattern = pattern.trim().trim_start_matches("./");
-        PathGlob {
-            matcher: compile(pattern),
-            name_only: !pattern.contains('/'),
-        }
-    }
-
-    /// A pattern too large to compile matches nothing.
-    pub fn matches(&self, path: &str) -> bool {
-        let Some(matcher) = &self.matcher else {
-            return false;
-        };
-        if self.name_only {
-            matcher.is_match(path.rsplit('/').next().unwrap_or(path))
-        } else {
-            matcher.is_match(path)
-        }
-    }
-}
-
-fn compile(pattern: &str) -> Option<globset::GlobMatcher> {
-    glob(pattern).map(|g| g.compile_matcher())
-}
-
-/// The pattern as globset takes it, or `None` when it is too large to compile.
-pub(crate) fn glob(pattern: &str) -> Option<globset::Glob> {
-    // Only `*`, `**` and `?` are special here, as they always were: classes and
-    // alternatives are taken literally. A `**` that is not a whole segment (`a**b`) still
-    // crosses folders, which globset only does for a whole segment: it becomes "within
-    // one segment, or across folders".
-    let mut text = String::with_capacity(pattern.len() + 8);
-    let mut chars = pattern.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '*' if chars.peek() == Some(&'*') => {
-                while chars.next_if_eq(&'*').is_some() {}
-                let whole_segment = (text.is_empty() || text.ends_with('/'))
-                    && chars.peek().is_none_or(|n| *n == '/');
-                if whole_segment {
-                    text.push_str("**");
-                } else {
-                    text.push_str("{*,*/**/*}");
-                }
-            }
-            '[' => text.push_str("[[]"),
-            ']' => text.push_str("[]]"),
-            '{' => text.push_str("[{]"),
-            '}' => text.push_str("[}]"),
-            c => text.push(c),
-        }
-    }
-    globset::GlobBuilder::new(&text)
-        .literal_separator(true)
-        .backslash_escape(false)
-        .build()
-        .ok()
-}
-
-/// At most `READ_MAX_BYTES` of a regular file (not a pipe or a device, which could block
-/// or never end), and its size.
-fn read_bounded(path: &Path) -> std::io::Result<(Vec<u8>, u64)> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    // Opening a pipe for reading waits for a writer: never block on the open either.
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)?;
-    let meta = file.metadata()?;
-    if !meta.is_file() {
-        return Err(std::io::Error::other("not a regular file"));
-    }
-    let mut bytes = Vec::new();
-    file.take(READ_MAX_BYTES).read_to_end(&mut bytes)?;
-    let size = meta.len().max(bytes.len() as u64);
-    Ok((bytes, size))
 }
 
 #[cfg(test)]

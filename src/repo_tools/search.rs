@@ -9,10 +9,12 @@ use std::time::{Duration, Instant};
 use regex::{Regex, RegexBuilder};
 
 use super::generated::Generated;
+use super::glob::PathGlob;
+use super::read::clip_line;
+use super::repo::RepoTools;
 use super::source::{Found, Reader};
 use super::tags::{self, Lang};
 use super::walk::{self, thousands};
-use super::{PathGlob, RepoTools, clip_line};
 
 /// Matching lines shown at most, and per file (so one file cannot fill the answer).
 pub const MAX_MATCHES: usize = 50;

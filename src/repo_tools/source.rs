@@ -10,7 +10,7 @@ use std::path::{Component, Path, PathBuf};
 
 use git2::{ObjectType, Oid, Repository};
 
-use super::READ_MAX_BYTES;
+use super::read::READ_MAX_BYTES;
 use super::walk::{self, Entry, Walk};
 
 /// Symlinks followed at most while resolving one path, as the kernel allows.
@@ -233,7 +233,7 @@ impl Reader<'_> {
                     .map_err(std::io::Error::other)?;
                 self.found(&found)
             }
-            (None, _) => super::read_bounded(&entry.path),
+            (None, _) => super::read::read_bounded(&entry.path),
         }
     }
 
@@ -244,7 +244,7 @@ impl Reader<'_> {
         }
         match found.blob {
             Some(blob) => self.blob(blob),
-            None => super::read_bounded(&found.path),
+            None => super::read::read_bounded(&found.path),
         }
     }
 

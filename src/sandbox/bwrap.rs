@@ -15,9 +15,12 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use async_trait::async_trait;
 
-use super::{
-    Bridge, Command, Output, Sandbox, SandboxError, carry, full_env, process, stdin, validate,
-};
+use super::carry;
+use super::command::{Bridge, Command};
+use super::output::Output;
+use super::prepare::{full_env, stdin, validate};
+use super::process;
+use super::run::{Sandbox, SandboxError};
 use crate::metrics::{self, SandboxRunEnd};
 
 /// Kept at its old path for the crate's other callers.
@@ -88,16 +91,7 @@ const HOST_ETC: &[&str] = &[
 /// `java-17-openjdk`).
 const HOST_ETC_PREFIXES: &[&str] = &["python3", "java-"];
 
-/// The host users sandboxes run as when planwright is root: one per concurrent run, so
-/// that the process limit (counted per host user) of one run cannot starve another. Far
-/// above the ids distributions hand out to people, services and the usual subordinate
-/// ranges of rootless containers, and below 2^31, which bubblewrap cannot map.
-pub const HOST_IDS: Range<u32> = 1_900_000_000..1_900_004_096;
-
-/// The one group every range-leased host user runs in: sockets that only sandboxes may
-/// reach (the model proxy's) are given to it with mode 0660. Runs still cannot see each
-/// other's files: each sees only its own workspace.
-pub const SANDBOX_GROUP: u32 = HOST_IDS.start;
+pub use super::host_users::{HOST_IDS, SANDBOX_GROUP};
 
 /// Where root keeps one lock file per host user in use, shared by every planwright
 /// process on the machine.
@@ -732,7 +726,7 @@ impl Descriptors {
 
 /// A control group holding the run to its memory and process limits, when one can be
 /// made.
-fn run_group(limits: &super::Limits) -> Option<super::cgroup::RunGroup> {
+fn run_group(limits: &super::command::Limits) -> Option<super::cgroup::RunGroup> {
     match super::cgroup::RunGroup::create(limits.run_memory_bytes, limits.processes) {
         Ok(group) => Some(group),
         Err(e) => {

@@ -271,11 +271,11 @@ pub struct EgressProxy {
 impl EgressProxy {
     /// Listens on the Unix socket `socket` (which must not exist yet; any length, see
     /// [`crate::unix_socket`]) for the run named `run` (in every log line). Only sandboxes may
-    /// connect (see [`super::open_to_sandboxes`]).
+    /// connect (see [`super::host_users::open_to_sandboxes`]).
     pub async fn start(socket: &Path, allowlist: Allowlist, run: &str) -> Result<Self> {
         let listener = crate::unix_socket::bind(socket)
             .with_context(|| format!("Could not listen on {}", socket.display()))?;
-        super::open_to_sandboxes(socket)
+        super::host_users::open_to_sandboxes(socket)
             .with_context(|| format!("Could not open {} to the sandbox", socket.display()))?;
         let stop = CancellationToken::new();
         let shared = Arc::new(Shared {

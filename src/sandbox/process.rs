@@ -13,7 +13,8 @@ use anyhow::{Context, Result};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
-use super::{Captured, Exit, Limits, Output};
+use super::command::Limits;
+use super::output::{Captured, Exit, Output};
 
 /// How long output may keep flowing once the process has ended: a straggler that left
 /// the process group must not hold the run open.

@@ -7,7 +7,7 @@
 
 use serde_json::{Map, Value};
 
-use super::Api;
+use super::api::Api;
 
 /// Why a request was refused, for the provider-shaped 400.
 pub(super) type Refusal = String;

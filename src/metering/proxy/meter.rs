@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::Api;
+use super::api::Api;
 use crate::llm::{Usage, anthropic, openai};
 
 /// The chunk a Chat Completions stream ends with when `include_usage` is asked: usage

@@ -6,6 +6,7 @@
 //! and its session.
 
 mod allow;
+mod api;
 mod meter;
 pub mod token;
 
@@ -36,6 +37,7 @@ use crate::llm::{Usage, error_chain, secret_header};
 use crate::metering::{self as usage, ModelRole, Price, PriceTable};
 use crate::store::Db;
 use crate::store::model_usage::{self, HoldId, Scope};
+use api::Api;
 use meter::StreamMeter;
 
 /// Requests carry whole conversations, images included; both providers refuse bodies
@@ -106,40 +108,6 @@ fn passes_back(name: &HeaderName) -> bool {
 }
 
 use crate::config::ProxyListen;
-
-/// The provider API a route speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Api {
-    Messages,
-    CountTokens,
-    ChatCompletions,
-    Responses,
-}
-
-impl Api {
-    fn provider(self) -> Provider {
-        match self {
-            Api::Messages | Api::CountTokens => Provider::Anthropic,
-            Api::ChatCompletions | Api::Responses => Provider::OpenAi,
-        }
-    }
-
-    /// The path under the provider's base URL: Anthropic's is the host, OpenAI's ends
-    /// in `/v1`, as the settings (and both vendors' tools) have them.
-    fn upstream_path(self) -> &'static str {
-        match self {
-            Api::Messages => "/v1/messages",
-            Api::CountTokens => "/v1/messages/count_tokens",
-            Api::ChatCompletions => "/chat/completions",
-            Api::Responses => "/responses",
-        }
-    }
-
-    /// Counting tokens is free: neither held to the budget nor recorded.
-    fn metered(self) -> bool {
-        self != Api::CountTokens
-    }
-}
 
 /// What the proxy needs to answer; cheap to clone.
 #[derive(Clone)]

@@ -1,7 +1,7 @@
 //! `cargo test` (libtest filters after `--`, matched with `--exact`) and `cargo nextest
 //! run` (a filterset of exact test names, per test binary when the id names one).
 
-use super::{option_like, options_only, program_at, without};
+use super::words::{option_like, options_only, program_at, without};
 
 /// cargo's options before `--` that take a value as the next word.
 const CARGO_VALUES: &[&str] = &[

@@ -1,7 +1,7 @@
 //! `go test`: `-run` with the failing top-level tests' names (a subtest runs with its
 //! parent), and `-count=1` so the re-run is not answered from the test cache.
 
-use super::{regex_literal, without};
+use super::words::{regex_literal, without};
 
 pub(super) fn select(words: &[String], ids: &[&str]) -> Option<Vec<String>> {
     let test = words

@@ -2,7 +2,7 @@
 //! its own name, joined by spaces) and `node --test` (`--test-name-pattern`). The ids
 //! become literal patterns; the files the command named stay, since they only narrow.
 
-use super::{program_at, regex_literal, without};
+use super::words::{program_at, regex_literal, without};
 
 pub(super) fn select(words: &[String], ids: &[&str]) -> Option<Vec<String>> {
     if let Some(at) = program_at(words, "vitest") {

@@ -1,7 +1,7 @@
 //! Maven Surefire: `-Dtest=Class#method+other,Class2#method`, with modules that hold
 //! none of them allowed to run nothing.
 
-use super::program_at;
+use super::words::program_at;
 
 pub(super) fn select(words: &[String], ids: &[&str]) -> Option<Vec<String>> {
     let mvn = program_at(words, "mvn").or_else(|| program_at(words, "mvnw"))?;

@@ -9,6 +9,7 @@ mod go;
 mod js;
 mod maven;
 mod python;
+mod words;
 
 /// A command line re-running `ids` alone, when the command's runner can select tests;
 /// `None`: only the whole command can run again.
@@ -164,79 +165,9 @@ fn quote(word: &str) -> String {
     }
 }
 
-/// `text` matched literally by a regular expression (JavaScript's, Go's RE2 and
-/// Rust's alike).
-fn regex_literal(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if "\\^$.|?*+()[]{}/".contains(c) {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
-}
-
-/// Where `name` (a program) is in `words`: the word itself or a path ending in it.
-fn program_at(words: &[String], name: &str) -> Option<usize> {
-    words
-        .iter()
-        .position(|w| w == name || w.ends_with(&format!("/{name}")))
-}
-
-/// Positional words of `args` removed, keeping options and the values of
-/// `with_value` options (given as separate words).
-fn options_only(args: &[String], with_value: &[&str]) -> Vec<String> {
-    let mut kept = Vec::new();
-    let mut i = 0;
-    while i < args.len() {
-        let a = &args[i];
-        if a.starts_with('-') && a.len() > 1 {
-            kept.push(a.clone());
-            if with_value.contains(&a.as_str())
-                && let Some(value) = args.get(i + 1)
-            {
-                kept.push(value.clone());
-                i += 1;
-            }
-        }
-        i += 1;
-    }
-    kept
-}
-
-/// `args` without the options in `drop` (and their values, as separate words or after
-/// `=`).
-fn without(args: &[String], drop: &[&str]) -> Vec<String> {
-    let mut kept = Vec::new();
-    let mut i = 0;
-    while i < args.len() {
-        let a = &args[i];
-        if drop.contains(&a.as_str()) {
-            i += 2;
-            continue;
-        }
-        if drop.iter().any(|d| a.starts_with(&format!("{d}=")))
-            || drop
-                .iter()
-                .any(|d| d.len() == 2 && !d.starts_with("--") && a.starts_with(d) && a.len() > 2)
-        {
-            i += 1;
-            continue;
-        }
-        kept.push(a.clone());
-        i += 1;
-    }
-    kept
-}
-
-/// An id that could be read as an option where it goes in as a word of its own.
-fn option_like(id: &str) -> bool {
-    id.starts_with('-')
-}
-
 #[cfg(test)]
 mod tests {
+    use super::words::regex_literal;
     use super::*;
 
     /// What `sh -c LINE` passes as argv, to check the quoting by the real shell.

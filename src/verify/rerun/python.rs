@@ -1,7 +1,7 @@
 //! `pytest` (node ids as arguments, in place of the paths the command named) and
 //! `python -m unittest` (dotted ids as arguments).
 
-use super::{option_like, options_only, program_at};
+use super::words::{option_like, options_only, program_at};
 
 /// pytest's options that take a value as the next word.
 const PYTEST_VALUES: &[&str] = &[

@@ -5,6 +5,7 @@
 //! approved contract declared a finding, and a finding it did not fails the result.
 
 mod code;
+mod draft;
 mod patch;
 mod selection;
 #[cfg(test)]
@@ -19,11 +20,13 @@ use regex::Regex;
 use serde::{Deserialize, Serialize};
 
 use self::code::{Lang, Parsed, TestFn};
+pub(super) use self::draft::Draft;
+pub use self::draft::WeakeningKind;
 use self::selection::Format;
 use super::scope::{is_test_path, normalise};
 use super::spans::code as inline;
 
-use crate::contract::{Contract, TestChange, TestChangeKind};
+use crate::contract::{Contract, TestChange};
 use crate::git::{ChangedFile, FileText, Workspace, WorkspaceError};
 
 /// Changed files read in one verification; the rest are listed as not read.
@@ -38,42 +41,6 @@ const BATCH: usize = 16;
 const MAX_FINDINGS: usize = 100;
 /// Files not read that a report names.
 const MAX_UNREAD: usize = 50;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum WeakeningKind {
-    /// A skip or expected-failure marker added (`@pytest.mark.skip`, `#[ignore]`, `t.Skip`).
-    Skip,
-    /// A marker that runs only some tests (`it.only`, `fdescribe`).
-    Focus,
-    /// Fewer assertions in a test that is still there.
-    Assertions,
-    /// A test function of the base that the result no longer has.
-    RemovedTest,
-    /// A setting that chooses which tests run, or a CI line that runs them.
-    Selection,
-    /// A test kept under its name, with as many assertions, that expects something else.
-    ChangedExpectation,
-    /// A test renamed, with as many assertions, that expects something else.
-    RenamedTest,
-    /// A test that replaces code the contract changes (`calc.add = …`, `mock.patch`,
-    /// `jest.mock`), so it does not run the code it checks.
-    Patch,
-}
-
-impl WeakeningKind {
-    /// The contract's `test_changes` kind that allows it.
-    pub fn allowed_by(self) -> TestChangeKind {
-        match self {
-            WeakeningKind::Skip | WeakeningKind::Focus => TestChangeKind::Skip,
-            WeakeningKind::RemovedTest => TestChangeKind::Remove,
-            WeakeningKind::Assertions | WeakeningKind::ChangedExpectation => TestChangeKind::Weaken,
-            WeakeningKind::RenamedTest => TestChangeKind::Rename,
-            WeakeningKind::Selection => TestChangeKind::Select,
-            WeakeningKind::Patch => TestChangeKind::Patch,
-        }
-    }
-}
 
 /// Whether the approved contract declared a finding, and what decided it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -172,18 +139,6 @@ pub struct ChangedExpectation {
     pub old_line: u32,
     pub old_assertion: String,
     pub new_assertion: String,
-}
-
-/// A finding before the contract's ruling.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Draft {
-    pub kind: WeakeningKind,
-    pub path: String,
-    pub lines: Vec<usize>,
-    pub in_base: bool,
-    pub test: Option<String>,
-    pub what: String,
-    pub instruction: String,
 }
 
 /// Reads the changed files that may hold tests or choose them, on the base and in the

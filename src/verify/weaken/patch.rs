@@ -13,8 +13,9 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 use super::super::scope::{is_test_path, normalise};
+use super::super::spans::code as inline;
 use super::code::{Lang, blanked};
-use super::{Draft, WeakeningKind, inline};
+use super::draft::{Draft, WeakeningKind};
 
 use crate::contract::Contract;
 use crate::repo_tools::{SourceLang, definition};

@@ -8,7 +8,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 use super::code::{Lang, blanked};
-use super::{Draft, WeakeningKind};
+use super::draft::{Draft, WeakeningKind};
 
 use crate::repo_tools::glob_matches;
 
