@@ -9,7 +9,8 @@ use std::time::Instant;
 
 use tracing::{info, warn};
 
-use super::{Execution, Timings, create_open_dir, partial};
+use super::execution::{Execution, Timings, create_open_dir};
+use super::partial;
 use crate::config::environment::Choice;
 use crate::config::repo::{ExecutorKind, OnFailure, RepoConfig};
 use crate::contract::Contract;

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::Execution;
+use super::execution::Execution;
 use crate::config::ProxyListen;
 use crate::config::repo::{ExecutorKind, RepoConfig};
 use crate::executor::agent::AgentCli;

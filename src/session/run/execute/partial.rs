@@ -10,7 +10,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use tracing::info;
 
-use super::Execution;
+use super::execution::Execution;
 use super::publish::Shown;
 use crate::config::environment::Choice;
 use crate::config::repo::OnFailure;

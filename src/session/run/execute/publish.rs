@@ -9,7 +9,7 @@ use std::path::Path;
 use anyhow::Context as _;
 use tracing::{info, warn};
 
-use super::Execution;
+use super::execution::Execution;
 
 /// The verified result a run publishes.
 pub(super) enum Verified {
