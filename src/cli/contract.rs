@@ -10,7 +10,7 @@ use clap::Subcommand;
 
 use crate::contract::{Contract, ContractDiff};
 
-use super::{Error, ExitStatus};
+use super::exit::{Error, ExitStatus};
 
 #[derive(Subcommand)]
 pub(super) enum ContractCommand {

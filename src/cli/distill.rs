@@ -8,7 +8,7 @@ use anyhow::Context as _;
 
 use crate::distill::{self, Format};
 
-use super::ExitStatus;
+use super::exit::ExitStatus;
 
 pub(super) fn run(
     format: Option<Format>,

@@ -6,12 +6,12 @@ use std::path::Path;
 use crate::config::Settings;
 use crate::doctor::{self, Status};
 
-use super::ExitStatus;
+use super::exit::ExitStatus;
 
 pub(super) fn run(config: Option<&Path>) -> anyhow::Result<ExitStatus> {
     let checks = match Settings::load(config) {
         Ok(settings) => {
-            let runtime = super::runtime()?;
+            let runtime = super::runtime::runtime()?;
             let relay = std::env::current_exe().ok();
             let mut checks = doctor::settings(&settings);
             checks.extend(runtime.block_on(doctor::run(&settings, relay)));

@@ -7,7 +7,7 @@ use crate::config::Settings;
 use crate::environment::Environments;
 use crate::ids::image::ImageRef;
 
-use super::ExitStatus;
+use super::exit::ExitStatus;
 
 #[derive(Subcommand)]
 pub(super) enum EnvCommand {

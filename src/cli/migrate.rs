@@ -3,7 +3,7 @@
 use crate::config::Settings;
 use crate::store::{self, Db};
 
-use super::ExitStatus;
+use super::exit::ExitStatus;
 
 pub(super) async fn run(settings: Settings) -> anyhow::Result<ExitStatus> {
     Db::open(&settings.database_url).await?;

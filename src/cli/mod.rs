@@ -5,10 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 
-use crate::config::{LogFormat, Settings};
+use crate::config::Settings;
 use crate::distill::Format;
 use crate::server::Role;
 
@@ -17,12 +16,18 @@ mod deliveries;
 mod distill;
 mod doctor;
 mod env;
+mod exit;
 mod migrate;
+mod runtime;
 mod sandbox;
 mod serve;
 mod sessions;
 mod setup;
 mod solve;
+
+use exit::Error;
+pub use exit::ExitStatus;
+use runtime::{init_tracing, runtime};
 
 #[derive(Parser)]
 #[command(
@@ -135,49 +140,6 @@ enum Command {
     },
 }
 
-/// How a command ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ExitStatus {
-    /// It did what it was asked (0).
-    Success,
-    /// It ran and the answer is no: a check failed, a contract is not valid, a run did
-    /// not pass, or something failed on the way (1).
-    Failure,
-    /// What it was given cannot be worked with: the settings, a file, the issue (2).
-    BadInput,
-    /// Stopped with Ctrl-C (130, as shells report SIGINT).
-    Interrupted,
-    /// The status of a command run on the user's behalf, passed on.
-    Code(u8),
-}
-
-impl From<ExitStatus> for ExitCode {
-    fn from(status: ExitStatus) -> Self {
-        match status {
-            ExitStatus::Success => ExitCode::SUCCESS,
-            ExitStatus::Failure => ExitCode::FAILURE,
-            ExitStatus::BadInput => ExitCode::from(2),
-            ExitStatus::Interrupted => ExitCode::from(130),
-            ExitStatus::Code(code) => ExitCode::from(code),
-        }
-    }
-}
-
-/// Why a command stopped short; said on standard error as `planwright: …`.
-#[derive(Debug)]
-enum Error {
-    /// In what it was given (exits [`ExitStatus::BadInput`]).
-    Input(anyhow::Error),
-    /// On the way (exits [`ExitStatus::Failure`]).
-    Failed(anyhow::Error),
-}
-
-impl From<anyhow::Error> for Error {
-    fn from(e: anyhow::Error) -> Self {
-        Error::Failed(e)
-    }
-}
-
 /// Runs the command line's command.
 pub fn run(cli: Cli) -> ExitCode {
     let config = cli.config.as_deref();
@@ -243,26 +205,4 @@ where
         tracing::warn!("{warning}");
     }
     Ok(runtime()?.block_on(command(settings))?)
-}
-
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Runtime::new().context("Could not start the async runtime")
-}
-
-/// Logs on standard error at `level` unless PLANWRIGHT_LOG or RUST_LOG say otherwise.
-fn init_tracing(format: LogFormat, level: &str) {
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_env("PLANWRIGHT_LOG")
-        .or_else(|_| EnvFilter::try_from_default_env())
-        .unwrap_or_else(|_| EnvFilter::new(level));
-    use std::io::IsTerminal;
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        // Colour codes only for a person at a terminal, not in captured logs.
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Json => builder.json().init(),
-        LogFormat::Text => builder.init(),
-    }
 }

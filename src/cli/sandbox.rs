@@ -12,7 +12,7 @@ use crate::environment::Environments;
 use crate::ids::image::ImageRef;
 use crate::sandbox::{self, Exit, Sandbox, egress, relay};
 
-use super::ExitStatus;
+use super::exit::ExitStatus;
 
 #[derive(Subcommand)]
 pub(super) enum SandboxCommand {
@@ -148,7 +148,7 @@ fn run_command(
         "Cannot run the sandbox without the settings, which say what it must hide: fix them \
          (`planwright doctor` lists the problems) and run again",
     )?;
-    super::init_tracing(settings.log_format, "info");
+    super::runtime::init_tracing(settings.log_format, "info");
     hide.extend(sandbox::hidden_paths(&settings));
     let bwrap = sandbox::Bwrap::new(hide)?;
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -4,7 +4,7 @@
 use crate::config::Settings;
 use crate::server::{self, Role};
 
-use super::ExitStatus;
+use super::exit::ExitStatus;
 
 pub(super) async fn run(settings: Settings, role: Role) -> anyhow::Result<ExitStatus> {
     let running = server::start(settings, role, crate::session::dispatch::handler).await?;

@@ -5,7 +5,7 @@ use anyhow::Context as _;
 use crate::config::Settings;
 use crate::store::{Db, sessions};
 
-use super::ExitStatus;
+use super::exit::ExitStatus;
 
 pub(super) async fn run(settings: Settings, json: bool, limit: u32) -> anyhow::Result<ExitStatus> {
     let db = Db::connect(&settings.database_url).await?;

@@ -7,7 +7,7 @@ use crate::config::Settings;
 use crate::config::github_app::RegisteredApp;
 use crate::server::registration::setup_from_terminal;
 
-use super::ExitStatus;
+use super::exit::ExitStatus;
 
 pub(super) async fn run(
     settings: Settings,

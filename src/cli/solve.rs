@@ -8,7 +8,7 @@ use crate::config::Settings;
 use crate::forge::local::LocalIssue;
 use crate::solve::{self, Ended, SolveError};
 
-use super::{Error, ExitStatus};
+use super::exit::{Error, ExitStatus};
 
 impl From<SolveError> for Error {
     fn from(e: SolveError) -> Self {
@@ -34,7 +34,7 @@ pub(super) fn run(
         )),
     }
     .map_err(Error::Input)?;
-    let runtime = super::runtime()?;
+    let runtime = super::runtime::runtime()?;
     let result = runtime.block_on(async {
         let opened = solve::open(solve::Request {
             repo,
@@ -45,7 +45,7 @@ pub(super) fn run(
         let settings = Settings::load_with_data_dir(config, &opened.default_data_dir)
             .map_err(SolveError::Input)?;
         // Progress lines tell the story; the log speaks up only for problems.
-        super::init_tracing(settings.log_format, "warn");
+        super::runtime::init_tracing(settings.log_format, "warn");
         for warning in &settings.warnings {
             tracing::warn!("{warning}");
         }

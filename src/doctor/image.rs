@@ -3,7 +3,7 @@
 //! of repositories naming no image use the planwright host's tools; and a warning for each
 //! registry credential that lends itself to every image on its host.
 
-use super::Check;
+use super::check::Check;
 use crate::config::Settings;
 use crate::environment::Environments;
 

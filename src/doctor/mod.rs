@@ -3,8 +3,11 @@
 //! sandbox's own checks (`doctor::sandbox`) and the default environment image
 //! (`doctor::environment`), one line each saying what to do about it.
 
+mod check;
 mod image;
 pub mod sandbox;
+
+pub use check::{Check, Status};
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -22,60 +25,6 @@ const NETWORK_TIMEOUT: Duration = Duration::from_secs(15);
 const DISK_FAIL_BYTES: u64 = 1 << 30;
 /// Below this, a few large repositories fill the disk.
 const DISK_WARN_BYTES: u64 = 5 << 30;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Status {
-    Ok,
-    /// Works, but something will be missing or may go wrong.
-    Warn,
-    /// planwright cannot work until this is fixed.
-    Fail,
-}
-
-/// One line of the report.
-#[derive(Debug, Clone)]
-pub struct Check {
-    pub name: &'static str,
-    pub status: Status,
-    /// What was found and, unless it is fine, what to do.
-    pub detail: String,
-}
-
-impl Check {
-    fn ok(name: &'static str, detail: impl Into<String>) -> Self {
-        Self {
-            name,
-            status: Status::Ok,
-            detail: detail.into(),
-        }
-    }
-
-    fn warn(name: &'static str, detail: impl Into<String>) -> Self {
-        Self {
-            name,
-            status: Status::Warn,
-            detail: detail.into(),
-        }
-    }
-
-    fn fail(name: &'static str, detail: impl Into<String>) -> Self {
-        Self {
-            name,
-            status: Status::Fail,
-            detail: detail.into(),
-        }
-    }
-
-    /// The report line: status, name, detail.
-    pub fn line(&self) -> String {
-        let mark = match self.status {
-            Status::Ok => "ok  ",
-            Status::Warn => "warn",
-            Status::Fail => "FAIL",
-        };
-        format!("{mark} {:<16} {}", self.name, self.detail)
-    }
-}
 
 /// The settings line, and a warning for each problem that did not stop them loading.
 pub fn settings(settings: &Settings) -> Vec<Check> {

@@ -14,10 +14,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
+use super::image::Image;
 use super::lease::flock;
+use super::pull_error::{PullError, PullErrorKind};
 use super::registry::{Remote, Resolved};
 use super::unpack::{self, LayerFile};
-use super::{Image, PullError, PullErrorKind};
 use crate::ids::image::{Digest, ImageRef};
 
 /// Layers downloaded at once for one image.

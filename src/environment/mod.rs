@@ -6,123 +6,22 @@
 
 mod auth;
 pub mod cache;
+mod image;
 mod lease;
+mod pull_error;
 mod reach;
 mod registry;
 pub mod setup_cache;
 pub mod source;
 mod unpack;
 
-use std::path::{Path, PathBuf};
+pub use image::Image;
+pub use pull_error::{PullError, PullErrorKind};
+
+use std::path::Path;
 
 use crate::config::images::ImageSettings;
-use crate::ids::image::{Digest, ImageRef};
-
-/// An unpacked image: its root folder and what its config says a process in it gets.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct Image {
-    /// The reference it was pulled by (the first, when several name it).
-    pub reference: String,
-    pub digest: Digest,
-    /// The unpacked root file system; nothing may write in it.
-    #[serde(skip)]
-    pub root: PathBuf,
-    /// `NAME=value` entries, `PATH` among them when the image sets one.
-    pub env: Vec<String>,
-    pub working_dir: Option<String>,
-    pub user: Option<String>,
-    /// Bytes of file content in `root`.
-    pub size: u64,
-}
-
-impl Image {
-    /// What a sandbox shows as `/` for a run in this image: its root, read-only, with the
-    /// variables its config sets (an entry without `=` means nothing and is left out).
-    pub fn sandbox_root(&self) -> crate::sandbox::Root {
-        let env = self
-            .env
-            .iter()
-            .filter_map(|entry| entry.split_once('='))
-            .map(|(name, value)| (name.to_owned(), value.to_owned()))
-            .collect();
-        crate::sandbox::Root {
-            dir: self.root.clone(),
-            env,
-        }
-    }
-}
-
-/// The part of an image config's `config` object a run needs.
-#[derive(Debug, Clone, Default, serde::Deserialize)]
-#[serde(rename_all = "PascalCase")]
-pub(crate) struct RunConfig {
-    env: Option<Vec<String>>,
-    working_dir: Option<String>,
-    user: Option<String>,
-}
-
-/// Why a pull failed, as a caller branches on it: only `Transient` is worth retrying.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PullErrorKind {
-    /// A timeout, a connection error, a 5xx or 429 answer.
-    Transient,
-    /// No such repository, tag or manifest.
-    NotFound,
-    /// Credentials missing or refused (401/403).
-    Refused,
-    /// A blob or manifest whose content does not match its digest.
-    DigestMismatch,
-    /// A registry, redirect or token service at an address or over a scheme planwright
-    /// does not reach: plain HTTP, or a loopback, private or link-local address that the
-    /// operator did not list.
-    Blocked,
-    /// The image has no variant for this host's platform.
-    Platform,
-    /// A layer tried to leave the root or otherwise break the unpacking rules.
-    HostileLayer,
-    /// A manifest, media type or layer planwright cannot read.
-    Unsupported,
-    /// An answer that breaks the distribution protocol.
-    Protocol,
-    /// Larger than the cache may hold at all.
-    TooLarge,
-    /// A local file system error in the cache.
-    Local,
-}
-
-#[derive(Debug, thiserror::Error)]
-#[error("Could not pull the image {image}: {message}")]
-pub struct PullError {
-    pub kind: PullErrorKind,
-    pub image: String,
-    message: String,
-}
-
-impl PullError {
-    fn new(kind: PullErrorKind, image: &ImageRef, message: String) -> Self {
-        Self {
-            kind,
-            image: image.to_string(),
-            message,
-        }
-    }
-
-    fn local(image: &ImageRef, path: &Path, error: &std::io::Error) -> Self {
-        Self::new(
-            PullErrorKind::Local,
-            image,
-            format!(
-                "could not write the image cache at {} ({error}); check that DATA_DIR is writable and has room",
-                path.display()
-            ),
-        )
-    }
-
-    /// Whether trying again later may succeed.
-    pub fn is_transient(&self) -> bool {
-        self.kind == PullErrorKind::Transient
-    }
-}
+use crate::ids::image::ImageRef;
 
 /// The platform images are picked for on this host, as registries spell it
 /// (`linux/amd64`).

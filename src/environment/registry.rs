@@ -19,9 +19,10 @@ use sha2::Digest as _;
 use tokio::io::AsyncWriteExt as _;
 
 use super::auth::{self, Challenge};
+use super::image::RunConfig;
+use super::pull_error::{PullError, PullErrorKind};
 use super::reach::{self, Reach};
 use super::unpack::Compression;
-use super::{PullError, PullErrorKind, RunConfig};
 use crate::config::images::ImageSettings;
 use crate::ids::image::{Digest, ImageRef};
 

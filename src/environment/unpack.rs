@@ -18,7 +18,7 @@ use std::path::{Component, Path, PathBuf};
 
 use sha2::Digest as _;
 
-use super::{PullError, PullErrorKind};
+use super::pull_error::{PullError, PullErrorKind};
 use crate::ids::image::{Digest, ImageRef};
 
 const WHITEOUT: &str = ".wh.";

@@ -11,10 +11,13 @@ use reqwest::header::{HeaderMap, HeaderValue};
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::{Value, json};
 
-use super::{
-    ChatModel, ChatRequest, ChatResponse, ChatStream, ContentBlock, Endpoint, FinishReason,
-    HttpOptions, ModelError, ModelName, Provider, Role, Usage, decode_error, sse,
+use super::endpoint::{ChatStream, Endpoint, decode_error};
+use super::sse;
+use super::types::{
+    ChatModel, ChatRequest, ChatResponse, ContentBlock, FinishReason, HttpOptions, ModelError,
+    Role, Usage,
 };
+use crate::ids::{ModelName, Provider};
 
 pub(crate) const API_VERSION: &str = "2023-06-01";
 
@@ -34,7 +37,7 @@ impl AnthropicClient {
         let mut headers = HeaderMap::new();
         headers.insert(
             "x-api-key",
-            super::secret_header(key.expose_secret(), "Anthropic API key")?,
+            super::endpoint::secret_header(key.expose_secret(), "Anthropic API key")?,
         );
         headers.insert("anthropic-version", HeaderValue::from_static(API_VERSION));
         Ok(Self {
@@ -102,7 +105,7 @@ fn request_body(model: &str, request: &ChatRequest) -> Value {
     body
 }
 
-fn message(m: &super::Message) -> Value {
+fn message(m: &super::types::Message) -> Value {
     let role = match m.role {
         Role::User => "user",
         Role::Assistant => "assistant",

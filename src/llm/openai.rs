@@ -11,10 +11,13 @@ use reqwest::header::{AUTHORIZATION, HeaderMap};
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::{Value, json};
 
-use super::{
-    ChatModel, ChatRequest, ChatResponse, ChatStream, ContentBlock, Endpoint, FinishReason,
-    HttpOptions, ModelError, ModelName, Provider, Role, Usage, decode_error, sse,
+use super::endpoint::{ChatStream, Endpoint, decode_error};
+use super::sse;
+use super::types::{
+    ChatModel, ChatRequest, ChatResponse, ContentBlock, FinishReason, HttpOptions, ModelError,
+    Role, Usage,
 };
+use crate::ids::{ModelName, Provider};
 
 const OPENAI_URL: &str = "https://api.openai.com/v1";
 
@@ -38,7 +41,7 @@ impl OpenAiClient {
             Some(key) => {
                 headers.insert(
                     AUTHORIZATION,
-                    super::secret_header(
+                    super::endpoint::secret_header(
                         &format!("Bearer {}", key.expose_secret()),
                         "OpenAI API key",
                     )?,
@@ -123,7 +126,7 @@ fn request_body(model: &str, request: &ChatRequest) -> Value {
 
 /// One of our messages as one or more wire messages: each tool result becomes its own
 /// `tool` message, ahead of any text the user message also carries.
-fn push_message(out: &mut Vec<Value>, m: &super::Message) {
+fn push_message(out: &mut Vec<Value>, m: &super::types::Message) {
     let mut text = String::new();
     let mut tool_calls = Vec::new();
     for block in &m.content {

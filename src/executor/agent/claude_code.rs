@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::{AgentReport, Ending, FINAL_MESSAGE_LIMIT, Launch, report, truncate};
+use super::launch::Launch;
+use super::report::{AgentReport, Ending, FINAL_MESSAGE_LIMIT, report, truncate};
 
 /// The tools Claude Code is given: reading, editing and running commands, nothing that
 /// reaches out (the web tools) or spawns further agents.

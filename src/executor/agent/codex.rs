@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::{AgentReport, Ending, FINAL_MESSAGE_LIMIT, Launch, report, truncate};
+use super::launch::Launch;
+use super::report::{AgentReport, Ending, FINAL_MESSAGE_LIMIT, report, truncate};
 use crate::sandbox::MODEL_PROXY_PORT;
 
 pub(super) fn args(launch: &Launch<'_>, env: &mut Vec<(String, String)>) -> Vec<String> {

@@ -5,8 +5,12 @@
 
 mod claude_code;
 mod codex;
+mod launch;
+mod report;
 
-use std::collections::BTreeMap;
+pub use launch::{Invocation, Launch};
+pub use report::AgentReport;
+
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
@@ -21,12 +25,7 @@ use async_trait::async_trait;
 use super::{
     Executor, ExecutorError, ExecutorReport, ExecutorTask, ProxyAccess, StopReason, prepare_records,
 };
-use crate::sandbox::{self, Command, Limits, Output, Root, Sandbox, SandboxError};
-
-/// Characters of the final message kept; the whole stream stays in the transcript.
-const FINAL_MESSAGE_LIMIT: usize = 16 * 1024;
-/// Characters of the summary line.
-const SUMMARY_LIMIT: usize = 1024;
+use crate::sandbox::{self, Command, Limits, Output, Sandbox, SandboxError};
 
 /// The prompt's file in the run's records, which only planwright writes: anything under the
 /// workspace (`HOME` included) an earlier sandboxed run may have swapped for a symlink.
@@ -107,127 +106,6 @@ impl AgentCli {
             AgentCli::ClaudeCode => claude_code::read(events),
             AgentCli::Codex => codex::read(events),
         }
-    }
-}
-
-/// What one run needs. Paths are as the sandbox sees them, which for the workspace is
-/// where it is on the host.
-#[derive(Debug, Clone, Copy)]
-pub struct Launch<'a> {
-    /// The CLI's executable on the host; the sandbox brings it in with what it needs to
-    /// run in any root (`sandbox::carry`).
-    pub program: &'a Path,
-    /// The model id as its provider names it (`claude-sonnet-4-5`, `gpt-5`).
-    pub model: &'a str,
-    /// The rendered contract.
-    pub prompt: &'a str,
-    /// The run's `HOME` inside the sandbox's workspace, outside the checkout.
-    pub home: &'a Path,
-    /// Host folders shown read-only at the same path (the checkout's shared history).
-    pub read_only: &'a [PathBuf],
-    /// The sandbox's `/`: the environment image's root, or `None` for the host's.
-    pub environment: Option<&'a Root>,
-}
-
-#[derive(Debug, Clone)]
-pub struct Invocation {
-    pub argv: Vec<String>,
-    pub env: Vec<(String, String)>,
-    /// Static host programs the CLI starts by path (see `sandbox::Command::carry`).
-    pub carry: Vec<PathBuf>,
-    /// What the command reads on its stdin.
-    pub prompt: String,
-}
-
-/// How a CLI run ended, in its own words; [`report`] reads it as the executor's
-/// [`StopReason`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Ending {
-    /// The agent finished and said so.
-    Completed,
-    /// The agent ran out of turns before finishing.
-    MaxTurns,
-    /// The CLI reported a failure (a model API error, a failed turn).
-    Failed(String),
-    /// The stream ended without a result: the process died or was killed.
-    Unfinished,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AgentReport {
-    /// One bounded line: turns, tools used, how it ended.
-    pub summary: String,
-    pub final_message: Option<String>,
-    pub stop: StopReason,
-    /// What the CLI said when it failed (a model API error, a failed turn).
-    pub failure: Option<String>,
-    /// Tool (or item) names and how often each was used.
-    pub tools: BTreeMap<String, u32>,
-    /// Tools the CLI refused to run for want of a permission, in order.
-    pub denied: Vec<String>,
-}
-
-fn report(
-    ending: Ending,
-    final_message: Option<String>,
-    tools: BTreeMap<String, u32>,
-    denied: Vec<String>,
-    turns: Option<u64>,
-) -> AgentReport {
-    let (stop, failure) = match ending {
-        Ending::Completed => (StopReason::Finished, None),
-        Ending::MaxTurns => (StopReason::TurnLimit, None),
-        // The proxy refuses a call past the run's budget with a message saying so, which
-        // the CLI reports as its failure.
-        Ending::Failed(message) if message.to_ascii_lowercase().contains("budget") => {
-            (StopReason::Budget, Some(message))
-        }
-        Ending::Failed(message) => (StopReason::Crashed, Some(message)),
-        Ending::Unfinished => (StopReason::Crashed, None),
-    };
-    let ending = match (&stop, &failure) {
-        (StopReason::Finished, _) => "completed".to_owned(),
-        (StopReason::TurnLimit, _) => "stopped at the turn limit".to_owned(),
-        (_, Some(message)) => format!("failed: {}", first_line(message)),
-        (_, None) => "ended without a result".to_owned(),
-    };
-    let used = if tools.is_empty() {
-        "no tools".to_owned()
-    } else {
-        tools
-            .iter()
-            .map(|(name, n)| format!("{name} ×{n}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let turns = match turns {
-        None => String::new(),
-        Some(1) => "1 turn, ".to_owned(),
-        Some(n) => format!("{n} turns, "),
-    };
-    let refused = match denied.len() {
-        0 => String::new(),
-        n => format!(" ({n} denied: {})", denied.join(", ")),
-    };
-    AgentReport {
-        summary: truncate(&format!("{turns}{used}{refused}; {ending}"), SUMMARY_LIMIT),
-        final_message: final_message.map(|m| truncate(&m, FINAL_MESSAGE_LIMIT)),
-        stop,
-        failure,
-        tools,
-        denied,
-    }
-}
-
-fn first_line(text: &str) -> &str {
-    text.lines().next().unwrap_or_default()
-}
-
-/// At most `limit` characters, marked when cut.
-fn truncate(text: &str, limit: usize) -> String {
-    match text.char_indices().nth(limit) {
-        None => text.to_owned(),
-        Some((end, _)) => format!("{}…", &text[..end]),
     }
 }
 
@@ -426,6 +304,9 @@ impl Executor for AgentExecutor {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
+    use super::report::{FINAL_MESSAGE_LIMIT, SUMMARY_LIMIT};
     use super::*;
     use crate::sandbox::MODEL_PROXY_PORT;
 

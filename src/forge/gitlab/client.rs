@@ -11,7 +11,7 @@ use secrecy::ExposeSecret;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use super::GitlabForge;
+use super::forge::GitlabForge;
 use super::wire::*;
 use crate::forge::{CI_LOG_MAX, Comment, ForgeError, header};
 use crate::ids::RepoName;

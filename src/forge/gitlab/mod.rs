@@ -5,12 +5,12 @@
 //! `wire.rs`.
 
 mod client;
+mod forge;
 mod person;
 mod wire;
 
 use std::borrow::Cow;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -18,7 +18,7 @@ use async_trait::async_trait;
 use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
 use reqwest::Method;
 use reqwest::header::{HeaderMap, HeaderValue};
-use secrecy::{ExposeSecret, SecretString};
+use secrecy::ExposeSecret;
 use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 
@@ -34,6 +34,7 @@ use crate::ids::{CommentId, CommitSha, IssueNumber, PullNumber, RepoName};
 use wire::*;
 
 use client::{MAX_PAGES, PER_PAGE, decode, encode, next_page, project_path, what};
+pub use forge::GitlabForge;
 pub use person::reads_project;
 pub(crate) use wire::is_token_bot;
 
@@ -52,24 +53,6 @@ const DISCUSSION_PAGES: usize = 10;
 
 /// The longest merge request description GitLab keeps, in characters.
 pub const BODY_LIMIT: usize = 1_048_576;
-
-/// GitLab as seen through one token (a bot user's, or a project or group access token).
-#[derive(Clone)]
-pub struct GitlabForge {
-    http: reqwest::Client,
-    /// `https://gitlab.example.com/api/v4`, without a trailing slash.
-    api: String,
-    /// Kept only to scrub it out of error text the server might echo back.
-    token: SecretString,
-    retry: RetryPolicy,
-    /// The token's own user: never changes for a token, so it is fetched once.
-    me: Arc<OnceCell<Actor>>,
-    /// Each project's `http_url_to_repo` as last read, and when: reused by `git_remote`
-    /// for `CLONE_URL_KEPT`, so a session's fetches and pushes ask for it once.
-    clone_urls: Arc<Mutex<HashMap<RepoName, (String, Instant)>>>,
-    /// Each project's id as last read.
-    repo_ids: super::RepoIds,
-}
 
 /// How long a project's clone URL is reused before it is read again (it changes only
 /// when the project moves, and GitLab redirects git from the old path meanwhile).
