@@ -74,7 +74,7 @@ pub enum Event {
     /// An app installation changed (`installation.*`).
     Installation {
         installation: InstallationId,
-        action: String,
+        action: InstallationAction,
         account: String,
         /// The repositories the payload names (only for `created`, and only when the
         /// installation is limited to selected repositories).
@@ -88,6 +88,58 @@ pub enum Event {
         removed: Vec<RepoName>,
     },
     Repository(RepoEvent),
+}
+
+/// What happened to an app installation, in GitHub's words (`installation.<action>`),
+/// parsed at the webhook edge. An action planwright does not act on keeps its name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+pub enum InstallationAction {
+    Created,
+    Deleted,
+    Suspend,
+    Unsuspend,
+    NewPermissionsAccepted,
+    Other(String),
+}
+
+impl InstallationAction {
+    /// GitHub's name of the action.
+    pub fn as_str(&self) -> &str {
+        match self {
+            InstallationAction::Created => "created",
+            InstallationAction::Deleted => "deleted",
+            InstallationAction::Suspend => "suspend",
+            InstallationAction::Unsuspend => "unsuspend",
+            InstallationAction::NewPermissionsAccepted => "new_permissions_accepted",
+            InstallationAction::Other(name) => name,
+        }
+    }
+}
+
+impl From<String> for InstallationAction {
+    fn from(name: String) -> Self {
+        match name.as_str() {
+            "created" => InstallationAction::Created,
+            "deleted" => InstallationAction::Deleted,
+            "suspend" => InstallationAction::Suspend,
+            "unsuspend" => InstallationAction::Unsuspend,
+            "new_permissions_accepted" => InstallationAction::NewPermissionsAccepted,
+            _ => InstallationAction::Other(name),
+        }
+    }
+}
+
+impl From<InstallationAction> for String {
+    fn from(action: InstallationAction) -> Self {
+        action.as_str().to_owned()
+    }
+}
+
+impl std::fmt::Display for InstallationAction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// Something that happened in one repository.
@@ -127,7 +179,8 @@ pub enum RepoEventKind {
     ReviewSubmitted {
         pull: PullNumber,
         review: i64,
-        state: String,
+        /// Parsed at the webhook edge; a state planwright does not know is `Other`.
+        state: ReviewState,
         body: String,
         author: Actor,
     },
@@ -141,6 +194,52 @@ pub enum RepoEventKind {
         state: String,
         actor: Actor,
     },
+}
+
+/// What a review says of a pull request, in the forge's terms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+pub enum ReviewState {
+    ChangesRequested,
+    Commented,
+    Approved,
+    Dismissed,
+    /// Started but not submitted, or a state planwright does not know.
+    Other,
+}
+
+impl ReviewState {
+    /// GitHub's names: `changes_requested` in webhooks, `CHANGES_REQUESTED` over REST.
+    pub fn parse(name: &str) -> Self {
+        match name.to_ascii_lowercase().as_str() {
+            "changes_requested" => ReviewState::ChangesRequested,
+            "commented" => ReviewState::Commented,
+            "approved" => ReviewState::Approved,
+            "dismissed" => ReviewState::Dismissed,
+            _ => ReviewState::Other,
+        }
+    }
+}
+
+/// Read from GitHub's name, as a queued event stores it.
+impl From<String> for ReviewState {
+    fn from(name: String) -> Self {
+        ReviewState::parse(&name)
+    }
+}
+
+/// Written as GitHub's webhook name, so queued events read the same before and after.
+impl From<ReviewState> for String {
+    fn from(state: ReviewState) -> Self {
+        match state {
+            ReviewState::ChangesRequested => "changes_requested",
+            ReviewState::Commented => "commented",
+            ReviewState::Approved => "approved",
+            ReviewState::Dismissed => "dismissed",
+            ReviewState::Other => "other",
+        }
+        .to_owned()
+    }
 }
 
 /// Where a failing check was reported.
@@ -163,5 +262,50 @@ impl CiSource {
             CiSource::Status { context } => format!("status:{context}"),
             CiSource::Pipeline { id } => format!("pipeline:{id}"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A review event queued before its state was parsed at the webhook edge, exactly as
+    /// the job row holds it.
+    const QUEUED: &str = r#"{"type":"review_submitted","pull":7,"review":42,"state":"changes_requested","body":"Use a loop.","author":{"login":"maria","id":5,"bot":false}}"#;
+
+    #[test]
+    fn a_review_event_queued_with_its_state_as_text_reads_and_writes_back_the_same() {
+        let kind: RepoEventKind = serde_json::from_str(QUEUED).unwrap();
+        let RepoEventKind::ReviewSubmitted { state, .. } = &kind else {
+            panic!("{kind:?}")
+        };
+        assert_eq!(*state, ReviewState::ChangesRequested);
+        assert_eq!(serde_json::to_string(&kind).unwrap(), QUEUED);
+    }
+
+    #[test]
+    fn a_review_state_planwright_does_not_know_is_other_and_every_known_one_round_trips() {
+        let pending = QUEUED.replace("changes_requested", "pending");
+        let kind: RepoEventKind = serde_json::from_str(&pending).unwrap();
+        assert!(matches!(
+            kind,
+            RepoEventKind::ReviewSubmitted {
+                state: ReviewState::Other,
+                ..
+            }
+        ));
+        for state in [
+            ReviewState::ChangesRequested,
+            ReviewState::Commented,
+            ReviewState::Approved,
+            ReviewState::Dismissed,
+            ReviewState::Other,
+        ] {
+            assert_eq!(ReviewState::parse(&String::from(state)), state);
+        }
+        assert_eq!(
+            ReviewState::parse("CHANGES_REQUESTED"),
+            ReviewState::ChangesRequested
+        );
     }
 }

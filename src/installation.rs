@@ -4,7 +4,7 @@
 
 use tracing::info;
 
-use crate::event::{Event, ForgeKind, RepoEvent};
+use crate::event::{Event, ForgeKind, InstallationAction, RepoEvent};
 use crate::store::audit::AuditAction;
 use crate::store::installations::InstallationState;
 use crate::store::{Db, audit, installations};
@@ -23,15 +23,15 @@ pub async fn on_event(db: &Db, event: &Event) -> anyhow::Result<()> {
             account,
             repositories,
         } => {
-            let state = match action.as_str() {
-                "deleted" => InstallationState::Deleted,
-                "suspend" => InstallationState::Suspended,
+            let state = match action {
+                InstallationAction::Deleted => InstallationState::Deleted,
+                InstallationAction::Suspend => InstallationState::Suspended,
                 _ => InstallationState::Active,
             };
             let mut tx = db.writer.begin().await?;
             installations::upsert(&mut tx, ForgeKind::Github, *installation, account, state)
                 .await?;
-            if action == "deleted" {
+            if *action == InstallationAction::Deleted {
                 installations::remove_repositories(&mut tx, ForgeKind::Github, *installation, None)
                     .await?;
             } else {
@@ -47,7 +47,7 @@ pub async fn on_event(db: &Db, event: &Event) -> anyhow::Result<()> {
                 &mut tx,
                 &audit::Entry {
                     actor: &format!("github:{account}"),
-                    action: AuditAction::Installation(action.clone()),
+                    action: AuditAction::Installation(action.as_str().to_owned()),
                     session: None,
                     delivery: None,
                     detail: serde_json::json!({ "installation": installation }),

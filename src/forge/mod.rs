@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
+pub use crate::event::ReviewState;
 use crate::event::{Actor, CiSource, Thread};
 use secrecy::SecretString;
 
@@ -241,30 +242,6 @@ pub struct FailedCheck {
 pub const CI_LOG_MAX: usize = 1 << 20;
 /// The most failed checks of one report planwright reads.
 pub const CI_CHECKS_MAX: usize = 10;
-
-/// What a review says of a pull request, in the forge's terms.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReviewState {
-    ChangesRequested,
-    Commented,
-    Approved,
-    Dismissed,
-    /// Started but not submitted, or a state planwright does not know.
-    Other,
-}
-
-impl ReviewState {
-    /// GitHub's names: `changes_requested` in webhooks, `CHANGES_REQUESTED` over REST.
-    pub fn parse(name: &str) -> Self {
-        match name.to_ascii_lowercase().as_str() {
-            "changes_requested" => ReviewState::ChangesRequested,
-            "commented" => ReviewState::Commented,
-            "approved" => ReviewState::Approved,
-            "dismissed" => ReviewState::Dismissed,
-            _ => ReviewState::Other,
-        }
-    }
-}
 
 /// A comment on a line range of a pull request's diff.
 #[derive(Debug, Clone, PartialEq, Eq)]

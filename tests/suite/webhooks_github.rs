@@ -5,7 +5,9 @@ use crate::support;
 
 use std::collections::BTreeMap;
 
-use planwright::event::{Actor, Event, ForgeKind, RepoEvent, RepoEventKind, Thread};
+use planwright::event::{
+    Actor, Event, ForgeKind, InstallationAction, RepoEvent, RepoEventKind, ReviewState, Thread,
+};
 use planwright::ids::{CommentId, InstallationId, IssueNumber, PullNumber, RepoName};
 use planwright::store::{deliveries, jobs};
 use serde_json::Value;
@@ -101,7 +103,7 @@ fn expected_events(event: &str, v: &Value) -> Vec<Event> {
         ("pull_request_review", Some("submitted")) => in_repo(RepoEventKind::ReviewSubmitted {
             pull: PullNumber(int_at(v, "/pull_request/number")),
             review: int_at(v, "/review/id"),
-            state: str_at(v, "/review/state").to_owned(),
+            state: ReviewState::parse(str_at(v, "/review/state")),
             body: v
                 .pointer("/review/body")
                 .and_then(Value::as_str)
@@ -111,7 +113,7 @@ fn expected_events(event: &str, v: &Value) -> Vec<Event> {
         }),
         ("installation", Some(action)) => vec![Event::Installation {
             installation: installation.unwrap(),
-            action: action.to_owned(),
+            action: InstallationAction::from(action.to_owned()),
             account: str_at(v, "/installation/account/login").to_owned(),
             repositories: repos(v, "/repositories"),
         }],

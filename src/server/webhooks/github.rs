@@ -10,7 +10,10 @@ use serde::Deserialize;
 use sha2::Sha256;
 
 use super::{Lenient, Parsed, Refusal, Verified, accept, header, parse_object, read_streamed};
-use crate::event::{Actor, CiSource, Event, ForgeKind, RepoEvent, RepoEventKind, Thread};
+use crate::event::{
+    Actor, CiSource, Event, ForgeKind, InstallationAction, RepoEvent, RepoEventKind, ReviewState,
+    Thread,
+};
 use crate::ids::{CommentId, CommitSha, InstallationId, IssueNumber, PullNumber, RepoName};
 use crate::server::AppState;
 
@@ -402,7 +405,7 @@ impl Reading<'_> {
         self.in_repo(RepoEventKind::ReviewSubmitted {
             pull: PullNumber(pull.number),
             review: review.id,
-            state: review.state.clone(),
+            state: ReviewState::parse(&review.state),
             body: review.body.clone().unwrap_or_default(),
             author: Actor::from(&review.user),
         })
@@ -463,7 +466,7 @@ impl Reading<'_> {
             .ok_or_else(|| self.need("installation.account"))?;
         Ok(vec![Event::Installation {
             installation: InstallationId(inst.id),
-            action: action.to_owned(),
+            action: InstallationAction::from(action.to_owned()),
             account,
             repositories: repo_names(self.p.repositories.get())?,
         }])

@@ -55,7 +55,7 @@ pub async fn on_repo_event(
             state,
             body,
             author,
-        } => pull_review::on_review(&repo, *pull, *id, state, body, author).await,
+        } => pull_review::on_review(&repo, *pull, *id, *state, body, author).await,
         RepoEventKind::ChecksFailed { sha, source } => {
             ci::on_checks_failed(&repo, sha, source).await
         }

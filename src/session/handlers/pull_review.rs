@@ -40,7 +40,7 @@ pub(super) async fn on_review(
     repo: &RepoContext<'_>,
     pull: PullNumber,
     review: i64,
-    claimed_state: &str,
+    claimed_state: ReviewState,
     claimed_body: &str,
     claimed_author: &Actor,
 ) -> Result<(), JobError> {
@@ -49,7 +49,7 @@ pub(super) async fn on_review(
     let names = app.forges.bot_names(repo.kind).await?;
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
     // Most reviews ask planwright for nothing: read the claim before calling the forge.
-    if asked_for(ReviewState::parse(claimed_state), claimed_body, &names).is_none()
+    if asked_for(claimed_state, claimed_body, &names).is_none()
         || repo.is_bot(claimed_author).await?
     {
         return Ok(());
