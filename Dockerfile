@@ -11,8 +11,8 @@
 #
 # The sandbox (bubblewrap) needs user namespaces, which Docker's default seccomp and
 # AppArmor profiles forbid, and a /proc of its own, which the kernel refuses while Docker
-# covers parts of the container's: hence the three --security-opt (see README, "Operating
-# planwright"; `planwright doctor` names whichever is missing).
+# covers parts of the container's: hence the three --security-opt (see
+# docs/operating/deploying.md; `planwright doctor` names whichever is missing).
 
 ARG RUST_VERSION=1.94
 ARG DEBIAN_RELEASE=trixie

@@ -2,8 +2,8 @@
 //! schema of the oldest Kubernetes they support, and they agree with the code they deploy
 //! (probe and scrape paths answer on the real server of their role, every environment
 //! name is a setting, the grace period covers SHUTDOWN_GRACE_SECS, the worker's security
-//! context is the README's, the pods run as the image's user, the KEDA example's queries
-//! count the work on this backend as /metrics does).
+//! context is the one docs/operating/kubernetes.md shows, the pods run as the image's
+//! user, the KEDA example's queries count the work on this backend as /metrics does).
 
 use crate::support;
 
@@ -24,6 +24,9 @@ const OLDEST_KUBERNETES: &str = "1.30.0";
 /// What the grace period must leave beyond SHUTDOWN_GRACE_SECS, for handing unfinished
 /// jobs back and closing.
 const GRACE_MARGIN: Duration = Duration::from_secs(10);
+
+/// The book's page that shows the worker's security context, word for word.
+const KUBERNETES_PAGE: &str = "docs/operating/kubernetes.md";
 
 fn manifests_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("deploy/kubernetes")
@@ -300,26 +303,26 @@ fn pod_template<'a>(objects: &'a [Value], name: &str) -> &'a Value {
     &named(objects, "Deployment", name)["spec"]["template"]
 }
 
-/// The README's block under "The worker's security context".
-fn readme_security_context() -> Value {
-    let readme = read(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("README.md"));
-    let after = readme
-        .split_once("#### The worker's security context")
-        .expect("the README documents the worker's security context")
+/// The block under "The worker's security context" in the book's Kubernetes page.
+fn documented_security_context() -> Value {
+    let page = read(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(KUBERNETES_PAGE));
+    let after = page
+        .split_once("## The worker's security context")
+        .expect("docs/operating/kubernetes.md documents the worker's security context")
         .1;
     let block = after
         .split_once("```yaml\n")
         .and_then(|(_, rest)| rest.split_once("```"))
         .expect("a yaml block")
         .0;
-    serde_norway::from_str(block).expect("the README's block is YAML")
+    serde_norway::from_str(block).expect("the documented block is YAML")
 }
 
 #[test]
-fn the_worker_security_context_is_the_one_the_readme_documents() {
+fn the_worker_security_context_is_the_one_the_book_documents() {
     let objects = objects();
     let pod = &pod_template(&objects, "planwright-worker")["spec"];
-    let documented = readme_security_context();
+    let documented = documented_security_context();
     assert_eq!(documented["hostUsers"], pod["hostUsers"]);
     assert_eq!(documented["securityContext"], pod["securityContext"]);
     assert_eq!(
