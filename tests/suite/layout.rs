@@ -1,15 +1,18 @@
-//! The crate's dependencies run one way, as README's Layout section draws them: a module
-//! may use the modules of the rows below its own, and those of its own row only where no
-//! cycle results. This test reads every path in `src/` that names another file of the
-//! crate (`use` trees and paths in expressions, outside unit tests) and fails on an edge
-//! the picture does not allow, on an edge the design rules out, and on files of one
-//! folder that import each other, so a shortcut breaks the build's tests instead of the
-//! layout.
+//! The crate's dependencies run one way, as the book's Layout page
+//! (docs/architecture/layout.md) draws them: a module may use the modules of the rows below
+//! its own, and those of its own row only where no cycle results. This test reads every
+//! path in `src/` that names another file of the crate (`use` trees and paths in
+//! expressions, outside unit tests) and fails on an edge the picture does not allow, on an
+//! edge the design rules out, and on files of one folder that import each other, so a
+//! shortcut breaks the build's tests instead of the layout.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// Top to bottom. Keep in step with README's Layout section.
+/// The book's page whose table draws [`ROWS`] for readers.
+const LAYOUT_PAGE: &str = "docs/architecture/layout.md";
+
+/// Top to bottom. Keep in step with the table in docs/architecture/layout.md.
 const ROWS: &[&[&str]] = &[
     &["cli", "server", "onboarding", "doctor", "solve"],
     &["session", "app", "installation"],
@@ -662,7 +665,40 @@ fn every_module_of_the_crate_has_a_row() {
         .collect();
     assert!(
         unplaced.is_empty(),
-        "modules with no row in tests/layout.rs (and README's Layout): {unplaced:?}"
+        "modules with no row in tests/suite/layout.rs (and docs/architecture/layout.md): {unplaced:?}"
+    );
+}
+
+/// The modules of each numbered row of the table in the book's Layout page.
+fn drawn_rows(page: &str) -> Vec<BTreeSet<String>> {
+    page.lines()
+        .filter_map(|line| {
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            cells.get(1)?.parse::<usize>().ok()?;
+            let modules = cells.get(2)?.split(',').map(|m| {
+                m.trim()
+                    .trim_end_matches("(leaves)")
+                    .trim()
+                    .trim_matches('`')
+                    .to_string()
+            });
+            Some(modules.filter(|m| !m.is_empty()).collect())
+        })
+        .collect()
+}
+
+#[test]
+fn the_book_draws_the_rows_this_test_holds() {
+    let page =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(LAYOUT_PAGE)).unwrap();
+    let held: Vec<BTreeSet<String>> = ROWS
+        .iter()
+        .map(|row| row.iter().map(|m| m.to_string()).collect())
+        .collect();
+    assert_eq!(
+        drawn_rows(&page),
+        held,
+        "the rows of the table in {LAYOUT_PAGE} differ from ROWS in tests/suite/layout.rs"
     );
 }
 
