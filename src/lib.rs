@@ -9,6 +9,7 @@ pub mod cli;
 pub mod config;
 pub mod contract;
 pub mod distill;
+pub mod docs;
 pub mod doctor;
 pub mod environment;
 pub mod event;

@@ -11,6 +11,198 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// What a family's series are, as its `# TYPE` line names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Only goes up, from the process's or the database's start.
+    Counter,
+    /// A value read at scrape time, up or down.
+    Gauge,
+    /// Counts of observations by upper bound (`le`), with their sum and count.
+    Histogram,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Counter => "counter",
+            Kind::Gauge => "gauge",
+            Kind::Histogram => "histogram",
+        }
+    }
+}
+
+/// One family of `/metrics` series, written once: the exposition's HELP and TYPE lines
+/// come from it, and so does the metrics reference. [`FAMILIES`] lists every one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Family {
+    pub name: &'static str,
+    pub kind: Kind,
+    /// The labels its series carry (a histogram's `le` aside).
+    pub labels: &'static [&'static str],
+    /// What it counts, in the HELP line's words.
+    pub help: &'static str,
+}
+
+impl Family {
+    pub const BUILD_INFO: Family = Family {
+        name: "planwright_build_info",
+        kind: Kind::Gauge,
+        labels: &["version"],
+        help: "The running planwright version (always 1).",
+    };
+    pub const DELIVERIES: Family = Family {
+        name: "planwright_deliveries_total",
+        kind: Kind::Counter,
+        labels: &["forge", "event", "outcome"],
+        help: "Webhook deliveries accepted and stored, by forge, event and outcome (queued: jobs \
+               enqueued; ignored: nothing to do; rejected: signed but unreadable).",
+    };
+    pub const JOBS: Family = Family {
+        name: "planwright_jobs",
+        kind: Kind::Gauge,
+        labels: &["kind", "state"],
+        help: "Jobs in the durable queue, by kind and state (queued, running, done, dead).",
+    };
+    pub const QUEUE_OLDEST_AGE: Family = Family {
+        name: "planwright_queue_oldest_age_seconds",
+        kind: Kind::Gauge,
+        labels: &[],
+        help: "How long the oldest job that is due has been waiting for a worker (0: none waits).",
+    };
+    pub const WORK_WAITING: Family = Family {
+        name: "planwright_work_waiting",
+        kind: Kind::Gauge,
+        labels: &["work"],
+        help: "Work waiting for a worker (queued, backoffs included), by work: runs (executions, \
+               MAX_RUNS per worker) and jobs (every other job, WORKERS per worker).",
+    };
+    pub const WORK_RUNNING: Family = Family {
+        name: "planwright_work_running",
+        kind: Kind::Gauge,
+        labels: &["work"],
+        help: "Work a worker holds a lease on, by work: runs and jobs.",
+    };
+    pub const SESSIONS: Family = Family {
+        name: "planwright_sessions",
+        kind: Kind::Gauge,
+        labels: &["state"],
+        help: "Sessions by state; ended ones (pr_opened, failed, cancelled) stay counted.",
+    };
+    pub const EXECUTOR_RUNS: Family = Family {
+        name: "planwright_executor_runs",
+        kind: Kind::Gauge,
+        labels: &["executor", "state"],
+        help: "Executor attempts by executor and state (running, verified, published, failed, \
+               abandoned).",
+    };
+    pub const MODEL_TOKENS: Family = Family {
+        name: "planwright_model_tokens_total",
+        kind: Kind::Counter,
+        labels: &["role", "provider", "model", "kind"],
+        help: "Model tokens used, by role, provider, model and kind (input, output, cache_read, \
+               cache_write).",
+    };
+    pub const MODEL_COST: Family = Family {
+        name: "planwright_model_cost_usd_total",
+        kind: Kind::Counter,
+        labels: &["role", "provider", "model"],
+        help: "What model calls cost in US dollars, at the configured prices, by role, provider \
+               and model.",
+    };
+    pub const FORGE_REQUESTS: Family = Family {
+        name: "planwright_forge_requests_total",
+        kind: Kind::Counter,
+        labels: &["forge", "route", "status"],
+        help: "Requests this process made to a forge's API, by forge, route (method and path with \
+               names and numbers taken out) and answer status (error: none came).",
+    };
+    pub const FORGE_REQUESTS_HELD: Family = Family {
+        name: "planwright_forge_requests_held_total",
+        kind: Kind::Counter,
+        labels: &["forge"],
+        help: "Forge requests this process held back instead of sending, because the identity's \
+               rate limit was down to its reserve; the work waits for the reset.",
+    };
+    pub const IMAGE_CACHE_PULLS: Family = Family {
+        name: "planwright_image_cache_pulls_total",
+        kind: Kind::Counter,
+        labels: &["result"],
+        help: "Environment image pulls by this process: hit when the unpacked image was cached, \
+               miss when it was downloaded and unpacked.",
+    };
+    pub const IMAGE_CACHE_DOWNLOADED: Family = Family {
+        name: "planwright_image_cache_downloaded_bytes_total",
+        kind: Kind::Counter,
+        labels: &[],
+        help: "Bytes of image layers downloaded by this process's cache misses.",
+    };
+    pub const SETUP_CACHE_LOOKUPS: Family = Family {
+        name: "planwright_setup_cache_lookups_total",
+        kind: Kind::Counter,
+        labels: &["result"],
+        help: "Setup phases by this process that could use the setup cache: hit when it was \
+               restored from the cache, miss when its commands ran.",
+    };
+    pub const SETUP_CACHE_RESTORED: Family = Family {
+        name: "planwright_setup_cache_restored_bytes_total",
+        kind: Kind::Counter,
+        labels: &[],
+        help: "Bytes copied out of the setup cache by this process's hits.",
+    };
+    pub const SANDBOX_RUNS: Family = Family {
+        name: "planwright_sandbox_runs_total",
+        kind: Kind::Counter,
+        labels: &["outcome"],
+        help: "Commands run in a sandbox by this process, by outcome (ok, failed: non-zero exit or \
+               signal, timeout: killed at the wall-clock limit, error: could not start).",
+    };
+    pub const SANDBOX_RUN_DURATION: Family = Family {
+        name: "planwright_sandbox_run_duration_seconds",
+        kind: Kind::Histogram,
+        labels: &[],
+        help: "Wall-clock time of sandbox runs in this process, start to exit.",
+    };
+    pub const FORGE_RATE_LIMIT_REMAINING: Family = Family {
+        name: "planwright_forge_rate_limit_remaining",
+        kind: Kind::Gauge,
+        labels: &["forge", "scope"],
+        help: "What the forge's last answer said is left of the identity's rate limit (scope: a \
+               GitHub host's installation or the app itself, or a GitLab API).",
+    };
+    pub const FORGE_RATE_LIMIT_RESET: Family = Family {
+        name: "planwright_forge_rate_limit_reset_seconds",
+        kind: Kind::Gauge,
+        labels: &["forge", "scope"],
+        help: "When (Unix seconds) the identity's rate limit window starts again, as the forge's \
+               last answer said.",
+    };
+}
+
+/// Every family `/metrics` announces, in the order it announces them.
+pub const FAMILIES: &[Family] = &[
+    Family::BUILD_INFO,
+    Family::DELIVERIES,
+    Family::JOBS,
+    Family::QUEUE_OLDEST_AGE,
+    Family::WORK_WAITING,
+    Family::WORK_RUNNING,
+    Family::SESSIONS,
+    Family::EXECUTOR_RUNS,
+    Family::MODEL_TOKENS,
+    Family::MODEL_COST,
+    Family::FORGE_REQUESTS,
+    Family::FORGE_REQUESTS_HELD,
+    Family::IMAGE_CACHE_PULLS,
+    Family::IMAGE_CACHE_DOWNLOADED,
+    Family::SETUP_CACHE_LOOKUPS,
+    Family::SETUP_CACHE_RESTORED,
+    Family::SANDBOX_RUNS,
+    Family::SANDBOX_RUN_DURATION,
+    Family::FORGE_RATE_LIMIT_REMAINING,
+    Family::FORGE_RATE_LIMIT_RESET,
+];
+
 /// Upper bounds (seconds) of the sandbox run duration buckets: from a quick `git status`
 /// to a full test suite near the default 30-minute wall-clock limit.
 const DURATION_BUCKETS: [f64; 11] = [
@@ -171,11 +363,7 @@ pub fn record_forge_request(forge: &'static str, route: &str, status: &str) {
 
 /// Appends this process's counters to `out`.
 pub fn render_process(out: &mut Exposition) {
-    out.family(
-        "planwright_forge_requests_total",
-        "counter",
-        "Requests this process made to a forge's API, by forge, route (method and path with names and numbers taken out) and answer status (error: none came).",
-    );
+    out.family(&Family::FORGE_REQUESTS);
     if let Ok(map) = FORGE_REQUESTS.lock() {
         for ((forge, route, status), n) in map.iter() {
             out.sample(
@@ -185,11 +373,7 @@ pub fn render_process(out: &mut Exposition) {
             );
         }
     }
-    out.family(
-        "planwright_forge_requests_held_total",
-        "counter",
-        "Forge requests this process held back instead of sending, because the identity's rate limit was down to its reserve; the work waits for the reset.",
-    );
+    out.family(&Family::FORGE_REQUESTS_HELD);
     if let Ok(map) = FORGE_HELD.lock() {
         for (forge, n) in map.iter() {
             out.sample(
@@ -199,11 +383,7 @@ pub fn render_process(out: &mut Exposition) {
             );
         }
     }
-    out.family(
-        "planwright_image_cache_pulls_total",
-        "counter",
-        "Environment image pulls by this process: hit when the unpacked image was cached, miss when it was downloaded and unpacked.",
-    );
+    out.family(&Family::IMAGE_CACHE_PULLS);
     for (result, n) in ["hit", "miss"].iter().zip(&IMAGE_CACHE) {
         out.sample(
             "planwright_image_cache_pulls_total",
@@ -211,21 +391,13 @@ pub fn render_process(out: &mut Exposition) {
             n.load(Ordering::Relaxed),
         );
     }
-    out.family(
-        "planwright_image_cache_downloaded_bytes_total",
-        "counter",
-        "Bytes of image layers downloaded by this process's cache misses.",
-    );
+    out.family(&Family::IMAGE_CACHE_DOWNLOADED);
     out.sample(
         "planwright_image_cache_downloaded_bytes_total",
         &[],
         IMAGE_CACHE[2].load(Ordering::Relaxed),
     );
-    out.family(
-        "planwright_setup_cache_lookups_total",
-        "counter",
-        "Setup phases by this process that could use the setup cache: hit when it was restored from the cache, miss when its commands ran.",
-    );
+    out.family(&Family::SETUP_CACHE_LOOKUPS);
     for (result, n) in ["hit", "miss"].iter().zip(&SETUP_CACHE) {
         out.sample(
             "planwright_setup_cache_lookups_total",
@@ -233,22 +405,13 @@ pub fn render_process(out: &mut Exposition) {
             n.load(Ordering::Relaxed),
         );
     }
-    out.family(
-        "planwright_setup_cache_restored_bytes_total",
-        "counter",
-        "Bytes copied out of the setup cache by this process's hits.",
-    );
+    out.family(&Family::SETUP_CACHE_RESTORED);
     out.sample(
         "planwright_setup_cache_restored_bytes_total",
         &[],
         SETUP_CACHE[2].load(Ordering::Relaxed),
     );
-    out.family(
-        "planwright_sandbox_runs_total",
-        "counter",
-        "Commands run in a sandbox by this process, by outcome (ok, failed: non-zero exit or \
-         signal, timeout: killed at the wall-clock limit, error: could not start).",
-    );
+    out.family(&Family::SANDBOX_RUNS);
     for (outcome, n) in SandboxRunEnd::ALL.iter().zip(&SANDBOX_RUNS.outcomes) {
         out.sample(
             "planwright_sandbox_runs_total",
@@ -256,11 +419,7 @@ pub fn render_process(out: &mut Exposition) {
             n.load(Ordering::Relaxed),
         );
     }
-    out.family(
-        "planwright_sandbox_run_duration_seconds",
-        "histogram",
-        "Wall-clock time of sandbox runs in this process, start to exit.",
-    );
+    out.family(&Family::SANDBOX_RUN_DURATION);
     let mut cumulative = 0;
     for (i, count) in SANDBOX_RUNS.buckets.iter().enumerate() {
         cumulative += count.load(Ordering::Relaxed);
@@ -292,10 +451,14 @@ pub struct Exposition {
 }
 
 impl Exposition {
-    pub fn family(&mut self, name: &str, kind: &str, help: &str) {
+    /// Announces a family: its HELP and TYPE lines, before its samples.
+    pub fn family(&mut self, family: &Family) {
+        let Family {
+            name, kind, help, ..
+        } = family;
         let help = help.replace('\\', "\\\\").replace('\n', "\\n");
         let _ = writeln!(self.text, "# HELP {name} {help}");
-        let _ = writeln!(self.text, "# TYPE {name} {kind}");
+        let _ = writeln!(self.text, "# TYPE {name} {}", kind.as_str());
     }
 
     pub fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: impl Display) {
@@ -348,7 +511,12 @@ mod tests {
     #[test]
     fn help_text_stays_on_one_line() {
         let mut out = Exposition::default();
-        out.family("m", "counter", "first\nsecond \\ third");
+        out.family(&Family {
+            name: "m",
+            kind: Kind::Counter,
+            labels: &[],
+            help: "first\nsecond \\ third",
+        });
         assert_eq!(
             out.text,
             "# HELP m first\\nsecond \\\\ third\n# TYPE m counter\n"

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 use crate::config::Settings;
 use crate::distill::Format;
@@ -14,6 +14,7 @@ use crate::server::Role;
 mod contract;
 mod deliveries;
 mod distill;
+mod docs;
 mod doctor;
 mod env;
 mod exit;
@@ -48,6 +49,8 @@ pub struct Cli {
 enum Command {
     /// Receive webhooks and run jobs.
     Serve {
+        /// What this process runs: `all` webhooks and job workers, `web` webhooks only,
+        /// `worker` job workers only (with /healthz and /readyz for probes).
         #[arg(long, value_enum, default_value = "all")]
         role: Role,
     },
@@ -66,15 +69,19 @@ enum Command {
     },
     /// List planner sessions, newest first.
     Sessions {
+        /// Print them as JSON.
         #[arg(long)]
         json: bool,
+        /// How many to list.
         #[arg(long, default_value_t = 50)]
         limit: u32,
     },
     /// List received webhook deliveries, newest first.
     Deliveries {
+        /// Print them as JSON.
         #[arg(long)]
         json: bool,
+        /// How many to list.
         #[arg(long, default_value_t = 50)]
         limit: u32,
     },
@@ -138,6 +145,12 @@ enum Command {
         #[command(subcommand)]
         command: sandbox::SandboxCommand,
     },
+    /// Write the reference pages under docs/ from the code's own definitions.
+    #[command(hide = true)]
+    Docs {
+        #[command(subcommand)]
+        command: docs::DocsCommand,
+    },
 }
 
 /// Runs the command line's command.
@@ -157,6 +170,7 @@ pub fn run(cli: Cli) -> ExitCode {
         } => distill::run(format, command.as_deref(), json, markdown, file.as_deref())
             .map_err(Error::Failed),
         Command::Contract { command } => contract::run(command),
+        Command::Docs { command } => docs::run(command, &Cli::command()),
         // The doctor reports settings that do not load as one of its checks.
         Command::Doctor => doctor::run(config).map_err(Error::Failed),
         Command::Solve {

@@ -18,7 +18,8 @@ use super::exit::ExitStatus;
 pub(super) enum SandboxCommand {
     /// Run one command in the sandbox an executor would get, with DIR as its workspace.
     Run {
-        #[arg(long)]
+        /// The folder the command works in, as an executor's checkout.
+        #[arg(long, value_name = "DIR")]
         workspace: PathBuf,
         #[command(flatten)]
         environment: Environment,

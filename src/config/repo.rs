@@ -780,6 +780,263 @@ fn read_file(text: &str, path: &str) -> Result<File, ConfigError> {
     })
 }
 
+/// One key of the repository's file as its reference lists it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RepoKey {
+    /// The key, dotted below a section (`environment.image`).
+    pub key: &'static str,
+    /// The value when the file leaves the key out, as a person reads it.
+    pub default: &'static str,
+    /// A value the file may give, as YAML; every example together makes a valid file.
+    pub example: &'static str,
+    /// What the key is for, in one line.
+    pub doc: &'static str,
+}
+
+/// Every key the repository's file may hold, in the reference's order. A unit test holds
+/// it to the fields of [`File`] and its sections, both ways.
+pub const REPO_KEYS: &[RepoKey] = &[
+    RepoKey {
+        key: "label",
+        default: "`planwright`",
+        example: "planwright",
+        doc: "the label that starts a session on an issue (1 to 50 characters); read from the default branch",
+    },
+    RepoKey {
+        key: "min_permission",
+        default: "`write`",
+        example: "write",
+        doc: "who may start and command a session: `triage`, `write`, `maintain`, `admin`, or GitLab's `reporter` to `owner`; never lower; read from the default branch",
+    },
+    RepoKey {
+        key: "setup",
+        default: "guessed from the repository",
+        example: "[\"cargo fetch\"]",
+        doc: "commands run in the sandbox before the work, with the network allowlist; one command or a list",
+    },
+    RepoKey {
+        key: "test",
+        default: "guessed from the repository",
+        example: "[\"cargo test\"]",
+        doc: "commands every verification runs; one command, a list, or path globs each mapped to a command or a list (a monorepo's folders)",
+    },
+    RepoKey {
+        key: "network_allow",
+        default: "guessed from the repository",
+        example: "[\"crates.io\", \"*.npmjs.org\"]",
+        doc: "hosts the setup commands may reach (`crates.io`, `*.npmjs.org`, an optional port)",
+    },
+    RepoKey {
+        key: "executor",
+        default: "`builtin`",
+        example: "command",
+        doc: "what carries out the contract: `builtin`, `claude-code`, `codex` or `command`",
+    },
+    RepoKey {
+        key: "executor_command",
+        default: "none",
+        example: "./tools/agent.sh",
+        doc: "the command line the `command` executor runs (required with it)",
+    },
+    RepoKey {
+        key: "models.planner",
+        default: "the deployment's `planner_model`",
+        example: "\"anthropic:claude-sonnet-4-5\"",
+        doc: "`provider:model` that plans this repository's issues",
+    },
+    RepoKey {
+        key: "models.scout",
+        default: "the deployment's `scout_model`",
+        example: "\"openai:gpt-5-mini\"",
+        doc: "`provider:model` for the planner's scouts",
+    },
+    RepoKey {
+        key: "models.executor.low",
+        default: "the deployment's `executor_model`",
+        example: "\"openai:gpt-5-mini\"",
+        doc: "`provider:model` that executes a low-risk contract",
+    },
+    RepoKey {
+        key: "models.executor.medium",
+        default: "the deployment's `executor_model`",
+        example: "\"anthropic:claude-sonnet-4-5\"",
+        doc: "`provider:model` that executes a medium-risk contract",
+    },
+    RepoKey {
+        key: "models.executor.high",
+        default: "the deployment's `executor_model`",
+        example: "\"anthropic:claude-opus-4-1\"",
+        doc: "`provider:model` that executes a high-risk contract",
+    },
+    RepoKey {
+        key: "budget_usd",
+        default: "`5.0`",
+        example: "5.0",
+        doc: "what one session may spend on models, in US dollars (more than 0, at most 1000)",
+    },
+    RepoKey {
+        key: "max_attempts",
+        default: "`3`",
+        example: "3",
+        doc: "executor attempts one run may make (1 to 10)",
+    },
+    RepoKey {
+        key: "protected_paths",
+        default: "`.github/workflows/**`, `.gitlab-ci.yml`",
+        example: "[\"migrations/**\"]",
+        doc: "path globs a result may not touch; added to the defaults, never replacing them",
+    },
+    RepoKey {
+        key: "on_failure",
+        default: "`draft_pr`",
+        example: "draft_pr",
+        doc: "what a run that fails for good leaves: `draft_pr` (a draft with the failing report) or `comment` (an explanation on the issue)",
+    },
+    RepoKey {
+        key: "environment.image",
+        default: "the devcontainer's image, else the deployment's `environment_image`, else the host's tools",
+        example: "ghcr.io/acme/ci:1.4",
+        doc: "the OCI image runs use: a tag, or `name@sha256:…`",
+    },
+    RepoKey {
+        key: "environment.cache",
+        default: "none",
+        example: "[node_modules, .venv]",
+        doc: "workspace paths kept with the setup cache and restored instead of running `setup` again",
+    },
+    RepoKey {
+        key: "environment.cache_key",
+        default: "the lock files at the repository's top",
+        example: "[package-lock.json]",
+        doc: "files whose content keys the setup cache; each must exist on the base commit",
+    },
+    RepoKey {
+        key: "flaky_reruns",
+        default: "`2`",
+        example: "2",
+        doc: "re-runs of a failing test before it is called flaky (0 to 5; 0: none)",
+    },
+    RepoKey {
+        key: "quarantine",
+        default: "none",
+        example: "[\"tests/test_net.py::test_timeout\"]",
+        doc: "tests known to be flaky, by the id the verification table gives them: their failures neither block nor count as fixed",
+    },
+    RepoKey {
+        key: "max_questions",
+        default: "`1`",
+        example: "1",
+        doc: "rounds of questions the planner may ask before it plans (0 to 5; 0: it never asks)",
+    },
+    RepoKey {
+        key: "ignore_checks",
+        default: "none",
+        example: "[\"codecov/*\"]",
+        doc: "globs of other checks whose failures on planwright's pull requests are not reported",
+    },
+];
+
+/// A file that gives every key of [`REPO_KEYS`] its example value, sections nested.
+pub fn example_file() -> String {
+    let mut out = String::new();
+    let mut open: Vec<&str> = Vec::new();
+    for k in REPO_KEYS {
+        let mut parts: Vec<&str> = k.key.split('.').collect();
+        let leaf = parts.pop().unwrap_or_default();
+        let shared = open.iter().zip(&parts).take_while(|(a, b)| a == b).count();
+        open.truncate(shared);
+        for section in &parts[shared..] {
+            out.push_str(&format!("{}{section}:\n", "  ".repeat(open.len())));
+            open.push(section);
+        }
+        out.push_str(&format!(
+            "{}{leaf}: {}\n",
+            "  ".repeat(open.len()),
+            k.example
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod key_list {
+    use serde::de::{self, Visitor};
+
+    use super::*;
+
+    /// A deserializer that only records the field names a derived struct asks for.
+    struct Fields<'a>(&'a mut Vec<&'static str>);
+
+    impl<'de> Deserializer<'de> for Fields<'_> {
+        type Error = de::value::Error;
+
+        fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Self::Error> {
+            Err(de::Error::custom("not a struct"))
+        }
+
+        fn deserialize_struct<V: Visitor<'de>>(
+            self,
+            _: &'static str,
+            fields: &'static [&'static str],
+            _: V,
+        ) -> Result<V::Value, Self::Error> {
+            self.0.extend(fields);
+            Err(de::Error::custom("fields recorded"))
+        }
+
+        serde::forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes
+            byte_buf option unit unit_struct newtype_struct seq tuple tuple_struct map enum
+            identifier ignored_any
+        }
+    }
+
+    fn fields<'de, T: Deserialize<'de>>(prefix: &str) -> Vec<String> {
+        let mut names = Vec::new();
+        let _ = T::deserialize(Fields(&mut names));
+        names.iter().map(|n| format!("{prefix}{n}")).collect()
+    }
+
+    #[test]
+    fn the_key_list_names_every_field_of_the_file_and_no_other() {
+        let sections = ["models", "models.executor", "environment"];
+        let mut file: Vec<String> = [
+            fields::<File>(""),
+            fields::<FileModels>("models."),
+            fields::<FileExecutorModels>("models.executor."),
+            fields::<FileEnvironment>("environment."),
+        ]
+        .concat();
+        file.retain(|k| !sections.contains(&k.as_str()));
+        file.sort();
+        let mut listed: Vec<String> = REPO_KEYS.iter().map(|k| k.key.to_owned()).collect();
+        listed.sort();
+        let unlisted: Vec<&String> = file.iter().filter(|k| !listed.contains(k)).collect();
+        let unknown: Vec<&String> = listed.iter().filter(|k| !file.contains(k)).collect();
+        assert!(
+            unlisted.is_empty() && unknown.is_empty(),
+            "REPO_KEYS must list the file's keys: add {unlisted:?} to it, remove {unknown:?} \
+             (a key in a new section: add the section to this test's list)"
+        );
+        for k in REPO_KEYS {
+            assert!(!k.doc.is_empty() && !k.default.is_empty(), "{}", k.key);
+        }
+    }
+
+    #[test]
+    fn a_file_with_every_listed_key_is_read() {
+        let text = example_file();
+        let c = RepoConfig::parse(&text, ".planwright.yml", &RootFiles::default())
+            .unwrap_or_else(|e| panic!("{e}\n{text}"));
+        assert_eq!(c.executor_command.as_deref(), Some("./tools/agent.sh"));
+        assert_eq!(
+            c.environment.cache_key,
+            Some(vec!["package-lock.json".to_owned()])
+        );
+        assert!(c.models.executor_high.is_some());
+    }
+}
+
 /// The file as written: every key optional, unknown keys refused (with their line).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -97,11 +97,7 @@ pub async fn from_reserve<F: std::future::Future>(work: F) -> F::Output {
 
 /// Appends every identity's last known limit to a `/metrics` exposition.
 pub fn render(out: &mut crate::metrics::Exposition) {
-    out.family(
-        "planwright_forge_rate_limit_remaining",
-        "gauge",
-        "What the forge's last answer said is left of the identity's rate limit (scope: a GitHub host's installation or the app itself, or a GitLab API).",
-    );
+    out.family(&crate::metrics::Family::FORGE_RATE_LIMIT_REMAINING);
     let limits = all();
     for (forge, scope, limit) in &limits {
         out.sample(
@@ -110,11 +106,7 @@ pub fn render(out: &mut crate::metrics::Exposition) {
             limit.remaining,
         );
     }
-    out.family(
-        "planwright_forge_rate_limit_reset_seconds",
-        "gauge",
-        "When (Unix seconds) the identity's rate limit window starts again, as the forge's last answer said.",
-    );
+    out.family(&crate::metrics::Family::FORGE_RATE_LIMIT_RESET);
     for (forge, scope, limit) in &limits {
         out.sample(
             "planwright_forge_rate_limit_reset_seconds",

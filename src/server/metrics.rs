@@ -11,7 +11,7 @@ use axum::routing::get;
 use secrecy::SecretString;
 
 use super::AppState;
-use crate::metrics::Exposition;
+use crate::metrics::{Exposition, Family};
 use crate::store::state::SessionState;
 use crate::store::{Db, deliveries, jobs, model_usage, now_ms, runs, sessions};
 
@@ -72,11 +72,7 @@ async fn exposition(db: &Db) -> Response {
 pub async fn render(db: &Db) -> Result<String> {
     let mut out = Exposition::default();
 
-    out.family(
-        "planwright_build_info",
-        "gauge",
-        "The running planwright version (always 1).",
-    );
+    out.family(&Family::BUILD_INFO);
     out.sample(
         "planwright_build_info",
         &[("version", env!("CARGO_PKG_VERSION"))],
@@ -94,12 +90,7 @@ pub async fn render(db: &Db) -> Result<String> {
 /// Deliveries and the job queue.
 async fn queue(db: &Db, out: &mut Exposition) -> Result<()> {
     let deliveries = deliveries::counts(db).await?;
-    out.family(
-        "planwright_deliveries_total",
-        "counter",
-        "Webhook deliveries accepted and stored, by forge, event and outcome (queued: jobs \
-         enqueued; ignored: nothing to do; rejected: signed but unreadable).",
-    );
+    out.family(&Family::DELIVERIES);
     for (forge, event, outcome, n) in &deliveries {
         out.sample(
             "planwright_deliveries_total",
@@ -113,11 +104,7 @@ async fn queue(db: &Db, out: &mut Exposition) -> Result<()> {
     }
 
     let jobs = jobs::counts(db).await?;
-    out.family(
-        "planwright_jobs",
-        "gauge",
-        "Jobs in the durable queue, by kind and state (queued, running, done, dead).",
-    );
+    out.family(&Family::JOBS);
     for (kind, state, n) in &jobs {
         out.sample(
             "planwright_jobs",
@@ -129,23 +116,14 @@ async fn queue(db: &Db, out: &mut Exposition) -> Result<()> {
     // Only jobs due now are waiting; one held back for a retry's backoff is not late.
     let now = now_ms();
     let oldest = jobs::oldest_due(db, now).await?;
-    out.family(
-        "planwright_queue_oldest_age_seconds",
-        "gauge",
-        "How long the oldest job that is due has been waiting for a worker (0: none waits).",
-    );
+    out.family(&Family::QUEUE_OLDEST_AGE);
     let age = oldest.map_or(0.0, |at| (now - at).max(0) as f64 / 1000.0);
     out.sample("planwright_queue_oldest_age_seconds", &[], age);
 
     // The same figures as the view planwright_work_waiting, read from it, for an HPA
     // through a metrics adapter.
     let work = jobs::work_waiting(db).await?;
-    out.family(
-        "planwright_work_waiting",
-        "gauge",
-        "Work waiting for a worker (queued, backoffs included), by work: runs (executions, \
-         MAX_RUNS per worker) and jobs (every other job, WORKERS per worker).",
-    );
+    out.family(&Family::WORK_WAITING);
     out.sample(
         "planwright_work_waiting",
         &[("work", "runs")],
@@ -156,11 +134,7 @@ async fn queue(db: &Db, out: &mut Exposition) -> Result<()> {
         &[("work", "jobs")],
         work.jobs_waiting,
     );
-    out.family(
-        "planwright_work_running",
-        "gauge",
-        "Work a worker holds a lease on, by work: runs and jobs.",
-    );
+    out.family(&Family::WORK_RUNNING);
     out.sample(
         "planwright_work_running",
         &[("work", "runs")],
@@ -178,11 +152,7 @@ async fn queue(db: &Db, out: &mut Exposition) -> Result<()> {
 /// Sessions and executor runs.
 async fn work(db: &Db, out: &mut Exposition) -> Result<()> {
     let sessions = sessions::counts(db).await?;
-    out.family(
-        "planwright_sessions",
-        "gauge",
-        "Sessions by state; ended ones (pr_opened, failed, cancelled) stay counted.",
-    );
+    out.family(&Family::SESSIONS);
     // Every state is present, at 0 when empty, so a dashboard's series never vanish.
     for state in SessionState::ALL {
         let n = sessions
@@ -199,11 +169,7 @@ async fn work(db: &Db, out: &mut Exposition) -> Result<()> {
     }
 
     let runs = runs::counts(db).await?;
-    out.family(
-        "planwright_executor_runs",
-        "gauge",
-        "Executor attempts by executor and state (running, verified, published, failed, abandoned).",
-    );
+    out.family(&Family::EXECUTOR_RUNS);
     for (executor, state, n) in &runs {
         out.sample(
             "planwright_executor_runs",
@@ -218,12 +184,7 @@ async fn work(db: &Db, out: &mut Exposition) -> Result<()> {
 /// Model tokens and cost.
 async fn usage(db: &Db, out: &mut Exposition) -> Result<()> {
     let usage = model_usage::totals(db).await?;
-    out.family(
-        "planwright_model_tokens_total",
-        "counter",
-        "Model tokens used, by role, provider, model and kind (input, output, cache_read, \
-         cache_write).",
-    );
+    out.family(&Family::MODEL_TOKENS);
     for u in &usage {
         for (kind, n) in [
             ("input", u.input),
@@ -243,12 +204,7 @@ async fn usage(db: &Db, out: &mut Exposition) -> Result<()> {
             );
         }
     }
-    out.family(
-        "planwright_model_cost_usd_total",
-        "counter",
-        "What model calls cost in US dollars, at the configured prices, by role, provider \
-         and model.",
-    );
+    out.family(&Family::MODEL_COST);
     for u in &usage {
         out.sample(
             "planwright_model_cost_usd_total",

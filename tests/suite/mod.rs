@@ -9,6 +9,7 @@ mod deploy_files;
 mod dispatch;
 mod distill_cli;
 mod distill_fuzz;
+mod docs;
 mod doctor;
 mod economy;
 mod environment;
