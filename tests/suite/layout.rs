@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 const ROWS: &[&[&str]] = &[
     &["cli", "server", "onboarding", "doctor", "solve"],
     &["session", "app", "installation"],
-    &["planner", "executor", "verify", "publish"],
+    &["planner", "executor", "verify", "publish", "routing"],
     &[
         "environment",
         "git",
