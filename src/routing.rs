@@ -471,8 +471,9 @@ mod tests {
                 learned: false,
             }
         );
+        // 4 of 5 is a rate of 80% but a bound of 51%: not enough yet.
         let records = [
-            record(3, 6, Some(1)),
+            record(4, 5, Some(1)),
             record(0, 0, None),
             record(0, 0, None),
         ];
