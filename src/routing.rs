@@ -111,11 +111,13 @@ pub fn records_for(rungs: &[Rung], stats: &[OutcomeStats]) -> Vec<Record> {
 /// The starting rung for a contract of `risk`: with `routing: auto`, the cheapest rung
 /// whose record (`records`, one per rung) has at least `min_runs` attempts and a lower
 /// bound of its verified rate of at least `target`; otherwise `default`, the rung the
-/// risk picks. The reason says which, with the figures that decided it.
+/// risk picks. The reason says which, with the figures that decided it and `place`,
+/// where they come from (`here`, or `in acme/*` for a group of repositories).
 pub fn choose_start(
     rungs: &[Rung],
     records: &[Record],
     risk: Risk,
+    place: &str,
     policy: &RoutingPolicy,
     default: usize,
 ) -> Start {
@@ -148,18 +150,18 @@ pub fn choose_start(
     let Some(chosen) = chosen else {
         if tried.is_empty() {
             return fallback(format!(
-                "no rung has {min_runs} runs at {risk} risk here yet"
+                "no rung has {min_runs} runs at {risk} risk {place} yet"
             ));
         }
         let target = (policy.target * 100.0).round();
         return fallback(format!(
-            "no rung is verified often enough at {risk} risk here (at least {target}% at {:.0}% confidence)",
+            "no rung is verified often enough at {risk} risk {place} (at least {target}% at {:.0}% confidence)",
             CONFIDENCE * 100.0
         ));
     };
     let won = record(chosen);
     let mut reason = format!(
-        "starts on {}: {} of {} verified at {risk} risk here",
+        "starts on {}: {} of {} verified at {risk} risk {place}",
         label(chosen),
         won.verified,
         won.runs
@@ -198,24 +200,54 @@ pub fn choose_start(
     }
 }
 
-/// The starting rung for a contract of `risk` on `repo`: [`choose_start`] over the
-/// repository's own outcomes at that risk (none are read unless `policy.auto`).
+/// Whose outcomes route a contract: its repository's own, or those of the group of
+/// repositories the operator opted it in to (`ROUTING_GROUPS`).
+#[derive(Debug, Clone, Copy)]
+pub struct Whose<'a> {
+    pub forge: ForgeKind,
+    pub repo: &'a RepoName,
+    /// The deployment's `routing_groups`: repository globs, each a group.
+    pub groups: &'a [String],
+}
+
+/// The first of `groups` (repository globs) that takes `repo`; `None`: it reads only its
+/// own outcomes. `*` crosses `/`, so `acme/*` takes GitLab's subgroups too.
+pub fn group_of<'a>(groups: &'a [String], repo: &RepoName) -> Option<&'a str> {
+    groups
+        .iter()
+        .find(|g| globset::Glob::new(g).is_ok_and(|g| g.compile_matcher().is_match(repo.as_str())))
+        .map(String::as_str)
+}
+
+/// The starting rung for a contract of `risk`: [`choose_start`] over the outcomes at
+/// that risk of the repository, or of its group when the operator made one (none are
+/// read unless `policy.auto`). `default` is the rung the risk picks.
 pub async fn learned_start(
     db: &Db,
-    forge: ForgeKind,
-    repo: &RepoName,
+    whose: &Whose<'_>,
     risk: Risk,
     rungs: &[Rung],
     default: usize,
     policy: &RoutingPolicy,
 ) -> Result<Start> {
-    let records = if policy.auto {
-        let stats = db.outcome_stats(forge, repo, Some(risk)).await?;
-        records_for(rungs, &stats)
-    } else {
-        Vec::new()
+    let group = group_of(whose.groups, whose.repo);
+    let place = group.map_or_else(|| "here".to_owned(), |g| format!("in {g}"));
+    let records = match (policy.auto, group) {
+        (false, _) => Vec::new(),
+        (true, None) => {
+            let stats = db
+                .outcome_stats(whose.forge, whose.repo, Some(risk))
+                .await?;
+            records_for(rungs, &stats)
+        }
+        (true, Some(group)) => {
+            let stats = db
+                .group_outcome_stats(whose.forge, group, Some(risk))
+                .await?;
+            records_for(rungs, &stats)
+        }
     };
-    Ok(choose_start(rungs, &records, risk, policy, default))
+    Ok(choose_start(rungs, &records, risk, &place, policy, default))
 }
 
 /// How an attempt ended, as its outcome records it.
@@ -418,7 +450,7 @@ mod tests {
             record(9, 11, Some(100_000)),
             record(12, 12, Some(310_000)),
         ];
-        let start = choose_start(&ladder(), &records, Risk::Medium, &auto(), 2);
+        let start = choose_start(&ladder(), &records, Risk::Medium, "here", &auto(), 2);
         assert_eq!(
             start,
             Start {
@@ -431,7 +463,7 @@ mod tests {
         );
         // Without verified costs on record for both, the list prices compare.
         let records = [record(7, 7, None), record(0, 0, None), record(0, 0, None)];
-        let start = choose_start(&ladder(), &records, Risk::Low, &auto(), 1);
+        let start = choose_start(&ladder(), &records, Risk::Low, "here", &auto(), 1);
         assert_eq!(start.rung, 0);
         assert_eq!(
             start.reason,
@@ -449,7 +481,7 @@ mod tests {
             record(0, 0, None),
             record(10, 10, None),
         ];
-        let start = choose_start(&rungs, &records, Risk::High, &auto(), 1);
+        let start = choose_start(&rungs, &records, Risk::High, "here", &auto(), 1);
         assert_eq!(start.rung, 2, "{start:?}");
     }
 
@@ -460,7 +492,7 @@ mod tests {
             record(3, 3, Some(2)),
             record(0, 0, None),
         ];
-        let start = choose_start(&ladder(), &records, Risk::Medium, &auto(), 1);
+        let start = choose_start(&ladder(), &records, Risk::Medium, "here", &auto(), 1);
         assert_eq!(
             start,
             Start {
@@ -477,7 +509,7 @@ mod tests {
             record(0, 0, None),
             record(0, 0, None),
         ];
-        let start = choose_start(&ladder(), &records, Risk::Medium, &auto(), 1);
+        let start = choose_start(&ladder(), &records, Risk::Medium, "here", &auto(), 1);
         assert_eq!(start.rung, 1);
         assert_eq!(
             start.reason,
@@ -489,6 +521,7 @@ mod tests {
             &ladder(),
             &records,
             Risk::Medium,
+            "here",
             &RoutingPolicy::default(),
             1,
         );

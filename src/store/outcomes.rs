@@ -223,7 +223,7 @@ impl Db {
         repo: &RepoName,
         risk: Option<Risk>,
     ) -> Result<Vec<OutcomeStats>> {
-        let rows: Vec<(String, String, Option<String>, i64, i64, i64)> = sqlx::query_as(
+        let rows: Vec<StatsRow> = sqlx::query_as(
             "SELECT risk, executor, model, judged, verified, \
              executor_microusd + reviewer_microusd FROM attempt_outcomes \
              WHERE forge = $1 AND repo = $2 AND source = 'run' \
@@ -234,6 +234,38 @@ impl Db {
         .bind(risk.map(Risk::as_str))
         .fetch_all(&self.pool)
         .await?;
+        Ok(OutcomeStats::gather(rows))
+    }
+
+    /// [`Db::outcome_stats`] over every repository of `forge` that the glob `group`
+    /// matches (`*` crosses `/`, so `acme/*` takes GitLab's subgroups too): a group of
+    /// repositories the operator opted in to reading each other's record.
+    pub async fn group_outcome_stats(
+        &self,
+        forge: ForgeKind,
+        group: &str,
+        risk: Option<Risk>,
+    ) -> Result<Vec<OutcomeStats>> {
+        let matcher = globset::Glob::new(group)
+            .map_err(|e| anyhow::anyhow!("`{group}` is not a repository pattern: {e}"))?
+            .compile_matcher();
+        let found: Vec<GroupRow> = sqlx::query_as(
+            "SELECT repo, risk, executor, model, judged, verified, \
+             executor_microusd + reviewer_microusd FROM attempt_outcomes \
+             WHERE forge = $1 AND source = 'run' AND ($2 IS NULL OR risk = $2) \
+             ORDER BY created_at",
+        )
+        .bind(forge)
+        .bind(risk.map(Risk::as_str))
+        .fetch_all(&self.pool)
+        .await?;
+        let rows = found
+            .into_iter()
+            .filter(|row| matcher.is_match(&row.0))
+            .map(|(_, risk, executor, model, judged, verified, cost)| {
+                (risk, executor, model, judged, verified, cost)
+            })
+            .collect();
         Ok(OutcomeStats::gather(rows))
     }
 
@@ -250,6 +282,11 @@ impl Db {
         .await?)
     }
 }
+
+/// (risk, executor, model, judged, verified, cost): one outcome as the stats read it.
+type StatsRow = (String, String, Option<String>, i64, i64, i64);
+/// A [`StatsRow`] with its repository first.
+type GroupRow = (String, String, String, Option<String>, i64, i64, i64);
 
 // PostgreSQL sums BIGINTs into NUMERIC, which the Any driver cannot read: hence the casts.
 const SPENT: &str = "SELECT CAST(COALESCE(SUM(cost_microusd), 0) AS BIGINT) AS cost_microusd, \
@@ -284,7 +321,7 @@ pub struct OutcomeStats {
 impl OutcomeStats {
     /// Rows of (risk, executor, model, judged, verified, cost) summed per risk, executor
     /// and model, in that order.
-    fn gather(rows: Vec<(String, String, Option<String>, i64, i64, i64)>) -> Vec<OutcomeStats> {
+    fn gather(rows: Vec<StatsRow>) -> Vec<OutcomeStats> {
         type Key = (String, String, Option<String>);
         let mut groups: BTreeMap<Key, (i64, Vec<i64>)> = BTreeMap::new();
         for (risk, executor, model, judged, verified, cost) in rows {

@@ -7,7 +7,7 @@ use planwright::contract::{ContractVersion, Risk};
 use planwright::event::ForgeKind;
 use planwright::ids::{IssueNumber, RepoName, RunId, SessionId};
 use planwright::llm::Usage;
-use planwright::routing::{self, AttemptEnd, AttemptScope, Rung};
+use planwright::routing::{self, AttemptEnd, AttemptScope, Rung, Whose};
 use planwright::store::model_usage::{self, Spent};
 use planwright::store::outcomes::{
     AttemptCount, NewOutcome, OutcomeSource, ReviewerVerdict, RoleSpend,
@@ -42,6 +42,15 @@ fn ladder() -> Vec<Rung> {
             output_per_mtok: 15.0,
         },
     ]
+}
+
+/// A repository that reads only its own outcomes.
+fn own(forge: ForgeKind, repo: &RepoName) -> Whose<'_> {
+    Whose {
+        forge,
+        repo,
+        groups: &[],
+    }
 }
 
 fn auto() -> RoutingPolicy {
@@ -156,9 +165,8 @@ async fn routing_auto_starts_on_the_cheapest_rung_this_repository_verified() {
     )
     .await;
 
-    let (rungs, policy) = (ladder(), auto());
-    let start =
-        |risk| routing::learned_start(&db.db, ForgeKind::Github, &app, risk, &rungs, 1, &policy);
+    let (rungs, policy, whose) = (ladder(), auto(), own(ForgeKind::Github, &app));
+    let start = |risk| routing::learned_start(&db.db, &whose, risk, &rungs, 1, &policy);
     let medium = start(Risk::Medium).await.unwrap();
     assert_eq!(medium.rung, 0, "{medium:?}");
     assert_eq!(
@@ -178,8 +186,7 @@ async fn routing_auto_starts_on_the_cheapest_rung_this_repository_verified() {
     let other = RepoName::parse("acme/other").unwrap();
     let there = routing::learned_start(
         &db.db,
-        ForgeKind::Github,
-        &other,
+        &own(ForgeKind::Github, &other),
         Risk::High,
         &ladder(),
         1,
@@ -191,8 +198,7 @@ async fn routing_auto_starts_on_the_cheapest_rung_this_repository_verified() {
     // Static routing reads nothing and keeps the default.
     let fixed = routing::learned_start(
         &db.db,
-        ForgeKind::Github,
-        &app,
+        &own(ForgeKind::Github, &app),
         Risk::Medium,
         &ladder(),
         1,
@@ -238,6 +244,79 @@ async fn routing_auto_starts_on_the_cheapest_rung_this_repository_verified() {
     assert_eq!(count(HAIKU, "verified"), 9 + 20 + 20);
     assert_eq!(count(HAIKU, "failed"), 2);
     assert_eq!(count(SONNET, "verified"), 6);
+}
+
+#[tokio::test]
+async fn an_operators_group_of_repositories_reads_its_members_outcomes_together() {
+    let db = TestDb::new().await;
+    // Neither acme repository has 5 runs of haiku at low risk; together they have 6.
+    seed(
+        &db,
+        ForgeKind::Github,
+        "acme/app",
+        Risk::Low,
+        HAIKU,
+        3,
+        3,
+        100,
+    )
+    .await;
+    seed(
+        &db,
+        ForgeKind::Github,
+        "acme/lib",
+        Risk::Low,
+        HAIKU,
+        3,
+        3,
+        100,
+    )
+    .await;
+    seed(
+        &db,
+        ForgeKind::Github,
+        "other/app",
+        Risk::Low,
+        HAIKU,
+        30,
+        30,
+        100,
+    )
+    .await;
+    let groups = vec!["acme/*".to_owned()];
+    let (rungs, policy) = (ladder(), auto());
+    let start = |repo: &'static str, groups: &'static [String]| {
+        let (db, rungs, policy) = (&db, &rungs, &policy);
+        async move {
+            let repo = RepoName::parse(repo).unwrap();
+            let whose = Whose {
+                forge: ForgeKind::Github,
+                repo: &repo,
+                groups,
+            };
+            routing::learned_start(&db.db, &whose, Risk::Low, rungs, 1, policy)
+                .await
+                .unwrap()
+        }
+    };
+    let groups: &'static [String] = groups.leak();
+    let grouped = start("acme/app", groups).await;
+    assert_eq!(grouped.rung, 0, "{grouped:?}");
+    assert_eq!(
+        grouped.reason,
+        "starts on anthropic:claude-haiku-4-5 (builtin): 6 of 6 verified at low risk in acme/*; \
+         anthropic:claude-sonnet-4-5 (builtin) would cost 3.0× more"
+    );
+    // Outside the group, and without one, a repository reads only its own.
+    let alone = start("acme/app", &[]).await;
+    assert_eq!((alone.rung, alone.learned), (1, false), "{alone:?}");
+    let outside = start("other/app", groups).await;
+    assert!(
+        outside
+            .reason
+            .contains("30 of 30 verified at low risk here"),
+        "{outside:?}"
+    );
 }
 
 #[tokio::test]
