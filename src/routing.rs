@@ -13,10 +13,11 @@ use std::path::Path;
 
 use anyhow::Result;
 
+use crate::config::prices::PriceTable;
 use crate::config::repo::RoutingPolicy;
 use crate::contract::Risk;
 use crate::event::ForgeKind;
-use crate::ids::{CommitSha, RepoName, RunId};
+use crate::ids::{CommitSha, ModelName, RepoName, RunId};
 use crate::store::outcomes::{NewOutcome, OutcomeSource, OutcomeStats, ReviewerVerdict};
 use crate::store::runs::{self, RunState};
 use crate::store::{Db, now_ms};
@@ -44,6 +45,18 @@ pub struct Rung {
 }
 
 impl Rung {
+    /// The rung of `executor` on `model` at the deployment's `prices` (`MODEL_PRICES`); a
+    /// model without a price, or none named, is priced at nothing, so it sorts first.
+    pub fn priced(executor: &str, model: Option<&ModelName>, prices: &PriceTable) -> Rung {
+        let price = model.and_then(|m| prices.get(m));
+        Rung {
+            executor: executor.to_owned(),
+            model: model.map(ToString::to_string),
+            input_per_mtok: price.map_or(0.0, |p| p.input),
+            output_per_mtok: price.map_or(0.0, |p| p.output),
+        }
+    }
+
     /// The rung as the contract names it: `anthropic:claude-haiku-4-5 (builtin)`.
     pub fn label(&self) -> String {
         match &self.model {
@@ -470,6 +483,15 @@ mod tests {
             "starts on anthropic:claude-haiku-4-5 (builtin): 7 of 7 verified at low risk here; \
              anthropic:claude-sonnet-4-5 (builtin) would cost 3.0× more"
         );
+    }
+
+    #[test]
+    fn a_rung_takes_its_models_price() {
+        let haiku = ModelName::parse("anthropic:claude-haiku-4-5").unwrap();
+        let rung = Rung::priced("builtin", Some(&haiku), &PriceTable::default());
+        assert_eq!(rung, ladder()[0]);
+        let command = Rung::priced("command", None, &PriceTable::default());
+        assert_eq!((command.model, command.input_per_mtok), (None, 0.0));
     }
 
     #[test]
