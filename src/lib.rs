@@ -27,6 +27,7 @@ pub mod onboarding;
 pub mod planner;
 pub mod publish;
 pub mod repo_tools;
+pub mod routing;
 pub mod sandbox;
 pub mod server;
 pub mod session;

@@ -133,6 +133,7 @@ settings_keys! {
     access_check_secs, "300", "how long the session pages trust a forge's answer about what a person may read";
     map_tokens, "3000", "the repository map's budget in tokens (at least 300)";
     sparse_checkout_files, "20000", "a planning checkout of a commit with more files is sparse";
+    routing_groups, "", "comma-separated `owner/name` globs (`acme/*`), each a group of repositories whose outcomes `routing: auto` reads together; unset, each reads only its own";
     metrics_token, "", "a token for `/metrics` only (at least 16 characters)";
     metrics_listen, "", "an address that serves `/metrics` alone, without a token";
     environment_image, "", "the OCI image runs use when the repository names none";
@@ -455,7 +456,7 @@ mod tests {
     fn the_key_list_is_the_file_struct() {
         let listed: Vec<&str> = KEYS.iter().map(|k| k.key).collect();
         assert_eq!(file_fields(), listed.as_slice());
-        assert_eq!(KEYS.len(), 63);
+        assert_eq!(KEYS.len(), 64);
         let by_env: Vec<String> = KEYS
             .iter()
             .filter(|k| k.also_unprefixed())

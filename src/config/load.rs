@@ -144,6 +144,7 @@ fn finish(raw: Raw) -> Result<Settings> {
             .map_or(SPARSE_CHECKOUT_FILES, |n| {
                 usize::try_from(n).unwrap_or(usize::MAX)
             }),
+        routing_groups: routing_groups(&raw)?,
         metrics_token: raw.metrics_token.token()?,
         metrics_listen: match raw.metrics_listen.text() {
             None => None,
@@ -157,6 +158,30 @@ fn finish(raw: Raw) -> Result<Settings> {
         images,
         warnings: raw.warnings,
     })
+}
+
+/// `ROUTING_GROUPS`: comma-separated repository globs, each checked.
+fn routing_groups(raw: &Raw) -> Result<Vec<String>> {
+    let groups: Vec<String> = raw
+        .routing_groups
+        .text()
+        .map(|v| {
+            v.split(',')
+                .map(str::trim)
+                .filter(|p| !p.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
+    for pattern in &groups {
+        if globset::Glob::new(pattern).is_err() {
+            anyhow::bail!(
+                "Cannot use {}: `{pattern}` is not a repository pattern such as `acme/*`",
+                raw.routing_groups.source()
+            );
+        }
+    }
+    Ok(groups)
 }
 
 fn listen(raw: &Raw) -> Result<SocketAddr> {
@@ -844,6 +869,25 @@ max_run = 3
             .to_string();
         assert!(
             err.starts_with("Cannot use the environment variable PLANWRIGHT_MIRROR_PARTIAL: `acme/[` is not a repository pattern"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn routing_groups_are_repository_globs() {
+        let s = Settings::from_sources(None, &[]).unwrap();
+        assert!(s.routing_groups.is_empty());
+        let s = Settings::from_sources(
+            None,
+            &env(&[("PLANWRIGHT_ROUTING_GROUPS", "acme/*, ,big/*")]),
+        )
+        .unwrap();
+        assert_eq!(s.routing_groups, ["acme/*", "big/*"]);
+        let err = Settings::from_sources(None, &env(&[("PLANWRIGHT_ROUTING_GROUPS", "acme/[")]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("Cannot use the environment variable PLANWRIGHT_ROUTING_GROUPS: `acme/[` is not a repository pattern"),
             "{err}"
         );
     }

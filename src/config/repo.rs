@@ -85,8 +85,42 @@ pub struct RepoConfig {
     /// Globs of the names of other checks whose failures on planwright's pull requests
     /// are not reported (`codecov/*`).
     pub ignore_checks: Vec<String>,
+    /// How a contract's starting rung is chosen: `routing`, `routing_target`,
+    /// `routing_min_runs`.
+    pub routing: RoutingPolicy,
     /// The file it was read from; `None` when every value is a default.
     pub source: Option<String>,
+}
+
+/// How a contract's starting rung of the executor ladder is chosen. With `auto`, the
+/// cheapest rung whose verified rate on this repository at the contract's risk has a
+/// lower confidence bound of at least `target`, over at least `min_runs` attempts;
+/// otherwise (and without `auto`) the rung the risk picks.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RoutingPolicy {
+    pub auto: bool,
+    /// The verified rate a rung's lower confidence bound must reach, between 0 and 1.
+    pub target: f64,
+    /// The attempts at a risk a rung needs on record before its rate is trusted.
+    pub min_runs: u32,
+}
+
+/// Escalation stands behind a cheap start: a start that fails costs one cheap attempt
+/// before the next rung, so a rung that is verified well over half the time pays for
+/// itself against one that costs twice as much or more.
+pub const DEFAULT_ROUTING_TARGET: f64 = 0.6;
+/// Fewer attempts than this say more about luck than about the rung.
+pub const DEFAULT_ROUTING_MIN_RUNS: u32 = 5;
+const MAX_ROUTING_MIN_RUNS: u32 = 1_000;
+
+impl Default for RoutingPolicy {
+    fn default() -> Self {
+        RoutingPolicy {
+            auto: false,
+            target: DEFAULT_ROUTING_TARGET,
+            min_runs: DEFAULT_ROUTING_MIN_RUNS,
+        }
+    }
 }
 
 pub const DEFAULT_LABEL: &str = "planwright";
@@ -188,6 +222,7 @@ impl RepoConfig {
             quarantine: Vec::new(),
             max_questions: DEFAULT_MAX_QUESTIONS,
             ignore_checks: Vec::new(),
+            routing: RoutingPolicy::default(),
             source: None,
         }
     }
@@ -214,8 +249,45 @@ impl RepoConfig {
         config.apply_results(&mut file, &at)?;
         config.apply_check_handling(&mut file, &at)?;
         config.apply_questions(&mut file, &at)?;
+        config.apply_routing(&mut file, &at)?;
         config.source = Some(path.to_owned());
         Ok(config)
+    }
+
+    /// How the starting rung is chosen: `routing: auto` and its bar.
+    fn apply_routing(&mut self, file: &mut File, at: &impl At) -> Result<(), ConfigError> {
+        if let Some(mode) = file.routing.take() {
+            self.routing.auto = match mode.trim() {
+                "auto" => true,
+                "static" => false,
+                other => {
+                    return Err(at(
+                        "routing",
+                        format!("`{other}` is not one of auto, static"),
+                    ));
+                }
+            };
+        }
+        if let Some(target) = file.routing_target.take() {
+            if !(target.is_finite() && target > 0.0 && target < 1.0) {
+                return Err(at(
+                    "routing_target",
+                    "must be a share of attempts verified, more than 0 and less than 1 (e.g. 0.6)"
+                        .into(),
+                ));
+            }
+            self.routing.target = target;
+        }
+        if let Some(n) = file.routing_min_runs.take() {
+            if !(1..=MAX_ROUTING_MIN_RUNS).contains(&n) {
+                return Err(at(
+                    "routing_min_runs",
+                    format!("must be between 1 and {MAX_ROUTING_MIN_RUNS}"),
+                ));
+            }
+            self.routing.min_runs = n;
+        }
+        Ok(())
     }
 
     /// Who may start a session, and the label that starts one.
@@ -501,6 +573,8 @@ impl RepoConfig {
             // Planning's and the pull request's alone, never what a run does.
             max_questions: DEFAULT_MAX_QUESTIONS,
             ignore_checks: Vec::new(),
+            // Planning's choice of the starting rung, which the contract then carries.
+            routing: RoutingPolicy::default(),
             source: b.source.clone(),
         })
     }
@@ -1060,6 +1134,9 @@ struct File {
     quarantine: Option<Vec<String>>,
     max_questions: Option<u32>,
     ignore_checks: Option<Vec<String>>,
+    routing: Option<String>,
+    routing_target: Option<f64>,
+    routing_min_runs: Option<u32>,
 }
 
 #[derive(Deserialize)]
@@ -1407,6 +1484,38 @@ on_failure: comment
         let text = "label: [unclosed\n";
         let e = RepoConfig::parse(text, ".planwright.yml", &RootFiles::default()).unwrap_err();
         assert_eq!(e.line, Some(1), "{e}");
+    }
+
+    #[test]
+    fn routing_auto_and_its_bar_are_read_and_bad_values_name_their_line() {
+        let parse = |text: &str| RepoConfig::parse(text, ".planwright.yml", &RootFiles::default());
+        let defaults = parse("label: x\n").unwrap();
+        assert_eq!(defaults.routing, RoutingPolicy::default());
+        assert!(!defaults.routing.auto);
+        let c = parse("routing: auto\nrouting_target: 0.75\nrouting_min_runs: 8\n").unwrap();
+        assert_eq!(
+            c.routing,
+            RoutingPolicy {
+                auto: true,
+                target: 0.75,
+                min_runs: 8
+            }
+        );
+        assert!(!parse("routing: static\n").unwrap().routing.auto);
+        for (text, line, key) in [
+            ("label: x\nrouting: cheapest\n", 2, "routing"),
+            ("routing: auto\nrouting_target: 1.5\n", 2, "routing_target"),
+            ("routing: auto\nrouting_target: 0\n", 2, "routing_target"),
+            (
+                "routing: auto\n\nrouting_min_runs: 0\n",
+                3,
+                "routing_min_runs",
+            ),
+        ] {
+            let e = parse(text).unwrap_err();
+            assert_eq!(e.line, Some(line), "{e}");
+            assert!(e.message.starts_with(&format!("`{key}`:")), "{e}");
+        }
     }
 
     #[test]

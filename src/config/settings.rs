@@ -62,6 +62,9 @@ pub struct Settings {
     /// A planning checkout of a commit with more files than this is sparse
     /// (`SPARSE_CHECKOUT_FILES`).
     pub sparse_checkout_files: usize,
+    /// Groups of repositories whose outcomes `routing: auto` reads together, one glob
+    /// each (`ROUTING_GROUPS`); a repository in none reads only its own.
+    pub routing_groups: Vec<String>,
     /// Shows `/metrics` only, for a scraper.
     pub metrics_token: Option<SecretString>,
     /// A listener of its own for `/metrics`, which the main one then does not serve.

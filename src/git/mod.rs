@@ -27,6 +27,7 @@ pub use sparse::Widening;
 pub use text::FileText;
 pub use workspace::{
     Author, ChangeKind, ChangedFile, DIFF_MAX_BYTES, Outcome, RESULT_MAX_BYTES, Workspace,
+    changed_file_count,
 };
 pub use workspaces::{WorkspaceRequest, Workspaces};
 

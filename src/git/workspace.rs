@@ -530,6 +530,23 @@ fn signature(author: &Author) -> anyhow::Result<git2::Signature<'static>> {
 /// planwright's git dir with the checkout as its work tree. The checkout is refused when
 /// the run replaced it with a symlink: reading through one would publish files from
 /// elsewhere on the host.
+/// How many files differ between `base` and the checkout a run left at `dir` (see
+/// [`Workspace::location`]), untracked ones included: an attempt's size as its outcome
+/// records it. Reads only; an error when the checkout is gone.
+pub async fn changed_file_count(dir: &Path, base: &CommitSha) -> Result<usize, WorkspaceError> {
+    let (git_dir, work) = (dir.join("git"), dir.join("run/repo"));
+    let base = Oid::from_str(base.as_str()).map_err(|_| WorkspaceError::BadCommit {
+        repo: String::new(),
+        sha: base.as_str().to_owned(),
+        reason: "not a commit SHA".into(),
+    })?;
+    blocking(move || {
+        let repo = open_results(&git_dir, &work)?;
+        Ok(diff_from_base(&repo, base)?.deltas().len())
+    })
+    .await
+}
+
 fn open_results(git_dir: &Path, work: &Path) -> anyhow::Result<Repository> {
     let meta = std::fs::symlink_metadata(work)
         .with_context(|| format!("Could not open the checkout {}", work.display()))?;

@@ -178,6 +178,27 @@ async fn work(db: &Db, out: &mut Exposition) -> Result<()> {
         );
     }
 
+    let attempts = db.attempt_counts().await?;
+    out.family(
+        "planwright_attempts_total",
+        "counter",
+        "Executor attempts that ended, by source (run, eval), executor, model (none: the \
+         executor names none) and outcome (verified; failed: checks, review or no result; \
+         stopped: cancelled or failed by the infrastructure).",
+    );
+    for a in &attempts {
+        out.sample(
+            "planwright_attempts_total",
+            &[
+                ("source", a.source.as_str()),
+                ("executor", a.executor.as_str()),
+                ("model", a.model.as_str()),
+                ("outcome", a.outcome.as_str()),
+            ],
+            a.attempts,
+        );
+    }
+
     Ok(())
 }
 

@@ -9,6 +9,7 @@ pub mod deliveries;
 pub mod installations;
 pub mod jobs;
 pub mod model_usage;
+pub mod outcomes;
 pub mod reviews;
 pub mod runs;
 pub mod secrets;

@@ -98,13 +98,18 @@ pub struct RunRow {
     pub environment: Option<String>,
     /// 1 once `/retry` granted fresh attempts: it no longer counts against the limit.
     pub retired: i64,
+    /// The executor model the attempt ran on (`provider:model`); `None` for the command
+    /// executor and for runs from before it was recorded.
+    pub model: Option<String>,
+    /// The rung of the executor ladder it ran on (0: the first).
+    pub rung: i64,
     pub started_at: i64,
     pub finished_at: Option<i64>,
 }
 
 const COLUMNS: &str = "id, session_id, contract_version, attempt, executor, state, branch, \
     head_sha, input_tokens, output_tokens, cost_microusd, report, workspace, outcome, \
-    environment, retired, started_at, finished_at";
+    environment, retired, model, rung, started_at, finished_at";
 
 pub struct NewRun<'a> {
     pub id: &'a RunId,
@@ -116,13 +121,17 @@ pub struct NewRun<'a> {
     pub workspace: &'a str,
     /// `reference@digest` of the run's image, or `host`.
     pub environment: &'a str,
+    /// The executor model the attempt runs on, when it names one.
+    pub model: Option<&'a str>,
+    /// The rung of the executor ladder it runs on (0: the first).
+    pub rung: i64,
 }
 
 pub async fn insert(conn: &mut AnyConnection, new: &NewRun<'_>) -> Result<()> {
     sqlx::query(
         "INSERT INTO runs (id, session_id, contract_version, attempt, executor, state, \
-         branch, workspace, environment, started_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+         branch, workspace, environment, model, rung, started_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
     )
     .bind(new.id)
     .bind(new.session)
@@ -133,10 +142,21 @@ pub async fn insert(conn: &mut AnyConnection, new: &NewRun<'_>) -> Result<()> {
     .bind(new.branch)
     .bind(new.workspace)
     .bind(new.environment)
+    .bind(new.model)
+    .bind(new.rung)
     .bind(now_ms())
     .execute(conn)
     .await?;
     Ok(())
+}
+
+/// The run `id`, if there is one.
+pub async fn get(conn: &mut AnyConnection, id: &RunId) -> Result<Option<RunRow>> {
+    let sql = format!("SELECT {COLUMNS} FROM runs WHERE id = $1");
+    Ok(sqlx::query_as::<_, RunRow>(sqlx::AssertSqlSafe(sql))
+        .bind(id)
+        .fetch_optional(conn)
+        .await?)
 }
 
 /// Every run of a session, by contract version then attempt.

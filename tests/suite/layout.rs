@@ -16,7 +16,7 @@ const LAYOUT_PAGE: &str = "docs/architecture/layout.md";
 const ROWS: &[&[&str]] = &[
     &["cli", "server", "onboarding", "doctor", "solve", "docs"],
     &["session", "app", "installation"],
-    &["planner", "executor", "verify", "publish"],
+    &["planner", "executor", "verify", "publish", "routing"],
     &[
         "environment",
         "git",

@@ -286,6 +286,90 @@ async fn waiting_jobs_sessions_and_model_usage_show_at_the_next_scrape() {
 }
 
 #[tokio::test]
+async fn attempts_are_counted_by_executor_model_and_outcome() {
+    use planwright::contract::Risk;
+    use planwright::ids::RunId;
+    use planwright::store::outcomes::{NewOutcome, OutcomeSource, ReviewerVerdict, RoleSpend};
+
+    let db = TestDb::new().await;
+    let server = TestServer::web(&db).await;
+    let before = scrape(&server).await;
+    assert!(
+        before
+            .text
+            .contains("# TYPE planwright_attempts_total counter\n"),
+        "{}",
+        before.text
+    );
+    let repo = RepoName::parse("octo/metrics").unwrap();
+    // Verified, failed (judged), stopped (cancelled); and the command executor's, which
+    // names no model.
+    for (model, verified, judged, executor) in [
+        (Some("anthropic:claude-haiku-4-5"), true, true, "builtin"),
+        (Some("anthropic:claude-haiku-4-5"), true, true, "builtin"),
+        (Some("anthropic:claude-haiku-4-5"), false, true, "builtin"),
+        (Some("anthropic:claude-haiku-4-5"), false, false, "builtin"),
+        (None, false, true, "command"),
+    ] {
+        db.db
+            .record_outcome(&NewOutcome {
+                run: &RunId::generate(),
+                forge: ForgeKind::Github,
+                repo: &repo,
+                session: None,
+                version: None,
+                risk: Risk::Low,
+                executor,
+                model,
+                rung: 0,
+                verified,
+                judged,
+                why_not: (!verified).then_some("verification failed"),
+                verdict: ReviewerVerdict::None,
+                attempt: 1,
+                spend: RoleSpend::default(),
+                wall_ms: 10,
+                files_changed: None,
+                source: OutcomeSource::Run,
+            })
+            .await
+            .unwrap();
+    }
+    let after = scrape(&server).await;
+    let series = |executor: &str, model: &str, outcome: &str| {
+        after.get(&format!(
+            "planwright_attempts_total{{source=\"run\",executor=\"{executor}\",model=\"{model}\",outcome=\"{outcome}\"}}"
+        ))
+    };
+    let haiku = "anthropic:claude-haiku-4-5";
+    assert_eq!(
+        series("builtin", haiku, "verified"),
+        Some(2.0),
+        "{}",
+        after.text
+    );
+    assert_eq!(
+        series("builtin", haiku, "failed"),
+        Some(1.0),
+        "{}",
+        after.text
+    );
+    assert_eq!(
+        series("builtin", haiku, "stopped"),
+        Some(1.0),
+        "{}",
+        after.text
+    );
+    assert_eq!(
+        series("command", "none", "failed"),
+        Some(1.0),
+        "{}",
+        after.text
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
 async fn sandbox_runs_are_counted_by_outcome_with_their_duration() {
     use std::os::unix::fs::PermissionsExt;
     let db = TestDb::new().await;

@@ -24,6 +24,7 @@ mod llm;
 mod metrics;
 mod model_proxy;
 mod onboarding;
+mod outcomes;
 mod pages;
 mod partial;
 mod planner;

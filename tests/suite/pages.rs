@@ -555,6 +555,23 @@ async fn a_finished_session_shows_its_contract_verification_and_cost(on: ForgeKi
         "{repository:#}"
     );
     assert!(repository["months"][0]["cost_microusd"].as_i64().unwrap() > 0);
+    // The attempt's outcome: one verified attempt of the deployment's executor model at
+    // the contract's risk, with what it cost.
+    let outcomes = repository["outcomes"].as_array().unwrap();
+    assert_eq!(outcomes.len(), 1, "{repository:#}");
+    let model = &outcomes[0];
+    assert_eq!(model["risk"], "low", "{model:#}");
+    assert_eq!(model["executor"], "builtin", "{model:#}");
+    assert_eq!(model["model"], "anthropic:claude-sonnet-4-5", "{model:#}");
+    assert_eq!(
+        (model["runs"].as_i64(), model["verified"].as_i64()),
+        (Some(1), Some(1))
+    );
+    assert_eq!(model["verified_rate"], "100%", "{model:#}");
+    assert!(
+        model["median_cost_microusd"].as_i64().unwrap() > 0,
+        "{model:#}"
+    );
     let transcript = format!(
         "{base}/sessions/{}/attempts/{}/transcript",
         session.id.as_str(),
@@ -613,6 +630,31 @@ async fn a_finished_session_shows_its_contract_verification_and_cost(on: ForgeKi
         "Timeline",
     ] {
         assert!(page.contains(part), "{part} is missing:\n{page}");
+    }
+    let repository_page = world
+        .server
+        .client
+        .get(format!(
+            "{base}/repos/{}/{}",
+            json["forge"].as_str().unwrap(),
+            json["repo"].as_str().unwrap()
+        ))
+        .bearer_auth(support::ADMIN_TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for part in [
+        "Models here",
+        "<code>anthropic:claude-sonnet-4-5</code>",
+        "100% (1 of 1)",
+    ] {
+        assert!(
+            repository_page.contains(part),
+            "{part} is missing:\n{repository_page}"
+        );
     }
     world.server.stop().await;
 }
@@ -778,6 +820,8 @@ async fn people_sign_in_with_github_and_see_only_the_sessions_they_can_read() {
                 branch: "planwright/7-x",
                 workspace: "",
                 environment: "host",
+                model: None,
+                rung: 0,
             },
         )
         .await

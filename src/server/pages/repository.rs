@@ -1,5 +1,6 @@
 //! One repository's page: the settings its newest contract was planned with (each value,
-//! and the file they came from), its recent sessions, and what it cost month by month.
+//! and the file they came from), its recent sessions, how each executor model has done
+//! here at each risk, and what it cost month by month.
 
 use std::collections::BTreeMap;
 
@@ -13,6 +14,7 @@ use crate::contract::LineRange;
 use crate::event::ForgeKind;
 use crate::git::MirrorKey;
 use crate::ids::{CommitSha, RepoName};
+use crate::store::outcomes as model_outcomes;
 use crate::store::{model_usage, now_ms, sessions};
 
 /// Sessions the page lists at most.
@@ -33,6 +35,42 @@ pub struct RepositoryView {
     pub sessions: Vec<HomeRow>,
     /// `YYYY-MM` → what the models cost that month.
     pub months: Vec<Month>,
+    /// Each executor model's record here, per risk: what `routing: auto` learns from.
+    pub outcomes: Vec<ModelRecord>,
+}
+
+/// How one executor and model did on this repository at one risk.
+#[derive(Serialize)]
+pub struct ModelRecord {
+    pub risk: String,
+    pub executor: String,
+    /// `provider:model`; `None` for an executor that names none.
+    pub model: Option<String>,
+    /// Attempts that came to a judgement of the model's work.
+    pub runs: i64,
+    pub verified: i64,
+    /// `82%`.
+    pub verified_rate: String,
+    /// The median of what a verified attempt cost (executor and reviewer); `None` before
+    /// one was verified.
+    pub median_cost: Option<String>,
+    pub median_cost_microusd: Option<i64>,
+}
+
+impl ModelRecord {
+    fn of(s: model_outcomes::OutcomeStats) -> Self {
+        let rate = (s.verified as f64 * 100.0 / s.runs.max(1) as f64).round();
+        ModelRecord {
+            verified_rate: format!("{rate}%"),
+            median_cost: s.median_verified_microusd.map(model_usage::usd),
+            median_cost_microusd: s.median_verified_microusd,
+            risk: s.risk,
+            executor: s.executor,
+            model: s.model,
+            runs: s.runs,
+            verified: s.verified,
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -146,7 +184,11 @@ pub async fn load(
             .map_or_else(|| "unknown".to_owned(), |t| t.format("%Y-%m").to_string());
         *by_month.entry(month).or_default() += cost;
     }
+    let mut outcomes = state.db.outcome_stats(forge, repo, None).await?;
+    // Low, medium, high; then the executor and model.
+    outcomes.sort_by_key(|s| (risk_order(&s.risk), s.executor.clone(), s.model.clone()));
     Ok(Some(RepositoryView {
+        outcomes: outcomes.into_iter().map(ModelRecord::of).collect(),
         forge: forge.as_str(),
         repo: repo.to_string(),
         settings_source,
@@ -163,6 +205,13 @@ pub async fn load(
             })
             .collect(),
     }))
+}
+
+fn risk_order(risk: &str) -> usize {
+    ["low", "medium", "high"]
+        .iter()
+        .position(|r| *r == risk)
+        .unwrap_or(3)
 }
 
 /// The settings file as committed, read from the repository's mirror, for the line of

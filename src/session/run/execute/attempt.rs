@@ -332,6 +332,7 @@ impl Execution<'_> {
             return Err(Stop::fail(text));
         };
         let executor = self.executor(ready.kind, config, sandbox, &run, ready.budget, left)?;
+        let model = self.attempt_model(ready.kind, config);
         let mut conn = self.writer().await?;
         let new = runs::NewRun {
             id: &run,
@@ -342,6 +343,8 @@ impl Execution<'_> {
             branch: &ready.branch,
             workspace: &ready.result.location().display().to_string(),
             environment: &ready.environment,
+            model: model.as_deref(),
+            rung: 0,
         };
         runs::insert(&mut conn, &new).await?;
         drop(conn);

@@ -103,6 +103,23 @@ impl Execution<'_> {
     }
 }
 
+impl Execution<'_> {
+    /// The executor model an attempt of `kind` runs on (`provider:model`), as its run
+    /// records it: the contract's choice, else the repository's for the risk, else the
+    /// deployment's; `None` for the command executor, which names none.
+    pub(super) fn attempt_model(&self, kind: ExecutorKind, config: &RepoConfig) -> Option<String> {
+        if kind == ExecutorKind::Command {
+            return None;
+        }
+        let choice = match &self.contract.routing.model {
+            Some(name) => Some(crate::ids::ModelName::parse(name).ok()?),
+            None => config.executor_model(self.contract.routing.risk).cloned(),
+        };
+        let name = self.app.model_name(ModelRole::Executor, choice.as_ref());
+        name.ok().map(|n| n.to_string())
+    }
+}
+
 pub(super) fn parse_executor(name: &str) -> Option<ExecutorKind> {
     [
         ExecutorKind::Builtin,

@@ -210,6 +210,20 @@ impl Execution<'_> {
     ) -> Result<(), Stop> {
         let mut conn = self.writer().await?;
         runs::update(&mut conn, run, state, report, outcome).await?;
+        drop(conn);
+        if let Some(end) = crate::routing::attempt_end(state, report, outcome) {
+            let scope = crate::routing::AttemptScope {
+                forge: self.forge_kind,
+                repo: &self.repo,
+                risk: self.contract.routing.risk,
+                base: Some(&CommitSha(self.row.base_sha.clone())),
+                source: crate::store::outcomes::OutcomeSource::Run,
+            };
+            // A record of the attempt, not the attempt itself: the run goes on without it.
+            if let Err(e) = crate::routing::record_attempt(&self.app.db, &scope, run, &end).await {
+                tracing::warn!(run = %run, error = %format!("{e:#}"), "could not record the attempt's outcome");
+            }
+        }
         Ok(())
     }
 

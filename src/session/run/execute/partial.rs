@@ -362,6 +362,8 @@ mod tests {
             outcome,
             environment: None,
             retired: 0,
+            model: None,
+            rung: 0,
             started_at: 0,
             finished_at: None,
         }
