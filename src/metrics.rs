@@ -96,6 +96,14 @@ impl Family {
         help: "Executor attempts by executor and state (running, verified, published, failed, \
                abandoned).",
     };
+    pub const ATTEMPTS: Family = Family {
+        name: "planwright_attempts_total",
+        kind: Kind::Counter,
+        labels: &["source", "executor", "model", "outcome"],
+        help: "Executor attempts that ended, by source (run, eval), executor, model (none: the \
+               executor names none) and outcome (verified; failed: checks, review or no result; \
+               stopped: cancelled or failed by the infrastructure).",
+    };
     pub const MODEL_TOKENS: Family = Family {
         name: "planwright_model_tokens_total",
         kind: Kind::Counter,
@@ -189,6 +197,7 @@ pub const FAMILIES: &[Family] = &[
     Family::WORK_RUNNING,
     Family::SESSIONS,
     Family::EXECUTOR_RUNS,
+    Family::ATTEMPTS,
     Family::MODEL_TOKENS,
     Family::MODEL_COST,
     Family::FORGE_REQUESTS,

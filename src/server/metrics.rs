@@ -179,13 +179,7 @@ async fn work(db: &Db, out: &mut Exposition) -> Result<()> {
     }
 
     let attempts = db.attempt_counts().await?;
-    out.family(
-        "planwright_attempts_total",
-        "counter",
-        "Executor attempts that ended, by source (run, eval), executor, model (none: the \
-         executor names none) and outcome (verified; failed: checks, review or no result; \
-         stopped: cancelled or failed by the infrastructure).",
-    );
+    out.family(&Family::ATTEMPTS);
     for a in &attempts {
         out.sample(
             "planwright_attempts_total",
