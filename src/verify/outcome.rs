@@ -27,6 +27,10 @@ pub struct RunOutcome {
     /// the issue.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub commit: Option<String>,
+    /// What each rung of the contract's executor ladder spent, in the order climbed; the
+    /// last produced this result. Absent without a ladder, and from outcomes kept before.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rungs: Vec<crate::publish::RungSpend>,
 }
 
 impl RunOutcome {
