@@ -256,3 +256,40 @@ async fn a_ladder_the_deployment_cannot_climb_is_a_settings_error_with_its_line(
         "{failure}"
     );
 }
+
+#[tokio::test]
+async fn an_overloaded_provider_on_the_cheap_rung_is_tried_again_on_the_same_rung() {
+    // Every call of the client's own retries is answered overloaded: the attempt fails
+    // for the infrastructure, not for its work.
+    let overloaded =
+        || Step::error(529, "Overloaded", Some(0)).when_tools(&["finish", "edit_file"]);
+    let mut script = vec![submit_calc(3)];
+    script.extend((0..4).map(|_| overloaded()));
+    script.extend([
+        edit("e1", "return a - b", "return a + b"),
+        finish_saying("e2", "add adds."),
+        verdict(true, "The change the contract asks for."),
+    ]);
+    let retry_soon = [("PLANWRIGHT_JOB_RETRY_BASE_MS", "50")];
+    let world =
+        World::calc_with(ForgeKind::Github, script, &ladder_settings(""), &retry_soon).await;
+    world.approve_calc().await;
+    world.wait_for_state("pr_opened").await;
+    assert_eq!(world.models.unused_steps(), 0);
+    // Only the cheap model was asked to execute, before and after the failure.
+    let models: Vec<String> = executor_requests(&world)
+        .into_iter()
+        .map(|(m, _)| m)
+        .collect();
+    assert_eq!(models, ["gpt-5-mini"; 6]);
+    let runs = world.runs().await;
+    let states: Vec<&str> = runs.iter().map(|r| r.state.as_str()).collect();
+    assert_eq!(states, ["failed", "published"], "{runs:#?}");
+    let body = &world.pulls()[0].body;
+    assert!(
+        body.contains(&format!("produced on rung 1 (`builtin` · `{CHEAP}`)")),
+        "{body}"
+    );
+    assert!(!body.contains("| 2 | `builtin`"), "{body}");
+    world.server.stop().await;
+}
