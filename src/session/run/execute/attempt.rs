@@ -217,22 +217,14 @@ impl Execution<'_> {
                 max_attempts,
             ) {
                 Judgement::Again { instructions } => {
-                    match next_rung(ready.ladder.as_ref(), attempt.rung) {
-                        Some(next) => {
-                            let failed = Failed {
-                                checked,
-                                verdict: &verdict,
-                                unmet: &unmet,
-                                instructions,
-                            };
-                            self.climb(&mut ready, &attempt, failed, next, &mut carried)
-                                .await?;
-                        }
-                        None => {
-                            self.send_back(&attempt, checked, instructions, &mut carried)
-                                .await?;
-                        }
-                    }
+                    let failed = Failed {
+                        checked,
+                        verdict: &verdict,
+                        unmet: &unmet,
+                        instructions,
+                    };
+                    self.try_again(&mut ready, &attempt, failed, &mut carried)
+                        .await?;
                     number += 1;
                 }
                 Judgement::Final { failure } => {
@@ -768,6 +760,29 @@ impl Execution<'_> {
             let input = c.input_tokens + c.cache_read_tokens + c.cache_write_tokens;
             (i + count(input), o + count(c.output_tokens))
         }))
+    }
+
+    /// After a verified failure with attempts left: one rung up the ladder when there is
+    /// one above, else back to the same executor with instructions, as without a ladder.
+    async fn try_again(
+        &self,
+        ready: &mut Prepared,
+        attempt: &Attempt,
+        failed: Failed<'_>,
+        carried: &mut Carried,
+    ) -> Result<(), Stop> {
+        match next_rung(ready.ladder.as_ref(), attempt.rung) {
+            Some(next) => self.climb(ready, attempt, failed, next, carried).await,
+            None => {
+                let Failed {
+                    checked,
+                    instructions,
+                    ..
+                } = failed;
+                self.send_back(attempt, checked, instructions, carried)
+                    .await
+            }
+        }
     }
 
     /// Hands the next attempt to rung `next` after a verified failure: the failed
