@@ -54,8 +54,11 @@ pub enum OnFailure {
 /// attempts may climb through after a verified failure.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub enum Escalation {
-    /// Every attempt runs on the one executor and model the contract's risk picks.
+    /// The settings say nothing: the deployment's `ESCALATE` decides.
     #[default]
+    Unset,
+    /// Every attempt runs on the one executor and model the contract's risk picks
+    /// (`escalate: false`).
     Off,
     /// `escalate: true`: the executor models `low`, `medium` and `high` in that order,
     /// each with the repository's executor. The lines are those of `escalate` and of
@@ -208,7 +211,7 @@ impl RepoConfig {
             executor: ExecutorKind::Builtin,
             executor_command: None,
             models: Models::default(),
-            escalation: Escalation::Off,
+            escalation: Escalation::Unset,
             budget_usd: DEFAULT_BUDGET_USD,
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             protected_paths: vec![
@@ -349,7 +352,11 @@ impl RepoConfig {
                 };
                 Ok(())
             }
-            (None, Some(false) | None) => Ok(()),
+            (None, Some(false)) => {
+                self.escalation = Escalation::Off;
+                Ok(())
+            }
+            (None, None) => Ok(()),
             (Some(rungs), None) => {
                 if rungs.is_empty() || rungs.len() > MAX_RUNGS {
                     return Err(at(
@@ -578,7 +585,7 @@ impl RepoConfig {
             executor,
             executor_command: b.executor_command.clone(),
             // The contract carries the ladder it was approved with.
-            escalation: Escalation::Off,
+            escalation: Escalation::Unset,
             models: Models {
                 planner: model(&b.models.planner)?,
                 scout: model(&b.models.scout)?,
@@ -1277,7 +1284,9 @@ on_failure: comment
         assert_eq!(off.escalation, Escalation::Off);
         // What runs is the contract's ladder: bound settings carry none.
         let bound = RepoConfig::from_bound(&c.bound()).unwrap();
-        assert_eq!(bound.escalation, Escalation::Off);
+        assert_eq!(bound.escalation, Escalation::Unset);
+        let unset = RepoConfig::parse("label: x\n", "p.yml", &RootFiles::default()).unwrap();
+        assert_eq!(unset.escalation, Escalation::Unset);
     }
 
     #[test]

@@ -293,3 +293,31 @@ async fn an_overloaded_provider_on_the_cheap_rung_is_tried_again_on_the_same_run
     assert!(!body.contains("| 2 | `builtin`"), "{body}");
     world.server.stop().await;
 }
+
+#[tokio::test]
+async fn the_deployments_default_climbs_the_tiers_of_a_repository_that_names_no_ladder() {
+    let settings = format!(
+        "test: {UNITTEST}\nmodels:\n  executor:\n    low: \"{CHEAP}\"\n    high: \"{DEAR}\"\n"
+    );
+    let escalate = [("PLANWRIGHT_ESCALATE", "1")];
+    let world = World::calc_with(
+        ForgeKind::Github,
+        vec![submit_calc(3)],
+        &settings,
+        &escalate,
+    )
+    .await;
+    world.label(&world.maintainer, "ladder-label").await;
+    world.wait_for_state("awaiting_approval").await;
+    let contract = world.contract_comments().pop().unwrap();
+    // low, then medium (the deployment's executor model, the same as high here), then
+    // high, which adds no rung.
+    for row in [
+        format!("| 1 (starts here) | `builtin` | `{CHEAP}` |"),
+        format!("| 2 | `builtin` | `{DEAR}` |"),
+    ] {
+        assert!(contract.contains(&row), "{contract}");
+    }
+    assert!(!contract.contains("| 3 |"), "{contract}");
+    world.server.stop().await;
+}

@@ -100,8 +100,18 @@ pub(in crate::session) fn check(app: &App, config: &RepoConfig) -> Result<(), Co
 /// back to the deployment's executor model, and a tier naming the model of the one below
 /// it adds no rung.
 fn wanted_rungs(app: &App, config: &RepoConfig) -> Result<Vec<Wanted>, ConfigError> {
-    match &config.escalation {
-        Escalation::Off => Ok(Vec::new()),
+    // The deployment's `ESCALATE` stands for `escalate: true` where the settings are silent.
+    let deployment = Escalation::Tiers {
+        line: None,
+        tier_lines: [None; 3],
+    };
+    let from_deployment = config.escalation == Escalation::Unset && app.settings.escalate;
+    let escalation = match from_deployment {
+        true => &deployment,
+        false => &config.escalation,
+    };
+    match escalation {
+        Escalation::Unset | Escalation::Off => Ok(Vec::new()),
         Escalation::Rungs(rungs) => Ok(rungs
             .iter()
             .map(|r| Wanted {
@@ -113,6 +123,10 @@ fn wanted_rungs(app: &App, config: &RepoConfig) -> Result<Vec<Wanted>, ConfigErr
             .collect()),
         Escalation::Tiers { line, tier_lines } => {
             let path = config.source.clone().unwrap_or_default();
+            // The deployment's default passes over a repository whose executor has no tiers.
+            if config.executor == ExecutorKind::Command && from_deployment {
+                return Ok(Vec::new());
+            }
             if config.executor == ExecutorKind::Command {
                 return Err(ConfigError {
                     path,
@@ -146,10 +160,10 @@ fn wanted_rungs(app: &App, config: &RepoConfig) -> Result<Vec<Wanted>, ConfigErr
                     executor: config.executor,
                     model,
                     line: tier.and(*tier_line).or(*line),
-                    key: if tier.is_some() {
-                        "models.executor"
-                    } else {
-                        "escalate"
+                    key: match (tier, from_deployment) {
+                        (Some(_), _) => "models.executor",
+                        (None, false) => "escalate",
+                        (None, true) => "ESCALATE",
                     },
                 });
             }
