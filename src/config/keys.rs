@@ -104,6 +104,7 @@ settings_keys! {
     planner_model, "", "`provider:model` that plans; planning needs it";
     scout_model, "", "`provider:model` for scouts; unset, the planner's";
     executor_model, "", "`provider:model` for executors";
+    escalate, "0", "1: a repository that names no ladder climbs its executor tiers low, medium, high on verified failures (`escalate: true`)";
     model_prices, "built-in list prices", "USD per million tokens per model, inline TOML or a path to a TOML file";
     model_proxy_listen, "", "a loopback address for the executors' model proxy instead of its socket";
     model_proxy_socket, "<DATA_DIR>/model-proxy.sock", "the Unix socket the executors' model proxy listens on (at most 107 bytes)";
@@ -456,7 +457,7 @@ mod tests {
     fn the_key_list_is_the_file_struct() {
         let listed: Vec<&str> = KEYS.iter().map(|k| k.key).collect();
         assert_eq!(file_fields(), listed.as_slice());
-        assert_eq!(KEYS.len(), 64);
+        assert_eq!(KEYS.len(), 65);
         let by_env: Vec<String> = KEYS
             .iter()
             .filter(|k| k.also_unprefixed())

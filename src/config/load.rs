@@ -99,6 +99,14 @@ fn finish(raw: Raw) -> Result<Settings> {
         models,
         sandbox,
         unsafe_no_sandbox,
+        escalate: match raw.escalate.text() {
+            None | Some("0" | "false" | "no") => false,
+            Some("1" | "true" | "yes") => true,
+            Some(other) => bail!(
+                "Cannot use {}: expected 1 or 0, got `{other}`",
+                raw.escalate.source()
+            ),
+        },
         sandbox_relay: raw.sandbox_relay.text().map(PathBuf::from),
         secret_files: [
             &raw.github_private_key,

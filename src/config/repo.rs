@@ -50,6 +50,38 @@ pub enum OnFailure {
     Comment,
 }
 
+/// The executor ladder a repository asks for: which executors and models a contract's
+/// attempts may climb through after a verified failure.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum Escalation {
+    /// The settings say nothing: the deployment's `ESCALATE` decides.
+    #[default]
+    Unset,
+    /// Every attempt runs on the one executor and model the contract's risk picks
+    /// (`escalate: false`).
+    Off,
+    /// `escalate: true`: the executor models `low`, `medium` and `high` in that order,
+    /// each with the repository's executor. The lines are those of `escalate` and of
+    /// the three tiers' keys, for errors found later.
+    Tiers {
+        line: Option<usize>,
+        tier_lines: [Option<usize>; 3],
+    },
+    /// `escalation: [...]`: these rungs, cheapest first.
+    Rungs(Vec<RungSetting>),
+}
+
+/// One rung as `escalation` writes it, with the line it is written on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RungSetting {
+    pub executor: ExecutorKind,
+    pub model: ModelName,
+    pub line: Option<usize>,
+}
+
+/// At most this many rungs: each is a dearer model to climb to.
+pub const MAX_RUNGS: usize = 8;
+
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Models {
     pub planner: Option<ModelName>,
@@ -71,6 +103,9 @@ pub struct RepoConfig {
     /// The command line the `command` executor runs (`executor_command`).
     pub executor_command: Option<String>,
     pub models: Models,
+    /// The executor ladder (`escalation` or `escalate`); planning fills it into the
+    /// contract, which is what runs.
+    pub escalation: Escalation,
     pub budget_usd: f64,
     pub max_attempts: u32,
     pub protected_paths: Vec<String>,
@@ -210,6 +245,7 @@ impl RepoConfig {
             executor: ExecutorKind::Builtin,
             executor_command: None,
             models: Models::default(),
+            escalation: Escalation::Unset,
             budget_usd: DEFAULT_BUDGET_USD,
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             protected_paths: vec![
@@ -245,6 +281,7 @@ impl RepoConfig {
         config.apply_trigger(&mut file, &at)?;
         config.apply_commands(&mut file, &at)?;
         config.apply_models(&mut file, &at)?;
+        config.apply_escalation(&mut file, text, &at)?;
         config.apply_run_limits(&mut file, &at)?;
         config.apply_results(&mut file, &at)?;
         config.apply_check_handling(&mut file, &at)?;
@@ -362,6 +399,73 @@ impl RepoConfig {
             self.models.executor_high = model("high", e.high)?;
         }
         Ok(())
+    }
+
+    /// The executor ladder: explicit rungs (`escalation`) or the executor tiers
+    /// (`escalate: true`), never both. Prices, keys and installed executors are the
+    /// deployment's, so planning checks those.
+    fn apply_escalation(
+        &mut self,
+        file: &mut File,
+        text: &str,
+        at: &impl At,
+    ) -> Result<(), ConfigError> {
+        match (file.escalation.take(), file.escalate.take()) {
+            (Some(_), Some(_)) => Err(at(
+                "escalate",
+                "write either `escalation` (the rungs) or `escalate: true` (the executor \
+                 tiers), not both"
+                    .into(),
+            )),
+            (None, Some(true)) => {
+                self.escalation = Escalation::Tiers {
+                    line: line_of(text, "escalate"),
+                    tier_lines: ["low", "medium", "high"].map(|k| line_of(text, k)),
+                };
+                Ok(())
+            }
+            (None, Some(false)) => {
+                self.escalation = Escalation::Off;
+                Ok(())
+            }
+            (None, None) => Ok(()),
+            (Some(rungs), None) => {
+                if rungs.is_empty() || rungs.len() > MAX_RUNGS {
+                    return Err(at(
+                        "escalation",
+                        format!("must list 1 to {MAX_RUNGS} rungs, cheapest first"),
+                    ));
+                }
+                let lines = rung_lines(text, rungs.len());
+                let mut read = Vec::new();
+                for (i, (rung, line)) in rungs.into_iter().zip(lines).enumerate() {
+                    let model = ModelName::parse(&rung.model).map_err(|e| ConfigError {
+                        line,
+                        ..at("escalation", format!("rung {}: {e}", i + 1))
+                    })?;
+                    if rung.executor.0 == ExecutorKind::Command {
+                        return Err(ConfigError {
+                            line,
+                            ..at(
+                                "escalation",
+                                format!(
+                                    "rung {}: the `command` executor runs no model of planwright's \
+                                     choosing, so it cannot be a rung",
+                                    i + 1
+                                ),
+                            )
+                        });
+                    }
+                    read.push(RungSetting {
+                        executor: rung.executor.0,
+                        model,
+                        line,
+                    });
+                }
+                self.escalation = Escalation::Rungs(read);
+                Ok(())
+            }
+        }
     }
 
     /// What one session may spend: its budget and its executor attempts.
@@ -552,6 +656,8 @@ impl RepoConfig {
             network_allow: b.network_allow.clone(),
             executor,
             executor_command: b.executor_command.clone(),
+            // The contract carries the ladder it was approved with.
+            escalation: Escalation::Unset,
             models: Models {
                 planner: model(&b.models.planner)?,
                 scout: model(&b.models.scout)?,
@@ -1125,6 +1231,8 @@ struct File {
     executor: Option<Executor>,
     executor_command: Option<String>,
     models: Option<FileModels>,
+    escalation: Option<Vec<FileRung>>,
+    escalate: Option<bool>,
     budget_usd: Option<f64>,
     max_attempts: Option<u32>,
     protected_paths: Option<Vec<String>>,
@@ -1153,6 +1261,37 @@ struct FileExecutorModels {
     low: Option<String>,
     medium: Option<String>,
     high: Option<String>,
+}
+
+/// One rung of `escalation`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileRung {
+    executor: Executor,
+    model: String,
+}
+
+/// The line of each of the first `n` rungs of `escalation`: the list's items written one
+/// per line (`- executor: …`), else the line of `escalation` itself.
+fn rung_lines(text: &str, n: usize) -> Vec<Option<usize>> {
+    let at = line_of(text, "escalation");
+    let items: Vec<usize> = match at {
+        Some(start) => {
+            let indent = |l: &str| l.len() - l.trim_start().len();
+            let key_indent = text.lines().nth(start - 1).map_or(0, indent);
+            text.lines()
+                .enumerate()
+                .skip(start)
+                .take_while(|(_, l)| {
+                    l.trim().is_empty() || indent(l) > key_indent || l.trim_start().starts_with('-')
+                })
+                .filter(|(_, l)| l.trim_start().starts_with('-'))
+                .map(|(i, _)| i + 1)
+                .collect()
+        }
+        None => Vec::new(),
+    };
+    (0..n).map(|i| items.get(i).copied().or(at)).collect()
 }
 
 /// `test: cargo test` as well as `test: ["cargo test"]`.
@@ -1437,6 +1576,89 @@ on_failure: comment
         assert_eq!(c.budget_usd, 2.5);
         assert_eq!(c.on_failure, OnFailure::Comment);
         assert_eq!(c.source.as_deref(), Some(".github/planwright.yml"));
+    }
+
+    #[test]
+    fn an_escalation_ladder_is_read_with_each_rungs_line() {
+        let text = "test: make check\nescalation:\n  - executor: builtin\n    model: \"openai:gpt-4o-mini\"\n  - {executor: claude-code, model: \"anthropic:claude-sonnet-4\"}\nbudget_usd: 3\n";
+        let c = RepoConfig::parse(text, "p.yml", &RootFiles::default()).unwrap();
+        let Escalation::Rungs(rungs) = &c.escalation else {
+            panic!("no rungs: {:?}", c.escalation);
+        };
+        let read: Vec<(ExecutorKind, String, Option<usize>)> = rungs
+            .iter()
+            .map(|r| (r.executor, r.model.to_string(), r.line))
+            .collect();
+        assert_eq!(
+            read,
+            [
+                (
+                    ExecutorKind::Builtin,
+                    "openai:gpt-4o-mini".to_owned(),
+                    Some(3)
+                ),
+                (
+                    ExecutorKind::ClaudeCode,
+                    "anthropic:claude-sonnet-4".to_owned(),
+                    Some(5)
+                ),
+            ]
+        );
+        assert_eq!(c.budget_usd, 3.0);
+        let tiers = "models:\n  executor:\n    low: openai:gpt-5-mini\n    high: anthropic:claude-sonnet-4-5\nescalate: true\n";
+        let c = RepoConfig::parse(tiers, "p.yml", &RootFiles::default()).unwrap();
+        assert_eq!(
+            c.escalation,
+            Escalation::Tiers {
+                line: Some(5),
+                tier_lines: [Some(3), None, Some(4)],
+            }
+        );
+        let off = RepoConfig::parse("escalate: false\n", "p.yml", &RootFiles::default()).unwrap();
+        assert_eq!(off.escalation, Escalation::Off);
+        // What runs is the contract's ladder: bound settings carry none.
+        let bound = RepoConfig::from_bound(&c.bound()).unwrap();
+        assert_eq!(bound.escalation, Escalation::Unset);
+        let unset = RepoConfig::parse("label: x\n", "p.yml", &RootFiles::default()).unwrap();
+        assert_eq!(unset.escalation, Escalation::Unset);
+    }
+
+    #[test]
+    fn a_bad_escalation_names_the_key_and_the_rungs_line() {
+        let err = |text: &str| {
+            RepoConfig::parse(text, "p.yml", &RootFiles::default())
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            err("escalation:\n  - executor: builtin\n    model: gpt-4o\n"),
+            "`p.yml` line 2: `escalation`: rung 1: `gpt-4o` is not a model name of the form provider:model (e.g. anthropic:claude-sonnet-4-5)"
+        );
+        let e = err(
+            "escalation:\n  - executor: builtin\n    model: openai:gpt-5-mini\n  - executor: robot\n    model: openai:gpt-5\n",
+        );
+        assert!(
+            e.contains("line 4") && e.contains("`robot` is not an executor"),
+            "{e}"
+        );
+        let e = err("escalation:\n  - executor: command\n    model: openai:gpt-5\n");
+        assert!(
+            e.starts_with("`p.yml` line 2: `escalation`: rung 1: the `command` executor"),
+            "{e}"
+        );
+        let e = err("escalation: []\n");
+        assert_eq!(
+            e,
+            "`p.yml` line 1: `escalation`: must list 1 to 8 rungs, cheapest first"
+        );
+        let e =
+            err("escalate: true\nescalation:\n  - executor: builtin\n    model: openai:gpt-5\n");
+        assert!(
+            e.starts_with("`p.yml` line 1: `escalate`: write either"),
+            "{e}"
+        );
+        let e = err("escalation:\n  - executor: builtin\n    modle: openai:gpt-5\n");
+        assert!(e.contains("line 3") && e.contains("modle"), "{e}");
     }
 
     #[test]

@@ -30,6 +30,8 @@ pub struct Settings {
     pub models: ModelSettings,
     pub sandbox: String,
     pub unsafe_no_sandbox: bool,
+    /// Repositories whose settings name no ladder climb the executor tiers (`ESCALATE`).
+    pub escalate: bool,
     /// The planwright executable the sandbox runs as its model relay; by default this
     /// very program. planwright reads it and hands the sandbox a copy.
     pub sandbox_relay: Option<PathBuf>,

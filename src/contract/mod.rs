@@ -372,6 +372,58 @@ pub struct Routing {
     pub budget_tokens: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_attempts: Option<u32>,
+    /// The executor ladder, filled by planwright at planning from the repository's
+    /// settings (never the planner's to write): the rungs an attempt may climb after a
+    /// verified failure, and the one the first attempt runs on. Left out of the JSON when
+    /// there is none, so contracts without one keep their hash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ladder: Option<Ladder>,
+}
+
+/// The executors and models a contract's attempts may use, cheapest first. An attempt
+/// that ends in a verified failure (verification, or the reviewer's findings) hands the
+/// next attempt to the rung above; an attempt never changes model inside itself.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Ladder {
+    pub rungs: Vec<Rung>,
+    /// The index of the rung the first attempt runs on.
+    pub start: usize,
+    /// The attempts the whole ladder may make (the contract's, else the repository's).
+    pub attempts: u32,
+    /// Why it starts there, in one line, when something other than the risk chose it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_reason: Option<String>,
+}
+
+/// One rung of a [`Ladder`]: an executor kind, its model and the model's list price (USD
+/// per million tokens) when the contract was written.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Rung {
+    pub executor: String,
+    pub model: String,
+    pub input_usd_per_mtok: f64,
+    pub output_usd_per_mtok: f64,
+}
+
+impl Rung {
+    /// What `input` and `output` tokens cost on this rung, in micro-USD.
+    pub fn cost_microusd(&self, input: u64, output: u64) -> i64 {
+        let cost =
+            input as f64 * self.input_usd_per_mtok + output as f64 * self.output_usd_per_mtok;
+        cost.round() as i64
+    }
+
+    /// `builtin · openai:gpt-5-mini`, as comments name a rung.
+    pub fn label(&self) -> String {
+        format!("{} · {}", self.executor, self.model)
+    }
+}
+
+impl Ladder {
+    /// The rung `index` when there is one.
+    pub fn rung(&self, index: usize) -> Option<&Rung> {
+        self.rungs.get(index)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -2,7 +2,8 @@
 //! so that no text in it can hide, close the marker or mention anyone.
 
 use super::{
-    Base, Contract, ContractMarker, ContractVersion, OpenQuestion, SourceLinks, normalise_path,
+    Base, Contract, ContractMarker, ContractVersion, Ladder, OpenQuestion, SourceLinks,
+    normalise_path,
 };
 use crate::ids::SessionId;
 use crate::markdown;
@@ -214,7 +215,60 @@ impl Contract {
         }
         push(md, &routing.join(" · "));
         push(md, "");
+        if let Some(ladder) = &r.ladder {
+            render_ladder(md, ladder, budget);
+        }
     }
+}
+
+/// The executor ladder as the approval binds it: each rung's executor, model and price,
+/// where the first attempt starts and why, and what the whole ladder may spend.
+fn render_ladder(md: &mut String, ladder: &Ladder, budget_usd: Option<f64>) {
+    push(
+        md,
+        "**Escalation ladder**: an attempt that fails verification or is rejected by the \
+         reviewer hands the next attempt to the rung above, starting again from the base \
+         with an account of what failed.",
+    );
+    push(md, "");
+    push(
+        md,
+        "| rung | executor | model | USD per million tokens (in / out) |",
+    );
+    push(md, "|---|---|---|---|");
+    for (i, rung) in ladder.rungs.iter().enumerate() {
+        let start = if i == ladder.start {
+            " (starts here)"
+        } else {
+            ""
+        };
+        push(
+            md,
+            &format!(
+                "| {}{start} | {} | {} | {:.2} / {:.2} |",
+                i + 1,
+                code(&rung.executor),
+                code(&rung.model),
+                rung.input_usd_per_mtok,
+                rung.output_usd_per_mtok
+            ),
+        );
+    }
+    push(md, "");
+    let mut spend = format!("{} attempts in all", ladder.attempts);
+    if let Some(usd) = budget_usd {
+        spend.push_str(&format!(
+            ", all rungs together within the budget of ${usd:.2}"
+        ));
+    }
+    push(md, &format!("{spend}."));
+    if let Some(reason) = &ladder.start_reason {
+        push(
+            md,
+            &format!("Starts on rung {}: {}", ladder.start + 1, inline(reason)),
+        );
+    }
+    push(md, "");
 }
 
 /// The line put above an older version's comment when a newer one is posted.

@@ -527,3 +527,69 @@ fn contract_text_cannot_plant_a_marker_or_mention() {
     assert_eq!(md.matches("<!--").count(), 1);
     assert!(!md.contains("@octocat"));
 }
+
+/// A contract with the two-rung ladder planwright fills in, starting on `start`.
+fn with_ladder(start: usize, reason: Option<&str>) -> Contract {
+    let mut v = sample_json();
+    v["routing"]["max_attempts"] = 3.into();
+    v["routing"]["ladder"] = serde_json::json!({
+        "rungs": [
+            {"executor": "builtin", "model": "openai:gpt-5-mini",
+             "input_usd_per_mtok": 0.25, "output_usd_per_mtok": 2.0},
+            {"executor": "claude-code", "model": "anthropic:claude-sonnet-4-5",
+             "input_usd_per_mtok": 3.0, "output_usd_per_mtok": 15.0}
+        ],
+        "start": start,
+        "attempts": 3,
+        "start_reason": reason,
+    });
+    Contract::from_value(v).unwrap()
+}
+
+#[test]
+fn the_routing_section_shows_the_ladder_the_approval_binds() {
+    let md = render(&with_ladder(0, None));
+    let at = md.find("### Routing").unwrap();
+    let end = md[at..]
+        .find("\nPlanned against")
+        .map_or(md.len(), |e| at + e);
+    let section = md[at..end].trim_end();
+    assert_eq!(
+        section,
+        "### Routing\n\
+         risk **low** · budget $2.50 · 3 attempts at most\n\
+         \n\
+         **Escalation ladder**: an attempt that fails verification or is rejected by the \
+         reviewer hands the next attempt to the rung above, starting again from the base with \
+         an account of what failed.\n\
+         \n\
+         | rung | executor | model | USD per million tokens (in / out) |\n\
+         |---|---|---|---|\n\
+         | 1 (starts here) | `builtin` | `openai:gpt-5-mini` | 0.25 / 2.00 |\n\
+         | 2 | `claude-code` | `anthropic:claude-sonnet-4-5` | 3.00 / 15.00 |\n\
+         \n\
+         3 attempts in all, all rungs together within the budget of $2.50."
+    );
+    // A pinned start says why; the ladder is in the hashed JSON, so the approval binds it.
+    let pinned = with_ladder(1, Some("pinned by the contract's routing"));
+    let md = render(&pinned);
+    assert!(md.contains("| 2 (starts here) |"), "{md}");
+    assert!(
+        md.contains("Starts on rung 2: pinned by the contract's routing"),
+        "{md}"
+    );
+    assert_ne!(pinned.hash(&base()), with_ladder(0, None).hash(&base()));
+    let plain = Contract::from_value(sample_json()).unwrap();
+    assert_ne!(plain.hash(&base()), with_ladder(0, None).hash(&base()));
+    assert!(!serde_json::to_string(&plain).unwrap().contains("ladder"));
+}
+
+#[test]
+fn a_ladder_that_planwright_could_not_have_written_is_refused() {
+    let mut v = serde_json::to_value(with_ladder(0, None)).unwrap();
+    v["routing"]["ladder"]["start"] = 2.into();
+    v["routing"]["ladder"]["rungs"][0]["input_usd_per_mtok"] = (-1.0).into();
+    let problems = Contract::from_value(v).unwrap_err().to_string();
+    assert!(problems.contains("routing.ladder.start"), "{problems}");
+    assert!(problems.contains("routing.ladder.rungs[0]"), "{problems}");
+}

@@ -263,6 +263,43 @@ impl Routing {
                 problem(key.into(), "must be a name, not empty");
             }
         }
+        if let Some(ladder) = &self.ladder {
+            ladder_problems(ladder, problem);
+        }
+    }
+}
+
+/// The most rungs a ladder holds: each is a dearer model to climb to.
+const MAX_RUNGS: usize = 8;
+
+/// A ladder planwright wrote reads back only as one it could have written.
+fn ladder_problems(ladder: &super::Ladder, problem: &mut impl FnMut(String, &str)) {
+    if ladder.rungs.is_empty() || ladder.rungs.len() > MAX_RUNGS {
+        problem(
+            "routing.ladder.rungs".into(),
+            &format!("must hold 1 to {MAX_RUNGS} rungs"),
+        );
+    }
+    if ladder.start >= ladder.rungs.len() {
+        problem("routing.ladder.start".into(), "must name one of its rungs");
+    }
+    for (i, rung) in ladder.rungs.iter().enumerate() {
+        for (key, value) in [("executor", &rung.executor), ("model", &rung.model)] {
+            if value.trim().is_empty() || value.chars().any(char::is_control) {
+                problem(
+                    format!("routing.ladder.rungs[{i}].{key}"),
+                    "must be a name, not empty",
+                );
+            }
+        }
+        for price in [rung.input_usd_per_mtok, rung.output_usd_per_mtok] {
+            if !(price.is_finite() && price >= 0.0) {
+                problem(
+                    format!("routing.ladder.rungs[{i}]"),
+                    "prices must be non-negative numbers",
+                );
+            }
+        }
     }
 }
 

@@ -56,6 +56,9 @@ pub struct ExecutorTask {
     /// Carrying on from unfinished work the checkout already holds: why the run that
     /// made it stopped.
     pub continues: Option<String>,
+    /// After a verified failure on a cheaper rung of the ladder: a distilled account of
+    /// that attempt (never its transcript); this checkout starts from the base.
+    pub hint: Option<String>,
     pub limits: AttemptLimits,
     /// The run's folder for the operator's records (transcript, spilled output). It must
     /// lie outside `root`: nothing the executor writes may pose as planwright's records,
@@ -114,6 +117,7 @@ impl ExecutorTask {
             brief: brief(contract),
             feedback: None,
             continues: None,
+            hint: None,
             limits,
             records,
         }
@@ -138,6 +142,11 @@ impl ExecutorTask {
                  is right, finish the rest. It stopped because:\n\n",
             );
             out.push_str(reason.trim_end());
+            out.push('\n');
+        }
+        if let Some(hint) = &self.hint {
+            out.push_str("\n# An earlier attempt failed\n\n");
+            out.push_str(hint.trim_end());
             out.push('\n');
         }
         if let Some(feedback) = &self.feedback {

@@ -127,6 +127,55 @@ pub struct Publication<'a> {
     pub on_failure: OnFailure,
     /// Author and committer of the commit: planwright's bot identity.
     pub author: &'a Author,
+    /// What each rung of the contract's executor ladder spent, in the order climbed; the
+    /// last produced the result. Empty without a ladder.
+    pub rungs: &'a [RungSpend],
+}
+
+/// What one rung of an executor ladder spent on a run: its attempts, and their model
+/// calls' tokens and cost.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RungSpend {
+    /// The rung's place on the contract's ladder, from 1.
+    pub rung: usize,
+    pub executor: String,
+    pub model: String,
+    pub attempts: u32,
+    pub tokens: i64,
+    pub cost_microusd: i64,
+}
+
+/// The ladder's part of a pull request or report: which rung produced the result and what
+/// each rung climbed cost. Empty without a ladder.
+pub fn ladder_section(rungs: &[RungSpend]) -> String {
+    let Some(last) = rungs.last() else {
+        return String::new();
+    };
+    let mut out = String::from("### Escalation ladder\n\n");
+    let _ = writeln!(
+        out,
+        "This result was produced on rung {} ({} · {}).\n",
+        last.rung,
+        markdown::code(&last.executor, false),
+        markdown::code(&last.model, false)
+    );
+    out.push_str(
+        "| rung | executor | model | attempts | tokens | cost |\n|---|---|---|---|---|---|\n",
+    );
+    for r in rungs {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | ${:.4} |",
+            r.rung,
+            markdown::code(&r.executor, false),
+            markdown::code(&r.model, false),
+            r.attempts,
+            r.tokens,
+            r.cost_microusd as f64 / 1_000_000.0
+        );
+    }
+    out.push('\n');
+    out
 }
 
 /// Where the run was published.
@@ -424,16 +473,30 @@ async fn keep_on_own_branch(
     workspace: &Workspace,
     p: &Publication<'_>,
 ) -> Result<Published, PublishError> {
+    keep_on_partial_branch(forge, workspace, p.repo, p.issue, p.base_branch).await
+}
+
+/// Pushes `workspace`'s committed result to the first `planwright/<issue>-partial-<n>`
+/// branch that is free or already holds it: where a failed attempt's work is kept when the
+/// next attempt starts again from the base, as unfinished work is.
+pub async fn keep_on_partial_branch(
+    forge: &dyn Forge,
+    workspace: &Workspace,
+    repo: &RepoName,
+    issue: IssueNumber,
+    base_branch: &str,
+) -> Result<Published, PublishError> {
+    let p = (repo, issue, base_branch);
     let commit = workspace.tip().await?;
     if commit == workspace.base() {
         return Err(PublishError::NothingChanged {
             branch: workspace.branch().to_owned(),
         });
     }
-    let remote = forge.git_remote(p.repo).await?;
+    let remote = forge.git_remote(p.0).await?;
     let git_dir = workspace.git_dir();
     for n in 1..=PARTIAL_BRANCHES_MAX {
-        let branch = partial_branch(p.issue, n);
+        let branch = partial_branch(p.1, n);
         match push::remote_head(&git_dir, &remote, &branch).await? {
             Some(there) if there != commit => continue,
             Some(_) => {}
@@ -442,7 +505,7 @@ async fn keep_on_own_branch(
             }
         }
         tracing::info!(branch, commit = %commit, "kept the unfinished change");
-        let url = forge.web_links(p.repo).compare(p.base_branch, &branch);
+        let url = forge.web_links(p.0).compare(p.2, &branch);
         return Ok(Published::Branch {
             branch,
             commit,
@@ -451,8 +514,8 @@ async fn keep_on_own_branch(
     }
     Err(PublishError::Internal(anyhow::anyhow!(
         "Cannot keep the unfinished change: the branches {} to {} all hold other work",
-        partial_branch(p.issue, 1),
-        partial_branch(p.issue, PARTIAL_BRANCHES_MAX)
+        partial_branch(p.1, 1),
+        partial_branch(p.1, PARTIAL_BRANCHES_MAX)
     )))
 }
 
@@ -556,6 +619,7 @@ fn pull_body(p: &Publication<'_>, cost: &str) -> String {
         }
         out.push_str(&review_section(p));
         let _ = writeln!(out, "### Cost\n\n{cost}");
+        out.push_str(&ladder_section(p.rungs));
         let _ = writeln!(
             out,
             "Attempts: {} of {}.\n\nCloses #{}",
@@ -802,8 +866,10 @@ async fn report_on_issue(
     rest.push_str(&review_section(p));
     let _ = writeln!(
         rest,
-        "### Cost\n\n{cost}\nAttempts: {} of {}.",
-        p.attempts, p.max_attempts
+        "### Cost\n\n{cost}\n{}Attempts: {} of {}.",
+        ladder_section(p.rungs),
+        p.attempts,
+        p.max_attempts
     );
     let mut middle = verification_section(p, &p.verification.failing);
     if !details.is_empty() {
@@ -932,6 +998,7 @@ mod tests {
                 result: &result,
                 on_failure: OnFailure::DraftPr,
                 author: &author,
+                rungs: &[],
             };
             let body = pull_body(&p, "cost table\n");
             assert!(body.len() <= limit, "{forge}: {}", body.len());

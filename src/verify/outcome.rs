@@ -27,6 +27,10 @@ pub struct RunOutcome {
     /// the issue.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub commit: Option<String>,
+    /// What each rung of the contract's executor ladder spent, in the order climbed; the
+    /// last produced this result. Absent without a ladder, and from outcomes kept before.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rungs: Vec<crate::publish::RungSpend>,
 }
 
 impl RunOutcome {
@@ -139,6 +143,21 @@ mod tests {
     }
 
     #[test]
+    fn an_outcome_keeps_what_each_rung_spent_and_one_without_reads_as_before() {
+        let text = format!(
+            r#"{{"verification":{OLD_REPORT},"accepted":true,"findings":"","failure":null,"attempts":2,"max_attempts":3,"environment":"host","rungs":[{{"rung":1,"executor":"builtin","model":"openai:gpt-5-mini","attempts":1,"tokens":30,"cost_microusd":9}},{{"rung":2,"executor":"builtin","model":"anthropic:claude-sonnet-4-5","attempts":1,"tokens":30,"cost_microusd":210}}]}}"#
+        );
+        let StoredOutcome::Final(outcome) = StoredOutcome::parse(&text) else {
+            panic!("not read as a final outcome: {text}");
+        };
+        let models: Vec<&str> = outcome.rungs.iter().map(|r| r.model.as_str()).collect();
+        assert_eq!(models, ["openai:gpt-5-mini", "anthropic:claude-sonnet-4-5"]);
+        assert_eq!(outcome.rungs[1].cost_microusd, 210);
+        let written = serde_json::to_value(&*outcome).unwrap();
+        assert_eq!(written["rungs"][0]["rung"], 1);
+    }
+
+    #[test]
     fn an_outcome_without_a_commit_writes_none() {
         let text = format!(
             r#"{{"verification":{OLD_REPORT},"accepted":true,"findings":"","failure":null,"attempts":1,"max_attempts":1,"environment":null}}"#
@@ -146,6 +165,7 @@ mod tests {
         let outcome: RunOutcome = serde_json::from_str(&text).unwrap();
         let written = serde_json::to_value(&outcome).unwrap();
         assert!(written.get("commit").is_none(), "{written}");
+        assert!(written.get("rungs").is_none(), "{written}");
         assert!(written["environment"].is_null(), "{written}");
     }
 

@@ -19,6 +19,7 @@ mod forge_github;
 mod forge_gitlab;
 mod forge_local;
 mod kubernetes;
+mod ladder;
 mod layout;
 mod llm;
 mod metrics;

@@ -166,6 +166,7 @@ impl Run {
             result: &self.result,
             on_failure: self.on_failure,
             author: &self.author,
+            rungs: &[],
         }
     }
 }

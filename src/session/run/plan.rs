@@ -247,12 +247,20 @@ impl Planning<'_> {
             .as_ref()
             .zip(self.plan.feedback.as_deref());
         let (planned, config, choice) = self.run_planner(&issue, &base, revision).await?;
-        let contract = match planned {
+        let mut contract = match planned {
             Planned::Contract(contract) => contract,
             Planned::Questions { questions, round } => {
                 return Ok(Written::Asked { questions, round });
             }
         };
+        // The ladder is planwright's to fill from the settings, whatever the submission
+        // said: the approval binds what the repository asked for.
+        let attempts = (contract.routing.max_attempts)
+            .unwrap_or(config.max_attempts)
+            .max(1);
+        contract.routing.ladder =
+            super::execute::ladder::build(self.app, &config, &contract.routing, attempts)
+                .map_err(|e| Stop::fail(comments::settings_invalid(&e)))?;
         let sha256 = contract.hash(&base);
         let body = serde_json::to_string(&contract)?;
         let mut bound = config.bound();
@@ -477,6 +485,11 @@ impl Planning<'_> {
                 return Err(Stop::fail(comments::settings_invalid(&e)));
             }
         };
+        // A ladder this deployment cannot climb is said before any model is paid.
+        if let Err(e) = super::execute::ladder::check(app, &config) {
+            checkout.done().await;
+            return Err(Stop::fail(comments::settings_invalid(&e)));
+        }
         let deployment = app
             .settings
             .images

@@ -10,10 +10,11 @@ use std::time::Instant;
 use tracing::{info, warn};
 
 use super::execution::{Execution, Timings, create_open_dir};
+use super::ladder;
 use super::partial;
 use crate::config::environment::Choice;
 use crate::config::repo::{ExecutorKind, OnFailure, RepoConfig};
-use crate::contract::Contract;
+use crate::contract::{Contract, Ladder, Rung};
 use crate::environment::setup_cache::SetupCache;
 use crate::executor::{self, Executor, ExecutorError, ExecutorTask, Feedback, StopReason};
 use crate::git::{Artifacts, Author, Outcome, RESULT_MAX_BYTES, Workspace};
@@ -21,7 +22,7 @@ use crate::ids::{CommitSha, RepoScope, RunId};
 use crate::llm::ModelError;
 use crate::metering::ModelRole;
 use crate::planner::reviewer::{self as review, ReviewRequest};
-use crate::publish;
+use crate::publish::{self, RungSpend};
 use crate::sandbox::{Root, Sandbox};
 use crate::session::error::Stop;
 use crate::session::{comments, image};
@@ -58,6 +59,12 @@ struct Prepared {
     message: String,
     max_attempts: u32,
     on_failure: OnFailure,
+    /// The contract's executor ladder, if it has one.
+    ladder: Option<Ladder>,
+    /// The commit the result's checkout starts from, and the branch head it is stacked
+    /// on: what a checkout made afresh for a higher rung starts from too.
+    start: String,
+    stacked_on: Option<String>,
 }
 
 /// What the run's environment decides for every attempt.
@@ -90,6 +97,12 @@ struct Carried {
     /// What verification created in the checkout: never part of a later result while
     /// it holds what the checks left.
     artifacts: Artifacts,
+    /// The ladder's rung the next attempt runs on (an index into its rungs).
+    rung: Option<usize>,
+    /// The distilled account of a failed attempt on a lower rung, for the next one.
+    hint: Option<String>,
+    /// What each rung climbed has spent so far, in order.
+    spend: Vec<RungSpend>,
 }
 
 /// One attempt under way.
@@ -101,6 +114,8 @@ struct Attempt {
     executor: Box<dyn Executor>,
     /// The execution's limits with the budget that is left.
     limits: executor::AttemptLimits,
+    /// The ladder's rung it runs on.
+    rung: Option<usize>,
 }
 
 /// A verified attempt, before its review.
@@ -130,6 +145,7 @@ impl Execution<'_> {
         sandbox: Arc<dyn Sandbox>,
         used: u32,
         max_attempts: u32,
+        climbed: usize,
     ) -> Result<(), Stop> {
         let mut timings = Timings::default();
         // Resolved and pulled once for the whole run, before any executor model is paid;
@@ -163,7 +179,7 @@ impl Execution<'_> {
             id: env_id,
             scope,
         };
-        let ready = self
+        let mut ready = self
             .prepare(
                 config,
                 plan,
@@ -173,9 +189,16 @@ impl Execution<'_> {
                 &mut timings,
             )
             .await?;
+        // Each verified failure before this execution climbed one rung.
+        carried.rung = ready
+            .ladder
+            .as_ref()
+            .map(|l| (l.start + climbed).min(l.rungs.len().saturating_sub(1)));
         let mut number = used + 1;
         loop {
-            let attempt = self.start(&ready, config, &sandbox, number).await?;
+            let attempt = self
+                .start(&ready, config, &sandbox, number, &carried)
+                .await?;
             let claim = self
                 .execute(&ready, &attempt, &mut carried, &mut timings)
                 .await?;
@@ -184,6 +207,7 @@ impl Execution<'_> {
                 .await?;
             self.keep_baseline(&mut carried, &checked).await?;
             let verdict = self.review(config, &ready, &checked, &mut timings).await?;
+            self.count_spend(&ready, &attempt, &mut carried).await?;
             let unmet = unmet_commands(&self.contract, &checked.verification);
             match judge(
                 &checked.verification,
@@ -193,7 +217,13 @@ impl Execution<'_> {
                 max_attempts,
             ) {
                 Judgement::Again { instructions } => {
-                    self.send_back(&attempt, checked, instructions, &mut carried)
+                    let failed = Failed {
+                        checked,
+                        verdict: &verdict,
+                        unmet: &unmet,
+                        instructions,
+                    };
+                    self.try_again(&mut ready, &attempt, failed, &mut carried)
                         .await?;
                     number += 1;
                 }
@@ -212,6 +242,7 @@ impl Execution<'_> {
                         max_attempts,
                         environment: Some(ready.environment.clone()),
                         commit: None,
+                        rungs: std::mem::take(&mut carried.spend),
                     };
                     return self
                         .record(config, ready, &attempt.run, outcome, timings)
@@ -254,10 +285,9 @@ impl Execution<'_> {
         let (mut result, baseline_ws) = (result?, baseline_ws?);
         // Starting clean after unfinished work was kept on the branch as a draft: the
         // result goes on top of it, so the same pull request moves forward.
-        if self.continues.is_none()
-            && let Some(head) = branch_head.filter(|h| *h != start)
-        {
-            self.stack_on(&mut result, &head).await?;
+        let stacked_on = branch_head.filter(|h| self.continues.is_none() && *h != start);
+        if let Some(head) = &stacked_on {
+            self.stack_on(&mut result, head).await?;
         }
         // Whatever it starts from, the result is checked as the whole change from the
         // base: scope, weakened tests and the proof see what earlier work did too.
@@ -309,6 +339,9 @@ impl Execution<'_> {
             message,
             max_attempts,
             on_failure: config.on_failure,
+            ladder: routing.ladder.clone(),
+            start,
+            stacked_on,
         })
     }
 
@@ -319,6 +352,7 @@ impl Execution<'_> {
         config: &RepoConfig,
         sandbox: &Arc<dyn Sandbox>,
         number: u32,
+        carried: &Carried,
     ) -> Result<Attempt, Stop> {
         let run = RunId::generate();
         let records = self.app.settings.data_dir.join("runs").join(run.as_str());
@@ -331,8 +365,20 @@ impl Execution<'_> {
             let text = comments::budget_used_before_attempt(ready.budget, number);
             return Err(Stop::fail(text));
         };
-        let executor = self.executor(ready.kind, config, sandbox, &run, ready.budget, left)?;
-        let model = self.attempt_model(ready.kind, config);
+        let rung = carried
+            .rung
+            .and_then(|i| ready.ladder.as_ref().and_then(|l| l.rung(i)));
+        let kind = match rung {
+            Some(r) => super::choose::parse_executor(&r.executor)
+                .ok_or_else(|| Stop::fail(comments::unknown_executor(&r.executor)))?,
+            None => ready.kind,
+        };
+        let model = rung.map(|r| r.model.as_str());
+        let executor = self.executor(kind, model, config, sandbox, &run, (ready.budget, left))?;
+        let recorded = match model {
+            Some(m) => Some(m.to_owned()),
+            None => self.attempt_model(kind, config),
+        };
         let mut conn = self.writer().await?;
         let new = runs::NewRun {
             id: &run,
@@ -343,8 +389,8 @@ impl Execution<'_> {
             branch: &ready.branch,
             workspace: &ready.result.location().display().to_string(),
             environment: &ready.environment,
-            model: model.as_deref(),
-            rung: 0,
+            model: recorded.as_deref(),
+            rung: carried.rung.map_or(0, |i| i as i64),
         };
         runs::insert(&mut conn, &new).await?;
         drop(conn);
@@ -355,6 +401,9 @@ impl Execution<'_> {
             ready.max_attempts,
         );
         text.push_str(&comments::environment_notes(&ready.choice.notes));
+        if let (Some(i), Some(ladder)) = (carried.rung, &ready.ladder) {
+            text.push_str(&on_rung(ladder, i));
+        }
         self.status(SessionState::Executing, &text).await?;
         Ok(Attempt {
             number,
@@ -371,6 +420,7 @@ impl Execution<'_> {
                 budget: left,
                 ..ready.limits
             },
+            rung: carried.rung,
         })
     }
 
@@ -387,6 +437,7 @@ impl Execution<'_> {
         let records = attempt.records.join("executor");
         let mut task = ExecutorTask::new(&ready.result, &self.contract, records, attempt.limits);
         task.feedback = carried.feedback.take();
+        task.hint = carried.hint.take();
         task.environment = ready.root.clone();
         task.continues = self.continues.as_ref().map(|from| from.reason.clone());
         let stage = Instant::now();
@@ -672,6 +723,167 @@ impl Execution<'_> {
         Ok(verdict)
     }
 
+    /// What the attempt's model calls spent, counted to its rung of the ladder.
+    async fn count_spend(
+        &self,
+        ready: &Prepared,
+        attempt: &Attempt,
+        carried: &mut Carried,
+    ) -> Result<(), Stop> {
+        let Some((i, rung)) = attempt
+            .rung
+            .and_then(|i| Some((i, ready.ladder.as_ref()?.rung(i)?)))
+        else {
+            return Ok(());
+        };
+        let spent = crate::store::model_usage::spent_by_run(&self.app.db, &attempt.run).await?;
+        match carried.spend.last_mut().filter(|s| s.rung == i + 1) {
+            Some(s) => {
+                s.attempts += 1;
+                s.tokens += spent.tokens;
+                s.cost_microusd += spent.cost_microusd;
+            }
+            None => carried.spend.push(RungSpend {
+                rung: i + 1,
+                executor: rung.executor.clone(),
+                model: rung.model.clone(),
+                attempts: 1,
+                tokens: spent.tokens,
+                cost_microusd: spent.cost_microusd,
+            }),
+        }
+        Ok(())
+    }
+
+    /// The input (cache included) and output tokens of the attempt's model calls.
+    async fn attempt_tokens(&self, run: &RunId) -> Result<(u64, u64), Stop> {
+        let calls = crate::store::model_usage::list_by_session(&self.app.db, &self.id).await?;
+        let ours = calls
+            .iter()
+            .filter(|c| c.run_id.as_deref() == Some(run.as_str()));
+        let count = |n: i64| u64::try_from(n).unwrap_or(0);
+        Ok(ours.fold((0, 0), |(i, o), c| {
+            let input = c.input_tokens + c.cache_read_tokens + c.cache_write_tokens;
+            (i + count(input), o + count(c.output_tokens))
+        }))
+    }
+
+    /// After a verified failure with attempts left: one rung up the ladder when there is
+    /// one above, else back to the same executor with instructions, as without a ladder.
+    async fn try_again(
+        &self,
+        ready: &mut Prepared,
+        attempt: &Attempt,
+        failed: Failed<'_>,
+        carried: &mut Carried,
+    ) -> Result<(), Stop> {
+        match next_rung(ready.ladder.as_ref(), attempt.rung) {
+            Some(next) => self.climb(ready, attempt, failed, next, carried).await,
+            None => {
+                let Failed {
+                    checked,
+                    instructions,
+                    ..
+                } = failed;
+                self.send_back(attempt, checked, instructions, carried)
+                    .await
+            }
+        }
+    }
+
+    /// Hands the next attempt to rung `next` after a verified failure: the failed
+    /// attempt's work is kept on a branch of its own, and a fresh executor starts again
+    /// from where the run started, with a distilled account of the failure. When what is
+    /// left of the budget cannot cover the climb, the work is kept and the run stops,
+    /// saying what the next rung would have cost.
+    async fn climb(
+        &self,
+        ready: &mut Prepared,
+        attempt: &Attempt,
+        failed: Failed<'_>,
+        next: usize,
+        carried: &mut Carried,
+    ) -> Result<(), Stop> {
+        let Some(ladder) = ready.ladder.clone() else {
+            return Err(Stop::permanent(anyhow::anyhow!(
+                "Climbing without a ladder"
+            )));
+        };
+        let (Some(from), Some(to)) = (attempt.rung.and_then(|i| ladder.rung(i)), ladder.rung(next))
+        else {
+            return Err(Stop::permanent(anyhow::anyhow!("Climbing past the ladder")));
+        };
+        let failure = failure_of(&failed.checked.verification, failed.unmet, failed.verdict)
+            .unwrap_or_default();
+        let (input, output) = self.attempt_tokens(&attempt.run).await?;
+        let estimate = ladder::estimate(to, input, output);
+        let spent = crate::store::model_usage::spent_by_session(&self.app.db, &self.id).await?;
+        if let Some(left) = ready.budget.max_microusd.map(|m| m - spent.cost_microusd)
+            && estimate > left
+        {
+            let reason = climb_unaffordable(attempt.number, &failure, (next, to), estimate, left);
+            let committed = Some(ready.result.tip().await.map_err(Stop::permanent)?);
+            let text = self
+                .keep(ready, attempt, carried, reason, committed)
+                .await?;
+            return Err(Stop::fail(text));
+        }
+        let outcome = serde_json::to_string(&failed.checked.verification)?;
+        self.finish_run(&attempt.run, RunState::Failed, None, Some(&outcome))
+            .await?;
+        let kept = publish::keep_on_partial_branch(
+            self.forge,
+            &ready.result,
+            &self.repo,
+            self.issue,
+            &self.row.base_branch,
+        )
+        .await;
+        let kept = match kept {
+            Ok(publish::Published::Branch { branch, .. }) => Some(branch),
+            Ok(_) => None,
+            Err(e) if e.is_retryable() => return Err(Stop::retryable(e)),
+            Err(e) => {
+                warn!(error = %e, "could not keep the failed attempt's work on a branch");
+                None
+            }
+        };
+        let changed = ready
+            .result
+            .changed_files()
+            .await
+            .map_err(Stop::permanent)?;
+        let account = Account {
+            number: attempt.number,
+            from,
+            failure: &failure,
+            failed: &failed,
+            changed: &changed,
+            kept: kept.as_deref(),
+        };
+        let hint = hint_of(&account);
+        let mut fresh = self.workspace(&ready.branch, &ready.start).await?;
+        if let Some(head) = &ready.stacked_on {
+            self.stack_on(&mut fresh, head).await?;
+        }
+        if ready.start.as_str() != self.row.base_sha {
+            fresh
+                .compare_from(&CommitSha(self.row.base_sha.clone()))
+                .map_err(Stop::permanent)?;
+        }
+        let old = std::mem::replace(&mut ready.result, fresh);
+        if let Err(e) = old.finish(Outcome::Failed).await {
+            warn!(error = %e, "could not put the failed attempt's checkout aside");
+        }
+        info!(from = %from.label(), to = %to.label(), kept = ?kept, "climbing the executor ladder");
+        carried.artifacts = Artifacts::default();
+        carried.feedback = None;
+        carried.hint = Some(hint);
+        carried.rung = Some(next);
+        self.move_to(SessionState::Verifying, SessionState::Executing, None)
+            .await
+    }
+
     /// Records the failed attempt and hands the executor its next instructions.
     async fn send_back(
         &self,
@@ -896,6 +1108,164 @@ fn unfinished(
     }
 }
 
+/// A verified failure, as the next rung is told about it.
+struct Failed<'a> {
+    checked: Checked,
+    verdict: &'a review::ReviewVerdict,
+    unmet: &'a [String],
+    /// What the reviewer (or verification) asked of a next attempt.
+    instructions: String,
+}
+
+/// What a failed attempt's account is made of.
+struct Account<'a> {
+    number: u32,
+    from: &'a Rung,
+    failure: &'a str,
+    failed: &'a Failed<'a>,
+    changed: &'a [crate::git::ChangedFile],
+    /// The branch its work is kept on.
+    kept: Option<&'a str>,
+}
+
+/// The rung above `current` on `ladder`, if there is one.
+fn next_rung(ladder: Option<&Ladder>, current: Option<usize>) -> Option<usize> {
+    let next = current? + 1;
+    (next < ladder?.rungs.len()).then_some(next)
+}
+
+/// The status comment's line for an attempt on rung `i`.
+fn on_rung(ladder: &Ladder, i: usize) -> String {
+    let Some(rung) = ladder.rung(i) else {
+        return String::new();
+    };
+    format!(
+        "\n\nOn rung {} of {} of the escalation ladder: {} · {}.",
+        i + 1,
+        ladder.rungs.len(),
+        crate::markdown::code(&rung.executor, false),
+        crate::markdown::code(&rung.model, false)
+    )
+}
+
+/// Why the ladder stopped short of rung `next`: what climbing would have cost.
+fn climb_unaffordable(
+    attempt: u32,
+    failure: &str,
+    (next, to): (usize, &Rung),
+    estimate: i64,
+    left: i64,
+) -> String {
+    let usd = |m: i64| m.max(0) as f64 / 1_000_000.0;
+    format!(
+        "Attempt {attempt} failed: {}. The next rung of the escalation ladder, rung {} ({} · \
+         {}), would cost about ${:.4} (the last attempt's tokens at its prices), and only \
+         ${:.4} of the budget is left, so the ladder stops here.",
+        first_line(failure),
+        next + 1,
+        crate::markdown::code(&to.executor, false),
+        crate::markdown::code(&to.model, false),
+        usd(estimate),
+        usd(left)
+    )
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or("").trim_end_matches('.')
+}
+
+/// The distilled account of a failed attempt a higher rung starts with: what verification
+/// and the reviewer said, which files it changed and how large its diff was. Never the
+/// executor's transcript or its own account of what it did.
+fn hint_of(a: &Account<'_>) -> String {
+    use std::fmt::Write as _;
+    let f = a.failed;
+    let mut out = format!(
+        "Attempt {} ran on a cheaper rung ({}) and did not pass. You start again from the \
+         base: none of its changes are in this checkout",
+        a.number,
+        a.from.label()
+    );
+    match a.kept {
+        Some(branch) => {
+            let _ = write!(out, " (they are kept on the branch `{branch}`).");
+        }
+        None => out.push('.'),
+    }
+    let _ = write!(out, "\n\n- Why it failed: {}", a.failure.trim());
+    let verdict = if f.verdict.accept {
+        "accepted"
+    } else {
+        "rejected"
+    };
+    let findings = crate::text::clip(f.verdict.findings.trim(), 1_000);
+    let _ = write!(out, "\n- The reviewer {verdict} it: {findings}");
+    let asked = crate::text::clip(f.instructions.trim(), 1_000);
+    let _ = write!(out, "\n- Asked of the next attempt: {asked}");
+    let files: Vec<String> = a
+        .changed
+        .iter()
+        .take(30)
+        .map(|c| format!("`{}` ({})", c.path, change_word(c.change)))
+        .collect();
+    let _ = write!(out, "\n- Files it changed: {}", files.join(", "));
+    let (added, removed) = diff_lines(&f.checked.diff);
+    let _ = write!(
+        out,
+        "\n- Its diff: {added} lines added, {removed} removed, in {} files ({} bytes).",
+        a.changed.len(),
+        f.checked.diff.len()
+    );
+    let _ = write!(
+        out,
+        "\n\nIts verification:\n\n{}\n",
+        f.checked.compact.trim_end()
+    );
+    out
+}
+
+fn change_word(change: crate::git::ChangeKind) -> &'static str {
+    match change {
+        crate::git::ChangeKind::Added => "added",
+        crate::git::ChangeKind::Modified => "modified",
+        crate::git::ChangeKind::Deleted => "deleted",
+        crate::git::ChangeKind::TypeChanged => "type changed",
+    }
+}
+
+/// Lines a unified diff adds and removes, its file headers left out.
+fn diff_lines(diff: &str) -> (usize, usize) {
+    diff.lines().fold((0, 0), |(a, r), l| {
+        if l.starts_with("+++") || l.starts_with("---") {
+            (a, r)
+        } else if l.starts_with('+') {
+            (a + 1, r)
+        } else if l.starts_with('-') {
+            (a, r + 1)
+        } else {
+            (a, r)
+        }
+    })
+}
+
+/// Why a verified and reviewed attempt did not pass, if it did not: verification first,
+/// then the contract's own commands, then the reviewer.
+fn failure_of(
+    verification: &verify::VerificationReport,
+    unmet: &[String],
+    verdict: &review::ReviewVerdict,
+) -> Option<String> {
+    if verification.verdict != verify::Verdict::Passed {
+        Some(verification.headline())
+    } else if !unmet.is_empty() {
+        Some(comments::checks_still_fail(unmet))
+    } else if !verdict.accept {
+        Some(comments::reviewer_rejected(&verdict.findings))
+    } else {
+        None
+    }
+}
+
 /// Whether a verified and reviewed attempt is done. The contract's own commands define
 /// done: a failure they had on the base too is no excuse, whatever the executor or the
 /// reviewer say. A failed attempt goes back to the executor while attempts remain.
@@ -906,16 +1276,7 @@ fn judge(
     attempt: u32,
     max_attempts: u32,
 ) -> Judgement {
-    let failure = if verification.verdict != verify::Verdict::Passed {
-        Some(verification.headline())
-    } else if !unmet.is_empty() {
-        Some(comments::checks_still_fail(unmet))
-    } else if !verdict.accept {
-        Some(comments::reviewer_rejected(&verdict.findings))
-    } else {
-        None
-    };
-    match failure {
+    match failure_of(verification, unmet, verdict) {
         Some(failure) if attempt < max_attempts => {
             let mut instructions = if verdict.instructions.trim().is_empty() {
                 format!("Fix what kept the result from passing. {failure}")

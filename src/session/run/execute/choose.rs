@@ -20,11 +20,11 @@ impl Execution<'_> {
     pub(super) fn executor(
         &self,
         kind: ExecutorKind,
+        model: Option<&str>,
         config: &RepoConfig,
         sandbox: &Arc<dyn Sandbox>,
         run: &RunId,
-        budget: Budget,
-        left: Budget,
+        (budget, left): (Budget, Budget),
     ) -> Result<Box<dyn Executor>, Stop> {
         let proxy = self.app.model_proxy.as_ref().and_then(|p| match &p.listen {
             ProxyListen::Unix(socket) => Some(ProxyAccess {
@@ -35,7 +35,9 @@ impl Execution<'_> {
             }),
             ProxyListen::Tcp(_) => None,
         });
-        let choice = match &self.contract.routing.model {
+        // A rung of the ladder names its own model; without one, the contract's routing.
+        let named = model.or(self.contract.routing.model.as_deref());
+        let choice = match named {
             Some(name) => Some(
                 crate::ids::ModelName::parse(name)
                     .map_err(|e| Stop::fail(comments::executor_model_unusable(&e)))?,

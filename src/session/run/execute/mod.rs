@@ -9,6 +9,7 @@
 mod attempt;
 mod choose;
 mod execution;
+pub(in crate::session) mod ladder;
 mod partial;
 mod publish;
 
@@ -201,7 +202,18 @@ impl Execution<'_> {
         let Some(sandbox) = self.app.sandbox.clone() else {
             return Err(Stop::fail(comments::no_sandbox()));
         };
-        self.attempts(&config, &choice, sandbox, used, max_attempts)
+        // Each verified failure (a run that failed with its verification recorded) climbed
+        // one rung of the ladder.
+        let climbed = earlier
+            .iter()
+            .filter(|r| r.retired == 0 && r.state == RunState::Failed)
+            .filter(|r| {
+                r.outcome
+                    .as_deref()
+                    .is_some_and(|o| verify::StoredOutcome::parse(o).verification().is_some())
+            })
+            .count();
+        self.attempts(&config, &choice, sandbox, used, max_attempts, climbed)
             .await
     }
 }

@@ -169,6 +169,7 @@ impl Execution<'_> {
             environment: Some(u.environment),
             attempts: u.attempts,
             max_attempts: u.max_attempts,
+            rungs: &[],
         };
         let published = self
             .publish_shown(

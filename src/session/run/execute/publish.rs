@@ -40,6 +40,8 @@ pub(super) struct Shown<'a> {
     pub environment: Option<&'a str>,
     pub attempts: u32,
     pub max_attempts: u32,
+    /// What each rung of the ladder spent; empty without one.
+    pub rungs: &'a [publish::RungSpend],
 }
 use crate::config::environment::Choice;
 use crate::config::repo::{OnFailure, RepoConfig};
@@ -199,6 +201,7 @@ impl Execution<'_> {
             environment: outcome.environment.as_deref(),
             attempts: outcome.attempts,
             max_attempts: outcome.max_attempts,
+            rungs: &outcome.rungs,
         };
         let source = match &verified {
             Verified::Here(workspace, Some((commit, moved))) => {
@@ -224,7 +227,9 @@ impl Execution<'_> {
             Verified::Here(workspace, _) => Some(workspace),
             Verified::Recorded { .. } => None,
         };
-        self.published(run, workspace, &result, published).await
+        let ladder = publish::ladder_section(&outcome.rungs);
+        self.published(run, workspace, &result, published, &ladder)
+            .await
     }
 
     /// Publishes `workspace`'s commit as `shown` says, as `on_failure` asks for one that
@@ -266,6 +271,7 @@ impl Execution<'_> {
             result: shown.result,
             on_failure,
             author: &author,
+            rungs: shown.rungs,
         };
         let published = match source {
             Source::Workspace(workspace) => {
@@ -286,6 +292,7 @@ impl Execution<'_> {
         workspace: Option<Workspace>,
         result: &RunResult,
         published: Published,
+        ladder: &str,
     ) -> Result<(), Stop> {
         let mut conn = self.writer().await?;
         if let Published::Pull { commit, pull } = &published {
@@ -320,7 +327,10 @@ impl Execution<'_> {
                     serde_json::json!({"number": pull.number.0, "url": pull.url, "run": run}),
                 )
                 .await?;
-                let text = comments::pull_opened(pull.number, &pull.url);
+                let mut text = comments::pull_opened(pull.number, &pull.url);
+                if !ladder.is_empty() {
+                    text = format!("{}\n\n{}", text.trim_end(), ladder.trim_end());
+                }
                 self.status(SessionState::PrOpened, &text).await?;
                 let Published::Pull { commit, .. } = &published else {
                     return Ok(());
