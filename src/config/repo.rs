@@ -1049,6 +1049,18 @@ pub const REPO_KEYS: &[RepoKey] = &[
         doc: "`provider:model` that executes a high-risk contract",
     },
     RepoKey {
+        key: "escalation",
+        default: "none",
+        example: "[{executor: builtin, model: \"openai:gpt-5-mini\"}, {executor: builtin, model: \"anthropic:claude-sonnet-4-5\"}]",
+        doc: "the executor ladder, cheapest rung first: after a verified failure the next attempt runs one rung up",
+    },
+    RepoKey {
+        key: "escalate",
+        default: "the deployment's `escalate`",
+        example: "true",
+        doc: "`true` climbs `models.executor`'s tiers (low, medium, high) instead of a written ladder; never beside `escalation`",
+    },
+    RepoKey {
         key: "budget_usd",
         default: "`5.0`",
         example: "5.0",
@@ -1114,13 +1126,35 @@ pub const REPO_KEYS: &[RepoKey] = &[
         example: "[\"codecov/*\"]",
         doc: "globs of other checks whose failures on planwright's pull requests are not reported",
     },
+    RepoKey {
+        key: "routing",
+        default: "`static`",
+        example: "auto",
+        doc: "`auto` starts a contract on the cheapest rung with a good enough record in this repository; `static` on the rung its risk picks",
+    },
+    RepoKey {
+        key: "routing_target",
+        default: "`0.6`",
+        example: "0.6",
+        doc: "the verified share a rung's record must clear (its 90% lower confidence bound) for `routing: auto`",
+    },
+    RepoKey {
+        key: "routing_min_runs",
+        default: "`5`",
+        example: "5",
+        doc: "the attempts a rung needs at a risk before `routing: auto` trusts its record",
+    },
 ];
+
+/// Keys [`example_file`] leaves out because their example may not stand beside another's:
+/// `escalate` is written instead of `escalation`, never with it.
+const NOT_IN_EXAMPLE: &[&str] = &["escalate"];
 
 /// A file that gives every key of [`REPO_KEYS`] its example value, sections nested.
 pub fn example_file() -> String {
     let mut out = String::new();
     let mut open: Vec<&str> = Vec::new();
-    for k in REPO_KEYS {
+    for k in REPO_KEYS.iter().filter(|k| !NOT_IN_EXAMPLE.contains(&k.key)) {
         let mut parts: Vec<&str> = k.key.split('.').collect();
         let leaf = parts.pop().unwrap_or_default();
         let shared = open.iter().zip(&parts).take_while(|(a, b)| a == b).count();
