@@ -17,6 +17,7 @@ mod forge_conformance;
 mod forge_github;
 mod forge_gitlab;
 mod forge_local;
+mod instructions;
 mod kubernetes;
 mod layout;
 mod llm;
