@@ -534,8 +534,16 @@ const INSTRUCTION_FILES: [(&str, &str); 4] = [
     ("sub/AGENTS.md", "Nested rule (nested-agents-words).\n"),
 ];
 
-/// The prompt an executor task builds from the files the contract lists.
+/// The prompt an executor task builds from the files the contract lists. The run's
+/// `HOME` also holds each CLI's user-level instruction file, as an earlier sandboxed
+/// command could have left them: nobody listed those.
 fn prompt_with_instructions(repo: &Path) -> String {
+    let home = repo.parent().unwrap().join("home");
+    for path in [".claude/CLAUDE.md", ".codex/AGENTS.md"] {
+        let at = home.join(path);
+        std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+        std::fs::write(at, "Unlisted rule (home-words).\n").unwrap();
+    }
     for (path, text) in INSTRUCTION_FILES {
         let at = repo.join(path);
         std::fs::create_dir_all(at.parent().unwrap()).unwrap();
@@ -563,7 +571,7 @@ fn prompt_with_instructions(repo: &Path) -> String {
 
 /// Each instruction file's words reached the model exactly once in the CLI's first
 /// request: none missing, none left out by an override, none added a second time by the
-/// CLI's own reading of the checkout.
+/// CLI's own reading of the checkout, and nothing from the run's `HOME`.
 fn assert_each_instruction_once(world: &AgentSandbox, run: &AgentRun) {
     let why = world.report(run);
     let requests = world.upstream.requests();
@@ -580,6 +588,10 @@ fn assert_each_instruction_once(world: &AgentSandbox, run: &AgentRun) {
     ] {
         assert_eq!(first.matches(words).count(), 1, "{words} in {first}\n{why}");
     }
+    assert!(
+        !first.contains("home-words"),
+        "an unlisted file reached the model: {first}"
+    );
     assert!(
         first.contains("These files are part of the repository"),
         "{first}"
