@@ -284,6 +284,43 @@ mod tests {
     }
 
     #[test]
+    fn a_commits_symlinks_are_not_read_at_planning() {
+        let (dir, _) = tools(&[
+            ("AGENTS.md", "root words\n"),
+            ("src/AGENTS.md", "src words\n"),
+        ]);
+        let root = dir.path();
+        std::os::unix::fs::symlink("AGENTS.md", root.join("CLAUDE.md")).unwrap();
+        std::os::unix::fs::symlink("src", root.join("lib")).unwrap();
+        let git = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .current_dir(root)
+                .args([
+                    "-c",
+                    "user.name=t",
+                    "-c",
+                    "user.email=t@t",
+                    "-c",
+                    "commit.gpgsign=false",
+                ])
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{out:?}");
+            String::from_utf8(out.stdout).unwrap().trim().to_owned()
+        };
+        git(&["init", "-q"]);
+        git(&["add", "-A"]);
+        git(&["commit", "-q", "-m", "links"]);
+        let head = git(&["rev-parse", "HEAD"]);
+        let tree = RepoTools::in_tree(root, &root.join(".git"), &head).unwrap();
+        let files = tree.instruction_files(&["src/x.rs", "lib/y.rs"]);
+        let paths: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(paths, ["AGENTS.md", "src/AGENTS.md"]);
+        assert_eq!(tree.instruction_text(&files[1]).unwrap(), "src words\n");
+    }
+
+    #[test]
     fn the_cap_cuts_the_root_before_the_nearest_and_says_so() {
         let big = "r".repeat(MAX_INSTRUCTION_BYTES as usize);
         let near = "é".repeat(1000);
