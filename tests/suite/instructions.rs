@@ -198,3 +198,49 @@ async fn nested_instructions_are_listed_handed_over_and_published_gitlab() {
 async fn an_instruction_to_edit_ci_widens_nothing_github() {
     an_instruction_to_edit_ci_widens_nothing(ForgeKind::Github).await;
 }
+
+/// The deployment's planner model changes between planning and approval: the run's
+/// reviewer is still the one the approved contract names.
+#[tokio::test]
+async fn the_run_is_reviewed_by_the_model_the_contract_names() {
+    let world = world(
+        ForgeKind::Github,
+        vec![
+            fix(),
+            finish(),
+            verdict(true, "The change the contract asks for."),
+        ],
+    )
+    .await;
+    world.label(&world.maintainer, "instr-label").await;
+    world.wait_for_state("awaiting_approval").await;
+    let comment = world.contract_comments().remove(0);
+    assert!(
+        comment.contains("reviewed by `anthropic:claude-sonnet-4-5`."),
+        "{comment}"
+    );
+    let world = world
+        .reconfigured(|settings| settings.models.planner = Some("openai:gpt-5".into()))
+        .await;
+    world
+        .comment(&world.maintainer, "/approve", "instr-approve")
+        .await;
+    world.wait_for_state("pr_opened").await;
+    let review: Vec<(String, String)> = world
+        .models
+        .requests()
+        .into_iter()
+        .filter(|r| r.body.to_string().contains("\"verdict\""))
+        .map(|r| {
+            (
+                r.path.clone(),
+                r.body["model"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        review,
+        [("/v1/messages".to_owned(), "claude-sonnet-4-5".to_owned())]
+    );
+    world.server.stop().await;
+}
