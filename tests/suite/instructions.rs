@@ -2,7 +2,8 @@
 //! the base on the contract's paths, listed in the contract comment with the models that
 //! wrote and review it, handed to the builtin executor framed as the repository's
 //! content, and listed in the pull request. An instruction to change a file the contract
-//! does not name widens nothing: verification refuses the result.
+//! does not name widens nothing: verification refuses the result. The run's reviewer is
+//! the model the contract names.
 
 use planwright::event::ForgeKind;
 use serde_json::json;
