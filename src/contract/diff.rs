@@ -40,6 +40,14 @@ pub struct ContractDiff {
     pub sections: Vec<Section>,
 }
 
+/// The instruction files a contract lists, one line each, as the diff names them.
+fn instructions(c: &Contract) -> Vec<String> {
+    c.instructions
+        .iter()
+        .map(|f| format!("{} ({}, {})", f.path, f.short_hash(), f.size_text()))
+        .collect()
+}
+
 impl ContractDiff {
     pub fn between(old: &Contract, new: &Contract) -> ContractDiff {
         let mut sections = Vec::new();
@@ -94,6 +102,12 @@ impl ContractDiff {
             c.open_questions.iter().map(super::open_question).collect()
         };
         section("Open questions", items(&questions(old), &questions(new)));
+        section(
+            "Instructions",
+            items(&instructions(old), &instructions(new)),
+        );
+        let models = |c: &Contract| c.models.line().into_iter().collect::<Vec<_>>();
+        section("Models", items(&models(old), &models(new)));
         ContractDiff { sections }
     }
 
@@ -344,6 +358,29 @@ mod tests {
             ContractDiff::between(&a, &b)
                 .markdown(1, 10_000)
                 .contains("Nothing the contract decides changed")
+        );
+    }
+
+    #[test]
+    fn a_changed_instruction_file_or_model_is_a_change() {
+        let file = |sha: &str| serde_json::json!([{"path": "src/AGENTS.md", "sha256": sha, "bytes": 12, "sent": 12}]);
+        let a = contract(|j| {
+            j["instructions"] = file(&"ab".repeat(32));
+            j["models"] = serde_json::json!({"planner": "anthropic:claude-opus-4"});
+        });
+        let b = contract(|j| {
+            j["instructions"] = file(&"cd".repeat(32));
+            j["models"] = serde_json::json!({"planner": "openai:gpt-5"});
+        });
+        let diff = ContractDiff::between(&a, &b);
+        let titles: Vec<&str> = diff.sections.iter().map(|s| s.title).collect();
+        assert_eq!(titles, ["Instructions", "Models"]);
+        assert_eq!(
+            diff.sections[0].lines,
+            [
+                Line::Removed("src/AGENTS.md (abababababab, 12 bytes)".into()),
+                Line::Added("src/AGENTS.md (cdcdcdcdcdcd, 12 bytes)".into())
+            ]
         );
     }
 

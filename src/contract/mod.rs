@@ -6,6 +6,7 @@ mod canonical;
 mod diff;
 mod links;
 mod marker;
+mod record;
 mod render;
 #[cfg(test)]
 pub(crate) mod tests;
@@ -22,6 +23,7 @@ use render::code;
 pub use diff::{ContractDiff, Line as DiffLine, Section as DiffSection};
 pub use links::SourceLinks;
 pub use marker::ContractMarker;
+pub use record::{ContractModels, InstructionFile, instruction_table};
 pub use render::{RenderContext, open_question, superseded_banner};
 
 /// A contract's version within its session: 1 for the first, one more per `/revise`.
@@ -82,6 +84,13 @@ pub struct Contract {
     /// without any keep their hash.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub open_questions: Vec<OpenQuestion>,
+    /// The repository's instruction files at the base on the contract's paths, which every
+    /// executor is handed. planwright fills it after the planner submits, never the planner.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub instructions: Vec<InstructionFile>,
+    /// The models that wrote this version and review its result; planwright fills it.
+    #[serde(default, skip_serializing_if = "ContractModels::is_empty")]
+    pub models: ContractModels,
 }
 
 /// A question the contract leaves open. Written as a plain string (not blocking) or as

@@ -52,6 +52,7 @@ impl Contract {
         }
         self.render_verification(&mut md);
         self.render_routing(&mut md, ctx);
+        super::record::render_record(&self.instructions, &self.models, &mut md);
         push(
             &mut md,
             &format!(

@@ -593,3 +593,49 @@ fn a_ladder_that_planwright_could_not_have_written_is_refused() {
     assert!(problems.contains("routing.ladder.start"), "{problems}");
     assert!(problems.contains("routing.ladder.rungs[0]"), "{problems}");
 }
+
+#[test]
+fn planwrights_record_is_shown_and_bound_and_absent_from_older_contracts() {
+    let old = Contract::from_value(sample_json()).unwrap();
+    let canonical = old.canonical_json(&base());
+    // Left out when empty: a contract written before keeps its hash.
+    assert!(!canonical.contains("\"instructions\""), "{canonical}");
+    assert!(!canonical.contains("\"models\""), "{canonical}");
+    assert!(!render(&old).contains("Planned by"));
+
+    let mut c = old.clone();
+    c.models = ContractModels {
+        planner: Some("anthropic:claude-opus-4".into()),
+        reviewer: Some("anthropic:claude-opus-4".into()),
+    };
+    c.instructions = vec![InstructionFile {
+        path: "src/AGENTS.md".into(),
+        sha256: "ab".repeat(32),
+        bytes: 9000,
+        sent: 4096,
+    }];
+    let md = render(&c);
+    assert!(
+        md.contains("Planned by `anthropic:claude-opus-4`; reviewed by `anthropic:claude-opus-4`."),
+        "{md}"
+    );
+    assert!(
+        md.contains("| `src/AGENTS.md` | `abababababab` | cut to 4096 of 9000 bytes |"),
+        "{md}"
+    );
+    let bound = c.hash(&base());
+    assert_ne!(bound, old.hash(&base()));
+    let mut other = c.clone();
+    other.models.planner = Some("openai:gpt-5".into());
+    assert_ne!(other.hash(&base()), bound, "the planner's model is bound");
+    let mut other = c.clone();
+    other.instructions[0].sha256 = "cd".repeat(32);
+    assert_ne!(
+        other.hash(&base()),
+        bound,
+        "the instruction file's content is bound"
+    );
+    // Stored and read back, it is the same contract.
+    let stored = serde_json::to_value(&c).unwrap();
+    assert_eq!(Contract::from_value(stored).unwrap().hash(&base()), bound);
+}

@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use tracing::Instrument;
 
 use crate::config::repo::OnFailure;
-use crate::contract::{Contract, ContractHash, ContractVersion};
+use crate::contract::{Contract, ContractHash, ContractVersion, instruction_table};
 use crate::forge::{
     CheckState, CommitCheck, Forge, ForgeError, NewPullRequest, PullRequest, truncate_with_note,
 };
@@ -610,6 +610,13 @@ fn pull_body(p: &Publication<'_>, cost: &str) -> String {
             }
         }
         out.push_str(&what_and_why(p));
+        out.push_str(&instruction_table(
+            &p.contract.instructions,
+            "### Instructions the executor was given",
+        ));
+        if !p.contract.instructions.is_empty() {
+            out.push('\n');
+        }
         out.push_str(&verification_section(p, failing));
         if !details.is_empty() {
             let _ = writeln!(

@@ -4,6 +4,7 @@
 
 mod generated;
 mod glob;
+mod instructions;
 mod map;
 mod read;
 mod repo;
@@ -19,6 +20,7 @@ use serde_json::{Value, json};
 
 use crate::llm::Tool;
 pub use glob::{PathGlob, glob_matches};
+pub use instructions::{FOLDER_FILES, MAX_INSTRUCTION_BYTES, ROOT_FILES, Withheld, candidates};
 pub use map::{DEFAULT_TOKENS as DEFAULT_MAP_TOKENS, tokens};
 use read::{READ_MAX_BYTES, clip_line};
 pub use repo::RepoTools;

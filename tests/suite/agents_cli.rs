@@ -133,6 +133,16 @@ impl AgentSandbox {
     }
 
     async fn run(&self, cli: AgentCli, model: &str, budget: Budget) -> (AgentRun, SecretString) {
+        self.run_prompt(cli, model, budget, CONTRACT).await
+    }
+
+    async fn run_prompt(
+        &self,
+        cli: AgentCli,
+        model: &str,
+        budget: Budget,
+        prompt: &str,
+    ) -> (AgentRun, SecretString) {
         let program = installed(cli);
         let sandbox = Bwrap::new(Vec::new())
             .expect("bubblewrap is installed (CI installs the bubblewrap package)")
@@ -144,7 +154,7 @@ impl AgentSandbox {
         let launch = Launch {
             program: &program,
             model,
-            prompt: CONTRACT,
+            prompt,
             home: &home,
             read_only: &[],
             environment: self.image.as_ref(),
@@ -512,4 +522,130 @@ async fn claude_code_is_cut_off_after_the_call_that_spends_its_budget() {
         ORIGINAL
     );
     world.assert_metered(1, usage()).await;
+}
+
+/// The instruction files every CLI must get once each: the root's `AGENTS.md`, the Codex
+/// override beside it, Claude Code's `CLAUDE.md`, and an `AGENTS.md` nested on the
+/// contract's path, which no CLI started at the root would read by itself.
+const INSTRUCTION_FILES: [(&str, &str); 4] = [
+    ("AGENTS.md", "Root agents rule (root-agents-words).\n"),
+    ("AGENTS.override.md", "Override rule (override-words).\n"),
+    ("CLAUDE.md", "Claude rule (claude-md-words).\n"),
+    ("sub/AGENTS.md", "Nested rule (nested-agents-words).\n"),
+];
+
+/// The prompt an executor task builds from the files the contract lists. The run's
+/// `HOME` also holds each CLI's user-level instruction file, as an earlier sandboxed
+/// command could have left them: nobody listed those.
+fn prompt_with_instructions(repo: &Path) -> String {
+    let home = repo.parent().unwrap().join("home");
+    for path in [".claude/CLAUDE.md", ".codex/AGENTS.md"] {
+        let at = home.join(path);
+        std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+        std::fs::write(at, "Unlisted rule (home-words).\n").unwrap();
+    }
+    for (path, text) in INSTRUCTION_FILES {
+        let at = repo.join(path);
+        std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+        std::fs::write(at, text).unwrap();
+    }
+    let files = planwright::repo_tools::RepoTools::new(repo)
+        .unwrap()
+        .instruction_files(&["sub/greeting.txt"]);
+    assert_eq!(files.len(), INSTRUCTION_FILES.len(), "{files:?}");
+    let task = planwright::executor::ExecutorTask {
+        root: repo.parent().unwrap().to_path_buf(),
+        repo: repo.to_path_buf(),
+        env: Vec::new(),
+        read_only: Vec::new(),
+        environment: None,
+        brief: CONTRACT.to_owned(),
+        instructions: planwright::executor::listed_instructions(repo, &files),
+        feedback: None,
+        continues: None,
+        hint: None,
+        limits: Default::default(),
+        records: repo.join("../../records"),
+    };
+    task.prompt()
+}
+
+/// Each instruction file's words reached the model exactly once in the CLI's first
+/// request: none missing, none left out by an override, none added a second time by the
+/// CLI's own reading of the checkout, and nothing from the run's `HOME`.
+fn assert_each_instruction_once(world: &AgentSandbox, run: &AgentRun) {
+    let why = world.report(run);
+    let requests = world.upstream.requests();
+    let first = requests
+        .iter()
+        .map(|r| r.body.to_string())
+        .find(|b| b.contains("greeting.txt from world to planwright"))
+        .unwrap_or_else(|| panic!("no request carried the contract\n{why}"));
+    for words in [
+        "root-agents-words",
+        "override-words",
+        "claude-md-words",
+        "nested-agents-words",
+    ] {
+        assert_eq!(first.matches(words).count(), 1, "{words} in {first}\n{why}");
+    }
+    assert!(
+        !first.contains("home-words"),
+        "an unlisted file reached the model: {first}"
+    );
+    assert!(
+        first.contains("These files are part of the repository"),
+        "{first}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn claude_code_gets_each_listed_instruction_file_once() {
+    let world = AgentSandbox::start(|_| {
+        vec![
+            Step::text("Read them.")
+                .when_last_contains("nested-agents-words")
+                .usage(usage()),
+        ]
+    })
+    .await;
+    let prompt = prompt_with_instructions(&world.workspace().join("repo"));
+    let (run, _) = world
+        .run_prompt(
+            AgentCli::ClaudeCode,
+            "claude-sonnet-4-5",
+            Budget::usd(1.0),
+            &prompt,
+        )
+        .await;
+    assert_eq!(
+        run.report.stop,
+        StopReason::Finished,
+        "{}",
+        world.report(&run)
+    );
+    assert_each_instruction_once(&world, &run);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn codex_gets_each_listed_instruction_file_once() {
+    let world = AgentSandbox::start(|_| {
+        vec![
+            Step::text("Read them.")
+                .when_last_contains("nested-agents-words")
+                .usage(usage()),
+        ]
+    })
+    .await;
+    let prompt = prompt_with_instructions(&world.workspace().join("repo"));
+    let (run, _) = world
+        .run_prompt(AgentCli::Codex, "gpt-5", Budget::usd(1.0), &prompt)
+        .await;
+    assert_eq!(
+        run.report.stop,
+        StopReason::Finished,
+        "{}",
+        world.report(&run)
+    );
+    assert_each_instruction_once(&world, &run);
 }

@@ -144,7 +144,14 @@ impl RunDirs {
     }
 
     fn task(&self, limits: AttemptLimits) -> ExecutorTask {
-        ExecutorTask::new(&self.ws, &contract(), self.records.clone(), limits)
+        // The instruction files as planning lists them, from the base commit's tree.
+        let mut contract = contract();
+        let repo = self.dir.path().join("work");
+        let base = git(&repo, &["rev-parse", "HEAD"]);
+        contract.instructions = planwright::repo_tools::RepoTools::in_tree(&repo, &repo, &base)
+            .unwrap()
+            .instruction_files(&["greeting.txt"]);
+        ExecutorTask::new(&self.ws, &contract, self.records.clone(), limits)
     }
 
     /// Every file outside the workspace with its content: any write there shows.

@@ -18,6 +18,7 @@ mod forge_conformance;
 mod forge_github;
 mod forge_gitlab;
 mod forge_local;
+mod instructions;
 mod kubernetes;
 mod ladder;
 mod layout;

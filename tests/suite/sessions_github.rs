@@ -95,6 +95,7 @@ async fn a_label_by_a_maintainer_gets_a_contract_with_a_valid_marker() {
     ### Routing
     risk **low** · budget $5.00
 
+    Planned by `anthropic:claude-sonnet-4-5`; reviewed by `anthropic:claude-sonnet-4-5`.
     Planned against `main` at `[hash]`.
 
     ### Repository settings

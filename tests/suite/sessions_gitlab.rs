@@ -243,6 +243,7 @@ async fn a_contract_links_its_evidence_with_gitlabs_blob_urls() {
     ### Routing
     risk **low** · budget $5.00
 
+    Planned by `anthropic:claude-sonnet-4-5`; reviewed by `anthropic:claude-sonnet-4-5`.
     Planned against `main` at `[hash]`.
 
     ### Repository settings

@@ -840,6 +840,15 @@ impl World {
         .await
     }
 
+    /// The server stopped and started again with the deployment's settings changed by
+    /// `change`, as an operator's new configuration takes effect.
+    pub async fn reconfigured(
+        self,
+        change: impl FnOnce(&mut planwright::config::Settings),
+    ) -> World {
+        self.with_new_server(|_, settings| change(settings)).await
+    }
+
     /// The server stopped, then `between` run, then a new server started with the
     /// settings as `between` left them.
     async fn with_new_server(

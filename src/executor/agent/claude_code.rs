@@ -28,6 +28,10 @@ pub(super) fn args(launch: &Launch<'_>, env: &mut Vec<(String, String)>) -> Vec<
         ("DISABLE_ERROR_REPORTING", "1"),
         ("ANTHROPIC_SMALL_FAST_MODEL", launch.model),
         ("ANTHROPIC_DEFAULT_HAIKU_MODEL", launch.model),
+        // The repository's instruction files come in the prompt, as the contract lists
+        // them: Claude Code's own reading would add the root's a second time, and any in
+        // the run's HOME that nobody listed.
+        ("CLAUDE_CODE_DISABLE_CLAUDE_MDS", "1"),
     ] {
         env.push((name.to_owned(), value.to_owned()));
     }

@@ -40,6 +40,11 @@ pub(super) fn args(launch: &Launch<'_>, env: &mut Vec<(String, String)>) -> Vec<
             "analytics.enabled=false",
             "--config",
             "feedback.enabled=false",
+            // The repository's instruction files come in the prompt, as the contract lists
+            // them: Codex's own reading would add the root's a second time, or let an
+            // `AGENTS.override.md` displace the `AGENTS.md` the contract lists.
+            "--config",
+            "project_doc_max_bytes=0",
             // Web search runs at the provider, outside the sandbox; the model
             // proxy refuses it, so Codex must not offer it.
             "--config",

@@ -152,6 +152,9 @@ pub async fn run(
                 .with_context(|| format!("Could not create {}", dir.display()))?,
         }
     }
+    if cli == AgentCli::Codex {
+        clear_codex_instructions(&launch.home.join(".codex"))?;
+    }
     let prompt_file = records.join(PROMPT_FILE);
     std::fs::write(&prompt_file, &invocation.prompt)
         .with_context(|| format!("Could not write the prompt to {}", prompt_file.display()))?;
@@ -171,6 +174,29 @@ pub async fn run(
     let output = sandbox.run(&command).await?;
     let report = cli.read_events(&output.stdout.text());
     Ok(AgentRun { output, report })
+}
+
+/// Removes the user-level instruction files Codex would read from `codex_home`, which lies
+/// in the workspace an earlier sandboxed command could write to: nobody listed them, and
+/// Codex reads them whatever its project settings say. A symlink is removed, never
+/// followed.
+fn clear_codex_instructions(codex_home: &Path) -> Result<(), SandboxError> {
+    for name in ["AGENTS.md", "AGENTS.override.md"] {
+        let path = codex_home.join(name);
+        match std::fs::remove_file(&path) {
+            Ok(()) => {
+                tracing::warn!(path = %path.display(), "removed an instruction file nobody listed")
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                return Err(SandboxError::InvalidCommand(format!(
+                    "{} cannot be removed ({e}): remove it or start from a fresh workspace",
+                    path.display()
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A token outlives the run's wall clock by this much, so the last call is not cut off.

@@ -12,7 +12,7 @@ use crate::app::App;
 use crate::config::environment::Choice;
 use crate::config::repo::{BoundSettings, RepoConfig};
 use crate::contract::{
-    Base, Contract, ContractDiff, ContractMarker, ContractVersion, RenderContext,
+    Base, Contract, ContractDiff, ContractMarker, ContractModels, ContractVersion, RenderContext,
 };
 use crate::environment::source;
 use crate::event::ForgeKind;
@@ -517,6 +517,9 @@ impl Planning<'_> {
         };
         let planner_model = model(ModelRole::Planner, config.models.planner.as_ref())?;
         let scout_model = model(ModelRole::Scout, config.models.scout.as_ref())?;
+        let reviewer = app
+            .model_name(ModelRole::Reviewer, config.models.planner.as_ref())
+            .map_err(|e| Stop::fail(format!("{e:#}")))?;
         // The tools read the base commit's tree: a sparse checkout holds little of it, and
         // a scout's command cannot change what they show.
         let tools = RepoTools::in_tree(&checkout.path(), &checkout.git_dir(), base.sha.as_str())
@@ -563,7 +566,21 @@ impl Planning<'_> {
             })
                 as std::pin::Pin<Box<dyn std::future::Future<Output = anyhow::Result<()>> + Send>>
         };
-        let result = planner.plan(&request, &mut dossier, &mut checkpoint).await;
+        let mut result = planner.plan(&request, &mut dossier, &mut checkpoint).await;
+        if let Ok(crate::planner::Planned::Contract(contract)) = &mut result {
+            // planwright's own record, bound by the approval, whatever the planner wrote.
+            let paths: Vec<&str> = contract
+                .change
+                .files
+                .iter()
+                .map(|f| f.path.as_str())
+                .collect();
+            contract.instructions = tools.instruction_files(&paths);
+            contract.models = ContractModels {
+                planner: Some(planner_model.name().to_string()),
+                reviewer: Some(reviewer.to_string()),
+            };
+        }
         drop(image);
         checkout.done().await;
         let planned = self.planned(result, dossier).await?;

@@ -696,13 +696,17 @@ impl Execution<'_> {
             max_microusd: ready.budget.max_microusd,
             max_tokens: None,
         };
+        // The reviewer the approved contract names; a contract recorded without one gets
+        // the repository's.
+        let recorded = (self.contract.models.reviewer.as_deref())
+            .and_then(|name| crate::ids::ModelName::parse(name).ok());
         let reviewer = self
             .app
             .model(
                 ModelRole::Reviewer,
                 &self.id,
                 budget,
-                config.models.planner.as_ref(),
+                recorded.as_ref().or(config.models.planner.as_ref()),
             )
             .map_err(|e| Stop::fail(format!("{e:#}")))?;
         let request = ReviewRequest {
