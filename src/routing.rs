@@ -13,11 +13,10 @@ use std::path::Path;
 
 use anyhow::Result;
 
-use crate::config::prices::PriceTable;
 use crate::config::repo::RoutingPolicy;
-use crate::contract::Risk;
+use crate::contract::{Risk, Rung};
 use crate::event::ForgeKind;
-use crate::ids::{CommitSha, ModelName, RepoName, RunId};
+use crate::ids::{CommitSha, RepoName, RunId};
 use crate::store::outcomes::{NewOutcome, OutcomeSource, OutcomeStats, ReviewerVerdict};
 use crate::store::runs::{self, RunState};
 use crate::store::{Db, now_ms};
@@ -31,43 +30,22 @@ const Z: f64 = 1.281_551_565_545;
 /// tokens to one output token when no verified cost is on record to compare.
 const INPUT_PER_OUTPUT: f64 = 4.0;
 
-/// A rung of the executor ladder as routing weighs it: the executor, its model and the
-/// model's price.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Rung {
-    pub executor: String,
-    /// `provider:model`; `None` for an executor that names none.
-    pub model: Option<String>,
-    /// USD per million input tokens.
-    pub input_per_mtok: f64,
-    /// USD per million output tokens.
-    pub output_per_mtok: f64,
+/// How routing weighs a rung of the contract's ladder.
+trait Weighed {
+    /// The rung as the contract names it: `anthropic:claude-haiku-4-5 (builtin)`.
+    fn label(&self) -> String;
+    /// USD per million tokens at the blend an executor uses them in.
+    fn blended(&self) -> f64;
 }
 
-impl Rung {
-    /// The rung of `executor` on `model` at the deployment's `prices` (`MODEL_PRICES`); a
-    /// model without a price, or none named, is priced at nothing, so it sorts first.
-    pub fn priced(executor: &str, model: Option<&ModelName>, prices: &PriceTable) -> Rung {
-        let price = model.and_then(|m| prices.get(m));
-        Rung {
-            executor: executor.to_owned(),
-            model: model.map(ToString::to_string),
-            input_per_mtok: price.map_or(0.0, |p| p.input),
-            output_per_mtok: price.map_or(0.0, |p| p.output),
-        }
+impl Weighed for Rung {
+    fn label(&self) -> String {
+        format!("{} ({})", self.model, self.executor)
     }
 
-    /// The rung as the contract names it: `anthropic:claude-haiku-4-5 (builtin)`.
-    pub fn label(&self) -> String {
-        match &self.model {
-            Some(model) => format!("{model} ({})", self.executor),
-            None => self.executor.clone(),
-        }
-    }
-
-    /// USD per million tokens at the blend an executor uses them in.
     fn blended(&self) -> f64 {
-        (INPUT_PER_OUTPUT * self.input_per_mtok + self.output_per_mtok) / (INPUT_PER_OUTPUT + 1.0)
+        (INPUT_PER_OUTPUT * self.input_usd_per_mtok + self.output_usd_per_mtok)
+            / (INPUT_PER_OUTPUT + 1.0)
     }
 }
 
@@ -111,7 +89,9 @@ pub fn records_for(rungs: &[Rung], stats: &[OutcomeStats]) -> Vec<Record> {
         .map(|rung| {
             stats
                 .iter()
-                .find(|s| s.executor == rung.executor && s.model == rung.model)
+                .find(|s| {
+                    s.executor == rung.executor && s.model.as_deref() == Some(rung.model.as_str())
+                })
                 .map_or_else(Record::default, |s| Record {
                     runs: u64::try_from(s.runs).unwrap_or_default(),
                     verified: u64::try_from(s.verified).unwrap_or_default(),
@@ -135,7 +115,7 @@ pub fn choose_start(
     default: usize,
 ) -> Start {
     let default = default.min(rungs.len().saturating_sub(1));
-    let label = |i: usize| rungs.get(i).map_or_else(String::new, Rung::label);
+    let label = |i: usize| rungs.get(i).map_or_else(String::new, Weighed::label);
     let record = |i: usize| records.get(i).copied().unwrap_or_default();
     let risk = risk.as_str();
     let min_runs = u64::from(policy.min_runs);
@@ -174,10 +154,8 @@ pub fn choose_start(
     };
     let won = record(chosen);
     let mut reason = format!(
-        "starts on {}: {} of {} verified at {risk} risk {place}",
-        label(chosen),
-        won.verified,
-        won.runs
+        "{} of {} verified at {risk} risk {place}",
+        won.verified, won.runs
     );
     // Against the default, or (when it is the default) the rung above it.
     let other = if chosen != default {
@@ -412,9 +390,9 @@ mod tests {
     fn rung(model: &str, input: f64, output: f64) -> Rung {
         Rung {
             executor: "builtin".into(),
-            model: Some(model.into()),
-            input_per_mtok: input,
-            output_per_mtok: output,
+            model: model.into(),
+            input_usd_per_mtok: input,
+            output_usd_per_mtok: output,
         }
     }
 
@@ -468,7 +446,7 @@ mod tests {
             start,
             Start {
                 rung: 1,
-                reason: "starts on anthropic:claude-sonnet-4-5 (builtin): 9 of 11 verified at \
+                reason: "9 of 11 verified at \
                          medium risk here; anthropic:claude-opus-4-5 (builtin) would cost 3.1× more"
                     .into(),
                 learned: true,
@@ -480,18 +458,9 @@ mod tests {
         assert_eq!(start.rung, 0);
         assert_eq!(
             start.reason,
-            "starts on anthropic:claude-haiku-4-5 (builtin): 7 of 7 verified at low risk here; \
+            "7 of 7 verified at low risk here; \
              anthropic:claude-sonnet-4-5 (builtin) would cost 3.0× more"
         );
-    }
-
-    #[test]
-    fn a_rung_takes_its_models_price() {
-        let haiku = ModelName::parse("anthropic:claude-haiku-4-5").unwrap();
-        let rung = Rung::priced("builtin", Some(&haiku), &PriceTable::default());
-        assert_eq!(rung, ladder()[0]);
-        let command = Rung::priced("command", None, &PriceTable::default());
-        assert_eq!((command.model, command.input_per_mtok), (None, 0.0));
     }
 
     #[test]

@@ -1154,7 +1154,10 @@ const NOT_IN_EXAMPLE: &[&str] = &["escalate"];
 pub fn example_file() -> String {
     let mut out = String::new();
     let mut open: Vec<&str> = Vec::new();
-    for k in REPO_KEYS.iter().filter(|k| !NOT_IN_EXAMPLE.contains(&k.key)) {
+    for k in REPO_KEYS
+        .iter()
+        .filter(|k| !NOT_IN_EXAMPLE.contains(&k.key))
+    {
         let mut parts: Vec<&str> = k.key.split('.').collect();
         let leaf = parts.pop().unwrap_or_default();
         let shared = open.iter().zip(&parts).take_while(|(a, b)| a == b).count();

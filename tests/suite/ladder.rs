@@ -321,3 +321,82 @@ async fn the_deployments_default_climbs_the_tiers_of_a_repository_that_names_no_
     assert!(!contract.contains("| 3 |"), "{contract}");
     world.server.stop().await;
 }
+
+/// Writes `n` judged outcomes of `model` at low risk on the world's repository, the first
+/// `verified` of them verified.
+async fn seed_outcomes(world: &World, model: &str, n: usize, verified: usize) {
+    use planwright::contract::Risk;
+    use planwright::ids::{RepoName, RunId};
+    use planwright::store::outcomes::{NewOutcome, OutcomeSource, ReviewerVerdict, RoleSpend};
+    let repo = RepoName::parse(world.repo).unwrap();
+    for i in 0..n {
+        let run = RunId::generate();
+        let ok = i < verified;
+        world
+            .server
+            .db
+            .record_outcome(&NewOutcome {
+                run: &run,
+                forge: ForgeKind::Github,
+                repo: &repo,
+                session: None,
+                version: None,
+                risk: Risk::Low,
+                executor: "builtin",
+                model: Some(model),
+                rung: 0,
+                verified: ok,
+                judged: true,
+                why_not: (!ok).then_some("verification failed"),
+                verdict: ReviewerVerdict::None,
+                attempt: 1,
+                spend: RoleSpend::default(),
+                wall_ms: 1_000,
+                files_changed: Some(1),
+                source: OutcomeSource::Run,
+            })
+            .await
+            .unwrap();
+    }
+}
+
+/// The contract comment a `routing: auto` repository gets after `seeded` verified
+/// outcomes of the cheap rung (out of as many), its risk's tier being the dear rung.
+async fn auto_routed_contract(seeded: usize) -> String {
+    let settings = ladder_settings(&format!(
+        "models:\n  executor:\n    low: \"{DEAR}\"\nrouting: auto\nrouting_min_runs: 4\n"
+    ));
+    let world = World::calc(ForgeKind::Github, vec![submit_calc(3)], &settings).await;
+    seed_outcomes(&world, CHEAP, seeded, seeded).await;
+    world.label(&world.maintainer, "auto-label").await;
+    world.wait_for_state("awaiting_approval").await;
+    world.contract_comments().pop().unwrap()
+}
+
+#[tokio::test]
+async fn routing_auto_starts_on_the_cheapest_rung_with_a_record_here_and_says_why() {
+    // Six of six verified clears the bar: the cheap rung starts, and the contract says why.
+    let contract = auto_routed_contract(6).await;
+    assert!(
+        contract.contains(&format!(
+            "| 1 (starts here) | `builtin` | `{CHEAP}` | 0.25 / 2.00 |"
+        )),
+        "{contract}"
+    );
+    assert!(
+        contract.contains("Starts on rung 1: 6 of 6 verified at low risk here; "),
+        "{contract}"
+    );
+    // Two runs are too few to trust: the rung the risk picks starts, and it says so.
+    let contract = auto_routed_contract(2).await;
+    assert!(
+        contract.contains(&format!("| 2 (starts here) | `builtin` | `{DEAR}` |")),
+        "{contract}"
+    );
+    assert!(
+        contract.contains(&format!(
+            "Starts on rung 2: no rung has 4 runs at low risk here yet: starts on the default, {DEAR} (builtin)"
+        )),
+        "{contract}"
+    );
+}

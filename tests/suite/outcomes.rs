@@ -3,11 +3,12 @@
 //! is its own, and `routing: auto` reads its starting rung back from it.
 
 use planwright::config::repo::RoutingPolicy;
+use planwright::contract::Rung;
 use planwright::contract::{ContractVersion, Risk};
 use planwright::event::ForgeKind;
 use planwright::ids::{IssueNumber, RepoName, RunId, SessionId};
 use planwright::llm::Usage;
-use planwright::routing::{self, AttemptEnd, AttemptScope, Rung, Whose};
+use planwright::routing::{self, AttemptEnd, AttemptScope, Whose};
 use planwright::store::model_usage::{self, Spent};
 use planwright::store::outcomes::{
     AttemptCount, NewOutcome, OutcomeSource, ReviewerVerdict, RoleSpend,
@@ -31,15 +32,15 @@ fn ladder() -> Vec<Rung> {
     vec![
         Rung {
             executor: "builtin".into(),
-            model: Some(HAIKU.into()),
-            input_per_mtok: 1.0,
-            output_per_mtok: 5.0,
+            model: HAIKU.into(),
+            input_usd_per_mtok: 1.0,
+            output_usd_per_mtok: 5.0,
         },
         Rung {
             executor: "builtin".into(),
-            model: Some(SONNET.into()),
-            input_per_mtok: 3.0,
-            output_per_mtok: 15.0,
+            model: SONNET.into(),
+            input_usd_per_mtok: 3.0,
+            output_usd_per_mtok: 15.0,
         },
     ]
 }
@@ -171,7 +172,7 @@ async fn routing_auto_starts_on_the_cheapest_rung_this_repository_verified() {
     assert_eq!(medium.rung, 0, "{medium:?}");
     assert_eq!(
         medium.reason,
-        "starts on anthropic:claude-haiku-4-5 (builtin): 9 of 11 verified at medium risk here; \
+        "9 of 11 verified at medium risk here; \
          anthropic:claude-sonnet-4-5 (builtin) would cost 3.1× more"
     );
     // No record at high risk here, whatever other repositories' say.
@@ -304,7 +305,7 @@ async fn an_operators_group_of_repositories_reads_its_members_outcomes_together(
     assert_eq!(grouped.rung, 0, "{grouped:?}");
     assert_eq!(
         grouped.reason,
-        "starts on anthropic:claude-haiku-4-5 (builtin): 6 of 6 verified at low risk in acme/*; \
+        "6 of 6 verified at low risk in acme/*; \
          anthropic:claude-sonnet-4-5 (builtin) would cost 3.0× more"
     );
     // Outside the group, and without one, a repository reads only its own.

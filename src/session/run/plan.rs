@@ -13,6 +13,7 @@ use crate::config::environment::Choice;
 use crate::config::repo::{BoundSettings, RepoConfig};
 use crate::contract::{
     Base, Contract, ContractDiff, ContractMarker, ContractModels, ContractVersion, RenderContext,
+    Routing,
 };
 use crate::environment::source;
 use crate::event::ForgeKind;
@@ -112,6 +113,36 @@ impl Planning<'_> {
     /// The version this job produces, as the contract rows number it.
     fn version(&self) -> ContractVersion {
         self.plan.version
+    }
+
+    /// With `routing: auto`, the ladder starts on the cheapest rung this repository's
+    /// outcomes at the contract's risk qualify, and says why (with too few, the rung the
+    /// risk picks, and says that). A rung the contract's routing names stays pinned.
+    async fn learned_start(&self, routing: &mut Routing, config: &RepoConfig) -> Result<(), Stop> {
+        let (risk, pinned) = (routing.risk, routing.model.is_some());
+        let Some(ladder) = routing.ladder.as_mut() else {
+            return Ok(());
+        };
+        if !config.routing.auto || pinned {
+            return Ok(());
+        }
+        let whose = crate::routing::Whose {
+            forge: self.kind(),
+            repo: self.repo(),
+            groups: &self.app.settings.routing_groups,
+        };
+        let start = crate::routing::learned_start(
+            &self.app.db,
+            &whose,
+            risk,
+            &ladder.rungs,
+            ladder.start,
+            &config.routing,
+        )
+        .await?;
+        ladder.start = start.rung;
+        ladder.start_reason = Some(start.reason);
+        Ok(())
     }
 
     async fn plan_and_post(&self) -> Result<(), Stop> {
@@ -261,6 +292,7 @@ impl Planning<'_> {
         contract.routing.ladder =
             super::execute::ladder::build(self.app, &config, &contract.routing, attempts)
                 .map_err(|e| Stop::fail(comments::settings_invalid(&e)))?;
+        self.learned_start(&mut contract.routing, &config).await?;
         let sha256 = contract.hash(&base);
         let body = serde_json::to_string(&contract)?;
         let mut bound = config.bound();
