@@ -11,6 +11,7 @@ pub mod contract;
 pub mod distill;
 pub mod doctor;
 pub mod environment;
+pub mod eval;
 pub mod event;
 pub mod executor;
 pub mod forge;

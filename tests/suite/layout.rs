@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 /// Top to bottom. Keep in step with README's Layout section.
 const ROWS: &[&[&str]] = &[
-    &["cli", "server", "onboarding", "doctor", "solve"],
+    &["cli", "server", "onboarding", "doctor", "eval", "solve"],
     &["session", "app", "installation"],
     &["planner", "executor", "verify", "publish"],
     &[

@@ -12,6 +12,7 @@ mod distill_fuzz;
 mod doctor;
 mod economy;
 mod environment;
+mod eval;
 mod executor;
 mod forge_conformance;
 mod forge_github;
