@@ -282,9 +282,12 @@ impl Context {
                 failure: None,
                 usage: Vec::new(),
                 wall_ms: 0,
+                solve_ms: 0,
             },
             Ok((repo, base)) => {
+                let solving = Instant::now();
                 let ran = self.pipeline(task, arm, &repo, &dir).await;
+                let solve_ms = solving.elapsed().as_millis() as u64;
                 let usage = usage_of(&dir.join("data")).await;
                 let graded = match &ran.revision {
                     Some(revision) => {
@@ -310,6 +313,7 @@ impl Context {
                     failure: ran.failure,
                     usage,
                     wall_ms: 0,
+                    solve_ms,
                 }
             }
         };

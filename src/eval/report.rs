@@ -46,6 +46,8 @@ pub struct ArmReport {
     /// The planner's input tokens: what the split spends on its strong model.
     pub planner_input_tokens: i64,
     pub wall_ms_per_task: u64,
+    /// Of that, what the flow itself took; the rest is the harness (checkout, grading).
+    pub solve_ms_per_task: u64,
     pub verdicts: Matrix,
 }
 
@@ -160,6 +162,7 @@ fn arm_report(name: &str, all: &[RunRecord]) -> ArmReport {
         planner_input_tokens: roles.get("planner").map_or(0, |u| u.input_tokens),
         roles: roles.into_values().collect(),
         wall_ms_per_task: runs.iter().map(|r| r.wall_ms).sum::<u64>() / n as u64,
+        solve_ms_per_task: runs.iter().map(|r| r.solve_ms).sum::<u64>() / n as u64,
         verdicts,
     }
 }
@@ -199,13 +202,13 @@ pub fn markdown(report: &Report) -> String {
     }
     out.push_str("## Arms\n\n");
     out.push_str(
-        "| arm | resolved | rate | no verdict | cost | cost per task | wall time per task |\n",
+        "| arm | resolved | rate | no verdict | cost | cost per task | wall time per task | of which the flow |\n",
     );
-    out.push_str("|---|---|---|---|---|---|---|\n");
+    out.push_str("|---|---|---|---|---|---|---|---|\n");
     for arm in &report.arms {
         let _ = writeln!(
             out,
-            "| {} | {}/{} | {} | {} | {} | {} | {:.1}s |",
+            "| {} | {}/{} | {} | {} | {} | {} | {:.1}s | {:.1}s |",
             arm.name,
             arm.resolved,
             arm.resolved + arm.unresolved,
@@ -213,7 +216,8 @@ pub fn markdown(report: &Report) -> String {
             arm.no_verdict,
             usd(arm.cost_microusd),
             usd(arm.cost_per_task_microusd),
-            arm.wall_ms_per_task as f64 / 1000.0
+            arm.wall_ms_per_task as f64 / 1000.0,
+            arm.solve_ms_per_task as f64 / 1000.0
         );
     }
     out.push('\n');

@@ -54,6 +54,9 @@ pub struct RunRecord {
     pub usage: Vec<RoleUsage>,
     /// The run and its grading, from checkout to grade.
     pub wall_ms: u64,
+    /// The part of it the flow itself took (what `solve` takes on the task).
+    #[serde(default)]
+    pub solve_ms: u64,
 }
 
 impl RunRecord {

@@ -269,6 +269,7 @@ async fn each_arm_is_graded_apart_from_planwright_and_the_verdicts_fall_in_their
     );
     assert!(gold_arm["cost_microusd"].as_i64().unwrap() > 0, "{account}");
     let markdown = std::fs::read_to_string(out.join("tasks/report.md")).unwrap();
+    eprintln!("{markdown}");
     assert!(
         markdown.contains("| gold | 1/1 | 100.0% | 0 |"),
         "{markdown}"
