@@ -289,7 +289,14 @@ impl Context {
                 let ran = self.pipeline(task, arm, &repo, &dir).await;
                 let solve_ms = solving.elapsed().as_millis() as u64;
                 let usage = usage_of(&dir.join("data")).await;
+                let executed = usage.iter().any(|u| u.role == "executor");
                 let graded = match &ran.revision {
+                    // A run that stopped before any executor worked (a provider failing
+                    // the planner, say) says nothing of the arm.
+                    Some(_) if ran.no_result && !executed => Graded::no_verdict(format!(
+                        "the run stopped before any executor worked: {}",
+                        ran.failure.as_deref().unwrap_or_default()
+                    )),
                     Some(revision) => {
                         self.grader
                             .grade(
@@ -353,6 +360,7 @@ impl Context {
         let stopped = |why: String| Ran {
             verdict: Verdict::None,
             revision: None,
+            no_result: true,
             failure: Some(why),
         };
         let issue = match LocalIssue::parse(&task.problem_statement) {
@@ -385,10 +393,12 @@ impl Context {
             Ok(Ended::Passed { branch, .. }) => Ran {
                 verdict: Verdict::Ready,
                 revision: Some(branch),
+                no_result: false,
                 failure: None,
             },
             Ok(Ended::Failed { reason, branch, .. }) => Ran {
                 verdict: Verdict::Draft,
+                no_result: branch.is_none(),
                 // No result at all: the base is what the run leaves.
                 revision: Some(branch.unwrap_or_else(|| "main".to_owned())),
                 failure: Some(reason),
@@ -406,6 +416,8 @@ impl Context {
 struct Ran {
     verdict: Verdict,
     revision: Option<String>,
+    /// The run left no branch of its own.
+    no_result: bool,
     failure: Option<String>,
 }
 
