@@ -32,6 +32,11 @@ pub enum Grade {
 }
 
 impl Grade {
+    /// Whether the grade counts toward an arm's rate: no verdict does not.
+    pub fn counts(self) -> bool {
+        self != Grade::NoVerdict
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Grade::Resolved => "resolved",

@@ -25,7 +25,7 @@ use crate::config::Settings;
 use crate::forge::local::LocalIssue;
 use crate::solve::{self, Ended, SolveError};
 use crate::store::Db;
-use grade::{Grade, Graded, Grader};
+use grade::{Graded, Grader};
 use store::{RunRecord, Verdict};
 use tasks::Task;
 
@@ -459,9 +459,4 @@ async fn record_routing_outcome(_db: &Db, _task: &Task, record: &RunRecord) -> a
         "graded run (source eval)"
     );
     Ok(())
-}
-
-/// A grade counts toward an arm's rate only when it is one.
-pub fn counts(grade: Grade) -> bool {
-    grade != Grade::NoVerdict
 }

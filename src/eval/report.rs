@@ -102,7 +102,7 @@ fn arm_report(name: &str, all: &[RunRecord]) -> ArmReport {
     let count = |g: Grade| runs.iter().filter(|r| r.graded.grade == g).count() as u32;
     let (resolved, unresolved) = (count(Grade::Resolved), count(Grade::Unresolved));
     let rate = |rs: &[&RunRecord]| -> Option<f64> {
-        let graded = rs.iter().filter(|r| super::counts(r.graded.grade)).count();
+        let graded = rs.iter().filter(|r| r.graded.grade.counts()).count();
         let resolved = rs
             .iter()
             .filter(|r| r.graded.grade == Grade::Resolved)
