@@ -339,11 +339,18 @@ pub fn chart(report: &Report) -> String {
     let colours = [
         "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b",
     ];
+    let mut placed: Vec<(f64, f64)> = Vec::new();
     for (i, arm) in report.arms.iter().enumerate() {
         let Some(rate) = arm.resolved_rate else {
             continue;
         };
         let (cx, cy) = (x(arm.cost_per_task_microusd), y(rate));
+        // Arms on the same point get their labels one under the other.
+        let below = placed
+            .iter()
+            .filter(|(px, py)| (px - cx).abs() < 1.0 && (py - cy).abs() < 1.0)
+            .count() as f64;
+        placed.push((cx, cy));
         let colour = colours[i % colours.len()];
         if arm.spread > 0.0 {
             let _ = writeln!(
@@ -359,7 +366,7 @@ pub fn chart(report: &Report) -> String {
             escape(&arm.name),
             usd(arm.cost_per_task_microusd),
             cx + 9.0,
-            cy - 8.0,
+            cy - 8.0 + below * 14.0,
             escape(&arm.name)
         );
     }

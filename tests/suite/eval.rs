@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use super::real_tasks::{
     IMAGE, Instance, Work, mark_skipped, real_tasks, tracked_files, written_files,
 };
+use crate::support::browser::Browser;
 use crate::support::model_server::{ModelServer, Step};
 use crate::support::planwright_command;
 use crate::support::python_image::push_python_image;
@@ -280,6 +281,20 @@ async fn each_arm_is_graded_apart_from_planwright_and_the_verdicts_fall_in_their
     );
     let html = std::fs::read_to_string(out.join("tasks/report.html")).unwrap();
     assert!(html.contains("<svg") && html.contains("<circle"), "{html}");
+    // The page in a real browser: one point per arm on the chart, and the picture the
+    // docs show (left in target/screenshots/ as the page tests leave theirs).
+    let browser = Browser::start(1100, 1400).await;
+    browser
+        .go(&format!(
+            "file://{}",
+            out.join("tasks/report.html").display()
+        ))
+        .await;
+    assert_eq!(browser.count("#chart svg circle").await, 3);
+    assert!(browser.text("table").await.contains("gold"));
+    let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+    browser.screenshot(&shots.join("eval-report.png")).await;
     for models in [&gold, &wrong, &cheat] {
         assert_eq!(models.unused_steps(), 0, "{account}");
     }
