@@ -320,3 +320,73 @@ pub fn judge(task: &Task, exit: Exit, report: &TestReport) -> Graded {
         pass_to_pass_failed,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task(pass_to_pass: PassToPass) -> Task {
+        Task {
+            id: "t".into(),
+            repo: "/r".into(),
+            base_commit: "main".into(),
+            problem_statement: "p".into(),
+            test_patch: String::new(),
+            fail_to_pass: vec!["t.py::test_new".into()],
+            pass_to_pass,
+            image: None,
+            test_cmd: Some("python3 -m pytest -v".into()),
+            setup: Vec::new(),
+        }
+    }
+
+    fn report(lines: &str) -> TestReport {
+        crate::distill::distill(lines.as_bytes(), None, Some("python3 -m pytest -v")).unwrap()
+    }
+
+    const RUN: &str = "t.py::test_new PASSED                  [ 33%]\n\
+                       t.py::test_old PASSED                  [ 66%]\n\
+                       t.py::test_other SKIPPED (later)       [100%]\n\n\
+                       ========================= 2 passed, 1 skipped in 0.01s =========================\n";
+
+    #[test]
+    fn a_skipped_pass_to_pass_test_counts_as_failed() {
+        let listed = task(PassToPass::Listed(vec![
+            "t.py::test_old".into(),
+            "t.py::test_other".into(),
+        ]));
+        let graded = judge(&listed, Exit::Code(0), &report(RUN));
+        assert_eq!(graded.grade, Grade::Unresolved, "{graded:?}");
+        assert_eq!(graded.pass_to_pass_failed, ["t.py::test_other"]);
+        assert!(graded.fail_to_pass_failed.is_empty());
+        let counted = task(PassToPass::Counted {
+            passing: 3,
+            failing_anyway: Vec::new(),
+        });
+        let graded = judge(&counted, Exit::Code(0), &report(RUN));
+        assert_eq!(graded.grade, Grade::Unresolved, "{graded:?}");
+    }
+
+    #[test]
+    fn every_listed_test_passing_is_resolved() {
+        let listed = task(PassToPass::Listed(vec!["t.py::test_old".into()]));
+        let graded = judge(&listed, Exit::Code(0), &report(RUN));
+        assert_eq!(graded.grade, Grade::Resolved, "{graded:?}");
+    }
+
+    #[test]
+    fn a_runner_that_names_no_passing_test_gives_no_verdict() {
+        let listed = task(PassToPass::Listed(Vec::new()));
+        let quiet = "t.py ..                                                  [100%]\n\n\
+                     ============================== 2 passed in 0.01s ===============================\n";
+        let graded = judge(&listed, Exit::Code(0), &report(quiet));
+        assert_eq!(graded.grade, Grade::NoVerdict, "{graded:?}");
+    }
+
+    #[test]
+    fn a_patch_names_the_files_it_touches() {
+        let patch = "diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n\
+                     diff --git a/new.py b/new.py\nnew file mode 100644\n--- /dev/null\n+++ b/new.py\n";
+        assert_eq!(patch_paths(patch), ["x.py", "new.py"]);
+    }
+}
