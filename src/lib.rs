@@ -12,6 +12,7 @@ pub mod distill;
 pub mod docs;
 pub mod doctor;
 pub mod environment;
+pub mod eval;
 pub mod event;
 pub mod executor;
 pub mod forge;

@@ -37,6 +37,8 @@ pub struct Request {
     pub issue: LocalIssue,
     /// Approve the contract without asking.
     pub approve: bool,
+    /// Print nothing: no comments, no progress lines (an evaluation runs many at once).
+    pub quiet: bool,
 }
 
 /// Why `solve` stopped before a result: input it cannot work with (exit 2), or a
@@ -79,6 +81,7 @@ pub struct Opened {
     forge: Arc<LocalForge>,
     user: String,
     approve: bool,
+    quiet: bool,
     /// DATA_DIR unless the settings name another: `planwright/` in the git folder.
     pub default_data_dir: PathBuf,
     /// Where this run's comments, checks and `pull-request.md` go.
@@ -129,7 +132,7 @@ pub async fn open(request: Request) -> Result<Opened, SolveError> {
     let dirty = git(&request.repo, &["status", "--porcelain"])
         .await?
         .unwrap_or_default();
-    if !dirty.trim().is_empty() {
+    if !dirty.trim().is_empty() && !request.quiet {
         eprintln!(
             "planwright: note: `{}` has uncommitted changes; planwright works from the last \
              commit (HEAD) and does not see them",
@@ -140,20 +143,20 @@ pub async fn open(request: Request) -> Result<Opened, SolveError> {
         .map(|n| base.join(format!("solve-{n}")))
         .find(|dir| !dir.exists())
         .context("Cannot number this run's output folder")?;
-    let forge = LocalForge::open(
-        &request.repo,
-        request.issue,
-        Some(&output),
-        &user,
-        Box::new(std::io::stdout()),
-    )
-    .await
-    .map_err(input)?;
+    let echo: Box<dyn Write + Send> = if request.quiet {
+        Box::new(std::io::sink())
+    } else {
+        Box::new(std::io::stdout())
+    };
+    let forge = LocalForge::open(&request.repo, request.issue, Some(&output), &user, echo)
+        .await
+        .map_err(input)?;
     let output = forge.output_dir().to_path_buf();
     Ok(Opened {
         forge: Arc::new(forge),
         user,
         approve: request.approve,
+        quiet: request.quiet,
         default_data_dir: base,
         output,
     })
@@ -245,6 +248,7 @@ pub async fn run(mut settings: Settings, opened: Opened) -> Result<Ended, SolveE
         output: &opened.output,
         waker: &waker,
         started,
+        quiet: opened.quiet,
     };
     let ended = session.drive(opened.approve).await;
     stop.cancel();
@@ -265,6 +269,7 @@ struct Session<'a> {
     output: &'a Path,
     waker: &'a Waker,
     started: Instant,
+    quiet: bool,
 }
 
 impl Session<'_> {
@@ -334,7 +339,7 @@ impl Session<'_> {
             )));
         };
         let id = row.id.clone();
-        let mut progress = Progress::new(self.started);
+        let mut progress = Progress::new(self.started, self.quiet);
         let planned = match self
             .wait(
                 &id,
@@ -525,14 +530,16 @@ struct Progress {
     started: Instant,
     last: Option<(SessionState, model_usage::Spent, Instant)>,
     retries: std::collections::HashSet<(String, i64)>,
+    quiet: bool,
 }
 
 impl Progress {
-    fn new(started: Instant) -> Self {
+    fn new(started: Instant, quiet: bool) -> Self {
         Progress {
             started,
             last: None,
             retries: Default::default(),
+            quiet,
         }
     }
 
@@ -542,14 +549,14 @@ impl Progress {
             Some((s, _, _)) if *s != state => true,
             Some((_, before, at)) => *before != spent && at.elapsed() >= QUIET,
         };
-        if due {
+        if due && !self.quiet {
             eprintln!("{}", line(self.started.elapsed(), state, spent));
             self.last = Some((state, spent, Instant::now()));
         }
     }
 
     fn retrying(&mut self, job: &str, attempt: i64, error: &str) {
-        if self.retries.insert((job.to_owned(), attempt)) {
+        if self.retries.insert((job.to_owned(), attempt)) && !self.quiet {
             let first = error.lines().next().unwrap_or_default();
             eprintln!(
                 "planwright: [{:>4}s] attempt {attempt} failed, retrying: {first}",

@@ -17,6 +17,7 @@ mod distill;
 mod docs;
 mod doctor;
 mod env;
+mod eval;
 mod exit;
 mod migrate;
 mod runtime;
@@ -131,6 +132,37 @@ enum Command {
         #[arg(long)]
         approve: bool,
     },
+    /// Run a set of tasks with known answers through the whole flow, once per arm (a
+    /// settings file with its models), grade each result with the task's hidden tests,
+    /// and report resolved rate, cost per role and planwright's verdict against the
+    /// grade (Markdown, JSON and HTML in OUT/NAME/). Finished runs are kept in
+    /// OUT/planwright.db: the same command again carries on where it stopped. Exits 0
+    /// when every run was graded, 1 when --budget stopped it, 2 on bad input.
+    Eval {
+        /// SWE-bench-compatible JSONL, or a folder in the real-tasks layout.
+        tasks: PathBuf,
+        /// NAME=SETTINGS_FILE: a configuration to compare (give one or more).
+        #[arg(long = "arm", value_name = "NAME=SETTINGS_FILE", required = true)]
+        arms: Vec<String>,
+        /// The evaluation's folder: its database, the runs and the reports.
+        #[arg(long, default_value = "planwright-eval")]
+        out: PathBuf,
+        /// The evaluation's name (default: the task file's name without extension).
+        #[arg(long)]
+        name: Option<String>,
+        /// Runs per task and arm, for the spread of the resolved rate.
+        #[arg(long, default_value_t = 1)]
+        repeat: u32,
+        /// US dollars the whole evaluation may spend: no run starts once it is spent.
+        #[arg(long, value_name = "USD")]
+        budget: Option<f64>,
+        /// Runs side by side.
+        #[arg(long, default_value_t = 1)]
+        jobs: usize,
+        /// The environment image for tasks that name none.
+        #[arg(long)]
+        image: Option<String>,
+    },
     /// Check this deployment: settings, database and migrations, GitHub and GitLab
     /// credentials, model provider keys, git, executors, the sandbox, free disk. One line
     /// per check (ok, warn, FAIL); exits non-zero when any check fails.
@@ -179,6 +211,28 @@ pub fn run(cli: Cli) -> ExitCode {
             issue,
             approve,
         } => solve::run(config, repo, issue_file, issue, approve),
+        Command::Eval {
+            tasks,
+            arms,
+            out,
+            name,
+            repeat,
+            budget,
+            jobs,
+            image,
+        } => eval::run(
+            config,
+            eval::Args {
+                tasks,
+                arms,
+                out,
+                name,
+                repeat,
+                budget,
+                jobs,
+                image,
+            },
+        ),
         Command::Serve { role } => deployment(config, |settings| serve::run(settings, role)),
         Command::Setup { org, listen } => {
             deployment(config, |settings| setup::run(settings, org, listen))

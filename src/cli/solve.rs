@@ -40,6 +40,7 @@ pub(super) fn run(
             repo,
             issue,
             approve,
+            quiet: false,
         })
         .await?;
         let settings = Settings::load_with_data_dir(config, &opened.default_data_dir)

@@ -13,6 +13,7 @@ mod docs;
 mod doctor;
 mod economy;
 mod environment;
+mod eval;
 mod executor;
 mod forge_conformance;
 mod forge_github;

@@ -26,9 +26,9 @@ use planwright::event::ForgeKind;
 /// unpacked, and the project's whole suite runs on the base, the result and for the proof.
 const PHASE_LIMIT: Duration = Duration::from_secs(15 * 60);
 /// The image's name on each test's registry.
-const IMAGE: &str = "real-tasks/python:1";
+pub(super) const IMAGE: &str = "real-tasks/python:1";
 
-fn real_tasks() -> PathBuf {
+pub(super) fn real_tasks() -> PathBuf {
     fixtures().join("real-tasks")
 }
 
@@ -48,25 +48,25 @@ fn strings(value: &Value) -> Vec<String> {
 }
 
 /// One instance as its `instance.json` and its repository's entry in `repos.json` give it.
-struct Instance {
-    id: String,
-    dir: PathBuf,
-    bundle: PathBuf,
-    commit: String,
-    parent: String,
-    subject: String,
-    fix_files: Vec<String>,
-    test_files: Vec<String>,
+pub(super) struct Instance {
+    pub(super) id: String,
+    pub(super) dir: PathBuf,
+    pub(super) bundle: PathBuf,
+    pub(super) commit: String,
+    pub(super) parent: String,
+    pub(super) subject: String,
+    pub(super) fix_files: Vec<String>,
+    pub(super) test_files: Vec<String>,
     /// The repository's test command.
-    test: String,
-    fail_to_pass: Vec<String>,
-    skip_control_test: String,
+    pub(super) test: String,
+    pub(super) fail_to_pass: Vec<String>,
+    pub(super) skip_control_test: String,
     /// pytest's counts per state of the tree (`base`, `base+tests`, `fix`).
-    counts: Value,
+    pub(super) counts: Value,
 }
 
 impl Instance {
-    fn load(id: &str) -> Instance {
+    pub(super) fn load(id: &str) -> Instance {
         let dir = real_tasks().join("instances").join(id);
         let instance = read_json(&dir.join("instance.json"));
         let repo = instance["repo"].as_str().expect("a repo").to_owned();
@@ -96,7 +96,7 @@ impl Instance {
     }
 
     /// A checkout of the instance's base tree (the upstream parent's tree).
-    fn checkout(&self, into: &Path) -> PathBuf {
+    pub(super) fn checkout(&self, into: &Path) -> PathBuf {
         let dir = into.join("tree");
         let branch = format!("base/{}", &self.parent[..12]);
         git(
@@ -131,7 +131,7 @@ impl Instance {
 
 /// The executor's work in a session, and the outcome the truth calls for.
 #[derive(Clone, Copy, PartialEq, Debug)]
-enum Work {
+pub(super) enum Work {
     /// The upstream commit: its fix and its tests.
     Fix,
     /// Its tests alone: they fail after, as they did before.
@@ -141,7 +141,7 @@ enum Work {
 }
 
 /// Every file of the tree `dir` that git tracks, with its text.
-fn tracked_files(dir: &Path) -> Vec<(String, String)> {
+pub(super) fn tracked_files(dir: &Path) -> Vec<(String, String)> {
     git(dir, &["ls-files", "-z"])
         .split('\0')
         .filter(|p| !p.is_empty())
@@ -157,7 +157,7 @@ fn tracked_files(dir: &Path) -> Vec<(String, String)> {
 /// Adds a skip marker to the test `node` (`path::Class::test` or `path::test`) in the
 /// tree `dir`: `@unittest.skip` on a method of a `unittest` class, `@pytest.mark.skip` on
 /// a pytest function, with the module imported when the file does not import it.
-fn mark_skipped(dir: &Path, node: &str) {
+pub(super) fn mark_skipped(dir: &Path, node: &str) {
     let mut parts = node.split("::");
     let path = parts.next().expect("a path");
     let names: Vec<&str> = parts.collect();
@@ -220,7 +220,7 @@ fn mark_skipped(dir: &Path, node: &str) {
 
 /// The files the executor writes for `work`, with their new text: every file of the
 /// patches' that `work` changes, as `git apply` leaves it in a checkout of the base.
-fn written_files(instance: &Instance, work: Work) -> Vec<(String, String)> {
+pub(super) fn written_files(instance: &Instance, work: Work) -> Vec<(String, String)> {
     let scratch = tempfile::tempdir().unwrap();
     let tree = instance.checkout(scratch.path());
     let base = tracked_files(&tree);
