@@ -14,7 +14,15 @@ const LAYOUT_PAGE: &str = "docs/architecture/layout.md";
 
 /// Top to bottom. Keep in step with the table in docs/architecture/layout.md.
 const ROWS: &[&[&str]] = &[
-    &["cli", "server", "onboarding", "doctor", "eval", "solve", "docs"],
+    &[
+        "cli",
+        "server",
+        "onboarding",
+        "doctor",
+        "eval",
+        "solve",
+        "docs",
+    ],
     &["session", "app", "installation"],
     &["planner", "executor", "verify", "publish", "routing"],
     &[
