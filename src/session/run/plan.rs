@@ -600,18 +600,11 @@ impl Planning<'_> {
         };
         let mut result = planner.plan(&request, &mut dossier, &mut checkpoint).await;
         if let Ok(crate::planner::Planned::Contract(contract)) = &mut result {
-            // planwright's own record, bound by the approval, whatever the planner wrote.
-            let paths: Vec<&str> = contract
-                .change
-                .files
-                .iter()
-                .map(|f| f.path.as_str())
-                .collect();
-            contract.instructions = tools.instruction_files(&paths);
-            contract.models = ContractModels {
+            let models = ContractModels {
                 planner: Some(planner_model.name().to_string()),
                 reviewer: Some(reviewer.to_string()),
             };
+            keep_record(contract, &tools, models);
         }
         drop(image);
         checkout.done().await;
@@ -789,4 +782,18 @@ async fn fail(
         update_status(app, forge, session, to, reason).await?;
     }
     Ok(())
+}
+
+/// planwright's own record on a contract, bound by the approval whatever the planner
+/// wrote: the instruction files on the paths it changes, and the models that planned it
+/// and will review the result.
+fn keep_record(contract: &mut Contract, tools: &RepoTools, models: ContractModels) {
+    let paths: Vec<&str> = contract
+        .change
+        .files
+        .iter()
+        .map(|f| f.path.as_str())
+        .collect();
+    contract.instructions = tools.instruction_files(&paths);
+    contract.models = models;
 }
