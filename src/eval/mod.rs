@@ -801,3 +801,111 @@ async fn record_routing_outcome(
     })
     .await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task(repo: &str, id: &str) -> Task {
+        Task {
+            id: id.to_owned(),
+            repo: PathBuf::from(repo),
+            base_commit: "main".to_owned(),
+            problem_statement: "Title".to_owned(),
+            test_patch: String::new(),
+            fail_to_pass: Vec::new(),
+            pass_to_pass: tasks::PassToPass::Listed(Vec::new()),
+            image: None,
+            test_cmd: None,
+            setup: Vec::new(),
+        }
+    }
+
+    fn record(arm: &str, repeat: u32, graded: Graded) -> RunRecord {
+        RunRecord {
+            task: "a-1".to_owned(),
+            arm: arm.to_owned(),
+            repeat,
+            graded,
+            verdict: Verdict::Draft,
+            failure: None,
+            usage: vec![store::RoleUsage {
+                role: "executor".to_owned(),
+                input_tokens: 10,
+                output_tokens: 5,
+                cost_microusd: 70,
+                ..store::RoleUsage::default()
+            }],
+            wall_ms: 1_000,
+            solve_ms: 900,
+        }
+    }
+
+    fn graded(grade: Grade) -> Graded {
+        Graded {
+            grade,
+            ..Graded::no_verdict("why")
+        }
+    }
+
+    #[test]
+    fn a_task_counts_for_a_repository_named_after_its_folder() {
+        let name = |repo: &str, id: &str| task_repo(&task(repo, id)).unwrap().to_string();
+        assert_eq!(name("/x/bundles/toolz.bundle", "t-1"), "eval/toolz");
+        assert_eq!(name("/x/repos/My Repo.git", "t-1"), "eval/my-repo");
+        assert_eq!(
+            name("/", "django__django-11099"),
+            "eval/django__django-11099"
+        );
+    }
+
+    #[tokio::test]
+    async fn each_graded_run_is_one_eval_outcome_whose_verification_is_the_grade() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(&format!("sqlite://{}/planwright.db", dir.path().display()))
+            .await
+            .unwrap();
+        let task = task("/x/toolz.bundle", "a-1");
+        let facts = RunFacts {
+            risk: Risk::Low,
+            executor: "builtin".to_owned(),
+            model: Some("anthropic:claude-sonnet-4-5".to_owned()),
+            rung: 0,
+        };
+        let runs = [
+            record("gold", 1, graded(Grade::Resolved)),
+            record("wrong", 1, graded(Grade::Unresolved)),
+            record("gold", 2, graded(Grade::NoVerdict)),
+        ];
+        for run in &runs {
+            record_routing_outcome(&db, "tasks", &task, run, &facts)
+                .await
+                .unwrap();
+        }
+        // Written again, as a resumed evaluation would: still one row per run.
+        record_routing_outcome(&db, "tasks", &task, &runs[0], &facts)
+            .await
+            .unwrap();
+        let rows: Vec<(String, String, String, i64, i64, i64, i64)> = sqlx::query_as(
+            "SELECT run_id, repo, source, verified, judged, executor_tokens, executor_microusd \
+             FROM attempt_outcomes ORDER BY run_id",
+        )
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
+        assert_eq!(rows.len(), 3, "{rows:?}");
+        for run in &runs {
+            let id = outcome_run("tasks", run);
+            let row = rows.iter().find(|r| r.0 == id.as_str()).unwrap();
+            assert_eq!((row.1.as_str(), row.2.as_str()), ("eval/toolz", "eval"));
+            assert_eq!(row.3, i64::from(run.graded.grade == Grade::Resolved));
+            assert_eq!(row.4, i64::from(run.graded.grade != Grade::NoVerdict));
+            assert_eq!((row.5, row.6), (15, 70));
+        }
+        // Another evaluation's run of the same task and arm is another outcome.
+        assert_ne!(
+            outcome_run("tasks", &runs[0]),
+            outcome_run("other", &runs[0])
+        );
+    }
+}
