@@ -495,6 +495,10 @@ async fn an_evaluation_stopped_by_its_budget_resumes_without_paying_twice_and_re
     );
 }
 
+/// An outcome row as the monolithic test reads it: repository, source, verified,
+/// judged, model, planner tokens, executor tokens.
+type OutcomeRow = (String, String, i64, i64, Option<String>, i64, i64);
+
 #[tokio::test]
 async fn the_monolithic_arm_gives_one_model_the_raw_issue_and_its_graded_run_feeds_routing() {
     let dir = tempfile::tempdir().unwrap();
@@ -604,7 +608,7 @@ async fn the_monolithic_arm_gives_one_model_the_raw_issue_and_its_graded_run_fee
     let db = planwright::store::Db::open(&format!("sqlite://{}/planwright.db", out.display()))
         .await
         .unwrap();
-    let rows: Vec<(String, String, i64, i64, Option<String>, i64, i64)> = sqlx::query_as(
+    let rows: Vec<OutcomeRow> = sqlx::query_as(
         "SELECT repo, source, verified, judged, model, planner_tokens, executor_tokens \
          FROM attempt_outcomes",
     )
