@@ -141,7 +141,9 @@ enum Command {
     Eval {
         /// SWE-bench-compatible JSONL, or a folder in the real-tasks layout.
         tasks: PathBuf,
-        /// NAME=SETTINGS_FILE: a configuration to compare (give one or more).
+        /// NAME=SETTINGS_FILE: a configuration to compare (give one or more); or
+        /// NAME=monolithic:PROVIDER:MODEL: the baseline, one model given the raw issue with
+        /// the builtin executor's tools, no planner (its provider settings: --config).
         #[arg(long = "arm", value_name = "NAME=SETTINGS_FILE", required = true)]
         arms: Vec<String>,
         /// The evaluation's folder: its database, the runs and the reports.

@@ -10,7 +10,7 @@ use serde_json::json;
 use super::tasks::Task;
 
 /// The identity of the base commit an evaluation makes.
-const AUTHOR: [&str; 4] = [
+pub(super) const AUTHOR: [&str; 4] = [
     "-c",
     "user.name=planwright eval",
     "-c",

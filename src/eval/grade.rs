@@ -128,7 +128,11 @@ impl Grader {
         judge(task, exit, &report)
     }
 
-    async fn pull(&self, image: &str) -> anyhow::Result<crate::environment::cache::Lease> {
+    /// The image pulled into the cache, leased for as long as the lease lives.
+    pub(super) async fn pull(
+        &self,
+        image: &str,
+    ) -> anyhow::Result<crate::environment::cache::Lease> {
         let reference = ImageRef::parse(image).map_err(|e| anyhow::anyhow!("{e}"))?;
         self.environments
             .pull(&reference)

@@ -48,7 +48,9 @@ pub struct ArmReport {
     pub wall_ms_per_task: u64,
     /// Of that, what the flow itself took; the rest is the harness (checkout, grading).
     pub solve_ms_per_task: u64,
-    pub verdicts: Matrix,
+    /// `None` when no run of the arm carries a verdict of planwright's (the monolithic
+    /// arm has none): the comparison does not apply.
+    pub verdicts: Option<Matrix>,
 }
 
 /// The whole report.
@@ -148,6 +150,7 @@ fn arm_report(name: &str, all: &[RunRecord]) -> ArmReport {
             _ => {}
         }
     }
+    let judged_by_planwright = runs.iter().any(|r| r.verdict != Verdict::None);
     ArmReport {
         name: name.to_owned(),
         runs: runs.len() as u32,
@@ -163,7 +166,7 @@ fn arm_report(name: &str, all: &[RunRecord]) -> ArmReport {
         roles: roles.into_values().collect(),
         wall_ms_per_task: runs.iter().map(|r| r.wall_ms).sum::<u64>() / n as u64,
         solve_ms_per_task: runs.iter().map(|r| r.solve_ms).sum::<u64>() / n as u64,
-        verdicts,
+        verdicts: judged_by_planwright.then_some(verdicts),
     }
 }
 
@@ -250,12 +253,18 @@ pub fn markdown(report: &Report) -> String {
     out.push_str("| arm | ready, resolved | ready, not resolved (false green) | draft, resolved (false red) | draft, not resolved |\n");
     out.push_str("|---|---|---|---|---|\n");
     for arm in &report.arms {
-        let m = arm.verdicts;
-        let _ = writeln!(
-            out,
-            "| {} | {} | {} | {} | {} |",
-            arm.name, m.ready_resolved, m.ready_unresolved, m.draft_resolved, m.draft_unresolved
-        );
+        let _ = match arm.verdicts {
+            Some(m) => writeln!(
+                out,
+                "| {} | {} | {} | {} | {} |",
+                arm.name,
+                m.ready_resolved,
+                m.ready_unresolved,
+                m.draft_resolved,
+                m.draft_unresolved
+            ),
+            None => writeln!(out, "| {} | n/a | n/a | n/a | n/a |", arm.name),
+        };
     }
     out.push_str("\n## Runs\n\n");
     out.push_str("| task | arm | repeat | grade | planwright | cost | wall time | why |\n");

@@ -494,3 +494,133 @@ async fn an_evaluation_stopped_by_its_budget_resumes_without_paying_twice_and_re
         "{markdown}"
     );
 }
+
+/// An outcome row as the monolithic test reads it: repository, source, verified,
+/// judged, model, planner tokens, executor tokens.
+type OutcomeRow = (String, String, i64, i64, Option<String>, i64, i64);
+
+#[tokio::test]
+async fn the_monolithic_arm_gives_one_model_the_raw_issue_and_its_graded_run_feeds_routing() {
+    let dir = tempfile::tempdir().unwrap();
+    let instance = Instance::load(TASK);
+    let tasks = layout_with(dir.path(), &[TASK]);
+    let (_registry, reference) = image().await;
+    // The one model's run: the upstream fix written with the executor's tools, no
+    // contract asked for and no reviewer.
+    let mut script: Vec<Step> = written_files(&instance, Work::Fix)
+        .iter()
+        .enumerate()
+        .map(|(i, (path, content))| {
+            Step::tool_call(
+                &format!("m{i}"),
+                "write_file",
+                json!({"path": path, "content": content}),
+            )
+            .when_tools(&["finish", "write_file"])
+        })
+        .collect();
+    script
+        .push(Step::tool_call("mf", "finish", json!({"summary": "Done."})).when_tools(&["finish"]));
+    let steps = script.len();
+    let models = ModelServer::start(script).await;
+    // The monolithic arm calls its model with the evaluation's own settings.
+    let config = dir.path().join("eval.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "anthropic_api_key = \"sk-ant-eval-mono\"\nanthropic_base_url = \"{}\"\n",
+            models.anthropic_base()
+        ),
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let ran = eval(
+        dir.path(),
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            tasks.to_str().unwrap(),
+            "--arm",
+            "mono=monolithic:anthropic:claude-sonnet-4-5",
+            "--image",
+            &reference,
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    )
+    .await;
+    let (stdout, stderr) = (text(&ran.stdout), text(&ran.stderr));
+    assert_eq!(
+        ran.status.code(),
+        Some(0),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    let report = report(&out, "tasks");
+    let account = format!("{report:#}\nstderr:\n{stderr}");
+    let mono = arm_of(&report, "mono");
+    assert_eq!(mono["resolved"], 1, "{account}");
+    assert_eq!(mono["resolved_rate"], 100.0, "{account}");
+    assert_eq!(mono["planner_input_tokens"], 0, "{account}");
+    let roles = mono["roles"].as_array().unwrap();
+    let role_names: Vec<&str> = roles.iter().map(|r| r["role"].as_str().unwrap()).collect();
+    assert_eq!(role_names, ["executor"], "{account}");
+    assert!(roles[0]["cost_microusd"].as_i64().unwrap() > 0, "{account}");
+    assert_eq!(
+        mono["cost_microusd"], roles[0]["cost_microusd"],
+        "{account}"
+    );
+    // planwright gave no verdict: the confusion matrix does not apply.
+    assert_eq!(mono["verdicts"], Value::Null, "{account}");
+    let run = &report["runs"][0];
+    assert_eq!(run["verdict"], "none", "{account}");
+    let markdown = std::fs::read_to_string(out.join("tasks/report.md")).unwrap();
+    assert!(
+        markdown.contains("| mono | n/a | n/a | n/a | n/a |"),
+        "{markdown}"
+    );
+    // The model saw the issue as its reporter wrote it, not a contract.
+    assert_eq!(models.unused_steps(), 0, "{account}");
+    let requests = models.requests();
+    assert_eq!(requests.len(), steps, "{account}");
+    let first = requests[0].body.to_string();
+    for piece in [
+        format!("{}\n\nIn ", instance.subject),
+        format!(
+            ", make the change its commit {} made: {}",
+            &instance.commit[..12],
+            instance.subject
+        ),
+    ] {
+        let escaped = serde_json::to_string(&piece).unwrap();
+        assert!(
+            first.contains(escaped.trim_matches('"')),
+            "the first request has no problem statement: {first}"
+        );
+    }
+    assert!(!first.contains("Build contract"), "{first}");
+    let hidden = instance_test_line(&instance);
+    assert!(
+        requests
+            .iter()
+            .all(|r| !r.body.to_string().contains(&hidden))
+    );
+    // The graded run is an outcome of the task's repository, from the evaluation.
+    let db = planwright::store::Db::open(&format!("sqlite://{}/planwright.db", out.display()))
+        .await
+        .unwrap();
+    let rows: Vec<OutcomeRow> = sqlx::query_as(
+        "SELECT repo, source, verified, judged, model, planner_tokens, executor_tokens \
+         FROM attempt_outcomes",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let (repo, source, verified, judged, model, planner, executor) = rows[0].clone();
+    assert_eq!(repo, "eval/toolz");
+    assert_eq!(source, "eval");
+    assert_eq!((verified, judged), (1, 1));
+    assert_eq!(model.as_deref(), Some("anthropic:claude-sonnet-4-5"));
+    assert_eq!(planner, 0);
+    assert!(executor > 0);
+}
