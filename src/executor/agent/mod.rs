@@ -271,11 +271,13 @@ impl Executor for AgentExecutor {
             read_only: &task.read_only,
             environment: task.environment.as_ref(),
         };
-        let token = self.proxy.capabilities.issue(
+        // The rung's model only: the CLIs' side calls use it too (see `claude_code`).
+        let token = self.proxy.capabilities.issue_for(
             &self.proxy.run,
             &self.proxy.session,
             task.limits.budget,
             task.limits.wall + TOKEN_GRACE,
+            std::slice::from_ref(&self.model),
         );
         let limits = sandbox::Limits {
             wall: task.limits.wall,
