@@ -1957,3 +1957,43 @@ async fn no_key_token_or_prompt_reaches_the_logs() {
     let signature = token.rsplit('.').next().unwrap();
     assert!(!text.contains(signature));
 }
+
+/// A rung's token calls its own model only: an executor on a cheap rung cannot buy a
+/// dearer model's answer through the proxy and have it credited to the cheap rung.
+#[tokio::test]
+async fn a_rungs_token_is_refused_another_model() {
+    let h = start(vec![Step::text("Fine.")]).await;
+    let token = h.caps.issue_for(
+        &h.run,
+        &h.session,
+        Budget::usd(1.0),
+        Duration::from_secs(600),
+        &["claude-haiku-4-5".to_owned()],
+    );
+    let response = h
+        .anthropic(
+            "/v1/messages",
+            token.expose_secret(),
+            &anthropic_body(false),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+    let answer: Value = response.json().await.unwrap();
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("claude-sonnet-4-5") && message.contains("only claude-haiku-4-5"),
+        "{message}"
+    );
+    assert!(h.upstream.requests().is_empty());
+    let mut own = anthropic_body(false);
+    own["model"] = json!("claude-haiku-4-5");
+    let response = h
+        .anthropic("/v1/messages", token.expose_secret(), &own)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(h.upstream.requests().len(), 1);
+}

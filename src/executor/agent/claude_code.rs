@@ -18,6 +18,12 @@ const CLAUDE_TOOLS: &str = "Bash,Edit,Write,Read,Glob,Grep";
 const CLAUDE_ALLOWED: &str = "Bash,Read,Glob,Grep";
 
 pub(super) fn args(launch: &Launch<'_>, env: &mut Vec<(String, String)>) -> Vec<String> {
+    // Its settings, state and global config in one folder planwright empties before
+    // each run (`fresh_config_homes`), never in a `~/.claude.json` beside it.
+    env.push((
+        "CLAUDE_CONFIG_DIR".into(),
+        launch.home.join(".claude").display().to_string(),
+    ));
     // Every request but the model's own stays home: no telemetry, error
     // reports, update checks or release notes. Side requests (titles, command
     // checks) use the same model, so the proxy prices all of them.

@@ -132,29 +132,7 @@ pub async fn run(
     limits: Limits,
 ) -> Result<AgentRun, SandboxError> {
     let invocation = cli.invocation(launch);
-    // Codex refuses a CODEX_HOME that does not exist.
-    let mut dirs = vec![launch.home.to_path_buf()];
-    if cli == AgentCli::Codex {
-        dirs.push(launch.home.join(".codex"));
-    }
-    for dir in dirs {
-        // planwright creates these as root: never through a symlink a run left behind.
-        match std::fs::symlink_metadata(&dir) {
-            Ok(meta) if meta.is_dir() => {}
-            Ok(_) => {
-                return Err(SandboxError::InvalidCommand(format!(
-                    "{} is not a folder (an earlier run may have left a symlink there): \
-                     remove it or start from a fresh workspace",
-                    dir.display()
-                )));
-            }
-            Err(_) => std::fs::create_dir_all(&dir)
-                .with_context(|| format!("Could not create {}", dir.display()))?,
-        }
-    }
-    if cli == AgentCli::Codex {
-        clear_codex_instructions(&launch.home.join(".codex"))?;
-    }
+    fresh_config_homes(launch.home)?;
     let prompt_file = records.join(PROMPT_FILE);
     std::fs::write(&prompt_file, &invocation.prompt)
         .with_context(|| format!("Could not write the prompt to {}", prompt_file.display()))?;
@@ -176,27 +154,56 @@ pub async fn run(
     Ok(AgentRun { output, report })
 }
 
-/// Removes the user-level instruction files Codex would read from `codex_home`, which lies
-/// in the workspace an earlier sandboxed command could write to: nobody listed them, and
-/// Codex reads them whatever its project settings say. A symlink is removed, never
-/// followed.
-fn clear_codex_instructions(codex_home: &Path) -> Result<(), SandboxError> {
-    for name in ["AGENTS.md", "AGENTS.override.md"] {
-        let path = codex_home.join(name);
-        match std::fs::remove_file(&path) {
-            Ok(()) => {
-                tracing::warn!(path = %path.display(), "removed an instruction file nobody listed")
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => {
-                return Err(SandboxError::InvalidCommand(format!(
-                    "{} cannot be removed ({e}): remove it or start from a fresh workspace",
-                    path.display()
-                )));
-            }
-        }
+/// Where in the run's `HOME` each CLI keeps its settings, instruction files, skills,
+/// hooks and state: Claude Code's folder (`CLAUDE_CONFIG_DIR`, which also holds its global
+/// config then) and the global config it keeps beside it otherwise, and Codex's
+/// `CODEX_HOME`. planwright writes nothing there; everything goes on the command line.
+const CONFIG_HOMES: [&str; 3] = [".claude", ".claude.json", ".codex"];
+
+/// Gives both CLIs empty config homes in `home` before a run. `HOME` lies in the workspace,
+/// which the repository's own commands (its tests during verification) write to: settings,
+/// hooks, instruction files or skills left there would reach the model, and nobody listed
+/// them. Whatever is there is removed, a symlink as itself, never followed; the folders are
+/// made anew (Codex refuses a `CODEX_HOME` that does not exist).
+fn fresh_config_homes(home: &Path) -> Result<(), SandboxError> {
+    ensure_folder(home)?;
+    for name in CONFIG_HOMES {
+        let path = home.join(name);
+        let removed = match std::fs::symlink_metadata(&path) {
+            Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(&path),
+            Ok(_) => std::fs::remove_file(&path),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e),
+        };
+        removed.map_err(|e| {
+            SandboxError::InvalidCommand(format!(
+                "{} cannot be removed ({e}): remove it or start from a fresh workspace",
+                path.display()
+            ))
+        })?;
+    }
+    for name in [".claude", ".codex"] {
+        ensure_folder(&home.join(name))?;
     }
     Ok(())
+}
+
+/// Makes `dir` a folder unless it is one; planwright runs as root here, so never through
+/// a symlink a run left behind.
+fn ensure_folder(dir: &Path) -> Result<(), SandboxError> {
+    match std::fs::symlink_metadata(dir) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => Err(SandboxError::InvalidCommand(format!(
+            "{} is not a folder (an earlier run may have left a symlink there): \
+             remove it or start from a fresh workspace",
+            dir.display()
+        ))),
+        Err(_) => {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("Could not create {}", dir.display()))?;
+            Ok(())
+        }
+    }
 }
 
 /// A token outlives the run's wall clock by this much, so the last call is not cut off.
@@ -264,11 +271,13 @@ impl Executor for AgentExecutor {
             read_only: &task.read_only,
             environment: task.environment.as_ref(),
         };
-        let token = self.proxy.capabilities.issue(
+        // The rung's model only: the CLIs' side calls use it too (see `claude_code`).
+        let token = self.proxy.capabilities.issue_for(
             &self.proxy.run,
             &self.proxy.session,
             task.limits.budget,
             task.limits.wall + TOKEN_GRACE,
+            std::slice::from_ref(&self.model),
         );
         let limits = sandbox::Limits {
             wall: task.limits.wall,

@@ -617,6 +617,16 @@ fn read_request(api: Api, grant: &Grant, body: &[u8]) -> Result<(Value, ModelNam
             "Cannot forward the request: it names no `model`",
         ));
     };
+    if !grant.models.is_empty() && !grant.models.contains(&model) {
+        info!(run = %grant.run, %model, "model proxy refused a model the run was not given");
+        return Err(Refused::new(
+            Refusal::BadRequest,
+            format!(
+                "Cannot use {model} in this run: its token allows only {}; ask for one of those",
+                grant.models.join(", ")
+            ),
+        ));
+    }
     Ok((request, ModelName { provider, model }))
 }
 

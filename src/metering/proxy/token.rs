@@ -28,6 +28,11 @@ pub struct Grant {
     pub budget: Budget,
     /// Unix milliseconds.
     pub expires_at_ms: i64,
+    /// The only models the run may call, as their providers name them (an executor's
+    /// rung's model), so a run cannot buy a dearer model's answer on a cheaper rung's
+    /// account. Empty for a run that names no model: the command executor's, whose
+    /// command may call any priced model.
+    pub models: Vec<String>,
 }
 
 /// Why a token was refused. The messages go back to the agent, so they name the problem
@@ -53,6 +58,8 @@ struct Claims {
     max_microusd: Option<i64>,
     max_tokens: Option<u64>,
     exp: i64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    models: Vec<String>,
     /// Tells tokens of one run apart, so each can be checked against the live list.
     nonce: String,
 }
@@ -97,13 +104,27 @@ impl Capabilities {
         }
     }
 
-    /// A token for `run` of `session`, valid for `ttl` or until the run is revoked.
+    /// A token for `run` of `session`, valid for `ttl` or until the run is revoked, for
+    /// any priced model.
     pub fn issue(
         &self,
         run: &RunId,
         session: &SessionId,
         budget: Budget,
         ttl: Duration,
+    ) -> SecretString {
+        self.issue_for(run, session, budget, ttl, &[])
+    }
+
+    /// A token like [`Capabilities::issue`]'s that calls only `models` (any priced
+    /// model when empty).
+    pub fn issue_for(
+        &self,
+        run: &RunId,
+        session: &SessionId,
+        budget: Budget,
+        ttl: Duration,
+        models: &[String],
     ) -> SecretString {
         let now = now_ms();
         let exp = now.saturating_add(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX));
@@ -113,6 +134,7 @@ impl Capabilities {
             max_microusd: budget.max_microusd,
             max_tokens: budget.max_tokens,
             exp,
+            models: models.to_vec(),
             nonce: uuid::Uuid::new_v4().simple().to_string(),
         };
         {
@@ -180,6 +202,7 @@ impl Capabilities {
                 max_tokens: claims.max_tokens,
             },
             expires_at_ms: claims.exp,
+            models: claims.models,
         })
     }
 
