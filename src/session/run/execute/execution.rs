@@ -259,6 +259,31 @@ impl Execution<'_> {
         }
     }
 
+    /// Moves the session on and records why in one transaction, so a reader who sees the
+    /// new state also sees its entry in the timeline; [`Stop::Gone`] as [`Self::move_to`].
+    pub(super) async fn move_with_audit(
+        &self,
+        (from, to): (SessionState, SessionState),
+        action: AuditAction,
+        detail: serde_json::Value,
+    ) -> Result<(), Stop> {
+        let mut tx = self.app.db.writer.begin().await?;
+        if !sessions::move_state(&mut tx, &self.id, from, to, None).await? {
+            info!(from = %from, to = %to, "the session moved on; execution stops");
+            return Err(Stop::Gone);
+        }
+        let entry = audit::Entry {
+            actor: "planwright",
+            action,
+            session: Some(self.id.as_str()),
+            delivery: None,
+            detail,
+        };
+        audit::append(&mut tx, &entry).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
     pub(super) async fn audit(
         &self,
         action: AuditAction,

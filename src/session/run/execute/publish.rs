@@ -320,9 +320,8 @@ impl Execution<'_> {
         }
         match (result, &published) {
             (RunResult::Succeeded, Published::Pull { pull, .. }) => {
-                self.move_to(SessionState::Publishing, SessionState::PrOpened, None)
-                    .await?;
-                self.audit(
+                self.move_with_audit(
+                    (SessionState::Publishing, SessionState::PrOpened),
                     AuditAction::PullOpened,
                     serde_json::json!({"number": pull.number.0, "url": pull.url, "run": run}),
                 )
