@@ -107,26 +107,29 @@ pub async fn prepare(
     Ok((repo, head))
 }
 
-/// Writes the tree of `commit` in `source` into `into`, through `git archive`.
+/// Writes the tree of `commit` in `source` into `into` as a checkout would, with an index
+/// of its own so `source` is left as it was. Not `git archive`: it leaves out what the
+/// tree's `.gitattributes` marks `export-ignore` (often the tests) and rewrites
+/// `export-subst` files, so the base would not be the base.
 async fn copy_tree(source: &Path, commit: &str, into: &Path) -> anyhow::Result<()> {
-    let archive = tokio::process::Command::new("git")
+    let index = into.with_extension("index");
+    let out = tokio::process::Command::new("git")
         .arg("-C")
         .arg(source)
-        .args(["archive", "--format=tar", commit])
+        .arg("--work-tree")
+        .arg(into)
+        .args(["checkout", "--quiet", "--force", commit, "--", "."])
+        .env("GIT_INDEX_FILE", &index)
         .stdin(std::process::Stdio::null())
         .output()
         .await
-        .context("Could not run git archive")?;
+        .context("Could not run git checkout")?;
+    let _ = std::fs::remove_file(&index);
     anyhow::ensure!(
-        archive.status.success(),
-        "git archive failed: {}",
-        String::from_utf8_lossy(&archive.stderr).trim()
+        out.status.success(),
+        "git checkout of the base failed: {}",
+        String::from_utf8_lossy(&out.stderr).trim()
     );
-    let into = into.to_path_buf();
-    tokio::task::spawn_blocking(move || tar::Archive::new(&archive.stdout[..]).unpack(&into))
-        .await
-        .context("The unpacking task failed")?
-        .context("Could not unpack the base tree")?;
     Ok(())
 }
 
@@ -147,4 +150,58 @@ pub fn settings(task: &Task, image: Option<&str>) -> Option<String> {
         settings.insert("environment".into(), json!({ "image": image }));
     }
     serde_json::to_string_pretty(&settings).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::process::Command;
+
+    use super::*;
+
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    #[tokio::test]
+    async fn the_base_keeps_what_gitattributes_leaves_out_of_an_archive() {
+        let dir = tempfile::tempdir().unwrap();
+        let source = dir.path().join("source");
+        std::fs::create_dir_all(source.join("tests")).unwrap();
+        std::fs::write(
+            source.join(".gitattributes"),
+            "tests/ export-ignore
+v.txt export-subst
+",
+        )
+        .unwrap();
+        std::fs::write(source.join("tests/test_a.py"), "def test_a(): pass\n").unwrap();
+        std::fs::write(source.join("v.txt"), "$Format:%H$\n").unwrap();
+        git(&source, &["init", "--quiet"]);
+        git(&source, &["add", "--all"]);
+        git(&source, &["commit", "--quiet", "-m", "base"]);
+        let head = git(&source, &["rev-parse", "HEAD"]);
+        let into = dir.path().join("into");
+        std::fs::create_dir_all(&into).unwrap();
+        copy_tree(&source, &head, &into).await.unwrap();
+        assert!(
+            into.join("tests/test_a.py").is_file(),
+            "the tests are part of the base"
+        );
+        let v = std::fs::read_to_string(into.join("v.txt")).unwrap();
+        assert_eq!(v, "$Format:%H$\n", "files are written as committed");
+        // The source's own index is not touched.
+        assert_eq!(git(&source, &["status", "--porcelain"]), "");
+    }
 }
