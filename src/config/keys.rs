@@ -348,17 +348,22 @@ impl Setting {
         self.text().map(|v| SecretString::from(v.to_owned()))
     }
 
-    /// Comma-separated secrets, every one accepted (while one is being rotated).
-    pub(super) fn secrets(&self) -> Vec<SecretString> {
+    /// A comma-separated list, each item trimmed, empty ones left out.
+    pub(super) fn list(&self) -> Vec<String> {
         self.text()
             .map(|v| {
                 v.split(',')
                     .map(str::trim)
                     .filter(|s| !s.is_empty())
-                    .map(|s| SecretString::from(s.to_owned()))
+                    .map(str::to_owned)
                     .collect()
             })
             .unwrap_or_default()
+    }
+
+    /// Comma-separated secrets, every one accepted (while one is being rotated).
+    pub(super) fn secrets(&self) -> Vec<SecretString> {
+        self.list().into_iter().map(SecretString::from).collect()
     }
 
     /// An operator's secret that guards a page: long enough that guessing it online is

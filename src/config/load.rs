@@ -170,17 +170,7 @@ fn finish(raw: Raw) -> Result<Settings> {
 
 /// `ROUTING_GROUPS`: comma-separated repository globs, each checked.
 fn routing_groups(raw: &Raw) -> Result<Vec<String>> {
-    let groups: Vec<String> = raw
-        .routing_groups
-        .text()
-        .map(|v| {
-            v.split(',')
-                .map(str::trim)
-                .filter(|p| !p.is_empty())
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default();
+    let groups = raw.routing_groups.list();
     for pattern in &groups {
         if globset::Glob::new(pattern).is_err() {
             anyhow::bail!(
@@ -419,17 +409,7 @@ fn workspaces(raw: &Raw) -> Result<WorkspaceSettings> {
             None => defaults.mirror_unused,
             Some(days) => Duration::from_secs(days.saturating_mul(24 * 3600)),
         },
-        mirror_partial: raw
-            .mirror_partial
-            .text()
-            .map(|v| {
-                v.split(',')
-                    .map(str::trim)
-                    .filter(|p| !p.is_empty())
-                    .map(str::to_owned)
-                    .collect()
-            })
-            .unwrap_or_default(),
+        mirror_partial: raw.mirror_partial.list(),
         mirror_partial_above: match raw.mirror_partial_above.text() {
             None => None,
             Some(text) => match images::parse_size(text) {
