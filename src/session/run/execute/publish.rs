@@ -87,10 +87,14 @@ impl Execution<'_> {
             // Published before the process stopped: only the session's move is left.
             return match &outcome.failure {
                 None => {
-                    self.move_to(SessionState::Publishing, SessionState::PrOpened, None)
-                        .await?;
                     let session = self.app.db.session(&self.id).await?;
                     let pull = session.and_then(|s| s.pull_number);
+                    self.move_with_audit(
+                        (SessionState::Publishing, SessionState::PrOpened),
+                        AuditAction::PullOpened,
+                        serde_json::json!({"number": pull.map(|p| p.0), "run": run.id}),
+                    )
+                    .await?;
                     let text = comments::pull_was_opened(pull);
                     self.status(SessionState::PrOpened, &text).await
                 }
